@@ -1,0 +1,68 @@
+package dev.compute.memory;
+
+/**
+ * The figures of one location's pool, in the manner of PyTorch's {@code memory_stats}. Bytes are
+ * bytes; counts are totals since the manager started.
+ *
+ * <ul>
+ *   <li>allocated: the bytes of the blocks handed out (after size rounding); requested: what callers asked for;
+ *   <li>reserved: what the pool holds from the backend (whole segments, or mapped pages of expandable ones);
+ *   <li>cached: reserved but not allocated, ready for reuse without a backend call.
+ * </ul>
+ *
+ * Both fragmentation figures are defined here once, and the endpoint, the metrics and the docs use these.
+ */
+public record MemoryStatistics(
+        MemoryLocation location,
+        long allocatedBytes, long allocatedBytesPeak,
+        long requestedBytes, long requestedBytesPeak,
+        long reservedBytes, long reservedBytesPeak,
+        long cachedBytes, long largestFreeBlockBytes,
+        long liveBuffers, long segments,
+        long allocations, long frees,
+        long poolHits, long poolMisses,
+        long backendAllocations, long backendFrees,
+        long oomRetries, long trims,
+        long bytesHostToDevice, long bytesDeviceToHost, long bytesDeviceToDevice) {
+
+    /** {@code 1 − largestFreeBlock / cachedBytes}: 0 when all cached memory is one block (or nothing is cached). */
+    public double fragmentation() {
+        return cachedBytes <= 0 ? 0.0 : 1.0 - (double) largestFreeBlockBytes / cachedBytes;
+    }
+
+    /** {@code reservedBytes / allocatedBytes}: 1.0 when the pool holds nothing beyond live blocks; 0 when nothing is allocated. */
+    public double overhead() {
+        return allocatedBytes <= 0 ? 0.0 : (double) reservedBytes / allocatedBytes;
+    }
+
+    /** Pool hits over all pool requests; 0 before the first. */
+    public double hitRate() {
+        long requests = poolHits + poolMisses;
+        return requests == 0 ? 0.0 : (double) poolHits / requests;
+    }
+
+    public static Builder builder(MemoryLocation location) {
+        return new Builder(location);
+    }
+
+    /** Filled by each layer of a location's resource chain, each with the figures it owns. */
+    public static final class Builder {
+        private final MemoryLocation location;
+        public long allocatedBytes, allocatedBytesPeak, requestedBytes, requestedBytesPeak;
+        public long reservedBytes, reservedBytesPeak, cachedBytes, largestFreeBlockBytes;
+        public long liveBuffers, segments, allocations, frees, poolHits, poolMisses;
+        public long backendAllocations, backendFrees, oomRetries, trims;
+        public long bytesHostToDevice, bytesDeviceToHost, bytesDeviceToDevice;
+
+        private Builder(MemoryLocation location) {
+            this.location = location;
+        }
+
+        public MemoryStatistics build() {
+            return new MemoryStatistics(location, allocatedBytes, allocatedBytesPeak, requestedBytes,
+                    requestedBytesPeak, reservedBytes, reservedBytesPeak, cachedBytes, largestFreeBlockBytes,
+                    liveBuffers, segments, allocations, frees, poolHits, poolMisses, backendAllocations,
+                    backendFrees, oomRetries, trims, bytesHostToDevice, bytesDeviceToHost, bytesDeviceToDevice);
+        }
+    }
+}

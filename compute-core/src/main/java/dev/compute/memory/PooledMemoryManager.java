@@ -1,0 +1,423 @@
+package dev.compute.memory;
+
+import dev.compute.memory.resource.BackendMemoryResource;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.LeakTrackingResource;
+import dev.compute.memory.resource.LimitingResource;
+import dev.compute.memory.resource.MemoryResource;
+import dev.compute.memory.resource.PoolSettings;
+import dev.compute.memory.resource.StatisticsResource;
+import dev.compute.memory.spi.BackendSelection;
+import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.spi.ComputeBackend;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The {@link UnifiedMemoryManager}: one resource chain per location (leak tracking → statistics → caching
+ * pool or plain backend → the backend), a maintenance thread for scheduled trims and timeline samples, and the
+ * guard that makes closing safe while other threads still use buffers.
+ */
+final class PooledMemoryManager implements UnifiedMemoryManager {
+
+    private static final System.Logger LOG = System.getLogger(UnifiedMemoryManager.class.getName());
+
+    /** One location's resource chain and the figures kept beside it. */
+    private static final class LocationChain {
+        final MemoryResource top;
+        final LeakTrackingResource leaks;
+        final MemoryTimeline timeline;
+        final boolean hostAccessible;
+        final LongAdder hostToDevice = new LongAdder();
+        final LongAdder deviceToHost = new LongAdder();
+        final LongAdder deviceToDevice = new LongAdder();
+        final LongAdder trims = new LongAdder();
+
+        LocationChain(LeakTrackingResource leaks, MemoryTimeline timeline, boolean hostAccessible) {
+            this.top = leaks;
+            this.leaks = leaks;
+            this.timeline = timeline;
+            this.hostAccessible = hostAccessible;
+        }
+    }
+
+    private final ComputeBackend backend;
+    private final EnumMap<MemoryLocation, LocationChain> chains = new EnumMap<>(MemoryLocation.class);
+    private final List<MemoryLocation> locations;
+    private final MemoryLocation defaultLocation;
+    private final MemoryLocation mirrorLocation;
+    private final long releaseThreshold;
+    private final LeakDetector leakDetector = new LeakDetector(this);
+    private final ComputeOps ops = new BackendComputeOps(this);
+    private final ReentrantReadWriteLock closeGuard = new ReentrantReadWriteLock();
+    private final Access access = new Access();
+    /** Host views live in this arena: closing the manager invalidates them instead of leaving them dangling. */
+    private final Arena viewScope = Arena.ofShared();
+    private final @Nullable ScheduledExecutorService maintenance;
+    private volatile boolean closed;
+
+    PooledMemoryManager(UnifiedMemoryManagerBuilder settings) {
+        this.backend = openBackend(settings);
+        try {
+            this.releaseThreshold = settings.releaseThreshold;
+            List<MemoryLocation> usable = new ArrayList<>();
+            for (MemoryLocation location : MemoryLocation.values()) {
+                if (location == MemoryLocation.PINNED && !settings.pinningEnabled) {
+                    continue;
+                }
+                if (backend.supports(location).available()) {
+                    usable.add(location);
+                    chains.put(location, buildChain(location, settings));
+                }
+            }
+            this.locations = List.copyOf(usable);
+            this.defaultLocation = chooseDefault(settings.defaultLocation);
+            this.mirrorLocation = chains.containsKey(MemoryLocation.PINNED) && backend.hostAccessible(MemoryLocation.PINNED)
+                    ? MemoryLocation.PINNED : MemoryLocation.HOST;
+            this.maintenance = startMaintenance(settings);
+        } catch (RuntimeException e) {
+            chains.values().forEach(c -> c.top.close());
+            backend.close();
+            throw e;
+        }
+        LOG.log(System.Logger.Level.INFO, "compute memory on " + backend.info() + ", locations " + locations
+                + ", default " + defaultLocation + ", pooling " + (settings.poolingEnabled ? "on" : "off")
+                + ", leak detection " + settings.leakDetection);
+    }
+
+    private static ComputeBackend openBackend(UnifiedMemoryManagerBuilder settings) {
+        if (settings.backendInstance != null) {
+            return settings.backendInstance;
+        }
+        BackendSettings backendSettings = new BackendSettings(settings.device, settings.pinningEnabled,
+                settings.stagingBufferSize, settings.backendOptions);
+        ClassLoader loader = Thread.currentThread().getContextClassLoader();
+        BackendSelection selection = BackendSelection.choose(settings.backend, backendSettings,
+                BackendSelection.providers(loader != null ? loader : PooledMemoryManager.class.getClassLoader()));
+        LOG.log(System.Logger.Level.INFO, "compute backend '" + selection.provider().name() + "' chosen: " + selection.detail()
+                + (selection.passedOver().isEmpty() ? "" : "; passed over: " + selection.passedOver()));
+        return selection.provider().create(backendSettings);
+    }
+
+    private LocationChain buildChain(MemoryLocation location, UnifiedMemoryManagerBuilder settings) {
+        long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : settings.maxPoolSize;
+        String capName = location == MemoryLocation.PINNED ? "compute.memory.pinning.max-pinned-size" : "compute.memory.pooling.max-pool-size";
+        MemoryResource base = settings.poolingEnabled
+                ? ResourceChains.pool(backend, location, new PoolSettings(cap, Math.min(settings.releaseThreshold, cap), settings.expandableSegments))
+                : new LimitingResource(new BackendMemoryResource(backend, location), location, cap, capName);
+        LeakTrackingResource leaks = new LeakTrackingResource(new StatisticsResource(base), settings.leakDetection);
+        return new LocationChain(leaks, new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location));
+    }
+
+    private MemoryLocation chooseDefault(@Nullable MemoryLocation configured) {
+        MemoryLocation chosen = configured != null ? configured : backend.defaultLocation();
+        if (!chains.containsKey(chosen)) {
+            throw new InvalidSettingException("compute.memory.default-location", chosen,
+                    "a location this backend (" + backend.info().backend() + ") offers: auto or one of " + locations);
+        }
+        return chosen;
+    }
+
+    private @Nullable ScheduledExecutorService startMaintenance(UnifiedMemoryManagerBuilder settings) {
+        long trimMillis = settings.trimInterval.toMillis();
+        long sampleMillis = settings.timelineInterval.toMillis();
+        if (trimMillis <= 0 && sampleMillis <= 0) {
+            return null;
+        }
+        ScheduledExecutorService executor = Executors.newSingleThreadScheduledExecutor(
+                Thread.ofPlatform().daemon().name("compute-memory-maintenance").factory());
+        if (trimMillis > 0) {
+            executor.scheduleWithFixedDelay(this::scheduledTrim, trimMillis, trimMillis, TimeUnit.MILLISECONDS);
+        }
+        if (sampleMillis > 0) {
+            sampleTimeline();
+            executor.scheduleAtFixedRate(this::sampleTimeline, sampleMillis, sampleMillis, TimeUnit.MILLISECONDS);
+        }
+        return executor;
+    }
+
+    private void scheduledTrim() {
+        try {
+            long released = trim();
+            if (released > 0) {
+                LOG.log(System.Logger.Level.DEBUG, "scheduled trim released " + released + " bytes");
+            }
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "scheduled trim failed", e);
+        }
+    }
+
+    /** Adds one sample per location to the timeline; also called by the maintenance thread. */
+    void sampleTimeline() {
+        if (closed) {
+            return;
+        }
+        long now = System.currentTimeMillis();
+        chains.forEach((location, chain) -> {
+            MemoryStatistics s = statistics(location);
+            chain.timeline.add(new MemoryTimeline.Sample(now, s.reservedBytes(), s.allocatedBytes(), s.cachedBytes()));
+        });
+    }
+
+    // ---- allocation -------------------------------------------------------------------------------------------
+
+    @Override
+    public UnifiedBuffer allocate(long bytes, MemoryLocation location) {
+        return allocate(DataType.INT8, bytes, location, bytes);
+    }
+
+    @Override
+    public UnifiedBuffer allocate(DataType type, long count, MemoryLocation location) {
+        if (count <= 0) {
+            throw new IllegalArgumentException("element count must be positive: " + count);
+        }
+        return allocate(type, count, location, type.bytesFor(count));
+    }
+
+    private UnifiedBuffer allocate(DataType type, long count, MemoryLocation location, long bytes) {
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
+        }
+        LocationChain chain = chain(location);
+        Block block = chain.top.allocate(bytes);
+        if (!chain.leaks.isTracked(block)) {
+            return new UnifiedBuffer(this, location, type, bytes, block, null);
+        }
+        return trackedBuffer(chain, location, type, bytes, block);
+    }
+
+    private UnifiedBuffer trackedBuffer(LocationChain chain, MemoryLocation location, DataType type, long bytes, Block block) {
+        LeakDetector.Tracker tracker = leakDetector.tracker(location, bytes, block, chain.leaks.allocationSite(block));
+        UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, tracker);
+        leakDetector.watch(buffer, tracker);
+        return buffer;
+    }
+
+    private LocationChain chain(MemoryLocation location) {
+        if (closed) {
+            throw new IllegalStateException("this UnifiedMemoryManager is closed");
+        }
+        LocationChain chain = chains.get(location);
+        if (chain == null) {
+            throw new IllegalArgumentException(location + " memory is not available on this manager (" + backend.info().backend()
+                    + "): " + (location == MemoryLocation.PINNED && backend.supports(location).available()
+                    ? "pinning is disabled (compute.memory.pinning.enabled=false)"
+                    : backend.supports(location).detail()) + "; available: " + locations);
+        }
+        return chain;
+    }
+
+    /** Gives a closed buffer's blocks back; after the manager closed there is nothing to give back to. */
+    void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
+        if (closed) {
+            return;
+        }
+        chains.get(location).top.deallocate(block, inFlight);
+        if (mirror != null) {
+            chains.get(mirrorLocation).top.deallocate(mirror, inFlight);
+        }
+    }
+
+    Block allocateMirror(long bytes) {
+        return chain(mirrorLocation).top.allocate(bytes);
+    }
+
+    // ---- what buffers and ops use -----------------------------------------------------------------------------
+
+    ComputeBackend computeBackend() {
+        return backend;
+    }
+
+    boolean hostAccessible(MemoryLocation location) {
+        LocationChain chain = chains.get(location);
+        return chain != null && chain.hostAccessible;
+    }
+
+    void countHostToDevice(MemoryLocation location, long bytes) {
+        chains.get(location).hostToDevice.add(bytes);
+    }
+
+    void countDeviceToHost(MemoryLocation location, long bytes) {
+        chains.get(location).deviceToHost.add(bytes);
+    }
+
+    void countDeviceToDevice(MemoryLocation location, long bytes) {
+        chains.get(location).deviceToDevice.add(bytes);
+    }
+
+    /** Holds off {@link #close()} while a buffer touches memory; throws once the manager is closed. */
+    Access access() {
+        closeGuard.readLock().lock();
+        if (closed) {
+            closeGuard.readLock().unlock();
+            throw new IllegalStateException("this UnifiedMemoryManager is closed; its buffers can no longer be used");
+        }
+        return access;
+    }
+
+    final class Access implements AutoCloseable {
+        @Override
+        public void close() {
+            closeGuard.readLock().unlock();
+        }
+    }
+
+    /** A host view that becomes inaccessible (not dangling) when the manager closes. */
+    MemorySegment scoped(MemorySegment segment) {
+        return segment.reinterpret(viewScope, null);
+    }
+
+    // ---- figures ------------------------------------------------------------------------------------------------
+
+    @Override
+    public MemoryLocation defaultLocation() {
+        return defaultLocation;
+    }
+
+    @Override
+    public List<MemoryLocation> locations() {
+        return locations;
+    }
+
+    @Override
+    public BackendInfo backendInfo() {
+        return backend.info();
+    }
+
+    @Override
+    public DeviceMemoryInfo deviceMemory() {
+        return backend.memoryInfo();
+    }
+
+    @Override
+    public MemoryStatistics statistics(MemoryLocation location) {
+        LocationChain chain = chains.get(location);
+        if (chain == null) {
+            throw new IllegalArgumentException(location + " memory is not available on this manager; available: " + locations);
+        }
+        MemoryStatistics.Builder builder = MemoryStatistics.builder(location);
+        chain.top.collectStatistics(builder);
+        builder.trims = chain.trims.sum();
+        builder.bytesHostToDevice = chain.hostToDevice.sum();
+        builder.bytesDeviceToHost = chain.deviceToHost.sum();
+        builder.bytesDeviceToDevice = chain.deviceToDevice.sum();
+        return builder.build();
+    }
+
+    @Override
+    public Map<MemoryLocation, MemoryStatistics> statistics() {
+        Map<MemoryLocation, MemoryStatistics> all = new LinkedHashMap<>();
+        for (MemoryLocation location : locations) {
+            all.put(location, statistics(location));
+        }
+        return all;
+    }
+
+    @Override
+    public MemorySnapshot snapshot(MemoryLocation location) {
+        return new MemorySnapshot(location, chain(location).top.segments());
+    }
+
+    @Override
+    public List<MemoryTimeline.Sample> timeline(MemoryLocation location) {
+        return chain(location).timeline.samples();
+    }
+
+    @Override
+    public long trim() {
+        return trimAll(releaseThreshold);
+    }
+
+    @Override
+    public long releaseCachedMemory() {
+        return trimAll(0);
+    }
+
+    private long trimAll(long keepBytes) {
+        long released = 0;
+        for (LocationChain chain : chains.values()) {
+            if (closed) {
+                break;
+            }
+            released += chain.top.trim(keepBytes);
+            chain.trims.increment();
+        }
+        return released;
+    }
+
+    @Override
+    public ComputeOps ops() {
+        return ops;
+    }
+
+    @Override
+    public List<LiveBufferReport> liveBuffers() {
+        List<LiveBufferReport> live = new ArrayList<>();
+        chains.forEach((location, chain) -> {
+            for (MemorySnapshot.Segment segment : chain.top.segments()) {
+                for (MemorySnapshot.Block block : segment.blocks()) {
+                    if (block.state() == MemorySnapshot.BlockState.LIVE) {
+                        live.add(new LiveBufferReport(location, block.requestedBytes(), block.allocationSite()));
+                    }
+                }
+            }
+        });
+        return live;
+    }
+
+    long leaksReported() {
+        return leakDetector.leaksReported();
+    }
+
+    @Override
+    public boolean isClosed() {
+        return closed;
+    }
+
+    @Override
+    public void close() {
+        closeGuard.writeLock().lock();
+        try {
+            if (closed) {
+                return;
+            }
+            List<LiveBufferReport> live = liveBuffers();
+            closed = true;
+            if (maintenance != null) {
+                maintenance.shutdownNow();
+            }
+            if (!live.isEmpty()) {
+                StringBuilder report = new StringBuilder("UnifiedMemoryManager closed with " + live.size()
+                        + " buffer(s) still open; their memory is freed now and the buffers can no longer be used:");
+                for (LiveBufferReport buffer : live) {
+                    report.append("\n  ").append(buffer.location()).append(", ").append(buffer.sizeBytes()).append(" bytes")
+                            .append(buffer.allocationSite() != null ? ", allocated at:\n" + buffer.allocationSite() : "");
+                }
+                LOG.log(System.Logger.Level.WARNING, report.toString());
+            }
+            for (LocationChain chain : chains.values()) {
+                try {
+                    chain.top.close();
+                } catch (RuntimeException e) {
+                    LOG.log(System.Logger.Level.ERROR, "freeing the pool's segments failed", e);
+                }
+            }
+            viewScope.close();
+            backend.close();
+        } finally {
+            closeGuard.writeLock().unlock();
+        }
+    }
+}

@@ -1,0 +1,77 @@
+package dev.compute.memory;
+
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Pooled compute memory on one device of one backend. Any thread may allocate, and any thread may close a
+ * buffer. Build one with {@link #builder()}; in a Spring Boot application the starter builds it from
+ * {@code compute.*} properties.
+ *
+ * <p>One allocation: {@code allocate(FLOAT32, n, DEVICE)} → the DEVICE resource chain → the caching pool (a
+ * free cached block, split to size) → on a miss the backend (a segment, or pages mapped into a reserved range)
+ * → when the backend is out of memory the pool releases its cache and retries once → else
+ * {@link DeviceOutOfMemoryException}.
+ */
+public interface UnifiedMemoryManager extends AutoCloseable {
+
+    static UnifiedMemoryManagerBuilder builder() {
+        return new UnifiedMemoryManagerBuilder();
+    }
+
+    /** {@code bytes} bytes at the default location. */
+    default UnifiedBuffer allocate(long bytes) {
+        return allocate(bytes, defaultLocation());
+    }
+
+    UnifiedBuffer allocate(long bytes, MemoryLocation location);
+
+    /** {@code count} elements of {@code type} at the default location. */
+    default UnifiedBuffer allocate(DataType type, long count) {
+        return allocate(type, count, defaultLocation());
+    }
+
+    UnifiedBuffer allocate(DataType type, long count, MemoryLocation location);
+
+    /** Where {@link #allocate(long)} puts memory: configured, or DEVICE on an accelerator and HOST on the CPU. */
+    MemoryLocation defaultLocation();
+
+    /** The locations this manager can allocate at (the backend's, less PINNED when pinning is disabled). */
+    List<MemoryLocation> locations();
+
+    BackendInfo backendInfo();
+
+    DeviceMemoryInfo deviceMemory();
+
+    MemoryStatistics statistics(MemoryLocation location);
+
+    /** Statistics for every location in {@link #locations()}, in that order. */
+    Map<MemoryLocation, MemoryStatistics> statistics();
+
+    MemorySnapshot snapshot(MemoryLocation location);
+
+    /** Reserved, allocated and cached bytes over time, sampled into a bounded ring buffer, oldest first. */
+    List<MemoryTimeline.Sample> timeline(MemoryLocation location);
+
+    /** Gives cached memory beyond the release threshold back to the backend, at every location; returns the bytes released. */
+    long trim();
+
+    /** Gives all cached memory back (as trim, with a threshold of zero); returns the bytes released. */
+    long releaseCachedMemory();
+
+    /** The op set (fill, scale, axpy, sum) on this manager's buffers. */
+    ComputeOps ops();
+
+    /** Buffers still open, with their allocation sites where leak detection recorded them. */
+    List<LiveBufferReport> liveBuffers();
+
+    /** True once {@link #close()} has begun. */
+    boolean isClosed();
+
+    /**
+     * Reports buffers still open (as leaks, in the log), frees every segment at every location and closes the
+     * backend. Buffers still open become unusable. Closing twice is harmless.
+     */
+    @Override
+    void close();
+}

@@ -1,0 +1,188 @@
+package dev.compute.memory;
+
+import dev.compute.memory.spi.ComputeBackend;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Every setting of {@code compute.*} in {@code application.yml}, with the same defaults. {@link #build()}
+ * checks them all and fails with an {@link InvalidSettingException} that names the property.
+ */
+public final class UnifiedMemoryManagerBuilder {
+
+    public static final long DEFAULT_MAX_POOL_SIZE = 4L << 30;
+    public static final long DEFAULT_RELEASE_THRESHOLD = 256L << 20;
+    public static final Duration DEFAULT_TRIM_INTERVAL = Duration.ofMinutes(5);
+    public static final long DEFAULT_MAX_PINNED_SIZE = 2L << 30;
+    public static final long DEFAULT_STAGING_BUFFER_SIZE = 16L << 20;
+    public static final int DEFAULT_TIMELINE_CAPACITY = 720;
+    public static final Duration DEFAULT_TIMELINE_INTERVAL = Duration.ofSeconds(5);
+
+    String backend = "auto";
+    @Nullable ComputeBackend backendInstance;
+    int device;
+    final Map<String, String> backendOptions = new LinkedHashMap<>();
+    @Nullable MemoryLocation defaultLocation;
+    boolean poolingEnabled = true;
+    long maxPoolSize = DEFAULT_MAX_POOL_SIZE;
+    long releaseThreshold = DEFAULT_RELEASE_THRESHOLD;
+    Duration trimInterval = DEFAULT_TRIM_INTERVAL;
+    boolean expandableSegments = true;
+    boolean pinningEnabled = true;
+    long maxPinnedSize = DEFAULT_MAX_PINNED_SIZE;
+    long stagingBufferSize = DEFAULT_STAGING_BUFFER_SIZE;
+    LeakDetectionLevel leakDetection = LeakDetectionLevel.SIMPLE;
+    int timelineCapacity = DEFAULT_TIMELINE_CAPACITY;
+    Duration timelineInterval = DEFAULT_TIMELINE_INTERVAL;
+
+    UnifiedMemoryManagerBuilder() {}
+
+    /** {@code compute.backend}: {@code auto} (default), or a provider's name: {@code cpu}, {@code cuda}, {@code opencl}. */
+    public UnifiedMemoryManagerBuilder backend(String name) {
+        this.backend = name;
+        return this;
+    }
+
+    /** Runs on a backend the caller opened (a test double, a backend set up by hand). The manager closes it. */
+    public UnifiedMemoryManagerBuilder backend(ComputeBackend backend) {
+        this.backendInstance = backend;
+        return this;
+    }
+
+    /** {@code compute.device}: the device index within the backend. */
+    public UnifiedMemoryManagerBuilder device(int index) {
+        this.device = index;
+        return this;
+    }
+
+    /** A backend-specific option (for OpenCL {@code platform}, {@code device-type}). */
+    public UnifiedMemoryManagerBuilder backendOption(String key, String value) {
+        backendOptions.put(key, value);
+        return this;
+    }
+
+    /** {@code compute.memory.default-location}; {@code null} for auto: DEVICE on an accelerator, HOST on the CPU. */
+    public UnifiedMemoryManagerBuilder defaultLocation(@Nullable MemoryLocation location) {
+        this.defaultLocation = location;
+        return this;
+    }
+
+    public UnifiedMemoryManagerBuilder poolingEnabled(boolean enabled) {
+        this.poolingEnabled = enabled;
+        return this;
+    }
+
+    /** {@code compute.memory.pooling.max-pool-size}: cap on reserved bytes per location. */
+    public UnifiedMemoryManagerBuilder maxPoolSize(long bytes) {
+        this.maxPoolSize = bytes;
+        return this;
+    }
+
+    /** {@code compute.memory.pooling.release-threshold}: cached bytes a trim keeps. */
+    public UnifiedMemoryManagerBuilder releaseThreshold(long bytes) {
+        this.releaseThreshold = bytes;
+        return this;
+    }
+
+    /** {@code compute.memory.pooling.trim-interval}; zero disables scheduled trimming. */
+    public UnifiedMemoryManagerBuilder trimInterval(Duration interval) {
+        this.trimInterval = interval;
+        return this;
+    }
+
+    public UnifiedMemoryManagerBuilder expandableSegments(boolean enabled) {
+        this.expandableSegments = enabled;
+        return this;
+    }
+
+    public UnifiedMemoryManagerBuilder pinningEnabled(boolean enabled) {
+        this.pinningEnabled = enabled;
+        return this;
+    }
+
+    /** {@code compute.memory.pinning.max-pinned-size}: cap on reserved PINNED bytes. */
+    public UnifiedMemoryManagerBuilder maxPinnedSize(long bytes) {
+        this.maxPinnedSize = bytes;
+        return this;
+    }
+
+    /** {@code compute.memory.pinning.staging-buffer-size}: one staging buffer for copies from pageable memory. */
+    public UnifiedMemoryManagerBuilder stagingBufferSize(long bytes) {
+        this.stagingBufferSize = bytes;
+        return this;
+    }
+
+    public UnifiedMemoryManagerBuilder leakDetection(LeakDetectionLevel level) {
+        this.leakDetection = level;
+        return this;
+    }
+
+    /** How many timeline samples each location keeps (the memory map's history). */
+    public UnifiedMemoryManagerBuilder timelineCapacity(int samples) {
+        this.timelineCapacity = samples;
+        return this;
+    }
+
+    /** How often the timeline is sampled; zero disables sampling. */
+    public UnifiedMemoryManagerBuilder timelineInterval(Duration interval) {
+        this.timelineInterval = interval;
+        return this;
+    }
+
+    /** Checks every setting, opens the backend and builds the manager. */
+    public UnifiedMemoryManager build() {
+        validate();
+        return new PooledMemoryManager(this);
+    }
+
+    void validate() {
+        requireNonNull("compute.backend", backend);
+        if (backend.isBlank()) {
+            throw new InvalidSettingException("compute.backend", backend, "name a backend (auto, cpu, cuda, opencl)");
+        }
+        if (device < 0) {
+            throw new InvalidSettingException("compute.device", device, "a device index of 0 or more");
+        }
+        positive("compute.memory.pooling.max-pool-size", maxPoolSize);
+        notNegative("compute.memory.pooling.release-threshold", releaseThreshold);
+        if (releaseThreshold > maxPoolSize) {
+            throw new InvalidSettingException("compute.memory.pooling.release-threshold", releaseThreshold + " bytes",
+                    "at most compute.memory.pooling.max-pool-size (" + maxPoolSize + " bytes): a pool cannot keep more cache than it may reserve");
+        }
+        notNegativeDuration("compute.memory.pooling.trim-interval", trimInterval);
+        positive("compute.memory.pinning.max-pinned-size", maxPinnedSize);
+        positive("compute.memory.pinning.staging-buffer-size", stagingBufferSize);
+        requireNonNull("compute.memory.leak-detection", leakDetection);
+        if (timelineCapacity <= 0) {
+            throw new InvalidSettingException("timeline capacity", timelineCapacity, "a positive number of samples");
+        }
+        notNegativeDuration("timeline interval", timelineInterval);
+    }
+
+    private static void requireNonNull(String property, @Nullable Object value) {
+        if (value == null) {
+            throw new InvalidSettingException(property, "null", "a value is required");
+        }
+    }
+
+    private static void positive(String property, long bytes) {
+        if (bytes <= 0) {
+            throw new InvalidSettingException(property, bytes + " bytes", "a positive size, such as 512MB or 4GB");
+        }
+    }
+
+    private static void notNegative(String property, long bytes) {
+        if (bytes < 0) {
+            throw new InvalidSettingException(property, bytes + " bytes", "a size of 0 or more, such as 0 or 256MB");
+        }
+    }
+
+    private static void notNegativeDuration(String property, @Nullable Duration duration) {
+        requireNonNull(property, duration);
+        if (duration.isNegative()) {
+            throw new InvalidSettingException(property, duration, "a duration of 0 (off) or more, such as 30s or 5m");
+        }
+    }
+}

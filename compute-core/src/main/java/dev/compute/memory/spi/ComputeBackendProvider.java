@@ -1,0 +1,24 @@
+package dev.compute.memory.spi;
+
+/**
+ * Found through {@link java.util.ServiceLoader} (register in
+ * {@code META-INF/services/dev.compute.memory.spi.ComputeBackendProvider}). Cheap to construct: all probing
+ * of drivers happens in {@link #availability}.
+ */
+public interface ComputeBackendProvider {
+
+    /** The name users configure ({@code compute.backend}): {@code cpu}, {@code cuda}, {@code opencl}. */
+    String name();
+
+    /** Higher wins when the backend is {@code auto}: accelerators above the CPU. */
+    int priority();
+
+    /** Whether this backend can run here with these settings, and if not, why, in words a user can act on. */
+    BackendAvailability availability(BackendSettings settings);
+
+    /**
+     * Opens the backend on the configured device. Throws {@link dev.compute.memory.BackendUnavailableException}
+     * with the reason when it cannot.
+     */
+    ComputeBackend create(BackendSettings settings);
+}
