@@ -106,7 +106,7 @@ public final class CpuBackend implements ComputeBackend {
         return info;
     }
 
-    /** MemAvailable and MemTotal from {@code /proc/meminfo}. */
+    /** MemAvailable and MemTotal from {@code /proc/meminfo}, capped by the container's memory limit where that is lower. */
     @Override
     public DeviceMemoryInfo memoryInfo() {
         return LinuxHost.memory();
@@ -170,8 +170,11 @@ public final class CpuBackend implements ComputeBackend {
             return allocation(MemoryLocation.PINNED, address, size, Origin.LOCKED);
         }
         String reason = "mlock of " + size + " bytes refused: " + Posix.describe(error) + "; " + memlockLimitInWords()
-                + ", and this backend holds " + lockedBytes.get() + " bytes locked. Raise the limit (ulimit -l, LimitMEMLOCK= in"
-                + " systemd, docker run --ulimit memlock=-1) or set compute.memory.pinning.enabled=false";
+                + ", and this backend holds " + lockedBytes.get() + " bytes locked. "
+                + (LinuxHost.mayLockWithoutLimit()
+                        ? "The limit does not apply to this process, so the machine is short of memory it can lock; free some, or"
+                        : "Raise the limit (ulimit -l, LimitMEMLOCK= in systemd, docker run --ulimit memlock=-1), or")
+                + " set compute.memory.pinning.enabled=false";
         if (options.failWhenUnlockable()) {
             Posix.munmap(address, size);
             throw new BackendOutOfMemoryException(reason + " (pinned-fallback=fail)");

@@ -1,13 +1,15 @@
 package dev.compute.memory.cpu;
 
 import dev.compute.memory.DeviceMemoryInfo;
+import com.sun.management.OperatingSystemMXBean;
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.OptionalLong;
 
-/** What {@code /proc} says about the machine: memory, the processor's name, this process's capabilities. */
+/** What {@code /proc} (and the JDK's container view) says about the machine: memory, the processor, this process's capabilities. */
 final class LinuxHost {
 
     private static final Path MEMINFO = Path.of("/proc/meminfo");
@@ -18,10 +20,27 @@ final class LinuxHost {
 
     private LinuxHost() {}
 
-    /** MemAvailable (what can be allocated without swapping) and MemTotal; -1 for what cannot be read. */
+    /**
+     * MemAvailable (what can be allocated without swapping) and MemTotal, capped by the container's memory
+     * limit where there is one (the JDK reads the cgroup, v1 or v2); -1 for what cannot be read.
+     */
     static DeviceMemoryInfo memory() {
         List<String> lines = lines(MEMINFO);
-        return new DeviceMemoryInfo(kibibytes(lines, "MemAvailable:").orElse(-1), kibibytes(lines, "MemTotal:").orElse(-1));
+        OperatingSystemMXBean os = ManagementFactory.getPlatformMXBean(OperatingSystemMXBean.class);
+        return withinLimit(kibibytes(lines, "MemTotal:").orElse(-1), kibibytes(lines, "MemAvailable:").orElse(-1),
+                os.getTotalMemorySize(), os.getFreeMemorySize());
+    }
+
+    /**
+     * The machine's figures, or the container's where its limit is lower. The JDK's free figure in a
+     * container is the limit less usage, page cache included, so it only ever lowers MemAvailable.
+     */
+    static DeviceMemoryInfo withinLimit(long memTotal, long memAvailable, long limitTotal, long limitFree) {
+        if (limitTotal <= 0 || (memTotal > 0 && limitTotal >= memTotal)) {
+            return new DeviceMemoryInfo(memAvailable, memTotal);
+        }
+        long free = memAvailable < 0 ? limitFree : Math.min(memAvailable, Math.max(limitFree, 0));
+        return new DeviceMemoryInfo(free, limitTotal);
     }
 
     /** The processor's model name, or the architecture where {@code /proc/cpuinfo} does not name it. */
