@@ -366,15 +366,20 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     private long trimAll(long keepBytes) {
-        long released = 0;
-        for (LocationChain chain : chains.values()) {
-            if (closed) {
-                break;
+        activeCalls.increment();
+        try {
+            long released = 0;
+            for (LocationChain chain : chains.values()) {
+                if (closed) {
+                    break;
+                }
+                released += chain.top.trim(keepBytes);
+                chain.trims.increment();
             }
-            released += chain.top.trim(keepBytes);
-            chain.trims.increment();
+            return released;
+        } finally {
+            activeCalls.decrement();
         }
-        return released;
     }
 
     @Override
