@@ -102,28 +102,37 @@ final class Posix {
     }
 
     static int munmap(long address, long length) {
-        return errnoCall(MUNMAP, address, length, 0, false);
-    }
-
-    static int mprotect(long address, long length, int prot) {
-        return errnoCall(MPROTECT, address, length, prot, true);
-    }
-
-    static int madvise(long address, long length, int advice) {
-        return errnoCall(MADVISE, address, length, advice, true);
+        return rangeCall(MUNMAP, address, length);
     }
 
     static int mlock(long address, long length) {
-        return errnoCall(MLOCK, address, length, 0, false);
+        return rangeCall(MLOCK, address, length);
     }
 
-    private static int errnoCall(MethodHandle call, long address, long length, int flags, boolean withFlags) {
+    static int mprotect(long address, long length, int prot) {
+        return rangeCallWith(MPROTECT, address, length, prot);
+    }
+
+    static int madvise(long address, long length, int advice) {
+        return rangeCallWith(MADVISE, address, length, advice);
+    }
+
+    /** {@code int f(void *address, size_t length)}: 0, or the errno. */
+    private static int rangeCall(MethodHandle call, long address, long length) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment state = arena.allocate(CALL_STATE);
-            MemorySegment at = MemorySegment.ofAddress(address);
-            int result = withFlags
-                    ? (int) call.invokeExact(state, at, length, flags)
-                    : (int) call.invokeExact(state, at, length);
+            int result = (int) call.invokeExact(state, MemorySegment.ofAddress(address), length);
+            return result == 0 ? 0 : errno(state);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** {@code int f(void *address, size_t length, int flags)}: 0, or the errno. */
+    private static int rangeCallWith(MethodHandle call, long address, long length, int flags) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = arena.allocate(CALL_STATE);
+            int result = (int) call.invokeExact(state, MemorySegment.ofAddress(address), length, flags);
             return result == 0 ? 0 : errno(state);
         } catch (Throwable t) {
             throw rethrow(t);
