@@ -1,0 +1,54 @@
+package dev.compute.benchmarks.jmh;
+
+import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.util.Locale;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.TearDown;
+
+/**
+ * Allocate+free pairs through the public API, {@code manager.allocate(bytes, HOST)} then {@code close()}, on the
+ * CPU backend with its default settings: the whole chain a service goes through (leak tracking, statistics, the
+ * caching pool or, with {@code pooling=unpooled}, the backend itself, as {@code compute.memory.pooling.enabled=false}
+ * configures it). Leak detection {@code disabled} and {@code simple} (the default, one buffer in 128 tracked).
+ */
+public class ManagerAllocateFree extends AllocateFreePairs {
+
+    @Param({"pooled", "unpooled"})
+    public String pooling;
+
+    @Param({"disabled", "simple"})
+    public String leakDetection;
+
+    private UnifiedMemoryManager manager;
+
+    @Setup(Level.Trial)
+    public void open() {
+        manager = UnifiedMemoryManager.builder()
+                .backend("cpu")
+                .poolingEnabled(switch (pooling) {
+                    case "pooled" -> true;
+                    case "unpooled" -> false;
+                    default -> throw new IllegalArgumentException("pooling is 'pooled' or 'unpooled', not '" + pooling + "'");
+                })
+                .leakDetection(LeakDetectionLevel.valueOf(leakDetection.toUpperCase(Locale.ROOT)))
+                .build();
+    }
+
+    @TearDown(Level.Trial)
+    public void close() {
+        manager.close();
+    }
+
+    @Override
+    protected long pair(long bytes) {
+        UnifiedBuffer buffer = manager.allocate(bytes, MemoryLocation.HOST);
+        long size = buffer.byteSize();
+        buffer.close();
+        return size;
+    }
+}
