@@ -1,0 +1,148 @@
+package dev.compute.benchmarks.jmh;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * Turns the CSV that {@code JmhMain -rf csv -rff FILE} writes for {@link ManagerAllocateFree} and
+ * {@link PeerAllocateFree} into the table of {@code docs/benchmarks.md}: nanoseconds per allocate+free pair for
+ * every allocator and shape, each as a ratio against the raw backend ({@code backend}) and against Netty's pooled
+ * allocator of the same run, then the goals of issue 6 with met or NOT met.
+ *
+ * <p>Usage: {@code java -cp ... dev.compute.benchmarks.jmh.JmhRatioTable FILE.csv}
+ */
+public final class JmhRatioTable {
+
+    static final double PAIR_GOAL_NANOS = 100;
+    static final String[] SHAPES = {"sameSize", "mixedSizes", "sameSizeTwoThreads", "mixedSizesTwoThreads"};
+    static final String RAW = "raw backend (CpuBackend allocate/free)";
+    static final String NETTY_POOLED = "Netty PooledByteBufAllocator, direct";
+
+    private JmhRatioTable() {}
+
+    public static void main(String[] args) throws IOException {
+        if (args.length != 1) {
+            System.err.println("usage: JmhRatioTable FILE.csv   (the output of JmhMain -rf csv -rff FILE.csv)");
+            System.exit(2);
+        }
+        System.out.print(render(Files.readAllLines(Path.of(args[0]))));
+    }
+
+    /** allocator name → shape → nanoseconds per pair. */
+    static Map<String, Map<String, Double>> scores(List<String> csv) {
+        List<String> header = fields(csv.getFirst());
+        int benchmark = header.indexOf("Benchmark");
+        int score = header.indexOf("Score");
+        int unit = header.indexOf("Unit");
+        int allocator = header.indexOf("Param: allocator");
+        int pooling = header.indexOf("Param: pooling");
+        int leaks = header.indexOf("Param: leakDetection");
+        Map<String, Map<String, Double>> scores = new LinkedHashMap<>();
+        for (String line : csv.subList(1, csv.size())) {
+            if (line.isBlank()) {
+                continue;
+            }
+            List<String> row = fields(line);
+            String name = row.get(benchmark);
+            if (name.contains(":") || !row.get(unit).equals("ns/op")) {
+                continue; // secondary results of a profiler (gc.alloc.rate.norm and the like)
+            }
+            String className = name.substring(0, name.lastIndexOf('.'));
+            String shape = name.substring(name.lastIndexOf('.') + 1);
+            String label = className.endsWith("ManagerAllocateFree")
+                    ? "manager, " + (row.get(pooling).equals("pooled") ? "pooled" : "pooling disabled") + ", leak detection " + row.get(leaks)
+                    : peerName(row.get(allocator));
+            scores.computeIfAbsent(label, k -> new LinkedHashMap<>()).put(shape, Double.parseDouble(row.get(score)));
+        }
+        return scores;
+    }
+
+    static String peerName(String allocator) {
+        return switch (allocator) {
+            case "backend" -> RAW;
+            case "backend-resource" -> "BackendMemoryResource (unpooled resource)";
+            case "netty-pooled" -> NETTY_POOLED;
+            case "netty-adaptive" -> "Netty AdaptiveByteBufAllocator, direct";
+            case "arena-confined" -> "Arena.ofConfined().allocate + close";
+            case "allocate-direct" -> "ByteBuffer.allocateDirect (freed by GC)";
+            default -> allocator;
+        };
+    }
+
+    static String render(List<String> csv) {
+        Map<String, Map<String, Double>> scores = scores(csv);
+        StringBuilder out = new StringBuilder();
+        out.append("| allocator | same size, 1 thread | mixed sizes, 1 thread | same size, 2 threads | mixed sizes, 2 threads |\n");
+        out.append("| --- | ---: | ---: | ---: | ---: |\n");
+        Map<String, Double> raw = scores.getOrDefault(RAW, Map.of());
+        Map<String, Double> netty = scores.getOrDefault(NETTY_POOLED, Map.of());
+        scores.forEach((label, byShape) -> {
+            out.append("| ").append(label);
+            for (String shape : SHAPES) {
+                Double nanos = byShape.get(shape);
+                out.append(" | ").append(nanos == null ? "–" : String.format(Locale.ROOT, "%.1f ns (%s raw, %s Netty)",
+                        nanos, ratio(nanos, raw.get(shape)), ratio(nanos, netty.get(shape))));
+            }
+            out.append(" |\n");
+        });
+        out.append("\nRatios: time per pair divided by the raw backend's and by Netty's pooled allocator's time for the same shape in this run (below 1 is faster).\n\n");
+        for (Map.Entry<String, Map<String, Double>> entry : scores.entrySet()) {
+            if (!entry.getKey().startsWith("manager, pooled")) {
+                continue;
+            }
+            Double same = entry.getValue().get("sameSize");
+            if (same != null) {
+                out.append(String.format(Locale.ROOT, "- goal: at most %.0f ns per same-size pair, %s: %.1f ns, %s%n",
+                        PAIR_GOAL_NANOS, entry.getKey(), same, same <= PAIR_GOAL_NANOS ? "met" : "NOT met"));
+            }
+            for (String shape : SHAPES) {
+                Double ours = entry.getValue().get(shape);
+                Double theirs = netty.get(shape);
+                if (ours != null && theirs != null) {
+                    out.append(String.format(Locale.ROOT, "- goal: faster than Netty's pooled allocator, %s, %s: %.1f vs %.1f ns, %s%n",
+                            entry.getKey(), shape, ours, theirs, ours < theirs ? "met" : "NOT met"));
+                }
+            }
+        }
+        return out.toString();
+    }
+
+    private static String ratio(double nanos, Double base) {
+        return base == null ? "–" : String.format(Locale.ROOT, "%.2f×", nanos / base);
+    }
+
+    /** One CSV line as JMH writes it: fields in double quotes where they hold commas or quotes. */
+    static List<String> fields(String line) {
+        List<String> fields = new ArrayList<>();
+        StringBuilder field = new StringBuilder();
+        boolean quoted = false;
+        for (int i = 0; i < line.length(); i++) {
+            char c = line.charAt(i);
+            if (quoted) {
+                if (c == '"' && i + 1 < line.length() && line.charAt(i + 1) == '"') {
+                    field.append('"');
+                    i++;
+                } else if (c == '"') {
+                    quoted = false;
+                } else {
+                    field.append(c);
+                }
+            } else if (c == '"') {
+                quoted = true;
+            } else if (c == ',') {
+                fields.add(field.toString());
+                field.setLength(0);
+            } else {
+                field.append(c);
+            }
+        }
+        fields.add(field.toString());
+        return fields;
+    }
+}
