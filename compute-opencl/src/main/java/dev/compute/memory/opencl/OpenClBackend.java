@@ -52,7 +52,7 @@ import org.jspecify.annotations.Nullable;
  *       <td>{@link PinnedBuffer}: the {@code cl_mem} and its mapping</td></tr>
  *   <tr><td>HOST</td><td>off-heap memory from an FFM {@link Arena}</td><td>yes</td><td>the {@link Arena}</td></tr>
  *   <tr><td>UNIFIED</td><td>fine-grained buffer SVM ({@code clSVMAlloc}), where the device has it</td><td>yes</td>
- *       <td>the SVM {@link Pointer}</td></tr>
+ *       <td>{@link SharedVirtualMemory}: the SVM pointer</td></tr>
  * </table>
  *
  * <p><b>Blocks and alignment.</b> The pool carves blocks out of an allocation and passes (allocation, offset)
@@ -78,8 +78,34 @@ import org.jspecify.annotations.Nullable;
  */
 public final class OpenClBackend implements ComputeBackend {
 
-    /** PINNED's handle: the buffer and the mapping its host segment lives in, unmapped when it is freed. */
-    public record PinnedBuffer(cl_mem memory, ByteBuffer mapping) {}
+    /**
+     * PINNED's handle: the buffer and the mapping its host segment lives in, unmapped when it is freed. Equal by
+     * the buffer alone: a {@link ByteBuffer}'s hash follows its contents, and the pool keys allocations by value.
+     */
+    public record PinnedBuffer(cl_mem memory, ByteBuffer mapping) {
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof PinnedBuffer pinned && pinned.memory.equals(memory);
+        }
+
+        @Override
+        public int hashCode() {
+            return memory.hashCode();
+        }
+    }
+
+    /** UNIFIED's handle: the SVM pointer JOCL returned and its address, equal by the address (JOCL's pointer hashes its contents). */
+    public record SharedVirtualMemory(Pointer pointer, long address) {
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof SharedVirtualMemory svm && svm.address == address;
+        }
+
+        @Override
+        public int hashCode() {
+            return Long.hashCode(address);
+        }
+    }
 
     private final OpenClDevice device;
     private final int deviceIndex;
@@ -309,7 +335,8 @@ public final class OpenClBackend implements ComputeBackend {
             throw new BackendOutOfMemoryException("clSVMAlloc of " + size + " fine-grained bytes returned NULL on " + device.describe());
         }
         long address = svm.getNativePointer();
-        return new NativeAllocation(MemoryLocation.UNIFIED, address, size, MemorySegment.ofAddress(address).reinterpret(size), svm);
+        return new NativeAllocation(MemoryLocation.UNIFIED, address, size, MemorySegment.ofAddress(address).reinterpret(size),
+                new SharedVirtualMemory(svm, address));
     }
 
     /**
@@ -331,11 +358,11 @@ public final class OpenClBackend implements ComputeBackend {
                 OpenClCalls.check(CL.clReleaseMemObject(pinned.memory()), "clReleaseMemObject");
             }
             case Arena arena -> arena.close();
-            case Pointer svm -> {
+            case SharedVirtualMemory svm -> {
                 synchronized (lifecycle) {
                     if (!released) {
                         OpenClCalls.check(CL.clFinish(queue), "clFinish before clSVMFree");
-                        CL.clSVMFree(context, svm);
+                        CL.clSVMFree(context, svm.pointer());
                     }
                 }
             }

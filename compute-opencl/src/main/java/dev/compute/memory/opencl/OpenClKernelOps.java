@@ -245,7 +245,7 @@ final class OpenClKernelOps implements KernelOps {
         long elementOffset = region.offset() / elementSize;
         return switch (allocation.handle()) {
             case cl_mem memory -> new Argument(memory, null, elementOffset, region.byteSize(), false);
-            case Pointer svm -> new Argument(null, svm, elementOffset, region.byteSize(), false);
+            case OpenClBackend.SharedVirtualMemory svm -> new Argument(null, svm.pointer(), elementOffset, region.byteSize(), false);
             case null, default -> wrapHostMemory(region);
         };
     }
