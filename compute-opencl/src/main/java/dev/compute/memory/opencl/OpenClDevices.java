@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
+import java.util.function.Supplier;
 import java.util.stream.Collectors;
 import org.jocl.CL;
 import org.jocl.cl_device_id;
@@ -34,6 +35,15 @@ final class OpenClDevices {
     record Choice(@Nullable OpenClDevice device, String detail) {}
 
     static Choice choose(BackendSettings settings) {
+        return choose(settings, OpenClDevices::enumerate);
+    }
+
+    /**
+     * As {@link #choose(BackendSettings)}, over the devices {@code enumerator} finds. Without an ICD loader
+     * JOCL's class fails to initialise with an {@link UnsatisfiedLinkError} (a {@link NoClassDefFoundError} on
+     * every later try): both are a reason, not a failure.
+     */
+    static Choice choose(BackendSettings settings, Supplier<List<OpenClDevice>> enumerator) {
         String typeOption = option(settings, OpenClBackendProvider.DEVICE_TYPE_OPTION);
         String platformOption = option(settings, OpenClBackendProvider.PLATFORM_OPTION);
         long type;
@@ -44,7 +54,7 @@ final class OpenClDevices {
         }
         List<OpenClDevice> all;
         try {
-            all = enumerate();
+            all = enumerator.get();
         } catch (LinkageError e) {
             return new Choice(null, "the OpenCL ICD loader could not be loaded (" + e.getMessage() + "); install one and a "
                     + "platform: on Debian or Ubuntu 'apt-get install ocl-icd-libopencl1 pocl-opencl-icd', or a GPU vendor's driver");
