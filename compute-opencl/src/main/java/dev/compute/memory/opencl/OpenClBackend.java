@@ -30,6 +30,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicLong;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.cl_buffer_region;
@@ -47,7 +48,8 @@ import org.jspecify.annotations.Nullable;
  * <table>
  *   <caption>Locations, and what a {@link NativeAllocation}'s {@code handle} is at each</caption>
  *   <tr><th>location</th><th>memory</th><th>host-accessible</th><th>handle</th></tr>
- *   <tr><td>DEVICE</td><td>{@code clCreateBuffer(CL_MEM_READ_WRITE)}</td><td>no</td><td>the {@code cl_mem}</td></tr>
+ *   <tr><td>DEVICE</td><td>{@code clCreateBuffer(CL_MEM_READ_WRITE)}; its {@code address} is a number in a private,
+ *       never-reused range (OpenCL buffers have none)</td><td>no</td><td>the {@code cl_mem}</td></tr>
  *   <tr><td>PINNED</td><td>{@code clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)}, mapped for its whole life</td><td>yes</td>
  *       <td>{@link PinnedBuffer}: the {@code cl_mem} and its mapping</td></tr>
  *   <tr><td>HOST</td><td>off-heap memory from an FFM {@link Arena}</td><td>yes</td><td>the {@link Arena}</td></tr>
@@ -122,6 +124,11 @@ public final class OpenClBackend implements ComputeBackend {
     private final OpenClKernelOps ops;
     /** Set when close() begins: new work is refused. */
     private volatile boolean closed;
+    /**
+     * OpenCL buffers have no address: a DEVICE allocation's is taken from this counter, which hands out ranges
+     * of the allocation's size that are never reused, so that allocations never overlap in the pool's view.
+     */
+    private final AtomicLong nextDeviceAddress;
     /** Guards the queue and context: set, under this lock, once they are released. */
     private final Object lifecycle = new Object();
     private boolean released;
@@ -132,6 +139,7 @@ public final class OpenClBackend implements ComputeBackend {
         this.stagingBytes = settings.stagingBufferBytes();
         cl_device_id id = device.deviceId();
         this.alignment = Math.max(1, OpenClCalls.deviceLong(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
+        this.nextDeviceAddress = new AtomicLong(alignment);
         this.maxAllocation = OpenClCalls.deviceLong(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
         this.globalMemory = OpenClCalls.deviceLong(id, CL_DEVICE_GLOBAL_MEM_SIZE);
         this.computeUnits = (int) OpenClCalls.deviceLong(id, CL_DEVICE_MAX_COMPUTE_UNITS);
@@ -297,7 +305,7 @@ public final class OpenClBackend implements ComputeBackend {
         int[] error = new int[1];
         cl_mem memory = CL.clCreateBuffer(context, CL_MEM_READ_WRITE, size, null, error);
         OpenClCalls.check(error[0], "clCreateBuffer of " + size + " bytes");
-        return new NativeAllocation(MemoryLocation.DEVICE, memory.getNativePointer(), size, null, memory);
+        return new NativeAllocation(MemoryLocation.DEVICE, nextDeviceAddress.getAndAdd(size), size, null, memory);
     }
 
     private NativeAllocation allocatePinned(long size) {

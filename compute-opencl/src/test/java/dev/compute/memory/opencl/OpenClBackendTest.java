@@ -85,6 +85,23 @@ class OpenClBackendTest {
     }
 
     @Test
+    void deviceAllocationsHaveAddressRangesThatNeverOverlap() {
+        List<NativeAllocation> some = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            some.add(allocate(MemoryLocation.DEVICE, 1 + random.nextInt(100_000)));
+            if (i % 3 == 0) {
+                NativeAllocation gone = allocate(MemoryLocation.DEVICE, 5000);
+                allocations.remove(gone);
+                backend.free(gone);
+            }
+        }
+        some.sort(java.util.Comparator.comparingLong(NativeAllocation::address));
+        for (int i = 1; i < some.size(); i++) {
+            assertThat(some.get(i).address()).isGreaterThanOrEqualTo(some.get(i - 1).address() + some.get(i - 1).sizeBytes());
+        }
+    }
+
+    @Test
     void allocationSizesAreRoundedToTheSubBufferAlignment() {
         int[] bits = new int[1];
         check(CL.clGetDeviceInfo(backend.deviceId(), CL.CL_DEVICE_MEM_BASE_ADDR_ALIGN, 4, Pointer.to(bits), null));
