@@ -99,12 +99,15 @@ public final class CachingPoolResource implements MemoryResource {
     private final SizeClassCache cache = new SizeClassCache();
     private final ReentrantLock lock = new ReentrantLock();
     private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
-    private final ConcurrentLinkedQueue<PoolBlock> completed = new ConcurrentLinkedQueue<>();
+    private final ConcurrentLinkedQueue<Completion> completed = new ConcurrentLinkedQueue<>();
     private final LongAdder cacheHits = new LongAdder();
     private long poolHits;
     private long poolMisses;
     private long oomRetries;
     private volatile boolean closed;
+
+    /** Device work on a pending block has completed; the pair, because the block may have been freed again since. */
+    private record Completion(PoolBlock block, CompletableFuture<?> work) {}
 
     public CachingPoolResource(ComputeBackend backend, MemoryLocation location, PoolSettings settings) {
         this.backend = backend;
@@ -224,6 +227,14 @@ public final class CachingPoolResource implements MemoryResource {
         } finally {
             lock.lock();
         }
+        // the completion callbacks may still be on their way to the queue: free what is done now
+        pending.entrySet().removeIf(entry -> {
+            if (entry.getValue().isDone()) {
+                entry.getKey().arena().release(entry.getKey());
+                return true;
+            }
+            return false;
+        });
     }
 
     private DeviceOutOfMemoryException outOfMemory(long requested, long size, String refusal) {
@@ -271,14 +282,14 @@ public final class CachingPoolResource implements MemoryResource {
             lock.unlock();
         }
         // may run at once, on this thread: the block then waits on the queue for the next operation
-        inFlight.whenComplete((result, failure) -> completed.add(poolBlock));
+        inFlight.whenComplete((result, failure) -> completed.add(new Completion(poolBlock, inFlight)));
     }
 
     /** Frees the blocks whose device work has completed. Under the lock. */
     private void drainCompleted() {
-        for (PoolBlock block; (block = completed.poll()) != null; ) {
-            if (pending.remove(block) != null) {
-                block.arena().release(block);
+        for (Completion done; (done = completed.poll()) != null; ) {
+            if (pending.remove(done.block(), done.work())) {
+                done.block().arena().release(done.block());
             }
         }
     }

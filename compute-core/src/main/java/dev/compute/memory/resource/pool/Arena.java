@@ -190,7 +190,7 @@ public final class Arena {
         long need = (end - first - mapped.get(first, end).cardinality()) * g;
         if (!pressure && ledger.reserved + need > ledger.reservedPeak) {
             // a new peak: move free mapped pages here rather than hold both (unmapping them costs calls, not memory)
-            unmapFreePages(ledger.reserved + need - ledger.reservedPeak);
+            unmapFreePages(ledger.reserved + need - ledger.reservedPeak, true);
         }
         if (!ledger.fits(need)) {
             throw capReached(need);
@@ -299,7 +299,7 @@ public final class Arena {
             }
         }
         if (released < bytes && virtualMemory != null) {
-            released += unmapFreePages(bytes - released);
+            released += unmapFreePages(bytes - released, false);
         }
         return released;
     }
@@ -311,7 +311,7 @@ public final class Arena {
     }
 
     /** Unmaps runs of mapped pages that lie wholly in free blocks, largest first, until {@code bytes} are unmapped. */
-    private long unmapFreePages(long bytes) {
+    private long unmapFreePages(long bytes, boolean wholeRuns) {
         List<Run> runs = new ArrayList<>();
         for (PoolBlock block : free) {
             PoolSegment segment = block.home;
@@ -333,8 +333,13 @@ public final class Arena {
             if (released >= bytes) {
                 break;
             }
-            unmap(run.segment(), run.from(), run.to());
-            released += run.pages() * run.segment().granularity;
+            // a trim takes from the top of a run no more pages than asked for; moving memory to a new peak takes whole
+            // runs, since the pages left would likely be unmapped by the next move anyway, one call each
+            long g = run.segment().granularity;
+            long wanted = Math.ceilDiv(bytes - released, g);
+            int from = wholeRuns || wanted >= run.pages() ? run.from() : run.to() - (int) wanted;
+            unmap(run.segment(), from, run.to());
+            released += (run.to() - from) * g;
         }
         return released;
     }
