@@ -19,6 +19,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.logging.Handler;
 import java.util.logging.LogRecord;
 import java.util.logging.Logger;
@@ -30,6 +31,7 @@ import org.springframework.boot.diagnostics.FailureAnalysis;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.Environment;
 import org.springframework.util.unit.DataSize;
 
 class ComputeMemoryAutoConfigurationTests {
@@ -140,11 +142,12 @@ class ComputeMemoryAutoConfigurationTests {
             "compute.health.device-memory-warning-threshold=-0.1| compute.health.device-memory-warning-threshold | -0.1",
     })
     void everyInvalidValueStopsStartUpNamingThePropertyTheValueAndWhatIsAllowed(String setting, String property, String value) {
-        runner.withPropertyValues(setting).run(context -> {
+        AtomicReference<Environment> environment = new AtomicReference<>();
+        runner.withPropertyValues(setting).withInitializer(context -> environment.set(context.getEnvironment())).run(context -> {
             assertThat(context).hasFailed();
             assertThat(context).getFailure().rootCause().isInstanceOf(InvalidSettingException.class)
                     .extracting(e -> ((InvalidSettingException) e).property()).isEqualTo(property);
-            FailureAnalysis analysis = new InvalidSettingFailureAnalyzer(context.getEnvironment()).analyze(context.getStartupFailure());
+            FailureAnalysis analysis = new InvalidSettingFailureAnalyzer(environment.get()).analyze(context.getStartupFailure());
             assertThat(analysis).isNotNull();
             assertThat(analysis.getDescription()).contains("Property: " + property).contains("Value: \"" + value + "\"").contains("Allowed: ");
             assertThat(analysis.getAction()).startsWith("Change " + property + " to ");

@@ -9,13 +9,17 @@ import java.util.Map;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Value;
+import org.springframework.core.ParameterizedTypeReference;
 import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.client.RestClient;
 
 /** The sample over real HTTP: its REST API, the computememory endpoint, the compute health contributor and the Prometheus scrape. */
 @SampleServiceTest
+@SuppressWarnings("unchecked")
 class SampleServiceHttpTests {
+
+    private static final ParameterizedTypeReference<Map<String, Object>> JSON = new ParameterizedTypeReference<>() {};
 
     @Value("${local.server.port}")
     int port;
@@ -48,11 +52,11 @@ class SampleServiceHttpTests {
         assertThat(post("/api/vectors/http-b/axpy", "{\"alpha\": 2, \"x\": \"http-a\"}").getStatusCode().value()).isEqualTo(200);
         assertThat(get("/api/vectors/http-b").getBody()).containsEntry("values", List.of(16.0, 22.0, 28.0, 34.0));
         assertThat(get("/api/vectors/http-b/sum").getBody()).containsEntry("sum", 100.0);
-        assertThat(http.get().uri("/api/vectors").retrieve().body(List.class)).extracting(v -> ((Map<?, ?>) v).get("name"))
+        assertThat(http.get().uri("/api/vectors").retrieve().body(List.class)).extracting(v -> ((Map<String, Object>) v).get("name"))
                 .contains("http-a", "http-b");
 
         assertThat(http.delete().uri("/api/vectors/http-a").retrieve().toBodilessEntity().getStatusCode().value()).isEqualTo(204);
-        ResponseEntity<Map> gone = get("/api/vectors/http-a");
+        ResponseEntity<Map<String, Object>> gone = get("/api/vectors/http-a");
         assertThat(gone.getStatusCode().value()).isEqualTo(404);
         assertThat(gone.getBody()).extractingByKey("detail").asString().contains("no vector named 'http-a'");
         http.delete().uri("/api/vectors/http-b").retrieve().toBodilessEntity();
@@ -64,30 +68,30 @@ class SampleServiceHttpTests {
         assertBadRequest(post("/api/math/scale", "{\"x\": [1]}"), "'alpha' is required");
         assertBadRequest(post("/api/math/sum", "{\"x\": []}"), "'x' must have 1 to");
         assertBadRequest(post("/api/math/sum", "{\"x\": [1, \"two\"]}"), "the request body is not the JSON this operation takes");
-        assertBadRequest(put("/api/vectors/no%20spaces", "{\"values\": [1]}"), "vector name 'no spaces' is not allowed");
+        assertBadRequest(put("/api/vectors/bad!name", "{\"values\": [1]}"), "vector name 'bad!name' is not allowed");
     }
 
     @Test
     void theComputeMemoryEndpointShowsThePoolAndTrimsIt() {
         put("/api/vectors/http-endpoint", "{\"values\": [1, 2, 3]}");
         try {
-            Map<?, ?> summary = get("/actuator/computememory").getBody();
+            Map<String, Object> summary = get("/actuator/computememory").getBody();
             assertThat(summary).containsKeys("backend", "device", "defaultLocation", "locations", "definitions");
             String location = (String) summary.get("defaultLocation");
-            Map<?, ?> figures = (Map<?, ?>) ((Map<?, ?>) summary.get("locations")).get(location);
+            Map<String, Object> figures = (Map<String, Object>) ((Map<String, Object>) summary.get("locations")).get(location);
             assertThat(figures).containsKeys("liveBuffers", "allocatedBytes", "reservedBytes", "cachedBytes", "reservedBytesPeak",
                     "hitRate", "fragmentation", "overhead", "counts", "copiedBytes");
             assertThat(((Number) figures.get("liveBuffers")).longValue()).isPositive();
 
-            Map<?, ?> detail = get("/actuator/computememory/" + location.toLowerCase()).getBody();
+            Map<String, Object> detail = get("/actuator/computememory/" + location.toLowerCase()).getBody();
             assertThat(detail).containsEntry("location", location).containsKeys("summary", "segments", "timeline");
-            assertThat((List<?>) detail.get("segments")).flatExtracting(s -> (List<?>) ((Map<?, ?>) s).get("blocks"))
-                    .anySatisfy(b -> assertThat((Map<?, ?>) b).containsEntry("state", "LIVE").containsEntry("requestedBytes", 24)
+            assertThat((List<?>) detail.get("segments")).flatExtracting(s -> (List<?>) ((Map<String, Object>) s).get("blocks"))
+                    .anySatisfy(b -> assertThat((Map<String, Object>) b).containsEntry("state", "LIVE").containsEntry("requestedBytes", 24)
                             .extractingByKey("allocationSite").asString().contains("VectorStore"));
 
             assertThat(get("/actuator/computememory/nowhere").getStatusCode().value()).isEqualTo(400);
 
-            ResponseEntity<Map> trimmed = post("/actuator/computememory", "{\"all\": true}");
+            ResponseEntity<Map<String, Object>> trimmed = post("/actuator/computememory", "{\"all\": true}");
             assertThat(trimmed.getStatusCode().value()).isEqualTo(200);
             assertThat(trimmed.getBody()).containsEntry("released", "all").containsKeys("releasedBytes", "reservedBytesAfter");
         } finally {
@@ -97,9 +101,9 @@ class SampleServiceHttpTests {
 
     @Test
     void healthReportsTheComputeContributorUpWithDetails() {
-        Map<?, ?> health = get("/actuator/health/compute").getBody();
+        Map<String, Object> health = get("/actuator/health/compute").getBody();
         assertThat(health).containsEntry("status", "UP");
-        assertThat((Map<?, ?>) health.get("details")).containsKeys("backend", "device", "locations");
+        assertThat((Map<String, Object>) health.get("details")).containsKeys("backend", "device", "locations");
     }
 
     @Test
@@ -120,24 +124,24 @@ class SampleServiceHttpTests {
             operations = ((Number) get("/api/load").getBody().get("operations")).longValue();
         }
         assertThat(operations).as("operations within the wait").isGreaterThanOrEqualTo(50);
-        Map<?, ?> stopped = post("/api/load/stop", "").getBody();
+        Map<String, Object> stopped = post("/api/load/stop", "").getBody();
         assertThat(stopped).containsEntry("running", false).containsEntry("liveBuffers", 0);
     }
 
-    private static void assertBadRequest(ResponseEntity<Map> response, String message) {
+    private static void assertBadRequest(ResponseEntity<Map<String, Object>> response, String message) {
         assertThat(response.getStatusCode().value()).isEqualTo(400);
         assertThat(response.getBody()).extractingByKey("detail").asString().contains(message);
     }
 
-    private ResponseEntity<Map> get(String path) {
-        return http.get().uri(path).retrieve().toEntity(Map.class);
+    private ResponseEntity<Map<String, Object>> get(String path) {
+        return http.get().uri(path).retrieve().toEntity(JSON);
     }
 
-    private ResponseEntity<Map> post(String path, String json) {
-        return http.post().uri(path).contentType(MediaType.APPLICATION_JSON).body(json).retrieve().toEntity(Map.class);
+    private ResponseEntity<Map<String, Object>> post(String path, String json) {
+        return http.post().uri(path).contentType(MediaType.APPLICATION_JSON).body(json).retrieve().toEntity(JSON);
     }
 
-    private ResponseEntity<Map> put(String path, String json) {
-        return http.put().uri(path).contentType(MediaType.APPLICATION_JSON).body(json).retrieve().toEntity(Map.class);
+    private ResponseEntity<Map<String, Object>> put(String path, String json) {
+        return http.put().uri(path).contentType(MediaType.APPLICATION_JSON).body(json).retrieve().toEntity(JSON);
     }
 }

@@ -55,7 +55,7 @@ class ComputeActuatorAutoConfigurationTests {
         runner.withPropertyValues("management.endpoints.web.exposure.include=computememory")
                 .run(context -> assertThat(context).hasSingleBean(ComputeMemoryEndpoint.class));
         runner.withPropertyValues("management.endpoints.web.exposure.include=computememory",
-                "management.endpoint.computememory.access=none")
+                "management.endpoint.computememory.access=NONE")
                 .run(context -> assertThat(context).doesNotHaveBean(ComputeMemoryEndpoint.class));
     }
 

@@ -15,10 +15,11 @@ import org.springframework.context.annotation.Bean;
 @AutoConfiguration(after = ComputeMemoryAutoConfiguration.class)
 @ConditionalOnClass({HealthIndicator.class, ConditionalOnEnabledHealthIndicator.class})
 @ConditionalOnBean(UnifiedMemoryManager.class)
-@ConditionalOnEnabledHealthIndicator("compute")
 public final class ComputeHealthContributorAutoConfiguration {
 
+    // on the method, so the class condition above is decided before this condition's class is needed
     @Bean
+    @ConditionalOnEnabledHealthIndicator("compute")
     @ConditionalOnMissingBean(name = "computeHealthIndicator")
     ComputeHealthIndicator computeHealthIndicator(UnifiedMemoryManager manager, ComputeProperties properties) {
         return new ComputeHealthIndicator(manager, properties.health());
