@@ -2,13 +2,18 @@ package dev.compute.sample;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.springframework.beans.factory.annotation.Value;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
 
-/** A real Prometheus scrapes the running sample and its query API returns our series. */
+/** A real Prometheus scrapes the running sample; its query API returns our series and runs the Grafana dashboard's queries. */
 @SampleServiceTest
 class PrometheusScrapeTests {
 
@@ -27,6 +32,17 @@ class PrometheusScrapeTests {
                     .contains("\"__name__\":\"compute_memory_pool_misses_total\"");
             assertThat(prometheus.queryUntil("up{job=\"compute-sample\"}", body -> body.contains("\"1\"]"), Duration.ofSeconds(5)))
                     .as("the scrape of the sample succeeds").contains("\"1\"]");
+
+            // Every query of the shipped Grafana dashboard parses and runs against our series.
+            JsonNode dashboard = JsonMapper.builder().build().readTree(Files.readString(Path.of("grafana/compute-memory-dashboard.json")));
+            List<String> expressions = new ArrayList<>();
+            dashboard.get("panels").forEach(panel -> panel.get("targets").forEach(target -> expressions.add(target.get("expr").asString())));
+            assertThat(expressions).hasSizeGreaterThan(10);
+            for (String expression : expressions) {
+                String promql = expression.replace("$job", ".*").replace("$backend", ".*").replace("$location", ".*");
+                assertThat(prometheus.queryUntil(promql, body -> body.contains("\"status\":\"success\""), Duration.ofSeconds(5)))
+                        .as(promql).contains("\"status\":\"success\"");
+            }
         }
     }
 }
