@@ -88,7 +88,7 @@ class ComputeMemoryAutoConfigurationTests {
     @Test
     void propertiesReachTheManager() {
         runner.withPropertyValues("compute.memory.default-location=unified", "compute.memory.pinning.enabled=false",
-                "compute.memory.leak-detection=paranoid", "compute.memory.pooling.max-pool-size=1MB",
+                "compute.memory.leak-detection=paranoid", "compute.memory.pooling.max-pool-size=8MB",
                 "compute.memory.pooling.release-threshold=0")
                 .run(context -> {
                     UnifiedMemoryManager manager = context.getBean(UnifiedMemoryManager.class);
@@ -98,7 +98,8 @@ class ComputeMemoryAutoConfigurationTests {
                         assertThat(manager.liveBuffers()).singleElement()
                                 .satisfies(live -> assertThat(live.allocationSite()).contains(getClass().getName()));
                     }
-                    assertThatThrownBy(() -> manager.allocate(2L << 20)).isInstanceOf(DeviceOutOfMemoryException.class);
+                    assertThatThrownBy(() -> manager.allocate(64L << 20)).isInstanceOf(DeviceOutOfMemoryException.class)
+                            .hasMessageContaining("max-pool-size");
                 });
     }
 
