@@ -34,16 +34,20 @@ public final class JmhRatioTable {
         System.out.print(render(Files.readAllLines(Path.of(args[0]))));
     }
 
+    /** A JMH score: the mean and its 99.9% error half-width (NaN when JMH had too few samples for one). */
+    record Score(double nanos, double error) {}
+
     /** allocator name → shape → nanoseconds per pair. */
-    static Map<String, Map<String, Double>> scores(List<String> csv) {
+    static Map<String, Map<String, Score>> scores(List<String> csv) {
         List<String> header = fields(csv.getFirst());
         int benchmark = header.indexOf("Benchmark");
         int score = header.indexOf("Score");
+        int error = header.indexOf("Score Error (99.9%)");
         int unit = header.indexOf("Unit");
         int allocator = header.indexOf("Param: allocator");
         int pooling = header.indexOf("Param: pooling");
         int leaks = header.indexOf("Param: leakDetection");
-        Map<String, Map<String, Double>> scores = new LinkedHashMap<>();
+        Map<String, Map<String, Score>> scores = new LinkedHashMap<>();
         for (String line : csv.subList(1, csv.size())) {
             if (line.isBlank()) {
                 continue;
@@ -58,9 +62,13 @@ public final class JmhRatioTable {
             String label = className.endsWith("ManagerAllocateFree")
                     ? "manager, " + (row.get(pooling).equals("pooled") ? "pooled" : "pooling disabled") + ", leak detection " + row.get(leaks)
                     : peerName(row.get(allocator));
-            scores.computeIfAbsent(label, k -> new LinkedHashMap<>()).put(shape, Double.parseDouble(row.get(score)));
+            scores.computeIfAbsent(label, k -> new LinkedHashMap<>()).put(shape, new Score(number(row.get(score)), number(row.get(error))));
         }
         return scores;
+    }
+
+    private static double number(String field) {
+        return field.isBlank() || field.equals("NaN") ? Double.NaN : Double.parseDouble(field);
     }
 
     static String peerName(String allocator) {
@@ -76,45 +84,46 @@ public final class JmhRatioTable {
     }
 
     static String render(List<String> csv) {
-        Map<String, Map<String, Double>> scores = scores(csv);
+        Map<String, Map<String, Score>> scores = scores(csv);
         StringBuilder out = new StringBuilder();
         out.append("| allocator | same size, 1 thread | mixed sizes, 1 thread | same size, 2 threads | mixed sizes, 2 threads |\n");
         out.append("| --- | ---: | ---: | ---: | ---: |\n");
-        Map<String, Double> raw = scores.getOrDefault(RAW, Map.of());
-        Map<String, Double> netty = scores.getOrDefault(NETTY_POOLED, Map.of());
+        Map<String, Score> raw = scores.getOrDefault(RAW, Map.of());
+        Map<String, Score> netty = scores.getOrDefault(NETTY_POOLED, Map.of());
         scores.forEach((label, byShape) -> {
             out.append("| ").append(label);
             for (String shape : SHAPES) {
-                Double nanos = byShape.get(shape);
-                out.append(" | ").append(nanos == null ? "–" : String.format(Locale.ROOT, "%.1f ns (%s raw, %s Netty)",
-                        nanos, ratio(nanos, raw.get(shape)), ratio(nanos, netty.get(shape))));
+                Score pair = byShape.get(shape);
+                out.append(" | ").append(pair == null ? "–" : String.format(Locale.ROOT, "%.1f ± %.1f ns (%s raw, %s Netty)",
+                        pair.nanos(), pair.error(), ratio(pair.nanos(), raw.get(shape)), ratio(pair.nanos(), netty.get(shape))));
             }
             out.append(" |\n");
         });
-        out.append("\nRatios: time per pair divided by the raw backend's and by Netty's pooled allocator's time for the same shape in this run (below 1 is faster).\n\n");
-        for (Map.Entry<String, Map<String, Double>> entry : scores.entrySet()) {
+        out.append("\nMean ± JMH's 99.9% error; ratios: time per pair divided by the raw backend's and by Netty's pooled allocator's"
+                + " time for the same shape in this run (below 1 is faster).\n\n");
+        for (Map.Entry<String, Map<String, Score>> entry : scores.entrySet()) {
             if (!entry.getKey().startsWith("manager, pooled")) {
                 continue;
             }
-            Double same = entry.getValue().get("sameSize");
+            Score same = entry.getValue().get("sameSize");
             if (same != null) {
                 out.append(String.format(Locale.ROOT, "- goal: at most %.0f ns per same-size pair, %s: %.1f ns, %s%n",
-                        PAIR_GOAL_NANOS, entry.getKey(), same, same <= PAIR_GOAL_NANOS ? "met" : "NOT met"));
+                        PAIR_GOAL_NANOS, entry.getKey(), same.nanos(), same.nanos() <= PAIR_GOAL_NANOS ? "met" : "NOT met"));
             }
             for (String shape : SHAPES) {
-                Double ours = entry.getValue().get(shape);
-                Double theirs = netty.get(shape);
+                Score ours = entry.getValue().get(shape);
+                Score theirs = netty.get(shape);
                 if (ours != null && theirs != null) {
                     out.append(String.format(Locale.ROOT, "- goal: faster than Netty's pooled allocator, %s, %s: %.1f vs %.1f ns, %s%n",
-                            entry.getKey(), shape, ours, theirs, ours < theirs ? "met" : "NOT met"));
+                            entry.getKey(), shape, ours.nanos(), theirs.nanos(), ours.nanos() < theirs.nanos() ? "met" : "NOT met"));
                 }
             }
         }
         return out.toString();
     }
 
-    private static String ratio(double nanos, Double base) {
-        return base == null ? "–" : String.format(Locale.ROOT, "%.2f×", nanos / base);
+    private static String ratio(double nanos, Score base) {
+        return base == null ? "–" : String.format(Locale.ROOT, "%.2f×", nanos / base.nanos());
     }
 
     /** One CSV line as JMH writes it: fields in double quotes where they hold commas or quotes. */
