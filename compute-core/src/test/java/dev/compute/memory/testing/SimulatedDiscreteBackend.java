@@ -27,7 +27,9 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class SimulatedDiscreteBackend implements ComputeBackend {
 
     private final long deviceCapacity;
-    private final Map<Long, MemorySegment> memory = new ConcurrentHashMap<>();
+    private record Memory(Arena arena, MemorySegment segment) {}
+
+    private final Map<Long, Memory> memory = new ConcurrentHashMap<>();
     private final AtomicLong deviceUsed = new AtomicLong();
     public final AtomicLong hostToDeviceCopies = new AtomicLong();
     public final AtomicLong deviceToHostCopies = new AtomicLong();
@@ -85,8 +87,9 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
             throw new BackendOutOfMemoryException("simulated device full: " + sizeBytes + " bytes requested, "
                     + (deviceCapacity - deviceUsed.get()) + " free");
         }
-        MemorySegment segment = Arena.global().allocate(sizeBytes, 256);
-        memory.put(segment.address(), segment);
+        Arena arena = Arena.ofShared();
+        MemorySegment segment = arena.allocate(sizeBytes, 256);
+        memory.put(segment.address(), new Memory(arena, segment));
         allocations.incrementAndGet();
         return new NativeAllocation(location, segment.address(), sizeBytes,
                 hostAccessible(location) ? segment : null, null);
@@ -94,22 +97,24 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
 
     @Override
     public void free(NativeAllocation allocation) {
-        if (memory.remove(allocation.address()) == null) {
+        Memory freed = memory.remove(allocation.address());
+        if (freed == null) {
             throw new IllegalStateException("double free or foreign allocation: " + allocation);
         }
+        // closing the arena makes any later use of this memory fail loudly instead of reading freed memory
+        freed.arena().close();
         if (allocation.location() == MemoryLocation.DEVICE) {
             deviceUsed.addAndGet(-allocation.sizeBytes());
         }
         frees.incrementAndGet();
-        // Arena.global() memory is never returned; fine for tests of bounded size
     }
 
     private MemorySegment deviceMemory(NativeAllocation allocation) {
-        MemorySegment segment = memory.get(allocation.address());
-        if (segment == null) {
+        Memory m = memory.get(allocation.address());
+        if (m == null) {
             throw new IllegalStateException("use of freed memory: " + allocation);
         }
-        return segment;
+        return m.segment();
     }
 
     @Override
