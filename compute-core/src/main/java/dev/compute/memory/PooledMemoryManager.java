@@ -67,6 +67,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final Arena viewScope = Arena.ofShared();
     private final @Nullable ScheduledExecutorService maintenance;
     private volatile boolean closed;
+    /**
+     * Threads inside allocate or release. close() sets {@code closed}, then waits for this to drain, so no pool
+     * or backend call races the freeing of everything. A striped counter keeps the hot path uncontended.
+     */
+    private final LongAdder activeCalls = new LongAdder();
 
     PooledMemoryManager(UnifiedMemoryManagerBuilder settings) {
         this.backend = openBackend(settings);
@@ -190,12 +195,17 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
-        LocationChain chain = chain(location);
-        Block block = chain.top.allocate(bytes);
-        if (!chain.leaks.isTracked(block)) {
-            return new UnifiedBuffer(this, location, type, bytes, block, null);
+        activeCalls.increment();
+        try {
+            LocationChain chain = chain(location);
+            Block block = chain.top.allocate(bytes);
+            if (!chain.leaks.isTracked(block)) {
+                return new UnifiedBuffer(this, location, type, bytes, block, null);
+            }
+            return trackedBuffer(chain, location, type, bytes, block);
+        } finally {
+            activeCalls.decrement();
         }
-        return trackedBuffer(chain, location, type, bytes, block);
     }
 
     private UnifiedBuffer trackedBuffer(LocationChain chain, MemoryLocation location, DataType type, long bytes, Block block) {
@@ -221,17 +231,27 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     /** Gives a closed buffer's blocks back; after the manager closed there is nothing to give back to. */
     void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
-        if (closed) {
-            return;
-        }
-        chains.get(location).top.deallocate(block, inFlight);
-        if (mirror != null) {
-            chains.get(mirrorLocation).top.deallocate(mirror, inFlight);
+        activeCalls.increment();
+        try {
+            if (closed) {
+                return;
+            }
+            chains.get(location).top.deallocate(block, inFlight);
+            if (mirror != null) {
+                chains.get(mirrorLocation).top.deallocate(mirror, inFlight);
+            }
+        } finally {
+            activeCalls.decrement();
         }
     }
 
     Block allocateMirror(long bytes) {
-        return chain(mirrorLocation).top.allocate(bytes);
+        activeCalls.increment();
+        try {
+            return chain(mirrorLocation).top.allocate(bytes);
+        } finally {
+            activeCalls.decrement();
+        }
     }
 
     // ---- what buffers and ops use -----------------------------------------------------------------------------
@@ -346,15 +366,20 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     private long trimAll(long keepBytes) {
-        long released = 0;
-        for (LocationChain chain : chains.values()) {
-            if (closed) {
-                break;
+        activeCalls.increment();
+        try {
+            long released = 0;
+            for (LocationChain chain : chains.values()) {
+                if (closed) {
+                    break;
+                }
+                released += chain.top.trim(keepBytes);
+                chain.trims.increment();
             }
-            released += chain.top.trim(keepBytes);
-            chain.trims.increment();
+            return released;
+        } finally {
+            activeCalls.decrement();
         }
-        return released;
     }
 
     @Override
@@ -395,6 +420,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             List<LiveBufferReport> live = liveBuffers();
             closed = true;
+            while (activeCalls.sum() != 0) {
+                Thread.onSpinWait();
+            }
             if (maintenance != null) {
                 maintenance.shutdownNow();
             }

@@ -47,8 +47,9 @@ public final class BackendMemoryResource implements MemoryResource {
         }
     }
 
+    /** Under the lock, so that {@link #close()} (and the backend's close after it) never races a backend call. */
     @Override
-    public Block allocate(long bytes) {
+    public synchronized Block allocate(long bytes) {
         if (closed) {
             throw new IllegalStateException(location + " memory resource is closed");
         }
@@ -60,32 +61,36 @@ public final class BackendMemoryResource implements MemoryResource {
                     + " bytes, " + reserved.get() + " bytes live (pooling is disabled, nothing is cached); device free "
                     + backend.memoryInfo().freeBytes() + " bytes; backend said: " + e.getMessage());
         }
-        backendAllocations.incrementAndGet();
-        reservedPeak.accumulateAndGet(reserved.addAndGet(allocation.sizeBytes()), Math::max);
         WholeAllocation block = new WholeAllocation(allocation, bytes);
         live.put(allocation, block);
+        backendAllocations.incrementAndGet();
+        reservedPeak.accumulateAndGet(reserved.addAndGet(allocation.sizeBytes()), Math::max);
         return block;
     }
 
+    /** The memory goes back once {@code inFlight} completes; whoever removes the entry from {@code live} frees it, once. */
     @Override
     public void deallocate(Block block, CompletableFuture<?> inFlight) {
         if (closed) {
             return;
         }
-        if (!(block instanceof WholeAllocation whole) || live.remove(whole.segment()) == null) {
+        if (!(block instanceof WholeAllocation whole) || live.get(whole.segment()) != whole) {
             throw new IllegalArgumentException("this block was not allocated by this resource, or was freed already: " + block);
         }
         if (inFlight.isDone()) {
-            free(whole);
+            freeIfLive(whole.segment());
         } else {
-            inFlight.whenComplete((r, e) -> free(whole));
+            inFlight.whenComplete((result, error) -> freeIfLive(whole.segment()));
         }
     }
 
-    private void free(WholeAllocation whole) {
-        backend.free(whole.segment());
-        backendFrees.incrementAndGet();
-        reserved.addAndGet(-whole.size());
+    private void freeIfLive(NativeAllocation segment) {
+        WholeAllocation whole = live.remove(segment);
+        if (whole != null) {
+            backend.free(segment);
+            backendFrees.incrementAndGet();
+            reserved.addAndGet(-whole.size());
+        }
     }
 
     @Override
@@ -116,9 +121,8 @@ public final class BackendMemoryResource implements MemoryResource {
     @Override
     public synchronized void close() {
         closed = true;
-        for (WholeAllocation b : live.values()) {
-            free(b);
+        for (NativeAllocation segment : live.keySet()) {
+            freeIfLive(segment);
         }
-        live.clear();
     }
 }

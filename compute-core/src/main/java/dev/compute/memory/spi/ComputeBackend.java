@@ -48,14 +48,20 @@ public interface ComputeBackend extends AutoCloseable {
     /** Allocation → allocation, both on this device. */
     void copyWithinDevice(NativeAllocation source, long sourceOffset, NativeAllocation target, long targetOffset, long bytes);
 
-    /** As {@link #copyToDevice}, completing when the bytes have landed; {@code source} must stay valid until then. */
+    /**
+     * As {@link #copyToDevice}, completing when the bytes have landed; {@code source} must stay valid until then.
+     * Backends without a copy engine copy on the caller's thread (a confined segment stays usable) and return
+     * a completed future.
+     */
     default CompletableFuture<Void> copyToDeviceAsync(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
-        return CompletableFuture.runAsync(() -> copyToDevice(source, target, targetOffset, bytes));
+        copyToDevice(source, target, targetOffset, bytes);
+        return CompletableFuture.completedFuture(null);
     }
 
-    /** As {@link #copyToHost}, completing when the bytes have landed. */
+    /** As {@link #copyToHost}, completing when the bytes have landed; the default copies on the caller's thread. */
     default CompletableFuture<Void> copyToHostAsync(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
-        return CompletableFuture.runAsync(() -> copyToHost(source, sourceOffset, target, bytes));
+        copyToHost(source, sourceOffset, target, bytes);
+        return CompletableFuture.completedFuture(null);
     }
 
     KernelOps ops();

@@ -1,0 +1,109 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.catchThrowable;
+
+import dev.compute.memory.testing.FaultInjectingBackend;
+import dev.compute.memory.testing.FaultInjectingBackend.AllocationFault;
+import dev.compute.memory.testing.ManagerInvariants;
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+/** After every injected backend failure: a clear exception for the caller, a consistent pool, no segment lost. */
+class FaultInjectionTest {
+
+    private final SimulatedDiscreteBackend device = new SimulatedDiscreteBackend(256L << 20);
+    private final FaultInjectingBackend faults = new FaultInjectingBackend(device, 7);
+
+    private UnifiedMemoryManager manager() {
+        return UnifiedMemoryManager.builder().backend(faults).leakDetection(LeakDetectionLevel.PARANOID)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build();
+    }
+
+    @Test
+    void aDriverErrorOnAllocationReachesTheCallerAndChangesNothing() {
+        try (UnifiedMemoryManager manager = manager()) {
+            UnifiedBuffer kept = manager.allocate(1000, MemoryLocation.DEVICE);
+            manager.releaseCachedMemory();
+            faults.failAllocation(1, AllocationFault.DRIVER_ERROR);
+            Throwable thrown = catchThrowable(() -> manager.allocate(64 << 20, MemoryLocation.DEVICE));
+            assertThat(thrown).hasMessageContaining("injected fault: driver error");
+            ManagerInvariants.checkQuiescent(manager);
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isEqualTo(1);
+            manager.allocate(64 << 20, MemoryLocation.DEVICE).close();
+            kept.close();
+        }
+        assertThat(device.liveAllocations()).as("every segment freed at close").isZero();
+    }
+
+    @Test
+    void anOutOfMemoryOnAllocationIsRetriedOrReportedWithFigures() {
+        try (UnifiedMemoryManager manager = manager()) {
+            faults.failAllocation(1, AllocationFault.OUT_OF_MEMORY);
+            Throwable thrown = catchThrowable(() -> manager.allocate(1 << 20, MemoryLocation.DEVICE).close());
+            if (thrown != null) {
+                assertThat(thrown).isInstanceOf(DeviceOutOfMemoryException.class).hasMessageContaining("requested");
+            }
+            ManagerInvariants.checkQuiescent(manager);
+        }
+        assertThat(device.liveAllocations()).isZero();
+    }
+
+    @Test
+    void aFailedCopyLeavesDataAndStateAsTheyWere() {
+        try (UnifiedMemoryManager manager = manager(); UnifiedBuffer buffer = manager.allocate(DataType.INT32, 4, MemoryLocation.DEVICE)) {
+            buffer.copyFrom(new int[] {1, 2, 3, 4});
+            BufferState before = buffer.state();
+            faults.failCopy(1);
+            assertThatThrownBy(() -> buffer.copyFrom(new int[] {9, 9, 9, 9})).hasMessageContaining("injected fault");
+            assertThat(buffer.state()).isEqualTo(before);
+            int[] back = new int[4];
+            buffer.copyTo(back);
+            assertThat(back).containsExactly(1, 2, 3, 4);
+            faults.failCopy(1);
+            assertThatThrownBy(buffer::syncToHost).hasMessageContaining("injected fault");
+            buffer.syncToHost();
+            assertThat(buffer.state()).isEqualTo(BufferState.SYNCHRONIZED);
+        }
+    }
+
+    @Test
+    void randomFaultsNeverCorruptThePoolOrLoseASegment() {
+        Random random = new Random(11);
+        int failures = 0;
+        try (UnifiedMemoryManager manager = manager()) {
+            faults.failRandomly(0.05, AllocationFault.DRIVER_ERROR);
+            List<UnifiedBuffer> live = new ArrayList<>();
+            for (int step = 0; step < 3000; step++) {
+                try {
+                    if (live.isEmpty() || random.nextInt(3) > 0 && live.size() < 40) {
+                        live.add(manager.allocate(1 + random.nextInt(4 << 20), random.nextBoolean() ? MemoryLocation.DEVICE : MemoryLocation.HOST));
+                    } else if (random.nextBoolean()) {
+                        live.remove(random.nextInt(live.size())).close();
+                    } else {
+                        UnifiedBuffer b = live.get(random.nextInt(live.size()));
+                        b.copyFrom(0, new byte[] {1, 2}, 0, (int) Math.min(2, b.byteSize()));
+                        b.hostView();
+                        b.syncToDevice();
+                    }
+                } catch (FaultInjectingBackend.InjectedFault | DeviceOutOfMemoryException expected) {
+                    failures++;
+                    faults.failRandomly(0, AllocationFault.DRIVER_ERROR);
+                    ManagerInvariants.checkQuiescent(manager);
+                    faults.failRandomly(0.05, AllocationFault.DRIVER_ERROR);
+                }
+            }
+            faults.failRandomly(0, AllocationFault.DRIVER_ERROR);
+            live.forEach(UnifiedBuffer::close);
+            ManagerInvariants.checkQuiescent(manager);
+        }
+        assertThat(failures).isGreaterThan(50);
+        assertThat(faults.injectedFaults()).isGreaterThanOrEqualTo(failures);
+        assertThat(device.liveAllocations()).as("every segment freed at close").isZero();
+    }
+}

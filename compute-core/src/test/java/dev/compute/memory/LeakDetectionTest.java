@@ -1,0 +1,79 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** A buffer dropped without close() is found, reported with where it was allocated, and its memory returns. */
+class LeakDetectionTest {
+
+    private static UnifiedMemoryManager manager(LeakDetectionLevel level) {
+        return UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).leakDetection(level)
+                .timelineInterval(Duration.ZERO).build();
+    }
+
+    @SuppressWarnings("resource")
+    private static void leak(UnifiedMemoryManager manager) {
+        manager.allocate(4096, MemoryLocation.DEVICE).copyFrom(new byte[] {1});
+    }
+
+    private static void awaitCollected(UnifiedMemoryManager manager, long expectedLive) throws InterruptedException {
+        for (int i = 0; i < 100 && manager.statistics(MemoryLocation.DEVICE).liveBuffers() != expectedLive; i++) {
+            System.gc();
+            Thread.sleep(20);
+        }
+    }
+
+    @Test
+    void paranoidReportsTheSiteAndGivesTheMemoryBack() throws InterruptedException {
+        try (UnifiedMemoryManager manager = manager(LeakDetectionLevel.PARANOID)) {
+            leak(manager);
+            List<LiveBufferReport> live = manager.liveBuffers();
+            assertThat(live).singleElement().satisfies(r -> {
+                assertThat(r.sizeBytes()).isEqualTo(4096);
+                assertThat(r.allocationSite()).contains("LeakDetectionTest.leak");
+            });
+            awaitCollected(manager, 0);
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isZero();
+            assertThat(((PooledMemoryManager) manager).leaksReported()).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void disabledTracksNothingAndClosedBuffersAreNotLeaks() throws InterruptedException {
+        try (UnifiedMemoryManager manager = manager(LeakDetectionLevel.DISABLED)) {
+            leak(manager);
+            assertThat(manager.liveBuffers()).singleElement().satisfies(r -> assertThat(r.allocationSite()).isNull());
+            System.gc();
+            Thread.sleep(50);
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).as("untracked: lost until close").isEqualTo(1);
+        }
+        try (UnifiedMemoryManager manager = manager(LeakDetectionLevel.PARANOID)) {
+            manager.allocate(64, MemoryLocation.DEVICE).close();
+            System.gc();
+            Thread.sleep(50);
+            assertThat(((PooledMemoryManager) manager).leaksReported()).isZero();
+        }
+    }
+
+    @Test
+    void simpleSamplesAboutOneBufferInTheInterval() throws InterruptedException {
+        try (UnifiedMemoryManager manager = manager(LeakDetectionLevel.SIMPLE)) {
+            int n = LeakDetectionLevel.SIMPLE_SAMPLING_INTERVAL * 40;
+            for (int i = 0; i < n; i++) {
+                leak(manager);
+            }
+            long before = manager.statistics(MemoryLocation.DEVICE).liveBuffers();
+            for (int i = 0; i < 20; i++) {
+                System.gc();
+                Thread.sleep(20);
+            }
+            long found = ((PooledMemoryManager) manager).leaksReported();
+            assertThat(found).isBetween(10L, 100L);
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isEqualTo(before - found);
+        }
+    }
+}

@@ -1,0 +1,60 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.RepeatedTest;
+
+/** Closing the manager while threads allocate, copy and free: no crash, every segment freed, live buffers reported. */
+class ShutdownUnderLoadTest {
+
+    @RepeatedTest(3)
+    void closeWhileThreadsAllocate() throws Exception {
+        SimulatedDiscreteBackend device = new SimulatedDiscreteBackend();
+        UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(device).leakDetection(LeakDetectionLevel.PARANOID)
+                .timelineInterval(Duration.ofMillis(5)).trimInterval(Duration.ofMillis(5)).build();
+        AtomicLong refusedAfterClose = new AtomicLong();
+        ExecutorService threads = Executors.newFixedThreadPool(3);
+        List<Future<?>> workers = new ArrayList<>();
+        for (int t = 0; t < 3; t++) {
+            workers.add(threads.submit(() -> {
+                ThreadLocalRandom random = ThreadLocalRandom.current();
+                List<UnifiedBuffer> mine = new ArrayList<>();
+                while (true) {
+                    try {
+                        UnifiedBuffer b = manager.allocate(1 + random.nextInt(100_000),
+                                random.nextBoolean() ? MemoryLocation.DEVICE : MemoryLocation.HOST);
+                        mine.add(b);
+                        b.copyFrom(new byte[(int) Math.min(b.byteSize(), 512)]);
+                        b.hostView();
+                        if (mine.size() > 8) {
+                            mine.remove(0).close();
+                        }
+                    } catch (IllegalStateException closed) {
+                        assertThat(closed).hasMessageContaining("closed");
+                        refusedAfterClose.incrementAndGet();
+                        mine.forEach(UnifiedBuffer::close);
+                        return null;
+                    }
+                }
+            }));
+        }
+        Thread.sleep(200);
+        manager.close();
+        for (Future<?> worker : workers) {
+            worker.get();
+        }
+        threads.shutdown();
+        assertThat(refusedAfterClose.get()).isEqualTo(3);
+        assertThat(device.liveAllocations()).as("every segment freed").isZero();
+        assertThat(device.isClosed()).isTrue();
+    }
+}

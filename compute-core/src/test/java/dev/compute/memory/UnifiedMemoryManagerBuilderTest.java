@@ -1,0 +1,102 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.Test;
+
+/** Every setting that makes no sense is refused with the property's name, the value and what is allowed. */
+class UnifiedMemoryManagerBuilderTest {
+
+    private static void refused(UnaryOperator<UnifiedMemoryManagerBuilder> setting, String property, String allowed) {
+        SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend();
+        assertThatThrownBy(() -> setting.apply(UnifiedMemoryManager.builder().backend(backend)).build())
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo(property);
+                    assertThat(e.allowed()).contains(allowed);
+                });
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @Test
+    void refusesSizesThatMakeNoSense() {
+        refused(b -> b.maxPoolSize(0), "compute.memory.pooling.max-pool-size", "positive");
+        refused(b -> b.maxPoolSize(-1), "compute.memory.pooling.max-pool-size", "positive");
+        refused(b -> b.releaseThreshold(-1), "compute.memory.pooling.release-threshold", "0 or more");
+        refused(b -> b.maxPinnedSize(0), "compute.memory.pinning.max-pinned-size", "positive");
+        refused(b -> b.stagingBufferSize(-5), "compute.memory.pinning.staging-buffer-size", "positive");
+    }
+
+    @Test
+    void refusesAReleaseThresholdAboveThePoolCap() {
+        refused(b -> b.maxPoolSize(1 << 20).releaseThreshold(2 << 20), "compute.memory.pooling.release-threshold", "max-pool-size");
+    }
+
+    @Test
+    void refusesNegativeIntervalsAndDevices() {
+        refused(b -> b.trimInterval(Duration.ofSeconds(-1)), "compute.memory.pooling.trim-interval", "0 (off) or more");
+        refused(b -> b.device(-1), "compute.device", "0 or more");
+    }
+
+    @Test
+    void refusesAnUnknownBackendNamingTheKnownOnes() {
+        assertThatThrownBy(() -> UnifiedMemoryManager.builder().backend("quantum").build())
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.backend");
+                    assertThat(e.value()).isEqualTo("quantum");
+                    assertThat(e.allowed()).contains("auto");
+                });
+    }
+
+    @Test
+    void refusesADefaultLocationTheBackendDoesNotOffer() {
+        SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend();
+        assertThatThrownBy(() -> UnifiedMemoryManager.builder().backend(backend).pinningEnabled(false)
+                .defaultLocation(MemoryLocation.PINNED).build())
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> assertThat(e.property()).isEqualTo("compute.memory.default-location"));
+        assertThat(backend.isClosed()).as("a manager that failed to start closes its backend").isTrue();
+    }
+
+    @Test
+    void pinningOffRemovesPinnedMemoryWithAReason() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .pinningEnabled(false).timelineInterval(Duration.ZERO).build()) {
+            assertThat(manager.locations()).doesNotContain(MemoryLocation.PINNED);
+            assertThatThrownBy(() -> manager.allocate(16, MemoryLocation.PINNED)).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("compute.memory.pinning.enabled=false");
+            // mirrors of device buffers come from ordinary host memory then
+            try (UnifiedBuffer buffer = manager.allocate(16, MemoryLocation.DEVICE)) {
+                buffer.hostView();
+                assertThat(manager.statistics(MemoryLocation.HOST).liveBuffers()).isEqualTo(1);
+            }
+        }
+    }
+
+    @Test
+    void withoutPoolingTheCapIsStillEnforced() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .poolingEnabled(false).maxPoolSize(1 << 20).releaseThreshold(0).timelineInterval(Duration.ZERO).build()) {
+            UnifiedBuffer big = manager.allocate(900_000, MemoryLocation.DEVICE);
+            assertThatThrownBy(() -> manager.allocate(200_000, MemoryLocation.DEVICE))
+                    .isInstanceOf(DeviceOutOfMemoryException.class).hasMessageContaining("max-pool-size");
+            big.close();
+            manager.allocate(200_000, MemoryLocation.DEVICE).close();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+        }
+    }
+
+    @Test
+    void timelineSamplesAreKeptInABoundedRing() throws InterruptedException {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineCapacity(3).timelineInterval(Duration.ofMillis(10)).build()) {
+            UnifiedBuffer kept = manager.allocate(1000, MemoryLocation.DEVICE);
+            Thread.sleep(100);
+            assertThat(manager.timeline(MemoryLocation.DEVICE)).hasSize(3)
+                    .allSatisfy(s -> assertThat(s.allocatedBytes()).isGreaterThanOrEqualTo(1000));
+            kept.close();
+        }
+    }
+}

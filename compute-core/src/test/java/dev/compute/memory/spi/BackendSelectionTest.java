@@ -1,0 +1,66 @@
+package dev.compute.memory.spi;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.BackendUnavailableException;
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class BackendSelectionTest {
+
+    private record FakeProvider(String name, int priority, BackendAvailability availability) implements ComputeBackendProvider {
+        @Override
+        public BackendAvailability availability(BackendSettings settings) {
+            return availability;
+        }
+
+        @Override
+        public ComputeBackend create(BackendSettings settings) {
+            return new SimulatedDiscreteBackend();
+        }
+    }
+
+    private final FakeProvider gpu = new FakeProvider("cuda", 100, BackendAvailability.unavailable("libcuda.so.1 not found"));
+    private final FakeProvider cl = new FakeProvider("opencl", 50, BackendAvailability.available("PoCL"));
+    private final FakeProvider cpu = new FakeProvider("cpu", 0, BackendAvailability.available("2 cores"));
+    private final List<ComputeBackendProvider> all = List.of(gpu, cl, cpu);
+    private final BackendSettings settings = BackendSettings.ofDevice(0);
+
+    @Test
+    void autoTakesTheBestAvailableAndSaysWhyOthersWerePassedOver() {
+        BackendSelection selection = BackendSelection.choose("auto", settings, all);
+        assertThat(selection.provider()).isSameAs(cl);
+        assertThat(selection.passedOver()).containsEntry("cuda", "libcuda.so.1 not found");
+    }
+
+    @Test
+    void anExplicitUnavailableBackendFailsWithTheProvidersReason() {
+        assertThatThrownBy(() -> BackendSelection.choose("CUDA", settings, all))
+                .isInstanceOfSatisfying(BackendUnavailableException.class, e -> {
+                    assertThat(e.backend()).isEqualTo("cuda");
+                    assertThat(e.reason()).isEqualTo("libcuda.so.1 not found");
+                });
+    }
+
+    @Test
+    void anUnknownNameListsTheKnownOnes() {
+        assertThatThrownBy(() -> BackendSelection.choose("tpu", settings, all))
+                .isInstanceOf(InvalidSettingException.class).hasMessageContaining("auto, cuda, opencl, cpu");
+    }
+
+    @Test
+    void aProviderThatThrowsWhileProbingIsPassedOver() {
+        ComputeBackendProvider throwing = new ComputeBackendProvider() {
+            public String name() { return "broken"; }
+            public int priority() { return 200; }
+            public BackendAvailability availability(BackendSettings s) { throw new UnsatisfiedLinkError("no libfoo"); }
+            public ComputeBackend create(BackendSettings s) { throw new AssertionError(); }
+        };
+        BackendSelection selection = BackendSelection.choose("auto", settings, List.of(throwing, cpu));
+        assertThat(selection.provider()).isSameAs(cpu);
+        assertThat(selection.passedOver().get("broken")).contains("no libfoo");
+    }
+}

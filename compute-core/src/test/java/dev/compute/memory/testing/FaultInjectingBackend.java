@@ -1,0 +1,207 @@
+package dev.compute.memory.testing;
+
+import dev.compute.memory.BackendInfo;
+import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.BackendAvailability;
+import dev.compute.memory.spi.BackendOutOfMemoryException;
+import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.KernelOps;
+import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.VirtualMemory;
+import java.lang.foreign.MemorySegment;
+import java.util.Optional;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Wraps a backend and makes chosen calls fail: the Nth allocation (segments and page maps count alike) or the
+ * Nth copy, or any of them at a seeded random rate. An allocation fails as the device would when full
+ * ({@link BackendOutOfMemoryException}) or as a broken driver would ({@link InjectedFault}); copies fail with
+ * {@link InjectedFault}. Failing calls have no effect on the wrapped backend.
+ */
+public final class FaultInjectingBackend implements ComputeBackend {
+
+    /** A failure this decorator made up. */
+    public static final class InjectedFault extends RuntimeException {
+        InjectedFault(String what) {
+            super("injected fault: " + what);
+        }
+    }
+
+    public enum AllocationFault { OUT_OF_MEMORY, DRIVER_ERROR }
+
+    private final ComputeBackend delegate;
+    private final AtomicLong allocationCalls = new AtomicLong();
+    private final AtomicLong copyCalls = new AtomicLong();
+    private final AtomicLong injected = new AtomicLong();
+    private volatile long failAllocation = -1;
+    private volatile long failCopy = -1;
+    private volatile AllocationFault allocationFault = AllocationFault.OUT_OF_MEMORY;
+    private volatile double randomRate;
+    private final Random random;
+
+    public FaultInjectingBackend(ComputeBackend delegate, long seed) {
+        this.delegate = delegate;
+        this.random = new Random(seed);
+    }
+
+    /** The {@code n}th allocation from now (1 = the next one) fails with {@code fault}. */
+    public FaultInjectingBackend failAllocation(long n, AllocationFault fault) {
+        this.allocationFault = fault;
+        this.failAllocation = allocationCalls.get() + n;
+        return this;
+    }
+
+    /** The {@code n}th copy from now (1 = the next one) fails. */
+    public FaultInjectingBackend failCopy(long n) {
+        this.failCopy = copyCalls.get() + n;
+        return this;
+    }
+
+    /** Every allocation and copy fails with probability {@code rate} (0 turns it off). */
+    public FaultInjectingBackend failRandomly(double rate, AllocationFault fault) {
+        this.allocationFault = fault;
+        this.randomRate = rate;
+        return this;
+    }
+
+    public long injectedFaults() {
+        return injected.get();
+    }
+
+    private boolean roll() {
+        double rate = randomRate;
+        if (rate <= 0) {
+            return false;
+        }
+        synchronized (random) {
+            return random.nextDouble() < rate;
+        }
+    }
+
+    private void beforeAllocation(String what) {
+        if (allocationCalls.incrementAndGet() == failAllocation || roll()) {
+            injected.incrementAndGet();
+            if (allocationFault == AllocationFault.OUT_OF_MEMORY) {
+                throw new BackendOutOfMemoryException("injected fault: out of memory in " + what);
+            }
+            throw new InjectedFault("driver error in " + what);
+        }
+    }
+
+    private void beforeCopy(String what) {
+        if (copyCalls.incrementAndGet() == failCopy || roll()) {
+            injected.incrementAndGet();
+            throw new InjectedFault(what);
+        }
+    }
+
+    @Override
+    public BackendInfo info() {
+        return delegate.info();
+    }
+
+    @Override
+    public DeviceMemoryInfo memoryInfo() {
+        return delegate.memoryInfo();
+    }
+
+    @Override
+    public MemoryLocation defaultLocation() {
+        return delegate.defaultLocation();
+    }
+
+    @Override
+    public BackendAvailability supports(MemoryLocation location) {
+        return delegate.supports(location);
+    }
+
+    @Override
+    public boolean hostAccessible(MemoryLocation location) {
+        return delegate.hostAccessible(location);
+    }
+
+    @Override
+    public NativeAllocation allocate(MemoryLocation location, long sizeBytes) {
+        beforeAllocation("allocate " + sizeBytes + " bytes at " + location);
+        return delegate.allocate(location, sizeBytes);
+    }
+
+    @Override
+    public void free(NativeAllocation allocation) {
+        delegate.free(allocation);
+    }
+
+    @Override
+    public Optional<VirtualMemory> virtualMemory(MemoryLocation location) {
+        return delegate.virtualMemory(location).map(vm -> new VirtualMemory() {
+            @Override
+            public long granularity() {
+                return vm.granularity();
+            }
+
+            @Override
+            public NativeAllocation reserve(long sizeBytes) {
+                return vm.reserve(sizeBytes);
+            }
+
+            @Override
+            public void map(NativeAllocation range, long offset, long length) {
+                beforeAllocation("map " + length + " bytes");
+                vm.map(range, offset, length);
+            }
+
+            @Override
+            public void unmap(NativeAllocation range, long offset, long length) {
+                vm.unmap(range, offset, length);
+            }
+
+            @Override
+            public void release(NativeAllocation range) {
+                vm.release(range);
+            }
+        });
+    }
+
+    @Override
+    public void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
+        beforeCopy("copy to device");
+        delegate.copyToDevice(source, target, targetOffset, bytes);
+    }
+
+    @Override
+    public void copyToHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
+        beforeCopy("copy to host");
+        delegate.copyToHost(source, sourceOffset, target, bytes);
+    }
+
+    @Override
+    public void copyWithinDevice(NativeAllocation source, long sourceOffset, NativeAllocation target, long targetOffset, long bytes) {
+        beforeCopy("copy within device");
+        delegate.copyWithinDevice(source, sourceOffset, target, targetOffset, bytes);
+    }
+
+    @Override
+    public CompletableFuture<Void> copyToDeviceAsync(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
+        beforeCopy("async copy to device");
+        return delegate.copyToDeviceAsync(source, target, targetOffset, bytes);
+    }
+
+    @Override
+    public CompletableFuture<Void> copyToHostAsync(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
+        beforeCopy("async copy to host");
+        return delegate.copyToHostAsync(source, sourceOffset, target, bytes);
+    }
+
+    @Override
+    public KernelOps ops() {
+        return delegate.ops();
+    }
+
+    @Override
+    public void close() {
+        delegate.close();
+    }
+}

@@ -1,0 +1,9 @@
+/**
+ * The CPU backend: host memory through the FFM API (Linux's {@code posix_memalign}, {@code mmap},
+ * {@code mlock}, {@code madvise}), the default that works wherever the JVM runs on Linux. Every location is
+ * one memory here: the host's.
+ */
+@NullMarked
+package dev.compute.memory.cpu;
+
+import org.jspecify.annotations.NullMarked;

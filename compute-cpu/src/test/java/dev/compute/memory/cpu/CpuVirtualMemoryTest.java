@@ -1,0 +1,146 @@
+package dev.compute.memory.cpu;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.VirtualMemory;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandle;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+class CpuVirtualMemoryTest {
+
+    private static final long MIB = 1 << 20;
+    private static final MethodHandle MINCORE = Linker.nativeLinker().downcallHandle(
+            Linker.nativeLinker().defaultLookup().find("mincore").orElseThrow(),
+            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS));
+
+    private final CpuBackend backend = new CpuBackend(BackendSettings.ofDevice(0));
+
+    @AfterEach
+    void close() {
+        backend.close();
+    }
+
+    @Test
+    void offeredWithTwoMebibytePagesEverywhereButPinned() {
+        for (MemoryLocation location : new MemoryLocation[] {MemoryLocation.HOST, MemoryLocation.DEVICE, MemoryLocation.UNIFIED}) {
+            assertThat(backend.virtualMemory(location)).as("%s", location).get()
+                    .extracting(VirtualMemory::granularity).isEqualTo(2 * MIB);
+        }
+        assertThat(backend.virtualMemory(MemoryLocation.PINNED)).isEmpty();
+    }
+
+    @Test
+    void reserveMapWriteUnmapRemapRelease() {
+        VirtualMemory vm = backend.virtualMemory(MemoryLocation.DEVICE).orElseThrow();
+        NativeAllocation range = vm.reserve(7 * MIB);
+        assertThat(range.location()).isEqualTo(MemoryLocation.DEVICE);
+        assertThat(range.sizeBytes()).isEqualTo(8 * MIB);
+        assertThat(range.address() % (2 * MIB)).as("aligned to the granularity").isZero();
+        assertThat(residentBytes(range, 0, 8 * MIB)).as("a reservation holds no memory").isZero();
+
+        vm.map(range, 2 * MIB, 4 * MIB);
+        MemorySegment mapped = range.hostSegment().asSlice(2 * MIB, 4 * MIB);
+        for (long i = 0; i < 4 * MIB; i += 4096) {
+            mapped.set(JAVA_LONG, i, i + 1);
+        }
+        assertThat(mapped.get(JAVA_LONG, 4 * MIB - 4096)).isEqualTo(4 * MIB - 4096 + 1);
+        assertThat(residentBytes(range, 2 * MIB, 4 * MIB)).isEqualTo(4 * MIB);
+        assertThat(residentBytes(range, 0, 2 * MIB) + residentBytes(range, 6 * MIB, 2 * MIB)).isZero();
+
+        vm.unmap(range, 4 * MIB, 2 * MIB);
+        assertThat(residentBytes(range, 4 * MIB, 2 * MIB)).as("unmapped pages went back to the OS").isZero();
+        assertThat(mapped.get(JAVA_LONG, 0)).as("the page still mapped keeps its data").isEqualTo(1L);
+        vm.map(range, 4 * MIB, 2 * MIB);
+        for (long i = 2 * MIB; i < 4 * MIB; i += 4096) {
+            assertThat(mapped.get(JAVA_LONG, i)).as("re-mapped page at %d reads zero", i).isZero();
+        }
+        vm.unmap(range, 2 * MIB, 4 * MIB);
+        vm.release(range);
+        assertThatThrownBy(() -> vm.release(range)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("released twice");
+        assertThatThrownBy(() -> vm.map(range, 0, 2 * MIB)).isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
+    void unmappingGivesTheMemoryBackToTheOs() {
+        VirtualMemory vm = backend.virtualMemory(MemoryLocation.HOST).orElseThrow();
+        NativeAllocation range = vm.reserve(32 * MIB);
+        try {
+            vm.map(range, 0, 32 * MIB);
+            range.hostSegment().fill((byte) 1);
+            assertThat(residentBytes(range, 0, 32 * MIB)).isEqualTo(32 * MIB);
+            vm.unmap(range, 0, 32 * MIB);
+            assertThat(residentBytes(range, 0, 32 * MIB)).isZero();
+        } finally {
+            vm.release(range);
+        }
+    }
+
+    @Test
+    void offsetsAndLengthsMustBeWholePagesInsideTheRange() {
+        VirtualMemory vm = backend.virtualMemory(MemoryLocation.HOST).orElseThrow();
+        NativeAllocation range = vm.reserve(4 * MIB);
+        try {
+            assertThatThrownBy(() -> vm.map(range, 4096, 2 * MIB)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("whole");
+            assertThatThrownBy(() -> vm.map(range, 0, MIB)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> vm.map(range, 2 * MIB, 4 * MIB)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> vm.unmap(range, -2 * MIB, 2 * MIB)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> backend.free(range)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("release");
+            assertThatThrownBy(() -> vm.reserve(0)).isInstanceOf(IllegalArgumentException.class);
+        } finally {
+            vm.release(range);
+        }
+    }
+
+    @Test
+    void thePageSizeIsConfigurableInMultiplesOfTheOsPage() {
+        BackendSettings small = new BackendSettings(0, true, BackendSettings.DEFAULT_STAGING_BUFFER_BYTES, Map.of("page-size", "64KB"));
+        try (CpuBackend custom = new CpuBackend(small)) {
+            VirtualMemory vm = custom.virtualMemory(MemoryLocation.HOST).orElseThrow();
+            assertThat(vm.granularity()).isEqualTo(64 << 10);
+            NativeAllocation range = vm.reserve(100_000);
+            assertThat(range.sizeBytes()).isEqualTo(128 << 10);
+            vm.map(range, 64 << 10, 64 << 10);
+            range.hostSegment().set(JAVA_LONG, 64 << 10, 5L);
+            assertThat(range.hostSegment().get(JAVA_LONG, 64 << 10)).isEqualTo(5L);
+            vm.unmap(range, 64 << 10, 64 << 10);
+            vm.release(range);
+        }
+        for (String bad : new String[] {"1000", "0", "two megabytes", "-4096"}) {
+            BackendSettings settings = new BackendSettings(0, true, BackendSettings.DEFAULT_STAGING_BUFFER_BYTES, Map.of("page-size", bad));
+            assertThatThrownBy(() -> new CpuBackend(settings)).as(bad).isInstanceOf(InvalidSettingException.class)
+                    .hasMessageContaining("page-size").hasMessageContaining("multiple of the OS page size");
+        }
+    }
+
+    /** Bytes of {@code [offset, offset + length)} of the range in RAM now, by {@code mincore}, one byte per page. */
+    private long residentBytes(NativeAllocation range, long offset, long length) {
+        long page = backend.pageSize();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment pages = arena.allocate(length / page);
+            int result = (int) MINCORE.invokeExact(MemorySegment.ofAddress(range.address() + offset), length, pages);
+            assertThat(result).as("mincore").isZero();
+            long resident = 0;
+            for (long i = 0; i < pages.byteSize(); i++) {
+                resident += (pages.get(JAVA_BYTE, i) & 1) * page;
+            }
+            return resident;
+        } catch (Throwable t) {
+            throw new AssertionError(t);
+        }
+    }
+}
