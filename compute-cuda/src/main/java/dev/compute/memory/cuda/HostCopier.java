@@ -9,7 +9,8 @@ import java.util.concurrent.Future;
 /**
  * Host memory copies split across threads: one thread moves about 10 GB/s from the Java heap into pinned memory,
  * four about 30 (measured on the H100 machine), and staging is only as fast as this copy. The caller copies one
- * part itself, so a copy never waits for a free pool thread to start.
+ * part itself, so a copy never waits for a free pool thread to start. Segments of confined arenas are copied by
+ * the caller alone.
  */
 final class HostCopier implements AutoCloseable {
 
@@ -31,13 +32,17 @@ final class HostCopier implements AutoCloseable {
         return threads;
     }
 
+    /** Stands for "a thread other than the caller" when asking whether a segment may be shared out. */
+    private static final Thread OTHER_THREAD = Thread.ofPlatform().unstarted(() -> {});
+
     /** How many parts a copy of {@code bytes} is split into. */
     static int parts(long bytes, int threads) {
         return (int) Math.max(1, Math.min(threads, bytes / MIN_PART_BYTES));
     }
 
     void copy(MemorySegment source, long sourceOffset, MemorySegment target, long targetOffset, long bytes) {
-        int parts = parts(bytes, threads);
+        // a segment of a confined arena may only be touched by its owner thread: then the caller copies alone
+        int parts = source.isAccessibleBy(OTHER_THREAD) && target.isAccessibleBy(OTHER_THREAD) ? parts(bytes, threads) : 1;
         if (parts == 1) {
             MemorySegment.copy(source, sourceOffset, target, targetOffset, bytes);
             return;
