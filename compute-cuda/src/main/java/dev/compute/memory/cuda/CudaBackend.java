@@ -80,6 +80,7 @@ public final class CudaBackend implements ComputeBackend {
     /** Our PINNED and UNIFIED allocations (base → end): host memory the device reads directly. */
     private final ConcurrentSkipListMap<Long, Long> deviceVisibleHost = new ConcurrentSkipListMap<>();
     private volatile boolean closed;
+    private boolean closing;
 
     CudaBackend(DriverLibrary driver, BackendSettings settings) {
         this.settings = settings;
@@ -505,15 +506,19 @@ public final class CudaBackend implements ComputeBackend {
 
     // ---- shutdown -------------------------------------------------------------------------------------------------
 
-    /** Waits for recorded device work, then frees staging, kernels, streams and the context reference. The pool freed its segments first. */
+    /**
+     * Waits for recorded device work (whose callbacks may still give memory back, so the backend stays open for
+     * them), then frees staging, kernels, streams and the context reference. The pool freed its segments first.
+     */
     @Override
     public synchronized void close() {
-        if (closed) {
+        if (closing) {
             return;
         }
-        closed = true;
+        closing = true;
         context.makeCurrent();
         completions.close();
+        closed = true;
         copier.close();
         staging.close();
         ops.close();
