@@ -35,7 +35,7 @@ final class CudaVirtualMemory implements VirtualMemory {
         }
     }
 
-    private final CudaContext context;
+    private final Runnable makeCurrent;
     private final DriverLibrary driver;
     private final long granularity;
     /** Read-only after construction; the driver only reads them, from any thread. */
@@ -44,11 +44,16 @@ final class CudaVirtualMemory implements VirtualMemory {
     private final MemorySegment access;
 
     CudaVirtualMemory(CudaContext context) {
-        this.context = context;
-        this.driver = context.driver;
-        this.prop = VmmStructs.devicePinnedProp(structs, context.deviceId);
-        this.access = VmmStructs.readWriteAccess(structs, context.deviceId);
-        context.makeCurrent();
+        this(context.driver, context.deviceId, context::makeCurrent);
+    }
+
+    /** On {@code device} of {@code driver}; {@code makeCurrent} puts the device's context on the calling thread. */
+    CudaVirtualMemory(DriverLibrary driver, int device, Runnable makeCurrent) {
+        this.makeCurrent = makeCurrent;
+        this.driver = driver;
+        this.prop = VmmStructs.devicePinnedProp(structs, device);
+        this.access = VmmStructs.readWriteAccess(structs, device);
+        makeCurrent.run();
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate(JAVA_LONG);
             CudaResults.check((int) driver.cuMemGetAllocationGranularity.invokeExact(out, prop, VmmStructs.CU_MEM_ALLOC_GRANULARITY_MINIMUM),
@@ -71,7 +76,7 @@ final class CudaVirtualMemory implements VirtualMemory {
             throw new IllegalArgumentException("a reserved range needs a positive size: " + sizeBytes);
         }
         long size = Math.ceilDiv(sizeBytes, granularity) * granularity;
-        context.makeCurrent();
+        makeCurrent.run();
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate(JAVA_LONG);
             CudaResults.check((int) driver.cuMemAddressReserve.invokeExact(out, size, 0L, 0L, 0L),
@@ -88,7 +93,7 @@ final class CudaVirtualMemory implements VirtualMemory {
         ReservedRange r = rangeOf(range);
         int first = firstPage(r, offset, length);
         int count = (int) (length / granularity);
-        context.makeCurrent();
+        makeCurrent.run();
         synchronized (r) {
             for (int p = first; p < first + count; p++) {
                 if (r.pageHandles[p] != 0) {
@@ -124,7 +129,7 @@ final class CudaVirtualMemory implements VirtualMemory {
         ReservedRange r = rangeOf(range);
         int first = firstPage(r, offset, length);
         int count = (int) (length / granularity);
-        context.makeCurrent();
+        makeCurrent.run();
         synchronized (r) {
             for (int p = first; p < first + count; p++) {
                 if (r.pageHandles[p] == 0) {
@@ -138,7 +143,7 @@ final class CudaVirtualMemory implements VirtualMemory {
     @Override
     public void release(NativeAllocation range) {
         ReservedRange r = rangeOf(range);
-        context.makeCurrent();
+        makeCurrent.run();
         synchronized (r) {
             // the SPI asks for every page unmapped first; unmapping leftovers keeps physical memory from leaking
             unmapPages(r, 0, r.pageHandles.length, true);

@@ -12,6 +12,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -50,6 +51,11 @@ final class DriverLibrary {
 
     static String unavailableReason() {
         return Holder.LOADED instanceof String reason ? reason : "";
+    }
+
+    /** Binds a driver library at a path (the tests' stand-in for {@code libcuda.so.1}). */
+    static DriverLibrary open(Path library, Arena arena) {
+        return new DriverLibrary(SymbolLookup.libraryLookup(library, arena));
     }
 
     final MethodHandle cuInit;
