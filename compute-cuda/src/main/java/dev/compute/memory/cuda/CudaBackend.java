@@ -18,6 +18,7 @@ import static jcuda.driver.JCudaDriver.cuStreamDestroy;
 
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
@@ -59,9 +60,9 @@ import org.jspecify.annotations.Nullable;
  * queued, as {@code cudaMemcpyAsync} from pageable memory does; a copy to pageable memory waits for the
  * device, because the host finishes it; its future is complete when returned.
  *
- * <p>Options ({@code compute.backend-options}): {@code streams} (4), {@code staging-lanes}: staged copies that
- * may run at once (2), {@code staging-buffers}: buffers per staged copy, at least 2 (2), {@code copy-threads}:
- * host threads per staged chunk (up to 4).
+ * <p>Options ({@link dev.compute.memory.UnifiedMemoryManagerBuilder#backendOption}): {@code streams} (4),
+ * {@code staging-lanes}: staged copies that may run at once (2), {@code staging-buffers}: buffers per staged
+ * copy, at least 2 (2), {@code copy-threads}: host threads per staged chunk (up to 4).
  */
 public final class CudaBackend implements ComputeBackend {
 
@@ -101,7 +102,7 @@ public final class CudaBackend implements ComputeBackend {
             int copyThreads = option(settings, "copy-threads", Math.min(4, Runtime.getRuntime().availableProcessors()));
             startedCopier = new HostCopier(copyThreads, "compute-cuda-" + settings.deviceIndex() + "-copy-");
             this.copier = startedCopier;
-            this.staging = new StagingBuffers(context, settings.stagingBufferBytes(), option(settings, "staging-buffers", 2),
+            this.staging = new StagingBuffers(context, settings.stagingBufferBytes(), option(settings, "staging-buffers", 2, StagingBuffers.MIN_SLOTS),
                     option(settings, "staging-lanes", 2), settings.pinningEnabled());
             this.streams = new AtomicReferenceArray<>(option(settings, "streams", 4));
             this.ops = new CudaKernelOps(this);
@@ -121,18 +122,24 @@ public final class CudaBackend implements ComputeBackend {
     }
 
     static int option(BackendSettings settings, String key, int defaultValue) {
+        return option(settings, key, defaultValue, 1);
+    }
+
+    /** A whole-number backend option of at least {@code minimum}, or its default. */
+    static int option(BackendSettings settings, String key, int defaultValue, int minimum) {
         String value = settings.option(key);
         if (value == null) {
             return defaultValue;
         }
+        String allowed = minimum == 1 ? "a positive whole number" : "a whole number of at least " + minimum;
         try {
             int parsed = Integer.parseInt(value.trim());
-            if (parsed < 1) {
-                throw new NumberFormatException();
+            if (parsed < minimum) {
+                throw new InvalidSettingException(key + " (an option of the cuda backend)", value, allowed);
             }
             return parsed;
         } catch (NumberFormatException e) {
-            throw new IllegalArgumentException("CUDA backend option '" + key + "' must be a positive whole number, not '" + value + "'");
+            throw new InvalidSettingException(key + " (an option of the cuda backend)", value, allowed);
         }
     }
 

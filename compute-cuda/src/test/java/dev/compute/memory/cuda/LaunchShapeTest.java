@@ -3,6 +3,7 @@ package dev.compute.memory.cuda;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.spi.BackendSettings;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -27,8 +28,12 @@ class LaunchShapeTest {
         BackendSettings some = new BackendSettings(0, true, 1 << 20, Map.of("streams", " 8 ", "staging-lanes", "0", "copy-threads", "many"));
         assertThat(CudaBackend.option(some, "streams", 4)).isEqualTo(8);
         assertThatThrownBy(() -> CudaBackend.option(some, "staging-lanes", 2))
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'staging-lanes' must be a positive whole number, not '0'");
+                .isInstanceOf(InvalidSettingException.class)
+                .hasMessage("invalid value '0' for staging-lanes (an option of the cuda backend): a positive whole number");
         assertThatThrownBy(() -> CudaBackend.option(some, "copy-threads", 4))
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("not 'many'");
+                .isInstanceOf(InvalidSettingException.class).hasMessageContaining("'many'");
+        BackendSettings one = new BackendSettings(0, true, 1 << 20, Map.of("staging-buffers", "1"));
+        assertThatThrownBy(() -> CudaBackend.option(one, "staging-buffers", 2, 2))
+                .isInstanceOf(InvalidSettingException.class).hasMessageContaining("a whole number of at least 2");
     }
 }
