@@ -34,12 +34,16 @@ final class DriverLibrary {
         static final Object LOADED = load();
 
         private static Object load() {
+            SymbolLookup lookup;
             try {
-                return new DriverLibrary(SymbolLookup.libraryLookup(LIBRARY, Arena.global()));
+                lookup = SymbolLookup.libraryLookup(LIBRARY, Arena.global());
             } catch (IllegalArgumentException e) {
                 return LIBRARY + " not found (is the NVIDIA driver installed? " + e.getMessage() + ")";
+            }
+            try {
+                return new DriverLibrary(lookup);
             } catch (RuntimeException | LinkageError e) {
-                return LIBRARY + " could not be bound: " + e;
+                return LIBRARY + " loaded but could not be bound: " + e.getMessage();
             }
         }
     }
