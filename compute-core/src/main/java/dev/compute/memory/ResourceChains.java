@@ -1,6 +1,6 @@
 package dev.compute.memory;
 
-import dev.compute.memory.resource.BackendMemoryResource;
+import dev.compute.memory.resource.CachingPoolResource;
 import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.resource.PoolSettings;
 import dev.compute.memory.spi.ComputeBackend;
@@ -10,7 +10,6 @@ final class ResourceChains {
     private ResourceChains() {}
 
     static MemoryResource pool(ComputeBackend backend, MemoryLocation location, PoolSettings settings) {
-        // replaced by the caching pool as soon as it lands
-        return new BackendMemoryResource(backend, location);
+        return new CachingPoolResource(backend, location, settings);
     }
 }

@@ -9,13 +9,13 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The soak on the simulated discrete device (every copy a real transfer between separate memories). Bounded:
- * {@code -Dcompute.soak.seconds=N} makes it longer (default 10 here; the CPU backend's soak runs a minute).
+ * {@code -Dcompute.soak.seconds=N} makes it longer (default 5 here; the CPU backend's soak runs a minute).
  */
 class SoakTest {
 
     @Test
     void threadsMixingSizesLocationsCopiesAndOpsKeepThePoolWhole() throws Exception {
-        long seconds = Long.getLong("compute.soak.seconds", 10);
+        long seconds = Long.getLong("compute.soak.seconds", 5);
         SimulatedDiscreteBackend device = new SimulatedDiscreteBackend(2L << 30);
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(device)
                 .leakDetection(LeakDetectionLevel.SIMPLE).trimInterval(Duration.ofMillis(300)).build()) {

@@ -1,0 +1,402 @@
+package dev.compute.memory.resource;
+
+import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemorySnapshot;
+import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.resource.pool.Arena;
+import dev.compute.memory.resource.pool.PoolBlock;
+import dev.compute.memory.resource.pool.PoolLedger;
+import dev.compute.memory.resource.pool.SizeClassCache;
+import dev.compute.memory.resource.pool.SizeClasses;
+import dev.compute.memory.spi.BackendOutOfMemoryException;
+import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.VirtualMemory;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The caching pool: hands out blocks carved from memory it keeps from the backend, so that after warm-up
+ * an allocation is no backend call at all. How it works, in five parts.
+ *
+ * <p><b>Size rounding.</b> A request is rounded up to a multiple of 512 bytes. Up to 1 MiB it is small,
+ * beyond large; the two kinds live in separate arenas so that short-lived small blocks never split the
+ * large free spaces that big tensors need.
+ *
+ * <p><b>Best fit, splitting, coalescing.</b> Each arena keeps its free blocks in a set ordered by size, then
+ * address. A request takes the smallest free block that is large enough (the lowest such, among equals),
+ * keeps its first {@code size} bytes and puts the rest back as a free block of its own (splitting). Blocks
+ * of a segment form an address-ordered list; a freed block merges with a free neighbour on either side
+ * (coalescing), so a gap between used blocks is always one free block, as large as it can be.
+ *
+ * <p><b>Where memory comes from.</b> Where the backend maps pages ({@link ComputeBackend#virtualMemory}) and
+ * {@link PoolSettings#expandableSegments()} is on, each arena reserves one large address range (twice
+ * the cap: address space costs nothing) and backs only the pages that blocks touch. A page is mapped exactly
+ * when a block in use touches it, or it lies in free space not yet given back; so what the pool reserves
+ * follows what is live, page by page, however the address space fragments. A block needing unmapped pages
+ * maps them in one call, its last run extended by a chunk (1/8 of what the arena has mapped, 2 to 128 MiB) so
+ * that growth costs few calls. Before a new mapping would raise the reserved peak, free mapped pages
+ * elsewhere are unmapped first: the memory moves to where it is needed instead of being held twice. Without
+ * page mapping the pool allocates plain segments: 2 MiB ones for small blocks, 20 MiB ones for large
+ * requests under 10 MiB, and the request rounded up to 2 MiB beyond.
+ *
+ * <p><b>A worked example</b>, large blocks, 2 MiB pages, the range starting empty:
+ * <pre>
+ *   allocate 3,000,000 → A = 3,000,320 bytes at offset 0; its pages 0–1 are mapped in one call
+ *   allocate 5 MiB     → B = 5,242,880 bytes at 3,000,320 (best fit: the free rest of the range);
+ *                        it touches pages 1–3, page 1 is mapped already: one call maps pages 2–3
+ *   free A             → A is free; B is live, nothing to merge. Page 0 is wholly free: cached
+ *   allocate 2,500,000 → C = 2,500,096 bytes: best fit is A's gap (3,000,320 bytes, the other free
+ *                        block is the rest of the range); split: C at 0, 500,224 free bytes after it.
+ *                        Pages 0–1 are mapped: a pool hit, no backend call
+ *   free B             → B merges with the 500,224 bytes before it and the free rest of the range
+ *   trim(0)            → pages wholly free and mapped: 2–3 (page 1 is shared with C): one unmap call.
+ *                        Reserved: 4 MiB (pages 0–1) for C's 2,500,096 bytes
+ * </pre>
+ *
+ * <p><b>The fast path.</b> A small block freed with no device work in flight goes to a per-size-class stack
+ * ({@link SizeClassCache}, one lock per class) and a request of that exact size takes it back from there:
+ * no pool lock, no tree. Cached blocks count as free; they are flushed into their arena (and coalesced)
+ * before the pool asks the backend for memory, and on trim, snapshot and close.
+ *
+ * <p><b>Pressure.</b> When the backend has no memory or {@link PoolSettings#maxPoolSize()} would be passed,
+ * the pool gives back all it caches (free plain segments, free mapped pages) and retries once, mapping no
+ * slack; if blocks are pending on device work it then waits for them and tries again; then it throws
+ * {@link DeviceOutOfMemoryException} saying what was asked, what is live, cached and reserved, what the
+ * device has free and the largest free block. {@link #trim} gives back the same way until at most
+ * {@code keepBytes} stay cached ({@code cached = reserved − live}; bytes of pages shared with live blocks
+ * cannot be given back, so a trim may keep a little more).
+ *
+ * <p><b>Device work in flight.</b> A block freed with an incomplete future is PENDING: it is not reused, nor
+ * its pages unmapped, until the future completes. The caller is never blocked: completion puts the block on
+ * a queue that the next allocate, free or trim drains.
+ *
+ * <p><b>Figures.</b> Reserved bytes are plain segments plus mapped pages (address ranges reserved but not
+ * mapped cost nothing and are not counted); a pool hit is an allocation that made no backend call.
+ * {@code backendAllocations} counts segment allocations and page maps, {@code backendFrees} segment frees
+ * and page unmaps.
+ *
+ * <p>Thread-safe: any thread may allocate and free. The fast path takes one size class's lock; everything
+ * else takes the pool's one lock, held also across the rare backend calls that get or give back memory,
+ * and never while waiting for device work.
+ */
+public final class CachingPoolResource implements MemoryResource {
+
+    private final ComputeBackend backend;
+    private final MemoryLocation location;
+    private final PoolLedger ledger;
+    private final Arena small;
+    private final Arena large;
+    private final SizeClassCache cache = new SizeClassCache();
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
+    private final ConcurrentLinkedQueue<Completion> completed = new ConcurrentLinkedQueue<>();
+    private final LongAdder cacheHits = new LongAdder();
+    private long poolHits;
+    private long poolMisses;
+    private long oomRetries;
+    private volatile boolean closed;
+
+    /** Device work on a pending block has completed; the pair, because the block may have been freed again since. */
+    private record Completion(PoolBlock block, CompletableFuture<?> work) {}
+
+    public CachingPoolResource(ComputeBackend backend, MemoryLocation location, PoolSettings settings) {
+        this.backend = backend;
+        this.location = location;
+        this.ledger = new PoolLedger(settings.maxPoolSize());
+        VirtualMemory pages = settings.expandableSegments() ? backend.virtualMemory(location).orElse(null) : null;
+        this.small = new Arena(true, backend, location, this, pages, ledger);
+        this.large = new Arena(false, backend, location, this, pages, ledger);
+    }
+
+    /** True when this pool maps pages into reserved ranges rather than allocating plain segments. */
+    public boolean expandable() {
+        return large.expandable();
+    }
+
+    // ---- allocation -------------------------------------------------------------------------------------------
+
+    @Override
+    public Block allocate(long bytes) {
+        long size = SizeClasses.round(bytes);
+        if (SizeClasses.small(size) && completed.isEmpty()) {
+            PoolBlock cached = cache.take(size, bytes);
+            if (cached != null) {
+                cacheHits.increment();
+                return cached;
+            }
+        }
+        lock.lock();
+        try {
+            ensureOpen();
+            drainCompleted();
+            return allocateLocked(size, bytes);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private PoolBlock allocateLocked(long size, long requested) {
+        Arena arena = SizeClasses.small(size) ? small : large;
+        String refusal;
+        try {
+            return takeOrGrow(arena, size, requested, false);
+        } catch (BackendOutOfMemoryException e) {
+            refusal = e.getMessage();
+        }
+        oomRetries++;
+        releaseAllCached();
+        try {
+            return takeOrGrow(arena, size, requested, true);
+        } catch (BackendOutOfMemoryException e) {
+            refusal = e.getMessage();
+        }
+        if (!pending.isEmpty()) {
+            awaitPending();
+            ensureOpen();
+            drainCompleted();
+            releaseAllCached();
+            try {
+                return takeOrGrow(arena, size, requested, true);
+            } catch (BackendOutOfMemoryException e) {
+                refusal = e.getMessage();
+            }
+        }
+        throw outOfMemory(requested, size, refusal);
+    }
+
+    /** A block from memory held (a hit), else after flushing the cache, else from new backend memory (a miss). */
+    private PoolBlock takeOrGrow(Arena arena, long size, long requested, boolean pressure) {
+        PoolBlock block = arena.take(size, requested, false, pressure);
+        if (block == null) {
+            cache.flush(this::releaseToArena);
+            long callsBefore = ledger.backendAllocations();
+            block = arena.take(size, requested, true, pressure);
+            if (block == null) {
+                arena.grow(size, pressure);
+                block = arena.take(size, requested, true, pressure);
+                if (block == null) {
+                    throw new IllegalStateException(arena + " grew but has no free block of " + size + " bytes");
+                }
+            }
+            if (ledger.backendAllocations() != callsBefore) {
+                poolMisses++;
+            } else {
+                poolHits++;
+            }
+        } else {
+            poolHits++;
+        }
+        if (SizeClasses.small(size)) {
+            cache.prepare(size);
+        }
+        return block;
+    }
+
+    private void releaseToArena(PoolBlock block) {
+        block.arena().release(block);
+    }
+
+    private void releaseAllCached() {
+        cache.flush(this::releaseToArena);
+        large.releaseCached(Long.MAX_VALUE);
+        small.releaseCached(Long.MAX_VALUE);
+    }
+
+    /** Waits, without the lock, for the device work that pending blocks wait on; failed work counts as done. */
+    private void awaitPending() {
+        List<CompletableFuture<?>> inFlight = new ArrayList<>(pending.values());
+        lock.unlock();
+        try {
+            for (CompletableFuture<?> future : inFlight) {
+                try {
+                    future.join();
+                } catch (CompletionException | CancellationException e) {
+                    // the work is over either way: the block is free to reuse
+                }
+            }
+        } finally {
+            lock.lock();
+        }
+        // the completion callbacks may still be on their way to the queue: free what is done now
+        pending.entrySet().removeIf(entry -> {
+            if (entry.getValue().isDone()) {
+                entry.getKey().arena().release(entry.getKey());
+                return true;
+            }
+            return false;
+        });
+    }
+
+    private DeviceOutOfMemoryException outOfMemory(long requested, long size, String refusal) {
+        long live = small.liveBytes() + large.liveBytes();
+        long reserved = ledger.reserved();
+        DeviceMemoryInfo device = backend.memoryInfo();
+        return new DeviceOutOfMemoryException(location, requested, "out of " + location + " memory: requested " + requested
+                + " bytes (" + size + " after rounding); " + live + " bytes live (allocated), " + Math.max(0, reserved - live)
+                + " bytes cached, " + reserved + " bytes reserved (max-pool-size " + ledger.maxPoolSize() + "); device free "
+                + device.freeBytes() + " of " + device.totalBytes() + " bytes; largest free block "
+                + Math.max(small.largestFreeBlock(), large.largestFreeBlock()) + " bytes; " + pending.size()
+                + " blocks pending on device work. The pool released its cached memory and retried; the backend said: " + refusal);
+    }
+
+    // ---- freeing ----------------------------------------------------------------------------------------------
+
+    @Override
+    public void deallocate(Block block, CompletableFuture<?> inFlight) {
+        if (closed) {
+            return;
+        }
+        if (!(block instanceof PoolBlock poolBlock) || !poolBlock.ownedBy(this)) {
+            throw new IllegalArgumentException("this block was not allocated by this pool: " + block);
+        }
+        boolean done = inFlight.isDone();
+        if (done && SizeClasses.small(poolBlock.size()) && completed.isEmpty() && cache.offer(poolBlock)) {
+            return;
+        }
+        lock.lock();
+        try {
+            if (closed) {
+                return;
+            }
+            drainCompleted();
+            if (poolBlock.state() != PoolBlock.LIVE) {
+                throw new IllegalArgumentException("this block was freed already: " + block);
+            }
+            if (done) {
+                poolBlock.arena().release(poolBlock);
+                return;
+            }
+            poolBlock.arena().pend(poolBlock);
+            pending.put(poolBlock, inFlight);
+        } finally {
+            lock.unlock();
+        }
+        // may run at once, on this thread: the block then waits on the queue for the next operation
+        inFlight.whenComplete((result, failure) -> completed.add(new Completion(poolBlock, inFlight)));
+    }
+
+    /** Frees the blocks whose device work has completed. Under the lock. */
+    private void drainCompleted() {
+        for (Completion done; (done = completed.poll()) != null; ) {
+            if (pending.remove(done.block(), done.work())) {
+                done.block().arena().release(done.block());
+            }
+        }
+    }
+
+    // ---- trimming and figures ---------------------------------------------------------------------------------
+
+    @Override
+    public long trim(long keepBytes) {
+        lock.lock();
+        try {
+            if (closed) {
+                return 0;
+            }
+            drainCompleted();
+            cache.flush(this::releaseToArena);
+            long excess = ledger.reserved() - (small.liveBytes() + large.liveBytes()) - Math.max(0, keepBytes);
+            if (excess <= 0) {
+                return 0;
+            }
+            long released = large.releaseCached(excess);
+            if (released < excess) {
+                released += small.releaseCached(excess - released);
+            }
+            return released;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public void collectStatistics(MemoryStatistics.Builder into) {
+        lock.lock();
+        try {
+            if (!closed) {
+                drainCompleted();
+            }
+            into.reservedBytes = ledger.reserved();
+            into.reservedBytesPeak = ledger.reservedPeak();
+            into.largestFreeBlockBytes = Math.max(small.largestFreeBlock(), large.largestFreeBlock());
+            into.segments = small.segmentCount() + large.segmentCount();
+            into.poolHits = poolHits + cacheHits.sum();
+            into.poolMisses = poolMisses;
+            into.backendAllocations = ledger.backendAllocations();
+            into.backendFrees = ledger.backendFrees();
+            into.oomRetries = oomRetries;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Every backend call that changed what this pool holds: segments, page maps and unmaps, ranges. */
+    public long backendCalls() {
+        lock.lock();
+        try {
+            return ledger.backendCalls();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public List<MemorySnapshot.Segment> segments() {
+        lock.lock();
+        try {
+            List<MemorySnapshot.Segment> out = new ArrayList<>();
+            if (closed) {
+                return out;
+            }
+            drainCompleted();
+            cache.flush(this::releaseToArena);
+            small.snapshot(out);
+            large.snapshot(out);
+            return out;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void ensureOpen() {
+        if (closed) {
+            throw new IllegalStateException(location + " memory pool is closed");
+        }
+    }
+
+    @Override
+    public void close() {
+        lock.lock();
+        try {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            cache.close(block -> { });
+            pending.clear();
+            completed.clear();
+            try {
+                large.close();
+            } finally {
+                small.close();
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return location + " caching pool (" + (expandable() ? "expandable ranges" : "plain segments") + ")";
+    }
+}

@@ -1,0 +1,90 @@
+package dev.compute.memory.resource.pool;
+
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.spi.NativeAllocation;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One block of a pool segment: a node of the segment's address-ordered list (so coalescing finds its
+ * neighbours in O(1)) and, while free, an entry of its arena's best-fit set. Lean on purpose: seven fields,
+ * 56 bytes with compressed oops, because every live buffer carries one. Identity equality.
+ */
+public final class PoolBlock implements Block {
+
+    /** Handed out. */
+    public static final byte LIVE = 0;
+    /** Free, in the arena's best-fit set, coalesced with its neighbours. */
+    public static final byte FREE = 1;
+    /** Free, held by the size-class cache for a quick reuse; not coalesced until the cache is flushed. */
+    public static final byte CACHED = 2;
+    /** Freed while device work on it was in flight; not reusable until that completes. */
+    public static final byte PENDING = 3;
+
+    final PoolSegment home;
+    long offset;
+    long size;
+    long requested;
+    @Nullable PoolBlock prev;
+    @Nullable PoolBlock next;
+    byte state;
+
+    PoolBlock(PoolSegment home, long offset, long size, byte state) {
+        this.home = home;
+        this.offset = offset;
+        this.size = size;
+        this.state = state;
+    }
+
+    @Override
+    public NativeAllocation segment() {
+        return home.allocation;
+    }
+
+    @Override
+    public long offset() {
+        return offset;
+    }
+
+    @Override
+    public long size() {
+        return size;
+    }
+
+    @Override
+    public long requestedSize() {
+        return requested;
+    }
+
+    public byte state() {
+        return state;
+    }
+
+    /** True when this block was carved by the pool that {@code owner} stands for. */
+    public boolean ownedBy(Object owner) {
+        return home.arena.owner() == owner;
+    }
+
+    /** The arena this block belongs to. */
+    public Arena arena() {
+        return home.arena;
+    }
+
+    long address() {
+        return home.base + offset;
+    }
+
+    long end() {
+        return offset + size;
+    }
+
+    /** Marks a cached block live again for a new request of {@code requestedBytes}. */
+    void reuse(long requestedBytes) {
+        requested = requestedBytes;
+        state = LIVE;
+    }
+
+    @Override
+    public String toString() {
+        return "block of " + size + " bytes at offset " + offset + " of segment 0x" + Long.toHexString(home.base);
+    }
+}

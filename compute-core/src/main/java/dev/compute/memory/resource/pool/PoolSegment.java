@@ -1,0 +1,44 @@
+package dev.compute.memory.resource.pool;
+
+import dev.compute.memory.spi.NativeAllocation;
+import java.util.BitSet;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Memory a pool holds from its backend: a plain allocation, or a reserved virtual range whose pages are
+ * mapped on demand ({@code mapped} has one bit per page of {@code granularity} bytes). Its blocks tile it,
+ * in address order from {@code first}.
+ */
+final class PoolSegment {
+
+    final NativeAllocation allocation;
+    final long base;
+    final Arena arena;
+    final @Nullable BitSet mapped;
+    final long granularity;
+    PoolBlock first;
+
+    PoolSegment(NativeAllocation allocation, Arena arena, boolean expandable, long granularity) {
+        this.allocation = allocation;
+        this.base = allocation.address();
+        this.arena = arena;
+        this.granularity = granularity;
+        this.mapped = expandable ? new BitSet() : null;
+        // blocks are whole multiples of the alignment, so the tiled part is too
+        this.first = new PoolBlock(this, 0, allocation.sizeBytes() & -SizeClasses.ALIGNMENT, PoolBlock.FREE);
+    }
+
+    boolean expandable() {
+        return mapped != null;
+    }
+
+    /** The bytes its blocks tile. */
+    long size() {
+        return allocation.sizeBytes() & -SizeClasses.ALIGNMENT;
+    }
+
+    /** Pages of this range, rounded down (a range is a whole number of pages). */
+    int pages() {
+        return (int) (size() / granularity);
+    }
+}

@@ -1,0 +1,56 @@
+package dev.compute.memory.resource.pool;
+
+/**
+ * Size rounding. Every block is a multiple of {@value #ALIGNMENT} bytes (so every block starts aligned for any
+ * element type); requests up to {@value #SMALL_LIMIT} bytes are small, the rest large. Plain segments (where
+ * the backend cannot map pages) are {@value #SMALL_SEGMENT} bytes for small blocks, {@value #LARGE_SEGMENT}
+ * bytes for large requests under {@value #LARGE_SEGMENT_THRESHOLD} bytes, and the request rounded up to
+ * {@value #SMALL_SEGMENT} bytes beyond, as PyTorch's allocator does.
+ */
+public final class SizeClasses {
+
+    public static final long ALIGNMENT = 512;
+    public static final long SMALL_LIMIT = 1L << 20;
+    public static final long SMALL_SEGMENT = 2L << 20;
+    public static final long LARGE_SEGMENT = 20L << 20;
+    public static final long LARGE_SEGMENT_THRESHOLD = 10L << 20;
+    /** Small size classes: one per multiple of the alignment up to the small limit. */
+    public static final int SMALL_CLASSES = (int) (SMALL_LIMIT / ALIGNMENT);
+
+    private SizeClasses() {}
+
+    /** The block size for a request: rounded up to the alignment. */
+    public static long round(long bytes) {
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
+        }
+        if (bytes > Long.MAX_VALUE - ALIGNMENT) {
+            throw new IllegalArgumentException("allocation size too large: " + bytes + " bytes");
+        }
+        return (bytes + ALIGNMENT - 1) & -ALIGNMENT;
+    }
+
+    public static boolean small(long roundedBytes) {
+        return roundedBytes <= SMALL_LIMIT;
+    }
+
+    /** The size class of a small rounded size, 0 to {@link #SMALL_CLASSES} − 1. */
+    public static int smallClass(long roundedBytes) {
+        return (int) (roundedBytes / ALIGNMENT) - 1;
+    }
+
+    /** The plain segment to allocate for a block; under pressure large ones get no slack. */
+    static long segmentSize(long roundedBytes, boolean pressure) {
+        if (small(roundedBytes)) {
+            return SMALL_SEGMENT;
+        }
+        if (roundedBytes < LARGE_SEGMENT_THRESHOLD && !pressure) {
+            return LARGE_SEGMENT;
+        }
+        return roundUp(roundedBytes, SMALL_SEGMENT);
+    }
+
+    static long roundUp(long bytes, long unit) {
+        return Math.ceilDiv(bytes, unit) * unit;
+    }
+}

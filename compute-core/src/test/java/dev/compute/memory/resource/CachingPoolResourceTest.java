@@ -1,0 +1,386 @@
+package dev.compute.memory.resource;
+
+import static dev.compute.memory.resource.PoolInvariants.figures;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemorySnapshot;
+import dev.compute.memory.testing.AddressSpaceBackend;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class CachingPoolResourceTest {
+
+    private static final long MiB = 1L << 20;
+    private static final long GiB = 1L << 30;
+
+    private static CachingPoolResource pool(AddressSpaceBackend backend, long maxPoolSize, boolean expandable) {
+        return new CachingPoolResource(backend, MemoryLocation.DEVICE, new PoolSettings(maxPoolSize, 0, expandable));
+    }
+
+    private static AddressSpaceBackend backend(long capacity, boolean pageMapping) {
+        return new AddressSpaceBackend(capacity, AddressSpaceBackend.DEFAULT_GRANULARITY, pageMapping);
+    }
+
+    /** Mostly small sizes, some large ones, a few big ones: the mix of a training step. */
+    private static long randomSize(Random random) {
+        int kind = random.nextInt(10);
+        if (kind < 6) {
+            return 1 + random.nextInt((int) MiB);
+        }
+        if (kind < 9) {
+            return MiB + random.nextInt((int) (12 * MiB));
+        }
+        return 12 * MiB + random.nextInt((int) (60 * MiB));
+    }
+
+    @ParameterizedTest(name = "expandable={0}")
+    @ValueSource(booleans = {true, false})
+    void randomSequencesKeepEveryInvariant(boolean expandable) {
+        long seed = ThreadLocalRandom.current().nextLong();
+        Random random = new Random(seed);
+        // room enough that pending blocks never have to be waited for (their work completes only when the test says)
+        AddressSpaceBackend backend = backend(16 * GiB, true);
+        CachingPoolResource pool = pool(backend, 16 * GiB, expandable);
+        StatisticsResource statistics = new StatisticsResource(pool);
+        List<Block> live = new ArrayList<>();
+        List<CompletableFuture<Void>> inFlight = new ArrayList<>();
+        try {
+            for (int step = 0; step < 1_500; step++) {
+                int action = random.nextInt(100);
+                if (action < 50 || live.isEmpty()) {
+                    live.add(statistics.allocate(randomSize(random)));
+                } else if (action < 85) {
+                    statistics.deallocate(live.remove(random.nextInt(live.size())));
+                } else if (action < 92) {
+                    CompletableFuture<Void> work = new CompletableFuture<>();
+                    inFlight.add(work);
+                    statistics.deallocate(live.remove(random.nextInt(live.size())), work);
+                } else if (action < 97 && !inFlight.isEmpty()) {
+                    inFlight.remove(random.nextInt(inFlight.size())).complete(null);
+                } else {
+                    statistics.trim(random.nextInt(4) == 0 ? 0 : random.nextLong(256 * MiB));
+                }
+                PoolInvariants.check(pool, statistics, backend, live);
+            }
+            inFlight.forEach(work -> work.complete(null));
+            live.forEach(statistics::deallocate);
+            live.clear();
+            statistics.trim(0);
+            PoolInvariants.check(pool, statistics, backend, live);
+            assertThat(figures(statistics).reservedBytes).as("nothing live, trimmed to nothing (seed %d)", seed).isZero();
+            assertThat(backend.usedBytes()).isZero();
+        } catch (AssertionError | RuntimeException e) {
+            throw new AssertionError("random sequence with seed " + seed + " failed: " + e.getMessage(), e);
+        } finally {
+            statistics.close();
+        }
+        assertThat(backend.liveAllocations()).as("close gives every segment and range back").isZero();
+    }
+
+    @Test
+    void threadsAllocatingAndFreeingAtRandomLeaveAConsistentPool() throws InterruptedException {
+        AddressSpaceBackend backend = backend(8 * GiB, true);
+        CachingPoolResource pool = pool(backend, 8 * GiB, true);
+        StatisticsResource statistics = new StatisticsResource(pool);
+        ConcurrentLinkedQueue<Block> shared = new ConcurrentLinkedQueue<>();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        long until = System.nanoTime() + 2_000_000_000L;
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < 4; t++) {
+            threads.add(Thread.ofPlatform().start(() -> {
+                Random random = new Random();
+                List<Block> mine = new ArrayList<>();
+                try {
+                    while (System.nanoTime() < until) {
+                        int action = random.nextInt(10);
+                        if (action < 5 || mine.isEmpty()) {
+                            // few distinct sizes, so that frees and allocations meet on the fast path
+                            long bytes = random.nextInt(4) == 0 ? randomSize(random) : 512L << random.nextInt(6);
+                            mine.add(statistics.allocate(bytes));
+                        } else if (action < 8) {
+                            statistics.deallocate(mine.remove(random.nextInt(mine.size())));
+                        } else if (action < 9) {
+                            shared.add(mine.remove(random.nextInt(mine.size())));
+                        } else {
+                            // free a block another thread allocated
+                            Block other = shared.poll();
+                            if (other != null) {
+                                statistics.deallocate(other);
+                            }
+                        }
+                        if (mine.size() > 200) {
+                            statistics.deallocate(mine.removeFirst());
+                        }
+                    }
+                    shared.addAll(mine);
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            }));
+        }
+        for (Thread thread : threads) {
+            thread.join();
+        }
+        assertThat(failure.get()).isNull();
+        PoolInvariants.check(pool, statistics, backend, List.copyOf(shared));
+        assertThat(figures(statistics).poolHits).as("most allocations were served from the pool").isGreaterThan(figures(statistics).poolMisses);
+        shared.forEach(statistics::deallocate);
+        statistics.trim(0);
+        assertThat(figures(statistics).reservedBytes).isZero();
+        assertThat(figures(statistics).allocatedBytes).isZero();
+        statistics.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @ParameterizedTest(name = "expandable={0}")
+    @ValueSource(booleans = {true, false})
+    void outOfMemoryReleasesTheCacheAndRetries(boolean expandable) {
+        AddressSpaceBackend backend = backend(100 * MiB, true);
+        CachingPoolResource pool = pool(backend, GiB, expandable);
+        // the small blocks' memory is cached in the small arena when the large one needs it
+        List<Block> blocks = new ArrayList<>();
+        for (int i = 0; i < 160; i++) {
+            blocks.add(pool.allocate(512 * 1024));
+        }
+        blocks.forEach(pool::deallocate);
+        assertThat(figures(pool).reservedBytes).as("freed blocks stay cached").isGreaterThanOrEqualTo(80 * MiB);
+
+        Block big = pool.allocate(90 * MiB);
+
+        assertThat(big.size()).isGreaterThanOrEqualTo(90 * MiB);
+        assertThat(figures(pool).oomRetries).isEqualTo(1);
+        assertThat(backend.usedBytes()).isLessThanOrEqualTo(100 * MiB);
+        pool.close();
+    }
+
+    @ParameterizedTest(name = "expandable={0}")
+    @ValueSource(booleans = {true, false})
+    void anImpossibleRequestFailsWithTheFiguresAndLeavesThePoolWhole(boolean expandable) {
+        AddressSpaceBackend backend = backend(64 * MiB, true);
+        CachingPoolResource pool = pool(backend, GiB, expandable);
+        StatisticsResource statistics = new StatisticsResource(pool);
+        List<Block> live = new ArrayList<>(List.of(statistics.allocate(30 * MiB), statistics.allocate(1000)));
+        statistics.deallocate(statistics.allocate(5 * MiB));
+
+        assertThatThrownBy(() -> statistics.allocate(100 * MiB))
+                .isInstanceOf(DeviceOutOfMemoryException.class)
+                .hasMessageContaining("requested 104857600 bytes")
+                .hasMessageContaining("bytes live (allocated)")
+                .hasMessageContaining("bytes cached")
+                .hasMessageContaining("bytes reserved")
+                .hasMessageContaining("device free")
+                .hasMessageContaining("largest free block")
+                .satisfies(e -> assertThat(((DeviceOutOfMemoryException) e).requestedBytes()).isEqualTo(100 * MiB));
+
+        PoolInvariants.check(pool, statistics, backend, live);
+        live.add(statistics.allocate(20 * MiB));
+        PoolInvariants.check(pool, statistics, backend, live);
+        assertThat(figures(statistics).oomRetries).isEqualTo(1);
+        statistics.close();
+    }
+
+    @Test
+    void maxPoolSizeCapsReservedBytes() {
+        AddressSpaceBackend backend = backend(4 * GiB, true);
+        CachingPoolResource pool = pool(backend, 64 * MiB, true);
+        List<Block> live = new ArrayList<>();
+        assertThatThrownBy(() -> {
+            while (true) {
+                live.add(pool.allocate(3 * MiB));
+                assertThat(figures(pool).reservedBytes).isLessThanOrEqualTo(64 * MiB);
+            }
+        }).isInstanceOf(DeviceOutOfMemoryException.class).hasMessageContaining("max-pool-size");
+        assertThat(live).hasSizeBetween(20, 21);
+        assertThat(backend.usedBytes()).isLessThanOrEqualTo(64 * MiB);
+        pool.close();
+    }
+
+    @Test
+    void aBlockFreedWithWorkInFlightIsNotReusedUntilTheWorkCompletes() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        Block first = pool.allocate(4 * MiB);
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+
+        pool.deallocate(first, kernel);
+
+        assertThat(states(pool)).contains(MemorySnapshot.BlockState.PENDING);
+        Block second = pool.allocate(4 * MiB);
+        assertThat(second.offset()).as("the pending block is not handed out again").isNotEqualTo(first.offset());
+        pool.deallocate(second);
+        kernel.complete(null);
+        Block third = pool.allocate(4 * MiB);
+        assertThat(third.offset()).as("once the work is done the lowest fit is the old block").isEqualTo(first.offset());
+        assertThat(states(pool)).doesNotContain(MemorySnapshot.BlockState.PENDING);
+        pool.close();
+    }
+
+    @Test
+    void outOfMemoryWaitsForPendingBlocksBeforeGivingUp() throws InterruptedException {
+        AddressSpaceBackend backend = backend(32 * MiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        Block held = pool.allocate(30 * MiB);
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+        pool.deallocate(held, kernel);
+        Thread device = Thread.ofPlatform().start(() -> {
+            // the device finishes once the allocation below waits for it (its join is the second dependent)
+            while (kernel.getNumberOfDependents() < 2) {
+                Thread.onSpinWait();
+            }
+            kernel.complete(null);
+        });
+
+        Block again = pool.allocate(30 * MiB);
+
+        assertThat(again.offset()).isEqualTo(held.offset());
+        assertThat(figures(pool).oomRetries).isEqualTo(1);
+        device.join();
+        pool.close();
+    }
+
+    @Test
+    void aSmallSizeFreedAndAskedForAgainComesBackWithoutABackendCall() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        Block first = pool.allocate(3000);
+        pool.deallocate(first);
+        long calls = backend.memoryCalls();
+
+        Block again = pool.allocate(2900);
+
+        assertThat(again).isSameAs(first);
+        assertThat(again.size()).isEqualTo(3072);
+        assertThat(again.requestedSize()).isEqualTo(2900);
+        assertThat(backend.memoryCalls()).isEqualTo(calls);
+        assertThat(figures(pool).poolHits).isGreaterThanOrEqualTo(1);
+        pool.close();
+    }
+
+    /** The worked example of {@link CachingPoolResource}'s class comment, step by step. */
+    @Test
+    void theWorkedExampleOfTheClassComment() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+
+        Block a = pool.allocate(3_000_000);
+        assertThat(a.size()).isEqualTo(3_000_320);
+        assertThat(a.offset()).isZero();
+        assertThat(backend.mapCalls()).isEqualTo(1);
+        assertThat(backend.usedBytes()).isEqualTo(4 * MiB);
+
+        Block b = pool.allocate(5 * MiB);
+        assertThat(b.offset()).isEqualTo(3_000_320);
+        assertThat(backend.mapCalls()).isEqualTo(2);
+        assertThat(backend.usedBytes()).isEqualTo(8 * MiB);
+
+        pool.deallocate(a);
+        Block c = pool.allocate(2_500_000);
+        assertThat(c.size()).isEqualTo(2_500_096);
+        assertThat(c.offset()).isZero();
+        assertThat(backend.mapCalls()).as("mapped free pages are reused").isEqualTo(2);
+
+        pool.deallocate(b);
+        assertThat(pool.trim(0)).isEqualTo(4 * MiB);
+        assertThat(backend.unmapCalls()).isEqualTo(1);
+        assertThat(backend.usedBytes()).isEqualTo(4 * MiB);
+        MemorySnapshot.Segment range = pool.segments().stream().filter(s -> s.address() == c.segment().address()).findFirst().orElseThrow();
+        assertThat(range.expandable()).isTrue();
+        assertThat(range.blocks()).extracting(MemorySnapshot.Block::state).containsExactly(
+                MemorySnapshot.BlockState.LIVE, MemorySnapshot.BlockState.FREE, MemorySnapshot.BlockState.UNMAPPED);
+        assertThat(range.blocks().get(1).offset()).isEqualTo(2_500_096);
+        assertThat(range.blocks().get(2).offset()).isEqualTo(4 * MiB);
+        pool.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @Test
+    void growthMapsLargeChunksAndUnmapsFreePagesOnTrim() {
+        AddressSpaceBackend backend = backend(4 * GiB, true);
+        CachingPoolResource pool = pool(backend, 4 * GiB, true);
+        List<Block> blocks = new ArrayList<>();
+        for (int i = 0; i < 200; i++) {
+            blocks.add(pool.allocate(5 * MiB + 1000));
+        }
+        assertThat(backend.mapCalls()).as("1000 MiB in 200 blocks mapped in chunks, not per block").isLessThan(50);
+        blocks.forEach(pool::deallocate);
+        pool.trim(100 * MiB);
+        assertThat(backend.usedBytes()).as("a trim keeps what it is told to keep").isBetween(98 * MiB, 100 * MiB);
+        pool.trim(0);
+        assertThat(backend.usedBytes()).isZero();
+        assertThat(pool.segments()).allSatisfy(segment -> assertThat(segment.blocks())
+                .extracting(MemorySnapshot.Block::state).containsOnly(MemorySnapshot.BlockState.UNMAPPED));
+        pool.close();
+    }
+
+    @Test
+    void withoutPageMappingSmallAndLargeBlocksComeFromTheirOwnSegments() {
+        AddressSpaceBackend backend = backend(GiB, false);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        assertThat(pool.expandable()).isFalse();
+        Block small = pool.allocate(1000);
+        Block large = pool.allocate(3 * MiB);
+        assertThat(small.segment().sizeBytes()).isEqualTo(2 * MiB);
+        assertThat(large.segment().sizeBytes()).isEqualTo(20 * MiB);
+        Block small2 = pool.allocate(100_000);
+        assertThat(small2.segment()).isEqualTo(small.segment());
+        assertThat(small2.offset()).isEqualTo(1024);
+        pool.deallocate(small);
+        pool.deallocate(small2);
+        pool.deallocate(large);
+        assertThat(pool.trim(0)).isEqualTo(22 * MiB);
+        assertThat(backend.freeCalls()).isEqualTo(2);
+        pool.close();
+    }
+
+    @Test
+    void afterCloseAllocateFailsAndDeallocateDoesNothing() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        Block small = pool.allocate(100);
+        pool.deallocate(pool.allocate(200));
+        Block large = pool.allocate(50 * MiB);
+
+        pool.close();
+
+        assertThat(backend.liveAllocations()).isZero();
+        assertThat(backend.usedBytes()).isZero();
+        assertThatThrownBy(() -> pool.allocate(200)).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+        assertThatThrownBy(() -> pool.allocate(10 * MiB)).isInstanceOf(IllegalStateException.class);
+        pool.deallocate(small);
+        pool.deallocate(large);
+        assertThat(pool.trim(0)).isZero();
+        assertThat(pool.segments()).isEmpty();
+    }
+
+    @Test
+    void freeingTwiceOrAForeignBlockIsRefused() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        CachingPoolResource other = pool(backend, GiB, true);
+        Block large = pool.allocate(5 * MiB);
+        pool.deallocate(large);
+        assertThatThrownBy(() -> pool.deallocate(large)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("freed already");
+        Block small = pool.allocate(700);
+        pool.deallocate(small);
+        assertThatThrownBy(() -> pool.deallocate(small)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("freed already");
+        Block foreign = other.allocate(100);
+        assertThatThrownBy(() -> pool.deallocate(foreign)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("not allocated by this pool");
+        pool.close();
+        other.close();
+    }
+
+    private static List<MemorySnapshot.BlockState> states(CachingPoolResource pool) {
+        return pool.segments().stream().flatMap(s -> s.blocks().stream()).map(MemorySnapshot.Block::state).toList();
+    }
+}

@@ -1,0 +1,643 @@
+package dev.compute.memory.opencl;
+
+import static org.jocl.CL.CL_DEVICE_DOUBLE_FP_CONFIG;
+import static org.jocl.CL.CL_DEVICE_EXTENSIONS;
+import static org.jocl.CL.CL_DEVICE_GLOBAL_MEM_SIZE;
+import static org.jocl.CL.CL_DEVICE_MAX_COMPUTE_UNITS;
+import static org.jocl.CL.CL_DEVICE_MAX_MEM_ALLOC_SIZE;
+import static org.jocl.CL.CL_DEVICE_MEM_BASE_ADDR_ALIGN;
+import static org.jocl.CL.CL_DEVICE_SVM_CAPABILITIES;
+import static org.jocl.CL.CL_DEVICE_SVM_COARSE_GRAIN_BUFFER;
+import static org.jocl.CL.CL_DEVICE_SVM_FINE_GRAIN_BUFFER;
+import static org.jocl.CL.CL_MAP_READ;
+import static org.jocl.CL.CL_MAP_WRITE;
+import static org.jocl.CL.CL_MEM_ALLOC_HOST_PTR;
+import static org.jocl.CL.CL_MEM_READ_WRITE;
+import static org.jocl.CL.CL_MEM_SVM_FINE_GRAIN_BUFFER;
+import static org.jocl.CL.CL_TRUE;
+
+import dev.compute.memory.BackendInfo;
+import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.BackendAvailability;
+import dev.compute.memory.spi.BackendOutOfMemoryException;
+import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.KernelOps;
+import dev.compute.memory.spi.NativeAllocation;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicLong;
+import org.jocl.CL;
+import org.jocl.Pointer;
+import org.jocl.cl_buffer_region;
+import org.jocl.cl_command_queue;
+import org.jocl.cl_context;
+import org.jocl.cl_context_properties;
+import org.jocl.cl_device_id;
+import org.jocl.cl_event;
+import org.jocl.cl_mem;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One OpenCL device: a context, one in-order command queue, and memory at four locations.
+ *
+ * <table>
+ *   <caption>Locations, and what a {@link NativeAllocation}'s {@code handle} is at each</caption>
+ *   <tr><th>location</th><th>memory</th><th>host-accessible</th><th>handle</th></tr>
+ *   <tr><td>DEVICE</td><td>{@code clCreateBuffer(CL_MEM_READ_WRITE)}; its {@code address} is a number in a private,
+ *       never-reused range (OpenCL buffers have none)</td><td>no</td><td>the {@code cl_mem}</td></tr>
+ *   <tr><td>PINNED</td><td>{@code clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)}, mapped for its whole life</td><td>yes</td>
+ *       <td>{@link PinnedBuffer}: the {@code cl_mem} and its mapping</td></tr>
+ *   <tr><td>HOST</td><td>off-heap memory from an FFM {@link Arena}</td><td>yes</td><td>the {@link Arena}</td></tr>
+ *   <tr><td>UNIFIED</td><td>fine-grained buffer SVM ({@code clSVMAlloc}), where the device has it</td><td>yes</td>
+ *       <td>{@link SharedVirtualMemory}: the SVM pointer</td></tr>
+ * </table>
+ *
+ * <p><b>Blocks and alignment.</b> The pool carves blocks out of an allocation and passes (allocation, offset)
+ * pairs. Copies work at any offset, and kernels take an element offset argument, so they work at any offset
+ * that is a multiple of the element size. A {@code cl_mem} for a block of one's own kernels is a sub-buffer
+ * ({@link #subBuffer}), whose origin must be a multiple of {@link #subBufferAlignment()}
+ * ({@code CL_DEVICE_MEM_BASE_ADDR_ALIGN}); every allocation's size is rounded up to that alignment, so a pool
+ * that aligns its blocks to it can make a sub-buffer of any block.
+ *
+ * <p><b>Out of memory.</b> {@code CL_MEM_OBJECT_ALLOCATION_FAILURE}, {@code CL_OUT_OF_RESOURCES} and
+ * {@code CL_OUT_OF_HOST_MEMORY} become {@link BackendOutOfMemoryException}. OpenCL allocates lazily: a
+ * {@code clCreateBuffer} may succeed and the failure surface at the buffer's first use, in a copy or a kernel;
+ * then it is the same exception, from that call or from the command's future. A request above
+ * {@code CL_DEVICE_MAX_MEM_ALLOC_SIZE} is refused up front with that limit in the message.
+ *
+ * <p><b>Copies.</b> Memory the host can address is copied by the host ({@link MemorySegment#copy}); a DEVICE
+ * buffer through {@code clEnqueueReadBuffer}/{@code clEnqueueWriteBuffer} (from Java arrays directly when
+ * blocking, through a native temporary when not) and {@code clEnqueueCopyBuffer} between buffers. The async
+ * forms complete once their command is {@code CL_COMPLETE} ({@link EventCompletions}). {@link #memoryInfo()}
+ * knows the device's total but not its free memory: OpenCL has no portable query for it.
+ *
+ * <p>Thread-safe: OpenCL's enqueue calls are, and the kernel ops serialise setting a kernel's arguments.
+ */
+public final class OpenClBackend implements ComputeBackend {
+
+    /**
+     * PINNED's handle: the buffer and the mapping its host segment lives in, unmapped when it is freed. Equal by
+     * the buffer alone: a {@link ByteBuffer}'s hash follows its contents, and the pool keys allocations by value.
+     */
+    public record PinnedBuffer(cl_mem memory, ByteBuffer mapping) {
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof PinnedBuffer pinned && pinned.memory.equals(memory);
+        }
+
+        @Override
+        public int hashCode() {
+            return memory.hashCode();
+        }
+    }
+
+    /** UNIFIED's handle: the SVM pointer JOCL returned and its address, equal by the address (JOCL's pointer hashes its contents). */
+    public record SharedVirtualMemory(Pointer pointer, long address) {
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof SharedVirtualMemory svm && svm.address == address;
+        }
+
+        @Override
+        public int hashCode() {
+            return Long.hashCode(address);
+        }
+    }
+
+    private final OpenClDevice device;
+    private final int deviceIndex;
+    private final long stagingBytes;
+    private final long alignment;
+    private final long maxAllocation;
+    private final long globalMemory;
+    private final long svmCapabilities;
+    private final boolean doublePrecision;
+    private final int computeUnits;
+    private final cl_context context;
+    private final cl_command_queue queue;
+    private final EventCompletions completions;
+    private final OpenClKernelOps ops;
+    /** Set when close() begins: new work is refused. */
+    private volatile boolean closed;
+    /**
+     * OpenCL buffers have no address: a DEVICE allocation's is taken from this counter, which hands out ranges
+     * of the allocation's size that are never reused, so that allocations never overlap in the pool's view.
+     */
+    private final AtomicLong nextDeviceAddress;
+    /** Guards the queue and context: set, under this lock, once they are released. */
+    private final Object lifecycle = new Object();
+    private boolean released;
+
+    OpenClBackend(OpenClDevice device, BackendSettings settings) {
+        this.device = device;
+        this.deviceIndex = settings.deviceIndex();
+        this.stagingBytes = settings.stagingBufferBytes();
+        cl_device_id id = device.deviceId();
+        this.alignment = Math.max(1, OpenClCalls.deviceLong(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
+        this.nextDeviceAddress = new AtomicLong(alignment);
+        this.maxAllocation = OpenClCalls.deviceLong(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+        this.globalMemory = OpenClCalls.deviceLong(id, CL_DEVICE_GLOBAL_MEM_SIZE);
+        this.computeUnits = (int) OpenClCalls.deviceLong(id, CL_DEVICE_MAX_COMPUTE_UNITS);
+        // SVM needs an OpenCL 2.0 device; older ones do not know the query
+        this.svmCapabilities = openClMajorVersion(device.version()) >= 2 ? OpenClCalls.deviceLongOr(id, CL_DEVICE_SVM_CAPABILITIES, 0) : 0;
+        this.doublePrecision = OpenClCalls.deviceLongOr(id, CL_DEVICE_DOUBLE_FP_CONFIG, 0) != 0
+                || List.of(OpenClCalls.deviceString(id, CL_DEVICE_EXTENSIONS).split(" ")).contains("cl_khr_fp64");
+        cl_context_properties properties = new cl_context_properties();
+        properties.addProperty(CL.CL_CONTEXT_PLATFORM, device.platformId());
+        int[] error = new int[1];
+        this.context = CL.clCreateContext(properties, 1, new cl_device_id[] {id}, null, null, error);
+        OpenClCalls.check(error[0], "clCreateContext on " + device.describe());
+        @SuppressWarnings("deprecation") // clCreateCommandQueueWithProperties is absent on OpenCL 1.x devices
+        cl_command_queue created = CL.clCreateCommandQueue(context, id, 0, error);
+        if (error[0] != CL.CL_SUCCESS) {
+            CL.clReleaseContext(context);
+            OpenClCalls.check(error[0], "clCreateCommandQueue on " + device.describe());
+        }
+        this.queue = created;
+        this.completions = new EventCompletions(device.deviceName());
+        this.ops = new OpenClKernelOps(this);
+    }
+
+    private static int openClMajorVersion(String version) {
+        // "OpenCL <major>.<minor> <vendor-specific>"
+        String[] words = version.split(" ");
+        if (words.length < 2) {
+            return 1;
+        }
+        try {
+            return Integer.parseInt(words[1].substring(0, words[1].indexOf('.')));
+        } catch (RuntimeException e) {
+            return 1;
+        }
+    }
+
+    // ---- what the device is -----------------------------------------------------------------------------------
+
+    @Override
+    public BackendInfo info() {
+        return new BackendInfo(OpenClBackendProvider.NAME, deviceIndex, device.deviceName() + " (" + device.platformName() + ")", globalMemory);
+    }
+
+    /** The total is {@code CL_DEVICE_GLOBAL_MEM_SIZE}; free memory is -1: OpenCL has no portable query for it. */
+    @Override
+    public DeviceMemoryInfo memoryInfo() {
+        return new DeviceMemoryInfo(-1, globalMemory);
+    }
+
+    @Override
+    public MemoryLocation defaultLocation() {
+        return MemoryLocation.DEVICE;
+    }
+
+    @Override
+    public BackendAvailability supports(MemoryLocation location) {
+        return switch (location) {
+            case DEVICE -> BackendAvailability.available("OpenCL buffers on " + device.describe());
+            case HOST -> BackendAvailability.available("off-heap host memory");
+            case PINNED -> BackendAvailability.available("CL_MEM_ALLOC_HOST_PTR buffers, mapped for host access");
+            case UNIFIED -> unifiedSupport();
+        };
+    }
+
+    private BackendAvailability unifiedSupport() {
+        if ((svmCapabilities & CL_DEVICE_SVM_FINE_GRAIN_BUFFER) != 0) {
+            return BackendAvailability.available("fine-grained buffer shared virtual memory (clSVMAlloc)");
+        }
+        if ((svmCapabilities & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) != 0) {
+            return BackendAvailability.unavailable("UNIFIED memory needs fine-grained shared virtual memory, and OpenCL device "
+                    + device.describe() + " has only coarse-grained SVM, which the host may touch only between map and unmap "
+                    + "calls; use DEVICE (synced by the manager) or PINNED memory instead");
+        }
+        return BackendAvailability.unavailable("UNIFIED memory needs shared virtual memory (OpenCL 2.0 SVM), and OpenCL device "
+                + device.describe() + " has none; use DEVICE (synced by the manager) or PINNED memory instead");
+    }
+
+    @Override
+    public boolean hostAccessible(MemoryLocation location) {
+        return location != MemoryLocation.DEVICE && supports(location).available();
+    }
+
+    /** {@code CL_DEVICE_MEM_BASE_ADDR_ALIGN} in bytes: sub-buffer origins must be multiples of it; allocation sizes are. */
+    public long subBufferAlignment() {
+        return alignment;
+    }
+
+    /** {@code CL_DEVICE_MAX_MEM_ALLOC_SIZE}: the largest single allocation. */
+    public long maxAllocationBytes() {
+        return maxAllocation;
+    }
+
+    /** Whether the device has {@code cl_khr_fp64}, which the FLOAT64 ops need. */
+    public boolean hasDoublePrecision() {
+        return doublePrecision;
+    }
+
+    /** The context, for one's own kernels on this backend's buffers. */
+    public cl_context context() {
+        return context;
+    }
+
+    /** The in-order queue every copy and kernel of this backend goes through. */
+    public cl_command_queue commandQueue() {
+        return queue;
+    }
+
+    public cl_device_id deviceId() {
+        return device.deviceId();
+    }
+
+    /** The {@code cl_mem} behind a DEVICE or PINNED allocation. */
+    public static cl_mem memObject(NativeAllocation allocation) {
+        return switch (allocation.handle()) {
+            case cl_mem memory -> memory;
+            case PinnedBuffer pinned -> pinned.memory();
+            case null, default -> throw new IllegalArgumentException(allocation.location()
+                    + " memory on OpenCL is no cl_mem buffer (HOST is plain host memory, UNIFIED is SVM)");
+        };
+    }
+
+    /**
+     * A sub-buffer over {@code [offset, offset + bytes)} of a DEVICE or PINNED allocation, for one's own kernels;
+     * release it with {@code clReleaseMemObject}. {@code offset} must be a multiple of {@link #subBufferAlignment()}.
+     */
+    public cl_mem subBuffer(NativeAllocation allocation, long offset, long bytes) {
+        checkOpen();
+        if (offset % alignment != 0) {
+            throw new IllegalArgumentException("a sub-buffer's origin must be a multiple of " + alignment
+                    + " bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN) on " + device.describe() + "; " + offset + " is not");
+        }
+        checkRange(allocation, offset, bytes);
+        int[] error = new int[1];
+        cl_mem sub = CL.clCreateSubBuffer(memObject(allocation), CL_MEM_READ_WRITE, CL.CL_BUFFER_CREATE_TYPE_REGION,
+                new cl_buffer_region(offset, bytes), error);
+        OpenClCalls.check(error[0], "clCreateSubBuffer at offset " + offset + ", " + bytes + " bytes");
+        return sub;
+    }
+
+    // ---- allocation -------------------------------------------------------------------------------------------
+
+    /** A fresh allocation of {@code sizeBytes} rounded up to {@link #subBufferAlignment()}. */
+    @Override
+    public NativeAllocation allocate(MemoryLocation location, long sizeBytes) {
+        checkOpen();
+        if (sizeBytes <= 0) {
+            throw new IllegalArgumentException("allocation size must be positive: " + sizeBytes);
+        }
+        long size = Math.ceilDiv(sizeBytes, alignment) * alignment;
+        if (location != MemoryLocation.HOST && size > maxAllocation) {
+            throw new BackendOutOfMemoryException(location + " allocation of " + sizeBytes + " bytes is above the largest single "
+                    + "allocation of " + device.describe() + ": " + maxAllocation + " bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)");
+        }
+        return switch (location) {
+            case DEVICE -> allocateDevice(size);
+            case PINNED -> allocatePinned(size);
+            case HOST -> allocateHost(size);
+            case UNIFIED -> allocateUnified(size);
+        };
+    }
+
+    private NativeAllocation allocateDevice(long size) {
+        int[] error = new int[1];
+        cl_mem memory = CL.clCreateBuffer(context, CL_MEM_READ_WRITE, size, null, error);
+        OpenClCalls.check(error[0], "clCreateBuffer of " + size + " bytes");
+        return new NativeAllocation(MemoryLocation.DEVICE, nextDeviceAddress.getAndAdd(size), size, null, memory);
+    }
+
+    private NativeAllocation allocatePinned(long size) {
+        int[] error = new int[1];
+        cl_mem memory = CL.clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size, null, error);
+        OpenClCalls.check(error[0], "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of " + size + " bytes");
+        ByteBuffer mapping = CL.clEnqueueMapBuffer(queue, memory, true, CL_MAP_READ | CL_MAP_WRITE, 0, size, 0, null, null, error);
+        if (error[0] != CL.CL_SUCCESS || mapping == null) {
+            CL.clReleaseMemObject(memory);
+            OpenClCalls.check(error[0] != CL.CL_SUCCESS ? error[0] : CL.CL_MAP_FAILURE, "clEnqueueMapBuffer of " + size + " pinned bytes");
+        }
+        long address = OpenClCalls.addressOf(mapping);
+        return new NativeAllocation(MemoryLocation.PINNED, address, size, MemorySegment.ofAddress(address).reinterpret(size),
+                new PinnedBuffer(memory, mapping));
+    }
+
+    private NativeAllocation allocateHost(long size) {
+        Arena arena = Arena.ofShared();
+        try {
+            MemorySegment segment = arena.allocate(size, Math.max(alignment, 64));
+            return new NativeAllocation(MemoryLocation.HOST, segment.address(), size, segment, arena);
+        } catch (OutOfMemoryError e) {
+            arena.close();
+            throw new BackendOutOfMemoryException("no host memory for " + size + " bytes", e);
+        }
+    }
+
+    private NativeAllocation allocateUnified(long size) {
+        BackendAvailability support = unifiedSupport();
+        if (!support.available()) {
+            throw new IllegalStateException(support.detail());
+        }
+        Pointer svm = CL.clSVMAlloc(context, CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER, size, (int) Math.min(alignment, 1 << 16));
+        if (svm == null || svm.getNativePointer() == 0) {
+            throw new BackendOutOfMemoryException("clSVMAlloc of " + size + " fine-grained bytes returned NULL on " + device.describe());
+        }
+        long address = svm.getNativePointer();
+        return new NativeAllocation(MemoryLocation.UNIFIED, address, size, MemorySegment.ofAddress(address).reinterpret(size),
+                new SharedVirtualMemory(svm, address));
+    }
+
+    /**
+     * Gives the memory back. Buffers are released (OpenCL keeps one alive until the commands using it finish);
+     * PINNED is unmapped first; SVM waits for the queue to drain, as {@code clSVMFree} does not. A free that
+     * arrives after {@link #close()} released the queue and context releases what is left to release: the
+     * buffer itself, or nothing for SVM, which went with its context.
+     */
+    @Override
+    public void free(NativeAllocation allocation) {
+        switch (allocation.handle()) {
+            case cl_mem memory -> OpenClCalls.check(CL.clReleaseMemObject(memory), "clReleaseMemObject");
+            case PinnedBuffer pinned -> {
+                synchronized (lifecycle) {
+                    if (!released) {
+                        OpenClCalls.check(CL.clEnqueueUnmapMemObject(queue, pinned.memory(), pinned.mapping(), 0, null, null), "clEnqueueUnmapMemObject");
+                    }
+                }
+                OpenClCalls.check(CL.clReleaseMemObject(pinned.memory()), "clReleaseMemObject");
+            }
+            case Arena arena -> arena.close();
+            case SharedVirtualMemory svm -> {
+                synchronized (lifecycle) {
+                    if (!released) {
+                        OpenClCalls.check(CL.clFinish(queue), "clFinish before clSVMFree");
+                        CL.clSVMFree(context, svm.pointer());
+                    }
+                }
+            }
+            case null, default -> throw new IllegalArgumentException("not an allocation of this backend: " + allocation);
+        }
+    }
+
+    // ---- copies ---------------------------------------------------------------------------------------------
+
+    @Override
+    public void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
+        checkOpen();
+        checkRange(target, targetOffset, bytes);
+        MemorySegment host = target.hostSegment();
+        if (host != null) {
+            MemorySegment.copy(source, 0, host, targetOffset, bytes);
+            return;
+        }
+        write(memObject(target), targetOffset, source.asSlice(0, bytes));
+    }
+
+    @Override
+    public void copyToHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
+        checkOpen();
+        checkRange(source, sourceOffset, bytes);
+        MemorySegment host = source.hostSegment();
+        if (host != null) {
+            MemorySegment.copy(host, sourceOffset, target, 0, bytes);
+            return;
+        }
+        read(memObject(source), sourceOffset, target.asSlice(0, bytes));
+    }
+
+    @Override
+    public void copyWithinDevice(NativeAllocation source, long sourceOffset, NativeAllocation target, long targetOffset, long bytes) {
+        checkOpen();
+        checkRange(source, sourceOffset, bytes);
+        checkRange(target, targetOffset, bytes);
+        MemorySegment from = source.hostSegment();
+        MemorySegment to = target.hostSegment();
+        if (from != null && to != null) {
+            MemorySegment.copy(from, sourceOffset, to, targetOffset, bytes);
+        } else if (from != null) {
+            write(memObject(target), targetOffset, from.asSlice(sourceOffset, bytes));
+        } else if (to != null) {
+            read(memObject(source), sourceOffset, to.asSlice(targetOffset, bytes));
+        } else if (bytes > 0) {
+            copyBuffers(memObject(source), sourceOffset, memObject(target), targetOffset, bytes);
+        }
+    }
+
+    private void copyBuffers(cl_mem from, long fromOffset, cl_mem to, long toOffset, long bytes) {
+        boolean overlapping = from.equals(to) && fromOffset < toOffset + bytes && toOffset < fromOffset + bytes;
+        if (!overlapping) {
+            cl_event done = new cl_event();
+            OpenClCalls.check(CL.clEnqueueCopyBuffer(queue, from, to, fromOffset, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
+            awaitAndRelease(done, "clEnqueueCopyBuffer");
+            return;
+        }
+        // clEnqueueCopyBuffer refuses overlapping ranges of one buffer: go through a temporary buffer
+        int[] error = new int[1];
+        cl_mem temporary = CL.clCreateBuffer(context, CL_MEM_READ_WRITE, bytes, null, error);
+        OpenClCalls.check(error[0], "clCreateBuffer of a " + bytes + "-byte temporary for an overlapping copy");
+        try {
+            OpenClCalls.check(CL.clEnqueueCopyBuffer(queue, from, temporary, fromOffset, 0, bytes, 0, null, null), "clEnqueueCopyBuffer");
+            cl_event done = new cl_event();
+            OpenClCalls.check(CL.clEnqueueCopyBuffer(queue, temporary, to, 0, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
+            awaitAndRelease(done, "clEnqueueCopyBuffer");
+        } finally {
+            CL.clReleaseMemObject(temporary);
+        }
+    }
+
+    @Override
+    public CompletableFuture<Void> copyToDeviceAsync(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
+        checkOpen();
+        checkRange(target, targetOffset, bytes);
+        if (target.hostSegment() != null || bytes == 0) {
+            copyToDevice(source, target, targetOffset, bytes);
+            return CompletableFuture.completedFuture(null);
+        }
+        cl_mem memory = memObject(target);
+        if (source.isNative()) {
+            return enqueueWrite(memory, targetOffset, source.address(), bytes);
+        }
+        // a Java array may move while a command reads it: stage it in native memory the command owns
+        Arena staging = Arena.ofShared();
+        try {
+            MemorySegment copy = staging.allocate(bytes, 64);
+            MemorySegment.copy(source, 0, copy, 0, bytes);
+            return enqueueWrite(memory, targetOffset, copy.address(), bytes).whenComplete((ignored, failure) -> staging.close());
+        } catch (RuntimeException | Error e) {
+            staging.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public CompletableFuture<Void> copyToHostAsync(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
+        checkOpen();
+        checkRange(source, sourceOffset, bytes);
+        if (source.hostSegment() != null || bytes == 0) {
+            copyToHost(source, sourceOffset, target, bytes);
+            return CompletableFuture.completedFuture(null);
+        }
+        checkWritable(target);
+        cl_mem memory = memObject(source);
+        if (target.isNative()) {
+            return enqueueRead(memory, sourceOffset, target.address(), bytes);
+        }
+        Arena staging = Arena.ofShared();
+        try {
+            MemorySegment landing = staging.allocate(bytes, 64);
+            return enqueueRead(memory, sourceOffset, landing.address(), bytes)
+                    .thenRun(() -> MemorySegment.copy(landing, 0, target, 0, bytes))
+                    .whenComplete((ignored, failure) -> staging.close());
+        } catch (RuntimeException | Error e) {
+            staging.close();
+            throw e;
+        }
+    }
+
+    private CompletableFuture<Void> enqueueWrite(cl_mem memory, long offset, long hostAddress, long bytes) {
+        cl_event done = new cl_event();
+        OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
+                "clEnqueueWriteBuffer of " + bytes + " bytes");
+        return track(done, "clEnqueueWriteBuffer of " + bytes + " bytes");
+    }
+
+    private CompletableFuture<Void> enqueueRead(cl_mem memory, long offset, long hostAddress, long bytes) {
+        cl_event done = new cl_event();
+        OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
+                "clEnqueueReadBuffer of " + bytes + " bytes");
+        return track(done, "clEnqueueReadBuffer of " + bytes + " bytes");
+    }
+
+    /** A blocking write from any segment: a native address, a Java array in place, or staged when read-only. */
+    private void write(cl_mem memory, long offset, MemorySegment source) {
+        long bytes = source.byteSize();
+        if (bytes == 0) {
+            return;
+        }
+        Pointer from = hostPointer(source);
+        if (from != null) {
+            OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, CL_TRUE, offset, bytes, from, 0, null, null), "clEnqueueWriteBuffer of " + bytes + " bytes");
+            return;
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            long chunk = Math.min(bytes, stagingBytes);
+            MemorySegment staging = arena.allocate(chunk, 64);
+            for (long done = 0; done < bytes; done += chunk) {
+                long length = Math.min(chunk, bytes - done);
+                MemorySegment.copy(source, done, staging, 0, length);
+                OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
+                        "clEnqueueWriteBuffer of " + length + " bytes");
+            }
+        }
+    }
+
+    /** A blocking read into a native segment or a Java array. */
+    private void read(cl_mem memory, long offset, MemorySegment target) {
+        checkWritable(target);
+        long bytes = target.byteSize();
+        if (bytes == 0) {
+            return;
+        }
+        Pointer to = hostPointer(target);
+        if (to == null) {
+            throw new IllegalArgumentException("cannot read into a segment that is neither native nor backed by a Java array: " + target);
+        }
+        OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, CL_TRUE, offset, bytes, to, 0, null, null), "clEnqueueReadBuffer of " + bytes + " bytes");
+    }
+
+    /**
+     * Where a blocking command may read or write a segment: its native address, or its Java array at the
+     * segment's offset (JOCL pins the array for the call); null for a read-only heap segment, which hides its array.
+     */
+    private static @Nullable Pointer hostPointer(MemorySegment segment) {
+        if (segment.isNative()) {
+            return OpenClCalls.pointerAt(segment.address());
+        }
+        Object base = segment.heapBase().orElse(null);
+        Pointer array = switch (base) {
+            case byte[] a -> Pointer.to(a);
+            case short[] a -> Pointer.to(a);
+            case char[] a -> Pointer.to(a);
+            case int[] a -> Pointer.to(a);
+            case long[] a -> Pointer.to(a);
+            case float[] a -> Pointer.to(a);
+            case double[] a -> Pointer.to(a);
+            case null, default -> null;
+        };
+        // a heap segment's address is its byte offset into the array
+        return array == null ? null : array.withByteOffset(segment.address());
+    }
+
+    private static void checkWritable(MemorySegment target) {
+        if (target.isReadOnly()) {
+            throw new IllegalArgumentException("cannot copy into a read-only segment");
+        }
+    }
+
+    // ---- what the kernel ops use --------------------------------------------------------------------------------
+
+    @Override
+    public KernelOps ops() {
+        checkOpen();
+        return ops;
+    }
+
+    OpenClDevice device() {
+        return device;
+    }
+
+    int computeUnits() {
+        return computeUnits;
+    }
+
+    /** Flushes the queue so the command starts, and returns a future for its event. */
+    CompletableFuture<Void> track(cl_event event, String what) {
+        OpenClCalls.check(CL.clFlush(queue), "clFlush");
+        return completions.completion(event, what);
+    }
+
+    private static void awaitAndRelease(cl_event event, String what) {
+        try {
+            OpenClCalls.check(CL.clWaitForEvents(1, new cl_event[] {event}), what);
+        } finally {
+            CL.clReleaseEvent(event);
+        }
+    }
+
+    void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("this OpenCL backend (" + device.describe() + ") is closed");
+        }
+    }
+
+    private static void checkRange(NativeAllocation allocation, long offset, long bytes) {
+        if (offset < 0 || bytes < 0 || offset > allocation.sizeBytes() - bytes) {
+            throw new IndexOutOfBoundsException("range [" + offset + ", " + offset + " + " + bytes + ") is outside the "
+                    + allocation.sizeBytes() + "-byte " + allocation.location() + " allocation");
+        }
+    }
+
+    /**
+     * Refuses new work, waits for every queued command and every future's dependent actions (the pool's
+     * deferred frees among them), then releases the kernels, queue and context. Closing twice is harmless.
+     */
+    @Override
+    public void close() {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        try {
+            CL.clFinish(queue);
+        } finally {
+            completions.close();
+            synchronized (lifecycle) {
+                released = true;
+                ops.release();
+                CL.clReleaseCommandQueue(queue);
+                CL.clReleaseContext(context);
+            }
+        }
+    }
+}

@@ -1,0 +1,344 @@
+package dev.compute.memory.opencl;
+
+import static org.jocl.CL.CL_KERNEL_WORK_GROUP_SIZE;
+import static org.jocl.CL.CL_MAP_READ;
+import static org.jocl.CL.CL_MEM_READ_WRITE;
+import static org.jocl.CL.CL_MEM_USE_HOST_PTR;
+import static org.jocl.CL.CL_PROGRAM_BUILD_LOG;
+import static org.jocl.CL.CL_SUCCESS;
+
+import dev.compute.memory.DataType;
+import dev.compute.memory.spi.KernelOps;
+import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.Region;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
+import org.jocl.CL;
+import org.jocl.Pointer;
+import org.jocl.Sizeof;
+import org.jocl.cl_device_id;
+import org.jocl.cl_event;
+import org.jocl.cl_kernel;
+import org.jocl.cl_mem;
+import org.jocl.cl_program;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Fill, scale, axpy and sum as the OpenCL C kernels of {@code ops.cl}, built once per context on first use
+ * (a backend used only for memory never pays the compile). Every kernel takes an element offset, so a block
+ * at any element-aligned offset of a pool segment is used in place.
+ *
+ * <p>Where a region lies: DEVICE buffers are passed as they are, UNIFIED (fine-grained SVM) as SVM pointers.
+ * HOST and PINNED memory is wrapped for the launch in a {@code CL_MEM_USE_HOST_PTR} buffer over exactly the
+ * region; after a kernel writes one, a map and unmap make the results visible in host memory on every
+ * implementation (on PoCL and integrated GPUs that costs nothing; a discrete GPU copies).
+ *
+ * <p>FLOAT64 needs {@code cl_khr_fp64}; on a device without it the double kernels are not built and FLOAT64
+ * ops throw {@link UnsupportedOperationException}. {@code sum} adds work-group partial sums (in double where
+ * the device has it) and the host adds the partials in double.
+ */
+final class OpenClKernelOps implements KernelOps {
+
+    private static final String SOURCE = "ops.cl";
+    private static final long MAX_SUM_LOCAL_SIZE = 256;
+    private static final long MAX_SUM_GROUPS = 1024;
+    /** Element-wise kernels loop over the data with the grid's stride: more work-items than this buy nothing. */
+    private static final long MAX_ELEMENTWISE_GLOBAL_SIZE = 1L << 20;
+
+    private final OpenClBackend backend;
+    private @Nullable Kernels kernels;
+
+    private record Kernels(cl_program program, Map<String, cl_kernel> byName) {}
+
+    OpenClKernelOps(OpenClBackend backend) {
+        this.backend = backend;
+    }
+
+    @Override
+    public CompletableFuture<Void> fill(Region target, double value) {
+        cl_kernel kernel = kernel("fill", target.type());
+        long n = target.count();
+        if (n == 0) {
+            return CompletableFuture.completedFuture(null);
+        }
+        try (Argument x = bind(target)) {
+            cl_event done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
+                x.set(k, 0);
+                setLong(k, 1, x.elementOffset());
+                setLong(k, 2, n);
+                setScalar(k, 3, target.type(), value);
+            });
+            return complete(done, x, "fill");
+        }
+    }
+
+    @Override
+    public CompletableFuture<Void> scale(Region x, double alpha) {
+        cl_kernel kernel = kernel("scale", x.type());
+        long n = x.count();
+        if (n == 0) {
+            return CompletableFuture.completedFuture(null);
+        }
+        try (Argument bound = bind(x)) {
+            cl_event done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
+                bound.set(k, 0);
+                setLong(k, 1, bound.elementOffset());
+                setLong(k, 2, n);
+                setScalar(k, 3, x.type(), alpha);
+            });
+            return complete(done, bound, "scale");
+        }
+    }
+
+    @Override
+    public CompletableFuture<Void> axpy(double alpha, Region x, Region y) {
+        if (x.type() != y.type() || x.count() != y.count()) {
+            throw new IllegalArgumentException("axpy needs x and y of one type and count: x is " + x.count() + " x " + x.type()
+                    + ", y is " + y.count() + " x " + y.type());
+        }
+        cl_kernel kernel = kernel("axpy", y.type());
+        long n = y.count();
+        if (n == 0) {
+            return CompletableFuture.completedFuture(null);
+        }
+        try (Argument from = bind(x); Argument to = bind(y)) {
+            cl_event done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
+                setScalar(k, 0, y.type(), alpha);
+                from.set(k, 1);
+                setLong(k, 2, from.elementOffset());
+                to.set(k, 3);
+                setLong(k, 4, to.elementOffset());
+                setLong(k, 5, n);
+            });
+            return complete(done, to, "axpy");
+        }
+    }
+
+    @Override
+    public CompletableFuture<Double> sum(Region x) {
+        cl_kernel kernel = kernel("sum", x.type());
+        long n = x.count();
+        if (n == 0) {
+            return CompletableFuture.completedFuture(0.0);
+        }
+        long local = sumLocalSize(kernel);
+        long groups = Math.clamp(Math.ceilDiv(n, local), 1, Math.min(MAX_SUM_GROUPS, Math.max(1, 4L * backend.computeUnits())));
+        int accumulatorBytes = backend.hasDoublePrecision() ? Sizeof.cl_double : Sizeof.cl_float;
+        long partialBytes = groups * accumulatorBytes;
+        int[] error = new int[1];
+        cl_mem partial = CL.clCreateBuffer(backend.context(), CL_MEM_READ_WRITE, partialBytes, null, error);
+        OpenClCalls.check(error[0], "clCreateBuffer of " + partialBytes + " bytes for sum's partial sums");
+        try (Argument bound = bind(x)) {
+            cl_event reduced = launch(kernel, groups * local, local, k -> {
+                bound.set(k, 0);
+                setLong(k, 1, bound.elementOffset());
+                setLong(k, 2, n);
+                OpenClCalls.check(CL.clSetKernelArg(k, 3, Sizeof.cl_mem, Pointer.to(partial)), "clSetKernelArg");
+                OpenClCalls.check(CL.clSetKernelArg(k, 4, local * accumulatorBytes, null), "clSetKernelArg");
+            });
+            CL.clReleaseEvent(reduced);
+            ByteBuffer partials = ByteBuffer.allocateDirect((int) partialBytes).order(ByteOrder.nativeOrder());
+            cl_event read = new cl_event();
+            OpenClCalls.check(CL.clEnqueueReadBuffer(backend.commandQueue(), partial, false, 0, partialBytes, Pointer.to(partials), 0, null, read),
+                    "clEnqueueReadBuffer of sum's partial sums");
+            return backend.track(read, "sum").thenApply(ignored -> {
+                double total = 0;
+                for (int g = 0; g < groups; g++) {
+                    total += accumulatorBytes == Sizeof.cl_double ? partials.getDouble(g * Sizeof.cl_double) : partials.getFloat(g * Sizeof.cl_float);
+                }
+                return total;
+            });
+        } finally {
+            // OpenCL deletes it once the commands using it have finished
+            CL.clReleaseMemObject(partial);
+        }
+    }
+
+    // ---- launching ----------------------------------------------------------------------------------------------
+
+    /** Sets the arguments and enqueues under the kernel's lock: a kernel's arguments are shared state. */
+    private cl_event launch(cl_kernel kernel, long globalSize, long localSize, Consumer<cl_kernel> arguments) {
+        cl_event done = new cl_event();
+        synchronized (kernel) {
+            arguments.accept(kernel);
+            OpenClCalls.check(CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel, 1, null, new long[] {globalSize},
+                    localSize == 0 ? null : new long[] {localSize}, 0, null, done), "clEnqueueNDRangeKernel");
+        }
+        return done;
+    }
+
+    /** The future of a kernel that wrote {@code written}: after a map and unmap where it is host memory wrapped for the launch. */
+    private CompletableFuture<Void> complete(cl_event kernelDone, Argument written, String what) {
+        if (!written.wrapsHostMemory()) {
+            return backend.track(kernelDone, what);
+        }
+        CL.clReleaseEvent(kernelDone);
+        int[] error = new int[1];
+        ByteBuffer mapping = CL.clEnqueueMapBuffer(backend.commandQueue(), written.memory(), false, CL_MAP_READ, 0, written.bytes(), 0, null, null, error);
+        OpenClCalls.check(error[0], "clEnqueueMapBuffer after " + what);
+        cl_event unmapped = new cl_event();
+        OpenClCalls.check(CL.clEnqueueUnmapMemObject(backend.commandQueue(), written.memory(), mapping, 0, null, unmapped),
+                "clEnqueueUnmapMemObject after " + what);
+        return backend.track(unmapped, what);
+    }
+
+    private static long elementwiseGlobalSize(long n) {
+        return Math.min(Math.ceilDiv(n, 64) * 64, MAX_ELEMENTWISE_GLOBAL_SIZE);
+    }
+
+    /** The reduction's tree needs a power of two: the largest one the kernel allows, at most 256. */
+    private long sumLocalSize(cl_kernel kernel) {
+        long[] allowed = new long[1];
+        OpenClCalls.check(CL.clGetKernelWorkGroupInfo(kernel, backend.deviceId(), CL_KERNEL_WORK_GROUP_SIZE, Sizeof.size_t, Pointer.to(allowed), null),
+                "clGetKernelWorkGroupInfo");
+        return Long.highestOneBit(Math.max(1, Math.min(MAX_SUM_LOCAL_SIZE, allowed[0])));
+    }
+
+    private static void setLong(cl_kernel kernel, int index, long value) {
+        OpenClCalls.check(CL.clSetKernelArg(kernel, index, Sizeof.cl_ulong, Pointer.to(new long[] {value})), "clSetKernelArg");
+    }
+
+    private static void setScalar(cl_kernel kernel, int index, DataType type, double value) {
+        int code = type == DataType.FLOAT64
+                ? CL.clSetKernelArg(kernel, index, Sizeof.cl_double, Pointer.to(new double[] {value}))
+                : CL.clSetKernelArg(kernel, index, Sizeof.cl_float, Pointer.to(new float[] {(float) value}));
+        OpenClCalls.check(code, "clSetKernelArg");
+    }
+
+    // ---- regions as kernel arguments --------------------------------------------------------------------------
+
+    /** A region as a kernel argument: a buffer or SVM pointer and the element offset into it. */
+    private record Argument(@Nullable cl_mem memory, @Nullable Pointer svm, long elementOffset, long bytes, boolean wrapsHostMemory)
+            implements AutoCloseable {
+
+        void set(cl_kernel kernel, int index) {
+            int code = svm != null ? CL.clSetKernelArgSVMPointer(kernel, index, svm)
+                    : CL.clSetKernelArg(kernel, index, Sizeof.cl_mem, Pointer.to(memory));
+            OpenClCalls.check(code, "clSetKernelArg");
+        }
+
+        /** Releases the wrapping buffer; OpenCL keeps it until the commands using it have finished. */
+        @Override
+        public void close() {
+            if (wrapsHostMemory) {
+                CL.clReleaseMemObject(memory);
+            }
+        }
+    }
+
+    private Argument bind(Region region) {
+        backend.checkOpen();
+        int elementSize = region.type().byteSize();
+        if (region.offset() % elementSize != 0) {
+            throw new IllegalArgumentException("a " + region.type() + " region must start at a multiple of " + elementSize
+                    + " bytes; it starts at " + region.offset());
+        }
+        NativeAllocation allocation = region.allocation();
+        long elementOffset = region.offset() / elementSize;
+        return switch (allocation.handle()) {
+            case cl_mem memory -> new Argument(memory, null, elementOffset, region.byteSize(), false);
+            case OpenClBackend.SharedVirtualMemory svm -> new Argument(null, svm.pointer(), elementOffset, region.byteSize(), false);
+            case null, default -> wrapHostMemory(region);
+        };
+    }
+
+    private Argument wrapHostMemory(Region region) {
+        var host = region.allocation().hostSegment();
+        if (host == null) {
+            throw new IllegalArgumentException("not an allocation of this backend: " + region.allocation());
+        }
+        int[] error = new int[1];
+        cl_mem wrapper = CL.clCreateBuffer(backend.context(), CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, region.byteSize(),
+                OpenClCalls.pointerAt(host.address() + region.offset()), error);
+        OpenClCalls.check(error[0], "clCreateBuffer(CL_MEM_USE_HOST_PTR) over " + region.byteSize() + " bytes of "
+                + region.allocation().location() + " memory");
+        return new Argument(wrapper, null, 0, region.byteSize(), true);
+    }
+
+    // ---- the program --------------------------------------------------------------------------------------------
+
+    private cl_kernel kernel(String operation, DataType type) {
+        String suffix = switch (type) {
+            case FLOAT32 -> "f32";
+            case FLOAT64 -> "f64";
+            default -> throw new IllegalArgumentException("the op set works on FLOAT32 and FLOAT64; this region is " + type);
+        };
+        if (type == DataType.FLOAT64 && !backend.hasDoublePrecision()) {
+            throw new UnsupportedOperationException("FLOAT64 " + operation + " needs double precision (cl_khr_fp64), which OpenCL device "
+                    + backend.device().describe() + " lacks; use FLOAT32 buffers or a device with cl_khr_fp64");
+        }
+        return kernels().byName().get(operation + "_" + suffix);
+    }
+
+    private synchronized Kernels kernels() {
+        backend.checkOpen();
+        if (kernels == null) {
+            kernels = build();
+        }
+        return kernels;
+    }
+
+    private Kernels build() {
+        int[] error = new int[1];
+        cl_program program = CL.clCreateProgramWithSource(backend.context(), 1, new String[] {source()}, null, error);
+        OpenClCalls.check(error[0], "clCreateProgramWithSource");
+        cl_device_id device = backend.deviceId();
+        int built = CL.clBuildProgram(program, 1, new cl_device_id[] {device}, "-D HAS_FP64=" + (backend.hasDoublePrecision() ? 1 : 0), null, null);
+        if (built != CL_SUCCESS) {
+            String log = buildLog(program, device);
+            CL.clReleaseProgram(program);
+            throw new OpenClException("building the op kernels (" + SOURCE + ") on " + backend.device().describe() + " failed: "
+                    + CL.stringFor_errorCode(built) + "\n" + log);
+        }
+        Map<String, cl_kernel> byName = new HashMap<>();
+        for (String operation : new String[] {"fill", "scale", "axpy", "sum"}) {
+            for (String suffix : backend.hasDoublePrecision() ? new String[] {"f32", "f64"} : new String[] {"f32"}) {
+                String name = operation + "_" + suffix;
+                cl_kernel kernel = CL.clCreateKernel(program, name, error);
+                if (error[0] != CL_SUCCESS) {
+                    byName.values().forEach(CL::clReleaseKernel);
+                    CL.clReleaseProgram(program);
+                    OpenClCalls.check(error[0], "clCreateKernel " + name);
+                }
+                byName.put(name, kernel);
+            }
+        }
+        return new Kernels(program, Map.copyOf(byName));
+    }
+
+    private static String source() {
+        try (InputStream in = OpenClKernelOps.class.getResourceAsStream(SOURCE)) {
+            if (in == null) {
+                throw new IllegalStateException(SOURCE + " is missing from the class path beside " + OpenClKernelOps.class.getName());
+            }
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            throw new UncheckedIOException("reading " + SOURCE, e);
+        }
+    }
+
+    private static String buildLog(cl_program program, cl_device_id device) {
+        long[] size = new long[1];
+        CL.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, null, size);
+        byte[] log = new byte[(int) size[0]];
+        CL.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, log.length, Pointer.to(log), null);
+        return new String(log, StandardCharsets.UTF_8).trim();
+    }
+
+    /** Releases the kernels and the program, if they were ever built. */
+    synchronized void release() {
+        if (kernels != null) {
+            kernels.byName().values().forEach(CL::clReleaseKernel);
+            CL.clReleaseProgram(kernels.program());
+            kernels = null;
+        }
+    }
+}

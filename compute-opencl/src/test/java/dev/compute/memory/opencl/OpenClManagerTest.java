@@ -1,0 +1,90 @@
+package dev.compute.memory.opencl;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.BackendUnavailableException;
+import dev.compute.memory.BufferState;
+import dev.compute.memory.DataType;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Test;
+
+/** The manager a user builds with {@code backend("opencl")}: options reach the provider, locations and ops work. */
+class OpenClManagerTest {
+
+    @Test
+    void aManagerBuiltByNameRunsOnTheOpenClDevice() {
+        OpenClTestSupport.requireOpenCl();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build()) {
+            assertThat(manager.backendInfo().backend()).isEqualTo("opencl");
+            assertThat(manager.defaultLocation()).isEqualTo(MemoryLocation.DEVICE);
+            assertThat(manager.locations()).contains(MemoryLocation.DEVICE, MemoryLocation.HOST, MemoryLocation.PINNED);
+            try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 4096); UnifiedBuffer y = manager.allocate(DataType.FLOAT32, 4096)) {
+                assertThat(x.isHostAccessible()).isFalse();
+                manager.ops().fill(x, 2);
+                manager.ops().fill(y, 1);
+                CompletableFuture<Void> axpy = manager.ops().axpyAsync(3, x, y);
+                axpy.join();
+                assertThat(y.state()).isEqualTo(BufferState.DEVICE_ONLY);
+                float[] back = new float[4096];
+                y.copyTo(back);
+                assertThat(back).containsOnly(7f);
+                assertThat(manager.ops().sum(y)).isEqualTo(7.0 * 4096);
+            }
+        }
+    }
+
+    @Test
+    void aBufferClosedWhileItsKernelRunsIsReusedOnlyAfterwards() {
+        OpenClTestSupport.requireOpenCl();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build()) {
+            UnifiedBuffer big = manager.allocate(DataType.FLOAT32, 1 << 22);
+            CompletableFuture<Void> fill = manager.ops().fillAsync(big, 1);
+            big.close();
+            fill.join();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isZero();
+            try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, 1 << 22)) {
+                manager.ops().fill(next, 4);
+                assertThat(manager.ops().sum(next)).isEqualTo(4.0 * (1 << 22));
+            }
+        }
+    }
+
+    @Test
+    void unifiedBuffersShareOneCopyOrAreRefusedWithTheBackendsReason() {
+        OpenClTestSupport.requireOpenCl();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build();
+             OpenClBackend probe = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings())) {
+            var unified = probe.supports(MemoryLocation.UNIFIED);
+            if (unified.available()) {
+                assertThat(manager.locations()).contains(MemoryLocation.UNIFIED);
+                try (UnifiedBuffer shared = manager.allocate(DataType.FLOAT64, 100, MemoryLocation.UNIFIED)) {
+                    assertThat(shared.isHostAccessible()).isTrue();
+                    shared.copyFrom(new double[] {1, 2, 3});
+                    manager.ops().scale(shared, 10);
+                    assertThat(shared.readOnlyHostView().getAtIndex(java.lang.foreign.ValueLayout.JAVA_DOUBLE, 2)).isEqualTo(30.0);
+                }
+            } else {
+                assertThat(manager.locations()).doesNotContain(MemoryLocation.UNIFIED);
+                assertThatThrownBy(() -> manager.allocate(64, MemoryLocation.UNIFIED)).isInstanceOf(IllegalArgumentException.class)
+                        .hasMessageContaining(unified.detail());
+            }
+        }
+    }
+
+    @Test
+    void optionsReachTheProviderAndABadPlatformFailsWithThePlatformsFound() {
+        OpenClTestSupport.requireOpenCl();
+        assertThatThrownBy(() -> UnifiedMemoryManager.builder().backend("opencl")
+                .backendOption(OpenClBackendProvider.PLATFORM_OPTION, "no-such-platform").build())
+                .isInstanceOf(BackendUnavailableException.class)
+                .hasMessageContaining("compute backend 'opencl' is not available")
+                .hasMessageContaining("platforms found: [" + OpenClDevices.enumerate().getFirst().platformName());
+        assertThatThrownBy(() -> UnifiedMemoryManager.builder().backend("opencl").device(1000).build())
+                .isInstanceOf(BackendUnavailableException.class).hasMessageContaining("device index 1000 is out of range");
+    }
+}

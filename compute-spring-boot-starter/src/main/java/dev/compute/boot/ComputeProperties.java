@@ -1,0 +1,152 @@
+package dev.compute.boot;
+
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.UnifiedMemoryManagerBuilder;
+import java.time.Duration;
+import org.jspecify.annotations.Nullable;
+import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.boot.context.properties.bind.DefaultValue;
+import org.springframework.util.unit.DataSize;
+
+/**
+ * The {@code compute.*} properties. The memory settings are checked where they are used, by
+ * {@link UnifiedMemoryManagerBuilder#build()}, so the rules live in one place and a bad value fails start-up
+ * with an {@link InvalidSettingException} naming the property; what only the starter uses (the health
+ * thresholds) is checked here, when the properties are bound.
+ *
+ * @param backend Which backend runs the memory: auto takes the best available one (an accelerator
+ *     before the CPU); cpu, cuda or opencl insists on that one and fails start-up,
+ *     with the reason, when it cannot run here.
+ * @param device The device index within the backend, 0 for the first device.
+ * @param memory Where buffers go, how they are pooled, pinned and tracked.
+ * @param opencl Options for the OpenCL backend.
+ * @param health Thresholds of the compute health contributor.
+ */
+@ConfigurationProperties("compute")
+public record ComputeProperties(
+        @DefaultValue("auto") String backend,
+        @DefaultValue("0") int device,
+        @DefaultValue Memory memory,
+        @DefaultValue OpenCl opencl,
+        @DefaultValue Health health) {
+
+    /** A builder holding every setting, ready for {@link UnifiedMemoryManagerBuilder#build()}. */
+    public UnifiedMemoryManagerBuilder toBuilder() {
+        UnifiedMemoryManagerBuilder builder = UnifiedMemoryManager.builder()
+                .backend(required("compute.backend", backend))
+                .device(device)
+                .defaultLocation(memory.defaultLocation().location())
+                .poolingEnabled(memory.pooling().enabled())
+                .maxPoolSize(bytes("compute.memory.pooling.max-pool-size", memory.pooling().maxPoolSize()))
+                .releaseThreshold(bytes("compute.memory.pooling.release-threshold", memory.pooling().releaseThreshold()))
+                .trimInterval(required("compute.memory.pooling.trim-interval", memory.pooling().trimInterval()))
+                .expandableSegments(memory.pooling().expandableSegments())
+                .pinningEnabled(memory.pinning().enabled())
+                .maxPinnedSize(bytes("compute.memory.pinning.max-pinned-size", memory.pinning().maxPinnedSize()))
+                .stagingBufferSize(bytes("compute.memory.pinning.staging-buffer-size", memory.pinning().stagingBufferSize()))
+                .leakDetection(required("compute.memory.leak-detection", memory.leakDetection()))
+                .timelineCapacity(memory.timeline().capacity())
+                .timelineInterval(required("compute.memory.timeline.interval", memory.timeline().interval()));
+        if (opencl.platform() != null && !opencl.platform().isBlank()) {
+            builder.backendOption("platform", opencl.platform().trim());
+        }
+        if (opencl.deviceType() != null && !opencl.deviceType().isBlank()) {
+            builder.backendOption("device-type", opencl.deviceType().trim());
+        }
+        return builder;
+    }
+
+    // An empty value in YAML binds as null; say which property is empty rather than fail with a NullPointerException.
+    private static <T> T required(String property, @Nullable T value) {
+        if (value == null) {
+            throw new InvalidSettingException(property, "", "a value is required");
+        }
+        return value;
+    }
+
+    private static long bytes(String property, @Nullable DataSize size) {
+        return required(property, size).toBytes();
+    }
+
+    /**
+     * @param defaultLocation Where allocate(bytes) puts memory: auto is DEVICE on an accelerator
+     *     and HOST on the CPU backend.
+     * @param pooling The caching pool.
+     * @param pinning Page-locked host memory, the fast path for transfers.
+     * @param leakDetection How buffers dropped without close() are found: disabled, simple
+     *     (a sample, without allocation sites) or paranoid (every buffer, with its allocation site; costly).
+     * @param timeline The history of reserved, allocated and cached bytes that the endpoint returns.
+     */
+    public record Memory(
+            @DefaultValue("auto") LocationSetting defaultLocation,
+            @DefaultValue Pooling pooling,
+            @DefaultValue Pinning pinning,
+            @DefaultValue("simple") LeakDetectionLevel leakDetection,
+            @DefaultValue Timeline timeline) {}
+
+    /**
+     * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
+     * @param maxPoolSize Cap on the bytes reserved from the backend per location.
+     * @param releaseThreshold Cached bytes a trim keeps for reuse; at most max-pool-size.
+     * @param trimInterval How often cached memory beyond the release threshold is given back; 0 disables
+     *     scheduled trimming.
+     * @param expandableSegments Whether the pool maps pages into reserved address ranges where the backend can,
+     *     so reserved memory follows live memory closely.
+     */
+    public record Pooling(
+            @DefaultValue("true") boolean enabled,
+            @DefaultValue("4GB") DataSize maxPoolSize,
+            @DefaultValue("256MB") DataSize releaseThreshold,
+            @DefaultValue("5m") Duration trimInterval,
+            @DefaultValue("true") boolean expandableSegments) {}
+
+    /**
+     * @param enabled Whether PINNED buffers and pinned staging buffers may be used.
+     * @param maxPinnedSize Cap on the bytes reserved for PINNED buffers.
+     * @param stagingBufferSize Size of one staging buffer for copies between pageable host memory and a device.
+     */
+    public record Pinning(
+            @DefaultValue("true") boolean enabled,
+            @DefaultValue("2GB") DataSize maxPinnedSize,
+            @DefaultValue("16MB") DataSize stagingBufferSize) {}
+
+    /**
+     * @param capacity How many samples each location keeps (at the default interval, an hour).
+     * @param interval How often reserved, allocated and cached bytes are sampled; 0 disables sampling.
+     */
+    public record Timeline(
+            @DefaultValue("720") int capacity,
+            @DefaultValue("5s") Duration interval) {}
+
+    /**
+     * @param platform The OpenCL platform to use, by index or by a part of its name (such as NVIDIA or
+     *     Portable Computing Language); unset, the first platform with a device of the wanted type.
+     * @param deviceType The OpenCL device type to use: gpu, cpu, accelerator or
+     *     all; unset, the backend's default.
+     */
+    public record OpenCl(@Nullable String platform, @Nullable String deviceType) {}
+
+    /**
+     * @param fragmentationWarningThreshold Fragmentation (1 − largest free block / cached bytes) of a location above
+     *     which the health details carry a warning; between 0 and 1.
+     * @param deviceMemoryWarningThreshold Share of the device's memory in use (by anyone) above which the health
+     *     details carry a warning; between 0 and 1.
+     */
+    public record Health(
+            @DefaultValue("0.5") double fragmentationWarningThreshold,
+            @DefaultValue("0.9") double deviceMemoryWarningThreshold) {
+
+        public Health {
+            ratio("compute.health.fragmentation-warning-threshold", fragmentationWarningThreshold);
+            ratio("compute.health.device-memory-warning-threshold", deviceMemoryWarningThreshold);
+        }
+
+        private static void ratio(String property, double value) {
+            if (!(value >= 0.0 && value <= 1.0)) {
+                throw new InvalidSettingException(property, value, "a fraction between 0 and 1, such as 0.5 or 0.9");
+            }
+        }
+    }
+}

@@ -1,0 +1,27 @@
+package dev.compute.boot.actuate.endpoint;
+
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.memory.UnifiedMemoryManager;
+import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.context.annotation.Bean;
+
+/**
+ * The {@code computememory} endpoint, when Actuator is on the class path and the endpoint is exposed (it is not
+ * by default: expose it with {@code management.endpoints.web.exposure.include}).
+ */
+@AutoConfiguration(after = ComputeMemoryAutoConfiguration.class)
+@ConditionalOnClass(name = "org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint")
+@ConditionalOnBean(UnifiedMemoryManager.class)
+public final class ComputeMemoryEndpointAutoConfiguration {
+
+    @Bean
+    @ConditionalOnMissingBean
+    @ConditionalOnAvailableEndpoint
+    ComputeMemoryEndpoint computeMemoryEndpoint(UnifiedMemoryManager manager) {
+        return new ComputeMemoryEndpoint(manager);
+    }
+}

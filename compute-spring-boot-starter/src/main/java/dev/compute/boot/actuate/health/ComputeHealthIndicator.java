@@ -1,0 +1,79 @@
+package dev.compute.boot.actuate.health;
+
+import dev.compute.boot.ComputeProperties;
+import dev.compute.memory.BackendInfo;
+import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import org.springframework.boot.health.contributor.AbstractHealthIndicator;
+import org.springframework.boot.health.contributor.Health;
+
+/**
+ * Health contributor {@code compute}: UP with the backend, the device and each location's memory; DOWN when the
+ * manager is closed or the backend fails to answer. Fragmentation or device memory use above the configured
+ * thresholds ({@code compute.health.*}) adds a warning to the details without changing the status: both are
+ * reasons to look, not reasons to take the instance out of a load balancer.
+ */
+public class ComputeHealthIndicator extends AbstractHealthIndicator {
+
+    private final UnifiedMemoryManager manager;
+    private final ComputeProperties.Health thresholds;
+
+    public ComputeHealthIndicator(UnifiedMemoryManager manager, ComputeProperties.Health thresholds) {
+        super("Compute memory health check failed");
+        this.manager = manager;
+        this.thresholds = thresholds;
+    }
+
+    @Override
+    protected void doHealthCheck(Health.Builder builder) {
+        if (manager.isClosed()) {
+            builder.down().withDetail("reason", "the UnifiedMemoryManager is closed");
+            return;
+        }
+        // Each of these asks the backend; a driver in trouble throws, and AbstractHealthIndicator reports DOWN with the error.
+        BackendInfo info = manager.backendInfo();
+        DeviceMemoryInfo device = manager.deviceMemory();
+        Map<MemoryLocation, MemoryStatistics> statistics = manager.statistics();
+
+        List<String> warnings = new ArrayList<>();
+        Map<String, Object> deviceDetails = new LinkedHashMap<>();
+        deviceDetails.put("index", info.deviceIndex());
+        deviceDetails.put("name", info.deviceName());
+        deviceDetails.put("totalBytes", device.totalBytes());
+        deviceDetails.put("freeBytes", device.freeBytes());
+        if (device.totalBytes() > 0 && device.freeBytes() >= 0) {
+            double used = 1.0 - (double) device.freeBytes() / device.totalBytes();
+            deviceDetails.put("usedRatio", used);
+            if (used > thresholds.deviceMemoryWarningThreshold()) {
+                warnings.add(String.format(Locale.ROOT, "device memory is %.0f%% used, above compute.health.device-memory-warning-threshold (%.0f%%)",
+                        used * 100, thresholds.deviceMemoryWarningThreshold() * 100));
+            }
+        }
+        Map<MemoryLocation, Map<String, Object>> locations = new LinkedHashMap<>();
+        statistics.forEach((location, s) -> {
+            Map<String, Object> details = new LinkedHashMap<>();
+            details.put("allocatedBytes", s.allocatedBytes());
+            details.put("reservedBytes", s.reservedBytes());
+            details.put("cachedBytes", s.cachedBytes());
+            details.put("liveBuffers", s.liveBuffers());
+            details.put("fragmentation", s.fragmentation());
+            details.put("overhead", s.overhead());
+            locations.put(location, details);
+            if (s.fragmentation() > thresholds.fragmentationWarningThreshold()) {
+                warnings.add(String.format(Locale.ROOT, "%s fragmentation is %.2f, above compute.health.fragmentation-warning-threshold (%.2f): "
+                        + "a trim, or fewer mixed-size long-lived buffers, helps", location, s.fragmentation(), thresholds.fragmentationWarningThreshold()));
+            }
+        });
+        builder.up().withDetail("backend", info.backend()).withDetail("device", deviceDetails).withDetail("locations", locations);
+        if (!warnings.isEmpty()) {
+            builder.withDetail("warnings", warnings);
+        }
+    }
+}

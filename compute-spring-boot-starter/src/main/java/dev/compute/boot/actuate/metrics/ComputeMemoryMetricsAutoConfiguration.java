@@ -1,0 +1,24 @@
+package dev.compute.boot.actuate.metrics;
+
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.memory.UnifiedMemoryManager;
+import io.micrometer.core.instrument.binder.MeterBinder;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.context.annotation.Bean;
+
+/** The {@code compute.memory.*} meters, when Micrometer is on the class path; Spring Boot binds them to every registry. */
+@AutoConfiguration(after = ComputeMemoryAutoConfiguration.class,
+        afterName = "org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration")
+@ConditionalOnClass(MeterBinder.class)
+@ConditionalOnBean(UnifiedMemoryManager.class)
+public final class ComputeMemoryMetricsAutoConfiguration {
+
+    @Bean
+    @ConditionalOnMissingBean
+    ComputeMemoryMeterBinder computeMemoryMeterBinder(UnifiedMemoryManager manager) {
+        return new ComputeMemoryMeterBinder(manager);
+    }
+}

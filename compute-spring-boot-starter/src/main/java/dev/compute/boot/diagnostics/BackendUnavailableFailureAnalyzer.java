@@ -1,0 +1,38 @@
+package dev.compute.boot.diagnostics;
+
+import dev.compute.memory.BackendUnavailableException;
+import dev.compute.memory.spi.BackendSelection;
+import dev.compute.memory.spi.ComputeBackendProvider;
+import java.util.List;
+import org.springframework.boot.diagnostics.AbstractFailureAnalyzer;
+import org.springframework.boot.diagnostics.FailureAnalysis;
+import org.springframework.core.Ordered;
+
+/**
+ * Explains a start-up stopped because {@code compute.backend} named a backend that cannot run here (or, for
+ * {@code auto}, none can): the provider's own reason, the backends on the class path, and what to change.
+ */
+public final class BackendUnavailableFailureAnalyzer extends AbstractFailureAnalyzer<BackendUnavailableException> implements Ordered {
+
+    @Override
+    protected FailureAnalysis analyze(Throwable rootFailure, BackendUnavailableException cause) {
+        List<String> onClassPath = BackendSelection.providers(classLoader()).stream().map(ComputeBackendProvider::name).toList();
+        String description = String.format("The compute backend '%s' (compute.backend) cannot run here:%n%n    %s%n%nBackends on the class path: %s%n",
+                cause.backend(), cause.reason(), onClassPath.isEmpty() ? "none" : String.join(", ", onClassPath));
+        String action = BackendSelection.AUTO.equals(cause.backend())
+                ? "Add the compute-cpu module to the class path (the CPU backend runs everywhere), or make one of the backends above available as its reason says."
+                : String.format("Set compute.backend to auto, to take the best backend that can run here (the CPU backend always can), "
+                        + "or make '%s' available as its reason says (a driver, a device, compute.device).", cause.backend());
+        return new FailureAnalysis(description, action, cause);
+    }
+
+    private static ClassLoader classLoader() {
+        ClassLoader loader = Thread.currentThread().getContextClassLoader();
+        return loader != null ? loader : BackendUnavailableFailureAnalyzer.class.getClassLoader();
+    }
+
+    @Override
+    public int getOrder() {
+        return Ordered.HIGHEST_PRECEDENCE;
+    }
+}

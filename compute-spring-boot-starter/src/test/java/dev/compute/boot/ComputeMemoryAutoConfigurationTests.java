@@ -1,0 +1,189 @@
+package dev.compute.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.boot.diagnostics.BackendUnavailableFailureAnalyzer;
+import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
+import dev.compute.boot.testing.UnattachedDeviceBackendProvider;
+import dev.compute.memory.BackendUnavailableException;
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.diagnostics.FailureAnalysis;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.Environment;
+import org.springframework.util.unit.DataSize;
+
+class ComputeMemoryAutoConfigurationTests {
+
+    private final ApplicationContextRunner runner = new ApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(ComputeMemoryAutoConfiguration.class));
+
+    @Test
+    void defaultsGiveAManagerOnTheCpuBackendWithTheDesignDefaults() {
+        runner.run(context -> {
+            assertThat(context).hasSingleBean(UnifiedMemoryManager.class);
+            UnifiedMemoryManager manager = context.getBean(UnifiedMemoryManager.class);
+            assertThat(manager.backendInfo().backend()).isEqualTo("cpu");
+            assertThat(manager.defaultLocation()).isEqualTo(MemoryLocation.HOST);
+
+            ComputeProperties properties = context.getBean(ComputeProperties.class);
+            assertThat(properties.backend()).isEqualTo("auto");
+            assertThat(properties.memory().pooling().maxPoolSize()).isEqualTo(DataSize.ofGigabytes(4));
+            assertThat(properties.memory().pooling().releaseThreshold()).isEqualTo(DataSize.ofMegabytes(256));
+            assertThat(properties.memory().pooling().trimInterval()).isEqualTo(Duration.ofMinutes(5));
+            assertThat(properties.memory().pinning().maxPinnedSize()).isEqualTo(DataSize.ofGigabytes(2));
+            assertThat(properties.memory().pinning().stagingBufferSize()).isEqualTo(DataSize.ofMegabytes(16));
+            assertThat(properties.memory().leakDetection()).isEqualTo(LeakDetectionLevel.SIMPLE);
+            assertThat(properties.health().fragmentationWarningThreshold()).isEqualTo(0.5);
+        });
+    }
+
+    @Test
+    void autoLogsTheChosenBackendAndWhyTheOthersWerePassedOver() {
+        List<String> messages = new CopyOnWriteArrayList<>();
+        Logger logger = Logger.getLogger(UnifiedMemoryManager.class.getName());
+        Handler handler = new Handler() {
+            @Override
+            public void publish(LogRecord record) {
+                messages.add(record.getMessage());
+            }
+
+            @Override
+            public void flush() {}
+
+            @Override
+            public void close() {}
+        };
+        logger.addHandler(handler);
+        try {
+            runner.run(context -> assertThat(context.getBean(UnifiedMemoryManager.class).backendInfo().backend()).isEqualTo("cpu"));
+        } finally {
+            logger.removeHandler(handler);
+        }
+        assertThat(messages).anySatisfy(message -> assertThat(message)
+                .contains("'cpu' chosen").contains(UnattachedDeviceBackendProvider.NAME).contains(UnattachedDeviceBackendProvider.REASON));
+    }
+
+    @Test
+    void propertiesReachTheManager() {
+        runner.withPropertyValues("compute.memory.default-location=unified", "compute.memory.pinning.enabled=false",
+                "compute.memory.leak-detection=paranoid", "compute.memory.pooling.max-pool-size=8MB",
+                "compute.memory.pooling.release-threshold=0")
+                .run(context -> {
+                    UnifiedMemoryManager manager = context.getBean(UnifiedMemoryManager.class);
+                    assertThat(manager.defaultLocation()).isEqualTo(MemoryLocation.UNIFIED);
+                    assertThat(manager.locations()).doesNotContain(MemoryLocation.PINNED);
+                    try (UnifiedBuffer buffer = manager.allocate(4096)) {
+                        assertThat(manager.liveBuffers()).singleElement()
+                                .satisfies(live -> assertThat(live.allocationSite()).contains(getClass().getName()));
+                    }
+                    assertThatThrownBy(() -> manager.allocate(64L << 20)).isInstanceOf(DeviceOutOfMemoryException.class)
+                            .hasMessageContaining("max-pool-size");
+                });
+    }
+
+    @Test
+    void openClPropertiesAndTheDeviceIndexReachTheBackendProvider() {
+        runner.withPropertyValues("compute.backend=" + UnattachedDeviceBackendProvider.NAME, "compute.device=2",
+                "compute.opencl.platform=Portable Computing Language", "compute.opencl.device-type=cpu",
+                "compute.memory.pinning.staging-buffer-size=4MB")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    BackendSettings probed = UnattachedDeviceBackendProvider.lastProbed();
+                    assertThat(probed).isNotNull();
+                    assertThat(probed.deviceIndex()).isEqualTo(2);
+                    assertThat(probed.stagingBufferBytes()).isEqualTo(4L << 20);
+                    assertThat(probed.options()).isEqualTo(Map.of("platform", "Portable Computing Language", "device-type", "cpu"));
+                });
+    }
+
+    @Test
+    void anUnavailableBackendStopsStartUpWithTheProvidersReasonAndWhatToChange() {
+        runner.withPropertyValues("compute.backend=" + UnattachedDeviceBackendProvider.NAME).run(context -> {
+            assertThat(context).getFailure().hasRootCauseInstanceOf(BackendUnavailableException.class);
+            FailureAnalysis analysis = new BackendUnavailableFailureAnalyzer().analyze(context.getStartupFailure());
+            assertThat(analysis).isNotNull();
+            assertThat(analysis.getDescription()).contains("'" + UnattachedDeviceBackendProvider.NAME + "'")
+                    .contains(UnattachedDeviceBackendProvider.REASON).contains("cpu");
+            assertThat(analysis.getAction()).contains("compute.backend").contains("auto");
+        });
+    }
+
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', value = {
+            "compute.backend=tpu                                | compute.backend                           | tpu",
+            "compute.device=-1                                  | compute.device                            | -1",
+            "compute.memory.pooling.max-pool-size=-1GB          | compute.memory.pooling.max-pool-size      | -1073741824 bytes",
+            "compute.memory.pooling.release-threshold=8GB       | compute.memory.pooling.release-threshold  | 8589934592 bytes",
+            "compute.memory.pooling.trim-interval=-5s           | compute.memory.pooling.trim-interval      | PT-5S",
+            "compute.memory.pinning.staging-buffer-size=0       | compute.memory.pinning.staging-buffer-size| 0 bytes",
+            "compute.memory.pinning.max-pinned-size=-1MB        | compute.memory.pinning.max-pinned-size    | -1048576 bytes",
+            "compute.health.fragmentation-warning-threshold=1.5 | compute.health.fragmentation-warning-threshold | 1.5",
+            "compute.health.device-memory-warning-threshold=-0.1| compute.health.device-memory-warning-threshold | -0.1",
+    })
+    void everyInvalidValueStopsStartUpNamingThePropertyTheValueAndWhatIsAllowed(String setting, String property, String value) {
+        AtomicReference<Environment> environment = new AtomicReference<>();
+        runner.withPropertyValues(setting).withInitializer(context -> environment.set(context.getEnvironment())).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context).getFailure().rootCause().isInstanceOf(InvalidSettingException.class)
+                    .extracting(e -> ((InvalidSettingException) e).property()).isEqualTo(property);
+            FailureAnalysis analysis = new InvalidSettingFailureAnalyzer(environment.get()).analyze(context.getStartupFailure());
+            assertThat(analysis).isNotNull();
+            assertThat(analysis.getDescription()).contains("Property: " + property).contains("Value: \"" + value + "\"").contains("Allowed: ");
+            assertThat(analysis.getAction()).startsWith("Change " + property + " to ");
+        });
+    }
+
+    @Test
+    void aManagerOfTheUsersOwnReplacesOursAndIsClosedWithTheContext() {
+        runner.withUserConfiguration(OwnManager.class).run(context -> {
+            assertThat(context).hasSingleBean(UnifiedMemoryManager.class);
+            assertThat(context.getBean(UnifiedMemoryManager.class).backendInfo().backend()).isEqualTo("simulated");
+        });
+        assertThat(OwnManager.backend.isClosed()).isTrue();
+    }
+
+    @Test
+    void shutdownClosesTheManagerAndFreesBuffersLeftOpen() {
+        UnifiedMemoryManager[] seen = new UnifiedMemoryManager[1];
+        UnifiedBuffer[] leftOpen = new UnifiedBuffer[1];
+        runner.run(context -> {
+            seen[0] = context.getBean(UnifiedMemoryManager.class);
+            leftOpen[0] = seen[0].allocate(1 << 20);
+            assertThat(seen[0].liveBuffers()).hasSize(1);
+        });
+        assertThat(seen[0].isClosed()).isTrue();
+        assertThatThrownBy(() -> leftOpen[0].copyFrom(new byte[16])).isInstanceOf(IllegalStateException.class);
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OwnManager {
+        static final SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend();
+
+        @Bean
+        UnifiedMemoryManager ownManager() {
+            return UnifiedMemoryManager.builder().backend(backend).build();
+        }
+    }
+}

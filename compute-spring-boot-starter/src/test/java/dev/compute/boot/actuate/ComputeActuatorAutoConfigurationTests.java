@@ -1,0 +1,89 @@
+package dev.compute.boot.actuate;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.boot.actuate.endpoint.ComputeMemoryEndpoint;
+import dev.compute.boot.actuate.endpoint.ComputeMemoryEndpointAutoConfiguration;
+import dev.compute.boot.actuate.health.ComputeHealthContributorAutoConfiguration;
+import dev.compute.boot.actuate.health.ComputeHealthIndicator;
+import dev.compute.boot.actuate.metrics.ComputeMemoryMeterBinder;
+import dev.compute.boot.actuate.metrics.ComputeMemoryMetricsAutoConfiguration;
+import dev.compute.memory.UnifiedMemoryManager;
+import io.micrometer.core.instrument.MeterRegistry;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.actuate.autoconfigure.endpoint.EndpointAutoConfiguration;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.health.autoconfigure.contributor.HealthContributorAutoConfiguration;
+import org.springframework.boot.health.contributor.Status;
+import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.export.simple.SimpleMetricsExportAutoConfiguration;
+import org.springframework.boot.test.context.FilteredClassLoader;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+
+/** Which of the endpoint, the health contributor and the meters appear, by class path and property. */
+class ComputeActuatorAutoConfigurationTests {
+
+    /** The starter's own auto-configurations: none of them needs Boot's Actuator ones to decide. */
+    private final ApplicationContextRunner ours = new ApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(ComputeMemoryAutoConfiguration.class,
+                    ComputeMemoryEndpointAutoConfiguration.class, ComputeHealthContributorAutoConfiguration.class,
+                    ComputeMemoryMetricsAutoConfiguration.class));
+
+    private final ApplicationContextRunner runner = ours.withConfiguration(AutoConfigurations.of(EndpointAutoConfiguration.class,
+            HealthContributorAutoConfiguration.class, MetricsAutoConfiguration.class,
+            SimpleMetricsExportAutoConfiguration.class, CompositeMeterRegistryAutoConfiguration.class));
+
+    @Test
+    void withEverythingOnTheClassPathTheHealthContributorAndMetersAppearButTheEndpointOnlyWhenExposed() {
+        runner.run(context -> {
+            assertThat(context).hasSingleBean(UnifiedMemoryManager.class)
+                    .hasSingleBean(ComputeHealthIndicator.class)
+                    .hasSingleBean(ComputeMemoryMeterBinder.class)
+                    .doesNotHaveBean(ComputeMemoryEndpoint.class);
+            assertThat(context.getBean(ComputeHealthIndicator.class).health(false).getStatus()).isEqualTo(Status.UP);
+            MeterRegistry registry = context.getBean(MeterRegistry.class);
+            assertThat(registry.get("compute.memory.reserved").tag("backend", "cpu").tag("device", "0").tag("location", "HOST")
+                    .gauge().getId().getBaseUnit()).isEqualTo("bytes");
+            assertThat(registry.get("compute.memory.pool.hits").tag("location", "HOST").functionCounter().count()).isZero();
+        });
+    }
+
+    @Test
+    void theEndpointAppearsWhenExposedOverTheWebAndGoesWhenItsAccessIsNone() {
+        runner.withPropertyValues("management.endpoints.web.exposure.include=computememory")
+                .run(context -> assertThat(context).hasSingleBean(ComputeMemoryEndpoint.class));
+        runner.withPropertyValues("management.endpoints.web.exposure.include=computememory",
+                "management.endpoint.computememory.access=NONE")
+                .run(context -> assertThat(context).doesNotHaveBean(ComputeMemoryEndpoint.class));
+    }
+
+    @Test
+    void theHealthContributorCanBeSwitchedOff() {
+        runner.withPropertyValues("management.health.compute.enabled=false")
+                .run(context -> assertThat(context).doesNotHaveBean(ComputeHealthIndicator.class).hasSingleBean(UnifiedMemoryManager.class));
+    }
+
+    @Test
+    void withoutActuatorOrMicrometerOnTheClassPathOnlyTheManagerRemains() {
+        ours.withPropertyValues("management.endpoints.web.exposure.include=computememory")
+                .withClassLoader(new FilteredClassLoader("org.springframework.boot.actuate", "org.springframework.boot.health", "io.micrometer"))
+                .run(context -> assertThat(context).hasNotFailed().hasSingleBean(UnifiedMemoryManager.class)
+                        .doesNotHaveBean(ComputeMemoryEndpoint.class)
+                        .doesNotHaveBean(ComputeHealthIndicator.class)
+                        .doesNotHaveBean(ComputeMemoryMeterBinder.class));
+    }
+
+    @Test
+    void eachPartFollowsItsOwnClassPath() {
+        ours.withPropertyValues("management.endpoints.web.exposure.include=computememory")
+                .withClassLoader(new FilteredClassLoader("io.micrometer"))
+                .run(context -> assertThat(context).hasSingleBean(ComputeMemoryEndpoint.class)
+                        .hasSingleBean(ComputeHealthIndicator.class).doesNotHaveBean(ComputeMemoryMeterBinder.class));
+        ours.withPropertyValues("management.endpoints.web.exposure.include=computememory")
+                .withClassLoader(new FilteredClassLoader("org.springframework.boot.health"))
+                .run(context -> assertThat(context).hasSingleBean(ComputeMemoryEndpoint.class)
+                        .doesNotHaveBean(ComputeHealthIndicator.class).hasSingleBean(ComputeMemoryMeterBinder.class));
+    }
+}

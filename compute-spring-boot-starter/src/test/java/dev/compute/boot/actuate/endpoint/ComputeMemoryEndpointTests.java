@@ -1,0 +1,89 @@
+package dev.compute.boot.actuate.endpoint;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.memory.DataType;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemorySnapshot.BlockState;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+class ComputeMemoryEndpointTests {
+
+    private final SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend(64L << 20);
+    private final UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backend).releaseThreshold(0)
+            .pinningEnabled(false).build();
+    private final ComputeMemoryEndpoint endpoint = new ComputeMemoryEndpoint(manager);
+
+    @AfterEach
+    void close() {
+        manager.close();
+    }
+
+    @Test
+    void summaryGivesBackendDeviceAndTheFiguresOfEveryLocation() {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1000, MemoryLocation.DEVICE)) {
+            buffer.copyFrom(new float[1000]);
+            ComputeMemoryEndpoint.ComputeMemoryDescriptor summary = endpoint.summary();
+            assertThat(summary.backend()).isEqualTo("simulated");
+            assertThat(summary.device().name()).isEqualTo("simulated discrete device");
+            assertThat(summary.device().totalBytes()).isEqualTo(64L << 20);
+            assertThat(summary.defaultLocation()).isEqualTo(MemoryLocation.DEVICE);
+            assertThat(summary.locations()).containsOnlyKeys(manager.locations()).doesNotContainKey(MemoryLocation.PINNED);
+            ComputeMemoryEndpoint.LocationSummary device = summary.locations().get(MemoryLocation.DEVICE);
+            assertThat(device.liveBuffers()).isEqualTo(1);
+            assertThat(device.requestedBytes()).isEqualTo(4000);
+            assertThat(device.allocatedBytes()).isGreaterThanOrEqualTo(4000);
+            assertThat(device.reservedBytes()).isGreaterThanOrEqualTo(device.allocatedBytes());
+            assertThat(device.cachedBytes()).isEqualTo(device.reservedBytes() - device.allocatedBytes());
+            assertThat(device.overhead()).isEqualTo((double) device.reservedBytes() / device.allocatedBytes());
+            assertThat(device.counts().allocations()).isEqualTo(1);
+            assertThat(device.counts().poolMisses()).isEqualTo(1);
+            assertThat(device.copiedBytes().hostToDevice()).isEqualTo(4000);
+            assertThat(summary.definitions()).containsKeys("fragmentation", "overhead", "hitRate");
+        }
+    }
+
+    @Test
+    void aLocationShowsItsSegmentsWithTheBufferLiveThenFreeAfterClose() {
+        UnifiedBuffer buffer = manager.allocate(1 << 16, MemoryLocation.HOST);
+        ComputeMemoryEndpoint.LocationDescriptor live = endpoint.location(MemoryLocation.HOST);
+        assertThat(live).isNotNull();
+        assertThat(live.segments()).isNotEmpty();
+        assertThat(live.segments()).flatExtracting(ComputeMemoryEndpoint.SegmentDescriptor::blocks)
+                .filteredOn(block -> block.state() == BlockState.LIVE).singleElement()
+                .satisfies(block -> assertThat(block.requestedBytes()).isEqualTo(1 << 16));
+        for (ComputeMemoryEndpoint.SegmentDescriptor segment : live.segments()) {
+            assertThat(segment.blocks().stream().mapToLong(ComputeMemoryEndpoint.BlockDescriptor::sizeBytes).sum())
+                    .as("blocks tile their segment").isEqualTo(segment.sizeBytes());
+        }
+        buffer.close();
+        ComputeMemoryEndpoint.LocationDescriptor after = endpoint.location(MemoryLocation.HOST);
+        assertThat(after.segments()).flatExtracting(ComputeMemoryEndpoint.SegmentDescriptor::blocks)
+                .noneMatch(block -> block.state() == BlockState.LIVE);
+        assertThat(after.summary().cachedBytes()).isPositive();
+        assertThat(after.timeline()).isNotEmpty();
+    }
+
+    @Test
+    void aLocationTheManagerDoesNotHaveIsNotFound() {
+        assertThat(endpoint.location(MemoryLocation.PINNED)).isNull();
+    }
+
+    @Test
+    void trimGivesCachedSegmentsBack() {
+        manager.allocate(1 << 20, MemoryLocation.DEVICE).close();
+        assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isPositive();
+
+        ComputeMemoryEndpoint.TrimDescriptor trimmed = endpoint.trim(null);
+
+        assertThat(trimmed.released()).isEqualTo("beyond-release-threshold");
+        assertThat(trimmed.releasedBytes()).isPositive();
+        assertThat(trimmed.reservedBytesAfter()).containsEntry(MemoryLocation.DEVICE, 0L);
+        assertThat(manager.statistics(MemoryLocation.DEVICE).trims()).isEqualTo(1);
+        assertThat(endpoint.trim(true).released()).isEqualTo("all");
+    }
+}

@@ -1,0 +1,71 @@
+package dev.compute.boot.actuate.health;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.boot.ComputeProperties;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.health.contributor.Health;
+import org.springframework.boot.health.contributor.Status;
+
+class ComputeHealthIndicatorTests {
+
+    private final UnifiedMemoryManager manager = UnifiedMemoryManager.builder()
+            .backend(new SimulatedDiscreteBackend(64L << 20)).build();
+
+    @AfterEach
+    void close() {
+        manager.close();
+    }
+
+    @Test
+    void upWithBackendDeviceAndMemoryDetailsAndNoWarningsBelowTheThresholds() {
+        Health health = new ComputeHealthIndicator(manager, new ComputeProperties.Health(0.5, 0.9)).health(true);
+        assertThat(health.getStatus()).isEqualTo(Status.UP);
+        assertThat(health.getDetails()).containsEntry("backend", "simulated").containsKeys("device", "locations")
+                .doesNotContainKey("warnings");
+        assertThat(castMap(health.getDetails().get("device"))).containsEntry("totalBytes", 64L << 20);
+        assertThat(castMap(health.getDetails().get("locations"))).containsKeys(MemoryLocation.DEVICE, MemoryLocation.HOST);
+    }
+
+    @Test
+    void warnsWhenFragmentationOrDeviceMemoryUsePassesItsThresholdButStaysUp() {
+        // Every other block freed: free memory in pieces, so the largest free block is less than all that is cached.
+        List<UnifiedBuffer> buffers = new ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+            buffers.add(manager.allocate(64 << 10, MemoryLocation.DEVICE));
+        }
+        for (int i = 0; i < buffers.size(); i += 2) {
+            buffers.get(i).close();
+        }
+        assertThat(manager.statistics(MemoryLocation.DEVICE).fragmentation()).isPositive();
+
+        Health health = new ComputeHealthIndicator(manager, new ComputeProperties.Health(0.0, 0.0)).health(true);
+
+        assertThat(health.getStatus()).isEqualTo(Status.UP);
+        assertThat((List<?>) health.getDetails().get("warnings")).anySatisfy(w -> assertThat(w.toString())
+                        .startsWith("DEVICE fragmentation").contains("compute.health.fragmentation-warning-threshold"))
+                .anySatisfy(w -> assertThat(w.toString()).startsWith("device memory is").contains("compute.health.device-memory-warning-threshold"));
+        buffers.forEach(UnifiedBuffer::close);
+    }
+
+    @Test
+    void downOnceTheManagerIsClosed() {
+        manager.close();
+        Health health = new ComputeHealthIndicator(manager, new ComputeProperties.Health(0.5, 0.9)).health(true);
+        assertThat(health.getStatus()).isEqualTo(Status.DOWN);
+        assertThat(health.getDetails()).containsEntry("reason", "the UnifiedMemoryManager is closed");
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<Object, Object> castMap(Object details) {
+        return (Map<Object, Object>) details;
+    }
+}

@@ -1,0 +1,48 @@
+package dev.compute.boot.diagnostics;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.boot.testing.UnattachedDeviceBackendProvider;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
+import org.springframework.context.annotation.Configuration;
+
+/** Start-up as a user sees it: the analyzers are found through spring.factories and their report is printed. */
+@ExtendWith(OutputCaptureExtension.class)
+class FailureAnalyzersTests {
+
+    @Test
+    void anInvalidSizeIsReportedWithPropertyValueAllowedAndAction(CapturedOutput output) {
+        assertThatThrownBy(() -> start("--compute.memory.pooling.max-pool-size=-1GB")).isNotNull();
+        assertThat(output).contains("APPLICATION FAILED TO START")
+                .contains("A compute memory setting is invalid:")
+                .contains("Property: compute.memory.pooling.max-pool-size")
+                .contains("Value: \"-1073741824 bytes\"")
+                .contains("Origin: \"compute.memory.pooling.max-pool-size\" from property source \"commandLineArgs\"")
+                .contains("Allowed: a positive size, such as 512MB or 4GB")
+                .contains("Change compute.memory.pooling.max-pool-size to a positive size");
+    }
+
+    @Test
+    void anUnavailableBackendIsReportedWithItsReason(CapturedOutput output) {
+        assertThatThrownBy(() -> start("--compute.backend=" + UnattachedDeviceBackendProvider.NAME)).isNotNull();
+        assertThat(output).contains("APPLICATION FAILED TO START")
+                .contains("The compute backend '" + UnattachedDeviceBackendProvider.NAME + "' (compute.backend) cannot run here:")
+                .contains(UnattachedDeviceBackendProvider.REASON)
+                .contains("Set compute.backend to auto");
+    }
+
+    private static void start(String... args) {
+        new SpringApplicationBuilder(Application.class).web(WebApplicationType.NONE).run(args).close();
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @EnableAutoConfiguration
+    static class Application {}
+}

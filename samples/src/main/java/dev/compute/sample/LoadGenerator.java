@@ -1,0 +1,175 @@
+package dev.compute.sample;
+
+import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.util.ArrayDeque;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.context.SmartLifecycle;
+import org.springframework.stereotype.Component;
+
+/**
+ * Makes the pool move so there is something to watch in Actuator and Grafana: one thread allocates FLOAT32
+ * buffers of mixed sizes at every location the manager has, fills, scales and sums them, holds up to
+ * {@code sample.load.max-live-buffers} and closes the oldest as it goes. Sizes come from a few classes, as real
+ * workloads' do, so the cache gets hits. Starts with the application when {@code sample.load.enabled}; started
+ * and stopped over {@code /api/load}. Stopping closes every buffer it holds.
+ */
+@Component
+public class LoadGenerator implements SmartLifecycle {
+
+    private static final Logger LOG = LoggerFactory.getLogger(LoadGenerator.class);
+
+    public record Status(boolean running, long operations, long bytesAllocated, long outOfMemory, int liveBuffers) {}
+
+    private final UnifiedMemoryManager manager;
+    private final LoadProperties properties;
+    private final AtomicLong operations = new AtomicLong();
+    private final AtomicLong bytesAllocated = new AtomicLong();
+    private final AtomicLong outOfMemory = new AtomicLong();
+    private final ArrayDeque<UnifiedBuffer> held = new ArrayDeque<>();
+    private @Nullable Thread worker;
+    private volatile boolean running;
+
+    public LoadGenerator(UnifiedMemoryManager manager, LoadProperties properties) {
+        this.manager = manager;
+        this.properties = properties;
+    }
+
+    @Override
+    public boolean isAutoStartup() {
+        return properties.enabled();
+    }
+
+    @Override
+    public synchronized void start() {
+        if (running) {
+            return;
+        }
+        running = true;
+        worker = Thread.ofPlatform().daemon().name("sample-load").start(this::run);
+        LOG.info("load generator started: up to {} buffers of up to {}", properties.maxLiveBuffers(), properties.maxBufferSize());
+    }
+
+    @Override
+    public synchronized void stop() {
+        if (!running) {
+            return;
+        }
+        running = false;
+        Thread thread = worker;
+        worker = null;
+        if (thread != null) {
+            thread.interrupt();
+            try {
+                thread.join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        LOG.info("load generator stopped after {} operations", operations.get());
+    }
+
+    @Override
+    public boolean isRunning() {
+        return running;
+    }
+
+    // Before the manager closes (it is a bean this one depends on, so it closes after), so nothing held is reported as leaked.
+    @Override
+    public int getPhase() {
+        return SmartLifecycle.DEFAULT_PHASE;
+    }
+
+    public Status status() {
+        int live;
+        synchronized (held) {
+            live = held.size();
+        }
+        return new Status(running, operations.get(), bytesAllocated.get(), outOfMemory.get(), live);
+    }
+
+    private void run() {
+        SplittableRandom random = new SplittableRandom();
+        List<MemoryLocation> locations = manager.locations();
+        long maxElements = properties.maxBufferSize().toBytes() / Float.BYTES;
+        try {
+            while (running && !Thread.currentThread().isInterrupted()) {
+                step(random, locations, maxElements);
+                if (!properties.pause().isZero()) {
+                    Thread.sleep(properties.pause());
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (RuntimeException e) {
+            if (!manager.isClosed()) {
+                LOG.error("load generator stopped by an error", e);
+            }
+        } finally {
+            running = false;
+            release();
+        }
+    }
+
+    private void step(SplittableRandom random, List<MemoryLocation> locations, long maxElements) {
+        // four size classes: small ones are frequent, the largest rare; within a class sizes vary a little
+        long classSize = switch (random.nextInt(10)) {
+            case 0 -> maxElements;
+            case 1, 2 -> maxElements / 8;
+            case 3, 4, 5 -> maxElements / 64;
+            default -> maxElements / 512;
+        };
+        long elements = Math.max(1, classSize - random.nextLong(Math.max(1, classSize / 4)));
+        MemoryLocation location = locations.get(random.nextInt(locations.size()));
+        UnifiedBuffer buffer;
+        try {
+            buffer = manager.allocate(DataType.FLOAT32, elements, location);
+        } catch (DeviceOutOfMemoryException e) {
+            outOfMemory.incrementAndGet();
+            closeOldest();
+            return;
+        }
+        bytesAllocated.addAndGet(buffer.byteSize());
+        manager.ops().fill(buffer, 1.0);
+        manager.ops().scale(buffer, 0.5);
+        manager.ops().sum(buffer);
+        operations.incrementAndGet();
+        synchronized (held) {
+            held.addLast(buffer);
+        }
+        while (heldCount() > properties.maxLiveBuffers()) {
+            closeOldest();
+        }
+    }
+
+    private int heldCount() {
+        synchronized (held) {
+            return held.size();
+        }
+    }
+
+    private void closeOldest() {
+        UnifiedBuffer oldest;
+        synchronized (held) {
+            oldest = held.pollFirst();
+        }
+        if (oldest != null) {
+            oldest.close();
+        }
+    }
+
+    private void release() {
+        synchronized (held) {
+            held.forEach(UnifiedBuffer::close);
+            held.clear();
+        }
+    }
+}

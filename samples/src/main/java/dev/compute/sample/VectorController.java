@@ -1,0 +1,112 @@
+package dev.compute.sample;
+
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.DeleteMapping;
+import org.springframework.web.bind.annotation.GetMapping;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.PutMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RestController;
+
+/**
+ * The REST API. Math on posted arrays under {@code /api/math}; named vectors kept in compute memory under
+ * {@code /api/vectors}. Numbers are FLOAT64.
+ */
+@RestController
+public class VectorController {
+
+    public record AxpyRequest(@Nullable Double alpha, double @Nullable [] x, double @Nullable [] y) {}
+
+    public record ScaleRequest(@Nullable Double alpha, double @Nullable [] x) {}
+
+    public record SumRequest(double @Nullable [] x) {}
+
+    public record VectorResult(double[] result) {}
+
+    public record SumResult(double sum) {}
+
+    public record PutVectorRequest(double @Nullable [] values) {}
+
+    public record Vector(String name, long length, String location, double[] values) {}
+
+    public record NamedScaleRequest(@Nullable Double alpha) {}
+
+    /** {@code y = alpha * x + y} where {@code x} names another stored vector. */
+    public record NamedAxpyRequest(@Nullable Double alpha, @Nullable String x) {}
+
+    public record NamedSum(String name, double sum) {}
+
+    private final VectorMath math;
+    private final VectorStore store;
+
+    public VectorController(VectorMath math, VectorStore store) {
+        this.math = math;
+        this.store = store;
+    }
+
+    @PostMapping("/api/math/axpy")
+    public VectorResult axpy(@RequestBody AxpyRequest request) {
+        return new VectorResult(math.axpy(required("alpha", request.alpha()), request.x(), request.y()));
+    }
+
+    @PostMapping("/api/math/scale")
+    public VectorResult scale(@RequestBody ScaleRequest request) {
+        return new VectorResult(math.scale(required("alpha", request.alpha()), request.x()));
+    }
+
+    @PostMapping("/api/math/sum")
+    public SumResult sum(@RequestBody SumRequest request) {
+        return new SumResult(math.sum(request.x()));
+    }
+
+    @GetMapping("/api/vectors")
+    public List<VectorStore.VectorInfo> list() {
+        return store.list();
+    }
+
+    @PutMapping("/api/vectors/{name}")
+    public ResponseEntity<VectorStore.VectorInfo> put(@PathVariable String name, @RequestBody PutVectorRequest request) {
+        boolean created = store.put(name, request.values());
+        return ResponseEntity.status(created ? HttpStatus.CREATED : HttpStatus.OK).body(store.info(name));
+    }
+
+    @GetMapping("/api/vectors/{name}")
+    public Vector get(@PathVariable String name) {
+        VectorStore.VectorInfo info = store.info(name);
+        return new Vector(name, info.length(), info.location(), store.get(name));
+    }
+
+    @DeleteMapping("/api/vectors/{name}")
+    public ResponseEntity<Void> delete(@PathVariable String name) {
+        if (!store.delete(name)) {
+            throw new VectorStore.VectorNotFoundException(name);
+        }
+        return ResponseEntity.noContent().build();
+    }
+
+    @PostMapping("/api/vectors/{name}/scale")
+    public VectorStore.VectorInfo scaleStored(@PathVariable String name, @RequestBody NamedScaleRequest request) {
+        return store.scale(name, required("alpha", request.alpha()));
+    }
+
+    @PostMapping("/api/vectors/{name}/axpy")
+    public VectorStore.VectorInfo axpyStored(@PathVariable String name, @RequestBody NamedAxpyRequest request) {
+        return store.axpy(required("alpha", request.alpha()), required("x", request.x()), name);
+    }
+
+    @GetMapping("/api/vectors/{name}/sum")
+    public NamedSum sumStored(@PathVariable String name) {
+        return new NamedSum(name, store.sum(name));
+    }
+
+    private static <T> T required(String field, @Nullable T value) {
+        if (value == null) {
+            throw new IllegalArgumentException("'" + field + "' is required");
+        }
+        return value;
+    }
+}

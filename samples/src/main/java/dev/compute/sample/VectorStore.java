@@ -1,0 +1,169 @@
+package dev.compute.sample;
+
+import dev.compute.memory.DataType;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
+import org.springframework.beans.factory.DisposableBean;
+import org.springframework.stereotype.Service;
+
+/**
+ * Named FLOAT64 vectors kept in compute memory between requests, at the manager's default location (the GPU's
+ * memory on an accelerator). Each buffer is used under its own lock, so a delete never closes a buffer under a
+ * running operation.
+ */
+@Service
+public class VectorStore implements DisposableBean {
+
+    /** Bounds a request's size: 16 Mi elements, 128 MiB of FLOAT64. */
+    public static final int MAX_LENGTH = 1 << 24;
+    private static final Pattern NAME = Pattern.compile("[A-Za-z0-9_.-]{1,64}");
+
+    public record VectorInfo(String name, long length, String location, long sizeBytes) {}
+
+    private final UnifiedMemoryManager manager;
+    private final Map<String, UnifiedBuffer> vectors = new ConcurrentHashMap<>();
+
+    public VectorStore(UnifiedMemoryManager manager) {
+        this.manager = manager;
+    }
+
+    /** Stores {@code values} under {@code name}, replacing (and freeing) what was there; true when it is new. */
+    public boolean put(String name, double @Nullable [] values) {
+        checkName(name);
+        checkValues("values", values);
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT64, values.length);
+        try {
+            buffer.copyFrom(values);
+        } catch (RuntimeException e) {
+            buffer.close();
+            throw e;
+        }
+        UnifiedBuffer previous = vectors.put(name, buffer);
+        if (previous != null) {
+            synchronized (previous) {
+                previous.close();
+            }
+        }
+        return previous == null;
+    }
+
+    public double[] get(String name) {
+        UnifiedBuffer buffer = find(name);
+        synchronized (buffer) {
+            ensureOpen(name, buffer);
+            double[] values = new double[Math.toIntExact(buffer.elementCount())];
+            buffer.copyTo(values);
+            return values;
+        }
+    }
+
+    public boolean delete(String name) {
+        UnifiedBuffer buffer = vectors.remove(name);
+        if (buffer == null) {
+            return false;
+        }
+        synchronized (buffer) {
+            buffer.close();
+        }
+        return true;
+    }
+
+    public List<VectorInfo> list() {
+        return vectors.entrySet().stream().sorted(Map.Entry.comparingByKey())
+                .map(e -> info(e.getKey(), e.getValue())).toList();
+    }
+
+    public VectorInfo info(String name) {
+        return info(name, find(name));
+    }
+
+    /** {@code name = alpha * name}. */
+    public VectorInfo scale(String name, double alpha) {
+        UnifiedBuffer buffer = find(name);
+        synchronized (buffer) {
+            ensureOpen(name, buffer);
+            manager.ops().scale(buffer, alpha);
+        }
+        return info(name, buffer);
+    }
+
+    /** {@code y = alpha * x + y}, both stored vectors of the same length. */
+    public VectorInfo axpy(double alpha, String x, String y) {
+        UnifiedBuffer xs = find(x);
+        UnifiedBuffer ys = find(y);
+        if (xs.elementCount() != ys.elementCount()) {
+            throw new IllegalArgumentException("vectors '" + x + "' (" + xs.elementCount() + " elements) and '" + y + "' ("
+                    + ys.elementCount() + " elements) differ in length");
+        }
+        // Both locks, always in name order, so two crossed axpy calls cannot deadlock.
+        UnifiedBuffer first = x.compareTo(y) <= 0 ? xs : ys;
+        UnifiedBuffer second = first == xs ? ys : xs;
+        synchronized (first) {
+            synchronized (second) {
+                ensureOpen(x, xs);
+                ensureOpen(y, ys);
+                manager.ops().axpy(alpha, xs, ys);
+            }
+        }
+        return info(y, ys);
+    }
+
+    public double sum(String name) {
+        UnifiedBuffer buffer = find(name);
+        synchronized (buffer) {
+            ensureOpen(name, buffer);
+            return manager.ops().sum(buffer);
+        }
+    }
+
+    private UnifiedBuffer find(String name) {
+        UnifiedBuffer buffer = vectors.get(name);
+        if (buffer == null) {
+            throw new VectorNotFoundException(name);
+        }
+        return buffer;
+    }
+
+    // A concurrent delete or replace closed it after we found it: to the caller the vector is gone.
+    private static void ensureOpen(String name, UnifiedBuffer buffer) {
+        if (buffer.isClosed()) {
+            throw new VectorNotFoundException(name);
+        }
+    }
+
+    private static VectorInfo info(String name, UnifiedBuffer buffer) {
+        return new VectorInfo(name, buffer.elementCount(), buffer.location().name(), buffer.byteSize());
+    }
+
+    static void checkName(String name) {
+        if (!NAME.matcher(name).matches()) {
+            throw new IllegalArgumentException("vector name '" + name + "' is not allowed: use 1 to 64 letters, digits, '_', '.' or '-'");
+        }
+    }
+
+    static void checkValues(String field, double @Nullable [] values) {
+        if (values == null) {
+            throw new IllegalArgumentException("'" + field + "' is required: an array of numbers");
+        }
+        if (values.length == 0 || values.length > MAX_LENGTH) {
+            throw new IllegalArgumentException("'" + field + "' must have 1 to " + MAX_LENGTH + " elements, not " + values.length);
+        }
+    }
+
+    /** Frees every stored vector before the manager closes, so none is reported as a leak. */
+    @Override
+    public void destroy() {
+        vectors.keySet().forEach(this::delete);
+    }
+
+    public static final class VectorNotFoundException extends RuntimeException {
+        public VectorNotFoundException(String name) {
+            super("no vector named '" + name + "'; GET /api/vectors lists those stored");
+        }
+    }
+}

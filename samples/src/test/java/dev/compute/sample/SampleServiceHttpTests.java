@@ -1,0 +1,147 @@
+package dev.compute.sample;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.core.ParameterizedTypeReference;
+import org.springframework.http.MediaType;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.client.RestClient;
+
+/** The sample over real HTTP: its REST API, the computememory endpoint, the compute health contributor and the Prometheus scrape. */
+@SampleServiceTest
+@SuppressWarnings("unchecked")
+class SampleServiceHttpTests {
+
+    private static final ParameterizedTypeReference<Map<String, Object>> JSON = new ParameterizedTypeReference<>() {};
+
+    @Value("${local.server.port}")
+    int port;
+
+    private RestClient http;
+
+    @BeforeEach
+    void client() {
+        http = RestClient.builder().baseUrl("http://127.0.0.1:" + port)
+                .defaultStatusHandler(status -> true, (request, response) -> {})
+                .build();
+    }
+
+    @Test
+    void vectorMathOnPostedArrays() {
+        assertThat(post("/api/math/axpy", "{\"alpha\": 2, \"x\": [1, 2, 3], \"y\": [10, 20, 30]}").getBody())
+                .containsEntry("result", List.of(12.0, 24.0, 36.0));
+        assertThat(post("/api/math/scale", "{\"alpha\": -0.5, \"x\": [2, 4]}").getBody()).containsEntry("result", List.of(-1.0, -2.0));
+        assertThat(post("/api/math/sum", "{\"x\": [0.5, 1.5, 2]}").getBody()).containsEntry("sum", 4.0);
+    }
+
+    @Test
+    void namedVectorsLiveInComputeMemoryBetweenRequests() {
+        assertThat(put("/api/vectors/http-a", "{\"values\": [1, 2, 3, 4]}").getStatusCode().value()).isEqualTo(201);
+        assertThat(put("/api/vectors/http-b", "{\"values\": [1, 1, 1, 1]}").getBody()).containsEntry("length", 4);
+        assertThat(put("/api/vectors/http-b", "{\"values\": [10, 10, 10, 10]}").getStatusCode().value()).as("replaced").isEqualTo(200);
+
+        assertThat(get("/api/vectors/http-a").getBody()).containsEntry("values", List.of(1.0, 2.0, 3.0, 4.0));
+        assertThat(post("/api/vectors/http-a/scale", "{\"alpha\": 3}").getStatusCode().value()).isEqualTo(200);
+        assertThat(post("/api/vectors/http-b/axpy", "{\"alpha\": 2, \"x\": \"http-a\"}").getStatusCode().value()).isEqualTo(200);
+        assertThat(get("/api/vectors/http-b").getBody()).containsEntry("values", List.of(16.0, 22.0, 28.0, 34.0));
+        assertThat(get("/api/vectors/http-b/sum").getBody()).containsEntry("sum", 100.0);
+        assertThat(http.get().uri("/api/vectors").retrieve().body(List.class)).extracting(v -> ((Map<String, Object>) v).get("name"))
+                .contains("http-a", "http-b");
+
+        assertThat(http.delete().uri("/api/vectors/http-a").retrieve().toBodilessEntity().getStatusCode().value()).isEqualTo(204);
+        ResponseEntity<Map<String, Object>> gone = get("/api/vectors/http-a");
+        assertThat(gone.getStatusCode().value()).isEqualTo(404);
+        assertThat(gone.getBody()).extractingByKey("detail").asString().contains("no vector named 'http-a'");
+        http.delete().uri("/api/vectors/http-b").retrieve().toBodilessEntity();
+    }
+
+    @Test
+    void badRequestsGet400WithAClearMessage() {
+        assertBadRequest(post("/api/math/axpy", "{\"alpha\": 1, \"x\": [1, 2], \"y\": [1]}"), "'x' (2 elements) and 'y' (1 elements) differ in length");
+        assertBadRequest(post("/api/math/scale", "{\"x\": [1]}"), "'alpha' is required");
+        assertBadRequest(post("/api/math/sum", "{\"x\": []}"), "'x' must have 1 to");
+        assertBadRequest(post("/api/math/sum", "{\"x\": [1, \"two\"]}"), "the request body is not the JSON this operation takes");
+        assertBadRequest(put("/api/vectors/bad!name", "{\"values\": [1]}"), "vector name 'bad!name' is not allowed");
+    }
+
+    @Test
+    void theComputeMemoryEndpointShowsThePoolAndTrimsIt() {
+        put("/api/vectors/http-endpoint", "{\"values\": [1, 2, 3]}");
+        try {
+            Map<String, Object> summary = get("/actuator/computememory").getBody();
+            assertThat(summary).containsKeys("backend", "device", "defaultLocation", "locations", "definitions");
+            String location = (String) summary.get("defaultLocation");
+            Map<String, Object> figures = (Map<String, Object>) ((Map<String, Object>) summary.get("locations")).get(location);
+            assertThat(figures).containsKeys("liveBuffers", "allocatedBytes", "reservedBytes", "cachedBytes", "reservedBytesPeak",
+                    "hitRate", "fragmentation", "overhead", "counts", "copiedBytes");
+            assertThat(((Number) figures.get("liveBuffers")).longValue()).isPositive();
+
+            Map<String, Object> detail = get("/actuator/computememory/" + location.toLowerCase()).getBody();
+            assertThat(detail).containsEntry("location", location).containsKeys("summary", "segments", "timeline");
+            assertThat((List<?>) detail.get("segments")).flatExtracting(s -> (List<?>) ((Map<String, Object>) s).get("blocks"))
+                    .anySatisfy(b -> assertThat((Map<String, Object>) b).containsEntry("state", "LIVE").containsEntry("requestedBytes", 24)
+                            .extractingByKey("allocationSite").asString().contains("VectorStore"));
+
+            assertThat(get("/actuator/computememory/nowhere").getStatusCode().value()).isEqualTo(400);
+
+            ResponseEntity<Map<String, Object>> trimmed = post("/actuator/computememory", "{\"all\": true}");
+            assertThat(trimmed.getStatusCode().value()).isEqualTo(200);
+            assertThat(trimmed.getBody()).containsEntry("released", "all").containsKeys("releasedBytes", "reservedBytesAfter");
+        } finally {
+            http.delete().uri("/api/vectors/http-endpoint").retrieve().toBodilessEntity();
+        }
+    }
+
+    @Test
+    void healthReportsTheComputeContributorUpWithDetails() {
+        Map<String, Object> health = get("/actuator/health/compute").getBody();
+        assertThat(health).containsEntry("status", "UP");
+        assertThat((Map<String, Object>) health.get("details")).containsKeys("backend", "device", "locations");
+    }
+
+    @Test
+    void prometheusScrapeCarriesOurSeriesWithUnits() {
+        String scrape = http.get().uri("/actuator/prometheus").retrieve().body(String.class);
+        assertThat(scrape).containsPattern("compute_memory_reserved_bytes\\{backend=\"\\w+\",device=\"0\",location=\"HOST\"\\}")
+                .contains("compute_memory_allocated_peak_bytes{").contains("compute_memory_fragmentation_ratio{")
+                .contains("compute_memory_pool_hits_total{").contains("compute_memory_copied_bytes_total{");
+    }
+
+    @Test
+    void theLoadGeneratorStartsMovesThePoolAndStopsFreeingItsBuffers() throws InterruptedException {
+        assertThat(post("/api/load/start", "").getBody()).containsEntry("running", true);
+        Instant deadline = Instant.now().plus(Duration.ofSeconds(30));
+        long operations = 0;
+        while (operations < 50 && Instant.now().isBefore(deadline)) {
+            Thread.sleep(100);
+            operations = ((Number) get("/api/load").getBody().get("operations")).longValue();
+        }
+        assertThat(operations).as("operations within the wait").isGreaterThanOrEqualTo(50);
+        Map<String, Object> stopped = post("/api/load/stop", "").getBody();
+        assertThat(stopped).containsEntry("running", false).containsEntry("liveBuffers", 0);
+    }
+
+    private static void assertBadRequest(ResponseEntity<Map<String, Object>> response, String message) {
+        assertThat(response.getStatusCode().value()).isEqualTo(400);
+        assertThat(response.getBody()).extractingByKey("detail").asString().contains(message);
+    }
+
+    private ResponseEntity<Map<String, Object>> get(String path) {
+        return http.get().uri(path).retrieve().toEntity(JSON);
+    }
+
+    private ResponseEntity<Map<String, Object>> post(String path, String json) {
+        return http.post().uri(path).contentType(MediaType.APPLICATION_JSON).body(json).retrieve().toEntity(JSON);
+    }
+
+    private ResponseEntity<Map<String, Object>> put(String path, String json) {
+        return http.put().uri(path).contentType(MediaType.APPLICATION_JSON).body(json).retrieve().toEntity(JSON);
+    }
+}
