@@ -42,19 +42,35 @@ class CudaMemoryManagerTest {
     }
 
     @Test
-    void anImpossibleRequestFailsWithTheDiagnosticAndLeavesThePoolWhole() {
-        CudaBackend backend = open(true);
+    void anImpossibleRequestFailsWithTheDiagnosticAndLeavesThePoolWholeWithExpandableSegments() {
+        impossibleRequest(true);
+    }
+
+    @Test
+    void anImpossibleRequestFailsWithTheDiagnosticAndLeavesThePoolWholeWithPlainSegments() {
+        impossibleRequest(false);
+    }
+
+    /** Twice the device's memory, under a pool cap that allows it: the driver itself refuses. */
+    private void impossibleRequest(boolean expandableSegments) {
+        CudaBackend backend = CudaTestSupport.openBackend();
+        long total = backend.info().deviceTotalBytes();
+        manager = CudaTestSupport.managerOn(backend).expandableSegments(expandableSegments).releaseThreshold(0)
+                .maxPoolSize(total * 8).build();
         try (UnifiedBuffer kept = manager.allocate(DataType.FLOAT32, 1 << 20, MemoryLocation.DEVICE)) {
             kept.copyFrom(new float[] {1, 2, 3});
             MemoryStatistics before = manager.statistics(MemoryLocation.DEVICE);
-            long impossible = backend.info().deviceTotalBytes() * 4;
+            long impossible = total * 2;
             assertThatThrownBy(() -> manager.allocate(impossible, MemoryLocation.DEVICE))
                     .isInstanceOf(DeviceOutOfMemoryException.class)
-                    .hasMessageContaining(String.valueOf(impossible))
-                    .hasMessageContaining("free");
+                    .hasMessageContaining("requested " + impossible)
+                    .hasMessageContaining("device free")
+                    .hasMessageContaining(expandableSegments ? "cuMemCreate" : "cuMemAlloc")
+                    .hasMessageContaining("CUDA_ERROR_OUT_OF_MEMORY (2)");
             MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
             assertThat(after.allocatedBytes()).isEqualTo(before.allocatedBytes());
             assertThat(after.liveBuffers()).isEqualTo(before.liveBuffers());
+            assertThat(backend.memoryInfo().freeBytes()).as("nothing stays mapped for the failed request").isGreaterThan(total / 2);
             float[] back = new float[3];
             kept.copyTo(0, back, 0, 3);
             assertThat(back).containsExactly(1, 2, 3);
