@@ -24,7 +24,8 @@ import jcuda.driver.CUdeviceptr;
  * backend (pages mapped into an expandable segment, by default). Copies wait until the bytes have landed
  * ({@code cuCtxSynchronize} inside the timed region).
  *
- * <p>Usage, on the GPU machine: {@code bash .gpu/run-main.sh dev.compute.benchmarks.gpu.GpuBenchmark [device]}.
+ * <p>Usage, on the GPU machine: {@code bash .gpu/run-main.sh dev.compute.benchmarks.gpu.GpuBenchmark [device]}, or
+ * {@code java -jar benchmarks/target/compute-benchmarks.jar gpu [device]}.
  * Without a CUDA device it stops at once with exit status 2 and says why.
  */
 public final class GpuBenchmark {
@@ -40,14 +41,18 @@ public final class GpuBenchmark {
     private GpuBenchmark() {}
 
     public static void main(String[] args) {
+        System.exit(run(args));
+    }
+
+    /** The {@code gpu} subcommand: 0 once the table is printed, 2 when there is no CUDA device to measure. */
+    public static int run(String[] args) {
         int deviceIndex = args.length > 0 ? Integer.parseInt(args[0]) : 0;
         RawCuda raw;
         try {
             raw = RawCuda.open(deviceIndex);
         } catch (NoCudaDeviceException e) {
             System.err.println("GpuBenchmark: " + e.getMessage());
-            System.exit(2);
-            return;
+            return 2;
         }
         UnifiedMemoryManager manager;
         try {
@@ -55,8 +60,7 @@ public final class GpuBenchmark {
         } catch (RuntimeException e) {
             raw.close();
             System.err.println("GpuBenchmark: the CUDA backend did not open on device " + deviceIndex + ": " + e.getMessage());
-            System.exit(2);
-            return;
+            return 2;
         }
         try (raw; manager) {
             List<String> lines = new ArrayList<>();
@@ -68,6 +72,7 @@ public final class GpuBenchmark {
             lines.addAll(copyTable(raw, manager));
             lines.forEach(System.out::println);
         }
+        return 0;
     }
 
     // ---- allocate+free pairs --------------------------------------------------------------------------------------

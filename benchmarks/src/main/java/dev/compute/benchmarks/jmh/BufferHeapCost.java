@@ -16,7 +16,7 @@ import org.openjdk.jol.info.GraphLayout;
  * buffer takes in the array that holds them here. Shared things (the manager, the chain, segments the pool
  * carves many blocks from) cancel out; what one more live buffer costs remains.
  *
- * <p>Usage: {@code java -cp ... dev.compute.benchmarks.jmh.BufferHeapCost [n] [size]} (default 4096 buffers of
+ * <p>Usage: {@code java -jar benchmarks/target/compute-benchmarks.jar heap-cost [n] [size]} (default 4096 buffers of
  * 4096 bytes, CPU backend, HOST). Prints one line per leak-detection level, {@code disabled} and {@code simple}.
  * The timeline and scheduled trims are switched off so that no background thread changes the graph between the
  * two walks. Run it with {@code -XX:+UseCompressedOops} (the default below 32 GB of heap), as a service would.
@@ -29,6 +29,11 @@ public final class BufferHeapCost {
     private BufferHeapCost() {}
 
     public static void main(String[] args) {
+        System.exit(run(args));
+    }
+
+    /** The {@code heap-cost} subcommand; exits 0 whether or not the goal is met (the lines say which). */
+    public static int run(String[] args) {
         // records' fields have no Unsafe offsets; JOL then finds them by its own probe
         System.setProperty("jol.magicFieldOffset", "true");
         int n = args.length > 0 ? Integer.parseInt(args[0]) : 4096;
@@ -39,6 +44,7 @@ public final class BufferHeapCost {
             System.out.printf(Locale.ROOT, "heap_cost leak_detection=%s buffers=%d size=%d bytes_per_live_buffer=%.1f goal=%d %s%n",
                     level.name().toLowerCase(Locale.ROOT), n, size, perBuffer, GOAL_BYTES, perBuffer <= GOAL_BYTES ? "met" : "NOT met");
         }
+        return 0;
     }
 
     /** Bytes of heap per extra live buffer, from the graph with {@code n} and with {@code 2n} buffers live. */

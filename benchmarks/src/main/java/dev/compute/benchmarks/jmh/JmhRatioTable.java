@@ -15,7 +15,7 @@ import java.util.Map;
  * every allocator and shape, each as a ratio against the raw backend ({@code backend}) and against Netty's pooled
  * allocator of the same run, then the goals of issue 6 with met or NOT met.
  *
- * <p>Usage: {@code java -cp ... dev.compute.benchmarks.jmh.JmhRatioTable FILE.csv}
+ * <p>Usage: {@code java -jar benchmarks/target/compute-benchmarks.jar jmh-table FILE.csv}
  */
 public final class JmhRatioTable {
 
@@ -26,12 +26,23 @@ public final class JmhRatioTable {
 
     private JmhRatioTable() {}
 
-    public static void main(String[] args) throws IOException {
+    public static void main(String[] args) {
+        System.exit(run(args));
+    }
+
+    /** The {@code jmh-table} subcommand. */
+    public static int run(String[] args) {
         if (args.length != 1) {
-            System.err.println("usage: JmhRatioTable FILE.csv   (the output of JmhMain -rf csv -rff FILE.csv)");
-            System.exit(2);
+            System.err.println("usage: jmh-table FILE.csv   (the output of: jmh -rf csv -rff FILE.csv)");
+            return 2;
         }
-        System.out.print(render(Files.readAllLines(Path.of(args[0]))));
+        try {
+            System.out.print(render(Files.readAllLines(Path.of(args[0]))));
+            return 0;
+        } catch (IOException e) {
+            System.err.println("jmh-table: cannot read " + args[0] + ": " + e);
+            return 1;
+        }
     }
 
     /** A JMH score: the mean and its 99.9% error half-width (NaN when JMH had too few samples for one). */

@@ -40,10 +40,15 @@ public record BackendSelection(ComputeBackendProvider provider, String detail, M
         if (AUTO.equals(wanted)) {
             for (ComputeBackendProvider provider : providers) {
                 BackendAvailability availability = safeAvailability(provider, settings);
-                if (availability.available()) {
+                if (!availability.available()) {
+                    passedOver.put(provider.name(), availability.detail());
+                    continue;
+                }
+                String passOver = provider.autoPassOverReason(settings);
+                if (passOver == null) {
                     return new BackendSelection(provider, availability.detail(), passedOver);
                 }
-                passedOver.put(provider.name(), availability.detail());
+                passedOver.put(provider.name(), passOver);
             }
             throw new BackendUnavailableException(AUTO, providers.isEmpty()
                     ? "no compute backend is on the class path; add compute-cpu (the CPU backend always works)"

@@ -1,5 +1,7 @@
 package dev.compute.memory.spi;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * Found through {@link java.util.ServiceLoader} (register in
  * {@code META-INF/services/dev.compute.memory.spi.ComputeBackendProvider}). Cheap to construct: all probing
@@ -15,6 +17,15 @@ public interface ComputeBackendProvider {
 
     /** Whether this backend can run here with these settings, and if not, why, in words a user can act on. */
     BackendAvailability availability(BackendSettings settings);
+
+    /**
+     * Why {@code auto} should pass this available backend over, or {@code null} to take it. An OpenCL backend
+     * whose device is the processor itself (PoCL) is slower than the CPU backend on the same cores: {@code auto}
+     * leaves it to users who name it.
+     */
+    default @Nullable String autoPassOverReason(BackendSettings settings) {
+        return null;
+    }
 
     /**
      * Opens the backend on the configured device. Throws {@link dev.compute.memory.BackendUnavailableException}

@@ -37,6 +37,21 @@ class BackendSelectionTest {
     }
 
     @Test
+    void autoPassesOverABackendThatAsksForItButAnExplicitNameTakesIt() {
+        ComputeBackendProvider cpuOpenCl = new ComputeBackendProvider() {
+            public String name() { return "opencl"; }
+            public int priority() { return 50; }
+            public BackendAvailability availability(BackendSettings s) { return BackendAvailability.available("PoCL cpu device"); }
+            public String autoPassOverReason(BackendSettings s) { return "its device is the CPU"; }
+            public ComputeBackend create(BackendSettings s) { return new SimulatedDiscreteBackend(); }
+        };
+        BackendSelection auto = BackendSelection.choose("auto", settings, List.of(gpu, cpuOpenCl, cpu));
+        assertThat(auto.provider()).isSameAs(cpu);
+        assertThat(auto.passedOver()).containsEntry("opencl", "its device is the CPU");
+        assertThat(BackendSelection.choose("opencl", settings, List.of(gpu, cpuOpenCl, cpu)).provider()).isSameAs(cpuOpenCl);
+    }
+
+    @Test
     void anExplicitUnavailableBackendFailsWithTheProvidersReason() {
         assertThatThrownBy(() -> BackendSelection.choose("CUDA", settings, all))
                 .isInstanceOfSatisfying(BackendUnavailableException.class, e -> {

@@ -5,6 +5,7 @@ import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.ComputeBackendProvider;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The {@code opencl} backend: between the CPU (priority 0) and CUDA (100), so {@code auto} takes CUDA on an
@@ -42,6 +43,22 @@ public final class OpenClBackendProvider implements ComputeBackendProvider {
     public BackendAvailability availability(BackendSettings settings) {
         OpenClDevices.Choice choice = OpenClDevices.choose(settings);
         return choice.device() != null ? BackendAvailability.available(choice.detail()) : BackendAvailability.unavailable(choice.detail());
+    }
+
+    /**
+     * {@code auto} takes an OpenCL device only where it is not the processor itself: on a CPU device (PoCL) the
+     * {@code cpu} backend does the same work without a driver in between. Naming {@code opencl}, or asking for
+     * {@code device-type: cpu}, still takes it.
+     */
+    @Override
+    public @Nullable String autoPassOverReason(BackendSettings settings) {
+        OpenClDevice device = OpenClDevices.choose(settings).device();
+        String askedType = settings.option(DEVICE_TYPE_OPTION);
+        if (device == null || !"cpu".equals(device.typeName()) || "cpu".equalsIgnoreCase(askedType)) {
+            return null;
+        }
+        return "the chosen device is a CPU: " + device.describe() + "; the cpu backend serves the processor directly"
+                + " (set compute.backend=opencl to use OpenCL anyway)";
     }
 
     @Override

@@ -134,4 +134,18 @@ class OpenClBackendProviderTest {
             assertThat(backend.memoryInfo().freeBytes()).isEqualTo(-1);
         }
     }
+
+    @Test
+    void autoPassesOverACpuDeviceUnlessACpuDeviceIsAskedFor() {
+        requireOpenCl();
+        OpenClDevice chosen = OpenClDevices.choose(settings(Map.of())).device();
+        assertThat(chosen).isNotNull();
+        String reason = provider.autoPassOverReason(settings(Map.of()));
+        if ("cpu".equals(chosen.typeName())) {
+            assertThat(reason).contains("the chosen device is a CPU", "compute.backend=opencl");
+            assertThat(provider.autoPassOverReason(settings(Map.of(OpenClBackendProvider.DEVICE_TYPE_OPTION, "cpu")))).isNull();
+        } else {
+            assertThat(reason).as("an accelerator is taken by auto").isNull();
+        }
+    }
 }

@@ -1,0 +1,128 @@
+package dev.compute.benchmarks.replay;
+
+import dev.compute.memory.BackendInfo;
+import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.BackendAvailability;
+import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.KernelOps;
+import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.VirtualMemory;
+import java.lang.foreign.MemorySegment;
+import java.util.Optional;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Counts the calls that get or give back memory on any backend (allocations, frees, range reservations and
+ * releases, page maps and unmaps), refused ones included: what each costs on a real device is the reason to
+ * make few. Everything else passes straight through. Thread-safe as the backend it wraps.
+ */
+final class CountingBackend implements ComputeBackend {
+
+    private final ComputeBackend backend;
+    private final AtomicLong calls = new AtomicLong();
+
+    CountingBackend(ComputeBackend backend) {
+        this.backend = backend;
+    }
+
+    long memoryCalls() {
+        return calls.get();
+    }
+
+    @Override
+    public NativeAllocation allocate(MemoryLocation location, long sizeBytes) {
+        calls.incrementAndGet();
+        return backend.allocate(location, sizeBytes);
+    }
+
+    @Override
+    public void free(NativeAllocation allocation) {
+        calls.incrementAndGet();
+        backend.free(allocation);
+    }
+
+    @Override
+    public Optional<VirtualMemory> virtualMemory(MemoryLocation location) {
+        return backend.virtualMemory(location).map(pages -> new VirtualMemory() {
+            @Override
+            public long granularity() {
+                return pages.granularity();
+            }
+
+            @Override
+            public NativeAllocation reserve(long sizeBytes) {
+                calls.incrementAndGet();
+                return pages.reserve(sizeBytes);
+            }
+
+            @Override
+            public void map(NativeAllocation range, long offset, long length) {
+                calls.incrementAndGet();
+                pages.map(range, offset, length);
+            }
+
+            @Override
+            public void unmap(NativeAllocation range, long offset, long length) {
+                calls.incrementAndGet();
+                pages.unmap(range, offset, length);
+            }
+
+            @Override
+            public void release(NativeAllocation range) {
+                calls.incrementAndGet();
+                pages.release(range);
+            }
+        });
+    }
+
+    @Override
+    public BackendInfo info() {
+        return backend.info();
+    }
+
+    @Override
+    public DeviceMemoryInfo memoryInfo() {
+        return backend.memoryInfo();
+    }
+
+    @Override
+    public MemoryLocation defaultLocation() {
+        return backend.defaultLocation();
+    }
+
+    @Override
+    public BackendAvailability supports(MemoryLocation location) {
+        return backend.supports(location);
+    }
+
+    @Override
+    public boolean hostAccessible(MemoryLocation location) {
+        return backend.hostAccessible(location);
+    }
+
+    @Override
+    public void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
+        backend.copyToDevice(source, target, targetOffset, bytes);
+    }
+
+    @Override
+    public void copyToHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
+        backend.copyToHost(source, sourceOffset, target, bytes);
+    }
+
+    @Override
+    public void copyWithinDevice(NativeAllocation source, long sourceOffset, NativeAllocation target, long targetOffset, long bytes) {
+        backend.copyWithinDevice(source, sourceOffset, target, targetOffset, bytes);
+    }
+
+    @Override
+    public KernelOps ops() {
+        return backend.ops();
+    }
+
+    @Override
+    public void close() {
+        backend.close();
+    }
+}
