@@ -86,6 +86,7 @@ public final class JmhRatioTable {
         return switch (allocator) {
             case "backend" -> RAW;
             case "backend-resource" -> "BackendMemoryResource (unpooled resource)";
+            case "pool-resource" -> "CachingPoolResource alone (no leak tracking, no statistics)";
             case "netty-pooled" -> NETTY_POOLED;
             case "netty-adaptive" -> "Netty AdaptiveByteBufAllocator, direct";
             case "arena-confined" -> "Arena.ofConfined().allocate + close";

@@ -2,8 +2,12 @@ package dev.compute.benchmarks.jmh;
 
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.cpu.CpuBackend;
+import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import dev.compute.memory.resource.BackendMemoryResource;
 import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.CachingPoolResource;
+import dev.compute.memory.resource.MemoryResource;
+import dev.compute.memory.resource.PoolSettings;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.NativeAllocation;
@@ -14,6 +18,7 @@ import io.netty.buffer.PooledByteBufAllocator;
 import java.lang.foreign.Arena;
 import java.nio.ByteBuffer;
 import java.util.Map;
+import java.util.function.Function;
 import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Setup;
@@ -26,6 +31,8 @@ import org.openjdk.jmh.annotations.TearDown;
  *     {@code free} below 1 MiB, {@code mmap} above): the raw cost the pool saves.</li>
  * <li>{@code backend-resource}: {@link BackendMemoryResource}, the unpooled resource (the backend plus its
  *     bookkeeping), without the manager around it.</li>
+ * <li>{@code pool-resource}: {@link CachingPoolResource} alone, with the manager's default settings, without the
+ *     manager's chain around it (leak tracking, statistics): what the pool itself costs.</li>
  * <li>{@code netty-pooled}, {@code netty-adaptive}: Netty's {@link PooledByteBufAllocator} and
  *     {@link AdaptiveByteBufAllocator}, direct buffers, with Netty's default leak detection (simple).</li>
  * <li>{@code arena-confined}: {@code Arena.ofConfined().allocate} and closing the arena (zeroes the memory).</li>
@@ -36,7 +43,7 @@ import org.openjdk.jmh.annotations.TearDown;
  */
 public class PeerAllocateFree extends AllocateFreePairs {
 
-    @Param({"backend", "backend-resource", "netty-pooled", "netty-adaptive", "arena-confined", "allocate-direct"})
+    @Param({"backend", "backend-resource", "pool-resource", "netty-pooled", "netty-adaptive", "arena-confined", "allocate-direct"})
     public String allocator;
 
     private PairAllocator pairs;
@@ -53,7 +60,9 @@ public class PeerAllocateFree extends AllocateFreePairs {
     public void open() {
         pairs = switch (allocator) {
             case "backend" -> new RawBackend(cpuBackend());
-            case "backend-resource" -> new ResourcePairs(cpuBackend());
+            case "backend-resource" -> new ResourcePairs(cpuBackend(), backend -> new BackendMemoryResource(backend, MemoryLocation.HOST));
+            case "pool-resource" -> new ResourcePairs(cpuBackend(), backend -> new CachingPoolResource(backend, MemoryLocation.HOST,
+                    new PoolSettings(UnifiedMemoryManagerBuilder.DEFAULT_MAX_POOL_SIZE, UnifiedMemoryManagerBuilder.DEFAULT_RELEASE_THRESHOLD, true)));
             case "netty-pooled" -> new NettyPairs(new PooledByteBufAllocator(true));
             case "netty-adaptive" -> new NettyPairs(new AdaptiveByteBufAllocator(true, true));
             case "arena-confined" -> new ArenaPairs();
@@ -93,11 +102,11 @@ public class PeerAllocateFree extends AllocateFreePairs {
 
     private static final class ResourcePairs implements PairAllocator {
         private final ComputeBackend backend;
-        private final BackendMemoryResource resource;
+        private final MemoryResource resource;
 
-        ResourcePairs(ComputeBackend backend) {
+        ResourcePairs(ComputeBackend backend, Function<ComputeBackend, MemoryResource> resource) {
             this.backend = backend;
-            this.resource = new BackendMemoryResource(backend, MemoryLocation.HOST);
+            this.resource = resource.apply(backend);
         }
 
         @Override

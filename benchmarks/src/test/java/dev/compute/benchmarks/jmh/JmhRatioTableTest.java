@@ -1,0 +1,40 @@
+package dev.compute.benchmarks.jmh;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class JmhRatioTableTest {
+
+    private static final List<String> CSV = List.of(
+            "\"Benchmark\",\"Mode\",\"Threads\",\"Samples\",\"Score\",\"Score Error (99.9%)\",\"Unit\",\"Param: allocator\",\"Param: leakDetection\",\"Param: pooling\"",
+            "\"dev.compute.benchmarks.jmh.ManagerAllocateFree.sameSize\",\"avgt\",1,5,40.000000,2.000000,\"ns/op\",,disabled,pooled",
+            "\"dev.compute.benchmarks.jmh.ManagerAllocateFree.sameSize:gc.alloc.rate.norm\",\"avgt\",1,5,0.000000,0.000000,\"B/op\",,disabled,pooled",
+            "\"dev.compute.benchmarks.jmh.ManagerAllocateFree.mixedSizes\",\"avgt\",1,5,300.000000,NaN,\"ns/op\",,disabled,pooled",
+            "\"dev.compute.benchmarks.jmh.PeerAllocateFree.sameSize\",\"avgt\",1,5,200.000000,10.000000,\"ns/op\",backend,,",
+            "\"dev.compute.benchmarks.jmh.PeerAllocateFree.sameSize\",\"avgt\",1,5,80.000000,5.000000,\"ns/op\",netty-pooled,,",
+            "\"dev.compute.benchmarks.jmh.PeerAllocateFree.mixedSizes\",\"avgt\",1,5,100.000000,5.000000,\"ns/op\",netty-pooled,,");
+
+    @Test
+    void readsScoresAndSkipsProfilerRows() {
+        var scores = JmhRatioTable.scores(CSV);
+        assertThat(scores).containsOnlyKeys("manager, pooled, leak detection disabled", JmhRatioTable.RAW, JmhRatioTable.NETTY_POOLED);
+        assertThat(scores.get("manager, pooled, leak detection disabled")).containsOnlyKeys("sameSize", "mixedSizes");
+        assertThat(scores.get("manager, pooled, leak detection disabled").get("mixedSizes").error()).isNaN();
+    }
+
+    @Test
+    void ratiosAgainstTheRawBackendAndNettyOfTheSameShape() {
+        String table = JmhRatioTable.render(CSV);
+        assertThat(table).contains("| manager, pooled, leak detection disabled | 40.0 ± 2.0 ns (0.20× raw, 0.50× Netty) | 300.0 ± NaN ns (– raw, 3.00× Netty) | – | – |");
+        assertThat(table).contains("- goal: at most 100 ns per same-size pair, manager, pooled, leak detection disabled: 40.0 ns, met");
+        assertThat(table).contains("sameSize: 40.0 vs 80.0 ns, met");
+        assertThat(table).contains("mixedSizes: 300.0 vs 100.0 ns, NOT met");
+    }
+
+    @Test
+    void quotedFieldsKeepTheirCommasAndQuotes() {
+        assertThat(JmhRatioTable.fields("\"a,b\",c,\"say \"\"hi\"\"\",")).containsExactly("a,b", "c", "say \"hi\"", "");
+    }
+}
