@@ -5,6 +5,8 @@ import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
@@ -32,6 +34,8 @@ public record ComputeProperties(
         @DefaultValue OpenCl opencl,
         @DefaultValue Health health) {
 
+    private static final List<String> OPENCL_DEVICE_TYPES = List.of("gpu", "cpu", "accelerator", "all");
+
     /** A builder holding every setting, ready for {@link UnifiedMemoryManagerBuilder#build()}. */
     public UnifiedMemoryManagerBuilder toBuilder() {
         UnifiedMemoryManagerBuilder builder = UnifiedMemoryManager.builder()
@@ -53,7 +57,7 @@ public record ComputeProperties(
             builder.backendOption("platform", opencl.platform().trim());
         }
         if (opencl.deviceType() != null && !opencl.deviceType().isBlank()) {
-            builder.backendOption("device-type", opencl.deviceType().trim());
+            builder.backendOption("device-type", deviceType(opencl.deviceType().trim()));
         }
         return builder;
     }
@@ -62,6 +66,14 @@ public record ComputeProperties(
     private static <T> T required(String property, @Nullable T value) {
         if (value == null) {
             throw new InvalidSettingException(property, "", "a value is required");
+        }
+        return value;
+    }
+
+    // Checked here, not by the OpenCL backend: under auto a backend that is passed over would never see a typo.
+    private static String deviceType(String value) {
+        if (!OPENCL_DEVICE_TYPES.contains(value.toLowerCase(Locale.ROOT))) {
+            throw new InvalidSettingException("compute.opencl.device-type", value, "one of " + String.join(", ", OPENCL_DEVICE_TYPES) + ", or empty");
         }
         return value;
     }
