@@ -102,8 +102,8 @@ public record ComputeProperties(
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
      * @param maxPoolSize Cap on the bytes reserved from the backend per location.
      * @param releaseThreshold Cached bytes a trim keeps for reuse; at most max-pool-size.
-     * @param trimInterval How often cached memory beyond the release threshold is given back; 0 disables
-     *     scheduled trimming.
+     * @param trimInterval How often cached memory beyond the release threshold is given back, at least 1ms; 0
+     *     disables scheduled trimming.
      * @param expandableSegments Whether the pool maps pages into reserved address ranges where the backend can,
      *     so reserved memory follows live memory closely.
      */
@@ -125,8 +125,8 @@ public record ComputeProperties(
             @DefaultValue("16MB") DataSize stagingBufferSize) {}
 
     /**
-     * @param capacity How many samples each location keeps (at the default interval, an hour).
-     * @param interval How often reserved, allocated and cached bytes are sampled; 0 disables sampling.
+     * @param capacity How many samples each location keeps (at the default interval, an hour); 1 to 86400.
+     * @param interval How often reserved, allocated and cached bytes are sampled, at least 1ms; 0 disables sampling.
      */
     public record Timeline(
             @DefaultValue("720") int capacity,
