@@ -17,6 +17,7 @@
     timer: null,
     interval: 2000,
     drawn: new Map(),     // location -> the JSON of the segments last drawn, so an unchanged map is not redrawn
+    mouse: null,          // the last mouse position, to keep the tooltip true across redraws
   };
 
   const $ = (id) => document.getElementById(id);
@@ -115,7 +116,8 @@
   }
 
   async function trim(all) {
-    $('status').textContent = all ? 'releasing all cached memory…' : 'trimming…';
+    const result = $('trim-result');
+    result.textContent = all ? 'releasing all cached memory…' : 'trimming…';
     try {
       const response = await fetch(state.endpoint, {
         method: 'POST',
@@ -123,14 +125,14 @@
         body: all ? '{"all": true}' : '{}',
       });
       if (!response.ok) {
-        $('status').textContent = `trim refused: HTTP ${response.status}`;
+        result.textContent = `trim refused: HTTP ${response.status}`;
         return;
       }
-      const result = await response.json();
-      $('status').textContent = `released ${bytes(result.releasedBytes)}`;
+      const released = await response.json();
+      result.textContent = `released ${bytes(released.releasedBytes)} at ${new Date().toLocaleTimeString()}`;
       await refresh(false);
     } catch (e) {
-      $('status').textContent = `trim failed: ${e.message}`;
+      result.textContent = `trim failed: ${e.message}`;
     }
   }
 
@@ -150,6 +152,7 @@
   }
 
   async function load() {
+    const started = Date.now();
     if (!state.endpoint) {
       state.endpoint = await findEndpoint();
       if (!state.endpoint) {
@@ -181,6 +184,8 @@
     render(summary, details.filter((d) => d !== null));
     if (!state.trimProbed) await probeTrim();
     $('status').textContent = `updated ${new Date().toLocaleTimeString()}`;
+    // when the data now drawn was asked for (epoch milliseconds): what was freed before this instant shows as free
+    document.body.dataset.fetched = String(started);
   }
 
   // --- drawing -----------------------------------------------------------------------------------------------------
@@ -201,6 +206,9 @@
       }
       drawLocation(section, detail, detail.location === summary.defaultLocation, summary.definitions || {});
     }
+
+    // a redraw replaces the blocks: the tooltip describes whatever block is now under the mouse
+    if (!$('tooltip').hidden && state.mouse) hover(state.mouse);
 
     const definitions = $('definitions');
     if (!definitions.childElementCount) {
@@ -366,10 +374,16 @@
     tip.style.top = `${Math.max(4, top)}px`;
   }
 
-  document.addEventListener('mousemove', (event) => {
-    const block = event.target instanceof Element ? event.target.closest('.block') : null;
-    if (block) showTooltip(block, event);
+  function hover(point) {
+    const target = document.elementFromPoint(point.clientX, point.clientY);
+    const block = target ? target.closest('.block') : null;
+    if (block) showTooltip(block, point);
     else $('tooltip').hidden = true;
+  }
+
+  document.addEventListener('mousemove', (event) => {
+    state.mouse = { clientX: event.clientX, clientY: event.clientY };
+    hover(state.mouse);
   });
 
   // --- controls ----------------------------------------------------------------------------------------------------
