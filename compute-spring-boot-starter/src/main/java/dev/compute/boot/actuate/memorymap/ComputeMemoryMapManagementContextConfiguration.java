@@ -1,13 +1,16 @@
 package dev.compute.boot.actuate.memorymap;
 
 import java.net.URI;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.actuate.autoconfigure.endpoint.web.WebEndpointProperties;
 import org.springframework.boot.actuate.autoconfigure.web.ManagementContextConfiguration;
 import org.springframework.boot.actuate.autoconfigure.web.ManagementContextType;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
+import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.context.annotation.Bean;
+import org.springframework.core.env.Environment;
 import org.springframework.core.io.ClassPathResource;
 import org.springframework.core.io.Resource;
 import org.springframework.http.CacheControl;
@@ -38,8 +41,11 @@ public class ComputeMemoryMapManagementContextConfiguration {
     static final String LOCATION = "META-INF/compute/memory-map/";
 
     @Bean
-    RouterFunction<ServerResponse> computeMemoryMapRouterFunction(WebEndpointProperties endpoints) {
-        String page = endpoints.getBasePath() + PATH;
+    RouterFunction<ServerResponse> computeMemoryMapRouterFunction(ObjectProvider<WebEndpointProperties> endpoints, Environment environment) {
+        // Actuator's own bean where its web endpoints are configured; bound here otherwise, so the page never stops start-up
+        WebEndpointProperties properties = endpoints.getIfAvailable(() -> Binder.get(environment)
+                .bind("management.endpoints.web", WebEndpointProperties.class).orElseGet(WebEndpointProperties::new));
+        String page = properties.getBasePath() + PATH;
         Resource index = new ClassPathResource(LOCATION + "index.html");
         // no-cache: a browser revalidates, so a new version of the starter is picked up on the next load
         CacheControl revalidate = CacheControl.noCache();
