@@ -1,0 +1,548 @@
+package dev.compute.memory.cuda;
+
+import static jcuda.driver.JCudaDriver.cuDeviceGetAttribute;
+import static jcuda.driver.JCudaDriver.cuDeviceTotalMem;
+import static jcuda.driver.JCudaDriver.cuEventRecord;
+import static jcuda.driver.JCudaDriver.cuEventSynchronize;
+import static jcuda.driver.JCudaDriver.cuMemAlloc;
+import static jcuda.driver.JCudaDriver.cuMemAllocManaged;
+import static jcuda.driver.JCudaDriver.cuMemFree;
+import static jcuda.driver.JCudaDriver.cuMemFreeHost;
+import static jcuda.driver.JCudaDriver.cuMemGetInfo;
+import static jcuda.driver.JCudaDriver.cuMemHostAlloc;
+import static jcuda.driver.JCudaDriver.cuMemcpyAsync;
+import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
+import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
+import static jcuda.driver.JCudaDriver.cuStreamCreate;
+import static jcuda.driver.JCudaDriver.cuStreamDestroy;
+
+import dev.compute.memory.BackendInfo;
+import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.BackendAvailability;
+import dev.compute.memory.spi.BackendOutOfMemoryException;
+import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.KernelOps;
+import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.VirtualMemory;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+import jcuda.driver.CUdevice_attribute;
+import jcuda.driver.CUmemAttach_flags;
+import jcuda.driver.CUstream;
+import jcuda.driver.CUstream_flags;
+import jcuda.driver.JCudaDriver;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One CUDA device, on its primary context, for any number of threads.
+ *
+ * <p>Locations: DEVICE is {@code cuMemAlloc} memory, or pages mapped into reserved ranges through
+ * {@link #virtualMemory} for expandable segments; PINNED is {@code cuMemHostAlloc} memory (portable, mapped into
+ * the device's address space), UNIFIED is {@code cuMemAllocManaged} memory, both host-accessible; HOST is
+ * ordinary off-heap memory, which kernels cannot reach.
+ *
+ * <p>Streams: each thread works on one of a few non-blocking streams ({@code streams} option, 4 by default),
+ * picked by thread id, so one thread's copies and kernels run in the order it issued them while other threads'
+ * work overlaps. Synchronous calls wait for an event behind their own work only. Futures complete when the
+ * device is done ({@link DeviceCompletions}).
+ *
+ * <p>Copies: between device, pinned and managed memory, the driver copies directly ({@code cuMemcpyAsync},
+ * under unified addressing). Ordinary Java memory (heap arrays, pageable segments) is staged through pinned
+ * buffers ({@link StagingBuffers}). A copy to the device from pageable memory returns once its last chunk is
+ * queued, as {@code cudaMemcpyAsync} from pageable memory does; a copy to pageable memory waits for the
+ * device, because the host finishes it; its future is complete when returned.
+ *
+ * <p>Options ({@link dev.compute.memory.UnifiedMemoryManagerBuilder#backendOption}): {@code streams} (4),
+ * {@code staging-lanes}: staged copies that may run at once (2), {@code staging-buffers}: buffers per staged
+ * copy, at least 2 (2), {@code copy-threads}: host threads per staged chunk (up to 4).
+ */
+public final class CudaBackend implements ComputeBackend {
+
+    public static final String NAME = "cuda";
+
+    private final BackendSettings settings;
+    private final CudaContext context;
+    private final BackendInfo info;
+    private final boolean managedMemory;
+    private final @Nullable CudaVirtualMemory virtualMemory;
+    private final DeviceCompletions completions;
+    private final HostCopier copier;
+    private final StagingBuffers staging;
+    private final AtomicReferenceArray<CUstream> streams;
+    private final CudaKernelOps ops;
+    /** Our PINNED and UNIFIED allocations (base → end): host memory the device reads directly. */
+    private final ConcurrentSkipListMap<Long, Long> deviceVisibleHost = new ConcurrentSkipListMap<>();
+    private volatile boolean closed;
+    private boolean closing;
+
+    CudaBackend(DriverLibrary driver, BackendSettings settings) {
+        this.settings = settings;
+        this.context = new CudaContext(driver, settings.deviceIndex());
+        DeviceCompletions startedCompletions = null;
+        HostCopier startedCopier = null;
+        CudaVirtualMemory startedVmm = null;
+        try {
+            long[] total = new long[1];
+            CudaResults.check(cuDeviceTotalMem(total, context.device), "cuDeviceTotalMem");
+            this.info = new BackendInfo(NAME, settings.deviceIndex(), driver.deviceName(context.deviceId), total[0]);
+            this.managedMemory = attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) != 0;
+            startedVmm = attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) != 0
+                    ? new CudaVirtualMemory(context) : null;
+            this.virtualMemory = startedVmm;
+            startedCompletions = new DeviceCompletions(context);
+            this.completions = startedCompletions;
+            int copyThreads = option(settings, "copy-threads", Math.min(4, Runtime.getRuntime().availableProcessors()));
+            startedCopier = new HostCopier(copyThreads, "compute-cuda-" + settings.deviceIndex() + "-copy-");
+            this.copier = startedCopier;
+            this.staging = new StagingBuffers(context, settings.stagingBufferBytes(), option(settings, "staging-buffers", 2, StagingBuffers.MIN_SLOTS),
+                    option(settings, "staging-lanes", 2), settings.pinningEnabled());
+            this.streams = new AtomicReferenceArray<>(option(settings, "streams", 4));
+            this.ops = new CudaKernelOps(this);
+        } catch (RuntimeException | Error e) {
+            if (startedCompletions != null) {
+                startedCompletions.close();
+            }
+            if (startedCopier != null) {
+                startedCopier.close();
+            }
+            if (startedVmm != null) {
+                startedVmm.close();
+            }
+            context.close();
+            throw e;
+        }
+    }
+
+    static int option(BackendSettings settings, String key, int defaultValue) {
+        return option(settings, key, defaultValue, 1);
+    }
+
+    /** A whole-number backend option of at least {@code minimum}, or its default. */
+    static int option(BackendSettings settings, String key, int defaultValue, int minimum) {
+        String value = settings.option(key);
+        if (value == null) {
+            return defaultValue;
+        }
+        String allowed = minimum == 1 ? "a positive whole number" : "a whole number of at least " + minimum;
+        try {
+            int parsed = Integer.parseInt(value.trim());
+            if (parsed < minimum) {
+                throw new InvalidSettingException(key + " (an option of the cuda backend)", value, allowed);
+            }
+            return parsed;
+        } catch (NumberFormatException e) {
+            throw new InvalidSettingException(key + " (an option of the cuda backend)", value, allowed);
+        }
+    }
+
+    private int attribute(int attribute) {
+        int[] value = new int[1];
+        CudaResults.check(cuDeviceGetAttribute(value, attribute, context.device), "cuDeviceGetAttribute(" + attribute + ")");
+        return value[0];
+    }
+
+    // ---- what every entry point does first ------------------------------------------------------------------------
+
+    /** Checks the backend is open, makes the context current and returns this thread's stream. */
+    CUstream enter() {
+        requireOpen();
+        context.makeCurrent();
+        int index = streamIndex(Thread.currentThread());
+        CUstream stream = streams.get(index);
+        return stream != null ? stream : createStream(index);
+    }
+
+    /** Which of the streams a thread works on. */
+    int streamIndex(Thread thread) {
+        return (int) Math.floorMod(thread.threadId(), (long) streams.length());
+    }
+
+    private synchronized CUstream createStream(int index) {
+        CUstream existing = streams.get(index);
+        if (existing != null) {
+            return existing;
+        }
+        CUstream stream = new CUstream();
+        CudaResults.check(cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+        streams.set(index, stream);
+        return stream;
+    }
+
+    private void requireOpen() {
+        if (closed) {
+            throw new IllegalStateException("this CUDA backend (device " + settings.deviceIndex() + ") is closed");
+        }
+    }
+
+    DeviceCompletions completions() {
+        return completions;
+    }
+
+    // ---- device facts ---------------------------------------------------------------------------------------------
+
+    @Override
+    public BackendInfo info() {
+        return info;
+    }
+
+    @Override
+    public DeviceMemoryInfo memoryInfo() {
+        requireOpen();
+        context.makeCurrent();
+        long[] free = new long[1];
+        long[] total = new long[1];
+        CudaResults.check(cuMemGetInfo(free, total), "cuMemGetInfo");
+        return new DeviceMemoryInfo(free[0], total[0]);
+    }
+
+    @Override
+    public MemoryLocation defaultLocation() {
+        return MemoryLocation.DEVICE;
+    }
+
+    @Override
+    public BackendAvailability supports(MemoryLocation location) {
+        return switch (location) {
+            case DEVICE, HOST -> BackendAvailability.available(location + " memory");
+            case PINNED -> settings.pinningEnabled()
+                    ? BackendAvailability.available("page-locked host memory (cuMemHostAlloc)")
+                    : BackendAvailability.unavailable("pinning is disabled (compute.memory.pinning.enabled=false)");
+            case UNIFIED -> managedMemory
+                    ? BackendAvailability.available("managed memory (cuMemAllocManaged)")
+                    : BackendAvailability.unavailable(info.deviceName() + " does not support managed memory");
+        };
+    }
+
+    @Override
+    public boolean hostAccessible(MemoryLocation location) {
+        return location != MemoryLocation.DEVICE;
+    }
+
+    @Override
+    public Optional<VirtualMemory> virtualMemory(MemoryLocation location) {
+        return location == MemoryLocation.DEVICE ? Optional.ofNullable(virtualMemory) : Optional.empty();
+    }
+
+    // ---- allocation -----------------------------------------------------------------------------------------------
+
+    @Override
+    public NativeAllocation allocate(MemoryLocation location, long sizeBytes) {
+        if (sizeBytes <= 0) {
+            throw new IllegalArgumentException("an allocation needs a positive size: " + sizeBytes + " bytes");
+        }
+        BackendAvailability supported = supports(location);
+        if (!supported.available()) {
+            throw new IllegalArgumentException(location + " memory is not available on " + info.deviceName() + ": " + supported.detail());
+        }
+        requireOpen();
+        context.makeCurrent();
+        String where = sizeBytes + " bytes on device " + settings.deviceIndex();
+        switch (location) {
+            case DEVICE -> {
+                DevicePointer pointer = new DevicePointer();
+                CudaResults.check(cuMemAlloc(pointer, sizeBytes), "cuMemAlloc(" + where + ")");
+                return new NativeAllocation(location, pointer.address(), sizeBytes, null, pointer);
+            }
+            case PINNED -> {
+                HostPointer pointer = new HostPointer();
+                CudaResults.check(cuMemHostAlloc(pointer, sizeBytes, JCudaDriver.CU_MEMHOSTALLOC_PORTABLE | JCudaDriver.CU_MEMHOSTALLOC_DEVICEMAP),
+                        "cuMemHostAlloc(" + sizeBytes + " bytes)");
+                long address = pointer.address();
+                deviceVisibleHost.put(address, address + sizeBytes);
+                return new NativeAllocation(location, address, sizeBytes, MemorySegment.ofAddress(address).reinterpret(sizeBytes), pointer);
+            }
+            case UNIFIED -> {
+                DevicePointer pointer = new DevicePointer();
+                CudaResults.check(cuMemAllocManaged(pointer, sizeBytes, CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged(" + where + ")");
+                long address = pointer.address();
+                deviceVisibleHost.put(address, address + sizeBytes);
+                return new NativeAllocation(location, address, sizeBytes, MemorySegment.ofAddress(address).reinterpret(sizeBytes), pointer);
+            }
+            case HOST -> {
+                Arena arena = Arena.ofShared();
+                try {
+                    MemorySegment segment = arena.allocate(sizeBytes, 256);
+                    return new NativeAllocation(location, segment.address(), sizeBytes, segment, arena);
+                } catch (OutOfMemoryError e) {
+                    arena.close();
+                    throw new BackendOutOfMemoryException("no host memory for " + sizeBytes + " bytes: " + e.getMessage(), e);
+                }
+            }
+            default -> throw new IllegalArgumentException("unknown location " + location);
+        }
+    }
+
+    @Override
+    public void free(NativeAllocation allocation) {
+        requireOpen();
+        context.makeCurrent();
+        switch (allocation.handle()) {
+            case CudaVirtualMemory.ReservedRange range ->
+                    throw new IllegalArgumentException(range + " is a reserved range: give it back with virtualMemory(DEVICE).release");
+            case DevicePointer pointer -> {
+                deviceVisibleHost.remove(allocation.address());
+                CudaResults.check(cuMemFree(pointer), "cuMemFree(" + allocation.sizeBytes() + " bytes)");
+            }
+            case HostPointer pointer -> {
+                deviceVisibleHost.remove(allocation.address());
+                CudaResults.check(cuMemFreeHost(pointer), "cuMemFreeHost(" + allocation.sizeBytes() + " bytes)");
+            }
+            case Arena arena -> arena.close();
+            case null, default -> throw new IllegalArgumentException("not an allocation of this backend: " + allocation);
+        }
+    }
+
+    /** Whether {@code bytes} of {@code segment} lie in our pinned or managed memory, which the device reads directly. */
+    boolean deviceVisible(MemorySegment segment, long bytes) {
+        if (!segment.isNative()) {
+            return false;
+        }
+        long start = segment.address();
+        Map.Entry<Long, Long> owner = deviceVisibleHost.floorEntry(start);
+        return owner != null && start + bytes <= owner.getValue();
+    }
+
+    // ---- copies ---------------------------------------------------------------------------------------------------
+
+    @Override
+    public void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
+        toDevice(source, target, targetOffset, bytes, true);
+    }
+
+    @Override
+    public CompletableFuture<Void> copyToDeviceAsync(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
+        return toDevice(source, target, targetOffset, bytes, false);
+    }
+
+    @Override
+    public void copyToHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
+        toHost(source, sourceOffset, target, bytes, true);
+    }
+
+    @Override
+    public CompletableFuture<Void> copyToHostAsync(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
+        return toHost(source, sourceOffset, target, bytes, false);
+    }
+
+    @Override
+    public void copyWithinDevice(NativeAllocation source, long sourceOffset, NativeAllocation target, long targetOffset, long bytes) {
+        Checks.range(source, sourceOffset, bytes, "source");
+        Checks.range(target, targetOffset, bytes, "target");
+        if (bytes == 0) {
+            return;
+        }
+        if (target.location() == MemoryLocation.HOST) {
+            toHost(source, sourceOffset, hostSegment(target).asSlice(targetOffset, bytes), bytes, true);
+        } else if (source.location() == MemoryLocation.HOST) {
+            toDevice(hostSegment(source).asSlice(sourceOffset, bytes), target, targetOffset, bytes, true);
+        } else {
+            CUstream stream = enter();
+            CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address() + targetOffset), new DevicePointer(source.address() + sourceOffset),
+                    bytes, stream), "cuMemcpyAsync(" + bytes + " bytes, " + source.location() + " to " + target.location() + ")");
+            completions.await(stream);
+        }
+    }
+
+    private static MemorySegment hostSegment(NativeAllocation allocation) {
+        MemorySegment segment = allocation.hostSegment();
+        if (segment == null) {
+            throw new IllegalArgumentException(allocation.location() + " allocation has no host view");
+        }
+        return segment;
+    }
+
+    private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
+
+    private CompletableFuture<Void> toDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes, boolean wait) {
+        Checks.segment(source, bytes, "source");
+        Checks.range(target, targetOffset, bytes, "target");
+        if (bytes == 0) {
+            return DONE;
+        }
+        CUstream stream = enter();
+        if (target.location() == MemoryLocation.HOST || target.location() == MemoryLocation.PINNED) {
+            // host memory on both sides: a host copy, after this thread's queued device work on the target
+            completions.await(stream);
+            copier.copy(source, 0, hostSegment(target), targetOffset, bytes);
+            return DONE;
+        }
+        long destination = target.address() + targetOffset;
+        if (deviceVisible(source, bytes)) {
+            CudaResults.check(cuMemcpyAsync(new DevicePointer(destination), new DevicePointer(source.address()), bytes, stream),
+                    "cuMemcpyAsync(" + bytes + " bytes to " + target.location() + ")");
+            return finish(stream, wait);
+        }
+        if (source.isNative() && !staging.pinned()) {
+            // pinning is off: the driver's own pageable path (it stages internally)
+            CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination), new HostPointer(source.address()), bytes, stream),
+                    "cuMemcpyHtoDAsync(" + bytes + " bytes, pageable)");
+            return finish(stream, wait);
+        }
+        return stagedToDevice(source, destination, bytes, stream, wait);
+    }
+
+    private CompletableFuture<Void> toHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes, boolean wait) {
+        Checks.range(source, sourceOffset, bytes, "source");
+        Checks.segment(target, bytes, "target");
+        if (bytes == 0) {
+            return DONE;
+        }
+        CUstream stream = enter();
+        if (source.location() == MemoryLocation.HOST || source.location() == MemoryLocation.PINNED) {
+            completions.await(stream);
+            copier.copy(hostSegment(source), sourceOffset, target, 0, bytes);
+            return DONE;
+        }
+        long origin = source.address() + sourceOffset;
+        if (deviceVisible(target, bytes)) {
+            CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address()), new DevicePointer(origin), bytes, stream),
+                    "cuMemcpyAsync(" + bytes + " bytes from " + source.location() + ")");
+            return finish(stream, wait);
+        }
+        if (target.isNative() && !staging.pinned()) {
+            // returns once the bytes have landed: the driver copies to pageable memory synchronously
+            CudaResults.check(cuMemcpyDtoHAsync(new HostPointer(target.address()), new DevicePointer(origin), bytes, stream),
+                    "cuMemcpyDtoHAsync(" + bytes + " bytes, pageable)");
+            return finish(stream, true);
+        }
+        stagedToHost(origin, target, bytes, stream);
+        return DONE;
+    }
+
+    private CompletableFuture<Void> finish(CUstream stream, boolean wait) {
+        if (wait) {
+            completions.await(stream);
+            return DONE;
+        }
+        return completions.record(stream);
+    }
+
+    /**
+     * Pageable memory → device through a staging lane: host threads fill slot {@code k % slots} while the
+     * device copies the previous one; a slot is refilled once its event says the device has read it.
+     */
+    private CompletableFuture<Void> stagedToDevice(MemorySegment source, long destination, long bytes, CUstream stream, boolean wait) {
+        StagingBuffers.Lane lane = staging.acquire();
+        long chunk = lane.slotBytes();
+        long chunks = Math.ceilDiv(bytes, chunk);
+        try {
+            for (long k = 0; k < chunks; k++) {
+                int slot = (int) (k % lane.slots());
+                long offset = k * chunk;
+                long length = Math.min(chunk, bytes - offset);
+                if (k >= lane.slots()) {
+                    CudaResults.check(cuEventSynchronize(lane.event(slot)), "cuEventSynchronize(staging buffer)");
+                }
+                copier.copy(source, offset, lane.slot(slot), 0, length);
+                CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination + offset), lane.pointer(slot), length, stream),
+                        "cuMemcpyHtoDAsync(" + length + " bytes, staged)");
+                CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
+            }
+            if (wait) {
+                completions.await(stream);
+                staging.release(lane);
+                return DONE;
+            }
+            CompletableFuture<Void> done = completions.record(stream);
+            done.whenComplete((ignored, failure) -> staging.release(lane));
+            return done;
+        } catch (RuntimeException e) {
+            // the device may still be reading slots: the lane is reused only after what was queued has run
+            completions.awaitQuietly(stream);
+            staging.release(lane);
+            throw e;
+        }
+    }
+
+    /** Device → pageable memory: the first slots are queued at once, each is copied out and refilled as its event completes. */
+    private void stagedToHost(long origin, MemorySegment target, long bytes, CUstream stream) {
+        StagingBuffers.Lane lane = staging.acquire();
+        long chunk = lane.slotBytes();
+        long chunks = Math.ceilDiv(bytes, chunk);
+        try {
+            for (long k = 0; k < Math.min(lane.slots(), chunks); k++) {
+                queueToSlot(lane, k, origin, bytes, stream);
+            }
+            for (long k = 0; k < chunks; k++) {
+                int slot = (int) (k % lane.slots());
+                long offset = k * chunk;
+                CudaResults.check(cuEventSynchronize(lane.event(slot)), "cuEventSynchronize(staging buffer)");
+                copier.copy(lane.slot(slot), 0, target, offset, Math.min(chunk, bytes - offset));
+                if (k + lane.slots() < chunks) {
+                    queueToSlot(lane, k + lane.slots(), origin, bytes, stream);
+                }
+            }
+        } catch (RuntimeException e) {
+            completions.awaitQuietly(stream);
+            throw e;
+        } finally {
+            staging.release(lane);
+        }
+    }
+
+    private static void queueToSlot(StagingBuffers.Lane lane, long k, long origin, long bytes, CUstream stream) {
+        int slot = (int) (k % lane.slots());
+        long offset = k * lane.slotBytes();
+        long length = Math.min(lane.slotBytes(), bytes - offset);
+        CudaResults.check(cuMemcpyDtoHAsync(lane.pointer(slot), new DevicePointer(origin + offset), length, stream),
+                "cuMemcpyDtoHAsync(" + length + " bytes, staged)");
+        CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
+    }
+
+    // ---- kernels --------------------------------------------------------------------------------------------------
+
+    @Override
+    public KernelOps ops() {
+        return ops;
+    }
+
+    /** Loads a PTX resource into this device's context (the tests' own kernels). */
+    PtxModule loadModule(String resource) {
+        requireOpen();
+        context.makeCurrent();
+        return new PtxModule(resource);
+    }
+
+    // ---- shutdown -------------------------------------------------------------------------------------------------
+
+    /**
+     * Waits for recorded device work (whose callbacks may still give memory back, so the backend stays open for
+     * them), then frees staging, kernels, streams and the context reference. The pool freed its segments first.
+     */
+    @Override
+    public synchronized void close() {
+        if (closing) {
+            return;
+        }
+        closing = true;
+        context.makeCurrent();
+        completions.close();
+        closed = true;
+        copier.close();
+        staging.close();
+        ops.close();
+        for (int i = 0; i < streams.length(); i++) {
+            CUstream stream = streams.get(i);
+            if (stream != null) {
+                cuStreamDestroy(stream);
+            }
+        }
+        if (virtualMemory != null) {
+            virtualMemory.close();
+        }
+        context.close();
+    }
+
+    @Override
+    public String toString() {
+        return "CudaBackend[" + info + "]";
+    }
+}

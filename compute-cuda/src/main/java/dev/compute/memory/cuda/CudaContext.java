@@ -1,0 +1,55 @@
+package dev.compute.memory.cuda;
+
+import static jcuda.driver.JCudaDriver.cuCtxSetCurrent;
+import static jcuda.driver.JCudaDriver.cuDeviceGet;
+import static jcuda.driver.JCudaDriver.cuDevicePrimaryCtxRelease;
+import static jcuda.driver.JCudaDriver.cuDevicePrimaryCtxRetain;
+import static jcuda.driver.JCudaDriver.cuInit;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import jcuda.driver.CUdevice;
+
+/**
+ * One device's primary context, the one the CUDA runtime and other libraries share, retained for as long as a
+ * backend runs on it. Any thread may call into the backend: each entry point calls {@link #makeCurrent()}, a
+ * {@code cuCtxGetCurrent} downcall (about 33 ns through FFM) and a {@code cuCtxSetCurrent} only when the thread
+ * has another context or none. Several backends (devices) in one JVM each keep their own.
+ */
+final class CudaContext implements AutoCloseable {
+
+    final int ordinal;
+    /** The {@code CUdevice} value, which {@code CUmemLocation.id} names. */
+    final int deviceId;
+    final CUdevice device = new CUdevice();
+    final DriverLibrary driver;
+    private final ContextHandle context = new ContextHandle();
+    private final ThreadLocal<MemorySegment> scratch = ThreadLocal.withInitial(() -> Arena.ofAuto().allocate(ValueLayout.JAVA_LONG));
+    private boolean closed;
+
+    CudaContext(DriverLibrary driver, int ordinal) {
+        this.driver = driver;
+        this.ordinal = ordinal;
+        CudaResults.check(cuInit(0), "cuInit");
+        CudaResults.check(cuDeviceGet(device, ordinal), "cuDeviceGet(" + ordinal + ")");
+        this.deviceId = driver.device(ordinal);
+        CudaResults.check(cuDevicePrimaryCtxRetain(context, device), "cuDevicePrimaryCtxRetain(device " + ordinal + ")");
+        makeCurrent();
+    }
+
+    /** Makes this device's context current on the calling thread, if it is not already. */
+    void makeCurrent() {
+        if (driver.currentContext(scratch.get()) != context.handle()) {
+            CudaResults.check(cuCtxSetCurrent(context), "cuCtxSetCurrent(device " + ordinal + ")");
+        }
+    }
+
+    @Override
+    public synchronized void close() {
+        if (!closed) {
+            closed = true;
+            CudaResults.check(cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease(device " + ordinal + ")");
+        }
+    }
+}

@@ -1,0 +1,206 @@
+package dev.compute.memory.cuda;
+
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.VirtualMemory;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * Page mapping for expandable DEVICE segments: {@code cuMemAddressReserve} a range once, then back it page by
+ * page ({@code cuMemCreate} + {@code cuMemMap}, one {@code cuMemSetAccess} per call) and give pages back
+ * ({@code cuMemUnmap} + {@code cuMemRelease}). Each page has its own physical handle because the driver can only
+ * unmap whole mappings, and the pool unmaps any free pages it likes. All calls are FFM downcalls with zeroed
+ * structs (see {@link DriverLibrary}). Thread-safe: a range's page table is guarded by the range.
+ */
+final class CudaVirtualMemory implements VirtualMemory {
+
+    /** A reserved range and which of its pages are mapped (0: unmapped, else the physical allocation's handle). */
+    static final class ReservedRange {
+        final long base;
+        final long size;
+        final long[] pageHandles;
+
+        ReservedRange(long base, long size, long granularity) {
+            this.base = base;
+            this.size = size;
+            this.pageHandles = new long[Math.toIntExact(size / granularity)];
+        }
+
+        @Override
+        public String toString() {
+            return "ReservedRange[0x" + Long.toHexString(base) + ", " + size + " bytes]";
+        }
+    }
+
+    private final Runnable makeCurrent;
+    private final DriverLibrary driver;
+    private final long granularity;
+    /** Read-only after construction; the driver only reads them, from any thread. */
+    private final Arena structs = Arena.ofShared();
+    private final MemorySegment prop;
+    private final MemorySegment access;
+
+    CudaVirtualMemory(CudaContext context) {
+        this(context.driver, context.deviceId, context::makeCurrent);
+    }
+
+    /** On {@code device} of {@code driver}; {@code makeCurrent} puts the device's context on the calling thread. */
+    CudaVirtualMemory(DriverLibrary driver, int device, Runnable makeCurrent) {
+        this.makeCurrent = makeCurrent;
+        this.driver = driver;
+        this.prop = VmmStructs.devicePinnedProp(structs, device);
+        this.access = VmmStructs.readWriteAccess(structs, device);
+        makeCurrent.run();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(JAVA_LONG);
+            CudaResults.check((int) driver.cuMemGetAllocationGranularity.invokeExact(out, prop, VmmStructs.CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                    "cuMemGetAllocationGranularity");
+            this.granularity = out.get(JAVA_LONG, 0);
+        } catch (Throwable t) {
+            structs.close();
+            throw DriverLibrary.rethrow(t);
+        }
+    }
+
+    @Override
+    public long granularity() {
+        return granularity;
+    }
+
+    @Override
+    public NativeAllocation reserve(long sizeBytes) {
+        if (sizeBytes <= 0) {
+            throw new IllegalArgumentException("a reserved range needs a positive size: " + sizeBytes);
+        }
+        long size = Math.ceilDiv(sizeBytes, granularity) * granularity;
+        makeCurrent.run();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(JAVA_LONG);
+            CudaResults.check((int) driver.cuMemAddressReserve.invokeExact(out, size, 0L, 0L, 0L),
+                    "cuMemAddressReserve(" + size + " bytes)");
+            long base = out.get(JAVA_LONG, 0);
+            return new NativeAllocation(MemoryLocation.DEVICE, base, size, null, new ReservedRange(base, size, granularity));
+        } catch (Throwable t) {
+            throw DriverLibrary.rethrow(t);
+        }
+    }
+
+    @Override
+    public void map(NativeAllocation range, long offset, long length) {
+        ReservedRange r = rangeOf(range);
+        int first = firstPage(r, offset, length);
+        int count = (int) (length / granularity);
+        makeCurrent.run();
+        synchronized (r) {
+            for (int p = first; p < first + count; p++) {
+                if (r.pageHandles[p] != 0) {
+                    throw new IllegalStateException("page " + p + " of " + r + " is mapped already");
+                }
+            }
+            int mapped = 0;
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment out = arena.allocate(JAVA_LONG);
+                for (; mapped < count; mapped++) {
+                    long address = r.base + offset + mapped * granularity;
+                    CudaResults.check((int) driver.cuMemCreate.invokeExact(out, granularity, prop, 0L),
+                            "cuMemCreate(" + granularity + " bytes, page " + (mapped + 1) + " of " + count + " mapped at once)");
+                    long handle = out.get(JAVA_LONG, 0);
+                    int result = (int) driver.cuMemMap.invokeExact(address, granularity, 0L, handle, 0L);
+                    if (result != CudaResults.SUCCESS) {
+                        int ignored = (int) driver.cuMemRelease.invokeExact(handle);
+                        throw CudaResults.failure(result, "cuMemMap(0x" + Long.toHexString(address) + ", " + granularity + " bytes)");
+                    }
+                    r.pageHandles[first + mapped] = handle;
+                }
+                CudaResults.check((int) driver.cuMemSetAccess.invokeExact(r.base + offset, length, access, 1L),
+                        "cuMemSetAccess(" + length + " bytes)");
+            } catch (Throwable t) {
+                unmapPages(r, first, mapped, false);
+                throw DriverLibrary.rethrow(t);
+            }
+        }
+    }
+
+    @Override
+    public void unmap(NativeAllocation range, long offset, long length) {
+        ReservedRange r = rangeOf(range);
+        int first = firstPage(r, offset, length);
+        int count = (int) (length / granularity);
+        makeCurrent.run();
+        synchronized (r) {
+            for (int p = first; p < first + count; p++) {
+                if (r.pageHandles[p] == 0) {
+                    throw new IllegalStateException("page " + p + " of " + r + " is not mapped");
+                }
+            }
+            unmapPages(r, first, count, true);
+        }
+    }
+
+    @Override
+    public void release(NativeAllocation range) {
+        ReservedRange r = rangeOf(range);
+        makeCurrent.run();
+        synchronized (r) {
+            // the SPI asks for every page unmapped first; unmapping leftovers keeps physical memory from leaking
+            unmapPages(r, 0, r.pageHandles.length, true);
+            try {
+                CudaResults.check((int) driver.cuMemAddressFree.invokeExact(r.base, r.size), "cuMemAddressFree(" + r.size + " bytes)");
+            } catch (Throwable t) {
+                throw DriverLibrary.rethrow(t);
+            }
+        }
+    }
+
+    /** Unmaps and releases the mapped pages among {@code count} from {@code first}; reports the first failure if asked. */
+    private void unmapPages(ReservedRange r, int first, int count, boolean report) {
+        RuntimeException failure = null;
+        for (int p = first; p < first + count; p++) {
+            long handle = r.pageHandles[p];
+            if (handle == 0) {
+                continue;
+            }
+            long address = r.base + p * granularity;
+            try {
+                int unmapped = (int) driver.cuMemUnmap.invokeExact(address, granularity);
+                int released = (int) driver.cuMemRelease.invokeExact(handle);
+                r.pageHandles[p] = 0;
+                if (failure == null && unmapped != CudaResults.SUCCESS) {
+                    failure = CudaResults.failure(unmapped, "cuMemUnmap(0x" + Long.toHexString(address) + ", " + granularity + " bytes)");
+                } else if (failure == null && released != CudaResults.SUCCESS) {
+                    failure = CudaResults.failure(released, "cuMemRelease");
+                }
+            } catch (Throwable t) {
+                if (failure == null) {
+                    failure = DriverLibrary.rethrow(t);
+                }
+            }
+        }
+        if (report && failure != null) {
+            throw failure;
+        }
+    }
+
+    private int firstPage(ReservedRange r, long offset, long length) {
+        if (offset < 0 || length <= 0 || offset % granularity != 0 || length % granularity != 0 || offset > r.size - length) {
+            throw new IllegalArgumentException("[" + offset + ", " + offset + " + " + length + ") is not a run of whole "
+                    + granularity + "-byte pages inside " + r);
+        }
+        return (int) (offset / granularity);
+    }
+
+    private static ReservedRange rangeOf(NativeAllocation range) {
+        if (!(range.handle() instanceof ReservedRange r)) {
+            throw new IllegalArgumentException("not a range reserved by this backend's virtual memory: " + range);
+        }
+        return r;
+    }
+
+    /** Frees the structs; ranges must have been released (the pool releases them before the backend closes). */
+    void close() {
+        structs.close();
+    }
+}

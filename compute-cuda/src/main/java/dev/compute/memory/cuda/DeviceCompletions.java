@@ -1,0 +1,166 @@
+package dev.compute.memory.cuda;
+
+import static jcuda.driver.JCudaDriver.cuEventCreate;
+import static jcuda.driver.JCudaDriver.cuEventDestroy;
+import static jcuda.driver.JCudaDriver.cuEventRecord;
+import static jcuda.driver.JCudaDriver.cuEventSynchronize;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+import jcuda.driver.CUevent;
+import jcuda.driver.CUevent_flags;
+import jcuda.driver.CUstream;
+
+/**
+ * Futures that complete when device work has finished. {@link #record} puts an event behind the work on its
+ * stream; one thread per backend waits on the events in the order they were recorded
+ * ({@code cuEventSynchronize} on blocking-sync events: the thread sleeps, it does not spin) and only then
+ * completes the future, on a separate callback thread so that whatever runs on completion (the pool giving a
+ * block back, user continuations that block) never holds up the next event. A future therefore never completes
+ * before the device is done; it may complete a little late when an earlier event on another stream is slower.
+ */
+final class DeviceCompletions implements AutoCloseable {
+
+    private record Pending(CUevent event, Runnable onDone, Consumer<Throwable> onError) {}
+
+    private static final Pending STOP = new Pending(new CUevent(), () -> {}, e -> {});
+
+    private final CudaContext context;
+    private final ConcurrentLinkedQueue<CUevent> idleEvents = new ConcurrentLinkedQueue<>();
+    private final LinkedBlockingQueue<Pending> pending = new LinkedBlockingQueue<>();
+    private final ExecutorService callbacks;
+    private final Thread waiter;
+    private volatile boolean closed;
+
+    DeviceCompletions(CudaContext context) {
+        this.context = context;
+        this.callbacks = Executors.newCachedThreadPool(Thread.ofPlatform().daemon()
+                .name("compute-cuda-" + context.ordinal + "-callbacks-", 0).factory());
+        this.waiter = Thread.ofPlatform().daemon().name("compute-cuda-" + context.ordinal + "-events").start(this::waitLoop);
+    }
+
+    private CUevent acquireEvent() {
+        CUevent event = idleEvents.poll();
+        if (event != null) {
+            return event;
+        }
+        event = new CUevent();
+        CudaResults.check(cuEventCreate(event, CUevent_flags.CU_EVENT_BLOCKING_SYNC | CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+        return event;
+    }
+
+    private void releaseEvent(CUevent event) {
+        idleEvents.add(event);
+    }
+
+    /** A future completing with {@code value.get()} once the work queued on {@code stream} so far has finished. */
+    <T> CompletableFuture<T> record(CUstream stream, Supplier<T> value) {
+        CompletableFuture<T> future = new CompletableFuture<>();
+        CUevent event = acquireEvent();
+        int result = cuEventRecord(event, stream);
+        if (result != CudaResults.SUCCESS) {
+            releaseEvent(event);
+            throw CudaResults.failure(result, "cuEventRecord");
+        }
+        whenDone(event, () -> {
+            try {
+                future.complete(value.get());
+            } catch (RuntimeException e) {
+                future.completeExceptionally(e);
+            }
+        }, future::completeExceptionally);
+        return future;
+    }
+
+    /** A future for the work queued on {@code stream} so far. */
+    CompletableFuture<Void> record(CUstream stream) {
+        return record(stream, () -> null);
+    }
+
+    /** Waits, on the calling thread, for the work queued on {@code stream} so far. */
+    void await(CUstream stream) {
+        CUevent event = acquireEvent();
+        try {
+            CudaResults.check(cuEventRecord(event, stream), "cuEventRecord");
+            CudaResults.check(cuEventSynchronize(event), "cuEventSynchronize");
+        } finally {
+            releaseEvent(event);
+        }
+    }
+
+    /** As {@link #await}, for cleanup after a failure: a second failure must not hide the first. */
+    void awaitQuietly(CUstream stream) {
+        try {
+            await(stream);
+        } catch (RuntimeException ignored) {
+            // a failed context reports the first error again; the caller is already throwing it
+        }
+    }
+
+    /** Runs {@code onDone} once {@code event} has completed; {@code onError} gets the failure when waiting fails. */
+    private void whenDone(CUevent event, Runnable onDone, Consumer<Throwable> onError) {
+        if (closed) {
+            releaseEvent(event);
+            throw new IllegalStateException("this CUDA backend is closed");
+        }
+        pending.add(new Pending(event, onDone, onError));
+    }
+
+    private void waitLoop() {
+        boolean current = false;
+        while (true) {
+            Pending next;
+            try {
+                next = pending.take();
+            } catch (InterruptedException e) {
+                continue; // only STOP ends the loop: recorded device work must still be reported
+            }
+            if (next == STOP) {
+                return;
+            }
+            RuntimeException failure = null;
+            try {
+                if (!current) {
+                    context.makeCurrent();
+                    current = true;
+                }
+                CudaResults.check(cuEventSynchronize(next.event()), "cuEventSynchronize");
+            } catch (RuntimeException e) {
+                failure = e;
+            }
+            releaseEvent(next.event());
+            RuntimeException reported = failure;
+            callbacks.execute(reported == null ? next.onDone() : () -> next.onError().accept(reported));
+        }
+    }
+
+    /** Waits for every recorded event to be reported, then frees the events and stops the threads. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        pending.add(STOP);
+        try {
+            waiter.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        callbacks.shutdown();
+        try {
+            callbacks.awaitTermination(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        for (CUevent event; (event = idleEvents.poll()) != null; ) {
+            cuEventDestroy(event);
+        }
+    }
+}

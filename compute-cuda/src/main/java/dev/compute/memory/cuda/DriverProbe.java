@@ -1,0 +1,86 @@
+package dev.compute.memory.cuda;
+
+import dev.compute.memory.spi.BackendAvailability;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Whether CUDA can run here, found through FFM downcalls only: {@code libcuda.so.1} loads, {@code cuInit}
+ * succeeds, the driver supports CUDA 12 or later, the configured device exists, and JCuda's natives load.
+ * {@link #decide} is the pure part (what a set of findings means), kept apart so it is tested without a GPU.
+ */
+final class DriverProbe {
+
+    /** CUDA 12.0 as {@code cuDriverGetVersion} reports it; the committed PTX is ISA 8.0, which needs it. */
+    static final int MINIMUM_DRIVER_VERSION = 12000;
+    static final int CUDA_ERROR_NO_DEVICE = 100;
+
+    /** What the probe found; {@code initResult} is cuInit's CUresult, the rest is meaningful only after a successful init. */
+    record Findings(@Nullable String libraryMissing, int initResult, int driverVersion, int deviceCount,
+                    int deviceIndex, String deviceName, @Nullable String jcudaMissing) {}
+
+    private DriverProbe() {}
+
+    static BackendAvailability probe(int deviceIndex) {
+        DriverLibrary library = DriverLibrary.loadedOrNull();
+        if (library == null) {
+            return decide(new Findings(DriverLibrary.unavailableReason(), 0, 0, 0, deviceIndex, "", null));
+        }
+        int init = library.init();
+        if (init != CudaResults.SUCCESS) {
+            return decide(new Findings(null, init, 0, 0, deviceIndex, "", null));
+        }
+        int version = library.driverVersion();
+        int count = library.deviceCount();
+        String name = deviceIndex < count ? library.deviceName(library.device(deviceIndex)) : "";
+        String jcuda = version >= MINIMUM_DRIVER_VERSION && deviceIndex < count ? jcudaLoadFailure() : null;
+        return decide(new Findings(null, init, version, count, deviceIndex, name, jcuda));
+    }
+
+    static BackendAvailability decide(Findings f) {
+        if (f.libraryMissing() != null) {
+            return BackendAvailability.unavailable(f.libraryMissing());
+        }
+        if (f.initResult() == CUDA_ERROR_NO_DEVICE) {
+            return BackendAvailability.unavailable("the NVIDIA driver is installed but reports no CUDA device (cuInit: "
+                    + CudaResults.name(f.initResult()) + ")");
+        }
+        if (f.initResult() != CudaResults.SUCCESS) {
+            return BackendAvailability.unavailable("cuInit failed: " + CudaResults.name(f.initResult())
+                    + " (a driver/kernel module mismatch, or no access to /dev/nvidia*)");
+        }
+        if (f.driverVersion() < MINIMUM_DRIVER_VERSION) {
+            return BackendAvailability.unavailable("the NVIDIA driver is too old: it supports CUDA " + version(f.driverVersion())
+                    + ", this backend needs CUDA 12.0 or later; update the driver");
+        }
+        if (f.deviceCount() == 0) {
+            return BackendAvailability.unavailable("the NVIDIA driver reports no CUDA device");
+        }
+        if (f.deviceIndex() >= f.deviceCount()) {
+            return BackendAvailability.unavailable("device index " + f.deviceIndex() + " is out of range: there "
+                    + (f.deviceCount() == 1 ? "is 1 CUDA device (index 0)" : "are " + f.deviceCount() + " CUDA devices (0 to " + (f.deviceCount() - 1) + ")")
+                    + "; set compute.device");
+        }
+        if (f.jcudaMissing() != null) {
+            return BackendAvailability.unavailable(f.jcudaMissing());
+        }
+        return BackendAvailability.available("CUDA driver " + version(f.driverVersion()) + ", " + f.deviceCount()
+                + " device(s); device " + f.deviceIndex() + ": " + f.deviceName());
+    }
+
+    static String version(int driverVersion) {
+        return driverVersion / 1000 + "." + driverVersion % 1000 / 10;
+    }
+
+    /** Loads JCuda's driver binding (its natives come from the jcuda-natives jar); the reason when that fails. */
+    private static @Nullable String jcudaLoadFailure() {
+        try {
+            Class.forName("jcuda.driver.JCudaDriver", true, DriverProbe.class.getClassLoader());
+            return null;
+        } catch (ClassNotFoundException e) {
+            return "JCuda is not on the class path: add org.jcuda:jcuda:12.6.0";
+        } catch (LinkageError e) {
+            return "JCuda's native library did not load (" + e + "): add org.jcuda:jcuda-natives:12.6.0 with the classifier"
+                    + " of this platform (linux-x86_64)";
+        }
+    }
+}

@@ -1,0 +1,169 @@
+package dev.compute.memory.cuda;
+
+import static jcuda.driver.JCudaDriver.cuEventCreate;
+import static jcuda.driver.JCudaDriver.cuEventDestroy;
+import static jcuda.driver.JCudaDriver.cuMemFreeHost;
+import static jcuda.driver.JCudaDriver.cuMemHostAlloc;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.LinkedBlockingQueue;
+import jcuda.driver.CUevent;
+import jcuda.driver.CUevent_flags;
+import jcuda.driver.JCudaDriver;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The staging buffers for copies from and to ordinary Java memory (heap arrays, pageable segments), which the
+ * GPU cannot read directly: the driver's own pageable path reached 5.7 to 8.4 GB/s on the H100 machine, the
+ * staged one 25.5. A copy borrows a {@link Lane} (two or more slots of {@code stagingBufferBytes} each, an
+ * event per slot) and pipelines through it: while the device moves one slot, host threads fill the next. Lanes
+ * are made on first use, up to {@code maxLanes} (concurrent staged copies beyond that wait for one), and kept
+ * until the backend closes. Slots are pinned ({@code cuMemHostAlloc}) unless pinning is disabled, then
+ * ordinary memory: still correct, and copies from heap arrays still work, at the pageable rate.
+ */
+final class StagingBuffers implements AutoCloseable {
+
+    /** One copy's staging: {@code slots()} buffers used in turn, each with the event that says the device is done with it. */
+    static final class Lane {
+        private final MemorySegment[] slots;
+        private final HostPointer[] pointers;
+        private final CUevent[] events;
+        private final long slotBytes;
+        private final @Nullable Arena pageable;
+
+        private Lane(int slotCount, long slotBytes, boolean pinned) {
+            this.slots = new MemorySegment[slotCount];
+            this.pointers = new HostPointer[slotCount];
+            this.events = new CUevent[slotCount];
+            this.slotBytes = slotBytes;
+            this.pageable = pinned ? null : Arena.ofShared();
+            try {
+                for (int i = 0; i < slotCount; i++) {
+                    if (pinned) {
+                        HostPointer pointer = new HostPointer();
+                        CudaResults.check(cuMemHostAlloc(pointer, slotBytes, JCudaDriver.CU_MEMHOSTALLOC_PORTABLE),
+                                "cuMemHostAlloc(" + slotBytes + " bytes, staging buffer)");
+                        pointers[i] = pointer;
+                        slots[i] = MemorySegment.ofAddress(pointer.address()).reinterpret(slotBytes);
+                    } else {
+                        slots[i] = pageable.allocate(slotBytes, 64);
+                        pointers[i] = new HostPointer(slots[i].address());
+                    }
+                    CUevent event = new CUevent();
+                    CudaResults.check(cuEventCreate(event, CUevent_flags.CU_EVENT_BLOCKING_SYNC | CUevent_flags.CU_EVENT_DISABLE_TIMING),
+                            "cuEventCreate");
+                    events[i] = event;
+                }
+            } catch (RuntimeException e) {
+                free();
+                throw e;
+            }
+        }
+
+        int slots() {
+            return slots.length;
+        }
+
+        long slotBytes() {
+            return slotBytes;
+        }
+
+        MemorySegment slot(int i) {
+            return slots[i];
+        }
+
+        HostPointer pointer(int i) {
+            return pointers[i];
+        }
+
+        CUevent event(int i) {
+            return events[i];
+        }
+
+        private void free() {
+            for (int i = 0; i < slots.length; i++) {
+                if (events[i] != null) {
+                    cuEventDestroy(events[i]);
+                }
+                if (pageable == null && pointers[i] != null) {
+                    cuMemFreeHost(pointers[i]);
+                }
+            }
+            if (pageable != null) {
+                pageable.close();
+            }
+        }
+    }
+
+    static final int MIN_SLOTS = 2;
+
+    private final CudaContext context;
+    private final long slotBytes;
+    private final int slotsPerLane;
+    private final int maxLanes;
+    private final boolean pinned;
+    private final LinkedBlockingQueue<Lane> idle = new LinkedBlockingQueue<>();
+    private final List<Lane> all = new ArrayList<>();
+
+    StagingBuffers(CudaContext context, long slotBytes, int slotsPerLane, int maxLanes, boolean pinned) {
+        if (slotBytes <= 0) {
+            throw new IllegalArgumentException("a staging buffer needs a positive size: " + slotBytes);
+        }
+        if (slotsPerLane < MIN_SLOTS) {
+            throw new IllegalArgumentException("staging needs at least " + MIN_SLOTS + " buffers per copy to overlap host and device work: " + slotsPerLane);
+        }
+        if (maxLanes < 1) {
+            throw new IllegalArgumentException("at least one staging lane is needed: " + maxLanes);
+        }
+        this.context = context;
+        this.slotBytes = slotBytes;
+        this.slotsPerLane = slotsPerLane;
+        this.maxLanes = maxLanes;
+        this.pinned = pinned;
+    }
+
+    boolean pinned() {
+        return pinned;
+    }
+
+    /** A lane for one copy; waits while {@code maxLanes} copies are staging. The caller's context is current. */
+    Lane acquire() {
+        Lane lane = idle.poll();
+        if (lane != null) {
+            return lane;
+        }
+        synchronized (this) {
+            if (all.size() < maxLanes) {
+                context.makeCurrent();
+                Lane created = new Lane(slotsPerLane, slotBytes, pinned);
+                all.add(created);
+                return created;
+            }
+        }
+        try {
+            return idle.take();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while waiting for a staging buffer", e);
+        }
+    }
+
+    /** Gives a lane back; the device must be done with all of its slots. */
+    void release(Lane lane) {
+        idle.add(lane);
+    }
+
+    /** Frees every lane; no copy may be staging. */
+    @Override
+    public synchronized void close() {
+        context.makeCurrent();
+        for (Lane lane : all) {
+            lane.free();
+        }
+        all.clear();
+        idle.clear();
+    }
+}

@@ -1,0 +1,163 @@
+package dev.compute.memory.cuda;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.BackendOutOfMemoryException;
+import dev.compute.memory.spi.NativeAllocation;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The FFM half of the backend against a stand-in driver ({@code src/test/c/fake-libcuda.c}, compiled here with
+ * the system's C compiler): every downcall's signature (a mismatch fails at the first call), the zeroed structs
+ * as the driver reads them, and the page table of {@link CudaVirtualMemory}: handles balanced, rollback on out of
+ * memory, bad ranges refused. Skips where there is no C compiler or the source is not at hand.
+ */
+class FakeDriverTest {
+
+    private static final Path SOURCE = Path.of("src/test/c/fake-libcuda.c");
+
+    @TempDir
+    static Path dir;
+    private static Arena arena;
+    private static DriverLibrary driver;
+    private static MethodHandle counters;
+
+    @BeforeAll
+    static void build() throws IOException, InterruptedException {
+        assumeTrue(Files.isRegularFile(SOURCE), "the fake driver's source is not here: " + SOURCE.toAbsolutePath());
+        Path library = dir.resolve("libfakecuda.so");
+        Process cc;
+        try {
+            cc = new ProcessBuilder("cc", "-shared", "-fPIC", "-o", library.toString(), SOURCE.toString()).redirectErrorStream(true).start();
+        } catch (IOException e) {
+            assumeTrue(false, "no C compiler (cc) to build the fake driver: " + e.getMessage());
+            return;
+        }
+        String output = new String(cc.getInputStream().readAllBytes());
+        assertThat(cc.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        assertThat(cc.exitValue()).as("cc: %s", output).isZero();
+        arena = Arena.ofShared();
+        driver = DriverLibrary.open(library, arena);
+        counters = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(library, arena).find("stub_counters").orElseThrow(),
+                FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
+    }
+
+    @AfterAll
+    static void unload() {
+        if (arena != null) {
+            arena.close();
+        }
+    }
+
+    /** created, released, mapped, unmapped, reserved, freed, setAccess calls, rejected calls, live pages. */
+    private static long[] counters() throws Throwable {
+        try (Arena scratch = Arena.ofConfined()) {
+            MemorySegment out = scratch.allocate(ValueLayout.JAVA_LONG, 9);
+            counters.invokeExact(out);
+            return out.toArray(ValueLayout.JAVA_LONG);
+        }
+    }
+
+    @Test
+    void theProbeCallsReadWhatTheDriverWrites() {
+        assertThat(driver.init()).isZero();
+        assertThat(driver.driverVersion()).isEqualTo(13000);
+        assertThat(driver.deviceCount()).isEqualTo(1);
+        assertThat(driver.deviceName(driver.device(0))).isEqualTo("Stub GPU 0");
+        try (Arena scratch = Arena.ofConfined()) {
+            assertThat(driver.currentContext(scratch.allocate(ValueLayout.JAVA_LONG))).isZero();
+        }
+        assertThatThrownBy(() -> driver.device(1)).isInstanceOfSatisfying(CudaException.class, e -> {
+            assertThat(e.call()).isEqualTo("cuDeviceGet(1)");
+            assertThat(e).hasMessage("cuDeviceGet(1) failed: CUDA_ERROR_INVALID_DEVICE (101)");
+        });
+    }
+
+    @Test
+    void pagesMapAndUnmapWithZeroedStructsAndBalancedHandles() throws Throwable {
+        long[] before = counters();
+        CudaVirtualMemory vmm = new CudaVirtualMemory(driver, 0, () -> {});
+        long g = vmm.granularity();
+        assertThat(g).isEqualTo(2L << 20);
+        NativeAllocation range = vmm.reserve(20 * g - 1);
+        assertThat(range.sizeBytes()).isEqualTo(20 * g);
+        assertThat(range.location()).isEqualTo(MemoryLocation.DEVICE);
+        vmm.map(range, 2 * g, 4 * g);
+        vmm.unmap(range, 3 * g, 2 * g);
+        vmm.map(range, 3 * g, g);
+        vmm.release(range); // unmaps what is left first
+        vmm.close();
+        long[] after = counters();
+        long created = after[0] - before[0];
+        assertThat(created).isEqualTo(5);
+        assertThat(after[1] - before[1]).as("released").isEqualTo(created);
+        assertThat(after[2] - before[2]).as("mapped").isEqualTo(5);
+        assertThat(after[3] - before[3]).as("unmapped").isEqualTo(5);
+        assertThat(after[4] - before[4]).as("reserved").isEqualTo(1);
+        assertThat(after[5] - before[5]).as("freed").isEqualTo(1);
+        assertThat(after[6] - before[6]).as("one setAccess per map call").isEqualTo(2);
+        assertThat(after[7]).as("calls the fake driver rejected").isZero();
+        assertThat(after[8]).as("live pages").isZero();
+    }
+
+    @Test
+    void outOfMemoryWhileMappingGivesBackThePagesOfThatCallOnly() throws Throwable {
+        CudaVirtualMemory vmm = new CudaVirtualMemory(driver, 0, () -> {});
+        long g = vmm.granularity();
+        NativeAllocation range = vmm.reserve(32 * g);
+        try {
+            vmm.map(range, 0, 2 * g);
+            assertThatThrownBy(() -> vmm.map(range, 4 * g, 12 * g))
+                    .isExactlyInstanceOf(BackendOutOfMemoryException.class)
+                    .hasMessage("cuMemCreate(2097152 bytes, page 9 of 12 mapped at once) failed: CUDA_ERROR_OUT_OF_MEMORY (2)");
+            assertThat(counters()[8]).as("live pages after the rollback").isEqualTo(2);
+            vmm.map(range, 4 * g, 8 * g); // the pages of the failed call are free to map again
+            vmm.unmap(range, 4 * g, 8 * g);
+            vmm.unmap(range, 0, 2 * g);
+        } finally {
+            vmm.release(range);
+            vmm.close();
+        }
+        assertThat(counters()[8]).isZero();
+        assertThat(counters()[7]).isZero();
+    }
+
+    @Test
+    void badRangesAreRefusedBeforeTheDriver() throws Throwable {
+        CudaVirtualMemory vmm = new CudaVirtualMemory(driver, 0, () -> {});
+        long g = vmm.granularity();
+        NativeAllocation range = vmm.reserve(4 * g);
+        try {
+            assertThatThrownBy(() -> vmm.map(range, 1, g)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("whole");
+            assertThatThrownBy(() -> vmm.map(range, 0, g + 1)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> vmm.map(range, 2 * g, 3 * g)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> vmm.unmap(range, 0, g)).isInstanceOf(IllegalStateException.class).hasMessageContaining("not mapped");
+            vmm.map(range, 0, 2 * g);
+            assertThatThrownBy(() -> vmm.map(range, g, 2 * g)).isInstanceOf(IllegalStateException.class).hasMessageContaining("mapped already");
+            assertThatThrownBy(() -> vmm.reserve(0)).isInstanceOf(IllegalArgumentException.class);
+            NativeAllocation foreign = new NativeAllocation(MemoryLocation.DEVICE, 0x1000, g, null, null);
+            assertThatThrownBy(() -> vmm.map(foreign, 0, g)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("not a range reserved");
+        } finally {
+            vmm.release(range);
+            vmm.close();
+        }
+        assertThat(counters()[7]).as("nothing bad reached the driver").isZero();
+    }
+}
