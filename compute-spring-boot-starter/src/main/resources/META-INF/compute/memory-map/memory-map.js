@@ -196,6 +196,13 @@
       ? ` · ${bytes(device.totalBytes)} total, ${device.freeBytes >= 0 ? bytes(device.freeBytes) : 'unknown'} free`
       : '';
     $('device').textContent = `backend ${summary.backend} · device ${device.index}: ${device.name}${memory}`;
+    const leaks = $('leaks');
+    leaks.hidden = !summary.leaks;
+    if (summary.leaks) {
+      leaks.textContent = `${summary.leaks.detected} ${summary.leaks.detected === 1 ? 'leak' : 'leaks'} detected`;
+      leaks.title = (summary.definitions || {}).leaks || '';
+      leaks.classList.toggle('warn', summary.leaks.detected > 0);
+    }
 
     const main = $('locations');
     for (const detail of details) {

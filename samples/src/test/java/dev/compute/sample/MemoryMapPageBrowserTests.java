@@ -73,6 +73,7 @@ class MemoryMapPageBrowserTests {
         browser.get("http://127.0.0.1:" + port + "/actuator/computememory-map");
         assertThat(browser.getCurrentUrl()).as("redirected below the trailing slash").endsWith("/actuator/computememory-map/");
         wait.until(d -> d.findElement(By.id("device")).getText().startsWith("backend "));
+        assertThat(browser.findElement(By.id("leaks")).getText()).as("the endpoint's leak count").matches("\\d+ leaks? detected");
         assertThat(browser.findElement(By.id("message")).isDisplayed()).isFalse();
         assertThat(browser.findElements(By.cssSelector("section.location"))).extracting(s -> s.getDomAttribute("data-location"))
                 .containsExactlyElementsOf(memory.locations().stream().map(Enum::name).toList());
