@@ -21,6 +21,9 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -382,6 +385,7 @@ public final class CachingPoolResource implements MemoryResource {
                 return;
             }
             closed = true;
+            awaitPendingWork();
             cache.close(block -> { });
             pending.clear();
             completed.clear();
@@ -392,6 +396,27 @@ public final class CachingPoolResource implements MemoryResource {
             }
         } finally {
             lock.unlock();
+        }
+    }
+
+    /**
+     * Device work may still run on blocks freed while it was queued; freeing their memory under it (an unmap
+     * beneath a running kernel) would corrupt or crash it. Completions only enqueue, so waiting under the lock
+     * cannot deadlock; the wait is bounded so a hung device cannot hang shutdown.
+     */
+    private void awaitPendingWork() {
+        if (pending.isEmpty()) {
+            return;
+        }
+        try {
+            CompletableFuture.allOf(pending.values().toArray(CompletableFuture[]::new)).get(30, TimeUnit.SECONDS);
+        } catch (ExecutionException | CancellationException e) {
+            // the work failed: it no longer runs, so its memory may go
+        } catch (TimeoutException e) {
+            System.getLogger(CachingPoolResource.class.getName()).log(System.Logger.Level.WARNING,
+                    pending.size() + " block(s) still had device work running after 30 s; freeing them anyway");
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
