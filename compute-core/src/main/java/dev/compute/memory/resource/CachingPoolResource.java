@@ -5,7 +5,7 @@ import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
-import dev.compute.memory.resource.pool.Arena;
+import dev.compute.memory.resource.pool.PoolArena;
 import dev.compute.memory.resource.pool.PoolBlock;
 import dev.compute.memory.resource.pool.PoolLedger;
 import dev.compute.memory.resource.pool.SizeClassCache;
@@ -97,8 +97,8 @@ public final class CachingPoolResource implements MemoryResource {
     private final ComputeBackend backend;
     private final MemoryLocation location;
     private final PoolLedger ledger;
-    private final Arena small;
-    private final Arena large;
+    private final PoolArena small;
+    private final PoolArena large;
     private final SizeClassCache cache = new SizeClassCache();
     private final ReentrantLock lock = new ReentrantLock();
     private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
@@ -117,8 +117,8 @@ public final class CachingPoolResource implements MemoryResource {
         this.location = location;
         this.ledger = new PoolLedger(settings.maxPoolSize());
         VirtualMemory pages = settings.expandableSegments() ? backend.virtualMemory(location).orElse(null) : null;
-        this.small = new Arena(true, backend, location, this, pages, ledger);
-        this.large = new Arena(false, backend, location, this, pages, ledger);
+        this.small = new PoolArena(true, backend, location, this, pages, ledger);
+        this.large = new PoolArena(false, backend, location, this, pages, ledger);
     }
 
     /** True when this pool maps pages into reserved ranges rather than allocating plain segments. */
@@ -149,7 +149,7 @@ public final class CachingPoolResource implements MemoryResource {
     }
 
     private PoolBlock allocateLocked(long size, long requested) {
-        Arena arena = SizeClasses.small(size) ? small : large;
+        PoolArena arena = SizeClasses.small(size) ? small : large;
         String refusal;
         try {
             return takeOrGrow(arena, size, requested, false);
@@ -178,7 +178,7 @@ public final class CachingPoolResource implements MemoryResource {
     }
 
     /** A block from memory held (a hit), else after flushing the cache, else from new backend memory (a miss). */
-    private PoolBlock takeOrGrow(Arena arena, long size, long requested, boolean pressure) {
+    private PoolBlock takeOrGrow(PoolArena arena, long size, long requested, boolean pressure) {
         PoolBlock block = arena.take(size, requested, false, pressure);
         if (block == null) {
             cache.flush(this::releaseToArena);
