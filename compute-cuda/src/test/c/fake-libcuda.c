@@ -5,6 +5,7 @@
 // cuMemCreate fails with CUDA_ERROR_OUT_OF_MEMORY once 10 pages are live, to exercise the rollback.
 #include <string.h>
 #include <stdio.h>
+#include <stdlib.h>
 typedef unsigned long long u64;
 static long created, released, mapped, unmapped, reserved, freed, accessCalls, errors, live;
 #define G (2ull<<20)
@@ -28,4 +29,6 @@ int cuMemRelease(u64 h){ if(h<1000){errors++;return 1;} released++; live--; retu
 int cuMemMap(u64 p, size_t size, size_t off, u64 h, u64 flags){ if(size!=G||off||flags||h<1000||p%G){errors++;return 1;} mapped++; return 0; }
 int cuMemUnmap(u64 p, size_t size){ if(size!=G||p%G){errors++;return 1;} unmapped++; return 0; }
 int cuMemSetAccess(u64 p, size_t size, const int* desc, size_t count){ if(count!=1||desc[0]!=1||desc[1]!=0||desc[2]!=3||size%G){errors++;return 1;} accessCalls++; return 0; }
+int cuMemHostAlloc(void** pp, size_t size, unsigned flags){ if(!pp||!size){errors++;return 1;} if(flags&~0xfu) return 1; /* the refusal a test asks for */ *pp=malloc(size); return *pp?0:2; }
+int cuMemFreeHost(void* p){ if(!p){errors++;return 1;} free(p); return 0; }
 void stub_counters(long* o){ o[0]=created;o[1]=released;o[2]=mapped;o[3]=unmapped;o[4]=reserved;o[5]=freed;o[6]=accessCalls;o[7]=errors;o[8]=live; }

@@ -74,12 +74,16 @@ final class LeakDetector {
             if (closed || detector.manager.isClosed()) {
                 return;
             }
-            detector.leaksReported.incrementAndGet();
             LOG.log(System.Logger.Level.ERROR, "LEAK: a UnifiedBuffer of " + byteSize + " bytes at " + location
                     + " was garbage-collected without close(); its memory goes back to the pool now. "
                     + (site != null ? "It was allocated at:\n" + site
                     : "Set compute.memory.leak-detection=paranoid to see where leaked buffers are allocated."));
-            detector.manager.release(location, block, mirror, CompletableFuture.completedFuture(null));
+            // Counted last: whoever sees the count has the LEAK line logged and the memory back in the pool.
+            try {
+                detector.manager.release(location, block, mirror, CompletableFuture.completedFuture(null));
+            } finally {
+                detector.leaksReported.incrementAndGet();
+            }
         }
     }
 }

@@ -402,7 +402,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return live;
     }
 
-    long leaksReported() {
+    @Override
+    public long leaksDetected() {
         return leakDetector.leaksReported();
     }
 

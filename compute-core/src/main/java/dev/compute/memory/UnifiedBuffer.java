@@ -408,6 +408,8 @@ public final class UnifiedBuffer implements AutoCloseable {
             if (state.hostIsNewer()) {
                 syncToDevice();
             }
+            // work queued by another thread may sit on another stream: a kernel must not overtake it
+            awaitInFlight();
             if (forWrite) {
                 state = isHostAccessible() || mirror == null
                         ? (isHostAccessible() ? BufferState.SYNCHRONIZED : BufferState.DEVICE_ONLY)

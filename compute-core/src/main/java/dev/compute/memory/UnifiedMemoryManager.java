@@ -65,6 +65,13 @@ public interface UnifiedMemoryManager extends AutoCloseable {
     /** Buffers still open, with their allocation sites where leak detection recorded them. */
     List<LiveBufferReport> liveBuffers();
 
+    /**
+     * Buffers found garbage-collected without {@code close()} since the manager started, each also logged as a
+     * {@code LEAK}. Only tracked buffers can be found: all at {@code paranoid}, about one in
+     * {@value LeakDetectionLevel#SIMPLE_SAMPLING_INTERVAL} at {@code simple}, none at {@code disabled}.
+     */
+    long leaksDetected();
+
     /** True once {@link #close()} has begun. */
     boolean isClosed();
 

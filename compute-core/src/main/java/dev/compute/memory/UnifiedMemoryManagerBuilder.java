@@ -19,6 +19,8 @@ public final class UnifiedMemoryManagerBuilder {
     public static final long DEFAULT_STAGING_BUFFER_SIZE = 16L << 20;
     public static final int DEFAULT_TIMELINE_CAPACITY = 720;
     public static final Duration DEFAULT_TIMELINE_INTERVAL = Duration.ofSeconds(5);
+    /** The most timeline samples a location may keep (a day at one a second). */
+    public static final int MAX_TIMELINE_CAPACITY = 86_400;
 
     String backend = "auto";
     @Nullable ComputeBackend backendInstance;
@@ -151,14 +153,16 @@ public final class UnifiedMemoryManagerBuilder {
             throw new InvalidSettingException("compute.memory.pooling.release-threshold", releaseThreshold + " bytes",
                     "at most compute.memory.pooling.max-pool-size (" + maxPoolSize + " bytes): a pool cannot keep more cache than it may reserve");
         }
-        notNegativeDuration("compute.memory.pooling.trim-interval", trimInterval);
+        interval("compute.memory.pooling.trim-interval", trimInterval);
         positive("compute.memory.pinning.max-pinned-size", maxPinnedSize);
         positive("compute.memory.pinning.staging-buffer-size", stagingBufferSize);
         requireNonNull("compute.memory.leak-detection", leakDetection);
-        if (timelineCapacity <= 0) {
-            throw new InvalidSettingException("timeline capacity", timelineCapacity, "a positive number of samples");
+        // The ring is allocated whole at start and the endpoint returns all of it: a huge capacity fails late and badly.
+        if (timelineCapacity <= 0 || timelineCapacity > MAX_TIMELINE_CAPACITY) {
+            throw new InvalidSettingException("compute.memory.timeline.capacity", timelineCapacity,
+                    "a number of samples from 1 to " + MAX_TIMELINE_CAPACITY + ", such as 720");
         }
-        notNegativeDuration("timeline interval", timelineInterval);
+        interval("compute.memory.timeline.interval", timelineInterval);
     }
 
     private static void requireNonNull(String property, @Nullable Object value) {
@@ -179,10 +183,11 @@ public final class UnifiedMemoryManagerBuilder {
         }
     }
 
-    private static void notNegativeDuration(String property, @Nullable Duration duration) {
+    // The maintenance thread schedules in milliseconds: a positive interval under 1ms would silently mean off.
+    private static void interval(String property, @Nullable Duration duration) {
         requireNonNull(property, duration);
-        if (duration.isNegative()) {
-            throw new InvalidSettingException(property, duration, "a duration of 0 (off) or more, such as 30s or 5m");
+        if (duration.isNegative() || (!duration.isZero() && duration.toMillis() == 0)) {
+            throw new InvalidSettingException(property, duration, "0 (off) or a duration of at least 1ms, such as 30s or 5m");
         }
     }
 }

@@ -5,6 +5,8 @@ import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
@@ -32,6 +34,8 @@ public record ComputeProperties(
         @DefaultValue OpenCl opencl,
         @DefaultValue Health health) {
 
+    private static final List<String> OPENCL_DEVICE_TYPES = List.of("gpu", "cpu", "accelerator", "all");
+
     /** A builder holding every setting, ready for {@link UnifiedMemoryManagerBuilder#build()}. */
     public UnifiedMemoryManagerBuilder toBuilder() {
         UnifiedMemoryManagerBuilder builder = UnifiedMemoryManager.builder()
@@ -53,7 +57,7 @@ public record ComputeProperties(
             builder.backendOption("platform", opencl.platform().trim());
         }
         if (opencl.deviceType() != null && !opencl.deviceType().isBlank()) {
-            builder.backendOption("device-type", opencl.deviceType().trim());
+            builder.backendOption("device-type", deviceType(opencl.deviceType().trim()));
         }
         return builder;
     }
@@ -62,6 +66,14 @@ public record ComputeProperties(
     private static <T> T required(String property, @Nullable T value) {
         if (value == null) {
             throw new InvalidSettingException(property, "", "a value is required");
+        }
+        return value;
+    }
+
+    // Checked here, not by the OpenCL backend: under auto a backend that is passed over would never see a typo.
+    private static String deviceType(String value) {
+        if (!OPENCL_DEVICE_TYPES.contains(value.toLowerCase(Locale.ROOT))) {
+            throw new InvalidSettingException("compute.opencl.device-type", value, "one of " + String.join(", ", OPENCL_DEVICE_TYPES) + ", or empty");
         }
         return value;
     }
@@ -90,8 +102,8 @@ public record ComputeProperties(
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
      * @param maxPoolSize Cap on the bytes reserved from the backend per location.
      * @param releaseThreshold Cached bytes a trim keeps for reuse; at most max-pool-size.
-     * @param trimInterval How often cached memory beyond the release threshold is given back; 0 disables
-     *     scheduled trimming.
+     * @param trimInterval How often cached memory beyond the release threshold is given back, at least 1ms; 0
+     *     disables scheduled trimming.
      * @param expandableSegments Whether the pool maps pages into reserved address ranges where the backend can,
      *     so reserved memory follows live memory closely.
      */
@@ -113,8 +125,8 @@ public record ComputeProperties(
             @DefaultValue("16MB") DataSize stagingBufferSize) {}
 
     /**
-     * @param capacity How many samples each location keeps (at the default interval, an hour).
-     * @param interval How often reserved, allocated and cached bytes are sampled; 0 disables sampling.
+     * @param capacity How many samples each location keeps (at the default interval, an hour); 1 to 86400.
+     * @param interval How often reserved, allocated and cached bytes are sampled, at least 1ms; 0 disables sampling.
      */
     public record Timeline(
             @DefaultValue("720") int capacity,

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.boot.diagnostics.BackendUnavailableFailureAnalyzer;
+import dev.compute.boot.diagnostics.ComputeBindFailureAnalyzer;
 import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
 import dev.compute.boot.testing.UnattachedDeviceBackendProvider;
 import dev.compute.memory.BackendUnavailableException;
@@ -132,26 +133,69 @@ class ComputeMemoryAutoConfigurationTests {
 
     @ParameterizedTest
     @CsvSource(delimiter = '|', value = {
-            "compute.backend=tpu                                | compute.backend                           | tpu",
-            "compute.device=-1                                  | compute.device                            | -1",
-            "compute.memory.pooling.max-pool-size=-1GB          | compute.memory.pooling.max-pool-size      | -1073741824 bytes",
-            "compute.memory.pooling.release-threshold=8GB       | compute.memory.pooling.release-threshold  | 8589934592 bytes",
-            "compute.memory.pooling.trim-interval=-5s           | compute.memory.pooling.trim-interval      | PT-5S",
-            "compute.memory.pinning.staging-buffer-size=0       | compute.memory.pinning.staging-buffer-size| 0 bytes",
-            "compute.memory.pinning.max-pinned-size=-1MB        | compute.memory.pinning.max-pinned-size    | -1048576 bytes",
-            "compute.health.fragmentation-warning-threshold=1.5 | compute.health.fragmentation-warning-threshold | 1.5",
-            "compute.health.device-memory-warning-threshold=-0.1| compute.health.device-memory-warning-threshold | -0.1",
+            "compute.backend=tpu                                | compute.backend                           | tpu                | one of auto, ",
+            "compute.backend=                                   | compute.backend                           | ''                 | name a backend",
+            "compute.device=-1                                  | compute.device                            | -1                 | a device index of 0 or more",
+            "compute.opencl.device-type=tpu                     | compute.opencl.device-type                | tpu                | one of gpu, cpu, accelerator, all",
+            "compute.memory.default-location=pinned;compute.memory.pinning.enabled=false | compute.memory.default-location | PINNED | a location this backend (cpu) offers: auto or one of [DEVICE, HOST, UNIFIED]",
+            "compute.memory.pooling.max-pool-size=-1GB          | compute.memory.pooling.max-pool-size      | -1073741824 bytes  | a positive size",
+            "compute.memory.pooling.max-pool-size=0             | compute.memory.pooling.max-pool-size      | 0 bytes            | a positive size",
+            "compute.memory.pooling.release-threshold=-1MB      | compute.memory.pooling.release-threshold  | -1048576 bytes     | a size of 0 or more",
+            "compute.memory.pooling.release-threshold=8GB       | compute.memory.pooling.release-threshold  | 8589934592 bytes   | at most compute.memory.pooling.max-pool-size (4294967296 bytes)",
+            "compute.memory.pooling.trim-interval=-5s           | compute.memory.pooling.trim-interval      | PT-5S              | 0 (off) or a duration of at least 1ms",
+            "compute.memory.pooling.trim-interval=500us         | compute.memory.pooling.trim-interval      | PT0.0005S          | 0 (off) or a duration of at least 1ms",
+            "compute.memory.pinning.staging-buffer-size=0       | compute.memory.pinning.staging-buffer-size| 0 bytes            | a positive size",
+            "compute.memory.pinning.max-pinned-size=-1MB        | compute.memory.pinning.max-pinned-size    | -1048576 bytes     | a positive size",
+            "compute.memory.timeline.capacity=0                 | compute.memory.timeline.capacity          | 0                  | a number of samples from 1 to 86400",
+            "compute.memory.timeline.capacity=10000000          | compute.memory.timeline.capacity          | 10000000           | a number of samples from 1 to 86400",
+            "compute.memory.timeline.interval=-1s               | compute.memory.timeline.interval          | PT-1S              | 0 (off) or a duration of at least 1ms",
+            "compute.health.fragmentation-warning-threshold=1.5 | compute.health.fragmentation-warning-threshold | 1.5           | a fraction between 0 and 1",
+            "compute.health.device-memory-warning-threshold=-0.1| compute.health.device-memory-warning-threshold | -0.1          | a fraction between 0 and 1",
     })
-    void everyInvalidValueStopsStartUpNamingThePropertyTheValueAndWhatIsAllowed(String setting, String property, String value) {
+    void everyInvalidValueStopsStartUpNamingThePropertyTheValueAndWhatIsAllowed(String settings, String property, String value, String allowed) {
         AtomicReference<Environment> environment = new AtomicReference<>();
-        runner.withPropertyValues(setting).withInitializer(context -> environment.set(context.getEnvironment())).run(context -> {
+        runner.withPropertyValues(settings.split(";")).withInitializer(context -> environment.set(context.getEnvironment())).run(context -> {
             assertThat(context).hasFailed();
             assertThat(context).getFailure().rootCause().isInstanceOf(InvalidSettingException.class)
                     .extracting(e -> ((InvalidSettingException) e).property()).isEqualTo(property);
             FailureAnalysis analysis = new InvalidSettingFailureAnalyzer(environment.get()).analyze(context.getStartupFailure());
             assertThat(analysis).isNotNull();
-            assertThat(analysis.getDescription()).contains("Property: " + property).contains("Value: \"" + value + "\"").contains("Allowed: ");
+            assertThat(analysis.getDescription()).contains("Property: " + property).contains("Value: \"" + value + "\"")
+                    .contains("Allowed: " + allowed);
             assertThat(analysis.getAction()).startsWith("Change " + property + " to ");
+            assertThat(new ComputeBindFailureAnalyzer().analyze(context.getStartupFailure()))
+                    .as("a value that converted but broke a rule is not a bind failure").isNull();
+        });
+    }
+
+    /** Values Spring cannot convert: our analyzer, not Boot's generic bind report, says what the type allows. */
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', value = {
+            "compute.memory.leak-detection=verbose              | one of disabled, simple, paranoid",
+            "compute.memory.default-location=gpu                | one of auto, device, host, pinned, unified",
+            "compute.device=first                               | a whole number",
+            "compute.memory.timeline.capacity=lots              | a whole number",
+            "compute.memory.pooling.enabled=maybe               | true or false",
+            "compute.memory.pooling.expandable-segments=perhaps | true or false",
+            "compute.memory.pinning.enabled=sometimes           | true or false",
+            "compute.memory.pooling.max-pool-size=4XB           | a size: a whole number with a unit B, KB, MB, GB or TB",
+            "compute.memory.pooling.release-threshold=half      | a size: a whole number with a unit B, KB, MB, GB or TB",
+            "compute.memory.pinning.max-pinned-size=2gigabytes  | a size: a whole number with a unit B, KB, MB, GB or TB",
+            "compute.memory.pinning.staging-buffer-size=big     | a size: a whole number with a unit B, KB, MB, GB or TB",
+            "compute.memory.pooling.trim-interval=hourly        | a duration: a whole number with a unit ns, us, ms, s, m, h or d",
+            "compute.memory.timeline.interval=5 sec             | a duration: a whole number with a unit ns, us, ms, s, m, h or d",
+            "compute.health.fragmentation-warning-threshold=high| a number, such as 0.5",
+    })
+    void aValueThatDoesNotConvertIsReportedWithTheValuesItsTypeAllows(String setting, String allowed) {
+        String property = setting.substring(0, setting.indexOf('='));
+        String value = setting.substring(setting.indexOf('=') + 1);
+        runner.withPropertyValues(setting).run(context -> {
+            assertThat(context).hasFailed();
+            FailureAnalysis analysis = new ComputeBindFailureAnalyzer().analyze(context.getStartupFailure());
+            assertThat(analysis).isNotNull();
+            assertThat(analysis.getDescription()).startsWith("A compute memory setting is invalid:")
+                    .contains("Property: " + property).contains("Value: \"" + value + "\"").contains("Allowed: " + allowed);
+            assertThat(analysis.getAction()).startsWith("Change " + property + " to " + allowed);
         });
     }
 

@@ -1,5 +1,6 @@
 package dev.compute.sample;
 
+import dev.compute.memory.InvalidSettingException;
 import java.time.Duration;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
@@ -20,15 +21,16 @@ public record LoadProperties(
         @DefaultValue("4MB") DataSize maxBufferSize,
         @DefaultValue("20ms") Duration pause) {
 
+    // InvalidSettingException, so the starter's failure analyzer reports these as it does compute.* settings.
     public LoadProperties {
         if (maxLiveBuffers < 1) {
-            throw new IllegalArgumentException("sample.load.max-live-buffers must be at least 1, not " + maxLiveBuffers);
+            throw new InvalidSettingException("sample.load.max-live-buffers", maxLiveBuffers, "a number of buffers of 1 or more, such as 32");
         }
         if (maxBufferSize.toBytes() < 1024) {
-            throw new IllegalArgumentException("sample.load.max-buffer-size must be at least 1KB, not " + maxBufferSize);
+            throw new InvalidSettingException("sample.load.max-buffer-size", maxBufferSize, "a size of at least 1KB, such as 4MB");
         }
         if (pause.isNegative()) {
-            throw new IllegalArgumentException("sample.load.pause must not be negative, not " + pause);
+            throw new InvalidSettingException("sample.load.pause", pause, "0 (no pause) or a positive duration, such as 20ms");
         }
     }
 }

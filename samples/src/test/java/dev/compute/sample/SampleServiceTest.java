@@ -13,5 +13,5 @@ import org.springframework.boot.test.context.SpringBootTest;
 @Target(ElementType.TYPE)
 @Retention(RetentionPolicy.RUNTIME)
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-        properties = {"compute.memory.leak-detection=paranoid", "sample.load.pause=1ms"})
+        properties = {"compute.memory.leak-detection=paranoid", "sample.load.pause=1ms", "compute.memory.timeline.interval=1s"})
 public @interface SampleServiceTest {}

@@ -5,7 +5,7 @@ import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
-import dev.compute.memory.resource.pool.Arena;
+import dev.compute.memory.resource.pool.PoolArena;
 import dev.compute.memory.resource.pool.PoolBlock;
 import dev.compute.memory.resource.pool.PoolLedger;
 import dev.compute.memory.resource.pool.SizeClassCache;
@@ -21,6 +21,9 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -94,8 +97,8 @@ public final class CachingPoolResource implements MemoryResource {
     private final ComputeBackend backend;
     private final MemoryLocation location;
     private final PoolLedger ledger;
-    private final Arena small;
-    private final Arena large;
+    private final PoolArena small;
+    private final PoolArena large;
     private final SizeClassCache cache = new SizeClassCache();
     private final ReentrantLock lock = new ReentrantLock();
     private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
@@ -114,8 +117,8 @@ public final class CachingPoolResource implements MemoryResource {
         this.location = location;
         this.ledger = new PoolLedger(settings.maxPoolSize());
         VirtualMemory pages = settings.expandableSegments() ? backend.virtualMemory(location).orElse(null) : null;
-        this.small = new Arena(true, backend, location, this, pages, ledger);
-        this.large = new Arena(false, backend, location, this, pages, ledger);
+        this.small = new PoolArena(true, backend, location, this, pages, ledger);
+        this.large = new PoolArena(false, backend, location, this, pages, ledger);
     }
 
     /** True when this pool maps pages into reserved ranges rather than allocating plain segments. */
@@ -146,7 +149,7 @@ public final class CachingPoolResource implements MemoryResource {
     }
 
     private PoolBlock allocateLocked(long size, long requested) {
-        Arena arena = SizeClasses.small(size) ? small : large;
+        PoolArena arena = SizeClasses.small(size) ? small : large;
         String refusal;
         try {
             return takeOrGrow(arena, size, requested, false);
@@ -175,7 +178,7 @@ public final class CachingPoolResource implements MemoryResource {
     }
 
     /** A block from memory held (a hit), else after flushing the cache, else from new backend memory (a miss). */
-    private PoolBlock takeOrGrow(Arena arena, long size, long requested, boolean pressure) {
+    private PoolBlock takeOrGrow(PoolArena arena, long size, long requested, boolean pressure) {
         PoolBlock block = arena.take(size, requested, false, pressure);
         if (block == null) {
             cache.flush(this::releaseToArena);
@@ -382,6 +385,7 @@ public final class CachingPoolResource implements MemoryResource {
                 return;
             }
             closed = true;
+            awaitPendingWork();
             cache.close(block -> { });
             pending.clear();
             completed.clear();
@@ -392,6 +396,27 @@ public final class CachingPoolResource implements MemoryResource {
             }
         } finally {
             lock.unlock();
+        }
+    }
+
+    /**
+     * Device work may still run on blocks freed while it was queued; freeing their memory under it (an unmap
+     * beneath a running kernel) would corrupt or crash it. Completions only enqueue, so waiting under the lock
+     * cannot deadlock; the wait is bounded so a hung device cannot hang shutdown.
+     */
+    private void awaitPendingWork() {
+        if (pending.isEmpty()) {
+            return;
+        }
+        try {
+            CompletableFuture.allOf(pending.values().toArray(CompletableFuture[]::new)).get(30, TimeUnit.SECONDS);
+        } catch (ExecutionException | CancellationException e) {
+            // the work failed: it no longer runs, so its memory may go
+        } catch (TimeoutException e) {
+            System.getLogger(CachingPoolResource.class.getName()).log(System.Logger.Level.WARNING,
+                    pending.size() + " block(s) still had device work running after 30 s; freeing them anyway");
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 

@@ -25,7 +25,7 @@ public interface MemoryResource extends AutoCloseable {
     void deallocate(Block block, CompletableFuture<?> inFlight);
 
     default void deallocate(Block block) {
-        deallocate(block, CompletableFuture.completedFuture(null));
+        deallocate(block, NothingInFlight.FUTURE);
     }
 
     /** Gives cached memory back to the backend until at most {@code keepBytes} stay cached; returns the bytes released. */

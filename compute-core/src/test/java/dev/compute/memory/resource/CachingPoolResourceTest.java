@@ -227,6 +227,29 @@ class CachingPoolResourceTest {
     }
 
     @Test
+    void closeWaitsForWorkInFlightBeforeGivingMemoryBack() throws InterruptedException {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+        pool.deallocate(pool.allocate(4 * MiB), kernel);
+        long[] usedWhenKernelEnded = new long[1];
+        Thread device = Thread.ofPlatform().start(() -> {
+            // the kernel ends once close waits on it
+            while (kernel.getNumberOfDependents() == 0) {
+                Thread.onSpinWait();
+            }
+            usedWhenKernelEnded[0] = backend.usedBytes();
+            kernel.complete(null);
+        });
+
+        pool.close();
+
+        device.join();
+        assertThat(usedWhenKernelEnded[0]).as("nothing was freed under the running kernel").isPositive();
+        assertThat(backend.usedBytes()).isZero();
+    }
+
+    @Test
     void outOfMemoryWaitsForPendingBlocksBeforeGivingUp() throws InterruptedException {
         AddressSpaceBackend backend = backend(32 * MiB, true);
         CachingPoolResource pool = pool(backend, GiB, true);

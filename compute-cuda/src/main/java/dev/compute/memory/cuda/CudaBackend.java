@@ -7,9 +7,7 @@ import static jcuda.driver.JCudaDriver.cuEventSynchronize;
 import static jcuda.driver.JCudaDriver.cuMemAlloc;
 import static jcuda.driver.JCudaDriver.cuMemAllocManaged;
 import static jcuda.driver.JCudaDriver.cuMemFree;
-import static jcuda.driver.JCudaDriver.cuMemFreeHost;
 import static jcuda.driver.JCudaDriver.cuMemGetInfo;
-import static jcuda.driver.JCudaDriver.cuMemHostAlloc;
 import static jcuda.driver.JCudaDriver.cuMemcpyAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
@@ -252,10 +250,10 @@ public final class CudaBackend implements ComputeBackend {
                 return new NativeAllocation(location, pointer.address(), sizeBytes, null, pointer);
             }
             case PINNED -> {
-                HostPointer pointer = new HostPointer();
-                CudaResults.check(cuMemHostAlloc(pointer, sizeBytes, JCudaDriver.CU_MEMHOSTALLOC_PORTABLE | JCudaDriver.CU_MEMHOSTALLOC_DEVICEMAP),
+                // through FFM: JCuda's cuMemHostAlloc fails (and leaks the memory) from 2 GiB on, see DriverLibrary.hostAlloc
+                long address = context.driver.hostAlloc(sizeBytes, JCudaDriver.CU_MEMHOSTALLOC_PORTABLE | JCudaDriver.CU_MEMHOSTALLOC_DEVICEMAP,
                         "cuMemHostAlloc(" + sizeBytes + " bytes)");
-                long address = pointer.address();
+                HostPointer pointer = new HostPointer(address);
                 deviceVisibleHost.put(address, address + sizeBytes);
                 return new NativeAllocation(location, address, sizeBytes, MemorySegment.ofAddress(address).reinterpret(sizeBytes), pointer);
             }
@@ -293,7 +291,7 @@ public final class CudaBackend implements ComputeBackend {
             }
             case HostPointer pointer -> {
                 deviceVisibleHost.remove(allocation.address());
-                CudaResults.check(cuMemFreeHost(pointer), "cuMemFreeHost(" + allocation.sizeBytes() + " bytes)");
+                CudaResults.check(context.driver.freeHost(pointer.address()), "cuMemFreeHost(" + allocation.sizeBytes() + " bytes)");
             }
             case Arena arena -> arena.close();
             case null, default -> throw new IllegalArgumentException("not an allocation of this backend: " + allocation);

@@ -19,7 +19,8 @@ import org.jspecify.annotations.Nullable;
  * FFM downcalls into {@code libcuda.so.1}: what the provider probes before JCuda is touched (so a machine
  * without the driver gets a reason, not an {@code UnsatisfiedLinkError}), the cheap current-context check, and
  * the virtual-memory calls, whose JCuda 12.6.0 binding of {@code cuMemCreate} passes uninitialised struct bytes
- * (the driver answers {@code CUDA_ERROR_INVALID_VALUE}). Signatures follow {@code cuda.h}; CUdeviceptr, size_t,
+ * (the driver answers {@code CUDA_ERROR_INVALID_VALUE}), and page-locked host allocations, whose JCuda binding
+ * cannot return 2 GiB or more (see {@link #hostAlloc}). Signatures follow {@code cuda.h}; CUdeviceptr, size_t,
  * handles and {@code unsigned long long} are {@code JAVA_LONG}, pointers {@code ADDRESS}, enums and
  * {@code unsigned int} {@code JAVA_INT}, as in {@code shared/gpu/probes/FfmVmmProbe.java}, which ran on the H100.
  */
@@ -76,6 +77,8 @@ final class DriverLibrary {
     final MethodHandle cuMemMap;
     final MethodHandle cuMemUnmap;
     final MethodHandle cuMemSetAccess;
+    final MethodHandle cuMemHostAlloc;
+    final MethodHandle cuMemFreeHost;
 
     private DriverLibrary(SymbolLookup lookup) {
         cuInit = bind(lookup, "cuInit", JAVA_INT);                                           // (unsigned int flags)
@@ -97,6 +100,9 @@ final class DriverLibrary {
         cuMemUnmap = bind(lookup, "cuMemUnmap", JAVA_LONG, JAVA_LONG);                       // (CUdeviceptr ptr, size_t size)
         // (CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count)
         cuMemSetAccess = bind(lookup, "cuMemSetAccess", JAVA_LONG, JAVA_LONG, ADDRESS, JAVA_LONG);
+        // (void** pp, size_t bytesize, unsigned int Flags) and (void* p): no _v2 variants in cuda.h
+        cuMemHostAlloc = bind(lookup, "cuMemHostAlloc", ADDRESS, JAVA_LONG, JAVA_INT);
+        cuMemFreeHost = bind(lookup, "cuMemFreeHost", ADDRESS);
     }
 
     private static MethodHandle bind(SymbolLookup lookup, String name, MemoryLayout... arguments) {
@@ -163,6 +169,31 @@ final class DriverLibrary {
         try {
             CudaResults.check((int) cuCtxGetCurrent.invokeExact(scratch), "cuCtxGetCurrent");
             return scratch.get(JAVA_LONG, 0);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /**
+     * Page-locked host memory ({@code cuMemHostAlloc}); the context must be current. Not through JCuda: its
+     * binding wraps the memory in a direct {@code ByteBuffer} ({@code NewDirectByteBuffer}), which Java caps at
+     * {@code Integer.MAX_VALUE} bytes, so from 2 GiB on the call throws {@code IllegalArgumentException} after the
+     * driver has pinned the memory, and the memory leaks.
+     */
+    long hostAlloc(long bytes, int flags, String call) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(ADDRESS);
+            CudaResults.check((int) cuMemHostAlloc.invokeExact(out, bytes, flags), call);
+            return out.get(ADDRESS, 0).address();
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** Frees memory of {@link #hostAlloc}; the CUresult. */
+    int freeHost(long address) {
+        try {
+            return (int) cuMemFreeHost.invokeExact(MemorySegment.ofAddress(address));
         } catch (Throwable t) {
             throw rethrow(t);
         }

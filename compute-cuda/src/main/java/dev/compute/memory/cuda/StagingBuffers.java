@@ -2,8 +2,6 @@ package dev.compute.memory.cuda;
 
 import static jcuda.driver.JCudaDriver.cuEventCreate;
 import static jcuda.driver.JCudaDriver.cuEventDestroy;
-import static jcuda.driver.JCudaDriver.cuMemFreeHost;
-import static jcuda.driver.JCudaDriver.cuMemHostAlloc;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -34,7 +32,10 @@ final class StagingBuffers implements AutoCloseable {
         private final long slotBytes;
         private final @Nullable Arena pageable;
 
-        private Lane(int slotCount, long slotBytes, boolean pinned) {
+        private final DriverLibrary driver;
+
+        private Lane(DriverLibrary driver, int slotCount, long slotBytes, boolean pinned) {
+            this.driver = driver;
             this.slots = new MemorySegment[slotCount];
             this.pointers = new HostPointer[slotCount];
             this.events = new CUevent[slotCount];
@@ -43,9 +44,9 @@ final class StagingBuffers implements AutoCloseable {
             try {
                 for (int i = 0; i < slotCount; i++) {
                     if (pinned) {
-                        HostPointer pointer = new HostPointer();
-                        CudaResults.check(cuMemHostAlloc(pointer, slotBytes, JCudaDriver.CU_MEMHOSTALLOC_PORTABLE),
-                                "cuMemHostAlloc(" + slotBytes + " bytes, staging buffer)");
+                        // through FFM, as PINNED allocations: JCuda's binding fails from 2 GiB on (DriverLibrary.hostAlloc)
+                        HostPointer pointer = new HostPointer(driver.hostAlloc(slotBytes, JCudaDriver.CU_MEMHOSTALLOC_PORTABLE,
+                                "cuMemHostAlloc(" + slotBytes + " bytes, staging buffer)"));
                         pointers[i] = pointer;
                         slots[i] = MemorySegment.ofAddress(pointer.address()).reinterpret(slotBytes);
                     } else {
@@ -89,7 +90,7 @@ final class StagingBuffers implements AutoCloseable {
                     cuEventDestroy(events[i]);
                 }
                 if (pageable == null && pointers[i] != null) {
-                    cuMemFreeHost(pointers[i]);
+                    driver.freeHost(pointers[i].address());
                 }
             }
             if (pageable != null) {
@@ -138,7 +139,7 @@ final class StagingBuffers implements AutoCloseable {
         synchronized (this) {
             if (all.size() < maxLanes) {
                 context.makeCurrent();
-                Lane created = new Lane(slotsPerLane, slotBytes, pinned);
+                Lane created = new Lane(context.driver, slotsPerLane, slotBytes, pinned);
                 all.add(created);
                 return created;
             }

@@ -172,6 +172,19 @@ class CudaBackendTest {
     }
 
     @Test
+    void pinnedAllocationsOfTwoGibibytesAndMoreWork() {
+        // JCuda's cuMemHostAlloc wraps the memory in a direct ByteBuffer, which Java caps at Integer.MAX_VALUE bytes
+        long size = (2L << 30) + 4096;
+        NativeAllocation pinned = allocate(MemoryLocation.PINNED, size);
+        pinned.hostSegment().set(ValueLayout.JAVA_BYTE, size - 1, (byte) 42);
+        NativeAllocation device = allocate(MemoryLocation.DEVICE, 4096);
+        backend.copyToDevice(pinned.hostSegment().asSlice(size - 4096, 4096), device, 0, 4096);
+        byte[] back = new byte[4096];
+        backend.copyToHost(device, 0, MemorySegment.ofArray(back), 4096);
+        assertThat(back[4095]).isEqualTo((byte) 42);
+    }
+
+    @Test
     void anImpossibleAllocationIsOutOfMemoryNamingTheCall() {
         long tooMuch = backend.info().deviceTotalBytes() * 4;
         assertThatThrownBy(() -> backend.allocate(MemoryLocation.DEVICE, tooMuch))

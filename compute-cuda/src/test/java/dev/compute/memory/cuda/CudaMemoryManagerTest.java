@@ -154,19 +154,30 @@ class CudaMemoryManagerTest {
 
     /**
      * A buffer closed right after a kernel on it was launched must not be handed to a new owner before the
-     * kernel ends. The kernel here is a fill queued behind a spin of about half a second on this thread's
-     * stream; the new owner writes from another thread, whose stream is not ordered after the fill, so memory
-     * reused early would be overwritten by the late fill.
+     * kernel ends. The kernel here is a fill queued behind a spin of about a second on this thread's stream
+     * (2e9 clock cycles: 1.0 s at the H100's 1.98 GHz boost clock, longer at lower clocks); the new owner writes
+     * from another thread, whose stream is not ordered after the fill, so memory reused early would be
+     * overwritten by the late fill.
+     *
+     * <p>While the spin runs, the new owner's allocation must make no driver call: the pool is warmed first (a
+     * spare block of the same size, mapped and freed), so the new owner gets the spare's memory from the pool.
+     * Mapping pages ({@code cuMemCreate}, {@code cuMemMap}, {@code cuMemSetAccess}) is not documented as
+     * asynchronous to running kernels ("any CUDA API call may block or synchronize"); had it waited for the spin,
+     * the check that the fill is still queued would fail although the pool is right. The staging buffers the new
+     * owner's copy borrows were made by {@code first}'s upload, before the spin.
      */
     @Test
     void aBufferClosedWhileItsKernelRunsIsNotReusedBeforeTheKernelEnds() throws Exception {
         CudaBackend backend = open(true);
         int n = 4 << 20;
         try (PtxModule tests = backend.loadModule("/dev/compute/memory/cuda/test-kernels.ptx")) {
+            UnifiedBuffer spare = manager.allocate(DataType.FLOAT32, n, MemoryLocation.DEVICE);
             UnifiedBuffer first = manager.allocate(DataType.FLOAT32, n, MemoryLocation.DEVICE);
+            spare.close();
             first.copyFrom(new float[n]);
+            long mapCallsBefore = manager.statistics(MemoryLocation.DEVICE).backendAllocations();
             jcuda.driver.CUstream stream = backend.enter();
-            CudaKernelOps.launch(tests.function("spin"), 1, stream, Pointer.to(Pointer.to(new long[] {1_000_000_000L})));
+            CudaKernelOps.launch(tests.function("spin"), 1, stream, Pointer.to(Pointer.to(new long[] {2_000_000_000L})));
             CompletableFuture<Void> fill = manager.ops().fillAsync(first, 7);
             first.close();
             assertThat(fill).as("the spin keeps the fill queued").isNotDone();
@@ -186,6 +197,8 @@ class CudaMemoryManagerTest {
             }
             writer.start();
             writer.join();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).backendAllocations())
+                    .as("the new owner's memory came from the pool, with no driver call while the spin ran").isEqualTo(mapCallsBefore);
             assertThat(fill).as("the new owner wrote while the old kernel was still queued").isNotDone();
             fill.join();
             try (UnifiedBuffer buffer = second.get()) {

@@ -91,6 +91,18 @@ class FakeDriverTest {
     }
 
     @Test
+    void pinnedHostMemoryIsAllocatedAndFreedThroughTheDriver() throws Throwable {
+        long address = driver.hostAlloc(3 << 20, 3, "cuMemHostAlloc(3 MiB)");
+        assertThat(address).isNotZero();
+        MemorySegment memory = MemorySegment.ofAddress(address).reinterpret(3 << 20);
+        memory.fill((byte) 5);
+        assertThat(memory.get(ValueLayout.JAVA_BYTE, (3 << 20) - 1)).isEqualTo((byte) 5);
+        assertThat(driver.freeHost(address)).isZero();
+        assertThatThrownBy(() -> driver.hostAlloc(16, 1 << 8, "cuMemHostAlloc(16 bytes)")).isInstanceOfSatisfying(CudaException.class,
+                e -> assertThat(e).hasMessage("cuMemHostAlloc(16 bytes) failed: CUDA_ERROR_INVALID_VALUE (1)"));
+    }
+
+    @Test
     void pagesMapAndUnmapWithZeroedStructsAndBalancedHandles() throws Throwable {
         long[] before = counters();
         CudaVirtualMemory vmm = new CudaVirtualMemory(driver, 0, () -> {});

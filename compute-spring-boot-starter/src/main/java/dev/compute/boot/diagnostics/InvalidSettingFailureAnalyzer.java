@@ -26,17 +26,7 @@ public final class InvalidSettingFailureAnalyzer extends AbstractFailureAnalyzer
 
     @Override
     protected FailureAnalysis analyze(Throwable rootFailure, InvalidSettingException cause) {
-        String origin = origin(cause.property());
-        StringBuilder description = new StringBuilder("A compute memory setting is invalid:").append(System.lineSeparator())
-                .append(System.lineSeparator()).append("    Property: ").append(cause.property()).append(System.lineSeparator())
-                .append("    Value: \"").append(cause.value()).append('"').append(System.lineSeparator());
-        if (!origin.isEmpty()) {
-            description.append("    Origin: ").append(origin).append(System.lineSeparator());
-        }
-        description.append("    Allowed: ").append(cause.allowed()).append(System.lineSeparator());
-        String action = String.format("Change %s to %s%s, or remove it to use the default.", cause.property(), cause.allowed(),
-                origin.isEmpty() ? " in your configuration (application.yml, application.properties or the environment)" : " where it is set (" + origin + ")");
-        return new FailureAnalysis(description.toString(), action, cause);
+        return SettingFailure.analysis(cause.property(), cause.value(), origin(cause.property()), cause.allowed(), cause);
     }
 
     /** Where the bad value was set (a file and line, an environment variable), if the environment can tell. */

@@ -30,6 +30,17 @@ class FailureAnalyzersTests {
     }
 
     @Test
+    void anUnknownEnumValueIsReportedWithTheAllowedValuesInsteadOfBootsGenericBindReport(CapturedOutput output) {
+        assertThatThrownBy(() -> start("--compute.memory.leak-detection=verbose")).isNotNull();
+        assertThat(output).contains("APPLICATION FAILED TO START")
+                .contains("Property: compute.memory.leak-detection")
+                .contains("Value: \"verbose\"")
+                .contains("Origin: \"compute.memory.leak-detection\" from property source \"commandLineArgs\"")
+                .contains("Allowed: one of disabled, simple, paranoid")
+                .doesNotContain("Failed to bind properties under");
+    }
+
+    @Test
     void anUnavailableBackendIsReportedWithItsReason(CapturedOutput output) {
         assertThatThrownBy(() -> start("--compute.backend=" + UnattachedDeviceBackendProvider.NAME)).isNotNull();
         assertThat(output).contains("APPLICATION FAILED TO START")

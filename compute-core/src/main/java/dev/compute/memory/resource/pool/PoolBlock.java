@@ -65,7 +65,7 @@ public final class PoolBlock implements Block {
     }
 
     /** The arena this block belongs to. */
-    public Arena arena() {
+    public PoolArena arena() {
         return home.arena;
     }
 

@@ -13,12 +13,12 @@ final class PoolSegment {
 
     final NativeAllocation allocation;
     final long base;
-    final Arena arena;
+    final PoolArena arena;
     final @Nullable BitSet mapped;
     final long granularity;
     PoolBlock first;
 
-    PoolSegment(NativeAllocation allocation, Arena arena, boolean expandable, long granularity) {
+    PoolSegment(NativeAllocation allocation, PoolArena arena, boolean expandable, long granularity) {
         this.allocation = allocation;
         this.base = allocation.address();
         this.arena = arena;

@@ -1,12 +1,16 @@
 package dev.compute.boot.actuate.endpoint;
 
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.LiveBufferReport;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.MemoryTimeline;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -17,7 +21,7 @@ import org.springframework.boot.actuate.endpoint.annotation.Selector;
 import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 
 /**
- * {@code /actuator/computememory}: what the pool holds. GET gives the summary per location, GET
+ * {@code /actuator/computememory}: what the pool holds. GET gives the summary per location and the leaks found, GET
  * {@code /{location}} its segments, blocks and timeline, POST trims (with {@code {"all": true}}, releases all
  * cached memory). Every size is in bytes and named so ({@code reservedBytes}); ratios are plain fractions.
  * Nothing here reads the contents of memory, nor gives native addresses.
@@ -29,7 +33,13 @@ public class ComputeMemoryEndpoint {
     static final Map<String, String> DEFINITIONS = Map.of(
             "fragmentation", "1 - largestFreeBlockBytes / cachedBytes: 0 when all cached memory is one block",
             "overhead", "reservedBytes / allocatedBytes: 1.0 when the pool holds nothing beyond live blocks, 0 when nothing is allocated",
-            "hitRate", "poolHits / (poolHits + poolMisses): the share of allocations served without a backend call");
+            "hitRate", "poolHits / (poolHits + poolMisses): the share of allocations served without a backend call",
+            "leaks", "detected: buffers garbage-collected without close() since start (all are tracked at leak-detection paranoid, "
+                    + "one in " + LeakDetectionLevel.SIMPLE_SAMPLING_INTERVAL + " at simple); openBuffers: open buffers by "
+                    + "allocation site, most bytes first, recorded at paranoid only");
+
+    /** How many allocation sites the summary lists: enough to find a leak, bounded however many buffers are open. */
+    static final int LEAK_SITES = 10;
 
     private final UnifiedMemoryManager manager;
 
@@ -45,7 +55,24 @@ public class ComputeMemoryEndpoint {
         manager.statistics().forEach((location, statistics) -> locations.put(location, LocationSummary.of(statistics)));
         return new ComputeMemoryDescriptor(info.backend(),
                 new DeviceDescriptor(info.deviceIndex(), info.deviceName(), info.deviceTotalBytes(), memory.freeBytes()),
-                manager.defaultLocation(), locations, DEFINITIONS);
+                manager.defaultLocation(), locations, leaks(), DEFINITIONS);
+    }
+
+    private LeakDescriptor leaks() {
+        record Key(MemoryLocation location, String site) {}
+        Map<Key, long[]> bySite = new HashMap<>();
+        for (LiveBufferReport buffer : manager.liveBuffers()) {
+            if (buffer.allocationSite() != null) {
+                long[] counts = bySite.computeIfAbsent(new Key(buffer.location(), buffer.allocationSite()), k -> new long[2]);
+                counts[0]++;
+                counts[1] += buffer.sizeBytes();
+            }
+        }
+        List<OpenBuffersDescriptor> open = bySite.entrySet().stream()
+                .map(e -> new OpenBuffersDescriptor(e.getKey().location(), e.getValue()[0], e.getValue()[1], e.getKey().site()))
+                .sorted(Comparator.comparingLong(OpenBuffersDescriptor::requestedBytes).reversed())
+                .limit(LEAK_SITES).toList();
+        return new LeakDescriptor(manager.leaksDetected(), open);
     }
 
     /** One location in detail; {@code null} (a 404 over HTTP) for a location this manager does not have. */
@@ -76,7 +103,13 @@ public class ComputeMemoryEndpoint {
     }
 
     public record ComputeMemoryDescriptor(String backend, DeviceDescriptor device, MemoryLocation defaultLocation,
-            Map<MemoryLocation, LocationSummary> locations, Map<String, String> definitions) {}
+            Map<MemoryLocation, LocationSummary> locations, LeakDescriptor leaks, Map<String, String> definitions) {}
+
+    /** Leaks found so far, and where the open buffers come from (a site that keeps growing is a leak still reachable). */
+    public record LeakDescriptor(long detected, List<OpenBuffersDescriptor> openBuffers) {}
+
+    /** Open buffers allocated at one site and location. */
+    public record OpenBuffersDescriptor(MemoryLocation location, long buffers, long requestedBytes, String allocationSite) {}
 
     /** {@code freeBytes} and {@code totalBytes} are -1 where the backend cannot tell. */
     public record DeviceDescriptor(int index, String name, long totalBytes, long freeBytes) {}

@@ -35,6 +35,7 @@ import java.util.function.ToDoubleFunction;
  *   <tr><td>compute.memory.backend.allocations, .backend.frees</td><td>counter</td><td>calls to the backend</td></tr>
  *   <tr><td>compute.memory.oom.retries, .trims</td><td>counter</td><td>retries after releasing cache on OOM; trims</td></tr>
  *   <tr><td>compute.memory.copied</td><td>counter, bytes, tag direction</td><td>host-to-device, device-to-host, device-to-device</td></tr>
+ *   <tr><td>compute.memory.leaks</td><td>counter, no location tag</td><td>buffers garbage-collected without close()</td></tr>
  * </table>
  */
 public class ComputeMemoryMeterBinder implements MeterBinder {
@@ -51,6 +52,10 @@ public class ComputeMemoryMeterBinder implements MeterBinder {
     @Override
     public void bindTo(MeterRegistry registry) {
         BackendInfo info = manager.backendInfo();
+        // The leak detector counts for the whole manager, so this meter has no location tag.
+        FunctionCounter.builder(PREFIX + "leaks", manager, m -> m.isClosed() ? Double.NaN : m.leaksDetected())
+                .tags("backend", info.backend(), "device", Integer.toString(info.deviceIndex()))
+                .description("Buffers garbage-collected without close(), each logged as a LEAK").register(registry);
         for (MemoryLocation location : manager.locations()) {
             Tags tags = Tags.of("backend", info.backend(), "device", Integer.toString(info.deviceIndex()), "location", location.name());
             gauge(registry, "reserved", BaseUnits.BYTES, tags, location, MemoryStatistics::reservedBytes, "Bytes the pool holds from the backend");

@@ -3,11 +3,14 @@ package dev.compute.boot.actuate.endpoint;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.memory.DataType;
+import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot.BlockState;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import java.util.ArrayList;
+import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -85,5 +88,58 @@ class ComputeMemoryEndpointTests {
         assertThat(trimmed.reservedBytesAfter()).containsEntry(MemoryLocation.DEVICE, 0L);
         assertThat(manager.statistics(MemoryLocation.DEVICE).trims()).isEqualTo(1);
         assertThat(endpoint.trim(true).released()).isEqualTo("all");
+    }
+
+    @Test
+    void leaksAreCountedAndOpenBuffersGroupedBySiteMostBytesFirst() throws InterruptedException {
+        try (UnifiedMemoryManager paranoid = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(64L << 20))
+                .leakDetection(LeakDetectionLevel.PARANOID).pinningEnabled(false).build()) {
+            ComputeMemoryEndpoint leakEndpoint = new ComputeMemoryEndpoint(paranoid);
+            List<UnifiedBuffer> held = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                held.add(allocateInALoop(paranoid));
+            }
+            held.add(allocateOnce(paranoid));
+            ComputeMemoryEndpoint.LeakDescriptor open = leakEndpoint.summary().leaks();
+            assertThat(open.detected()).isZero();
+            assertThat(open.openBuffers()).hasSize(2);
+            assertThat(open.openBuffers().getFirst()).satisfies(site -> {
+                assertThat(site.location()).isEqualTo(MemoryLocation.DEVICE);
+                assertThat(site.buffers()).isEqualTo(3);
+                assertThat(site.requestedBytes()).isEqualTo(3 * 4096);
+                assertThat(site.allocationSite()).contains("allocateInALoop");
+            });
+            assertThat(open.openBuffers().get(1).allocationSite()).contains("allocateOnce");
+
+            dropUnclosed(paranoid);
+            for (int i = 0; i < 200 && paranoid.leaksDetected() == 0; i++) {
+                System.gc();
+                Thread.sleep(10);
+            }
+            assertThat(leakEndpoint.summary().leaks().detected()).isEqualTo(1);
+            assertThat(leakEndpoint.summary().leaks().openBuffers()).noneMatch(site -> site.allocationSite().contains("dropUnclosed"));
+            held.forEach(UnifiedBuffer::close);
+            assertThat(leakEndpoint.summary().leaks().openBuffers()).isEmpty();
+        }
+    }
+
+    @Test
+    void withoutAllocationSitesTheLeakSummaryListsNoSites() {
+        try (UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.DEVICE)) {
+            assertThat(endpoint.summary().leaks().openBuffers()).as("simple leak detection records no sites").isEmpty();
+        }
+    }
+
+    private static UnifiedBuffer allocateInALoop(UnifiedMemoryManager manager) {
+        return manager.allocate(4096, MemoryLocation.DEVICE);
+    }
+
+    private static UnifiedBuffer allocateOnce(UnifiedMemoryManager manager) {
+        return manager.allocate(1024, MemoryLocation.DEVICE);
+    }
+
+    @SuppressWarnings("resource")
+    private static void dropUnclosed(UnifiedMemoryManager manager) {
+        manager.allocate(512, MemoryLocation.DEVICE);
     }
 }

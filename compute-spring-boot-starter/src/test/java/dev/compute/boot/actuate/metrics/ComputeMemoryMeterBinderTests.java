@@ -44,6 +44,10 @@ class ComputeMemoryMeterBinderTests {
                     .functionCounter().count()).isEqualTo(4096 * 8);
         }
         assertThat(registry.find("compute.memory.reserved").gauges()).hasSize(manager.locations().size());
+        assertThat(registry.get("compute.memory.leaks").tags("backend", "simulated", "device", "0").functionCounter())
+                .as("one leak count for the manager, without a location tag")
+                .satisfies(leaks -> assertThat(leaks.getId().getTag("location")).isNull())
+                .satisfies(leaks -> assertThat(leaks.count()).isEqualTo(manager.leaksDetected()).isZero());
     }
 
     @Test
@@ -59,7 +63,8 @@ class ComputeMemoryMeterBinderTests {
                 .contains("compute_memory_overhead_ratio{").contains("compute_memory_pool_hits_total{")
                 .contains("compute_memory_pool_misses_total{").contains("compute_memory_backend_allocations_total{")
                 .contains("compute_memory_oom_retries_total{").contains("compute_memory_trims_total{")
-                .contains("compute_memory_copied_bytes_total{backend=\"simulated\",device=\"0\",direction=\"host-to-device\",location=\"DEVICE\"}");
+                .contains("compute_memory_copied_bytes_total{backend=\"simulated\",device=\"0\",direction=\"host-to-device\",location=\"DEVICE\"}")
+                .contains("compute_memory_leaks_total{backend=\"simulated\",device=\"0\"} 0.0");
     }
 
     @Test
@@ -67,5 +72,6 @@ class ComputeMemoryMeterBinderTests {
         new ComputeMemoryMeterBinder(manager).bindTo(registry);
         manager.close();
         assertThat(registry.get("compute.memory.reserved").tag("location", "HOST").gauge().value()).isNaN();
+        assertThat(registry.get("compute.memory.leaks").functionCounter().count()).isNaN();
     }
 }

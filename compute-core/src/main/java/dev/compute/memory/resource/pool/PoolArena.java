@@ -20,7 +20,7 @@ import org.jspecify.annotations.Nullable;
  * explained in {@link dev.compute.memory.resource.CachingPoolResource}. Not thread-safe: the pool's lock
  * guards it.
  */
-public final class Arena {
+public final class PoolArena {
 
     /** Best fit: smallest first, and among equals the lowest address, which keeps blocks packed low. */
     private static final Comparator<PoolBlock> BEST_FIT = (a, b) -> {
@@ -56,7 +56,7 @@ public final class Arena {
      * An arena of small or large blocks for {@code owner}. With {@code virtualMemory} it reserves ranges and
      * maps pages on demand; without, it allocates plain segments.
      */
-    public Arena(boolean small, ComputeBackend backend, MemoryLocation location, Object owner,
+    public PoolArena(boolean small, ComputeBackend backend, MemoryLocation location, Object owner,
                  @Nullable VirtualMemory virtualMemory, PoolLedger ledger) {
         this.small = small;
         this.backend = backend;

@@ -1,0 +1,73 @@
+package dev.compute.boot.diagnostics;
+
+import dev.compute.memory.InvalidSettingException;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.stream.Collectors;
+import org.jspecify.annotations.Nullable;
+import org.springframework.boot.context.properties.bind.BindException;
+import org.springframework.boot.context.properties.source.ConfigurationProperty;
+import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
+import org.springframework.boot.diagnostics.AbstractFailureAnalyzer;
+import org.springframework.boot.diagnostics.FailureAnalysis;
+import org.springframework.boot.origin.Origin;
+import org.springframework.core.Ordered;
+import org.springframework.util.unit.DataSize;
+
+/**
+ * Explains a {@code compute.*} value that Spring could not even convert ({@code leak-detection: verbose},
+ * {@code max-pool-size: lots}, {@code device: first}) in the same shape as {@link InvalidSettingFailureAnalyzer}:
+ * the property, the value, where it was set, and the values its type allows. Other properties are left to
+ * Boot's own analyzer.
+ */
+public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<BindException> implements Ordered {
+
+    private static final ConfigurationPropertyName PREFIX = ConfigurationPropertyName.of("compute");
+
+    @Override
+    protected @Nullable FailureAnalysis analyze(Throwable rootFailure, BindException cause) {
+        ConfigurationProperty property = cause.getProperty();
+        // A value that converted but broke a rule is an InvalidSettingException, which its own analyzer reports.
+        if (property == null || !PREFIX.isAncestorOf(cause.getName()) || findCause(rootFailure, InvalidSettingException.class) != null) {
+            return null;
+        }
+        Origin origin = property.getOrigin();
+        return SettingFailure.analysis(cause.getName().toString(), String.valueOf(property.getValue()),
+                origin != null ? origin.toString() : "", allowed(cause.getTarget().getType().resolve()), cause);
+    }
+
+    /** What a value of {@code type} may be, in the words of application.yml. */
+    static String allowed(@Nullable Class<?> type) {
+        if (type == null) {
+            return "a value of the documented form";
+        }
+        if (type.isEnum()) {
+            return "one of " + Arrays.stream(type.getEnumConstants())
+                    .map(constant -> ((Enum<?>) constant).name().toLowerCase(Locale.ROOT).replace('_', '-'))
+                    .collect(Collectors.joining(", "));
+        }
+        if (type == DataSize.class) {
+            return "a size: a whole number with a unit B, KB, MB, GB or TB, such as 512MB or 4GB (a bare number is bytes)";
+        }
+        if (type == Duration.class) {
+            return "a duration: a whole number with a unit ns, us, ms, s, m, h or d, such as 500ms, 30s or 5m (a bare number is milliseconds)";
+        }
+        if (type == boolean.class || type == Boolean.class) {
+            return "true or false";
+        }
+        if (type == int.class || type == Integer.class || type == long.class || type == Long.class) {
+            return "a whole number, such as 0 or 720";
+        }
+        if (type == double.class || type == Double.class || type == float.class || type == Float.class) {
+            return "a number, such as 0.5";
+        }
+        return "a value of type " + type.getSimpleName();
+    }
+
+    // Before Boot's BindFailureAnalyzer, which would report the conversion error without the allowed values.
+    @Override
+    public int getOrder() {
+        return Ordered.HIGHEST_PRECEDENCE;
+    }
+}
