@@ -71,7 +71,9 @@ public final class LeakTrackingResource implements MemoryResource {
 
     @Override
     public void deallocate(Block block, CompletableFuture<?> inFlight) {
-        tracked.remove(block);
+        if (level != LeakDetectionLevel.DISABLED) {
+            tracked.remove(block);
+        }
         upstream.deallocate(block, inFlight);
     }
 

@@ -1,16 +1,19 @@
 package dev.compute.memory.resource.pool;
 
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
 /**
  * The fast path: per small size class, a short stack of blocks freed and not yet coalesced, so that a size
  * freed and asked for again (the common case: the same tensors every step) costs one uncontended lock of
- * its class and no tree walk. Threads that work on different sizes never meet here. Blocks wait in it as
- * {@link PoolBlock#CACHED}; the pool flushes them into their arena (coalescing them) before it asks the
- * backend for memory, and on trim and close, so the cache never makes the pool hold more memory.
+ * its class and no tree walk. The stacks are striped by thread (a thread uses the stripe its id picks, as
+ * Netty's thread caches and HikariCP's thread-local lists do), so two threads working on the same size do
+ * not fight over one lock and one cache line. Blocks wait in it as {@link PoolBlock#CACHED}; the pool flushes
+ * every stripe into its arena (coalescing them) before it asks the backend for memory, and on trim and close,
+ * so the cache never makes the pool hold more memory.
  *
- * <p>A class's stack is created by the pool under its lock and published through a final field, so a
+ * <p>A class's stacks are created by the pool under its lock and published through final fields, so a
  * reader without the lock sees either null (and takes the slow path) or a whole stack.
  */
 public final class SizeClassCache {
@@ -22,15 +25,21 @@ public final class SizeClassCache {
         final PoolBlock[] blocks = new PoolBlock[DEPTH];
         int count;
         boolean closed;
+        /** On the holding queue: set by the push that finds it unlisted, cleared by the drain that takes it off. */
+        boolean listed;
     }
 
-    private final @Nullable Stack[] stacks = new Stack[SizeClasses.SMALL_CLASSES];
-    /** Set on every push, cleared by a flush: lets the pool skip a flush when nothing was cached. */
-    private volatile boolean maybeHolding;
+    /** Stripes: a power of two, twice the processors (fewer collisions of thread ids), at most 64. */
+    private static final int STRIPES = Math.min(64, Integer.highestOneBit(Math.max(1, Runtime.getRuntime().availableProcessors()) * 4 - 1));
+
+    /** {@code stripes[s][sizeClass]}: one stripe's stacks; created lazily, class by class, under the pool's lock. */
+    private final @Nullable Stack[][] stripes = new Stack[STRIPES][];
+    /** The stacks that may hold blocks, each at most once: a flush visits these, not every class of every stripe. */
+    private final ConcurrentLinkedQueue<Stack> holding = new ConcurrentLinkedQueue<>();
 
     /** A cached block of exactly {@code size} bytes made live for {@code requested} bytes, or null. */
     public @Nullable PoolBlock take(long size, long requested) {
-        Stack stack = stacks[SizeClasses.smallClass(size)];
+        Stack stack = stackOfThisThread(SizeClasses.smallClass(size));
         if (stack == null) {
             return null;
         }
@@ -47,58 +56,77 @@ public final class SizeClassCache {
 
     /** Caches a live small block; false when its class is full or not set up (the caller frees it the slow way). */
     public boolean offer(PoolBlock block) {
-        Stack stack = stacks[SizeClasses.smallClass(block.size)];
+        Stack stack = stackOfThisThread(SizeClasses.smallClass(block.size));
         if (stack == null) {
             return false;
         }
+        boolean list;
         synchronized (stack) {
             if (stack.count == DEPTH || stack.closed || block.state != PoolBlock.LIVE) {
                 return false;
             }
             block.state = PoolBlock.CACHED;
             stack.blocks[stack.count++] = block;
+            list = !stack.listed;
+            stack.listed = true;
         }
-        if (!maybeHolding) {
-            maybeHolding = true;
+        if (list) {
+            holding.add(stack);
         }
         return true;
     }
 
-    /** Creates the stack of a block's size class, so its next free can take the fast path. Under the pool's lock. */
+    private @Nullable Stack stackOfThisThread(int sizeClass) {
+        Stack[] stripe = stripes[(int) Thread.currentThread().threadId() & (STRIPES - 1)];
+        return stripe == null ? null : stripe[sizeClass];
+    }
+
+    /** Creates the stacks of a block's size class in every stripe, so its next free can take the fast path. Under the pool's lock. */
     public void prepare(long size) {
         int sizeClass = SizeClasses.smallClass(size);
-        if (stacks[sizeClass] == null) {
-            stacks[sizeClass] = new Stack();
+        for (int s = 0; s < STRIPES; s++) {
+            Stack[] stripe = stripes[s];
+            if (stripe == null) {
+                stripe = new Stack[SizeClasses.SMALL_CLASSES];
+                stripes[s] = stripe;
+            }
+            if (stripe[sizeClass] == null) {
+                stripe[sizeClass] = new Stack();
+            }
         }
     }
 
     /** Hands every cached block to {@code sink} (the arena's release). Under the pool's lock. */
     public void flush(Consumer<PoolBlock> sink) {
-        if (!maybeHolding) {
-            return;
+        for (Stack stack = holding.poll(); stack != null; stack = holding.poll()) {
+            drain(stack, sink, false);
         }
-        maybeHolding = false;
-        drain(sink, false);
     }
 
     /** Flushes and refuses blocks from now on. Under the pool's lock. */
     public void close(Consumer<PoolBlock> sink) {
-        drain(sink, true);
-    }
-
-    private void drain(Consumer<PoolBlock> sink, boolean close) {
-        for (Stack stack : stacks) {
-            if (stack == null) {
+        for (Stack[] stripe : stripes) {
+            if (stripe == null) {
                 continue;
             }
-            synchronized (stack) {
-                for (int i = 0; i < stack.count; i++) {
-                    sink.accept(stack.blocks[i]);
-                    stack.blocks[i] = null;
+            for (Stack stack : stripe) {
+                if (stack != null) {
+                    drain(stack, sink, true);
                 }
-                stack.count = 0;
-                stack.closed |= close;
             }
+        }
+        holding.clear();
+    }
+
+    private static void drain(Stack stack, Consumer<PoolBlock> sink, boolean close) {
+        synchronized (stack) {
+            for (int i = 0; i < stack.count; i++) {
+                sink.accept(stack.blocks[i]);
+                stack.blocks[i] = null;
+            }
+            stack.count = 0;
+            stack.listed = false;
+            stack.closed |= close;
         }
     }
 }
