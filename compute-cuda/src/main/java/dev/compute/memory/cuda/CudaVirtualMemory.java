@@ -95,11 +95,7 @@ final class CudaVirtualMemory implements VirtualMemory {
         int count = (int) (length / granularity);
         makeCurrent.run();
         synchronized (r) {
-            for (int p = first; p < first + count; p++) {
-                if (r.pageHandles[p] != 0) {
-                    throw new IllegalStateException("page " + p + " of " + r + " is mapped already");
-                }
-            }
+            requirePages(r, first, count, false);
             int mapped = 0;
             try (Arena arena = Arena.ofConfined()) {
                 MemorySegment out = arena.allocate(JAVA_LONG);
@@ -131,11 +127,7 @@ final class CudaVirtualMemory implements VirtualMemory {
         int count = (int) (length / granularity);
         makeCurrent.run();
         synchronized (r) {
-            for (int p = first; p < first + count; p++) {
-                if (r.pageHandles[p] == 0) {
-                    throw new IllegalStateException("page " + p + " of " + r + " is not mapped");
-                }
-            }
+            requirePages(r, first, count, true);
             unmapPages(r, first, count, true);
         }
     }
@@ -181,6 +173,15 @@ final class CudaVirtualMemory implements VirtualMemory {
         }
         if (report && failure != null) {
             throw failure;
+        }
+    }
+
+    /** Throws unless every one of {@code count} pages from {@code first} is mapped (or, if not {@code mapped}, unmapped). */
+    private static void requirePages(ReservedRange r, int first, int count, boolean mapped) {
+        for (int p = first; p < first + count; p++) {
+            if ((r.pageHandles[p] != 0) != mapped) {
+                throw new IllegalStateException("page " + p + " of " + r + (mapped ? " is not mapped" : " is mapped already"));
+            }
         }
     }
 
