@@ -66,11 +66,12 @@ public final class StatisticsResource implements MemoryResource {
         into.allocatedBytesPeak = allocatedPeak.get();
         into.requestedBytes = requested.get();
         into.requestedBytesPeak = requestedPeak.get();
-        long freed = frees.sum();
-        long allocated = allocations.sum();
-        into.allocations = allocated;
-        into.frees = freed;
-        into.liveBuffers = allocated - freed;
+        // frees first: a free counted between the two reads then cannot make liveBuffers negative
+        long freeCount = frees.sum();
+        long allocationCount = allocations.sum();
+        into.allocations = allocationCount;
+        into.frees = freeCount;
+        into.liveBuffers = allocationCount - freeCount;
         into.cachedBytes = Math.max(0, into.reservedBytes - into.allocatedBytes);
     }
 
