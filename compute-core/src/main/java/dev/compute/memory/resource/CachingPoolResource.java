@@ -67,9 +67,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * </pre>
  *
  * <p><b>The fast path.</b> A small block freed with no device work in flight goes to a per-size-class stack
- * ({@link SizeClassCache}, one lock per class) and a request of that exact size takes it back from there:
- * no pool lock, no tree. Cached blocks count as free; they are flushed into their arena (and coalesced)
- * before the pool asks the backend for memory, and on trim, snapshot and close.
+ * ({@link SizeClassCache}, striped by thread, one lock per stack) and a request of that exact size takes it
+ * back from there: no pool lock, no tree. Cached blocks count as free; they are flushed into their arena
+ * (and coalesced) before the pool asks the backend for memory, and on trim, snapshot and close.
  *
  * <p><b>Pressure.</b> When the backend has no memory or {@link PoolSettings#maxPoolSize()} would be passed,
  * the pool gives back all it caches (free plain segments, free mapped pages) and retries once, mapping no
@@ -88,7 +88,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * {@code backendAllocations} counts segment allocations and page maps, {@code backendFrees} segment frees
  * and page unmaps.
  *
- * <p>Thread-safe: any thread may allocate and free. The fast path takes one size class's lock; everything
+ * <p>Thread-safe: any thread may allocate and free. The fast path takes one cache stack's lock; everything
  * else takes the pool's one lock, held also across the rare backend calls that get or give back memory,
  * and never while waiting for device work.
  */
