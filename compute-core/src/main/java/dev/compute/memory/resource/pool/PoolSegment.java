@@ -24,15 +24,14 @@ final class PoolSegment {
         this.arena = arena;
         this.granularity = granularity;
         this.mapped = expandable ? new BitSet() : null;
-        // blocks are whole multiples of the alignment, so the tiled part is too
-        this.first = new PoolBlock(this, 0, allocation.sizeBytes() & -SizeClasses.ALIGNMENT, PoolBlock.FREE);
+        this.first = new PoolBlock(this, 0, size(), PoolBlock.FREE);
     }
 
     boolean expandable() {
         return mapped != null;
     }
 
-    /** The bytes its blocks tile. */
+    /** The bytes its blocks tile: blocks are whole multiples of the alignment, so the tiled part is too. */
     long size() {
         return allocation.sizeBytes() & -SizeClasses.ALIGNMENT;
     }
