@@ -291,9 +291,7 @@ public final class PoolArena {
             PoolSegment segment = it.next();
             if (!segment.expandable() && segment.first.state == PoolBlock.FREE && segment.first.next == null) {
                 free.remove(segment.first);
-                backend.free(segment.allocation);
-                ledger.segmentFrees++;
-                ledger.remove(segment.size());
+                freePlainSegment(segment);
                 released += segment.size();
                 it.remove();
             }
@@ -302,6 +300,12 @@ public final class PoolArena {
             released += unmapFreePages(bytes - released, false);
         }
         return released;
+    }
+
+    private void freePlainSegment(PoolSegment segment) {
+        backend.free(segment.allocation);
+        ledger.segmentFrees++;
+        ledger.remove(segment.size());
     }
 
     private record Run(PoolSegment segment, int from, int to) {
@@ -430,9 +434,7 @@ public final class PoolArena {
                     virtualMemory().release(segment.allocation);
                     ledger.rangeReleases++;
                 } else {
-                    backend.free(segment.allocation);
-                    ledger.segmentFrees++;
-                    ledger.remove(segment.size());
+                    freePlainSegment(segment);
                 }
             } catch (RuntimeException e) {
                 if (failure == null) {
