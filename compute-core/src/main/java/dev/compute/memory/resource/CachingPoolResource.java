@@ -233,7 +233,7 @@ public final class CachingPoolResource implements MemoryResource {
         // the completion callbacks may still be on their way to the queue: free what is done now
         pending.entrySet().removeIf(entry -> {
             if (entry.getValue().isDone()) {
-                entry.getKey().arena().release(entry.getKey());
+                releaseToArena(entry.getKey());
                 return true;
             }
             return false;
@@ -276,7 +276,7 @@ public final class CachingPoolResource implements MemoryResource {
                 throw new IllegalArgumentException("this block was freed already: " + block);
             }
             if (done) {
-                poolBlock.arena().release(poolBlock);
+                releaseToArena(poolBlock);
                 return;
             }
             poolBlock.arena().pend(poolBlock);
@@ -292,7 +292,7 @@ public final class CachingPoolResource implements MemoryResource {
     private void drainCompleted() {
         for (Completion done; (done = completed.poll()) != null; ) {
             if (pending.remove(done.block(), done.work())) {
-                done.block().arena().release(done.block());
+                releaseToArena(done.block());
             }
         }
     }
