@@ -64,37 +64,29 @@ final class OpenClKernelOps implements KernelOps {
 
     @Override
     public CompletableFuture<Void> fill(Region target, double value) {
-        cl_kernel kernel = kernel("fill", target.type());
-        long n = target.count();
-        if (n == 0) {
-            return CompletableFuture.completedFuture(null);
-        }
-        try (Argument x = bind(target)) {
-            cl_event done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
-                x.set(k, 0);
-                setLong(k, 1, x.elementOffset());
-                setLong(k, 2, n);
-                setScalar(k, 3, target.type(), value);
-            });
-            return complete(done, x, "fill");
-        }
+        return inPlace("fill", target, value);
     }
 
     @Override
     public CompletableFuture<Void> scale(Region x, double alpha) {
-        cl_kernel kernel = kernel("scale", x.type());
-        long n = x.count();
+        return inPlace("scale", x, alpha);
+    }
+
+    /** Kernel {@code name} on each element of {@code region} with one scalar: (buffer, element offset, count, scalar). */
+    private CompletableFuture<Void> inPlace(String name, Region region, double scalar) {
+        cl_kernel kernel = kernel(name, region.type());
+        long n = region.count();
         if (n == 0) {
             return CompletableFuture.completedFuture(null);
         }
-        try (Argument bound = bind(x)) {
+        try (Argument bound = bind(region)) {
             cl_event done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
                 bound.set(k, 0);
                 setLong(k, 1, bound.elementOffset());
                 setLong(k, 2, n);
-                setScalar(k, 3, x.type(), alpha);
+                setScalar(k, 3, region.type(), scalar);
             });
-            return complete(done, bound, "scale");
+            return complete(done, bound, name);
         }
     }
 
