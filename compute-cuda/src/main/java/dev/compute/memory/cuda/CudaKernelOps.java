@@ -73,24 +73,23 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
     @Override
     public CompletableFuture<Void> fill(Region target, double value) {
         Checks.region(target, "target");
-        if (target.count() == 0) {
-            return CompletableFuture.completedFuture(null);
-        }
-        CUstream stream = backend.enter();
-        launch(target.type() == DataType.FLOAT32 ? fillF32 : fillF64, grid(target.count(), MAX_GRID), stream,
-                Pointer.to(Pointer.to(new long[] {address(target)}), Pointer.to(new long[] {target.count()}), scalar(target.type(), value)));
-        return backend.completions().record(stream);
+        return inPlace(target.type() == DataType.FLOAT32 ? fillF32 : fillF64, target, value);
     }
 
     @Override
     public CompletableFuture<Void> scale(Region x, double alpha) {
         Checks.region(x, "x");
-        if (x.count() == 0) {
+        return inPlace(x.type() == DataType.FLOAT32 ? scaleF32 : scaleF64, x, alpha);
+    }
+
+    /** {@code function} on each element of a checked {@code region} with one scalar: (address, count, scalar). */
+    private CompletableFuture<Void> inPlace(CUfunction function, Region region, double scalar) {
+        if (region.count() == 0) {
             return CompletableFuture.completedFuture(null);
         }
         CUstream stream = backend.enter();
-        launch(x.type() == DataType.FLOAT32 ? scaleF32 : scaleF64, grid(x.count(), MAX_GRID), stream,
-                Pointer.to(Pointer.to(new long[] {address(x)}), Pointer.to(new long[] {x.count()}), scalar(x.type(), alpha)));
+        launch(function, grid(region.count(), MAX_GRID), stream,
+                Pointer.to(Pointer.to(new long[] {address(region)}), Pointer.to(new long[] {region.count()}), scalar(region.type(), scalar)));
         return backend.completions().record(stream);
     }
 
