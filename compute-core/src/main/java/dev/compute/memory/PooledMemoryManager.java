@@ -69,9 +69,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private volatile boolean closed;
     /**
      * Threads inside allocate or release. close() sets {@code closed}, then waits for this to drain, so no pool
-     * or backend call races the freeing of everything. A striped counter keeps the hot path uncontended.
+     * or backend call races the freeing of everything.
      */
-    private final LongAdder activeCalls = new LongAdder();
+    private final ActiveCalls activeCalls = new ActiveCalls();
 
     PooledMemoryManager(UnifiedMemoryManagerBuilder settings) {
         this.backend = openBackend(settings);
@@ -195,7 +195,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
-        activeCalls.increment();
+        activeCalls.enter();
         try {
             LocationChain chain = chain(location);
             Block block = chain.top.allocate(bytes);
@@ -204,7 +204,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             return trackedBuffer(chain, location, type, bytes, block);
         } finally {
-            activeCalls.decrement();
+            activeCalls.exit();
         }
     }
 
@@ -231,7 +231,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     /** Gives a closed buffer's blocks back; after the manager closed there is nothing to give back to. */
     void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
-        activeCalls.increment();
+        activeCalls.enter();
         try {
             if (closed) {
                 return;
@@ -241,16 +241,16 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 chains.get(mirrorLocation).top.deallocate(mirror, inFlight);
             }
         } finally {
-            activeCalls.decrement();
+            activeCalls.exit();
         }
     }
 
     Block allocateMirror(long bytes) {
-        activeCalls.increment();
+        activeCalls.enter();
         try {
             return chain(mirrorLocation).top.allocate(bytes);
         } finally {
-            activeCalls.decrement();
+            activeCalls.exit();
         }
     }
 
@@ -366,7 +366,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     private long trimAll(long keepBytes) {
-        activeCalls.increment();
+        activeCalls.enter();
         try {
             long released = 0;
             for (LocationChain chain : chains.values()) {
@@ -378,7 +378,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             return released;
         } finally {
-            activeCalls.decrement();
+            activeCalls.exit();
         }
     }
 
@@ -421,7 +421,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             List<LiveBufferReport> live = liveBuffers();
             closed = true;
-            while (activeCalls.sum() != 0) {
+            while (activeCalls.any()) {
                 Thread.onSpinWait();
             }
             if (maintenance != null) {

@@ -24,7 +24,6 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -103,7 +102,8 @@ public final class CachingPoolResource implements MemoryResource {
     private final ReentrantLock lock = new ReentrantLock();
     private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
     private final ConcurrentLinkedQueue<Completion> completed = new ConcurrentLinkedQueue<>();
-    private final LongAdder cacheHits = new LongAdder();
+    /** Fast-path hits, counted per thread stripe: this is the hottest line of the pool. */
+    private final StripedLongs cacheHits = new StripedLongs();
     private long poolHits;
     private long poolMisses;
     private long oomRetries;
@@ -134,7 +134,7 @@ public final class CachingPoolResource implements MemoryResource {
         if (SizeClasses.small(size) && completed.isEmpty()) {
             PoolBlock cached = cache.take(size, bytes);
             if (cached != null) {
-                cacheHits.increment();
+                cacheHits.add(0, 1);
                 return cached;
             }
         }
@@ -333,7 +333,7 @@ public final class CachingPoolResource implements MemoryResource {
             into.reservedBytesPeak = ledger.reservedPeak();
             into.largestFreeBlockBytes = Math.max(small.largestFreeBlock(), large.largestFreeBlock());
             into.segments = small.segmentCount() + large.segmentCount();
-            into.poolHits = poolHits + cacheHits.sum();
+            into.poolHits = poolHits + cacheHits.sum(0);
             into.poolMisses = poolMisses;
             into.backendAllocations = ledger.backendAllocations();
             into.backendFrees = ledger.backendFrees();

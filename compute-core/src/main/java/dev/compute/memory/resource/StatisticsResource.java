@@ -4,24 +4,17 @@ import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.LongAdder;
 
 /**
  * Counts what passes through: allocated bytes (as the upstream set them aside) and requested bytes, current
- * and peak, and the number of allocations and frees. Lock-free: byte counts are atomics (a peak needs the
- * exact current figure), the counts are striped adders that threads do not contend on. A peak read while
- * another thread allocates may trail the current figure by that allocation. Thread-safe.
+ * and peak, and the number of allocations and frees. Lock-free and striped by thread
+ * ({@link StripedByteCounters}, which says how exact the figures are), so that counting costs two threads no
+ * more than one. Thread-safe.
  */
 public final class StatisticsResource implements MemoryResource {
 
     private final MemoryResource upstream;
-    private final AtomicLong allocated = new AtomicLong();
-    private final AtomicLong allocatedPeak = new AtomicLong();
-    private final AtomicLong requested = new AtomicLong();
-    private final AtomicLong requestedPeak = new AtomicLong();
-    private final LongAdder allocations = new LongAdder();
-    private final LongAdder frees = new LongAdder();
+    private final StripedByteCounters counters = new StripedByteCounters();
 
     public StatisticsResource(MemoryResource upstream) {
         this.upstream = upstream;
@@ -30,18 +23,8 @@ public final class StatisticsResource implements MemoryResource {
     @Override
     public Block allocate(long bytes) {
         Block block = upstream.allocate(bytes);
-        raise(allocated, allocatedPeak, block.size());
-        raise(requested, requestedPeak, block.requestedSize());
-        allocations.increment();
+        counters.allocated(block.size(), block.requestedSize());
         return block;
-    }
-
-    private static void raise(AtomicLong current, AtomicLong peak, long by) {
-        long now = current.addAndGet(by);
-        long seen = peak.get();
-        while (now > seen && !peak.compareAndSet(seen, now)) {
-            seen = peak.get();
-        }
     }
 
     @Override
@@ -49,9 +32,7 @@ public final class StatisticsResource implements MemoryResource {
         long size = block.size();
         long requestedSize = block.requestedSize();
         upstream.deallocate(block, inFlight);
-        allocated.addAndGet(-size);
-        requested.addAndGet(-requestedSize);
-        frees.increment();
+        counters.freed(size, requestedSize);
     }
 
     @Override
@@ -62,13 +43,13 @@ public final class StatisticsResource implements MemoryResource {
     @Override
     public void collectStatistics(MemoryStatistics.Builder into) {
         upstream.collectStatistics(into);
-        into.allocatedBytes = allocated.get();
-        into.allocatedBytesPeak = allocatedPeak.get();
-        into.requestedBytes = requested.get();
-        into.requestedBytesPeak = requestedPeak.get();
+        into.allocatedBytes = counters.allocatedBytes();
+        into.allocatedBytesPeak = counters.allocatedPeak(into.allocatedBytes);
+        into.requestedBytes = counters.requestedBytes();
+        into.requestedBytesPeak = counters.requestedPeak(into.requestedBytes);
         // frees first: a free counted between the two reads then cannot make liveBuffers negative
-        long freeCount = frees.sum();
-        long allocationCount = allocations.sum();
+        long freeCount = counters.frees();
+        long allocationCount = counters.allocations();
         into.allocations = allocationCount;
         into.frees = freeCount;
         into.liveBuffers = allocationCount - freeCount;

@@ -1,5 +1,6 @@
 package dev.compute.memory.resource.pool;
 
+import dev.compute.memory.resource.ThreadStripes;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
@@ -29,19 +30,37 @@ public final class SizeClassCache {
         boolean listed;
     }
 
-    /** Stripes: a power of two, twice the processors (fewer collisions of thread ids), at most 64. */
-    private static final int STRIPES = Math.min(64, Integer.highestOneBit(Math.max(1, Runtime.getRuntime().availableProcessors()) * 4 - 1));
+    private static final int STRIPES = ThreadStripes.COUNT;
 
     /** {@code stripes[s][sizeClass]}: one stripe's stacks; created lazily, class by class, under the pool's lock. */
     private final @Nullable Stack[][] stripes = new Stack[STRIPES][];
     /** The stacks that may hold blocks, each at most once: a flush visits these, not every class of every stripe. */
     private final ConcurrentLinkedQueue<Stack> holding = new ConcurrentLinkedQueue<>();
 
-    /** A cached block of exactly {@code size} bytes made live for {@code requested} bytes, or null. */
+    /**
+     * A cached block of exactly {@code size} bytes made live for {@code requested} bytes, or null. This thread's
+     * stripe first; then the other stripes, because a size another thread freed is better taken from its stack
+     * than left there while this thread's miss flushes every stripe into the arena (two threads cycling through
+     * the same sizes would otherwise flush each other's caches over and over).
+     */
     public @Nullable PoolBlock take(long size, long requested) {
-        Stack stack = stackOfThisThread(SizeClasses.smallClass(size));
-        if (stack == null) {
-            return null;
+        int sizeClass = SizeClasses.smallClass(size);
+        int home = ThreadStripes.ofCurrentThread();
+        Stack[] homeStripe = stripes[home];
+        if (homeStripe == null || homeStripe[sizeClass] == null) {
+            return null; // prepare() creates a class in every stripe together: no stripe holds this size yet
+        }
+        PoolBlock block = takeFrom(homeStripe[sizeClass], requested);
+        for (int i = 1; block == null && i < STRIPES; i++) {
+            Stack[] stripe = stripes[(home + i) & (STRIPES - 1)];
+            block = stripe == null ? null : takeFrom(stripe[sizeClass], requested); // null while prepare() runs
+        }
+        return block;
+    }
+
+    private static @Nullable PoolBlock takeFrom(@Nullable Stack stack, long requested) {
+        if (stack == null || stack.count == 0) {
+            return null; // a racy look, so that empty stacks cost no lock; the locked check below decides
         }
         synchronized (stack) {
             if (stack.count == 0 || stack.closed) {
@@ -77,7 +96,7 @@ public final class SizeClassCache {
     }
 
     private @Nullable Stack stackOfThisThread(int sizeClass) {
-        Stack[] stripe = stripes[(int) Thread.currentThread().threadId() & (STRIPES - 1)];
+        Stack[] stripe = stripes[ThreadStripes.ofCurrentThread()];
         return stripe == null ? null : stripe[sizeClass];
     }
 
