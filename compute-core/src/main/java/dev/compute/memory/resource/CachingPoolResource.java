@@ -67,8 +67,11 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <p><b>The fast path.</b> A small block freed with no device work in flight goes to a per-size-class stack
  * ({@link SizeClassCache}, striped by thread, one lock per stack) and a request of that exact size takes it
- * back from there: no pool lock, no tree. Cached blocks count as free; they are flushed into their arena
- * (and coalesced) before the pool asks the backend for memory, and on trim, snapshot and close.
+ * back from there (from another thread's stripe if its own has none): no pool lock, no tree. Cached blocks
+ * count as free; they are flushed into their arena (and coalesced) on trim, snapshot, close and under
+ * pressure, and before the pool asks the backend for memory, except while small blocks hold less than
+ * {@value #SMALL_BLOCKS_KEPT_UNFLUSHED} bytes: then the small arena grows instead, so that a set of recurring
+ * sizes larger than what is mapped stays cached rather than being flushed every few dozen allocations.
  *
  * <p><b>Pressure.</b> When the backend has no memory or {@link PoolSettings#maxPoolSize()} would be passed,
  * the pool gives back all it caches (free plain segments, free mapped pages) and retries once, mapping no
@@ -99,6 +102,14 @@ public final class CachingPoolResource implements MemoryResource {
     private final PoolArena small;
     private final PoolArena large;
     private final SizeClassCache cache = new SizeClassCache();
+    /**
+     * Small blocks may take this much memory before a miss flushes the fast path's cache rather than grow.
+     * Below it, sizes that recur stay cached however many there are (one thread walking 1,024 mixed sizes
+     * would otherwise flush every few dozen allocations, and two threads meet on the lock each time); above
+     * it, small blocks are as frugal as large ones. PyTorch keeps every small segment until emptied.
+     */
+    static final long SMALL_BLOCKS_KEPT_UNFLUSHED = 32L << 20;
+
     private final ReentrantLock lock = new ReentrantLock();
     private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
     private final ConcurrentLinkedQueue<Completion> completed = new ConcurrentLinkedQueue<>();
@@ -181,7 +192,9 @@ public final class CachingPoolResource implements MemoryResource {
     private PoolBlock takeOrGrow(PoolArena arena, long size, long requested, boolean pressure) {
         PoolBlock block = arena.take(size, requested, false, pressure);
         if (block == null) {
-            cache.flush(this::releaseToArena);
+            if (arena != small || small.reservedBytes() >= SMALL_BLOCKS_KEPT_UNFLUSHED) {
+                cache.flush(this::releaseToArena);
+            }
             long callsBefore = ledger.backendAllocations();
             block = arena.take(size, requested, true, pressure);
             if (block == null) {

@@ -290,6 +290,77 @@ class CachingPoolResourceTest {
         pool.close();
     }
 
+    @Test
+    void aSmallSizeFreedOnOneThreadIsTakenFromItsStripeByAnother() throws InterruptedException {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        Block first = pool.allocate(3000);
+        pool.deallocate(first);
+        AtomicReference<Block> taken = new AtomicReference<>();
+        Thread other = threadOnAnotherStripe(() -> taken.set(pool.allocate(3000)));
+
+        other.start();
+        other.join();
+
+        assertThat(taken.get()).as("the other thread's stripe had none of this size: it took this thread's").isSameAs(first);
+        pool.close();
+    }
+
+    /** A thread whose stripe of the size-class cache is not the calling thread's. */
+    private static Thread threadOnAnotherStripe(Runnable task) {
+        int mine = ThreadStripes.ofCurrentThread();
+        for (int tries = 0; tries < 1000; tries++) {
+            Thread thread = Thread.ofPlatform().unstarted(task);
+            if (((int) thread.threadId() & (ThreadStripes.COUNT - 1)) != mine) {
+                return thread;
+            }
+        }
+        throw new AssertionError("no thread id fell on another stripe");
+    }
+
+    @Test
+    void recurringSmallSizesStayCachedWhileSmallBlocksHoldLessThanTheAllowance() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        // 100 sizes, about 10 MiB in all: far more than the first mapping, well under the allowance
+        long[] sizes = new long[100];
+        for (int i = 0; i < sizes.length; i++) {
+            sizes[i] = 100_000 + 512L * i;
+        }
+        Block[] firstRound = new Block[sizes.length];
+        for (int i = 0; i < sizes.length; i++) {
+            firstRound[i] = pool.allocate(sizes[i]);
+            pool.deallocate(firstRound[i]);
+        }
+        long calls = backend.memoryCalls();
+
+        for (int i = 0; i < sizes.length; i++) {
+            Block again = pool.allocate(sizes[i]);
+            assertThat(again).as("size %d comes back from the cache, not from a flushed and coalesced arena", sizes[i]).isSameAs(firstRound[i]);
+            pool.deallocate(again);
+        }
+
+        assertThat(backend.memoryCalls()).as("the second round made no backend call").isEqualTo(calls);
+        assertThat(figures(pool).reservedBytes).isLessThan(CachingPoolResource.SMALL_BLOCKS_KEPT_UNFLUSHED);
+        pool.close();
+    }
+
+    @Test
+    void beyondTheAllowanceSmallBlocksAreFlushedRatherThanGrow() {
+        AddressSpaceBackend backend = backend(4 * GiB, true);
+        CachingPoolResource pool = pool(backend, 4 * GiB, true);
+        // 1000 distinct sizes of 512 KiB to 1 MiB, one live at a time: about 750 MiB if each stayed cached
+        for (int round = 0; round < 2; round++) {
+            for (int i = 0; i < 1000; i++) {
+                pool.deallocate(pool.allocate(512 * 1024 + 512L * i));
+            }
+        }
+
+        assertThat(figures(pool).reservedBytes).as("the allowance, a growth chunk and one block at most")
+                .isLessThanOrEqualTo(CachingPoolResource.SMALL_BLOCKS_KEPT_UNFLUSHED + 8 * MiB);
+        pool.close();
+    }
+
     /** The worked example of {@link CachingPoolResource}'s class comment, step by step. */
     @Test
     void theWorkedExampleOfTheClassComment() {

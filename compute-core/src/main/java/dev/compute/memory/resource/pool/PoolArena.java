@@ -350,6 +350,17 @@ public final class PoolArena {
 
     // ---- figures ------------------------------------------------------------------------------------------------
 
+    /** Bytes this arena holds from the backend: its mapped pages and plain segments. */
+    public long reservedBytes() {
+        long reserved = mappedBytes;
+        for (PoolSegment segment : segments) {
+            if (!segment.expandable()) {
+                reserved += segment.allocation.sizeBytes();
+            }
+        }
+        return reserved;
+    }
+
     /** Bytes of blocks handed out or pending. */
     public long liveBytes() {
         long live = 0;

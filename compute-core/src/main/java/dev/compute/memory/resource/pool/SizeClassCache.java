@@ -11,8 +11,9 @@ import org.jspecify.annotations.Nullable;
  * its class and no tree walk. The stacks are striped by thread (a thread uses the stripe its id picks, as
  * Netty's thread caches and HikariCP's thread-local lists do), so two threads working on the same size do
  * not fight over one lock and one cache line. Blocks wait in it as {@link PoolBlock#CACHED}; the pool flushes
- * every stripe into its arena (coalescing them) before it asks the backend for memory, and on trim and close,
- * so the cache never makes the pool hold more memory.
+ * every stripe into its arena (coalescing them) on trim, close and pressure, and before it asks the backend
+ * for memory once small blocks hold more than a small allowance, so the cache makes the pool hold at most
+ * that allowance more.
  *
  * <p>A class's stacks are created by the pool under its lock and published through final fields, so a
  * reader without the lock sees either null (and takes the slow path) or a whole stack.
