@@ -195,7 +195,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
-        activeCalls.enter();
+        int stripe = activeCalls.enter();
         try {
             LocationChain chain = chain(location);
             Block block = chain.top.allocate(bytes);
@@ -204,7 +204,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             return trackedBuffer(chain, location, type, bytes, block);
         } finally {
-            activeCalls.exit();
+            activeCalls.exit(stripe);
         }
     }
 
@@ -231,7 +231,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     /** Gives a closed buffer's blocks back; after the manager closed there is nothing to give back to. */
     void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
-        activeCalls.enter();
+        int stripe = activeCalls.enter();
         try {
             if (closed) {
                 return;
@@ -241,16 +241,16 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 chains.get(mirrorLocation).top.deallocate(mirror, inFlight);
             }
         } finally {
-            activeCalls.exit();
+            activeCalls.exit(stripe);
         }
     }
 
     Block allocateMirror(long bytes) {
-        activeCalls.enter();
+        int stripe = activeCalls.enter();
         try {
             return chain(mirrorLocation).top.allocate(bytes);
         } finally {
-            activeCalls.exit();
+            activeCalls.exit(stripe);
         }
     }
 
@@ -366,7 +366,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     private long trimAll(long keepBytes) {
-        activeCalls.enter();
+        int stripe = activeCalls.enter();
         try {
             long released = 0;
             for (LocationChain chain : chains.values()) {
@@ -378,7 +378,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             return released;
         } finally {
-            activeCalls.exit();
+            activeCalls.exit(stripe);
         }
     }
 

@@ -5,10 +5,11 @@ import java.util.concurrent.atomic.AtomicLongArray;
 /**
  * A few long counters, one set per thread stripe ({@link ThreadStripes}), each set on 128 bytes of its own
  * and the whole padded away from the array's header, so that threads counting at once never write a cache
- * line another reads (nor the neighbouring line the CPU prefetches with it). A
- * {@link java.util.concurrent.atomic.LongAdder} picks its cells by a hash that two threads can share until
- * they collide and move; here two threads with different stripes never meet, which took an allocate+free
- * pair through the manager on two threads from several times the one-thread time to about the same.
+ * line another reads (nor the neighbouring line the CPU prefetches with it), as long as they are on different
+ * stripes (see {@link ThreadStripes#contended()} for when they are not). Measured against a
+ * {@link java.util.concurrent.atomic.LongAdder}, whose cells (as many as processors, picked by a hash) two
+ * threads kept sharing here, this took an allocate+free pair through the manager on two threads from several
+ * times the one-thread time to about the same.
  */
 public final class StripedLongs {
 
@@ -22,7 +23,15 @@ public final class StripedLongs {
 
     /** Adds to counter {@code field} of the calling thread's stripe; returns that stripe's new value. */
     public long add(int field, long delta) {
-        return cells.addAndGet(cell(ThreadStripes.ofCurrentThread(), field), delta);
+        return addAt(ThreadStripes.ofCurrentThread(), field, delta);
+    }
+
+    /**
+     * Adds to counter {@code field} of stripe {@code stripe} (from {@link ThreadStripes#ofCurrentThread()}), as
+     * {@link #add} does, for a caller that must add and later subtract in the same stripe.
+     */
+    public long addAt(int stripe, int field, long delta) {
+        return cells.addAndGet(cell(stripe, field), delta);
     }
 
     /** Counter {@code field} summed over the stripes: exact when no thread is adding. */
