@@ -110,6 +110,9 @@ public final class CachingPoolResource implements MemoryResource {
      */
     static final long SMALL_BLOCKS_KEPT_UNFLUSHED = 32L << 20;
 
+    /** The one counter of {@link #cacheHits}. */
+    private static final int HITS = 0;
+
     private final ReentrantLock lock = new ReentrantLock();
     private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
     private final ConcurrentLinkedQueue<Completion> completed = new ConcurrentLinkedQueue<>();
@@ -145,7 +148,7 @@ public final class CachingPoolResource implements MemoryResource {
         if (SizeClasses.small(size) && completed.isEmpty()) {
             PoolBlock cached = cache.take(size, bytes);
             if (cached != null) {
-                cacheHits.add(0, 1);
+                cacheHits.add(HITS, 1);
                 return cached;
             }
         }
@@ -346,7 +349,7 @@ public final class CachingPoolResource implements MemoryResource {
             into.reservedBytesPeak = ledger.reservedPeak();
             into.largestFreeBlockBytes = Math.max(small.largestFreeBlock(), large.largestFreeBlock());
             into.segments = small.segmentCount() + large.segmentCount();
-            into.poolHits = poolHits + cacheHits.sum(0);
+            into.poolHits = poolHits + cacheHits.sum(HITS);
             into.poolMisses = poolMisses;
             into.backendAllocations = ledger.backendAllocations();
             into.backendFrees = ledger.backendFrees();

@@ -25,59 +25,75 @@ final class StripedByteCounters {
     private static final int FREES = 3;
 
     private final StripedLongs stripes = new StripedLongs();
-    private final AtomicLong allocatedBase = new AtomicLong();
-    private final AtomicLong requestedBase = new AtomicLong();
-    private final AtomicLong allocatedPeak = new AtomicLong();
-    private final AtomicLong requestedPeak = new AtomicLong();
+    private final Bytes allocated = new Bytes(ALLOCATED);
+    private final Bytes requested = new Bytes(REQUESTED);
+
+    /** One byte figure: its counter in every stripe, the published base, and the peak. */
+    private final class Bytes {
+        private final int field;
+        private final AtomicLong base = new AtomicLong();
+        private final AtomicLong peak = new AtomicLong();
+
+        Bytes(int field) {
+            this.field = field;
+        }
+
+        /** Adds to this thread's stripe, publishing it when due; returns the figure as this thread sees it, base plus its stripe. */
+        long add(long bytes) {
+            long unpublished = stripes.add(field, bytes);
+            if (unpublished < PUBLISH_BYTES && unpublished > -PUBLISH_BYTES) {
+                return base.get() + unpublished;
+            }
+            // stripe first: a reader between the two steps misses these bytes for a moment, but never counts them
+            // twice, which would raise a peak that was never reached
+            stripes.add(field, -unpublished);
+            return base.addAndGet(unpublished);
+        }
+
+        void raisePeak(long candidate) {
+            long seen = peak.get();
+            while (candidate > seen && !peak.compareAndSet(seen, candidate)) {
+                seen = peak.get();
+            }
+        }
+
+        long current() {
+            return base.get() + stripes.sum(field);
+        }
+
+        /** The peak, raised to {@code current} (a figure just read) so that a snapshot never shows peak below current. */
+        long peak(long current) {
+            raisePeak(current);
+            return peak.get();
+        }
+    }
 
     void allocated(long allocatedBytes, long requestedBytes) {
-        raise(allocatedPeak, add(ALLOCATED, allocatedBase, allocatedBytes));
-        raise(requestedPeak, add(REQUESTED, requestedBase, requestedBytes));
+        allocated.raisePeak(allocated.add(allocatedBytes));
+        requested.raisePeak(requested.add(requestedBytes));
         stripes.add(ALLOCATIONS, 1);
     }
 
     void freed(long allocatedBytes, long requestedBytes) {
-        add(ALLOCATED, allocatedBase, -allocatedBytes);
-        add(REQUESTED, requestedBase, -requestedBytes);
+        allocated.add(-allocatedBytes);
+        requested.add(-requestedBytes);
         stripes.add(FREES, 1);
     }
 
-    /** Adds to this thread's stripe, publishing it when due; returns the figure as this thread sees it, base plus its stripe. */
-    private long add(int field, AtomicLong base, long bytes) {
-        long unpublished = stripes.add(field, bytes);
-        if (unpublished < PUBLISH_BYTES && unpublished > -PUBLISH_BYTES) {
-            return base.get() + unpublished;
-        }
-        // stripe first: a reader between the two steps misses these bytes for a moment, but never counts them
-        // twice, which would raise a peak that was never reached
-        stripes.add(field, -unpublished);
-        return base.addAndGet(unpublished);
-    }
-
-    private static void raise(AtomicLong peak, long candidate) {
-        long seen = peak.get();
-        while (candidate > seen && !peak.compareAndSet(seen, candidate)) {
-            seen = peak.get();
-        }
-    }
-
     long allocatedBytes() {
-        return allocatedBase.get() + stripes.sum(ALLOCATED);
+        return allocated.current();
     }
 
     long requestedBytes() {
-        return requestedBase.get() + stripes.sum(REQUESTED);
+        return requested.current();
     }
 
-    /** The allocated peak, raised to {@code current} (a figure just read) so that a snapshot never shows peak below current. */
     long allocatedPeak(long current) {
-        raise(allocatedPeak, current);
-        return allocatedPeak.get();
+        return allocated.peak(current);
     }
 
     long requestedPeak(long current) {
-        raise(requestedPeak, current);
-        return requestedPeak.get();
+        return requested.peak(current);
     }
 
     long allocations() {

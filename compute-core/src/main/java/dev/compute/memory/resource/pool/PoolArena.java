@@ -51,6 +51,8 @@ public final class PoolArena {
     private final List<PoolSegment> segments = new ArrayList<>();
     private final PoolBlock probe;
     private long mappedBytes;
+    /** Bytes of this arena's plain segments (kept, not summed, because the pool asks on every small miss). */
+    private long plainBytes;
 
     /**
      * An arena of small or large blocks for {@code owner}. With {@code virtualMemory} it reserves ranges and
@@ -159,6 +161,7 @@ public final class PoolArena {
         NativeAllocation segment = backend.allocate(location, bytes);
         ledger.segmentAllocations++;
         ledger.add(segment.sizeBytes());
+        plainBytes += segment.sizeBytes();
         adopt(new PoolSegment(segment, this, false, 1));
     }
 
@@ -304,6 +307,7 @@ public final class PoolArena {
 
     private void freePlainSegment(PoolSegment segment) {
         backend.free(segment.allocation);
+        plainBytes -= segment.allocation.sizeBytes();
         ledger.segmentFrees++;
         ledger.remove(segment.size());
     }
@@ -352,13 +356,7 @@ public final class PoolArena {
 
     /** Bytes this arena holds from the backend: its mapped pages and plain segments. */
     public long reservedBytes() {
-        long reserved = mappedBytes;
-        for (PoolSegment segment : segments) {
-            if (!segment.expandable()) {
-                reserved += segment.allocation.sizeBytes();
-            }
-        }
-        return reserved;
+        return mappedBytes + plainBytes;
     }
 
     /** Bytes of blocks handed out or pending. */
