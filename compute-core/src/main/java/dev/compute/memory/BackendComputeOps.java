@@ -2,9 +2,16 @@ package dev.compute.memory;
 
 import dev.compute.memory.spi.Region;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Function;
 
-/** The op set on a manager's buffers: checks the arguments, syncs what the kernel reads, runs the backend's kernel. */
+/**
+ * The op set on a manager's buffers: checks the arguments, holds each buffer's memory for the span of the queueing
+ * (syncing what the kernel reads), runs the backend's kernel and records it as device work in flight, so that a
+ * close meanwhile never gives the memory to another buffer under the kernel.
+ */
 final class BackendComputeOps implements ComputeOps {
+
+    private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
 
     private final PooledMemoryManager manager;
 
@@ -15,19 +22,13 @@ final class BackendComputeOps implements ComputeOps {
     @Override
     public CompletableFuture<Void> fillAsync(UnifiedBuffer target, double value) {
         check(target, "target");
-        try (var access = manager.access()) {
-            Region region = target.deviceRegion(true);
-            return recorded(manager.computeBackend().ops().fill(region, value), target);
-        }
+        return onOne(target, AccessMode.WRITE, region -> manager.computeBackend().ops().fill(region, value));
     }
 
     @Override
     public CompletableFuture<Void> scaleAsync(UnifiedBuffer x, double alpha) {
         check(x, "x");
-        try (var access = manager.access()) {
-            Region region = x.deviceRegion(true);
-            return recorded(manager.computeBackend().ops().scale(region, alpha), x);
-        }
+        return onOne(x, AccessMode.READ_WRITE, region -> manager.computeBackend().ops().scale(region, alpha));
     }
 
     @Override
@@ -38,29 +39,46 @@ final class BackendComputeOps implements ComputeOps {
             throw new IllegalArgumentException("axpy needs x and y of one type and length: x is " + x.elementCount() + " x "
                     + x.dataType() + ", y is " + y.elementCount() + " x " + y.dataType());
         }
-        try (var access = manager.access()) {
-            Region from = x.deviceRegion(false);
-            Region to = y.deviceRegion(true);
-            CompletableFuture<Void> done = manager.computeBackend().ops().axpy(alpha, from, to);
-            x.recordInFlight(done);
-            return recorded(done, y);
+        int call = manager.enter();
+        try {
+            Region from = x.holdDeviceRegion(AccessMode.READ);
+            CompletableFuture<Void> done = DONE;
+            try {
+                Region to = y.holdDeviceRegion(AccessMode.READ_WRITE);
+                try {
+                    done = manager.computeBackend().ops().axpy(alpha, from, to);
+                } finally {
+                    y.releaseHold(AccessMode.READ_WRITE, done);
+                }
+            } finally {
+                x.releaseHold(null, done);
+            }
+            return done;
+        } finally {
+            manager.exit(call);
         }
     }
 
     @Override
     public CompletableFuture<Double> sumAsync(UnifiedBuffer x) {
         check(x, "x");
-        try (var access = manager.access()) {
-            Region region = x.deviceRegion(false);
-            return recorded(manager.computeBackend().ops().sum(region), x);
-        }
+        return onOne(x, AccessMode.READ, region -> manager.computeBackend().ops().sum(region));
     }
 
-    private static <T> CompletableFuture<T> recorded(CompletableFuture<T> work, UnifiedBuffer buffer) {
-        if (!work.isDone()) {
-            buffer.recordInFlight(work);
+    private <T> CompletableFuture<T> onOne(UnifiedBuffer buffer, AccessMode mode, Function<Region, CompletableFuture<T>> kernel) {
+        int call = manager.enter();
+        try {
+            Region region = buffer.holdDeviceRegion(mode);
+            CompletableFuture<T> done = null;
+            try {
+                done = kernel.apply(region);
+                return done;
+            } finally {
+                buffer.releaseHold(mode, done == null ? DONE : done);
+            }
+        } finally {
+            manager.exit(call);
         }
-        return work;
     }
 
     private void check(UnifiedBuffer buffer, String name) {

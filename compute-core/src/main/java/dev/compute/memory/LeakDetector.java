@@ -8,7 +8,9 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * Watches tracked buffers with a {@link Cleaner}: a buffer that becomes unreachable without {@code close()}
- * is reported in the log (with its allocation site at {@code paranoid}) and its memory goes back to the pool.
+ * is reported in the log (with its allocation site at {@code paranoid}) and its memory goes back to the pool,
+ * once the views and accesses still open on it have ended (a view does not keep its buffer reachable, so a
+ * dropped buffer may still be read through one: its memory waits for the view's thread to let go).
  */
 final class LeakDetector {
 
@@ -46,6 +48,7 @@ final class LeakDetector {
         private final Block block;
         private final @Nullable String site;
         private volatile @Nullable Block mirror;
+        private volatile @Nullable BufferScopes scopes;
         private volatile boolean closed;
         private Cleaner.@Nullable Cleanable cleanable;
 
@@ -59,6 +62,10 @@ final class LeakDetector {
 
         void mirror(Block mirror) {
             this.mirror = mirror;
+        }
+
+        void scopes(BufferScopes scopes) {
+            this.scopes = scopes;
         }
 
         void closed() {
@@ -78,9 +85,17 @@ final class LeakDetector {
                     + " was garbage-collected without close(); its memory goes back to the pool now. "
                     + (site != null ? "It was allocated at:\n" + site
                     : "Set compute.memory.leak-detection=paranoid to see where leaked buffers are allocated."));
-            // Counted last: whoever sees the count has the LEAK line logged and the memory back in the pool.
+            // Counted last: whoever sees the count has the LEAK line logged and the memory back in the pool (or, when
+            // a view is still open, waiting for it).
             try {
-                detector.manager.release(location, block, mirror, CompletableFuture.completedFuture(null));
+                Block leakedMirror = mirror;
+                Runnable release = () -> detector.manager.release(location, block, leakedMirror, CompletableFuture.completedFuture(null));
+                BufferScopes open = scopes;
+                if (open != null) {
+                    open.closeAll(release);
+                } else {
+                    release.run();
+                }
             } finally {
                 detector.leaksReported.incrementAndGet();
             }

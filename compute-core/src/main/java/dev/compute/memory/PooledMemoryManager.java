@@ -10,8 +10,7 @@ import dev.compute.memory.resource.StatisticsResource;
 import dev.compute.memory.spi.BackendSelection;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.LinkedHashMap;
@@ -22,13 +21,13 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
-import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.jspecify.annotations.Nullable;
 
 /**
  * The {@link UnifiedMemoryManager}: one resource chain per location (leak tracking → statistics → caching
- * pool or plain backend → the backend), a maintenance thread for scheduled trims and timeline samples, and the
- * guard that makes closing safe while other threads still use buffers.
+ * pool or plain backend → the backend), a maintenance thread for scheduled trims and timeline samples, the
+ * registry of open views and accesses, and the count of calls under way that makes closing safe while other
+ * threads still use buffers.
  */
 final class PooledMemoryManager implements UnifiedMemoryManager {
 
@@ -61,15 +60,15 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final long releaseThreshold;
     private final LeakDetector leakDetector = new LeakDetector(this);
     private final ComputeOps ops = new BackendComputeOps(this);
-    private final ReentrantReadWriteLock closeGuard = new ReentrantReadWriteLock();
-    private final Access access = new Access();
-    /** Host views live in this arena: closing the manager invalidates them instead of leaving them dangling. */
-    private final Arena viewScope = Arena.ofShared();
+    private final ScopeRegistry scopes = new ScopeRegistry();
+    private final Duration closeTimeout;
     private final @Nullable ScheduledExecutorService maintenance;
+    private final Object closing = new Object();
     private volatile boolean closed;
+    private volatile boolean poolsFreed;
     /**
-     * Threads inside allocate or release. close() sets {@code closed}, then waits for this to drain, so no pool
-     * or backend call races the freeing of everything.
+     * Threads inside allocate, release, a copy or the queueing of an op. close() sets {@code closed}, then waits
+     * for this to drain, so no pool or backend call races the freeing of everything.
      */
     private final ActiveCalls activeCalls = new ActiveCalls();
 
@@ -77,6 +76,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         this.backend = openBackend(settings);
         try {
             this.releaseThreshold = settings.releaseThreshold;
+            this.closeTimeout = settings.closeTimeout;
             List<MemoryLocation> usable = new ArrayList<>();
             for (MemoryLocation location : MemoryLocation.values()) {
                 if (location == MemoryLocation.PINNED && !settings.pinningEnabled) {
@@ -143,6 +143,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
         ScheduledExecutorService executor = Executors.newSingleThreadScheduledExecutor(
                 Thread.ofPlatform().daemon().name("compute-memory-maintenance").factory());
+        // views of threads that ended without a call back into the manager are dropped here
+        executor.scheduleWithFixedDelay(scopes::sweepDeadOwners, 1, 1, TimeUnit.SECONDS);
         if (trimMillis > 0) {
             executor.scheduleWithFixedDelay(this::scheduledTrim, trimMillis, trimMillis, TimeUnit.MILLISECONDS);
         }
@@ -195,6 +197,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
+        scopes.endHandedOver();
         int stripe = activeCalls.enter();
         try {
             LocationChain chain = chain(location);
@@ -229,11 +232,14 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return chain;
     }
 
-    /** Gives a closed buffer's blocks back; after the manager closed there is nothing to give back to. */
+    /**
+     * Gives a closed buffer's blocks back. Views ending while the manager closes still give theirs back (so the
+     * close report does not count them as open); once the pools are freed there is nothing to give back to.
+     */
     void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
         int stripe = activeCalls.enter();
         try {
-            if (closed) {
+            if (poolsFreed) {
                 return;
             }
             chains.get(location).top.deallocate(block, inFlight);
@@ -277,26 +283,26 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         chains.get(location).deviceToDevice.add(bytes);
     }
 
-    /** Holds off {@link #close()} while a buffer touches memory; throws once the manager is closed. */
-    Access access() {
-        closeGuard.readLock().lock();
+    /**
+     * Counts a buffer's call in (close() waits for it before freeing anything) after ending the scopes other
+     * threads handed to this one; throws once the manager is closed. Returns what to give {@link #exit}.
+     */
+    int enter() {
+        scopes.endHandedOver();
+        int stripe = activeCalls.enter();
         if (closed) {
-            closeGuard.readLock().unlock();
+            activeCalls.exit(stripe);
             throw new IllegalStateException("this UnifiedMemoryManager is closed; its buffers can no longer be used");
         }
-        return access;
+        return stripe;
     }
 
-    final class Access implements AutoCloseable {
-        @Override
-        public void close() {
-            closeGuard.readLock().unlock();
-        }
+    void exit(int stripe) {
+        activeCalls.exit(stripe);
     }
 
-    /** A host view that becomes inaccessible (not dangling) when the manager closes. */
-    MemorySegment scoped(MemorySegment segment) {
-        return segment.reinterpret(viewScope, null);
+    ScopeRegistry scopes() {
+        return scopes;
     }
 
     // ---- figures ------------------------------------------------------------------------------------------------
@@ -412,41 +418,89 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return closed;
     }
 
+    /**
+     * Closes in an order that never frees memory a thread can still reach: mark closed (new calls fail), end every
+     * view and access (this thread's and shared ones now, other threads' when they next call in or end), wait for
+     * calls under way and for device work, and only then free the pools and close the backend. Each wait is
+     * bounded by the close timeout together; what is still held then is kept, not freed, and said in the log.
+     */
     @Override
     public void close() {
-        closeGuard.writeLock().lock();
-        try {
+        synchronized (closing) {
             if (closed) {
                 return;
             }
-            List<LiveBufferReport> live = liveBuffers();
             closed = true;
-            while (activeCalls.any()) {
-                Thread.onSpinWait();
-            }
+        }
+        long deadline = System.nanoTime() + closeTimeout.toNanos();
+        try {
+            boolean scopesEnded = scopes.closeAll(deadline);
+            boolean callsEnded = awaitCalls(deadline);
+            boolean deviceIdle = backend.awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())));
             if (maintenance != null) {
                 maintenance.shutdownNow();
             }
-            if (!live.isEmpty()) {
-                StringBuilder report = new StringBuilder("UnifiedMemoryManager closed with " + live.size()
-                        + " buffer(s) still open; their memory is freed now and the buffers can no longer be used:");
-                for (LiveBufferReport buffer : live) {
-                    report.append("\n  ").append(buffer.location()).append(", ").append(buffer.sizeBytes()).append(" bytes")
-                            .append(buffer.allocationSite() != null ? ", allocated at:\n" + buffer.allocationSite() : "");
-                }
-                LOG.log(System.Logger.Level.WARNING, report.toString());
+            if (scopesEnded && callsEnded && deviceIdle) {
+                freeEverything(deadline);
+            } else {
+                LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager closed, but after " + closeTimeout.toMillis()
+                        + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + scopes.holders() + "), ")
+                        + (callsEnded ? "" : "calls were still under way, ") + (deviceIdle ? "" : "device work was still running, ")
+                        + "so its pools keep their memory (reserved " + reservedBytes() + " bytes) rather than free it under them; "
+                        + "it goes back to the system with the process. Raise compute.memory.close-timeout, or end views and "
+                        + "accesses before closing.");
             }
-            for (LocationChain chain : chains.values()) {
-                try {
-                    chain.top.close();
-                } catch (RuntimeException e) {
-                    LOG.log(System.Logger.Level.ERROR, "freeing the pool's segments failed", e);
-                }
-            }
-            viewScope.close();
-            backend.close();
         } finally {
-            closeGuard.writeLock().unlock();
+            try {
+                backend.close();
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.ERROR, "closing the compute backend failed", e);
+            }
+        }
+    }
+
+    private boolean awaitCalls(long deadline) {
+        while (activeCalls.any()) {
+            if (System.nanoTime() - deadline >= 0) {
+                return false;
+            }
+            Thread.onSpinWait();
+            Thread.yield();
+        }
+        return true;
+    }
+
+    private long reservedBytes() {
+        long reserved = 0;
+        for (MemoryLocation location : locations) {
+            try {
+                reserved += statistics(location).reservedBytes();
+            } catch (RuntimeException e) {
+                // a figure for the log only
+            }
+        }
+        return reserved;
+    }
+
+    private void freeEverything(long deadline) {
+        List<LiveBufferReport> live = liveBuffers();
+        poolsFreed = true;
+        awaitCalls(deadline); // a release that saw the pools open finishes first
+        if (!live.isEmpty()) {
+            StringBuilder report = new StringBuilder("UnifiedMemoryManager closed with " + live.size()
+                    + " buffer(s) still open; their memory is freed now and the buffers can no longer be used:");
+            for (LiveBufferReport buffer : live) {
+                report.append("\n  ").append(buffer.location()).append(", ").append(buffer.sizeBytes()).append(" bytes")
+                        .append(buffer.allocationSite() != null ? ", allocated at:\n" + buffer.allocationSite() : "");
+            }
+            LOG.log(System.Logger.Level.WARNING, report.toString());
+        }
+        for (LocationChain chain : chains.values()) {
+            try {
+                chain.top.close();
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.ERROR, "freeing the pool's segments failed", e);
+            }
         }
     }
 }

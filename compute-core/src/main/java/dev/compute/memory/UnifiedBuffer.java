@@ -1,41 +1,79 @@
 package dev.compute.memory;
 
 import dev.compute.memory.resource.Block;
+import dev.compute.memory.spi.DeviceHandle;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
+import java.lang.ref.Reference;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import org.jspecify.annotations.Nullable;
 
 /**
  * A block of compute memory from a {@link UnifiedMemoryManager}. Close it when done (try-with-resources);
- * closing twice is harmless and any other use after close fails with an {@link IllegalStateException}.
+ * closing twice is harmless and any other use after close fails with an {@link IllegalStateException} that
+ * names the buffer.
  *
- * <p><b>Where the data is.</b> On memory the host can address (every location of the CPU backend; HOST,
- * PINNED and UNIFIED on accelerators) there is one copy: syncs do nothing and host views are the memory itself.
- * On accelerator memory the device copy is the buffer, and a host mirror is made on first need (from the
- * pinned pool when pinning is on). {@link #state()} says which copy is newer; syncs are lazy (the op set and
- * the host views sync what they need) and explicit ones exist. Copies from and to arrays go to whichever copy
- * is newer, so they never force a sync of the whole buffer.
+ * <p><b>The lifetime rule.</b> Every use of the memory (a copy, an op, a host view, an access for one's own
+ * kernel, a slice) holds the buffer open while it lasts. {@link #close()} makes the buffer unusable at once, but
+ * its memory goes back to the pool only when the last of them has ended and device work queued on it has
+ * finished: nothing reachable through this API ever reads or writes memory that was freed or handed to another
+ * buffer.
  *
- * <p>A writable host view marks the host copy newer when it is taken; writes made through a view after a later
- * sync are not seen: take a fresh view after device work. A read-only view leaves the state as it is.
+ * <p><b>Reaching the bytes.</b>
+ * <ul>
+ *   <li>{@link #hostView()} and {@link #readOnlyHostView()}: a segment of the host copy, usable by the thread
+ *       that took it until the buffer closes. Cheap (no handshake with other threads); another thread that
+ *       touches it gets a {@link WrongThreadException}. Closing the buffer on that thread ends the view at once;
+ *       closed on another thread (or found leaked), the view ends when its thread next calls into the manager, and
+ *       the memory waits for it.</li>
+ *   <li>{@link #hostAccess(AccessMode)}: the same, for the span of a try-with-resources block.
+ *       {@link #sharedHostAccess(AccessMode)}: a segment any thread may use, at the price of a handshake with every
+ *       thread when it ends (tens of microseconds).</li>
+ *   <li>{@link #deviceAccess(AccessMode)}: the device copy for one's own native code: the backend's allocation
+ *       and offset, and its native handle ({@link BufferAccess#handle(Class)}: a CUDA pointer and stream, an
+ *       OpenCL buffer and queue).</li>
+ *   <li>{@link #slice(long, long)}: a range of this buffer that is a buffer of its own for copies, ops, views and
+ *       accesses, valid while this buffer is open.</li>
+ * </ul>
  *
- * <p>Thread-safe: one buffer's transitions are serialised on the buffer.
+ * <p><b>Where the data is.</b> On memory the host can address (every location of the CPU backend; HOST, PINNED
+ * and UNIFIED on accelerators) there is one copy: syncs do nothing and host views are the memory itself. On
+ * accelerator memory the device copy is the buffer, and a host mirror is made on first need (from the pinned
+ * pool when pinning is on). {@link #state()} says which copy is newer; syncs are lazy (ops, views and accesses
+ * sync what they need) and explicit ones exist. Copies from and to arrays go to whichever copy is newer, so they
+ * never force a sync of the whole buffer. A writable view marks the host copy newer when it is taken; writes made
+ * through it after a later sync are not seen: take a fresh view after device work, or use an access.
+ *
+ * <p>Thread-safe: one buffer's transitions are serialised on the buffer (a slice's on the buffer it slices).
+ * Work of several threads on one buffer is not ordered by the buffer: order it yourself.
  */
 public final class UnifiedBuffer implements AutoCloseable {
 
     private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
+    /** In {@link #lifecycle}: close() was called. */
+    private static final int CLOSED = 1;
+    /** In {@link #lifecycle}: one op or copy under way holds the memory (the count is kept above the flag). */
+    private static final int HOLD = 2;
+
+    /** What a slice is a range of: the buffer that owns the memory, and where in it the slice starts. */
+    private record SliceOf(UnifiedBuffer root, long byteOffset) {}
 
     private final PooledMemoryManager manager;
     private final MemoryLocation location;
     private final DataType dataType;
     private final long byteSize;
+    private final @Nullable SliceOf slice;
+    // The fields below belong to a buffer that owns memory, and are guarded by its monitor; a slice uses its root's.
     private @Nullable Block block;
     private @Nullable Block mirror;
     private BufferState state = BufferState.UNINITIALIZED;
     private CompletableFuture<?> inFlight = DONE;
+    /** CLOSED, plus HOLD for each op or copy under way; for a slice, only whether the slice itself was closed. */
+    private int lifecycle;
+    /** Open views and accesses; made on the first. */
+    private @Nullable BufferScopes scopes;
     private final LeakDetector.@Nullable Tracker leakTracker;
 
     UnifiedBuffer(PooledMemoryManager manager, MemoryLocation location, DataType dataType, long byteSize, Block block,
@@ -44,8 +82,18 @@ public final class UnifiedBuffer implements AutoCloseable {
         this.location = location;
         this.dataType = dataType;
         this.byteSize = byteSize;
+        this.slice = null;
         this.block = block;
         this.leakTracker = leakTracker;
+    }
+
+    private UnifiedBuffer(UnifiedBuffer root, long byteOffset, long byteSize) {
+        this.manager = root.manager;
+        this.location = root.location;
+        this.dataType = root.dataType;
+        this.byteSize = byteSize;
+        this.slice = new SliceOf(root, byteOffset);
+        this.leakTracker = null;
     }
 
     public MemoryLocation location() {
@@ -57,7 +105,7 @@ public final class UnifiedBuffer implements AutoCloseable {
         return dataType;
     }
 
-    /** The bytes asked for (the pool may have set aside a little more). */
+    /** The bytes asked for (the pool may have set aside a little more); for a slice, the slice's bytes. */
     public long byteSize() {
         return byteSize;
     }
@@ -66,12 +114,30 @@ public final class UnifiedBuffer implements AutoCloseable {
         return byteSize / dataType.byteSize();
     }
 
-    public synchronized BufferState state() {
-        return state;
+    /** Where a slice starts in the buffer that owns its memory, in bytes; 0 for a buffer that is no slice. */
+    public long byteOffset() {
+        return slice == null ? 0 : slice.byteOffset();
     }
 
-    public synchronized boolean isClosed() {
-        return block == null;
+    /** True for a range of another buffer made by {@link #slice}. */
+    public boolean isSlice() {
+        return slice != null;
+    }
+
+    /** Which copy is newer; a slice answers for the whole buffer it is a range of. */
+    public BufferState state() {
+        UnifiedBuffer root = root();
+        synchronized (root) {
+            return root.state;
+        }
+    }
+
+    /** True once this buffer (or, for a slice, the slice or its buffer) was closed, or its manager was. */
+    public boolean isClosed() {
+        UnifiedBuffer root = root();
+        synchronized (root) {
+            return closedHere() || manager.isClosed();
+        }
     }
 
     /** True when host and device share this buffer's memory: one copy, syncs cost nothing. */
@@ -252,133 +318,435 @@ public final class UnifiedBuffer implements AutoCloseable {
      * Writes {@code source} at {@code byteOffset} without waiting; {@code source} must stay valid and unchanged
      * until the future completes. Closing the buffer before then is safe: its memory is reused only afterwards.
      */
-    public synchronized CompletableFuture<Void> copyFromAsync(long byteOffset, MemorySegment source) {
-        try (var access = manager.access()) {
-            checkRange(byteOffset, source.byteSize());
-            Block device = openBlock();
-            if (isHostAccessible() || state.hostIsNewer()) {
-                write(byteOffset, source);
-                return DONE;
+    public CompletableFuture<Void> copyFromAsync(long byteOffset, MemorySegment source) {
+        int call = manager.enter();
+        try {
+            UnifiedBuffer root = root();
+            synchronized (root) {
+                checkRange(byteOffset, source.byteSize());
+                Block device = openBlock();
+                if (isHostAccessible() || root.state.hostIsNewer()) {
+                    writeLocked(root, device, byteOffset, source);
+                    return DONE;
+                }
+                root.awaitInFlight();
+                CompletableFuture<Void> done = manager.computeBackend().copyToDeviceAsync(source, device.segment(),
+                        device.offset() + byteOffset() + byteOffset, source.byteSize());
+                manager.countHostToDevice(location, source.byteSize());
+                root.state = root.deviceWritten();
+                root.recordInFlight(done);
+                return done;
             }
-            awaitInFlight();
-            CompletableFuture<Void> done = manager.computeBackend().copyToDeviceAsync(source, device.segment(), device.offset() + byteOffset, source.byteSize());
-            manager.countHostToDevice(location, source.byteSize());
-            state = mirror == null ? BufferState.DEVICE_ONLY : BufferState.DEVICE_DIRTY;
-            inFlight = done;
-            return done;
+        } finally {
+            manager.exit(call);
         }
     }
 
     /** Reads into {@code destination} from {@code byteOffset} without waiting. */
-    public synchronized CompletableFuture<Void> copyToAsync(long byteOffset, MemorySegment destination) {
-        try (var access = manager.access()) {
-            checkRange(byteOffset, destination.byteSize());
-            Block device = openBlock();
-            if (isHostAccessible() || !readsFromDevice()) {
-                read(byteOffset, destination);
-                return DONE;
+    public CompletableFuture<Void> copyToAsync(long byteOffset, MemorySegment destination) {
+        int call = manager.enter();
+        try {
+            UnifiedBuffer root = root();
+            synchronized (root) {
+                checkRange(byteOffset, destination.byteSize());
+                Block device = openBlock();
+                if (isHostAccessible() || !root.readsFromDevice()) {
+                    readLocked(root, device, byteOffset, destination);
+                    return DONE;
+                }
+                root.awaitInFlight();
+                CompletableFuture<Void> done = manager.computeBackend().copyToHostAsync(device.segment(),
+                        device.offset() + byteOffset() + byteOffset, destination, destination.byteSize());
+                manager.countDeviceToHost(location, destination.byteSize());
+                root.recordInFlight(done);
+                return done;
             }
-            awaitInFlight();
-            CompletableFuture<Void> done = manager.computeBackend().copyToHostAsync(device.segment(), device.offset() + byteOffset, destination, destination.byteSize());
-            manager.countDeviceToHost(location, destination.byteSize());
-            inFlight = done;
-            return done;
+        } finally {
+            manager.exit(call);
         }
     }
 
     /**
      * Copies {@code bytes} from {@code source} at {@code sourceOffset} to this buffer at {@code targetOffset};
-     * device to device where both copies live on the device. Both buffers must come from the same manager.
+     * device to device where both copies live on the device. Both buffers must come from the same manager. Both
+     * stay held until the copy is done, whoever closes them meanwhile.
      */
     public void copyFrom(UnifiedBuffer source, long sourceOffset, long targetOffset, long bytes) {
-        try (var access = manager.access()) {
-            if (source.manager != manager) {
-                throw new IllegalArgumentException("the source buffer belongs to another UnifiedMemoryManager; copy through host memory instead");
-            }
-            source.checkRange(sourceOffset, bytes);
-            checkRange(targetOffset, bytes);
+        if (source.manager != manager) {
+            throw new IllegalArgumentException("the source buffer belongs to another UnifiedMemoryManager; copy through host memory instead");
+        }
+        source.checkRange(sourceOffset, bytes);
+        checkRange(targetOffset, bytes);
+        int call = manager.enter();
+        try {
             if (source.isHostAccessible()) {
-                write(targetOffset, source.hostSlice(sourceOffset, bytes));
-                return;
-            }
-            if (isHostAccessible()) {
-                source.read(sourceOffset, hostSlice(targetOffset, bytes));
-                return;
-            }
-            Region from = source.deviceRegion(false);
-            synchronized (this) {
-                Block target = openBlock();
-                if (state.hostIsNewer()) {
-                    syncToDevice();
+                MemorySegment from = source.holdHostBytes();
+                try {
+                    write(targetOffset, from.asSlice(sourceOffset, bytes));
+                } finally {
+                    source.releaseHold(null, DONE);
                 }
-                awaitInFlight();
-                manager.computeBackend().copyWithinDevice(from.allocation(), from.offset() + sourceOffset, target.segment(), target.offset() + targetOffset, bytes);
-                manager.countDeviceToDevice(location, bytes);
-                state = mirror == null ? BufferState.DEVICE_ONLY : BufferState.DEVICE_DIRTY;
+            } else if (isHostAccessible()) {
+                MemorySegment to = holdHostBytes();
+                try {
+                    source.read(sourceOffset, to.asSlice(targetOffset, bytes));
+                } finally {
+                    releaseHold(AccessMode.WRITE, DONE);
+                }
+            } else {
+                Region from = source.holdDeviceRegion(AccessMode.READ);
+                try {
+                    Region to = holdDeviceRegion(AccessMode.WRITE);
+                    try {
+                        manager.computeBackend().copyWithinDevice(from.allocation(), from.offset() + sourceOffset,
+                                to.allocation(), to.offset() + targetOffset, bytes);
+                        manager.countDeviceToDevice(location, bytes);
+                    } finally {
+                        releaseHold(AccessMode.WRITE, DONE);
+                    }
+                } finally {
+                    source.releaseHold(null, DONE);
+                }
             }
+        } finally {
+            manager.exit(call);
         }
     }
 
-    /** A writable view of the host copy (the memory itself where it is host-accessible). Marks the host copy newer. */
-    public synchronized MemorySegment hostView() {
-        try (var access = manager.access()) {
-            MemorySegment view = currentHostCopy();
-            if (!isHostAccessible()) {
-                state = state == BufferState.UNINITIALIZED ? BufferState.HOST_ONLY
-                        : state == BufferState.HOST_ONLY ? BufferState.HOST_ONLY : BufferState.HOST_DIRTY;
-            } else {
-                state = BufferState.SYNCHRONIZED;
-            }
-            return view;
-        }
+    /**
+     * A writable view of the host copy (the memory itself where it is host-accessible), usable by the calling
+     * thread until this buffer closes; marks the host copy newer. Taking several views on one thread costs one
+     * confined arena in all.
+     */
+    public MemorySegment hostView() {
+        return view(true);
     }
 
     /** A read-only view of the host copy, brought up to date first; the state does not become host-dirty. */
-    public synchronized MemorySegment readOnlyHostView() {
-        try (var access = manager.access()) {
-            MemorySegment view = currentHostCopy();
-            if (!isHostAccessible() && state.deviceIsNewer()) {
-                state = BufferState.SYNCHRONIZED;
+    public MemorySegment readOnlyHostView() {
+        return view(false);
+    }
+
+    private MemorySegment view(boolean writable) {
+        int call = manager.enter();
+        try {
+            UnifiedBuffer root = root();
+            synchronized (root) {
+                MemorySegment host = root.currentHostCopy(openBlock());
+                if (writable) {
+                    root.state = root.hostWritten();
+                }
+                MemoryScope scope = root.scopes().viewOf(Thread.currentThread());
+                if (scope == null) {
+                    scope = manager.scopes().open(MemoryScope.Kind.VIEW, false, root.scopes());
+                }
+                MemorySegment view = scope.bind(host.asSlice(byteOffset(), byteSize));
+                return writable ? view : view.asReadOnly();
             }
-            return view.asReadOnly();
+        } finally {
+            manager.exit(call);
         }
     }
 
-    /** Brings the device copy up to date with a newer host copy; nothing to do on host-accessible memory. */
-    public synchronized void syncToDevice() {
-        try (var access = manager.access()) {
-            Block device = openBlock();
-            if (isHostAccessible() || !state.hostIsNewer()) {
-                return;
+    /**
+     * An access to the host copy, brought up to date first, for the calling thread and until it is closed (use
+     * try-with-resources): {@link BufferAccess#segment()} is the bytes. Ending a writing access marks the host copy
+     * newer. The buffer's memory is not given back while the access is open, even if the buffer is closed.
+     */
+    public BufferAccess hostAccess(AccessMode mode) {
+        return openHostAccess(mode, false);
+    }
+
+    /**
+     * As {@link #hostAccess}, but the segment may be used by any thread. Ending it costs a handshake with every
+     * thread of the JVM (tens of microseconds); it fails while a native call still holds the segment.
+     */
+    public BufferAccess sharedHostAccess(AccessMode mode) {
+        return openHostAccess(mode, true);
+    }
+
+    private BufferAccess openHostAccess(AccessMode mode, boolean shared) {
+        Objects.requireNonNull(mode, "mode");
+        int call = manager.enter();
+        try {
+            UnifiedBuffer root = root();
+            synchronized (root) {
+                MemorySegment host = root.currentHostCopy(openBlock());
+                if (mode.writes()) {
+                    root.state = root.hostWritten();
+                }
+                MemoryScope scope = manager.scopes().open(MemoryScope.Kind.ACCESS, shared, root.scopes());
+                return new BufferAccess(this, mode, false, scope, host.asSlice(byteOffset(), byteSize), null, 0, DeviceHandle.NONE);
             }
-            awaitInFlight();
-            Block host = Objects.requireNonNull(mirror);
-            manager.computeBackend().copyToDevice(hostSegment(host).asSlice(0, byteSize), device.segment(), device.offset(), byteSize);
-            manager.countHostToDevice(location, byteSize);
-            state = BufferState.SYNCHRONIZED;
+        } finally {
+            manager.exit(call);
+        }
+    }
+
+    /**
+     * An access to the device copy for one's own native code (a kernel, a library), on the calling thread until it
+     * is closed: {@link BufferAccess#allocation()} and {@link BufferAccess#offset()} say where the bytes are, and
+     * {@link BufferAccess#handle(Class)} gives the backend's native handle. A newer host copy is synced first and
+     * device work queued by other threads on this buffer is waited for. Ending the access records the work queued
+     * on the handle as in flight (close and host reads wait for it) and, for a writing access, marks the device
+     * copy newer. On host-accessible memory {@link BufferAccess#segment()} works too.
+     */
+    public BufferAccess deviceAccess(AccessMode mode) {
+        Objects.requireNonNull(mode, "mode");
+        int call = manager.enter();
+        try {
+            UnifiedBuffer root = root();
+            MemoryScope scope;
+            Block device;
+            synchronized (root) {
+                device = openBlock();
+                if (root.state.hostIsNewer()) {
+                    root.syncToDeviceLocked(device);
+                }
+                root.awaitInFlight();
+                if (mode.writes()) {
+                    root.state = root.deviceWritten();
+                }
+                scope = manager.scopes().open(MemoryScope.Kind.ACCESS, false, root.scopes());
+            }
+            long offset = device.offset() + byteOffset();
+            DeviceHandle handle;
+            try {
+                handle = manager.computeBackend().openDeviceHandle(device.segment(), offset, byteSize, mode);
+            } catch (RuntimeException e) {
+                scope.end();
+                throw e;
+            }
+            MemorySegment host = device.segment().hostSegment();
+            return new BufferAccess(this, mode, true, scope, host == null ? null : host.asSlice(offset, byteSize),
+                    device.segment(), offset, handle);
+        } finally {
+            manager.exit(call);
+        }
+    }
+
+    /** Called by a host access as it ends. */
+    void hostAccessEnded(AccessMode mode) {
+        if (mode.writes()) {
+            UnifiedBuffer root = root();
+            synchronized (root) {
+                root.state = root.hostWritten();
+            }
+        }
+    }
+
+    /** Called by a device access as it ends, with the device work it queued. */
+    void deviceAccessEnded(AccessMode mode, CompletableFuture<?> work) {
+        UnifiedBuffer root = root();
+        synchronized (root) {
+            root.recordInFlight(work);
+            if (mode.writes()) {
+                root.state = root.deviceWritten();
+            }
+        }
+    }
+
+    /**
+     * {@code count} elements (bytes for a buffer allocated by bytes) from element {@code offset}: a buffer of its
+     * own over the same memory, for copies, ops, views, accesses and further slices, sharing this buffer's state.
+     * It is valid while this buffer is open; closing the slice ends only the slice.
+     */
+    public UnifiedBuffer slice(long offset, long count) {
+        long elements = elementCount();
+        if (offset < 0 || count <= 0 || offset > elements - count) {
+            throw new IndexOutOfBoundsException("slice [" + offset + ", " + offset + " + " + count + ") is outside "
+                    + this + " of " + elements + " elements" + (count <= 0 ? " (a slice needs at least one element)" : ""));
+        }
+        UnifiedBuffer root = root();
+        synchronized (root) {
+            openBlock();
+        }
+        long unit = dataType.byteSize();
+        return new UnifiedBuffer(root, byteOffset() + offset * unit, count * unit);
+    }
+
+    /** Brings the device copy up to date with a newer host copy; nothing to do on host-accessible memory. */
+    public void syncToDevice() {
+        int call = manager.enter();
+        try {
+            UnifiedBuffer root = root();
+            synchronized (root) {
+                Block device = openBlock();
+                if (!isHostAccessible() && root.state.hostIsNewer()) {
+                    root.syncToDeviceLocked(device);
+                }
+            }
+        } finally {
+            manager.exit(call);
         }
     }
 
     /** Brings the host copy up to date with a newer device copy; nothing to do on host-accessible memory. */
-    public synchronized void syncToHost() {
-        try (var access = manager.access()) {
-            openBlock();
-            if (isHostAccessible() || !state.deviceIsNewer()) {
-                return;
+    public void syncToHost() {
+        int call = manager.enter();
+        try {
+            UnifiedBuffer root = root();
+            synchronized (root) {
+                Block device = openBlock();
+                if (!isHostAccessible() && root.state.deviceIsNewer()) {
+                    root.currentHostCopy(device);
+                }
             }
-            currentHostCopy();
-            state = BufferState.SYNCHRONIZED;
+        } finally {
+            manager.exit(call);
         }
     }
 
-    /** Gives the memory back to the pool (once device work queued on it has finished). Harmless when already closed. */
+    /** Says the device copy was written by other means (a library that took the pointer): it is the newer one now. */
+    public void markDeviceDirty() {
+        UnifiedBuffer root = root();
+        synchronized (root) {
+            openBlock();
+            if (!isHostAccessible()) {
+                root.state = root.deviceWritten();
+            }
+        }
+    }
+
+    /**
+     * Says the host copy was written by other means: it is the newer one now. There must be a host copy: a
+     * discrete buffer has one once a view or a host access was taken.
+     */
+    public void markHostDirty() {
+        UnifiedBuffer root = root();
+        synchronized (root) {
+            openBlock();
+            if (!isHostAccessible()) {
+                if (root.mirror == null) {
+                    throw new IllegalStateException(this + " has no host copy to be newer: it is made by hostView() or hostAccess()");
+                }
+                root.state = root.hostWritten();
+            }
+        }
+    }
+
+    /**
+     * Makes the buffer unusable at once; its memory goes back to the pool when the last view, access, op or copy
+     * that holds it has ended and device work queued on it has finished. Harmless when already closed. Closing a
+     * slice ends only the slice.
+     */
     @Override
     public void close() {
+        manager.scopes().endHandedOver();
+        if (slice != null) {
+            synchronized (slice.root()) {
+                lifecycle |= CLOSED;
+            }
+            return;
+        }
+        BufferScopes open;
+        synchronized (this) {
+            if ((lifecycle & CLOSED) != 0) {
+                return;
+            }
+            lifecycle |= CLOSED;
+            open = scopes;
+        }
+        if (leakTracker != null) {
+            leakTracker.closed();
+        }
+        if (open != null) {
+            open.closeAll(this::releaseIfUnused);
+        } else {
+            releaseIfUnused();
+        }
+    }
+
+    @Override
+    public String toString() {
+        String where = slice == null ? byteSize + " bytes" : byteSize + " bytes at " + slice.byteOffset() + " of " + slice.root().byteSize;
+        return "UnifiedBuffer[" + location + ", " + where + ", " + dataType + ", " + (isClosed() ? "closed" : state()) + "]";
+    }
+
+    // ---- used by the op set -------------------------------------------------------------------------------
+
+    /**
+     * Holds the memory for a kernel and returns where it is: the device copy, synced first if the host copy is
+     * newer, after device work queued by others. Give it back with {@link #releaseHold} and the kernel's future.
+     */
+    Region holdDeviceRegion(AccessMode mode) {
+        UnifiedBuffer root = root();
+        synchronized (root) {
+            Block device = openBlock();
+            if (root.state.hostIsNewer()) {
+                root.syncToDeviceLocked(device);
+            }
+            // work queued by another thread may sit on another stream: a kernel must not overtake it
+            root.awaitInFlight();
+            if (mode.writes()) {
+                root.state = root.deviceWritten();
+            }
+            root.lifecycle += HOLD;
+            return new Region(device.segment(), device.offset() + byteOffset(), elementCount(), dataType);
+        }
+    }
+
+    /**
+     * Ends a hold: records {@code work} as device work in flight on the memory and, when {@code wrote} is a
+     * writing mode, marks the device copy newer; gives the memory back if the buffer was closed meanwhile.
+     */
+    void releaseHold(@Nullable AccessMode wrote, CompletableFuture<?> work) {
+        UnifiedBuffer root = root();
+        synchronized (root) {
+            root.recordInFlight(work);
+            if (wrote != null && wrote.writes()) {
+                root.state = root.deviceWritten();
+            }
+            root.lifecycle -= HOLD;
+        }
+        root.releaseIfUnused();
+    }
+
+    boolean belongsTo(PooledMemoryManager owner) {
+        return manager == owner;
+    }
+
+    // ---- internals ------------------------------------------------------------------------------------------
+
+    private UnifiedBuffer root() {
+        return slice == null ? this : slice.root();
+    }
+
+    /** Under the root's monitor: closed here, or (for a slice) its buffer closed. */
+    private boolean closedHere() {
+        return (lifecycle & CLOSED) != 0 || (slice != null && (slice.root().lifecycle & CLOSED) != 0);
+    }
+
+    /** The host bytes of host-accessible memory, held until {@link #releaseHold}. */
+    private MemorySegment holdHostBytes() {
+        UnifiedBuffer root = root();
+        synchronized (root) {
+            Block device = openBlock();
+            root.awaitInFlight();
+            root.lifecycle += HOLD;
+            return rootBytes(device).asSlice(byteOffset(), byteSize);
+        }
+    }
+
+    private BufferScopes scopes() {
+        BufferScopes open = scopes;
+        if (open == null) {
+            open = new BufferScopes();
+            scopes = open;
+            if (leakTracker != null) {
+                leakTracker.scopes(open);
+            }
+        }
+        return open;
+    }
+
+    /** Gives the memory back once closed and nothing holds it; exactly once. */
+    private void releaseIfUnused() {
         Block device;
         Block host;
         CompletableFuture<?> pending;
         synchronized (this) {
-            if (block == null) {
+            if (lifecycle != CLOSED || block == null || (scopes != null && !scopes.isEmpty())) {
                 return;
             }
             device = block;
@@ -388,95 +756,110 @@ public final class UnifiedBuffer implements AutoCloseable {
             mirror = null;
             inFlight = DONE;
         }
-        if (leakTracker != null) {
-            leakTracker.closed();
-        }
         manager.release(location, device, host, pending);
     }
 
-    @Override
-    public String toString() {
-        return "UnifiedBuffer[" + location + ", " + byteSize + " bytes, " + dataType + ", " + (isClosed() ? "closed" : state()) + "]";
-    }
-
-    // ---- used by the op set -------------------------------------------------------------------------------
-
-    /** The device copy for a kernel, synced first if the host copy is newer; for a write, the device copy becomes newer. */
-    synchronized Region deviceRegion(boolean forWrite) {
-        try (var access = manager.access()) {
-            Block device = openBlock();
-            if (state.hostIsNewer()) {
-                syncToDevice();
-            }
-            // work queued by another thread may sit on another stream: a kernel must not overtake it
-            awaitInFlight();
-            if (forWrite) {
-                state = isHostAccessible() || mirror == null
-                        ? (isHostAccessible() ? BufferState.SYNCHRONIZED : BufferState.DEVICE_ONLY)
-                        : BufferState.DEVICE_DIRTY;
-            }
-            return new Region(device.segment(), device.offset(), elementCount(), dataType);
+    /** Remembers device work queued on the memory; the buffer stays reachable (and so unreleased by the leak detector) until it completes. */
+    private void recordInFlight(CompletableFuture<?> work) {
+        if (work.isDone()) {
+            return;
         }
-    }
-
-    /** Remembers device work queued on this buffer; close() keeps the memory from reuse until it completes. */
-    synchronized void recordInFlight(CompletableFuture<?> work) {
         inFlight = inFlight.isDone() ? work : CompletableFuture.allOf(inFlight, work);
+        UnifiedBuffer self = this;
+        work.whenComplete((result, failure) -> Reference.reachabilityFence(self));
     }
 
-    boolean belongsTo(PooledMemoryManager owner) {
-        return manager == owner;
-    }
-
-    // ---- internals ------------------------------------------------------------------------------------------
-
-    private synchronized void write(long byteOffset, MemorySegment source) {
-        try (var access = manager.access()) {
-            long length = source.byteSize();
-            checkRange(byteOffset, length);
-            Block device = openBlock();
-            awaitInFlight();
-            if (isHostAccessible()) {
-                MemorySegment.copy(source, 0, hostSegment(device), byteOffset, length);
-                state = BufferState.SYNCHRONIZED;
-            } else if (state.hostIsNewer()) {
-                MemorySegment.copy(source, 0, hostSegment(Objects.requireNonNull(mirror)), byteOffset, length);
-            } else {
-                manager.computeBackend().copyToDevice(source, device.segment(), device.offset() + byteOffset, length);
-                state = mirror == null ? BufferState.DEVICE_ONLY : BufferState.DEVICE_DIRTY;
+    private void write(long byteOffset, MemorySegment source) {
+        int call = manager.enter();
+        try {
+            UnifiedBuffer root = root();
+            synchronized (root) {
+                checkRange(byteOffset, source.byteSize());
+                writeLocked(root, openBlock(), byteOffset, source);
             }
-            manager.countHostToDevice(location, length);
+        } finally {
+            manager.exit(call);
         }
     }
 
-    private synchronized void read(long byteOffset, MemorySegment destination) {
-        try (var access = manager.access()) {
-            long length = destination.byteSize();
-            checkRange(byteOffset, length);
-            Block device = openBlock();
-            awaitInFlight();
-            if (isHostAccessible()) {
-                MemorySegment.copy(hostSegment(device), byteOffset, destination, 0, length);
-            } else if (!readsFromDevice()) {
-                MemorySegment.copy(hostSegment(Objects.requireNonNull(mirror)), byteOffset, destination, 0, length);
-            } else {
-                manager.computeBackend().copyToHost(device.segment(), device.offset() + byteOffset, destination, length);
+    private void writeLocked(UnifiedBuffer root, Block device, long byteOffset, MemorySegment source) {
+        long length = source.byteSize();
+        long at = byteOffset() + byteOffset;
+        root.awaitInFlight();
+        if (isHostAccessible()) {
+            MemorySegment.copy(source, 0, rootBytes(device), at, length);
+            root.state = BufferState.SYNCHRONIZED;
+        } else if (root.state.hostIsNewer()) {
+            MemorySegment.copy(source, 0, rootBytes(Objects.requireNonNull(root.mirror)), at, length);
+        } else {
+            manager.computeBackend().copyToDevice(source, device.segment(), device.offset() + at, length);
+            root.state = root.deviceWritten();
+        }
+        manager.countHostToDevice(location, length);
+    }
+
+    private void read(long byteOffset, MemorySegment destination) {
+        int call = manager.enter();
+        try {
+            UnifiedBuffer root = root();
+            synchronized (root) {
+                checkRange(byteOffset, destination.byteSize());
+                readLocked(root, openBlock(), byteOffset, destination);
             }
-            manager.countDeviceToHost(location, length);
+        } finally {
+            manager.exit(call);
         }
     }
 
-    /** Where a read of a discrete buffer comes from: the mirror when it is at least as new as the device. */
+    private void readLocked(UnifiedBuffer root, Block device, long byteOffset, MemorySegment destination) {
+        long length = destination.byteSize();
+        long at = byteOffset() + byteOffset;
+        root.awaitInFlight();
+        if (isHostAccessible()) {
+            MemorySegment.copy(rootBytes(device), at, destination, 0, length);
+        } else if (!root.readsFromDevice()) {
+            MemorySegment.copy(rootBytes(Objects.requireNonNull(root.mirror)), at, destination, 0, length);
+        } else {
+            manager.computeBackend().copyToHost(device.segment(), device.offset() + at, destination, length);
+        }
+        manager.countDeviceToHost(location, length);
+    }
+
+    /** Where a read of a discrete buffer comes from: the mirror when it is at least as new as the device. Root only. */
     private boolean readsFromDevice() {
         return mirror == null || !(state.hostIsNewer() || state == BufferState.SYNCHRONIZED);
     }
 
-    /** The host copy as it should be read now: the memory itself, or the mirror after pulling newer device data. */
-    private MemorySegment currentHostCopy() {
-        Block device = openBlock();
+    /** The state after the device copy was written. Root only. */
+    private BufferState deviceWritten() {
+        return isHostAccessible() ? BufferState.SYNCHRONIZED : mirror == null ? BufferState.DEVICE_ONLY : BufferState.DEVICE_DIRTY;
+    }
+
+    /** The state after the host copy was written. Root only. */
+    private BufferState hostWritten() {
+        if (isHostAccessible()) {
+            return BufferState.SYNCHRONIZED;
+        }
+        return state == BufferState.UNINITIALIZED || state == BufferState.HOST_ONLY ? BufferState.HOST_ONLY : BufferState.HOST_DIRTY;
+    }
+
+    /** Copies the newer host mirror to the device. Root only, under its monitor. */
+    private void syncToDeviceLocked(Block device) {
+        awaitInFlight();
+        Block host = Objects.requireNonNull(mirror);
+        manager.computeBackend().copyToDevice(rootBytes(host), device.segment(), device.offset(), byteSize);
+        manager.countHostToDevice(location, byteSize);
+        state = BufferState.SYNCHRONIZED;
+    }
+
+    /**
+     * The root's host copy as it should be read now: the memory itself, or the mirror after pulling newer device
+     * data (made on first need). Root only, under its monitor.
+     */
+    private MemorySegment currentHostCopy(Block device) {
         awaitInFlight();
         if (isHostAccessible()) {
-            return manager.scoped(hostSegment(device));
+            return rootBytes(device);
         }
         if (mirror == null) {
             mirror = manager.allocateMirror(byteSize);
@@ -484,25 +867,23 @@ public final class UnifiedBuffer implements AutoCloseable {
                 leakTracker.mirror(mirror);
             }
         }
-        MemorySegment host = manager.scoped(hostSegment(mirror));
+        MemorySegment host = rootBytes(mirror);
         if (state.deviceIsNewer()) {
             manager.computeBackend().copyToHost(device.segment(), device.offset(), host, byteSize);
             manager.countDeviceToHost(location, byteSize);
+            state = BufferState.SYNCHRONIZED;
         }
         return host;
     }
 
-    private synchronized MemorySegment hostSlice(long offset, long length) {
-        return hostSegment(openBlock()).asSlice(offset, length);
-    }
-
-    private static MemorySegment hostSegment(Block b) {
+    /** The whole root's bytes in a host-accessible block. */
+    private MemorySegment rootBytes(Block b) {
         NativeAllocation segment = b.segment();
         MemorySegment host = segment.hostSegment();
         if (host == null) {
             throw new IllegalStateException("memory at " + segment.location() + " is not host-accessible on this backend");
         }
-        return host.asSlice(b.offset(), b.requestedSize());
+        return host.asSlice(b.offset(), root().byteSize);
     }
 
     private void awaitInFlight() {
@@ -512,13 +893,23 @@ public final class UnifiedBuffer implements AutoCloseable {
         inFlight = DONE;
     }
 
+    /** The root's block, if this buffer may be used; under the root's monitor. */
     private Block openBlock() {
-        Block b = block;
-        if (b == null) {
-            throw new IllegalStateException("this buffer (" + location + ", " + byteSize + " bytes) is closed"
-                    + (manager.isClosed() ? " because its UnifiedMemoryManager was closed" : ""));
+        UnifiedBuffer root = root();
+        if (closedHere() || root.block == null) {
+            throw new IllegalStateException(describeClosed());
         }
-        return b;
+        if (manager.isClosed()) {
+            throw new IllegalStateException(describeClosed() + " because its UnifiedMemoryManager was closed");
+        }
+        return root.block;
+    }
+
+    private String describeClosed() {
+        String what = slice == null ? byteSize + " bytes" : byteSize + " bytes at " + slice.byteOffset() + " of " + slice.root().byteSize;
+        boolean sliceOnly = slice != null && (slice.root().lifecycle & CLOSED) == 0;
+        return "UnifiedBuffer[" + location + ", " + what + ", " + dataType + "] is closed"
+                + (slice != null && !sliceOnly ? " (the buffer it is a slice of was closed)" : "");
     }
 
     private void checkRange(long byteOffset, long length) {

@@ -76,8 +76,11 @@ public interface UnifiedMemoryManager extends AutoCloseable {
     boolean isClosed();
 
     /**
-     * Reports buffers still open (as leaks, in the log), frees every segment at every location and closes the
-     * backend. Buffers still open become unusable. Closing twice is harmless.
+     * Makes every buffer unusable at once, ends every view and access (those of the calling thread and shared ones
+     * now; another thread's when it next calls into the manager or ends), waits for calls under way and device
+     * work, then reports buffers still open (in the log, as leaks), frees every segment at every location and
+     * closes the backend. The waits are bounded, in all, by {@code compute.memory.close-timeout}: memory still held
+     * after it is kept rather than freed under its holder (and said in the log). Closing twice is harmless.
      */
     @Override
     void close();

@@ -19,6 +19,7 @@ public final class UnifiedMemoryManagerBuilder {
     public static final long DEFAULT_STAGING_BUFFER_SIZE = 16L << 20;
     public static final int DEFAULT_TIMELINE_CAPACITY = 720;
     public static final Duration DEFAULT_TIMELINE_INTERVAL = Duration.ofSeconds(5);
+    public static final Duration DEFAULT_CLOSE_TIMEOUT = Duration.ofSeconds(5);
     /** The most timeline samples a location may keep (a day at one a second). */
     public static final int MAX_TIMELINE_CAPACITY = 86_400;
 
@@ -38,6 +39,7 @@ public final class UnifiedMemoryManagerBuilder {
     LeakDetectionLevel leakDetection = LeakDetectionLevel.SIMPLE;
     int timelineCapacity = DEFAULT_TIMELINE_CAPACITY;
     Duration timelineInterval = DEFAULT_TIMELINE_INTERVAL;
+    Duration closeTimeout = DEFAULT_CLOSE_TIMEOUT;
 
     UnifiedMemoryManagerBuilder() {}
 
@@ -133,6 +135,16 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
+    /**
+     * {@code compute.memory.close-timeout}: how long {@link UnifiedMemoryManager#close()} waits, in all, for views
+     * and accesses other threads hold, calls under way and device work, before it keeps (rather than frees) the
+     * memory they may still use. Zero: no wait.
+     */
+    public UnifiedMemoryManagerBuilder closeTimeout(Duration timeout) {
+        this.closeTimeout = timeout;
+        return this;
+    }
+
     /** Checks every setting, opens the backend and builds the manager. */
     public UnifiedMemoryManager build() {
         validate();
@@ -163,6 +175,10 @@ public final class UnifiedMemoryManagerBuilder {
                     "a number of samples from 1 to " + MAX_TIMELINE_CAPACITY + ", such as 720");
         }
         interval("compute.memory.timeline.interval", timelineInterval);
+        requireNonNull("compute.memory.close-timeout", closeTimeout);
+        if (closeTimeout.isNegative()) {
+            throw new InvalidSettingException("compute.memory.close-timeout", closeTimeout, "0 (no wait) or a positive duration, such as 5s");
+        }
     }
 
     private static void requireNonNull(String property, @Nullable Object value) {

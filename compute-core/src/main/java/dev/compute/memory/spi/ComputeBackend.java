@@ -1,9 +1,11 @@
 package dev.compute.memory.spi;
 
+import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.MemoryLocation;
 import java.lang.foreign.MemorySegment;
+import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 
@@ -66,7 +68,29 @@ public interface ComputeBackend extends AutoCloseable {
 
     KernelOps ops();
 
-    /** Frees what the backend itself holds (contexts, queues, staging buffers). The pool has freed its segments first. */
+    /**
+     * What native code needs to work on {@code bytes} bytes at {@code offset} of {@code allocation} (a CUDA device
+     * pointer and the calling thread's stream, an OpenCL buffer and queue), opened by a device access on the
+     * calling thread. The default, for backends whose memory Java reaches directly, has no native objects.
+     * Throws {@link IllegalArgumentException} where kernels cannot reach memory at that location.
+     */
+    default DeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
+        return DeviceHandle.NONE;
+    }
+
+    /**
+     * Waits, at most {@code timeout}, until every command queued so far has finished on the device; true when it
+     * has. The manager calls it on close, before it frees memory that running work may still use.
+     */
+    default boolean awaitIdle(Duration timeout) {
+        return true;
+    }
+
+    /**
+     * Frees what the backend itself holds (contexts, queues, staging buffers). The pool has freed its segments
+     * first, except memory the manager had to keep because a thread could still reach it (a view held by another
+     * thread past the close timeout): allocations not freed must stay valid after close.
+     */
     @Override
     void close();
 }

@@ -1,0 +1,127 @@
+package dev.compute.memory;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One way in to a buffer's bytes: a host view or an access. While it is open, its buffer's memory is not given
+ * back, whatever else happens to the buffer; segments handed out through it live in its {@link Arena}, so they
+ * stop working (with an {@link IllegalStateException}) the moment it ends, and never outlive the memory.
+ *
+ * <p><b>Who may end it.</b> A confined scope ({@code owner} non-null) binds its segments to a confined arena,
+ * which only its owner thread can close: that is what makes it cheap (no handshake with other threads) and what
+ * makes it safe (no other thread can be inside one of its segments). When another thread must end it (the buffer
+ * was closed elsewhere, collected, or the manager is closing), the scope is handed to its owner, which ends it on
+ * its next call into the manager; a scope whose owner has died is simply dropped, since nobody can use its
+ * segments any more. A shared scope ({@code owner} null) may be ended by any thread; closing its arena
+ * handshakes every thread, and fails while a native call still holds one of its segments.
+ */
+final class MemoryScope {
+
+    enum Kind {
+        /** {@code hostView()}: one per buffer and thread, open until the buffer closes. */
+        VIEW,
+        /** {@code hostAccess}/{@code deviceAccess}: open until the access ends. */
+        ACCESS
+    }
+
+    final Kind kind;
+    final @Nullable Thread owner;
+    final BufferScopes buffer;
+    private final ScopeRegistry registry;
+    private @Nullable Arena arena;
+    private boolean ended;
+    /** Links in the owner's list of open scopes, guarded by that list. */
+    @Nullable MemoryScope previous;
+    @Nullable MemoryScope next;
+
+    MemoryScope(Kind kind, @Nullable Thread owner, BufferScopes buffer, ScopeRegistry registry) {
+        this.kind = kind;
+        this.owner = owner;
+        this.buffer = buffer;
+        this.registry = registry;
+    }
+
+    boolean shared() {
+        return owner == null;
+    }
+
+    synchronized boolean isOpen() {
+        return !ended;
+    }
+
+    /** {@code memory} as a segment that works only while this scope is open (and, when confined, only on its owner). */
+    synchronized MemorySegment bind(MemorySegment memory) {
+        if (ended) {
+            throw new IllegalStateException("this access has ended");
+        }
+        if (owner != null && owner != Thread.currentThread()) {
+            throw new WrongThreadException("this access belongs to thread '" + owner.getName()
+                    + "'; its memory can be reached only there (take a shared access for several threads)");
+        }
+        if (arena == null) {
+            arena = owner == null ? Arena.ofShared() : Arena.ofConfined();
+        }
+        return memory.reinterpret(arena, null);
+    }
+
+    /**
+     * Ends the scope now: its segments stop working and its buffer may give its memory back. The caller is the
+     * owner, or the scope is shared. Throws {@link IllegalStateException} when a native call still holds one of a
+     * shared scope's segments; the scope then stays open.
+     */
+    void end() {
+        synchronized (this) {
+            if (ended) {
+                return;
+            }
+            if (arena != null) {
+                try {
+                    arena.close();
+                } catch (IllegalStateException inUse) {
+                    throw new IllegalStateException("the memory of this shared access is still in use by a native call; "
+                            + "end the access once the call has returned", inUse);
+                }
+            }
+            ended = true;
+        }
+        registry.removed(this);
+        buffer.ended(this);
+    }
+
+    /** Ends the scope if the calling thread may, else hands it to its owner to end; drops it if the owner has died. */
+    void endOrHandOver() {
+        Thread current = Thread.currentThread();
+        if (owner == current) {
+            end();
+        } else if (owner == null) {
+            try {
+                end();
+            } catch (IllegalStateException inUseByNativeCall) {
+                registry.retryLater(this);
+            }
+        } else if (!owner.isAlive()) {
+            abandon();
+        } else {
+            registry.handToOwner(this);
+        }
+    }
+
+    /** The owner has died: no thread can reach the confined segments, so the scope is over without closing its arena. */
+    void abandon() {
+        synchronized (this) {
+            if (ended) {
+                return;
+            }
+            ended = true;
+        }
+        registry.removed(this);
+        buffer.ended(this);
+    }
+
+    @Override
+    public String toString() {
+        return kind + (owner == null ? " (shared)" : " of thread '" + owner.getName() + "'");
+    }
+}

@@ -1,0 +1,243 @@
+package dev.compute.memory;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Every open view and access of one manager, by owner thread, so that the manager can end them all before it
+ * frees memory, and so that a thread can end the confined scopes other threads handed to it.
+ *
+ * <p>The cost is kept off the allocation path: a thread finds its own list through a {@link ThreadLocal}, and the
+ * check for scopes handed to it is one volatile read while none are ({@link #endHandedOver()}).
+ */
+final class ScopeRegistry {
+
+    /** One thread's open confined scopes, in an intrusive list, and those others asked it to end. */
+    private static final class ThreadScopes {
+        final Thread owner;
+        @Nullable MemoryScope head;
+        int size;
+        final ArrayDeque<MemoryScope> handedOver = new ArrayDeque<>();
+
+        ThreadScopes(Thread owner) {
+            this.owner = owner;
+        }
+
+        synchronized void link(MemoryScope scope) {
+            scope.next = head;
+            if (head != null) {
+                head.previous = scope;
+            }
+            head = scope;
+            size++;
+        }
+
+        synchronized void unlink(MemoryScope scope) {
+            if (scope.previous == null && head != scope) {
+                return; // not linked (ended twice)
+            }
+            if (scope.previous != null) {
+                scope.previous.next = scope.next;
+            } else {
+                head = scope.next;
+            }
+            if (scope.next != null) {
+                scope.next.previous = scope.previous;
+            }
+            scope.previous = null;
+            scope.next = null;
+            size--;
+        }
+
+        synchronized List<MemoryScope> openScopes() {
+            List<MemoryScope> all = new ArrayList<>(size);
+            for (MemoryScope s = head; s != null; s = s.next) {
+                all.add(s);
+            }
+            return all;
+        }
+
+        synchronized @Nullable MemoryScope pollHandedOver() {
+            return handedOver.poll();
+        }
+    }
+
+    private final Map<Thread, ThreadScopes> byOwner = new ConcurrentHashMap<>();
+    private final ThreadLocal<ThreadScopes> mine = new ThreadLocal<>();
+    private final Set<MemoryScope> shared = ConcurrentHashMap.newKeySet();
+    /** Shared scopes whose arena a native call held when they were to end; any thread retries them. */
+    private final Set<MemoryScope> sharedToRetry = ConcurrentHashMap.newKeySet();
+    /** Scopes waiting for their owner (or a retry): while zero, a call into the manager checks nothing more. */
+    private final AtomicInteger waiting = new AtomicInteger();
+    private final AtomicInteger open = new AtomicInteger();
+    private int ownersAtLastSweep = 16;
+
+    /** Opens and registers a scope: confined to the calling thread, or shared. */
+    MemoryScope open(MemoryScope.Kind kind, boolean sharedScope, BufferScopes buffer) {
+        MemoryScope scope;
+        if (sharedScope) {
+            scope = new MemoryScope(kind, null, buffer, this);
+            shared.add(scope);
+        } else {
+            ThreadScopes own = own();
+            scope = new MemoryScope(kind, own.owner, buffer, this);
+            own.link(scope);
+        }
+        open.incrementAndGet();
+        buffer.add(scope);
+        return scope;
+    }
+
+    private ThreadScopes own() {
+        ThreadScopes own = mine.get();
+        if (own == null) {
+            Thread current = Thread.currentThread();
+            own = new ThreadScopes(current);
+            mine.set(own);
+            byOwner.put(current, own);
+            if (byOwner.size() > 2 * ownersAtLastSweep) {
+                sweepDeadOwners();
+            }
+        }
+        return own;
+    }
+
+    void removed(MemoryScope scope) {
+        if (scope.owner == null) {
+            shared.remove(scope);
+            if (sharedToRetry.remove(scope)) {
+                waiting.decrementAndGet();
+            }
+        } else {
+            ThreadScopes list = byOwner.get(scope.owner);
+            if (list != null) {
+                list.unlink(scope);
+            }
+        }
+        open.decrementAndGet();
+    }
+
+    void handToOwner(MemoryScope scope) {
+        ThreadScopes list = byOwner.get(scope.owner);
+        if (list == null) {
+            scope.abandon();
+            return;
+        }
+        synchronized (list) {
+            list.handedOver.add(scope);
+        }
+        waiting.incrementAndGet();
+        // the owner may have died meanwhile, or long ago with no sweep since
+        if (!list.owner.isAlive()) {
+            sweepDeadOwners();
+        }
+    }
+
+    void retryLater(MemoryScope scope) {
+        if (sharedToRetry.add(scope)) {
+            waiting.incrementAndGet();
+        }
+    }
+
+    /**
+     * Ends the scopes other threads handed to the calling thread, and retries shared ones a native call held.
+     * Called on the way into the manager; one volatile read when there is nothing to do.
+     */
+    void endHandedOver() {
+        if (waiting.get() == 0) {
+            return;
+        }
+        ThreadScopes own = mine.get();
+        if (own != null) {
+            for (MemoryScope scope; (scope = own.pollHandedOver()) != null; ) {
+                waiting.decrementAndGet();
+                scope.end();
+            }
+        }
+        retryShared();
+    }
+
+    private void retryShared() {
+        for (MemoryScope scope : sharedToRetry) {
+            try {
+                scope.end();
+            } catch (IllegalStateException stillInUse) {
+                // a native call still holds it: the next call tries again
+            }
+        }
+    }
+
+    /** Drops the scopes of threads that have ended: nobody can reach their confined segments any more. */
+    void sweepDeadOwners() {
+        for (ThreadScopes list : byOwner.values()) {
+            if (!list.owner.isAlive()) {
+                byOwner.remove(list.owner, list);
+                List<MemoryScope> handed;
+                synchronized (list) {
+                    handed = List.copyOf(list.handedOver);
+                    list.handedOver.clear();
+                }
+                waiting.addAndGet(-handed.size());
+                for (MemoryScope scope : list.openScopes()) {
+                    scope.abandon();
+                }
+            }
+        }
+        ownersAtLastSweep = Math.max(16, byOwner.size());
+    }
+
+    int openScopes() {
+        return open.get();
+    }
+
+    /**
+     * The manager is closing: ends the calling thread's scopes and the shared ones, hands every other thread's to
+     * it, and waits until none is open or {@code deadlineNanos} (a {@link System#nanoTime()} value) has passed.
+     * True when none is open.
+     */
+    boolean closeAll(long deadlineNanos) {
+        Thread current = Thread.currentThread();
+        for (ThreadScopes list : byOwner.values()) {
+            for (MemoryScope scope : list.openScopes()) {
+                if (list.owner == current) {
+                    scope.end();
+                } else {
+                    scope.endOrHandOver();
+                }
+            }
+        }
+        for (MemoryScope scope : shared) {
+            scope.endOrHandOver();
+        }
+        long pause = TimeUnit.MICROSECONDS.toNanos(50);
+        while (open.get() > 0 && System.nanoTime() - deadlineNanos < 0) {
+            sweepDeadOwners();
+            retryShared();
+            LockSupport.parkNanos(pause);
+            pause = Math.min(pause * 2, TimeUnit.MILLISECONDS.toNanos(5));
+        }
+        return open.get() == 0;
+    }
+
+    /** The threads still holding a view or an access, for the message of a close that had to keep memory. */
+    List<String> holders() {
+        List<String> names = new ArrayList<>();
+        byOwner.forEach((thread, list) -> {
+            if (list.size > 0) {
+                names.add(thread.getName());
+            }
+        });
+        if (!shared.isEmpty()) {
+            names.add(shared.size() + " shared access(es)");
+        }
+        return names;
+    }
+}
