@@ -39,7 +39,7 @@ final class BackendComputeOps implements ComputeOps {
             throw new IllegalArgumentException("axpy needs x and y of one type and length: x is " + x.elementCount() + " x "
                     + x.dataType() + ", y is " + y.elementCount() + " x " + y.dataType());
         }
-        int call = manager.enter();
+        int call = manager.enter(y);
         try {
             Region from = x.holdDeviceRegion(AccessMode.READ);
             CompletableFuture<Void> done = DONE;
@@ -66,7 +66,7 @@ final class BackendComputeOps implements ComputeOps {
     }
 
     private <T> CompletableFuture<T> onOne(UnifiedBuffer buffer, AccessMode mode, Function<Region, CompletableFuture<T>> kernel) {
-        int call = manager.enter();
+        int call = manager.enter(buffer);
         try {
             Region region = buffer.holdDeviceRegion(mode);
             CompletableFuture<T> done = null;

@@ -48,24 +48,38 @@ final class BufferScopes {
     }
 
     /**
-     * The buffer is gone (closed, or collected): ends the scopes the calling thread may end, hands the others to
-     * their owners, and runs {@code release} once none is open, at once if none is.
+     * The buffer was closed: ends its views (those the calling thread may end; the others are handed to their
+     * owners) and runs {@code release} once no view or access is open, at once if none is. Accesses stay open
+     * until their holders end them.
      */
+    void closeViews(Runnable release) {
+        endWhenEmpty(release, false);
+    }
+
+    /** The buffer was collected: as {@link #closeViews}, for its accesses too (nobody can end them any more). */
     void closeAll(Runnable release) {
-        List<MemoryScope> snapshot;
+        endWhenEmpty(release, true);
+    }
+
+    private void endWhenEmpty(Runnable release, boolean accessesToo) {
+        List<MemoryScope> toEnd = new ArrayList<>();
+        boolean noneOpen;
         synchronized (this) {
-            if (open.isEmpty()) {
-                snapshot = List.of();
-            } else {
+            noneOpen = open.isEmpty();
+            if (!noneOpen) {
                 whenEmpty = release;
-                snapshot = List.copyOf(open);
+                for (MemoryScope scope : open) {
+                    if (accessesToo || scope.kind == MemoryScope.Kind.VIEW) {
+                        toEnd.add(scope);
+                    }
+                }
             }
         }
-        if (snapshot.isEmpty()) {
+        if (noneOpen) {
             release.run();
             return;
         }
-        for (MemoryScope scope : snapshot) {
+        for (MemoryScope scope : toEnd) {
             scope.endOrHandOver();
         }
     }

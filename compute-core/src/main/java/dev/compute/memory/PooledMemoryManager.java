@@ -287,12 +287,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
      * Counts a buffer's call in (close() waits for it before freeing anything) after ending the scopes other
      * threads handed to this one; throws once the manager is closed. Returns what to give {@link #exit}.
      */
-    int enter() {
+    int enter(UnifiedBuffer buffer) {
         scopes.endHandedOver();
         int stripe = activeCalls.enter();
         if (closed) {
             activeCalls.exit(stripe);
-            throw new IllegalStateException("this UnifiedMemoryManager is closed; its buffers can no longer be used");
+            throw new IllegalStateException(buffer.closedByManager());
         }
         return stripe;
     }

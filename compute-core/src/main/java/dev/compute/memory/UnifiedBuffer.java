@@ -319,7 +319,7 @@ public final class UnifiedBuffer implements AutoCloseable {
      * until the future completes. Closing the buffer before then is safe: its memory is reused only afterwards.
      */
     public CompletableFuture<Void> copyFromAsync(long byteOffset, MemorySegment source) {
-        int call = manager.enter();
+        int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
             synchronized (root) {
@@ -344,7 +344,7 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     /** Reads into {@code destination} from {@code byteOffset} without waiting. */
     public CompletableFuture<Void> copyToAsync(long byteOffset, MemorySegment destination) {
-        int call = manager.enter();
+        int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
             synchronized (root) {
@@ -377,7 +377,7 @@ public final class UnifiedBuffer implements AutoCloseable {
         }
         source.checkRange(sourceOffset, bytes);
         checkRange(targetOffset, bytes);
-        int call = manager.enter();
+        int call = manager.enter(this);
         try {
             if (source.isHostAccessible()) {
                 MemorySegment from = source.holdHostBytes();
@@ -428,7 +428,7 @@ public final class UnifiedBuffer implements AutoCloseable {
     }
 
     private MemorySegment view(boolean writable) {
-        int call = manager.enter();
+        int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
             synchronized (root) {
@@ -467,7 +467,7 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     private BufferAccess openHostAccess(AccessMode mode, boolean shared) {
         Objects.requireNonNull(mode, "mode");
-        int call = manager.enter();
+        int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
             synchronized (root) {
@@ -493,7 +493,7 @@ public final class UnifiedBuffer implements AutoCloseable {
      */
     public BufferAccess deviceAccess(AccessMode mode) {
         Objects.requireNonNull(mode, "mode");
-        int call = manager.enter();
+        int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
             MemoryScope scope;
@@ -567,7 +567,7 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     /** Brings the device copy up to date with a newer host copy; nothing to do on host-accessible memory. */
     public void syncToDevice() {
-        int call = manager.enter();
+        int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
             synchronized (root) {
@@ -583,7 +583,7 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     /** Brings the host copy up to date with a newer device copy; nothing to do on host-accessible memory. */
     public void syncToHost() {
-        int call = manager.enter();
+        int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
             synchronized (root) {
@@ -640,20 +640,31 @@ public final class UnifiedBuffer implements AutoCloseable {
             return;
         }
         BufferScopes open;
+        Block device = null;
+        Block host = null;
+        CompletableFuture<?> pending = DONE;
         synchronized (this) {
             if ((lifecycle & CLOSED) != 0) {
                 return;
             }
             lifecycle |= CLOSED;
             open = scopes;
+            if (open == null && lifecycle == CLOSED) { // the common case, released under the one lock
+                device = block;
+                host = mirror;
+                pending = inFlight;
+                block = null;
+                mirror = null;
+                inFlight = DONE;
+            }
         }
         if (leakTracker != null) {
             leakTracker.closed();
         }
-        if (open != null) {
-            open.closeAll(this::releaseIfUnused);
-        } else {
-            releaseIfUnused();
+        if (device != null) {
+            manager.release(location, device, host, pending);
+        } else if (open != null) {
+            open.closeViews(this::releaseIfUnused);
         }
     }
 
@@ -770,7 +781,7 @@ public final class UnifiedBuffer implements AutoCloseable {
     }
 
     private void write(long byteOffset, MemorySegment source) {
-        int call = manager.enter();
+        int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
             synchronized (root) {
@@ -799,7 +810,7 @@ public final class UnifiedBuffer implements AutoCloseable {
     }
 
     private void read(long byteOffset, MemorySegment destination) {
-        int call = manager.enter();
+        int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
             synchronized (root) {
@@ -900,9 +911,13 @@ public final class UnifiedBuffer implements AutoCloseable {
             throw new IllegalStateException(describeClosed());
         }
         if (manager.isClosed()) {
-            throw new IllegalStateException(describeClosed() + " because its UnifiedMemoryManager was closed");
+            throw new IllegalStateException(closedByManager());
         }
         return root.block;
+    }
+
+    String closedByManager() {
+        return describeClosed() + " because its UnifiedMemoryManager was closed";
     }
 
     private String describeClosed() {

@@ -1,0 +1,395 @@
+package dev.compute.memory.contract;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.BufferAccess;
+import dev.compute.memory.BufferState;
+import dev.compute.memory.DataType;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The lifetime rule, on every backend: no view, access, op, copy or slice reaches memory after it went back to
+ * the pool, and every use after close fails with a clear {@link IllegalStateException} naming the buffer. The
+ * tests recognise memory by the bytes written into it: a pool hands a freed block of the same size to the next
+ * buffer, so a stale view that reached freed memory would read the next buffer's bytes.
+ */
+public abstract class BufferLifetimeContractTest {
+
+    private static final int SIZE = 4096;
+
+    protected UnifiedMemoryManager manager;
+    private final ExecutorService other = Executors.newSingleThreadExecutor(Thread.ofPlatform().name("other-thread").factory());
+
+    /** A fresh manager on the backend under test, with leak detection paranoid. */
+    protected abstract UnifiedMemoryManager newManager();
+
+    @BeforeEach
+    void openManager() {
+        manager = newManager();
+    }
+
+    @AfterEach
+    void closeManager() {
+        other.shutdownNow();
+        if (manager != null) {
+            manager.close();
+        }
+    }
+
+    @Test
+    void aViewOfAClosedBufferFailsAndNeverReadsTheNextBuffer() {
+        for (MemoryLocation location : manager.locations()) {
+            UnifiedBuffer first = manager.allocate(SIZE, location);
+            MemorySegment stale = first.hostView();
+            stale.fill((byte) 1);
+            first.close();
+            try (UnifiedBuffer next = manager.allocate(SIZE, location)) {
+                next.copyFrom(filled(SIZE, (byte) 2));
+                assertThatThrownBy(() -> stale.get(JAVA_BYTE, 0)).as("%s", location).isInstanceOf(IllegalStateException.class);
+                assertThatThrownBy(() -> stale.set(JAVA_BYTE, 0, (byte) 3)).isInstanceOf(IllegalStateException.class);
+                assertThat(readAll(next)).as("%s: the next buffer is untouched", location).containsOnly(2);
+            }
+        }
+    }
+
+    @Test
+    void aViewReturnedOutOfTryWithResourcesFailsClearly() {
+        MemorySegment escaped;
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 64)) {
+            escaped = buffer.readOnlyHostView();
+        }
+        manager.releaseCachedMemory();
+        assertThatThrownBy(() -> escaped.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).isInstanceOf(IllegalStateException.class);
+    }
+
+    @Test
+    void aBufferClosedOnAnotherThreadKeepsItsMemoryUntilTheViewsThreadLetsGo() throws Exception {
+        UnifiedBuffer buffer = manager.allocate(SIZE, manager.defaultLocation());
+        MemorySegment view = buffer.hostView();
+        view.fill((byte) 5);
+        other.submit(buffer::close).get(10, TimeUnit.SECONDS);
+        assertThat(buffer.isClosed()).isTrue();
+        other.submit(manager::releaseCachedMemory).get(10, TimeUnit.SECONDS);
+        // a same-size buffer made elsewhere meanwhile gets other memory: the view still reads its own bytes
+        UnifiedBuffer next = other.submit(() -> {
+            UnifiedBuffer b = manager.allocate(SIZE, manager.defaultLocation());
+            b.copyFrom(filled(SIZE, (byte) 6));
+            return b;
+        }).get(10, TimeUnit.SECONDS);
+        assertThat(view.get(JAVA_BYTE, SIZE - 1)).isEqualTo((byte) 5);
+        // this thread's next call into the manager (a failing one too) ends the view
+        assertThatThrownBy(() -> buffer.copyTo(new byte[1])).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("UnifiedBuffer[").hasMessageContaining("is closed");
+        assertThatThrownBy(() -> view.get(JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        assertThat(readAll(next)).containsOnly(6);
+        next.close();
+        assertThat(manager.statistics(manager.defaultLocation()).liveBuffers()).isZero();
+    }
+
+    @Test
+    void aViewBelongsToItsThread() throws Exception {
+        try (UnifiedBuffer buffer = manager.allocate(SIZE, manager.defaultLocation())) {
+            MemorySegment view = buffer.hostView();
+            Future<?> elsewhere = other.submit(() -> view.get(JAVA_BYTE, 0));
+            assertThatThrownBy(elsewhere::get).hasCauseInstanceOf(WrongThreadException.class);
+            MemorySegment theirs = other.submit(buffer::readOnlyHostView).get(10, TimeUnit.SECONDS);
+            assertThatThrownBy(() -> theirs.get(JAVA_BYTE, 0)).isInstanceOf(WrongThreadException.class);
+        }
+    }
+
+    @Test
+    void anAccessHoldsTheMemoryAcrossCloseAndEndsClearly() {
+        for (MemoryLocation location : manager.locations()) {
+            UnifiedBuffer buffer = manager.allocate(SIZE, location);
+            buffer.copyFrom(filled(SIZE, (byte) 7));
+            BufferAccess access = buffer.hostAccess(AccessMode.READ);
+            MemorySegment bytes = access.segment();
+            buffer.close();
+            assertThat(buffer.isClosed()).isTrue();
+            assertThatThrownBy(() -> buffer.hostAccess(AccessMode.READ)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("is closed");
+            assertThat(manager.statistics(location).liveBuffers()).as("%s: held by the access", location).isEqualTo(1);
+            manager.releaseCachedMemory();
+            try (UnifiedBuffer next = manager.allocate(SIZE, location)) {
+                next.copyFrom(filled(SIZE, (byte) 8));
+                assertThat(bytes.get(JAVA_BYTE, SIZE / 2)).as("%s", location).isEqualTo((byte) 7);
+                access.close();
+                assertThatThrownBy(() -> bytes.get(JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+                assertThatThrownBy(access::segment).isInstanceOf(IllegalStateException.class).hasMessageContaining("has ended");
+                assertThat(readAll(next)).containsOnly(8);
+            }
+            assertThat(manager.statistics(location).liveBuffers()).as("%s: released once the access ended", location).isZero();
+        }
+    }
+
+    @Test
+    void accessModesShapeTheSegmentAndTheState() {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 256)) {
+            try (BufferAccess write = buffer.hostAccess(AccessMode.WRITE)) {
+                for (int i = 0; i < 256; i++) {
+                    write.segment().setAtIndex(JAVA_FLOAT_UNALIGNED, i, 1f);
+                }
+            }
+            assertThat(manager.ops().sum(buffer)).as("a host write is seen by the device").isEqualTo(256.0);
+            manager.ops().scale(buffer, 3);
+            try (BufferAccess read = buffer.hostAccess(AccessMode.READ)) {
+                assertThat(read.segment().isReadOnly()).isTrue();
+                assertThat(read.segment().getAtIndex(JAVA_FLOAT_UNALIGNED, 255)).as("a device write is seen by the host").isEqualTo(3f);
+                assertThatThrownBy(read::allocation).isInstanceOf(IllegalStateException.class);
+            }
+            if (!buffer.isHostAccessible()) {
+                assertThat(buffer.state()).isEqualTo(BufferState.SYNCHRONIZED);
+            }
+        }
+    }
+
+    @Test
+    void aDeviceAccessSaysWhereTheBytesAreAndItsWritesWin() {
+        for (MemoryLocation location : manager.locations()) {
+            try (UnifiedBuffer padding = manager.allocate(1000, location);
+                 UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 100, location)) {
+                buffer.copyFrom(new float[100]);
+                BufferAccess access;
+                try {
+                    access = buffer.deviceAccess(AccessMode.READ_WRITE);
+                } catch (IllegalArgumentException kernelsCannotReachIt) {
+                    assertThat(kernelsCannotReachIt).hasMessageContaining(location.name());
+                    continue;
+                }
+                try (access) {
+                    assertThat(access.isDeviceAccess()).isTrue();
+                    assertThat(access.offset()).isNotNegative();
+                    assertThat(access.offset() + access.byteSize()).isLessThanOrEqualTo(access.allocation().sizeBytes());
+                    if (buffer.isHostAccessible()) {
+                        access.segment().setAtIndex(JAVA_FLOAT_UNALIGNED, 99, 4f);
+                    }
+                }
+                if (buffer.isHostAccessible()) {
+                    float[] back = new float[100];
+                    buffer.copyTo(back);
+                    assertThat(back[99]).as("%s", location).isEqualTo(4f);
+                } else {
+                    assertThat(buffer.state()).isIn(BufferState.DEVICE_ONLY, BufferState.DEVICE_DIRTY);
+                }
+            }
+        }
+    }
+
+    @Test
+    void aConfinedAccessEndsOnlyOnItsThreadAndASharedOneAnywhere() throws Exception {
+        try (UnifiedBuffer buffer = manager.allocate(SIZE, manager.defaultLocation())) {
+            BufferAccess confined = buffer.hostAccess(AccessMode.READ);
+            assertThatThrownBy(() -> other.submit(confined::close).get()).hasCauseInstanceOf(WrongThreadException.class);
+            assertThat(confined.isOpen()).isTrue();
+            confined.close();
+
+            BufferAccess shared = buffer.sharedHostAccess(AccessMode.WRITE);
+            MemorySegment bytes = shared.segment();
+            other.submit(() -> bytes.fill((byte) 9)).get(10, TimeUnit.SECONDS);
+            other.submit(shared::close).get(10, TimeUnit.SECONDS);
+            assertThatThrownBy(() -> bytes.get(JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+            assertThat(readAll(buffer)).containsOnly(9);
+        }
+    }
+
+    @Test
+    void opsAndCopiesOfAClosedBufferFailNamingIt() {
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT64, 32);
+        UnifiedBuffer live = manager.allocate(DataType.FLOAT64, 32);
+        buffer.close();
+        String named = "UnifiedBuffer[" + buffer.location() + ", 256 bytes, FLOAT64] is closed";
+        assertThatThrownBy(() -> manager.ops().fill(buffer, 1)).isInstanceOf(IllegalStateException.class).hasMessageContaining(named);
+        assertThatThrownBy(() -> manager.ops().axpy(1, live, buffer)).isInstanceOf(IllegalStateException.class).hasMessageContaining(named);
+        assertThatThrownBy(() -> manager.ops().axpy(1, buffer, live)).isInstanceOf(IllegalStateException.class).hasMessageContaining(named);
+        assertThatThrownBy(() -> live.copyFrom(buffer, 0, 0, 8)).isInstanceOf(IllegalStateException.class).hasMessageContaining(named);
+        assertThatThrownBy(() -> buffer.copyFrom(live, 0, 0, 8)).isInstanceOf(IllegalStateException.class).hasMessageContaining(named);
+        assertThatThrownBy(() -> buffer.deviceAccess(AccessMode.READ)).isInstanceOf(IllegalStateException.class).hasMessageContaining(named);
+        assertThatThrownBy(() -> buffer.slice(0, 1)).isInstanceOf(IllegalStateException.class).hasMessageContaining(named);
+        assertThatThrownBy(buffer::markDeviceDirty).isInstanceOf(IllegalStateException.class).hasMessageContaining(named);
+        live.close();
+        assertThat(manager.statistics(buffer.location()).liveBuffers()).as("nothing held after failed uses").isZero();
+    }
+
+    @Test
+    void slicesShareTheMemoryAndDieWithTheirBuffer() {
+        for (MemoryLocation location : manager.locations()) {
+            UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1000, location);
+            buffer.copyFrom(new float[1000]);
+            UnifiedBuffer middle = buffer.slice(100, 50);
+            assertThat(middle.isSlice()).isTrue();
+            assertThat(middle.elementCount()).isEqualTo(50);
+            assertThat(middle.byteOffset()).isEqualTo(400);
+            manager.ops().fill(middle, 2);
+            UnifiedBuffer inner = middle.slice(10, 5);
+            assertThat(inner.byteOffset()).isEqualTo(440);
+            inner.copyFrom(new float[] {7, 7, 7, 7, 7});
+            float[] all = new float[1000];
+            buffer.copyTo(all);
+            assertThat(all[99]).isZero();
+            assertThat(all[100]).isEqualTo(2f);
+            assertThat(all[110]).isEqualTo(7f);
+            assertThat(all[115]).isEqualTo(2f);
+            assertThat(all[150]).isZero();
+            assertThat(manager.ops().sum(middle)).as("%s", location).isEqualTo(45 * 2.0 + 5 * 7.0);
+            try (BufferAccess access = inner.hostAccess(AccessMode.READ)) {
+                assertThat(access.segment().byteSize()).isEqualTo(20);
+                assertThat(access.segment().getAtIndex(JAVA_FLOAT_UNALIGNED, 4)).isEqualTo(7f);
+            }
+            UnifiedBuffer other = manager.allocate(DataType.FLOAT32, 5, location);
+            other.copyFrom(inner, 0, 0, 20);
+            float[] copied = new float[5];
+            other.copyTo(copied);
+            assertThat(copied).containsOnly(7f);
+            other.close();
+
+            inner.close();
+            assertThat(inner.isClosed()).isTrue();
+            assertThat(middle.isClosed()).as("closing a slice ends only the slice").isFalse();
+            assertThatThrownBy(() -> inner.copyTo(new float[1])).isInstanceOf(IllegalStateException.class);
+            buffer.close();
+            assertThat(middle.isClosed()).isTrue();
+            assertThatThrownBy(() -> manager.ops().sum(middle)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("the buffer it is a slice of was closed");
+            assertThat(manager.statistics(location).liveBuffers()).isZero();
+        }
+    }
+
+    @Test
+    void slicesOutsideTheBufferAreRefused() {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT64, 10)) {
+            assertThatThrownBy(() -> buffer.slice(-1, 2)).isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> buffer.slice(5, 6)).isInstanceOf(IndexOutOfBoundsException.class).hasMessageContaining("outside");
+            assertThatThrownBy(() -> buffer.slice(0, 0)).isInstanceOf(IndexOutOfBoundsException.class).hasMessageContaining("at least one");
+            assertThatThrownBy(() -> buffer.slice(Long.MAX_VALUE, 1)).isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> buffer.slice(2, 3).copyFrom(new double[4])).isInstanceOf(IndexOutOfBoundsException.class);
+        }
+    }
+
+    @Test
+    void aSliceViewAndAccessOutliveNothing() {
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 64);
+        UnifiedBuffer slice = buffer.slice(8, 8);
+        MemorySegment view = slice.hostView();
+        view.setAtIndex(JAVA_FLOAT_UNALIGNED, 0, 1.5f);
+        float[] back = new float[64];
+        buffer.copyTo(back);
+        assertThat(back[8]).isEqualTo(1.5f);
+        buffer.close();
+        assertThatThrownBy(() -> view.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).isInstanceOf(IllegalStateException.class);
+    }
+
+    @Test
+    void theDirtyMarksMoveTheNewerCopy() {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 16)) {
+            buffer.copyFrom(new float[16]);
+            buffer.markDeviceDirty();
+            if (buffer.isHostAccessible()) {
+                assertThat(buffer.state()).isEqualTo(BufferState.SYNCHRONIZED);
+                buffer.markHostDirty();
+                assertThat(buffer.state()).isEqualTo(BufferState.SYNCHRONIZED);
+            } else {
+                assertThat(buffer.state()).isIn(BufferState.DEVICE_ONLY, BufferState.DEVICE_DIRTY);
+                assertThatThrownBy(buffer::markHostDirty).isInstanceOf(IllegalStateException.class).hasMessageContaining("no host copy");
+                buffer.readOnlyHostView();
+                buffer.markHostDirty();
+                assertThat(buffer.state()).isEqualTo(BufferState.HOST_DIRTY);
+            }
+        }
+    }
+
+    @Test
+    void closingTheManagerEndsThisThreadsViewsAndAccessesBeforeFreeing() {
+        UnifiedMemoryManager own = newManager();
+        UnifiedBuffer buffer = own.allocate(SIZE, own.defaultLocation());
+        MemorySegment view = buffer.hostView();
+        BufferAccess access = buffer.hostAccess(AccessMode.READ_WRITE);
+        MemorySegment bytes = access.segment();
+        own.close();
+        assertThatThrownBy(() -> view.get(JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> bytes.get(JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        assertThat(access.isOpen()).isFalse();
+        access.close();
+        assertThatThrownBy(buffer::hostView).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("because its UnifiedMemoryManager was closed");
+        buffer.close();
+    }
+
+    @Test
+    void closingTheManagerWaitsForAnotherThreadToLetGoOfItsView() throws Exception {
+        UnifiedMemoryManager own = newManager();
+        UnifiedBuffer buffer = own.allocate(SIZE, own.defaultLocation());
+        CountDownLatch viewing = new CountDownLatch(1);
+        AtomicReference<Throwable> seen = new AtomicReference<>();
+        Future<?> worker = other.submit(() -> {
+            MemorySegment view = buffer.hostView();
+            viewing.countDown();
+            try {
+                while (true) {
+                    view.set(JAVA_BYTE, 0, (byte) 1);
+                    buffer.copyTo(new byte[1]); // a call into the manager: after close it fails and ends the view
+                }
+            } catch (IllegalStateException closed) {
+                try {
+                    view.get(JAVA_BYTE, 0);
+                } catch (IllegalStateException ended) {
+                    seen.set(ended);
+                }
+            }
+            return null;
+        });
+        viewing.await();
+        own.close();
+        worker.get(10, TimeUnit.SECONDS);
+        assertThat(seen.get()).as("the worker's view ended with the manager").isNotNull();
+    }
+
+    @Test
+    void opsQueuedOnABufferThenClosedNeverReachTheNextBuffer() throws Exception {
+        List<CompletableFuture<Void>> fills = new ArrayList<>();
+        List<UnifiedBuffer> next = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            UnifiedBuffer doomed = manager.allocate(DataType.FLOAT32, 1 << 16);
+            fills.add(manager.ops().fillAsync(doomed, 1.0));
+            doomed.close();
+            UnifiedBuffer fresh = manager.allocate(DataType.FLOAT32, 1 << 16);
+            fresh.copyFrom(new float[1 << 16]);
+            next.add(fresh);
+        }
+        CompletableFuture.allOf(fills.toArray(CompletableFuture[]::new)).get(30, TimeUnit.SECONDS);
+        for (UnifiedBuffer fresh : next) {
+            assertThat(manager.ops().sum(fresh)).isZero();
+            fresh.close();
+        }
+    }
+
+    private static byte[] filled(int size, byte value) {
+        byte[] bytes = new byte[size];
+        java.util.Arrays.fill(bytes, value);
+        return bytes;
+    }
+
+    private static byte[] readAll(UnifiedBuffer buffer) {
+        byte[] back = new byte[(int) buffer.byteSize()];
+        buffer.copyTo(back);
+        return back;
+    }
+}

@@ -1,0 +1,64 @@
+package dev.compute.memory.testing;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Runs a {@code main} of the test class path in a JVM of its own, for tests of what could crash the JVM: a crash
+ * there fails the test with the child's output instead of taking the test run down. The child gets the same JDK,
+ * class path and native access as the tests, and writes any fatal error log where the result can show it.
+ */
+public final class ChildJvm {
+
+    /** How the child ended, and everything it printed (standard output and error together). */
+    public record Result(int exitCode, String output, boolean crashed) {
+
+        /** A one-line account for assertion messages. */
+        public String describe() {
+            return "exit code " + exitCode + (crashed ? ", JVM CRASHED" : "") + "; output:\n" + output;
+        }
+    }
+
+    private ChildJvm() {}
+
+    public static Result run(Duration timeout, Class<?> main, String... args) throws IOException, InterruptedException {
+        Path directory = Files.createTempDirectory("child-jvm");
+        Path log = directory.resolve("output.txt");
+        List<String> command = new ArrayList<>();
+        command.add(ProcessHandle.current().info().command().orElse(Path.of(System.getProperty("java.home"), "bin", "java").toString()));
+        command.add("--enable-native-access=ALL-UNNAMED");
+        command.add("-Xmx512m");
+        command.add("-XX:ErrorFile=" + directory.resolve("hs_err_%p.log"));
+        command.add("-cp");
+        // surefire runs tests from a manifest-only jar and says the real class path here
+        command.add(System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")));
+        command.add(main.getName());
+        command.addAll(List.of(args));
+        Process process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+        boolean ended = process.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS);
+        if (!ended) {
+            process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+        }
+        String output = Files.readString(log);
+        boolean crashed;
+        try (var files = Files.list(directory)) {
+            crashed = files.anyMatch(file -> file.getFileName().toString().startsWith("hs_err"));
+        }
+        if (crashed) {
+            try (var files = Files.list(directory)) {
+                for (Path file : files.filter(f -> f.getFileName().toString().startsWith("hs_err")).toList()) {
+                    output += "\n---- " + file + " (first lines) ----\n" + String.join("\n", Files.readAllLines(file).stream().limit(40).toList());
+                }
+            }
+        }
+        if (!ended) {
+            output += "\n---- the child did not end within " + timeout + " and was killed ----";
+        }
+        return new Result(ended ? process.exitValue() : -1, output, crashed || output.contains("SIGSEGV") || output.contains("A fatal error has been detected"));
+    }
+}
