@@ -52,7 +52,8 @@ public record ComputeProperties(
                 .stagingBufferSize(bytes("compute.memory.pinning.staging-buffer-size", memory.pinning().stagingBufferSize()))
                 .leakDetection(required("compute.memory.leak-detection", memory.leakDetection()))
                 .timelineCapacity(memory.timeline().capacity())
-                .timelineInterval(required("compute.memory.timeline.interval", memory.timeline().interval()));
+                .timelineInterval(required("compute.memory.timeline.interval", memory.timeline().interval()))
+                .closeTimeout(required("compute.memory.close-timeout", memory.closeTimeout()));
         if (opencl.platform() != null && !opencl.platform().isBlank()) {
             builder.backendOption("platform", opencl.platform().trim());
         }
@@ -90,13 +91,16 @@ public record ComputeProperties(
      * @param leakDetection How buffers dropped without close() are found: disabled, simple
      *     (a sample, without allocation sites) or paranoid (every buffer, with its allocation site; costly).
      * @param timeline The history of reserved, allocated and cached bytes that the endpoint returns.
+     * @param closeTimeout How long closing the manager (at shutdown) waits, in all, for views and accesses other
+     *     threads still hold, calls under way and device work; memory still held then is kept, not freed. 0: no wait.
      */
     public record Memory(
             @DefaultValue("auto") LocationSetting defaultLocation,
             @DefaultValue Pooling pooling,
             @DefaultValue Pinning pinning,
             @DefaultValue("simple") LeakDetectionLevel leakDetection,
-            @DefaultValue Timeline timeline) {}
+            @DefaultValue Timeline timeline,
+            @DefaultValue("5s") Duration closeTimeout) {}
 
     /**
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
