@@ -161,7 +161,7 @@ public final class BufferAccess implements AutoCloseable {
             work = recorded;
         }
         try {
-            if (device) {
+            if (device && scope.isOpen()) { // ended by the manager's close: the backend may be gone, nothing to record
                 CompletableFuture<Void> queued = handle.end();
                 buffer.deviceAccessEnded(mode, work.isDone() ? queued : CompletableFuture.allOf(queued, work));
             } else {

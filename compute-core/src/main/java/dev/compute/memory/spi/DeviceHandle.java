@@ -13,7 +13,8 @@ public interface DeviceHandle {
     /**
      * Called once, when the access ends: the device work queued on this handle's stream or queue so far (and on
      * anything the user recorded through the handle), as a future that completes when the device is done with it.
-     * The buffer's memory is not reused, nor read by the host, before then.
+     * The buffer's memory is not reused, nor read by the host, before then. Not called when the manager's close
+     * ended the access first (the backend may be closed by then).
      */
     CompletableFuture<Void> end();
 
