@@ -69,6 +69,9 @@ public final class JmhRatioTable {
                 continue; // secondary results of a profiler (gc.alloc.rate.norm and the like)
             }
             String className = name.substring(0, name.lastIndexOf('.'));
+            if (!className.endsWith("ManagerAllocateFree") && !className.endsWith("PeerAllocateFree")) {
+                continue; // another benchmark of the suite (BufferLifetimeCost): not an allocate+free pair
+            }
             String shape = name.substring(name.lastIndexOf('.') + 1);
             String label = className.endsWith("ManagerAllocateFree")
                     ? "manager, " + (row.get(pooling).equals("pooled") ? "pooled" : "pooling disabled") + ", leak detection " + row.get(leaks)

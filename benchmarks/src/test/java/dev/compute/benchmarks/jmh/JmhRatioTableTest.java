@@ -14,10 +14,11 @@ class JmhRatioTableTest {
             "\"dev.compute.benchmarks.jmh.ManagerAllocateFree.mixedSizes\",\"avgt\",1,5,300.000000,NaN,\"ns/op\",,disabled,pooled",
             "\"dev.compute.benchmarks.jmh.PeerAllocateFree.sameSize\",\"avgt\",1,5,200.000000,10.000000,\"ns/op\",backend,,",
             "\"dev.compute.benchmarks.jmh.PeerAllocateFree.sameSize\",\"avgt\",1,5,80.000000,5.000000,\"ns/op\",netty-pooled,,",
-            "\"dev.compute.benchmarks.jmh.PeerAllocateFree.mixedSizes\",\"avgt\",1,5,100.000000,5.000000,\"ns/op\",netty-pooled,,");
+            "\"dev.compute.benchmarks.jmh.PeerAllocateFree.mixedSizes\",\"avgt\",1,5,100.000000,5.000000,\"ns/op\",netty-pooled,,",
+            "\"dev.compute.benchmarks.jmh.BufferLifetimeCost.allocateClose\",\"avgt\",1,5,60.000000,3.000000,\"ns/op\",,disabled,");
 
     @Test
-    void readsScoresAndSkipsProfilerRows() {
+    void readsScoresAndSkipsProfilerRowsAndOtherBenchmarks() {
         var scores = JmhRatioTable.scores(CSV);
         assertThat(scores).containsOnlyKeys("manager, pooled, leak detection disabled", JmhRatioTable.RAW, JmhRatioTable.NETTY_POOLED);
         assertThat(scores.get("manager, pooled, leak detection disabled")).containsOnlyKeys("sameSize", "mixedSizes");
