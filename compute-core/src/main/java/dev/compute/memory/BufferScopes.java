@@ -62,25 +62,21 @@ final class BufferScopes {
     }
 
     private void endWhenEmpty(Runnable release, boolean accessesToo) {
-        List<MemoryScope> toEnd = new ArrayList<>();
-        boolean noneOpen;
+        MemoryScope[] toEnd;
         synchronized (this) {
-            noneOpen = open.isEmpty();
-            if (!noneOpen) {
+            toEnd = open.toArray(MemoryScope[]::new);
+            if (toEnd.length > 0) {
                 whenEmpty = release;
-                for (MemoryScope scope : open) {
-                    if (accessesToo || scope.kind == MemoryScope.Kind.VIEW) {
-                        toEnd.add(scope);
-                    }
-                }
             }
         }
-        if (noneOpen) {
+        if (toEnd.length == 0) {
             release.run();
             return;
         }
         for (MemoryScope scope : toEnd) {
-            scope.endOrHandOver();
+            if (accessesToo || scope.kind == MemoryScope.Kind.VIEW) {
+                scope.endOrHandOver();
+            }
         }
     }
 }

@@ -28,6 +28,8 @@ final class MemoryScope {
 
     final Kind kind;
     final @Nullable Thread owner;
+    /** The owner's list of open scopes; null when shared. */
+    final ScopeRegistry.@Nullable ThreadScopes list;
     final BufferScopes buffer;
     private final ScopeRegistry registry;
     private @Nullable Arena arena;
@@ -36,9 +38,10 @@ final class MemoryScope {
     @Nullable MemoryScope previous;
     @Nullable MemoryScope next;
 
-    MemoryScope(Kind kind, @Nullable Thread owner, BufferScopes buffer, ScopeRegistry registry) {
+    MemoryScope(Kind kind, ScopeRegistry.@Nullable ThreadScopes list, BufferScopes buffer, ScopeRegistry registry) {
         this.kind = kind;
-        this.owner = owner;
+        this.list = list;
+        this.owner = list == null ? null : list.owner;
         this.buffer = buffer;
         this.registry = registry;
     }

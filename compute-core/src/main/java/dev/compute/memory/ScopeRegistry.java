@@ -7,6 +7,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.Objects;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 import org.jspecify.annotations.Nullable;
@@ -21,7 +22,7 @@ import org.jspecify.annotations.Nullable;
 final class ScopeRegistry {
 
     /** One thread's open confined scopes, in an intrusive list, and those others asked it to end. */
-    private static final class ThreadScopes {
+    static final class ThreadScopes {
         final Thread owner;
         @Nullable MemoryScope head;
         int size;
@@ -77,7 +78,6 @@ final class ScopeRegistry {
     private final Set<MemoryScope> sharedToRetry = ConcurrentHashMap.newKeySet();
     /** Scopes waiting for their owner (or a retry): while zero, a call into the manager checks nothing more. */
     private final AtomicInteger waiting = new AtomicInteger();
-    private final AtomicInteger open = new AtomicInteger();
     private int ownersAtLastSweep = 16;
 
     /** Opens and registers a scope: confined to the calling thread, or shared. */
@@ -88,10 +88,9 @@ final class ScopeRegistry {
             shared.add(scope);
         } else {
             ThreadScopes own = own();
-            scope = new MemoryScope(kind, own.owner, buffer, this);
+            scope = new MemoryScope(kind, own, buffer, this);
             own.link(scope);
         }
-        open.incrementAndGet();
         buffer.add(scope);
         return scope;
     }
@@ -111,26 +110,19 @@ final class ScopeRegistry {
     }
 
     void removed(MemoryScope scope) {
-        if (scope.owner == null) {
+        ThreadScopes list = scope.list;
+        if (list != null) {
+            list.unlink(scope);
+        } else {
             shared.remove(scope);
             if (sharedToRetry.remove(scope)) {
                 waiting.decrementAndGet();
             }
-        } else {
-            ThreadScopes list = byOwner.get(scope.owner);
-            if (list != null) {
-                list.unlink(scope);
-            }
         }
-        open.decrementAndGet();
     }
 
     void handToOwner(MemoryScope scope) {
-        ThreadScopes list = byOwner.get(scope.owner);
-        if (list == null) {
-            scope.abandon();
-            return;
-        }
+        ThreadScopes list = Objects.requireNonNull(scope.list);
         synchronized (list) {
             list.handedOver.add(scope);
         }
@@ -194,8 +186,15 @@ final class ScopeRegistry {
         ownersAtLastSweep = Math.max(16, byOwner.size());
     }
 
+    /** Scopes open now: summed from every thread's list, so that opening one touches no counter other threads share. */
     int openScopes() {
-        return open.get();
+        int open = shared.size();
+        for (ThreadScopes list : byOwner.values()) {
+            synchronized (list) {
+                open += list.size;
+            }
+        }
+        return open;
     }
 
     /**
@@ -218,13 +217,13 @@ final class ScopeRegistry {
             scope.endOrHandOver();
         }
         long pause = TimeUnit.MICROSECONDS.toNanos(50);
-        while (open.get() > 0 && System.nanoTime() - deadlineNanos < 0) {
+        while (openScopes() > 0 && System.nanoTime() - deadlineNanos < 0) {
             sweepDeadOwners();
             retryShared();
             LockSupport.parkNanos(pause);
             pause = Math.min(pause * 2, TimeUnit.MILLISECONDS.toNanos(5));
         }
-        return open.get() == 0;
+        return openScopes() == 0;
     }
 
     /** The threads still holding a view or an access, for the message of a close that had to keep memory. */
