@@ -23,6 +23,8 @@ public class VectorController {
 
     public record ScaleRequest(@Nullable Double alpha, double @Nullable [] x) {}
 
+    public record ClampRequest(double @Nullable [] x, @Nullable Double min, @Nullable Double max) {}
+
     public record SumRequest(double @Nullable [] x) {}
 
     public record VectorResult(double[] result) {}
@@ -56,6 +58,12 @@ public class VectorController {
     @PostMapping("/api/math/scale")
     public VectorResult scale(@RequestBody ScaleRequest request) {
         return new VectorResult(math.scale(required("alpha", request.alpha()), request.x()));
+    }
+
+    /** Each element of {@code x} clamped to {@code [min, max]} by the service's own kernel ({@link ClampKernel}). */
+    @PostMapping("/api/math/clamp")
+    public VectorResult clamp(@RequestBody ClampRequest request) {
+        return new VectorResult(math.clamp(request.x(), required("min", request.min()), required("max", request.max())));
     }
 
     @PostMapping("/api/math/sum")

@@ -8,16 +8,18 @@ import org.springframework.stereotype.Service;
 
 /**
  * Math on posted arrays: each call copies its arrays into FLOAT64 buffers at the default location, runs one op
- * of the backend's op set there and copies the result back. The buffers go back to the pool at once, so a
- * steady stream of same-size requests is served from the pool's cache.
+ * of the backend's op set there (or the service's own {@link ClampKernel}) and copies the result back. The
+ * buffers go back to the pool at once, so a steady stream of same-size requests is served from the pool's cache.
  */
 @Service
 public class VectorMath {
 
     private final UnifiedMemoryManager manager;
+    private final ClampKernel clampKernel;
 
-    public VectorMath(UnifiedMemoryManager manager) {
+    public VectorMath(UnifiedMemoryManager manager, ClampKernel clampKernel) {
         this.manager = manager;
+        this.clampKernel = clampKernel;
     }
 
     /** {@code alpha * x + y}. */
@@ -49,6 +51,28 @@ public class VectorMath {
         VectorStore.checkValues("x", x);
         try (UnifiedBuffer xs = load(x)) {
             return manager.ops().sum(xs);
+        }
+    }
+
+    /** Each element of {@code x} clamped to {@code [min, max]}, by the service's own kernel. */
+    public double[] clamp(double @Nullable [] x, double min, double max) {
+        VectorStore.checkValues("x", x);
+        checkFinite("min", min);
+        checkFinite("max", max);
+        if (Double.compare(min, max) > 0) { // as Math.clamp orders them: 0.0 above -0.0
+            throw new IllegalArgumentException("'min' (" + min + ") is greater than 'max' (" + max + ")");
+        }
+        try (UnifiedBuffer xs = load(x)) {
+            clampKernel.clamp(xs, min, max);
+            double[] result = new double[x.length];
+            xs.copyTo(result);
+            return result;
+        }
+    }
+
+    private static void checkFinite(String field, double value) {
+        if (!Double.isFinite(value)) {
+            throw new IllegalArgumentException("'" + field + "' must be a finite number, not " + value);
         }
     }
 

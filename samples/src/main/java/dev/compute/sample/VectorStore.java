@@ -153,6 +153,11 @@ public class VectorStore implements DisposableBean {
         if (values.length == 0 || values.length > MAX_LENGTH) {
             throw new IllegalArgumentException("'" + field + "' must have 1 to " + MAX_LENGTH + " elements, not " + values.length);
         }
+        for (int i = 0; i < values.length; i++) {
+            if (!Double.isFinite(values[i])) {
+                throw new IllegalArgumentException("'" + field + "' must hold finite numbers; element " + i + " is " + values[i]);
+            }
+        }
     }
 
     /** Frees every stored vector before the manager closes, so none is reported as a leak. */

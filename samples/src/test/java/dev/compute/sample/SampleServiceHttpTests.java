@@ -67,6 +67,7 @@ class SampleServiceHttpTests {
         assertBadRequest(post("/api/math/axpy", "{\"alpha\": 1, \"x\": [1, 2], \"y\": [1]}"), "'x' (2 elements) and 'y' (1 elements) differ in length");
         assertBadRequest(post("/api/math/scale", "{\"x\": [1]}"), "'alpha' is required");
         assertBadRequest(post("/api/math/sum", "{\"x\": []}"), "'x' must have 1 to");
+        assertBadRequest(post("/api/math/sum", "{\"x\": [1e999]}"), "'x' must hold finite numbers; element 0 is Infinity");
         assertBadRequest(post("/api/math/sum", "{\"x\": [1, \"two\"]}"), "the request body is not the JSON this operation takes");
         assertBadRequest(put("/api/vectors/bad!name", "{\"values\": [1]}"), "vector name 'bad!name' is not allowed");
     }

@@ -1,0 +1,23 @@
+package dev.compute.sample;
+
+import dev.compute.memory.UnifiedMemoryManager;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+/** Chooses the {@link ClampKernel} for the backend the manager runs on. */
+@Configuration(proxyBeanMethods = false)
+class ClampKernelConfiguration {
+
+    @Bean
+    ClampKernel clampKernel(UnifiedMemoryManager manager) {
+        return forBackend(manager.backendInfo().backend());
+    }
+
+    static ClampKernel forBackend(String backend) {
+        return switch (backend) {
+            case "cpu" -> new CpuClampKernel();
+            // No kernel of our own for it (yet): run in Java on the host copy.
+            default -> new HostCopyClampKernel();
+        };
+    }
+}
