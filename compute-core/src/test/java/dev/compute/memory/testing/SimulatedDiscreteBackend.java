@@ -1,5 +1,6 @@
 package dev.compute.memory.testing;
 
+import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DataType;
 import dev.compute.memory.DeviceMemoryInfo;
@@ -7,6 +8,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.DeviceHandle;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.Region;
@@ -109,7 +111,27 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
         frees.incrementAndGet();
     }
 
-    private MemorySegment deviceMemory(NativeAllocation allocation) {
+    /** What a device access hands native code here: the allocation's bytes, and work the test says is still running. */
+    public record SimulatedDeviceHandle(MemorySegment bytes, CompletableFuture<Void> work) implements DeviceHandle {
+        @Override
+        public CompletableFuture<Void> end() {
+            return work;
+        }
+    }
+
+    /**
+     * Device work that a device access queues: completed by default; a test sets an incomplete future to stand for a
+     * kernel still running when the access ends.
+     */
+    public volatile CompletableFuture<Void> queuedWork = CompletableFuture.completedFuture(null);
+
+    @Override
+    public DeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
+        return new SimulatedDeviceHandle(deviceMemory(allocation).asSlice(offset, bytes), queuedWork);
+    }
+
+    /** The bytes of an allocation as the simulated device holds them: what a native kernel reads and writes. */
+    public MemorySegment deviceMemory(NativeAllocation allocation) {
         Memory m = memory.get(allocation.address());
         if (m == null) {
             throw new IllegalStateException("use of freed memory: " + allocation);

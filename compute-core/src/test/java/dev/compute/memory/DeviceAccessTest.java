@@ -1,0 +1,152 @@
+package dev.compute.memory;
+
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.SimulatedDiscreteBackend.SimulatedDeviceHandle;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A user's own kernel on a discrete device, through a device access: the simulated device's memory stands for the
+ * GPU's, written by "native code" at the access's allocation and offset, as a CUDA or OpenCL kernel would.
+ */
+class DeviceAccessTest {
+
+    private final SimulatedDiscreteBackend device = new SimulatedDiscreteBackend();
+    private final UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(device)
+            .leakDetection(LeakDetectionLevel.PARANOID).timelineInterval(Duration.ZERO).build();
+    private final ExecutorService other = Executors.newSingleThreadExecutor();
+
+    @AfterEach
+    void close() {
+        other.shutdownNow();
+        manager.close();
+    }
+
+    @Test
+    void whatTheKernelWritesIsWhatCopyToReadsWithoutASync() {
+        try (UnifiedBuffer padding = manager.allocate(1000, MemoryLocation.DEVICE);
+             UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 64, MemoryLocation.DEVICE)) {
+            buffer.copyFrom(new float[64]);
+            float[] before = new float[64];
+            buffer.copyTo(before); // a host read leaves a mirror in step with the device
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+                assertThat(access.offset()).as("the buffer's block does not start its segment").isPositive();
+                assertThatThrownBy(access::segment).isInstanceOf(IllegalStateException.class).hasMessageContaining("cannot address");
+                MemorySegment kernelView = device.deviceMemory(access.allocation()).asSlice(access.offset(), access.byteSize());
+                for (int i = 0; i < 64; i++) {
+                    kernelView.setAtIndex(JAVA_FLOAT_UNALIGNED, i, i * 0.5f);
+                }
+            }
+            assertThat(buffer.state()).isIn(BufferState.DEVICE_ONLY, BufferState.DEVICE_DIRTY);
+            float[] back = new float[64];
+            buffer.copyTo(back);
+            assertThat(back[63]).isEqualTo(31.5f);
+            try (BufferAccess host = buffer.hostAccess(AccessMode.READ)) {
+                assertThat(host.segment().getAtIndex(JAVA_FLOAT_UNALIGNED, 10)).isEqualTo(5f);
+            }
+        }
+    }
+
+    @Test
+    void aNewerHostCopyReachesTheKernelFirst() {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 16, MemoryLocation.DEVICE)) {
+            buffer.hostView().setAtIndex(JAVA_FLOAT_UNALIGNED, 3, 9f);
+            assertThat(buffer.state()).isEqualTo(BufferState.HOST_ONLY);
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
+                MemorySegment kernelView = access.handle(SimulatedDeviceHandle.class).bytes();
+                assertThat(kernelView.getAtIndex(JAVA_FLOAT_UNALIGNED, 3)).isEqualTo(9f);
+            }
+            assertThat(buffer.state()).as("a read leaves the copies in step").isEqualTo(BufferState.SYNCHRONIZED);
+        }
+    }
+
+    @Test
+    void aSliceHandsTheKernelItsOwnBytes() {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 100, MemoryLocation.DEVICE)) {
+            buffer.copyFrom(new float[100]);
+            UnifiedBuffer slice = buffer.slice(40, 10);
+            long blockStart;
+            try (BufferAccess whole = buffer.deviceAccess(AccessMode.READ)) {
+                blockStart = whole.offset();
+            }
+            try (BufferAccess access = slice.deviceAccess(AccessMode.READ_WRITE)) {
+                assertThat(access.offset()).isEqualTo(blockStart + 160);
+                assertThat(access.byteSize()).isEqualTo(40);
+                access.handle(SimulatedDeviceHandle.class).bytes().setAtIndex(JAVA_FLOAT_UNALIGNED, 0, 1f);
+            }
+            float[] back = new float[100];
+            buffer.copyTo(back);
+            assertThat(back[39]).isZero();
+            assertThat(back[40]).isEqualTo(1f);
+        }
+    }
+
+    @Test
+    void workStillRunningKeepsTheMemoryAndHoldsBackHostReads() throws Exception {
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+        buffer.copyFrom(new float[1024]);
+        device.queuedWork = kernel;
+        try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+            access.handle(SimulatedDeviceHandle.class).bytes().fill((byte) 1);
+        } finally {
+            device.queuedWork = CompletableFuture.completedFuture(null);
+        }
+        Future<?> read = other.submit(() -> buffer.copyTo(new float[1]));
+        assertThatThrownBy(() -> read.get(200, TimeUnit.MILLISECONDS)).as("the read waits for the kernel").isInstanceOf(TimeoutException.class);
+        kernel.complete(null);
+        read.get(10, TimeUnit.SECONDS);
+
+        CompletableFuture<Void> second = new CompletableFuture<>();
+        device.queuedWork = second;
+        long closedAt;
+        try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+            closedAt = access.offset();
+        } finally {
+            device.queuedWork = CompletableFuture.completedFuture(null);
+        }
+        buffer.close();
+        try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+             BufferAccess access = next.deviceAccess(AccessMode.READ)) {
+            assertThat(access.offset()).as("the closed buffer's block waits for its kernel").isNotEqualTo(closedAt);
+        }
+        second.complete(null);
+    }
+
+    @Test
+    void workRecordedByHandOnAnotherStreamCountsToo() throws Exception {
+        CompletableFuture<Void> own = new CompletableFuture<>();
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 16, MemoryLocation.DEVICE)) {
+            buffer.copyFrom(new float[16]);
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
+                access.inFlightUntil(own);
+            }
+            Future<?> read = other.submit(() -> buffer.copyTo(new float[1]));
+            assertThatThrownBy(() -> read.get(200, TimeUnit.MILLISECONDS)).isInstanceOf(TimeoutException.class);
+            own.complete(null);
+            read.get(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    void theHandleOfAnotherBackendIsRefusedClearly() {
+        try (UnifiedBuffer buffer = manager.allocate(64, MemoryLocation.DEVICE);
+             BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
+            interface OtherHandle extends dev.compute.memory.spi.DeviceHandle {}
+            assertThatThrownBy(() -> access.handle(OtherHandle.class)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("simulated backend has no OtherHandle").hasMessageContaining("SimulatedDeviceHandle");
+        }
+    }
+}
