@@ -18,11 +18,12 @@ import org.jspecify.annotations.Nullable;
  * Turns OpenCL events into futures that complete only once the command is {@code CL_COMPLETE} (the pool keeps
  * a closed buffer's memory until then, so completing early would hand out memory a command still uses).
  *
- * <p>One waiter thread takes events in the order they were enqueued and blocks in {@code clWaitForEvents} on
- * each. The backend has one in-order queue, so commands finish in that order and waiting in turn loses
- * nothing; unlike {@code clSetEventCallback} it needs no native thread attached to the JVM and behaves the same
- * on every driver. Futures are completed on virtual threads, so a caller's dependent action that waits for a
- * later command cannot stall the waiter behind it; {@link #close()} waits for those too, so the pool's deferred
+ * <p>One waiter thread takes events in the order they were handed in and blocks in {@code clWaitForEvents} on
+ * each. For the backend's one in-order queue, commands finish in that order and waiting in turn loses nothing;
+ * for work recorded from users' own queues (a second instance) a future may complete later than its command,
+ * never earlier. Unlike {@code clSetEventCallback} it needs no native thread attached to the JVM and behaves the
+ * same on every driver. Futures are completed on virtual threads, so a caller's dependent action that waits for
+ * a later command cannot stall the waiter behind it; {@link #close()} waits for those too, so the pool's deferred
  * frees have run before the backend releases its context.
  */
 final class EventCompletions implements AutoCloseable {
@@ -43,6 +44,13 @@ final class EventCompletions implements AutoCloseable {
     CompletableFuture<Void> completion(cl_event event, String what) {
         CompletableFuture<Void> done = new CompletableFuture<>();
         pending.add(new Pending(event, done, what));
+        return done;
+    }
+
+    /** A future that completes once every command handed in before it has ended. */
+    CompletableFuture<Void> barrier() {
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        pending.add(new Pending(null, done, "barrier"));
         return done;
     }
 
@@ -71,6 +79,9 @@ final class EventCompletions implements AutoCloseable {
 
     private static @Nullable RuntimeException await(Pending next) {
         cl_event event = next.event();
+        if (event == null) {
+            return null; // a barrier: reaching it is all it waits for
+        }
         try {
             int waited = CL.clWaitForEvents(1, new cl_event[] {event});
             int[] status = new int[1];

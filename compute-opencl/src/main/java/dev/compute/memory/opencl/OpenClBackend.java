@@ -9,13 +9,17 @@ import static org.jocl.CL.CL_DEVICE_MEM_BASE_ADDR_ALIGN;
 import static org.jocl.CL.CL_DEVICE_SVM_CAPABILITIES;
 import static org.jocl.CL.CL_DEVICE_SVM_COARSE_GRAIN_BUFFER;
 import static org.jocl.CL.CL_DEVICE_SVM_FINE_GRAIN_BUFFER;
+import static org.jocl.CL.CL_EVENT_COMMAND_QUEUE;
+import static org.jocl.CL.CL_EVENT_CONTEXT;
 import static org.jocl.CL.CL_MAP_READ;
 import static org.jocl.CL.CL_MAP_WRITE;
 import static org.jocl.CL.CL_MEM_ALLOC_HOST_PTR;
 import static org.jocl.CL.CL_MEM_READ_WRITE;
 import static org.jocl.CL.CL_MEM_SVM_FINE_GRAIN_BUFFER;
+import static org.jocl.CL.CL_MEM_USE_HOST_PTR;
 import static org.jocl.CL.CL_TRUE;
 
+import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.MemoryLocation;
@@ -28,11 +32,16 @@ import dev.compute.memory.spi.NativeAllocation;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jocl.CL;
 import org.jocl.Pointer;
+import org.jocl.Sizeof;
 import org.jocl.cl_buffer_region;
 import org.jocl.cl_command_queue;
 import org.jocl.cl_context;
@@ -75,6 +84,11 @@ import org.jspecify.annotations.Nullable;
  * blocking, through a native temporary when not) and {@code clEnqueueCopyBuffer} between buffers. The async
  * forms complete once their command is {@code CL_COMPLETE} ({@link EventCompletions}). {@link #memoryInfo()}
  * knows the device's total but not its free memory: OpenCL has no portable query for it.
+ *
+ * <p><b>One's own kernels.</b> A device access's handle ({@link #openDeviceHandle}) is an {@link OpenClDeviceHandle}:
+ * the buffer, queue and context for the access's bytes. Its work is known by a marker on the queue, and work it
+ * records from queues of one's own by a second waiter, so that slow foreign work never holds up the completions
+ * of this queue. {@link #awaitIdle} waits for both.
  *
  * <p>Thread-safe: OpenCL's enqueue calls are, and the kernel ops serialise setting a kernel's arguments.
  */
@@ -120,16 +134,22 @@ public final class OpenClBackend implements ComputeBackend {
     private final int computeUnits;
     private final cl_context context;
     private final cl_command_queue queue;
+    /** Markers: {@code clEnqueueMarkerWithWaitList} from OpenCL 1.2, the deprecated {@code clEnqueueMarker} before. */
+    private final boolean markersTakeWaitLists;
     private final EventCompletions completions;
+    /** Work that device handles recorded from queues of the user's own, waited for apart from this queue's. */
+    private final EventCompletions recordedWork;
     private final OpenClKernelOps ops;
-    /** Set when close() begins: new work is refused. */
+    /** Set, under {@link #lifecycle}, when close() begins: new work is refused. */
     private volatile boolean closed;
+    /** Completes when close() has finished the queue and every recorded work. */
+    private final CompletableFuture<Void> drained = new CompletableFuture<>();
     /**
      * OpenCL buffers have no address: a DEVICE allocation's is taken from this counter, which hands out ranges
      * of the allocation's size that are never reused, so that allocations never overlap in the pool's view.
      */
     private final AtomicLong nextDeviceAddress;
-    /** Guards the queue and context: set, under this lock, once they are released. */
+    /** Guards the queue and context: {@link #closed} and {@link #released} are set under this lock. */
     private final Object lifecycle = new Object();
     private boolean released;
 
@@ -144,7 +164,8 @@ public final class OpenClBackend implements ComputeBackend {
         this.globalMemory = OpenClCalls.deviceLong(id, CL_DEVICE_GLOBAL_MEM_SIZE);
         this.computeUnits = (int) OpenClCalls.deviceLong(id, CL_DEVICE_MAX_COMPUTE_UNITS);
         // SVM needs an OpenCL 2.0 device; older ones do not know the query
-        this.svmCapabilities = openClMajorVersion(device.version()) >= 2 ? OpenClCalls.deviceLongOr(id, CL_DEVICE_SVM_CAPABILITIES, 0) : 0;
+        this.svmCapabilities = openClVersionAtLeast(device.version(), 2, 0) ? OpenClCalls.deviceLongOr(id, CL_DEVICE_SVM_CAPABILITIES, 0) : 0;
+        this.markersTakeWaitLists = openClVersionAtLeast(device.version(), 1, 2);
         this.doublePrecision = OpenClCalls.deviceLongOr(id, CL_DEVICE_DOUBLE_FP_CONFIG, 0) != 0
                 || List.of(OpenClCalls.deviceString(id, CL_DEVICE_EXTENSIONS).split(" ")).contains("cl_khr_fp64");
         cl_context_properties properties = new cl_context_properties();
@@ -160,20 +181,23 @@ public final class OpenClBackend implements ComputeBackend {
         }
         this.queue = created;
         this.completions = new EventCompletions(device.deviceName());
+        this.recordedWork = new EventCompletions(device.deviceName() + " (recorded work)");
         this.ops = new OpenClKernelOps(this);
     }
 
-    private static int openClMajorVersion(String version) {
-        // "OpenCL <major>.<minor> <vendor-specific>"
+    /** Whether a device version ("OpenCL &lt;major&gt;.&lt;minor&gt; &lt;vendor-specific&gt;") is at least the one given; 1.0 when unreadable. */
+    static boolean openClVersionAtLeast(String version, int major, int minor) {
+        int[] found = {1, 0};
         String[] words = version.split(" ");
-        if (words.length < 2) {
-            return 1;
+        if (words.length >= 2) {
+            try {
+                String[] numbers = words[1].split("\\.");
+                found = new int[] {Integer.parseInt(numbers[0]), Integer.parseInt(numbers[1])};
+            } catch (RuntimeException unreadable) {
+                // keep 1.0: every device has what 1.0 has
+            }
         }
-        try {
-            return Integer.parseInt(words[1].substring(0, words[1].indexOf('.')));
-        } catch (RuntimeException e) {
-            return 1;
-        }
+        return found[0] != major ? found[0] > major : found[1] >= minor;
     }
 
     // ---- what the device is -----------------------------------------------------------------------------------
@@ -266,6 +290,11 @@ public final class OpenClBackend implements ComputeBackend {
      * release it with {@code clReleaseMemObject}. {@code offset} must be a multiple of {@link #subBufferAlignment()}.
      */
     public cl_mem subBuffer(NativeAllocation allocation, long offset, long bytes) {
+        return subBuffer(allocation, offset, bytes, CL_MEM_READ_WRITE);
+    }
+
+    /** As {@link #subBuffer(NativeAllocation, long, long)}, with the kernels' access in {@code accessFlags}. */
+    cl_mem subBuffer(NativeAllocation allocation, long offset, long bytes, long accessFlags) {
         checkOpen();
         if (offset % alignment != 0) {
             throw new IllegalArgumentException("a sub-buffer's origin must be a multiple of " + alignment
@@ -273,10 +302,145 @@ public final class OpenClBackend implements ComputeBackend {
         }
         checkRange(allocation, offset, bytes);
         int[] error = new int[1];
-        cl_mem sub = CL.clCreateSubBuffer(memObject(allocation), CL_MEM_READ_WRITE, CL.CL_BUFFER_CREATE_TYPE_REGION,
+        cl_mem sub = CL.clCreateSubBuffer(memObject(allocation), accessFlags, CL.CL_BUFFER_CREATE_TYPE_REGION,
                 new cl_buffer_region(offset, bytes), error);
         OpenClCalls.check(error[0], "clCreateSubBuffer at offset " + offset + ", " + bytes + " bytes");
         return sub;
+    }
+
+    /**
+     * A {@code CL_MEM_USE_HOST_PTR} buffer over {@code [offset, offset + bytes)} of host-accessible memory, for a
+     * kernel on HOST or PINNED memory; release it with {@code clReleaseMemObject}. After a kernel writes it,
+     * {@link #enqueuePublishToHost} makes the results visible in host memory.
+     */
+    cl_mem hostMemoryBuffer(NativeAllocation allocation, long offset, long bytes, long accessFlags) {
+        checkOpen();
+        checkRange(allocation, offset, bytes);
+        MemorySegment host = allocation.hostSegment();
+        if (host == null) {
+            throw new IllegalArgumentException(allocation.location() + " memory on OpenCL is not host memory: " + allocation);
+        }
+        int[] error = new int[1];
+        cl_mem wrapper = CL.clCreateBuffer(context, accessFlags | CL_MEM_USE_HOST_PTR, bytes, OpenClCalls.pointerAt(host.address() + offset), error);
+        OpenClCalls.check(error[0], "clCreateBuffer(CL_MEM_USE_HOST_PTR) over " + bytes + " bytes of " + allocation.location() + " memory");
+        return wrapper;
+    }
+
+    /**
+     * Maps and unmaps a {@link #hostMemoryBuffer} once {@code after} are complete: an implementation that copied
+     * the host memory for a kernel copies the results back then (on PoCL and integrated GPUs it costs nothing).
+     */
+    void enqueuePublishToHost(cl_mem buffer, long bytes, cl_event[] after, @Nullable cl_event unmapped) {
+        int[] error = new int[1];
+        ByteBuffer mapping = CL.clEnqueueMapBuffer(queue, buffer, false, CL_MAP_READ, 0, bytes, after.length, after.length == 0 ? null : after, null, error);
+        OpenClCalls.check(error[0], "clEnqueueMapBuffer of " + bytes + " bytes of host memory after a kernel");
+        OpenClCalls.check(CL.clEnqueueUnmapMemObject(queue, buffer, mapping, 0, null, unmapped), "clEnqueueUnmapMemObject after a kernel");
+    }
+
+    // ---- one's own kernels ------------------------------------------------------------------------------------
+
+    /**
+     * The {@code cl_mem} (or SVM pointer), queue and context for {@code bytes} bytes at {@code offset} of
+     * {@code allocation}; see {@link OpenClDeviceHandle} for what each location gives. HOST memory is refused with
+     * an {@link IllegalArgumentException}: it is no OpenCL buffer.
+     */
+    @Override
+    public OpenClDeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
+        checkOpen();
+        checkRange(allocation, offset, bytes);
+        return OpenClDeviceHandle.open(this, allocation, offset, bytes, mode);
+    }
+
+    /**
+     * A future for the commands queued so far: a marker, which completes after every command before it on this
+     * in-order queue. On a closed backend nothing is enqueued and the future is close's, which finishes the queue.
+     */
+    CompletableFuture<Void> marker() {
+        synchronized (lifecycle) {
+            return closed ? drained : markerLocked();
+        }
+    }
+
+    /**
+     * As {@link #marker()}, after publishing a {@link #hostMemoryBuffer}'s contents to host memory once
+     * {@code after} are complete. A failure to publish fails the future, once the marker has completed.
+     */
+    CompletableFuture<Void> publishToHostThenMarker(cl_mem buffer, long bytes, cl_event[] after) {
+        synchronized (lifecycle) {
+            if (closed) {
+                return drained;
+            }
+            RuntimeException unpublished = null;
+            try {
+                enqueuePublishToHost(buffer, bytes, after, null);
+            } catch (RuntimeException e) {
+                unpublished = e;
+            }
+            CompletableFuture<Void> marked = markerLocked();
+            RuntimeException failure = unpublished;
+            return failure == null ? marked : marked.thenCompose(ignored -> CompletableFuture.failedFuture(failure));
+        }
+    }
+
+    private CompletableFuture<Void> markerLocked() {
+        cl_event marker = new cl_event();
+        @SuppressWarnings("deprecation") // clEnqueueMarker is the OpenCL 1.0 and 1.1 form
+        int code = markersTakeWaitLists ? CL.clEnqueueMarkerWithWaitList(queue, 0, null, marker) : CL.clEnqueueMarker(queue, marker);
+        if (code != CL.CL_SUCCESS) {
+            // nothing else would say when the queue is done with the memory: wait for it here rather than let it go early
+            OpenClCalls.check(CL.clFinish(queue), "clFinish after clEnqueueMarker failed");
+            return CompletableFuture.failedFuture(OpenClCalls.failure(code, "clEnqueueMarker"));
+        }
+        return track(marker, "a marker");
+    }
+
+    /**
+     * A future for work queued on a queue of the user's own in this backend's context: retains {@code event}
+     * (released once it completes) and flushes its queue, so the work starts. Waited for apart from this
+     * backend's queue, in the order recorded: a future completes no earlier than its command, perhaps later.
+     */
+    CompletableFuture<Void> trackRecorded(cl_event event) {
+        long[] owner = new long[1];
+        OpenClCalls.check(CL.clGetEventInfo(event, CL_EVENT_CONTEXT, Sizeof.cl_context, Pointer.to(owner), null), "clGetEventInfo(CL_EVENT_CONTEXT)");
+        if (owner[0] != context.getNativePointer()) {
+            throw new IllegalArgumentException("this event belongs to another OpenCL context; record work queued on a queue of "
+                    + "this backend's context (OpenClDeviceHandle.context()), where the handle's memory lives");
+        }
+        cl_command_queue itsQueue = new cl_command_queue();
+        OpenClCalls.check(CL.clGetEventInfo(event, CL_EVENT_COMMAND_QUEUE, Sizeof.cl_command_queue, Pointer.to(itsQueue), null),
+                "clGetEventInfo(CL_EVENT_COMMAND_QUEUE)");
+        if (itsQueue.getNativePointer() != 0) { // a user event has no queue
+            OpenClCalls.check(CL.clFlush(itsQueue), "clFlush of the recorded work's queue");
+        }
+        synchronized (lifecycle) {
+            checkOpen();
+            OpenClCalls.check(CL.clRetainEvent(event), "clRetainEvent");
+            return recordedWork.completion(event, "work recorded on an OpenCL device handle");
+        }
+    }
+
+    /**
+     * Waits, at most {@code timeout}, for every command queued so far on this backend's queue (a marker, never an
+     * unbounded {@code clFinish}) and every work recorded on a device handle; true when all of it has ended, failed
+     * commands included. On a closed backend: whether close has finished them.
+     */
+    @Override
+    public boolean awaitIdle(Duration timeout) {
+        CompletableFuture<Void> idle;
+        synchronized (lifecycle) {
+            idle = closed ? drained : CompletableFuture.allOf(markerLocked(), recordedWork.barrier());
+        }
+        try {
+            idle.get(Math.max(0, timeout.toNanos()), TimeUnit.NANOSECONDS);
+            return true;
+        } catch (ExecutionException failed) {
+            return true; // a failed command has ended too: nothing runs on the memory any more
+        } catch (TimeoutException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
     }
 
     // ---- allocation -------------------------------------------------------------------------------------------
@@ -617,12 +781,13 @@ public final class OpenClBackend implements ComputeBackend {
     }
 
     /**
-     * Refuses new work, waits for every queued command and every future's dependent actions (the pool's
-     * deferred frees among them), then releases the kernels, queue and context. Closing twice is harmless.
+     * Refuses new work, waits for every queued command, every work recorded on a device handle and every future's
+     * dependent actions (the pool's deferred frees among them), then releases the kernels, queue and context.
+     * Closing twice is harmless.
      */
     @Override
     public void close() {
-        synchronized (this) {
+        synchronized (lifecycle) {
             if (closed) {
                 return;
             }
@@ -632,12 +797,14 @@ public final class OpenClBackend implements ComputeBackend {
             CL.clFinish(queue);
         } finally {
             completions.close();
+            recordedWork.close();
             synchronized (lifecycle) {
                 released = true;
                 ops.release();
                 CL.clReleaseCommandQueue(queue);
                 CL.clReleaseContext(context);
             }
+            drained.complete(null);
         }
     }
 }

@@ -1,9 +1,7 @@
 package dev.compute.memory.opencl;
 
 import static org.jocl.CL.CL_KERNEL_WORK_GROUP_SIZE;
-import static org.jocl.CL.CL_MAP_READ;
 import static org.jocl.CL.CL_MEM_READ_WRITE;
-import static org.jocl.CL.CL_MEM_USE_HOST_PTR;
 import static org.jocl.CL.CL_PROGRAM_BUILD_LOG;
 import static org.jocl.CL.CL_SUCCESS;
 
@@ -52,6 +50,7 @@ final class OpenClKernelOps implements KernelOps {
     private static final long MAX_SUM_GROUPS = 1024;
     /** Element-wise kernels loop over the data with the grid's stride: more work-items than this buy nothing. */
     private static final long MAX_ELEMENTWISE_GLOBAL_SIZE = 1L << 20;
+    private static final cl_event[] NO_EVENTS = {};
 
     private final OpenClBackend backend;
     private @Nullable Kernels kernels;
@@ -173,12 +172,8 @@ final class OpenClKernelOps implements KernelOps {
             return backend.track(kernelDone, what);
         }
         CL.clReleaseEvent(kernelDone);
-        int[] error = new int[1];
-        ByteBuffer mapping = CL.clEnqueueMapBuffer(backend.commandQueue(), written.memory(), false, CL_MAP_READ, 0, written.bytes(), 0, null, null, error);
-        OpenClCalls.check(error[0], "clEnqueueMapBuffer after " + what);
         cl_event unmapped = new cl_event();
-        OpenClCalls.check(CL.clEnqueueUnmapMemObject(backend.commandQueue(), written.memory(), mapping, 0, null, unmapped),
-                "clEnqueueUnmapMemObject after " + what);
+        backend.enqueuePublishToHost(written.memory(), written.bytes(), NO_EVENTS, unmapped);
         return backend.track(unmapped, what);
     }
 
@@ -243,15 +238,7 @@ final class OpenClKernelOps implements KernelOps {
     }
 
     private Argument wrapHostMemory(Region region) {
-        var host = region.allocation().hostSegment();
-        if (host == null) {
-            throw new IllegalArgumentException("not an allocation of this backend: " + region.allocation());
-        }
-        int[] error = new int[1];
-        cl_mem wrapper = CL.clCreateBuffer(backend.context(), CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, region.byteSize(),
-                OpenClCalls.pointerAt(host.address() + region.offset()), error);
-        OpenClCalls.check(error[0], "clCreateBuffer(CL_MEM_USE_HOST_PTR) over " + region.byteSize() + " bytes of "
-                + region.allocation().location() + " memory");
+        cl_mem wrapper = backend.hostMemoryBuffer(region.allocation(), region.offset(), region.byteSize(), CL_MEM_READ_WRITE);
         return new Argument(wrapper, null, 0, region.byteSize(), true);
     }
 

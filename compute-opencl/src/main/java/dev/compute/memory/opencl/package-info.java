@@ -2,7 +2,8 @@
  * The OpenCL backend, through JOCL: {@link dev.compute.memory.opencl.OpenClBackendProvider} finds a platform
  * and device by the {@code platform} and {@code device-type} options and the device index;
  * {@link dev.compute.memory.opencl.OpenClBackend} hands out buffers, shared virtual memory and host memory,
- * copies through one in-order command queue and runs the op set as OpenCL C kernels.
+ * copies through one in-order command queue and runs the op set as OpenCL C kernels;
+ * {@link dev.compute.memory.opencl.OpenClDeviceHandle} gives one's own kernels a device access's bytes.
  */
 @NullMarked
 package dev.compute.memory.opencl;

@@ -14,6 +14,7 @@ import dev.compute.memory.spi.Region;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -22,6 +23,7 @@ import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import org.jocl.CL;
 import org.jocl.Pointer;
+import org.jocl.cl_event;
 import org.jocl.cl_mem;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
@@ -409,10 +411,42 @@ class OpenClBackendTest {
         own.close();
         own.close();
         assertThat(pending).isCompleted();
+        assertThat(own.awaitIdle(Duration.ZERO)).as("close has finished the queue").isTrue();
         assertThatThrownBy(() -> own.allocate(MemoryLocation.DEVICE, 64)).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
         assertThatThrownBy(own::ops).isInstanceOf(IllegalStateException.class);
         own.free(device);
         own.free(host);
+    }
+
+    @Test
+    void awaitIdleIsTrueOnAnIdleQueueAndFalseWhileACommandWaits() {
+        assertThat(backend.awaitIdle(Duration.ofSeconds(10))).isTrue();
+        int[] error = new int[1];
+        cl_event gate = CL.clCreateUserEvent(backend.context(), error);
+        check(error[0]);
+        try {
+            NativeAllocation device = allocate(MemoryLocation.DEVICE, 64);
+            check(CL.clEnqueueBarrierWithWaitList(backend.commandQueue(), 1, new cl_event[] {gate}, null));
+            CompletableFuture<Void> fill = backend.ops().fill(new Region(device, 0, 16, DataType.FLOAT32), 1);
+            assertThat(backend.awaitIdle(Duration.ofMillis(50))).as("a fill waits behind the gate").isFalse();
+            assertThat(fill).isNotDone();
+            check(CL.clSetUserEventStatus(gate, CL.CL_COMPLETE));
+            assertThat(backend.awaitIdle(Duration.ofSeconds(10))).isTrue();
+            fill.join();
+        } finally {
+            CL.clSetUserEventStatus(gate, CL.CL_COMPLETE);
+            CL.clReleaseEvent(gate);
+        }
+    }
+
+    @Test
+    void deviceVersionsAreComparedByMajorThenMinor() {
+        assertThat(OpenClBackend.openClVersionAtLeast("OpenCL 1.2 CUDA", 1, 2)).isTrue();
+        assertThat(OpenClBackend.openClVersionAtLeast("OpenCL 1.1 Mesa", 1, 2)).isFalse();
+        assertThat(OpenClBackend.openClVersionAtLeast("OpenCL 3.0 PoCL HSTR: pthread", 2, 0)).isTrue();
+        assertThat(OpenClBackend.openClVersionAtLeast("OpenCL 2.1", 3, 0)).isFalse();
+        assertThat(OpenClBackend.openClVersionAtLeast("unreadable", 1, 0)).isTrue();
+        assertThat(OpenClBackend.openClVersionAtLeast("unreadable", 1, 1)).isFalse();
     }
 
     // ---- helpers ------------------------------------------------------------------------------------------------

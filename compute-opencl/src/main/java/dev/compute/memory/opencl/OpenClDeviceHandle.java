@@ -1,0 +1,270 @@
+package dev.compute.memory.opencl;
+
+import static org.jocl.CL.CL_MEM_READ_ONLY;
+import static org.jocl.CL.CL_MEM_READ_WRITE;
+import static org.jocl.CL.CL_MEM_WRITE_ONLY;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.DeviceHandle;
+import dev.compute.memory.spi.NativeAllocation;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import org.jocl.CL;
+import org.jocl.Pointer;
+import org.jocl.cl_command_queue;
+import org.jocl.cl_context;
+import org.jocl.cl_device_id;
+import org.jocl.cl_event;
+import org.jocl.cl_mem;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * What one's own OpenCL code needs for the bytes of a device access: take it with
+ * {@code access.handle(OpenClDeviceHandle.class)}, valid while the access is open.
+ *
+ * <pre>{@code
+ * try (BufferAccess access = y.deviceAccess(AccessMode.READ_WRITE)) {
+ *     OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+ *     clSetKernelArg(kernel, 0, Sizeof.cl_mem, Pointer.to(cl.memory()));
+ *     clSetKernelArg(kernel, 1, Sizeof.cl_ulong, Pointer.to(new long[] {cl.offset() / Sizeof.cl_float}));
+ *     clEnqueueNDRangeKernel(cl.queue(), kernel, 1, null, new long[] {n}, null, 0, null, null);
+ * } // the launch is in flight on the buffer; its device copy is the newer one
+ * }</pre>
+ *
+ * <table>
+ *   <caption>What each location gives</caption>
+ *   <tr><th>location</th><th>{@link #memory()}</th><th>{@link #offset()}</th><th>kernels' access</th></tr>
+ *   <tr><td>DEVICE, block offset a multiple of {@code subBufferAlignment()}</td><td>a sub-buffer over exactly the
+ *       bytes ({@link #isSubBuffer()})</td><td>0</td><td>the sub-buffer's flags follow the mode: READ
+ *       {@code CL_MEM_READ_ONLY}, WRITE {@code CL_MEM_WRITE_ONLY}, READ_WRITE {@code CL_MEM_READ_WRITE}</td></tr>
+ *   <tr><td>DEVICE at any other offset (a slice)</td><td>the pool's buffer the block lies in</td><td>where the bytes
+ *       start in it: pass it to the kernel (in elements) and stay inside {@link #byteSize()}</td>
+ *       <td>read-write whatever the mode: the buffer is shared with other blocks</td></tr>
+ *   <tr><td>PINNED</td><td>a {@code CL_MEM_USE_HOST_PTR} buffer over exactly the bytes (the pool's pinned buffer is
+ *       mapped for its whole life, and OpenCL leaves kernels on a mapped buffer undefined); a writing access ends
+ *       with a map and unmap, so the results are in host memory on every implementation</td><td>0</td>
+ *       <td>flags as for a sub-buffer</td></tr>
+ *   <tr><td>UNIFIED</td><td>none: fine-grained SVM has no {@code cl_mem}; {@link #memory()} and {@link #offset()}
+ *       throw. Pass {@link #svmPointer()} with {@code clSetKernelArgSVMPointer}</td><td>in the pointer</td>
+ *       <td>read-write</td></tr>
+ *   <tr><td>HOST</td><td colspan="3">refused when the access opens ({@link IllegalArgumentException}): plain host
+ *       memory is no OpenCL buffer. Allocate DEVICE or PINNED memory for kernels, or use a host access</td></tr>
+ * </table>
+ *
+ * <p><b>Ordering.</b> Queue work on {@link #queue()}, the backend's in-order queue: it then runs after every copy
+ * and op before it, and when the access ends a marker on that queue says when it is done. Work on a queue of one's
+ * own (in {@link #context()}) runs beside the backend's queue; hand its event to {@link #recordWork}, or nothing
+ * keeps the memory for it. Its completion then joins what {@link #end()} returns, so the buffer's memory is not
+ * reused, nor read by the host, before it completes. On a queue of one's own, wait for what the buffer's earlier
+ * work needs yourself: the access has waited for the buffer's work in flight, not for commands queued later.
+ *
+ * <p>Everything here stops working when the access ends: the methods throw {@link IllegalStateException}, and a
+ * {@code cl_mem} taken earlier must not be used (a sub-buffer or host-pointer buffer is released then; OpenCL keeps
+ * it alive for commands already queued). Do not release what the handle gives: it owns it, or the pool does.
+ * Thread-safe.
+ */
+public final class OpenClDeviceHandle implements DeviceHandle {
+
+    /** What {@link #memory()} is. */
+    private enum Kind {
+        SUB_BUFFER, POOL_BUFFER, HOST_MEMORY_BUFFER, SHARED_VIRTUAL_MEMORY
+    }
+
+    private static final cl_event[] NO_EVENTS = {};
+
+    private final OpenClBackend backend;
+    private final MemoryLocation location;
+    private final AccessMode mode;
+    private final Kind kind;
+    private final @Nullable cl_mem memory;
+    private final OpenClBackend.@Nullable SharedVirtualMemory svm;
+    private final long offset;
+    private final long bytes;
+    /** Futures of the work recorded from other queues. */
+    private final List<CompletableFuture<Void>> recorded = new ArrayList<>();
+    /** Their events, retained for the map that publishes a host-memory buffer after them; released at the end. */
+    private final List<cl_event> publishAfter = new ArrayList<>();
+    private boolean ended;
+
+    private OpenClDeviceHandle(OpenClBackend backend, MemoryLocation location, AccessMode mode, Kind kind,
+                               @Nullable cl_mem memory, OpenClBackend.@Nullable SharedVirtualMemory svm, long offset, long bytes) {
+        this.backend = backend;
+        this.location = location;
+        this.mode = mode;
+        this.kind = kind;
+        this.memory = memory;
+        this.svm = svm;
+        this.offset = offset;
+        this.bytes = bytes;
+    }
+
+    /** The handle for {@code bytes} at {@code offset} of {@code allocation}, by the table in the class comment. */
+    static OpenClDeviceHandle open(OpenClBackend backend, NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
+        MemoryLocation location = allocation.location();
+        return switch (location) {
+            case DEVICE -> offset % backend.subBufferAlignment() == 0
+                    ? new OpenClDeviceHandle(backend, location, mode, Kind.SUB_BUFFER,
+                            backend.subBuffer(allocation, offset, bytes, accessFlags(mode)), null, 0, bytes)
+                    : new OpenClDeviceHandle(backend, location, mode, Kind.POOL_BUFFER, OpenClBackend.memObject(allocation), null, offset, bytes);
+            case PINNED -> new OpenClDeviceHandle(backend, location, mode, Kind.HOST_MEMORY_BUFFER,
+                    backend.hostMemoryBuffer(allocation, offset, bytes, accessFlags(mode)), null, 0, bytes);
+            case UNIFIED -> new OpenClDeviceHandle(backend, location, mode, Kind.SHARED_VIRTUAL_MEMORY, null,
+                    (OpenClBackend.SharedVirtualMemory) Objects.requireNonNull(allocation.handle()), offset, bytes);
+            case HOST -> throw new IllegalArgumentException("HOST memory on OpenCL is plain host memory, no OpenCL buffer, so "
+                    + "kernels cannot reach it through a device access: allocate DEVICE (or PINNED) memory for your own "
+                    + "kernels, or use hostAccess(...) for host code");
+        };
+    }
+
+    private static long accessFlags(AccessMode mode) {
+        return switch (mode) {
+            case READ -> CL_MEM_READ_ONLY;
+            case WRITE -> CL_MEM_WRITE_ONLY;
+            case READ_WRITE -> CL_MEM_READ_WRITE;
+        };
+    }
+
+    /** The buffer the bytes lie in, at {@link #offset()}; see the class comment for what it is at each location. */
+    public synchronized cl_mem memory() {
+        checkUsable();
+        if (memory == null) {
+            throw new IllegalStateException(noBuffer());
+        }
+        return memory;
+    }
+
+    /** Where the bytes start in {@link #memory()}, in bytes: 0 unless it is the pool's buffer (a block at an unaligned offset). */
+    public synchronized long offset() {
+        checkUsable();
+        if (memory == null) {
+            throw new IllegalStateException(noBuffer());
+        }
+        return offset;
+    }
+
+    /** True when {@link #memory()} is a sub-buffer over exactly the bytes, made for this access. */
+    public synchronized boolean isSubBuffer() {
+        checkUsable();
+        return kind == Kind.SUB_BUFFER;
+    }
+
+    /** The SVM pointer at the bytes, for {@code clSetKernelArgSVMPointer}: UNIFIED memory only. */
+    public synchronized Pointer svmPointer() {
+        return sharedVirtualMemory().pointer().withByteOffset(offset);
+    }
+
+    /** The bytes' address in the shared virtual address space: UNIFIED memory only. */
+    public synchronized long svmAddress() {
+        return sharedVirtualMemory().address() + offset;
+    }
+
+    /** The number of bytes the access covers. */
+    public long byteSize() {
+        return bytes;
+    }
+
+    public MemoryLocation location() {
+        return location;
+    }
+
+    public AccessMode mode() {
+        return mode;
+    }
+
+    /** The backend's in-order queue: work queued here is covered when the access ends. */
+    public synchronized cl_command_queue queue() {
+        checkUsable();
+        return backend.commandQueue();
+    }
+
+    /** The context the memory belongs to: make programs and queues of one's own in it. */
+    public synchronized cl_context context() {
+        checkUsable();
+        return backend.context();
+    }
+
+    public synchronized cl_device_id device() {
+        checkUsable();
+        return backend.deviceId();
+    }
+
+    /**
+     * Work on these bytes queued on a queue of one's own (in {@link #context()}): the handle retains
+     * {@code event}, flushes its queue, and the buffer's memory is neither reused nor read by the host before the
+     * command completes. Record it as soon as it is queued.
+     */
+    public synchronized void recordWork(cl_event event) {
+        Objects.requireNonNull(event, "event");
+        checkUsable();
+        recorded.add(backend.trackRecorded(event));
+        if (kind == Kind.HOST_MEMORY_BUFFER && mode.writes()) {
+            OpenClCalls.check(CL.clRetainEvent(event), "clRetainEvent");
+            publishAfter.add(event);
+        }
+    }
+
+    /**
+     * Ends the handle, once (its access calls it): a marker on the backend's queue (after publishing a written
+     * host-memory buffer), joined with the recorded work; then releases the sub-buffer or host-memory buffer, which
+     * OpenCL keeps alive for the commands already queued.
+     */
+    @Override
+    public CompletableFuture<Void> end() {
+        List<CompletableFuture<Void>> work;
+        cl_event[] after;
+        synchronized (this) {
+            if (ended) {
+                throw new IllegalStateException("this OpenCL device handle has ended already");
+            }
+            ended = true;
+            work = new ArrayList<>(recorded);
+            after = publishAfter.toArray(NO_EVENTS);
+        }
+        try {
+            work.add(kind == Kind.HOST_MEMORY_BUFFER && mode.writes()
+                    ? backend.publishToHostThenMarker(Objects.requireNonNull(memory), bytes, after)
+                    : backend.marker());
+            return CompletableFuture.allOf(work.toArray(CompletableFuture[]::new));
+        } finally {
+            for (cl_event event : after) {
+                CL.clReleaseEvent(event);
+            }
+            if (kind == Kind.SUB_BUFFER || kind == Kind.HOST_MEMORY_BUFFER) {
+                CL.clReleaseMemObject(memory);
+            }
+        }
+    }
+
+    private OpenClBackend.SharedVirtualMemory sharedVirtualMemory() {
+        checkUsable();
+        if (svm == null) {
+            throw new IllegalStateException(location + " memory on OpenCL is an OpenCL buffer, not shared virtual memory: use memory() and offset()");
+        }
+        return svm;
+    }
+
+    private String noBuffer() {
+        return "UNIFIED memory on OpenCL is fine-grained shared virtual memory, which has no cl_mem: pass svmPointer() "
+                + "to clSetKernelArgSVMPointer";
+    }
+
+    private void checkUsable() {
+        if (ended) {
+            throw new IllegalStateException("this OpenCL device handle's access has ended; open a new device access");
+        }
+        backend.checkOpen();
+    }
+
+    @Override
+    public synchronized String toString() {
+        return "OpenClDeviceHandle[" + location + ", " + mode + ", " + bytes + " bytes, " + switch (kind) {
+            case SUB_BUFFER -> "a sub-buffer";
+            case POOL_BUFFER -> "at " + offset + " of the pool's buffer";
+            case HOST_MEMORY_BUFFER -> "a buffer over host memory";
+            case SHARED_VIRTUAL_MEMORY -> "SVM at " + offset;
+        } + (ended ? ", ended" : "") + "]";
+    }
+}
