@@ -162,7 +162,15 @@ public final class BufferAccess implements AutoCloseable {
         }
         try {
             if (device && scope.isOpen()) { // ended by the manager's close: the backend may be gone, nothing to record
-                CompletableFuture<Void> queued = handle.end();
+                CompletableFuture<Void> queued;
+                try {
+                    queued = handle.end();
+                } catch (RuntimeException unrecorded) {
+                    // what the handle queued is unknown: wait for the device before the memory may be reused
+                    buffer.deviceAccessEnded(mode, work);
+                    buffer.awaitDeviceIdle();
+                    throw unrecorded;
+                }
                 buffer.deviceAccessEnded(mode, work.isDone() ? queued : CompletableFuture.allOf(queued, work));
             } else {
                 buffer.hostAccessEnded(mode);

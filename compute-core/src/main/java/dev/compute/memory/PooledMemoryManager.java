@@ -305,6 +305,13 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return scopes;
     }
 
+    void awaitDeviceIdle() {
+        if (!backend.awaitIdle(closeTimeout)) {
+            LOG.log(System.Logger.Level.WARNING, "device work was still running after " + closeTimeout.toMillis()
+                    + " ms while a device access that could not record its work ended");
+        }
+    }
+
     // ---- figures ------------------------------------------------------------------------------------------------
 
     @Override

@@ -7,7 +7,9 @@ import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
 import java.lang.ref.Reference;
 import java.util.Objects;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -535,6 +537,14 @@ public final class UnifiedBuffer implements AutoCloseable {
         }
     }
 
+    /**
+     * Called by a device access whose backend could not say what work it queued: waits, at most the close timeout,
+     * for the device to finish everything, so the memory is not reused under it.
+     */
+    void awaitDeviceIdle() {
+        manager.awaitDeviceIdle();
+    }
+
     /** Called by a device access as it ends, with the device work it queued. */
     void deviceAccessEnded(AccessMode mode, CompletableFuture<?> work) {
         UnifiedBuffer root = root();
@@ -897,9 +907,17 @@ public final class UnifiedBuffer implements AutoCloseable {
         return host.asSlice(b.offset(), root().byteSize);
     }
 
+    /**
+     * Waits for device work queued on the memory. Work that failed is over too: its failure was its launcher's to
+     * see (through the future it got), so a later read neither throws for it nor depends on when it failed.
+     */
     private void awaitInFlight() {
         if (!inFlight.isDone()) {
-            inFlight.join();
+            try {
+                inFlight.join();
+            } catch (CompletionException | CancellationException failedWorkIsOverToo) {
+                // the memory is free of it either way
+            }
         }
         inFlight = DONE;
     }

@@ -141,6 +141,26 @@ class DeviceAccessTest {
     }
 
     @Test
+    void failedDeviceWorkFailsItsLauncherNotLaterReaders() throws Exception {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 16, MemoryLocation.DEVICE)) {
+            buffer.copyFrom(new float[16]);
+            CompletableFuture<Void> failsWhileWaitedFor = new CompletableFuture<>();
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+                access.inFlightUntil(failsWhileWaitedFor);
+            }
+            Future<?> read = other.submit(() -> buffer.copyTo(new float[1]));
+            Thread.sleep(50);
+            failsWhileWaitedFor.completeExceptionally(new IllegalStateException("kernel failed"));
+            read.get(10, TimeUnit.SECONDS);
+
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+                access.inFlightUntil(CompletableFuture.failedFuture(new IllegalStateException("failed at once")));
+            }
+            buffer.copyTo(new float[1]);
+        }
+    }
+
+    @Test
     void theHandleOfAnotherBackendIsRefusedClearly() {
         try (UnifiedBuffer buffer = manager.allocate(64, MemoryLocation.DEVICE);
              BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {

@@ -16,7 +16,8 @@ class ClampKernelConfiguration {
     static ClampKernel forBackend(String backend) {
         return switch (backend) {
             case "cpu" -> new CpuClampKernel();
-            // No kernel of our own for it (yet): run in Java on the host copy.
+            case "opencl" -> new OpenClClampKernel();
+            // No kernel of our own for it (CUDA): run in Java on the host copy.
             default -> new HostCopyClampKernel();
         };
     }

@@ -13,6 +13,11 @@ class ClampKernelConfigurationTests {
     }
 
     @Test
+    void theOpenClBackendRunsItsOwnKernelOnTheHandle() {
+        assertThat(ClampKernelConfiguration.forBackend("opencl")).isInstanceOf(OpenClClampKernel.class);
+    }
+
+    @Test
     void aBackendWithoutAKernelOfOurOwnRunsOnTheHostCopy() {
         assertThat(ClampKernelConfiguration.forBackend("cuda")).isInstanceOf(HostCopyClampKernel.class);
     }

@@ -1,5 +1,8 @@
 package dev.compute.memory.testing;
 
+import java.time.Duration;
+import dev.compute.memory.spi.DeviceHandle;
+import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.MemoryLocation;
@@ -198,6 +201,16 @@ public final class FaultInjectingBackend implements ComputeBackend {
     @Override
     public KernelOps ops() {
         return delegate.ops();
+    }
+
+    @Override
+    public DeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
+        return delegate.openDeviceHandle(allocation, offset, bytes, mode);
+    }
+
+    @Override
+    public boolean awaitIdle(Duration timeout) {
+        return delegate.awaitIdle(timeout);
     }
 
     @Override

@@ -69,7 +69,11 @@ final class OpenClClampKernel implements ClampKernel, AutoCloseable {
         cl_event done = new cl_event();
         check(CL.clEnqueueNDRangeKernel(cl.queue(), kernel, 1, null, new long[] {globalSize}, null, 0, null, done),
                 "clEnqueueNDRangeKernel of clamp_f64");
-        cl.recordWork(done); // the handle takes the event over
+        try {
+            cl.recordWork(done); // the handle retains the event for itself
+        } finally {
+            CL.clReleaseEvent(done);
+        }
     }
 
     private cl_kernel kernel(OpenClDeviceHandle cl) {
