@@ -1,11 +1,19 @@
-// A stand-in for libcuda.so.1 with the symbols DriverLibrary binds. FakeDriverTest compiles it (with the
-// system's cc) and calls it through DriverLibrary and CudaVirtualMemory, so that the FFM signatures, the
-// struct contents and the page bookkeeping are checked on machines without a GPU. Each function checks what
-// it is passed the way the real driver would reject it, and counts; stub_counters reports the counts.
-// cuMemCreate fails with CUDA_ERROR_OUT_OF_MEMORY once 10 pages are live, to exercise the rollback.
+// A stand-in for libcuda.so.1 with the symbols DriverLibrary binds and the ones JCuda's driver binding calls for a
+// backend's life (context, streams, events, modules, allocations). FakeDriverTest compiles it (with the system's
+// cc) and calls it through DriverLibrary and CudaVirtualMemory, so that the FFM signatures, the struct contents
+// and the page bookkeeping are checked on machines without a GPU; CudaBackendOnFakeDriverTest compiles it as
+// libcuda.so.1 and runs a whole CudaBackend on it, JCuda included, in a JVM of its own. Each function checks what
+// it is passed the way the real driver would reject it, and counts; stub_counters and stub_backend_counters
+// report the counts. cuMemCreate fails with CUDA_ERROR_OUT_OF_MEMORY once 10 pages are live, to exercise the
+// rollback. Events complete at once unless stub_hold is on when they are recorded (then they wait for
+// stub_release), or their stream was made while stub_failing_streams was on (then they report
+// CUDA_ERROR_ILLEGAL_ADDRESS, as after a faulting kernel). Host, managed and device memory is mmap'd, and the last
+// release of the primary context unmaps what is still allocated, as the real driver's context reset does.
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <sys/mman.h>
 typedef unsigned long long u64;
 static long created, released, mapped, unmapped, reserved, freed, accessCalls, errors, live;
 #define G (2ull<<20)
@@ -20,7 +28,8 @@ int cuDriverGetVersion(int* v){ *v=13000; return 0; }
 int cuDeviceGetCount(int* c){ *c=1; return 0; }
 int cuDeviceGet(int* d, int o){ if(o!=0) return 101; *d=0; return 0; }
 int cuDeviceGetName(char* n, int len, int d){ snprintf(n,len,"Stub GPU %d",d); return 0; }
-int cuCtxGetCurrent(void** c){ *c=(void*)0; return 0; }
+static __thread void* current;
+int cuCtxGetCurrent(void** c){ *c=current; return 0; }
 int cuMemGetAllocationGranularity(size_t* g, const void* prop, int opt){ if(checkProp(prop,0)||opt!=0) return 1; *g=G; return 0; }
 int cuMemAddressReserve(u64* p, size_t size, size_t align, u64 addr, u64 flags){ if(size%G||align||addr||flags){errors++;return 1;} reserved++; *p=0x700000000000ull+reserved*0x10000000000ull; return 0; }
 int cuMemAddressFree(u64 p, size_t size){ if(size%G){errors++;return 1;} freed++; return 0; }
@@ -29,6 +38,82 @@ int cuMemRelease(u64 h){ if(h<1000){errors++;return 1;} released++; live--; retu
 int cuMemMap(u64 p, size_t size, size_t off, u64 h, u64 flags){ if(size!=G||off||flags||h<1000||p%G){errors++;return 1;} mapped++; return 0; }
 int cuMemUnmap(u64 p, size_t size){ if(size!=G||p%G){errors++;return 1;} unmapped++; return 0; }
 int cuMemSetAccess(u64 p, size_t size, const int* desc, size_t count){ if(count!=1||desc[0]!=1||desc[1]!=0||desc[2]!=3||size%G){errors++;return 1;} accessCalls++; return 0; }
-int cuMemHostAlloc(void** pp, size_t size, unsigned flags){ if(!pp||!size){errors++;return 1;} if(flags&~0xfu) return 1; /* the refusal a test asks for */ *pp=malloc(size); return *pp?0:2; }
-int cuMemFreeHost(void* p){ if(!p){errors++;return 1;} free(p); return 0; }
 void stub_counters(long* o){ o[0]=created;o[1]=released;o[2]=mapped;o[3]=unmapped;o[4]=reserved;o[5]=freed;o[6]=accessCalls;o[7]=errors;o[8]=live; }
+
+// ---- what a CudaBackend's life calls through JCuda ----------------------------------------------------------------
+#define CONTEXT ((void*)0xC0DE0000)
+enum { HOST_MEMORY = 1, MANAGED_MEMORY = 2, DEVICE_MEMORY = 4 };
+static struct { void* p; size_t n; int kind; } allocations[4096];
+static long contextReferences, noContextCalls, streamsLive, eventsLive, eventsRecorded, resets;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t eventsDone = PTHREAD_COND_INITIALIZER;
+static int holding, failingStreams;
+static long holdGeneration = 1, releasedGeneration;
+typedef struct { int fails; } stream;
+typedef struct { long until; int fails; } event;
+
+static int needContext(void){ if(current!=CONTEXT){ __sync_fetch_and_add(&noContextCalls,1); return 1; } return 0; }
+static void* track(size_t n, int kind){
+  void* p=mmap(0,n,PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0); if(p==MAP_FAILED) return 0;
+  pthread_mutex_lock(&lock);
+  for(int i=0;i<4096;i++) if(!allocations[i].p){ allocations[i].p=p; allocations[i].n=n; allocations[i].kind=kind; pthread_mutex_unlock(&lock); return p; }
+  pthread_mutex_unlock(&lock); munmap(p,n); return 0;
+}
+static int untrack(void* p, int kinds){
+  pthread_mutex_lock(&lock);
+  for(int i=0;i<4096;i++) if(allocations[i].p==p && (allocations[i].kind&kinds)){ munmap(p,allocations[i].n); allocations[i].p=0; pthread_mutex_unlock(&lock); return 0; }
+  pthread_mutex_unlock(&lock); errors++; return 400; /* CUDA_ERROR_INVALID_HANDLE */
+}
+static long liveAllocations(int kind){ long n=0; pthread_mutex_lock(&lock); for(int i=0;i<4096;i++) if(allocations[i].p&&allocations[i].kind==kind) n++; pthread_mutex_unlock(&lock); return n; }
+
+int cuMemHostAlloc(void** pp, size_t size, unsigned flags){ if(!pp||!size){errors++;return 1;} if(flags&~0xfu) return 1; /* the refusal a test asks for */ *pp=track(size,HOST_MEMORY); return *pp?0:2; }
+int cuMemFreeHost(void* p){ if(!p){errors++;return 1;} return untrack(p,HOST_MEMORY); }
+int cuMemAllocManaged(u64* p, size_t size, unsigned flags){ if(needContext()) return 201; if(!size||flags!=1){errors++;return 1;} *p=(u64)track(size,MANAGED_MEMORY); return *p?0:2; }
+int cuMemAlloc_v2(u64* p, size_t size){ if(needContext()) return 201; if(!size){errors++;return 1;} *p=(u64)track(size,DEVICE_MEMORY); return *p?0:2; }
+int cuMemFree_v2(u64 p){ return untrack((void*)p,MANAGED_MEMORY|DEVICE_MEMORY); }
+int cuMemGetInfo_v2(size_t* freeBytes, size_t* total){ if(needContext()) return 201; *freeBytes=70ull<<30; *total=80ull<<30; return 0; }
+
+int cuDevicePrimaryCtxRetain(void** c, int d){ if(d!=0) return 101; __sync_fetch_and_add(&contextReferences,1); *c=CONTEXT; return 0; }
+int cuDevicePrimaryCtxRelease_v2(int d){
+  if(d!=0||contextReferences<=0){errors++;return 1;}
+  if(__sync_sub_and_fetch(&contextReferences,1)==0){ // the reset: everything allocated in the context goes
+    resets++;
+    pthread_mutex_lock(&lock);
+    for(int i=0;i<4096;i++) if(allocations[i].p){ munmap(allocations[i].p,allocations[i].n); allocations[i].p=0; }
+    pthread_mutex_unlock(&lock);
+  }
+  return 0;
+}
+int cuCtxSetCurrent(void* c){ if(c&&c!=CONTEXT){errors++;return 201;} current=c; return 0; }
+int cuDeviceTotalMem_v2(size_t* bytes, int d){ if(d!=0) return 101; *bytes=80ull<<30; return 0; }
+// managed memory yes (83), virtual memory management no (102): the DEVICE pool allocates whole segments
+int cuDeviceGetAttribute(int* v, int attribute, int d){ if(d!=0) return 101; *v = attribute==83; return 0; }
+
+int cuStreamCreate(void** s, unsigned flags){ if(needContext()) return 201; if(flags>1){errors++;return 1;} stream* st=calloc(1,sizeof(stream)); st->fails=failingStreams; *s=st; __sync_fetch_and_add(&streamsLive,1); return 0; }
+int cuStreamDestroy_v2(void* s){ if(!s){errors++;return 400;} free(s); __sync_fetch_and_sub(&streamsLive,1); return 0; }
+int cuEventCreate(void** e, unsigned flags){ if(needContext()) return 201; if(flags&~3u){errors++;return 1;} *e=calloc(1,sizeof(event)); __sync_fetch_and_add(&eventsLive,1); return 0; }
+int cuEventDestroy_v2(void* e){ if(!e){errors++;return 400;} free(e); __sync_fetch_and_sub(&eventsLive,1); return 0; }
+int cuEventRecord(void* e, void* s){
+  if(needContext()) return 201;
+  if(!e||!s){errors++;return 400;} // the backend never records on the legacy default stream
+  event* ev=e; pthread_mutex_lock(&lock); ev->until=holding?holdGeneration:0; ev->fails=((stream*)s)->fails; eventsRecorded++; pthread_mutex_unlock(&lock);
+  return 0;
+}
+int cuEventSynchronize(void* e){
+  if(!e){errors++;return 400;}
+  event* ev=e; pthread_mutex_lock(&lock); while(ev->until>releasedGeneration) pthread_cond_wait(&eventsDone,&lock); int fails=ev->fails; pthread_mutex_unlock(&lock);
+  return fails?700:0; // CUDA_ERROR_ILLEGAL_ADDRESS
+}
+int cuEventQuery(void* e){ event* ev=e; pthread_mutex_lock(&lock); int r=ev->until>releasedGeneration?600:ev->fails?700:0; pthread_mutex_unlock(&lock); return r; }
+
+int cuModuleLoadData(void** m, const void* image){ if(needContext()) return 201; if(!image||!strstr(image,".entry")){errors++;return 218;} *m=(void*)0x40D0; return 0; } // 218: CUDA_ERROR_INVALID_PTX
+int cuModuleGetFunction(void** f, void* m, const char* name){ if(m!=(void*)0x40D0||!name||!*name){errors++;return 400;} *f=(void*)0xF0; return 0; }
+int cuModuleUnload(void* m){ if(m!=(void*)0x40D0){errors++;return 400;} return 0; }
+
+void stub_hold(int on){ pthread_mutex_lock(&lock); holding=on; pthread_mutex_unlock(&lock); }
+void stub_release(void){ pthread_mutex_lock(&lock); releasedGeneration=holdGeneration++; holding=0; pthread_cond_broadcast(&eventsDone); pthread_mutex_unlock(&lock); }
+void stub_failing_streams(int on){ failingStreams=on; }
+// primary context references, context resets, live streams, live events, events recorded, live host (pinned),
+// managed and device allocations, calls that needed a current context and had none, calls rejected
+void stub_backend_counters(long* o){ o[0]=contextReferences;o[1]=resets;o[2]=streamsLive;o[3]=eventsLive;o[4]=eventsRecorded;
+  o[5]=liveAllocations(HOST_MEMORY);o[6]=liveAllocations(MANAGED_MEMORY);o[7]=liveAllocations(DEVICE_MEMORY);o[8]=noContextCalls;o[9]=errors; }

@@ -17,4 +17,13 @@ __global__ void spin(long long cycles) {
     }
 }
 
+// x[i] = scale * x[i] + i for i < n, in a grid-stride loop: each result names its own index, so a launch at the
+// wrong address, offset or length shows. The handle tests launch it on pooled buffers and slices.
+__global__ void scale_add_index(float* x, unsigned long long n, float scale) {
+    unsigned long long stride = (unsigned long long) gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        x[i] = scale * x[i] + (float) i;
+    }
+}
+
 }

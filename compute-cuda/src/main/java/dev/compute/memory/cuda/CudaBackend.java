@@ -14,6 +14,7 @@ import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
 import static jcuda.driver.JCudaDriver.cuStreamCreate;
 import static jcuda.driver.JCudaDriver.cuStreamDestroy;
 
+import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.InvalidSettingException;
@@ -27,11 +28,20 @@ import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.concurrent.locks.Lock;
+import java.util.concurrent.locks.ReadWriteLock;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
 import jcuda.driver.CUdevice_attribute;
 import jcuda.driver.CUmemAttach_flags;
 import jcuda.driver.CUstream;
@@ -52,6 +62,10 @@ import org.jspecify.annotations.Nullable;
  * work overlaps. Synchronous calls wait for an event behind their own work only. Futures complete when the
  * device is done ({@link DeviceCompletions}).
  *
+ * <p>Native handles: a device access gets a {@link CudaDeviceHandle} (pointer and stream) for DEVICE, PINNED and
+ * UNIFIED memory; HOST memory is refused. {@link #awaitIdle} waits, bounded, for an event behind the work on every
+ * stream.
+ *
  * <p>Copies: between device, pinned and managed memory, the driver copies directly ({@code cuMemcpyAsync},
  * under unified addressing). Ordinary Java memory (heap arrays, pageable segments) is staged through pinned
  * buffers ({@link StagingBuffers}). A copy to the device from pageable memory returns once its last chunk is
@@ -61,10 +75,15 @@ import org.jspecify.annotations.Nullable;
  * <p>Options ({@link dev.compute.memory.UnifiedMemoryManagerBuilder#backendOption}): {@code streams} (4),
  * {@code staging-lanes}: staged copies that may run at once (2), {@code staging-buffers}: buffers per staged
  * copy, at least 2 (2), {@code copy-threads}: host threads per staged chunk (up to 4).
+ *
+ * <p>Close: the primary context is released unless page-locked or managed allocations are still live (see
+ * {@link #close()}).
  */
 public final class CudaBackend implements ComputeBackend {
 
     public static final String NAME = "cuda";
+
+    private static final System.Logger LOG = System.getLogger(CudaBackend.class.getName());
 
     private final BackendSettings settings;
     private final CudaContext context;
@@ -79,7 +98,12 @@ public final class CudaBackend implements ComputeBackend {
     /** Our PINNED and UNIFIED allocations (base → end): host memory the device reads directly. */
     private final ConcurrentSkipListMap<Long, Long> deviceVisibleHost = new ConcurrentSkipListMap<>();
     private volatile boolean closed;
+    /**
+     * Set first thing in {@link #close()}, under {@link #lifecycle}'s write lock: after it nothing more is recorded
+     * on the streams, which close destroys. Guarded by {@link #lifecycle}.
+     */
     private boolean closing;
+    private final ReadWriteLock lifecycle = new ReentrantReadWriteLock();
 
     CudaBackend(DriverLibrary driver, BackendSettings settings) {
         this.settings = settings;
@@ -495,6 +519,95 @@ public final class CudaBackend implements ComputeBackend {
         CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
     }
 
+    // ---- native handles -------------------------------------------------------------------------------------------
+
+    /**
+     * The device pointer and this thread's stream for {@code bytes} at {@code offset} of {@code allocation}, with the
+     * context made current on the calling thread (the one that opens the access). HOST memory is refused: it is
+     * ordinary off-heap memory, which no kernel can address.
+     */
+    @Override
+    public CudaDeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
+        if (allocation.location() == MemoryLocation.HOST) {
+            throw new IllegalArgumentException("HOST memory is ordinary off-heap memory, which a CUDA kernel cannot reach: "
+                    + "allocate the buffer in DEVICE, PINNED or UNIFIED memory for a kernel, or use a host access (hostAccess) "
+                    + "to work on it from Java");
+        }
+        Checks.range(allocation, offset, bytes, "access");
+        CUstream stream = enter();
+        return new CudaDeviceHandle(this, allocation.address() + offset, bytes, stream, settings.deviceIndex());
+    }
+
+    /**
+     * A future for the work queued on {@code stream} so far, from an event recorded on the calling thread (the
+     * context made current); {@code null} once the backend is closing, when its streams and events are being
+     * destroyed. {@link #close()} waits for a record under way.
+     */
+    @Nullable CompletableFuture<Void> recordWhileOpen(CUstream stream) {
+        Lock read = lifecycle.readLock();
+        read.lock();
+        try {
+            if (closing) {
+                return null;
+            }
+            context.makeCurrent();
+            return completions.record(stream);
+        } finally {
+            read.unlock();
+        }
+    }
+
+    /**
+     * Records an event on every stream made so far and waits, at most {@code timeout}, until all have completed;
+     * false when the time ran out first (or the thread was interrupted). Never an unbounded synchronize: the events
+     * complete through {@link DeviceCompletions}, which reports events in the order they were recorded, so these
+     * complete only after every event recorded before them too (work the users recorded on their own streams).
+     */
+    @Override
+    public boolean awaitIdle(Duration timeout) {
+        List<CompletableFuture<Void>> queued = new ArrayList<>();
+        Lock read = lifecycle.readLock();
+        read.lock();
+        try {
+            if (closing) {
+                throw new IllegalStateException("this CUDA backend (device " + settings.deviceIndex() + ") is closed");
+            }
+            context.makeCurrent();
+            for (int i = 0; i < streams.length(); i++) {
+                CUstream stream = streams.get(i);
+                if (stream != null) {
+                    queued.add(completions.record(stream));
+                }
+            }
+        } finally {
+            read.unlock();
+        }
+        if (queued.isEmpty()) {
+            return true;
+        }
+        try {
+            CompletableFuture.allOf(queued.toArray(CompletableFuture[]::new)).get(nanos(timeout), TimeUnit.NANOSECONDS);
+            return true;
+        } catch (TimeoutException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        } catch (ExecutionException e) {
+            // the device reported an error (a sticky one stops the context): nothing on it runs any more, and the
+            // error comes back from the next call that needs the device
+            return true;
+        }
+    }
+
+    private static long nanos(Duration timeout) {
+        try {
+            return Math.max(0, timeout.toNanos());
+        } catch (ArithmeticException beyondLong) {
+            return Long.MAX_VALUE;
+        }
+    }
+
     // ---- kernels --------------------------------------------------------------------------------------------------
 
     @Override
@@ -513,14 +626,23 @@ public final class CudaBackend implements ComputeBackend {
 
     /**
      * Waits for recorded device work (whose callbacks may still give memory back, so the backend stays open for
-     * them), then frees staging, kernels, streams and the context reference. The pool freed its segments first.
+     * them), then frees staging, kernels and streams, and releases the context reference. The pool freed its
+     * segments first, except memory the manager kept because a thread might still reach it: if PINNED or UNIFIED
+     * allocations are still live, the context reference is kept (releasing the last one resets the context, which
+     * unmaps that host memory under the threads) and a warning says so.
      */
     @Override
     public synchronized void close() {
-        if (closing) {
-            return;
+        Lock write = lifecycle.writeLock();
+        write.lock();
+        try {
+            if (closing) {
+                return;
+            }
+            closing = true;
+        } finally {
+            write.unlock();
         }
-        closing = true;
         context.makeCurrent();
         completions.close();
         closed = true;
@@ -536,7 +658,25 @@ public final class CudaBackend implements ComputeBackend {
         if (virtualMemory != null) {
             virtualMemory.close();
         }
-        context.close();
+        releaseContextUnlessHostMemoryIsLive();
+    }
+
+    private void releaseContextUnlessHostMemoryIsLive() {
+        if (deviceVisibleHost.isEmpty()) {
+            context.close();
+            return;
+        }
+        int live = 0;
+        long bytes = 0;
+        for (Map.Entry<Long, Long> allocation : deviceVisibleHost.entrySet()) {
+            live++;
+            bytes += allocation.getValue() - allocation.getKey();
+        }
+        LOG.log(System.Logger.Level.WARNING, "CUDA backend (device " + settings.deviceIndex() + ") closed with " + live
+                + " PINNED or UNIFIED allocation(s) of " + bytes + " bytes in all still live, which a thread may still reach "
+                + "(the manager keeps memory when a view or access is still open at its close timeout). The backend keeps its "
+                + "reference to the device's primary context instead of releasing it: releasing the last reference resets the "
+                + "context, which would unmap that memory under the thread. Memory and context go back with the process.");
     }
 
     @Override

@@ -71,9 +71,11 @@ class PtxResourcesTest {
     }
 
     @Test
-    void theTestKernelIsThere() {
+    void theTestKernelsAreThere() {
         String ptx = read("/dev/compute/memory/cuda/test-kernels.ptx");
         wellFormed(ptx);
-        assertThat(entries(ptx)).containsExactly(Map.entry("spin", List.of("u64")));
+        assertThat(entries(ptx)).containsExactly(
+                Map.entry("spin", List.of("u64")),
+                Map.entry("scale_add_index", List.of("u64", "u64", "f32")));
     }
 }

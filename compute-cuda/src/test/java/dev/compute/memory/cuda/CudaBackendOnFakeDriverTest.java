@@ -1,0 +1,385 @@
+package dev.compute.memory.cuda;
+
+import static jcuda.driver.JCudaDriver.cuStreamCreate;
+import static jcuda.driver.JCudaDriver.cuStreamDestroy;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.spi.NativeAllocation;
+import java.io.File;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.net.URISyntaxException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.logging.Handler;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
+import jcuda.driver.CUstream;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A whole {@link CudaBackend}, JCuda included, on the stand-in driver ({@code src/test/c/fake-libcuda.c} built as
+ * {@code libcuda.so.1}): what the backend does with the context, streams and events for device handles,
+ * {@link CudaBackend#awaitIdle} and {@link CudaBackend#close()}, checked without a GPU. The fake makes events wait
+ * or fail on demand, needs the context current where the driver does, and unmaps host memory when the last
+ * reference to the primary context goes, as the real driver's reset does.
+ *
+ * <p>Each test runs its scenario (the method of the same name in {@link Scenarios}) in a JVM of its own, with the fake first on
+ * {@code LD_LIBRARY_PATH}: loaded into this JVM under the driver's name, the fake would answer every other test's
+ * probe for a real driver. Skips where there is no C compiler, or where the tests are not on {@code java.class.path}.
+ */
+class CudaBackendOnFakeDriverTest {
+
+    @TempDir
+    static Path dir;
+
+    @BeforeAll
+    static void build() throws IOException, InterruptedException, URISyntaxException {
+        Path testClasses = Path.of(CudaBackendOnFakeDriverTest.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+        assumeTrue(Arrays.stream(System.getProperty("java.class.path").split(File.pathSeparator)).map(Path::of).anyMatch(testClasses::equals),
+                "the tests are not on java.class.path (a launcher with a class loader of its own), which the scenario's JVM is given");
+        FakeDriverLibrary.compile(dir, DriverLibrary.LIBRARY);
+    }
+
+    /** Runs the scenario {@code name} in a JVM of its own on the fake driver; fails with its output if it fails. */
+    private static void inFakeDriverJvm(String name) throws IOException, InterruptedException {
+        Path output = dir.resolve(name + ".out");
+        ProcessBuilder java = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "--enable-native-access=ALL-UNNAMED", "-Xmx256m", "-cp", System.getProperty("java.class.path"),
+                CudaBackendOnFakeDriverTest.class.getName(), name)
+                .redirectErrorStream(true).redirectOutput(output.toFile());
+        java.environment().put("LD_LIBRARY_PATH", dir.toString());
+        Process process = java.start();
+        boolean exited = process.waitFor(120, TimeUnit.SECONDS);
+        if (!exited) {
+            process.destroyForcibly().waitFor();
+        }
+        String printed = Files.readString(output);
+        assertThat(exited).as("scenario %s ended within 2 minutes; it printed:%n%s", name, printed).isTrue();
+        assertThat(process.exitValue()).as("scenario %s exit status; it printed:%n%s", name, printed).isZero();
+    }
+
+    // ---- the tests: each runs the scenario of its name ---------------------------------------------------------------
+
+    @Test
+    void aHandleIsTheAccessBytesOnTheOpeningThreadsStream() throws Exception {
+        inFakeDriverJvm("aHandleIsTheAccessBytesOnTheOpeningThreadsStream");
+    }
+
+    @Test
+    void endWaitsForTheHandlesStreamAndForRecordedWork() throws Exception {
+        inFakeDriverJvm("endWaitsForTheHandlesStreamAndForRecordedWork");
+    }
+
+    @Test
+    void awaitIdleWaitsForEveryStreamWithinItsBound() throws Exception {
+        inFakeDriverJvm("awaitIdleWaitsForEveryStreamWithinItsBound");
+    }
+
+    @Test
+    void closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive() throws Exception {
+        inFakeDriverJvm("closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive");
+    }
+
+    @Test
+    void aViewHeldPastTheManagersCloseStaysMapped() throws Exception {
+        inFakeDriverJvm("aViewHeldPastTheManagersCloseStaysMapped");
+    }
+
+    // ---- in the scenario's JVM -------------------------------------------------------------------------------------
+
+    public static void main(String[] args) {
+        try {
+            switch (args[0]) {
+                case "aHandleIsTheAccessBytesOnTheOpeningThreadsStream" -> Scenarios.aHandleIsTheAccessBytesOnTheOpeningThreadsStream();
+                case "endWaitsForTheHandlesStreamAndForRecordedWork" -> Scenarios.endWaitsForTheHandlesStreamAndForRecordedWork();
+                case "awaitIdleWaitsForEveryStreamWithinItsBound" -> Scenarios.awaitIdleWaitsForEveryStreamWithinItsBound();
+                case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
+                case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
+                default -> throw new IllegalArgumentException("no scenario " + args[0]);
+            }
+        } catch (Throwable t) {
+            t.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    /** What the tests run in their own JVMs, on the fake driver (first on the library path there). */
+    static final class Scenarios {
+        private Scenarios() {}
+
+        // loaded here, in the scenario's JVM only: the test's JVM has no libcuda.so.1, or the real one
+        private static final SymbolLookup FAKE = SymbolLookup.libraryLookup(DriverLibrary.LIBRARY, Arena.global());
+        private static final MethodHandle HOLD = stub("stub_hold", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
+        private static final MethodHandle RELEASE = stub("stub_release", FunctionDescriptor.ofVoid());
+        private static final MethodHandle FAILING_STREAMS = stub("stub_failing_streams", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
+        private static final MethodHandle COUNTERS = stub("stub_backend_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
+
+        private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
+            return Linker.nativeLinker().downcallHandle(FAKE.find(name).orElseThrow(
+                    () -> new IllegalStateException(DriverLibrary.LIBRARY + " here is not the fake driver: it has no " + name)), descriptor);
+        }
+
+        /** What the fake counts, as it stands now. */
+        private record Counters(long contextReferences, long resets, long streams, long events, long eventsRecorded,
+                                long pinned, long managed, long device, long callsWithoutContext, long rejected) {}
+
+        private static Counters counters() throws Throwable {
+            try (Arena scratch = Arena.ofConfined()) {
+                MemorySegment out = scratch.allocate(ValueLayout.JAVA_LONG, 10);
+                COUNTERS.invokeExact(out);
+                long[] c = out.toArray(ValueLayout.JAVA_LONG);
+                return new Counters(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]);
+            }
+        }
+
+        private static void hold() throws Throwable {
+            HOLD.invokeExact(1);
+        }
+
+        private static void release() throws Throwable {
+            RELEASE.invokeExact();
+        }
+
+        private static CudaBackend open() {
+            return (CudaBackend) new CudaBackendProvider().create(new BackendSettings(0, true, 1 << 20, Map.of("streams", "2")));
+        }
+
+        /** The WARNING records the backend logs from now on. */
+        private static List<LogRecord> backendWarnings() {
+            List<LogRecord> warnings = new CopyOnWriteArrayList<>();
+            Logger.getLogger(CudaBackend.class.getName()).addHandler(new Handler() {
+                @Override
+                public void publish(LogRecord record) {
+                    if (record.getLevel() == Level.WARNING) {
+                        warnings.add(record);
+                    }
+                }
+
+                @Override
+                public void flush() {}
+
+                @Override
+                public void close() {}
+            });
+            return warnings;
+        }
+
+        /** A started thread whose stream index differs from the calling thread's. */
+        private static Thread onAnotherStream(CudaBackend backend, Runnable work) {
+            for (int tries = 0; tries < 100; tries++) {
+                Thread thread = Thread.ofPlatform().unstarted(work);
+                if (backend.streamIndex(thread) != backend.streamIndex(Thread.currentThread())) {
+                    thread.start();
+                    return thread;
+                }
+            }
+            throw new AssertionError("no thread id landed on another stream");
+        }
+
+        private static void assertCleanClose(CudaBackend backend) throws Throwable {
+            backend.close();
+            Counters after = counters();
+            assertThat(after.contextReferences()).as("context references").isZero();
+            assertThat(after.streams()).as("live streams").isZero();
+            assertThat(after.events()).as("live events").isZero();
+            assertThat(after.callsWithoutContext()).as("calls made without the context current").isZero();
+            assertThat(after.rejected()).as("calls the fake rejected").isZero();
+        }
+
+        static void aHandleIsTheAccessBytesOnTheOpeningThreadsStream() throws Throwable {
+            CudaBackend backend = open();
+            for (MemoryLocation location : List.of(MemoryLocation.DEVICE, MemoryLocation.PINNED, MemoryLocation.UNIFIED)) {
+                NativeAllocation allocation = backend.allocate(location, 4096);
+                CudaDeviceHandle handle = backend.openDeviceHandle(allocation, 256, 1024, AccessMode.READ_WRITE);
+                assertThat(handle.address()).as("%s", location).isEqualTo(allocation.address() + 256);
+                assertThat(((DevicePointer) handle.pointer()).address()).as("%s", location).isEqualTo(allocation.address() + 256);
+                assertThat(handle.byteSize()).isEqualTo(1024);
+                assertThat(handle.deviceOrdinal()).isZero();
+                assertThat(handle.stream()).isSameAs(backend.enter());
+                assertThat(handle.end()).succeedsWithin(Duration.ofSeconds(5));
+                assertThatThrownBy(handle::pointer).isInstanceOf(IllegalStateException.class).hasMessageContaining("ended");
+                assertThatThrownBy(handle::stream).isInstanceOf(IllegalStateException.class);
+                assertThatThrownBy(handle::end).isInstanceOf(IllegalStateException.class);
+                backend.free(allocation);
+            }
+
+            // another thread, with no context current yet, gets its own stream, and its end records there
+            NativeAllocation device = backend.allocate(MemoryLocation.DEVICE, 4096);
+            CUstream mine = backend.enter();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            onAnotherStream(backend, () -> {
+                try {
+                    CudaDeviceHandle handle = backend.openDeviceHandle(device, 0, 4096, AccessMode.WRITE);
+                    assertThat(handle.stream()).isSameAs(backend.enter()).isNotSameAs(mine);
+                    assertThat(handle.end()).succeedsWithin(Duration.ofSeconds(5));
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            }).join();
+            assertThat(failure.get()).isNull();
+
+            NativeAllocation host = backend.allocate(MemoryLocation.HOST, 4096);
+            assertThatThrownBy(() -> backend.openDeviceHandle(host, 0, 4096, AccessMode.READ))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("HOST memory")
+                    .hasMessageContaining("DEVICE, PINNED or UNIFIED")
+                    .hasMessageContaining("host access");
+            assertThatThrownBy(() -> backend.openDeviceHandle(device, 4000, 100, AccessMode.READ)).isInstanceOf(IndexOutOfBoundsException.class);
+            backend.free(host);
+            backend.free(device);
+            assertCleanClose(backend);
+        }
+
+        static void endWaitsForTheHandlesStreamAndForRecordedWork() throws Throwable {
+            CudaBackend backend = open();
+            NativeAllocation device = backend.allocate(MemoryLocation.DEVICE, 4096);
+
+            CudaDeviceHandle held = backend.openDeviceHandle(device, 0, 4096, AccessMode.WRITE);
+            hold();
+            CompletableFuture<Void> queued = held.end();
+            assertThatThrownBy(() -> queued.get(200, TimeUnit.MILLISECONDS)).as("the end's event is held on the device")
+                    .isInstanceOf(TimeoutException.class);
+            release();
+            assertThat(queued).succeedsWithin(Duration.ofSeconds(5));
+
+            // work on a stream of one's own that fails on the device: the end reports it only if it joined that work
+            FAILING_STREAMS.invokeExact(1);
+            CUstream own = new CUstream();
+            CudaResults.check(cuStreamCreate(own, 0), "cuStreamCreate");
+            FAILING_STREAMS.invokeExact(0);
+            CudaDeviceHandle alone = backend.openDeviceHandle(device, 0, 4096, AccessMode.WRITE);
+            assertThat(alone.end()).as("without recordWork").succeedsWithin(Duration.ofSeconds(5));
+            CudaDeviceHandle joined = backend.openDeviceHandle(device, 0, 4096, AccessMode.WRITE);
+            joined.recordWork(own);
+            assertThat(joined.end()).as("with recordWork").failsWithin(Duration.ofSeconds(5))
+                    .withThrowableOfType(ExecutionException.class).withMessageContaining("CUDA_ERROR_ILLEGAL_ADDRESS");
+            assertThatThrownBy(() -> joined.recordWork(own)).isInstanceOf(IllegalStateException.class);
+            CudaResults.check(cuStreamDestroy(own), "cuStreamDestroy");
+
+            backend.free(device);
+            assertCleanClose(backend);
+        }
+
+        static void awaitIdleWaitsForEveryStreamWithinItsBound() throws Throwable {
+            CudaBackend backend = open();
+            assertThat(backend.awaitIdle(Duration.ZERO)).as("no stream yet, nothing queued").isTrue();
+            backend.enter();
+            onAnotherStream(backend, backend::enter).join(); // the "streams" option is 2: both exist now
+
+            long recorded = counters().eventsRecorded();
+            assertThat(backend.awaitIdle(Duration.ofSeconds(5))).isTrue();
+            assertThat(counters().eventsRecorded() - recorded).as("one event per stream").isEqualTo(2);
+
+            hold();
+            long start = System.nanoTime();
+            assertThat(backend.awaitIdle(Duration.ofMillis(200))).as("events held on the device").isFalse();
+            long waitedMillis = (System.nanoTime() - start) / 1_000_000;
+            assertThat(waitedMillis).as("waited about the bound").isBetween(190L, 5_000L);
+            release();
+            assertThat(backend.awaitIdle(Duration.ofSeconds(Long.MAX_VALUE))).as("a bound beyond nanoseconds").isTrue();
+
+            // from a thread that never had the context current (the fake refuses to record an event there)
+            AtomicReference<Boolean> idle = new AtomicReference<>();
+            Thread.ofPlatform().start(() -> idle.set(backend.awaitIdle(Duration.ofSeconds(5)))).join();
+            assertThat(idle.get()).isTrue();
+            assertCleanClose(backend);
+            assertThatThrownBy(() -> backend.awaitIdle(Duration.ZERO)).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+        }
+
+        static void closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive() throws Throwable {
+            List<LogRecord> warnings = backendWarnings();
+
+            // everything freed: the reference goes back, and the last one resets the context
+            CudaBackend tidy = open();
+            for (MemoryLocation location : MemoryLocation.values()) {
+                tidy.free(tidy.allocate(location, 4096));
+            }
+            assertCleanClose(tidy);
+            assertThat(counters().resets()).isEqualTo(1);
+            assertThat(warnings).isEmpty();
+
+            // PINNED and UNIFIED memory left live (as a manager leaves what a thread may still reach): the context stays
+            CudaBackend keeping = open();
+            NativeAllocation pinned = keeping.allocate(MemoryLocation.PINNED, 1 << 20);
+            NativeAllocation managed = keeping.allocate(MemoryLocation.UNIFIED, 1 << 16);
+            keeping.allocate(MemoryLocation.DEVICE, 1 << 16);
+            keeping.close();
+            Counters after = counters();
+            assertThat(after.contextReferences()).as("the backend's reference is kept").isEqualTo(1);
+            assertThat(after.resets()).as("no second reset").isEqualTo(1);
+            assertThat(after.pinned()).isEqualTo(1);
+            assertThat(after.managed()).isEqualTo(1);
+            assertThat(after.streams()).as("streams are destroyed all the same").isZero();
+            assertThat(after.events()).isZero();
+            assertThat(warnings).singleElement().satisfies(warning -> assertThat(warning.getMessage())
+                    .contains("2 PINNED or UNIFIED allocation(s) of " + ((1 << 20) + (1 << 16)) + " bytes")
+                    .contains("keeps its reference to the device's primary context"));
+            // still mapped: the fake unmaps on reset, and touching unmapped memory would crash this JVM
+            pinned.hostSegment().fill((byte) 3);
+            managed.hostSegment().fill((byte) 4);
+            assertThat(pinned.hostSegment().get(ValueLayout.JAVA_BYTE, (1 << 20) - 1)).isEqualTo((byte) 3);
+            assertThat(managed.hostSegment().get(ValueLayout.JAVA_BYTE, 0)).isEqualTo((byte) 4);
+        }
+
+        static void aViewHeldPastTheManagersCloseStaysMapped() throws Throwable {
+            List<LogRecord> warnings = backendWarnings();
+            CudaBackend backend = open();
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).closeTimeout(Duration.ofMillis(200)).build();
+            UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.PINNED);
+            CountDownLatch viewTaken = new CountDownLatch(1);
+            CountDownLatch managerClosed = new CountDownLatch(1);
+            AtomicReference<Object> seen = new AtomicReference<>();
+            Thread holder = Thread.ofPlatform().start(() -> {
+                try {
+                    MemorySegment view = buffer.hostView();
+                    view.fill((byte) 7);
+                    viewTaken.countDown();
+                    managerClosed.await();
+                    view.set(ValueLayout.JAVA_BYTE, 4095, (byte) 8);
+                    seen.set(view.get(ValueLayout.JAVA_BYTE, 0) + view.get(ValueLayout.JAVA_BYTE, 4095));
+                } catch (Throwable t) {
+                    seen.set(t);
+                }
+            });
+            viewTaken.await();
+            manager.close(); // the view is still open on the holder thread when the close timeout passes
+            Counters after = counters();
+            assertThat(after.contextReferences()).as("the context stays with the kept memory").isEqualTo(1);
+            assertThat(after.resets()).isZero();
+            assertThat(after.pinned()).as("the pinned segment the manager kept").isEqualTo(1);
+            assertThat(warnings).hasSize(1);
+            managerClosed.countDown();
+            holder.join();
+            assertThat(seen.get()).as("what the holder read through its view after the close").isEqualTo(15);
+        }
+    }
+}
