@@ -160,6 +160,7 @@ public final class BufferAccess implements AutoCloseable {
             closed = true;
             work = recorded;
         }
+        int call = buffer.enterToEnd();
         try {
             if (device && scope.isOpen()) { // ended by the manager's close: the backend may be gone, nothing to record
                 CompletableFuture<Void> queued;
@@ -183,6 +184,8 @@ public final class BufferAccess implements AutoCloseable {
                     closed = false; // a shared access a native call still holds: end it again once the call returned
                 }
                 throw inUseByNativeCall;
+            } finally {
+                buffer.exitFromEnd(call);
             }
         }
     }

@@ -297,6 +297,14 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return stripe;
     }
 
+    /**
+     * Counts in the end of an access, which must finish (its handle records device work) before close() frees
+     * anything; unlike {@link #enter} it works on a closed manager, whose close may be waiting for it.
+     */
+    int enterToEnd() {
+        return activeCalls.enter();
+    }
+
     void exit(int stripe) {
         activeCalls.exit(stripe);
     }

@@ -506,9 +506,6 @@ public final class UnifiedBuffer implements AutoCloseable {
                     root.syncToDeviceLocked(device);
                 }
                 root.awaitInFlight();
-                if (mode.writes()) {
-                    root.state = root.deviceWritten();
-                }
                 scope = manager.scopes().open(MemoryScope.Kind.ACCESS, false, root.scopes());
             }
             long offset = device.offset() + byteOffset();
@@ -518,6 +515,11 @@ public final class UnifiedBuffer implements AutoCloseable {
             } catch (RuntimeException e) {
                 scope.end();
                 throw e;
+            }
+            if (mode.writes()) {
+                synchronized (root) {
+                    root.state = root.deviceWritten();
+                }
             }
             MemorySegment host = device.segment().hostSegment();
             return new BufferAccess(this, mode, true, scope, host == null ? null : host.asSlice(offset, byteSize),
@@ -543,6 +545,15 @@ public final class UnifiedBuffer implements AutoCloseable {
      */
     void awaitDeviceIdle() {
         manager.awaitDeviceIdle();
+    }
+
+    /** Counts an ending access in as a call under way; give the result to {@link #exitFromEnd}. */
+    int enterToEnd() {
+        return manager.enterToEnd();
+    }
+
+    void exitFromEnd(int call) {
+        manager.exit(call);
     }
 
     /** Called by a device access as it ends, with the device work it queued. */
