@@ -1,7 +1,6 @@
 package dev.compute.memory;
 
 import dev.compute.memory.spi.DeviceHandle;
-import dev.compute.memory.spi.NativeAllocation;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
@@ -33,7 +32,6 @@ public final class BufferAccess implements AutoCloseable {
     private final boolean device;
     private final MemoryScope scope;
     private final @Nullable MemorySegment memory;
-    private final @Nullable NativeAllocation allocation;
     private final long offset;
     private final DeviceHandle handle;
     private @Nullable MemorySegment segment;
@@ -41,13 +39,12 @@ public final class BufferAccess implements AutoCloseable {
     private boolean closed;
 
     BufferAccess(UnifiedBuffer buffer, AccessMode mode, boolean device, MemoryScope scope, @Nullable MemorySegment memory,
-                 @Nullable NativeAllocation allocation, long offset, DeviceHandle handle) {
+                 long offset, DeviceHandle handle) {
         this.buffer = buffer;
         this.mode = mode;
         this.device = device;
         this.scope = scope;
         this.memory = memory;
-        this.allocation = allocation;
         this.offset = offset;
         this.handle = handle;
     }
@@ -84,7 +81,7 @@ public final class BufferAccess implements AutoCloseable {
         if (segment == null) {
             if (memory == null) {
                 throw new IllegalStateException(buffer.location() + " memory of " + buffer
-                        + " is device memory the host cannot address: use allocation() and offset(), or handle(...), or a host access");
+                        + " is device memory the host cannot address: use handle(...) for native code, or a host access");
             }
             MemorySegment bound = scope.bind(memory);
             segment = mode.writes() ? bound : bound.asReadOnly();
@@ -92,18 +89,16 @@ public final class BufferAccess implements AutoCloseable {
         return segment;
     }
 
-    /** The backend allocation the bytes lie in (a device access); native code adds {@link #offset()}. */
-    public NativeAllocation allocation() {
-        checkOpen();
-        if (allocation == null) {
-            throw new IllegalStateException("a host access has no device allocation; open a device access");
-        }
-        return allocation;
-    }
-
-    /** Where the bytes start in {@link #allocation()}, in bytes (a device access). */
+    /**
+     * Where the bytes start in the backend allocation the pool carved them from, in bytes (a device access): what
+     * alignment native code can count on. The allocation itself is not handed out: it reaches memory beyond this
+     * buffer and outlives it; {@link #handle(Class)} gives native code what it needs for these bytes only.
+     */
     public long offset() {
-        allocation();
+        checkOpen();
+        if (!device) {
+            throw new IllegalStateException("a host access has no device offset; open a device access");
+        }
         return offset;
     }
 
@@ -174,7 +169,7 @@ public final class BufferAccess implements AutoCloseable {
                 }
                 buffer.deviceAccessEnded(mode, work.isDone() ? queued : CompletableFuture.allOf(queued, work));
             } else {
-                buffer.hostAccessEnded(mode);
+                buffer.hostAccessEnded(mode, work);
             }
         } finally {
             try {

@@ -23,14 +23,27 @@ final class BufferScopes {
         return open.isEmpty();
     }
 
-    /** The calling thread's open view scope, if it has one. */
-    synchronized @Nullable MemoryScope viewOf(Thread thread) {
+    /** The calling thread's open view scope of the buffer or slice {@code lineage} names (null: the buffer), if any. */
+    synchronized @Nullable MemoryScope viewOf(Thread thread, Object @Nullable [] lineage) {
         for (MemoryScope scope : open) {
-            if (scope.kind == MemoryScope.Kind.VIEW && scope.owner == thread) {
+            if (scope.kind == MemoryScope.Kind.VIEW && scope.owner == thread && scope.lineage == lineage) {
                 return scope;
             }
         }
         return null;
+    }
+
+    /** A slice was closed: ends the views taken of it or of slices cut from it (or hands them to their owners). */
+    void endViewsOf(Object slice) {
+        MemoryScope[] snapshot;
+        synchronized (this) {
+            snapshot = open.toArray(MemoryScope[]::new);
+        }
+        for (MemoryScope scope : snapshot) {
+            if (scope.kind == MemoryScope.Kind.VIEW && scope.isOf(slice)) {
+                scope.endOrHandOver();
+            }
+        }
     }
 
     void ended(MemoryScope scope) {
@@ -74,7 +87,7 @@ final class BufferScopes {
             return;
         }
         for (MemoryScope scope : toEnd) {
-            if (accessesToo || scope.kind == MemoryScope.Kind.VIEW) {
+            if (accessesToo || scope.kind == MemoryScope.Kind.VIEW || scope.ownerHasEnded()) {
                 scope.endOrHandOver();
             }
         }

@@ -27,6 +27,11 @@ final class MemoryScope {
     }
 
     final Kind kind;
+    /**
+     * For a view of a slice: the slice's token, then those of the slices it was cut from (a slice's close ends the
+     * views of it and of its sub-slices); null for a view of the buffer itself and for accesses.
+     */
+    final Object @Nullable [] lineage;
     final @Nullable Thread owner;
     /** The owner's list of open scopes; null when shared. */
     final ScopeRegistry.@Nullable ThreadScopes list;
@@ -38,8 +43,10 @@ final class MemoryScope {
     @Nullable MemoryScope previous;
     @Nullable MemoryScope next;
 
-    MemoryScope(Kind kind, ScopeRegistry.@Nullable ThreadScopes list, BufferScopes buffer, ScopeRegistry registry) {
+    MemoryScope(Kind kind, Object @Nullable [] lineage, ScopeRegistry.@Nullable ThreadScopes list, BufferScopes buffer,
+                ScopeRegistry registry) {
         this.kind = kind;
+        this.lineage = lineage;
         this.list = list;
         this.owner = list == null ? null : list.owner;
         this.buffer = buffer;
@@ -48,6 +55,23 @@ final class MemoryScope {
 
     boolean shared() {
         return owner == null;
+    }
+
+    /** True for a confined scope whose thread has ended: nobody can reach its segments. */
+    boolean ownerHasEnded() {
+        return owner != null && !owner.isAlive();
+    }
+
+    /** True when this is a view of the slice {@code token} names or of a slice cut from it. */
+    boolean isOf(Object token) {
+        if (lineage != null) {
+            for (Object slice : lineage) {
+                if (slice == token) {
+                    return true;
+                }
+            }
+        }
+        return false;
     }
 
     synchronized boolean isOpen() {

@@ -16,7 +16,11 @@ import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -64,6 +68,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final Duration closeTimeout;
     private final @Nullable ScheduledExecutorService maintenance;
     private final Object closing = new Object();
+    private final CountDownLatch closeDone = new CountDownLatch(1);
+    /** Device work released blocks still wait for; close() frees nothing before it is done (or keeps everything). */
+    private final Set<CompletableFuture<?>> releasedInFlight = ConcurrentHashMap.newKeySet();
     private volatile boolean closed;
     private volatile boolean poolsFreed;
     /**
@@ -143,8 +150,6 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
         ScheduledExecutorService executor = Executors.newSingleThreadScheduledExecutor(
                 Thread.ofPlatform().daemon().name("compute-memory-maintenance").factory());
-        // views of threads that ended without a call back into the manager are dropped here
-        executor.scheduleWithFixedDelay(scopes::sweepDeadOwners, 1, 1, TimeUnit.SECONDS);
         if (trimMillis > 0) {
             executor.scheduleWithFixedDelay(this::scheduledTrim, trimMillis, trimMillis, TimeUnit.MILLISECONDS);
         }
@@ -198,6 +203,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
         scopes.endHandedOver();
+        if (closed) {
+            scopes.endAllOfCurrentThread(); // told the manager closed, this thread has lost its views too
+        }
         int stripe = activeCalls.enter();
         try {
             LocationChain chain = chain(location);
@@ -241,6 +249,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         try {
             if (poolsFreed) {
                 return;
+            }
+            if (!inFlight.isDone()) {
+                releasedInFlight.add(inFlight);
+                inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
             }
             chains.get(location).top.deallocate(block, inFlight);
             if (mirror != null) {
@@ -292,6 +304,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         int stripe = activeCalls.enter();
         if (closed) {
             activeCalls.exit(stripe);
+            scopes.endAllOfCurrentThread(); // told the manager closed, this thread has lost its views too
             throw new IllegalStateException(buffer.closedByManager());
         }
         return stripe;
@@ -434,28 +447,32 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     /**
-     * Closes in an order that never frees memory a thread can still reach: mark closed (new calls fail), end every
-     * view and access (this thread's and shared ones now, other threads' when they next call in or end), wait for
-     * calls under way and for device work, and only then free the pools and close the backend. Each wait is
-     * bounded by the close timeout together; what is still held then is kept, not freed, and said in the log.
+     * Closes in an order that never frees memory a thread can still reach: mark closed (new calls fail), wait for
+     * calls under way (one of them may be opening a view), end every view and access (this thread's and shared ones
+     * now, other threads' when they next call in or end), wait for device work, and only then free the pools and
+     * close the backend. The waits are bounded by the close timeout together; what is still held then is kept, not
+     * freed, and said in the log. A second close, on another thread, returns once the first is done, having ended
+     * its own views meanwhile.
      */
     @Override
     public void close() {
         synchronized (closing) {
             if (closed) {
+                awaitOtherClose();
                 return;
             }
             closed = true;
         }
         long deadline = System.nanoTime() + closeTimeout.toNanos();
         try {
-            boolean scopesEnded = scopes.closeAll(deadline);
             boolean callsEnded = awaitCalls(deadline);
-            boolean deviceIdle = backend.awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())));
+            boolean scopesEnded = scopes.closeAll(deadline);
+            boolean deviceIdle = backend.awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())))
+                    && awaitReleasedWork(deadline);
             if (maintenance != null) {
                 maintenance.shutdownNow();
             }
-            if (scopesEnded && callsEnded && deviceIdle) {
+            if (callsEnded && scopesEnded && deviceIdle) {
                 freeEverything(deadline);
             } else {
                 LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager closed, but after " + closeTimeout.toMillis()
@@ -470,8 +487,39 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 backend.close();
             } catch (RuntimeException e) {
                 LOG.log(System.Logger.Level.ERROR, "closing the compute backend failed", e);
+            } finally {
+                closeDone.countDown();
             }
         }
+    }
+
+    /** Another thread is closing: end the views it hands to this one, until it is done. */
+    private void awaitOtherClose() {
+        try {
+            while (!closeDone.await(1, TimeUnit.MILLISECONDS)) {
+                scopes.endHandedOver();
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        scopes.endHandedOver();
+    }
+
+    /** Device work the pools wait for before reusing released blocks (kernels, copies, users' own streams). */
+    private boolean awaitReleasedWork(long deadline) {
+        for (CompletableFuture<?> work : releasedInFlight) {
+            try {
+                work.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (ExecutionException | java.util.concurrent.CancellationException failedWorkIsOverToo) {
+                // done either way
+            } catch (java.util.concurrent.TimeoutException e) {
+                return false;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+        }
+        return true;
     }
 
     private boolean awaitCalls(long deadline) {

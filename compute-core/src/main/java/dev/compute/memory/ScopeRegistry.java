@@ -6,7 +6,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
@@ -78,17 +81,19 @@ final class ScopeRegistry {
     private final Set<MemoryScope> sharedToRetry = ConcurrentHashMap.newKeySet();
     /** Scopes waiting for their owner (or a retry): while zero, a call into the manager checks nothing more. */
     private final AtomicInteger waiting = new AtomicInteger();
+    /** How often scopes waiting for their owners are checked for owners that ended. */
+    private static final long SWEEP_PERIOD_MILLIS = 200;
     private int ownersAtLastSweep = 16;
 
     /** Opens and registers a scope: confined to the calling thread, or shared. */
-    MemoryScope open(MemoryScope.Kind kind, boolean sharedScope, BufferScopes buffer) {
+    MemoryScope open(MemoryScope.Kind kind, Object @Nullable [] lineage, boolean sharedScope, BufferScopes buffer) {
         MemoryScope scope;
         if (sharedScope) {
-            scope = new MemoryScope(kind, null, buffer, this);
+            scope = new MemoryScope(kind, lineage, null, buffer, this);
             shared.add(scope);
         } else {
             ThreadScopes own = own();
-            scope = new MemoryScope(kind, own, buffer, this);
+            scope = new MemoryScope(kind, lineage, own, buffer, this);
             own.link(scope);
         }
         buffer.add(scope);
@@ -127,9 +132,33 @@ final class ScopeRegistry {
             list.handedOver.add(scope);
         }
         waiting.incrementAndGet();
-        // the owner may have died meanwhile, or long ago with no sweep since
+        // the owner may have died meanwhile, or may end without calling in again: sweep until nothing waits
         if (!list.owner.isAlive()) {
             sweepDeadOwners();
+        }
+        watchForEndedOwners();
+    }
+
+    /** One daemon thread for the JVM, sweeping the registries that have scopes waiting for their owners. */
+    private static final class Sweeper {
+        static final ScheduledExecutorService THREAD = Executors.newSingleThreadScheduledExecutor(
+                Thread.ofPlatform().daemon().name("compute-memory-scope-sweeper").factory());
+    }
+
+    private final AtomicBoolean watching = new AtomicBoolean();
+
+    private void watchForEndedOwners() {
+        if (waiting.get() > 0 && watching.compareAndSet(false, true)) {
+            Sweeper.THREAD.schedule(this::sweepWhileWaiting, SWEEP_PERIOD_MILLIS, TimeUnit.MILLISECONDS);
+        }
+    }
+
+    private void sweepWhileWaiting() {
+        try {
+            sweepDeadOwners();
+        } finally {
+            watching.set(false);
+            watchForEndedOwners(); // again while scopes still wait (an owner that lives on keeps it going, cheaply)
         }
     }
 
@@ -155,6 +184,17 @@ final class ScopeRegistry {
             }
         }
         retryShared();
+    }
+
+    /** The manager is closed: ends every scope of the calling thread, handed to it or not. */
+    void endAllOfCurrentThread() {
+        endHandedOver();
+        ThreadScopes own = mine.get();
+        if (own != null) {
+            for (MemoryScope scope : own.openScopes()) {
+                scope.end();
+            }
+        }
     }
 
     private void retryShared() {

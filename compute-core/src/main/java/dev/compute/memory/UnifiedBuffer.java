@@ -10,6 +10,7 @@ import java.util.Objects;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -59,8 +60,15 @@ public final class UnifiedBuffer implements AutoCloseable {
     /** In {@link #lifecycle}: one op or copy under way holds the memory (the count is kept above the flag). */
     private static final int HOLD = 2;
 
-    /** What a slice is a range of: the buffer that owns the memory, and where in it the slice starts. */
-    private record SliceOf(UnifiedBuffer root, long byteOffset) {}
+    /** A device access as it opens: the memory, and the scope that holds it. */
+    private record Opened(Block device, MemoryScope scope) {}
+
+    /**
+     * What a slice is a range of: the buffer that owns the memory, where in it the slice starts, the slice it was
+     * cut from (if any), and the tokens that name its views: its own first, then its ancestors' (tokens, not the
+     * slices: open views must not keep a slice, nor its buffer, from being collected).
+     */
+    private record SliceOf(UnifiedBuffer root, long byteOffset, @Nullable UnifiedBuffer parent, Object[] lineage) {}
 
     private final PooledMemoryManager manager;
     private final MemoryLocation location;
@@ -89,12 +97,16 @@ public final class UnifiedBuffer implements AutoCloseable {
         this.leakTracker = leakTracker;
     }
 
-    private UnifiedBuffer(UnifiedBuffer root, long byteOffset, long byteSize) {
-        this.manager = root.manager;
-        this.location = root.location;
-        this.dataType = root.dataType;
+    private UnifiedBuffer(UnifiedBuffer cutFrom, long byteOffset, long byteSize) {
+        this.manager = cutFrom.manager;
+        this.location = cutFrom.location;
+        this.dataType = cutFrom.dataType;
         this.byteSize = byteSize;
-        this.slice = new SliceOf(root, byteOffset);
+        Object[] ancestors = cutFrom.slice == null ? new Object[0] : cutFrom.slice.lineage();
+        Object[] lineage = new Object[ancestors.length + 1];
+        lineage[0] = new Object();
+        System.arraycopy(ancestors, 0, lineage, 1, ancestors.length);
+        this.slice = new SliceOf(cutFrom.root(), byteOffset, cutFrom.slice == null ? null : cutFrom, lineage);
         this.leakTracker = null;
     }
 
@@ -323,22 +335,20 @@ public final class UnifiedBuffer implements AutoCloseable {
     public CompletableFuture<Void> copyFromAsync(long byteOffset, MemorySegment source) {
         int call = manager.enter(this);
         try {
-            UnifiedBuffer root = root();
-            synchronized (root) {
-                checkRange(byteOffset, source.byteSize());
+            checkRange(byteOffset, source.byteSize());
+            return whenIdle(root -> {
                 Block device = openBlock();
                 if (isHostAccessible() || root.state.hostIsNewer()) {
                     writeLocked(root, device, byteOffset, source);
                     return DONE;
                 }
-                root.awaitInFlight();
                 CompletableFuture<Void> done = manager.computeBackend().copyToDeviceAsync(source, device.segment(),
                         device.offset() + byteOffset() + byteOffset, source.byteSize());
                 manager.countHostToDevice(location, source.byteSize());
                 root.state = root.deviceWritten();
                 root.recordInFlight(done);
                 return done;
-            }
+            });
         } finally {
             manager.exit(call);
         }
@@ -348,21 +358,19 @@ public final class UnifiedBuffer implements AutoCloseable {
     public CompletableFuture<Void> copyToAsync(long byteOffset, MemorySegment destination) {
         int call = manager.enter(this);
         try {
-            UnifiedBuffer root = root();
-            synchronized (root) {
-                checkRange(byteOffset, destination.byteSize());
+            checkRange(byteOffset, destination.byteSize());
+            return whenIdle(root -> {
                 Block device = openBlock();
                 if (isHostAccessible() || !root.readsFromDevice()) {
                     readLocked(root, device, byteOffset, destination);
                     return DONE;
                 }
-                root.awaitInFlight();
                 CompletableFuture<Void> done = manager.computeBackend().copyToHostAsync(device.segment(),
                         device.offset() + byteOffset() + byteOffset, destination, destination.byteSize());
                 manager.countDeviceToHost(location, destination.byteSize());
                 root.recordInFlight(done);
                 return done;
-            }
+            });
         } finally {
             manager.exit(call);
         }
@@ -432,19 +440,19 @@ public final class UnifiedBuffer implements AutoCloseable {
     private MemorySegment view(boolean writable) {
         int call = manager.enter(this);
         try {
-            UnifiedBuffer root = root();
-            synchronized (root) {
+            return whenIdle(root -> {
                 MemorySegment host = root.currentHostCopy(openBlock());
                 if (writable) {
                     root.state = root.hostWritten();
                 }
-                MemoryScope scope = root.scopes().viewOf(Thread.currentThread());
+                Object[] lineage = slice == null ? null : slice.lineage();
+                MemoryScope scope = root.scopes().viewOf(Thread.currentThread(), lineage);
                 if (scope == null) {
-                    scope = manager.scopes().open(MemoryScope.Kind.VIEW, false, root.scopes());
+                    scope = manager.scopes().open(MemoryScope.Kind.VIEW, lineage, false, root.scopes());
                 }
                 MemorySegment view = scope.bind(host.asSlice(byteOffset(), byteSize));
                 return writable ? view : view.asReadOnly();
-            }
+            });
         } finally {
             manager.exit(call);
         }
@@ -471,15 +479,14 @@ public final class UnifiedBuffer implements AutoCloseable {
         Objects.requireNonNull(mode, "mode");
         int call = manager.enter(this);
         try {
-            UnifiedBuffer root = root();
-            synchronized (root) {
+            return whenIdle(root -> {
                 MemorySegment host = root.currentHostCopy(openBlock());
                 if (mode.writes()) {
                     root.state = root.hostWritten();
                 }
-                MemoryScope scope = manager.scopes().open(MemoryScope.Kind.ACCESS, shared, root.scopes());
-                return new BufferAccess(this, mode, false, scope, host.asSlice(byteOffset(), byteSize), null, 0, DeviceHandle.NONE);
-            }
+                MemoryScope scope = manager.scopes().open(MemoryScope.Kind.ACCESS, null, shared, root.scopes());
+                return new BufferAccess(this, mode, false, scope, host.asSlice(byteOffset(), byteSize), 0, DeviceHandle.NONE);
+            });
         } finally {
             manager.exit(call);
         }
@@ -487,8 +494,8 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     /**
      * An access to the device copy for one's own native code (a kernel, a library), on the calling thread until it
-     * is closed: {@link BufferAccess#allocation()} and {@link BufferAccess#offset()} say where the bytes are, and
-     * {@link BufferAccess#handle(Class)} gives the backend's native handle. A newer host copy is synced first and
+     * is closed: {@link BufferAccess#handle(Class)} gives the backend's native handle for these bytes (a CUDA
+     * pointer and stream, an OpenCL buffer and queue). A newer host copy is synced first and
      * device work queued by other threads on this buffer is waited for. Ending the access records the work queued
      * on the handle as in flight (close and host reads wait for it) and, for a writing access, marks the device
      * copy newer. On host-accessible memory {@link BufferAccess#segment()} works too.
@@ -498,16 +505,15 @@ public final class UnifiedBuffer implements AutoCloseable {
         int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
-            MemoryScope scope;
-            Block device;
-            synchronized (root) {
-                device = openBlock();
-                if (root.state.hostIsNewer()) {
-                    root.syncToDeviceLocked(device);
+            Opened opened = whenIdle(locked -> {
+                Block open = openBlock();
+                if (locked.state.hostIsNewer()) {
+                    locked.syncToDeviceLocked(open);
                 }
-                root.awaitInFlight();
-                scope = manager.scopes().open(MemoryScope.Kind.ACCESS, false, root.scopes());
-            }
+                return new Opened(open, manager.scopes().open(MemoryScope.Kind.ACCESS, null, false, locked.scopes()));
+            });
+            Block device = opened.device();
+            MemoryScope scope = opened.scope();
             long offset = device.offset() + byteOffset();
             DeviceHandle handle;
             try {
@@ -522,18 +528,18 @@ public final class UnifiedBuffer implements AutoCloseable {
                 }
             }
             MemorySegment host = device.segment().hostSegment();
-            return new BufferAccess(this, mode, true, scope, host == null ? null : host.asSlice(offset, byteSize),
-                    device.segment(), offset, handle);
+            return new BufferAccess(this, mode, true, scope, host == null ? null : host.asSlice(offset, byteSize), offset, handle);
         } finally {
             manager.exit(call);
         }
     }
 
-    /** Called by a host access as it ends. */
-    void hostAccessEnded(AccessMode mode) {
-        if (mode.writes()) {
-            UnifiedBuffer root = root();
-            synchronized (root) {
+    /** Called by a host access as it ends, with the work it was told is in flight on the bytes. */
+    void hostAccessEnded(AccessMode mode, CompletableFuture<?> work) {
+        UnifiedBuffer root = root();
+        synchronized (root) {
+            root.recordInFlight(work);
+            if (mode.writes()) {
                 root.state = root.hostWritten();
             }
         }
@@ -583,20 +589,20 @@ public final class UnifiedBuffer implements AutoCloseable {
             openBlock();
         }
         long unit = dataType.byteSize();
-        return new UnifiedBuffer(root, byteOffset() + offset * unit, count * unit);
+        return new UnifiedBuffer(this, byteOffset() + offset * unit, count * unit);
     }
 
     /** Brings the device copy up to date with a newer host copy; nothing to do on host-accessible memory. */
     public void syncToDevice() {
         int call = manager.enter(this);
         try {
-            UnifiedBuffer root = root();
-            synchronized (root) {
+            whenIdle(root -> {
                 Block device = openBlock();
                 if (!isHostAccessible() && root.state.hostIsNewer()) {
                     root.syncToDeviceLocked(device);
                 }
-            }
+                return null;
+            });
         } finally {
             manager.exit(call);
         }
@@ -606,13 +612,13 @@ public final class UnifiedBuffer implements AutoCloseable {
     public void syncToHost() {
         int call = manager.enter(this);
         try {
-            UnifiedBuffer root = root();
-            synchronized (root) {
+            whenIdle(root -> {
                 Block device = openBlock();
                 if (!isHostAccessible() && root.state.deviceIsNewer()) {
                     root.currentHostCopy(device);
                 }
-            }
+                return null;
+            });
         } finally {
             manager.exit(call);
         }
@@ -655,8 +661,16 @@ public final class UnifiedBuffer implements AutoCloseable {
     public void close() {
         manager.scopes().endHandedOver();
         if (slice != null) {
+            BufferScopes open;
             synchronized (slice.root()) {
+                if ((lifecycle & CLOSED) != 0) {
+                    return;
+                }
                 lifecycle |= CLOSED;
+                open = slice.root().scopes;
+            }
+            if (open != null) {
+                open.endViewsOf(slice.lineage()[0]);
             }
             return;
         }
@@ -681,6 +695,8 @@ public final class UnifiedBuffer implements AutoCloseable {
         }
         if (leakTracker != null) {
             leakTracker.closed();
+            // reachable until the tracker knows: else the cleaner could find the buffer gone and release it again
+            Reference.reachabilityFence(this);
         }
         if (device != null) {
             manager.release(location, device, host, pending);
@@ -702,20 +718,18 @@ public final class UnifiedBuffer implements AutoCloseable {
      * newer, after device work queued by others. Give it back with {@link #releaseHold} and the kernel's future.
      */
     Region holdDeviceRegion(AccessMode mode) {
-        UnifiedBuffer root = root();
-        synchronized (root) {
+        // work queued by another thread may sit on another stream: a kernel must not overtake it
+        return whenIdle(root -> {
             Block device = openBlock();
             if (root.state.hostIsNewer()) {
                 root.syncToDeviceLocked(device);
             }
-            // work queued by another thread may sit on another stream: a kernel must not overtake it
-            root.awaitInFlight();
             if (mode.writes()) {
                 root.state = root.deviceWritten();
             }
             root.lifecycle += HOLD;
             return new Region(device.segment(), device.offset() + byteOffset(), elementCount(), dataType);
-        }
+        });
     }
 
     /**
@@ -744,20 +758,24 @@ public final class UnifiedBuffer implements AutoCloseable {
         return slice == null ? this : slice.root();
     }
 
-    /** Under the root's monitor: closed here, or (for a slice) its buffer closed. */
+    /** Under the root's monitor: closed here, or (for a slice) the slice it was cut from or its buffer closed. */
     private boolean closedHere() {
-        return (lifecycle & CLOSED) != 0 || (slice != null && (slice.root().lifecycle & CLOSED) != 0);
+        if ((lifecycle & CLOSED) != 0) {
+            return true;
+        }
+        if (slice == null) {
+            return false;
+        }
+        return slice.parent() != null ? slice.parent().closedHere() : (slice.root().lifecycle & CLOSED) != 0;
     }
 
     /** The host bytes of host-accessible memory, held until {@link #releaseHold}. */
     private MemorySegment holdHostBytes() {
-        UnifiedBuffer root = root();
-        synchronized (root) {
+        return whenIdle(root -> {
             Block device = openBlock();
-            root.awaitInFlight();
             root.lifecycle += HOLD;
             return rootBytes(device).asSlice(byteOffset(), byteSize);
-        }
+        });
     }
 
     private BufferScopes scopes() {
@@ -804,11 +822,11 @@ public final class UnifiedBuffer implements AutoCloseable {
     private void write(long byteOffset, MemorySegment source) {
         int call = manager.enter(this);
         try {
-            UnifiedBuffer root = root();
-            synchronized (root) {
-                checkRange(byteOffset, source.byteSize());
+            checkRange(byteOffset, source.byteSize());
+            whenIdle(root -> {
                 writeLocked(root, openBlock(), byteOffset, source);
-            }
+                return null;
+            });
         } finally {
             manager.exit(call);
         }
@@ -833,11 +851,11 @@ public final class UnifiedBuffer implements AutoCloseable {
     private void read(long byteOffset, MemorySegment destination) {
         int call = manager.enter(this);
         try {
-            UnifiedBuffer root = root();
-            synchronized (root) {
-                checkRange(byteOffset, destination.byteSize());
+            checkRange(byteOffset, destination.byteSize());
+            whenIdle(root -> {
                 readLocked(root, openBlock(), byteOffset, destination);
-            }
+                return null;
+            });
         } finally {
             manager.exit(call);
         }
@@ -919,16 +937,42 @@ public final class UnifiedBuffer implements AutoCloseable {
     }
 
     /**
-     * Waits for device work queued on the memory. Work that failed is over too: its failure was its launcher's to
-     * see (through the future it got), so a later read neither throws for it nor depends on when it failed.
+     * Runs {@code action} under the root's monitor once no device work is in flight on the memory. The wait happens
+     * without the monitor, so that close(), state() or toString() on another thread never wait behind device work
+     * (which a thread blocked on them might be the one to complete). A closed buffer fails at once, without waiting.
      */
+    private <T> T whenIdle(Function<UnifiedBuffer, T> action) {
+        UnifiedBuffer root = root();
+        while (true) {
+            CompletableFuture<?> pending;
+            synchronized (root) {
+                openBlock();
+                pending = root.inFlight;
+                if (pending.isDone()) {
+                    root.inFlight = DONE;
+                    return action.apply(root);
+                }
+            }
+            awaitQuietly(pending);
+        }
+    }
+
+    /**
+     * Waits for device work. Work that failed is over too: its failure was its launcher's to see (through the
+     * future it got), so a later read neither throws for it nor depends on when it failed.
+     */
+    private static void awaitQuietly(CompletableFuture<?> work) {
+        try {
+            work.join();
+        } catch (CompletionException | CancellationException failedWorkIsOverToo) {
+            // the memory is free of it either way
+        }
+    }
+
+    /** Under the root's monitor, inside {@link #whenIdle}: nothing can be in flight; kept as the rule's last line. */
     private void awaitInFlight() {
         if (!inFlight.isDone()) {
-            try {
-                inFlight.join();
-            } catch (CompletionException | CancellationException failedWorkIsOverToo) {
-                // the memory is free of it either way
-            }
+            awaitQuietly(inFlight);
         }
         inFlight = DONE;
     }
@@ -951,9 +995,11 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     private String describeClosed() {
         String what = slice == null ? byteSize + " bytes" : byteSize + " bytes at " + slice.byteOffset() + " of " + slice.root().byteSize;
-        boolean sliceOnly = slice != null && (slice.root().lifecycle & CLOSED) == 0;
-        return "UnifiedBuffer[" + location + ", " + what + ", " + dataType + "] is closed"
-                + (slice != null && !sliceOnly ? " (the buffer it is a slice of was closed)" : "");
+        String why = "";
+        if (slice != null && (lifecycle & CLOSED) == 0) {
+            why = (slice.root().lifecycle & CLOSED) != 0 ? " (the buffer it is a slice of was closed)" : " (the slice it was cut from was closed)";
+        }
+        return "UnifiedBuffer[" + location + ", " + what + ", " + dataType + "] is closed" + why;
     }
 
     private void checkRange(long byteOffset, long length) {

@@ -44,7 +44,7 @@ class DeviceAccessTest {
             try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
                 assertThat(access.offset()).as("the buffer's block does not start its segment").isPositive();
                 assertThatThrownBy(access::segment).isInstanceOf(IllegalStateException.class).hasMessageContaining("cannot address");
-                MemorySegment kernelView = device.deviceMemory(access.allocation()).asSlice(access.offset(), access.byteSize());
+                MemorySegment kernelView = access.handle(SimulatedDeviceHandle.class).bytes();
                 for (int i = 0; i < 64; i++) {
                     kernelView.setAtIndex(JAVA_FLOAT_UNALIGNED, i, i * 0.5f);
                 }

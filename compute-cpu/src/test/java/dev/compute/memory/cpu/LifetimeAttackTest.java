@@ -19,6 +19,7 @@ import dev.compute.memory.testing.ChildJvm;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -71,13 +72,6 @@ class LifetimeAttackTest {
     }
 
     @Test
-    @Disabled("bug: BufferAccess.allocation().hostSegment() is a global-scope segment of the whole backend allocation; read after close and trim it crashes the JVM")
-    void aDeviceAccessAllocationKeptAfterCloseAndTrimNeverCrashes() throws Exception {
-        assertScenarioHolds("deviceAccessAllocationAfterCloseAndTrim");
-    }
-
-    @Test
-    @Disabled("bug: a view or access registered after ScopeRegistry.closeAll counted none open is neither ended nor waited for; the manager frees under it and the JVM crashes")
     void aViewOrAccessOpenedWhileTheManagerClosesNeverOutlivesItsMemory() throws Exception {
         assertScenarioHolds("viewsAndAccessesOpenedWhileTheManagerCloses");
     }
@@ -92,22 +86,31 @@ class LifetimeAttackTest {
     // ---- reaching other buffers' memory -------------------------------------------------------------------------
 
     @Test
-    @Disabled("bug: BufferAccess.allocation().hostSegment() spans the whole backend allocation, so one buffer's device access reads and writes its neighbours")
     void aDeviceAccessReachesOnlyItsOwnBuffersBytes() {
         try (UnifiedBuffer mine = manager.allocate(1024, MemoryLocation.HOST);
              UnifiedBuffer neighbour = manager.allocate(1024, MemoryLocation.HOST)) {
             neighbour.copyFrom(filled(1024, (byte) 0x5A));
-            long neighbourOffset;
-            try (BufferAccess theirs = neighbour.deviceAccess(AccessMode.READ)) {
-                neighbourOffset = theirs.offset();
-                try (BufferAccess access = mine.deviceAccess(AccessMode.READ)) {
-                    Assumptions.assumeTrue(access.allocation().equals(theirs.allocation()), "the pool carved both from one allocation");
-                    MemorySegment raw = access.allocation().hostSegment();
-                    if (raw != null) {
-                        assertThatThrownBy(() -> raw.get(JAVA_BYTE, neighbourOffset)).as("the neighbour's first byte through my access")
-                                .isInstanceOfAny(IndexOutOfBoundsException.class, IllegalStateException.class);
-                    }
-                }
+            try (BufferAccess access = mine.deviceAccess(AccessMode.READ)) {
+                MemorySegment bytes = access.segment();
+                assertThat(bytes.byteSize()).isEqualTo(1024);
+                assertThatThrownBy(() -> bytes.get(JAVA_BYTE, 1024)).isInstanceOf(IndexOutOfBoundsException.class);
+                assertThatThrownBy(() -> bytes.asSlice(0, 2048)).isInstanceOf(IndexOutOfBoundsException.class);
+            }
+        }
+    }
+
+    /**
+     * What reaches memory in the public API comes through a scope: no public method hands out the pool's or the
+     * backend's own objects, whose segments and buffers span other buffers' memory and outlive this one.
+     */
+    @Test
+    void noPublicMethodHandsOutUnscopedMemory() {
+        List<Class<?>> unscoped = List.of(dev.compute.memory.spi.NativeAllocation.class, dev.compute.memory.resource.Block.class,
+                dev.compute.memory.spi.Region.class, java.lang.foreign.Arena.class, java.nio.ByteBuffer.class);
+        for (Class<?> api : List.of(UnifiedBuffer.class, BufferAccess.class, UnifiedMemoryManager.class, dev.compute.memory.ComputeOps.class)) {
+            for (java.lang.reflect.Method method : api.getMethods()) {
+                assertThat(unscoped).as("%s.%s returns %s", api.getSimpleName(), method.getName(), method.getReturnType().getSimpleName())
+                        .noneMatch(type -> type.isAssignableFrom(method.getReturnType()));
             }
         }
     }
@@ -115,7 +118,6 @@ class LifetimeAttackTest {
     // ---- waits that must be bounded -----------------------------------------------------------------------------
 
     @Test
-    @Disabled("bug: UnifiedBuffer.awaitInFlight joins device work while holding the buffer's monitor; a thread that calls toString()/isClosed() before completing the work deadlocks with the reader")
     void aReaderWaitingForWorkNeverDeadlocksWithTheThreadThatCompletesIt() throws Exception {
         UnifiedBuffer buffer = manager.allocate(4096);
         CompletableFuture<Void> work = recordedWork(buffer);
@@ -135,7 +137,6 @@ class LifetimeAttackTest {
     }
 
     @Test
-    @Disabled("bug: close() takes the buffer's monitor, which a reader waiting for work in flight holds (UnifiedBuffer.awaitInFlight): close is not 'at once' and waits as long as the work")
     void closeIsAtOnceWhileAnotherThreadWaitsForWorkInFlight() throws Exception {
         UnifiedBuffer buffer = manager.allocate(4096);
         CompletableFuture<Void> work = recordedWork(buffer);
@@ -173,7 +174,6 @@ class LifetimeAttackTest {
     }
 
     @Test
-    @Disabled("bug: CachingPoolResource.close waits 30 s for pending work whatever compute.memory.close-timeout says, then frees under it")
     void managerCloseKeepsToItsTimeoutWithWorkStillInFlight() throws Exception {
         UnifiedMemoryManager own = withoutMaintenance(UnifiedMemoryManager.builder());
         CompletableFuture<Void> work = new CompletableFuture<>();
@@ -195,7 +195,6 @@ class LifetimeAttackTest {
     // ---- work in flight -----------------------------------------------------------------------------------------
 
     @Test
-    @Disabled("bug: BufferAccess.close drops what inFlightUntil recorded on a host access: reads do not wait for it and the memory is reused at once")
     void aHostAccessKeepsTheWorkItWasToldIsInFlight() throws Exception {
         UnifiedBuffer buffer = manager.allocate(4096);
         CompletableFuture<Void> work = new CompletableFuture<>();
@@ -217,7 +216,6 @@ class LifetimeAttackTest {
     // ---- threads that never call back ----------------------------------------------------------------------------
 
     @Test
-    @Disabled("bug: with trims and timeline samples off there is no maintenance thread, so nothing sweeps dead owners: a view handed to a thread that then ends holds the memory until the manager closes")
     void aViewHandedToAThreadThatEndsLetsGoWithoutAMaintenanceThread() throws Exception {
         UnifiedBuffer buffer = manager.allocate(4096);
         CountDownLatch viewing = new CountDownLatch(1);
@@ -235,7 +233,6 @@ class LifetimeAttackTest {
     }
 
     @Test
-    @Disabled("bug: closeViews ends only views; an access whose thread ended unclosed is abandoned only by a sweep, which needs the maintenance thread")
     void anAccessOfAThreadThatEndedLetsGoWhenItsBufferCloses() throws Exception {
         UnifiedBuffer buffer = manager.allocate(4096);
         Thread.ofVirtual().start(() -> buffer.hostAccess(AccessMode.READ)).join(); // ends without closing its access
@@ -244,7 +241,6 @@ class LifetimeAttackTest {
     }
 
     @Test
-    @Disabled("bug: a second close() returns at once, before the first finished and without ending its own thread's views; the first then waits the whole close timeout and keeps every pool")
     void twoThreadsClosingTheManagerAtOnceEachEndTheirOwnViews() throws Exception {
         UnifiedMemoryManager own = withoutMaintenance(UnifiedMemoryManager.builder().closeTimeout(Duration.ofSeconds(5)));
         CyclicBarrier together = new CyclicBarrier(2);
@@ -268,7 +264,6 @@ class LifetimeAttackTest {
     // ---- slices -------------------------------------------------------------------------------------------------
 
     @Test
-    @Disabled("bug: closing a slice sets only its flag; its views live in the root's scopes and stay usable until the root closes")
     void aViewOfAClosedSliceEnds() {
         try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 100)) {
             UnifiedBuffer slice = buffer.slice(10, 20);
@@ -279,7 +274,6 @@ class LifetimeAttackTest {
     }
 
     @Test
-    @Disabled("bug: closedHere() checks the slice and its root only, not the slice it was cut from: a slice of a closed slice stays open")
     void aSliceOfAClosedSliceIsClosed() {
         try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 100)) {
             UnifiedBuffer slice = buffer.slice(10, 20);
