@@ -215,7 +215,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             return trackedBuffer(chain, location, type, bytes, block);
         } finally {
-            activeCalls.exit(stripe);
+            exit(stripe);
         }
     }
 
@@ -318,8 +318,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return activeCalls.enter();
     }
 
+    /** Counts a call out; a call the close overtook leaves this thread without views, as a refused one does. */
     void exit(int stripe) {
         activeCalls.exit(stripe);
+        if (closed) {
+            scopes.endAllOfCurrentThread();
+        }
     }
 
     ScopeRegistry scopes() {
