@@ -66,6 +66,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final ComputeOps ops = new BackendComputeOps(this);
     private final ScopeRegistry scopes = new ScopeRegistry();
     private final Duration closeTimeout;
+    private final Duration deviceWaitTimeout;
     private final @Nullable ScheduledExecutorService maintenance;
     private final Object closing = new Object();
     private final CountDownLatch closeDone = new CountDownLatch(1);
@@ -84,6 +85,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         try {
             this.releaseThreshold = settings.releaseThreshold;
             this.closeTimeout = settings.closeTimeout;
+            this.deviceWaitTimeout = settings.deviceWaitTimeout;
             List<MemoryLocation> usable = new ArrayList<>();
             for (MemoryLocation location : MemoryLocation.values()) {
                 if (location == MemoryLocation.PINNED && !settings.pinningEnabled) {
@@ -127,7 +129,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : settings.maxPoolSize;
         String capName = location == MemoryLocation.PINNED ? "compute.memory.pinning.max-pinned-size" : "compute.memory.pooling.max-pool-size";
         MemoryResource base = settings.poolingEnabled
-                ? ResourceChains.pool(backend, location, new PoolSettings(cap, Math.min(settings.releaseThreshold, cap), settings.expandableSegments))
+                ? ResourceChains.pool(backend, location, new PoolSettings(cap, Math.min(settings.releaseThreshold, cap), settings.expandableSegments,
+                        settings.deviceWaitTimeout))
                 : new LimitingResource(new BackendMemoryResource(backend, location), location, cap, capName);
         LeakTrackingResource leaks = new LeakTrackingResource(new StatisticsResource(base), settings.leakDetection);
         return new LocationChain(leaks, new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location));
@@ -328,6 +331,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     ScopeRegistry scopes() {
         return scopes;
+    }
+
+    /** The longest a buffer's call waits for device work it depends on. */
+    Duration deviceWaitTimeout() {
+        return deviceWaitTimeout;
     }
 
     void awaitDeviceIdle() {

@@ -6,10 +6,13 @@ import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
 import java.lang.ref.Reference;
+import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
@@ -953,26 +956,32 @@ public final class UnifiedBuffer implements AutoCloseable {
                     return action.apply(root);
                 }
             }
-            awaitQuietly(pending);
+            awaitBounded(pending);
         }
     }
 
-    /**
-     * Waits for device work. Work that failed is over too: its failure was its launcher's to see (through the
-     * future it got), so a later read neither throws for it nor depends on when it failed.
-     */
-    private static void awaitQuietly(CompletableFuture<?> work) {
+    /** Waits for device work at most the device wait timeout, without the monitor; failed work is over too. */
+    private void awaitBounded(CompletableFuture<?> work) {
+        Duration limit = manager.deviceWaitTimeout();
         try {
-            work.join();
-        } catch (CompletionException | CancellationException failedWorkIsOverToo) {
+            work.get(limit.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (ExecutionException | CancellationException failedWorkIsOverToo) {
             // the memory is free of it either way
+        } catch (TimeoutException e) {
+            throw new DeviceTimeoutException("device work queued on " + this + " did not finish within " + limit.toMillis()
+                    + " ms (compute.memory.device-wait-timeout): a kernel that runs longer, or a device or a future recorded"
+                    + " on the buffer that never completes; nothing was changed, and the buffer's memory stays held until"
+                    + " the work is over", limit);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new DeviceTimeoutException("interrupted while waiting for device work queued on " + this, limit);
         }
     }
 
     /** Under the root's monitor, inside {@link #whenIdle}: nothing can be in flight; kept as the rule's last line. */
     private void awaitInFlight() {
         if (!inFlight.isDone()) {
-            awaitQuietly(inFlight);
+            awaitBounded(inFlight);
         }
         inFlight = DONE;
     }

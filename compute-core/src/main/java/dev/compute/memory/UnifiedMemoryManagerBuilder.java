@@ -1,5 +1,6 @@
 package dev.compute.memory;
 
+import dev.compute.memory.resource.PoolSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -40,6 +41,7 @@ public final class UnifiedMemoryManagerBuilder {
     int timelineCapacity = DEFAULT_TIMELINE_CAPACITY;
     Duration timelineInterval = DEFAULT_TIMELINE_INTERVAL;
     Duration closeTimeout = DEFAULT_CLOSE_TIMEOUT;
+    Duration deviceWaitTimeout = PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT;
 
     UnifiedMemoryManagerBuilder() {}
 
@@ -145,6 +147,16 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
+    /**
+     * {@code compute.memory.device-wait-timeout}: the longest a call waits for device work it depends on (a read
+     * after a kernel, an allocation that needs memory still used by work on a freed buffer) before it fails with
+     * {@link DeviceTimeoutException} or {@link DeviceOutOfMemoryException} saying the work may be stuck. 60 s.
+     */
+    public UnifiedMemoryManagerBuilder deviceWaitTimeout(Duration timeout) {
+        this.deviceWaitTimeout = timeout;
+        return this;
+    }
+
     /** Checks every setting, opens the backend and builds the manager. */
     public UnifiedMemoryManager build() {
         validate();
@@ -178,6 +190,11 @@ public final class UnifiedMemoryManagerBuilder {
         requireNonNull("compute.memory.close-timeout", closeTimeout);
         if (closeTimeout.isNegative()) {
             throw new InvalidSettingException("compute.memory.close-timeout", closeTimeout, "0 (no wait) or a positive duration, such as 5s");
+        }
+        requireNonNull("compute.memory.device-wait-timeout", deviceWaitTimeout);
+        if (deviceWaitTimeout.isNegative() || deviceWaitTimeout.toMillis() == 0) {
+            throw new InvalidSettingException("compute.memory.device-wait-timeout", deviceWaitTimeout,
+                    "a duration of at least 1ms, such as 60s: a call must be able to wait for device work at all");
         }
     }
 

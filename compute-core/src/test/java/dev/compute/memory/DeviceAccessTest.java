@@ -161,6 +161,26 @@ class DeviceAccessTest {
     }
 
     @Test
+    void aReadBehindWorkThatNeverFinishesFailsInTimeAndTheBufferStaysUsable() throws Exception {
+        try (UnifiedMemoryManager bounded = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .deviceWaitTimeout(Duration.ofMillis(300)).timelineInterval(Duration.ZERO).build()) {
+            UnifiedBuffer buffer = bounded.allocate(DataType.FLOAT32, 16, MemoryLocation.DEVICE);
+            buffer.copyFrom(new float[16]);
+            CompletableFuture<Void> stuck = new CompletableFuture<>();
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+                access.inFlightUntil(stuck);
+            }
+            assertThatThrownBy(() -> buffer.copyTo(new float[1])).isInstanceOf(DeviceTimeoutException.class)
+                    .hasMessageContaining("did not finish within 300 ms").hasMessageContaining("UnifiedBuffer[DEVICE, 64 bytes");
+            Future<?> closing = other.submit(buffer::close);
+            closing.get(1, TimeUnit.SECONDS); // close is at once, whatever waits
+            assertThat(buffer.isClosed()).isTrue();
+            assertThat(bounded.statistics(MemoryLocation.DEVICE).liveBuffers()).isZero();
+            stuck.complete(null);
+        }
+    }
+
+    @Test
     void theHandleOfAnotherBackendIsRefusedClearly() {
         try (UnifiedBuffer buffer = manager.allocate(64, MemoryLocation.DEVICE);
              BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {

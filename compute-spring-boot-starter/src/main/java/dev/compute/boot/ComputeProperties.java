@@ -53,7 +53,8 @@ public record ComputeProperties(
                 .leakDetection(required("compute.memory.leak-detection", memory.leakDetection()))
                 .timelineCapacity(memory.timeline().capacity())
                 .timelineInterval(required("compute.memory.timeline.interval", memory.timeline().interval()))
-                .closeTimeout(required("compute.memory.close-timeout", memory.closeTimeout()));
+                .closeTimeout(required("compute.memory.close-timeout", memory.closeTimeout()))
+                .deviceWaitTimeout(required("compute.memory.device-wait-timeout", memory.deviceWaitTimeout()));
         if (opencl.platform() != null && !opencl.platform().isBlank()) {
             builder.backendOption("platform", opencl.platform().trim());
         }
@@ -93,6 +94,8 @@ public record ComputeProperties(
      * @param timeline The history of reserved, allocated and cached bytes that the endpoint returns.
      * @param closeTimeout How long closing the manager (at shutdown) waits, in all, for views and accesses other
      *     threads still hold, calls under way and device work; memory still held then is kept, not freed. 0: no wait.
+     * @param deviceWaitTimeout The longest a call waits for device work it depends on (a read after a kernel, an
+     *     allocation needing memory that work on a freed buffer still uses) before it fails saying the work may be stuck.
      */
     public record Memory(
             @DefaultValue("auto") LocationSetting defaultLocation,
@@ -100,7 +103,8 @@ public record ComputeProperties(
             @DefaultValue Pinning pinning,
             @DefaultValue("simple") LeakDetectionLevel leakDetection,
             @DefaultValue Timeline timeline,
-            @DefaultValue("5s") Duration closeTimeout) {}
+            @DefaultValue("5s") Duration closeTimeout,
+            @DefaultValue("60s") Duration deviceWaitTimeout) {}
 
     /**
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.

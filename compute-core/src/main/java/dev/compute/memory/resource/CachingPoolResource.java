@@ -13,13 +13,13 @@ import dev.compute.memory.resource.pool.SizeClasses;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.VirtualMemory;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -83,7 +83,9 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <p><b>Device work in flight.</b> A block freed with an incomplete future is PENDING: it is not reused, nor
  * its pages unmapped, until the future completes. The caller is never blocked: completion puts the block on
- * a queue that the next allocate, free or trim drains.
+ * a queue that the next allocate, free or trim drains. Only an allocation that finds no memory otherwise waits
+ * for pending work, and close() does; both at most {@link PoolSettings#deviceWaitTimeout()}: then the allocation
+ * fails saying the work may be stuck, and close() keeps the segments rather than free them under the work.
  *
  * <p><b>Figures.</b> Reserved bytes are plain segments plus mapped pages (address ranges reserved but not
  * mapped cost nothing and are not counted); a pool hit is an allocation that made no backend call.
@@ -98,6 +100,7 @@ public final class CachingPoolResource implements MemoryResource {
 
     private final ComputeBackend backend;
     private final MemoryLocation location;
+    private final Duration deviceWaitTimeout;
     private final PoolLedger ledger;
     private final PoolArena small;
     private final PoolArena large;
@@ -127,6 +130,7 @@ public final class CachingPoolResource implements MemoryResource {
     private record Completion(PoolBlock block, CompletableFuture<?> work) {}
 
     public CachingPoolResource(ComputeBackend backend, MemoryLocation location, PoolSettings settings) {
+        this.deviceWaitTimeout = settings.deviceWaitTimeout();
         this.backend = backend;
         this.location = location;
         this.ledger = new PoolLedger(settings.maxPoolSize());
@@ -178,14 +182,16 @@ public final class CachingPoolResource implements MemoryResource {
             refusal = e.getMessage();
         }
         if (!pending.isEmpty()) {
-            awaitPending();
+            boolean finished = awaitPending();
             ensureOpen();
             drainCompleted();
             releaseAllCached();
             try {
                 return takeOrGrow(arena, size, requested, true);
             } catch (BackendOutOfMemoryException e) {
-                refusal = e.getMessage();
+                refusal = e.getMessage() + (finished ? "" : "; device work that " + pending.size() + " freed block(s) wait on did not"
+                        + " finish within " + deviceWaitTimeout.toMillis() + " ms (compute.memory.device-wait-timeout): the device,"
+                        + " or a future recorded on a buffer, may be stuck");
             }
         }
         throw outOfMemory(requested, size, refusal);
@@ -231,18 +237,16 @@ public final class CachingPoolResource implements MemoryResource {
         small.releaseCached(Long.MAX_VALUE);
     }
 
-    /** Waits, without the lock, for the device work that pending blocks wait on; failed work counts as done. */
-    private void awaitPending() {
+    /**
+     * Waits, without the lock and at most the device wait timeout, for the device work that pending blocks wait on;
+     * failed work counts as done. False when some did not finish in time.
+     */
+    private boolean awaitPending() {
         List<CompletableFuture<?>> inFlight = new ArrayList<>(pending.values());
+        boolean finished = true;
         lock.unlock();
         try {
-            for (CompletableFuture<?> future : inFlight) {
-                try {
-                    future.join();
-                } catch (CompletionException | CancellationException e) {
-                    // the work is over either way: the block is free to reuse
-                }
-            }
+            finished = awaitAll(inFlight, System.nanoTime() + deviceWaitTimeout.toNanos());
         } finally {
             lock.lock();
         }
@@ -254,6 +258,24 @@ public final class CachingPoolResource implements MemoryResource {
             }
             return false;
         });
+        return finished;
+    }
+
+    /** Waits for every future until the deadline (a {@link System#nanoTime()} value); false when one is not done by then. */
+    private static boolean awaitAll(List<CompletableFuture<?>> work, long deadline) {
+        for (CompletableFuture<?> future : work) {
+            try {
+                future.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (ExecutionException | CancellationException e) {
+                // the work is over either way: the block is free to reuse
+            } catch (TimeoutException e) {
+                return false;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+        }
+        return true;
     }
 
     private DeviceOutOfMemoryException outOfMemory(long requested, long size, String refusal) {
@@ -393,6 +415,11 @@ public final class CachingPoolResource implements MemoryResource {
         }
     }
 
+    /**
+     * Frees every segment, once device work that blocks freed under it still wait on has finished. A pool whose work
+     * does not finish within the device wait timeout keeps its segments rather than unmap memory a kernel still
+     * uses (and says so in the log): the memory then goes back with the process.
+     */
     @Override
     public void close() {
         lock.lock();
@@ -401,7 +428,12 @@ public final class CachingPoolResource implements MemoryResource {
                 return;
             }
             closed = true;
-            awaitPendingWork();
+            if (!pending.isEmpty() && !awaitAll(new ArrayList<>(pending.values()), System.nanoTime() + deviceWaitTimeout.toNanos())) {
+                System.getLogger(CachingPoolResource.class.getName()).log(System.Logger.Level.WARNING, this + ": device work that "
+                        + pending.size() + " freed block(s) wait on did not finish within " + deviceWaitTimeout.toMillis()
+                        + " ms; the pool keeps its " + ledger.reserved() + " reserved bytes rather than free them under it");
+                return;
+            }
             cache.close(block -> { });
             pending.clear();
             completed.clear();
@@ -412,27 +444,6 @@ public final class CachingPoolResource implements MemoryResource {
             }
         } finally {
             lock.unlock();
-        }
-    }
-
-    /**
-     * Device work may still run on blocks freed while it was queued; freeing their memory under it (an unmap
-     * beneath a running kernel) would corrupt or crash it. Completions only enqueue, so waiting under the lock
-     * cannot deadlock; the wait is bounded so a hung device cannot hang shutdown.
-     */
-    private void awaitPendingWork() {
-        if (pending.isEmpty()) {
-            return;
-        }
-        try {
-            CompletableFuture.allOf(pending.values().toArray(CompletableFuture[]::new)).get(30, TimeUnit.SECONDS);
-        } catch (ExecutionException | CancellationException e) {
-            // the work failed: it no longer runs, so its memory may go
-        } catch (TimeoutException e) {
-            System.getLogger(CachingPoolResource.class.getName()).log(System.Logger.Level.WARNING,
-                    pending.size() + " block(s) still had device work running after 30 s; freeing them anyway");
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         }
     }
 

@@ -250,6 +250,33 @@ class CachingPoolResourceTest {
     }
 
     @Test
+    void workThatNeverFinishesNeitherHangsTheCloseNorIsFreedUnder() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = new CachingPoolResource(backend, MemoryLocation.DEVICE,
+                new PoolSettings(GiB, 0, true, java.time.Duration.ofMillis(200)));
+        pool.deallocate(pool.allocate(4 * MiB), new CompletableFuture<>());
+        long used = backend.usedBytes();
+        long started = System.nanoTime();
+        pool.close();
+        assertThat((System.nanoTime() - started) / 1_000_000).as("close waited its bound, not forever").isBetween(150L, 5_000L);
+        assertThat(backend.usedBytes()).as("the memory under the stuck work is kept").isEqualTo(used);
+    }
+
+    @Test
+    void anAllocationThatNeedsMemoryStuckWorkHoldsFailsInTimeSayingSo() {
+        AddressSpaceBackend backend = backend(32 * MiB, true);
+        CachingPoolResource pool = new CachingPoolResource(backend, MemoryLocation.DEVICE,
+                new PoolSettings(GiB, 0, true, java.time.Duration.ofMillis(200)));
+        CompletableFuture<Void> stuck = new CompletableFuture<>();
+        pool.deallocate(pool.allocate(24 * MiB), stuck);
+        assertThatThrownBy(() -> pool.allocate(24 * MiB)).isInstanceOf(DeviceOutOfMemoryException.class)
+                .hasMessageContaining("did not finish within 200 ms").hasMessageContaining("may be stuck");
+        stuck.complete(null);
+        pool.deallocate(pool.allocate(24 * MiB));
+        pool.close();
+    }
+
+    @Test
     void outOfMemoryWaitsForPendingBlocksBeforeGivingUp() throws InterruptedException {
         AddressSpaceBackend backend = backend(32 * MiB, true);
         CachingPoolResource pool = pool(backend, GiB, true);

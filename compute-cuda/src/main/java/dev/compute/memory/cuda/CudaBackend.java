@@ -629,10 +629,19 @@ public final class CudaBackend implements ComputeBackend {
      * them), then frees staging, kernels and streams, and releases the context reference. The pool freed its
      * segments first, except memory the manager kept because a thread might still reach it: if PINNED or UNIFIED
      * allocations are still live, the context reference is kept (releasing the last one resets the context, which
-     * unmaps that host memory under the threads) and a warning says so.
+     * unmaps that host memory under the threads) and a warning says so. The wait for recorded work is bounded: on a
+     * device that does not finish it within {@link #DEVICE_WAIT_AT_CLOSE}, the backend keeps its streams, staging
+     * buffers, kernels and context (destroying them under running work could crash the device's users) and says so.
      */
     @Override
-    public synchronized void close() {
+    public void close() {
+        close(DEVICE_WAIT_AT_CLOSE);
+    }
+
+    /** How long close() waits for recorded device work before it keeps what that work may use. */
+    static final Duration DEVICE_WAIT_AT_CLOSE = Duration.ofSeconds(10);
+
+    synchronized void close(Duration deviceWait) {
         Lock write = lifecycle.writeLock();
         write.lock();
         try {
@@ -644,8 +653,15 @@ public final class CudaBackend implements ComputeBackend {
             write.unlock();
         }
         context.makeCurrent();
-        completions.close();
+        boolean finished = completions.close(deviceWait);
         closed = true;
+        if (!finished) {
+            LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": recorded device work did not finish"
+                    + " within " + deviceWait.toMillis() + " ms of close; the backend keeps its streams, staging buffers, kernels"
+                    + " and context rather than destroy them under it (the device may be hung)");
+            copier.close();
+            return;
+        }
         copier.close();
         staging.close();
         ops.close();

@@ -5,6 +5,7 @@ import static jcuda.driver.JCudaDriver.cuEventDestroy;
 import static jcuda.driver.JCudaDriver.cuEventRecord;
 import static jcuda.driver.JCudaDriver.cuEventSynchronize;
 
+import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
@@ -140,18 +141,30 @@ final class DeviceCompletions implements AutoCloseable {
         }
     }
 
-    /** Waits for every recorded event to be reported, then frees the events and stops the threads. */
+    /** As {@link #close(Duration)}, waiting as long as close() of the backend does. */
     @Override
     public void close() {
+        close(CudaBackend.DEVICE_WAIT_AT_CLOSE);
+    }
+
+    /**
+     * Waits, at most {@code bound}, for every recorded event to be reported, then frees the events and stops the
+     * threads; true when it did. When the device did not finish in time the waiter thread is left in its
+     * {@code cuEventSynchronize} (it cannot be interrupted) and the events stay allocated: false.
+     */
+    boolean close(Duration bound) {
         if (closed) {
-            return;
+            return true;
         }
         closed = true;
         pending.add(STOP);
         try {
-            waiter.join();
+            waiter.join(bound);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        }
+        if (waiter.isAlive()) {
+            return false;
         }
         callbacks.shutdown();
         try {
@@ -162,5 +175,6 @@ final class DeviceCompletions implements AutoCloseable {
         for (CUevent event; (event = idleEvents.poll()) != null; ) {
             cuEventDestroy(event);
         }
+        return true;
     }
 }

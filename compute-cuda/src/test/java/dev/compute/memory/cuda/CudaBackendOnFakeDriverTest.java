@@ -113,6 +113,11 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("aViewHeldPastTheManagersCloseStaysMapped");
     }
 
+    @Test
+    void closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses() throws Exception {
+        inFakeDriverJvm("closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     public static void main(String[] args) {
@@ -123,6 +128,7 @@ class CudaBackendOnFakeDriverTest {
                 case "awaitIdleWaitsForEveryStreamWithinItsBound" -> Scenarios.awaitIdleWaitsForEveryStreamWithinItsBound();
                 case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
                 case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
+                case "closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses" -> Scenarios.closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -313,6 +319,26 @@ class CudaBackendOnFakeDriverTest {
             assertThat(idle.get()).isTrue();
             assertCleanClose(backend);
             assertThatThrownBy(() -> backend.awaitIdle(Duration.ZERO)).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+        }
+
+        static void closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses() throws Throwable {
+            List<LogRecord> warnings = backendWarnings();
+            CudaBackend backend = open();
+            CUstream stream = backend.enter();
+            hold(); // the device never finishes what is recorded from here on
+            CompletableFuture<Void> stuck = backend.recordWhileOpen(stream);
+            long start = System.nanoTime();
+            backend.close(Duration.ofMillis(300));
+            long tookMillis = (System.nanoTime() - start) / 1_000_000;
+            assertThat(tookMillis).as("close waited about its bound, not for the device").isBetween(250L, 5_000L);
+            assertThat(stuck).isNotDone();
+            Counters after = counters();
+            assertThat(after.streams()).as("streams kept under the running work").isPositive();
+            assertThat(after.contextReferences()).as("the context kept").isEqualTo(1);
+            assertThat(warnings).singleElement().satisfies(warning -> assertThat(warning.getMessage())
+                    .contains("did not finish within 300 ms").contains("keeps its streams"));
+            release(); // lets the waiter thread end, so the JVM can exit
+            stuck.get(5, TimeUnit.SECONDS);
         }
 
         static void closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive() throws Throwable {

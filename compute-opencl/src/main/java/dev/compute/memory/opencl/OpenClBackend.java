@@ -783,15 +783,32 @@ public final class OpenClBackend implements ComputeBackend {
     /**
      * Refuses new work, waits for every queued command, every work recorded on a device handle and every future's
      * dependent actions (the pool's deferred frees among them), then releases the kernels, queue and context.
-     * Closing twice is harmless.
+     * Closing twice is harmless. The wait is bounded ({@link #DEVICE_WAIT_AT_CLOSE}): on a device whose work does not
+     * finish in time, the queue, context and the threads waiting on events are kept rather than released under the
+     * work, and a warning says so.
      */
     @Override
     public void close() {
+        close(DEVICE_WAIT_AT_CLOSE);
+    }
+
+    /** How long close() waits for queued and recorded work before it keeps what that work may use. */
+    static final Duration DEVICE_WAIT_AT_CLOSE = Duration.ofSeconds(10);
+
+    void close(Duration deviceWait) {
+        CompletableFuture<Void> idle;
         synchronized (lifecycle) {
             if (closed) {
                 return;
             }
+            idle = CompletableFuture.allOf(markerLocked(), recordedWork.barrier());
             closed = true;
+        }
+        if (!finishedWithin(idle, deviceWait)) {
+            System.getLogger(OpenClBackend.class.getName()).log(System.Logger.Level.WARNING, "OpenCL device " + device.describe()
+                    + ": queued or recorded work did not finish within " + deviceWait.toMillis() + " ms of close; the backend"
+                    + " keeps its queue and context rather than release them under it (the device may be hung)");
+            return;
         }
         try {
             CL.clFinish(queue);
@@ -805,6 +822,20 @@ public final class OpenClBackend implements ComputeBackend {
                 CL.clReleaseContext(context);
             }
             drained.complete(null);
+        }
+    }
+
+    private static boolean finishedWithin(CompletableFuture<Void> work, Duration bound) {
+        try {
+            work.get(Math.max(0, bound.toNanos()), TimeUnit.NANOSECONDS);
+            return true;
+        } catch (ExecutionException failed) {
+            return true; // a failed command has ended too
+        } catch (TimeoutException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
         }
     }
 }

@@ -2,6 +2,7 @@ package dev.compute.memory.opencl;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.assertj.core.api.Assertions.within;
 
 import dev.compute.memory.DataType;
@@ -435,6 +436,26 @@ class OpenClBackendTest {
             fill.join();
         } finally {
             CL.clSetUserEventStatus(gate, CL.CL_COMPLETE);
+            CL.clReleaseEvent(gate);
+        }
+    }
+
+    @Test
+    void closeOnWorkThatNeverFinishesIsBoundedAndKeepsTheQueue() {
+        OpenClBackend own = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings());
+        int[] error = new int[1];
+        cl_event gate = CL.clCreateUserEvent(own.context(), error);
+        check(error[0]);
+        try {
+            check(CL.clEnqueueBarrierWithWaitList(own.commandQueue(), 1, new cl_event[] {gate}, null));
+            long start = System.nanoTime();
+            assertTimeoutPreemptively(Duration.ofSeconds(10), () -> own.close(Duration.ofMillis(300)), "close waits for a hung queue");
+            long tookMillis = (System.nanoTime() - start) / 1_000_000;
+            assertThat(tookMillis).as("close waited about its bound, not for the gate").isBetween(250L, 5_000L);
+            assertThatThrownBy(() -> own.allocate(MemoryLocation.DEVICE, 64)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("closed");
+        } finally {
+            CL.clSetUserEventStatus(gate, CL.CL_COMPLETE); // the kept queue drains now
             CL.clReleaseEvent(gate);
         }
     }
