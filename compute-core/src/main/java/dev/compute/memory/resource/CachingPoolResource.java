@@ -41,8 +41,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * (coalescing), so a gap between used blocks is always one free block, as large as it can be.
  *
  * <p><b>Where memory comes from.</b> Where the backend maps pages ({@link ComputeBackend#virtualMemory}) and
- * {@link PoolSettings#expandableSegments()} is on, each arena reserves one large address range (twice
- * the cap: address space costs nothing) and backs only the pages that blocks touch. A page is mapped exactly
+ * {@link PoolSettings#expandableSegments()} is on, each arena reserves one large address range and backs
+ * only the pages that blocks touch. A range is twice what the pool can hold (the cap, or the device's total
+ * memory where that is smaller), so that holes left by live blocks never force a second one; it costs address
+ * space, not memory, but address space is bounded too (128 TiB per process on x86-64), and a range sized by a
+ * cap of 100 TB could not be reserved at all. A request larger than a range gets a range of its own. A page is mapped exactly
  * when a block in use touches it, or it lies in free space not yet given back; so what the pool reserves
  * follows what is live, page by page, however the address space fragments. A block needing unmapped pages
  * maps them in one call, its last run extended by a chunk (1/8 of what the arena has mapped, 2 to 128 MiB) so

@@ -418,6 +418,30 @@ class CachingPoolResourceTest {
     }
 
     @Test
+    void rangesAreTwiceWhatTheDeviceHoldsWhenTheCapIsLarger() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        // twice 100 TiB is more address space than a process has
+        CachingPoolResource pool = pool(backend, 100L << 40, true);
+        List<Block> blocks = List.of(pool.allocate(1024), pool.allocate(10 * MiB));
+
+        assertThat(pool.segments()).hasSize(2).allSatisfy(range -> assertThat(range.sizeBytes()).isEqualTo(2 * GiB));
+        blocks.forEach(pool::deallocate);
+        pool.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @Test
+    void rangesAreTwiceTheCapWhenTheDeviceHoldsMore() {
+        AddressSpaceBackend backend = backend(4 * GiB, true);
+        CachingPoolResource pool = pool(backend, 64 * MiB, true);
+        Block block = pool.allocate(10 * MiB);
+
+        assertThat(pool.segments()).singleElement().satisfies(range -> assertThat(range.sizeBytes()).isEqualTo(128 * MiB));
+        pool.deallocate(block);
+        pool.close();
+    }
+
+    @Test
     void withoutPageMappingSmallAndLargeBlocksComeFromTheirOwnSegments() {
         AddressSpaceBackend backend = backend(GiB, false);
         CachingPoolResource pool = pool(backend, GiB, true);

@@ -87,4 +87,22 @@ class CpuMemoryManagerTest {
             }
         }
     }
+
+    @Test
+    void aCapBeyondTheAddressSpaceStillAllocates() {
+        // ranges sized by the cap would ask for twice 100 TiB, more than the 128 TiB a process has
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(100L << 40)
+                .timelineInterval(Duration.ZERO).build()) {
+            for (MemoryLocation location : new MemoryLocation[] {MemoryLocation.HOST, MemoryLocation.DEVICE, MemoryLocation.UNIFIED}) {
+                try (UnifiedBuffer small = manager.allocate(DataType.FLOAT32, 256, location);
+                     UnifiedBuffer large = manager.allocate(DataType.FLOAT64, 8 << 20, location)) {
+                    manager.ops().fill(small, 1.0);
+                    manager.ops().fill(large, 1.0);
+                    assertThat(manager.ops().sum(small) + manager.ops().sum(large)).as("%s", location).isEqualTo(256.0 + (8 << 20));
+                }
+            }
+            assertThat(manager.snapshot(MemoryLocation.HOST).segments()).allSatisfy(segment -> assertThat(segment.expandable()).isTrue());
+            ManagerInvariants.checkQuiescent(manager);
+        }
+    }
 }
