@@ -127,7 +127,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : settings.maxPoolSize;
         String capName = location == MemoryLocation.PINNED ? "compute.memory.pinning.max-pinned-size" : "compute.memory.pooling.max-pool-size";
         MemoryResource base = settings.poolingEnabled
-                ? ResourceChains.pool(backend, location, new PoolSettings(cap, Math.min(settings.releaseThreshold, cap), settings.expandableSegments))
+                ? ResourceChains.pool(backend, location, new PoolSettings(cap, Math.min(settings.releaseThreshold, cap), settings.expandableSegments, capName))
                 : new LimitingResource(new BackendMemoryResource(backend, location), location, cap, capName);
         LeakTrackingResource leaks = new LeakTrackingResource(new StatisticsResource(base), settings.leakDetection);
         return new LocationChain(leaks, new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location));

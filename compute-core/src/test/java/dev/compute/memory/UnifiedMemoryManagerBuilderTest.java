@@ -93,6 +93,17 @@ class UnifiedMemoryManagerBuilderTest {
     }
 
     @Test
+    void aRequestAboveACapNamesThatCapsProperty() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxPoolSize(8 << 20).releaseThreshold(0).maxPinnedSize(4 << 20).timelineInterval(Duration.ZERO).build()) {
+            assertThatThrownBy(() -> manager.allocate(9 << 20, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageContaining("above compute.memory.pooling.max-pool-size (8388608 bytes)");
+            assertThatThrownBy(() -> manager.allocate(5 << 20, MemoryLocation.PINNED)).isInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageContaining("above compute.memory.pinning.max-pinned-size (4194304 bytes)");
+        }
+    }
+
+    @Test
     void timelineSamplesAreKeptInABoundedRing() throws InterruptedException {
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
                 .timelineCapacity(3).timelineInterval(Duration.ofMillis(10)).build()) {
