@@ -83,7 +83,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     PooledMemoryManager(UnifiedMemoryManagerBuilder settings) {
         this.backend = openBackend(settings);
         try {
-            this.releaseThreshold = settings.releaseThreshold;
+            this.releaseThreshold = settings.releaseThreshold();
             this.closeTimeout = settings.closeTimeout;
             this.deviceWaitTimeout = settings.deviceWaitTimeout;
             List<MemoryLocation> usable = new ArrayList<>();
@@ -116,7 +116,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             return settings.backendInstance;
         }
         BackendSettings backendSettings = new BackendSettings(settings.device, settings.pinningEnabled,
-                settings.stagingBufferSize, settings.backendOptions);
+                settings.stagingBufferSize(), settings.backendOptions);
         ClassLoader loader = Thread.currentThread().getContextClassLoader();
         BackendSelection selection = BackendSelection.choose(settings.backend, backendSettings,
                 BackendSelection.providers(loader != null ? loader : PooledMemoryManager.class.getClassLoader()));
@@ -129,8 +129,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : settings.maxPoolSize;
         String capName = location == MemoryLocation.PINNED ? "compute.memory.pinning.max-pinned-size" : "compute.memory.pooling.max-pool-size";
         MemoryResource base = settings.poolingEnabled
-                ? ResourceChains.pool(backend, location, new PoolSettings(cap, Math.min(settings.releaseThreshold, cap), settings.expandableSegments,
-                        settings.deviceWaitTimeout))
+                ? ResourceChains.pool(backend, location, new PoolSettings(cap, Math.min(settings.releaseThreshold(), cap),
+                        settings.expandableSegments, capName, settings.deviceWaitTimeout))
                 : new LimitingResource(new BackendMemoryResource(backend, location), location, cap, capName);
         LeakTrackingResource leaks = new LeakTrackingResource(new StatisticsResource(base), settings.leakDetection);
         return new LocationChain(leaks, new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location));

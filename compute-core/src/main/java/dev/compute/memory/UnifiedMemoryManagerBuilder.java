@@ -9,7 +9,10 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * Every setting of {@code compute.*} in {@code application.yml}, with the same defaults. {@link #build()}
- * checks them all and fails with an {@link InvalidSettingException} that names the property.
+ * checks them all and fails with an {@link InvalidSettingException} that names the property. A default never
+ * contradicts a setting the user gave: where it would, it follows that setting (an unset release threshold is
+ * at most max-pool-size, an unset staging buffer at most max-pinned-size); values the user set are checked as
+ * given.
  */
 public final class UnifiedMemoryManagerBuilder {
 
@@ -31,12 +34,14 @@ public final class UnifiedMemoryManagerBuilder {
     @Nullable MemoryLocation defaultLocation;
     boolean poolingEnabled = true;
     long maxPoolSize = DEFAULT_MAX_POOL_SIZE;
-    long releaseThreshold = DEFAULT_RELEASE_THRESHOLD;
+    /** Null while unset; {@link #releaseThreshold()} then follows the cap. */
+    @Nullable Long releaseThreshold;
     Duration trimInterval = DEFAULT_TRIM_INTERVAL;
     boolean expandableSegments = true;
     boolean pinningEnabled = true;
     long maxPinnedSize = DEFAULT_MAX_PINNED_SIZE;
-    long stagingBufferSize = DEFAULT_STAGING_BUFFER_SIZE;
+    /** Null while unset; {@link #stagingBufferSize()} then follows max-pinned-size. */
+    @Nullable Long stagingBufferSize;
     LeakDetectionLevel leakDetection = LeakDetectionLevel.SIMPLE;
     int timelineCapacity = DEFAULT_TIMELINE_CAPACITY;
     Duration timelineInterval = DEFAULT_TIMELINE_INTERVAL;
@@ -86,7 +91,10 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
-    /** {@code compute.memory.pooling.release-threshold}: cached bytes a trim keeps. */
+    /**
+     * {@code compute.memory.pooling.release-threshold}: cached bytes a trim keeps, at most max-pool-size. Unset:
+     * {@value #DEFAULT_RELEASE_THRESHOLD} bytes, or max-pool-size where that is smaller.
+     */
     public UnifiedMemoryManagerBuilder releaseThreshold(long bytes) {
         this.releaseThreshold = bytes;
         return this;
@@ -114,7 +122,10 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
-    /** {@code compute.memory.pinning.staging-buffer-size}: one staging buffer for copies from pageable memory. */
+    /**
+     * {@code compute.memory.pinning.staging-buffer-size}: one staging buffer for copies from pageable memory. Unset:
+     * {@value #DEFAULT_STAGING_BUFFER_SIZE} bytes, or max-pinned-size where that is smaller.
+     */
     public UnifiedMemoryManagerBuilder stagingBufferSize(long bytes) {
         this.stagingBufferSize = bytes;
         return this;
@@ -172,14 +183,18 @@ public final class UnifiedMemoryManagerBuilder {
             throw new InvalidSettingException("compute.device", device, "a device index of 0 or more");
         }
         positive("compute.memory.pooling.max-pool-size", maxPoolSize);
-        notNegative("compute.memory.pooling.release-threshold", releaseThreshold);
-        if (releaseThreshold > maxPoolSize) {
-            throw new InvalidSettingException("compute.memory.pooling.release-threshold", releaseThreshold + " bytes",
-                    "at most compute.memory.pooling.max-pool-size (" + maxPoolSize + " bytes): a pool cannot keep more cache than it may reserve");
+        if (releaseThreshold != null) {
+            notNegative("compute.memory.pooling.release-threshold", releaseThreshold);
+            if (releaseThreshold > maxPoolSize) {
+                throw new InvalidSettingException("compute.memory.pooling.release-threshold", releaseThreshold + " bytes",
+                        "at most compute.memory.pooling.max-pool-size (" + maxPoolSize + " bytes): a pool cannot keep more cache than it may reserve");
+            }
         }
         interval("compute.memory.pooling.trim-interval", trimInterval);
         positive("compute.memory.pinning.max-pinned-size", maxPinnedSize);
-        positive("compute.memory.pinning.staging-buffer-size", stagingBufferSize);
+        if (stagingBufferSize != null) {
+            positive("compute.memory.pinning.staging-buffer-size", stagingBufferSize);
+        }
         requireNonNull("compute.memory.leak-detection", leakDetection);
         // The ring is allocated whole at start and the endpoint returns all of it: a huge capacity fails late and badly.
         if (timelineCapacity <= 0 || timelineCapacity > MAX_TIMELINE_CAPACITY) {
@@ -196,6 +211,16 @@ public final class UnifiedMemoryManagerBuilder {
             throw new InvalidSettingException("compute.memory.device-wait-timeout", deviceWaitTimeout,
                     "a duration of at least 1ms, such as 60s: a call must be able to wait for device work at all");
         }
+    }
+
+    /** The release threshold set, or the default where that fits under the cap, else the cap. */
+    long releaseThreshold() {
+        return releaseThreshold != null ? releaseThreshold : Math.min(DEFAULT_RELEASE_THRESHOLD, maxPoolSize);
+    }
+
+    /** The staging buffer size set, or the default where that fits under max-pinned-size, else max-pinned-size. */
+    long stagingBufferSize() {
+        return stagingBufferSize != null ? stagingBufferSize : Math.min(DEFAULT_STAGING_BUFFER_SIZE, maxPinnedSize);
     }
 
     private static void requireNonNull(String property, @Nullable Object value) {

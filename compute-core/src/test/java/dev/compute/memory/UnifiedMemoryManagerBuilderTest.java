@@ -36,6 +36,28 @@ class UnifiedMemoryManagerBuilderTest {
     }
 
     @Test
+    void anUnsetReleaseThresholdFollowsASmallerCap() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxPoolSize(128L << 20).timelineInterval(Duration.ZERO).build()) {
+            manager.allocate(1 << 20, MemoryLocation.DEVICE).close();
+        }
+        assertThat(UnifiedMemoryManager.builder().maxPoolSize(128L << 20).releaseThreshold()).isEqualTo(128L << 20);
+        assertThat(UnifiedMemoryManager.builder().maxPoolSize(1L << 30).releaseThreshold())
+                .isEqualTo(UnifiedMemoryManagerBuilder.DEFAULT_RELEASE_THRESHOLD);
+        assertThat(UnifiedMemoryManager.builder().maxPoolSize(128L << 20).releaseThreshold(0).releaseThreshold()).isZero();
+        refused(b -> b.maxPoolSize(128L << 20).releaseThreshold(UnifiedMemoryManagerBuilder.DEFAULT_RELEASE_THRESHOLD),
+                "compute.memory.pooling.release-threshold", "at most compute.memory.pooling.max-pool-size (134217728 bytes)");
+    }
+
+    @Test
+    void anUnsetStagingBufferFollowsASmallerMaxPinnedSize() {
+        assertThat(UnifiedMemoryManager.builder().maxPinnedSize(4L << 20).stagingBufferSize()).isEqualTo(4L << 20);
+        assertThat(UnifiedMemoryManager.builder().stagingBufferSize()).isEqualTo(UnifiedMemoryManagerBuilder.DEFAULT_STAGING_BUFFER_SIZE);
+        assertThat(UnifiedMemoryManager.builder().maxPinnedSize(4L << 20).stagingBufferSize(32L << 20).stagingBufferSize())
+                .as("a size the user set stands").isEqualTo(32L << 20);
+    }
+
+    @Test
     void refusesNegativeIntervalsAndDevices() {
         refused(b -> b.trimInterval(Duration.ofSeconds(-1)), "compute.memory.pooling.trim-interval", "0 (off) or a duration of at least 1ms");
         refused(b -> b.trimInterval(Duration.ofNanos(500_000)), "compute.memory.pooling.trim-interval", "at least 1ms");
@@ -89,6 +111,17 @@ class UnifiedMemoryManagerBuilderTest {
             big.close();
             manager.allocate(200_000, MemoryLocation.DEVICE).close();
             assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+        }
+    }
+
+    @Test
+    void aRequestAboveACapNamesThatCapsProperty() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxPoolSize(8 << 20).maxPinnedSize(4 << 20).timelineInterval(Duration.ZERO).build()) {
+            assertThatThrownBy(() -> manager.allocate(9 << 20, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageContaining("above compute.memory.pooling.max-pool-size (8388608 bytes)");
+            assertThatThrownBy(() -> manager.allocate(5 << 20, MemoryLocation.PINNED)).isInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageContaining("above compute.memory.pinning.max-pinned-size (4194304 bytes)");
         }
     }
 

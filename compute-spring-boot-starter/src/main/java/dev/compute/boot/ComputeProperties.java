@@ -44,17 +44,22 @@ public record ComputeProperties(
                 .defaultLocation(memory.defaultLocation().location())
                 .poolingEnabled(memory.pooling().enabled())
                 .maxPoolSize(bytes("compute.memory.pooling.max-pool-size", memory.pooling().maxPoolSize()))
-                .releaseThreshold(bytes("compute.memory.pooling.release-threshold", memory.pooling().releaseThreshold()))
                 .trimInterval(required("compute.memory.pooling.trim-interval", memory.pooling().trimInterval()))
                 .expandableSegments(memory.pooling().expandableSegments())
                 .pinningEnabled(memory.pinning().enabled())
                 .maxPinnedSize(bytes("compute.memory.pinning.max-pinned-size", memory.pinning().maxPinnedSize()))
-                .stagingBufferSize(bytes("compute.memory.pinning.staging-buffer-size", memory.pinning().stagingBufferSize()))
                 .leakDetection(required("compute.memory.leak-detection", memory.leakDetection()))
                 .timelineCapacity(memory.timeline().capacity())
                 .timelineInterval(required("compute.memory.timeline.interval", memory.timeline().interval()))
                 .closeTimeout(required("compute.memory.close-timeout", memory.closeTimeout()))
                 .deviceWaitTimeout(required("compute.memory.device-wait-timeout", memory.deviceWaitTimeout()));
+        // unset, these follow max-pool-size and max-pinned-size in the builder
+        if (memory.pooling().releaseThreshold() != null) {
+            builder.releaseThreshold(memory.pooling().releaseThreshold().toBytes());
+        }
+        if (memory.pinning().stagingBufferSize() != null) {
+            builder.stagingBufferSize(memory.pinning().stagingBufferSize().toBytes());
+        }
         if (opencl.platform() != null && !opencl.platform().isBlank()) {
             builder.backendOption("platform", opencl.platform().trim());
         }
@@ -109,7 +114,8 @@ public record ComputeProperties(
     /**
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
      * @param maxPoolSize Cap on the bytes reserved from the backend per location.
-     * @param releaseThreshold Cached bytes a trim keeps for reuse; at most max-pool-size.
+     * @param releaseThreshold Cached bytes a trim keeps for reuse; at most max-pool-size. Unset: 256MB, or
+     *     max-pool-size where that is smaller.
      * @param trimInterval How often cached memory beyond the release threshold is given back, at least 1ms; 0
      *     disables scheduled trimming.
      * @param expandableSegments Whether the pool maps pages into reserved address ranges where the backend can,
@@ -118,7 +124,7 @@ public record ComputeProperties(
     public record Pooling(
             @DefaultValue("true") boolean enabled,
             @DefaultValue("4GB") DataSize maxPoolSize,
-            @DefaultValue("256MB") DataSize releaseThreshold,
+            @Nullable DataSize releaseThreshold,
             @DefaultValue("5m") Duration trimInterval,
             @DefaultValue("true") boolean expandableSegments) {}
 
@@ -126,11 +132,12 @@ public record ComputeProperties(
      * @param enabled Whether PINNED buffers and pinned staging buffers may be used.
      * @param maxPinnedSize Cap on the bytes reserved for PINNED buffers.
      * @param stagingBufferSize Size of one staging buffer for copies between pageable host memory and a device.
+     *     Unset: 16MB, or max-pinned-size where that is smaller.
      */
     public record Pinning(
             @DefaultValue("true") boolean enabled,
             @DefaultValue("2GB") DataSize maxPinnedSize,
-            @DefaultValue("16MB") DataSize stagingBufferSize) {}
+            @Nullable DataSize stagingBufferSize) {}
 
     /**
      * @param capacity How many samples each location keeps (at the default interval, an hour); 1 to 86400.

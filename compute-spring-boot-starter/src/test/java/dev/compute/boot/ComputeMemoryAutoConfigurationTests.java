@@ -51,10 +51,10 @@ class ComputeMemoryAutoConfigurationTests {
             ComputeProperties properties = context.getBean(ComputeProperties.class);
             assertThat(properties.backend()).isEqualTo("auto");
             assertThat(properties.memory().pooling().maxPoolSize()).isEqualTo(DataSize.ofGigabytes(4));
-            assertThat(properties.memory().pooling().releaseThreshold()).isEqualTo(DataSize.ofMegabytes(256));
+            assertThat(properties.memory().pooling().releaseThreshold()).as("unset: 256MB, or max-pool-size where smaller").isNull();
             assertThat(properties.memory().pooling().trimInterval()).isEqualTo(Duration.ofMinutes(5));
             assertThat(properties.memory().pinning().maxPinnedSize()).isEqualTo(DataSize.ofGigabytes(2));
-            assertThat(properties.memory().pinning().stagingBufferSize()).isEqualTo(DataSize.ofMegabytes(16));
+            assertThat(properties.memory().pinning().stagingBufferSize()).as("unset: 16MB, or max-pinned-size where smaller").isNull();
             assertThat(properties.memory().leakDetection()).isEqualTo(LeakDetectionLevel.SIMPLE);
             assertThat(properties.health().fragmentationWarningThreshold()).isEqualTo(0.5);
         });
@@ -105,6 +105,15 @@ class ComputeMemoryAutoConfigurationTests {
     }
 
     @Test
+    void aSmallCapAloneStartsTheDefaultsThatWouldPassItFollowIt() {
+        runner.withPropertyValues("compute.memory.pooling.max-pool-size=128MB", "compute.memory.pinning.max-pinned-size=8MB")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    context.getBean(UnifiedMemoryManager.class).allocate(100L << 20).close();
+                });
+    }
+
+    @Test
     void openClPropertiesAndTheDeviceIndexReachTheBackendProvider() {
         runner.withPropertyValues("compute.backend=" + UnattachedDeviceBackendProvider.NAME, "compute.device=2",
                 "compute.opencl.platform=Portable Computing Language", "compute.opencl.device-type=cpu",
@@ -142,6 +151,7 @@ class ComputeMemoryAutoConfigurationTests {
             "compute.memory.pooling.max-pool-size=0             | compute.memory.pooling.max-pool-size      | 0 bytes            | a positive size",
             "compute.memory.pooling.release-threshold=-1MB      | compute.memory.pooling.release-threshold  | -1048576 bytes     | a size of 0 or more",
             "compute.memory.pooling.release-threshold=8GB       | compute.memory.pooling.release-threshold  | 8589934592 bytes   | at most compute.memory.pooling.max-pool-size (4294967296 bytes)",
+            "compute.memory.pooling.max-pool-size=128MB;compute.memory.pooling.release-threshold=256MB | compute.memory.pooling.release-threshold | 268435456 bytes | at most compute.memory.pooling.max-pool-size (134217728 bytes)",
             "compute.memory.pooling.trim-interval=-5s           | compute.memory.pooling.trim-interval      | PT-5S              | 0 (off) or a duration of at least 1ms",
             "compute.memory.pooling.trim-interval=500us         | compute.memory.pooling.trim-interval      | PT0.0005S          | 0 (off) or a duration of at least 1ms",
             "compute.memory.pinning.staging-buffer-size=0       | compute.memory.pinning.staging-buffer-size| 0 bytes            | a positive size",

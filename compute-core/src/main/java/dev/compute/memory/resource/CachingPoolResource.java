@@ -41,8 +41,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * (coalescing), so a gap between used blocks is always one free block, as large as it can be.
  *
  * <p><b>Where memory comes from.</b> Where the backend maps pages ({@link ComputeBackend#virtualMemory}) and
- * {@link PoolSettings#expandableSegments()} is on, each arena reserves one large address range (twice
- * the cap: address space costs nothing) and backs only the pages that blocks touch. A page is mapped exactly
+ * {@link PoolSettings#expandableSegments()} is on, each arena reserves one large address range and backs
+ * only the pages that blocks touch. A range is twice what the pool can hold (the cap, or the device's total
+ * memory where that is smaller), so that holes left by live blocks never force a second one; it costs address
+ * space, not memory, but address space is bounded too (128 TiB per process on x86-64), and a range sized by a
+ * cap of 100 TB could not be reserved at all. A request larger than a range gets a range of its own. A page is mapped exactly
  * when a block in use touches it, or it lies in free space not yet given back; so what the pool reserves
  * follows what is live, page by page, however the address space fragments. A block needing unmapped pages
  * maps them in one call, its last run extended by a chunk (1/8 of what the arena has mapped, 2 to 128 MiB) so
@@ -73,9 +76,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * {@value #SMALL_BLOCKS_KEPT_UNFLUSHED} bytes: then the small arena grows instead, so that a set of recurring
  * sizes larger than what is mapped stays cached rather than being flushed every few dozen allocations.
  *
- * <p><b>Pressure.</b> When the backend has no memory or {@link PoolSettings#maxPoolSize()} would be passed,
- * the pool gives back all it caches (free plain segments, free mapped pages) and retries once, mapping no
- * slack; if blocks are pending on device work it then waits for them and tries again; then it throws
+ * <p><b>Pressure.</b> A request larger than the cap fails at once, the cache left as it is: nothing the pool
+ * could give back would make room for it. When the backend has no memory or {@link PoolSettings#maxPoolSize()}
+ * would be passed, the pool gives back all it caches (free plain segments, free mapped pages) and retries once,
+ * mapping no slack; if blocks are pending on device work it then waits for them and tries again; then it throws
  * {@link DeviceOutOfMemoryException} saying what was asked, what is live, cached and reserved, what the
  * device has free and the largest free block. {@link #trim} gives back the same way until at most
  * {@code keepBytes} stay cached ({@code cached = reserved − live}; bytes of pages shared with live blocks
@@ -102,6 +106,7 @@ public final class CachingPoolResource implements MemoryResource {
     private final MemoryLocation location;
     private final Duration deviceWaitTimeout;
     private final PoolLedger ledger;
+    private final String maxPoolSizeProperty;
     private final PoolArena small;
     private final PoolArena large;
     private final SizeClassCache cache = new SizeClassCache();
@@ -134,6 +139,7 @@ public final class CachingPoolResource implements MemoryResource {
         this.backend = backend;
         this.location = location;
         this.ledger = new PoolLedger(settings.maxPoolSize());
+        this.maxPoolSizeProperty = settings.maxPoolSizeProperty();
         VirtualMemory pages = settings.expandableSegments() ? backend.virtualMemory(location).orElse(null) : null;
         this.small = new PoolArena(true, backend, location, this, pages, ledger);
         this.large = new PoolArena(false, backend, location, this, pages, ledger);
@@ -159,6 +165,9 @@ public final class CachingPoolResource implements MemoryResource {
         lock.lock();
         try {
             ensureOpen();
+            if (size > ledger.maxPoolSize()) {
+                throw aboveCap(bytes, size);
+            }
             drainCompleted();
             return allocateLocked(size, bytes);
         } finally {
@@ -278,13 +287,20 @@ public final class CachingPoolResource implements MemoryResource {
         return true;
     }
 
+    /** No release of cached memory can make room for a block larger than the cap: fails without touching the cache. */
+    private DeviceOutOfMemoryException aboveCap(long requested, long size) {
+        return new DeviceOutOfMemoryException(location, requested, "out of " + location + " memory: requested " + requested
+                + " bytes (" + size + " after rounding), above " + maxPoolSizeProperty + " (" + ledger.maxPoolSize()
+                + " bytes), the most this pool may ever hold; raise " + maxPoolSizeProperty + " or ask for less");
+    }
+
     private DeviceOutOfMemoryException outOfMemory(long requested, long size, String refusal) {
         long live = small.liveBytes() + large.liveBytes();
         long reserved = ledger.reserved();
         DeviceMemoryInfo device = backend.memoryInfo();
         return new DeviceOutOfMemoryException(location, requested, "out of " + location + " memory: requested " + requested
                 + " bytes (" + size + " after rounding); " + live + " bytes live (allocated), " + Math.max(0, reserved - live)
-                + " bytes cached, " + reserved + " bytes reserved (max-pool-size " + ledger.maxPoolSize() + "); device free "
+                + " bytes cached, " + reserved + " bytes reserved (" + maxPoolSizeProperty + " " + ledger.maxPoolSize() + "); device free "
                 + device.freeBytes() + " of " + device.totalBytes() + " bytes; largest free block "
                 + Math.max(small.largestFreeBlock(), large.largestFreeBlock()) + " bytes; " + pending.size()
                 + " blocks pending on device work. The pool released its cached memory and retried; the backend said: " + refusal);

@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
+import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.testing.AddressSpaceBackend;
 import java.util.ArrayList;
 import java.util.List;
@@ -203,6 +204,33 @@ class CachingPoolResourceTest {
         }).isInstanceOf(DeviceOutOfMemoryException.class).hasMessageContaining("max-pool-size");
         assertThat(live).hasSizeBetween(20, 21);
         assertThat(backend.usedBytes()).isLessThanOrEqualTo(64 * MiB);
+        pool.close();
+    }
+
+    @ParameterizedTest(name = "expandable={0}")
+    @ValueSource(booleans = {true, false})
+    void aRequestAboveTheCapFailsAtOnceAndLeavesTheCacheAsItIs(boolean expandable) {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, 64 * MiB, expandable);
+        Block kept = pool.allocate(10 * MiB);
+        pool.deallocate(pool.allocate(20 * MiB));
+        pool.deallocate(pool.allocate(1000));
+        MemoryStatistics.Builder before = figures(pool);
+        List<MemorySnapshot.Segment> segmentsBefore = pool.segments();
+        long callsBefore = backend.memoryCalls();
+        assertThat(before.reservedBytes - kept.size()).as("cached").isGreaterThanOrEqualTo(20 * MiB);
+
+        assertThatThrownBy(() -> pool.allocate(64 * MiB + 1))
+                .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> assertThat(e.requestedBytes()).isEqualTo(64 * MiB + 1))
+                .hasMessageContaining("requested " + (64 * MiB + 1) + " bytes")
+                .hasMessageContaining("above compute.memory.pooling.max-pool-size (" + 64 * MiB + " bytes)");
+
+        MemoryStatistics.Builder after = figures(pool);
+        assertThat(backend.memoryCalls()).as("no backend call, no free").isEqualTo(callsBefore);
+        assertThat(after.reservedBytes).isEqualTo(before.reservedBytes);
+        assertThat(after.oomRetries).isZero();
+        assertThat(pool.segments()).isEqualTo(segmentsBefore);
+        pool.deallocate(kept);
         pool.close();
     }
 
@@ -441,6 +469,30 @@ class CachingPoolResourceTest {
         assertThat(backend.usedBytes()).isZero();
         assertThat(pool.segments()).allSatisfy(segment -> assertThat(segment.blocks())
                 .extracting(MemorySnapshot.Block::state).containsOnly(MemorySnapshot.BlockState.UNMAPPED));
+        pool.close();
+    }
+
+    @Test
+    void rangesAreTwiceWhatTheDeviceHoldsWhenTheCapIsLarger() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        // twice 100 TiB is more address space than a process has
+        CachingPoolResource pool = pool(backend, 100L << 40, true);
+        List<Block> blocks = List.of(pool.allocate(1024), pool.allocate(10 * MiB));
+
+        assertThat(pool.segments()).hasSize(2).allSatisfy(range -> assertThat(range.sizeBytes()).isEqualTo(2 * GiB));
+        blocks.forEach(pool::deallocate);
+        pool.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @Test
+    void rangesAreTwiceTheCapWhenTheDeviceHoldsMore() {
+        AddressSpaceBackend backend = backend(4 * GiB, true);
+        CachingPoolResource pool = pool(backend, 64 * MiB, true);
+        Block block = pool.allocate(10 * MiB);
+
+        assertThat(pool.segments()).singleElement().satisfies(range -> assertThat(range.sizeBytes()).isEqualTo(128 * MiB));
+        pool.deallocate(block);
         pool.close();
     }
 

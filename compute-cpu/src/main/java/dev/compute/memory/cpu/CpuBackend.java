@@ -43,7 +43,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * and retries once).
  *
  * <p><b>Page mapping</b> for expandable segments: see {@link CpuVirtualMemory}; offered at every location but
- * PINNED (locked memory is scarce; the pinned pool keeps whole segments).
+ * PINNED (locked memory is scarce; the pinned pool keeps whole segments). The kernel charges mapped pages as it
+ * charges a plain {@code mmap}, so a mapping is refused where an allocation of its size would be, with the same
+ * message.
  *
  * <p>Thread-safe. Freeing an address this backend did not hand out, or freeing twice, fails with an
  * {@link IllegalArgumentException} instead of corrupting the C library's heap.
@@ -297,7 +299,7 @@ public final class CpuBackend implements ComputeBackend {
     }
 
     private long mapPages(MemoryLocation location, long size) {
-        long result = Posix.mapAnonymous(size, Posix.PROT_READ | Posix.PROT_WRITE, 0);
+        long result = Posix.mapAnonymous(size, Posix.PROT_READ | Posix.PROT_WRITE);
         if (result < 0) {
             throw outOfMemory(location, size, "mmap failed: " + Posix.describe((int) -result));
         }
@@ -311,7 +313,8 @@ public final class CpuBackend implements ComputeBackend {
         return (sizeBytes + pageSize - 1) / pageSize * pageSize;
     }
 
-    private static BackendOutOfMemoryException outOfMemory(MemoryLocation location, long sizeBytes, String why) {
+    /** What both ways of getting host memory (plain allocations and {@link CpuVirtualMemory#map}) throw when there is none. */
+    static BackendOutOfMemoryException outOfMemory(MemoryLocation location, long sizeBytes, String why) {
         DeviceMemoryInfo memory = LinuxHost.memory();
         return new BackendOutOfMemoryException("no host memory for " + sizeBytes + " bytes of " + location + ": " + why
                 + " (" + memory.freeBytes() + " of " + memory.totalBytes() + " bytes available)");

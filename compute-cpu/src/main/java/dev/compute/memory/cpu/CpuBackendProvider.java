@@ -58,7 +58,7 @@ public final class CpuBackendProvider implements ComputeBackendProvider {
         String os = System.getProperty("os.name", "");
         String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
         if (!os.toLowerCase(Locale.ROOT).startsWith("linux") || !ARCHITECTURES.contains(arch)) {
-            return "the CPU backend calls Linux's mmap, mlock and madvise (x86-64 and AArch64); this is " + os + " on " + arch;
+            return "the CPU backend calls Linux's mmap, mprotect and mlock (x86-64 and AArch64); this is " + os + " on " + arch;
         }
         return null;
     }

@@ -11,18 +11,30 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * Page mapping on the host, as CUDA's {@code cuMemAddressReserve}/{@code cuMemMap} do on a GPU:
  * <ul>
- *   <li>{@link #reserve}: {@code mmap(PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)}, aligned to the
- *       granularity (so 2 MiB pages can be transparent huge pages). Address space only: no memory, no commit
- *       charge.</li>
- *   <li>{@link #map}: {@code mprotect(PROT_READ | PROT_WRITE)}. The pages become usable; the kernel backs each
- *       one with memory on first touch, as it does for every allocation on Linux.</li>
- *   <li>{@link #unmap}: {@code madvise(MADV_DONTNEED)}, which gives the memory back to the OS at once, then
- *       {@code mprotect(PROT_NONE)}, so a stray access faults instead of quietly taking memory again. A page
- *       mapped again reads as zeros.</li>
+ *   <li>{@link #reserve}: {@code mmap(PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS)}, aligned to the granularity (so
+ *       2 MiB pages can be transparent huge pages). Address space only: no memory, and no commit charge, since
+ *       the kernel charges a private mapping when it is made writable.</li>
+ *   <li>{@link #map}: {@code mprotect(PROT_READ | PROT_WRITE)}. The pages become usable and the kernel charges
+ *       them; it backs each one with memory on first touch, as it does for every allocation on Linux.</li>
+ *   <li>{@link #unmap}: {@code mmap(MAP_FIXED, PROT_NONE)} over the pages: fresh inaccessible pages in their
+ *       place, so the memory and the charge go back to the OS at once and a stray access faults instead of
+ *       quietly taking memory again. A page mapped again reads as zeros.</li>
  *   <li>{@link #release}: {@code munmap} of the whole range.</li>
  * </ul>
  * The range's host segment spans all of it, but only mapped pages may be touched: an access to an unmapped
  * page is a segmentation fault that ends the JVM. The pool only hands out blocks inside mapped pages.
+ *
+ * <p><b>Mapping is refused as a plain allocation is.</b> The kernel charges the pages {@link #map} makes
+ * writable against its commit limit exactly as it charges a plain {@code mmap} of that size
+ * ({@link CpuBackend#allocate}), so both ways are refused alike, with {@link BackendOutOfMemoryException} and
+ * the same message: under {@code vm.overcommit_memory=0} (the default heuristic) a single mapping larger than
+ * RAM and swap together, under {@code 2} anything beyond {@code CommitLimit}; under {@code 1} nothing, and on
+ * both ways memory that is not there is found only when touched, by the OOM killer. A reservation made with
+ * {@code MAP_NORESERVE} would never be charged: a 600 GiB range on a 24 GiB machine would map, and its first
+ * touches would bring the OOM killer instead of an exception. {@code mmap(MAP_FIXED, PROT_READ | PROT_WRITE)}
+ * would be charged too, but a kernel before 6.12 that refuses it has already removed the pages it was to
+ * replace, leaving a hole in the range that another mapping could take; a refused {@code mprotect} leaves
+ * them as they were (where it made part of a run writable, {@link #map} puts that part back).
  *
  * <p>One instance per location (its ranges carry that location). Thread-safe.
  */
@@ -52,7 +64,7 @@ final class CpuVirtualMemory implements VirtualMemory {
         long size = (sizeBytes + granularity - 1) / granularity * granularity;
         // Over-reserve by one granule and trim both ends: mmap only promises page alignment.
         long span = size + granularity;
-        long start = Posix.mapAnonymous(span, Posix.PROT_NONE, Posix.MAP_NORESERVE);
+        long start = Posix.mapAnonymous(span, Posix.PROT_NONE);
         if (start < 0) {
             throw new BackendOutOfMemoryException("cannot reserve " + size + " bytes of address space for " + location
                     + ": mmap failed: " + Posix.describe((int) -start));
@@ -74,9 +86,13 @@ final class CpuVirtualMemory implements VirtualMemory {
     public void map(NativeAllocation range, long offset, long length) {
         checkPages(range, offset, length);
         int error = Posix.mprotect(range.address() + offset, length, Posix.PROT_READ | Posix.PROT_WRITE);
+        if (error == 0) {
+            return;
+        }
+        // over several kernel mappings, mprotect may have made the first writable (and charged) before it refused one
+        check(Posix.replaceWithAnonymous(range.address() + offset, length, Posix.PROT_NONE), "mmap(MAP_FIXED, PROT_NONE) after a refused map");
         if (error == Posix.ENOMEM) {
-            throw new BackendOutOfMemoryException("cannot map " + length + " bytes at offset " + offset + " of a reserved "
-                    + location + " range: " + Posix.describe(error));
+            throw CpuBackend.outOfMemory(location, length, "mprotect(PROT_READ | PROT_WRITE) of reserved pages failed: " + Posix.describe(error));
         }
         check(error, "mprotect(PROT_READ | PROT_WRITE)");
     }
@@ -84,8 +100,7 @@ final class CpuVirtualMemory implements VirtualMemory {
     @Override
     public void unmap(NativeAllocation range, long offset, long length) {
         checkPages(range, offset, length);
-        check(Posix.madvise(range.address() + offset, length, Posix.MADV_DONTNEED), "madvise(MADV_DONTNEED)");
-        check(Posix.mprotect(range.address() + offset, length, Posix.PROT_NONE), "mprotect(PROT_NONE)");
+        check(Posix.replaceWithAnonymous(range.address() + offset, length, Posix.PROT_NONE), "mmap(MAP_FIXED, PROT_NONE)");
     }
 
     @Override

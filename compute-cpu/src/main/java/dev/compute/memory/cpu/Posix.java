@@ -26,9 +26,8 @@ final class Posix {
     static final int PROT_READ = 1;
     static final int PROT_WRITE = 2;
     static final int MAP_PRIVATE = 0x02;
+    static final int MAP_FIXED = 0x10;
     static final int MAP_ANONYMOUS = 0x20;
-    static final int MAP_NORESERVE = 0x4000;
-    static final int MADV_DONTNEED = 4;
     static final int RLIMIT_MEMLOCK = 8;
     static final int EPERM = 1;
     static final int EAGAIN = 11;
@@ -47,7 +46,6 @@ final class Posix {
             FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG), CAPTURE_ERRNO);
     private static final MethodHandle MUNMAP = downcall("munmap", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG), CAPTURE_ERRNO);
     private static final MethodHandle MPROTECT = downcall("mprotect", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT), CAPTURE_ERRNO);
-    private static final MethodHandle MADVISE = downcall("madvise", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT), CAPTURE_ERRNO);
     private static final MethodHandle MLOCK = downcall("mlock", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG), CAPTURE_ERRNO);
     private static final MethodHandle GETRLIMIT = downcall("getrlimit", FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS), CAPTURE_ERRNO);
     private static final MethodHandle GETPAGESIZE = downcall("getpagesize", FunctionDescriptor.of(JAVA_INT));
@@ -87,15 +85,27 @@ final class Posix {
     }
 
     /**
-     * {@code mmap(NULL, length, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)}: the address, or minus the
+     * {@code mmap(NULL, length, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)}: the address, or minus the
      * errno on failure (user-space addresses are positive on the platforms this backend runs on).
      */
-    static long mapAnonymous(long length, int prot, int extraFlags) {
+    static long mapAnonymous(long length, int prot) {
+        return mmap(MemorySegment.NULL, length, prot, MAP_PRIVATE | MAP_ANONYMOUS);
+    }
+
+    /**
+     * {@code mmap(address, length, prot, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)}: fresh zero pages in
+     * place of whatever was mapped there (its memory is given back). 0, or the errno.
+     */
+    static int replaceWithAnonymous(long address, long length, int prot) {
+        long result = mmap(MemorySegment.ofAddress(address), length, prot, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS);
+        return result < 0 ? (int) -result : 0;
+    }
+
+    private static long mmap(MemorySegment address, long length, int prot, int flags) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment state = arena.allocate(CALL_STATE);
-            MemorySegment address = (MemorySegment) MMAP.invokeExact(state, MemorySegment.NULL, length, prot,
-                    MAP_PRIVATE | MAP_ANONYMOUS | extraFlags, -1, 0L);
-            return address.address() == -1L ? -errno(state) : address.address();
+            MemorySegment mapped = (MemorySegment) MMAP.invokeExact(state, address, length, prot, flags, -1, 0L);
+            return mapped.address() == -1L ? -errno(state) : mapped.address();
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -111,10 +121,6 @@ final class Posix {
 
     static int mprotect(long address, long length, int prot) {
         return rangeCallWith(MPROTECT, address, length, prot);
-    }
-
-    static int madvise(long address, long length, int advice) {
-        return rangeCallWith(MADVISE, address, length, advice);
     }
 
     /** {@code int f(void *address, size_t length)}: 0, or the errno. */

@@ -1,6 +1,6 @@
 /**
  * The CPU backend: host memory through the FFM API (Linux's {@code posix_memalign}, {@code mmap},
- * {@code mlock}, {@code madvise}), the default that works wherever the JVM runs on Linux. Every location is
+ * {@code mprotect}, {@code mlock}), the default that works wherever the JVM runs on Linux. Every location is
  * one memory here: the host's.
  */
 @NullMarked

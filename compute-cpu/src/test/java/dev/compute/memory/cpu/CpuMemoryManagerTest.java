@@ -1,13 +1,16 @@
 package dev.compute.memory.cpu;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.catchThrowableOfType;
 
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.testing.ManagerInvariants;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
@@ -52,5 +55,54 @@ class CpuMemoryManagerTest {
             }
         }
         assertThat(manager.isClosed()).isTrue();
+    }
+
+    @Test
+    void anAllocationLargerThanTheMachineFailsWithExpandableSegmentsAsWithout() {
+        long huge = CpuVirtualMemoryTest.MORE_THAN_THE_MACHINE;
+        CpuVirtualMemoryTest.assumeThePlainPathRefuses(huge);
+        String expected = "out of HOST memory: requested " + huge + " bytes .* the backend said: no host memory for \\d+ bytes of HOST: "
+                + ".*ENOMEM.* bytes available\\)";
+        for (boolean expandable : new boolean[] {true, false}) {
+            // the cap above the request, so that the backend is asked
+            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(1L << 40)
+                    .expandableSegments(expandable).timelineInterval(Duration.ZERO).build()) {
+                DeviceOutOfMemoryException refusal = catchThrowableOfType(DeviceOutOfMemoryException.class, () -> manager.allocate(huge));
+
+                assertThat(refusal).as("expandable=%s", expandable).isNotNull();
+                assertThat(refusal.getMessage()).as("expandable=%s", expandable).matches("(?s)" + expected)
+                        .contains(expandable ? "mprotect" : "mmap failed");
+                assertThat(refusal.requestedBytes()).isEqualTo(huge);
+                try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT64, 8 << 20)) {
+                    manager.ops().fill(buffer, 2.0);
+                    assertThat(manager.ops().sum(buffer)).isEqualTo(2.0 * (8 << 20));
+                    ManagerInvariants.checkQuiescent(manager);
+                }
+                MemoryStatistics s = manager.statistics(MemoryLocation.HOST);
+                assertThat(s.allocatedBytes()).isZero();
+                assertThat(s.liveBuffers()).isZero();
+                assertThat(s.allocations()).as("the refused request is no allocation").isEqualTo(1);
+                assertThat(s.reservedBytes()).as("nothing of the refused request is held").isLessThan(1L << 30);
+                ManagerInvariants.checkQuiescent(manager);
+            }
+        }
+    }
+
+    @Test
+    void aCapBeyondTheAddressSpaceStillAllocates() {
+        // ranges sized by the cap would ask for twice 100 TiB, more than the 128 TiB a process has
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(100L << 40)
+                .timelineInterval(Duration.ZERO).build()) {
+            for (MemoryLocation location : new MemoryLocation[] {MemoryLocation.HOST, MemoryLocation.DEVICE, MemoryLocation.UNIFIED}) {
+                try (UnifiedBuffer small = manager.allocate(DataType.FLOAT32, 256, location);
+                     UnifiedBuffer large = manager.allocate(DataType.FLOAT64, 8 << 20, location)) {
+                    manager.ops().fill(small, 1.0);
+                    manager.ops().fill(large, 1.0);
+                    assertThat(manager.ops().sum(small) + manager.ops().sum(large)).as("%s", location).isEqualTo(256.0 + (8 << 20));
+                }
+            }
+            assertThat(manager.snapshot(MemoryLocation.HOST).segments()).allSatisfy(segment -> assertThat(segment.expandable()).isTrue());
+            ManagerInvariants.checkQuiescent(manager);
+        }
     }
 }

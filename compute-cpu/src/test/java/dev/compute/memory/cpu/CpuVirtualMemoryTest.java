@@ -6,9 +6,12 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.catchThrowable;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.VirtualMemory;
@@ -16,7 +19,11 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
+import java.io.IOException;
 import java.lang.invoke.MethodHandle;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HexFormat;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -24,6 +31,8 @@ import org.junit.jupiter.api.Test;
 class CpuVirtualMemoryTest {
 
     private static final long MIB = 1 << 20;
+    /** More memory than a test machine has: only ever asked for, never touched (tests skip where a kernel grants it). */
+    static final long MORE_THAN_THE_MACHINE = 600L << 30;
     private static final MethodHandle MINCORE = Linker.nativeLinker().downcallHandle(
             Linker.nativeLinker().defaultLookup().find("mincore").orElseThrow(),
             FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS));
@@ -91,6 +100,49 @@ class CpuVirtualMemoryTest {
     }
 
     @Test
+    void unmappedPagesFaultOnAccessRatherThanTakeMemoryAgain() {
+        VirtualMemory vm = backend.virtualMemory(MemoryLocation.HOST).orElseThrow();
+        NativeAllocation range = vm.reserve(6 * MIB);
+        try {
+            assertThat(protection(range.address() + 2 * MIB)).as("reserved").isEqualTo("---p");
+            vm.map(range, 2 * MIB, 2 * MIB);
+            assertThat(protection(range.address() + 2 * MIB)).as("mapped").isEqualTo("rw-p");
+            assertThat(protection(range.address())).as("the pages beside it").isEqualTo("---p");
+            vm.unmap(range, 2 * MIB, 2 * MIB);
+            assertThat(protection(range.address() + 2 * MIB)).as("unmapped").isEqualTo("---p");
+        } finally {
+            vm.release(range);
+        }
+    }
+
+    @Test
+    void mappingMoreMemoryThanTheMachineHasIsRefusedAsAPlainAllocationIs() {
+        assumeThePlainPathRefuses(MORE_THAN_THE_MACHINE);
+        VirtualMemory vm = backend.virtualMemory(MemoryLocation.HOST).orElseThrow();
+        NativeAllocation range = vm.reserve(MORE_THAN_THE_MACHINE);
+        try {
+            Throwable mapping = catchThrowable(() -> vm.map(range, 0, MORE_THAN_THE_MACHINE));
+            Throwable plain = catchThrowable(() -> backend.allocate(MemoryLocation.HOST, MORE_THAN_THE_MACHINE));
+
+            for (Throwable refusal : new Throwable[] {mapping, plain}) {
+                assertThat(refusal).isInstanceOf(BackendOutOfMemoryException.class)
+                        .hasMessageStartingWith("no host memory for " + MORE_THAN_THE_MACHINE + " bytes of HOST: ")
+                        .hasMessageContaining("ENOMEM")
+                        .hasMessageEndingWith(" bytes available)");
+            }
+            assertThat(mapping).hasMessageContaining("mprotect");
+            assertThat(protection(range.address())).as("nothing was mapped").isEqualTo("---p");
+            vm.map(range, 0, 2 * MIB);
+            range.hostSegment().set(JAVA_LONG, 0, 7L);
+            assertThat(range.hostSegment().get(JAVA_LONG, 0)).isEqualTo(7L);
+            vm.unmap(range, 0, 2 * MIB);
+        } finally {
+            vm.release(range);
+        }
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @Test
     void offsetsAndLengthsMustBeWholePagesInsideTheRange() {
         VirtualMemory vm = backend.virtualMemory(MemoryLocation.HOST).orElseThrow();
         NativeAllocation range = vm.reserve(4 * MIB);
@@ -125,6 +177,35 @@ class CpuVirtualMemoryTest {
             assertThatThrownBy(() -> new CpuBackend(settings)).as(bad).isInstanceOf(InvalidSettingException.class)
                     .hasMessageContaining("page-size").hasMessageContaining("multiple of the OS page size");
         }
+    }
+
+    /**
+     * Skips unless the kernel refuses a plain mapping of {@code bytes} (untouched, and given back at once when it is
+     * not refused): it does not under {@code vm.overcommit_memory=1}, nor on a machine with that much RAM and swap.
+     */
+    static void assumeThePlainPathRefuses(long bytes) {
+        long address = Posix.mapAnonymous(bytes, Posix.PROT_READ | Posix.PROT_WRITE);
+        if (address > 0) {
+            Posix.munmap(address, bytes);
+        }
+        assumeTrue(address < 0, "this kernel grants a plain mapping of " + bytes + " bytes (vm.overcommit_memory=1, or that much"
+                + " RAM and swap): there is no refusal to compare with");
+    }
+
+    /** The permissions {@code /proc/self/maps} shows for the page at {@code address}, such as {@code rw-p}. */
+    private static String protection(long address) {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/maps"))) {
+                String[] bounds = line.substring(0, line.indexOf(' ')).split("-");
+                if (Long.compareUnsigned(HexFormat.fromHexDigitsToLong(bounds[0]), address) <= 0
+                        && Long.compareUnsigned(address, HexFormat.fromHexDigitsToLong(bounds[1])) < 0) {
+                    return line.split(" ")[1];
+                }
+            }
+        } catch (IOException e) {
+            throw new AssertionError(e);
+        }
+        throw new AssertionError("no mapping holds " + Long.toHexString(address));
     }
 
     /** Bytes of {@code [offset, offset + length)} of the range in RAM now, by {@code mincore}, one byte per page. */

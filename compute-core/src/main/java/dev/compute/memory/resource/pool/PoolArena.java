@@ -69,11 +69,21 @@ public final class PoolArena {
         if (granularity <= 0 || (virtualMemory != null && granularity % SizeClasses.ALIGNMENT != 0)) {
             throw new IllegalArgumentException("page granularity must be a positive multiple of " + SizeClasses.ALIGNMENT + ": " + granularity);
         }
-        // address space is cheap: twice the cap, so that holes left by live blocks never force a second range
-        this.rangeBytes = SizeClasses.roundUp(Math.min(Math.max(2 * ledger.maxPoolSize(), 64 * granularity), MAX_RANGE_PAGES * granularity), granularity);
+        this.rangeBytes = virtualMemory == null ? 0 : rangeBytes(backend, ledger.maxPoolSize(), granularity);
         this.ledger = ledger;
         PoolSegment nowhere = new PoolSegment(new NativeAllocation(location, Long.MIN_VALUE, 0, null, null), this, false, 1);
         this.probe = nowhere.first;
+    }
+
+    /**
+     * The size of a reserved range: twice what the pool can hold, the cap or the device's memory where that is
+     * smaller (why: {@link dev.compute.memory.resource.CachingPoolResource}, where memory comes from).
+     */
+    private static long rangeBytes(ComputeBackend backend, long maxPoolSize, long granularity) {
+        long deviceBytes = backend.memoryInfo().totalBytes();
+        long holdable = deviceBytes > 0 ? Math.min(maxPoolSize, deviceBytes) : maxPoolSize;
+        long largest = MAX_RANGE_PAGES * granularity;
+        return SizeClasses.roundUp(Math.clamp(2 * Math.min(holdable, largest / 2), 64 * granularity, largest), granularity);
     }
 
     /** The pool this arena belongs to. */
