@@ -402,13 +402,14 @@ class LifetimeAttackTest {
         return work;
     }
 
-    /** Waits until {@code thread} is parked or blocked (here: waiting for work in flight). */
+    /** Waits until {@code thread} is parked or blocked (here: waiting, with its bound, for work in flight). */
     private static void awaitBlocked(Thread thread) throws InterruptedException {
+        List<Thread.State> stopped = List.of(Thread.State.WAITING, Thread.State.TIMED_WAITING, Thread.State.BLOCKED);
         long deadline = System.nanoTime() + BOUND.toNanos();
-        while (thread.getState() != Thread.State.WAITING && thread.getState() != Thread.State.BLOCKED && System.nanoTime() < deadline) {
+        while (!stopped.contains(thread.getState()) && System.nanoTime() < deadline) {
             Thread.sleep(5);
         }
-        assertThat(thread.getState()).isIn(Thread.State.WAITING, Thread.State.BLOCKED);
+        assertThat(thread.getState()).isIn(stopped);
     }
 
     /** Runs {@code call} on a daemon thread and fails if it has not returned within {@code bound}: a hang fails the test. */
