@@ -1,5 +1,6 @@
 package dev.compute.memory.resource;
 
+import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
 import java.util.List;
@@ -7,9 +8,10 @@ import java.util.concurrent.CompletableFuture;
 
 /**
  * Counts what passes through: allocated bytes (as the upstream set them aside) and requested bytes, current
- * and peak, and the number of allocations and frees. Lock-free and striped by thread
- * ({@link StripedByteCounters}, which says how exact the figures are), so that counting costs two threads no
- * more than one. Thread-safe.
+ * and peak, and the number of allocations and frees. Counted where blocks pass, striped by thread and
+ * lock-free on the way ({@link StripedByteCounters}, which says how exact the figures are: peaks included,
+ * whichever thread frees what another allocated), so that counting costs two threads no more than one, and
+ * reading them costs the pool nothing. Thread-safe.
  */
 public final class StatisticsResource implements MemoryResource {
 
@@ -43,16 +45,7 @@ public final class StatisticsResource implements MemoryResource {
     @Override
     public void collectStatistics(MemoryStatistics.Builder into) {
         upstream.collectStatistics(into);
-        into.allocatedBytes = counters.allocatedBytes();
-        into.allocatedBytesPeak = counters.allocatedPeak(into.allocatedBytes);
-        into.requestedBytes = counters.requestedBytes();
-        into.requestedBytesPeak = counters.requestedPeak(into.requestedBytes);
-        // frees first: a free counted between the two reads then cannot make liveBuffers negative
-        long freeCount = counters.frees();
-        long allocationCount = counters.allocations();
-        into.allocations = allocationCount;
-        into.frees = freeCount;
-        into.liveBuffers = allocationCount - freeCount;
+        counters.addTo(into);
         into.cachedBytes = Math.max(0, into.reservedBytes - into.allocatedBytes);
     }
 
@@ -61,8 +54,17 @@ public final class StatisticsResource implements MemoryResource {
         return upstream.segments();
     }
 
+    /**
+     * Closes the upstream. Blocks still counted then went back with all of its memory, and are counted freed; an
+     * upstream that kept memory (device work that did not finish) keeps them counted, with what it kept.
+     */
     @Override
     public void close() {
         upstream.close();
+        MemoryStatistics.Builder left = MemoryStatistics.builder(MemoryLocation.HOST); // only its reserved bytes are read
+        upstream.collectStatistics(left);
+        if (left.reservedBytes == 0) {
+            counters.freeAll();
+        }
     }
 }

@@ -34,6 +34,19 @@ public final class StripedLongs {
         return cells.addAndGet(cell(stripe, field), delta);
     }
 
+    /** Counter {@code field} of stripe {@code stripe}. */
+    public long get(int stripe, int field) {
+        return cells.get(cell(stripe, field));
+    }
+
+    /**
+     * Sets counter {@code field} of stripe {@code stripe} to {@code value} if it is {@code expected}; returns what
+     * it was (the set happened when that is {@code expected}).
+     */
+    public long compareAndExchange(int stripe, int field, long expected, long value) {
+        return cells.compareAndExchange(cell(stripe, field), expected, value);
+    }
+
     /** Counter {@code field} summed over the stripes: exact when no thread is adding. */
     public long sum(int field) {
         long sum = 0;
