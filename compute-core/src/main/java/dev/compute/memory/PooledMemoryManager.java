@@ -369,10 +369,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     @Override
     public MemoryStatistics statistics(MemoryLocation location) {
-        LocationChain chain = chains.get(location);
-        if (chain == null) {
-            throw new IllegalArgumentException(location + " memory is not available on this manager; available: " + locations);
-        }
+        LocationChain chain = known(location);
         MemoryStatistics.Builder builder = MemoryStatistics.builder(location);
         chain.top.collectStatistics(builder);
         builder.trims = chain.trims.sum();
@@ -393,7 +390,16 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     @Override
     public MemorySnapshot snapshot(MemoryLocation location) {
-        return new MemorySnapshot(location, chain(location).top.segments());
+        return new MemorySnapshot(location, known(location).top.segments());
+    }
+
+    /** The chain of a location this manager has, open or closed. */
+    private LocationChain known(MemoryLocation location) {
+        LocationChain chain = chains.get(location);
+        if (chain == null) {
+            throw new IllegalArgumentException(location + " memory is not available on this manager; available: " + locations);
+        }
+        return chain;
     }
 
     @Override

@@ -43,11 +43,20 @@ public interface UnifiedMemoryManager extends AutoCloseable {
 
     DeviceMemoryInfo deviceMemory();
 
+    /**
+     * This location's figures, exact and current; reading them changes nothing in the pool (no cached block is
+     * flushed, nothing is waited for). After {@link #close()} they say what is left: nothing once the close freed
+     * everything, else what it kept.
+     */
     MemoryStatistics statistics(MemoryLocation location);
 
     /** Statistics for every location in {@link #locations()}, in that order. */
     Map<MemoryLocation, MemoryStatistics> statistics();
 
+    /**
+     * This location's segments and blocks now (blocks cached for quick reuse show as free); taking it changes
+     * nothing in the pool. After {@link #close()}, what the close kept, or nothing.
+     */
     MemorySnapshot snapshot(MemoryLocation location);
 
     /** Reserved, allocated and cached bytes over time, sampled into a bounded ring buffer, oldest first. */

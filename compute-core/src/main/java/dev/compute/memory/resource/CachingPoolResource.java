@@ -71,10 +71,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * <p><b>The fast path.</b> A small block freed with no device work in flight goes to a per-size-class stack
  * ({@link SizeClassCache}, striped by thread, one lock per stack) and a request of that exact size takes it
  * back from there (from another thread's stripe if its own has none): no pool lock, no tree. Cached blocks
- * count as free; they are flushed into their arena (and coalesced) on trim, snapshot, close and under
- * pressure, and before the pool asks the backend for memory, except while small blocks hold less than
- * {@value #SMALL_BLOCKS_KEPT_UNFLUSHED} bytes: then the small arena grows instead, so that a set of recurring
- * sizes larger than what is mapped stays cached rather than being flushed every few dozen allocations.
+ * count as free (a snapshot shows them as free blocks, not yet coalesced); they are flushed into their arena
+ * (and coalesced) on trim, close and under pressure, and before the pool asks the backend for memory, except
+ * while small blocks hold less than {@value #SMALL_BLOCKS_KEPT_UNFLUSHED} bytes: then the small arena grows
+ * instead, so that a set of recurring sizes larger than what is mapped stays cached rather than being flushed
+ * every few dozen allocations.
  *
  * <p><b>Pressure.</b> A request larger than the cap fails at once, the cache left as it is: nothing the pool
  * could give back would make room for it. When the backend has no memory or {@link PoolSettings#maxPoolSize()}
@@ -94,7 +95,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * <p><b>Figures.</b> Reserved bytes are plain segments plus mapped pages (address ranges reserved but not
  * mapped cost nothing and are not counted); a pool hit is an allocation that made no backend call.
  * {@code backendAllocations} counts segment allocations and page maps, {@code backendFrees} segment frees
- * and page unmaps.
+ * and page unmaps. They are counted where the pool changes ({@link PoolLedger}, and striped counts for the hits)
+ * and read without the pool's lock. Reading them, a snapshot or the segments changes nothing in the pool: no
+ * completion is drained, no cached block flushed. Only the largest free block is found under the lock, in the
+ * free blocks largest first (most often the first one answers), and in the cache's stacks, each under its own
+ * lock for a moment.
  *
  * <p>Thread-safe: any thread may allocate and free. The fast path takes one cache stack's lock; everything
  * else takes the pool's one lock, held also across the rare backend calls that get or give back memory,
@@ -118,17 +123,17 @@ public final class CachingPoolResource implements MemoryResource {
      */
     static final long SMALL_BLOCKS_KEPT_UNFLUSHED = 32L << 20;
 
-    /** The one counter of {@link #cacheHits}. */
-    private static final int HITS = 0;
+    /** The fields of {@link #counts}. */
+    private static final int CACHE_HITS = 0;
+    private static final int POOL_HITS = 1;
+    private static final int POOL_MISSES = 2;
+    private static final int OOM_RETRIES = 3;
 
     private final ReentrantLock lock = new ReentrantLock();
     private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
     private final ConcurrentLinkedQueue<Completion> completed = new ConcurrentLinkedQueue<>();
-    /** Fast-path hits, counted per thread stripe: this is the hottest line of the pool. */
-    private final StripedLongs cacheHits = new StripedLongs();
-    private long poolHits;
-    private long poolMisses;
-    private long oomRetries;
+    /** Fast-path hits (the hottest line of the pool) and the slow path's hits, misses and retries, per thread stripe. */
+    private final StripedLongs counts = new StripedLongs();
     private volatile boolean closed;
 
     /** Device work on a pending block has completed; the pair, because the block may have been freed again since. */
@@ -158,7 +163,7 @@ public final class CachingPoolResource implements MemoryResource {
         if (SizeClasses.small(size) && completed.isEmpty()) {
             PoolBlock cached = cache.take(size, bytes);
             if (cached != null) {
-                cacheHits.add(HITS, 1);
+                counts.add(CACHE_HITS, 1);
                 return cached;
             }
         }
@@ -183,7 +188,7 @@ public final class CachingPoolResource implements MemoryResource {
         } catch (BackendOutOfMemoryException e) {
             refusal = e.getMessage();
         }
-        oomRetries++;
+        counts.add(OOM_RETRIES, 1);
         releaseAllCached();
         try {
             return takeOrGrow(arena, size, requested, true);
@@ -222,13 +227,9 @@ public final class CachingPoolResource implements MemoryResource {
                     throw new IllegalStateException(arena + " grew but has no free block of " + size + " bytes");
                 }
             }
-            if (ledger.backendAllocations() != callsBefore) {
-                poolMisses++;
-            } else {
-                poolHits++;
-            }
+            counts.add(ledger.backendAllocations() != callsBefore ? POOL_MISSES : POOL_HITS, 1);
         } else {
-            poolHits++;
+            counts.add(POOL_HITS, 1);
         }
         if (SizeClasses.small(size)) {
             cache.prepare(size);
@@ -302,7 +303,7 @@ public final class CachingPoolResource implements MemoryResource {
                 + " bytes (" + size + " after rounding); " + live + " bytes live (allocated), " + Math.max(0, reserved - live)
                 + " bytes cached, " + reserved + " bytes reserved (" + maxPoolSizeProperty + " " + ledger.maxPoolSize() + "); device free "
                 + device.freeBytes() + " of " + device.totalBytes() + " bytes; largest free block "
-                + Math.max(small.largestFreeBlock(), large.largestFreeBlock()) + " bytes; " + pending.size()
+                + largestFreeBlock() + " bytes; " + pending.size()
                 + " blocks pending on device work. The pool released its cached memory and retried; the backend said: " + refusal);
     }
 
@@ -378,23 +379,25 @@ public final class CachingPoolResource implements MemoryResource {
 
     @Override
     public void collectStatistics(MemoryStatistics.Builder into) {
+        into.reservedBytes = ledger.reserved();
+        into.reservedBytesPeak = ledger.reservedPeak();
+        into.segments = ledger.segments();
+        into.poolHits = counts.sum(POOL_HITS) + counts.sum(CACHE_HITS);
+        into.poolMisses = counts.sum(POOL_MISSES);
+        into.backendAllocations = ledger.backendAllocations();
+        into.backendFrees = ledger.backendFrees();
+        into.oomRetries = counts.sum(OOM_RETRIES);
         lock.lock();
         try {
-            if (!closed) {
-                drainCompleted();
-            }
-            into.reservedBytes = ledger.reserved();
-            into.reservedBytesPeak = ledger.reservedPeak();
-            into.largestFreeBlockBytes = Math.max(small.largestFreeBlock(), large.largestFreeBlock());
-            into.segments = small.segmentCount() + large.segmentCount();
-            into.poolHits = poolHits + cacheHits.sum(HITS);
-            into.poolMisses = poolMisses;
-            into.backendAllocations = ledger.backendAllocations();
-            into.backendFrees = ledger.backendFrees();
-            into.oomRetries = oomRetries;
+            into.largestFreeBlockBytes = largestFreeBlock();
         } finally {
             lock.unlock();
         }
+    }
+
+    /** Under the lock. */
+    private long largestFreeBlock() {
+        return Math.max(cache.largestCached(), Math.max(small.largestFreeBlock(), large.largestFreeBlock()));
     }
 
     /** Every backend call that changed what this pool holds: segments, page maps and unmaps, ranges. */
@@ -407,16 +410,16 @@ public final class CachingPoolResource implements MemoryResource {
         }
     }
 
+    /**
+     * The segments as they are: blocks the cache holds show as free, blocks whose device work completed since the
+     * last allocate, free or trim as pending. After a close, what the pool kept (if device work did not finish),
+     * else nothing.
+     */
     @Override
     public List<MemorySnapshot.Segment> segments() {
         lock.lock();
         try {
             List<MemorySnapshot.Segment> out = new ArrayList<>();
-            if (closed) {
-                return out;
-            }
-            drainCompleted();
-            cache.flush(this::releaseToArena);
             small.snapshot(out);
             large.snapshot(out);
             return out;

@@ -232,6 +232,44 @@ public abstract class BackendContractTest {
     }
 
     @Test
+    void readingFiguresSnapshotsAndLiveBuffersChangesNothingInThePool() {
+        MemoryLocation location = manager.defaultLocation();
+        UnifiedBuffer small = manager.allocate(512, location);
+        MemorySnapshot.Segment home = manager.snapshot(location).segments().stream()
+                .filter(s -> s.blocks().stream().anyMatch(b -> b.state() == MemorySnapshot.BlockState.LIVE)).findFirst().orElseThrow();
+        long offset = home.blocks().stream().filter(b -> b.state() == MemorySnapshot.BlockState.LIVE).findFirst().orElseThrow().offset();
+        small.close();
+        MemorySnapshot snapshotBefore = manager.snapshot(location);
+        MemoryStatistics before = manager.statistics(location);
+        assertThat(blockAt(snapshotBefore, home.address(), offset)).as("the block cached for reuse shows free, not coalesced")
+                .satisfies(b -> assertThat(b.state()).isEqualTo(MemorySnapshot.BlockState.FREE))
+                .satisfies(b -> assertThat(b.sizeBytes()).isEqualTo(512));
+
+        for (int scrape = 0; scrape < 10; scrape++) {
+            for (int meter = 0; meter < 22; meter++) {
+                manager.statistics(location);
+            }
+            manager.statistics();
+            manager.snapshot(location);
+            manager.liveBuffers();
+        }
+
+        assertThat(manager.snapshot(location)).isEqualTo(snapshotBefore);
+        assertThat(manager.statistics(location)).isEqualTo(before);
+        try (UnifiedBuffer again = manager.allocate(512, location)) {
+            MemoryStatistics after = manager.statistics(location);
+            assertThat(after.poolHits()).as("a hit of the block cached").isEqualTo(before.poolHits() + 1);
+            assertThat(after.backendAllocations()).isEqualTo(before.backendAllocations());
+            assertThat(blockAt(manager.snapshot(location), home.address(), offset).state()).isEqualTo(MemorySnapshot.BlockState.LIVE);
+        }
+    }
+
+    private static MemorySnapshot.Block blockAt(MemorySnapshot snapshot, long segment, long offset) {
+        return snapshot.segments().stream().filter(s -> s.address() == segment).flatMap(s -> s.blocks().stream())
+                .filter(b -> b.offset() == offset).findFirst().orElseThrow();
+    }
+
+    @Test
     void badSizesAreRefusedAndLeaveThePoolWhole() {
         MemoryStatistics before = manager.statistics(manager.defaultLocation());
         assertThatThrownBy(() -> manager.allocate(0)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("positive");
@@ -298,6 +336,34 @@ public abstract class BackendContractTest {
                 .hasMessageContaining("closed");
         assertThatThrownBy(() -> own.allocate(16)).isInstanceOf(IllegalStateException.class);
         open.close();
+    }
+
+    @Test
+    void afterTheManagerFreedEverythingItsFiguresSaySo() {
+        UnifiedMemoryManager own = newManager();
+        List<UnifiedBuffer> open = new ArrayList<>();
+        for (MemoryLocation location : own.locations()) {
+            open.add(own.allocate(4 << 20, location));
+            open.add(own.allocate(700, location));
+            own.allocate(700, location).close();
+        }
+
+        own.close();
+
+        assertThat(open).allMatch(UnifiedBuffer::isClosed);
+        assertThat(own.liveBuffers()).isEmpty();
+        for (MemoryLocation location : own.locations()) {
+            MemoryStatistics s = own.statistics(location);
+            assertThat(List.of(s.allocatedBytes(), s.requestedBytes(), s.reservedBytes(), s.cachedBytes(), s.largestFreeBlockBytes(),
+                    s.liveBuffers(), s.segments())).as("%s allocated, requested, reserved, cached, largest free block, live, segments",
+                    location).containsOnly(0L);
+            assertThat(s.frees()).as("%s frees", location).isEqualTo(s.allocations());
+            assertThat(s.allocatedBytesPeak()).as("%s peaks stay", location).isGreaterThanOrEqualTo((4 << 20) + 700);
+            assertThat(own.snapshot(location).segments()).as("%s segments", location).isEmpty();
+        }
+        var figures = own.statistics();
+        open.forEach(UnifiedBuffer::close);
+        assertThat(own.statistics()).as("closing a buffer the manager closed changes nothing").isEqualTo(figures);
     }
 
     @Test

@@ -15,6 +15,7 @@ import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -95,6 +96,7 @@ class CachingPoolResourceTest {
         CachingPoolResource pool = pool(backend, 8 * GiB, true);
         StatisticsResource statistics = new StatisticsResource(pool);
         ConcurrentLinkedQueue<Block> shared = new ConcurrentLinkedQueue<>();
+        AtomicInteger handedOver = new AtomicInteger();
         AtomicReference<Throwable> failure = new AtomicReference<>();
         long until = System.nanoTime() + 2_000_000_000L;
         List<Thread> threads = new ArrayList<>();
@@ -112,11 +114,16 @@ class CachingPoolResourceTest {
                         } else if (action < 8) {
                             statistics.deallocate(mine.remove(random.nextInt(mine.size())));
                         } else if (action < 9) {
-                            shared.add(mine.remove(random.nextInt(mine.size())));
+                            // bounded: the queue's length walks at random, and unbounded it now and then held the whole cap
+                            if (handedOver.get() < 256) {
+                                handedOver.incrementAndGet();
+                                shared.add(mine.remove(random.nextInt(mine.size())));
+                            }
                         } else {
                             // free a block another thread allocated
                             Block other = shared.poll();
                             if (other != null) {
+                                handedOver.decrementAndGet();
                                 statistics.deallocate(other);
                             }
                         }
@@ -231,6 +238,54 @@ class CachingPoolResourceTest {
         assertThat(after.oomRetries).isZero();
         assertThat(pool.segments()).isEqualTo(segmentsBefore);
         pool.deallocate(kept);
+        pool.close();
+    }
+
+    @ParameterizedTest(name = "expandable={0}")
+    @ValueSource(booleans = {true, false})
+    void readingFiguresAndSegmentsLeavesACachedBlockInTheCache(boolean expandable) {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, expandable);
+        Block small = pool.allocate(512);
+        pool.deallocate(small);
+        List<MemorySnapshot.Segment> segmentsBefore = pool.segments();
+        MemoryStatistics before = figures(pool).build();
+        long callsBefore = backend.memoryCalls();
+        assertThat(blockAt(segmentsBefore, small)).as("the cached block shows as a free block of its own, not coalesced")
+                .satisfies(block -> assertThat(block.state()).isEqualTo(MemorySnapshot.BlockState.FREE))
+                .satisfies(block -> assertThat(block.sizeBytes()).isEqualTo(512));
+
+        for (int scrape = 0; scrape < 10; scrape++) {
+            for (int meter = 0; meter < 22; meter++) {
+                figures(pool);
+            }
+            pool.segments();
+        }
+
+        assertThat(pool.segments()).isEqualTo(segmentsBefore);
+        assertThat(figures(pool).build()).isEqualTo(before);
+        Block again = pool.allocate(512);
+        assertThat(again).as("the block cached, from the fast path").isSameAs(small);
+        MemoryStatistics after = figures(pool).build();
+        assertThat(after.poolHits()).isEqualTo(before.poolHits() + 1);
+        assertThat(after.poolMisses()).isEqualTo(before.poolMisses());
+        assertThat(backend.memoryCalls()).as("no backend call").isEqualTo(callsBefore);
+        pool.close();
+    }
+
+    @Test
+    void readingLeavesABlockWhoseWorkCompletedPendingUntilThePoolsNextCall() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+        pool.deallocate(pool.allocate(4 * MiB), kernel);
+        kernel.complete(null);
+
+        figures(pool);
+        assertThat(states(pool)).as("reading drains nothing").contains(MemorySnapshot.BlockState.PENDING);
+
+        pool.deallocate(pool.allocate(4 * MiB));
+        assertThat(states(pool)).doesNotContain(MemorySnapshot.BlockState.PENDING);
         pool.close();
     }
 
@@ -551,6 +606,11 @@ class CachingPoolResourceTest {
         assertThatThrownBy(() -> pool.deallocate(foreign)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("not allocated by this pool");
         pool.close();
         other.close();
+    }
+
+    private static MemorySnapshot.Block blockAt(List<MemorySnapshot.Segment> segments, Block block) {
+        return segments.stream().filter(s -> s.address() == block.segment().address()).flatMap(s -> s.blocks().stream())
+                .filter(b -> b.offset() == block.offset()).findFirst().orElseThrow();
     }
 
     private static List<MemorySnapshot.BlockState> states(CachingPoolResource pool) {

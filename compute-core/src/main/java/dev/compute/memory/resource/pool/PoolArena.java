@@ -177,6 +177,7 @@ public final class PoolArena {
 
     private void adopt(PoolSegment segment) {
         segments.add(segment);
+        ledger.segments++;
         free.add(segment.first);
     }
 
@@ -307,6 +308,7 @@ public final class PoolArena {
                 freePlainSegment(segment);
                 released += segment.size();
                 it.remove();
+                ledger.segments--;
             }
         }
         if (released < bytes && virtualMemory != null) {
@@ -382,28 +384,43 @@ public final class PoolArena {
         return live;
     }
 
-    /** The largest piece of free memory that is backed (reusable without a backend call). */
+    /**
+     * The largest piece of free memory that is backed (reusable without a backend call), blocks held by the
+     * size-class cache aside (the pool adds those). Free blocks are visited largest first, and only while one
+     * could still hold a larger piece: with plain segments that is the first; in a range, the few whose pages are
+     * partly unmapped.
+     */
     public long largestFreeBlock() {
         long largest = 0;
-        for (PoolSegment segment : segments) {
-            for (PoolBlock b = segment.first; b != null; b = b.next) {
-                if (b.state == PoolBlock.FREE || b.state == PoolBlock.CACHED) {
-                    for (MemorySnapshot.Block piece : pieces(b)) {
-                        if (piece.state() == MemorySnapshot.BlockState.FREE) {
-                            largest = Math.max(largest, piece.sizeBytes());
-                        }
-                    }
-                }
+        for (PoolBlock b : free.descendingSet()) {
+            if (b.size <= largest) {
+                break;
             }
+            largest = Math.max(largest, largestBackedPiece(b));
         }
         return largest;
     }
 
-    public int segmentCount() {
-        return segments.size();
+    private static long largestBackedPiece(PoolBlock block) {
+        PoolSegment segment = block.home;
+        if (!segment.expandable()) {
+            return block.size;
+        }
+        long g = segment.granularity;
+        long largest = 0;
+        for (int page = segment.mapped.nextSetBit((int) (block.offset / g)); page >= 0 && page * g < block.end(); ) {
+            int end = segment.mapped.nextClearBit(page);
+            largest = Math.max(largest, Math.min(block.end(), end * g) - Math.max(block.offset, page * g));
+            page = segment.mapped.nextSetBit(end);
+        }
+        return largest;
     }
 
-    /** One snapshot segment per segment or range; its blocks tile it, free space split into mapped and not. */
+    /**
+     * One snapshot segment per segment or range; its blocks tile it, free space split into mapped and not, blocks
+     * the size-class cache holds shown as free. The cache moves blocks between live and cached under its own
+     * locks, not the pool's: a block it moves while the walk runs shows as it was before or after.
+     */
     public void snapshot(List<MemorySnapshot.Segment> into) {
         for (PoolSegment segment : segments) {
             List<MemorySnapshot.Block> blocks = new ArrayList<>();
@@ -463,6 +480,7 @@ public final class PoolArena {
                 }
             }
         }
+        ledger.segments -= segments.size();
         segments.clear();
         free.clear();
         if (failure != null) {

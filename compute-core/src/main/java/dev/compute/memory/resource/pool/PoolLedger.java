@@ -2,20 +2,22 @@ package dev.compute.memory.resource.pool;
 
 /**
  * What a pool holds from its backend and how often it asked: reserved bytes (plain segments plus mapped
- * pages) against the cap, the peak, and the backend calls that changed them. Shared by a pool's arenas so
- * the cap covers both; written under the pool's lock.
+ * pages) against the cap, the peak, the segments and ranges held, and the backend calls that changed them.
+ * Shared by a pool's arenas so the cap covers both. Written under the pool's lock, only around backend calls;
+ * volatile, so that the pool's statistics read them without the lock.
  */
 public final class PoolLedger {
 
     private final long maxPoolSize;
-    long reserved;
-    long reservedPeak;
-    long segmentAllocations;
-    long segmentFrees;
-    long pageMaps;
-    long pageUnmaps;
-    long rangeReservations;
-    long rangeReleases;
+    volatile long reserved;
+    volatile long reservedPeak;
+    volatile int segments;
+    volatile long segmentAllocations;
+    volatile long segmentFrees;
+    volatile long pageMaps;
+    volatile long pageUnmaps;
+    volatile long rangeReservations;
+    volatile long rangeReleases;
 
     public PoolLedger(long maxPoolSize) {
         this.maxPoolSize = maxPoolSize;
@@ -31,6 +33,11 @@ public final class PoolLedger {
 
     public long reservedPeak() {
         return reservedPeak;
+    }
+
+    /** Plain segments and reserved ranges held. */
+    public int segments() {
+        return segments;
     }
 
     /** Calls that gave the pool memory: segment allocations and page maps. */

@@ -116,6 +116,22 @@ public final class SizeClassCache {
         }
     }
 
+    /**
+     * The size of the largest block cached now, or 0. Takes each stack that may hold blocks under its own lock for
+     * a moment and leaves every block where it is: reading the pool's figures must not change the pool.
+     */
+    public long largestCached() {
+        long largest = 0;
+        for (Stack stack : holding) {
+            synchronized (stack) {
+                if (stack.count > 0) {
+                    largest = Math.max(largest, stack.blocks[0].size);
+                }
+            }
+        }
+        return largest;
+    }
+
     /** Hands every cached block to {@code sink} (the arena's release). Under the pool's lock. */
     public void flush(Consumer<PoolBlock> sink) {
         for (Stack stack = holding.poll(); stack != null; stack = holding.poll()) {
