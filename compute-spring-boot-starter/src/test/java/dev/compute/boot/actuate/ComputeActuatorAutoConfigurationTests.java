@@ -9,8 +9,11 @@ import dev.compute.boot.actuate.health.ComputeHealthContributorAutoConfiguration
 import dev.compute.boot.actuate.health.ComputeHealthIndicator;
 import dev.compute.boot.actuate.metrics.ComputeMemoryMeterBinder;
 import dev.compute.boot.actuate.metrics.ComputeMemoryMetricsAutoConfiguration;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import io.micrometer.core.instrument.MeterRegistry;
+import java.time.Duration;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.actuate.autoconfigure.endpoint.EndpointAutoConfiguration;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
@@ -21,13 +24,15 @@ import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConf
 import org.springframework.boot.micrometer.metrics.autoconfigure.export.simple.SimpleMetricsExportAutoConfiguration;
 import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 
 /** Which of the endpoint, the health contributor and the meters appear, by class path and property. */
 class ComputeActuatorAutoConfigurationTests {
 
     /** The starter's own auto-configurations: none of them needs Boot's Actuator ones to decide. */
     private final ApplicationContextRunner ours = new ApplicationContextRunner()
-            .withConfiguration(AutoConfigurations.of(ComputeMemoryAutoConfiguration.class,
+            .withConfiguration(AutoConfigurations.of(ComputeMemoryAutoConfiguration.class, ComputeMemoryStatisticsAutoConfiguration.class,
                     ComputeMemoryEndpointAutoConfiguration.class, ComputeHealthContributorAutoConfiguration.class,
                     ComputeMemoryMetricsAutoConfiguration.class));
 
@@ -48,6 +53,35 @@ class ComputeActuatorAutoConfigurationTests {
                     .gauge().getId().getBaseUnit()).isEqualTo("bytes");
             assertThat(registry.get("compute.memory.pool.hits").tag("location", "HOST").functionCounter().count()).isZero();
         });
+    }
+
+    @Test
+    void theEndpointTheHealthContributorAndTheMetersReadOneCollectionOfTheFigures() {
+        runner.withPropertyValues("management.endpoints.web.exposure.include=computememory")
+                .withUserConfiguration(FiguresThatNeverAge.class).run(context -> {
+                    assertThat(context).hasSingleBean(RecentMemoryStatistics.class);
+                    UnifiedMemoryManager manager = context.getBean(UnifiedMemoryManager.class);
+                    MeterRegistry registry = context.getBean(MeterRegistry.class);
+                    double collected = registry.get("compute.memory.live.buffers").tag("location", "HOST").gauge().value();
+                    try (UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.HOST)) {
+                        assertThat(registry.get("compute.memory.live.buffers").tag("location", "HOST").gauge().value()).isEqualTo(collected);
+                        assertThat(context.getBean(ComputeMemoryEndpoint.class).summary().locations().get(MemoryLocation.HOST).liveBuffers())
+                                .isEqualTo((long) collected);
+                        assertThat(context.getBean(ComputeHealthIndicator.class).health(true).getDetails().get("locations").toString())
+                                .contains("liveBuffers=" + (long) collected);
+                        assertThat(manager.statistics(MemoryLocation.HOST).liveBuffers()).as("the manager's own figures are current")
+                                .isEqualTo((long) collected + 1);
+                    }
+                });
+    }
+
+    /** Figures collected once and never again: what every reader shows is that one collection. */
+    @Configuration(proxyBeanMethods = false)
+    static class FiguresThatNeverAge {
+        @Bean
+        RecentMemoryStatistics recentMemoryStatistics(UnifiedMemoryManager manager) {
+            return new RecentMemoryStatistics(manager, Duration.ofSeconds(1), () -> 0L);
+        }
     }
 
     @Test

@@ -1,5 +1,6 @@
 package dev.compute.boot.actuate.endpoint;
 
+import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.LiveBufferReport;
@@ -23,8 +24,10 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 /**
  * {@code /actuator/computememory}: what the pool holds. GET gives the summary per location and the leaks found, GET
  * {@code /{location}} its segments, blocks and timeline, POST trims (with {@code {"all": true}}, releases all
- * cached memory). Every size is in bytes and named so ({@code reservedBytes}); ratios are plain fractions.
- * Nothing here reads the contents of memory, nor gives native addresses.
+ * cached memory). Every size is in bytes and named so ({@code reservedBytes}); ratios are plain fractions. The
+ * figures are the shared collection at most a second old ({@link RecentMemoryStatistics}), collected anew after
+ * a trim; segments and blocks are taken on each GET. Nothing here reads the contents of memory, nor gives native
+ * addresses.
  */
 @Endpoint(id = "computememory")
 public class ComputeMemoryEndpoint {
@@ -42,9 +45,11 @@ public class ComputeMemoryEndpoint {
     static final int LEAK_SITES = 10;
 
     private final UnifiedMemoryManager manager;
+    private final RecentMemoryStatistics statistics;
 
-    public ComputeMemoryEndpoint(UnifiedMemoryManager manager) {
+    public ComputeMemoryEndpoint(UnifiedMemoryManager manager, RecentMemoryStatistics statistics) {
         this.manager = manager;
+        this.statistics = statistics;
     }
 
     @ReadOperation
@@ -52,7 +57,7 @@ public class ComputeMemoryEndpoint {
         DeviceMemoryInfo memory = manager.deviceMemory();
         var info = manager.backendInfo();
         Map<MemoryLocation, LocationSummary> locations = new LinkedHashMap<>();
-        manager.statistics().forEach((location, statistics) -> locations.put(location, LocationSummary.of(statistics)));
+        statistics.statistics().forEach((location, figures) -> locations.put(location, LocationSummary.of(figures)));
         return new ComputeMemoryDescriptor(info.backend(),
                 new DeviceDescriptor(info.deviceIndex(), info.deviceName(), info.deviceTotalBytes(), memory.freeBytes()),
                 manager.defaultLocation(), locations, leaks(), DEFINITIONS);
@@ -89,7 +94,7 @@ public class ComputeMemoryEndpoint {
                     b.requestedBytes(), b.state(), b.allocationSite())).toList();
             segments.add(new SegmentDescriptor(index++, segment.sizeBytes(), segment.expandable(), blocks));
         }
-        return new LocationDescriptor(location, LocationSummary.of(manager.statistics(location)), segments, manager.timeline(location));
+        return new LocationDescriptor(location, LocationSummary.of(statistics.statistics(location)), segments, manager.timeline(location));
     }
 
     /** Gives cached memory beyond the release threshold back to the backend, or all of it with {@code all}. */
@@ -98,7 +103,7 @@ public class ComputeMemoryEndpoint {
         boolean releaseAll = Boolean.TRUE.equals(all);
         long released = releaseAll ? manager.releaseCachedMemory() : manager.trim();
         Map<MemoryLocation, Long> reserved = new LinkedHashMap<>();
-        manager.statistics().forEach((location, statistics) -> reserved.put(location, statistics.reservedBytes()));
+        statistics.refresh().forEach((location, figures) -> reserved.put(location, figures.reservedBytes()));
         return new TrimDescriptor(releaseAll ? "all" : "beyond-release-threshold", released, reserved);
     }
 

@@ -1,6 +1,8 @@
 package dev.compute.boot.actuate.endpoint;
 
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
+import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.UnifiedMemoryManager;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -13,7 +15,7 @@ import org.springframework.context.annotation.Bean;
  * The {@code computememory} endpoint, when Actuator is on the class path and the endpoint is exposed (it is not
  * by default: expose it with {@code management.endpoints.web.exposure.include}).
  */
-@AutoConfiguration(after = ComputeMemoryAutoConfiguration.class)
+@AutoConfiguration(after = {ComputeMemoryAutoConfiguration.class, ComputeMemoryStatisticsAutoConfiguration.class})
 @ConditionalOnClass(name = "org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint")
 @ConditionalOnBean(UnifiedMemoryManager.class)
 public final class ComputeMemoryEndpointAutoConfiguration {
@@ -21,7 +23,7 @@ public final class ComputeMemoryEndpointAutoConfiguration {
     @Bean
     @ConditionalOnMissingBean
     @ConditionalOnAvailableEndpoint
-    ComputeMemoryEndpoint computeMemoryEndpoint(UnifiedMemoryManager manager) {
-        return new ComputeMemoryEndpoint(manager);
+    ComputeMemoryEndpoint computeMemoryEndpoint(UnifiedMemoryManager manager, RecentMemoryStatistics statistics) {
+        return new ComputeMemoryEndpoint(manager, statistics);
     }
 }

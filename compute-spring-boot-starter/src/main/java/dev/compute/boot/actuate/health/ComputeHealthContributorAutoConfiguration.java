@@ -2,6 +2,8 @@ package dev.compute.boot.actuate.health;
 
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.ComputeProperties;
+import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
+import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.UnifiedMemoryManager;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -12,7 +14,7 @@ import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.context.annotation.Bean;
 
 /** The {@code compute} health contributor, when Spring Boot's health support is on the class path ({@code management.health.compute.enabled}). */
-@AutoConfiguration(after = ComputeMemoryAutoConfiguration.class)
+@AutoConfiguration(after = {ComputeMemoryAutoConfiguration.class, ComputeMemoryStatisticsAutoConfiguration.class})
 @ConditionalOnClass({HealthIndicator.class, ConditionalOnEnabledHealthIndicator.class})
 @ConditionalOnBean(UnifiedMemoryManager.class)
 public final class ComputeHealthContributorAutoConfiguration {
@@ -21,7 +23,8 @@ public final class ComputeHealthContributorAutoConfiguration {
     @Bean
     @ConditionalOnEnabledHealthIndicator("compute")
     @ConditionalOnMissingBean(name = "computeHealthIndicator")
-    ComputeHealthIndicator computeHealthIndicator(UnifiedMemoryManager manager, ComputeProperties properties) {
-        return new ComputeHealthIndicator(manager, properties.health());
+    ComputeHealthIndicator computeHealthIndicator(UnifiedMemoryManager manager, RecentMemoryStatistics statistics,
+            ComputeProperties properties) {
+        return new ComputeHealthIndicator(manager, statistics, properties.health());
     }
 }

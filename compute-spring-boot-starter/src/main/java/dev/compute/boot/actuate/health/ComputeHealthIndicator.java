@@ -1,6 +1,7 @@
 package dev.compute.boot.actuate.health;
 
 import dev.compute.boot.ComputeProperties;
+import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.MemoryLocation;
@@ -18,16 +19,19 @@ import org.springframework.boot.health.contributor.Health;
  * Health contributor {@code compute}: UP with the backend, the device and each location's memory; DOWN when the
  * manager is closed or the backend fails to answer. Fragmentation or device memory use above the configured
  * thresholds ({@code compute.health.*}) adds a warning to the details without changing the status: both are
- * reasons to look, not reasons to take the instance out of a load balancer.
+ * reasons to look, not reasons to take the instance out of a load balancer. The memory figures are the shared
+ * collection at most a second old ({@link RecentMemoryStatistics}); the device's free memory is asked each time.
  */
 public class ComputeHealthIndicator extends AbstractHealthIndicator {
 
     private final UnifiedMemoryManager manager;
+    private final RecentMemoryStatistics statistics;
     private final ComputeProperties.Health thresholds;
 
-    public ComputeHealthIndicator(UnifiedMemoryManager manager, ComputeProperties.Health thresholds) {
+    public ComputeHealthIndicator(UnifiedMemoryManager manager, RecentMemoryStatistics statistics, ComputeProperties.Health thresholds) {
         super("Compute memory health check failed");
         this.manager = manager;
+        this.statistics = statistics;
         this.thresholds = thresholds;
     }
 
@@ -40,7 +44,7 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
         // Each of these asks the backend; a driver in trouble throws, and AbstractHealthIndicator reports DOWN with the error.
         BackendInfo info = manager.backendInfo();
         DeviceMemoryInfo device = manager.deviceMemory();
-        Map<MemoryLocation, MemoryStatistics> statistics = manager.statistics();
+        Map<MemoryLocation, MemoryStatistics> figures = statistics.statistics();
 
         List<String> warnings = new ArrayList<>();
         Map<String, Object> deviceDetails = new LinkedHashMap<>();
@@ -57,7 +61,7 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
             }
         }
         Map<MemoryLocation, Map<String, Object>> locations = new LinkedHashMap<>();
-        statistics.forEach((location, s) -> {
+        figures.forEach((location, s) -> {
             Map<String, Object> details = new LinkedHashMap<>();
             details.put("allocatedBytes", s.allocatedBytes());
             details.put("reservedBytes", s.reservedBytes());

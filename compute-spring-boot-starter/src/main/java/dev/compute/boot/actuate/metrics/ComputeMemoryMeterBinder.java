@@ -1,5 +1,6 @@
 package dev.compute.boot.actuate.metrics;
 
+import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
@@ -16,8 +17,9 @@ import java.util.function.ToDoubleFunction;
  * Meters {@code compute.memory.*} for every location of a manager, tagged {@code backend}, {@code device} and
  * {@code location}. Sizes have base unit bytes, so Prometheus shows {@code compute_memory_reserved_bytes};
  * totals since start are function counters ({@code compute_memory_pool_hits_total}); the two fragmentation figures
- * are ratios ({@code compute_memory_fragmentation_ratio}). Every meter reads the manager's statistics when it is
- * read; after the manager closed they read NaN.
+ * are ratios ({@code compute_memory_fragmentation_ratio}). Every meter reads the one collection of the figures
+ * that is at most a second old ({@link RecentMemoryStatistics}), so that a scrape of every meter collects them
+ * once; after the manager closed they read NaN.
  *
  * <table>
  *   <caption>Meters</caption>
@@ -44,9 +46,11 @@ public class ComputeMemoryMeterBinder implements MeterBinder {
     private static final String RATIO = "ratio";
 
     private final UnifiedMemoryManager manager;
+    private final RecentMemoryStatistics statistics;
 
-    public ComputeMemoryMeterBinder(UnifiedMemoryManager manager) {
+    public ComputeMemoryMeterBinder(UnifiedMemoryManager manager, RecentMemoryStatistics statistics) {
         this.manager = manager;
+        this.statistics = statistics;
     }
 
     @Override
@@ -101,10 +105,10 @@ public class ComputeMemoryMeterBinder implements MeterBinder {
                 .description("Bytes copied for buffers at this location, by direction").register(registry);
     }
 
-    private static double read(UnifiedMemoryManager manager, MemoryLocation location, ToDoubleFunction<MemoryStatistics> figure) {
+    private double read(UnifiedMemoryManager manager, MemoryLocation location, ToDoubleFunction<MemoryStatistics> figure) {
         if (manager.isClosed()) {
             return Double.NaN;
         }
-        return figure.applyAsDouble(manager.statistics(location));
+        return figure.applyAsDouble(statistics.statistics(location));
     }
 }

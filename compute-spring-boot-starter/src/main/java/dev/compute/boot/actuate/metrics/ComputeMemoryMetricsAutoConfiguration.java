@@ -1,6 +1,8 @@
 package dev.compute.boot.actuate.metrics;
 
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
+import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.UnifiedMemoryManager;
 import io.micrometer.core.instrument.binder.MeterBinder;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -10,7 +12,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean
 import org.springframework.context.annotation.Bean;
 
 /** The {@code compute.memory.*} meters, when Micrometer is on the class path; Spring Boot binds them to every registry. */
-@AutoConfiguration(after = ComputeMemoryAutoConfiguration.class,
+@AutoConfiguration(after = {ComputeMemoryAutoConfiguration.class, ComputeMemoryStatisticsAutoConfiguration.class},
         afterName = "org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration")
 @ConditionalOnClass(MeterBinder.class)
 @ConditionalOnBean(UnifiedMemoryManager.class)
@@ -18,7 +20,7 @@ public final class ComputeMemoryMetricsAutoConfiguration {
 
     @Bean
     @ConditionalOnMissingBean
-    ComputeMemoryMeterBinder computeMemoryMeterBinder(UnifiedMemoryManager manager) {
-        return new ComputeMemoryMeterBinder(manager);
+    ComputeMemoryMeterBinder computeMemoryMeterBinder(UnifiedMemoryManager manager, RecentMemoryStatistics statistics) {
+        return new ComputeMemoryMeterBinder(manager, statistics);
     }
 }

@@ -2,6 +2,7 @@ package dev.compute.boot.actuate.endpoint;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.DataType;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryLocation;
@@ -19,7 +20,7 @@ class ComputeMemoryEndpointTests {
     private final SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend(64L << 20);
     private final UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backend).releaseThreshold(0)
             .pinningEnabled(false).build();
-    private final ComputeMemoryEndpoint endpoint = new ComputeMemoryEndpoint(manager);
+    private final ComputeMemoryEndpoint endpoint = new ComputeMemoryEndpoint(manager, new RecentMemoryStatistics(manager));
 
     @AfterEach
     void close() {
@@ -94,7 +95,7 @@ class ComputeMemoryEndpointTests {
     void leaksAreCountedAndOpenBuffersGroupedBySiteMostBytesFirst() throws InterruptedException {
         try (UnifiedMemoryManager paranoid = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(64L << 20))
                 .leakDetection(LeakDetectionLevel.PARANOID).pinningEnabled(false).build()) {
-            ComputeMemoryEndpoint leakEndpoint = new ComputeMemoryEndpoint(paranoid);
+            ComputeMemoryEndpoint leakEndpoint = new ComputeMemoryEndpoint(paranoid, new RecentMemoryStatistics(paranoid));
             List<UnifiedBuffer> held = new ArrayList<>();
             for (int i = 0; i < 3; i++) {
                 held.add(allocateInALoop(paranoid));

@@ -3,6 +3,7 @@ package dev.compute.boot.actuate.health;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.boot.ComputeProperties;
+import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -27,7 +28,7 @@ class ComputeHealthIndicatorTests {
 
     @Test
     void upWithBackendDeviceAndMemoryDetailsAndNoWarningsBelowTheThresholds() {
-        Health health = new ComputeHealthIndicator(manager, new ComputeProperties.Health(0.5, 0.9)).health(true);
+        Health health = new ComputeHealthIndicator(manager, new RecentMemoryStatistics(manager), new ComputeProperties.Health(0.5, 0.9)).health(true);
         assertThat(health.getStatus()).isEqualTo(Status.UP);
         assertThat(health.getDetails()).containsEntry("backend", "simulated").containsKeys("device", "locations")
                 .doesNotContainKey("warnings");
@@ -47,7 +48,7 @@ class ComputeHealthIndicatorTests {
         }
         assertThat(manager.statistics(MemoryLocation.DEVICE).fragmentation()).isPositive();
 
-        Health health = new ComputeHealthIndicator(manager, new ComputeProperties.Health(0.0, 0.0)).health(true);
+        Health health = new ComputeHealthIndicator(manager, new RecentMemoryStatistics(manager), new ComputeProperties.Health(0.0, 0.0)).health(true);
 
         assertThat(health.getStatus()).isEqualTo(Status.UP);
         assertThat((List<?>) health.getDetails().get("warnings")).anySatisfy(w -> assertThat(w.toString())
@@ -59,7 +60,7 @@ class ComputeHealthIndicatorTests {
     @Test
     void downOnceTheManagerIsClosed() {
         manager.close();
-        Health health = new ComputeHealthIndicator(manager, new ComputeProperties.Health(0.5, 0.9)).health(true);
+        Health health = new ComputeHealthIndicator(manager, new RecentMemoryStatistics(manager), new ComputeProperties.Health(0.5, 0.9)).health(true);
         assertThat(health.getStatus()).isEqualTo(Status.DOWN);
         assertThat(health.getDetails()).containsEntry("reason", "the UnifiedMemoryManager is closed");
     }

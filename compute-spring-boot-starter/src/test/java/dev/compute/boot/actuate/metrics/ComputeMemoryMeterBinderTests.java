@@ -2,6 +2,7 @@ package dev.compute.boot.actuate.metrics;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
@@ -10,6 +11,8 @@ import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.testing.SimulatedDiscreteBackend;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.lang.reflect.Proxy;
+import java.util.concurrent.atomic.LongAdder;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -27,7 +30,7 @@ class ComputeMemoryMeterBinderTests {
 
     @Test
     void metersReadTheManagersStatisticsPerLocation() {
-        new ComputeMemoryMeterBinder(manager).bindTo(registry);
+        new ComputeMemoryMeterBinder(manager, new RecentMemoryStatistics(manager)).bindTo(registry);
         try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT64, 4096, MemoryLocation.DEVICE)) {
             buffer.copyFrom(new double[4096]);
             buffer.copyTo(new double[4096]);
@@ -52,7 +55,7 @@ class ComputeMemoryMeterBinderTests {
 
     @Test
     void prometheusNamesCarryTheirUnits() {
-        new ComputeMemoryMeterBinder(manager).bindTo(registry);
+        new ComputeMemoryMeterBinder(manager, new RecentMemoryStatistics(manager)).bindTo(registry);
         manager.allocate(1 << 20, MemoryLocation.DEVICE).close();
 
         String scrape = registry.scrape();
@@ -68,8 +71,26 @@ class ComputeMemoryMeterBinderTests {
     }
 
     @Test
+    void aScrapeOfEveryMeterCollectsTheFiguresOnce() {
+        LongAdder collections = new LongAdder();
+        UnifiedMemoryManager counted = (UnifiedMemoryManager) Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {UnifiedMemoryManager.class}, (proxy, method, arguments) -> {
+                    if (method.getName().equals("statistics")) {
+                        collections.increment();
+                    }
+                    return method.invoke(manager, arguments);
+                });
+        new ComputeMemoryMeterBinder(counted, new RecentMemoryStatistics(counted)).bindTo(registry);
+
+        String scrape = registry.scrape();
+
+        assertThat(scrape).contains("compute_memory_segments{").contains("compute_memory_trims_total{");
+        assertThat(collections.sum()).as("22 meters for each of %d locations, one collection", manager.locations().size()).isEqualTo(1);
+    }
+
+    @Test
     void metersReadNaNOnceTheManagerIsClosed() {
-        new ComputeMemoryMeterBinder(manager).bindTo(registry);
+        new ComputeMemoryMeterBinder(manager, new RecentMemoryStatistics(manager)).bindTo(registry);
         manager.close();
         assertThat(registry.get("compute.memory.reserved").tag("location", "HOST").gauge().value()).isNaN();
         assertThat(registry.get("compute.memory.leaks").functionCounter().count()).isNaN();

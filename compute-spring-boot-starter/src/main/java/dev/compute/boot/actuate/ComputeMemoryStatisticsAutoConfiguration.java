@@ -1,0 +1,20 @@
+package dev.compute.boot.actuate;
+
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.memory.UnifiedMemoryManager;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.context.annotation.Bean;
+
+/** The one {@link RecentMemoryStatistics} that the endpoint, the health contributor and the meters share. */
+@AutoConfiguration(after = ComputeMemoryAutoConfiguration.class)
+@ConditionalOnBean(UnifiedMemoryManager.class)
+public final class ComputeMemoryStatisticsAutoConfiguration {
+
+    @Bean
+    @ConditionalOnMissingBean
+    RecentMemoryStatistics recentMemoryStatistics(UnifiedMemoryManager manager) {
+        return new RecentMemoryStatistics(manager);
+    }
+}

@@ -1,0 +1,70 @@
+package dev.compute.boot.actuate;
+
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.time.Duration;
+import java.util.Map;
+import java.util.function.LongSupplier;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The figures that the endpoint, the health contributor and the meters read: every location's statistics,
+ * collected at most once per {@link #MAX_AGE} however many read them, as HikariCP's {@code PoolStats} keeps
+ * what its metrics read. A Prometheus scrape reads 22 meters per location; they all read one collection. Whoever
+ * needs figures that are exact at this instant asks {@link UnifiedMemoryManager#statistics(MemoryLocation)}.
+ * Thread-safe.
+ */
+public class RecentMemoryStatistics {
+
+    /** The oldest figures handed out. */
+    public static final Duration MAX_AGE = Duration.ofSeconds(1);
+
+    private final UnifiedMemoryManager manager;
+    private final long maxAgeNanos;
+    private final LongSupplier nanoTime;
+    private @Nullable Collected collected;
+
+    private record Collected(long atNanos, Map<MemoryLocation, MemoryStatistics> statistics) {}
+
+    public RecentMemoryStatistics(UnifiedMemoryManager manager) {
+        this(manager, MAX_AGE, System::nanoTime);
+    }
+
+    /** With another age and clock ({@link System#nanoTime()}'s kind), for tests. */
+    RecentMemoryStatistics(UnifiedMemoryManager manager, Duration maxAge, LongSupplier nanoTime) {
+        this.manager = manager;
+        this.maxAgeNanos = maxAge.toNanos();
+        this.nanoTime = nanoTime;
+    }
+
+    /** Every location's statistics, in the manager's order, collected at most {@link #MAX_AGE} ago. */
+    public synchronized Map<MemoryLocation, MemoryStatistics> statistics() {
+        long now = nanoTime.getAsLong();
+        Collected last = collected;
+        if (last == null || now - last.atNanos() >= maxAgeNanos) {
+            last = collect(now);
+        }
+        return last.statistics();
+    }
+
+    /** One location's statistics, collected at most {@link #MAX_AGE} ago. */
+    public MemoryStatistics statistics(MemoryLocation location) {
+        MemoryStatistics statistics = statistics().get(location);
+        if (statistics == null) {
+            throw new IllegalArgumentException(location + " memory is not available on this manager; available: " + manager.locations());
+        }
+        return statistics;
+    }
+
+    /** Collects now, for this caller and the readers after it: after a trim, say, which changed the figures. */
+    public synchronized Map<MemoryLocation, MemoryStatistics> refresh() {
+        return collect(nanoTime.getAsLong()).statistics();
+    }
+
+    private Collected collect(long now) {
+        Collected fresh = new Collected(now, manager.statistics());
+        collected = fresh;
+        return fresh;
+    }
+}

@@ -1,0 +1,59 @@
+package dev.compute.boot.actuate;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+class RecentMemoryStatisticsTests {
+
+    private static final long SECOND = 1_000_000_000L;
+
+    private final UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(64L << 20))
+            .pinningEnabled(false).timelineInterval(Duration.ZERO).build();
+    private final AtomicLong now = new AtomicLong();
+    private final RecentMemoryStatistics recent = new RecentMemoryStatistics(manager, Duration.ofSeconds(1), now::get);
+
+    @AfterEach
+    void close() {
+        manager.close();
+    }
+
+    @Test
+    void figuresAreCollectedAgainOnlyOnceTheyAreASecondOld() {
+        MemoryStatistics collected = recent.statistics(MemoryLocation.DEVICE);
+        try (UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.DEVICE)) {
+            now.set(SECOND - 1);
+            assertThat(recent.statistics(MemoryLocation.DEVICE)).as("a collection not yet a second old").isSameAs(collected);
+            assertThat(recent.statistics()).containsEntry(MemoryLocation.DEVICE, collected).containsOnlyKeys(manager.locations());
+
+            now.set(SECOND);
+            MemoryStatistics recollected = recent.statistics(MemoryLocation.DEVICE);
+            assertThat(recollected.liveBuffers()).isEqualTo(1);
+            assertThat(recollected).isEqualTo(manager.statistics(MemoryLocation.DEVICE));
+        }
+    }
+
+    @Test
+    void aRefreshCollectsNowForTheReadersAfterIt() {
+        recent.statistics();
+        try (UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.HOST)) {
+            assertThat(recent.refresh().get(MemoryLocation.HOST).liveBuffers()).isEqualTo(1);
+            assertThat(recent.statistics(MemoryLocation.HOST).liveBuffers()).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void aLocationTheManagerDoesNotHaveIsRefused() {
+        assertThatThrownBy(() -> recent.statistics(MemoryLocation.PINNED)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("PINNED memory is not available");
+    }
+}
