@@ -404,7 +404,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     @Override
     public List<MemoryTimeline.Sample> timeline(MemoryLocation location) {
-        return chain(location).timeline.samples();
+        return known(location).timeline.samples();
     }
 
     @Override

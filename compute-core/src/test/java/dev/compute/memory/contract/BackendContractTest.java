@@ -360,6 +360,7 @@ public abstract class BackendContractTest {
             assertThat(s.frees()).as("%s frees", location).isEqualTo(s.allocations());
             assertThat(s.allocatedBytesPeak()).as("%s peaks stay", location).isGreaterThanOrEqualTo((4 << 20) + 700);
             assertThat(own.snapshot(location).segments()).as("%s segments", location).isEmpty();
+            assertThat(own.timeline(location)).as("%s: the history stays readable", location).isNotNull();
         }
         var figures = own.statistics();
         open.forEach(UnifiedBuffer::close);
