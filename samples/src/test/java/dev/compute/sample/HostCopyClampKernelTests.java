@@ -1,16 +1,13 @@
 package dev.compute.sample;
 
+import static dev.compute.sample.OpenClTestManagers.openClManager;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.fail;
 
-import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
-import java.time.Duration;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -35,18 +32,6 @@ class HostCopyClampKernelTests {
             double[] result = new double[4];
             values.copyTo(result);
             assertThat(result).containsExactly(0, 1, 6, 8);
-        }
-    }
-
-    private static UnifiedMemoryManager openClManager() {
-        try {
-            return UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build();
-        } catch (BackendUnavailableException e) {
-            if (System.getenv("CI") != null) {
-                fail("CI installs PoCL, so an OpenCL device must be found there, but: " + e.reason());
-            }
-            Assumptions.abort("no OpenCL device here: " + e.reason());
-            throw e;
         }
     }
 }

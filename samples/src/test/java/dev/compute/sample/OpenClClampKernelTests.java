@@ -1,17 +1,14 @@
 package dev.compute.sample;
 
+import static dev.compute.sample.OpenClTestManagers.openClManager;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.assertj.core.api.Assertions.fail;
 
-import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
-import java.time.Duration;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -57,18 +54,6 @@ class OpenClClampKernelTests {
             OpenClClampKernel kernel = new OpenClClampKernel();
             kernel.close();
             assertThatThrownBy(() -> kernel.clamp(values, 0, 1)).isInstanceOf(IllegalStateException.class).hasMessageContaining("released");
-        }
-    }
-
-    private static UnifiedMemoryManager openClManager() {
-        try {
-            return UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build();
-        } catch (BackendUnavailableException e) {
-            if (System.getenv("CI") != null) {
-                fail("CI installs PoCL, so an OpenCL device must be found there, but: " + e.reason());
-            }
-            Assumptions.abort("no OpenCL device here: " + e.reason());
-            throw e;
         }
     }
 }

@@ -1,5 +1,7 @@
 package dev.compute.memory.cpu;
 
+import static dev.compute.memory.cpu.ScenarioChecks.check;
+import static dev.compute.memory.cpu.ScenarioChecks.expectEnded;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED;
 
@@ -443,21 +445,6 @@ public final class LifetimeAttackScenarios {
     private static void expectTag(float read, float tag, String where) {
         if (read != tag) {
             throw new AssertionError(where + " read " + read + " in a buffer tagged " + tag + ": another buffer's memory");
-        }
-    }
-
-    private static void expectEnded(Runnable use, String what) {
-        try {
-            use.run();
-        } catch (IllegalStateException expected) {
-            return;
-        }
-        throw new AssertionError(what + " did not fail: it reached memory that was given back");
-    }
-
-    private static void check(boolean condition, String what) {
-        if (!condition) {
-            throw new AssertionError(what);
         }
     }
 

@@ -1,5 +1,7 @@
 package dev.compute.memory.cpu;
 
+import static dev.compute.memory.cpu.ScenarioChecks.check;
+import static dev.compute.memory.cpu.ScenarioChecks.expectEnded;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -282,21 +284,6 @@ public final class LifetimeScenarios {
         MemorySegment view = manager.allocate(BIG, MemoryLocation.HOST).hostView();
         view.fill((byte) 4);
         return view;
-    }
-
-    private static void expectEnded(Runnable use, String what) {
-        try {
-            use.run();
-        } catch (IllegalStateException expected) {
-            return;
-        }
-        throw new AssertionError(what + " did not fail: it reached memory that was given back");
-    }
-
-    private static void check(boolean condition, String what) {
-        if (!condition) {
-            throw new AssertionError(what);
-        }
     }
 
     private LifetimeScenarios() {}
