@@ -148,8 +148,9 @@ public final class BufferAccess implements AutoCloseable {
             if (closed) {
                 return;
             }
-            if (scope.owner != null && scope.owner != Thread.currentThread()) {
-                throw new WrongThreadException("this access belongs to thread '" + scope.owner.getName()
+            Thread owner = scope.owner();
+            if (owner != null && owner != Thread.currentThread()) {
+                throw new WrongThreadException("this access belongs to thread '" + owner.getName()
                         + "' and only it may end it (a shared host access may be ended by any thread)");
             }
             closed = true;
@@ -163,13 +164,13 @@ public final class BufferAccess implements AutoCloseable {
                     queued = handle.end();
                 } catch (RuntimeException unrecorded) {
                     // what the handle queued is unknown: wait for the device before the memory may be reused
-                    buffer.deviceAccessEnded(mode, work);
+                    buffer.accessEnded(true, mode, work);
                     buffer.awaitDeviceIdle();
                     throw unrecorded;
                 }
-                buffer.deviceAccessEnded(mode, work.isDone() ? queued : CompletableFuture.allOf(queued, work));
+                buffer.accessEnded(true, mode, work.isDone() ? queued : CompletableFuture.allOf(queued, work));
             } else {
-                buffer.hostAccessEnded(mode, work);
+                buffer.accessEnded(device, mode, work);
             }
         } finally {
             try {

@@ -26,7 +26,7 @@ final class BufferScopes {
     /** The calling thread's open view scope of the buffer or slice {@code lineage} names (null: the buffer), if any. */
     synchronized @Nullable MemoryScope viewOf(Thread thread, Object @Nullable [] lineage) {
         for (MemoryScope scope : open) {
-            if (scope.kind == MemoryScope.Kind.VIEW && scope.owner == thread && scope.lineage == lineage) {
+            if (scope.kind == MemoryScope.Kind.VIEW && scope.owner() == thread && scope.lineage == lineage) {
                 return scope;
             }
         }

@@ -32,7 +32,6 @@ final class MemoryScope {
      * views of it and of its sub-slices); null for a view of the buffer itself and for accesses.
      */
     final Object @Nullable [] lineage;
-    final @Nullable Thread owner;
     /** The owner's list of open scopes; null when shared. */
     final ScopeRegistry.@Nullable ThreadScopes list;
     final BufferScopes buffer;
@@ -48,18 +47,22 @@ final class MemoryScope {
         this.kind = kind;
         this.lineage = lineage;
         this.list = list;
-        this.owner = list == null ? null : list.owner;
         this.buffer = buffer;
         this.registry = registry;
     }
 
+    /** The thread whose segments these are; null when shared. */
+    @Nullable Thread owner() {
+        return list == null ? null : list.owner;
+    }
+
     boolean shared() {
-        return owner == null;
+        return list == null;
     }
 
     /** True for a confined scope whose thread has ended: nobody can reach its segments. */
     boolean ownerHasEnded() {
-        return owner != null && !owner.isAlive();
+        return list != null && !list.owner.isAlive();
     }
 
     /** True when this is a view of the slice {@code token} names or of a slice cut from it. */
@@ -83,12 +86,12 @@ final class MemoryScope {
         if (ended) {
             throw new IllegalStateException("this access has ended");
         }
-        if (owner != null && owner != Thread.currentThread()) {
-            throw new WrongThreadException("this access belongs to thread '" + owner.getName()
+        if (list != null && list.owner != Thread.currentThread()) {
+            throw new WrongThreadException("this access belongs to thread '" + list.owner.getName()
                     + "'; its memory can be reached only there (take a shared access for several threads)");
         }
         if (arena == null) {
-            arena = owner == null ? Arena.ofShared() : Arena.ofConfined();
+            arena = list == null ? Arena.ofShared() : Arena.ofConfined();
         }
         return memory.reinterpret(arena, null);
     }
@@ -120,6 +123,7 @@ final class MemoryScope {
     /** Ends the scope if the calling thread may, else hands it to its owner to end; drops it if the owner has died. */
     void endOrHandOver() {
         Thread current = Thread.currentThread();
+        Thread owner = owner();
         if (owner == current) {
             end();
         } else if (owner == null) {
@@ -149,6 +153,6 @@ final class MemoryScope {
 
     @Override
     public String toString() {
-        return kind + (owner == null ? " (shared)" : " of thread '" + owner.getName() + "'");
+        return kind + (list == null ? " (shared)" : " of thread '" + list.owner.getName() + "'");
     }
 }

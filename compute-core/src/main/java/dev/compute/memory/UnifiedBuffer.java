@@ -13,6 +13,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.BiConsumer;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
@@ -537,13 +538,16 @@ public final class UnifiedBuffer implements AutoCloseable {
         }
     }
 
-    /** Called by a host access as it ends, with the work it was told is in flight on the bytes. */
-    void hostAccessEnded(AccessMode mode, CompletableFuture<?> work) {
+    /**
+     * Called by an access as it ends, with the device work in flight on its bytes: a writing access makes the copy
+     * it wrote (the device's for a device access, the host's for a host access) the newer one.
+     */
+    void accessEnded(boolean device, AccessMode mode, CompletableFuture<?> work) {
         UnifiedBuffer root = root();
         synchronized (root) {
             root.recordInFlight(work);
             if (mode.writes()) {
-                root.state = root.hostWritten();
+                root.state = device ? root.deviceWritten() : root.hostWritten();
             }
         }
     }
@@ -563,17 +567,6 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     void exitFromEnd(int call) {
         manager.exit(call);
-    }
-
-    /** Called by a device access as it ends, with the device work it queued. */
-    void deviceAccessEnded(AccessMode mode, CompletableFuture<?> work) {
-        UnifiedBuffer root = root();
-        synchronized (root) {
-            root.recordInFlight(work);
-            if (mode.writes()) {
-                root.state = root.deviceWritten();
-            }
-        }
     }
 
     /**
@@ -823,11 +816,20 @@ public final class UnifiedBuffer implements AutoCloseable {
     }
 
     private void write(long byteOffset, MemorySegment source) {
+        copyWhenIdle(byteOffset, source.byteSize(), (root, device) -> writeLocked(root, device, byteOffset, source));
+    }
+
+    private void read(long byteOffset, MemorySegment destination) {
+        copyWhenIdle(byteOffset, destination.byteSize(), (root, device) -> readLocked(root, device, byteOffset, destination));
+    }
+
+    /** A copy of {@code length} bytes at {@code byteOffset}, run under the root's monitor once no device work is in flight. */
+    private void copyWhenIdle(long byteOffset, long length, BiConsumer<UnifiedBuffer, Block> copy) {
         int call = manager.enter(this);
         try {
-            checkRange(byteOffset, source.byteSize());
+            checkRange(byteOffset, length);
             whenIdle(root -> {
-                writeLocked(root, openBlock(), byteOffset, source);
+                copy.accept(root, openBlock());
                 return null;
             });
         } finally {
@@ -838,7 +840,6 @@ public final class UnifiedBuffer implements AutoCloseable {
     private void writeLocked(UnifiedBuffer root, Block device, long byteOffset, MemorySegment source) {
         long length = source.byteSize();
         long at = byteOffset() + byteOffset;
-        root.awaitInFlight();
         if (isHostAccessible()) {
             MemorySegment.copy(source, 0, rootBytes(device), at, length);
             root.state = BufferState.SYNCHRONIZED;
@@ -851,23 +852,9 @@ public final class UnifiedBuffer implements AutoCloseable {
         manager.countHostToDevice(location, length);
     }
 
-    private void read(long byteOffset, MemorySegment destination) {
-        int call = manager.enter(this);
-        try {
-            checkRange(byteOffset, destination.byteSize());
-            whenIdle(root -> {
-                readLocked(root, openBlock(), byteOffset, destination);
-                return null;
-            });
-        } finally {
-            manager.exit(call);
-        }
-    }
-
     private void readLocked(UnifiedBuffer root, Block device, long byteOffset, MemorySegment destination) {
         long length = destination.byteSize();
         long at = byteOffset() + byteOffset;
-        root.awaitInFlight();
         if (isHostAccessible()) {
             MemorySegment.copy(rootBytes(device), at, destination, 0, length);
         } else if (!root.readsFromDevice()) {
@@ -898,7 +885,6 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     /** Copies the newer host mirror to the device. Root only, under its monitor. */
     private void syncToDeviceLocked(Block device) {
-        awaitInFlight();
         Block host = Objects.requireNonNull(mirror);
         manager.computeBackend().copyToDevice(rootBytes(host), device.segment(), device.offset(), byteSize);
         manager.countHostToDevice(location, byteSize);
@@ -910,7 +896,6 @@ public final class UnifiedBuffer implements AutoCloseable {
      * data (made on first need). Root only, under its monitor.
      */
     private MemorySegment currentHostCopy(Block device) {
-        awaitInFlight();
         if (isHostAccessible()) {
             return rootBytes(device);
         }
@@ -976,14 +961,6 @@ public final class UnifiedBuffer implements AutoCloseable {
             Thread.currentThread().interrupt();
             throw new DeviceTimeoutException("interrupted while waiting for device work queued on " + this, limit);
         }
-    }
-
-    /** Under the root's monitor, inside {@link #whenIdle}: nothing can be in flight; kept as the rule's last line. */
-    private void awaitInFlight() {
-        if (!inFlight.isDone()) {
-            awaitBounded(inFlight);
-        }
-        inFlight = DONE;
     }
 
     /** The root's block, if this buffer may be used; under the root's monitor. */

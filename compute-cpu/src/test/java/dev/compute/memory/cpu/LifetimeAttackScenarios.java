@@ -1,7 +1,8 @@
 package dev.compute.memory.cpu;
 
-import static dev.compute.memory.cpu.ScenarioChecks.check;
-import static dev.compute.memory.cpu.ScenarioChecks.expectEnded;
+import static dev.compute.memory.cpu.ScenarioSupport.check;
+import static dev.compute.memory.cpu.ScenarioSupport.expectEnded;
+import static dev.compute.memory.cpu.ScenarioSupport.manager;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED;
 
@@ -52,11 +53,6 @@ public final class LifetimeAttackScenarios {
         }
         System.out.println("OK " + name);
         System.exit(0);
-    }
-
-    private static UnifiedMemoryManager manager(Duration closeTimeout, LeakDetectionLevel leaks) {
-        return UnifiedMemoryManager.builder().backend("cpu").leakDetection(leaks).closeTimeout(closeTimeout)
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build();
     }
 
     /**
