@@ -1,7 +1,7 @@
 package dev.compute.memory;
 
-import dev.compute.memory.resource.StripedLongs;
-import dev.compute.memory.resource.ThreadStripes;
+import dev.compute.memory.internal.StripedLongs;
+import dev.compute.memory.internal.ThreadStripes;
 
 /**
  * How many threads are inside the manager's allocate, release or trim, so that close() can wait for them to

@@ -2,15 +2,28 @@ package dev.compute.memory;
 
 import dev.compute.memory.resource.Block;
 import java.lang.ref.Cleaner;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 
 /**
- * Watches tracked buffers with a {@link Cleaner}: a buffer that becomes unreachable without {@code close()}
- * is reported in the log (with its allocation site at {@code paranoid}) and its memory goes back to the pool,
- * once the views and accesses still open on it have ended (a view does not keep its buffer reachable, so a
- * dropped buffer may still be read through one: its memory waits for the view's thread to let go).
+ * Leak detection, in one place: which buffers are tracked (none at {@code disabled}, one in
+ * {@value LeakDetectionLevel#SIMPLE_SAMPLING_INTERVAL} at {@code simple}, without the site, since taking a stack
+ * trace is the expensive part; every one with its allocation site at {@code paranoid}), the {@link Cleaner} that
+ * finds a tracked buffer garbage-collected without {@code close()}, the report (a {@code LEAK} log line and the
+ * listener's event) and the sites that snapshots and the close report show. An untracked buffer, the common case,
+ * costs nothing here but the level check.
+ *
+ * <p>A found leak's memory goes back to the pool once the views and accesses still open on it have ended (a view
+ * does not keep its buffer reachable, so a dropped buffer may still be read through one: its memory waits for
+ * the view's thread to let go).
  */
 final class LeakDetector {
 
@@ -18,23 +31,73 @@ final class LeakDetector {
     private static final Cleaner CLEANER = Cleaner.create(Thread.ofPlatform().daemon().name("compute-leak-detector").factory());
 
     private final PooledMemoryManager manager;
+    private final LeakDetectionLevel level;
+    private final MemoryEventListener events;
+    private final Set<Tracker> live = ConcurrentHashMap.newKeySet();
     private final AtomicLong leaksReported = new AtomicLong();
 
-    LeakDetector(PooledMemoryManager manager) {
+    LeakDetector(PooledMemoryManager manager, LeakDetectionLevel level, MemoryEventListener events) {
         this.manager = manager;
+        this.level = level;
+        this.events = events;
     }
 
     long leaksReported() {
         return leaksReported.get();
     }
 
-    Tracker tracker(MemoryLocation location, long byteSize, Block block, @Nullable String site) {
-        return new Tracker(this, location, byteSize, block, site);
+    /** A tracker for a new buffer over {@code block}, or null when this one is not tracked. */
+    @Nullable Tracker track(MemoryLocation location, long byteSize, Block block) {
+        return switch (level) {
+            case DISABLED -> null;
+            case SIMPLE -> ThreadLocalRandom.current().nextInt(LeakDetectionLevel.SIMPLE_SAMPLING_INTERVAL) == 0
+                    ? new Tracker(this, location, byteSize, block, null) : null;
+            case PARANOID -> new Tracker(this, location, byteSize, block, allocationSite());
+        };
     }
 
     /** Starts watching {@code buffer}, which was made with {@code tracker}. */
     void watch(UnifiedBuffer buffer, Tracker tracker) {
+        live.add(tracker);
         tracker.cleanable = CLEANER.register(buffer, tracker);
+    }
+
+    private static String allocationSite() {
+        StringBuilder site = new StringBuilder();
+        StackWalker.getInstance().forEach(frame -> {
+            String type = frame.getClassName();
+            if (!type.startsWith("dev.compute.memory.") || type.contains("Test")) {
+                site.append("\tat ").append(frame.toStackTraceElement()).append('\n');
+            }
+        });
+        return site.toString();
+    }
+
+    /** {@code segments} with the allocation site of each tracked live block filled in. */
+    List<MemorySnapshot.Segment> withSites(MemoryLocation location, List<MemorySnapshot.Segment> segments) {
+        Map<String, String> siteByPlace = new HashMap<>();
+        for (Tracker tracker : live) {
+            if (tracker.site != null && tracker.location == location) {
+                siteByPlace.put(place(tracker.block.segment().address(), tracker.block.offset()), tracker.site);
+            }
+        }
+        if (siteByPlace.isEmpty()) {
+            return segments;
+        }
+        List<MemorySnapshot.Segment> out = new ArrayList<>(segments.size());
+        for (MemorySnapshot.Segment segment : segments) {
+            List<MemorySnapshot.Block> blocks = new ArrayList<>(segment.blocks().size());
+            for (MemorySnapshot.Block b : segment.blocks()) {
+                String site = b.state() == MemorySnapshot.BlockState.LIVE ? siteByPlace.get(place(segment.address(), b.offset())) : null;
+                blocks.add(site == null ? b : new MemorySnapshot.Block(b.offset(), b.sizeBytes(), b.state(), b.requestedBytes(), site));
+            }
+            out.add(new MemorySnapshot.Segment(segment.address(), segment.sizeBytes(), segment.expandable(), blocks));
+        }
+        return out;
+    }
+
+    private static String place(long address, long offset) {
+        return address + ":" + offset;
     }
 
     /**
@@ -70,6 +133,7 @@ final class LeakDetector {
 
         void closed() {
             closed = true;
+            detector.live.remove(this);
             Cleaner.Cleanable c = cleanable;
             if (c != null) {
                 c.clean();
@@ -78,6 +142,7 @@ final class LeakDetector {
 
         @Override
         public void run() {
+            detector.live.remove(this);
             if (closed || detector.manager.isClosed()) {
                 return;
             }
@@ -96,6 +161,7 @@ final class LeakDetector {
                 } else {
                     release.run();
                 }
+                detector.events.leakDetected(location, byteSize, site);
             } finally {
                 detector.leaksReported.incrementAndGet();
             }

@@ -40,29 +40,4 @@ public record MemoryStatistics(
         long requests = poolHits + poolMisses;
         return requests == 0 ? 0.0 : (double) poolHits / requests;
     }
-
-    public static Builder builder(MemoryLocation location) {
-        return new Builder(location);
-    }
-
-    /** Filled by each layer of a location's resource chain, each with the figures it owns. */
-    public static final class Builder {
-        private final MemoryLocation location;
-        public long allocatedBytes, allocatedBytesPeak, requestedBytes, requestedBytesPeak;
-        public long reservedBytes, reservedBytesPeak, cachedBytes, largestFreeBlockBytes;
-        public long liveBuffers, segments, allocations, frees, poolHits, poolMisses;
-        public long backendAllocations, backendFrees, oomRetries, trims;
-        public long bytesHostToDevice, bytesDeviceToHost, bytesDeviceToDevice;
-
-        private Builder(MemoryLocation location) {
-            this.location = location;
-        }
-
-        public MemoryStatistics build() {
-            return new MemoryStatistics(location, allocatedBytes, allocatedBytesPeak, requestedBytes,
-                    requestedBytesPeak, reservedBytes, reservedBytesPeak, cachedBytes, largestFreeBlockBytes,
-                    liveBuffers, segments, allocations, frees, poolHits, poolMisses, backendAllocations,
-                    backendFrees, oomRetries, trims, bytesHostToDevice, bytesDeviceToHost, bytesDeviceToDevice);
-        }
-    }
 }

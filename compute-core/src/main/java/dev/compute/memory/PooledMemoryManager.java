@@ -1,12 +1,15 @@
 package dev.compute.memory;
 
-import dev.compute.memory.resource.BackendMemoryResource;
+import dev.compute.memory.resource.BackendResource;
+import dev.compute.memory.resource.DeviceWork;
 import dev.compute.memory.resource.Block;
-import dev.compute.memory.resource.LeakTrackingResource;
-import dev.compute.memory.resource.LimitingResource;
+import dev.compute.memory.resource.FailureCallbackResource;
+import dev.compute.memory.resource.InspectableResource;
 import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.resource.PoolSettings;
+import dev.compute.memory.resource.ResourceAdaptor;
 import dev.compute.memory.resource.StatisticsResource;
+import dev.compute.memory.resource.pool.CachingPoolResource;
 import dev.compute.memory.spi.BackendSelection;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
@@ -20,7 +23,6 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -28,10 +30,10 @@ import java.util.concurrent.atomic.LongAdder;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The {@link UnifiedMemoryManager}: one resource chain per location (leak tracking → statistics → caching
- * pool or plain backend → the backend), a maintenance thread for scheduled trims and timeline samples, the
- * registry of open views and accesses, and the count of calls under way that makes closing safe while other
- * threads still use buffers.
+ * The {@link UnifiedMemoryManager}: one resource chain per location (statistics → the out-of-memory handlers →
+ * the application's adaptors → caching pool, or none → the backend's resource), leak detection, a maintenance
+ * thread for scheduled trims and timeline samples, the registry of open views and accesses, and the count of
+ * calls under way that makes closing safe while other threads still use buffers.
  */
 final class PooledMemoryManager implements UnifiedMemoryManager {
 
@@ -39,8 +41,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     /** One location's resource chain and the figures kept beside it. */
     private static final class LocationChain {
-        final MemoryResource top;
-        final LeakTrackingResource leaks;
+        /** Where allocations and frees go: the statistics adaptor at the top of the chain. */
+        final StatisticsResource top;
+        /** What holds memory and reports it: the pool, or the backend's resource when pooling is off. */
+        final InspectableResource holding;
+        final @Nullable CachingPoolResource pool;
+        final BackendResource backend;
         final MemoryTimeline timeline;
         final boolean hostAccessible;
         final LongAdder hostToDevice = new LongAdder();
@@ -48,9 +54,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         final LongAdder deviceToDevice = new LongAdder();
         final LongAdder trims = new LongAdder();
 
-        LocationChain(LeakTrackingResource leaks, MemoryTimeline timeline, boolean hostAccessible) {
-            this.top = leaks;
-            this.leaks = leaks;
+        LocationChain(StatisticsResource top, InspectableResource holding, @Nullable CachingPoolResource pool,
+                      BackendResource backend, MemoryTimeline timeline, boolean hostAccessible) {
+            this.top = top;
+            this.holding = holding;
+            this.pool = pool;
+            this.backend = backend;
             this.timeline = timeline;
             this.hostAccessible = hostAccessible;
         }
@@ -62,7 +71,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final MemoryLocation defaultLocation;
     private final MemoryLocation mirrorLocation;
     private final long releaseThreshold;
-    private final LeakDetector leakDetector = new LeakDetector(this);
+    private final MemoryEventListener events;
+    private final LeakDetector leakDetector;
+    private final ManagerSettings settings;
     private final ComputeOps ops = new BackendComputeOps(this);
     private final ScopeRegistry scopes = new ScopeRegistry();
     private final Duration closeTimeout;
@@ -81,6 +92,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final ActiveCalls activeCalls = new ActiveCalls();
 
     PooledMemoryManager(UnifiedMemoryManagerBuilder settings) {
+        this.events = SafeEventListener.of(settings.eventListeners);
+        this.leakDetector = new LeakDetector(this, settings.leakDetection, events);
         this.backend = openBackend(settings);
         try {
             this.releaseThreshold = settings.releaseThreshold();
@@ -100,6 +113,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             this.defaultLocation = chooseDefault(settings.defaultLocation);
             this.mirrorLocation = chains.containsKey(MemoryLocation.PINNED) && backend.hostAccessible(MemoryLocation.PINNED)
                     ? MemoryLocation.PINNED : MemoryLocation.HOST;
+            this.settings = settings.resolved(backend.info().backend(), defaultLocation);
             this.maintenance = startMaintenance(settings);
         } catch (RuntimeException e) {
             chains.values().forEach(c -> c.top.close());
@@ -125,15 +139,29 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return selection.provider().create(backendSettings);
     }
 
+    /**
+     * The backend's resource with the location's cap, the pool over it (unless pooling is off), the application's
+     * adaptors over that in the order given, the out-of-memory handlers over them, and the statistics on top.
+     */
     private LocationChain buildChain(MemoryLocation location, UnifiedMemoryManagerBuilder settings) {
         long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : settings.maxPoolSize;
-        String capName = location == MemoryLocation.PINNED ? "compute.memory.pinning.max-pinned-size" : "compute.memory.pooling.max-pool-size";
-        MemoryResource base = settings.poolingEnabled
-                ? ResourceChains.pool(backend, location, new PoolSettings(cap, Math.min(settings.releaseThreshold(), cap),
-                        settings.expandableSegments, capName, settings.deviceWaitTimeout))
-                : new LimitingResource(new BackendMemoryResource(backend, location), location, cap, capName);
-        LeakTrackingResource leaks = new LeakTrackingResource(new StatisticsResource(base), settings.leakDetection);
-        return new LocationChain(leaks, new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location));
+        BackendResource upstream = new BackendResource(backend, location, cap, ManagerSettings.capPropertyOf(location),
+                settings.deviceWaitTimeout, events);
+        CachingPoolResource pool = null;
+        MemoryResource chain = upstream;
+        if (settings.poolingEnabled) {
+            PoolSettings layout = settings.expandableSegments ? PoolSettings.expandable() : PoolSettings.plainSegments();
+            pool = new CachingPoolResource(upstream, layout.withDeviceWaitTimeout(settings.deviceWaitTimeout), events);
+            chain = pool;
+        }
+        for (ResourceAdaptor adaptor : settings.resourceAdaptors) {
+            chain = adaptor.wrap(chain, location);
+        }
+        if (!settings.outOfMemoryHandlers.isEmpty()) {
+            chain = new FailureCallbackResource(chain, location, settings.outOfMemoryHandlers, settings.outOfMemoryRetries, events);
+        }
+        return new LocationChain(new StatisticsResource(chain), pool != null ? pool : upstream, pool, upstream,
+                new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location));
     }
 
     private MemoryLocation chooseDefault(@Nullable MemoryLocation configured) {
@@ -211,22 +239,26 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
         int stripe = activeCalls.enter();
         try {
-            LocationChain chain = chain(location);
-            Block block = chain.top.allocate(bytes);
-            if (!chain.leaks.isTracked(block)) {
+            Block block = allocateBlock(chain(location), location, bytes);
+            LeakDetector.Tracker tracker = leakDetector.track(location, bytes, block);
+            if (tracker == null) {
                 return new UnifiedBuffer(this, location, type, bytes, block, null);
             }
-            return trackedBuffer(chain, location, type, bytes, block);
+            UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, tracker);
+            leakDetector.watch(buffer, tracker);
+            return buffer;
         } finally {
             exit(stripe);
         }
     }
 
-    private UnifiedBuffer trackedBuffer(LocationChain chain, MemoryLocation location, DataType type, long bytes, Block block) {
-        LeakDetector.Tracker tracker = leakDetector.tracker(location, bytes, block, chain.leaks.allocationSite(block));
-        UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, tracker);
-        leakDetector.watch(buffer, tracker);
-        return buffer;
+    private Block allocateBlock(LocationChain chain, MemoryLocation location, long bytes) {
+        try {
+            return chain.top.allocate(bytes);
+        } catch (DeviceOutOfMemoryException e) {
+            events.allocationFailed(location, bytes, e.reason());
+            throw e;
+        }
     }
 
     private LocationChain chain(MemoryLocation location) {
@@ -269,7 +301,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     Block allocateMirror(long bytes) {
         int stripe = activeCalls.enter();
         try {
-            return chain(mirrorLocation).top.allocate(bytes);
+            return allocateBlock(chain(mirrorLocation), mirrorLocation, bytes);
         } finally {
             activeCalls.exit(stripe);
         }
@@ -368,15 +400,25 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     @Override
+    public ManagerSettings settings() {
+        return settings;
+    }
+
+    /** Each figure from the resource that owns it: counts from the statistics adaptor, holdings from the pool or backend. */
+    @Override
     public MemoryStatistics statistics(MemoryLocation location) {
         LocationChain chain = known(location);
-        MemoryStatistics.Builder builder = MemoryStatistics.builder(location);
-        chain.top.collectStatistics(builder);
-        builder.trims = chain.trims.sum();
-        builder.bytesHostToDevice = chain.hostToDevice.sum();
-        builder.bytesDeviceToHost = chain.deviceToHost.sum();
-        builder.bytesDeviceToDevice = chain.deviceToDevice.sum();
-        return builder.build();
+        StatisticsResource.Counts counts = chain.top.counts();
+        InspectableResource holding = chain.holding;
+        long reserved = holding.reservedBytes();
+        CachingPoolResource pool = chain.pool;
+        return new MemoryStatistics(location,
+                counts.allocatedBytes(), counts.allocatedBytesPeak(), counts.requestedBytes(), counts.requestedBytesPeak(),
+                reserved, holding.reservedBytesPeak(), Math.max(0, reserved - counts.allocatedBytes()), holding.largestFreeBlockBytes(),
+                counts.liveBlocks(), holding.segmentCount(), counts.allocations(), counts.frees(),
+                pool != null ? pool.poolHits() : 0, pool != null ? pool.poolMisses() : chain.backend.backendAllocations(),
+                chain.backend.backendAllocations(), chain.backend.backendFrees(), pool != null ? pool.oomRetries() : 0,
+                chain.trims.sum(), chain.hostToDevice.sum(), chain.deviceToHost.sum(), chain.deviceToDevice.sum());
     }
 
     @Override
@@ -390,7 +432,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     @Override
     public MemorySnapshot snapshot(MemoryLocation location) {
-        return new MemorySnapshot(location, known(location).top.segments());
+        return new MemorySnapshot(location, leakDetector.withSites(location, known(location).holding.segments()));
     }
 
     /** The chain of a location this manager has, open or closed. */
@@ -425,8 +467,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 if (closed) {
                     break;
                 }
-                released += chain.top.trim(keepBytes);
+                long releasedHere = chain.holding.trim(keepBytes);
                 chain.trims.increment();
+                if (releasedHere > 0) {
+                    events.trimmed(chain.backend.location(), releasedHere);
+                }
+                released += releasedHere;
             }
             return released;
         } finally {
@@ -443,7 +489,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     public List<LiveBufferReport> liveBuffers() {
         List<LiveBufferReport> live = new ArrayList<>();
         chains.forEach((location, chain) -> {
-            for (MemorySnapshot.Segment segment : chain.top.segments()) {
+            for (MemorySnapshot.Segment segment : snapshot(location).segments()) {
                 for (MemorySnapshot.Block block : segment.blocks()) {
                     if (block.state() == MemorySnapshot.BlockState.LIVE) {
                         live.add(new LiveBufferReport(location, block.requestedBytes(), block.allocationSite()));
@@ -525,19 +571,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     /** Device work the pools wait for before reusing released blocks (kernels, copies, users' own streams). */
     private boolean awaitReleasedWork(long deadline) {
-        for (CompletableFuture<?> work : releasedInFlight) {
-            try {
-                work.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-            } catch (ExecutionException | java.util.concurrent.CancellationException failedWorkIsOverToo) {
-                // done either way
-            } catch (java.util.concurrent.TimeoutException e) {
-                return false;
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return false;
-            }
-        }
-        return true;
+        return DeviceWork.awaitAll(releasedInFlight, deadline);
     }
 
     private boolean awaitCalls(long deadline) {
@@ -581,6 +615,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 chain.top.close();
             } catch (RuntimeException e) {
                 LOG.log(System.Logger.Level.ERROR, "freeing the pool's segments failed", e);
+            }
+            if (chain.holding.reservedBytes() == 0) {
+                chain.top.countAllFreed(); // the buffers left open went back with everything
             }
         }
     }

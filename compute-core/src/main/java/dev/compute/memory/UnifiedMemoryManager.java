@@ -41,6 +41,9 @@ public interface UnifiedMemoryManager extends AutoCloseable {
 
     BackendInfo backendInfo();
 
+    /** The settings this manager runs with, as resolved at start (defaults filled in, the backend {@code auto} chose). */
+    ManagerSettings settings();
+
     DeviceMemoryInfo deviceMemory();
 
     /**

@@ -1,10 +1,14 @@
 package dev.compute.memory;
 
 import dev.compute.memory.resource.PoolSettings;
+import dev.compute.memory.resource.ResourceAdaptor;
 import dev.compute.memory.spi.ComputeBackend;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -26,6 +30,9 @@ public final class UnifiedMemoryManagerBuilder {
     public static final Duration DEFAULT_CLOSE_TIMEOUT = Duration.ofSeconds(5);
     /** The most timeline samples a location may keep (a day at one a second). */
     public static final int MAX_TIMELINE_CAPACITY = 86_400;
+    public static final int DEFAULT_OUT_OF_MEMORY_RETRIES = 3;
+    /** More retries than this would only hide a handler that frees nothing. */
+    public static final int MAX_OUT_OF_MEMORY_RETRIES = 100;
 
     String backend = "auto";
     @Nullable ComputeBackend backendInstance;
@@ -47,6 +54,10 @@ public final class UnifiedMemoryManagerBuilder {
     Duration timelineInterval = DEFAULT_TIMELINE_INTERVAL;
     Duration closeTimeout = DEFAULT_CLOSE_TIMEOUT;
     Duration deviceWaitTimeout = PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT;
+    final List<MemoryEventListener> eventListeners = new ArrayList<>();
+    final List<OutOfMemoryHandler> outOfMemoryHandlers = new ArrayList<>();
+    int outOfMemoryRetries = DEFAULT_OUT_OF_MEMORY_RETRIES;
+    final List<ResourceAdaptor> resourceAdaptors = new ArrayList<>();
 
     UnifiedMemoryManagerBuilder() {}
 
@@ -168,6 +179,37 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
+    /** Adds a listener to what happens off the pool's fast path (backend calls, failures, trims, leaks). */
+    public UnifiedMemoryManagerBuilder eventListener(MemoryEventListener listener) {
+        eventListeners.add(Objects.requireNonNull(listener, "listener"));
+        return this;
+    }
+
+    /** Adds a handler asked to free memory when an allocation finds none; handlers are asked in the order added. */
+    public UnifiedMemoryManagerBuilder outOfMemoryHandler(OutOfMemoryHandler handler) {
+        outOfMemoryHandlers.add(Objects.requireNonNull(handler, "handler"));
+        return this;
+    }
+
+    /**
+     * {@code compute.memory.out-of-memory-retries}: how many times one allocation is retried after handlers free
+     * memory; 0 turns the handlers off. {@value #DEFAULT_OUT_OF_MEMORY_RETRIES} by default.
+     */
+    public UnifiedMemoryManagerBuilder outOfMemoryRetries(int retries) {
+        this.outOfMemoryRetries = retries;
+        return this;
+    }
+
+    /**
+     * Wraps each location's pool in an adaptor of the application's (a {@link dev.compute.memory.resource.LimitingResource},
+     * a tracing one); adaptors added later wrap those added earlier. The manager's statistics and out-of-memory
+     * handlers stay above them.
+     */
+    public UnifiedMemoryManagerBuilder resourceAdaptor(ResourceAdaptor adaptor) {
+        resourceAdaptors.add(Objects.requireNonNull(adaptor, "adaptor"));
+        return this;
+    }
+
     /** Checks every setting, opens the backend and builds the manager. */
     public UnifiedMemoryManager build() {
         validate();
@@ -206,11 +248,22 @@ public final class UnifiedMemoryManagerBuilder {
         if (closeTimeout.isNegative()) {
             throw new InvalidSettingException("compute.memory.close-timeout", closeTimeout, "0 (no wait) or a positive duration, such as 5s");
         }
+        if (outOfMemoryRetries < 0 || outOfMemoryRetries > MAX_OUT_OF_MEMORY_RETRIES) {
+            throw new InvalidSettingException("compute.memory.out-of-memory-retries", outOfMemoryRetries,
+                    "a number of retries from 0 (handlers off) to " + MAX_OUT_OF_MEMORY_RETRIES + ", such as 3");
+        }
         requireNonNull("compute.memory.device-wait-timeout", deviceWaitTimeout);
         if (deviceWaitTimeout.isNegative() || deviceWaitTimeout.toMillis() == 0) {
             throw new InvalidSettingException("compute.memory.device-wait-timeout", deviceWaitTimeout,
                     "a duration of at least 1ms, such as 60s: a call must be able to wait for device work at all");
         }
+    }
+
+    /** The settings as the manager runs with them, once the backend is open and the default location chosen. */
+    ManagerSettings resolved(String backendName, MemoryLocation chosenDefaultLocation) {
+        return new ManagerSettings(backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSize,
+                releaseThreshold(), trimInterval, expandableSegments, pinningEnabled, maxPinnedSize, stagingBufferSize(),
+                leakDetection, timelineCapacity, timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries);
     }
 
     /** The release threshold set, or the default where that fits under the cap, else the cap. */

@@ -3,7 +3,7 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import dev.compute.memory.resource.ThreadStripes;
+import dev.compute.memory.internal.ThreadStripes;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import org.junit.jupiter.api.Test;
 

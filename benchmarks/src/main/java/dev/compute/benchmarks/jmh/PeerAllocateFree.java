@@ -3,11 +3,12 @@ package dev.compute.benchmarks.jmh;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.cpu.CpuBackend;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
-import dev.compute.memory.resource.BackendMemoryResource;
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.resource.Block;
-import dev.compute.memory.resource.CachingPoolResource;
 import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.resource.PoolSettings;
+import dev.compute.memory.resource.pool.CachingPoolResource;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.NativeAllocation;
@@ -29,7 +30,7 @@ import org.openjdk.jmh.annotations.TearDown;
  * <ul>
  * <li>{@code backend}: the CPU backend's own {@code allocate}/{@code free} ({@code posix_memalign} and
  *     {@code free} below 1 MiB, {@code mmap} above): the raw cost the pool saves.</li>
- * <li>{@code backend-resource}: {@link BackendMemoryResource}, the unpooled resource (the backend plus its
+ * <li>{@code backend-resource}: {@link BackendResource}, the unpooled resource (the backend plus its
  *     bookkeeping), without the manager around it.</li>
  * <li>{@code pool-resource}: {@link CachingPoolResource} alone, with the manager's default settings, without the
  *     manager's chain around it (leak tracking, statistics): what the pool itself costs.</li>
@@ -60,15 +61,21 @@ public class PeerAllocateFree extends AllocateFreePairs {
     public void open() {
         pairs = switch (allocator) {
             case "backend" -> new RawBackend(cpuBackend());
-            case "backend-resource" -> new ResourcePairs(cpuBackend(), backend -> new BackendMemoryResource(backend, MemoryLocation.HOST));
-            case "pool-resource" -> new ResourcePairs(cpuBackend(), backend -> new CachingPoolResource(backend, MemoryLocation.HOST,
-                    new PoolSettings(UnifiedMemoryManagerBuilder.DEFAULT_MAX_POOL_SIZE, UnifiedMemoryManagerBuilder.DEFAULT_RELEASE_THRESHOLD, true)));
+            case "backend-resource" -> new ResourcePairs(cpuBackend(), PeerAllocateFree::backendResource);
+            case "pool-resource" -> new ResourcePairs(cpuBackend(), backend -> new CachingPoolResource(backendResource(backend),
+                    PoolSettings.expandable(), MemoryEventListener.NONE));
             case "netty-pooled" -> new NettyPairs(new PooledByteBufAllocator(true));
             case "netty-adaptive" -> new NettyPairs(new AdaptiveByteBufAllocator(true, true));
             case "arena-confined" -> new ArenaPairs();
             case "allocate-direct" -> new DirectBufferPairs();
             default -> throw new IllegalArgumentException("unknown allocator '" + allocator + "'");
         };
+    }
+
+    /** The backend's resource with the manager's default cap. */
+    private static BackendResource backendResource(ComputeBackend backend) {
+        return new BackendResource(backend, MemoryLocation.HOST, UnifiedMemoryManagerBuilder.DEFAULT_MAX_POOL_SIZE,
+                "compute.memory.pooling.max-pool-size", PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT, MemoryEventListener.NONE);
     }
 
     @TearDown(Level.Trial)

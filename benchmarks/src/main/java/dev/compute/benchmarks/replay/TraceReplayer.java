@@ -2,11 +2,11 @@ package dev.compute.benchmarks.replay;
 
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
-import dev.compute.memory.MemoryStatistics;
-import dev.compute.memory.UnifiedMemoryManagerBuilder;
+import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.resource.Block;
-import dev.compute.memory.resource.CachingPoolResource;
+import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.resource.PoolSettings;
+import dev.compute.memory.resource.pool.CachingPoolResource;
 import dev.compute.memory.spi.ComputeBackend;
 import java.util.Arrays;
 import java.util.function.LongFunction;
@@ -43,11 +43,12 @@ public final class TraceReplayer {
         ComputeBackend device = backendWithCapacity.apply(capacity);
         CountingBackend backend = new CountingBackend(device);
         MemoryLocation location = device.defaultLocation();
-        PoolSettings settings = new PoolSettings(capacity, Math.min(UnifiedMemoryManagerBuilder.DEFAULT_RELEASE_THRESHOLD, capacity), true);
         Block[] live = new Block[trace.slotCount()];
         int[] slots = trace.slots();
         long[] bytes = trace.bytes();
-        try (CachingPoolResource pool = new CachingPoolResource(backend, location, settings)) {
+        BackendResource upstream = new BackendResource(backend, location, capacity, "capacity", PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT,
+                MemoryEventListener.NONE);
+        try (CachingPoolResource pool = new CachingPoolResource(upstream, PoolSettings.expandable(), MemoryEventListener.NONE)) {
             boolean fitted = true;
             long start = System.nanoTime();
             try {
@@ -64,14 +65,14 @@ public final class TraceReplayer {
             }
             long nanos = System.nanoTime() - start;
             long calls = backend.memoryCalls();
-            MemoryStatistics.Builder figures = MemoryStatistics.builder(location);
-            pool.collectStatistics(figures);
+            long reservedPeak = pool.reservedBytesPeak();
+            long oomRetries = pool.oomRetries();
             for (Block block : live) {
                 if (block != null) {
                     pool.deallocate(block);
                 }
             }
-            return new Run(fitted, figures.reservedBytesPeak, calls, figures.oomRetries, nanos);
+            return new Run(fitted, reservedPeak, calls, oomRetries, nanos);
         } finally {
             if (closeBackends) {
                 device.close();

@@ -2,16 +2,16 @@ package dev.compute.memory.resource;
 
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
-import dev.compute.memory.MemorySnapshot;
-import dev.compute.memory.MemoryStatistics;
-import java.util.List;
+import dev.compute.memory.OutOfMemoryReason;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * Refuses allocations that would take the bytes allocated through it past a limit (as RMM's limiting
- * adaptor). Counts the upstream's rounded block sizes. The check and the count are one atomic step, so
- * concurrent allocations cannot overshoot together. Thread-safe.
+ * Refuses allocations that would take the bytes allocated through it past a limit, as RMM's limiting adaptor: a
+ * budget below the location's cap, composed by the application (for example over the pool, so that one part of a
+ * service cannot take all of it). Counts the upstream's rounded block sizes. The check and the count are one
+ * atomic step, so concurrent allocations cannot overshoot together; a block being freed is counted out after the
+ * upstream has it back, so the figure may briefly be high, never low. Thread-safe.
  */
 public final class LimitingResource implements MemoryResource {
 
@@ -21,8 +21,11 @@ public final class LimitingResource implements MemoryResource {
     private final String limitName;
     private final AtomicLong allocated = new AtomicLong();
 
-    /** {@code limitName} is how the user set the limit (a property name), for the error message. */
+    /** {@code limitName} says where the limit comes from (a property, a tenant), for the error message. */
     public LimitingResource(MemoryResource upstream, MemoryLocation location, long limitBytes, String limitName) {
+        if (limitBytes <= 0) {
+            throw new IllegalArgumentException("limitBytes must be positive: " + limitBytes);
+        }
         this.upstream = upstream;
         this.location = location;
         this.limitBytes = limitBytes;
@@ -34,9 +37,9 @@ public final class LimitingResource implements MemoryResource {
         long after = allocated.addAndGet(bytes);
         if (after > limitBytes || after < 0) {
             allocated.addAndGet(-bytes);
-            throw new DeviceOutOfMemoryException(location, bytes, "out of " + location + " memory: requested " + bytes
-                    + " bytes with " + (after - bytes) + " bytes allocated would pass the limit of " + limitBytes
-                    + " bytes (" + limitName + ")");
+            throw new DeviceOutOfMemoryException(location, bytes, OutOfMemoryReason.ADAPTOR_LIMIT, "out of " + location
+                    + " memory: requested " + bytes + " bytes with " + (after - bytes) + " bytes allocated would pass the limit of "
+                    + limitBytes + " bytes (" + limitName + ")");
         }
         try {
             Block block = upstream.allocate(bytes);
@@ -55,19 +58,13 @@ public final class LimitingResource implements MemoryResource {
         allocated.addAndGet(-size);
     }
 
-    @Override
-    public long trim(long keepBytes) {
-        return upstream.trim(keepBytes);
+    /** Bytes allocated through this resource and not freed. */
+    public long allocatedBytes() {
+        return allocated.get();
     }
 
-    @Override
-    public void collectStatistics(MemoryStatistics.Builder into) {
-        upstream.collectStatistics(into);
-    }
-
-    @Override
-    public List<MemorySnapshot.Segment> segments() {
-        return upstream.segments();
+    public long limitBytes() {
+        return limitBytes;
     }
 
     @Override

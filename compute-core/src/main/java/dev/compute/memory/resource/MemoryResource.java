@@ -1,14 +1,15 @@
 package dev.compute.memory.resource;
 
-import dev.compute.memory.MemorySnapshot;
-import dev.compute.memory.MemoryStatistics;
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * An allocator of one location's memory. Implementations say in their class comment whether they are
- * thread-safe; every one in this package is. After {@link #close()}, {@link #allocate} throws
- * {@link IllegalStateException} and {@link #deallocate} does nothing (the memory is gone already).
+ * An allocator of one location's memory, in the manner of RMM's {@code device_memory_resource}: allocate,
+ * deallocate, close, nothing else. Adaptors wrap an upstream resource and add one concern each (figures, a
+ * limit, a callback on out-of-memory); what a resource can report about the memory it holds is
+ * {@link InspectableResource}. Every resource in this package is thread-safe.
+ *
+ * <p>After {@link #close()}, {@link #allocate} throws {@link IllegalStateException} and {@link #deallocate} does
+ * nothing (the memory is gone already).
  */
 public interface MemoryResource extends AutoCloseable {
 
@@ -20,24 +21,20 @@ public interface MemoryResource extends AutoCloseable {
 
     /**
      * Gives a block back. {@code inFlight} is device work still using the block (a kernel, an async copy): the
-     * memory must not be handed out again before it completes. Pass a completed future when there is none.
+     * memory must not be handed out again before it completes. Throws {@link IllegalArgumentException} for a
+     * block this resource (or its upstream) did not hand out, or one given back already.
      */
     void deallocate(Block block, CompletableFuture<?> inFlight);
 
+    /** Gives back a block no device work uses. */
     default void deallocate(Block block) {
         deallocate(block, NothingInFlight.FUTURE);
     }
 
-    /** Gives cached memory back to the backend until at most {@code keepBytes} stay cached; returns the bytes released. */
-    long trim(long keepBytes);
-
-    /** Adds this resource's figures (and its upstream's) to {@code into}. */
-    void collectStatistics(MemoryStatistics.Builder into);
-
-    /** The segments and blocks this resource holds, for the snapshot and the memory map page. */
-    List<MemorySnapshot.Segment> segments();
-
-    /** Frees every segment. Blocks still live are lost to their owners; the manager reports them first. */
+    /**
+     * Gives back everything this resource holds, and closes its upstream. Memory that device work may still use
+     * is waited for at most the device wait timeout, then kept rather than freed under the work.
+     */
     @Override
     void close();
 }

@@ -3,8 +3,8 @@ package dev.compute.memory.resource;
 import java.util.concurrent.CompletableFuture;
 
 /** The one completed future a free without device work passes: no allocation on the hot path. */
-final class NothingInFlight {
-    static final CompletableFuture<Void> FUTURE = CompletableFuture.completedFuture(null);
+public final class NothingInFlight {
+    public static final CompletableFuture<Void> FUTURE = CompletableFuture.completedFuture(null);
 
     private NothingInFlight() {}
 }

@@ -3,42 +3,40 @@ package dev.compute.memory.resource;
 import java.time.Duration;
 
 /**
- * The caching pool's settings for one location: the cap on reserved bytes, the cached bytes a trim keeps,
- * whether to use expandable segments where the backend can map pages, the property that set the cap (its
- * out-of-memory messages name it), and how long to wait for device work that blocks freed under it still wait on
- * (under memory pressure, and when closing).
+ * How a caching pool gets its memory: in expandable ranges with pages mapped on demand (where the backend maps
+ * pages), or in plain segments; and how long it waits for device work that blocks freed under it still wait on
+ * (under memory pressure, and when closing). The cap is its upstream's ({@link BackendResource#limitBytes()}).
  */
-public record PoolSettings(long maxPoolSize, long releaseThreshold, boolean expandableSegments, String maxPoolSizeProperty,
-                           Duration deviceWaitTimeout) {
+public record PoolSettings(Layout layout, Duration deviceWaitTimeout) {
 
     /** {@code compute.memory.device-wait-timeout}'s default. */
     public static final Duration DEFAULT_DEVICE_WAIT_TIMEOUT = Duration.ofSeconds(60);
-    private static final String MAX_POOL_SIZE = "compute.memory.pooling.max-pool-size";
+
+    /** Where the pool's memory comes from. */
+    public enum Layout {
+        /** Reserved ranges whose pages are mapped as blocks need them, where the backend maps pages; else plain segments. */
+        EXPANDABLE_SEGMENTS,
+        /** Plain segments from the backend's allocate, always. */
+        PLAIN_SEGMENTS
+    }
 
     public PoolSettings {
-        if (maxPoolSize <= 0) {
-            throw new IllegalArgumentException("maxPoolSize must be positive: " + maxPoolSize);
-        }
-        if (releaseThreshold < 0) {
-            throw new IllegalArgumentException("releaseThreshold must not be negative: " + releaseThreshold);
-        }
         if (deviceWaitTimeout.isNegative() || deviceWaitTimeout.isZero()) {
             throw new IllegalArgumentException("deviceWaitTimeout must be positive: " + deviceWaitTimeout);
         }
     }
 
-    /** Settings whose cap is {@code compute.memory.pooling.max-pool-size}, with the default wait for device work. */
-    public PoolSettings(long maxPoolSize, long releaseThreshold, boolean expandableSegments) {
-        this(maxPoolSize, releaseThreshold, expandableSegments, MAX_POOL_SIZE, DEFAULT_DEVICE_WAIT_TIMEOUT);
+    /** Expandable segments where the backend maps pages, the default wait for device work. */
+    public static PoolSettings expandable() {
+        return new PoolSettings(Layout.EXPANDABLE_SEGMENTS, DEFAULT_DEVICE_WAIT_TIMEOUT);
     }
 
-    /** Settings whose cap is set by {@code maxPoolSizeProperty}, with the default wait for device work. */
-    public PoolSettings(long maxPoolSize, long releaseThreshold, boolean expandableSegments, String maxPoolSizeProperty) {
-        this(maxPoolSize, releaseThreshold, expandableSegments, maxPoolSizeProperty, DEFAULT_DEVICE_WAIT_TIMEOUT);
+    /** Plain segments, the default wait for device work. */
+    public static PoolSettings plainSegments() {
+        return new PoolSettings(Layout.PLAIN_SEGMENTS, DEFAULT_DEVICE_WAIT_TIMEOUT);
     }
 
-    /** Settings whose cap is {@code compute.memory.pooling.max-pool-size}, waiting {@code deviceWaitTimeout} for device work. */
-    public PoolSettings(long maxPoolSize, long releaseThreshold, boolean expandableSegments, Duration deviceWaitTimeout) {
-        this(maxPoolSize, releaseThreshold, expandableSegments, MAX_POOL_SIZE, deviceWaitTimeout);
+    public PoolSettings withDeviceWaitTimeout(Duration timeout) {
+        return new PoolSettings(layout, timeout);
     }
 }

@@ -1,19 +1,25 @@
 package dev.compute.memory.resource;
 
-import dev.compute.memory.MemoryLocation;
-import dev.compute.memory.MemorySnapshot;
-import dev.compute.memory.MemoryStatistics;
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * Counts what passes through: allocated bytes (as the upstream set them aside) and requested bytes, current
- * and peak, and the number of allocations and frees. Counted where blocks pass, striped by thread and
- * lock-free on the way ({@link StripedByteCounters}, which says how exact the figures are: peaks included,
- * whichever thread frees what another allocated), so that counting costs two threads no more than one, and
- * reading them costs the pool nothing. Thread-safe.
+ * Counts what passes through, as RMM's statistics adaptor: allocated bytes (as the upstream set them aside) and
+ * requested bytes, current and peak, and the number of allocations and frees. Counted where blocks pass, striped
+ * by thread and lock-free on the way ({@link StripedByteCounters}, which says how exact the figures are: peaks
+ * included, whichever thread frees what another allocated), so that counting costs two threads no more than one,
+ * and reading them costs the upstream nothing. Thread-safe.
  */
 public final class StatisticsResource implements MemoryResource {
+
+    /** The figures of a {@link StatisticsResource}, read together. */
+    public record Counts(long allocatedBytes, long allocatedBytesPeak, long requestedBytes, long requestedBytesPeak,
+                         long allocations, long frees) {
+
+        /** Blocks handed out and not given back. */
+        public long liveBlocks() {
+            return allocations - frees;
+        }
+    }
 
     private final MemoryResource upstream;
     private final StripedByteCounters counters = new StripedByteCounters();
@@ -37,34 +43,21 @@ public final class StatisticsResource implements MemoryResource {
         counters.freed(size, requestedSize);
     }
 
-    @Override
-    public long trim(long keepBytes) {
-        return upstream.trim(keepBytes);
-    }
-
-    @Override
-    public void collectStatistics(MemoryStatistics.Builder into) {
-        upstream.collectStatistics(into);
-        counters.addTo(into);
-        into.cachedBytes = Math.max(0, into.reservedBytes - into.allocatedBytes);
-    }
-
-    @Override
-    public List<MemorySnapshot.Segment> segments() {
-        return upstream.segments();
+    public Counts counts() {
+        return counters.read();
     }
 
     /**
-     * Closes the upstream. Blocks still counted then went back with all of its memory, and are counted freed; an
-     * upstream that kept memory (device work that did not finish) keeps them counted, with what it kept.
+     * Counts every block still counted as freed: for when the memory under them went back as a whole (the chain
+     * closed with blocks live, and its bottom freed everything). A chain that kept its memory (device work that did
+     * not finish) keeps them counted.
      */
+    public void countAllFreed() {
+        counters.freeAll();
+    }
+
     @Override
     public void close() {
         upstream.close();
-        MemoryStatistics.Builder left = MemoryStatistics.builder(MemoryLocation.HOST); // only its reserved bytes are read
-        upstream.collectStatistics(left);
-        if (left.reservedBytes == 0) {
-            counters.freeAll();
-        }
     }
 }

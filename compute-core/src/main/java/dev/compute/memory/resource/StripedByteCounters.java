@@ -1,6 +1,7 @@
 package dev.compute.memory.resource;
 
-import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.internal.StripedLongs;
+import dev.compute.memory.internal.ThreadStripes;
 
 /**
  * Allocated and requested bytes in use with their peaks, and the counts of allocations and frees, kept so that
@@ -108,18 +109,13 @@ final class StripedByteCounters {
         return 0;
     }
 
-    /** Sets the byte figures, their peaks, the counts and the live buffers of {@code into}. */
-    synchronized void addTo(MemoryStatistics.Builder into) {
-        // frees first: a free counted between the two reads then cannot make liveBuffers negative
+    /** The figures now, read together. */
+    synchronized StatisticsResource.Counts read() {
+        // frees first: a free counted between the two reads then cannot make the live count negative
         long frees = stripes.sum(FREES);
         long allocations = stripes.sum(ALLOCATIONS);
-        into.allocatedBytes = current(ALLOCATED);
-        into.allocatedBytesPeak = peaks[ALLOCATED];
-        into.requestedBytes = current(REQUESTED);
-        into.requestedBytesPeak = peaks[REQUESTED];
-        into.allocations = allocations;
-        into.frees = frees;
-        into.liveBuffers = allocations - frees;
+        return new StatisticsResource.Counts(current(ALLOCATED), peaks[ALLOCATED], current(REQUESTED), peaks[REQUESTED],
+                allocations, frees);
     }
 
     /** Counts every block still counted as freed: for when the memory under them went back as a whole. */

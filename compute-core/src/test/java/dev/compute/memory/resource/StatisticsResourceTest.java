@@ -1,10 +1,11 @@
 package dev.compute.memory.resource;
 
-import static dev.compute.memory.resource.PoolInvariants.figures;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.memory.MemoryLocation;
-import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.internal.ThreadStripes;
+import dev.compute.memory.resource.pool.CachingPoolResource;
 import dev.compute.memory.testing.AddressSpaceBackend;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -22,8 +23,13 @@ class StatisticsResourceTest {
     private static final long GiB = 1L << 30;
 
     private final AddressSpaceBackend backend = new AddressSpaceBackend(8L << 30, AddressSpaceBackend.DEFAULT_GRANULARITY, true);
-    private final StatisticsResource statistics = new StatisticsResource(
-            new CachingPoolResource(backend, MemoryLocation.DEVICE, new PoolSettings(8L << 30, 0, true)));
+    private final CachingPoolResource pool = pool(8L << 30, PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT);
+    private final StatisticsResource statistics = new StatisticsResource(pool);
+
+    private CachingPoolResource pool(long limit, Duration deviceWaitTimeout) {
+        return new CachingPoolResource(new BackendResource(backend, MemoryLocation.DEVICE, limit, "limit", deviceWaitTimeout,
+                MemoryEventListener.NONE), PoolSettings.expandable().withDeviceWaitTimeout(deviceWaitTimeout), MemoryEventListener.NONE);
+    }
 
     @AfterEach
     void close() {
@@ -39,14 +45,14 @@ class StatisticsResourceTest {
         statistics.deallocate(b);
         statistics.deallocate(c);
 
-        MemoryStatistics.Builder figures = figures(statistics);
-        assertThat(figures.allocatedBytes).isZero();
-        assertThat(figures.requestedBytes).isZero();
-        assertThat(figures.allocatedBytesPeak).as("b and c were live together").isEqualTo(4096 + 100_352);
-        assertThat(figures.requestedBytesPeak).isEqualTo(4000 + 100_000);
-        assertThat(figures.allocations).isEqualTo(3);
-        assertThat(figures.frees).isEqualTo(3);
-        assertThat(figures.liveBuffers).isZero();
+        StatisticsResource.Counts figures = statistics.counts();
+        assertThat(figures.allocatedBytes()).isZero();
+        assertThat(figures.requestedBytes()).isZero();
+        assertThat(figures.allocatedBytesPeak()).as("b and c were live together").isEqualTo(4096 + 100_352);
+        assertThat(figures.requestedBytesPeak()).isEqualTo(4000 + 100_000);
+        assertThat(figures.allocations()).isEqualTo(3);
+        assertThat(figures.frees()).isEqualTo(3);
+        assertThat(figures.liveBlocks()).isZero();
     }
 
     @Test
@@ -56,12 +62,12 @@ class StatisticsResourceTest {
         statistics.deallocate(large);
         Block medium = statistics.allocate(2 * MiB);
 
-        MemoryStatistics.Builder figures = figures(statistics);
-        assertThat(figures.allocatedBytes).isEqualTo(1024 + 2 * MiB);
-        assertThat(figures.allocatedBytesPeak).isEqualTo(1024 + 5 * MiB);
+        StatisticsResource.Counts figures = statistics.counts();
+        assertThat(figures.allocatedBytes()).isEqualTo(1024 + 2 * MiB);
+        assertThat(figures.allocatedBytesPeak()).isEqualTo(1024 + 5 * MiB);
         statistics.deallocate(small);
         statistics.deallocate(medium);
-        assertThat(figures(statistics).allocatedBytes).isZero();
+        assertThat(statistics.counts().allocatedBytes()).isZero();
     }
 
     @Test
@@ -74,12 +80,12 @@ class StatisticsResourceTest {
             Thread freer = onAnotherStripe(() -> blocks.forEach(statistics::deallocate));
             freer.join();
 
-            MemoryStatistics.Builder figures = figures(statistics);
-            assertThat(figures.allocatedBytes).as("round %d", round).isZero();
-            assertThat(figures.allocatedBytesPeak).as("round %d: 2,000 blocks of 512 bytes were live at most", round)
+            StatisticsResource.Counts figures = statistics.counts();
+            assertThat(figures.allocatedBytes()).as("round %d", round).isZero();
+            assertThat(figures.allocatedBytesPeak()).as("round %d: 2,000 blocks of 512 bytes were live at most", round)
                     .isEqualTo(2_000 * 512);
-            assertThat(figures.requestedBytesPeak).isEqualTo(2_000 * 512);
-            assertThat(figures.liveBuffers).isZero();
+            assertThat(figures.requestedBytesPeak()).isEqualTo(2_000 * 512);
+            assertThat(figures.liveBlocks()).isZero();
         }
     }
 
@@ -102,46 +108,45 @@ class StatisticsResourceTest {
         }
         consumer.join();
 
-        MemoryStatistics.Builder figures = figures(statistics);
-        assertThat(figures.allocatedBytes).isZero();
-        assertThat(figures.allocatedBytesPeak).isBetween(512L, 10 * 512L);
-        assertThat(figures.allocations).isEqualTo(blocks);
-        assertThat(figures.frees).isEqualTo(blocks);
+        StatisticsResource.Counts figures = statistics.counts();
+        assertThat(figures.allocatedBytes()).isZero();
+        assertThat(figures.allocatedBytesPeak()).isBetween(512L, 10 * 512L);
+        assertThat(figures.allocations()).isEqualTo(blocks);
+        assertThat(figures.frees()).isEqualTo(blocks);
     }
 
     @Test
-    void closingCountsBlocksStillLiveAsFreedWithTheMemoryUnderThem() {
+    void blocksStillLiveWhenTheChainClosedAreCountedFreedWhenTheMemoryWentBackWithIt() {
         statistics.allocate(4096);
         statistics.allocate(5 * MiB);
         statistics.deallocate(statistics.allocate(700));
 
         statistics.close();
+        assertThat(pool.reservedBytes()).as("the pool freed everything").isZero();
+        statistics.countAllFreed();
 
-        MemoryStatistics.Builder figures = figures(statistics);
-        assertThat(figures.reservedBytes).isZero();
-        assertThat(figures.allocatedBytes).isZero();
-        assertThat(figures.requestedBytes).isZero();
-        assertThat(figures.cachedBytes).isZero();
-        assertThat(figures.liveBuffers).isZero();
-        assertThat(figures.allocations).isEqualTo(3);
-        assertThat(figures.frees).isEqualTo(3);
-        assertThat(figures.allocatedBytesPeak).as("peaks are history: the close keeps them").isEqualTo(4096 + 5 * MiB + 1024);
+        StatisticsResource.Counts figures = statistics.counts();
+        assertThat(figures.allocatedBytes()).isZero();
+        assertThat(figures.requestedBytes()).isZero();
+        assertThat(figures.liveBlocks()).isZero();
+        assertThat(figures.allocations()).isEqualTo(3);
+        assertThat(figures.frees()).isEqualTo(3);
+        assertThat(figures.allocatedBytesPeak()).as("peaks are history: the close keeps them").isEqualTo(4096 + 5 * MiB + 1024);
     }
 
     @Test
-    void anUpstreamThatKeepsItsMemoryOnCloseKeepsItsBlocksCounted() {
-        StatisticsResource keeping = new StatisticsResource(new CachingPoolResource(backend, MemoryLocation.DEVICE,
-                new PoolSettings(GiB, 0, true, Duration.ofMillis(100))));
+    void aPoolThatKeepsItsMemoryOnCloseKeepsItsBlocksCounted() {
+        CachingPoolResource keepingPool = pool(GiB, Duration.ofMillis(100));
+        StatisticsResource keeping = new StatisticsResource(keepingPool);
         Block live = keeping.allocate(3 * MiB);
         keeping.deallocate(keeping.allocate(MiB), new CompletableFuture<>()); // device work that never finishes
 
         keeping.close();
 
-        MemoryStatistics.Builder figures = figures(keeping);
-        assertThat(figures.reservedBytes).as("kept under the stuck work").isEqualTo(backend.usedBytes()).isPositive();
-        assertThat(figures.allocatedBytes).as("the live block, kept with it").isEqualTo(live.size());
-        assertThat(figures.liveBuffers).isEqualTo(1);
-        assertThat(figures.cachedBytes).isEqualTo(figures.reservedBytes - live.size());
+        assertThat(keepingPool.reservedBytes()).as("kept under the stuck work").isEqualTo(backend.usedBytes()).isPositive();
+        StatisticsResource.Counts figures = keeping.counts();
+        assertThat(figures.allocatedBytes()).as("the live block, kept with it").isEqualTo(live.size());
+        assertThat(figures.liveBlocks()).isEqualTo(1);
     }
 
     @Test
@@ -163,19 +168,19 @@ class StatisticsResourceTest {
             allocated.add(block);
             expectedPeak += block.size();
         }
-        MemoryStatistics.Builder whileHeld = figures(statistics);
-        assertThat(whileHeld.allocatedBytes).isEqualTo(expectedPeak);
-        assertThat(whileHeld.allocatedBytesPeak).isEqualTo(expectedPeak);
+        StatisticsResource.Counts whileHeld = statistics.counts();
+        assertThat(whileHeld.allocatedBytes()).isEqualTo(expectedPeak);
+        assertThat(whileHeld.allocatedBytesPeak()).isEqualTo(expectedPeak);
         allocated.forEach(handOver::add);
         consumer.join();
 
-        MemoryStatistics.Builder after = figures(statistics);
-        assertThat(after.allocatedBytes).isZero();
-        assertThat(after.requestedBytes).isZero();
-        assertThat(after.allocatedBytesPeak).isEqualTo(expectedPeak);
-        assertThat(after.allocations).isEqualTo(300);
-        assertThat(after.frees).isEqualTo(300);
-        assertThat(after.liveBuffers).isZero();
+        StatisticsResource.Counts after = statistics.counts();
+        assertThat(after.allocatedBytes()).isZero();
+        assertThat(after.requestedBytes()).isZero();
+        assertThat(after.allocatedBytesPeak()).isEqualTo(expectedPeak);
+        assertThat(after.allocations()).isEqualTo(300);
+        assertThat(after.frees()).isEqualTo(300);
+        assertThat(after.liveBlocks()).isZero();
     }
 
     /** A thread running {@code work} on another stripe than this thread's, as two threads mostly are (ids can collide). */

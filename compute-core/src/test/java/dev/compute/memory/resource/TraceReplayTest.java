@@ -3,7 +3,8 @@ package dev.compute.memory.resource;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.memory.MemoryLocation;
-import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.resource.pool.CachingPoolResource;
 import dev.compute.memory.testing.AddressSpaceBackend;
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -52,7 +53,9 @@ class TraceReplayTest {
         long liveBytes = 0;
         long livePeak = 0;
         long events = 0;
-        try (CachingPoolResource pool = new CachingPoolResource(backend, MemoryLocation.DEVICE, new PoolSettings(CAPACITY, 256L << 20, expandable));
+        try (CachingPoolResource pool = new CachingPoolResource(new BackendResource(backend, MemoryLocation.DEVICE, CAPACITY, "capacity",
+                PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT, MemoryEventListener.NONE),
+                expandable ? PoolSettings.expandable() : PoolSettings.plainSegments(), MemoryEventListener.NONE);
              BufferedReader lines = open("/traces/bert_dynamic_bf16.csv.gz")) {
             for (String line; (line = lines.readLine()) != null; ) {
                 if (line.isEmpty() || line.charAt(0) == '#') {
@@ -73,15 +76,12 @@ class TraceReplayTest {
                 events++;
             }
             long calls = backend.memoryCalls();
-            MemoryStatistics.Builder statistics = MemoryStatistics.builder(MemoryLocation.DEVICE);
-            pool.collectStatistics(statistics);
+            long reservedPeak = pool.reservedBytesPeak();
+            assertThat(pool.oomRetries()).isZero();
             live.values().forEach(pool::deallocate);
             pool.trim(0);
-            MemoryStatistics.Builder afterTrim = MemoryStatistics.builder(MemoryLocation.DEVICE);
-            pool.collectStatistics(afterTrim);
-            assertThat(afterTrim.reservedBytes).as("reserved once everything is freed and trimmed").isZero();
-            assertThat(statistics.oomRetries).isZero();
-            return new Replay(livePeak, statistics.reservedBytesPeak, calls, events);
+            assertThat(pool.reservedBytes()).as("reserved once everything is freed and trimmed").isZero();
+            return new Replay(livePeak, reservedPeak, calls, events);
         }
     }
 

@@ -1,11 +1,10 @@
 package dev.compute.memory.resource.pool;
 
-import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
-import dev.compute.memory.spi.BackendOutOfMemoryException;
-import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.resource.BackendResource;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.PageMapping;
 import dev.compute.memory.spi.NativeAllocation;
-import dev.compute.memory.spi.VirtualMemory;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.Comparator;
@@ -17,10 +16,25 @@ import org.jspecify.annotations.Nullable;
 /**
  * One half of a pool (small or large blocks): its segments, the best-fit set of its free blocks, splitting,
  * coalescing and, where the backend maps pages, the page map of its reserved ranges. The algorithm is
- * explained in {@link dev.compute.memory.resource.CachingPoolResource}. Not thread-safe: the pool's lock
- * guards it.
+ * explained in {@link CachingPoolResource}. Not thread-safe: the pool's lock guards it.
  */
-public final class PoolArena {
+final class PoolArena {
+
+    /** Which blocks an arena holds; the two never share a segment. */
+    enum Kind { SMALL, LARGE }
+
+    /** Whether {@link #take} may map pages for a block, or only hand out blocks whose pages are mapped. */
+    enum Mapping { MAPPED_ONLY, MAY_MAP }
+
+    /**
+     * How much more than asked new memory may be: with slack (a chunk of pages, a 20 MiB segment) so that growth
+     * costs few backend calls, or exactly what is needed, under memory pressure.
+     */
+    enum Growth { WITH_SLACK, EXACT }
+
+    /** Which mapped pages of free space to give back: whole runs, or only as many pages as asked for. */
+    private enum Unmapping { WHOLE_RUNS, PAGES_ASKED }
+
 
     /** Best fit: smallest first, and among equals the lowest address, which keeps blocks packed low. */
     private static final Comparator<PoolBlock> BEST_FIT = (a, b) -> {
@@ -39,14 +53,12 @@ public final class PoolArena {
     /** Page numbers are ints: a range never has more pages than this. */
     private static final long MAX_RANGE_PAGES = 1L << 30;
 
-    private final boolean small;
-    private final ComputeBackend backend;
-    private final MemoryLocation location;
-    private final Object owner;
-    private final @Nullable VirtualMemory virtualMemory;
+    private final Kind kind;
+    private final BackendResource upstream;
+    private final CachingPoolResource pool;
+    private final @Nullable PageMapping pageMapping;
     private final long granularity;
     private final long rangeBytes;
-    private final PoolLedger ledger;
     private final TreeSet<PoolBlock> free = new TreeSet<>(BEST_FIT);
     private final List<PoolSegment> segments = new ArrayList<>();
     private final PoolBlock probe;
@@ -55,55 +67,52 @@ public final class PoolArena {
     private long plainBytes;
 
     /**
-     * An arena of small or large blocks for {@code owner}. With {@code virtualMemory} it reserves ranges and
-     * maps pages on demand; without, it allocates plain segments.
+     * An arena of {@code kind} blocks for {@code pool}, with memory from {@code upstream}. With
+     * {@code pageMapping} it reserves ranges and maps pages on demand; without, it allocates plain segments.
      */
-    public PoolArena(boolean small, ComputeBackend backend, MemoryLocation location, Object owner,
-                 @Nullable VirtualMemory virtualMemory, PoolLedger ledger) {
-        this.small = small;
-        this.backend = backend;
-        this.location = location;
-        this.owner = owner;
-        this.virtualMemory = virtualMemory;
-        this.granularity = virtualMemory == null ? 1 : virtualMemory.granularity();
-        if (granularity <= 0 || (virtualMemory != null && granularity % SizeClasses.ALIGNMENT != 0)) {
+    PoolArena(Kind kind, BackendResource upstream, CachingPoolResource pool, @Nullable PageMapping pageMapping) {
+        this.kind = kind;
+        this.upstream = upstream;
+        this.pool = pool;
+        this.pageMapping = pageMapping;
+        this.granularity = pageMapping == null ? 1 : pageMapping.granularity();
+        if (granularity <= 0 || (pageMapping != null && granularity % SizeClasses.ALIGNMENT != 0)) {
             throw new IllegalArgumentException("page granularity must be a positive multiple of " + SizeClasses.ALIGNMENT + ": " + granularity);
         }
-        this.rangeBytes = virtualMemory == null ? 0 : rangeBytes(backend, ledger.maxPoolSize(), granularity);
-        this.ledger = ledger;
-        PoolSegment nowhere = new PoolSegment(new NativeAllocation(location, Long.MIN_VALUE, 0, null, null), this, false, 1);
+        this.rangeBytes = pageMapping == null ? 0 : rangeBytes(upstream, granularity);
+        PoolSegment nowhere = new PoolSegment(new NativeAllocation(upstream.location(), Long.MIN_VALUE, 0, null, null), null, this, false, 1);
         this.probe = nowhere.first;
     }
 
     /**
      * The size of a reserved range: twice what the pool can hold, the cap or the device's memory where that is
-     * smaller (why: {@link dev.compute.memory.resource.CachingPoolResource}, where memory comes from).
+     * smaller (why: {@link CachingPoolResource}, where memory comes from).
      */
-    private static long rangeBytes(ComputeBackend backend, long maxPoolSize, long granularity) {
-        long deviceBytes = backend.memoryInfo().totalBytes();
-        long holdable = deviceBytes > 0 ? Math.min(maxPoolSize, deviceBytes) : maxPoolSize;
+    private static long rangeBytes(BackendResource upstream, long granularity) {
+        long deviceBytes = upstream.memoryInfo().totalBytes();
+        long holdable = deviceBytes > 0 ? Math.min(upstream.limitBytes(), deviceBytes) : upstream.limitBytes();
         long largest = MAX_RANGE_PAGES * granularity;
         return SizeClasses.roundUp(Math.clamp(2 * Math.min(holdable, largest / 2), 64 * granularity, largest), granularity);
     }
 
     /** The pool this arena belongs to. */
-    public Object owner() {
-        return owner;
+    CachingPoolResource pool() {
+        return pool;
     }
 
-    public boolean expandable() {
-        return virtualMemory != null;
+    boolean expandable() {
+        return pageMapping != null;
     }
 
     // ---- allocation ---------------------------------------------------------------------------------------------
 
     /**
      * The best-fitting free block of at least {@code size} bytes, split to size and, in a range, with its pages
-     * mapped; null when no free block is large enough. Throws {@link BackendOutOfMemoryException} when pages
-     * cannot be mapped (the backend has no memory or the cap is reached); the block is free again then.
-     * Without {@code mayMap}, a block whose pages are not all mapped counts as not found.
+     * mapped; null when no free block is large enough. Throws {@link dev.compute.memory.DeviceOutOfMemoryException}
+     * when pages cannot be mapped (the backend has no memory or the limit is reached); the block is free again then.
+     * With {@link Mapping#MAPPED_ONLY}, a block whose pages are not all mapped counts as not found.
      */
-    public @Nullable PoolBlock take(long size, long requested, boolean mayMap, boolean pressure) {
+    @Nullable PoolBlock take(long size, long requested, Mapping mapping, Growth growth) {
         probe.size = size;
         PoolBlock fit = free.ceiling(probe);
         if (fit == null) {
@@ -114,12 +123,12 @@ public final class PoolArena {
         block.state = PoolBlock.LIVE;
         block.requested = requested;
         if (block.home.expandable()) {
-            if (!mayMap && !backed(block)) {
+            if (mapping == Mapping.MAPPED_ONLY && !backed(block)) {
                 release(block);
                 return null;
             }
             try {
-                mapPagesOf(block, pressure);
+                mapPagesOf(block, growth);
             } catch (RuntimeException e) {
                 release(block);
                 throw e;
@@ -152,38 +161,23 @@ public final class PoolArena {
 
     /**
      * Gets memory for a block of {@code size} bytes that fits nowhere: a plain segment, or a new reserved range
-     * (which costs no memory until pages are mapped). Throws {@link BackendOutOfMemoryException}.
+     * (which costs no memory until pages are mapped). Throws {@link dev.compute.memory.DeviceOutOfMemoryException}
+     * when the upstream has no memory or its limit would be passed.
      */
-    public void grow(long size, boolean pressure) {
-        if (size > ledger.maxPoolSize()) {
-            throw capReached(size);
-        }
-        if (virtualMemory != null) {
-            NativeAllocation range = virtualMemory.reserve(Math.max(rangeBytes, SizeClasses.roundUp(size, granularity)));
-            ledger.rangeReservations++;
-            adopt(new PoolSegment(range, this, true, granularity));
+    void grow(long size, Growth growth) {
+        if (pageMapping != null) {
+            NativeAllocation range = pageMapping.reserve(Math.max(rangeBytes, SizeClasses.roundUp(size, granularity)));
+            adopt(new PoolSegment(range, null, this, true, granularity));
             return;
         }
-        long bytes = SizeClasses.segmentSize(size, pressure);
-        if (!ledger.fits(bytes)) {
-            throw capReached(bytes);
-        }
-        NativeAllocation segment = backend.allocate(location, bytes);
-        ledger.segmentAllocations++;
-        ledger.add(segment.sizeBytes());
-        plainBytes += segment.sizeBytes();
-        adopt(new PoolSegment(segment, this, false, 1));
+        Block segment = upstream.allocate(SizeClasses.segmentSize(size, growth));
+        plainBytes += segment.size();
+        adopt(new PoolSegment(segment.segment(), segment, this, false, 1));
     }
 
     private void adopt(PoolSegment segment) {
         segments.add(segment);
-        ledger.segments++;
         free.add(segment.first);
-    }
-
-    private BackendOutOfMemoryException capReached(long bytes) {
-        return new BackendOutOfMemoryException("the pool's cap (max-pool-size) of " + ledger.maxPoolSize() + " bytes is reached: "
-                + ledger.reserved() + " bytes reserved, " + bytes + " more needed");
     }
 
     /**
@@ -192,7 +186,7 @@ public final class PoolArena {
      * that is unmapped lies in free space, and the last run may be extended over the free unmapped pages after
      * the block, by a chunk, so that a run of growing requests costs one map call, not one each.
      */
-    private void mapPagesOf(PoolBlock block, boolean pressure) {
+    private void mapPagesOf(PoolBlock block, Growth growth) {
         PoolSegment segment = block.home;
         BitSet mapped = segment.mapped;
         long g = segment.granularity;
@@ -202,21 +196,19 @@ public final class PoolArena {
             return;
         }
         long need = (end - first - mapped.get(first, end).cardinality()) * g;
-        if (!pressure && ledger.reserved + need > ledger.reservedPeak) {
+        long reserved = upstream.reservedBytes();
+        if (growth == Growth.WITH_SLACK && reserved + need > upstream.reservedBytesPeak()) {
             // a new peak: move free mapped pages here rather than hold both (unmapping them costs calls, not memory)
-            unmapFreePages(ledger.reserved + need - ledger.reservedPeak, true);
-        }
-        if (!ledger.fits(need)) {
-            throw capReached(need);
+            unmapFreePages(reserved + need - upstream.reservedBytesPeak(), Unmapping.WHOLE_RUNS);
         }
         int extendTo = end;
-        if (!pressure && !mapped.get(end - 1)) {
+        if (growth == Growth.WITH_SLACK && !mapped.get(end - 1)) {
             long chunk = Math.clamp(mappedBytes >> MAP_CHUNK_SHIFT, MIN_MAP_CHUNK, MAX_MAP_CHUNK);
             int runStart = Math.max(first, mapped.previousSetBit(end - 1) + 1);
             int nextMapped = mapped.nextSetBit(end);
             int limit = nextMapped < 0 ? segment.pages() : nextMapped;
             int wanted = (int) Math.min(limit, runStart + Math.ceilDiv(chunk, g));
-            while (extendTo < wanted && ledger.fits(need + (extendTo + 1 - end) * g)) {
+            while (extendTo < wanted && upstream.fits(need + (extendTo + 1 - end) * g)) {
                 extendTo++;
             }
         }
@@ -230,33 +222,29 @@ public final class PoolArena {
 
     private void map(PoolSegment segment, int fromPage, int toPage) {
         long g = segment.granularity;
-        virtualMemory().map(segment.allocation, fromPage * g, (toPage - fromPage) * g);
-        ledger.pageMaps++;
+        pageMapping().map(segment.allocation, fromPage * g, (toPage - fromPage) * g);
         segment.mapped.set(fromPage, toPage);
         mappedBytes += (toPage - fromPage) * g;
-        ledger.add((toPage - fromPage) * g);
     }
 
     private void unmap(PoolSegment segment, int fromPage, int toPage) {
         long g = segment.granularity;
-        virtualMemory().unmap(segment.allocation, fromPage * g, (toPage - fromPage) * g);
-        ledger.pageUnmaps++;
+        pageMapping().unmap(segment.allocation, fromPage * g, (toPage - fromPage) * g);
         segment.mapped.clear(fromPage, toPage);
         mappedBytes -= (toPage - fromPage) * g;
-        ledger.remove((toPage - fromPage) * g);
     }
 
-    private VirtualMemory virtualMemory() {
-        if (virtualMemory == null) {
+    private PageMapping pageMapping() {
+        if (pageMapping == null) {
             throw new IllegalStateException("this arena does not map pages");
         }
-        return virtualMemory;
+        return pageMapping;
     }
 
     // ---- freeing ------------------------------------------------------------------------------------------------
 
     /** Makes a block free and merges it with free neighbours: one free block per gap between used ones. */
-    public void release(PoolBlock block) {
+    void release(PoolBlock block) {
         PoolBlock merged = block;
         merged.state = PoolBlock.FREE;
         merged.requested = 0;
@@ -277,7 +265,7 @@ public final class PoolArena {
     }
 
     /** Marks a live block as waiting for device work: neither reused nor unmapped until {@link #release}. */
-    public void pend(PoolBlock block) {
+    void pend(PoolBlock block) {
         block.state = PoolBlock.PENDING;
     }
 
@@ -298,7 +286,7 @@ public final class PoolArena {
      * free plain segments, and free mapped pages of ranges, largest runs first (fewest calls). Returns the
      * bytes released.
      */
-    public long releaseCached(long bytes) {
+    long releaseCached(long bytes) {
         long released = 0;
         Iterator<PoolSegment> it = segments.iterator();
         while (it.hasNext() && released < bytes) {
@@ -308,20 +296,17 @@ public final class PoolArena {
                 freePlainSegment(segment);
                 released += segment.size();
                 it.remove();
-                ledger.segments--;
             }
         }
-        if (released < bytes && virtualMemory != null) {
-            released += unmapFreePages(bytes - released, false);
+        if (released < bytes && pageMapping != null) {
+            released += unmapFreePages(bytes - released, Unmapping.PAGES_ASKED);
         }
         return released;
     }
 
     private void freePlainSegment(PoolSegment segment) {
-        backend.free(segment.allocation);
+        upstream.deallocate(segment.upstreamBlock());
         plainBytes -= segment.allocation.sizeBytes();
-        ledger.segmentFrees++;
-        ledger.remove(segment.size());
     }
 
     private record Run(PoolSegment segment, int from, int to) {
@@ -331,7 +316,7 @@ public final class PoolArena {
     }
 
     /** Unmaps runs of mapped pages that lie wholly in free blocks, largest first, until {@code bytes} are unmapped. */
-    private long unmapFreePages(long bytes, boolean wholeRuns) {
+    private long unmapFreePages(long bytes, Unmapping unmapping) {
         List<Run> runs = new ArrayList<>();
         for (PoolBlock block : free) {
             PoolSegment segment = block.home;
@@ -357,7 +342,7 @@ public final class PoolArena {
             // runs, since the pages left would likely be unmapped by the next move anyway, one call each
             long g = run.segment().granularity;
             long wanted = Math.ceilDiv(bytes - released, g);
-            int from = wholeRuns || wanted >= run.pages() ? run.from() : run.to() - (int) wanted;
+            int from = unmapping == Unmapping.WHOLE_RUNS || wanted >= run.pages() ? run.from() : run.to() - (int) wanted;
             unmap(run.segment(), from, run.to());
             released += (run.to() - from) * g;
         }
@@ -367,12 +352,12 @@ public final class PoolArena {
     // ---- figures ------------------------------------------------------------------------------------------------
 
     /** Bytes this arena holds from the backend: its mapped pages and plain segments. */
-    public long reservedBytes() {
+    long reservedBytes() {
         return mappedBytes + plainBytes;
     }
 
     /** Bytes of blocks handed out or pending. */
-    public long liveBytes() {
+    long liveBytes() {
         long live = 0;
         for (PoolSegment segment : segments) {
             for (PoolBlock b = segment.first; b != null; b = b.next) {
@@ -390,7 +375,7 @@ public final class PoolArena {
      * could still hold a larger piece: with plain segments that is the first; in a range, the few whose pages are
      * partly unmapped.
      */
-    public long largestFreeBlock() {
+    long largestFreeBlock() {
         long largest = 0;
         for (PoolBlock b : free.descendingSet()) {
             if (b.size <= largest) {
@@ -421,7 +406,7 @@ public final class PoolArena {
      * the size-class cache holds shown as free. The cache moves blocks between live and cached under its own
      * locks, not the pool's: a block it moves while the walk runs shows as it was before or after.
      */
-    public void snapshot(List<MemorySnapshot.Segment> into) {
+    void snapshot(List<MemorySnapshot.Segment> into) {
         for (PoolSegment segment : segments) {
             List<MemorySnapshot.Block> blocks = new ArrayList<>();
             for (PoolBlock b = segment.first; b != null; b = b.next) {
@@ -458,7 +443,7 @@ public final class PoolArena {
     // ---- closing ------------------------------------------------------------------------------------------------
 
     /** Gives every segment and range back, whatever is in them; the first failure is thrown after trying all. */
-    public void close() {
+    void close() {
         RuntimeException failure = null;
         for (PoolSegment segment : segments) {
             try {
@@ -467,8 +452,7 @@ public final class PoolArena {
                         int to = segment.mapped.nextClearBit(from);
                         unmap(segment, from, to);
                     }
-                    virtualMemory().release(segment.allocation);
-                    ledger.rangeReleases++;
+                    pageMapping().release(segment.allocation);
                 } else {
                     freePlainSegment(segment);
                 }
@@ -480,7 +464,6 @@ public final class PoolArena {
                 }
             }
         }
-        ledger.segments -= segments.size();
         segments.clear();
         free.clear();
         if (failure != null) {
@@ -490,6 +473,6 @@ public final class PoolArena {
 
     @Override
     public String toString() {
-        return (small ? "small" : "large") + " arena of " + segments.size() + (expandable() ? " ranges" : " segments");
+        return (kind == Kind.SMALL ? "small" : "large") + " arena of " + segments.size() + (expandable() ? " ranges" : " segments");
     }
 }

@@ -9,16 +9,16 @@ import org.jspecify.annotations.Nullable;
  * neighbours in O(1)) and, while free, an entry of its arena's best-fit set. Lean on purpose: seven fields,
  * 56 bytes with compressed oops, because every live buffer carries one. Identity equality.
  */
-public final class PoolBlock implements Block {
+final class PoolBlock implements Block {
 
     /** Handed out. */
-    public static final byte LIVE = 0;
+    static final byte LIVE = 0;
     /** Free, in the arena's best-fit set, coalesced with its neighbours. */
-    public static final byte FREE = 1;
+    static final byte FREE = 1;
     /** Free, held by the size-class cache for a quick reuse; not coalesced until the cache is flushed. */
-    public static final byte CACHED = 2;
+    static final byte CACHED = 2;
     /** Freed while device work on it was in flight; not reusable until that completes. */
-    public static final byte PENDING = 3;
+    static final byte PENDING = 3;
 
     final PoolSegment home;
     long offset;
@@ -55,17 +55,17 @@ public final class PoolBlock implements Block {
         return requested;
     }
 
-    public byte state() {
+    byte state() {
         return state;
     }
 
-    /** True when this block was carved by the pool that {@code owner} stands for. */
-    public boolean ownedBy(Object owner) {
-        return home.arena.owner() == owner;
+    /** True when this block was carved by {@code pool}. */
+    boolean ownedBy(CachingPoolResource pool) {
+        return home.arena.pool() == pool;
     }
 
     /** The arena this block belongs to. */
-    public PoolArena arena() {
+    PoolArena arena() {
         return home.arena;
     }
 

@@ -1,5 +1,6 @@
 package dev.compute.memory.resource.pool;
 
+import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.NativeAllocation;
 import java.util.BitSet;
 import org.jspecify.annotations.Nullable;
@@ -12,19 +13,29 @@ import org.jspecify.annotations.Nullable;
 final class PoolSegment {
 
     final NativeAllocation allocation;
+    /** The upstream's block for a plain segment, to give back; null for a range. */
+    private final @Nullable Block upstreamBlock;
     final long base;
     final PoolArena arena;
     final @Nullable BitSet mapped;
     final long granularity;
     PoolBlock first;
 
-    PoolSegment(NativeAllocation allocation, PoolArena arena, boolean expandable, long granularity) {
+    PoolSegment(NativeAllocation allocation, @Nullable Block upstreamBlock, PoolArena arena, boolean expandable, long granularity) {
         this.allocation = allocation;
+        this.upstreamBlock = upstreamBlock;
         this.base = allocation.address();
         this.arena = arena;
         this.granularity = granularity;
         this.mapped = expandable ? new BitSet() : null;
         this.first = new PoolBlock(this, 0, size(), PoolBlock.FREE);
+    }
+
+    Block upstreamBlock() {
+        if (upstreamBlock == null) {
+            throw new IllegalStateException("a reserved range is released, not freed");
+        }
+        return upstreamBlock;
     }
 
     boolean expandable() {

@@ -1,6 +1,6 @@
 package dev.compute.memory.resource.pool;
 
-import dev.compute.memory.resource.ThreadStripes;
+import dev.compute.memory.internal.ThreadStripes;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
@@ -18,7 +18,7 @@ import org.jspecify.annotations.Nullable;
  * <p>A class's stacks are created by the pool under its lock and published through final fields, so a
  * reader without the lock sees either null (and takes the slow path) or a whole stack.
  */
-public final class SizeClassCache {
+final class SizeClassCache {
 
     /** Blocks kept per size class: enough for a step's repeats of one shape, few enough to stay small. */
     static final int DEPTH = 8;
@@ -44,7 +44,7 @@ public final class SizeClassCache {
      * than left there while this thread's miss flushes every stripe into the arena (two threads cycling through
      * the same sizes would otherwise flush each other's caches over and over).
      */
-    public @Nullable PoolBlock take(long size, long requested) {
+    @Nullable PoolBlock take(long size, long requested) {
         int sizeClass = SizeClasses.smallClass(size);
         int home = ThreadStripes.ofCurrentThread();
         Stack[] homeStripe = stripes[home];
@@ -75,7 +75,7 @@ public final class SizeClassCache {
     }
 
     /** Caches a live small block; false when its class is full or not set up (the caller frees it the slow way). */
-    public boolean offer(PoolBlock block) {
+    boolean offer(PoolBlock block) {
         Stack stack = stackOfThisThread(SizeClasses.smallClass(block.size));
         if (stack == null) {
             return false;
@@ -102,7 +102,7 @@ public final class SizeClassCache {
     }
 
     /** Creates the stacks of a block's size class in every stripe, so its next free can take the fast path. Under the pool's lock. */
-    public void prepare(long size) {
+    void prepare(long size) {
         int sizeClass = SizeClasses.smallClass(size);
         for (int s = 0; s < STRIPES; s++) {
             Stack[] stripe = stripes[s];
@@ -120,7 +120,7 @@ public final class SizeClassCache {
      * The size of the largest block cached now, or 0. Takes each stack that may hold blocks under its own lock for
      * a moment and leaves every block where it is: reading the pool's figures must not change the pool.
      */
-    public long largestCached() {
+    long largestCached() {
         long largest = 0;
         for (Stack stack : holding) {
             synchronized (stack) {
@@ -133,14 +133,14 @@ public final class SizeClassCache {
     }
 
     /** Hands every cached block to {@code sink} (the arena's release). Under the pool's lock. */
-    public void flush(Consumer<PoolBlock> sink) {
+    void flush(Consumer<PoolBlock> sink) {
         for (Stack stack = holding.poll(); stack != null; stack = holding.poll()) {
             drain(stack, sink, false);
         }
     }
 
     /** Flushes and refuses blocks from now on. Under the pool's lock. */
-    public void close(Consumer<PoolBlock> sink) {
+    void close(Consumer<PoolBlock> sink) {
         for (Stack[] stripe : stripes) {
             if (stripe == null) {
                 continue;

@@ -7,20 +7,20 @@ package dev.compute.memory.resource.pool;
  * bytes for large requests under {@value #LARGE_SEGMENT_THRESHOLD} bytes, and the request rounded up to
  * {@value #SMALL_SEGMENT} bytes beyond, as PyTorch's allocator does.
  */
-public final class SizeClasses {
+final class SizeClasses {
 
-    public static final long ALIGNMENT = 512;
-    public static final long SMALL_LIMIT = 1L << 20;
-    public static final long SMALL_SEGMENT = 2L << 20;
-    public static final long LARGE_SEGMENT = 20L << 20;
-    public static final long LARGE_SEGMENT_THRESHOLD = 10L << 20;
+    static final long ALIGNMENT = 512;
+    static final long SMALL_LIMIT = 1L << 20;
+    static final long SMALL_SEGMENT = 2L << 20;
+    static final long LARGE_SEGMENT = 20L << 20;
+    static final long LARGE_SEGMENT_THRESHOLD = 10L << 20;
     /** Small size classes: one per multiple of the alignment up to the small limit. */
-    public static final int SMALL_CLASSES = (int) (SMALL_LIMIT / ALIGNMENT);
+    static final int SMALL_CLASSES = (int) (SMALL_LIMIT / ALIGNMENT);
 
     private SizeClasses() {}
 
     /** The block size for a request: rounded up to the alignment. */
-    public static long round(long bytes) {
+    static long round(long bytes) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
@@ -30,21 +30,21 @@ public final class SizeClasses {
         return (bytes + ALIGNMENT - 1) & -ALIGNMENT;
     }
 
-    public static boolean small(long roundedBytes) {
+    static boolean small(long roundedBytes) {
         return roundedBytes <= SMALL_LIMIT;
     }
 
     /** The size class of a small rounded size, 0 to {@link #SMALL_CLASSES} − 1. */
-    public static int smallClass(long roundedBytes) {
+    static int smallClass(long roundedBytes) {
         return (int) (roundedBytes / ALIGNMENT) - 1;
     }
 
-    /** The plain segment to allocate for a block; under pressure large ones get no slack. */
-    static long segmentSize(long roundedBytes, boolean pressure) {
+    /** The plain segment to allocate for a block; growing exactly, large ones get no slack. */
+    static long segmentSize(long roundedBytes, PoolArena.Growth growth) {
         if (small(roundedBytes)) {
             return SMALL_SEGMENT;
         }
-        if (roundedBytes < LARGE_SEGMENT_THRESHOLD && !pressure) {
+        if (roundedBytes < LARGE_SEGMENT_THRESHOLD && growth == PoolArena.Growth.WITH_SLACK) {
             return LARGE_SEGMENT;
         }
         return roundUp(roundedBytes, SMALL_SEGMENT);

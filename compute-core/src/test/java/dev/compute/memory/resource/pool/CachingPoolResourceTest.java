@@ -1,13 +1,19 @@
-package dev.compute.memory.resource;
+package dev.compute.memory.resource.pool;
 
-import static dev.compute.memory.resource.PoolInvariants.figures;
+import static dev.compute.memory.resource.pool.PoolFigures.figures;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.internal.ThreadStripes;
+import java.time.Duration;
+import dev.compute.memory.resource.BackendResource;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.PoolSettings;
+import dev.compute.memory.resource.StatisticsResource;
 import dev.compute.memory.MemorySnapshot;
-import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.testing.AddressSpaceBackend;
 import java.util.ArrayList;
 import java.util.List;
@@ -27,7 +33,9 @@ class CachingPoolResourceTest {
     private static final long GiB = 1L << 30;
 
     private static CachingPoolResource pool(AddressSpaceBackend backend, long maxPoolSize, boolean expandable) {
-        return new CachingPoolResource(backend, MemoryLocation.DEVICE, new PoolSettings(maxPoolSize, 0, expandable));
+        return new CachingPoolResource(new BackendResource(backend, MemoryLocation.DEVICE, maxPoolSize, "compute.memory.pooling.max-pool-size",
+                PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT, MemoryEventListener.NONE),
+                expandable ? PoolSettings.expandable() : PoolSettings.plainSegments(), MemoryEventListener.NONE);
     }
 
     private static AddressSpaceBackend backend(long capacity, boolean pageMapping) {
@@ -71,16 +79,16 @@ class CachingPoolResourceTest {
                 } else if (action < 97 && !inFlight.isEmpty()) {
                     inFlight.remove(random.nextInt(inFlight.size())).complete(null);
                 } else {
-                    statistics.trim(random.nextInt(4) == 0 ? 0 : random.nextLong(256 * MiB));
+                    pool.trim(random.nextInt(4) == 0 ? 0 : random.nextLong(256 * MiB));
                 }
                 PoolInvariants.check(pool, statistics, backend, live);
             }
             inFlight.forEach(work -> work.complete(null));
             live.forEach(statistics::deallocate);
             live.clear();
-            statistics.trim(0);
+            pool.trim(0);
             PoolInvariants.check(pool, statistics, backend, live);
-            assertThat(figures(statistics).reservedBytes).as("nothing live, trimmed to nothing (seed %d)", seed).isZero();
+            assertThat(figures(statistics, pool).reservedBytes()).as("nothing live, trimmed to nothing (seed %d)", seed).isZero();
             assertThat(backend.usedBytes()).isZero();
         } catch (AssertionError | RuntimeException e) {
             throw new AssertionError("random sequence with seed " + seed + " failed: " + e.getMessage(), e);
@@ -142,11 +150,11 @@ class CachingPoolResourceTest {
         }
         assertThat(failure.get()).isNull();
         PoolInvariants.check(pool, statistics, backend, List.copyOf(shared));
-        assertThat(figures(statistics).poolHits).as("most allocations were served from the pool").isGreaterThan(figures(statistics).poolMisses);
+        assertThat(figures(statistics, pool).poolHits()).as("most allocations were served from the pool").isGreaterThan(figures(statistics, pool).poolMisses());
         shared.forEach(statistics::deallocate);
-        statistics.trim(0);
-        assertThat(figures(statistics).reservedBytes).isZero();
-        assertThat(figures(statistics).allocatedBytes).isZero();
+        pool.trim(0);
+        assertThat(figures(statistics, pool).reservedBytes()).isZero();
+        assertThat(figures(statistics, pool).allocatedBytes()).isZero();
         statistics.close();
         assertThat(backend.liveAllocations()).isZero();
     }
@@ -162,12 +170,12 @@ class CachingPoolResourceTest {
             blocks.add(pool.allocate(512 * 1024));
         }
         blocks.forEach(pool::deallocate);
-        assertThat(figures(pool).reservedBytes).as("freed blocks stay cached").isGreaterThanOrEqualTo(80 * MiB);
+        assertThat(figures(pool).reservedBytes()).as("freed blocks stay cached").isGreaterThanOrEqualTo(80 * MiB);
 
         Block big = pool.allocate(90 * MiB);
 
         assertThat(big.size()).isGreaterThanOrEqualTo(90 * MiB);
-        assertThat(figures(pool).oomRetries).isEqualTo(1);
+        assertThat(figures(pool).oomRetries()).isEqualTo(1);
         assertThat(backend.usedBytes()).isLessThanOrEqualTo(100 * MiB);
         pool.close();
     }
@@ -194,7 +202,7 @@ class CachingPoolResourceTest {
         PoolInvariants.check(pool, statistics, backend, live);
         live.add(statistics.allocate(20 * MiB));
         PoolInvariants.check(pool, statistics, backend, live);
-        assertThat(figures(statistics).oomRetries).isEqualTo(1);
+        assertThat(figures(statistics, pool).oomRetries()).isEqualTo(1);
         statistics.close();
     }
 
@@ -206,7 +214,7 @@ class CachingPoolResourceTest {
         assertThatThrownBy(() -> {
             while (true) {
                 live.add(pool.allocate(3 * MiB));
-                assertThat(figures(pool).reservedBytes).isLessThanOrEqualTo(64 * MiB);
+                assertThat(figures(pool).reservedBytes()).isLessThanOrEqualTo(64 * MiB);
             }
         }).isInstanceOf(DeviceOutOfMemoryException.class).hasMessageContaining("max-pool-size");
         assertThat(live).hasSizeBetween(20, 21);
@@ -222,20 +230,20 @@ class CachingPoolResourceTest {
         Block kept = pool.allocate(10 * MiB);
         pool.deallocate(pool.allocate(20 * MiB));
         pool.deallocate(pool.allocate(1000));
-        MemoryStatistics.Builder before = figures(pool);
+        PoolFigures before = figures(pool);
         List<MemorySnapshot.Segment> segmentsBefore = pool.segments();
         long callsBefore = backend.memoryCalls();
-        assertThat(before.reservedBytes - kept.size()).as("cached").isGreaterThanOrEqualTo(20 * MiB);
+        assertThat(before.reservedBytes() - kept.size()).as("cached").isGreaterThanOrEqualTo(20 * MiB);
 
         assertThatThrownBy(() -> pool.allocate(64 * MiB + 1))
                 .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> assertThat(e.requestedBytes()).isEqualTo(64 * MiB + 1))
                 .hasMessageContaining("requested " + (64 * MiB + 1) + " bytes")
                 .hasMessageContaining("above compute.memory.pooling.max-pool-size (" + 64 * MiB + " bytes)");
 
-        MemoryStatistics.Builder after = figures(pool);
+        PoolFigures after = figures(pool);
         assertThat(backend.memoryCalls()).as("no backend call, no free").isEqualTo(callsBefore);
-        assertThat(after.reservedBytes).isEqualTo(before.reservedBytes);
-        assertThat(after.oomRetries).isZero();
+        assertThat(after.reservedBytes()).isEqualTo(before.reservedBytes());
+        assertThat(after.oomRetries()).isZero();
         assertThat(pool.segments()).isEqualTo(segmentsBefore);
         pool.deallocate(kept);
         pool.close();
@@ -249,7 +257,7 @@ class CachingPoolResourceTest {
         Block small = pool.allocate(512);
         pool.deallocate(small);
         List<MemorySnapshot.Segment> segmentsBefore = pool.segments();
-        MemoryStatistics before = figures(pool).build();
+        PoolFigures before = figures(pool);
         long callsBefore = backend.memoryCalls();
         assertThat(blockAt(segmentsBefore, small)).as("the cached block shows as a free block of its own, not coalesced")
                 .satisfies(block -> assertThat(block.state()).isEqualTo(MemorySnapshot.BlockState.FREE))
@@ -263,10 +271,10 @@ class CachingPoolResourceTest {
         }
 
         assertThat(pool.segments()).isEqualTo(segmentsBefore);
-        assertThat(figures(pool).build()).isEqualTo(before);
+        assertThat(figures(pool)).isEqualTo(before);
         Block again = pool.allocate(512);
         assertThat(again).as("the block cached, from the fast path").isSameAs(small);
-        MemoryStatistics after = figures(pool).build();
+        PoolFigures after = figures(pool);
         assertThat(after.poolHits()).isEqualTo(before.poolHits() + 1);
         assertThat(after.poolMisses()).isEqualTo(before.poolMisses());
         assertThat(backend.memoryCalls()).as("no backend call").isEqualTo(callsBefore);
@@ -335,8 +343,9 @@ class CachingPoolResourceTest {
     @Test
     void workThatNeverFinishesNeitherHangsTheCloseNorIsFreedUnder() {
         AddressSpaceBackend backend = backend(GiB, true);
-        CachingPoolResource pool = new CachingPoolResource(backend, MemoryLocation.DEVICE,
-                new PoolSettings(GiB, 0, true, java.time.Duration.ofMillis(200)));
+        CachingPoolResource pool = new CachingPoolResource(new BackendResource(backend, MemoryLocation.DEVICE, GiB,
+                "compute.memory.pooling.max-pool-size", Duration.ofMillis(200), MemoryEventListener.NONE),
+                PoolSettings.expandable().withDeviceWaitTimeout(Duration.ofMillis(200)), MemoryEventListener.NONE);
         pool.deallocate(pool.allocate(4 * MiB), new CompletableFuture<>());
         long used = backend.usedBytes();
         long started = System.nanoTime();
@@ -348,8 +357,9 @@ class CachingPoolResourceTest {
     @Test
     void anAllocationThatNeedsMemoryStuckWorkHoldsFailsInTimeSayingSo() {
         AddressSpaceBackend backend = backend(32 * MiB, true);
-        CachingPoolResource pool = new CachingPoolResource(backend, MemoryLocation.DEVICE,
-                new PoolSettings(GiB, 0, true, java.time.Duration.ofMillis(200)));
+        CachingPoolResource pool = new CachingPoolResource(new BackendResource(backend, MemoryLocation.DEVICE, GiB,
+                "compute.memory.pooling.max-pool-size", Duration.ofMillis(200), MemoryEventListener.NONE),
+                PoolSettings.expandable().withDeviceWaitTimeout(Duration.ofMillis(200)), MemoryEventListener.NONE);
         CompletableFuture<Void> stuck = new CompletableFuture<>();
         pool.deallocate(pool.allocate(24 * MiB), stuck);
         assertThatThrownBy(() -> pool.allocate(24 * MiB)).isInstanceOf(DeviceOutOfMemoryException.class)
@@ -377,7 +387,7 @@ class CachingPoolResourceTest {
         Block again = pool.allocate(30 * MiB);
 
         assertThat(again.offset()).isEqualTo(held.offset());
-        assertThat(figures(pool).oomRetries).isEqualTo(1);
+        assertThat(figures(pool).oomRetries()).isEqualTo(1);
         device.join();
         pool.close();
     }
@@ -396,7 +406,7 @@ class CachingPoolResourceTest {
         assertThat(again.size()).isEqualTo(3072);
         assertThat(again.requestedSize()).isEqualTo(2900);
         assertThat(backend.memoryCalls()).isEqualTo(calls);
-        assertThat(figures(pool).poolHits).isGreaterThanOrEqualTo(1);
+        assertThat(figures(pool).poolHits()).isGreaterThanOrEqualTo(1);
         pool.close();
     }
 
@@ -451,7 +461,7 @@ class CachingPoolResourceTest {
         }
 
         assertThat(backend.memoryCalls()).as("the second round made no backend call").isEqualTo(calls);
-        assertThat(figures(pool).reservedBytes).isLessThan(CachingPoolResource.SMALL_BLOCKS_KEPT_UNFLUSHED);
+        assertThat(figures(pool).reservedBytes()).isLessThan(CachingPoolResource.SMALL_BLOCKS_KEPT_UNFLUSHED);
         pool.close();
     }
 
@@ -466,7 +476,7 @@ class CachingPoolResourceTest {
             }
         }
 
-        assertThat(figures(pool).reservedBytes).as("the allowance, a growth chunk and one block at most")
+        assertThat(figures(pool).reservedBytes()).as("the allowance, a growth chunk and one block at most")
                 .isLessThanOrEqualTo(CachingPoolResource.SMALL_BLOCKS_KEPT_UNFLUSHED + 8 * MiB);
         pool.close();
     }

@@ -1,4 +1,4 @@
-package dev.compute.memory.resource;
+package dev.compute.memory.internal;
 
 import java.util.concurrent.ThreadLocalRandom;
 

@@ -1,34 +1,31 @@
-package dev.compute.memory.resource;
+package dev.compute.memory.resource.pool;
 
-import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
-import dev.compute.memory.MemoryStatistics;
-import dev.compute.memory.resource.pool.PoolArena;
-import dev.compute.memory.resource.pool.PoolBlock;
-import dev.compute.memory.resource.pool.PoolLedger;
-import dev.compute.memory.resource.pool.SizeClassCache;
-import dev.compute.memory.resource.pool.SizeClasses;
-import dev.compute.memory.spi.BackendOutOfMemoryException;
-import dev.compute.memory.spi.ComputeBackend;
-import dev.compute.memory.spi.VirtualMemory;
+import dev.compute.memory.OutOfMemoryReason;
+import dev.compute.memory.internal.StripedLongs;
+import dev.compute.memory.resource.BackendResource;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.DeviceWork;
+import dev.compute.memory.resource.InspectableResource;
+import dev.compute.memory.resource.MemoryResource;
+import dev.compute.memory.resource.PageMapping;
+import dev.compute.memory.resource.PoolSettings;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * The caching pool: hands out blocks carved from memory it keeps from the backend, so that after warm-up
- * an allocation is no backend call at all. How it works, in five parts.
+ * The caching pool: hands out blocks carved from memory it keeps from its upstream (the location's
+ * {@link BackendResource}, which calls the backend and holds the cap), so that after warm-up an allocation is
+ * no backend call at all. How it works, in five parts.
  *
  * <p><b>Size rounding.</b> A request is rounded up to a multiple of 512 bytes. Up to 1 MiB it is small,
  * beyond large; the two kinds live in separate arenas so that short-lived small blocks never split the
@@ -40,8 +37,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * of a segment form an address-ordered list; a freed block merges with a free neighbour on either side
  * (coalescing), so a gap between used blocks is always one free block, as large as it can be.
  *
- * <p><b>Where memory comes from.</b> Where the backend maps pages ({@link ComputeBackend#virtualMemory}) and
- * {@link PoolSettings#expandableSegments()} is on, each arena reserves one large address range and backs
+ * <p><b>Where memory comes from.</b> Where the backend maps pages ({@link BackendResource#pageMapping()}) and
+ * the settings ask for {@link PoolSettings.Layout#EXPANDABLE_SEGMENTS}, each arena reserves one large address range and backs
  * only the pages that blocks touch. A range is twice what the pool can hold (the cap, or the device's total
  * memory where that is smaller), so that holes left by live blocks never force a second one; it costs address
  * space, not memory, but address space is bounded too (128 TiB per process on x86-64), and a range sized by a
@@ -78,11 +75,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * every few dozen allocations.
  *
  * <p><b>Pressure.</b> A request larger than the cap fails at once, the cache left as it is: nothing the pool
- * could give back would make room for it. When the backend has no memory or {@link PoolSettings#maxPoolSize()}
- * would be passed, the pool gives back all it caches (free plain segments, free mapped pages) and retries once,
+ * could give back would make room for it. When the backend has no memory or the upstream's limit would be
+ * passed, the pool gives back all it caches (free plain segments, free mapped pages) and retries once,
  * mapping no slack; if blocks are pending on device work it then waits for them and tries again; then it throws
- * {@link DeviceOutOfMemoryException} saying what was asked, what is live, cached and reserved, what the
- * device has free and the largest free block. {@link #trim} gives back the same way until at most
+ * {@link DeviceOutOfMemoryException}: the pool's figures (live, cached, largest free block, pending blocks)
+ * before the upstream's own refusal (what was asked, the cap, what the device has free). {@link #trim} gives back the same way until at most
  * {@code keepBytes} stay cached ({@code cached = reserved − live}; bytes of pages shared with live blocks
  * cannot be given back, so a trim may keep a little more).
  *
@@ -95,7 +92,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * <p><b>Figures.</b> Reserved bytes are plain segments plus mapped pages (address ranges reserved but not
  * mapped cost nothing and are not counted); a pool hit is an allocation that made no backend call.
  * {@code backendAllocations} counts segment allocations and page maps, {@code backendFrees} segment frees
- * and page unmaps. They are counted where the pool changes ({@link PoolLedger}, and striped counts for the hits)
+ * and page unmaps. They are counted where the pool changes (in the upstream's ledger, and striped counts for the hits)
  * and read without the pool's lock. Reading them, a snapshot or the segments changes nothing in the pool: no
  * completion is drained, no cached block flushed. Only the largest free block is found under the lock, in the
  * free blocks largest first (most often the first one answers), and in the cache's stacks, each under its own
@@ -105,13 +102,12 @@ import java.util.concurrent.locks.ReentrantLock;
  * else takes the pool's one lock, held also across the rare backend calls that get or give back memory,
  * and never while waiting for device work.
  */
-public final class CachingPoolResource implements MemoryResource {
+public final class CachingPoolResource implements MemoryResource, InspectableResource {
 
-    private final ComputeBackend backend;
+    private final BackendResource upstream;
     private final MemoryLocation location;
     private final Duration deviceWaitTimeout;
-    private final PoolLedger ledger;
-    private final String maxPoolSizeProperty;
+    private final MemoryEventListener events;
     private final PoolArena small;
     private final PoolArena large;
     private final SizeClassCache cache = new SizeClassCache();
@@ -139,15 +135,20 @@ public final class CachingPoolResource implements MemoryResource {
     /** Device work on a pending block has completed; the pair, because the block may have been freed again since. */
     private record Completion(PoolBlock block, CompletableFuture<?> work) {}
 
-    public CachingPoolResource(ComputeBackend backend, MemoryLocation location, PoolSettings settings) {
+    /** A pool over {@code upstream}, which it closes with itself; {@code events} hears of out-of-memory recoveries. */
+    public CachingPoolResource(BackendResource upstream, PoolSettings settings, MemoryEventListener events) {
+        this.upstream = upstream;
+        this.location = upstream.location();
         this.deviceWaitTimeout = settings.deviceWaitTimeout();
-        this.backend = backend;
-        this.location = location;
-        this.ledger = new PoolLedger(settings.maxPoolSize());
-        this.maxPoolSizeProperty = settings.maxPoolSizeProperty();
-        VirtualMemory pages = settings.expandableSegments() ? backend.virtualMemory(location).orElse(null) : null;
-        this.small = new PoolArena(true, backend, location, this, pages, ledger);
-        this.large = new PoolArena(false, backend, location, this, pages, ledger);
+        this.events = events;
+        PageMapping pages = settings.layout() == PoolSettings.Layout.EXPANDABLE_SEGMENTS ? upstream.pageMapping() : null;
+        this.small = new PoolArena(PoolArena.Kind.SMALL, upstream, this, pages);
+        this.large = new PoolArena(PoolArena.Kind.LARGE, upstream, this, pages);
+    }
+
+    /** The resource this pool takes its memory from. */
+    public BackendResource upstream() {
+        return upstream;
     }
 
     /** True when this pool maps pages into reserved ranges rather than allocating plain segments. */
@@ -170,8 +171,8 @@ public final class CachingPoolResource implements MemoryResource {
         lock.lock();
         try {
             ensureOpen();
-            if (size > ledger.maxPoolSize()) {
-                throw aboveCap(bytes, size);
+            if (size > upstream.limitBytes()) {
+                throw upstream.aboveLimit(bytes, size);
             }
             drainCompleted();
             return allocateLocked(size, bytes);
@@ -182,52 +183,58 @@ public final class CachingPoolResource implements MemoryResource {
 
     private PoolBlock allocateLocked(long size, long requested) {
         PoolArena arena = SizeClasses.small(size) ? small : large;
-        String refusal;
+        DeviceOutOfMemoryException refusal;
         try {
-            return takeOrGrow(arena, size, requested, false);
-        } catch (BackendOutOfMemoryException e) {
-            refusal = e.getMessage();
+            return takeOrGrow(arena, size, requested, PoolArena.Growth.WITH_SLACK);
+        } catch (DeviceOutOfMemoryException e) {
+            refusal = e;
         }
+        long recoveryStart = System.nanoTime();
         counts.add(OOM_RETRIES, 1);
         releaseAllCached();
         try {
-            return takeOrGrow(arena, size, requested, true);
-        } catch (BackendOutOfMemoryException e) {
-            refusal = e.getMessage();
+            return recovered(takeOrGrow(arena, size, requested, PoolArena.Growth.EXACT), requested, recoveryStart);
+        } catch (DeviceOutOfMemoryException e) {
+            refusal = e;
         }
+        boolean stuck = false;
         if (!pending.isEmpty()) {
-            boolean finished = awaitPending();
+            stuck = !awaitPending();
             ensureOpen();
             drainCompleted();
             releaseAllCached();
             try {
-                return takeOrGrow(arena, size, requested, true);
-            } catch (BackendOutOfMemoryException e) {
-                refusal = e.getMessage() + (finished ? "" : "; device work that " + pending.size() + " freed block(s) wait on did not"
-                        + " finish within " + deviceWaitTimeout.toMillis() + " ms (compute.memory.device-wait-timeout): the device,"
-                        + " or a future recorded on a buffer, may be stuck");
+                return recovered(takeOrGrow(arena, size, requested, PoolArena.Growth.EXACT), requested, recoveryStart);
+            } catch (DeviceOutOfMemoryException e) {
+                refusal = e;
             }
         }
-        throw outOfMemory(requested, size, refusal);
+        events.outOfMemoryRecovery(location, requested, false, System.nanoTime() - recoveryStart);
+        throw outOfMemory(requested, size, refusal, stuck);
     }
 
-    /** A block from memory held (a hit), else after flushing the cache, else from new backend memory (a miss). */
-    private PoolBlock takeOrGrow(PoolArena arena, long size, long requested, boolean pressure) {
-        PoolBlock block = arena.take(size, requested, false, pressure);
+    private PoolBlock recovered(PoolBlock block, long requested, long recoveryStart) {
+        events.outOfMemoryRecovery(location, requested, true, System.nanoTime() - recoveryStart);
+        return block;
+    }
+
+    /** A block from memory held (a hit), else after flushing the cache, else from new upstream memory (a miss). */
+    private PoolBlock takeOrGrow(PoolArena arena, long size, long requested, PoolArena.Growth growth) {
+        PoolBlock block = arena.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
         if (block == null) {
             if (arena != small || small.reservedBytes() >= SMALL_BLOCKS_KEPT_UNFLUSHED) {
                 cache.flush(this::releaseToArena);
             }
-            long callsBefore = ledger.backendAllocations();
-            block = arena.take(size, requested, true, pressure);
+            long callsBefore = upstream.backendAllocations();
+            block = arena.take(size, requested, PoolArena.Mapping.MAY_MAP, growth);
             if (block == null) {
-                arena.grow(size, pressure);
-                block = arena.take(size, requested, true, pressure);
+                arena.grow(size, growth);
+                block = arena.take(size, requested, PoolArena.Mapping.MAY_MAP, growth);
                 if (block == null) {
                     throw new IllegalStateException(arena + " grew but has no free block of " + size + " bytes");
                 }
             }
-            counts.add(ledger.backendAllocations() != callsBefore ? POOL_MISSES : POOL_HITS, 1);
+            counts.add(upstream.backendAllocations() != callsBefore ? POOL_MISSES : POOL_HITS, 1);
         } else {
             counts.add(POOL_HITS, 1);
         }
@@ -256,7 +263,7 @@ public final class CachingPoolResource implements MemoryResource {
         boolean finished = true;
         lock.unlock();
         try {
-            finished = awaitAll(inFlight, System.nanoTime() + deviceWaitTimeout.toNanos());
+            finished = DeviceWork.awaitAll(inFlight, System.nanoTime() + deviceWaitTimeout.toNanos());
         } finally {
             lock.lock();
         }
@@ -271,40 +278,21 @@ public final class CachingPoolResource implements MemoryResource {
         return finished;
     }
 
-    /** Waits for every future until the deadline (a {@link System#nanoTime()} value); false when one is not done by then. */
-    private static boolean awaitAll(List<CompletableFuture<?>> work, long deadline) {
-        for (CompletableFuture<?> future : work) {
-            try {
-                future.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-            } catch (ExecutionException | CancellationException e) {
-                // the work is over either way: the block is free to reuse
-            } catch (TimeoutException e) {
-                return false;
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return false;
-            }
-        }
-        return true;
-    }
-
-    /** No release of cached memory can make room for a block larger than the cap: fails without touching the cache. */
-    private DeviceOutOfMemoryException aboveCap(long requested, long size) {
-        return new DeviceOutOfMemoryException(location, requested, "out of " + location + " memory: requested " + requested
-                + " bytes (" + size + " after rounding), above " + maxPoolSizeProperty + " (" + ledger.maxPoolSize()
-                + " bytes), the most this pool may ever hold; raise " + maxPoolSizeProperty + " or ask for less");
-    }
-
-    private DeviceOutOfMemoryException outOfMemory(long requested, long size, String refusal) {
+    /**
+     * The pool's figures before the upstream's refusal: together, what was asked, what is live and cached, the
+     * largest free block, what is pending, the cap and what the device has free.
+     */
+    private DeviceOutOfMemoryException outOfMemory(long requested, long size, DeviceOutOfMemoryException refusal, boolean stuck) {
         long live = small.liveBytes() + large.liveBytes();
-        long reserved = ledger.reserved();
-        DeviceMemoryInfo device = backend.memoryInfo();
-        return new DeviceOutOfMemoryException(location, requested, "out of " + location + " memory: requested " + requested
-                + " bytes (" + size + " after rounding); " + live + " bytes live (allocated), " + Math.max(0, reserved - live)
-                + " bytes cached, " + reserved + " bytes reserved (" + maxPoolSizeProperty + " " + ledger.maxPoolSize() + "); device free "
-                + device.freeBytes() + " of " + device.totalBytes() + " bytes; largest free block "
-                + largestFreeBlock() + " bytes; " + pending.size()
-                + " blocks pending on device work. The pool released its cached memory and retried; the backend said: " + refusal);
+        long reserved = upstream.reservedBytes();
+        String why = stuck ? "; device work that " + pending.size() + " freed block(s) wait on did not finish within "
+                + deviceWaitTimeout.toMillis() + " ms (compute.memory.device-wait-timeout): the device, or a future recorded on"
+                + " a buffer, may be stuck" : "";
+        return new DeviceOutOfMemoryException(location, requested, stuck ? OutOfMemoryReason.DEVICE_WORK_STUCK : refusal.reason(),
+                "out of " + location + " memory: requested " + requested + " bytes (" + size + " after rounding); " + live
+                + " bytes live (allocated), " + Math.max(0, reserved - live) + " bytes cached, " + reserved + " bytes reserved; largest free block "
+                + largestFreeBlock() + " bytes; " + pending.size() + " blocks pending on device work" + why
+                + ". The pool released its cached memory and retried, and its upstream refused: " + refusal.getMessage());
     }
 
     // ---- freeing ----------------------------------------------------------------------------------------------
@@ -363,7 +351,7 @@ public final class CachingPoolResource implements MemoryResource {
             }
             drainCompleted();
             cache.flush(this::releaseToArena);
-            long excess = ledger.reserved() - (small.liveBytes() + large.liveBytes()) - Math.max(0, keepBytes);
+            long excess = upstream.reservedBytes() - (small.liveBytes() + large.liveBytes()) - Math.max(0, keepBytes);
             if (excess <= 0) {
                 return 0;
             }
@@ -377,19 +365,42 @@ public final class CachingPoolResource implements MemoryResource {
         }
     }
 
+    /** Allocations served from memory held: from the size-class cache or an arena, without a backend call. */
+    public long poolHits() {
+        return counts.sum(POOL_HITS) + counts.sum(CACHE_HITS);
+    }
+
+    /** Allocations that needed memory from the upstream. */
+    public long poolMisses() {
+        return counts.sum(POOL_MISSES);
+    }
+
+    /** Allocations that met out-of-memory and released the cache to retry. */
+    public long oomRetries() {
+        return counts.sum(OOM_RETRIES);
+    }
+
     @Override
-    public void collectStatistics(MemoryStatistics.Builder into) {
-        into.reservedBytes = ledger.reserved();
-        into.reservedBytesPeak = ledger.reservedPeak();
-        into.segments = ledger.segments();
-        into.poolHits = counts.sum(POOL_HITS) + counts.sum(CACHE_HITS);
-        into.poolMisses = counts.sum(POOL_MISSES);
-        into.backendAllocations = ledger.backendAllocations();
-        into.backendFrees = ledger.backendFrees();
-        into.oomRetries = counts.sum(OOM_RETRIES);
+    public long reservedBytes() {
+        return upstream.reservedBytes();
+    }
+
+    @Override
+    public long reservedBytesPeak() {
+        return upstream.reservedBytesPeak();
+    }
+
+    @Override
+    public int segmentCount() {
+        return upstream.segmentCount();
+    }
+
+    /** Found under the lock, largest free blocks first (most often the first answers), and in the cache's stacks. */
+    @Override
+    public long largestFreeBlockBytes() {
         lock.lock();
         try {
-            into.largestFreeBlockBytes = largestFreeBlock();
+            return largestFreeBlock();
         } finally {
             lock.unlock();
         }
@@ -398,16 +409,6 @@ public final class CachingPoolResource implements MemoryResource {
     /** Under the lock. */
     private long largestFreeBlock() {
         return Math.max(cache.largestCached(), Math.max(small.largestFreeBlock(), large.largestFreeBlock()));
-    }
-
-    /** Every backend call that changed what this pool holds: segments, page maps and unmaps, ranges. */
-    public long backendCalls() {
-        lock.lock();
-        try {
-            return ledger.backendCalls();
-        } finally {
-            lock.unlock();
-        }
     }
 
     /**
@@ -435,9 +436,9 @@ public final class CachingPoolResource implements MemoryResource {
     }
 
     /**
-     * Frees every segment, once device work that blocks freed under it still wait on has finished. A pool whose work
+     * Frees every segment and closes the upstream, once device work that blocks freed under it still wait on has finished. A pool whose work
      * does not finish within the device wait timeout keeps its segments rather than unmap memory a kernel still
-     * uses (and says so in the log): the memory then goes back with the process.
+     * uses (and says so in the log), and leaves the upstream open: the memory then goes back with the process.
      */
     @Override
     public void close() {
@@ -447,10 +448,10 @@ public final class CachingPoolResource implements MemoryResource {
                 return;
             }
             closed = true;
-            if (!pending.isEmpty() && !awaitAll(new ArrayList<>(pending.values()), System.nanoTime() + deviceWaitTimeout.toNanos())) {
+            if (!pending.isEmpty() && !DeviceWork.awaitAll(new ArrayList<>(pending.values()), System.nanoTime() + deviceWaitTimeout.toNanos())) {
                 System.getLogger(CachingPoolResource.class.getName()).log(System.Logger.Level.WARNING, this + ": device work that "
                         + pending.size() + " freed block(s) wait on did not finish within " + deviceWaitTimeout.toMillis()
-                        + " ms; the pool keeps its " + ledger.reserved() + " reserved bytes rather than free them under it");
+                        + " ms; the pool keeps its " + upstream.reservedBytes() + " reserved bytes rather than free them under it");
                 return;
             }
             cache.close(block -> { });
@@ -459,7 +460,11 @@ public final class CachingPoolResource implements MemoryResource {
             try {
                 large.close();
             } finally {
-                small.close();
+                try {
+                    small.close();
+                } finally {
+                    upstream.close();
+                }
             }
         } finally {
             lock.unlock();

@@ -1,10 +1,13 @@
-package dev.compute.memory.resource;
+package dev.compute.memory.resource.pool;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.resource.BackendResource;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.PoolSettings;
+import dev.compute.memory.resource.StatisticsResource;
 import dev.compute.memory.MemorySnapshot;
-import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.testing.AddressSpaceBackend;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -66,21 +69,14 @@ final class PoolInvariants {
                     .isLessThanOrEqualTo(after.segment().address() + after.offset());
         }
 
-        MemoryStatistics.Builder figures = MemoryStatistics.builder(MemoryLocation.DEVICE);
-        statistics.collectStatistics(figures);
-        assertThat(figures.allocatedBytes).as("allocated = the live blocks").isEqualTo(liveBytes);
-        assertThat(figures.requestedBytes).as("requested = what the live blocks asked").isEqualTo(requestedBytes);
-        assertThat(figures.reservedBytes).as("reserved = the backend's memory in use").isEqualTo(backend.usedBytes());
-        assertThat(figures.reservedBytes).isGreaterThanOrEqualTo(liveBytes);
-        assertThat(figures.reservedBytesPeak).isGreaterThanOrEqualTo(figures.reservedBytes);
-        assertThat(figures.largestFreeBlockBytes).as("the largest free block of the snapshot").isEqualTo(largestFree)
-                .isLessThanOrEqualTo(Math.max(0, figures.reservedBytes - liveBytes));
-        assertThat(figures.segments).isEqualTo(segments.size());
-    }
-
-    static MemoryStatistics.Builder figures(MemoryResource resource) {
-        MemoryStatistics.Builder figures = MemoryStatistics.builder(MemoryLocation.DEVICE);
-        resource.collectStatistics(figures);
-        return figures;
+        PoolFigures figures = PoolFigures.figures(statistics, pool);
+        assertThat(figures.allocatedBytes()).as("allocated = the live blocks").isEqualTo(liveBytes);
+        assertThat(figures.requestedBytes()).as("requested = what the live blocks asked").isEqualTo(requestedBytes);
+        assertThat(figures.reservedBytes()).as("reserved = the backend's memory in use").isEqualTo(backend.usedBytes());
+        assertThat(figures.reservedBytes()).isGreaterThanOrEqualTo(liveBytes);
+        assertThat(figures.reservedBytesPeak()).isGreaterThanOrEqualTo(figures.reservedBytes());
+        assertThat(figures.largestFreeBlockBytes()).as("the largest free block of the snapshot").isEqualTo(largestFree)
+                .isLessThanOrEqualTo(Math.max(0, figures.reservedBytes() - liveBytes));
+        assertThat(figures.segments()).isEqualTo(segments.size());
     }
 }

@@ -1,0 +1,37 @@
+package dev.compute.memory;
+
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Told what happens off the pool's fast path: calls to the backend, allocations that finally fail, recovery
+ * from out-of-memory, trims and leaks; for meters, tracing, JFR. A pool hit tells it nothing, so a listener
+ * never slows the common allocation. Methods are called on the thread that did the work, some (the backend
+ * calls) under the pool's lock: keep them short, and never allocate from a manager inside one. A listener that
+ * throws is logged and otherwise ignored. Register with {@link UnifiedMemoryManagerBuilder#eventListener}.
+ */
+public interface MemoryEventListener {
+
+    /** Listens to nothing. */
+    MemoryEventListener NONE = new MemoryEventListener() {};
+
+    /** The backend gave the pool {@code bytes} (a segment allocated, or pages mapped) in {@code nanos}. */
+    default void backendAllocated(MemoryLocation location, long bytes, long nanos) {}
+
+    /** The pool gave {@code bytes} back to the backend (a segment freed, or pages unmapped) in {@code nanos}. */
+    default void backendFreed(MemoryLocation location, long bytes, long nanos) {}
+
+    /**
+     * An allocation met out-of-memory and the pool (or an {@link OutOfMemoryHandler}) tried to make room:
+     * {@code recovered} when the allocation then succeeded; {@code nanos} is how long the attempt took.
+     */
+    default void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, boolean recovered, long nanos) {}
+
+    /** An allocation failed for good, with {@link DeviceOutOfMemoryException}. */
+    default void allocationFailed(MemoryLocation location, long requestedBytes, OutOfMemoryReason reason) {}
+
+    /** A trim (scheduled or asked for) gave {@code releasedBytes} of cached memory back. */
+    default void trimmed(MemoryLocation location, long releasedBytes) {}
+
+    /** A buffer was garbage-collected without {@code close()}; its site where leak detection recorded one. */
+    default void leakDetected(MemoryLocation location, long bytes, @Nullable String allocationSite) {}
+}

@@ -1,0 +1,350 @@
+package dev.compute.memory.resource;
+
+import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemorySnapshot;
+import dev.compute.memory.OutOfMemoryReason;
+import dev.compute.memory.spi.BackendOutOfMemoryException;
+import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.VirtualMemory;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * A location's memory straight from the backend: the upstream every chain ends in, and the one place that calls
+ * the backend, counts what is held and enforces the location's cap. Each allocation is a whole backend
+ * allocation and each free gives it straight back (once device work on it has finished); where the backend maps
+ * pages, {@link #pageMapping()} lends the same ledger and cap to a pool's expandable ranges. Alone it is what
+ * {@code pooling.enabled=false} gets; under {@link dev.compute.memory.resource.pool.CachingPoolResource} it is
+ * where the pool's segments and pages come from.
+ *
+ * <p>Figures: reserved bytes are whole allocations plus mapped pages (reserved address ranges cost nothing and
+ * are not counted), exact at every moment; {@link #backendAllocations()} counts allocations and page maps,
+ * {@link #backendFrees()} frees and unmaps. Each backend call is timed for the {@link MemoryEventListener}.
+ *
+ * <p>Thread-safe: backend calls and the ledger are guarded by this object's monitor (uncontended under a pool,
+ * whose own lock is held around them); figures are read without it.
+ */
+public final class BackendResource implements MemoryResource, InspectableResource {
+
+    private final ComputeBackend backend;
+    private final MemoryLocation location;
+    private final long limitBytes;
+    private final String limitProperty;
+    private final Duration deviceWaitTimeout;
+    private final MemoryEventListener events;
+    private final @Nullable PageMapping pageMapping;
+    private final Map<NativeAllocation, WholeAllocation> live = new HashMap<>();
+    private final Map<NativeAllocation, CompletableFuture<?>> pending = new ConcurrentHashMap<>();
+    private volatile long reserved;
+    private volatile long reservedPeak;
+    private volatile int segments;
+    private volatile long allocations;
+    private volatile long frees;
+    private volatile long pageMaps;
+    private volatile long pageUnmaps;
+    private volatile long rangeCalls;
+    private volatile boolean closed;
+
+    /**
+     * @param limitBytes     the most this location may hold from the backend
+     * @param limitProperty  the setting that gave {@code limitBytes}, named in out-of-memory messages
+     * @param deviceWaitTimeout how long {@link #close()} waits for device work on memory freed under it
+     */
+    public BackendResource(ComputeBackend backend, MemoryLocation location, long limitBytes, String limitProperty,
+                           Duration deviceWaitTimeout, MemoryEventListener events) {
+        if (limitBytes <= 0) {
+            throw new IllegalArgumentException("limitBytes must be positive: " + limitBytes);
+        }
+        this.backend = backend;
+        this.location = location;
+        this.limitBytes = limitBytes;
+        this.limitProperty = limitProperty;
+        this.deviceWaitTimeout = deviceWaitTimeout;
+        this.events = events;
+        VirtualMemory pages = backend.virtualMemory(location).orElse(null);
+        this.pageMapping = pages == null ? null : new PageMapping(this, pages);
+    }
+
+    private record WholeAllocation(NativeAllocation segment, long requestedSize) implements Block {
+        @Override
+        public long offset() {
+            return 0;
+        }
+
+        @Override
+        public long size() {
+            return segment.sizeBytes();
+        }
+    }
+
+    public MemoryLocation location() {
+        return location;
+    }
+
+    /** The backend's page mapping, under this resource's ledger and cap; null where the backend does not map pages. */
+    public @Nullable PageMapping pageMapping() {
+        return pageMapping;
+    }
+
+    /** The most this location may hold. */
+    public long limitBytes() {
+        return limitBytes;
+    }
+
+    /** True when {@code moreBytes} more would stay within the limit. */
+    public boolean fits(long moreBytes) {
+        return reserved + moreBytes <= limitBytes;
+    }
+
+    /** The device's memory as the backend reports it now (a driver call on some backends). */
+    public DeviceMemoryInfo memoryInfo() {
+        return backend.memoryInfo();
+    }
+
+    // ---- allocation -------------------------------------------------------------------------------------------
+
+    /** A whole backend allocation of {@code bytes}. */
+    @Override
+    public synchronized Block allocate(long bytes) {
+        ensureOpen();
+        if (bytes > limitBytes) {
+            throw aboveLimit(bytes, bytes);
+        }
+        if (!fits(bytes)) {
+            throw limitReached(bytes);
+        }
+        long start = System.nanoTime();
+        NativeAllocation allocation;
+        try {
+            allocation = backend.allocate(location, bytes);
+        } catch (BackendOutOfMemoryException e) {
+            throw deviceRefused(bytes, e);
+        }
+        long nanos = System.nanoTime() - start;
+        WholeAllocation block = new WholeAllocation(allocation, bytes);
+        live.put(allocation, block);
+        allocations++;
+        segments++;
+        add(allocation.sizeBytes());
+        events.backendAllocated(location, allocation.sizeBytes(), nanos);
+        return block;
+    }
+
+    /**
+     * The refusal of a request no release of memory can make room for: it is larger than the limit. Callers that
+     * round (the pool) ask this before touching anything.
+     */
+    public DeviceOutOfMemoryException aboveLimit(long requested, long rounded) {
+        return new DeviceOutOfMemoryException(location, requested, OutOfMemoryReason.POOL_LIMIT, "out of " + location
+                + " memory: requested " + requested + " bytes" + (rounded != requested ? " (" + rounded + " after rounding)" : "")
+                + ", above " + limitProperty + " (" + limitBytes + " bytes), the most this location may ever hold; raise "
+                + limitProperty + " or ask for less");
+    }
+
+    /** Under the monitor. */
+    DeviceOutOfMemoryException limitReached(long bytes) {
+        return refusal(OutOfMemoryReason.POOL_LIMIT, bytes, "would take the " + reserved + " bytes reserved past " + limitProperty
+                + " (" + limitBytes + " bytes)");
+    }
+
+    /** Under the monitor. */
+    DeviceOutOfMemoryException deviceRefused(long bytes, BackendOutOfMemoryException refusal) {
+        return refusal(OutOfMemoryReason.DEVICE_MEMORY, bytes, "were refused by the backend, with " + reserved + " bytes reserved ("
+                + limitProperty + " " + limitBytes + " bytes): " + refusal.getMessage());
+    }
+
+    /**
+     * The one out-of-memory message of a chain: what was asked, what stopped it, and the device's free memory.
+     * A pool over this resource puts its own figures (live, cached, largest free block) before it.
+     */
+    private DeviceOutOfMemoryException refusal(OutOfMemoryReason reason, long bytes, String why) {
+        DeviceMemoryInfo device = backend.memoryInfo();
+        return new DeviceOutOfMemoryException(location, bytes, reason, "out of " + location + " memory: " + bytes + " more bytes "
+                + why + "; device free " + device.freeBytes() + " of " + device.totalBytes() + " bytes");
+    }
+
+    // ---- freeing ----------------------------------------------------------------------------------------------
+
+    /** The allocation goes back once {@code inFlight} completes. */
+    @Override
+    public void deallocate(Block block, CompletableFuture<?> inFlight) {
+        if (closed) {
+            return;
+        }
+        NativeAllocation segment = block.segment();
+        synchronized (this) {
+            if (!(block instanceof WholeAllocation) || live.get(segment) != block || pending.containsKey(segment)) {
+                throw new IllegalArgumentException("this block was not allocated by this resource, or was freed already: " + block);
+            }
+            if (inFlight.isDone()) {
+                free(segment);
+                return;
+            }
+            pending.put(segment, inFlight);
+        }
+        inFlight.whenComplete((result, failure) -> freePending(segment, inFlight));
+    }
+
+    private synchronized void freePending(NativeAllocation segment, CompletableFuture<?> work) {
+        if (!closed && pending.remove(segment, work)) {
+            free(segment);
+        }
+    }
+
+    /** Under the monitor. */
+    private void free(NativeAllocation segment) {
+        WholeAllocation whole = live.remove(segment);
+        if (whole == null) {
+            return;
+        }
+        long start = System.nanoTime();
+        backend.free(segment);
+        long nanos = System.nanoTime() - start;
+        frees++;
+        segments--;
+        remove(segment.sizeBytes());
+        events.backendFreed(location, segment.sizeBytes(), nanos);
+    }
+
+    // ---- the ledger, shared with page mapping (under the monitor) ----------------------------------------------
+
+    void add(long bytes) {
+        long now = reserved + bytes;
+        reserved = now;
+        if (now > reservedPeak) {
+            reservedPeak = now;
+        }
+    }
+
+    void remove(long bytes) {
+        reserved -= bytes;
+    }
+
+    void rangeReserved() {
+        rangeCalls++;
+        segments++;
+    }
+
+    void rangeReleased() {
+        rangeCalls++;
+        segments--;
+    }
+
+    void pagesMapped(long bytes, long nanos) {
+        pageMaps++;
+        add(bytes);
+        events.backendAllocated(location, bytes, nanos);
+    }
+
+    void pagesUnmapped(long bytes, long nanos) {
+        pageUnmaps++;
+        remove(bytes);
+        events.backendFreed(location, bytes, nanos);
+    }
+
+    void ensureOpen() {
+        if (closed) {
+            throw new IllegalStateException(location + " memory resource is closed");
+        }
+    }
+
+    // ---- figures ------------------------------------------------------------------------------------------------
+
+    @Override
+    public long reservedBytes() {
+        return reserved;
+    }
+
+    @Override
+    public long reservedBytesPeak() {
+        return reservedPeak;
+    }
+
+    @Override
+    public int segmentCount() {
+        return segments;
+    }
+
+    /** Nothing is cached here: every free goes back to the backend. */
+    @Override
+    public long largestFreeBlockBytes() {
+        return 0;
+    }
+
+    /** Calls that gave memory: allocations and page maps. */
+    public long backendAllocations() {
+        return allocations + pageMaps;
+    }
+
+    /** Calls that gave memory back: frees and page unmaps. */
+    public long backendFrees() {
+        return frees + pageUnmaps;
+    }
+
+    /** Every backend call that changed what is held, address-range reservations and releases included. */
+    public long backendCalls() {
+        return backendAllocations() + backendFrees() + rangeCalls;
+    }
+
+    /** The whole allocations held, each one live block (page-mapped ranges are the pool's to show). */
+    @Override
+    public synchronized List<MemorySnapshot.Segment> segments() {
+        List<MemorySnapshot.Segment> out = new ArrayList<>();
+        for (WholeAllocation b : live.values()) {
+            MemorySnapshot.BlockState state = pending.containsKey(b.segment()) ? MemorySnapshot.BlockState.PENDING : MemorySnapshot.BlockState.LIVE;
+            out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
+                    List.of(new MemorySnapshot.Block(0, b.size(), state, b.requestedSize(), null))));
+        }
+        return out;
+    }
+
+    /** Nothing is cached here. */
+    @Override
+    public long trim(long keepBytes) {
+        return 0;
+    }
+
+    /**
+     * Frees every allocation still held, once device work on those freed under it has finished; if it does not
+     * within the device wait timeout, keeps them all (the memory goes back with the process) and says so.
+     */
+    @Override
+    public void close() {
+        List<CompletableFuture<?>> inFlight;
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            inFlight = new ArrayList<>(pending.values());
+        }
+        boolean idle = DeviceWork.awaitAll(inFlight, System.nanoTime() + deviceWaitTimeout.toNanos());
+        synchronized (this) {
+            closed = true;
+            if (!idle) {
+                System.getLogger(BackendResource.class.getName()).log(System.Logger.Level.WARNING, this + ": device work on "
+                        + pending.size() + " freed allocation(s) did not finish within " + deviceWaitTimeout.toMillis()
+                        + " ms; " + reserved + " reserved bytes are kept rather than freed under it");
+                return;
+            }
+            pending.clear();
+            for (NativeAllocation segment : List.copyOf(live.keySet())) {
+                free(segment);
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return location + " backend memory (" + limitProperty + " " + limitBytes + " bytes)";
+    }
+}

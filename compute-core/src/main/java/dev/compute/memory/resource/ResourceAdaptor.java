@@ -1,0 +1,15 @@
+package dev.compute.memory.resource;
+
+import dev.compute.memory.MemoryLocation;
+
+/**
+ * Wraps a location's resource in one of the application's own (a {@link LimitingResource}, a logging or
+ * tracing adaptor), as RMM's adaptors wrap an upstream. Given to
+ * {@link dev.compute.memory.UnifiedMemoryManagerBuilder#resourceAdaptor}; the manager calls it once per location
+ * at start and closes what it returns, which must close {@code upstream} in turn.
+ */
+@FunctionalInterface
+public interface ResourceAdaptor {
+
+    MemoryResource wrap(MemoryResource upstream, MemoryLocation location);
+}
