@@ -116,6 +116,9 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     /** A whole backend allocation of {@code bytes}. */
     @Override
     public synchronized Block allocate(long bytes) {
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
+        }
         ensureOpen();
         if (bytes > limitBytes) {
             throw aboveLimit(bytes, bytes);
@@ -160,7 +163,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     /** Under the monitor. */
     DeviceOutOfMemoryException deviceRefused(long bytes, BackendOutOfMemoryException refusal) {
         return refusal(OutOfMemoryReason.DEVICE_MEMORY, bytes, "were refused by the backend, with " + reserved + " bytes reserved ("
-                + limitProperty + " " + limitBytes + " bytes): " + refusal.getMessage());
+                + limitProperty + " " + limitBytes + " bytes); the backend said: " + refusal.getMessage());
     }
 
     /**

@@ -34,6 +34,9 @@ public final class LimitingResource implements MemoryResource {
 
     @Override
     public Block allocate(long bytes) {
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
+        }
         long after = allocated.addAndGet(bytes);
         if (after > limitBytes || after < 0) {
             allocated.addAndGet(-bytes);

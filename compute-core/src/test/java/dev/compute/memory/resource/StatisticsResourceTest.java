@@ -17,22 +17,26 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /** The figures are counted per thread stripe: they must still add up, and peaks be exact whichever thread frees. */
-class StatisticsResourceTest {
+class StatisticsResourceTest extends MemoryResourceContract {
 
-    private static final long MiB = 1L << 20;
     private static final long GiB = 1L << 30;
 
-    private final AddressSpaceBackend backend = new AddressSpaceBackend(8L << 30, AddressSpaceBackend.DEFAULT_GRANULARITY, true);
+    private final AddressSpaceBackend poolBackend = new AddressSpaceBackend(8L << 30, AddressSpaceBackend.DEFAULT_GRANULARITY, true);
     private final CachingPoolResource pool = pool(8L << 30, PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT);
     private final StatisticsResource statistics = new StatisticsResource(pool);
 
     private CachingPoolResource pool(long limit, Duration deviceWaitTimeout) {
-        return new CachingPoolResource(new BackendResource(backend, MemoryLocation.DEVICE, limit, "limit", deviceWaitTimeout,
+        return new CachingPoolResource(new BackendResource(poolBackend, MemoryLocation.DEVICE, limit, "limit", deviceWaitTimeout,
                 MemoryEventListener.NONE), PoolSettings.expandable().withDeviceWaitTimeout(deviceWaitTimeout), MemoryEventListener.NONE);
     }
 
+    @Override
+    protected MemoryResource create(BackendResource upstream) {
+        return new StatisticsResource(upstream);
+    }
+
     @AfterEach
-    void close() {
+    void closeStatistics() {
         statistics.close();
     }
 
@@ -143,7 +147,7 @@ class StatisticsResourceTest {
 
         keeping.close();
 
-        assertThat(keepingPool.reservedBytes()).as("kept under the stuck work").isEqualTo(backend.usedBytes()).isPositive();
+        assertThat(keepingPool.reservedBytes()).as("kept under the stuck work").isEqualTo(poolBackend.usedBytes()).isPositive();
         StatisticsResource.Counts figures = keeping.counts();
         assertThat(figures.allocatedBytes()).as("the live block, kept with it").isEqualTo(live.size());
         assertThat(figures.liveBlocks()).isEqualTo(1);

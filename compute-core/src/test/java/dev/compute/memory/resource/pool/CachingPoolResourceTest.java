@@ -11,6 +11,8 @@ import dev.compute.memory.internal.ThreadStripes;
 import java.time.Duration;
 import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.MemoryResource;
+import dev.compute.memory.resource.MemoryResourceContract;
 import dev.compute.memory.resource.PoolSettings;
 import dev.compute.memory.resource.StatisticsResource;
 import dev.compute.memory.MemorySnapshot;
@@ -27,9 +29,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-class CachingPoolResourceTest {
+class CachingPoolResourceTest extends MemoryResourceContract {
 
-    private static final long MiB = 1L << 20;
+    @Override
+    protected MemoryResource create(BackendResource upstream) {
+        return new CachingPoolResource(upstream, PoolSettings.expandable(), MemoryEventListener.NONE);
+    }
+
     private static final long GiB = 1L << 30;
 
     private static CachingPoolResource pool(AddressSpaceBackend backend, long maxPoolSize, boolean expandable) {

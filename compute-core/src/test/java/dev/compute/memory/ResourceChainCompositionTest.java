@@ -1,0 +1,164 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.resource.LimitingResource;
+import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.Test;
+
+/** What an application composes into a manager's chains through the builder: adaptors, out-of-memory handlers, listeners. */
+class ResourceChainCompositionTest {
+
+    private static final long MiB = 1L << 20;
+
+    /** Records the events a manager tells, as text. */
+    private static final class Recorder implements MemoryEventListener {
+        final List<String> events = new CopyOnWriteArrayList<>();
+
+        @Override
+        public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
+            events.add("backend allocated " + location);
+        }
+
+        @Override
+        public void backendFreed(MemoryLocation location, long bytes, long nanos) {
+            events.add("backend freed " + location);
+        }
+
+        @Override
+        public void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, boolean recovered, long nanos) {
+            events.add((recovered ? "recovered " : "not recovered ") + requestedBytes);
+        }
+
+        @Override
+        public void allocationFailed(MemoryLocation location, long requestedBytes, OutOfMemoryReason reason) {
+            events.add("failed " + requestedBytes + " " + reason);
+        }
+
+        @Override
+        public void trimmed(MemoryLocation location, long releasedBytes) {
+            events.add("trimmed " + location);
+        }
+    }
+
+    private static UnifiedMemoryManagerBuilder builder() {
+        return UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).maxPoolSize(64 * MiB);
+    }
+
+    @Test
+    void aBudgetComposedByTheApplicationRefusesAsAnAdaptorLimitAndIsCounted() {
+        Recorder recorder = new Recorder();
+        try (UnifiedMemoryManager manager = builder().eventListener(recorder)
+                .resourceAdaptor((upstream, location) -> new LimitingResource(upstream, location, 4 * MiB, "tenant budget of " + location))
+                .build()) {
+            UnifiedBuffer kept = manager.allocate(3 * MiB, MemoryLocation.DEVICE);
+
+            assertThatThrownBy(() -> manager.allocate(2 * MiB, MemoryLocation.DEVICE))
+                    .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> assertThat(e.reason()).isEqualTo(OutOfMemoryReason.ADAPTOR_LIMIT))
+                    .hasMessageContaining("tenant budget of DEVICE");
+            assertThat(recorder.events).contains("failed " + 2 * MiB + " ADAPTOR_LIMIT");
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isEqualTo(1);
+            kept.close();
+            manager.allocate(2 * MiB, MemoryLocation.DEVICE).close();
+        }
+    }
+
+    @Test
+    void anOutOfMemoryHandlerThatEvictsTheApplicationsCacheLetsTheAllocationThrough() {
+        Deque<UnifiedBuffer> cache = new ArrayDeque<>();
+        List<Integer> attempts = new ArrayList<>();
+        Recorder recorder = new Recorder();
+        try (UnifiedMemoryManager manager = builder().eventListener(recorder).outOfMemoryHandler((location, bytes, attempt, failure) -> {
+            attempts.add(attempt);
+            if (cache.isEmpty()) {
+                return false;
+            }
+            cache.pop().close();
+            cache.pop().close();
+            return true;
+        }).build()) {
+            for (int i = 0; i < 6; i++) {
+                cache.push(manager.allocate(10 * MiB, MemoryLocation.DEVICE)); // 60 of the 64 MiB
+            }
+
+            try (UnifiedBuffer big = manager.allocate(30 * MiB, MemoryLocation.DEVICE)) {
+                assertThat(big.byteSize()).isEqualTo(30 * MiB);
+            }
+
+            assertThat(attempts).as("20 MiB evicted a round: 30 MiB need two").containsExactly(1, 2);
+            assertThat(recorder.events).contains("recovered " + 30 * MiB).doesNotContain("failed " + 30 * MiB + " POOL_LIMIT");
+            cache.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    @Test
+    void whenNoHandlerCanHelpTheFailureIsCountedWithItsReason() {
+        Recorder recorder = new Recorder();
+        try (UnifiedMemoryManager manager = builder().eventListener(recorder).outOfMemoryHandler((location, bytes, attempt, failure) -> false)
+                .build()) {
+            assertThatThrownBy(() -> manager.allocate(65 * MiB, MemoryLocation.DEVICE))
+                    .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> assertThat(e.reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT));
+            assertThat(recorder.events).contains("failed " + 65 * MiB + " POOL_LIMIT");
+        }
+    }
+
+    @Test
+    void theListenerHearsOfBackendCallsAndTrimsButNotOfPoolHits() {
+        Recorder recorder = new Recorder();
+        try (UnifiedMemoryManager manager = builder().eventListener(recorder).build()) {
+            manager.allocate(4096, MemoryLocation.DEVICE).close();
+            int afterMiss = recorder.events.size();
+            assertThat(recorder.events).contains("backend allocated DEVICE");
+
+            for (int i = 0; i < 100; i++) {
+                manager.allocate(4096, MemoryLocation.DEVICE).close();
+            }
+            assertThat(recorder.events).as("pool hits tell nothing").hasSize(afterMiss);
+
+            manager.releaseCachedMemory();
+            assertThat(recorder.events).contains("backend freed DEVICE", "trimmed DEVICE");
+        }
+    }
+
+    @Test
+    void aListenerThatThrowsDoesNotBreakAllocation() {
+        MemoryEventListener broken = new MemoryEventListener() {
+            @Override
+            public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
+                throw new IllegalStateException("meter registry gone");
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().eventListener(broken).build()) {
+            manager.allocate(4096, MemoryLocation.DEVICE).close();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).allocations()).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void theSettingsAreReadableAsResolvedAtStart() {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(128 * MiB).outOfMemoryRetries(5).build()) {
+            ManagerSettings settings = manager.settings();
+            assertThat(settings.maxPoolSize()).isEqualTo(128 * MiB);
+            assertThat(settings.releaseThreshold()).as("the default threshold fits under the cap").isEqualTo(128 * MiB);
+            assertThat(settings.defaultLocation()).isEqualTo(manager.defaultLocation());
+            assertThat(settings.backend()).isEqualTo(manager.backendInfo().backend());
+            assertThat(settings.outOfMemoryRetries()).isEqualTo(5);
+            assertThat(settings.capOf(MemoryLocation.PINNED)).isEqualTo(settings.maxPinnedSize());
+        }
+    }
+
+    @Test
+    void aRetryCountOutOfRangeFailsAtStartNamingTheProperty() {
+        assertThatThrownBy(() -> builder().outOfMemoryRetries(-1).build()).isInstanceOf(InvalidSettingException.class)
+                .hasMessageContaining("compute.memory.out-of-memory-retries");
+        assertThatThrownBy(() -> builder().outOfMemoryRetries(101).build()).isInstanceOf(InvalidSettingException.class);
+    }
+}

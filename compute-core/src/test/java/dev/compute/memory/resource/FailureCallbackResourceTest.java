@@ -1,0 +1,125 @@
+package dev.compute.memory.resource;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.OutOfMemoryHandler;
+import dev.compute.memory.resource.pool.CachingPoolResource;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+class FailureCallbackResourceTest extends MemoryResourceContract {
+
+    @Override
+    protected MemoryResource create(BackendResource upstream) {
+        return new FailureCallbackResource(upstream, MemoryLocation.DEVICE, List.of((location, bytes, attempt, failure) -> false), 3,
+                MemoryEventListener.NONE);
+    }
+
+    private FailureCallbackResource withHandlers(List<OutOfMemoryHandler> handlers, int retries, MemoryEventListener events) {
+        return new FailureCallbackResource(new CachingPoolResource(backendResource(backend), PoolSettings.expandable(), events),
+                MemoryLocation.DEVICE, handlers, retries, events);
+    }
+
+    @Test
+    void aHandlerThatEvictsItsCacheLetsTheAllocationThrough() {
+        Deque<Block> cache = new ArrayDeque<>();
+        AtomicInteger calls = new AtomicInteger();
+        List<String> recoveries = new ArrayList<>();
+        MemoryResource[] self = new MemoryResource[1];
+        OutOfMemoryHandler evict = (location, bytes, attempt, failure) -> {
+            calls.incrementAndGet();
+            assertThat(failure.requestedBytes()).isEqualTo(100 * MiB);
+            for (int i = 0; i < 4 && !cache.isEmpty(); i++) {
+                self[0].deallocate(cache.pop());
+            }
+            return true;
+        };
+        MemoryEventListener events = new MemoryEventListener() {
+            @Override
+            public void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, boolean recovered, long nanos) {
+                recoveries.add((recovered ? "recovered " : "failed ") + requestedBytes);
+            }
+        };
+        try (FailureCallbackResource resource = withHandlers(List.of(evict), 3, events)) {
+            self[0] = resource;
+            for (int i = 0; i < 15; i++) {
+                cache.push(resource.allocate(16 * MiB)); // 240 of the 256 MiB
+            }
+
+            Block big = resource.allocate(100 * MiB);
+
+            assertThat(calls.get()).as("four blocks a call: two calls free 128 MiB").isEqualTo(2);
+            assertThat(recoveries).contains("recovered " + 100 * MiB);
+            resource.deallocate(big);
+            cache.forEach(resource::deallocate);
+        }
+    }
+
+    @Test
+    void retriesAreBoundedWhenAHandlerFreesNothing() {
+        AtomicInteger calls = new AtomicInteger();
+        try (FailureCallbackResource resource = withHandlers(List.of((location, bytes, attempt, failure) -> {
+            assertThat(attempt).isEqualTo(calls.incrementAndGet());
+            return true;
+        }), 3, MemoryEventListener.NONE)) {
+            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(calls.get()).isEqualTo(3);
+        }
+    }
+
+    @Test
+    void handlersAreAskedInTurnUntilOneAsksForARetry() {
+        List<String> asked = new ArrayList<>();
+        try (FailureCallbackResource resource = withHandlers(List.of(
+                (location, bytes, attempt, failure) -> asked.add("first") && false,
+                (location, bytes, attempt, failure) -> asked.add("second") && false), 3, MemoryEventListener.NONE)) {
+            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(asked).as("nobody asked for a retry: one round").containsExactly("first", "second");
+        }
+    }
+
+    @Test
+    void aHandlerIsNeverReEnteredByAnAllocationItMakes() {
+        AtomicInteger calls = new AtomicInteger();
+        MemoryResource[] self = new MemoryResource[1];
+        try (FailureCallbackResource resource = withHandlers(List.of((location, bytes, attempt, failure) -> {
+            calls.incrementAndGet();
+            assertThatThrownBy(() -> self[0].allocate(LIMIT + 1)).as("fails at once inside the handler")
+                    .isInstanceOf(DeviceOutOfMemoryException.class);
+            return false;
+        }), 3, MemoryEventListener.NONE)) {
+            self[0] = resource;
+            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(calls.get()).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void aHandlerThatThrowsFailsTheAllocationWithItsExceptionAndTheOutOfMemoryInside() {
+        try (FailureCallbackResource resource = withHandlers(List.of((location, bytes, attempt, failure) -> {
+            throw new IllegalStateException("cache is broken");
+        }), 3, MemoryEventListener.NONE)) {
+            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(IllegalStateException.class).hasMessage("cache is broken")
+                    .satisfies(e -> assertThat(e.getSuppressed()).singleElement().isInstanceOf(DeviceOutOfMemoryException.class));
+            resource.deallocate(resource.allocate(MiB));
+        }
+    }
+
+    @Test
+    void zeroRetriesTurnsTheHandlersOff() {
+        AtomicInteger calls = new AtomicInteger();
+        try (FailureCallbackResource resource = withHandlers(List.of((location, bytes, attempt, failure) -> calls.incrementAndGet() > 0),
+                0, MemoryEventListener.NONE)) {
+            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(calls.get()).isZero();
+        }
+    }
+}
