@@ -27,6 +27,12 @@ public final class ChildJvm {
     private ChildJvm() {}
 
     public static Result run(Duration timeout, Class<?> main, String... args) throws IOException, InterruptedException {
+        // surefire runs tests from a manifest-only jar and says the real class path here
+        return run(timeout, System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")), main.getName(), args);
+    }
+
+    /** Runs the {@code main} of a class on a class path of the caller's choosing instead of the tests' own. */
+    public static Result run(Duration timeout, String classPath, String main, String... args) throws IOException, InterruptedException {
         Path directory = Files.createTempDirectory("child-jvm");
         Path log = directory.resolve("output.txt");
         List<String> command = new ArrayList<>();
@@ -35,9 +41,8 @@ public final class ChildJvm {
         command.add("-Xmx512m");
         command.add("-XX:ErrorFile=" + directory.resolve("hs_err_%p.log"));
         command.add("-cp");
-        // surefire runs tests from a manifest-only jar and says the real class path here
-        command.add(System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")));
-        command.add(main.getName());
+        command.add(classPath);
+        command.add(main);
         command.addAll(List.of(args));
         Process process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
         boolean ended = process.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS);

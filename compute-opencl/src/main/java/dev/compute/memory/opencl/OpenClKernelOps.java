@@ -45,7 +45,7 @@ import org.jspecify.annotations.Nullable;
  */
 final class OpenClKernelOps implements KernelOps {
 
-    private static final String SOURCE = "ops.cl";
+    static final String SOURCE = "ops.cl";
     private static final long MAX_SUM_LOCAL_SIZE = 256;
     private static final long MAX_SUM_GROUPS = 1024;
     /** Element-wise kernels loop over the data with the grid's stride: more work-items than this buy nothing. */

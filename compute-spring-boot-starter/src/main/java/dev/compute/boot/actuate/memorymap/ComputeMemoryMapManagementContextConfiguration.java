@@ -10,6 +10,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.ImportRuntimeHints;
 import org.springframework.core.env.Environment;
 import org.springframework.core.io.ClassPathResource;
 import org.springframework.core.io.Resource;
@@ -33,6 +34,7 @@ import org.springframework.web.servlet.function.ServerResponse;
 @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
 @ConditionalOnClass(RouterFunctions.class)
 @ConditionalOnBooleanProperty(name = "compute.memory-map.enabled", matchIfMissing = true)
+@ImportRuntimeHints(MemoryMapPageRuntimeHints.class)
 public class ComputeMemoryMapManagementContextConfiguration {
 
     /** The page's path below the management base path; the page's script relies on this name to find the base path. */
