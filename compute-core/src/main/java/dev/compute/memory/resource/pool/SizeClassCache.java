@@ -23,13 +23,43 @@ final class SizeClassCache {
     /** Blocks kept per size class: enough for a step's repeats of one shape, few enough to stay small. */
     static final int DEPTH = 8;
 
-    private static final class Stack {
-        final PoolBlock[] blocks = new PoolBlock[DEPTH];
+    /**
+     * Padding ahead of a stack's fields. The stacks of one size class are made together, one per stripe, so they lie
+     * side by side in the heap; without padding two threads on different stripes would write one cache line (the
+     * lock in the header, the count) on every allocate and free. Fields of a superclass come first; the int fills
+     * the gap after the header, where a subclass field could otherwise be placed.
+     */
+    @SuppressWarnings("unused")
+    private abstract static class PaddedAhead {
+        int gap;
+        long p0, p1, p2, p3, p4, p5, p6, p7;
+    }
+
+    private abstract static class StackFields extends PaddedAhead {
+        /** The blocks at {@code SLOT_PAD ..}: the array is padded too, since it lies next to the following stack. */
+        final PoolBlock[] slots = new PoolBlock[SLOT_PAD + DEPTH + SLOT_PAD];
         int count;
         boolean closed;
         /** On the holding queue: set by the push that finds it unlisted, cleared by the drain that takes it off. */
         boolean listed;
     }
+
+    /** One stripe's stack of one size class, padded after its fields as well (see {@link PaddedAhead}). */
+    @SuppressWarnings("unused")
+    private static final class Stack extends StackFields {
+        long q0, q1, q2, q3, q4, q5, q6, q7;
+
+        PoolBlock get(int i) {
+            return slots[SLOT_PAD + i];
+        }
+
+        void set(int i, @Nullable PoolBlock block) {
+            slots[SLOT_PAD + i] = block;
+        }
+    }
+
+    /** References on each side of a stack's slots: 64 bytes with compressed references. */
+    private static final int SLOT_PAD = 16;
 
     private static final int STRIPES = ThreadStripes.COUNT;
 
@@ -67,8 +97,8 @@ final class SizeClassCache {
             if (stack.count == 0 || stack.closed) {
                 return null;
             }
-            PoolBlock block = stack.blocks[--stack.count];
-            stack.blocks[stack.count] = null;
+            PoolBlock block = stack.get(--stack.count);
+            stack.set(stack.count, null);
             block.reuse(requested);
             return block;
         }
@@ -86,7 +116,7 @@ final class SizeClassCache {
                 return false;
             }
             block.state = PoolBlock.CACHED;
-            stack.blocks[stack.count++] = block;
+            stack.set(stack.count++, block);
             list = !stack.listed;
             stack.listed = true;
         }
@@ -125,7 +155,7 @@ final class SizeClassCache {
         for (Stack stack : holding) {
             synchronized (stack) {
                 if (stack.count > 0) {
-                    largest = Math.max(largest, stack.blocks[0].size);
+                    largest = Math.max(largest, stack.get(0).size);
                 }
             }
         }
@@ -157,8 +187,8 @@ final class SizeClassCache {
     private static void drain(Stack stack, Consumer<PoolBlock> sink, boolean close) {
         synchronized (stack) {
             for (int i = 0; i < stack.count; i++) {
-                sink.accept(stack.blocks[i]);
-                stack.blocks[i] = null;
+                sink.accept(stack.get(i));
+                stack.set(i, null);
             }
             stack.count = 0;
             stack.listed = false;
