@@ -4,8 +4,8 @@ import static java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
-import dev.compute.memory.testing.SimulatedDiscreteBackend.SimulatedDeviceHandle;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend.SimulatedDeviceHandle;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
@@ -98,11 +98,11 @@ class DeviceAccessTest {
         CompletableFuture<Void> kernel = new CompletableFuture<>();
         UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
         buffer.copyFrom(new float[1024]);
-        device.queuedWork = kernel;
+        device.queueWork(kernel);
         try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
             access.handle(SimulatedDeviceHandle.class).bytes().fill((byte) 1);
         } finally {
-            device.queuedWork = CompletableFuture.completedFuture(null);
+            device.queueWork(CompletableFuture.completedFuture(null));
         }
         Future<?> read = other.submit(() -> buffer.copyTo(new float[1]));
         assertThatThrownBy(() -> read.get(200, TimeUnit.MILLISECONDS)).as("the read waits for the kernel").isInstanceOf(TimeoutException.class);
@@ -110,12 +110,12 @@ class DeviceAccessTest {
         read.get(10, TimeUnit.SECONDS);
 
         CompletableFuture<Void> second = new CompletableFuture<>();
-        device.queuedWork = second;
+        device.queueWork(second);
         long closedAt;
         try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
             closedAt = access.offset();
         } finally {
-            device.queuedWork = CompletableFuture.completedFuture(null);
+            device.queueWork(CompletableFuture.completedFuture(null));
         }
         buffer.close();
         try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);

@@ -4,10 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.testing.FaultInjectingBackend;
 import dev.compute.memory.testing.FaultInjectingBackend.AllocationFault;
 import dev.compute.memory.testing.ManagerInvariants;
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.resource.LimitingResource;
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;

@@ -2,7 +2,7 @@ package dev.compute.memory;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

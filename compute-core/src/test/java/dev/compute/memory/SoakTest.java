@@ -2,7 +2,7 @@ package dev.compute.memory;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.testing.SoakRun;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;

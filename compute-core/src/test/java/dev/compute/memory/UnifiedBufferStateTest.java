@@ -2,7 +2,7 @@ package dev.compute.memory;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
@@ -22,11 +22,11 @@ class UnifiedBufferStateTest {
     }
 
     private long h2d() {
-        return device.hostToDeviceCopies.get();
+        return device.hostToDeviceCopies();
     }
 
     private long d2h() {
-        return device.deviceToHostCopies.get();
+        return device.deviceToHostCopies();
     }
 
     @Test
@@ -132,7 +132,7 @@ class UnifiedBufferStateTest {
             assertThat(s.bytesHostToDevice()).isEqualTo(1000);
             assertThat(s.bytesDeviceToDevice()).isEqualTo(600);
             assertThat(s.bytesDeviceToHost()).isEqualTo(10);
-            assertThat(device.deviceToDeviceCopies.get()).isEqualTo(1);
+            assertThat(device.deviceToDeviceCopies()).isEqualTo(1);
         }
     }
 

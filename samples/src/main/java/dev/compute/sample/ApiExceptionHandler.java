@@ -1,21 +1,23 @@
 package dev.compute.sample;
 
 import dev.compute.memory.DeviceOutOfMemoryException;
-import org.jspecify.annotations.Nullable;
-import org.springframework.http.HttpHeaders;
+import org.springframework.core.Ordered;
+import org.springframework.core.annotation.Order;
 import org.springframework.http.HttpStatus;
-import org.springframework.http.HttpStatusCode;
 import org.springframework.http.ProblemDetail;
-import org.springframework.http.ResponseEntity;
 import org.springframework.http.converter.HttpMessageNotReadableException;
 import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.RestControllerAdvice;
-import org.springframework.web.context.request.WebRequest;
-import org.springframework.web.servlet.mvc.method.annotation.ResponseEntityExceptionHandler;
 
-/** Errors of the REST API as RFC 9457 problem details, each with a message a caller can act on. */
+/**
+ * Errors of the REST API as RFC 9457 problem details, each with a message a caller can act on. Spring MVC's own
+ * errors (404 for an unknown path, 405, 415, ...) are problem details too, from Spring Boot's handler
+ * ({@code spring.mvc.problemdetails.enabled}); this one comes first for the API's controllers, so that an unreadable
+ * body gets the message below rather than Spring's.
+ */
 @RestControllerAdvice(assignableTypes = {VectorController.class, LoadController.class})
-public class ApiExceptionHandler extends ResponseEntityExceptionHandler {
+@Order(Ordered.HIGHEST_PRECEDENCE)
+public class ApiExceptionHandler {
 
     @ExceptionHandler(IllegalArgumentException.class)
     ProblemDetail badRequest(IllegalArgumentException e) {
@@ -27,19 +29,25 @@ public class ApiExceptionHandler extends ResponseEntityExceptionHandler {
         return ProblemDetail.forStatusAndDetail(HttpStatus.NOT_FOUND, e.getMessage());
     }
 
+    // 413, not 429: the limit is on what the service keeps, not on how often it is asked, so sending the same
+    // request again cannot succeed until vectors are deleted; 429 would invite clients and gateways to retry it.
+    @ExceptionHandler(VectorStore.VectorLimitExceededException.class)
+    ProblemDetail limitExceeded(VectorStore.VectorLimitExceededException e) {
+        return ProblemDetail.forStatusAndDetail(HttpStatus.CONTENT_TOO_LARGE, e.getMessage());
+    }
+
     // The device is full even after the pool released its cache: the request may succeed later, or smaller.
     @ExceptionHandler(DeviceOutOfMemoryException.class)
     ProblemDetail outOfMemory(DeviceOutOfMemoryException e) {
         return ProblemDetail.forStatusAndDetail(HttpStatus.INSUFFICIENT_STORAGE, e.getMessage());
     }
 
-    @Override
-    protected @Nullable ResponseEntity<Object> handleHttpMessageNotReadable(HttpMessageNotReadableException e, HttpHeaders headers,
-            HttpStatusCode status, WebRequest request) {
-        ProblemDetail problem = ProblemDetail.forStatusAndDetail(HttpStatus.BAD_REQUEST,
+    @ExceptionHandler(HttpMessageNotReadableException.class)
+    ProblemDetail unreadable(HttpMessageNotReadableException e) {
+        String cause = e.getMostSpecificCause().getMessage();
+        return ProblemDetail.forStatusAndDetail(HttpStatus.BAD_REQUEST,
                 "the request body is not the JSON this operation takes (numbers in arrays, such as {\"alpha\": 2, \"x\": [1, 2, 3]}): "
-                        + (e.getMostSpecificCause().getMessage() != null ? firstLine(e.getMostSpecificCause().getMessage()) : e.getMessage()));
-        return handleExceptionInternal(e, problem, headers, HttpStatus.BAD_REQUEST, request);
+                        + (cause != null ? firstLine(cause) : e.getMessage()));
     }
 
     private static String firstLine(String message) {

@@ -24,6 +24,7 @@ public class VectorMath {
 
     /** {@code alpha * x + y}. */
     public double[] axpy(double alpha, double @Nullable [] x, double @Nullable [] y) {
+        VectorStore.checkFinite("alpha", alpha);
         VectorStore.checkValues("x", x);
         VectorStore.checkValues("y", y);
         if (x.length != y.length) {
@@ -38,6 +39,7 @@ public class VectorMath {
     }
 
     public double[] scale(double alpha, double @Nullable [] x) {
+        VectorStore.checkFinite("alpha", alpha);
         VectorStore.checkValues("x", x);
         try (UnifiedBuffer xs = load(x)) {
             manager.ops().scale(xs, alpha);
@@ -57,8 +59,8 @@ public class VectorMath {
     /** Each element of {@code x} clamped to {@code [min, max]}, by the service's own kernel. */
     public double[] clamp(double @Nullable [] x, double min, double max) {
         VectorStore.checkValues("x", x);
-        checkFinite("min", min);
-        checkFinite("max", max);
+        VectorStore.checkFinite("min", min);
+        VectorStore.checkFinite("max", max);
         if (Double.compare(min, max) > 0) { // as Math.clamp orders them: 0.0 above -0.0
             throw new IllegalArgumentException("'min' (" + min + ") is greater than 'max' (" + max + ")");
         }
@@ -67,12 +69,6 @@ public class VectorMath {
             double[] result = new double[x.length];
             xs.copyTo(result);
             return result;
-        }
-    }
-
-    private static void checkFinite(String field, double value) {
-        if (!Double.isFinite(value)) {
-            throw new IllegalArgumentException("'" + field + "' must be a finite number, not " + value);
         }
     }
 

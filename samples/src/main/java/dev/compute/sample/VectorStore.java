@@ -14,7 +14,9 @@ import org.springframework.stereotype.Service;
 /**
  * Named FLOAT64 vectors kept in compute memory between requests, at the manager's default location (the GPU's
  * memory on an accelerator). Each buffer is used under its own lock, so a delete never closes a buffer under a
- * running operation.
+ * running operation. How many vectors and bytes it keeps is limited ({@link VectorStoreProperties}): a vector past
+ * the limits is refused before its memory is allocated, and checked again, under the lock that guards the count,
+ * before it is kept, so concurrent stores cannot pass the limits together.
  */
 @Service
 public class VectorStore implements DisposableBean {
@@ -26,24 +28,38 @@ public class VectorStore implements DisposableBean {
     public record VectorInfo(String name, long length, String location, long sizeBytes) {}
 
     private final UnifiedMemoryManager manager;
+    private final VectorStoreProperties limits;
+    // vectors and storedBytes change together under this lock; vectors is read without it
+    private final Object changes = new Object();
     private final Map<String, UnifiedBuffer> vectors = new ConcurrentHashMap<>();
+    private long storedBytes;
 
-    public VectorStore(UnifiedMemoryManager manager) {
+    public VectorStore(UnifiedMemoryManager manager, VectorStoreProperties limits) {
         this.manager = manager;
+        this.limits = limits;
     }
 
     /** Stores {@code values} under {@code name}, replacing (and freeing) what was there; true when it is new. */
     public boolean put(String name, double @Nullable [] values) {
         checkName(name);
         checkValues("values", values);
+        long bytes = (long) values.length * Double.BYTES;
+        synchronized (changes) {
+            checkRoom(name, bytes);
+        }
         UnifiedBuffer buffer = manager.allocate(DataType.FLOAT64, values.length);
+        UnifiedBuffer previous;
         try {
             buffer.copyFrom(values);
+            synchronized (changes) {
+                checkRoom(name, bytes);
+                previous = vectors.put(name, buffer);
+                storedBytes += bytes - (previous == null ? 0 : previous.byteSize());
+            }
         } catch (RuntimeException e) {
             buffer.close();
             throw e;
         }
-        UnifiedBuffer previous = vectors.put(name, buffer);
         if (previous != null) {
             synchronized (previous) {
                 previous.close();
@@ -63,9 +79,13 @@ public class VectorStore implements DisposableBean {
     }
 
     public boolean delete(String name) {
-        UnifiedBuffer buffer = vectors.remove(name);
-        if (buffer == null) {
-            return false;
+        UnifiedBuffer buffer;
+        synchronized (changes) {
+            buffer = vectors.remove(name);
+            if (buffer == null) {
+                return false;
+            }
+            storedBytes -= buffer.byteSize();
         }
         synchronized (buffer) {
             buffer.close();
@@ -84,6 +104,7 @@ public class VectorStore implements DisposableBean {
 
     /** {@code name = alpha * name}. */
     public VectorInfo scale(String name, double alpha) {
+        checkFinite("alpha", alpha);
         UnifiedBuffer buffer = find(name);
         synchronized (buffer) {
             ensureOpen(name, buffer);
@@ -94,6 +115,7 @@ public class VectorStore implements DisposableBean {
 
     /** {@code y = alpha * x + y}, both stored vectors of the same length. */
     public VectorInfo axpy(double alpha, String x, String y) {
+        checkFinite("alpha", alpha);
         UnifiedBuffer xs = find(x);
         UnifiedBuffer ys = find(y);
         if (xs.elementCount() != ys.elementCount()) {
@@ -118,6 +140,21 @@ public class VectorStore implements DisposableBean {
         synchronized (buffer) {
             ensureOpen(name, buffer);
             return manager.ops().sum(buffer);
+        }
+    }
+
+    /** Refuses a vector of {@code bytes} under {@code name} that would take the store past its limits; holds {@link #changes}. */
+    private void checkRoom(String name, long bytes) {
+        UnifiedBuffer replaced = vectors.get(name);
+        if (replaced == null && vectors.size() >= limits.maxCount()) {
+            throw new VectorLimitExceededException("the service keeps at most " + limits.maxCount() + " vectors "
+                    + "(sample.vectors.max-count) and has as many; delete one (DELETE /api/vectors/{name}) to store '" + name + "'");
+        }
+        long after = storedBytes - (replaced == null ? 0 : replaced.byteSize()) + bytes;
+        if (after > limits.maxBytes().toBytes()) {
+            throw new VectorLimitExceededException("'" + name + "' (" + bytes + " bytes) does not fit: the service keeps at most "
+                    + limits.maxBytes().toBytes() + " bytes of vectors (sample.vectors.max-bytes) and holds " + storedBytes
+                    + "; delete some (DELETE /api/vectors/{name}) or store a shorter one");
         }
     }
 
@@ -146,6 +183,12 @@ public class VectorStore implements DisposableBean {
         }
     }
 
+    static void checkFinite(String field, double value) {
+        if (!Double.isFinite(value)) {
+            throw new IllegalArgumentException("'" + field + "' must be a finite number, not " + value);
+        }
+    }
+
     static void checkValues(String field, double @Nullable [] values) {
         if (values == null) {
             throw new IllegalArgumentException("'" + field + "' is required: an array of numbers");
@@ -169,6 +212,13 @@ public class VectorStore implements DisposableBean {
     public static final class VectorNotFoundException extends RuntimeException {
         public VectorNotFoundException(String name) {
             super("no vector named '" + name + "'; GET /api/vectors lists those stored");
+        }
+    }
+
+    /** Storing the vector would take the store past {@code sample.vectors.max-count} or {@code max-bytes}. */
+    public static final class VectorLimitExceededException extends RuntimeException {
+        public VectorLimitExceededException(String message) {
+            super(message);
         }
     }
 }

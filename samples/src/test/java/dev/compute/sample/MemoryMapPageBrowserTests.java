@@ -25,6 +25,7 @@ import org.openqa.selenium.interactions.Actions;
 import org.openqa.selenium.support.ui.WebDriverWait;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.beans.factory.annotation.Value;
+import org.springframework.http.MediaType;
 import org.springframework.web.client.RestClient;
 
 /**
@@ -96,7 +97,7 @@ class MemoryMapPageBrowserTests {
                     .contains("MemoryMapPageBrowserTests.drawsTheSegmentOfABufferLiveThenFreeAfterClose");
 
             // the picture for the README: the sample under load, our block hovered
-            sample.post().uri("/api/load/start").retrieve().toBodilessEntity();
+            sample.post().uri("/api/load/start").contentType(MediaType.APPLICATION_JSON).retrieve().toBodilessEntity();
             try {
                 Thread.sleep(4500);
                 fitWindowToPage();
@@ -104,7 +105,7 @@ class MemoryMapPageBrowserTests {
                 wait.until(d -> d.findElement(By.id("tooltip")).isDisplayed());
                 screenshot("memory-map.png");
             } finally {
-                sample.post().uri("/api/load/stop").retrieve().toBodilessEntity();
+                sample.post().uri("/api/load/stop").contentType(MediaType.APPLICATION_JSON).retrieve().toBodilessEntity();
             }
         }
 

@@ -6,10 +6,12 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.IntStream;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.core.ParameterizedTypeReference;
+import org.springframework.http.HttpMethod;
 import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.client.RestClient;
@@ -133,6 +135,60 @@ class SampleServiceHttpTests {
         assertThat(operations).as("operations within the wait").isGreaterThanOrEqualTo(50);
         Map<String, Object> stopped = post("/api/load/stop", "").getBody();
         assertThat(stopped).containsEntry("running", false).containsEntry("liveBuffers", 0);
+    }
+
+    @Test
+    void theLoadGeneratorsSwitchesTakeJsonOnlySoNoOtherSiteCanPressThem() {
+        for (String path : List.of("/api/load/start", "/api/load/stop")) {
+            ResponseEntity<Map<String, Object>> bare = http.post().uri(path).retrieve().toEntity(JSON);
+            ResponseEntity<Map<String, Object>> form = http.post().uri(path).contentType(MediaType.APPLICATION_FORM_URLENCODED)
+                    .body("start=1").retrieve().toEntity(JSON);
+            ResponseEntity<Map<String, Object>> text = http.post().uri(path).contentType(MediaType.TEXT_PLAIN).body("{}").retrieve().toEntity(JSON);
+            assertThat(List.of(bare, form, text)).allSatisfy(response -> assertProblem(response, 415));
+            assertThat(text.getHeaders().getAccept()).containsExactly(MediaType.APPLICATION_JSON);
+        }
+        assertThat(get("/api/load").getBody()).containsEntry("running", false);
+    }
+
+    @Test
+    void unknownPathsAndMethodsAnswerProblemDetailsAsTheApiDoes() {
+        ResponseEntity<Map<String, Object>> unknown = get("/api/nothing-here");
+        assertProblem(unknown, 404);
+        assertThat(unknown.getBody()).containsEntry("instance", "/api/nothing-here");
+
+        ResponseEntity<Map<String, Object>> wrongMethod = http.delete().uri("/api/math/sum").retrieve().toEntity(JSON);
+        assertProblem(wrongMethod, 405);
+        assertThat(wrongMethod.getHeaders().getAllow()).containsExactly(HttpMethod.POST);
+    }
+
+    @Test
+    void allocationSitesInTheEndpointAreTheApplicationsFramesGroupedByCallSite() {
+        List<String> names = IntStream.range(0, 40).mapToObj(i -> "http-site-" + i).toList();
+        names.forEach(name -> put("/api/vectors/" + name, "{\"values\": [1, 2, 3, 4, 5, 6, 7]}"));
+        try {
+            Map<String, Object> summary = get("/actuator/computememory").getBody();
+            List<Map<String, Object>> open = (List<Map<String, Object>>) ((Map<String, Object>) summary.get("leaks")).get("openBuffers");
+            assertThat(open).hasSizeLessThanOrEqualTo(10).filteredOn(site -> ((String) site.get("allocationSite")).contains("VectorStore.put"))
+                    .as("one entry for the call site of all 40").singleElement()
+                    .satisfies(site -> assertThat(((Number) site.get("buffers")).longValue()).isGreaterThanOrEqualTo(40));
+
+            String location = ((String) summary.get("defaultLocation")).toLowerCase();
+            List<String> sites = ((List<Map<String, Object>>) get("/actuator/computememory/" + location).getBody().get("segments")).stream()
+                    .flatMap(segment -> ((List<Map<String, Object>>) segment.get("blocks")).stream())
+                    .map(block -> (String) block.get("allocationSite"))
+                    .filter(site -> site != null && site.contains("VectorStore.put")).toList();
+            assertThat(sites).hasSizeGreaterThanOrEqualTo(40).allSatisfy(site -> assertThat(site)
+                    .startsWith("\tat dev.compute.sample.VectorStore.put(").contains("\tat dev.compute.sample.VectorController.put(")
+                    .doesNotContain("org.apache.catalina").containsPattern("\t\\.\\.\\. \\d+ more\n$"));
+        } finally {
+            names.forEach(name -> http.delete().uri("/api/vectors/" + name).retrieve().toBodilessEntity());
+        }
+    }
+
+    private static void assertProblem(ResponseEntity<Map<String, Object>> response, int status) {
+        assertThat(response.getStatusCode().value()).isEqualTo(status);
+        assertThat(response.getHeaders().getContentType()).isEqualTo(MediaType.APPLICATION_PROBLEM_JSON);
+        assertThat(response.getBody()).containsEntry("status", status).containsKey("detail");
     }
 
     private static void assertBadRequest(ResponseEntity<Map<String, Object>> response, String message) {

@@ -2,7 +2,7 @@ package dev.compute.memory.contract;
 
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.UnifiedMemoryManager;
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 
 /** The contract on the simulated discrete device: host and device memory apart, as on a GPU. */
 class SimulatedDiscreteBackendContractTest extends BackendContractTest {

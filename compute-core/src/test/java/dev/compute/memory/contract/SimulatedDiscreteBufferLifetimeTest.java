@@ -2,7 +2,7 @@ package dev.compute.memory.contract;
 
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.UnifiedMemoryManager;
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
 
 /** The lifetime rule on the simulated discrete device: host mirrors and device copies apart, as on a GPU. */

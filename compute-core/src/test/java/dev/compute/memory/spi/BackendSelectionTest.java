@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.InvalidSettingException;
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 

@@ -7,7 +7,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterEach;

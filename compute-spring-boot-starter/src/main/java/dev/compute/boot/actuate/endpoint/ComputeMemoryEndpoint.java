@@ -1,17 +1,15 @@
 package dev.compute.boot.actuate.endpoint;
 
 import dev.compute.boot.actuate.RecentMemoryStatistics;
+import dev.compute.memory.AllocationSites;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.LeakDetectionLevel;
-import dev.compute.memory.LiveBufferReport;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.MemoryTimeline;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.util.ArrayList;
-import java.util.Comparator;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -39,7 +37,7 @@ public class ComputeMemoryEndpoint {
             "hitRate", "poolHits / (poolHits + poolMisses): the share of allocations served without a backend call",
             "leaks", "detected: buffers garbage-collected without close() since start (all are tracked at leak-detection paranoid, "
                     + "one in " + LeakDetectionLevel.SIMPLE_SAMPLING_INTERVAL + " at simple); openBuffers: open buffers by "
-                    + "allocation site, most bytes first, recorded at paranoid only");
+                    + "call site, most bytes first, recorded at paranoid only; a site keeps the application's first frames");
 
     /** How many allocation sites the summary lists: enough to find a leak, bounded however many buffers are open. */
     static final int LEAK_SITES = 10;
@@ -64,19 +62,8 @@ public class ComputeMemoryEndpoint {
     }
 
     private LeakDescriptor leaks() {
-        record Key(MemoryLocation location, String site) {}
-        Map<Key, long[]> bySite = new HashMap<>();
-        for (LiveBufferReport buffer : manager.liveBuffers()) {
-            if (buffer.allocationSite() != null) {
-                long[] counts = bySite.computeIfAbsent(new Key(buffer.location(), buffer.allocationSite()), k -> new long[2]);
-                counts[0]++;
-                counts[1] += buffer.sizeBytes();
-            }
-        }
-        List<OpenBuffersDescriptor> open = bySite.entrySet().stream()
-                .map(e -> new OpenBuffersDescriptor(e.getKey().location(), e.getValue()[0], e.getValue()[1], e.getKey().site()))
-                .sorted(Comparator.comparingLong(OpenBuffersDescriptor::requestedBytes).reversed())
-                .limit(LEAK_SITES).toList();
+        List<OpenBuffersDescriptor> open = AllocationSites.summarize(manager.liveBuffers(), LEAK_SITES).stream()
+                .map(site -> new OpenBuffersDescriptor(site.location(), site.buffers(), site.sizeBytes(), site.allocationSite())).toList();
         return new LeakDescriptor(manager.leaksDetected(), open);
     }
 
@@ -91,7 +78,7 @@ public class ComputeMemoryEndpoint {
         int index = 0;
         for (MemorySnapshot.Segment segment : snapshot.segments()) {
             List<BlockDescriptor> blocks = segment.blocks().stream().map(b -> new BlockDescriptor(b.offset(), b.sizeBytes(),
-                    b.requestedBytes(), b.state(), b.allocationSite())).toList();
+                    b.requestedBytes(), b.state(), AllocationSites.shorten(b.allocationSite()))).toList();
             segments.add(new SegmentDescriptor(index++, segment.sizeBytes(), segment.expandable(), blocks));
         }
         return new LocationDescriptor(location, LocationSummary.of(statistics.statistics(location)), segments, manager.timeline(location));

@@ -7,7 +7,7 @@ import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
-import dev.compute.memory.testing.SimulatedDiscreteBackend;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;

@@ -1,4 +1,4 @@
-package dev.compute.memory.testing;
+package dev.compute.memory.simulated;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
@@ -21,36 +21,76 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * A discrete device in software: DEVICE memory the host cannot address (its allocations carry no host
- * segment, so the manager must copy and sync as on a GPU), and host-addressable HOST, PINNED and UNIFIED
- * memory. Counts every copy per direction and every allocation, so tests can see exactly what a buffer's
- * state machine made the backend do. Device capacity is limited so out-of-memory paths can be driven.
+ * A discrete device in software, for tests of code that must work on a GPU without one: {@code DEVICE} memory
+ * the host cannot address (its allocations carry no host segment, so the manager copies and syncs as it does on
+ * a GPU), and host-addressable {@code HOST}, {@code PINNED} and {@code UNIFIED} memory. It counts every copy per
+ * direction and every allocation, so a test sees exactly what a buffer's state machine made the backend do
+ * (the manager's {@link dev.compute.memory.MemoryStatistics} count the bytes as well). Device capacity is
+ * limited, so out-of-memory paths can be driven. Ops run in Java on the calling thread; nothing is fast.
+ *
+ * <p>Give it to a manager directly ({@code UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())})
+ * or, in a Spring test with {@code compute-spring-boot-test} on the class path, by name
+ * ({@code compute.backend: simulated}); {@code auto} never chooses it. Thread-safe. Freed memory is unmapped at
+ * once (its arena closed), so a use after free fails loudly here rather than reading another buffer's bytes.
  */
 public final class SimulatedDiscreteBackend implements ComputeBackend {
 
-    private final long deviceCapacity;
+    /** The device capacity of {@link #SimulatedDiscreteBackend()}: 1 GiB. */
+    public static final long DEFAULT_DEVICE_CAPACITY = 1L << 30;
+
     private record Memory(Arena arena, MemorySegment segment) {}
 
+    private final long deviceCapacity;
     private final Map<Long, Memory> memory = new ConcurrentHashMap<>();
     private final AtomicLong deviceUsed = new AtomicLong();
-    public final AtomicLong hostToDeviceCopies = new AtomicLong();
-    public final AtomicLong deviceToHostCopies = new AtomicLong();
-    public final AtomicLong deviceToDeviceCopies = new AtomicLong();
-    public final AtomicLong allocations = new AtomicLong();
-    public final AtomicLong frees = new AtomicLong();
+    private final AtomicLong hostToDeviceCopies = new AtomicLong();
+    private final AtomicLong deviceToHostCopies = new AtomicLong();
+    private final AtomicLong deviceToDeviceCopies = new AtomicLong();
+    private final AtomicLong allocations = new AtomicLong();
+    private final AtomicLong frees = new AtomicLong();
+    private volatile CompletableFuture<Void> queuedWork = CompletableFuture.completedFuture(null);
     private volatile boolean closed;
 
+    /** A device of {@code deviceCapacity} bytes: {@code DEVICE} allocations beyond it fail as a full GPU's do. */
     public SimulatedDiscreteBackend(long deviceCapacity) {
+        if (deviceCapacity <= 0) {
+            throw new IllegalArgumentException("device capacity must be positive: " + deviceCapacity);
+        }
         this.deviceCapacity = deviceCapacity;
     }
 
     public SimulatedDiscreteBackend() {
-        this(1L << 30);
+        this(DEFAULT_DEVICE_CAPACITY);
     }
 
     /** Allocations not yet freed, at every location. */
     public int liveAllocations() {
         return memory.size();
+    }
+
+    /** Copies from host memory into {@code DEVICE} memory so far. */
+    public long hostToDeviceCopies() {
+        return hostToDeviceCopies.get();
+    }
+
+    /** Copies from {@code DEVICE} memory to host memory so far. */
+    public long deviceToHostCopies() {
+        return deviceToHostCopies.get();
+    }
+
+    /** Copies between two allocations on the device so far. */
+    public long deviceToDeviceCopies() {
+        return deviceToDeviceCopies.get();
+    }
+
+    /** Allocations made so far, at every location. */
+    public long allocations() {
+        return allocations.get();
+    }
+
+    /** Allocations freed so far, at every location. */
+    public long frees() {
+        return frees.get();
     }
 
     public boolean isClosed() {
@@ -111,7 +151,10 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
         frees.incrementAndGet();
     }
 
-    /** What a device access hands native code here: the allocation's bytes, and work the test says is still running. */
+    /**
+     * What a device access hands "native code" here ({@code access.handle(SimulatedDeviceHandle.class)}): the
+     * allocation's bytes as the device holds them, for a kernel simulated in Java, and the work queued on it.
+     */
     public record SimulatedDeviceHandle(MemorySegment bytes, CompletableFuture<Void> work) implements DeviceHandle {
         @Override
         public CompletableFuture<Void> end() {
@@ -120,10 +163,12 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
     }
 
     /**
-     * Device work that a device access queues: completed by default; a test sets an incomplete future to stand for a
-     * kernel still running when the access ends.
+     * The device work that device accesses opened from now on queue: completed by default; an incomplete future
+     * stands for a kernel still running when the access ends, so frees and host reads must wait for it.
      */
-    public volatile CompletableFuture<Void> queuedWork = CompletableFuture.completedFuture(null);
+    public void queueWork(CompletableFuture<Void> work) {
+        queuedWork = work;
+    }
 
     @Override
     public DeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
@@ -131,7 +176,7 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
     }
 
     /** The bytes of an allocation as the simulated device holds them: what a native kernel reads and writes. */
-    public MemorySegment deviceMemory(NativeAllocation allocation) {
+    private MemorySegment deviceMemory(NativeAllocation allocation) {
         Memory m = memory.get(allocation.address());
         if (m == null) {
             throw new IllegalStateException("use of freed memory: " + allocation);

@@ -1,0 +1,174 @@
+package dev.compute.boot.test;
+
+import dev.compute.memory.LiveBufferReport;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.lang.reflect.Modifier;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
+import org.junit.jupiter.api.extension.AfterTestExecutionCallback;
+import org.junit.jupiter.api.extension.BeforeTestExecutionCallback;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.extension.ExtensionConfigurationException;
+import org.junit.jupiter.api.extension.ExtensionContext;
+import org.junit.platform.commons.support.AnnotationSupport;
+import org.springframework.test.context.junit.jupiter.SpringExtension;
+
+/**
+ * Fails a test that leaves compute memory open: every buffer a watched manager has open after the test method that
+ * it did not have open before must have been closed, and no buffer may have been found garbage-collected without
+ * {@code close()} in between. The failure names the manager and, under leak detection {@code paranoid} (which
+ * {@link AutoConfigureComputeMemory} sets), where the buffers were allocated: grouped by call site, each cut to
+ * the application's first frames.
+ *
+ * <p>In a Spring test ({@code @SpringBootTest}, {@code @WebMvcTest}, ...) {@code @ExtendWith(ComputeMemoryExtension.class)}
+ * watches every {@link UnifiedMemoryManager} bean of the test's application context. In a plain unit test, register
+ * the manager: {@code @RegisterExtension ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);}.
+ *
+ * <p>The check runs right after the test method, before {@code @AfterEach} methods: buffers a {@code @BeforeEach}
+ * method opened are the test's fixture, not counted, and a manager that {@code @AfterEach} closes is checked while
+ * still open. Buffers that other threads are still closing (a server thread finishing a request, device work still
+ * running) are waited for up to {@link #SETTLE_TIMEOUT} before the test fails. Tests running in parallel on one
+ * manager cannot be told apart: run those in one thread.
+ */
+public final class ComputeMemoryExtension implements BeforeTestExecutionCallback, AfterTestExecutionCallback {
+
+    /** How long buffers that other threads are closing get before the test fails: far longer than a request's end takes. */
+    public static final Duration SETTLE_TIMEOUT = Duration.ofSeconds(2);
+
+    private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(ComputeMemoryExtension.class);
+
+    private final @Nullable Supplier<? extends @Nullable UnifiedMemoryManager> watched;
+
+    /** Watches the managers of the test's Spring application context; what {@code @ExtendWith} makes. */
+    public ComputeMemoryExtension() {
+        this.watched = null;
+    }
+
+    private ComputeMemoryExtension(Supplier<? extends @Nullable UnifiedMemoryManager> watched) {
+        this.watched = watched;
+    }
+
+    /** Watches the manager {@code manager} gives when each test starts, for tests without a Spring context. */
+    public static ComputeMemoryExtension watching(Supplier<? extends @Nullable UnifiedMemoryManager> manager) {
+        return new ComputeMemoryExtension(manager);
+    }
+
+    @Override
+    public void beforeTestExecution(ExtensionContext context) {
+        List<Baseline> baselines = new ArrayList<>();
+        managers(context).forEach((name, manager) -> baselines.add(Baseline.take(name, manager)));
+        context.getStore(NAMESPACE).put(Baselines.class, new Baselines(baselines));
+    }
+
+    @Override
+    public void afterTestExecution(ExtensionContext context) throws InterruptedException {
+        Baselines before = context.getStore(NAMESPACE).get(Baselines.class, Baselines.class);
+        if (before == null) {
+            return;
+        }
+        List<String> problems = new ArrayList<>();
+        for (Baseline baseline : before.baselines()) {
+            String problem = baseline.problemAfterTest();
+            if (problem != null) {
+                problems.add(problem);
+            }
+        }
+        if (!problems.isEmpty()) {
+            throw new AssertionError(String.join("\n\n", problems));
+        }
+    }
+
+    private Map<String, UnifiedMemoryManager> managers(ExtensionContext context) {
+        if (watched != null) {
+            UnifiedMemoryManager manager = watched.get();
+            if (manager == null) {
+                throw new ExtensionConfigurationException("ComputeMemoryExtension.watching(...) gave no manager when the test "
+                        + "started: create it before the test method runs (in a field initializer, @BeforeAll or @BeforeEach)");
+            }
+            return Map.of("the watched manager", manager);
+        }
+        if (!isSpringTest(context.getRequiredTestClass())) {
+            throw new ExtensionConfigurationException(context.getRequiredTestClass().getName() + " has no Spring application "
+                    + "context to find managers in: use it on a Spring test (@SpringBootTest, @WebMvcTest, ...), or register a "
+                    + "manager with @RegisterExtension ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager)");
+        }
+        Map<String, UnifiedMemoryManager> managers = SpringExtension.getApplicationContext(context).getBeansOfType(UnifiedMemoryManager.class);
+        if (managers.isEmpty()) {
+            throw new ExtensionConfigurationException("the application context of " + context.getRequiredTestClass().getName()
+                    + " has no UnifiedMemoryManager bean: a slice test (@WebMvcTest, ...) gets one with @AutoConfigureComputeMemory");
+        }
+        return managers;
+    }
+
+    // SpringExtension is registered by @ExtendWith, mostly through @SpringBootTest or a slice annotation; a @Nested class has it from its enclosing class.
+    private static boolean isSpringTest(Class<?> testClass) {
+        for (Class<?> type = testClass; type != null; type = isInner(type) ? type.getEnclosingClass() : null) {
+            boolean registered = AnnotationSupport.findRepeatableAnnotations(type, ExtendWith.class).stream()
+                    .anyMatch(extendWith -> Arrays.asList(extendWith.value()).contains(SpringExtension.class));
+            if (registered) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static boolean isInner(Class<?> type) {
+        return type.isMemberClass() && !Modifier.isStatic(type.getModifiers());
+    }
+
+    private record Baselines(List<Baseline> baselines) {}
+
+    /** A manager's open buffers, counted by report, and its leak count, when the test started. */
+    private record Baseline(String name, UnifiedMemoryManager manager, Map<LiveBufferReport, Integer> open, long leaks) {
+
+        static Baseline take(String name, UnifiedMemoryManager manager) {
+            Map<LiveBufferReport, Integer> open = new HashMap<>();
+            manager.liveBuffers().forEach(buffer -> open.merge(buffer, 1, Integer::sum));
+            return new Baseline(name, manager, open, manager.leaksDetected());
+        }
+
+        @Nullable String problemAfterTest() throws InterruptedException {
+            long deadline = System.nanoTime() + SETTLE_TIMEOUT.toNanos();
+            List<LiveBufferReport> opened = openedSince();
+            while (!opened.isEmpty() && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+                opened = openedSince();
+            }
+            long leaked = manager.leaksDetected() - leaks;
+            List<String> problems = new ArrayList<>();
+            if (!opened.isEmpty()) {
+                problems.add(describeOpen(opened));
+            }
+            if (leaked > 0) {
+                problems.add(name + " found " + leaked + " buffer(s) garbage-collected without close() during this test; "
+                        + "the log's LEAK lines say where each was allocated");
+            }
+            return problems.isEmpty() ? null : String.join("\n", problems);
+        }
+
+        /** The buffers open now beyond those open at the start: of each report, as many as there are more of. */
+        private List<LiveBufferReport> openedSince() {
+            Map<LiveBufferReport, Integer> before = new HashMap<>(open);
+            List<LiveBufferReport> opened = new ArrayList<>();
+            for (LiveBufferReport buffer : manager.liveBuffers()) {
+                if (before.merge(buffer, -1, Integer::sum) < 0) {
+                    opened.add(buffer);
+                }
+            }
+            return opened;
+        }
+
+        private String describeOpen(List<LiveBufferReport> opened) {
+            long bytes = opened.stream().mapToLong(LiveBufferReport::sizeBytes).sum();
+            return name + " (" + manager.backendInfo().backend() + ") has " + opened.size() + " buffer(s) of " + bytes
+                    + " bytes open that this test opened and did not close; close each one (try-with-resources) before the test ends."
+                    + OpenBuffersReport.sites(opened);
+        }
+    }
+}

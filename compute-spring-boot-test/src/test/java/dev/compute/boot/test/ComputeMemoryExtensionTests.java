@@ -1,0 +1,214 @@
+package dev.compute.boot.test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.platform.engine.discovery.DiscoverySelectors.selectClass;
+
+import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.time.Duration;
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.extension.ExtensionConfigurationException;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.platform.launcher.core.LauncherDiscoveryRequestBuilder;
+import org.junit.platform.launcher.core.LauncherFactory;
+import org.junit.platform.launcher.listeners.SummaryGeneratingListener;
+import org.junit.platform.launcher.listeners.TestExecutionSummary;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.test.annotation.DirtiesContext;
+
+/**
+ * The extension on real test classes, run here through the JUnit launcher: the nested classes below are those
+ * tests (Surefire leaves nested classes alone; only this class runs them).
+ */
+class ComputeMemoryExtensionTests {
+
+    @Test
+    void aTestThatLeavesABufferOpenFailsNamingWhereItWasAllocated() {
+        Throwable failure = singleFailure(LeavesABufferOpen.class);
+        assertThat(failure).isInstanceOf(AssertionError.class)
+                .hasMessageStartingWith("the watched manager (cpu) has 1 buffer(s) of 4096 bytes open that this test opened and did not close")
+                .hasMessageContaining("1 buffer(s), 4096 bytes at HOST, allocated at:\n"
+                        + "\tat dev.compute.boot.test.ComputeMemoryExtensionTests$LeavesABufferOpen.allocateAndKeep(ComputeMemoryExtensionTests.java:")
+                .hasMessageContaining("\tat dev.compute.boot.test.ComputeMemoryExtensionTests$LeavesABufferOpen.keepsABuffer(")
+                .hasMessageMatching("(?s).*\t\\.\\.\\. \\d+ more\n$");
+    }
+
+    @Test
+    void aTestThatClosesWhatItOpensPassesAndSoDoesItsFixture() {
+        TestExecutionSummary summary = run(ClosesWhatItOpens.class);
+        assertThat(summary.getFailures()).isEmpty();
+        assertThat(summary.getTestsSucceededCount()).isEqualTo(2);
+    }
+
+    @Test
+    void aBufferGarbageCollectedWithoutCloseFailsTheTest() {
+        assertThat(singleFailure(DropsABuffer.class)).isInstanceOf(AssertionError.class)
+                .hasMessage("the watched manager found 1 buffer(s) garbage-collected without close() during this test; "
+                        + "the log's LEAK lines say where each was allocated");
+    }
+
+    @Test
+    void inASpringTestItWatchesTheContextsManagers() {
+        assertThat(singleFailure(SpringTestLeavingABufferOpen.class)).isInstanceOf(AssertionError.class)
+                .hasMessageStartingWith("unifiedMemoryManager (cpu) has 1 buffer(s) of 100 bytes open")
+                .hasMessageContaining("ComputeMemoryExtensionTests$SpringTestLeavingABufferOpen.keepsABuffer(");
+    }
+
+    @Test
+    void withoutAManagerToWatchItSaysHowToGiveItOne() {
+        assertThat(singleFailure(NoManager.class)).isInstanceOf(ExtensionConfigurationException.class)
+                .hasMessageContaining("has no Spring application context to find managers in")
+                .hasMessageContaining("ComputeMemoryExtension.watching(() -> manager)");
+        assertThat(singleFailure(SpringTestWithoutAManager.class)).isInstanceOf(ExtensionConfigurationException.class)
+                .hasMessageContaining("has no UnifiedMemoryManager bean: a slice test (@WebMvcTest, ...) gets one with @AutoConfigureComputeMemory");
+    }
+
+    private static Throwable singleFailure(Class<?> testClass) {
+        List<TestExecutionSummary.Failure> failures = run(testClass).getFailures();
+        assertThat(failures).hasSize(1);
+        return failures.getFirst().getException();
+    }
+
+    private static TestExecutionSummary run(Class<?> testClass) {
+        SummaryGeneratingListener listener = new SummaryGeneratingListener();
+        LauncherFactory.create().execute(LauncherDiscoveryRequestBuilder.request().selectors(selectClass(testClass)).build(), listener);
+        return listener.getSummary();
+    }
+
+    private static UnifiedMemoryManager paranoidCpuManager() {
+        return UnifiedMemoryManager.builder().backend("cpu").leakDetection(LeakDetectionLevel.PARANOID)
+                .timelineInterval(Duration.ZERO).build();
+    }
+
+    static class LeavesABufferOpen {
+
+        static UnifiedMemoryManager manager;
+        static @Nullable UnifiedBuffer kept;
+
+        @RegisterExtension
+        ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);
+
+        @BeforeAll
+        static void start() {
+            manager = paranoidCpuManager();
+        }
+
+        @AfterAll
+        static void stop() {
+            kept.close();
+            manager.close();
+        }
+
+        @Test
+        void keepsABuffer() {
+            allocateAndKeep();
+        }
+
+        private static void allocateAndKeep() {
+            kept = manager.allocate(4096);
+        }
+    }
+
+    static class ClosesWhatItOpens {
+
+        UnifiedMemoryManager manager;
+        UnifiedBuffer fixture;
+
+        @RegisterExtension
+        ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);
+
+        @BeforeEach
+        void start() {
+            manager = paranoidCpuManager();
+            fixture = manager.allocate(1024);
+        }
+
+        @AfterEach
+        void stop() {
+            fixture.close();
+            manager.close();
+        }
+
+        @Test
+        void closesItsBuffer() {
+            try (UnifiedBuffer buffer = manager.allocate(4096)) {
+                buffer.copyFrom(new byte[4096]);
+            }
+        }
+
+        @Test
+        void usesOnlyTheFixture() {
+            fixture.copyFrom(new byte[1024]);
+        }
+    }
+
+    static class DropsABuffer {
+
+        static UnifiedMemoryManager manager;
+
+        @RegisterExtension
+        static ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);
+
+        @BeforeAll
+        static void start() {
+            manager = paranoidCpuManager();
+        }
+
+        @AfterAll
+        static void stop() {
+            manager.close();
+        }
+
+        @Test
+        void dropsABuffer() throws InterruptedException {
+            manager.allocate(4096);
+            for (int i = 0; i < 300 && manager.leaksDetected() == 0; i++) {
+                System.gc();
+                Thread.sleep(10);
+            }
+        }
+    }
+
+    @SpringBootTest(classes = NoAutoConfiguration.class)
+    @AutoConfigureComputeMemory
+    @ExtendWith(ComputeMemoryExtension.class)
+    @DirtiesContext // its manager closes with the class, freeing the buffer left open
+    static class SpringTestLeavingABufferOpen {
+
+        @Autowired
+        UnifiedMemoryManager manager;
+
+        @Test
+        void keepsABuffer() {
+            manager.allocate(100);
+        }
+    }
+
+    @SpringBootTest(classes = NoAutoConfiguration.class)
+    @ExtendWith(ComputeMemoryExtension.class)
+    static class SpringTestWithoutAManager {
+
+        @Test
+        void runs() {}
+    }
+
+    @ExtendWith(ComputeMemoryExtension.class)
+    static class NoManager {
+
+        @Test
+        void runs() {}
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class NoAutoConfiguration {}
+}

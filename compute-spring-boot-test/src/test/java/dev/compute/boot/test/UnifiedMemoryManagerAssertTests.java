@@ -1,0 +1,58 @@
+package dev.compute.boot.test;
+
+import static dev.compute.boot.test.ComputeMemoryAssertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.DataType;
+import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.time.Duration;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+class UnifiedMemoryManagerAssertTests {
+
+    private final UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu")
+            .leakDetection(LeakDetectionLevel.PARANOID).timelineInterval(Duration.ZERO).build();
+
+    @AfterEach
+    void close() {
+        manager.close();
+    }
+
+    @Test
+    void openBuffersAndFiguresAsTheManagerHasThem() {
+        assertThat(manager).hasNoOpenBuffers().hasAllocatedBytes(MemoryLocation.HOST, 0).hasNoLeaksDetected();
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1000)) {
+            buffer.copyFrom(new float[1000]);
+            assertThat(manager).hasOpenBuffers(1).hasRequestedBytes(MemoryLocation.HOST, 4000).hasAllocatedBytes(MemoryLocation.HOST, 4096)
+                    .statistics(MemoryLocation.HOST).extracting(MemoryStatistics::liveBuffers).isEqualTo(1L);
+        }
+        assertThat(manager).hasNoOpenBuffers();
+    }
+
+    @Test
+    void aFailureAboutOpenBuffersSaysWhereTheyWereAllocated() {
+        try (UnifiedBuffer buffer = manager.allocate(4096)) {
+            assertThatThrownBy(() -> assertThat(manager).hasNoOpenBuffers()).isInstanceOf(AssertionError.class)
+                    .hasMessageStartingWith("Expected 0 open buffer(s) but the manager has 1\n1 buffer(s), 4096 bytes at HOST, allocated at:\n"
+                            + "\tat dev.compute.boot.test.UnifiedMemoryManagerAssertTests.aFailureAboutOpenBuffersSaysWhereTheyWereAllocated(");
+            assertThatThrownBy(() -> assertThat(manager).hasAllocatedBytes(MemoryLocation.HOST, 0)).isInstanceOf(AssertionError.class)
+                    .hasMessageStartingWith("Expected 0 allocated bytes at HOST but there are 4096\n1 buffer(s), 4096 bytes at HOST");
+        }
+    }
+
+    @Test
+    void aFailureAboutLeaksCountsThem() throws InterruptedException {
+        manager.allocate(4096);
+        for (int i = 0; i < 300 && manager.leaksDetected() == 0; i++) {
+            System.gc();
+            Thread.sleep(10);
+        }
+        assertThatThrownBy(() -> assertThat(manager).hasNoLeaksDetected()).isInstanceOf(AssertionError.class)
+                .hasMessageStartingWith("Expected no leaks but the manager found 1 buffer(s) garbage-collected without close()");
+    }
+}
