@@ -83,6 +83,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final CountDownLatch closeDone = new CountDownLatch(1);
     /** Device work released blocks still wait for; close() frees nothing before it is done (or keeps everything). */
     private final Set<CompletableFuture<?>> releasedInFlight = ConcurrentHashMap.newKeySet();
+    /** The budget of each block allocated through one; looked up on release only once a budget was made. */
+    private final Map<Block, MemoryBudget> budgetOfBlock = new ConcurrentHashMap<>();
+    private final Set<MemoryBudget> budgets = ConcurrentHashMap.newKeySet();
+    private volatile boolean budgetsMade;
     private volatile boolean closed;
     private volatile boolean poolsFreed;
     /**
@@ -229,6 +233,41 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return allocate(type, count, location, type.bytesFor(count));
     }
 
+    /** An allocation counted by {@code budget}: the block is known to it until its memory goes back. */
+    UnifiedBuffer allocateFor(MemoryBudget budget, DataType type, long count, MemoryLocation location) {
+        UnifiedBuffer buffer = allocate(type, count, location);
+        Block block = buffer.ownBlock();
+        budgetOfBlock.put(block, budget);
+        budget.opened(block, buffer);
+        return buffer;
+    }
+
+    @Override
+    public MemoryBudget budget(String name, long limitBytes) {
+        if (name == null || name.isBlank()) {
+            throw new IllegalArgumentException("a memory budget needs a name");
+        }
+        if (limitBytes <= 0) {
+            throw new IllegalArgumentException("the limit of memory budget '" + name + "' must be positive: " + limitBytes + " bytes");
+        }
+        if (closed) {
+            throw new IllegalStateException("this UnifiedMemoryManager is closed");
+        }
+        MemoryBudget budget = new MemoryBudget(this, name, limitBytes);
+        budgetsMade = true;
+        budgets.add(budget);
+        return budget;
+    }
+
+    @Override
+    public List<MemoryBudget> budgets() {
+        return List.copyOf(budgets);
+    }
+
+    void budgetClosed(MemoryBudget budget) {
+        budgets.remove(budget);
+    }
+
     private UnifiedBuffer allocate(DataType type, long count, MemoryLocation location, long bytes) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
@@ -288,6 +327,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             if (!inFlight.isDone()) {
                 releasedInFlight.add(inFlight);
                 inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
+            }
+            if (budgetsMade) {
+                MemoryBudget budget = budgetOfBlock.remove(block);
+                if (budget != null) {
+                    budget.released(block);
+                }
             }
             chains.get(location).top.deallocate(block, inFlight);
             if (mirror != null) {

@@ -118,6 +118,16 @@ public final class UnifiedBuffer implements AutoCloseable {
         return location;
     }
 
+    /** The block of a buffer just allocated (not a slice, not yet closed), for the manager's books. */
+    Block ownBlock() {
+        synchronized (this) {
+            if (block == null) {
+                throw new IllegalStateException(this + " has no block of its own");
+            }
+            return block;
+        }
+    }
+
     /** The element type it was allocated by; {@link DataType#INT8} for buffers allocated by bytes. */
     public DataType dataType() {
         return dataType;

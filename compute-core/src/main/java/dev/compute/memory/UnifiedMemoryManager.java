@@ -84,6 +84,15 @@ public interface UnifiedMemoryManager extends AutoCloseable {
      */
     long leaksDetected();
 
+    /**
+     * A budget of {@code limitBytes} over this manager's pools: buffers allocated through it share the pools but count
+     * against its limit and in its figures (see {@link MemoryBudget}).
+     */
+    MemoryBudget budget(String name, long limitBytes);
+
+    /** The budgets made and not yet closed. */
+    List<MemoryBudget> budgets();
+
     /** True once {@link #close()} has begun. */
     boolean isClosed();
 
