@@ -33,7 +33,9 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
             return null;
         }
         Origin origin = property.getOrigin();
-        return SettingFailure.analysis(cause.getName().toString(), String.valueOf(property.getValue()),
+        // the property's own name: for a named manager's inherited settings it says where the value was set
+        // (compute.managers.gpu.memory.leak-detection, or compute.memory.leak-detection), which the bound name does not
+        return SettingFailure.analysis(property.getName().toString(), String.valueOf(property.getValue()),
                 origin != null ? origin.toString() : "", allowed(cause.getTarget().getType().resolve()), cause);
     }
 
