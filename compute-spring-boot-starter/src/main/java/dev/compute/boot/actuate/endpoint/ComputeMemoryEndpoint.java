@@ -8,6 +8,7 @@ import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.ManagerSettings;
+import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
@@ -132,7 +133,8 @@ public class ComputeMemoryEndpoint {
         Map<MemoryLocation, LocationSummary> locations = new LinkedHashMap<>();
         observed.statistics().statistics().forEach((location, figures) -> locations.put(location, LocationSummary.of(figures)));
         return new ManagerDescriptor(observed.name(), observed.primary(), manager.backendInfo().backend(), device(observed),
-                manager.defaultLocation(), locations, leaks(manager), SettingsDescriptor.of(manager.settings()), DEFINITIONS);
+                manager.defaultLocation(), locations, leaks(manager), SettingsDescriptor.of(manager.settings()),
+                manager.budgets().stream().map(MemoryBudget::statistics).toList(), DEFINITIONS);
     }
 
     private static DeviceDescriptor device(ObservedManager observed) {
@@ -187,10 +189,10 @@ public class ComputeMemoryEndpoint {
     public record ManagerEntry(String backend, DeviceDescriptor device, MemoryLocation defaultLocation, List<MemoryLocation> locations,
             boolean primary) {}
 
-    /** One manager: its summary per location, its leaks, and the settings it runs with. */
+    /** One manager: its summary per location, its leaks, the settings it runs with and its open budgets. */
     public record ManagerDescriptor(String name, boolean primary, String backend, DeviceDescriptor device, MemoryLocation defaultLocation,
             Map<MemoryLocation, LocationSummary> locations, LeakDescriptor leaks, SettingsDescriptor settings,
-            Map<String, String> definitions) implements Selection {}
+            List<MemoryBudget.Statistics> budgets, Map<String, String> definitions) implements Selection {}
 
     /** Leaks found so far, and where the open buffers come from (a site that keeps growing is a leak still reachable). */
     public record LeakDescriptor(long detected, List<OpenBuffersDescriptor> openBuffers) {}

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.memory.DataType;
 import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot.BlockState;
 import dev.compute.memory.UnifiedBuffer;
@@ -106,6 +107,21 @@ class ComputeMemoryEndpointTests {
         });
         assertThat(endpoint.manager("pinned")).as("a location the primary does not have").isNull();
         assertThat(endpoint.manager("nowhere")).isNull();
+    }
+
+    @Test
+    void aManagersOpenBudgetsAreShownWithTheirFigures() {
+        try (MemoryBudget tenant = manager.budget("tenant-a", 1 << 20); UnifiedBuffer held = tenant.allocate(4096, MemoryLocation.HOST)) {
+            assertThat(endpoint.manager("default")).isInstanceOfSatisfying(ComputeMemoryEndpoint.ManagerDescriptor.class,
+                    selected -> assertThat(selected.budgets()).singleElement().satisfies(budget -> {
+                        assertThat(budget.name()).isEqualTo("tenant-a");
+                        assertThat(budget.limitBytes()).isEqualTo(1 << 20);
+                        assertThat(budget.allocatedBytes()).isEqualTo(held.byteSize());
+                        assertThat(budget.liveBuffers()).isEqualTo(1);
+                    }));
+        }
+        assertThat(endpoint.manager("default")).isInstanceOfSatisfying(ComputeMemoryEndpoint.ManagerDescriptor.class,
+                selected -> assertThat(selected.budgets()).as("a closed budget is gone").isEmpty());
     }
 
     @Test
