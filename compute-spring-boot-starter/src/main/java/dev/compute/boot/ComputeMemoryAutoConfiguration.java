@@ -6,6 +6,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
 
 /**
  * The {@link UnifiedMemoryManager} bean, built from {@code compute.*}. A manager of the user's own replaces it.
@@ -15,6 +16,7 @@ import org.springframework.context.annotation.Bean;
 @AutoConfiguration
 @ConditionalOnClass(UnifiedMemoryManager.class)
 @EnableConfigurationProperties(ComputeProperties.class)
+@Import(PoolSizeConverter.class)
 public final class ComputeMemoryAutoConfiguration {
 
     @Bean(destroyMethod = "close")

@@ -2,11 +2,14 @@ package dev.compute.boot;
 
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.PoolSize;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
@@ -43,7 +46,7 @@ public record ComputeProperties(
                 .device(device)
                 .defaultLocation(memory.defaultLocation().location())
                 .poolingEnabled(memory.pooling().enabled())
-                .maxPoolSize(bytes("compute.memory.pooling.max-pool-size", memory.pooling().maxPoolSize()))
+                .maxPoolSize(required("compute.memory.pooling.max-pool-size", memory.pooling().maxPoolSize()))
                 .trimInterval(required("compute.memory.pooling.trim-interval", memory.pooling().trimInterval()))
                 .expandableSegments(memory.pooling().expandableSegments())
                 .pinningEnabled(memory.pinning().enabled())
@@ -59,6 +62,15 @@ public record ComputeProperties(
         }
         if (memory.pinning().stagingBufferSize() != null) {
             builder.stagingBufferSize(memory.pinning().stagingBufferSize().toBytes());
+        }
+        if (memory.pooling().warmup() != null) {
+            memory.pooling().warmup().forEach((key, entries) -> {
+                MemoryLocation location = warmupLocation(key);
+                for (int i = 0; i < entries.size(); i++) {
+                    builder.warmup(location, bytes("compute.memory.pooling.warmup." + key + "[" + i + "].size", entries.get(i).size()),
+                            entries.get(i).count());
+                }
+            });
         }
         if (opencl.platform() != null && !opencl.platform().isBlank()) {
             builder.backendOption("platform", opencl.platform().trim());
@@ -83,6 +95,16 @@ public record ComputeProperties(
             throw new InvalidSettingException("compute.opencl.device-type", value, "one of " + String.join(", ", OPENCL_DEVICE_TYPES) + ", or empty");
         }
         return value;
+    }
+
+    // Keys are read here rather than bound as enums, so that a wrong one gets the same report as every other bad value.
+    private static MemoryLocation warmupLocation(String key) {
+        for (MemoryLocation location : MemoryLocation.values()) {
+            if (location.name().equalsIgnoreCase(key.strip())) {
+                return location;
+            }
+        }
+        throw new InvalidSettingException("compute.memory.pooling.warmup." + key, key, "a location: device, host, pinned or unified");
     }
 
     private static long bytes(String property, @Nullable DataSize size) {
@@ -113,20 +135,25 @@ public record ComputeProperties(
 
     /**
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
-     * @param maxPoolSize Cap on the bytes reserved from the backend per location.
+     * @param maxPoolSize Cap on the bytes reserved from the backend per location: a size such as 4GB, or a share of
+     *     the device's memory such as 80%, resolved at start (on the CPU backend, of the machine's memory).
      * @param releaseThreshold Cached bytes a trim keeps for reuse; at most max-pool-size. Unset: 256MB, or
      *     max-pool-size where that is smaller.
      * @param trimInterval How often cached memory beyond the release threshold is given back, at least 1ms; 0
      *     disables scheduled trimming.
      * @param expandableSegments Whether the pool maps pages into reserved address ranges where the backend can,
      *     so reserved memory follows live memory closely.
+     * @param warmup Blocks reserved and cached at start, per location (device, host, pinned, unified), so that the
+     *     first requests make no backend call: a list of size and count (count 1 by default). A location's total
+     *     must stay under release-threshold, which an unset release-threshold follows.
      */
     public record Pooling(
             @DefaultValue("true") boolean enabled,
-            @DefaultValue("4GB") DataSize maxPoolSize,
+            @DefaultValue("4GB") PoolSize maxPoolSize,
             @Nullable DataSize releaseThreshold,
             @DefaultValue("5m") Duration trimInterval,
-            @DefaultValue("true") boolean expandableSegments) {}
+            @DefaultValue("true") boolean expandableSegments,
+            @Nullable Map<String, List<WarmupSetting>> warmup) {}
 
     /**
      * @param enabled Whether PINNED buffers and pinned staging buffers may be used.
