@@ -4,11 +4,12 @@ import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
@@ -29,9 +30,9 @@ import org.jspecify.annotations.Nullable;
  * A request that becomes the head signals too, since memory may have come back between its first attempt and its
  * joining the queue, as does the removal of a head that timed out or was cancelled, since the next may fit.
  *
- * <p><b>Threads.</b> Two daemon threads, made at the first wait: one tries the heads (an attempt may run the
- * out-of-memory handlers or wait for device work), one fires the timeouts, so that a slow attempt never delays a
- * timeout. Neither runs on a thread that closes a buffer.
+ * <p><b>Threads.</b> Two daemon threads, made when requests wait and gone {@value #IDLE_SECONDS} s after the last:
+ * one tries the heads (an attempt may run the out-of-memory handlers or wait for device work), one fires the
+ * timeouts, so that a slow attempt never delays a timeout. Neither runs on a thread that closes a buffer.
  */
 final class AllocationWaiters {
 
@@ -89,12 +90,14 @@ final class AllocationWaiters {
     }
 
     private static final ThreadFactory THREADS = Thread.ofPlatform().daemon().name("compute-memory-waiters-", 0).factory();
+    /** How long an idle waiter thread stays (seconds): a service that never waits keeps none. */
+    static final int IDLE_SECONDS = 10;
 
     private final Allocation allocation;
     private final MemoryEventListener events;
     private final LocationQueue[] queues = new LocationQueue[MemoryLocation.values().length];
     private @Nullable ScheduledThreadPoolExecutor timer;
-    private @Nullable ExecutorService server;
+    private @Nullable ThreadPoolExecutor server;
     private volatile boolean closed;
 
     AllocationWaiters(Allocation allocation, MemoryEventListener events) {
@@ -298,6 +301,8 @@ final class AllocationWaiters {
         if (timer == null) {
             timer = new ScheduledThreadPoolExecutor(1, THREADS);
             timer.setRemoveOnCancelPolicy(true);
+            timer.setKeepAliveTime(IDLE_SECONDS, TimeUnit.SECONDS);
+            timer.allowCoreThreadTimeOut(true);
         }
         return timer;
     }
@@ -307,7 +312,8 @@ final class AllocationWaiters {
             throw new RejectedExecutionException("closed");
         }
         if (server == null) {
-            server = Executors.newSingleThreadExecutor(THREADS);
+            server = new ThreadPoolExecutor(1, 1, IDLE_SECONDS, TimeUnit.SECONDS, new LinkedBlockingQueue<>(), THREADS);
+            server.allowCoreThreadTimeOut(true);
         }
         return server;
     }
