@@ -19,6 +19,7 @@ import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -32,8 +33,9 @@ import org.jspecify.annotations.Nullable;
 /**
  * The {@link UnifiedMemoryManager}: one resource chain per location (statistics → the out-of-memory handlers →
  * the application's adaptors → caching pool, or none → the backend's resource), leak detection, a maintenance
- * thread for scheduled trims and timeline samples, the registry of open views and accesses, and the count of
- * calls under way that makes closing safe while other threads still use buffers.
+ * thread for scheduled trims and timeline samples, the registry of open views and accesses, the queues of requests
+ * waiting for memory ({@link AllocationWaiters}), and the count of calls under way that makes closing safe while
+ * other threads still use buffers.
  */
 final class PooledMemoryManager implements UnifiedMemoryManager {
 
@@ -74,6 +76,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final MemoryEventListener events;
     private final LeakDetector leakDetector;
     private final ManagerSettings settings;
+    private final AllocationWaiters waiters;
     private final ComputeOps ops = new BackendComputeOps(this);
     private final ScopeRegistry scopes = new ScopeRegistry();
     private final Duration closeTimeout;
@@ -97,10 +100,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     PooledMemoryManager(UnifiedMemoryManagerBuilder settings) {
         this.events = SafeEventListener.of(settings.eventListeners);
+        this.waiters = new AllocationWaiters((type, location, bytes) -> allocate(type, location, bytes, false), events);
         this.leakDetector = new LeakDetector(this, settings.leakDetection, events);
         this.backend = openBackend(settings);
         try {
-            this.releaseThreshold = settings.releaseThreshold();
+            long maxPoolSize = settings.maxPoolSizeOn(backend.memoryInfo(), backend.info().backend());
+            this.releaseThreshold = settings.releaseThresholdUnder(maxPoolSize);
             this.closeTimeout = settings.closeTimeout;
             this.deviceWaitTimeout = settings.deviceWaitTimeout;
             List<MemoryLocation> usable = new ArrayList<>();
@@ -110,14 +115,15 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 }
                 if (backend.supports(location).available()) {
                     usable.add(location);
-                    chains.put(location, buildChain(location, settings));
+                    chains.put(location, buildChain(location, settings, maxPoolSize));
                 }
             }
             this.locations = List.copyOf(usable);
             this.defaultLocation = chooseDefault(settings.defaultLocation);
             this.mirrorLocation = chains.containsKey(MemoryLocation.PINNED) && backend.hostAccessible(MemoryLocation.PINNED)
                     ? MemoryLocation.PINNED : MemoryLocation.HOST;
-            this.settings = settings.resolved(backend.info().backend(), defaultLocation);
+            warmUp(settings.warmup);
+            this.settings = settings.resolved(backend.info().backend(), defaultLocation, maxPoolSize);
             this.maintenance = startMaintenance(settings);
         } catch (RuntimeException e) {
             chains.values().forEach(c -> c.top.close());
@@ -125,7 +131,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             throw e;
         }
         LOG.log(System.Logger.Level.INFO, "compute memory on " + backend.info() + ", locations " + locations
-                + ", default " + defaultLocation + ", pooling " + (settings.poolingEnabled ? "on" : "off")
+                + ", default " + defaultLocation + ", pooling " + (settings.poolingEnabled ? "on" : "off") + ", max-pool-size "
+                + this.settings.maxPoolSize() + " bytes" + (this.settings.maxPoolSizeShare() == null ? ""
+                : " (" + settings.maxPoolSize + " of the device's " + backend.memoryInfo().totalBytes() + " bytes)")
                 + ", leak detection " + settings.leakDetection);
     }
 
@@ -147,8 +155,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
      * The backend's resource with the location's cap, the pool over it (unless pooling is off), the application's
      * adaptors over that in the order given, the out-of-memory handlers over them, and the statistics on top.
      */
-    private LocationChain buildChain(MemoryLocation location, UnifiedMemoryManagerBuilder settings) {
-        long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : settings.maxPoolSize;
+    private LocationChain buildChain(MemoryLocation location, UnifiedMemoryManagerBuilder settings, long maxPoolSize) {
+        long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : maxPoolSize;
         BackendResource upstream = new BackendResource(backend, location, cap, ManagerSettings.capPropertyOf(location),
                 settings.deviceWaitTimeout, events);
         CachingPoolResource pool = null;
@@ -166,6 +174,18 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
         return new LocationChain(new StatisticsResource(chain), pool != null ? pool : upstream, pool, upstream,
                 new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location));
+    }
+
+    /** Each location's warm-up ({@link PoolWarmup}); a location this manager lacks is a bad setting. */
+    private void warmUp(Map<MemoryLocation, List<WarmupBlocks>> warmup) {
+        warmup.forEach((location, blocks) -> {
+            LocationChain chain = chains.get(location);
+            if (chain == null || chain.pool == null) {
+                throw new InvalidSettingException(UnifiedMemoryManagerBuilder.warmupProperty(location), blocks,
+                        "a warm-up of a location this backend (" + backend.info().backend() + ") offers: one of " + chains.keySet());
+            }
+            PoolWarmup.warm(chain.pool, blocks, releaseThreshold);
+        });
     }
 
     private MemoryLocation chooseDefault(@Nullable MemoryLocation configured) {
@@ -222,15 +242,19 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     @Override
     public UnifiedBuffer allocate(long bytes, MemoryLocation location) {
-        return allocate(DataType.INT8, bytes, location, bytes);
+        return allocate(DataType.INT8, location, bytes, true);
     }
 
     @Override
     public UnifiedBuffer allocate(DataType type, long count, MemoryLocation location) {
+        return allocate(type, location, elementBytes(type, count), true);
+    }
+
+    private static long elementBytes(DataType type, long count) {
         if (count <= 0) {
             throw new IllegalArgumentException("element count must be positive: " + count);
         }
-        return allocate(type, count, location, type.bytesFor(count));
+        return type.bytesFor(count);
     }
 
     /** An allocation counted by {@code budget}: the block is known to it until its memory goes back. */
@@ -268,7 +292,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         budgets.remove(budget);
     }
 
-    private UnifiedBuffer allocate(DataType type, long count, MemoryLocation location, long bytes) {
+    /** {@code reportFailure}: whether listeners hear of an out-of-memory (not of a waiting request's retries). */
+    private UnifiedBuffer allocate(DataType type, MemoryLocation location, long bytes, boolean reportFailure) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
@@ -278,24 +303,108 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
         int stripe = activeCalls.enter();
         try {
-            Block block = allocateBlock(chain(location), location, bytes);
-            LeakDetector.Tracker tracker = leakDetector.track(location, bytes, block);
-            if (tracker == null) {
-                return new UnifiedBuffer(this, location, type, bytes, block, null);
-            }
-            UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, tracker);
-            leakDetector.watch(buffer, tracker);
-            return buffer;
+            return newBuffer(location, type, bytes, allocateBlock(chain(location), location, bytes, reportFailure));
         } finally {
             exit(stripe);
         }
     }
 
-    private Block allocateBlock(LocationChain chain, MemoryLocation location, long bytes) {
+    private UnifiedBuffer newBuffer(MemoryLocation location, DataType type, long bytes, Block block) {
+        LeakDetector.Tracker tracker = leakDetector.track(location, bytes, block);
+        if (tracker == null) {
+            return new UnifiedBuffer(this, location, type, bytes, block, null);
+        }
+        UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, tracker);
+        leakDetector.watch(buffer, tracker);
+        return buffer;
+    }
+
+    private Block allocateBlock(LocationChain chain, MemoryLocation location, long bytes, boolean reportFailure) {
         try {
             return chain.top.allocate(bytes);
         } catch (DeviceOutOfMemoryException e) {
-            events.allocationFailed(location, bytes, e.reason());
+            if (reportFailure) {
+                events.allocationFailed(location, bytes, e.reason());
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public CompletableFuture<UnifiedBuffer> allocateAsync(long bytes, MemoryLocation location, Duration timeout) {
+        return allocateAsync(DataType.INT8, location, bytes, timeout);
+    }
+
+    @Override
+    public CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout) {
+        return allocateAsync(type, location, elementBytes(type, count), timeout);
+    }
+
+    private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout) {
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
+        }
+        if (Objects.requireNonNull(timeout, "timeout").isNegative()) {
+            throw new IllegalArgumentException("the wait for memory must not be negative: " + timeout);
+        }
+        return waiters.request(type, location, bytes, chain(location).backend.limitBytes(), timeout);
+    }
+
+    /**
+     * All or none: together where the chain's pool places them so ({@link MemoryResource#allocateAdjacent}), else one
+     * by one, giving back those taken when one fails.
+     */
+    @Override
+    public List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location) {
+        Objects.requireNonNull(type, "type");
+        if (counts.length == 0) {
+            throw new IllegalArgumentException("a batch needs at least one buffer");
+        }
+        long[] bytes = new long[counts.length];
+        for (int i = 0; i < counts.length; i++) {
+            if (counts[i] <= 0) {
+                throw new IllegalArgumentException("element count must be positive: counts[" + i + "] is " + counts[i]);
+            }
+            bytes[i] = type.bytesFor(counts[i]);
+        }
+        scopes.endHandedOver();
+        if (closed) {
+            scopes.endAllOfCurrentThread();
+        }
+        int stripe = activeCalls.enter();
+        try {
+            LocationChain chain = chain(location);
+            List<Block> blocks = chain.top.allocateAdjacent(bytes);
+            if (blocks == null) {
+                blocks = allocateEach(chain, location, bytes);
+            }
+            List<UnifiedBuffer> buffers = new ArrayList<>(blocks.size());
+            for (int i = 0; i < blocks.size(); i++) {
+                buffers.add(newBuffer(location, type, bytes[i], blocks.get(i)));
+            }
+            return List.copyOf(buffers);
+        } finally {
+            exit(stripe);
+        }
+    }
+
+    private List<Block> allocateEach(LocationChain chain, MemoryLocation location, long[] bytes) {
+        List<Block> blocks = new ArrayList<>(bytes.length);
+        try {
+            for (long size : bytes) {
+                blocks.add(allocateBlock(chain, location, size, true));
+            }
+            return blocks;
+        } catch (DeviceOutOfMemoryException e) {
+            blocks.forEach(chain.top::deallocate);
+            int failed = blocks.size();
+            DeviceOutOfMemoryException batchFailure = new DeviceOutOfMemoryException(location, bytes[failed], e.reason(),
+                    "buffer " + (failed + 1) + " of a batch of " + bytes.length + " (" + bytes[failed] + " bytes) could not be allocated,"
+                    + " so the " + failed + " allocated before it were given back: " + e.getMessage());
+            batchFailure.initCause(e);
+            throw batchFailure;
+        } catch (RuntimeException e) {
+            blocks.forEach(chain.top::deallocate);
             throw e;
         }
     }
@@ -335,8 +444,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 }
             }
             chains.get(location).top.deallocate(block, inFlight);
+            waiters.released(location, inFlight);
             if (mirror != null) {
                 chains.get(mirrorLocation).top.deallocate(mirror, inFlight);
+                waiters.released(mirrorLocation, inFlight);
             }
         } finally {
             activeCalls.exit(stripe);
@@ -346,7 +457,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     Block allocateMirror(long bytes) {
         int stripe = activeCalls.enter();
         try {
-            return allocateBlock(chain(mirrorLocation), mirrorLocation, bytes);
+            return allocateBlock(chain(mirrorLocation), mirrorLocation, bytes, true);
         } finally {
             activeCalls.exit(stripe);
         }
@@ -457,13 +568,15 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         InspectableResource holding = chain.holding;
         long reserved = holding.reservedBytes();
         CachingPoolResource pool = chain.pool;
+        AllocationWaiters.Figures waiting = waiters.figures(location);
         return new MemoryStatistics(location,
                 counts.allocatedBytes(), counts.allocatedBytesPeak(), counts.requestedBytes(), counts.requestedBytesPeak(),
                 reserved, holding.reservedBytesPeak(), Math.max(0, reserved - counts.allocatedBytes()), holding.largestFreeBlockBytes(),
                 counts.liveBlocks(), holding.segmentCount(), counts.allocations(), counts.frees(),
                 pool != null ? pool.poolHits() : 0, pool != null ? pool.poolMisses() : chain.backend.backendAllocations(),
                 chain.backend.backendAllocations(), chain.backend.backendFrees(), pool != null ? pool.oomRetries() : 0,
-                chain.trims.sum(), chain.hostToDevice.sum(), chain.deviceToHost.sum(), chain.deviceToDevice.sum());
+                chain.trims.sum(), chain.hostToDevice.sum(), chain.deviceToHost.sum(), chain.deviceToDevice.sum(),
+                waiting.waiting(), waiting.waits(), waiting.timeouts());
     }
 
     @Override
@@ -572,6 +685,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             closed = true;
         }
+        waiters.close();
         long deadline = System.nanoTime() + closeTimeout.toNanos();
         try {
             boolean callsEnded = awaitCalls(deadline);

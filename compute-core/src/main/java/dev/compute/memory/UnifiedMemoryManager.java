@@ -1,7 +1,10 @@
 package dev.compute.memory;
 
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * Pooled compute memory on one device of one backend. Any thread may allocate, and any thread may close a
@@ -32,6 +35,95 @@ public interface UnifiedMemoryManager extends AutoCloseable {
     }
 
     UnifiedBuffer allocate(DataType type, long count, MemoryLocation location);
+
+    /** As {@link #allocate(long)}, but empty where there is no memory for it (bad arguments still throw). */
+    default Optional<UnifiedBuffer> tryAllocate(long bytes) {
+        return tryAllocate(bytes, defaultLocation());
+    }
+
+    /**
+     * As {@link #allocate(long, MemoryLocation)}, but empty where it would throw {@link DeviceOutOfMemoryException}
+     * (after the same recovery: the pool's cache released, the out-of-memory handlers asked, and the failure told to
+     * the event listeners). Bad arguments and a closed manager still throw.
+     */
+    default Optional<UnifiedBuffer> tryAllocate(long bytes, MemoryLocation location) {
+        try {
+            return Optional.of(allocate(bytes, location));
+        } catch (DeviceOutOfMemoryException e) {
+            return Optional.empty();
+        }
+    }
+
+    /** As {@link #allocate(DataType, long)}, but empty where there is no memory for it (bad arguments still throw). */
+    default Optional<UnifiedBuffer> tryAllocate(DataType type, long count) {
+        return tryAllocate(type, count, defaultLocation());
+    }
+
+    /** As {@link #allocate(DataType, long, MemoryLocation)}, but empty where there is no memory for it (see {@link #tryAllocate(long, MemoryLocation)}). */
+    default Optional<UnifiedBuffer> tryAllocate(DataType type, long count, MemoryLocation location) {
+        try {
+            return Optional.of(allocate(type, count, location));
+        } catch (DeviceOutOfMemoryException e) {
+            return Optional.empty();
+        }
+    }
+
+    /** {@link #allocateAsync(long, MemoryLocation, Duration)} at the default location. */
+    default CompletableFuture<UnifiedBuffer> allocateAsync(long bytes, Duration timeout) {
+        return allocateAsync(bytes, defaultLocation(), timeout);
+    }
+
+    /**
+     * {@code bytes} bytes at {@code location}, now or when buffers closed through this manager give the memory back,
+     * within {@code timeout}. The future completes at once when there is memory and no earlier request waits at that
+     * location; otherwise the request joins the location's queue, and each close of a buffer there retries the queue
+     * from its head, on the manager's waiter thread (never on the closing thread). Waiting requests are served in the
+     * order they came: one that would fit is not served before an earlier one that does not (no barging), so a stream
+     * of small requests cannot starve a large one. Plain {@link #allocate} and {@link #tryAllocate} calls do not
+     * queue: they take what is there.
+     *
+     * <p>The future fails with the {@link DeviceOutOfMemoryException} of the last attempt (its reason kept, the wait
+     * said in its message) when the timeout passes, at once when the request is larger than the location's cap or
+     * the timeout is zero, and with an {@link IllegalStateException} when the manager closes. Cancelling it takes the
+     * request off the queue; a buffer that comes as it is cancelled or times out is closed, not lost. What a trim or
+     * another process frees wakes nobody; the next close does. Functions added to the future without {@code Async}
+     * run on the thread that completes it (the waiter thread): keep them short. Waits and timeouts are counted in
+     * {@link #statistics(MemoryLocation)}.
+     *
+     * @throws IllegalArgumentException for a size that is not positive, a negative timeout or a location this
+     *                                  manager does not have
+     * @throws IllegalStateException    when the manager is closed
+     */
+    CompletableFuture<UnifiedBuffer> allocateAsync(long bytes, MemoryLocation location, Duration timeout);
+
+    /** {@link #allocateAsync(DataType, long, MemoryLocation, Duration)} at the default location. */
+    default CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, Duration timeout) {
+        return allocateAsync(type, count, defaultLocation(), timeout);
+    }
+
+    /** {@code count} elements of {@code type}, as {@link #allocateAsync(long, MemoryLocation, Duration)} waits for them. */
+    CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout);
+
+    /** {@link #allocateBatch(DataType, long[], MemoryLocation)} at the default location. */
+    default List<UnifiedBuffer> allocateBatch(DataType type, long[] counts) {
+        return allocateBatch(type, counts, defaultLocation());
+    }
+
+    /**
+     * One buffer of {@code counts[i]} elements of {@code type} for each {@code i}, in that order, all or none: when
+     * one cannot be had, those allocated before it are given back and the {@link DeviceOutOfMemoryException} says
+     * which one failed. The buffers are independent: each is closed on its own, and its memory goes back alone.
+     *
+     * <p>Placed together where the pool can: when the location's pool holds a free region large enough for the
+     * batch (memory freed earlier, or a warm-up), the small buffers (up to 1 MiB each) are carved one after another
+     * from one region of its small arena and the larger ones from one region of its large arena, in one pass under
+     * the pool's lock, with no backend call. Where it holds none, or resource adaptors or out-of-memory handlers
+     * stand between the manager and the pool, each buffer is placed as a single allocation would be.
+     *
+     * @throws IllegalArgumentException for an empty batch, a count that is not positive or a location this manager
+     *                                  does not have
+     */
+    List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location);
 
     /** Where {@link #allocate(long)} puts memory: configured, or DEVICE on an accelerator and HOST on the CPU. */
     MemoryLocation defaultLocation();

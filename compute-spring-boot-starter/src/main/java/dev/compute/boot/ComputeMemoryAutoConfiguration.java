@@ -28,6 +28,7 @@ import org.springframework.core.type.AnnotatedTypeMetadata;
 @AutoConfiguration
 @ConditionalOnClass(UnifiedMemoryManager.class)
 @EnableConfigurationProperties(ComputeProperties.class)
+@Import(PoolSizeConverter.class)
 public final class ComputeMemoryAutoConfiguration {
 
     /**

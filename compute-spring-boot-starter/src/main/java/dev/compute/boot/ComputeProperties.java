@@ -2,9 +2,11 @@ package dev.compute.boot;
 
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.PoolSize;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import java.time.Duration;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
@@ -78,20 +80,25 @@ public record ComputeProperties(
 
     /**
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
-     * @param maxPoolSize Cap on the bytes reserved from the backend per location.
+     * @param maxPoolSize Cap on the bytes reserved from the backend per location: a size such as 4GB, or a share of
+     *     the device's memory such as 80%, resolved at start (on the CPU backend, of the machine's memory).
      * @param releaseThreshold Cached bytes a trim keeps for reuse; at most max-pool-size. Unset: 256MB, or
      *     max-pool-size where that is smaller.
      * @param trimInterval How often cached memory beyond the release threshold is given back, at least 1ms; 0
      *     disables scheduled trimming.
      * @param expandableSegments Whether the pool maps pages into reserved address ranges where the backend can,
      *     so reserved memory follows live memory closely.
+     * @param warmup Blocks reserved and cached at start, per location (device, host, pinned, unified), so that the
+     *     first requests make no backend call: a list of size and count (count 1 by default). A location's total
+     *     must stay under release-threshold, which an unset release-threshold follows.
      */
     public record Pooling(
             @DefaultValue("true") boolean enabled,
-            @DefaultValue("4GB") DataSize maxPoolSize,
+            @DefaultValue("4GB") PoolSize maxPoolSize,
             @Nullable DataSize releaseThreshold,
             @DefaultValue("5m") Duration trimInterval,
-            @DefaultValue("true") boolean expandableSegments) {}
+            @DefaultValue("true") boolean expandableSegments,
+            @Nullable Map<String, List<WarmupSetting>> warmup) {}
 
     /**
      * @param enabled Whether PINNED buffers and pinned staging buffers may be used.

@@ -1,6 +1,7 @@
 package dev.compute.boot;
 
 import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import java.util.LinkedHashMap;
@@ -47,7 +48,7 @@ public record ManagerProperties(
                 .device(device)
                 .defaultLocation(memory.defaultLocation().location())
                 .poolingEnabled(pooling.enabled())
-                .maxPoolSize(bytes("compute.memory.pooling.max-pool-size", pooling.maxPoolSize()))
+                .maxPoolSize(required("compute.memory.pooling.max-pool-size", pooling.maxPoolSize()))
                 .trimInterval(required("compute.memory.pooling.trim-interval", pooling.trimInterval()))
                 .expandableSegments(pooling.expandableSegments())
                 .pinningEnabled(pinning.enabled())
@@ -65,9 +66,28 @@ public record ManagerProperties(
         if (pinning.stagingBufferSize() != null) {
             builder.stagingBufferSize(pinning.stagingBufferSize().toBytes());
         }
+        if (pooling.warmup() != null) {
+            pooling.warmup().forEach((key, entries) -> {
+                MemoryLocation location = warmupLocation(key);
+                for (int i = 0; i < entries.size(); i++) {
+                    builder.warmup(location, bytes("compute.memory.pooling.warmup." + key + "[" + i + "].size", entries.get(i).size()),
+                            entries.get(i).count());
+                }
+            });
+        }
         BackendOptions.checkRead(backend, backendOptions);
         options().forEach(builder::backendOption);
         return builder;
+    }
+
+    // Keys are read here rather than bound as enums, so that a wrong one gets the same report as every other bad value.
+    private static MemoryLocation warmupLocation(String key) {
+        for (MemoryLocation location : MemoryLocation.values()) {
+            if (location.name().equalsIgnoreCase(key.strip())) {
+                return location;
+            }
+        }
+        throw new InvalidSettingException("compute.memory.pooling.warmup." + key, key, "a location: device, host, pinned or unified");
     }
 
     /** The backend options, {@code compute.opencl.*} among them under the OpenCL backend's keys. */

@@ -50,8 +50,9 @@ final class UnifiedMemoryManagerFactory {
     /** The manager {@code compute.managers.<name>}, each setting it does not have taken from {@code compute.*}. */
     UnifiedMemoryManager createNamed(String name) {
         NamedManagerPropertySource source = new NamedManagerPropertySource(environment, name);
-        Binder binder = new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment),
-                ApplicationConversionService.getSharedInstance());
+        ApplicationConversionService conversion = new ApplicationConversionService();
+        conversion.addConverter(new PoolSizeConverter()); // as @ConfigurationPropertiesBinding gives compute.*
+        Binder binder = new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment), conversion);
         ManagerProperties properties = binder.bindOrCreate("compute", ManagerProperties.class);
         return create(name, properties, source::whereSet);
     }

@@ -12,6 +12,7 @@ import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.PoolSize;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
@@ -50,7 +51,7 @@ class ComputeMemoryAutoConfigurationTests {
 
             ComputeProperties properties = context.getBean(ComputeProperties.class);
             assertThat(properties.backend()).isEqualTo("auto");
-            assertThat(properties.memory().pooling().maxPoolSize()).isEqualTo(DataSize.ofGigabytes(4));
+            assertThat(properties.memory().pooling().maxPoolSize()).isEqualTo(PoolSize.ofBytes(DataSize.ofGigabytes(4).toBytes()));
             assertThat(properties.memory().pooling().releaseThreshold()).as("unset: 256MB, or max-pool-size where smaller").isNull();
             assertThat(properties.memory().pooling().trimInterval()).isEqualTo(Duration.ofMinutes(5));
             assertThat(properties.memory().pinning().maxPinnedSize()).isEqualTo(DataSize.ofGigabytes(2));

@@ -1,6 +1,8 @@
 package dev.compute.boot.diagnostics;
 
+import dev.compute.boot.PoolSizeConverter;
 import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.PoolSize;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
@@ -51,6 +53,9 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
         }
         if (type == DataSize.class) {
             return "a size: a whole number with a unit B, KB, MB, GB or TB, such as 512MB or 4GB (a bare number is bytes)";
+        }
+        if (type == PoolSize.class) {
+            return PoolSizeConverter.ALLOWED;
         }
         if (type == Duration.class) {
             return "a duration: a whole number with a unit ns, us, ms, s, m, h or d, such as 500ms, 30s or 5m (a bare number is milliseconds)";
