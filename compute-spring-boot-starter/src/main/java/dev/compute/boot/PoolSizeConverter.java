@@ -3,6 +3,7 @@ package dev.compute.boot;
 import dev.compute.memory.PoolSize;
 import java.math.BigDecimal;
 import org.springframework.boot.context.properties.ConfigurationPropertiesBinding;
+import org.springframework.boot.convert.ApplicationConversionService;
 import org.springframework.core.convert.converter.Converter;
 import org.springframework.util.unit.DataSize;
 
@@ -18,6 +19,13 @@ public final class PoolSizeConverter implements Converter<String, PoolSize> {
     /** What a value may be, in the words of application.yml; the bind failure analyzer shows it. */
     public static final String ALLOWED = "a size: a whole number with a unit B, KB, MB, GB or TB, such as 512MB or 4GB (a bare number"
             + " is bytes), or a share of the device's memory, such as 80%";
+
+    /** Spring Boot's conversions with this one added: for a {@code Binder} made by hand (a named manager's). */
+    public static ApplicationConversionService conversionService() {
+        ApplicationConversionService conversion = new ApplicationConversionService();
+        conversion.addConverter(new PoolSizeConverter());
+        return conversion;
+    }
 
     @Override
     public PoolSize convert(String source) {

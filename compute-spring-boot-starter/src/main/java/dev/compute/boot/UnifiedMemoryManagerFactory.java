@@ -11,7 +11,6 @@ import org.apache.commons.logging.LogFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.context.properties.bind.PropertySourcesPlaceholdersResolver;
-import org.springframework.boot.convert.ApplicationConversionService;
 import org.springframework.core.env.ConfigurableEnvironment;
 
 /**
@@ -50,9 +49,8 @@ final class UnifiedMemoryManagerFactory {
     /** The manager {@code compute.managers.<name>}, each setting it does not have taken from {@code compute.*}. */
     UnifiedMemoryManager createNamed(String name) {
         NamedManagerPropertySource source = new NamedManagerPropertySource(environment, name);
-        ApplicationConversionService conversion = new ApplicationConversionService();
-        conversion.addConverter(new PoolSizeConverter()); // as @ConfigurationPropertiesBinding gives compute.*
-        Binder binder = new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment), conversion);
+        Binder binder = new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment),
+                PoolSizeConverter.conversionService()); // as @ConfigurationPropertiesBinding gives compute.*
         ManagerProperties properties = binder.bindOrCreate("compute", ManagerProperties.class);
         return create(name, properties, source::whereSet);
     }

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.UnifiedMemoryManager;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -66,7 +67,7 @@ class BackendOptionsTests {
     }
 
     private static ManagerProperties managerWith(Map<String, String> options, String platform) {
-        ComputeProperties defaults = new Binder().bindOrCreate("compute", ComputeProperties.class);
+        ComputeProperties defaults = new Binder(List.of(), null, PoolSizeConverter.conversionService()).bindOrCreate("compute", ComputeProperties.class);
         return new ManagerProperties("opencl", 0, defaults.memory(), new ComputeProperties.OpenCl(platform, null), options);
     }
 

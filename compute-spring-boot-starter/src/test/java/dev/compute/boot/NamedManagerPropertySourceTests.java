@@ -2,6 +2,7 @@ package dev.compute.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.compute.memory.PoolSize;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -20,7 +21,7 @@ class NamedManagerPropertySourceTests {
     }
 
     private ManagerProperties bind(String name) {
-        return new Binder(List.of(new NamedManagerPropertySource(environment, name))).bindOrCreate("compute", ManagerProperties.class);
+        return new Binder(List.of(new NamedManagerPropertySource(environment, name)), null, PoolSizeConverter.conversionService()).bindOrCreate("compute", ManagerProperties.class);
     }
 
     @Test
@@ -32,20 +33,20 @@ class NamedManagerPropertySourceTests {
         ManagerProperties gpu = bind("gpu");
         assertThat(gpu.backend()).isEqualTo("opencl");
         assertThat(gpu.device()).isEqualTo(1);
-        assertThat(gpu.memory().pooling().maxPoolSize()).isEqualTo(DataSize.ofGigabytes(2));
+        assertThat(gpu.memory().pooling().maxPoolSize()).isEqualTo(PoolSize.ofBytes(DataSize.ofGigabytes(2).toBytes()));
         assertThat(gpu.memory().leakDetection()).as("inherited").hasToString("PARANOID");
         assertThat(gpu.memory().pinning().maxPinnedSize()).as("the default").isEqualTo(DataSize.ofGigabytes(2));
 
         ManagerProperties cpu = bind("cpu");
         assertThat(cpu.backend()).as("all of compute.*").isEqualTo("cpu");
-        assertThat(cpu.memory().pooling().maxPoolSize()).isEqualTo(DataSize.ofGigabytes(1));
+        assertThat(cpu.memory().pooling().maxPoolSize()).isEqualTo(PoolSize.ofBytes(DataSize.ofGigabytes(1).toBytes()));
     }
 
     @Test
     void aNamedValueWinsWhicheverSourceEitherComesFrom() {
         set("command line", Map.of("compute.memory.pooling.max-pool-size", "1GB"));
         set("application.yml", Map.of("compute.managers.gpu.memory.pooling.max-pool-size", "3GB"));
-        assertThat(bind("gpu").memory().pooling().maxPoolSize()).isEqualTo(DataSize.ofGigabytes(3));
+        assertThat(bind("gpu").memory().pooling().maxPoolSize()).isEqualTo(PoolSize.ofBytes(DataSize.ofGigabytes(3).toBytes()));
     }
 
     @Test
