@@ -52,7 +52,8 @@ public record ComputeProperties(
                 .timelineCapacity(memory.timeline().capacity())
                 .timelineInterval(required("compute.memory.timeline.interval", memory.timeline().interval()))
                 .closeTimeout(required("compute.memory.close-timeout", memory.closeTimeout()))
-                .deviceWaitTimeout(required("compute.memory.device-wait-timeout", memory.deviceWaitTimeout()));
+                .deviceWaitTimeout(required("compute.memory.device-wait-timeout", memory.deviceWaitTimeout()))
+                .maxOpenMappedFiles(memory.mappedFiles().maxOpen());
         // unset, these follow max-pool-size and max-pinned-size in the builder
         if (memory.pooling().releaseThreshold() != null) {
             builder.releaseThreshold(memory.pooling().releaseThreshold().toBytes());
@@ -101,6 +102,7 @@ public record ComputeProperties(
      *     threads still hold, calls under way and device work; memory still held then is kept, not freed. 0: no wait.
      * @param deviceWaitTimeout The longest a call waits for device work it depends on (a read after a kernel, an
      *     allocation needing memory that work on a freed buffer still uses) before it fails saying the work may be stuck.
+     * @param mappedFiles Files mapped as buffers (UnifiedMemoryManager.mapFile).
      */
     public record Memory(
             @DefaultValue("auto") LocationSetting defaultLocation,
@@ -109,7 +111,14 @@ public record ComputeProperties(
             @DefaultValue("simple") LeakDetectionLevel leakDetection,
             @DefaultValue Timeline timeline,
             @DefaultValue("5s") Duration closeTimeout,
-            @DefaultValue("60s") Duration deviceWaitTimeout) {}
+            @DefaultValue("60s") Duration deviceWaitTimeout,
+            @DefaultValue MappedFiles mappedFiles) {}
+
+    /**
+     * @param maxOpen The most files (or ranges of files) mapped at once; 0 turns mapping off. Each mapping takes an
+     *     entry of the process's memory map, which the system limits (vm.max_map_count, 65530 by default on Linux).
+     */
+    public record MappedFiles(@DefaultValue("4096") int maxOpen) {}
 
     /**
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
