@@ -22,7 +22,7 @@ public record ManagerSettings(
         boolean expandableSegments, Map<MemoryLocation, List<WarmupBlocks>> warmup,
         boolean pinningEnabled, long maxPinnedSize, long stagingBufferSize,
         LeakDetectionLevel leakDetection, int timelineCapacity, Duration timelineInterval,
-        Duration closeTimeout, Duration deviceWaitTimeout, int outOfMemoryRetries) {
+        Duration closeTimeout, Duration deviceWaitTimeout, int outOfMemoryRetries, int maxOpenMappedFiles) {
 
     public ManagerSettings {
         backendOptions = Map.copyOf(backendOptions);

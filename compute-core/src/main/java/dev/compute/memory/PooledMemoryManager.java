@@ -13,6 +13,8 @@ import dev.compute.memory.resource.pool.CachingPoolResource;
 import dev.compute.memory.spi.BackendSelection;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
+import java.io.IOException;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
@@ -34,8 +36,8 @@ import org.jspecify.annotations.Nullable;
  * The {@link UnifiedMemoryManager}: one resource chain per location (statistics → the out-of-memory handlers →
  * the application's adaptors → caching pool, or none → the backend's resource), leak detection, a maintenance
  * thread for scheduled trims and timeline samples, the registry of open views and accesses, the queues of requests
- * waiting for memory ({@link AllocationWaiters}), and the count of calls under way that makes closing safe while
- * other threads still use buffers.
+ * waiting for memory ({@link AllocationWaiters}), the files it has mapped ({@link MappedFiles}, beside the chains),
+ * and the count of calls under way that makes closing safe while other threads still use buffers.
  */
 final class PooledMemoryManager implements UnifiedMemoryManager {
 
@@ -79,6 +81,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final AllocationWaiters waiters;
     private final ComputeOps ops = new BackendComputeOps(this);
     private final ScopeRegistry scopes = new ScopeRegistry();
+    private final MappedFiles mappedFiles;
     private final Duration closeTimeout;
     private final Duration deviceWaitTimeout;
     private final @Nullable ScheduledExecutorService maintenance;
@@ -102,6 +105,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         this.events = SafeEventListener.of(settings.eventListeners);
         this.waiters = new AllocationWaiters((type, location, bytes) -> allocate(type, location, bytes, false), events);
         this.leakDetector = new LeakDetector(this, settings.leakDetection, events);
+        this.mappedFiles = new MappedFiles(settings.maxOpenMappedFiles);
         this.backend = openBackend(settings);
         try {
             long maxPoolSize = settings.maxPoolSizeOn(backend.memoryInfo(), backend.info().backend());
@@ -309,6 +313,46 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
     }
 
+    @Override
+    public UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode) throws IOException {
+        return map(file, type, mode, 0, null);
+    }
+
+    @Override
+    public UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode, long byteOffset, long byteLength) throws IOException {
+        if (byteLength <= 0) {
+            throw new IllegalArgumentException("a mapping's length must be positive: " + byteLength + " bytes");
+        }
+        return map(file, type, mode, byteOffset, byteLength);
+    }
+
+    /** Maps as {@link #allocate} allocates: counted in as a call, refused once closed, tracked for leaks (every one). */
+    private UnifiedBuffer map(Path file, DataType type, FileMapMode mode, long byteOffset, @Nullable Long byteLength) throws IOException {
+        Objects.requireNonNull(file, "file");
+        Objects.requireNonNull(type, "type");
+        Objects.requireNonNull(mode, "mode");
+        scopes.endHandedOver();
+        if (closed) {
+            scopes.endAllOfCurrentThread(); // told the manager closed, this thread has lost its views too
+        }
+        int stripe = activeCalls.enter();
+        try {
+            if (!chain(MemoryLocation.HOST).hostAccessible) {
+                throw new IllegalStateException("HOST memory of the " + backend.info().backend() + " backend is not host memory: no file can be mapped into it");
+            }
+            String site = leakDetector.mappingSite();
+            MappedFile mapping = mappedFiles.map(file, type, mode, byteOffset, byteLength, site);
+            LeakDetector.Tracker tracker = leakDetector.trackMapping(MemoryLocation.HOST, mapping.size(), mapping, site);
+            UnifiedBuffer buffer = new UnifiedBuffer(this, type, mapping, tracker);
+            if (tracker != null) {
+                leakDetector.watch(buffer, tracker);
+            }
+            return buffer;
+        } finally {
+            exit(stripe);
+        }
+    }
+
     private UnifiedBuffer newBuffer(MemoryLocation location, DataType type, long bytes, Block block) {
         LeakDetector.Tracker tracker = leakDetector.track(location, bytes, block);
         if (tracker == null) {
@@ -424,8 +468,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     /**
-     * Gives a closed buffer's blocks back. Views ending while the manager closes still give theirs back (so the
-     * close report does not count them as open); once the pools are freed there is nothing to give back to.
+     * Gives a closed buffer's blocks back: to its location's chain, or a mapped file to be unmapped. Views ending while
+     * the manager closes still give theirs back (so the close report does not count them as open); once the pools are
+     * freed there is nothing to give back to.
      */
     void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
         int stripe = activeCalls.enter();
@@ -437,14 +482,18 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 releasedInFlight.add(inFlight);
                 inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
             }
-            if (budgetsMade) {
-                MemoryBudget budget = budgetOfBlock.remove(block);
-                if (budget != null) {
-                    budget.released(block);
+            if (block instanceof MappedFile mapping) {
+                mappedFiles.release(mapping, inFlight);
+            } else {
+                if (budgetsMade) {
+                    MemoryBudget budget = budgetOfBlock.remove(block);
+                    if (budget != null) {
+                        budget.released(block);
+                    }
                 }
+                chains.get(location).top.deallocate(block, inFlight);
+                waiters.released(location, inFlight);
             }
-            chains.get(location).top.deallocate(block, inFlight);
-            waiters.released(location, inFlight);
             if (mirror != null) {
                 chains.get(mirrorLocation).top.deallocate(mirror, inFlight);
                 waiters.released(mirrorLocation, inFlight);
@@ -589,6 +638,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     @Override
+    public MappedFileStatistics mappedFileStatistics() {
+        return mappedFiles.statistics();
+    }
+
+    @Override
     public MemorySnapshot snapshot(MemoryLocation location) {
         return new MemorySnapshot(location, leakDetector.withSites(location, known(location).holding.segments()));
     }
@@ -655,6 +709,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 }
             }
         });
+        for (MappedFile mapping : mappedFiles.open()) {
+            live.add(new LiveBufferReport(MemoryLocation.HOST, mapping.size(), mapping.allocationSite(), mapping.range().file()));
+        }
         return live;
     }
 
@@ -701,7 +758,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager closed, but after " + closeTimeout.toMillis()
                         + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + scopes.holders() + "), ")
                         + (callsEnded ? "" : "calls were still under way, ") + (deviceIdle ? "" : "device work was still running, ")
-                        + "so its pools keep their memory (reserved " + reservedBytes() + " bytes) rather than free it under them; "
+                        + "so its pools keep their memory (reserved " + reservedBytes() + " bytes) and "
+                        + mappedFiles.statistics().openMappings() + " mapped file(s) stay mapped, rather than be freed under their users; "
                         + "it goes back to the system with the process. Raise compute.memory.close-timeout, or end views and "
                         + "accesses before closing.");
             }
@@ -765,6 +823,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                     + " buffer(s) still open; their memory is freed now and the buffers can no longer be used:");
             for (LiveBufferReport buffer : live) {
                 report.append("\n  ").append(buffer.location()).append(", ").append(buffer.sizeBytes()).append(" bytes")
+                        .append(buffer.mappedFile() != null ? ", mapped from " + buffer.mappedFile() : "")
                         .append(buffer.allocationSite() != null ? ", allocated at:\n" + buffer.allocationSite() : "");
             }
             LOG.log(System.Logger.Level.WARNING, report.toString());
@@ -779,5 +838,6 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 chain.top.countAllFreed(); // the buffers left open went back with everything
             }
         }
+        mappedFiles.unmapAll();
     }
 }

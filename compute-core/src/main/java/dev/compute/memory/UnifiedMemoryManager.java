@@ -1,5 +1,7 @@
 package dev.compute.memory;
 
+import java.io.IOException;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -125,6 +127,55 @@ public interface UnifiedMemoryManager extends AutoCloseable {
      */
     List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location);
 
+    /**
+     * All of {@code file} as a buffer of {@code type} elements, without reading it: see
+     * {@link #mapFile(Path, DataType, FileMapMode, long, long)}. The file's size must be a positive whole number of
+     * elements.
+     */
+    UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode) throws IOException;
+
+    /**
+     * Bytes {@code [byteOffset, byteOffset + byteLength)} of {@code file} as a HOST buffer of {@code type} elements,
+     * without reading them: the buffer's memory is the file, mapped into the process, which the operating system
+     * pages in as it is read and out again under memory pressure, so a file larger than the machine's memory works.
+     * {@code byteOffset} is a multiple of the element size (elements are then aligned in memory), {@code byteLength}
+     * a whole number of elements, and the range lies within the file: a mapping never extends a file.
+     *
+     * <p><b>As any buffer.</b> It is host memory on every backend (one copy: views and host accesses are the file's
+     * bytes, syncs do nothing), and it follows the lifetime rule: {@code close()} makes it unusable at once, and the
+     * file is unmapped when the last view, access, copy or op that holds it has ended and device work queued on it
+     * has finished; a buffer found garbage-collected without {@code close()} is reported as a leak (at {@code simple}
+     * every one, not a sample) and unmapped the same way; closing the manager reports those left open and unmaps them
+     * after the same waits as its pools. Ops, slices, copies and accesses work as on a HOST buffer of the backend.
+     *
+     * <p><b>Onto a device.</b> {@code deviceBuffer.copyFrom(mapped)} streams the file to the device through the
+     * backend's staging buffers, in chunks of {@code compute.memory.pinning.staging-buffer-size}, as any copy from
+     * host memory: the file is read once, and never held whole in host memory on the way.
+     *
+     * <p><b>{@link FileMapMode#READ_ONLY}.</b> Every write is refused with an {@link UnsupportedOperationException}
+     * before it touches the memory: copies into the buffer, ops that write it, writing accesses and
+     * {@link UnifiedBuffer#hostView()} ({@link UnifiedBuffer#readOnlyHostView()} reads it).
+     *
+     * <p><b>The figures.</b> A mapped file is no pooled memory: {@link #statistics(MemoryLocation)} leaves it out, and
+     * {@link #mappedFileStatistics()} counts it; {@link #liveBuffers()} lists it, with its file. At most
+     * {@code compute.memory.mapped-files.max-open} files are mapped at once (each is an entry in the process's memory
+     * map, of which a process may have few); beyond it this throws {@link IllegalStateException}.
+     *
+     * <p><b>A file truncated while mapped.</b> Its bytes past the new end are gone, and touching them is a fault
+     * ({@code SIGBUS}). Where Java touches them (copies to and from the buffer, the CPU backend's ops, the staged
+     * copies of the OpenCL and CUDA backends) the call fails with {@link MappedFileTruncatedException}, and one's own
+     * Java code reading a view gets the JVM's {@link InternalError}. Native code that reads the mapping itself ends the
+     * process: the OpenCL backend's kernels on this buffer, the CUDA driver when pinning is off, one's own native code
+     * given its address. Do not truncate or rewrite a mapped file in place: write a new file and rename it over the old
+     * one, which leaves the mapped one whole until it is unmapped.
+     *
+     * @throws IOException the file cannot be opened in this mode or mapped ({@code NoSuchFileException},
+     *     {@code AccessDeniedException}, ...)
+     * @throws IllegalArgumentException the range or element type does not fit the file, or it is no regular file
+     * @throws IllegalStateException the manager is closed, or {@code compute.memory.mapped-files.max-open} files are mapped
+     */
+    UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode, long byteOffset, long byteLength) throws IOException;
+
     /** Where {@link #allocate(long)} puts memory: configured, or DEVICE on an accelerator and HOST on the CPU. */
     MemoryLocation defaultLocation();
 
@@ -148,6 +199,9 @@ public interface UnifiedMemoryManager extends AutoCloseable {
     /** Statistics for every location in {@link #locations()}, in that order. */
     Map<MemoryLocation, MemoryStatistics> statistics();
 
+    /** The files mapped by {@link #mapFile}, counted apart from the pools; exact and current, also after {@link #close()}. */
+    MappedFileStatistics mappedFileStatistics();
+
     /**
      * This location's segments and blocks now (blocks cached for quick reuse show as free); taking it changes
      * nothing in the pool. After {@link #close()}, what the close kept, or nothing.
@@ -166,7 +220,10 @@ public interface UnifiedMemoryManager extends AutoCloseable {
     /** The op set (fill, scale, axpy, sum) on this manager's buffers. */
     ComputeOps ops();
 
-    /** Buffers still open, with their allocation sites where leak detection recorded them. */
+    /**
+     * Buffers still open, with their allocation sites where leak detection recorded them; mapped files among them
+     * with their file.
+     */
     List<LiveBufferReport> liveBuffers();
 
     /**

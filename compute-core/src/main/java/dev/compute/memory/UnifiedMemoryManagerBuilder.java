@@ -36,6 +36,8 @@ public final class UnifiedMemoryManagerBuilder {
     public static final int DEFAULT_OUT_OF_MEMORY_RETRIES = 3;
     /** More retries than this would only hide a handler that frees nothing. */
     public static final int MAX_OUT_OF_MEMORY_RETRIES = 100;
+    /** A sixteenth of the memory-map entries Linux allows a process by default ({@code vm.max_map_count}, 65530). */
+    public static final int DEFAULT_MAX_OPEN_MAPPED_FILES = 4096;
 
     private static final String MAX_POOL_SIZE = "compute.memory.pooling.max-pool-size";
 
@@ -64,6 +66,7 @@ public final class UnifiedMemoryManagerBuilder {
     final List<OutOfMemoryHandler> outOfMemoryHandlers = new ArrayList<>();
     int outOfMemoryRetries = DEFAULT_OUT_OF_MEMORY_RETRIES;
     final List<ResourceAdaptor> resourceAdaptors = new ArrayList<>();
+    int maxOpenMappedFiles = DEFAULT_MAX_OPEN_MAPPED_FILES;
 
     UnifiedMemoryManagerBuilder() {}
 
@@ -237,6 +240,17 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
+    /**
+     * {@code compute.memory.mapped-files.max-open}: the most files (or ranges of files) mapped at once by
+     * {@link UnifiedMemoryManager#mapFile}; 0 turns mapping off. {@value #DEFAULT_MAX_OPEN_MAPPED_FILES} by default.
+     * Each mapping is an entry in the process's memory map, whose size the system limits ({@code vm.max_map_count}
+     * on Linux) for the whole JVM; the bytes mapped are not limited, since they hold no memory of their own.
+     */
+    public UnifiedMemoryManagerBuilder maxOpenMappedFiles(int files) {
+        this.maxOpenMappedFiles = files;
+        return this;
+    }
+
     /** Checks every setting, opens the backend and builds the manager. */
     public UnifiedMemoryManager build() {
         validate();
@@ -286,6 +300,10 @@ public final class UnifiedMemoryManagerBuilder {
         if (outOfMemoryRetries < 0 || outOfMemoryRetries > MAX_OUT_OF_MEMORY_RETRIES) {
             throw new InvalidSettingException("compute.memory.out-of-memory-retries", outOfMemoryRetries,
                     "a number of retries from 0 (handlers off) to " + MAX_OUT_OF_MEMORY_RETRIES + ", such as 3");
+        }
+        if (maxOpenMappedFiles < 0) {
+            throw new InvalidSettingException("compute.memory.mapped-files.max-open", maxOpenMappedFiles,
+                    "a number of files from 0 (mapping off) up, such as " + DEFAULT_MAX_OPEN_MAPPED_FILES);
         }
         requireNonNull("compute.memory.device-wait-timeout", deviceWaitTimeout);
         if (deviceWaitTimeout.isNegative() || deviceWaitTimeout.toMillis() == 0) {
@@ -383,7 +401,7 @@ public final class UnifiedMemoryManagerBuilder {
         return new ManagerSettings(backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSizeBytes,
                 maxPoolSize instanceof PoolSize.Share(double share) ? share : null, releaseThresholdUnder(maxPoolSizeBytes), trimInterval,
                 expandableSegments, warmupCopy, pinningEnabled, maxPinnedSize, stagingBufferSize(), leakDetection, timelineCapacity,
-                timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries);
+                timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries, maxOpenMappedFiles);
     }
 
     /**

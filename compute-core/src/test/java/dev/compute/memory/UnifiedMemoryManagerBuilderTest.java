@@ -32,6 +32,20 @@ class UnifiedMemoryManagerBuilderTest {
     }
 
     @Test
+    void mappedFilesMayBeLimitedOrTurnedOffButNotNegative() {
+        refused(b -> b.maxOpenMappedFiles(-1), "compute.memory.mapped-files.max-open", "0 (mapping off)");
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).build()) {
+            assertThat(manager.settings().maxOpenMappedFiles()).isEqualTo(UnifiedMemoryManagerBuilder.DEFAULT_MAX_OPEN_MAPPED_FILES);
+            assertThat(manager.mappedFileStatistics().maxOpenMappings()).isEqualTo(UnifiedMemoryManagerBuilder.DEFAULT_MAX_OPEN_MAPPED_FILES);
+        }
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxOpenMappedFiles(0).timelineInterval(Duration.ZERO).build()) {
+            assertThat(manager.settings().maxOpenMappedFiles()).isZero();
+        }
+    }
+
+    @Test
     void refusesAReleaseThresholdAboveThePoolCap() {
         refused(b -> b.maxPoolSize(1 << 20).releaseThreshold(2 << 20), "compute.memory.pooling.release-threshold", "max-pool-size");
     }

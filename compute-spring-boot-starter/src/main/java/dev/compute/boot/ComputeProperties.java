@@ -67,6 +67,7 @@ public record ComputeProperties(
      *     allocation needing memory that work on a freed buffer still uses) before it fails saying the work may be stuck.
      * @param outOfMemoryRetries How many times one allocation is retried after the application's OutOfMemoryHandler
      *     beans freed memory, 0 to 100; 0 turns them off.
+     * @param mappedFiles Files mapped as buffers (UnifiedMemoryManager.mapFile).
      */
     public record Memory(
             @DefaultValue("auto") LocationSetting defaultLocation,
@@ -76,7 +77,14 @@ public record ComputeProperties(
             @DefaultValue Timeline timeline,
             @DefaultValue("5s") Duration closeTimeout,
             @DefaultValue("60s") Duration deviceWaitTimeout,
-            @DefaultValue("3") int outOfMemoryRetries) {}
+            @DefaultValue("3") int outOfMemoryRetries,
+            @DefaultValue MappedFiles mappedFiles) {}
+
+    /**
+     * @param maxOpen The most files (or ranges of files) mapped at once; 0 turns mapping off. Each mapping takes an
+     *     entry of the process's memory map, which the system limits (vm.max_map_count, 65530 by default on Linux).
+     */
+    public record MappedFiles(@DefaultValue("4096") int maxOpen) {}
 
     /**
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.

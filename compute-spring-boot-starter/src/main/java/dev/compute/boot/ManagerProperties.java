@@ -58,7 +58,8 @@ public record ManagerProperties(
                 .timelineInterval(required("compute.memory.timeline.interval", memory.timeline().interval()))
                 .closeTimeout(required("compute.memory.close-timeout", memory.closeTimeout()))
                 .deviceWaitTimeout(required("compute.memory.device-wait-timeout", memory.deviceWaitTimeout()))
-                .outOfMemoryRetries(memory.outOfMemoryRetries());
+                .outOfMemoryRetries(memory.outOfMemoryRetries())
+                .maxOpenMappedFiles(memory.mappedFiles().maxOpen());
         // unset, these follow max-pool-size and max-pinned-size in the builder
         if (pooling.releaseThreshold() != null) {
             builder.releaseThreshold(pooling.releaseThreshold().toBytes());
