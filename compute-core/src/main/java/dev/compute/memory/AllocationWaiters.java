@@ -11,6 +11,7 @@ import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 import org.jspecify.annotations.Nullable;
@@ -51,6 +52,8 @@ final class AllocationWaiters {
         final long bytes;
         final Duration timeout;
         final CompletableFuture<UnifiedBuffer> future = new CompletableFuture<>();
+        /** Set by whichever of serving, timing out and closing ends the request; the others then leave it alone. */
+        private final AtomicBoolean settled = new AtomicBoolean();
         /** Its own last refusal once tried; until then the refusal of the request ahead of it when it joined. */
         volatile DeviceOutOfMemoryException refusal;
         volatile boolean tried;
@@ -63,6 +66,10 @@ final class AllocationWaiters {
             this.timeout = timeout;
             this.refusal = refusal;
             this.tried = tried;
+        }
+
+        boolean settle() {
+            return settled.compareAndSet(false, true);
         }
     }
 
@@ -138,7 +145,9 @@ final class AllocationWaiters {
         try {
             waiter.timer = timer().schedule(() -> timeOut(queue, waiter), saturatedNanos(timeout), TimeUnit.NANOSECONDS);
         } catch (RejectedExecutionException e) {
-            waiter.future.completeExceptionally(closedWhileWaiting());
+            if (waiter.settle()) {
+                waiter.future.completeExceptionally(closedWhileWaiting()); // closed as it joined
+            }
             return waiter.future;
         }
         if (queue.waiters.peekFirst() == waiter) {
@@ -184,7 +193,9 @@ final class AllocationWaiters {
         for (LocationQueue queue : queues) {
             for (Waiter waiter; (waiter = queue.waiters.pollFirst()) != null; ) {
                 queue.waiting.decrementAndGet();
-                waiter.future.completeExceptionally(closedWhileWaiting());
+                if (waiter.settle()) {
+                    waiter.future.completeExceptionally(closedWhileWaiting());
+                }
             }
         }
     }
@@ -231,11 +242,13 @@ final class AllocationWaiters {
                 return;
             } catch (RuntimeException e) {
                 queue.remove(head);
-                head.future.completeExceptionally(e);
+                if (head.settle()) {
+                    head.future.completeExceptionally(e);
+                }
                 continue;
             }
             queue.remove(head);
-            if (!head.future.complete(buffer)) {
+            if (!(head.settle() && head.future.complete(buffer))) {
                 buffer.close(); // timed out or cancelled while it was tried: the memory goes back, and wakes the next
             }
         }
@@ -259,19 +272,16 @@ final class AllocationWaiters {
         }
     }
 
-    /** Counted and off the queue before the future fails, so that whoever it wakes sees the figures of it. */
+    /** Counted, off the queue and told to listeners before the future fails, so that whoever it wakes sees all of it. */
     private void timeOut(LocationQueue queue, Waiter waiter) {
-        if (waiter.future.isDone()) {
+        if (waiter.future.isDone() || !waiter.settle()) {
             return;
         }
         DeviceOutOfMemoryException failure = timedOut(waiter, queue);
         queue.timeouts.increment();
         withdraw(queue, waiter);
-        if (waiter.future.completeExceptionally(failure)) {
-            events.allocationFailed(waiter.location, waiter.bytes, failure.reason());
-        } else {
-            queue.timeouts.decrement(); // served or cancelled meanwhile
-        }
+        events.allocationFailed(waiter.location, waiter.bytes, failure.reason());
+        waiter.future.completeExceptionally(failure);
     }
 
     /** The last refusal, the request's own or, if it waited behind others all along, theirs; with the wait said. */

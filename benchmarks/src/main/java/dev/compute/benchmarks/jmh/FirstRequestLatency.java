@@ -25,11 +25,20 @@ import org.openjdk.jmh.annotations.Warmup;
  * The first request a freshly started manager serves, with and without a warm-up of that size
  * ({@code compute.memory.pooling.warmup}): one {@code allocate(bytes)} at the backend's default location (HOST on
  * the CPU, DEVICE on OpenCL), timed alone, on a manager built for that invocation and closed after it (neither is
- * timed). {@code before}: {@code nothing}, so the request makes the pool's first backend calls (on the CPU a range
- * reservation and a page map, on OpenCL a {@code clCreateBuffer}); {@code warmup}, a warm-up of one block of that
- * size, so it is a pool hit; {@code same-request}, the same request made and freed once in the set-up, the floor a
- * warm-up can reach (a hit on a manager whose code paths have run once). {@code bytes}: 64 KiB, from the small
- * arena, and 16 MiB, from the large one.
+ * timed). {@code before}, two things apart: whether the pool holds memory for the request, and whether the manager
+ * has served a request at all (its own first call warms its counters and structures):
+ *
+ * <ul>
+ *   <li>{@code nothing}: neither; the request makes the pool's first backend calls (on the CPU a range reservation
+ *       and a page map, on OpenCL a {@code clCreateBuffer});
+ *   <li>{@code other-request}: a request of the other arena's size (16 MiB for 64 KiB, 64 KiB for 16 MiB) made and
+ *       freed in the set-up, so the manager has served one but the request still makes backend calls;
+ *   <li>{@code warmup}: the manager started with a warm-up of one block of that size, so the request is a pool hit,
+ *       and the manager's first;
+ *   <li>{@code same-request}: the same request made and freed in the set-up: both, the floor.
+ * </ul>
+ *
+ * {@code bytes}: 64 KiB, from the small arena, and 16 MiB, from the large one.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.SingleShotTime)
@@ -39,10 +48,13 @@ import org.openjdk.jmh.annotations.Warmup;
 @Fork(value = 1, jvmArgsAppend = {"--enable-native-access=ALL-UNNAMED", "-Xms1g", "-Xmx1g"})
 public class FirstRequestLatency {
 
+    private static final long SMALL = 64 * 1024;
+    private static final long LARGE = 16L << 20;
+
     @Param({"cpu", "opencl"})
     public String backend;
 
-    @Param({"nothing", "warmup", "same-request"})
+    @Param({"nothing", "other-request", "warmup", "same-request"})
     public String before;
 
     @Param({"65536", "16777216"})
@@ -63,8 +75,9 @@ public class FirstRequestLatency {
         manager = builder.build();
         switch (before) {
             case "nothing", "warmup" -> { }
+            case "other-request" -> manager.allocate(bytes == SMALL ? LARGE : SMALL, location).close();
             case "same-request" -> manager.allocate(bytes, location).close();
-            default -> throw new IllegalArgumentException("before is 'nothing', 'warmup' or 'same-request', not '" + before + "'");
+            default -> throw new IllegalArgumentException("before is 'nothing', 'other-request', 'warmup' or 'same-request', not '" + before + "'");
         }
     }
 
