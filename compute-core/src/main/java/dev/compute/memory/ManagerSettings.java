@@ -14,7 +14,7 @@ public record ManagerSettings(
         long maxPoolSize, long releaseThreshold, Duration trimInterval, boolean expandableSegments,
         boolean pinningEnabled, long maxPinnedSize, long stagingBufferSize,
         LeakDetectionLevel leakDetection, int timelineCapacity, Duration timelineInterval,
-        Duration closeTimeout, Duration deviceWaitTimeout, int outOfMemoryRetries) {
+        Duration closeTimeout, Duration deviceWaitTimeout, int outOfMemoryRetries, boolean allocationRecording) {
 
     public ManagerSettings {
         backendOptions = Map.copyOf(backendOptions);

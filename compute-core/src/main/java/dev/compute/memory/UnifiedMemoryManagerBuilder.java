@@ -58,6 +58,7 @@ public final class UnifiedMemoryManagerBuilder {
     final List<OutOfMemoryHandler> outOfMemoryHandlers = new ArrayList<>();
     int outOfMemoryRetries = DEFAULT_OUT_OF_MEMORY_RETRIES;
     final List<ResourceAdaptor> resourceAdaptors = new ArrayList<>();
+    boolean allocationRecording = true;
 
     UnifiedMemoryManagerBuilder() {}
 
@@ -210,6 +211,17 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
+    /**
+     * {@code compute.memory.recording.enabled}: whether {@link UnifiedMemoryManager#startRecording} can record
+     * allocations and frees (on by default). On, a recording adaptor tops each location's chain, and while nothing
+     * records an allocation or free pays one volatile read for it; off, the chains have no such adaptor and
+     * recording cannot start.
+     */
+    public UnifiedMemoryManagerBuilder allocationRecording(boolean enabled) {
+        this.allocationRecording = enabled;
+        return this;
+    }
+
     /** Checks every setting, opens the backend and builds the manager. */
     public UnifiedMemoryManager build() {
         validate();
@@ -263,7 +275,8 @@ public final class UnifiedMemoryManagerBuilder {
     ManagerSettings resolved(String backendName, MemoryLocation chosenDefaultLocation) {
         return new ManagerSettings(backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSize,
                 releaseThreshold(), trimInterval, expandableSegments, pinningEnabled, maxPinnedSize, stagingBufferSize(),
-                leakDetection, timelineCapacity, timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries);
+                leakDetection, timelineCapacity, timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries,
+                allocationRecording);
     }
 
     /** The release threshold set, or the default where that fits under the cap, else the cap. */

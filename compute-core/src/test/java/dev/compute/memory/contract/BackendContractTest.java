@@ -10,6 +10,9 @@ import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.recording.AllocationTrace;
+import dev.compute.memory.recording.RecordingOptions;
+import dev.compute.memory.recording.TraceEvent;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -411,6 +414,26 @@ public abstract class BackendContractTest {
             assertThat(s.liveBuffers()).as("%s live", location).isZero();
             assertThat(s.allocations()).isEqualTo(s.frees());
         }
+    }
+
+    @Test
+    void aRecordingKeepsEveryAllocationAndFreeAtEveryLocation() {
+        manager.startRecording(RecordingOptions.defaults());
+        for (MemoryLocation location : locations()) {
+            try (UnifiedBuffer small = manager.allocate(100, location); UnifiedBuffer large = manager.allocate(3 << 20, location)) {
+                small.copyFrom(new byte[] {1});
+                large.copyFrom(new byte[] {2});
+            }
+        }
+        AllocationTrace trace = manager.stopRecording();
+
+        for (MemoryLocation location : locations()) {
+            assertThat(trace.events()).as("%s", location).filteredOn(e -> e.location() == location && e.kind() == TraceEvent.Kind.ALLOCATION)
+                    .extracting(TraceEvent::bytes).contains(100L, 3L << 20);
+        }
+        assertThat(trace.frees()).isEqualTo(trace.allocations());
+        assertThat(trace.earlierBlockFrees()).isZero();
+        assertThat(trace.lines()).filteredOn(line -> line.startsWith("a,") || line.startsWith("f,")).hasSize(trace.events().size());
     }
 
     @Test
