@@ -20,11 +20,19 @@ public interface MemoryEventListener {
     /** The pool gave {@code bytes} back to the backend (a segment freed, or pages unmapped) in {@code nanos}. */
     default void backendFreed(MemoryLocation location, long bytes, long nanos) {}
 
+    /** How an attempt to make room after out-of-memory ended. */
+    enum RecoveryOutcome {
+        /** The allocation succeeded after the retry. */
+        RECOVERED,
+        /** The allocation still found no memory. */
+        FAILED
+    }
+
     /**
-     * An allocation met out-of-memory and the pool (or an {@link OutOfMemoryHandler}) tried to make room:
-     * {@code recovered} when the allocation then succeeded; {@code nanos} is how long the attempt took.
+     * An allocation met out-of-memory and the pool (or an {@link OutOfMemoryHandler}) tried to make room;
+     * {@code nanos} is how long the attempt took.
      */
-    default void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, boolean recovered, long nanos) {}
+    default void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, RecoveryOutcome outcome, long nanos) {}
 
     /** An allocation failed for good, with {@link DeviceOutOfMemoryException}. */
     default void allocationFailed(MemoryLocation location, long requestedBytes, OutOfMemoryReason reason) {}

@@ -41,8 +41,8 @@ final class SafeEventListener implements MemoryEventListener {
     }
 
     @Override
-    public void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, boolean recovered, long nanos) {
-        each(l -> l.outOfMemoryRecovery(location, requestedBytes, recovered, nanos));
+    public void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, RecoveryOutcome outcome, long nanos) {
+        each(l -> l.outOfMemoryRecovery(location, requestedBytes, outcome, nanos));
     }
 
     @Override

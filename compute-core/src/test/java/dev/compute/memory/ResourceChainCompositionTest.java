@@ -33,8 +33,8 @@ class ResourceChainCompositionTest {
         }
 
         @Override
-        public void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, boolean recovered, long nanos) {
-            events.add((recovered ? "recovered " : "not recovered ") + requestedBytes);
+        public void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, RecoveryOutcome outcome, long nanos) {
+            events.add((outcome == RecoveryOutcome.RECOVERED ? "recovered " : "not recovered ") + requestedBytes);
         }
 
         @Override

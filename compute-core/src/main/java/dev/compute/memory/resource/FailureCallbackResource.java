@@ -58,13 +58,13 @@ public final class FailureCallbackResource implements MemoryResource {
             }
             try {
                 Block block = upstream.allocate(bytes);
-                events.outOfMemoryRecovery(location, bytes, true, System.nanoTime() - start);
+                events.outOfMemoryRecovery(location, bytes, MemoryEventListener.RecoveryOutcome.RECOVERED, System.nanoTime() - start);
                 return block;
             } catch (DeviceOutOfMemoryException e) {
                 failure = e;
             }
         }
-        events.outOfMemoryRecovery(location, bytes, false, System.nanoTime() - start);
+        events.outOfMemoryRecovery(location, bytes, MemoryEventListener.RecoveryOutcome.FAILED, System.nanoTime() - start);
         throw failure;
     }
 

@@ -44,8 +44,8 @@ class FailureCallbackResourceTest extends MemoryResourceContract {
         };
         MemoryEventListener events = new MemoryEventListener() {
             @Override
-            public void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, boolean recovered, long nanos) {
-                recoveries.add((recovered ? "recovered " : "failed ") + requestedBytes);
+            public void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, RecoveryOutcome outcome, long nanos) {
+                recoveries.add((outcome == RecoveryOutcome.RECOVERED ? "recovered " : "failed ") + requestedBytes);
             }
         };
         try (FailureCallbackResource resource = withHandlers(List.of(evict), 3, events)) {

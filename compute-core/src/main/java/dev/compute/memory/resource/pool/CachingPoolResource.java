@@ -209,12 +209,12 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 refusal = e;
             }
         }
-        events.outOfMemoryRecovery(location, requested, false, System.nanoTime() - recoveryStart);
+        events.outOfMemoryRecovery(location, requested, MemoryEventListener.RecoveryOutcome.FAILED, System.nanoTime() - recoveryStart);
         throw outOfMemory(requested, size, refusal, stuck);
     }
 
     private PoolBlock recovered(PoolBlock block, long requested, long recoveryStart) {
-        events.outOfMemoryRecovery(location, requested, true, System.nanoTime() - recoveryStart);
+        events.outOfMemoryRecovery(location, requested, MemoryEventListener.RecoveryOutcome.RECOVERED, System.nanoTime() - recoveryStart);
         return block;
     }
 

@@ -80,7 +80,7 @@ final class PoolArena {
             throw new IllegalArgumentException("page granularity must be a positive multiple of " + SizeClasses.ALIGNMENT + ": " + granularity);
         }
         this.rangeBytes = pageMapping == null ? 0 : rangeBytes(upstream, granularity);
-        PoolSegment nowhere = new PoolSegment(new NativeAllocation(upstream.location(), Long.MIN_VALUE, 0, null, null), null, this, false, 1);
+        PoolSegment nowhere = PoolSegment.nowhere(upstream.location(), this);
         this.probe = nowhere.first;
     }
 
@@ -167,12 +167,12 @@ final class PoolArena {
     void grow(long size, Growth growth) {
         if (pageMapping != null) {
             NativeAllocation range = pageMapping.reserve(Math.max(rangeBytes, SizeClasses.roundUp(size, granularity)));
-            adopt(new PoolSegment(range, null, this, true, granularity));
+            adopt(PoolSegment.range(range, this, granularity));
             return;
         }
         Block segment = upstream.allocate(SizeClasses.segmentSize(size, growth));
         plainBytes += segment.size();
-        adopt(new PoolSegment(segment.segment(), segment, this, false, 1));
+        adopt(PoolSegment.plain(segment, this));
     }
 
     private void adopt(PoolSegment segment) {

@@ -1,5 +1,6 @@
 package dev.compute.memory.resource.pool;
 
+import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.NativeAllocation;
 import java.util.BitSet;
@@ -21,7 +22,22 @@ final class PoolSegment {
     final long granularity;
     PoolBlock first;
 
-    PoolSegment(NativeAllocation allocation, @Nullable Block upstreamBlock, PoolArena arena, boolean expandable, long granularity) {
+    /** A plain allocation from the upstream, given back whole. */
+    static PoolSegment plain(Block upstreamBlock, PoolArena arena) {
+        return new PoolSegment(upstreamBlock.segment(), upstreamBlock, arena, false, 1);
+    }
+
+    /** A reserved range whose pages of {@code granularity} bytes are mapped on demand. */
+    static PoolSegment range(NativeAllocation range, PoolArena arena, long granularity) {
+        return new PoolSegment(range, null, arena, true, granularity);
+    }
+
+    /** An empty segment at no address, for the best-fit set's probe. */
+    static PoolSegment nowhere(MemoryLocation location, PoolArena arena) {
+        return new PoolSegment(new NativeAllocation(location, Long.MIN_VALUE, 0, null, null), null, arena, false, 1);
+    }
+
+    private PoolSegment(NativeAllocation allocation, @Nullable Block upstreamBlock, PoolArena arena, boolean expandable, long granularity) {
         this.allocation = allocation;
         this.upstreamBlock = upstreamBlock;
         this.base = allocation.address();
