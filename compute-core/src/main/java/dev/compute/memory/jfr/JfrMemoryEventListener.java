@@ -35,12 +35,12 @@ final class JfrMemoryEventListener implements MemoryEventListener {
     }
 
     @Override
-    public void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, boolean recovered, long nanos) {
+    public void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, RecoveryOutcome outcome, long nanos) {
         OutOfMemoryRecoveryEvent event = new OutOfMemoryRecoveryEvent();
         if (event.shouldCommit()) {
             event.location = location.name();
             event.requestedBytes = requestedBytes;
-            event.recovered = recovered;
+            event.outcome = outcome.name();
             event.recoveryDuration = nanos;
             event.commit();
         }

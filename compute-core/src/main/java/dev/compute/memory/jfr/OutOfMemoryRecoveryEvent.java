@@ -23,9 +23,9 @@ final class OutOfMemoryRecoveryEvent extends Event {
     @DataAmount
     long requestedBytes;
 
-    @Label("Recovered")
-    @Description("Whether the allocation then succeeded")
-    boolean recovered;
+    @Label("Outcome")
+    @Description("RECOVERED when the allocation then succeeded, FAILED when it still found no memory")
+    String outcome;
 
     @Label("Recovery Duration")
     @Description("How long the attempt took")

@@ -72,7 +72,7 @@ class JfrMemoryEventsTest {
         });
         assertThat(ofType(events, "OutOfMemoryRecovery")).anySatisfy(e -> {
             assertThat(e.getLong("requestedBytes")).isEqualTo(100 * MiB);
-            assertThat(e.getBoolean("recovered")).isFalse();
+            assertThat(e.getString("outcome")).isEqualTo("FAILED");
         });
         assertThat(ofType(events, "OutOfMemory")).anySatisfy(e -> {
             assertThat(e.getString("location")).isEqualTo("DEVICE");
