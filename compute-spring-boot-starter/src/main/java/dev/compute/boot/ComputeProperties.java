@@ -4,6 +4,7 @@ import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
+import dev.compute.memory.recording.RecordingOptions;
 import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
@@ -52,7 +53,8 @@ public record ComputeProperties(
                 .timelineCapacity(memory.timeline().capacity())
                 .timelineInterval(required("compute.memory.timeline.interval", memory.timeline().interval()))
                 .closeTimeout(required("compute.memory.close-timeout", memory.closeTimeout()))
-                .deviceWaitTimeout(required("compute.memory.device-wait-timeout", memory.deviceWaitTimeout()));
+                .deviceWaitTimeout(required("compute.memory.device-wait-timeout", memory.deviceWaitTimeout()))
+                .allocationRecording(memory.recording().enabled());
         // unset, these follow max-pool-size and max-pinned-size in the builder
         if (memory.pooling().releaseThreshold() != null) {
             builder.releaseThreshold(memory.pooling().releaseThreshold().toBytes());
@@ -101,6 +103,7 @@ public record ComputeProperties(
      *     threads still hold, calls under way and device work; memory still held then is kept, not freed. 0: no wait.
      * @param deviceWaitTimeout The longest a call waits for device work it depends on (a read after a kernel, an
      *     allocation needing memory that work on a freed buffer still uses) before it fails saying the work may be stuck.
+     * @param recording Recording allocations and frees into a trace the replayer reads (the computetrace endpoint).
      */
     public record Memory(
             @DefaultValue("auto") LocationSetting defaultLocation,
@@ -109,7 +112,8 @@ public record ComputeProperties(
             @DefaultValue("simple") LeakDetectionLevel leakDetection,
             @DefaultValue Timeline timeline,
             @DefaultValue("5s") Duration closeTimeout,
-            @DefaultValue("60s") Duration deviceWaitTimeout) {}
+            @DefaultValue("60s") Duration deviceWaitTimeout,
+            @DefaultValue Recording recording) {}
 
     /**
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
@@ -146,6 +150,32 @@ public record ComputeProperties(
     public record Timeline(
             @DefaultValue("720") int capacity,
             @DefaultValue("5s") Duration interval) {}
+
+    /**
+     * @param enabled Whether allocations and frees can be recorded at all; on, each allocation and free pays one
+     *     volatile read while nothing records; off, the manager has no recording adaptor and no recording can start.
+     * @param maxEvents The most events a recording started through the computetrace endpoint may keep, and what it
+     *     keeps when the request does not say; 1 to 10000000 (an event takes about 40 bytes of heap).
+     * @param callSiteFrames How many frames of the allocating code a recording started through the computetrace
+     *     endpoint keeps with each allocation when the request does not say; 0 (none) to 64. Taking them walks the stack
+     *     on every allocation.
+     */
+    public record Recording(
+            @DefaultValue("true") boolean enabled,
+            @DefaultValue("1000000") int maxEvents,
+            @DefaultValue("0") int callSiteFrames) {
+
+        public Recording {
+            if (maxEvents < 1 || maxEvents > RecordingOptions.MAX_EVENTS) {
+                throw new InvalidSettingException("compute.memory.recording.max-events", maxEvents,
+                        "a number of events from 1 to " + RecordingOptions.MAX_EVENTS + ", such as 1000000");
+            }
+            if (callSiteFrames < 0 || callSiteFrames > RecordingOptions.MAX_CALL_SITE_FRAMES) {
+                throw new InvalidSettingException("compute.memory.recording.call-site-frames", callSiteFrames,
+                        "a number of frames from 0 (none) to " + RecordingOptions.MAX_CALL_SITE_FRAMES + ", such as 8");
+            }
+        }
+    }
 
     /**
      * @param platform The OpenCL platform to use, by index or by a part of its name (such as NVIDIA or

@@ -1,0 +1,131 @@
+package dev.compute.boot.actuate.trace;
+
+import dev.compute.boot.ComputeProperties;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.recording.AllocationTrace;
+import dev.compute.memory.recording.RecordingOptions;
+import java.io.ByteArrayInputStream;
+import java.io.InputStream;
+import java.io.SequenceInputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.Enumeration;
+import java.util.Iterator;
+import org.jspecify.annotations.Nullable;
+import org.springframework.boot.actuate.endpoint.Access;
+import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
+import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
+import org.springframework.boot.actuate.endpoint.annotation.Selector;
+import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
+import org.springframework.boot.actuate.endpoint.web.WebEndpointResponse;
+import org.springframework.boot.actuate.endpoint.web.annotation.WebEndpoint;
+import org.springframework.core.io.InputStreamResource;
+import org.springframework.core.io.Resource;
+
+/**
+ * {@code /actuator/computetrace}: records the manager's allocations and frees into a bounded trace, in the format
+ * the trace replayer reads. {@code POST /start} (optionally {@code {"maxEvents": n, "callSiteFrames": n}}, at most
+ * {@code compute.memory.recording.max-events}) starts a recording, {@code POST /stop} stops it and keeps its trace,
+ * {@code GET} downloads the last trace kept as {@code text/plain} (404 before the first). Starting while a recording
+ * is under way, or stopping when none is, answers 409 with why.
+ *
+ * <p>Off unless granted: the endpoint's default access is none, so it needs both
+ * {@code management.endpoint.computetrace.access=unrestricted} (or {@code read-only}, to download only) and
+ * exposure. A recording costs every allocation a lock while it runs, and the trace names threads and, with call
+ * sites, code; it never holds the contents of memory or native addresses.
+ */
+@WebEndpoint(id = "computetrace", defaultAccess = Access.NONE)
+public class ComputeTraceEndpoint {
+
+    /** A start while a recording is under way, or a stop when none is: the request conflicts with the state. */
+    static final int STATUS_CONFLICT = 409;
+
+    private final UnifiedMemoryManager manager;
+    private final ComputeProperties.Recording settings;
+    private volatile @Nullable AllocationTrace last;
+
+    public ComputeTraceEndpoint(UnifiedMemoryManager manager, ComputeProperties.Recording settings) {
+        this.manager = manager;
+        this.settings = settings;
+    }
+
+    /** {@code start} or {@code stop}; {@code maxEvents} and {@code callSiteFrames} are read by {@code start} alone. */
+    @WriteOperation
+    public WebEndpointResponse<?> recording(@Selector String action, @Nullable Integer maxEvents, @Nullable Integer callSiteFrames) {
+        return switch (action) {
+            case "start" -> start(options(maxEvents, callSiteFrames));
+            case "stop" -> stop();
+            default -> throw new InvalidEndpointRequestException("unknown action '" + action + "': start or stop", "unknown action");
+        };
+    }
+
+    private RecordingOptions options(@Nullable Integer maxEvents, @Nullable Integer callSiteFrames) {
+        int events = maxEvents != null ? maxEvents : settings.maxEvents();
+        if (events < 1 || events > settings.maxEvents()) {
+            throw new InvalidEndpointRequestException("maxEvents must be from 1 to " + settings.maxEvents()
+                    + " (compute.memory.recording.max-events): " + events, "maxEvents out of range");
+        }
+        int frames = callSiteFrames != null ? callSiteFrames : settings.callSiteFrames();
+        if (frames < 0 || frames > RecordingOptions.MAX_CALL_SITE_FRAMES) {
+            throw new InvalidEndpointRequestException("callSiteFrames must be from 0 to " + RecordingOptions.MAX_CALL_SITE_FRAMES
+                    + ": " + frames, "callSiteFrames out of range");
+        }
+        return new RecordingOptions(events, frames);
+    }
+
+    private WebEndpointResponse<?> start(RecordingOptions options) {
+        try {
+            manager.startRecording(options);
+        } catch (IllegalStateException e) {
+            return refused(e);
+        }
+        return new WebEndpointResponse<>(new Started(true, options.maxEvents(), options.callSiteFrames()));
+    }
+
+    private WebEndpointResponse<?> stop() {
+        AllocationTrace trace;
+        try {
+            trace = manager.stopRecording();
+        } catch (IllegalStateException e) {
+            return refused(e);
+        }
+        last = trace;
+        return new WebEndpointResponse<>(new Stopped(false, trace.events().size(), trace.allocations(), trace.frees(),
+                trace.earlierBlockFrees(), trace.truncated(), trace.duration().toMillis()));
+    }
+
+    private static WebEndpointResponse<Refused> refused(IllegalStateException e) {
+        return new WebEndpointResponse<>(new Refused(e.getMessage()), STATUS_CONFLICT);
+    }
+
+    /** The last trace stopped here, in the replayer's format, made as it is sent; null (404) before the first. */
+    @ReadOperation(produces = "text/plain; charset=UTF-8")
+    public @Nullable Resource trace() {
+        AllocationTrace trace = last;
+        if (trace == null) {
+            return null;
+        }
+        Iterator<String> lines = trace.lines().iterator();
+        InputStream text = new SequenceInputStream(new Enumeration<>() {
+            @Override
+            public boolean hasMoreElements() {
+                return lines.hasNext();
+            }
+
+            @Override
+            public InputStream nextElement() {
+                return new ByteArrayInputStream((lines.next() + "\n").getBytes(StandardCharsets.UTF_8));
+            }
+        });
+        return new InputStreamResource(text, "allocation trace started " + trace.startedAt());
+    }
+
+    /** A recording started. */
+    public record Started(boolean recording, int maxEvents, int callSiteFrames) {}
+
+    /** A recording stopped; its trace is what {@code GET} downloads now. */
+    public record Stopped(boolean recording, int events, long allocations, long frees, long earlierBlockFrees, boolean truncated,
+                          long durationMillis) {}
+
+    /** Why a start or stop was refused. */
+    public record Refused(String message) {}
+}
