@@ -16,6 +16,8 @@ import dev.compute.memory.recording.TraceEvent;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -25,6 +27,9 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.ThreadLocalRandom;
+import jdk.jfr.Recording;
+import jdk.jfr.consumer.RecordedEvent;
+import jdk.jfr.consumer.RecordingFile;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -434,6 +439,34 @@ public abstract class BackendContractTest {
         assertThat(trace.frees()).isEqualTo(trace.allocations());
         assertThat(trace.earlierBlockFrees()).isZero();
         assertThat(trace.lines()).filteredOn(line -> line.startsWith("a,") || line.startsWith("f,")).hasSize(trace.events().size());
+    }
+
+    @Test
+    void jdkFlightRecorderSeesTheBackendCallsAtEveryLocation() throws Exception {
+        Path file = Files.createTempFile("backend-contract", ".jfr");
+        try (Recording recording = new Recording()) {
+            recording.enable("dev.compute.memory.BackendAllocation");
+            recording.enable("dev.compute.memory.BackendFree");
+            recording.start();
+            for (MemoryLocation location : locations()) {
+                manager.allocate(3 << 20, location).close();
+            }
+            manager.releaseCachedMemory();
+            recording.stop();
+            recording.dump(file);
+            List<RecordedEvent> events = RecordingFile.readAllEvents(file);
+            for (MemoryLocation location : locations()) {
+                for (String name : List.of("dev.compute.memory.BackendAllocation", "dev.compute.memory.BackendFree")) {
+                    assertThat(events).as("%s at %s", name, location).anySatisfy(event -> {
+                        assertThat(event.getEventType().getName()).isEqualTo(name);
+                        assertThat(event.getString("location")).isEqualTo(location.name());
+                        assertThat(event.getLong("bytes")).isPositive();
+                    });
+                }
+            }
+        } finally {
+            Files.deleteIfExists(file);
+        }
     }
 
     @Test
