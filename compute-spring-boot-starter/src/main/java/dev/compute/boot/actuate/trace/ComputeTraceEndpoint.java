@@ -11,6 +11,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Enumeration;
 import java.util.Iterator;
 import org.jspecify.annotations.Nullable;
+import org.springframework.aot.hint.annotation.RegisterReflectionForBinding;
 import org.springframework.boot.actuate.endpoint.Access;
 import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
 import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
@@ -48,8 +49,12 @@ public class ComputeTraceEndpoint {
         this.settings = settings;
     }
 
-    /** {@code start} or {@code stop}; {@code maxEvents} and {@code callSiteFrames} are read by {@code start} alone. */
+    /**
+     * {@code start} or {@code stop}; {@code maxEvents} and {@code callSiteFrames} are read by {@code start} alone. Its
+     * bodies are named for AOT, which cannot see them through the wildcard.
+     */
     @WriteOperation
+    @RegisterReflectionForBinding({Started.class, Stopped.class, Refused.class})
     public WebEndpointResponse<?> recording(@Selector String action, @Nullable Integer maxEvents, @Nullable Integer callSiteFrames) {
         return switch (action) {
             case "start" -> start(options(maxEvents, callSiteFrames));
