@@ -498,21 +498,23 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     @Override
     public void startRecording(RecordingOptions options) {
-        if (recorder == null) {
-            throw new IllegalStateException("allocation recording is off for this manager (compute.memory.recording.enabled=false)");
-        }
+        AllocationRecorder on = recorder();
         if (closed) {
             throw new IllegalStateException("this UnifiedMemoryManager is closed");
         }
-        recorder.start(options, settings.toString());
+        on.start(options, settings.toString());
     }
 
     @Override
     public AllocationTrace stopRecording() {
+        return recorder().stop();
+    }
+
+    private AllocationRecorder recorder() {
         if (recorder == null) {
             throw new IllegalStateException("allocation recording is off for this manager (compute.memory.recording.enabled=false)");
         }
-        return recorder.stop();
+        return recorder;
     }
 
     @Override
