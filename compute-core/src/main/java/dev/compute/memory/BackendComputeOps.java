@@ -7,7 +7,8 @@ import java.util.function.Function;
 /**
  * The op set on a manager's buffers: checks the arguments, holds each buffer's memory for the span of the queueing
  * (syncing what the kernel reads), runs the backend's kernel and records it as device work in flight, so that a
- * close meanwhile never gives the memory to another buffer under the kernel.
+ * close meanwhile never gives the memory to another buffer under the kernel. A kernel that faults on a mapped file
+ * truncated under it fails with {@link MappedFileTruncatedException} where the fault reaches Java (a kernel run in Java).
  */
 final class BackendComputeOps implements ComputeOps {
 
@@ -54,6 +55,9 @@ final class BackendComputeOps implements ComputeOps {
                 x.releaseHold(null, done);
             }
             return done;
+        } catch (RuntimeException | InternalError failure) {
+            UnifiedBuffer.failIfTruncated(failure, x, y);
+            throw failure;
         } finally {
             manager.exit(call);
         }
@@ -76,6 +80,9 @@ final class BackendComputeOps implements ComputeOps {
             } finally {
                 buffer.releaseHold(mode, done == null ? DONE : done);
             }
+        } catch (RuntimeException | InternalError failure) {
+            UnifiedBuffer.failIfTruncated(failure, buffer);
+            throw failure;
         } finally {
             manager.exit(call);
         }

@@ -56,6 +56,20 @@ final class LeakDetector {
         };
     }
 
+    /** The site to record for a mapped file's buffer: where it was mapped at {@code paranoid}, else none. */
+    @Nullable String mappingSite() {
+        return level == LeakDetectionLevel.PARANOID ? allocationSite() : null;
+    }
+
+    /**
+     * A tracker for a buffer over a mapped file: every one, at {@code simple} as at {@code paranoid} (none at
+     * {@code disabled}). Mapping costs a system call, beside which tracking is cheap, and a leaked mapping holds one
+     * of the few a process may have until it is found.
+     */
+    @Nullable Tracker trackMapping(MemoryLocation location, long byteSize, Block block, @Nullable String site) {
+        return level == LeakDetectionLevel.DISABLED ? null : new Tracker(this, location, byteSize, block, site);
+    }
+
     /** Starts watching {@code buffer}, which was made with {@code tracker}. */
     void watch(UnifiedBuffer buffer, Tracker tracker) {
         live.add(tracker);
@@ -146,7 +160,8 @@ final class LeakDetector {
                 return;
             }
             LOG.log(System.Logger.Level.ERROR, "LEAK: a UnifiedBuffer of " + byteSize + " bytes at " + location
-                    + " was garbage-collected without close(); its memory goes back to the pool now. "
+                    + " was garbage-collected without close(); " + (block instanceof MappedFile mapped
+                    ? "it was " + mapped.range() + ", and is unmapped now. " : "its memory goes back to the pool now. ")
                     + (site != null ? "It was allocated at:\n" + site
                     : "Set compute.memory.leak-detection=paranoid to see where leaked buffers are allocated."));
             // Counted last: whoever sees the count has the LEAK line logged and the memory back in the pool (or, when

@@ -1,23 +1,33 @@
 package dev.compute.memory;
 
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The settings a manager runs with, as resolved at start: what the user set, and the defaults for what they did
  * not (a release threshold that follows the cap, the backend {@code auto} chose). What the endpoint shows and
  * what a user checks after a YAML change.
+ *
+ * @param maxPoolSize      the cap in bytes, resolved from a share of the device's memory where one was given
+ * @param maxPoolSizeShare the share of the device's total memory {@code maxPoolSize} was resolved from (0.8 for
+ *                         {@code 80%}); null where the cap was given in bytes
+ * @param warmup           the blocks each location reserved and cached at start; empty without a warm-up
  */
 public record ManagerSettings(
         String backend, int device, Map<String, String> backendOptions,
         MemoryLocation defaultLocation, boolean poolingEnabled,
-        long maxPoolSize, long releaseThreshold, Duration trimInterval, boolean expandableSegments,
+        long maxPoolSize, @Nullable Double maxPoolSizeShare, long releaseThreshold, Duration trimInterval,
+        boolean expandableSegments, Map<MemoryLocation, List<WarmupBlocks>> warmup,
         boolean pinningEnabled, long maxPinnedSize, long stagingBufferSize,
         LeakDetectionLevel leakDetection, int timelineCapacity, Duration timelineInterval,
-        Duration closeTimeout, Duration deviceWaitTimeout, int outOfMemoryRetries, boolean allocationRecording) {
+        Duration closeTimeout, Duration deviceWaitTimeout, int outOfMemoryRetries, int maxOpenMappedFiles,
+        boolean allocationRecording) {
 
     public ManagerSettings {
         backendOptions = Map.copyOf(backendOptions);
+        warmup = Map.copyOf(warmup);
     }
 
     /** The most a location may reserve: max-pinned-size for PINNED, max-pool-size elsewhere. */

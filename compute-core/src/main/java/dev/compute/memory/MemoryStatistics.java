@@ -7,7 +7,9 @@ package dev.compute.memory;
  * <ul>
  *   <li>allocated: the bytes of the blocks handed out (after size rounding); requested: what callers asked for;
  *   <li>reserved: what the pool holds from the backend (whole segments, or mapped pages of expandable ones);
- *   <li>cached: reserved but not allocated, ready for reuse without a backend call.
+ *   <li>cached: reserved but not allocated, ready for reuse without a backend call;
+ *   <li>waiting requests: {@link UnifiedMemoryManager#allocateAsync} requests queued for memory now; waits: those
+ *       that ever had to queue; wait timeouts: those that gave up when their timeout passed.
  * </ul>
  *
  * Both fragmentation figures are defined here once, and the endpoint, the metrics and the docs use these.
@@ -23,7 +25,8 @@ public record MemoryStatistics(
         long poolHits, long poolMisses,
         long backendAllocations, long backendFrees,
         long oomRetries, long trims,
-        long bytesHostToDevice, long bytesDeviceToHost, long bytesDeviceToDevice) {
+        long bytesHostToDevice, long bytesDeviceToHost, long bytesDeviceToDevice,
+        long waitingRequests, long waits, long waitTimeouts) {
 
     /** {@code 1 − largestFreeBlock / cachedBytes}: 0 when all cached memory is one block (or nothing is cached). */
     public double fragmentation() {

@@ -18,12 +18,15 @@ import dev.compute.memory.resource.pool.CachingPoolResource;
 import dev.compute.memory.spi.BackendSelection;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
+import java.io.IOException;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -37,8 +40,9 @@ import org.jspecify.annotations.Nullable;
 /**
  * The {@link UnifiedMemoryManager}: one resource chain per location (statistics → the out-of-memory handlers →
  * the application's adaptors → caching pool, or none → the backend's resource), leak detection, a maintenance
- * thread for scheduled trims and timeline samples, the registry of open views and accesses, and the count of
- * calls under way that makes closing safe while other threads still use buffers.
+ * thread for scheduled trims and timeline samples, the registry of open views and accesses, the queues of requests
+ * waiting for memory ({@link AllocationWaiters}), the files it has mapped ({@link MappedFiles}, beside the chains),
+ * and the count of calls under way that makes closing safe while other threads still use buffers.
  */
 final class PooledMemoryManager implements UnifiedMemoryManager {
 
@@ -84,8 +88,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final @Nullable AllocationRecorder recorder;
     private final LeakDetector leakDetector;
     private final ManagerSettings settings;
+    private final AllocationWaiters waiters;
     private final ComputeOps ops = new BackendComputeOps(this);
     private final ScopeRegistry scopes = new ScopeRegistry();
+    private final MappedFiles mappedFiles;
     private final Duration closeTimeout;
     private final Duration deviceWaitTimeout;
     private final @Nullable ScheduledExecutorService maintenance;
@@ -93,6 +99,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final CountDownLatch closeDone = new CountDownLatch(1);
     /** Device work released blocks still wait for; close() frees nothing before it is done (or keeps everything). */
     private final Set<CompletableFuture<?>> releasedInFlight = ConcurrentHashMap.newKeySet();
+    /** The budget of each block allocated through one; looked up on release only once a budget was made. */
+    private final Map<Block, MemoryBudget> budgetOfBlock = new ConcurrentHashMap<>();
+    private final Set<MemoryBudget> budgets = ConcurrentHashMap.newKeySet();
+    private volatile boolean budgetsMade;
     private volatile boolean closed;
     private volatile boolean poolsFreed;
     /**
@@ -106,10 +116,13 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         listeners.add(JfrMemoryEvents.listener());
         this.events = SafeEventListener.of(listeners);
         this.recorder = settings.allocationRecording ? new AllocationRecorder() : null;
+        this.waiters = new AllocationWaiters((type, location, bytes) -> allocate(type, location, bytes, false), events);
         this.leakDetector = new LeakDetector(this, settings.leakDetection, events);
+        this.mappedFiles = new MappedFiles(settings.maxOpenMappedFiles);
         this.backend = openBackend(settings);
         try {
-            this.releaseThreshold = settings.releaseThreshold();
+            long maxPoolSize = settings.maxPoolSizeOn(backend.memoryInfo(), backend.info().backend());
+            this.releaseThreshold = settings.releaseThresholdUnder(maxPoolSize);
             this.closeTimeout = settings.closeTimeout;
             this.deviceWaitTimeout = settings.deviceWaitTimeout;
             List<MemoryLocation> usable = new ArrayList<>();
@@ -119,14 +132,15 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 }
                 if (backend.supports(location).available()) {
                     usable.add(location);
-                    chains.put(location, buildChain(location, settings));
+                    chains.put(location, buildChain(location, settings, maxPoolSize));
                 }
             }
             this.locations = List.copyOf(usable);
             this.defaultLocation = chooseDefault(settings.defaultLocation);
             this.mirrorLocation = chains.containsKey(MemoryLocation.PINNED) && backend.hostAccessible(MemoryLocation.PINNED)
                     ? MemoryLocation.PINNED : MemoryLocation.HOST;
-            this.settings = settings.resolved(backend.info().backend(), defaultLocation);
+            warmUp(settings.warmup);
+            this.settings = settings.resolved(backend.info().backend(), defaultLocation, maxPoolSize);
             this.maintenance = startMaintenance(settings);
         } catch (RuntimeException e) {
             chains.values().forEach(c -> c.top.close());
@@ -134,7 +148,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             throw e;
         }
         LOG.log(System.Logger.Level.INFO, "compute memory on " + backend.info() + ", locations " + locations
-                + ", default " + defaultLocation + ", pooling " + (settings.poolingEnabled ? "on" : "off")
+                + ", default " + defaultLocation + ", pooling " + (settings.poolingEnabled ? "on" : "off") + ", max-pool-size "
+                + this.settings.maxPoolSize() + " bytes" + (this.settings.maxPoolSizeShare() == null ? ""
+                : " (" + settings.maxPoolSize + " of the device's " + backend.memoryInfo().totalBytes() + " bytes)")
                 + ", leak detection " + settings.leakDetection);
     }
 
@@ -157,8 +173,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
      * adaptors over that in the order given, the out-of-memory handlers over them, the statistics over those, and on
      * top, unless recording is off, the recording adaptor.
      */
-    private LocationChain buildChain(MemoryLocation location, UnifiedMemoryManagerBuilder settings) {
-        long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : settings.maxPoolSize;
+    private LocationChain buildChain(MemoryLocation location, UnifiedMemoryManagerBuilder settings, long maxPoolSize) {
+        long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : maxPoolSize;
         BackendResource upstream = new BackendResource(backend, location, cap, ManagerSettings.capPropertyOf(location),
                 settings.deviceWaitTimeout, events);
         CachingPoolResource pool = null;
@@ -178,6 +194,18 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         MemoryResource entry = recorder != null ? new RecordingResource(statistics, location, recorder) : statistics;
         return new LocationChain(entry, statistics, pool != null ? pool : upstream, pool, upstream,
                 new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location));
+    }
+
+    /** Each location's warm-up ({@link PoolWarmup}); a location this manager lacks is a bad setting. */
+    private void warmUp(Map<MemoryLocation, List<WarmupBlocks>> warmup) {
+        warmup.forEach((location, blocks) -> {
+            LocationChain chain = chains.get(location);
+            if (chain == null || chain.pool == null) {
+                throw new InvalidSettingException(UnifiedMemoryManagerBuilder.warmupProperty(location), blocks,
+                        "a warm-up of a location this backend (" + backend.info().backend() + ") offers: one of " + chains.keySet());
+            }
+            PoolWarmup.warm(chain.pool, blocks, releaseThreshold);
+        });
     }
 
     private MemoryLocation chooseDefault(@Nullable MemoryLocation configured) {
@@ -234,18 +262,58 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     @Override
     public UnifiedBuffer allocate(long bytes, MemoryLocation location) {
-        return allocate(DataType.INT8, bytes, location, bytes);
+        return allocate(DataType.INT8, location, bytes, true);
     }
 
     @Override
     public UnifiedBuffer allocate(DataType type, long count, MemoryLocation location) {
+        return allocate(type, location, elementBytes(type, count), true);
+    }
+
+    private static long elementBytes(DataType type, long count) {
         if (count <= 0) {
             throw new IllegalArgumentException("element count must be positive: " + count);
         }
-        return allocate(type, count, location, type.bytesFor(count));
+        return type.bytesFor(count);
     }
 
-    private UnifiedBuffer allocate(DataType type, long count, MemoryLocation location, long bytes) {
+    /** An allocation counted by {@code budget}: the block is known to it until its memory goes back. */
+    UnifiedBuffer allocateFor(MemoryBudget budget, DataType type, long count, MemoryLocation location) {
+        UnifiedBuffer buffer = allocate(type, count, location);
+        Block block = buffer.ownBlock();
+        budgetOfBlock.put(block, budget);
+        budget.opened(block, buffer);
+        return buffer;
+    }
+
+    @Override
+    public MemoryBudget budget(String name, long limitBytes) {
+        if (name == null || name.isBlank()) {
+            throw new IllegalArgumentException("a memory budget needs a name");
+        }
+        if (limitBytes <= 0) {
+            throw new IllegalArgumentException("the limit of memory budget '" + name + "' must be positive: " + limitBytes + " bytes");
+        }
+        if (closed) {
+            throw new IllegalStateException("this UnifiedMemoryManager is closed");
+        }
+        MemoryBudget budget = new MemoryBudget(this, name, limitBytes);
+        budgetsMade = true;
+        budgets.add(budget);
+        return budget;
+    }
+
+    @Override
+    public List<MemoryBudget> budgets() {
+        return List.copyOf(budgets);
+    }
+
+    void budgetClosed(MemoryBudget budget) {
+        budgets.remove(budget);
+    }
+
+    /** {@code reportFailure}: whether listeners hear of an out-of-memory (not of a waiting request's retries). */
+    private UnifiedBuffer allocate(DataType type, MemoryLocation location, long bytes, boolean reportFailure) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
@@ -255,24 +323,148 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
         int stripe = activeCalls.enter();
         try {
-            Block block = allocateBlock(chain(location), location, bytes);
-            LeakDetector.Tracker tracker = leakDetector.track(location, bytes, block);
-            if (tracker == null) {
-                return new UnifiedBuffer(this, location, type, bytes, block, null);
+            return newBuffer(location, type, bytes, allocateBlock(chain(location), location, bytes, reportFailure));
+        } finally {
+            exit(stripe);
+        }
+    }
+
+    @Override
+    public UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode) throws IOException {
+        return map(file, type, mode, 0, null);
+    }
+
+    @Override
+    public UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode, long byteOffset, long byteLength) throws IOException {
+        if (byteLength <= 0) {
+            throw new IllegalArgumentException("a mapping's length must be positive: " + byteLength + " bytes");
+        }
+        return map(file, type, mode, byteOffset, byteLength);
+    }
+
+    /** Maps as {@link #allocate} allocates: counted in as a call, refused once closed, tracked for leaks (every one). */
+    private UnifiedBuffer map(Path file, DataType type, FileMapMode mode, long byteOffset, @Nullable Long byteLength) throws IOException {
+        Objects.requireNonNull(file, "file");
+        Objects.requireNonNull(type, "type");
+        Objects.requireNonNull(mode, "mode");
+        scopes.endHandedOver();
+        if (closed) {
+            scopes.endAllOfCurrentThread(); // told the manager closed, this thread has lost its views too
+        }
+        int stripe = activeCalls.enter();
+        try {
+            if (!chain(MemoryLocation.HOST).hostAccessible) {
+                throw new IllegalStateException("HOST memory of the " + backend.info().backend() + " backend is not host memory: no file can be mapped into it");
             }
-            UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, tracker);
-            leakDetector.watch(buffer, tracker);
+            String site = leakDetector.mappingSite();
+            MappedFile mapping = mappedFiles.map(file, type, mode, byteOffset, byteLength, site);
+            LeakDetector.Tracker tracker = leakDetector.trackMapping(MemoryLocation.HOST, mapping.size(), mapping, site);
+            UnifiedBuffer buffer = new UnifiedBuffer(this, type, mapping, tracker);
+            if (tracker != null) {
+                leakDetector.watch(buffer, tracker);
+            }
             return buffer;
         } finally {
             exit(stripe);
         }
     }
 
-    private Block allocateBlock(LocationChain chain, MemoryLocation location, long bytes) {
+    private UnifiedBuffer newBuffer(MemoryLocation location, DataType type, long bytes, Block block) {
+        LeakDetector.Tracker tracker = leakDetector.track(location, bytes, block);
+        if (tracker == null) {
+            return new UnifiedBuffer(this, location, type, bytes, block, null);
+        }
+        UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, tracker);
+        leakDetector.watch(buffer, tracker);
+        return buffer;
+    }
+
+    private Block allocateBlock(LocationChain chain, MemoryLocation location, long bytes, boolean reportFailure) {
         try {
             return chain.entry.allocate(bytes);
         } catch (DeviceOutOfMemoryException e) {
-            events.allocationFailed(location, bytes, e.reason());
+            if (reportFailure) {
+                events.allocationFailed(location, bytes, e.reason());
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public CompletableFuture<UnifiedBuffer> allocateAsync(long bytes, MemoryLocation location, Duration timeout) {
+        return allocateAsync(DataType.INT8, location, bytes, timeout);
+    }
+
+    @Override
+    public CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout) {
+        return allocateAsync(type, location, elementBytes(type, count), timeout);
+    }
+
+    private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout) {
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
+        }
+        if (Objects.requireNonNull(timeout, "timeout").isNegative()) {
+            throw new IllegalArgumentException("the wait for memory must not be negative: " + timeout);
+        }
+        return waiters.request(type, location, bytes, chain(location).backend.limitBytes(), timeout);
+    }
+
+    /**
+     * All or none: together where the chain's pool places them so ({@link MemoryResource#allocateAdjacent}), else one
+     * by one, giving back those taken when one fails.
+     */
+    @Override
+    public List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location) {
+        Objects.requireNonNull(type, "type");
+        if (counts.length == 0) {
+            throw new IllegalArgumentException("a batch needs at least one buffer");
+        }
+        long[] bytes = new long[counts.length];
+        for (int i = 0; i < counts.length; i++) {
+            if (counts[i] <= 0) {
+                throw new IllegalArgumentException("element count must be positive: counts[" + i + "] is " + counts[i]);
+            }
+            bytes[i] = type.bytesFor(counts[i]);
+        }
+        scopes.endHandedOver();
+        if (closed) {
+            scopes.endAllOfCurrentThread();
+        }
+        int stripe = activeCalls.enter();
+        try {
+            LocationChain chain = chain(location);
+            List<Block> blocks = chain.entry.allocateAdjacent(bytes);
+            if (blocks == null) {
+                blocks = allocateEach(chain, location, bytes);
+            }
+            List<UnifiedBuffer> buffers = new ArrayList<>(blocks.size());
+            for (int i = 0; i < blocks.size(); i++) {
+                buffers.add(newBuffer(location, type, bytes[i], blocks.get(i)));
+            }
+            return List.copyOf(buffers);
+        } finally {
+            exit(stripe);
+        }
+    }
+
+    private List<Block> allocateEach(LocationChain chain, MemoryLocation location, long[] bytes) {
+        List<Block> blocks = new ArrayList<>(bytes.length);
+        try {
+            for (long size : bytes) {
+                blocks.add(allocateBlock(chain, location, size, true));
+            }
+            return blocks;
+        } catch (DeviceOutOfMemoryException e) {
+            blocks.forEach(chain.entry::deallocate);
+            int failed = blocks.size();
+            DeviceOutOfMemoryException batchFailure = new DeviceOutOfMemoryException(location, bytes[failed], e.reason(),
+                    "buffer " + (failed + 1) + " of a batch of " + bytes.length + " (" + bytes[failed] + " bytes) could not be allocated,"
+                    + " so the " + failed + " allocated before it were given back: " + e.getMessage());
+            batchFailure.initCause(e);
+            throw batchFailure;
+        } catch (RuntimeException e) {
+            blocks.forEach(chain.entry::deallocate);
             throw e;
         }
     }
@@ -292,8 +484,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     /**
-     * Gives a closed buffer's blocks back. Views ending while the manager closes still give theirs back (so the
-     * close report does not count them as open); once the pools are freed there is nothing to give back to.
+     * Gives a closed buffer's blocks back: to its location's chain, or a mapped file to be unmapped. Views ending while
+     * the manager closes still give theirs back (so the close report does not count them as open); once the pools are
+     * freed there is nothing to give back to.
      */
     void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
         int stripe = activeCalls.enter();
@@ -305,9 +498,21 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 releasedInFlight.add(inFlight);
                 inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
             }
-            chains.get(location).entry.deallocate(block, inFlight);
+            if (block instanceof MappedFile mapping) {
+                mappedFiles.release(mapping, inFlight);
+            } else {
+                if (budgetsMade) {
+                    MemoryBudget budget = budgetOfBlock.remove(block);
+                    if (budget != null) {
+                        budget.released(block);
+                    }
+                }
+                chains.get(location).entry.deallocate(block, inFlight);
+                waiters.released(location, inFlight);
+            }
             if (mirror != null) {
                 chains.get(mirrorLocation).entry.deallocate(mirror, inFlight);
+                waiters.released(mirrorLocation, inFlight);
             }
         } finally {
             activeCalls.exit(stripe);
@@ -317,7 +522,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     Block allocateMirror(long bytes) {
         int stripe = activeCalls.enter();
         try {
-            return allocateBlock(chain(mirrorLocation), mirrorLocation, bytes);
+            return allocateBlock(chain(mirrorLocation), mirrorLocation, bytes, true);
         } finally {
             activeCalls.exit(stripe);
         }
@@ -428,13 +633,15 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         InspectableResource holding = chain.holding;
         long reserved = holding.reservedBytes();
         CachingPoolResource pool = chain.pool;
+        AllocationWaiters.Figures waiting = waiters.figures(location);
         return new MemoryStatistics(location,
                 counts.allocatedBytes(), counts.allocatedBytesPeak(), counts.requestedBytes(), counts.requestedBytesPeak(),
                 reserved, holding.reservedBytesPeak(), Math.max(0, reserved - counts.allocatedBytes()), holding.largestFreeBlockBytes(),
                 counts.liveBlocks(), holding.segmentCount(), counts.allocations(), counts.frees(),
                 pool != null ? pool.poolHits() : 0, pool != null ? pool.poolMisses() : chain.backend.backendAllocations(),
                 chain.backend.backendAllocations(), chain.backend.backendFrees(), pool != null ? pool.oomRetries() : 0,
-                chain.trims.sum(), chain.hostToDevice.sum(), chain.deviceToHost.sum(), chain.deviceToDevice.sum());
+                chain.trims.sum(), chain.hostToDevice.sum(), chain.deviceToHost.sum(), chain.deviceToDevice.sum(),
+                waiting.waiting(), waiting.waits(), waiting.timeouts());
     }
 
     @Override
@@ -444,6 +651,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             all.put(location, statistics(location));
         }
         return all;
+    }
+
+    @Override
+    public MappedFileStatistics mappedFileStatistics() {
+        return mappedFiles.statistics();
     }
 
     @Override
@@ -539,6 +751,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 }
             }
         });
+        for (MappedFile mapping : mappedFiles.open()) {
+            live.add(new LiveBufferReport(MemoryLocation.HOST, mapping.size(), mapping.allocationSite(), mapping.range().file()));
+        }
         return live;
     }
 
@@ -569,6 +784,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             closed = true;
         }
+        waiters.close();
         long deadline = System.nanoTime() + closeTimeout.toNanos();
         try {
             boolean callsEnded = awaitCalls(deadline);
@@ -584,7 +800,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager closed, but after " + closeTimeout.toMillis()
                         + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + scopes.holders() + "), ")
                         + (callsEnded ? "" : "calls were still under way, ") + (deviceIdle ? "" : "device work was still running, ")
-                        + "so its pools keep their memory (reserved " + reservedBytes() + " bytes) rather than free it under them; "
+                        + "so its pools keep their memory (reserved " + reservedBytes() + " bytes) and "
+                        + mappedFiles.statistics().openMappings() + " mapped file(s) stay mapped, rather than be freed under their users; "
                         + "it goes back to the system with the process. Raise compute.memory.close-timeout, or end views and "
                         + "accesses before closing.");
             }
@@ -648,6 +865,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                     + " buffer(s) still open; their memory is freed now and the buffers can no longer be used:");
             for (LiveBufferReport buffer : live) {
                 report.append("\n  ").append(buffer.location()).append(", ").append(buffer.sizeBytes()).append(" bytes")
+                        .append(buffer.mappedFile() != null ? ", mapped from " + buffer.mappedFile() : "")
                         .append(buffer.allocationSite() != null ? ", allocated at:\n" + buffer.allocationSite() : "");
             }
             LOG.log(System.Logger.Level.WARNING, report.toString());
@@ -662,5 +880,6 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 chain.top.countAllFreed(); // the buffers left open went back with everything
             }
         }
+        mappedFiles.unmapAll();
     }
 }

@@ -6,6 +6,7 @@ import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
 import java.lang.ref.Reference;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.CancellationException;
@@ -79,6 +80,8 @@ public final class UnifiedBuffer implements AutoCloseable {
     private final DataType dataType;
     private final long byteSize;
     private final @Nullable SliceOf slice;
+    /** The file range this buffer's memory maps, for a buffer from {@code mapFile} and its slices; else null. */
+    private final @Nullable FileRange mappedFrom;
     // The fields below belong to a buffer that owns memory, and are guarded by its monitor; a slice uses its root's.
     private @Nullable Block block;
     private @Nullable Block mirror;
@@ -92,11 +95,23 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     UnifiedBuffer(PooledMemoryManager manager, MemoryLocation location, DataType dataType, long byteSize, Block block,
                   LeakDetector.@Nullable Tracker leakTracker) {
+        this(manager, location, dataType, byteSize, block, leakTracker, null);
+    }
+
+    /** A buffer over a mapped file: HOST memory whose one copy, the file's bytes, holds data from the start. */
+    UnifiedBuffer(PooledMemoryManager manager, DataType dataType, MappedFile mapping, LeakDetector.@Nullable Tracker leakTracker) {
+        this(manager, MemoryLocation.HOST, dataType, mapping.size(), mapping, leakTracker, mapping.range());
+        this.state = BufferState.SYNCHRONIZED;
+    }
+
+    private UnifiedBuffer(PooledMemoryManager manager, MemoryLocation location, DataType dataType, long byteSize, Block block,
+                          LeakDetector.@Nullable Tracker leakTracker, @Nullable FileRange mappedFrom) {
         this.manager = manager;
         this.location = location;
         this.dataType = dataType;
         this.byteSize = byteSize;
         this.slice = null;
+        this.mappedFrom = mappedFrom;
         this.block = block;
         this.leakTracker = leakTracker;
     }
@@ -111,11 +126,22 @@ public final class UnifiedBuffer implements AutoCloseable {
         lineage[0] = new Object();
         System.arraycopy(ancestors, 0, lineage, 1, ancestors.length);
         this.slice = new SliceOf(cutFrom.root(), byteOffset, cutFrom.slice == null ? null : cutFrom, lineage);
+        this.mappedFrom = cutFrom.mappedFrom;
         this.leakTracker = null;
     }
 
     public MemoryLocation location() {
         return location;
+    }
+
+    /** The block of a buffer just allocated (not a slice, not yet closed), for the manager's books. */
+    Block ownBlock() {
+        synchronized (this) {
+            if (block == null) {
+                throw new IllegalStateException(this + " has no block of its own");
+            }
+            return block;
+        }
     }
 
     /** The element type it was allocated by; {@link DataType#INT8} for buffers allocated by bytes. */
@@ -166,6 +192,20 @@ public final class UnifiedBuffer implements AutoCloseable {
     /** The manager that made this buffer. */
     public UnifiedMemoryManager manager() {
         return manager;
+    }
+
+    /** The file whose bytes this buffer is ({@link UnifiedMemoryManager#mapFile}, and its slices); null for pooled memory. */
+    public @Nullable Path mappedFile() {
+        return mappedFrom == null ? null : mappedFrom.file();
+    }
+
+    /**
+     * True for a buffer over a file mapped {@link FileMapMode#READ_ONLY} (and its slices): every way to write it (a
+     * copy into it, an op that writes it, {@link #hostView()}, a writing access) fails with an
+     * {@link UnsupportedOperationException} before it touches the memory.
+     */
+    public boolean isReadOnly() {
+        return mappedFrom != null && mappedFrom.readOnly();
     }
 
     /** Writes all of {@code source} at the start of this buffer. */
@@ -337,6 +377,7 @@ public final class UnifiedBuffer implements AutoCloseable {
      * until the future completes. Closing the buffer before then is safe: its memory is reused only afterwards.
      */
     public CompletableFuture<Void> copyFromAsync(long byteOffset, MemorySegment source) {
+        requireWritable("copyFromAsync", "");
         int call = manager.enter(this);
         try {
             checkRange(byteOffset, source.byteSize());
@@ -353,6 +394,9 @@ public final class UnifiedBuffer implements AutoCloseable {
                 root.recordInFlight(done);
                 return done;
             });
+        } catch (RuntimeException | InternalError failure) {
+            failIfTruncated(failure, this);
+            throw failure;
         } finally {
             manager.exit(call);
         }
@@ -375,9 +419,22 @@ public final class UnifiedBuffer implements AutoCloseable {
                 root.recordInFlight(done);
                 return done;
             });
+        } catch (RuntimeException | InternalError failure) {
+            failIfTruncated(failure, this);
+            throw failure;
         } finally {
             manager.exit(call);
         }
+    }
+
+    /**
+     * Copies all of {@code source} to the start of this buffer, as {@link #copyFrom(UnifiedBuffer, long, long, long)}.
+     * A mapped file's buffer copied to DEVICE memory streams to the device in chunks of the staging buffer
+     * ({@code compute.memory.pinning.staging-buffer-size}) where the backend stages copies from host memory, without
+     * a second copy of the whole file in host memory.
+     */
+    public void copyFrom(UnifiedBuffer source) {
+        copyFrom(source, 0, 0, source.byteSize());
     }
 
     /**
@@ -389,6 +446,7 @@ public final class UnifiedBuffer implements AutoCloseable {
         if (source.manager != manager) {
             throw new IllegalArgumentException("the source buffer belongs to another UnifiedMemoryManager; copy through host memory instead");
         }
+        requireWritable("copyFrom", "");
         source.checkRange(sourceOffset, bytes);
         checkRange(targetOffset, bytes);
         int call = manager.enter(this);
@@ -422,6 +480,9 @@ public final class UnifiedBuffer implements AutoCloseable {
                     source.releaseHold(null, DONE);
                 }
             }
+        } catch (RuntimeException | InternalError failure) {
+            failIfTruncated(failure, source, this);
+            throw failure;
         } finally {
             manager.exit(call);
         }
@@ -430,9 +491,11 @@ public final class UnifiedBuffer implements AutoCloseable {
     /**
      * A writable view of the host copy (the memory itself where it is host-accessible), usable by the calling
      * thread until this buffer closes; marks the host copy newer. Taking several views on one thread costs one
-     * confined arena in all.
+     * confined arena in all. A file mapped read-only has none: this throws {@link UnsupportedOperationException}
+     * there rather than hand out a segment whose first write would fail; take {@link #readOnlyHostView()}.
      */
     public MemorySegment hostView() {
+        requireWritable("hostView()", "; take readOnlyHostView() to read it");
         return view(true);
     }
 
@@ -481,6 +544,9 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     private BufferAccess openHostAccess(AccessMode mode, boolean shared) {
         Objects.requireNonNull(mode, "mode");
+        if (mode.writes()) {
+            requireWritable("a " + mode + " host access", "; open a READ access to read it");
+        }
         int call = manager.enter(this);
         try {
             return whenIdle(root -> {
@@ -506,6 +572,9 @@ public final class UnifiedBuffer implements AutoCloseable {
      */
     public BufferAccess deviceAccess(AccessMode mode) {
         Objects.requireNonNull(mode, "mode");
+        if (mode.writes()) {
+            requireWritable("a " + mode + " device access", "; open a READ access to read it");
+        }
         int call = manager.enter(this);
         try {
             UnifiedBuffer root = root();
@@ -704,7 +773,8 @@ public final class UnifiedBuffer implements AutoCloseable {
     @Override
     public String toString() {
         String where = slice == null ? byteSize + " bytes" : byteSize + " bytes at " + slice.byteOffset() + " of " + slice.root().byteSize;
-        return "UnifiedBuffer[" + location + ", " + where + ", " + dataType + ", " + (isClosed() ? "closed" : state()) + "]";
+        return "UnifiedBuffer[" + location + ", " + where + ", " + dataType + ", " + (isClosed() ? "closed" : state())
+                + (mappedFrom == null ? "" : ", " + mappedFrom) + "]";
     }
 
     // ---- used by the op set -------------------------------------------------------------------------------
@@ -714,6 +784,9 @@ public final class UnifiedBuffer implements AutoCloseable {
      * newer, after device work queued by others. Give it back with {@link #releaseHold} and the kernel's future.
      */
     Region holdDeviceRegion(AccessMode mode) {
+        if (mode.writes()) {
+            requireWritable("an op that writes its argument", "");
+        }
         // work queued by another thread may sit on another stream: a kernel must not overtake it
         return whenIdle(root -> {
             Block device = openBlock();
@@ -816,6 +889,7 @@ public final class UnifiedBuffer implements AutoCloseable {
     }
 
     private void write(long byteOffset, MemorySegment source) {
+        requireWritable("a copy into it", "");
         copyWhenIdle(byteOffset, source.byteSize(), (root, device) -> writeLocked(root, device, byteOffset, source));
     }
 
@@ -832,8 +906,34 @@ public final class UnifiedBuffer implements AutoCloseable {
                 copy.accept(root, openBlock());
                 return null;
             });
+        } catch (RuntimeException | InternalError failure) {
+            failIfTruncated(failure, this);
+            throw failure;
         } finally {
             manager.exit(call);
+        }
+    }
+
+    /**
+     * Refuses a write to a file mapped read-only before anything reaches its memory: a write there is a fault that
+     * Java code survives (the FFM API refuses it) but native code (a kernel, a driver's copy) does not.
+     */
+    private void requireWritable(String write, String instead) {
+        if (isReadOnly()) {
+            throw new UnsupportedOperationException(write + " would write " + this + ", whose file is mapped read-only"
+                    + instead + "; map the file FileMapMode.READ_WRITE to change it");
+        }
+    }
+
+    /**
+     * A fault of a memory access on one of these buffers, as what it was when one maps a file that became shorter
+     * than its mapping: a {@link MappedFileTruncatedException}. Returns when that is not the case.
+     */
+    static void failIfTruncated(Throwable failure, UnifiedBuffer... involved) {
+        for (UnifiedBuffer buffer : involved) {
+            if (buffer.mappedFrom != null) {
+                buffer.mappedFrom.failIfTruncated(failure);
+            }
         }
     }
 
@@ -985,7 +1085,7 @@ public final class UnifiedBuffer implements AutoCloseable {
         if (slice != null && (lifecycle & CLOSED) == 0) {
             why = (slice.root().lifecycle & CLOSED) != 0 ? " (the buffer it is a slice of was closed)" : " (the slice it was cut from was closed)";
         }
-        return "UnifiedBuffer[" + location + ", " + what + ", " + dataType + "] is closed" + why;
+        return "UnifiedBuffer[" + location + ", " + what + ", " + dataType + (mappedFrom == null ? "" : ", " + mappedFrom) + "] is closed" + why;
     }
 
     private void checkRange(long byteOffset, long length) {

@@ -2,8 +2,13 @@ package dev.compute.memory;
 
 import dev.compute.memory.recording.AllocationTrace;
 import dev.compute.memory.recording.RecordingOptions;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * Pooled compute memory on one device of one backend. Any thread may allocate, and any thread may close a
@@ -35,6 +40,144 @@ public interface UnifiedMemoryManager extends AutoCloseable {
 
     UnifiedBuffer allocate(DataType type, long count, MemoryLocation location);
 
+    /** As {@link #allocate(long)}, but empty where there is no memory for it (bad arguments still throw). */
+    default Optional<UnifiedBuffer> tryAllocate(long bytes) {
+        return tryAllocate(bytes, defaultLocation());
+    }
+
+    /**
+     * As {@link #allocate(long, MemoryLocation)}, but empty where it would throw {@link DeviceOutOfMemoryException}
+     * (after the same recovery: the pool's cache released, the out-of-memory handlers asked, and the failure told to
+     * the event listeners). Bad arguments and a closed manager still throw.
+     */
+    default Optional<UnifiedBuffer> tryAllocate(long bytes, MemoryLocation location) {
+        try {
+            return Optional.of(allocate(bytes, location));
+        } catch (DeviceOutOfMemoryException e) {
+            return Optional.empty();
+        }
+    }
+
+    /** As {@link #allocate(DataType, long)}, but empty where there is no memory for it (bad arguments still throw). */
+    default Optional<UnifiedBuffer> tryAllocate(DataType type, long count) {
+        return tryAllocate(type, count, defaultLocation());
+    }
+
+    /** As {@link #allocate(DataType, long, MemoryLocation)}, but empty where there is no memory for it (see {@link #tryAllocate(long, MemoryLocation)}). */
+    default Optional<UnifiedBuffer> tryAllocate(DataType type, long count, MemoryLocation location) {
+        try {
+            return Optional.of(allocate(type, count, location));
+        } catch (DeviceOutOfMemoryException e) {
+            return Optional.empty();
+        }
+    }
+
+    /** {@link #allocateAsync(long, MemoryLocation, Duration)} at the default location. */
+    default CompletableFuture<UnifiedBuffer> allocateAsync(long bytes, Duration timeout) {
+        return allocateAsync(bytes, defaultLocation(), timeout);
+    }
+
+    /**
+     * {@code bytes} bytes at {@code location}, now or when buffers closed through this manager give the memory back,
+     * within {@code timeout}. The future completes at once when there is memory and no earlier request waits at that
+     * location; otherwise the request joins the location's queue, and each close of a buffer there retries the queue
+     * from its head, on the manager's waiter thread (never on the closing thread). Waiting requests are served in the
+     * order they came: one that would fit is not served before an earlier one that does not (no barging), so a stream
+     * of small requests cannot starve a large one. Plain {@link #allocate} and {@link #tryAllocate} calls do not
+     * queue: they take what is there.
+     *
+     * <p>The future fails with the {@link DeviceOutOfMemoryException} of the last attempt (its reason kept, the wait
+     * said in its message) when the timeout passes, at once when the request is larger than the location's cap or
+     * the timeout is zero, and with an {@link IllegalStateException} when the manager closes. Cancelling it takes the
+     * request off the queue; a buffer that comes as it is cancelled or times out is closed, not lost. What a trim or
+     * another process frees wakes nobody; the next close does. Functions added to the future without {@code Async}
+     * run on the thread that completes it (the waiter thread): keep them short. Waits and timeouts are counted in
+     * {@link #statistics(MemoryLocation)}.
+     *
+     * @throws IllegalArgumentException for a size that is not positive, a negative timeout or a location this
+     *                                  manager does not have
+     * @throws IllegalStateException    when the manager is closed
+     */
+    CompletableFuture<UnifiedBuffer> allocateAsync(long bytes, MemoryLocation location, Duration timeout);
+
+    /** {@link #allocateAsync(DataType, long, MemoryLocation, Duration)} at the default location. */
+    default CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, Duration timeout) {
+        return allocateAsync(type, count, defaultLocation(), timeout);
+    }
+
+    /** {@code count} elements of {@code type}, as {@link #allocateAsync(long, MemoryLocation, Duration)} waits for them. */
+    CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout);
+
+    /** {@link #allocateBatch(DataType, long[], MemoryLocation)} at the default location. */
+    default List<UnifiedBuffer> allocateBatch(DataType type, long[] counts) {
+        return allocateBatch(type, counts, defaultLocation());
+    }
+
+    /**
+     * One buffer of {@code counts[i]} elements of {@code type} for each {@code i}, in that order, all or none: when
+     * one cannot be had, those allocated before it are given back and the {@link DeviceOutOfMemoryException} says
+     * which one failed. The buffers are independent: each is closed on its own, and its memory goes back alone.
+     *
+     * <p>Placed together where the pool can: when the location's pool holds a free region large enough for the
+     * batch (memory freed earlier, or a warm-up), the small buffers (up to 1 MiB each) are carved one after another
+     * from one region of its small arena and the larger ones from one region of its large arena, in one pass under
+     * the pool's lock, with no backend call. Where it holds none, or resource adaptors or out-of-memory handlers
+     * stand between the manager and the pool, each buffer is placed as a single allocation would be.
+     *
+     * @throws IllegalArgumentException for an empty batch, a count that is not positive or a location this manager
+     *                                  does not have
+     */
+    List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location);
+
+    /**
+     * All of {@code file} as a buffer of {@code type} elements, without reading it: see
+     * {@link #mapFile(Path, DataType, FileMapMode, long, long)}. The file's size must be a positive whole number of
+     * elements.
+     */
+    UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode) throws IOException;
+
+    /**
+     * Bytes {@code [byteOffset, byteOffset + byteLength)} of {@code file} as a HOST buffer of {@code type} elements,
+     * without reading them: the buffer's memory is the file, mapped into the process, which the operating system
+     * pages in as it is read and out again under memory pressure, so a file larger than the machine's memory works.
+     * {@code byteOffset} is a multiple of the element size (elements are then aligned in memory), {@code byteLength}
+     * a whole number of elements, and the range lies within the file: a mapping never extends a file.
+     *
+     * <p><b>As any buffer.</b> It is host memory on every backend (one copy: views and host accesses are the file's
+     * bytes, syncs do nothing), and it follows the lifetime rule: {@code close()} makes it unusable at once, and the
+     * file is unmapped when the last view, access, copy or op that holds it has ended and device work queued on it
+     * has finished; a buffer found garbage-collected without {@code close()} is reported as a leak (at {@code simple}
+     * every one, not a sample) and unmapped the same way; closing the manager reports those left open and unmaps them
+     * after the same waits as its pools. Ops, slices, copies and accesses work as on a HOST buffer of the backend.
+     *
+     * <p><b>Onto a device.</b> {@code deviceBuffer.copyFrom(mapped)} streams the file to the device through the
+     * backend's staging buffers, in chunks of {@code compute.memory.pinning.staging-buffer-size}, as any copy from
+     * host memory: the file is read once, and never held whole in host memory on the way.
+     *
+     * <p><b>{@link FileMapMode#READ_ONLY}.</b> Every write is refused with an {@link UnsupportedOperationException}
+     * before it touches the memory: copies into the buffer, ops that write it, writing accesses and
+     * {@link UnifiedBuffer#hostView()} ({@link UnifiedBuffer#readOnlyHostView()} reads it).
+     *
+     * <p><b>The figures.</b> A mapped file is no pooled memory: {@link #statistics(MemoryLocation)} leaves it out, and
+     * {@link #mappedFileStatistics()} counts it; {@link #liveBuffers()} lists it, with its file. At most
+     * {@code compute.memory.mapped-files.max-open} files are mapped at once (each is an entry in the process's memory
+     * map, of which a process may have few); beyond it this throws {@link IllegalStateException}.
+     *
+     * <p><b>A file truncated while mapped.</b> Its bytes past the new end are gone, and touching them is a fault
+     * ({@code SIGBUS}). Where Java touches them (copies to and from the buffer, the CPU backend's ops, the staged
+     * copies of the OpenCL and CUDA backends) the call fails with {@link MappedFileTruncatedException}, and one's own
+     * Java code reading a view gets the JVM's {@link InternalError}. Native code that reads the mapping itself ends the
+     * process: the OpenCL backend's kernels on this buffer, the CUDA driver when pinning is off, one's own native code
+     * given its address. Do not truncate or rewrite a mapped file in place: write a new file and rename it over the old
+     * one, which leaves the mapped one whole until it is unmapped.
+     *
+     * @throws IOException the file cannot be opened in this mode or mapped ({@code NoSuchFileException},
+     *     {@code AccessDeniedException}, ...)
+     * @throws IllegalArgumentException the range or element type does not fit the file, or it is no regular file
+     * @throws IllegalStateException the manager is closed, or {@code compute.memory.mapped-files.max-open} files are mapped
+     */
+    UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode, long byteOffset, long byteLength) throws IOException;
+
     /** Where {@link #allocate(long)} puts memory: configured, or DEVICE on an accelerator and HOST on the CPU. */
     MemoryLocation defaultLocation();
 
@@ -57,6 +200,9 @@ public interface UnifiedMemoryManager extends AutoCloseable {
 
     /** Statistics for every location in {@link #locations()}, in that order. */
     Map<MemoryLocation, MemoryStatistics> statistics();
+
+    /** The files mapped by {@link #mapFile}, counted apart from the pools; exact and current, also after {@link #close()}. */
+    MappedFileStatistics mappedFileStatistics();
 
     /**
      * This location's segments and blocks now (blocks cached for quick reuse show as free); taking it changes
@@ -93,7 +239,10 @@ public interface UnifiedMemoryManager extends AutoCloseable {
     /** The op set (fill, scale, axpy, sum) on this manager's buffers. */
     ComputeOps ops();
 
-    /** Buffers still open, with their allocation sites where leak detection recorded them. */
+    /**
+     * Buffers still open, with their allocation sites where leak detection recorded them; mapped files among them
+     * with their file.
+     */
     List<LiveBufferReport> liveBuffers();
 
     /**
@@ -102,6 +251,15 @@ public interface UnifiedMemoryManager extends AutoCloseable {
      * {@value LeakDetectionLevel#SIMPLE_SAMPLING_INTERVAL} at {@code simple}, none at {@code disabled}.
      */
     long leaksDetected();
+
+    /**
+     * A budget of {@code limitBytes} over this manager's pools: buffers allocated through it share the pools but count
+     * against its limit and in its figures (see {@link MemoryBudget}).
+     */
+    MemoryBudget budget(String name, long limitBytes);
+
+    /** The budgets made and not yet closed. */
+    List<MemoryBudget> budgets();
 
     /** True once {@link #close()} has begun. */
     boolean isClosed();

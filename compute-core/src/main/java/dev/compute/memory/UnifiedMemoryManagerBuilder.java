@@ -5,8 +5,10 @@ import dev.compute.memory.resource.ResourceAdaptor;
 import dev.compute.memory.spi.ComputeBackend;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import org.jspecify.annotations.Nullable;
@@ -15,8 +17,9 @@ import org.jspecify.annotations.Nullable;
  * Every setting of {@code compute.*} in {@code application.yml}, with the same defaults. {@link #build()}
  * checks them all and fails with an {@link InvalidSettingException} that names the property. A default never
  * contradicts a setting the user gave: where it would, it follows that setting (an unset release threshold is
- * at most max-pool-size, an unset staging buffer at most max-pinned-size); values the user set are checked as
- * given.
+ * at most max-pool-size and at least the largest warm-up that fits, an unset staging buffer at most max-pinned-size);
+ * values the user set are checked as given. Where a value depends on the device (a cap given as a share of its
+ * memory), the rules that need it are checked when the manager has opened the backend, with the same exception.
  */
 public final class UnifiedMemoryManagerBuilder {
 
@@ -33,6 +36,10 @@ public final class UnifiedMemoryManagerBuilder {
     public static final int DEFAULT_OUT_OF_MEMORY_RETRIES = 3;
     /** More retries than this would only hide a handler that frees nothing. */
     public static final int MAX_OUT_OF_MEMORY_RETRIES = 100;
+    /** A sixteenth of the memory-map entries Linux allows a process by default ({@code vm.max_map_count}, 65530). */
+    public static final int DEFAULT_MAX_OPEN_MAPPED_FILES = 4096;
+
+    private static final String MAX_POOL_SIZE = "compute.memory.pooling.max-pool-size";
 
     String backend = "auto";
     @Nullable ComputeBackend backendInstance;
@@ -40,9 +47,10 @@ public final class UnifiedMemoryManagerBuilder {
     final Map<String, String> backendOptions = new LinkedHashMap<>();
     @Nullable MemoryLocation defaultLocation;
     boolean poolingEnabled = true;
-    long maxPoolSize = DEFAULT_MAX_POOL_SIZE;
-    /** Null while unset; {@link #releaseThreshold()} then follows the cap. */
+    PoolSize maxPoolSize = PoolSize.ofBytes(DEFAULT_MAX_POOL_SIZE);
+    /** Null while unset; {@link #releaseThresholdUnder(long)} then follows the cap and the warm-up. */
     @Nullable Long releaseThreshold;
+    final Map<MemoryLocation, List<WarmupBlocks>> warmup = new EnumMap<>(MemoryLocation.class);
     Duration trimInterval = DEFAULT_TRIM_INTERVAL;
     boolean expandableSegments = true;
     boolean pinningEnabled = true;
@@ -59,6 +67,7 @@ public final class UnifiedMemoryManagerBuilder {
     int outOfMemoryRetries = DEFAULT_OUT_OF_MEMORY_RETRIES;
     final List<ResourceAdaptor> resourceAdaptors = new ArrayList<>();
     boolean allocationRecording = true;
+    int maxOpenMappedFiles = DEFAULT_MAX_OPEN_MAPPED_FILES;
 
     UnifiedMemoryManagerBuilder() {}
 
@@ -97,18 +106,39 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
-    /** {@code compute.memory.pooling.max-pool-size}: cap on reserved bytes per location. */
+    /** {@code compute.memory.pooling.max-pool-size}: cap on reserved bytes per location (PINNED has its own). */
     public UnifiedMemoryManagerBuilder maxPoolSize(long bytes) {
-        this.maxPoolSize = bytes;
+        this.maxPoolSize = PoolSize.ofBytes(bytes);
+        return this;
+    }
+
+    /**
+     * {@code compute.memory.pooling.max-pool-size} in bytes or as a share of the device's total memory
+     * ({@code PoolSize.ofShare(0.8)}, {@code 80%} in YAML), resolved when the manager starts.
+     */
+    public UnifiedMemoryManagerBuilder maxPoolSize(PoolSize size) {
+        this.maxPoolSize = size;
         return this;
     }
 
     /**
      * {@code compute.memory.pooling.release-threshold}: cached bytes a trim keeps, at most max-pool-size. Unset:
-     * {@value #DEFAULT_RELEASE_THRESHOLD} bytes, or max-pool-size where that is smaller.
+     * {@value #DEFAULT_RELEASE_THRESHOLD} bytes or the largest location's warm-up where that is more, but at most
+     * max-pool-size.
      */
     public UnifiedMemoryManagerBuilder releaseThreshold(long bytes) {
         this.releaseThreshold = bytes;
+        return this;
+    }
+
+    /**
+     * Adds to {@code compute.memory.pooling.warmup.<location>}: {@code count} blocks of {@code blockBytes} bytes,
+     * reserved when the manager starts and freed at once, so that they stay cached and the first requests of that size
+     * make no backend call. The manager then trims to the release threshold, as a scheduled trim would, and fails to
+     * start if less than the warm-up is left: a location's warm-up must fit under the release threshold and its cap.
+     */
+    public UnifiedMemoryManagerBuilder warmup(MemoryLocation location, long blockBytes, int count) {
+        warmup.computeIfAbsent(Objects.requireNonNull(location, "location"), l -> new ArrayList<>()).add(new WarmupBlocks(blockBytes, count));
         return this;
     }
 
@@ -222,6 +252,17 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
+    /**
+     * {@code compute.memory.mapped-files.max-open}: the most files (or ranges of files) mapped at once by
+     * {@link UnifiedMemoryManager#mapFile}; 0 turns mapping off. {@value #DEFAULT_MAX_OPEN_MAPPED_FILES} by default.
+     * Each mapping is an entry in the process's memory map, whose size the system limits ({@code vm.max_map_count}
+     * on Linux) for the whole JVM; the bytes mapped are not limited, since they hold no memory of their own.
+     */
+    public UnifiedMemoryManagerBuilder maxOpenMappedFiles(int files) {
+        this.maxOpenMappedFiles = files;
+        return this;
+    }
+
     /** Checks every setting, opens the backend and builds the manager. */
     public UnifiedMemoryManager build() {
         validate();
@@ -236,12 +277,20 @@ public final class UnifiedMemoryManagerBuilder {
         if (device < 0) {
             throw new InvalidSettingException("compute.device", device, "a device index of 0 or more");
         }
-        positive("compute.memory.pooling.max-pool-size", maxPoolSize);
+        requireNonNull(MAX_POOL_SIZE, maxPoolSize);
         if (releaseThreshold != null) {
             notNegative("compute.memory.pooling.release-threshold", releaseThreshold);
-            if (releaseThreshold > maxPoolSize) {
-                throw new InvalidSettingException("compute.memory.pooling.release-threshold", releaseThreshold + " bytes",
-                        "at most compute.memory.pooling.max-pool-size (" + maxPoolSize + " bytes): a pool cannot keep more cache than it may reserve");
+        }
+        validateWarmup();
+        switch (maxPoolSize) {
+            case PoolSize.Bytes(long bytes) -> {
+                positive(MAX_POOL_SIZE, bytes);
+                checkAgainstCap(bytes);
+            }
+            case PoolSize.Share(double share) -> {
+                if (!(share > 0 && share <= 1)) {
+                    throw new InvalidSettingException(MAX_POOL_SIZE, maxPoolSize, "a share of the device's memory above 0% and at most 100%, such as 80%, or a size, such as 4GB");
+                }
             }
         }
         interval("compute.memory.pooling.trim-interval", trimInterval);
@@ -264,6 +313,10 @@ public final class UnifiedMemoryManagerBuilder {
             throw new InvalidSettingException("compute.memory.out-of-memory-retries", outOfMemoryRetries,
                     "a number of retries from 0 (handlers off) to " + MAX_OUT_OF_MEMORY_RETRIES + ", such as 3");
         }
+        if (maxOpenMappedFiles < 0) {
+            throw new InvalidSettingException("compute.memory.mapped-files.max-open", maxOpenMappedFiles,
+                    "a number of files from 0 (mapping off) up, such as " + DEFAULT_MAX_OPEN_MAPPED_FILES);
+        }
         requireNonNull("compute.memory.device-wait-timeout", deviceWaitTimeout);
         if (deviceWaitTimeout.isNegative() || deviceWaitTimeout.toMillis() == 0) {
             throw new InvalidSettingException("compute.memory.device-wait-timeout", deviceWaitTimeout,
@@ -271,17 +324,111 @@ public final class UnifiedMemoryManagerBuilder {
         }
     }
 
-    /** The settings as the manager runs with them, once the backend is open and the default location chosen. */
-    ManagerSettings resolved(String backendName, MemoryLocation chosenDefaultLocation) {
-        return new ManagerSettings(backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSize,
-                releaseThreshold(), trimInterval, expandableSegments, pinningEnabled, maxPinnedSize, stagingBufferSize(),
-                leakDetection, timelineCapacity, timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries,
-                allocationRecording);
+    /** {@code compute.memory.pooling.warmup.<location>}, as messages name it. */
+    static String warmupProperty(MemoryLocation location) {
+        return "compute.memory.pooling.warmup." + location.name().toLowerCase(Locale.ROOT);
     }
 
-    /** The release threshold set, or the default where that fits under the cap, else the cap. */
-    long releaseThreshold() {
-        return releaseThreshold != null ? releaseThreshold : Math.min(DEFAULT_RELEASE_THRESHOLD, maxPoolSize);
+    /** What a warm-up needs whatever the device: a pool, positive sizes and counts, a total that fits in a long. */
+    private void validateWarmup() {
+        if (!warmup.isEmpty() && !poolingEnabled) {
+            throw new InvalidSettingException("compute.memory.pooling.warmup", warmup,
+                    "no warm-up while compute.memory.pooling.enabled is false: without the pool nothing stays cached");
+        }
+        warmup.forEach((location, entries) -> {
+            long total = 0;
+            for (WarmupBlocks entry : entries) {
+                if (entry.sizeBytes() <= 0 || entry.count() <= 0) {
+                    throw new InvalidSettingException(warmupProperty(location), entry,
+                            "blocks of a positive size and a count of 1 or more, such as size 4MB, count 16");
+                }
+                try {
+                    total = Math.addExact(total, entry.totalBytes());
+                } catch (ArithmeticException e) {
+                    throw new InvalidSettingException(warmupProperty(location), entries, "a total of at most " + Long.MAX_VALUE + " bytes");
+                }
+            }
+        });
+    }
+
+    /**
+     * The cap in bytes on a device of {@code device}'s memory: as set, or the share of its total. Checks what depends
+     * on the cap (the release threshold, the warm-up) and fails as {@link #build()} does.
+     */
+    long maxPoolSizeOn(DeviceMemoryInfo device, String backendName) {
+        long bytes = switch (maxPoolSize) {
+            case PoolSize.Bytes(long set) -> set;
+            case PoolSize.Share share -> {
+                if (device.totalBytes() <= 0) {
+                    throw new InvalidSettingException(MAX_POOL_SIZE, maxPoolSize, "a size, such as 4GB: the " + backendName
+                            + " backend does not report its device's total memory, so a share of it cannot be resolved");
+                }
+                long resolved = share.of(device.totalBytes());
+                if (resolved <= 0) {
+                    throw new InvalidSettingException(MAX_POOL_SIZE, maxPoolSize, "a share that comes to at least one byte of the device's "
+                            + device.totalBytes() + " bytes, or a size, such as 4GB");
+                }
+                yield resolved;
+            }
+        };
+        checkAgainstCap(bytes);
+        return bytes;
+    }
+
+    /** The rules that compare settings with the cap, once it is known in bytes. */
+    private void checkAgainstCap(long cap) {
+        if (releaseThreshold != null && releaseThreshold > cap) {
+            throw new InvalidSettingException("compute.memory.pooling.release-threshold", releaseThreshold + " bytes",
+                    "at most " + MAX_POOL_SIZE + " (" + cap + " bytes" + (maxPoolSize instanceof PoolSize.Share ? ", " + maxPoolSize + " of the device" : "")
+                    + "): a pool cannot keep more cache than it may reserve");
+        }
+        long threshold = releaseThresholdUnder(cap);
+        warmup.forEach((location, entries) -> {
+            long total = warmupBytes(entries);
+            long locationCap = location == MemoryLocation.PINNED ? maxPinnedSize : cap;
+            if (total > locationCap) {
+                throw new InvalidSettingException(warmupProperty(location), total + " bytes in all", "at most "
+                        + ManagerSettings.capPropertyOf(location) + " (" + locationCap + " bytes): the pool may not reserve more");
+            }
+            if (total > threshold) {
+                throw new InvalidSettingException(warmupProperty(location), total + " bytes in all",
+                        "at most compute.memory.pooling.release-threshold (" + threshold + " bytes): a trim gives cached memory beyond it back, so"
+                        + " the rest of the warm-up would not stay; raise compute.memory.pooling.release-threshold or warm up less");
+            }
+        });
+    }
+
+    private static long warmupBytes(List<WarmupBlocks> entries) {
+        long total = 0;
+        for (WarmupBlocks entry : entries) {
+            total += entry.totalBytes();
+        }
+        return total;
+    }
+
+    /** The settings as the manager runs with them, once the backend is open, the cap resolved and the default location chosen. */
+    ManagerSettings resolved(String backendName, MemoryLocation chosenDefaultLocation, long maxPoolSizeBytes) {
+        Map<MemoryLocation, List<WarmupBlocks>> warmupCopy = new EnumMap<>(MemoryLocation.class);
+        warmup.forEach((location, entries) -> warmupCopy.put(location, List.copyOf(entries)));
+        return new ManagerSettings(backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSizeBytes,
+                maxPoolSize instanceof PoolSize.Share(double share) ? share : null, releaseThresholdUnder(maxPoolSizeBytes), trimInterval,
+                expandableSegments, warmupCopy, pinningEnabled, maxPinnedSize, stagingBufferSize(), leakDetection, timelineCapacity,
+                timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries, maxOpenMappedFiles, allocationRecording);
+    }
+
+    /**
+     * The release threshold set; unset, the default or the largest location's warm-up where that is more (a default
+     * follows what the user set), at most the cap.
+     */
+    long releaseThresholdUnder(long cap) {
+        if (releaseThreshold != null) {
+            return releaseThreshold;
+        }
+        long largestWarmup = 0;
+        for (List<WarmupBlocks> entries : warmup.values()) {
+            largestWarmup = Math.max(largestWarmup, warmupBytes(entries));
+        }
+        return Math.min(Math.max(DEFAULT_RELEASE_THRESHOLD, largestWarmup), cap);
     }
 
     /** The staging buffer size set, or the default where that fits under max-pinned-size, else max-pinned-size. */

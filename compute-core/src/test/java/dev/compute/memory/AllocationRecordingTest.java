@@ -46,6 +46,19 @@ class AllocationRecordingTest {
     }
 
     @Test
+    void aBatchIsRecordedBufferByBuffer() {
+        try (UnifiedMemoryManager manager = builder().build()) {
+            manager.startRecording(RecordingOptions.defaults());
+            manager.allocateBatch(DataType.INT8, new long[] {100, 200, 300}, MemoryLocation.HOST).forEach(UnifiedBuffer::close);
+            AllocationTrace trace = manager.stopRecording();
+
+            assertThat(trace.events()).filteredOn(e -> e.kind() == TraceEvent.Kind.ALLOCATION).extracting(TraceEvent::bytes)
+                    .containsExactly(100L, 200L, 300L);
+            assertThat(trace.frees()).isEqualTo(3);
+        }
+    }
+
+    @Test
     void withRecordingOffTheChainsHaveNoRecorderAndStartingSaysWhy() {
         try (UnifiedMemoryManager manager = builder().allocationRecording(false).build()) {
             assertThat(manager.settings().allocationRecording()).isFalse();

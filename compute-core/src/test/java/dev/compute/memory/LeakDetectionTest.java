@@ -3,9 +3,13 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** A buffer dropped without close() is found, reported with where it was allocated, and its memory returns. */
 class LeakDetectionTest {
@@ -18,6 +22,11 @@ class LeakDetectionTest {
     @SuppressWarnings("resource")
     private static void leak(UnifiedMemoryManager manager) {
         manager.allocate(4096, MemoryLocation.DEVICE).copyFrom(new byte[] {1});
+    }
+
+    @SuppressWarnings("resource")
+    private static void leakMapping(UnifiedMemoryManager manager, Path file) throws IOException {
+        manager.mapFile(file, DataType.INT8, FileMapMode.READ_ONLY).copyTo(new byte[1]);
     }
 
     private static void awaitCollected(UnifiedMemoryManager manager, long expectedLive) throws InterruptedException {
@@ -74,6 +83,23 @@ class LeakDetectionTest {
             long found = manager.leaksDetected();
             assertThat(found).isBetween(10L, 100L);
             assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isEqualTo(before - found);
+        }
+    }
+
+    @Test
+    void everyLeakedMappingIsFoundAtSimpleAndUnmapped(@TempDir Path dir) throws Exception {
+        Path file = Files.write(dir.resolve("leaked.bin"), new byte[4096]);
+        try (UnifiedMemoryManager manager = manager(LeakDetectionLevel.SIMPLE)) {
+            for (int i = 0; i < 3; i++) {
+                leakMapping(manager, file);
+            }
+            assertThat(manager.mappedFileStatistics().openMappings()).isEqualTo(3);
+            for (int i = 0; i < 100 && manager.mappedFileStatistics().openMappings() > 0; i++) {
+                System.gc();
+                Thread.sleep(20);
+            }
+            assertThat(manager.mappedFileStatistics().openMappings()).as("not a sample: every mapping is tracked").isZero();
+            assertThat(manager.leaksDetected()).isEqualTo(3);
         }
     }
 }

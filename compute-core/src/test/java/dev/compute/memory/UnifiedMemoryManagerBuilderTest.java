@@ -25,9 +25,24 @@ class UnifiedMemoryManagerBuilderTest {
     void refusesSizesThatMakeNoSense() {
         refused(b -> b.maxPoolSize(0), "compute.memory.pooling.max-pool-size", "positive");
         refused(b -> b.maxPoolSize(-1), "compute.memory.pooling.max-pool-size", "positive");
+        refused(b -> b.maxPoolSize(PoolSize.ofBytes(-1)), "compute.memory.pooling.max-pool-size", "positive");
         refused(b -> b.releaseThreshold(-1), "compute.memory.pooling.release-threshold", "0 or more");
         refused(b -> b.maxPinnedSize(0), "compute.memory.pinning.max-pinned-size", "positive");
         refused(b -> b.stagingBufferSize(-5), "compute.memory.pinning.staging-buffer-size", "positive");
+    }
+
+    @Test
+    void mappedFilesMayBeLimitedOrTurnedOffButNotNegative() {
+        refused(b -> b.maxOpenMappedFiles(-1), "compute.memory.mapped-files.max-open", "0 (mapping off)");
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).build()) {
+            assertThat(manager.settings().maxOpenMappedFiles()).isEqualTo(UnifiedMemoryManagerBuilder.DEFAULT_MAX_OPEN_MAPPED_FILES);
+            assertThat(manager.mappedFileStatistics().maxOpenMappings()).isEqualTo(UnifiedMemoryManagerBuilder.DEFAULT_MAX_OPEN_MAPPED_FILES);
+        }
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxOpenMappedFiles(0).timelineInterval(Duration.ZERO).build()) {
+            assertThat(manager.settings().maxOpenMappedFiles()).isZero();
+        }
     }
 
     @Test
@@ -41,12 +56,45 @@ class UnifiedMemoryManagerBuilderTest {
                 .maxPoolSize(128L << 20).timelineInterval(Duration.ZERO).build()) {
             manager.allocate(1 << 20, MemoryLocation.DEVICE).close();
         }
-        assertThat(UnifiedMemoryManager.builder().maxPoolSize(128L << 20).releaseThreshold()).isEqualTo(128L << 20);
-        assertThat(UnifiedMemoryManager.builder().maxPoolSize(1L << 30).releaseThreshold())
+        assertThat(UnifiedMemoryManager.builder().releaseThresholdUnder(128L << 20)).isEqualTo(128L << 20);
+        assertThat(UnifiedMemoryManager.builder().releaseThresholdUnder(1L << 30))
                 .isEqualTo(UnifiedMemoryManagerBuilder.DEFAULT_RELEASE_THRESHOLD);
-        assertThat(UnifiedMemoryManager.builder().maxPoolSize(128L << 20).releaseThreshold(0).releaseThreshold()).isZero();
+        assertThat(UnifiedMemoryManager.builder().releaseThreshold(0).releaseThresholdUnder(128L << 20)).isZero();
         refused(b -> b.maxPoolSize(128L << 20).releaseThreshold(UnifiedMemoryManagerBuilder.DEFAULT_RELEASE_THRESHOLD),
                 "compute.memory.pooling.release-threshold", "at most compute.memory.pooling.max-pool-size (134217728 bytes)");
+    }
+
+    @Test
+    void aShareOfTheDevicesMemoryIsResolvedAtStartAndReported() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(400L << 20))
+                .maxPoolSize(PoolSize.ofShare(0.25)).timelineInterval(Duration.ZERO).build()) {
+            assertThat(manager.settings().maxPoolSize()).isEqualTo(100L << 20);
+            assertThat(manager.settings().maxPoolSizeShare()).isEqualTo(0.25);
+            assertThat(manager.settings().releaseThreshold()).as("the default threshold follows the resolved cap").isEqualTo(100L << 20);
+            assertThatThrownBy(() -> manager.allocate(101L << 20, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageContaining("above compute.memory.pooling.max-pool-size (104857600 bytes)");
+        }
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxPoolSize(64L << 20).timelineInterval(Duration.ZERO).build()) {
+            assertThat(manager.settings().maxPoolSizeShare()).as("a cap in bytes comes from no share").isNull();
+        }
+    }
+
+    @Test
+    void refusesASharePastTheWholeDeviceOrOfNothing() {
+        refused(b -> b.maxPoolSize(PoolSize.ofShare(0)), "compute.memory.pooling.max-pool-size", "above 0% and at most 100%");
+        refused(b -> b.maxPoolSize(PoolSize.ofShare(1.2)), "compute.memory.pooling.max-pool-size", "above 0% and at most 100%");
+        refused(b -> b.maxPoolSize(PoolSize.ofShare(-0.05)), "compute.memory.pooling.max-pool-size", "above 0% and at most 100%");
+        refused(b -> b.maxPoolSize(PoolSize.ofShare(Double.NaN)), "compute.memory.pooling.max-pool-size", "above 0% and at most 100%");
+        refused(b -> b.maxPoolSize(null), "compute.memory.pooling.max-pool-size", "a value is required");
+        assertThatThrownBy(() -> UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).maxPoolSize(PoolSize.ofShare(1.2)).build())
+                .hasMessageContaining("'120%'");
+    }
+
+    @Test
+    void aReleaseThresholdAboveTheResolvedShareStopsTheStartSayingWhereTheCapCameFrom() {
+        refused(b -> b.maxPoolSize(PoolSize.ofShare(0.05)).releaseThreshold(64L << 20), "compute.memory.pooling.release-threshold",
+                "at most compute.memory.pooling.max-pool-size (53687091 bytes, 5% of the device)");
     }
 
     @Test

@@ -1,25 +1,92 @@
 package dev.compute.boot;
 
+import dev.compute.memory.OutOfMemoryHandler;
 import dev.compute.memory.UnifiedMemoryManager;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.NoneNestedConditions;
+import org.springframework.boot.autoconfigure.condition.SpringBootCondition;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.ConditionContext;
+import org.springframework.context.annotation.Conditional;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+import org.springframework.core.env.ConfigurableEnvironment;
+import org.springframework.core.type.AnnotatedTypeMetadata;
 
 /**
- * The {@link UnifiedMemoryManager} bean, built from {@code compute.*}. A manager of the user's own replaces it.
- * The manager chooses and logs its backend, and runs its own trim and sampling thread, so nothing here depends
- * on the application enabling scheduling. On shutdown it reports buffers still open and frees all memory.
+ * The {@link UnifiedMemoryManager} beans. With {@code compute.*} alone, one, built from it, which a manager of the
+ * application's own replaces. With {@code compute.managers.<name>.*}, one per name (see
+ * {@link NamedManagersRegistrar}), beside any of the application's own. Each manager chooses and logs its backend,
+ * and runs its own trim and sampling thread, so nothing here depends on the application enabling scheduling. On
+ * shutdown each reports buffers still open and frees all memory.
  */
 @AutoConfiguration
 @ConditionalOnClass(UnifiedMemoryManager.class)
 @EnableConfigurationProperties(ComputeProperties.class)
+@Import(PoolSizeConverter.class)
 public final class ComputeMemoryAutoConfiguration {
 
-    @Bean(destroyMethod = "close")
-    @ConditionalOnMissingBean
-    UnifiedMemoryManager unifiedMemoryManager(ComputeProperties properties) {
-        return properties.toBuilder().build();
+    /**
+     * How the observers (endpoint, health, meters) and the customizers name a manager: its bean name less this
+     * suffix, so {@code gpu} for {@code compute.managers.gpu}'s bean {@code gpuUnifiedMemoryManager}.
+     */
+    public static final String MANAGER_BEAN_NAME_SUFFIX = "UnifiedMemoryManager";
+
+    /** The name of the one manager of {@code compute.*}, whose bean is {@code unifiedMemoryManager}. */
+    public static final String DEFAULT_MANAGER_NAME = "default";
+
+    static final String FACTORY_BEAN = "unifiedMemoryManagerFactory";
+
+    @Bean(FACTORY_BEAN)
+    UnifiedMemoryManagerFactory unifiedMemoryManagerFactory(ConfigurableEnvironment environment,
+            ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers, ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers,
+            MemoryEventRelays memoryEventRelays) {
+        return new UnifiedMemoryManagerFactory(environment, outOfMemoryHandlers, customizers, memoryEventRelays);
+    }
+
+    @Bean
+    MemoryEventRelays memoryEventRelays() {
+        return new MemoryEventRelays();
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @Conditional(OneManager.class)
+    static class SingleManagerConfiguration {
+
+        @Bean(destroyMethod = "close")
+        @ConditionalOnMissingBean
+        UnifiedMemoryManager unifiedMemoryManager(UnifiedMemoryManagerFactory factory, ComputeProperties properties) {
+            return factory.create(properties);
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @Conditional(ManagersNamed.class)
+    @Import(NamedManagersRegistrar.class)
+    static class NamedManagersConfiguration {}
+
+    /** {@code compute.managers} names at least one manager. */
+    static final class ManagersNamed extends SpringBootCondition {
+        @Override
+        public ConditionOutcome getMatchOutcome(ConditionContext context, AnnotatedTypeMetadata metadata) {
+            var names = NamedManagers.namesIn(context.getEnvironment());
+            return names.isEmpty() ? ConditionOutcome.noMatch("no managers under " + NamedManagers.PREFIX)
+                    : ConditionOutcome.match("managers under " + NamedManagers.PREFIX + ": " + names);
+        }
+    }
+
+    /** No manager is named under {@code compute.managers}: {@code compute.*} describes the one manager. */
+    static final class OneManager extends NoneNestedConditions {
+        OneManager() {
+            super(ConfigurationPhase.PARSE_CONFIGURATION);
+        }
+
+        @Conditional(ManagersNamed.class)
+        static class Named {}
     }
 }

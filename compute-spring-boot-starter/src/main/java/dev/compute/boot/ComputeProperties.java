@@ -2,19 +2,23 @@ package dev.compute.boot;
 
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.LeakDetectionLevel;
-import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.PoolSize;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import dev.compute.memory.recording.RecordingOptions;
 import java.time.Duration;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
 import org.springframework.util.unit.DataSize;
 
 /**
- * The {@code compute.*} properties. The memory settings are checked where they are used, by
+ * The {@code compute.*} properties: the settings of the one manager the starter builds, or, where
+ * {@code compute.managers.<name>.*} names several, the defaults each of them inherits (see
+ * {@link ManagerProperties}). The memory settings are checked where they are used, by
  * {@link UnifiedMemoryManagerBuilder#build()}, so the rules live in one place and a bad value fails start-up
  * with an {@link InvalidSettingException} naming the property; what only the starter uses (the health
  * thresholds) is checked here, when the properties are bound.
@@ -25,7 +29,11 @@ import org.springframework.util.unit.DataSize;
  * @param device The device index within the backend, 0 for the first device.
  * @param memory Where buffers go, how they are pooled, pinned and tracked.
  * @param opencl Options for the OpenCL backend.
+ * @param backendOptions Options passed to the backend as they are: cpu reads page-size and pinned-fallback,
+ *     opencl platform and device-type, cuda streams, staging-buffers, staging-lanes and copy-threads.
  * @param health Thresholds of the compute health contributor.
+ * @param primary With several managers (compute.managers), the name of the one injected where a single
+ *     UnifiedMemoryManager is asked for; unset, the first one configured.
  */
 @ConfigurationProperties("compute")
 public record ComputeProperties(
@@ -33,62 +41,17 @@ public record ComputeProperties(
         @DefaultValue("0") int device,
         @DefaultValue Memory memory,
         @DefaultValue OpenCl opencl,
-        @DefaultValue Health health) {
+        @DefaultValue Map<String, String> backendOptions,
+        @DefaultValue Health health,
+        @Nullable String primary) {
 
-    private static final List<String> OPENCL_DEVICE_TYPES = List.of("gpu", "cpu", "accelerator", "all");
-
-    /** A builder holding every setting, ready for {@link UnifiedMemoryManagerBuilder#build()}. */
-    public UnifiedMemoryManagerBuilder toBuilder() {
-        UnifiedMemoryManagerBuilder builder = UnifiedMemoryManager.builder()
-                .backend(required("compute.backend", backend))
-                .device(device)
-                .defaultLocation(memory.defaultLocation().location())
-                .poolingEnabled(memory.pooling().enabled())
-                .maxPoolSize(bytes("compute.memory.pooling.max-pool-size", memory.pooling().maxPoolSize()))
-                .trimInterval(required("compute.memory.pooling.trim-interval", memory.pooling().trimInterval()))
-                .expandableSegments(memory.pooling().expandableSegments())
-                .pinningEnabled(memory.pinning().enabled())
-                .maxPinnedSize(bytes("compute.memory.pinning.max-pinned-size", memory.pinning().maxPinnedSize()))
-                .leakDetection(required("compute.memory.leak-detection", memory.leakDetection()))
-                .timelineCapacity(memory.timeline().capacity())
-                .timelineInterval(required("compute.memory.timeline.interval", memory.timeline().interval()))
-                .closeTimeout(required("compute.memory.close-timeout", memory.closeTimeout()))
-                .deviceWaitTimeout(required("compute.memory.device-wait-timeout", memory.deviceWaitTimeout()))
-                .allocationRecording(memory.recording().enabled());
-        // unset, these follow max-pool-size and max-pinned-size in the builder
-        if (memory.pooling().releaseThreshold() != null) {
-            builder.releaseThreshold(memory.pooling().releaseThreshold().toBytes());
-        }
-        if (memory.pinning().stagingBufferSize() != null) {
-            builder.stagingBufferSize(memory.pinning().stagingBufferSize().toBytes());
-        }
-        if (opencl.platform() != null && !opencl.platform().isBlank()) {
-            builder.backendOption("platform", opencl.platform().trim());
-        }
-        if (opencl.deviceType() != null && !opencl.deviceType().isBlank()) {
-            builder.backendOption("device-type", deviceType(opencl.deviceType().trim()));
-        }
-        return builder;
+    public ComputeProperties {
+        backendOptions = new LinkedHashMap<>(backendOptions);
     }
 
-    // An empty value in YAML binds as null; say which property is empty rather than fail with a NullPointerException.
-    private static <T> T required(String property, @Nullable T value) {
-        if (value == null) {
-            throw new InvalidSettingException(property, "", "a value is required");
-        }
-        return value;
-    }
-
-    // Checked here, not by the OpenCL backend: under auto a backend that is passed over would never see a typo.
-    private static String deviceType(String value) {
-        if (!OPENCL_DEVICE_TYPES.contains(value.toLowerCase(Locale.ROOT))) {
-            throw new InvalidSettingException("compute.opencl.device-type", value, "one of " + String.join(", ", OPENCL_DEVICE_TYPES) + ", or empty");
-        }
-        return value;
-    }
-
-    private static long bytes(String property, @Nullable DataSize size) {
-        return required(property, size).toBytes();
+    /** The settings of the one manager that {@code compute.*} alone describes. */
+    public ManagerProperties manager() {
+        return new ManagerProperties(backend, device, memory, opencl, backendOptions);
     }
 
     /**
@@ -103,6 +66,9 @@ public record ComputeProperties(
      *     threads still hold, calls under way and device work; memory still held then is kept, not freed. 0: no wait.
      * @param deviceWaitTimeout The longest a call waits for device work it depends on (a read after a kernel, an
      *     allocation needing memory that work on a freed buffer still uses) before it fails saying the work may be stuck.
+     * @param outOfMemoryRetries How many times one allocation is retried after the application's OutOfMemoryHandler
+     *     beans freed memory, 0 to 100; 0 turns them off.
+     * @param mappedFiles Files mapped as buffers (UnifiedMemoryManager.mapFile).
      * @param recording Recording allocations and frees into a trace the replayer reads (the computetrace endpoint).
      */
     public record Memory(
@@ -113,24 +79,37 @@ public record ComputeProperties(
             @DefaultValue Timeline timeline,
             @DefaultValue("5s") Duration closeTimeout,
             @DefaultValue("60s") Duration deviceWaitTimeout,
+            @DefaultValue("3") int outOfMemoryRetries,
+            @DefaultValue MappedFiles mappedFiles,
             @DefaultValue Recording recording) {}
 
     /**
+     * @param maxOpen The most files (or ranges of files) mapped at once; 0 turns mapping off. Each mapping takes an
+     *     entry of the process's memory map, which the system limits (vm.max_map_count, 65530 by default on Linux).
+     */
+    public record MappedFiles(@DefaultValue("4096") int maxOpen) {}
+
+    /**
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
-     * @param maxPoolSize Cap on the bytes reserved from the backend per location.
+     * @param maxPoolSize Cap on the bytes reserved from the backend per location: a size such as 4GB, or a share of
+     *     the device's memory such as 80%, resolved at start (on the CPU backend, of the machine's memory).
      * @param releaseThreshold Cached bytes a trim keeps for reuse; at most max-pool-size. Unset: 256MB, or
      *     max-pool-size where that is smaller.
      * @param trimInterval How often cached memory beyond the release threshold is given back, at least 1ms; 0
      *     disables scheduled trimming.
      * @param expandableSegments Whether the pool maps pages into reserved address ranges where the backend can,
      *     so reserved memory follows live memory closely.
+     * @param warmup Blocks reserved and cached at start, per location (device, host, pinned, unified), so that the
+     *     first requests make no backend call: a list of size and count (count 1 by default). A location's total
+     *     must stay under release-threshold, which an unset release-threshold follows.
      */
     public record Pooling(
             @DefaultValue("true") boolean enabled,
-            @DefaultValue("4GB") DataSize maxPoolSize,
+            @DefaultValue("4GB") PoolSize maxPoolSize,
             @Nullable DataSize releaseThreshold,
             @DefaultValue("5m") Duration trimInterval,
-            @DefaultValue("true") boolean expandableSegments) {}
+            @DefaultValue("true") boolean expandableSegments,
+            @Nullable Map<String, List<WarmupSetting>> warmup) {}
 
     /**
      * @param enabled Whether PINNED buffers and pinned staging buffers may be used.
@@ -190,14 +169,27 @@ public record ComputeProperties(
      *     which the health details carry a warning; between 0 and 1.
      * @param deviceMemoryWarningThreshold Share of the device's memory in use (by anyone) above which the health
      *     details carry a warning; between 0 and 1.
+     * @param capWarningThreshold Share of a location's cap (max-pool-size, max-pinned-size for PINNED) that the pool
+     *     has reserved above which the health details carry a warning; between 0 and 1.
+     * @param statusOnWarning The health status when any threshold is passed: UP (the warning is a detail), a status
+     *     of your own such as WARNING (add it to management.endpoint.health.status.order), OUT_OF_SERVICE or DOWN.
      */
     public record Health(
             @DefaultValue("0.5") double fragmentationWarningThreshold,
-            @DefaultValue("0.9") double deviceMemoryWarningThreshold) {
+            @DefaultValue("0.9") double deviceMemoryWarningThreshold,
+            @DefaultValue("0.9") double capWarningThreshold,
+            @DefaultValue("UP") String statusOnWarning) {
 
         public Health {
             ratio("compute.health.fragmentation-warning-threshold", fragmentationWarningThreshold);
             ratio("compute.health.device-memory-warning-threshold", deviceMemoryWarningThreshold);
+            ratio("compute.health.cap-warning-threshold", capWarningThreshold);
+            if (statusOnWarning.isBlank()) {
+                throw new InvalidSettingException("compute.health.status-on-warning", statusOnWarning,
+                        "a health status: UP, OUT_OF_SERVICE, DOWN or one of your own such as WARNING");
+            }
+            // Boot's own codes are upper case with underscores; out-of-service and OUT_OF_SERVICE are the same status
+            statusOnWarning = statusOnWarning.trim().toUpperCase(Locale.ROOT).replace('-', '_');
         }
 
         private static void ratio(String property, double value) {

@@ -1,14 +1,15 @@
-// The memory map page: draws what the computememory Actuator endpoint returns. Plain JavaScript, no libraries.
+// The memory map page: draws what the computememory Actuator endpoint returns, for every manager it lists. Plain
+// JavaScript, no libraries.
 //
-// The page is served at {management base path}/computememory-map/, so the base path is its own path without that
-// suffix. The Actuator links at the base path say whether the endpoint is exposed, and under which path (a
-// path-mapping may rename it); where the links are switched off the page tries {base}/computememory directly.
-// An OPTIONS request tells whether the write operation (trim) is there: its Allow header lists POST only then.
+// The page is the computememorymap endpoint, {management base path}/computememorymap, so the base path is its own
+// path less the last segment. The Actuator links at the base path say whether the computememory endpoint is exposed,
+// and under which path (a path-mapping may rename it); where the links are switched off the page tries
+// {base}/computememory directly. An OPTIONS request tells whether the write operation (trim) is there: its Allow
+// header lists POST only then.
 'use strict';
 
 (function () {
-  const PAGE_SUFFIX = /\/computememory-map(\/.*)?$/;
-  const BASE = window.location.pathname.replace(PAGE_SUFFIX, '');
+  const BASE = window.location.pathname.replace(/\/[^/]*\/?$/, '');
   const SVG = 'http://www.w3.org/2000/svg';
 
   const state = {
@@ -16,7 +17,7 @@
     trimProbed: false,
     timer: null,
     interval: 2000,
-    drawn: new Map(),     // location -> the JSON of the segments last drawn, so an unchanged map is not redrawn
+    drawn: new Map(),     // manager/location -> the JSON of the segments last drawn, so an unchanged map is not redrawn
     mouse: null,          // the last mouse position, to keep the tooltip true across redraws
   };
 
@@ -73,9 +74,9 @@
 
   function notExposed() {
     showMessage('The <code>computememory</code> endpoint is not exposed over HTTP, so there is nothing to draw. '
-      + 'Expose it, e.g. <code>management.endpoints.web.exposure.include=health,computememory</code>, '
-      + 'and keep <code>management.endpoint.computememory.access</code> at <code>read-only</code> or '
-      + '<code>unrestricted</code> (the trim button needs <code>unrestricted</code>). This page retries every few seconds.');
+      + 'Expose it beside this page, e.g. <code>management.endpoints.web.exposure.include=health,computememory,computememorymap</code>, '
+      + 'Its default access, <code>read-only</code>, is enough to draw; the trim buttons need '
+      + '<code>management.endpoint.computememory.access=unrestricted</code>. This page retries every few seconds.');
     $('device').textContent = 'computememory endpoint not exposed';
   }
 
@@ -174,55 +175,88 @@
       showMessage(`The <code>computememory</code> endpoint answered HTTP ${response.status}.`);
       return;
     }
-    const summary = await response.json();
-    const names = Object.keys(summary.locations);
-    const details = await Promise.all(names.map(async (name) => {
-      const r = await fetch(`${state.endpoint}/${name.toLowerCase()}`, { headers: { Accept: 'application/json' }, cache: 'no-store' });
-      return r.ok ? r.json() : null;
+    const listing = await response.json();
+    const managers = await Promise.all(Object.keys(listing.managers).map(async (name) => {
+      const path = `${state.endpoint}/${encodeURIComponent(name)}`;
+      const [summary, ...details] = await Promise.all([path, ...listing.managers[name].locations
+        .map((location) => `${path}/${location.toLowerCase()}`)].map(getJson));
+      return summary ? { summary, details: details.filter((d) => d !== null) } : null;
     }));
     clearMessage();
-    render(summary, details.filter((d) => d !== null));
+    render(managers.filter((m) => m !== null), listing.definitions || {});
     if (!state.trimProbed) await probeTrim();
     $('status').textContent = `updated ${new Date().toLocaleTimeString()}`;
     // when the data now drawn was asked for (epoch milliseconds): what was freed before this instant shows as free
     document.body.dataset.fetched = String(started);
   }
 
+  async function getJson(path) {
+    const response = await fetch(path, { headers: { Accept: 'application/json' }, cache: 'no-store' });
+    return response.ok ? response.json() : null;
+  }
+
   // --- drawing -----------------------------------------------------------------------------------------------------
 
-  function render(summary, details) {
+  function describeDevice(summary) {
     const device = summary.device;
     const memory = device.totalBytes > 0
       ? ` · ${bytes(device.totalBytes)} total, ${device.freeBytes >= 0 ? bytes(device.freeBytes) : 'unknown'} free`
       : '';
-    $('device').textContent = `backend ${summary.backend} · device ${device.index}: ${device.name}${memory}`;
-    const leaks = $('leaks');
-    leaks.hidden = !summary.leaks;
-    if (summary.leaks) {
-      leaks.textContent = `${summary.leaks.detected} ${summary.leaks.detected === 1 ? 'leak' : 'leaks'} detected`;
-      leaks.title = (summary.definitions || {}).leaks || '';
-      leaks.classList.toggle('warn', summary.leaks.detected > 0);
-    }
+    return `backend ${summary.backend} · device ${device.index}: ${device.name}${memory}`;
+  }
 
-    const main = $('locations');
-    for (const detail of details) {
-      let section = main.querySelector(`section[data-location="${detail.location}"]`);
+  const leakText = (detected) => `${detected} ${detected === 1 ? 'leak' : 'leaks'} detected`;
+
+  function render(managers, definitions) {
+    const several = managers.length > 1;
+    document.body.classList.toggle('several', several);
+    $('device').textContent = several
+      ? `${managers.length} managers: ${managers.map((m) => `${m.summary.name} (${m.summary.backend})`).join(', ')}`
+      : (managers.length === 1 ? describeDevice(managers[0].summary) : 'no managers');
+    const detected = managers.reduce((sum, m) => sum + m.summary.leaks.detected, 0);
+    const leaks = $('leaks');
+    leaks.hidden = managers.length === 0;
+    leaks.textContent = leakText(detected);
+    leaks.title = definitions.leaks || '';
+    leaks.classList.toggle('warn', detected > 0);
+
+    const main = $('managers');
+    for (const { summary, details } of managers) {
+      let section = main.querySelector(`section.manager[data-manager="${CSS.escape(summary.name)}"]`);
       if (!section) {
-        section = el('section', { class: 'location', dataset: { location: detail.location } });
+        section = el('section', { class: 'manager', dataset: { manager: summary.name } });
         main.append(section);
       }
-      drawLocation(section, detail, detail.location === summary.defaultLocation, summary.definitions || {});
+      drawManager(section, summary, details, definitions);
+    }
+    const shown = new Set(managers.map((m) => m.summary.name));
+    for (const section of main.querySelectorAll('section.manager')) {
+      if (!shown.has(section.dataset.manager)) section.remove();
     }
 
     // a redraw replaces the blocks: the tooltip describes whatever block is now under the mouse
     if (!$('tooltip').hidden && state.mouse) hover(state.mouse);
 
-    const definitions = $('definitions');
-    if (!definitions.childElementCount) {
-      for (const [name, text] of Object.entries(summary.definitions || {})) {
-        definitions.append(el('dt', null, name), el('dd', null, text));
+    const list = $('definitions');
+    if (!list.childElementCount) {
+      for (const [name, text] of Object.entries(definitions)) {
+        list.append(el('dt', null, name), el('dd', null, text));
       }
     }
+  }
+
+  function drawManager(section, summary, details, definitions) {
+    const title = el('div', { class: 'manager-title' },
+      el('h2', null, summary.name, summary.primary ? el('span', { class: 'tag' }, 'primary') : null),
+      el('span', { class: 'device' }, describeDevice(summary)),
+      el('span', { class: `leaks${summary.leaks.detected > 0 ? ' warn' : ''}` }, leakText(summary.leaks.detected)));
+    const locations = details.map((detail) => {
+      let location = section.querySelector(`section.location[data-location="${detail.location}"]`);
+      if (!location) location = el('section', { class: 'location', dataset: { manager: summary.name, location: detail.location } });
+      drawLocation(location, detail, detail.location === summary.defaultLocation, definitions);
+      return location;
+    });
+    section.replaceChildren(title, ...locations);
   }
 
   function drawLocation(section, detail, isDefault, definitions) {
@@ -246,10 +280,11 @@
 
     // the segments are redrawn only when they changed, so a block under the mouse stays put between refreshes
     const key = JSON.stringify(detail.segments);
+    const drawnAs = `${detail.manager}/${detail.location}`;
     let map = section.querySelector('.segments');
-    if (!map || state.drawn.get(detail.location) !== key) {
+    if (!map || state.drawn.get(drawnAs) !== key) {
       map = drawSegments(detail);
-      state.drawn.set(detail.location, key);
+      state.drawn.set(drawnAs, key);
     }
 
     section.replaceChildren(title, figures, map, idle ? el('p', { class: 'none' }, 'Nothing reserved here yet.') : drawTimeline(detail.timeline));
@@ -291,6 +326,7 @@
           class: `block ${block.state}`,
           style: `left: ${(block.offsetBytes / Math.max(1, extent)) * 100}%; width: ${(block.sizeBytes / Math.max(1, extent)) * 100}%`,
           dataset: {
+            manager: detail.manager,
             location: detail.location,
             segment: segment.index,
             offset: block.offsetBytes,
@@ -363,7 +399,8 @@
     const size = Number(d.size);
     const lines = [
       el('div', null, el('span', { class: 'state' }, d.state), ` · ${bytes(size)} (${exact(size)})`),
-      el('div', null, `${d.location} segment ${d.segment}, offset ${exact(Number(d.offset))}`),
+      el('div', null, `${document.body.classList.contains('several') ? `${d.manager} · ` : ''}${d.location} segment ${d.segment}, `
+        + `offset ${exact(Number(d.offset))}`),
     ];
     if (d.state === 'LIVE') {
       lines.push(el('div', null, `requested ${exact(Number(d.requested))}`));

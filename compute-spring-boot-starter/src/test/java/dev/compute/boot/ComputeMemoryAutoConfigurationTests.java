@@ -12,6 +12,7 @@ import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.PoolSize;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
@@ -50,13 +51,19 @@ class ComputeMemoryAutoConfigurationTests {
 
             ComputeProperties properties = context.getBean(ComputeProperties.class);
             assertThat(properties.backend()).isEqualTo("auto");
-            assertThat(properties.memory().pooling().maxPoolSize()).isEqualTo(DataSize.ofGigabytes(4));
+            assertThat(properties.memory().pooling().maxPoolSize()).isEqualTo(PoolSize.ofBytes(DataSize.ofGigabytes(4).toBytes()));
             assertThat(properties.memory().pooling().releaseThreshold()).as("unset: 256MB, or max-pool-size where smaller").isNull();
             assertThat(properties.memory().pooling().trimInterval()).isEqualTo(Duration.ofMinutes(5));
             assertThat(properties.memory().pinning().maxPinnedSize()).isEqualTo(DataSize.ofGigabytes(2));
             assertThat(properties.memory().pinning().stagingBufferSize()).as("unset: 16MB, or max-pinned-size where smaller").isNull();
             assertThat(properties.memory().leakDetection()).isEqualTo(LeakDetectionLevel.SIMPLE);
             assertThat(properties.health().fragmentationWarningThreshold()).isEqualTo(0.5);
+            assertThat(properties.health().capWarningThreshold()).isEqualTo(0.9);
+            assertThat(properties.health().statusOnWarning()).isEqualTo("UP");
+            assertThat(properties.memory().outOfMemoryRetries()).isEqualTo(3);
+            assertThat(properties.backendOptions()).isEmpty();
+            assertThat(properties.primary()).isNull();
+            assertThat(manager.settings().outOfMemoryRetries()).isEqualTo(3);
         });
     }
 
@@ -163,6 +170,9 @@ class ComputeMemoryAutoConfigurationTests {
             "compute.memory.device-wait-timeout=0s              | compute.memory.device-wait-timeout        | PT0S               | a duration of at least 1ms",
             "compute.health.fragmentation-warning-threshold=1.5 | compute.health.fragmentation-warning-threshold | 1.5           | a fraction between 0 and 1",
             "compute.health.device-memory-warning-threshold=-0.1| compute.health.device-memory-warning-threshold | -0.1          | a fraction between 0 and 1",
+            "compute.health.cap-warning-threshold=2             | compute.health.cap-warning-threshold      | 2.0                | a fraction between 0 and 1",
+            "compute.memory.out-of-memory-retries=101           | compute.memory.out-of-memory-retries      | 101                | a number of retries from 0 (handlers off) to 100",
+            "compute.backend=cpu;compute.backend-options.streams=4 | compute.backend-options.streams        | 4                  | an option the cpu backend reads: page-size, pinned-fallback",
     })
     void everyInvalidValueStopsStartUpNamingThePropertyTheValueAndWhatIsAllowed(String settings, String property, String value, String allowed) {
         AtomicReference<Environment> environment = new AtomicReference<>();
@@ -209,6 +219,12 @@ class ComputeMemoryAutoConfigurationTests {
                     .contains("Property: " + property).contains("Value: \"" + value + "\"").contains("Allowed: " + allowed);
             assertThat(analysis.getAction()).startsWith("Change " + property + " to " + allowed);
         });
+    }
+
+    @Test
+    void aStatusOnWarningIsABootStatusCodeWhateverItsCase() {
+        runner.withPropertyValues("compute.health.status-on-warning=out-of-service")
+                .run(context -> assertThat(context.getBean(ComputeProperties.class).health().statusOnWarning()).isEqualTo("OUT_OF_SERVICE"));
     }
 
     @Test

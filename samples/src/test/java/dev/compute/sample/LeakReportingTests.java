@@ -64,7 +64,7 @@ class LeakReportingTests {
         assertThat((List<Map<String, Object>>) leaks.get("openBuffers")).as("its memory went back to the pool")
                 .noneSatisfy(site -> assertThat(site.get("allocationSite")).asString().contains("allocateAndForget"));
         assertThat(http.get().uri("/actuator/prometheus").retrieve().body(String.class))
-                .containsPattern("compute_memory_leaks_total\\{backend=\"\\w+\",device=\"0\"\\} [1-9]");
+                .containsPattern("compute_memory_leaks_total\\{backend=\"\\w+\",device=\"0\",name=\"default\"\\} [1-9]");
     }
 
     /** Reachable from this field until the test drops it, so the endpoint sees it open first. */

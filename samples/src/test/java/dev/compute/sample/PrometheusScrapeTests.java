@@ -27,7 +27,7 @@ class PrometheusScrapeTests {
                     body -> body.contains("\"location\""), Duration.ofSeconds(30));
 
             assertThat(reserved).contains("\"status\":\"success\"").contains("\"__name__\":\"compute_memory_reserved_bytes\"")
-                    .contains("\"location\":\"HOST\"").contains("\"backend\":").contains("\"device\":\"0\"");
+                    .contains("\"location\":\"host\"").contains("\"name\":\"default\"").contains("\"backend\":").contains("\"device\":\"0\"");
             assertThat(prometheus.queryUntil("compute_memory_pool_misses_total", body -> body.contains("\"location\""), Duration.ofSeconds(5)))
                     .contains("\"__name__\":\"compute_memory_pool_misses_total\"");
             assertThat(prometheus.queryUntil("up{job=\"compute-sample\"}", body -> body.contains("\"1\"]"), Duration.ofSeconds(5)))

@@ -98,11 +98,11 @@ class SampleServiceHttpTests {
                     .anySatisfy(b -> assertThat((Map<String, Object>) b).containsEntry("state", "LIVE").containsEntry("requestedBytes", 24)
                             .extractingByKey("allocationSite").asString().contains("VectorStore"));
 
-            assertThat(get("/actuator/computememory/nowhere").getStatusCode().value()).isEqualTo(400);
+            assertThat(get("/actuator/computememory/nowhere").getStatusCode().value()).as("no manager or location of that name").isEqualTo(404);
 
             ResponseEntity<Map<String, Object>> trimmed = post("/actuator/computememory", "{\"all\": true}");
             assertThat(trimmed.getStatusCode().value()).isEqualTo(200);
-            assertThat(trimmed.getBody()).containsEntry("released", "all").containsKeys("releasedBytes", "reservedBytesAfter");
+            assertThat(trimmed.getBody()).containsEntry("released", "all").containsKeys("releasedBytes", "managers");
         } finally {
             http.delete().uri("/api/vectors/http-endpoint").retrieve().toBodilessEntity();
         }
@@ -118,7 +118,7 @@ class SampleServiceHttpTests {
     @Test
     void prometheusScrapeCarriesOurSeriesWithUnits() {
         String scrape = http.get().uri("/actuator/prometheus").retrieve().body(String.class);
-        assertThat(scrape).containsPattern("compute_memory_reserved_bytes\\{backend=\"\\w+\",device=\"0\",location=\"HOST\"\\}")
+        assertThat(scrape).containsPattern("compute_memory_reserved_bytes\\{backend=\"\\w+\",device=\"0\",location=\"host\",name=\"default\"\\}")
                 .contains("compute_memory_allocated_peak_bytes{").contains("compute_memory_fragmentation_ratio{")
                 .contains("compute_memory_pool_hits_total{").contains("compute_memory_copied_bytes_total{");
     }

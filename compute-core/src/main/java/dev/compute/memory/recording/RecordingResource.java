@@ -3,7 +3,9 @@ package dev.compute.memory.recording;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.MemoryResource;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Tells an {@link AllocationRecorder} of every allocation and free that passes, as RMM's logging adaptor logs them.
@@ -30,6 +32,17 @@ public final class RecordingResource implements MemoryResource {
         Block block = upstream.allocate(bytes);
         recorder.allocated(location, block);
         return block;
+    }
+
+    @Override
+    public @Nullable List<Block> allocateAdjacent(long[] bytes) {
+        List<Block> blocks = upstream.allocateAdjacent(bytes);
+        if (blocks != null) {
+            for (Block block : blocks) {
+                recorder.allocated(location, block);
+            }
+        }
+        return blocks;
     }
 
     @Override

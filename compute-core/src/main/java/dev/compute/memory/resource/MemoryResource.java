@@ -1,10 +1,12 @@
 package dev.compute.memory.resource;
 
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
 
 /**
- * An allocator of one location's memory, in the manner of RMM's {@code device_memory_resource}: allocate,
- * deallocate, close, nothing else. Adaptors wrap an upstream resource and add one concern each (figures, a
+ * An allocator of one location's memory, in the manner of RMM's {@code device_memory_resource}: allocate (a block,
+ * or a batch placed together where the resource can), deallocate, close, nothing else. Adaptors wrap an upstream resource and add one concern each (figures, a
  * limit, a callback on out-of-memory); what a resource can report about the memory it holds is
  * {@link InspectableResource}. Every resource in this package is thread-safe.
  *
@@ -18,6 +20,17 @@ public interface MemoryResource extends AutoCloseable {
      * {@link dev.compute.memory.DeviceOutOfMemoryException} when there is no memory for it.
      */
     Block allocate(long bytes);
+
+    /**
+     * A block for each of {@code bytes} (each {@code > 0}), in that order, placed one after another in memory this
+     * resource holds already; or null where it cannot place them so, having allocated nothing and called nothing
+     * below. Each block is independent: it is given back alone, as any other. For a batch a caller wants together;
+     * the caller allocates one by one on null. The default places nothing together: an adaptor that passes calls
+     * through overrides it to pass this one through too.
+     */
+    default @Nullable List<Block> allocateAdjacent(long[] bytes) {
+        return null;
+    }
 
     /**
      * Gives a block back. {@code inFlight} is device work still using the block (a kernel, an async copy): the

@@ -1,6 +1,8 @@
 package dev.compute.memory.resource;
 
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Counts what passes through, as RMM's statistics adaptor: allocated bytes (as the upstream set them aside) and
@@ -33,6 +35,17 @@ public final class StatisticsResource implements MemoryResource {
         Block block = upstream.allocate(bytes);
         counters.allocated(block.size(), block.requestedSize());
         return block;
+    }
+
+    @Override
+    public @Nullable List<Block> allocateAdjacent(long[] bytes) {
+        List<Block> blocks = upstream.allocateAdjacent(bytes);
+        if (blocks != null) {
+            for (Block block : blocks) {
+                counters.allocated(block.size(), block.requestedSize());
+            }
+        }
+        return blocks;
     }
 
     @Override

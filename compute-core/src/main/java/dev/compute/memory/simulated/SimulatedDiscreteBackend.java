@@ -175,8 +175,16 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
         return new SimulatedDeviceHandle(deviceMemory(allocation).asSlice(offset, bytes), queuedWork);
     }
 
-    /** The bytes of an allocation as the simulated device holds them: what a native kernel reads and writes. */
+    /**
+     * The bytes of an allocation as the simulated device holds them: what a native kernel reads and writes. Host
+     * memory is read in place, as a device reads host memory it can address: this backend's HOST, PINNED and UNIFIED
+     * allocations, and host memory of the manager's own, such as a mapped file's.
+     */
     private MemorySegment deviceMemory(NativeAllocation allocation) {
+        MemorySegment host = allocation.hostSegment();
+        if (host != null) {
+            return host;
+        }
         Memory m = memory.get(allocation.address());
         if (m == null) {
             throw new IllegalStateException("use of freed memory: " + allocation);

@@ -87,6 +87,23 @@ class RecordingResourceTest extends MemoryResourceContract {
     }
 
     @Test
+    void aBatchPlacedTogetherIsRecordedBlockByBlock() {
+        AllocationRecorder recorder = new AllocationRecorder();
+        try (RecordingResource resource = overPool(recorder, MemoryLocation.DEVICE)) {
+            resource.deallocate(resource.allocate(MiB)); // memory for the batch to be placed in
+            recorder.start(RecordingOptions.defaults(), "test");
+            List<Block> batch = resource.allocateAdjacent(new long[] {1000, 2000});
+            assertThat(batch).as("the pool placed them together").isNotNull().hasSize(2);
+            batch.forEach(resource::deallocate);
+            AllocationTrace trace = recorder.stop();
+
+            assertThat(trace.events()).extracting(TraceEvent::kind, TraceEvent::bytes).containsExactly(
+                    tuple(TraceEvent.Kind.ALLOCATION, 1000L), tuple(TraceEvent.Kind.ALLOCATION, 2000L),
+                    tuple(TraceEvent.Kind.FREE, 1000L), tuple(TraceEvent.Kind.FREE, 2000L));
+        }
+    }
+
+    @Test
     void aBlockAllocatedBeforeTheRecordingIsFreedUnderAnIdNoAllocationHas() {
         AllocationRecorder recorder = new AllocationRecorder();
         try (RecordingResource resource = overPool(recorder, MemoryLocation.DEVICE)) {

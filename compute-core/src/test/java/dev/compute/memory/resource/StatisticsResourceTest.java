@@ -41,6 +41,24 @@ class StatisticsResourceTest extends MemoryResourceContract {
     }
 
     @Test
+    void blocksPlacedTogetherAreCountedOneByOneAndNothingWhereNoneArePlaced() {
+        statistics.deallocate(statistics.allocate(16 * MiB));
+
+        List<Block> together = statistics.allocateAdjacent(new long[] {3 * MiB, 2 * MiB});
+
+        assertThat(together).hasSize(2);
+        StatisticsResource.Counts figures = statistics.counts();
+        assertThat(figures.allocations()).isEqualTo(3);
+        assertThat(figures.allocatedBytes()).isEqualTo(5 * MiB);
+        assertThat(figures.requestedBytes()).isEqualTo(5 * MiB);
+        together.forEach(statistics::deallocate);
+        assertThat(statistics.counts().liveBlocks()).isZero();
+
+        assertThat(resource.allocateAdjacent(new long[] {4096})).as("the backend's resource places nothing together").isNull();
+        assertThat(((StatisticsResource) resource).counts().allocations()).isZero();
+    }
+
+    @Test
     void onOneThreadPeaksAreExactForBlocksTooSmallToBePublished() {
         Block a = statistics.allocate(4096);
         Block b = statistics.allocate(4000);

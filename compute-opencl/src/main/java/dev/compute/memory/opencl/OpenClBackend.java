@@ -81,7 +81,9 @@ import org.jspecify.annotations.Nullable;
  *
  * <p><b>Copies.</b> Memory the host can address is copied by the host ({@link MemorySegment#copy}); a DEVICE
  * buffer through {@code clEnqueueReadBuffer}/{@code clEnqueueWriteBuffer} (from Java arrays directly when
- * blocking, through a native temporary when not) and {@code clEnqueueCopyBuffer} between buffers. The async
+ * blocking, through a native temporary when not) and {@code clEnqueueCopyBuffer} between buffers. A mapped file
+ * ({@link MemorySegment#isMapped()}) goes through a staging buffer of {@code stagingBufferBytes}, one chunk at a
+ * time, copied by Java, which survives a file truncated under its mapping. The async
  * forms complete once their command is {@code CL_COMPLETE} ({@link EventCompletions}). {@link #memoryInfo()}
  * knows the device's total but not its free memory: OpenCL has no portable query for it.
  *
@@ -671,13 +673,18 @@ public final class OpenClBackend implements ComputeBackend {
         return track(done, "clEnqueueReadBuffer of " + bytes + " bytes");
     }
 
-    /** A blocking write from any segment: a native address, a Java array in place, or staged when read-only. */
+    /**
+     * A blocking write from any segment: a native address, a Java array in place, or staged when it is a read-only
+     * heap segment or a mapped file. A mapped file is read by Java, one staging buffer at a time: if the file was
+     * truncated under its mapping, the read of the missing bytes fails with an exception there, where the driver
+     * reading the mapping itself would end the process.
+     */
     private void write(cl_mem memory, long offset, MemorySegment source) {
         long bytes = source.byteSize();
         if (bytes == 0) {
             return;
         }
-        Pointer from = hostPointer(source);
+        Pointer from = source.isMapped() ? null : hostPointer(source);
         if (from != null) {
             OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, CL_TRUE, offset, bytes, from, 0, null, null), "clEnqueueWriteBuffer of " + bytes + " bytes");
             return;
@@ -694,11 +701,24 @@ public final class OpenClBackend implements ComputeBackend {
         }
     }
 
-    /** A blocking read into a native segment or a Java array. */
+    /** A blocking read into a native segment or a Java array; into a mapped file staged, as {@link #write} stages one. */
     private void read(cl_mem memory, long offset, MemorySegment target) {
         checkWritable(target);
         long bytes = target.byteSize();
         if (bytes == 0) {
+            return;
+        }
+        if (target.isMapped()) {
+            try (Arena arena = Arena.ofConfined()) {
+                long chunk = Math.min(bytes, stagingBytes);
+                MemorySegment staging = arena.allocate(chunk, 64);
+                for (long done = 0; done < bytes; done += chunk) {
+                    long length = Math.min(chunk, bytes - done);
+                    OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
+                            "clEnqueueReadBuffer of " + length + " bytes");
+                    MemorySegment.copy(staging, 0, target, done, length);
+                }
+            }
             return;
         }
         Pointer to = hostPointer(target);

@@ -1,5 +1,6 @@
 package dev.compute.boot.actuate;
 
+import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -9,11 +10,11 @@ import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The figures that the endpoint, the health contributor and the meters read: every location's statistics,
- * collected at most once per {@link #MAX_AGE} however many read them, as HikariCP's {@code PoolStats} keeps
- * what its metrics read. A Prometheus scrape reads 22 meters per location; they all read one collection. Whoever
- * needs figures that are exact at this instant asks {@link UnifiedMemoryManager#statistics(MemoryLocation)}.
- * Thread-safe.
+ * The figures of one manager that the endpoint, the health contributor and the meters read: every location's
+ * statistics and the device's memory, collected at most once per {@link #MAX_AGE} however many read them, as
+ * HikariCP's {@code PoolStats} keeps what its metrics read. A Prometheus scrape reads some 25 meters per location;
+ * they all read one collection. Whoever needs figures that are exact at this instant asks
+ * {@link UnifiedMemoryManager#statistics(MemoryLocation)}. Thread-safe.
  */
 public class RecentMemoryStatistics {
 
@@ -25,7 +26,7 @@ public class RecentMemoryStatistics {
     private final LongSupplier nanoTime;
     private @Nullable Collected collected;
 
-    private record Collected(long atNanos, Map<MemoryLocation, MemoryStatistics> statistics) {}
+    private record Collected(long atNanos, Map<MemoryLocation, MemoryStatistics> statistics, DeviceMemoryInfo deviceMemory) {}
 
     public RecentMemoryStatistics(UnifiedMemoryManager manager) {
         this(manager, MAX_AGE, System::nanoTime);
@@ -39,13 +40,22 @@ public class RecentMemoryStatistics {
     }
 
     /** Every location's statistics, in the manager's order, collected at most {@link #MAX_AGE} ago. */
-    public synchronized Map<MemoryLocation, MemoryStatistics> statistics() {
+    public Map<MemoryLocation, MemoryStatistics> statistics() {
+        return recent().statistics();
+    }
+
+    /** The device's memory as the backend tells it (a driver call on a GPU), collected at most {@link #MAX_AGE} ago. */
+    public DeviceMemoryInfo deviceMemory() {
+        return recent().deviceMemory();
+    }
+
+    private synchronized Collected recent() {
         long now = nanoTime.getAsLong();
         Collected last = collected;
         if (last == null || now - last.atNanos() >= maxAgeNanos) {
             last = collect(now);
         }
-        return last.statistics();
+        return last;
     }
 
     /** One location's statistics, collected at most {@link #MAX_AGE} ago. */
@@ -63,7 +73,7 @@ public class RecentMemoryStatistics {
     }
 
     private Collected collect(long now) {
-        Collected fresh = new Collected(now, manager.statistics());
+        Collected fresh = new Collected(now, manager.statistics(), manager.deviceMemory());
         collected = fresh;
         return fresh;
     }

@@ -1,6 +1,8 @@
 package dev.compute.boot.diagnostics;
 
+import dev.compute.boot.PoolSizeConverter;
 import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.PoolSize;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
@@ -33,7 +35,9 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
             return null;
         }
         Origin origin = property.getOrigin();
-        return SettingFailure.analysis(cause.getName().toString(), String.valueOf(property.getValue()),
+        // the property's own name: for a named manager's inherited settings it says where the value was set
+        // (compute.managers.gpu.memory.leak-detection, or compute.memory.leak-detection), which the bound name does not
+        return SettingFailure.analysis(property.getName().toString(), String.valueOf(property.getValue()),
                 origin != null ? origin.toString() : "", allowed(cause.getTarget().getType().resolve()), cause);
     }
 
@@ -49,6 +53,9 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
         }
         if (type == DataSize.class) {
             return "a size: a whole number with a unit B, KB, MB, GB or TB, such as 512MB or 4GB (a bare number is bytes)";
+        }
+        if (type == PoolSize.class) {
+            return PoolSizeConverter.ALLOWED;
         }
         if (type == Duration.class) {
             return "a duration: a whole number with a unit ns, us, ms, s, m, h or d, such as 500ms, 30s or 5m (a bare number is milliseconds)";

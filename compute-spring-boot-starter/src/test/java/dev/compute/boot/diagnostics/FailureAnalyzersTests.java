@@ -30,6 +30,17 @@ class FailureAnalyzersTests {
     }
 
     @Test
+    void aBadSettingOfANamedManagerIsReportedUnderItsOwnName(CapturedOutput output) {
+        assertThatThrownBy(() -> start("--compute.managers.cpu.backend=cpu", "--compute.managers.gpu.backend=cpu",
+                "--compute.managers.gpu.memory.pooling.max-pool-size=0")).isNotNull();
+        assertThat(output).contains("APPLICATION FAILED TO START")
+                .contains("Property: compute.managers.gpu.memory.pooling.max-pool-size")
+                .contains("Value: \"0 bytes\"")
+                .contains("Origin: \"compute.managers.gpu.memory.pooling.max-pool-size\" from property source \"commandLineArgs\"")
+                .contains("Change compute.managers.gpu.memory.pooling.max-pool-size to a positive size");
+    }
+
+    @Test
     void anUnknownEnumValueIsReportedWithTheAllowedValuesInsteadOfBootsGenericBindReport(CapturedOutput output) {
         assertThatThrownBy(() -> start("--compute.memory.leak-detection=verbose")).isNotNull();
         assertThat(output).contains("APPLICATION FAILED TO START")

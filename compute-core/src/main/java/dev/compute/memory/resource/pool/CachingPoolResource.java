@@ -18,9 +18,11 @@ import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.locks.ReentrantLock;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The caching pool: hands out blocks carved from memory it keeps from its upstream (the location's
@@ -176,6 +178,59 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             }
             drainCompleted();
             return allocateLocked(size, bytes);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Blocks for a batch, carved one after another from free memory the pool holds mapped: the small ones from one
+     * region of the small arena and the large ones from one region of the large arena (the two never share memory),
+     * each region found by best fit for the sum of its blocks' rounded sizes, as one block of that size would be.
+     * Null, with nothing taken and no backend call, where an arena holds no such region. The blocks are independent:
+     * each is freed alone and coalesces with free neighbours only.
+     */
+    @Override
+    public @Nullable List<Block> allocateAdjacent(long[] bytes) {
+        long[] sizes = new long[bytes.length];
+        long smallTotal = 0;
+        long largeTotal = 0;
+        for (int i = 0; i < bytes.length; i++) {
+            sizes[i] = SizeClasses.round(bytes[i]);
+            if (SizeClasses.small(sizes[i])) {
+                smallTotal = Math.addExact(smallTotal, sizes[i]);
+            } else {
+                largeTotal = Math.addExact(largeTotal, sizes[i]);
+            }
+        }
+        lock.lock();
+        try {
+            ensureOpen();
+            drainCompleted();
+            PoolBlock smallRegion = smallTotal == 0 ? null : small.take(smallTotal, smallTotal, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
+            if (smallTotal > 0 && smallRegion == null) {
+                return null;
+            }
+            PoolBlock largeRegion = largeTotal == 0 ? null : large.take(largeTotal, largeTotal, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
+            if (largeTotal > 0 && largeRegion == null) {
+                if (smallRegion != null) {
+                    small.release(smallRegion);
+                }
+                return null;
+            }
+            List<Block> blocks = new ArrayList<>(bytes.length);
+            for (int i = 0; i < bytes.length; i++) {
+                if (SizeClasses.small(sizes[i])) {
+                    blocks.add(Objects.requireNonNull(smallRegion, "small region"));
+                    smallRegion = PoolArena.cut(smallRegion, sizes[i], bytes[i]);
+                    cache.prepare(sizes[i]);
+                } else {
+                    blocks.add(Objects.requireNonNull(largeRegion, "large region"));
+                    largeRegion = PoolArena.cut(largeRegion, sizes[i], bytes[i]);
+                }
+            }
+            counts.add(POOL_HITS, bytes.length);
+            return blocks;
         } finally {
             lock.unlock();
         }

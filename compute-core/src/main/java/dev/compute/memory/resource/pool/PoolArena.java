@@ -154,6 +154,27 @@ final class PoolArena {
         return block;
     }
 
+    /**
+     * Cuts the first {@code size} bytes of a live block off as a live block of its own for {@code requested} bytes, and
+     * returns the live rest after it, or null where less than a block is left: how a batch's region becomes its blocks.
+     */
+    static @Nullable PoolBlock cut(PoolBlock block, long size, long requested) {
+        block.requested = requested;
+        long rest = block.size - size;
+        if (rest < SizeClasses.ALIGNMENT) {
+            return null;
+        }
+        PoolBlock after = new PoolBlock(block.home, block.offset + size, rest, PoolBlock.LIVE);
+        after.prev = block;
+        after.next = block.next;
+        if (block.next != null) {
+            block.next.prev = after;
+        }
+        block.next = after;
+        block.size = size;
+        return after;
+    }
+
     private static boolean backed(PoolBlock block) {
         long g = block.home.granularity;
         return block.home.mapped.nextClearBit((int) (block.offset / g)) >= Math.ceilDiv(block.end(), g);

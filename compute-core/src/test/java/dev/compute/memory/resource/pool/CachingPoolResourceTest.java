@@ -74,7 +74,12 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         try {
             for (int step = 0; step < 1_500; step++) {
                 int action = random.nextInt(100);
-                if (action < 50 || live.isEmpty()) {
+                if (action < 5) {
+                    List<Block> together = statistics.allocateAdjacent(new long[] {randomSize(random), randomSize(random), randomSize(random)});
+                    if (together != null) {
+                        live.addAll(together);
+                    }
+                } else if (action < 50 || live.isEmpty()) {
                     live.add(statistics.allocate(randomSize(random)));
                 } else if (action < 85) {
                     statistics.deallocate(live.remove(random.nextInt(live.size())));
@@ -395,6 +400,39 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         assertThat(again.offset()).isEqualTo(held.offset());
         assertThat(figures(pool).oomRetries()).isEqualTo(1);
         device.join();
+        pool.close();
+    }
+
+    @ParameterizedTest(name = "expandable={0}")
+    @ValueSource(booleans = {true, false})
+    void blocksAskedForTogetherAreCarvedOneAfterAnotherFromARegionOfEachArenaAndFreedAlone(boolean expandable) {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, expandable);
+        assertThat(pool.allocateAdjacent(new long[] {4096, 3 * MiB})).as("nothing held yet").isNull();
+        pool.deallocate(pool.allocate(32 * MiB));
+        pool.deallocate(pool.allocate(MiB));
+        pool.trim(GiB); // flushes the small block out of the fast path's cache into its arena
+        long calls = backend.memoryCalls();
+
+        List<Block> together = pool.allocateAdjacent(new long[] {3 * MiB, 5000, 700, 12 * MiB});
+
+        assertThat(together).isNotNull().extracting(Block::size).containsExactly(3 * MiB, 5120L, 1024L, 12 * MiB);
+        assertThat(together).extracting(Block::requestedSize).containsExactly(3 * MiB, 5000L, 700L, 12 * MiB);
+        assertThat(backend.memoryCalls()).isEqualTo(calls);
+        assertThat(together.get(3).segment()).isSameAs(together.get(0).segment());
+        assertThat(together.get(3).offset()).isEqualTo(together.get(0).offset() + together.get(0).size());
+        assertThat(together.get(2).segment()).isSameAs(together.get(1).segment()).isNotSameAs(together.get(0).segment());
+        assertThat(together.get(2).offset()).isEqualTo(together.get(1).offset() + together.get(1).size());
+
+        pool.deallocate(together.get(0));
+        Block reused = pool.allocate(3 * MiB);
+        assertThat(reused.offset()).as("the freed first block, alone, is reused").isEqualTo(together.get(0).offset());
+        assertThat(pool.allocateAdjacent(new long[] {64 * MiB})).as("no free region that large is held").isNull();
+        assertThat(backend.memoryCalls()).isEqualTo(calls);
+        pool.deallocate(reused);
+        together.subList(1, 4).forEach(pool::deallocate);
+        pool.trim(0);
+        assertThat(pool.reservedBytes()).isZero();
         pool.close();
     }
 

@@ -1,9 +1,14 @@
 package dev.compute.boot.actuate.endpoint;
 
+import dev.compute.boot.actuate.ObservedManagers;
+import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.AllocationSites;
+import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.ManagerSettings;
+import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
@@ -12,22 +17,35 @@ import dev.compute.memory.UnifiedMemoryManager;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
+import org.springframework.boot.actuate.endpoint.Access;
+import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
+import org.springframework.boot.actuate.endpoint.OperationResponseBody;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
 import org.springframework.boot.actuate.endpoint.annotation.Selector;
 import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 
 /**
- * {@code /actuator/computememory}: what the pool holds. GET gives the summary per location and the leaks found, GET
- * {@code /{location}} its segments, blocks and timeline, POST trims (with {@code {"all": true}}, releases all
- * cached memory). Every size is in bytes and named so ({@code reservedBytes}); ratios are plain fractions. The
- * figures are the shared collection at most a second old ({@link RecentMemoryStatistics}), collected anew after
- * a trim; segments and blocks are taken on each GET. Nothing here reads the contents of memory, nor gives native
- * addresses.
+ * {@code /actuator/computememory}: what the pools of every manager hold ({@link ObservedManagers}).
+ * <ul>
+ *   <li>GET: the managers by name, and the primary manager's summary (per location, and the leaks found) as it was
+ *       when there was only one;</li>
+ *   <li>GET {@code /{name}}: one manager's summary and the settings it runs with; for a name that is no manager's but a
+ *       location's, that location of the primary manager, as before there were several;</li>
+ *   <li>GET {@code /{name}/{location}}: one location's segments, blocks and timeline;</li>
+ *   <li>POST trims every manager, or the one {@code name}d (with {@code "all": true}, releases all cached memory).
+ *       Read-only by default: {@code management.endpoint.computememory.access=unrestricted} allows it.</li>
+ * </ul>
+ * Every size is in bytes and named so ({@code reservedBytes}); ratios are plain fractions. The figures are the
+ * shared collection at most a second old ({@link RecentMemoryStatistics}), collected anew after a trim; segments and
+ * blocks are taken on each GET. Results are {@link OperationResponseBody}: Actuator writes them with its own JSON
+ * mapper, whatever the application's {@code spring.jackson.*} says. Nothing here reads the contents of memory, nor
+ * gives native addresses.
  */
-@Endpoint(id = "computememory")
+@Endpoint(id = "computememory", defaultAccess = Access.READ_ONLY)
 public class ComputeMemoryEndpoint {
 
     /** The two fragmentation figures and the hit rate, defined once in {@link MemoryStatistics} and repeated here for the reader of the JSON. */
@@ -42,34 +60,91 @@ public class ComputeMemoryEndpoint {
     /** How many allocation sites the summary lists: enough to find a leak, bounded however many buffers are open. */
     static final int LEAK_SITES = 10;
 
-    private final UnifiedMemoryManager manager;
-    private final RecentMemoryStatistics statistics;
+    private final ObservedManagers managers;
 
-    public ComputeMemoryEndpoint(UnifiedMemoryManager manager, RecentMemoryStatistics statistics) {
-        this.manager = manager;
-        this.statistics = statistics;
+    public ComputeMemoryEndpoint(ObservedManagers managers) {
+        this.managers = managers;
     }
 
     @ReadOperation
     public ComputeMemoryDescriptor summary() {
-        DeviceMemoryInfo memory = manager.deviceMemory();
-        var info = manager.backendInfo();
-        Map<MemoryLocation, LocationSummary> locations = new LinkedHashMap<>();
-        statistics.statistics().forEach((location, figures) -> locations.put(location, LocationSummary.of(figures)));
-        return new ComputeMemoryDescriptor(info.backend(),
-                new DeviceDescriptor(info.deviceIndex(), info.deviceName(), info.deviceTotalBytes(), memory.freeBytes()),
-                manager.defaultLocation(), locations, leaks(), DEFINITIONS);
+        Map<String, ManagerEntry> entries = new LinkedHashMap<>();
+        for (ObservedManager observed : managers.all()) {
+            UnifiedMemoryManager manager = observed.manager();
+            entries.put(observed.name(), new ManagerEntry(manager.backendInfo().backend(), device(observed), manager.defaultLocation(),
+                    manager.locations(), observed.primary()));
+        }
+        ManagerDescriptor primary = managers.primary().map(this::describe).orElse(null);
+        if (primary == null) {
+            return new ComputeMemoryDescriptor(entries, null, null, null, null, null, null, DEFINITIONS);
+        }
+        return new ComputeMemoryDescriptor(entries, primary.name(), primary.backend(), primary.device(), primary.defaultLocation(),
+                primary.locations(), primary.leaks(), DEFINITIONS);
     }
 
-    private LeakDescriptor leaks() {
-        List<OpenBuffersDescriptor> open = AllocationSites.summarize(manager.liveBuffers(), LEAK_SITES).stream()
-                .map(site -> new OpenBuffersDescriptor(site.location(), site.buffers(), site.sizeBytes(), site.allocationSite())).toList();
-        return new LeakDescriptor(manager.leaksDetected(), open);
-    }
-
-    /** One location in detail; {@code null} (a 404 over HTTP) for a location this manager does not have. */
+    /**
+     * The manager of this name; else, for a location's name ({@code host}), that location of the primary manager;
+     * {@code null} (a 404 over HTTP) for neither.
+     */
     @ReadOperation
-    public @Nullable LocationDescriptor location(@Selector MemoryLocation location) {
+    public @Nullable Selection manager(@Selector String name) {
+        var observed = managers.get(name);
+        if (observed.isPresent()) {
+            return describe(observed.get());
+        }
+        MemoryLocation location = locationNamed(name);
+        return location == null ? null : managers.primary().map(primary -> location(primary, location)).orElse(null);
+    }
+
+    /** One location of one manager in detail; {@code null} (a 404 over HTTP) for a manager or location that is not there. */
+    @ReadOperation
+    public @Nullable LocationDescriptor location(@Selector String name, @Selector MemoryLocation location) {
+        return managers.get(name).map(observed -> location(observed, location)).orElse(null);
+    }
+
+    /**
+     * Gives cached memory beyond the release threshold back to the backend, or all of it with {@code all}, in every
+     * manager or in the one {@code name}d.
+     */
+    @WriteOperation
+    public TrimDescriptor trim(@Nullable Boolean all, @Nullable String name) {
+        List<ObservedManager> trimmed;
+        if (name == null) {
+            trimmed = List.copyOf(managers.all());
+        } else {
+            trimmed = List.of(managers.get(name).orElseThrow(() -> new InvalidEndpointRequestException("No compute memory manager named '"
+                    + name + "'", "no manager named '" + name + "'; managers: " + String.join(", ", managers.byName().keySet()))));
+        }
+        boolean releaseAll = Boolean.TRUE.equals(all);
+        long total = 0;
+        Map<String, ManagerTrim> results = new LinkedHashMap<>();
+        for (ObservedManager observed : trimmed) {
+            long released = releaseAll ? observed.manager().releaseCachedMemory() : observed.manager().trim();
+            Map<MemoryLocation, Long> reserved = new LinkedHashMap<>();
+            observed.statistics().refresh().forEach((location, figures) -> reserved.put(location, figures.reservedBytes()));
+            results.put(observed.name(), new ManagerTrim(released, reserved));
+            total += released;
+        }
+        return new TrimDescriptor(releaseAll ? "all" : "beyond-release-threshold", total, results);
+    }
+
+    private ManagerDescriptor describe(ObservedManager observed) {
+        UnifiedMemoryManager manager = observed.manager();
+        Map<MemoryLocation, LocationSummary> locations = new LinkedHashMap<>();
+        observed.statistics().statistics().forEach((location, figures) -> locations.put(location, LocationSummary.of(figures)));
+        return new ManagerDescriptor(observed.name(), observed.primary(), manager.backendInfo().backend(), device(observed),
+                manager.defaultLocation(), locations, leaks(manager), SettingsDescriptor.of(manager.settings()),
+                manager.budgets().stream().map(MemoryBudget::statistics).toList(), DEFINITIONS);
+    }
+
+    private static DeviceDescriptor device(ObservedManager observed) {
+        BackendInfo info = observed.manager().backendInfo();
+        DeviceMemoryInfo memory = observed.statistics().deviceMemory();
+        return new DeviceDescriptor(info.deviceIndex(), info.deviceName(), info.deviceTotalBytes(), memory.freeBytes());
+    }
+
+    private static @Nullable LocationDescriptor location(ObservedManager observed, MemoryLocation location) {
+        UnifiedMemoryManager manager = observed.manager();
         if (!manager.locations().contains(location)) {
             return null;
         }
@@ -81,21 +156,43 @@ public class ComputeMemoryEndpoint {
                     b.requestedBytes(), b.state(), AllocationSites.shorten(b.allocationSite()))).toList();
             segments.add(new SegmentDescriptor(index++, segment.sizeBytes(), segment.expandable(), blocks));
         }
-        return new LocationDescriptor(location, LocationSummary.of(statistics.statistics(location)), segments, manager.timeline(location));
+        return new LocationDescriptor(observed.name(), location, LocationSummary.of(observed.statistics().statistics(location)), segments,
+                manager.timeline(location));
     }
 
-    /** Gives cached memory beyond the release threshold back to the backend, or all of it with {@code all}. */
-    @WriteOperation
-    public TrimDescriptor trim(@Nullable Boolean all) {
-        boolean releaseAll = Boolean.TRUE.equals(all);
-        long released = releaseAll ? manager.releaseCachedMemory() : manager.trim();
-        Map<MemoryLocation, Long> reserved = new LinkedHashMap<>();
-        statistics.refresh().forEach((location, figures) -> reserved.put(location, figures.reservedBytes()));
-        return new TrimDescriptor(releaseAll ? "all" : "beyond-release-threshold", released, reserved);
+    private static @Nullable MemoryLocation locationNamed(String name) {
+        try {
+            return MemoryLocation.valueOf(name.toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException notALocation) {
+            return null;
+        }
     }
 
-    public record ComputeMemoryDescriptor(String backend, DeviceDescriptor device, MemoryLocation defaultLocation,
-            Map<MemoryLocation, LocationSummary> locations, LeakDescriptor leaks, Map<String, String> definitions) {}
+    private static LeakDescriptor leaks(UnifiedMemoryManager manager) {
+        List<OpenBuffersDescriptor> open = AllocationSites.summarize(manager.liveBuffers(), LEAK_SITES).stream()
+                .map(site -> new OpenBuffersDescriptor(site.location(), site.buffers(), site.sizeBytes(), site.allocationSite())).toList();
+        return new LeakDescriptor(manager.leaksDetected(), open);
+    }
+
+    /** What {@code GET /{name}} returns: a manager, or (the older path) a location of the primary manager. */
+    public sealed interface Selection extends OperationResponseBody permits ManagerDescriptor, LocationDescriptor {}
+
+    /**
+     * The managers by name; then the primary manager's summary, as the endpoint gave it before there were several
+     * managers (all {@code null} where several managers have none primary).
+     */
+    public record ComputeMemoryDescriptor(Map<String, ManagerEntry> managers, @Nullable String primary, @Nullable String backend,
+            @Nullable DeviceDescriptor device, @Nullable MemoryLocation defaultLocation, @Nullable Map<MemoryLocation, LocationSummary> locations,
+            @Nullable LeakDescriptor leaks, Map<String, String> definitions) implements OperationResponseBody {}
+
+    /** A manager in the list: what it runs on, where its memory is. */
+    public record ManagerEntry(String backend, DeviceDescriptor device, MemoryLocation defaultLocation, List<MemoryLocation> locations,
+            boolean primary) {}
+
+    /** One manager: its summary per location, its leaks, the settings it runs with and its open budgets. */
+    public record ManagerDescriptor(String name, boolean primary, String backend, DeviceDescriptor device, MemoryLocation defaultLocation,
+            Map<MemoryLocation, LocationSummary> locations, LeakDescriptor leaks, SettingsDescriptor settings,
+            List<MemoryBudget.Statistics> budgets, Map<String, String> definitions) implements Selection {}
 
     /** Leaks found so far, and where the open buffers come from (a site that keeps growing is a leak still reachable). */
     public record LeakDescriptor(long detected, List<OpenBuffersDescriptor> openBuffers) {}
@@ -105,6 +202,23 @@ public class ComputeMemoryEndpoint {
 
     /** {@code freeBytes} and {@code totalBytes} are -1 where the backend cannot tell. */
     public record DeviceDescriptor(int index, String name, long totalBytes, long freeBytes) {}
+
+    /**
+     * The settings a manager runs with ({@link UnifiedMemoryManager#settings()}): what was set and the defaults for
+     * the rest, the backend that {@code auto} chose. Sizes in bytes, durations in ISO-8601 ({@code PT5M}).
+     */
+    public record SettingsDescriptor(String backend, int device, Map<String, String> backendOptions, MemoryLocation defaultLocation,
+            boolean poolingEnabled, long maxPoolSizeBytes, long releaseThresholdBytes, String trimInterval, boolean expandableSegments,
+            boolean pinningEnabled, long maxPinnedSizeBytes, long stagingBufferSizeBytes, LeakDetectionLevel leakDetection,
+            int timelineCapacity, String timelineInterval, String closeTimeout, String deviceWaitTimeout, int outOfMemoryRetries) {
+
+        static SettingsDescriptor of(ManagerSettings s) {
+            return new SettingsDescriptor(s.backend(), s.device(), s.backendOptions(), s.defaultLocation(), s.poolingEnabled(),
+                    s.maxPoolSize(), s.releaseThreshold(), s.trimInterval().toString(), s.expandableSegments(), s.pinningEnabled(),
+                    s.maxPinnedSize(), s.stagingBufferSize(), s.leakDetection(), s.timelineCapacity(), s.timelineInterval().toString(),
+                    s.closeTimeout().toString(), s.deviceWaitTimeout().toString(), s.outOfMemoryRetries());
+        }
+    }
 
     public record LocationSummary(long liveBuffers, long allocatedBytes, long allocatedBytesPeak, long requestedBytes,
             long requestedBytesPeak, long reservedBytes, long reservedBytesPeak, long cachedBytes, long largestFreeBlockBytes,
@@ -126,8 +240,9 @@ public class ComputeMemoryEndpoint {
 
     public record CopiedBytes(long hostToDevice, long deviceToHost, long deviceToDevice) {}
 
-    public record LocationDescriptor(MemoryLocation location, LocationSummary summary, List<SegmentDescriptor> segments,
-            List<MemoryTimeline.Sample> timeline) {}
+    /** One location of the manager {@code manager}. */
+    public record LocationDescriptor(String manager, MemoryLocation location, LocationSummary summary, List<SegmentDescriptor> segments,
+            List<MemoryTimeline.Sample> timeline) implements Selection {}
 
     /** A segment by its position in the pool; blocks tile it, by offset. */
     public record SegmentDescriptor(int index, long sizeBytes, boolean expandable, List<BlockDescriptor> blocks) {}
@@ -136,5 +251,8 @@ public class ComputeMemoryEndpoint {
     public record BlockDescriptor(long offsetBytes, long sizeBytes, long requestedBytes, MemorySnapshot.BlockState state,
             @Nullable String allocationSite) {}
 
-    public record TrimDescriptor(String released, long releasedBytes, Map<MemoryLocation, Long> reservedBytesAfter) {}
+    /** {@code releasedBytes}: in all the managers trimmed; then, per manager, its own and what it holds after. */
+    public record TrimDescriptor(String released, long releasedBytes, Map<String, ManagerTrim> managers) implements OperationResponseBody {}
+
+    public record ManagerTrim(long releasedBytes, Map<MemoryLocation, Long> reservedBytesAfter) {}
 }

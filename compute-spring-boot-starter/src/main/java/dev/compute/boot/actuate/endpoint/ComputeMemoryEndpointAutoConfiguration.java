@@ -2,8 +2,7 @@ package dev.compute.boot.actuate.endpoint;
 
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
-import dev.compute.boot.actuate.RecentMemoryStatistics;
-import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.boot.actuate.ObservedManagers;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -17,13 +16,13 @@ import org.springframework.context.annotation.Bean;
  */
 @AutoConfiguration(after = {ComputeMemoryAutoConfiguration.class, ComputeMemoryStatisticsAutoConfiguration.class})
 @ConditionalOnClass(name = "org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint")
-@ConditionalOnBean(UnifiedMemoryManager.class)
+@ConditionalOnBean(ObservedManagers.class)
 public final class ComputeMemoryEndpointAutoConfiguration {
 
     @Bean
     @ConditionalOnMissingBean
     @ConditionalOnAvailableEndpoint
-    ComputeMemoryEndpoint computeMemoryEndpoint(UnifiedMemoryManager manager, RecentMemoryStatistics statistics) {
-        return new ComputeMemoryEndpoint(manager, statistics);
+    ComputeMemoryEndpoint computeMemoryEndpoint(ObservedManagers managers) {
+        return new ComputeMemoryEndpoint(managers);
     }
 }

@@ -3,28 +3,43 @@ package dev.compute.boot.actuate.health;
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.ComputeProperties;
 import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
-import dev.compute.boot.actuate.RecentMemoryStatistics;
-import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.boot.actuate.ObservedManagers;
+import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.health.autoconfigure.contributor.CompositeHealthContributorConfiguration;
 import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
+import org.springframework.boot.health.contributor.HealthContributor;
 import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.context.annotation.Bean;
 
-/** The {@code compute} health contributor, when Spring Boot's health support is on the class path ({@code management.health.compute.enabled}). */
+/**
+ * The {@code compute} health contributor, when Spring Boot's health support is on the class path
+ * ({@code management.health.compute.enabled}): with one manager its {@link ComputeHealthIndicator}, with several a
+ * composite of one per manager, by name ({@code /actuator/health/compute/gpu}), as Boot does for several DataSources.
+ */
 @AutoConfiguration(after = {ComputeMemoryAutoConfiguration.class, ComputeMemoryStatisticsAutoConfiguration.class})
 @ConditionalOnClass({HealthIndicator.class, ConditionalOnEnabledHealthIndicator.class})
-@ConditionalOnBean(UnifiedMemoryManager.class)
+@ConditionalOnBean(ObservedManagers.class)
 public final class ComputeHealthContributorAutoConfiguration {
 
     // on the method, so the class condition above is decided before this condition's class is needed
     @Bean
     @ConditionalOnEnabledHealthIndicator("compute")
-    @ConditionalOnMissingBean(name = "computeHealthIndicator")
-    ComputeHealthIndicator computeHealthIndicator(UnifiedMemoryManager manager, RecentMemoryStatistics statistics,
-            ComputeProperties properties) {
-        return new ComputeHealthIndicator(manager, statistics, properties.health());
+    @ConditionalOnMissingBean(name = {"computeHealthIndicator", "computeHealthContributor"})
+    HealthContributor computeHealthContributor(ObservedManagers managers, ComputeProperties properties) {
+        return new PerManager(properties.health()).contributor(managers);
+    }
+
+    private static final class PerManager extends CompositeHealthContributorConfiguration<ComputeHealthIndicator, ObservedManager> {
+        PerManager(ComputeProperties.Health thresholds) {
+            super(observed -> new ComputeHealthIndicator(observed, thresholds));
+        }
+
+        HealthContributor contributor(ObservedManagers managers) {
+            return createContributor(managers.byName());
+        }
     }
 }

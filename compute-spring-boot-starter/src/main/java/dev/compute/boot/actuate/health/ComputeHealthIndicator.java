@@ -1,9 +1,11 @@
 package dev.compute.boot.actuate.health;
 
 import dev.compute.boot.ComputeProperties;
+import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.ManagerSettings;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -14,13 +16,16 @@ import java.util.Locale;
 import java.util.Map;
 import org.springframework.boot.health.contributor.AbstractHealthIndicator;
 import org.springframework.boot.health.contributor.Health;
+import org.springframework.boot.health.contributor.Status;
 
 /**
- * Health contributor {@code compute}: UP with the backend, the device and each location's memory; DOWN when the
- * manager is closed or the backend fails to answer. Fragmentation or device memory use above the configured
- * thresholds ({@code compute.health.*}) adds a warning to the details without changing the status: both are
- * reasons to look, not reasons to take the instance out of a load balancer. The memory figures are the shared
- * collection at most a second old ({@link RecentMemoryStatistics}); the device's free memory is asked each time.
+ * The health of one manager: UP with the backend, the device and each location's memory; DOWN when the manager is
+ * closed or the backend fails to answer. A location's pool near its cap, its fragmentation or the device's memory in
+ * use above the thresholds ({@code compute.health.*}) adds a warning to the details and sets
+ * {@code compute.health.status-on-warning}: UP by default, since each is a reason to look rather than to take the
+ * instance out of a load balancer; a status of the operator's choice otherwise. The memory figures are the shared
+ * collection at most a second old ({@link RecentMemoryStatistics}); the device's free memory is asked each time, so
+ * that a backend in trouble shows.
  */
 public class ComputeHealthIndicator extends AbstractHealthIndicator {
 
@@ -28,10 +33,10 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
     private final RecentMemoryStatistics statistics;
     private final ComputeProperties.Health thresholds;
 
-    public ComputeHealthIndicator(UnifiedMemoryManager manager, RecentMemoryStatistics statistics, ComputeProperties.Health thresholds) {
+    public ComputeHealthIndicator(ObservedManager observed, ComputeProperties.Health thresholds) {
         super("Compute memory health check failed");
-        this.manager = manager;
-        this.statistics = statistics;
+        this.manager = observed.manager();
+        this.statistics = observed.statistics();
         this.thresholds = thresholds;
     }
 
@@ -44,6 +49,7 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
         // Each of these asks the backend; a driver in trouble throws, and AbstractHealthIndicator reports DOWN with the error.
         BackendInfo info = manager.backendInfo();
         DeviceMemoryInfo device = manager.deviceMemory();
+        ManagerSettings settings = manager.settings();
         Map<MemoryLocation, MemoryStatistics> figures = statistics.statistics();
 
         List<String> warnings = new ArrayList<>();
@@ -62,20 +68,30 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
         }
         Map<MemoryLocation, Map<String, Object>> locations = new LinkedHashMap<>();
         figures.forEach((location, s) -> {
+            long cap = settings.capOf(location);
+            double capUsed = (double) s.reservedBytes() / cap;
             Map<String, Object> details = new LinkedHashMap<>();
             details.put("allocatedBytes", s.allocatedBytes());
             details.put("reservedBytes", s.reservedBytes());
             details.put("cachedBytes", s.cachedBytes());
+            details.put("capBytes", cap);
+            details.put("capUsedRatio", capUsed);
             details.put("liveBuffers", s.liveBuffers());
             details.put("fragmentation", s.fragmentation());
             details.put("overhead", s.overhead());
             locations.put(location, details);
+            if (capUsed > thresholds.capWarningThreshold()) {
+                warnings.add(String.format(Locale.ROOT, "%s pool holds %.0f%% of its cap (%s, %d bytes), above compute.health.cap-warning-threshold "
+                        + "(%.0f%%): allocations beyond the cap fail", location, capUsed * 100, ManagerSettings.capPropertyOf(location), cap,
+                        thresholds.capWarningThreshold() * 100));
+            }
             if (s.fragmentation() > thresholds.fragmentationWarningThreshold()) {
                 warnings.add(String.format(Locale.ROOT, "%s fragmentation is %.2f, above compute.health.fragmentation-warning-threshold (%.2f): "
                         + "a trim, or fewer mixed-size long-lived buffers, helps", location, s.fragmentation(), thresholds.fragmentationWarningThreshold()));
             }
         });
-        builder.up().withDetail("backend", info.backend()).withDetail("device", deviceDetails).withDetail("locations", locations);
+        builder.status(warnings.isEmpty() ? Status.UP : new Status(thresholds.statusOnWarning()))
+                .withDetail("backend", info.backend()).withDetail("device", deviceDetails).withDetail("locations", locations);
         if (!warnings.isEmpty()) {
             builder.withDetail("warnings", warnings);
         }

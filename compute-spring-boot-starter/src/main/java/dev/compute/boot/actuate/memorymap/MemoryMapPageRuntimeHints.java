@@ -12,6 +12,6 @@ class MemoryMapPageRuntimeHints implements RuntimeHintsRegistrar {
 
     @Override
     public void registerHints(RuntimeHints hints, @Nullable ClassLoader classLoader) {
-        hints.resources().registerPattern(ComputeMemoryMapManagementContextConfiguration.LOCATION + "*");
+        hints.resources().registerPattern(ComputeMemoryMapEndpoint.LOCATION + "*");
     }
 }

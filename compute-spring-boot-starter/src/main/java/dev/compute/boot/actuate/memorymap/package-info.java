@@ -1,6 +1,6 @@
 /**
- * The memory map page: static HTML, CSS and JavaScript, served in the management context beside the Actuator
- * endpoints and fed by the {@code computememory} endpoint.
+ * The memory map page: static HTML, CSS and JavaScript served as the Actuator web endpoint {@code computememorymap},
+ * fed by the {@code computememory} endpoint.
  */
 @NullMarked
 package dev.compute.boot.actuate.memorymap;

@@ -1,114 +1,167 @@
 package dev.compute.boot.actuate.metrics;
 
+import dev.compute.boot.MemoryEventRelays;
+import dev.compute.boot.actuate.ObservedManagers;
+import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.BackendInfo;
+import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedMemoryManager;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
-import io.micrometer.core.instrument.binder.BaseUnits;
 import io.micrometer.core.instrument.binder.MeterBinder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.ToDoubleFunction;
 
 /**
- * Meters {@code compute.memory.*} for every location of a manager, tagged {@code backend}, {@code device} and
- * {@code location}. Sizes have base unit bytes, so Prometheus shows {@code compute_memory_reserved_bytes};
- * totals since start are function counters ({@code compute_memory_pool_hits_total}); the two fragmentation figures
- * are ratios ({@code compute_memory_fragmentation_ratio}). Every meter reads the one collection of the figures
- * that is at most a second old ({@link RecentMemoryStatistics}), so that a scrape of every meter collects them
- * once; after the manager closed they read NaN.
- *
- * <table>
- *   <caption>Meters</caption>
- *   <tr><th>name</th><th>kind</th><th>what</th></tr>
- *   <tr><td>compute.memory.reserved, .reserved.peak</td><td>gauge, bytes</td><td>held from the backend</td></tr>
- *   <tr><td>compute.memory.allocated, .allocated.peak</td><td>gauge, bytes</td><td>in blocks handed to buffers</td></tr>
- *   <tr><td>compute.memory.requested</td><td>gauge, bytes</td><td>what callers asked for, before rounding</td></tr>
- *   <tr><td>compute.memory.cached</td><td>gauge, bytes</td><td>reserved but free, reusable without a backend call</td></tr>
- *   <tr><td>compute.memory.largest.free.block</td><td>gauge, bytes</td><td>the largest cached block</td></tr>
- *   <tr><td>compute.memory.fragmentation</td><td>gauge, ratio</td><td>1 − largest free block / cached</td></tr>
- *   <tr><td>compute.memory.overhead</td><td>gauge, ratio</td><td>reserved / allocated</td></tr>
- *   <tr><td>compute.memory.live.buffers, .segments</td><td>gauge</td><td>open buffers, pool segments</td></tr>
- *   <tr><td>compute.memory.allocations, .frees</td><td>counter</td><td>buffers allocated and freed</td></tr>
- *   <tr><td>compute.memory.pool.hits, .pool.misses</td><td>counter</td><td>allocations served from the cache, or not</td></tr>
- *   <tr><td>compute.memory.backend.allocations, .backend.frees</td><td>counter</td><td>calls to the backend</td></tr>
- *   <tr><td>compute.memory.oom.retries, .trims</td><td>counter</td><td>retries after releasing cache on OOM; trims</td></tr>
- *   <tr><td>compute.memory.copied</td><td>counter, bytes, tag direction</td><td>host-to-device, device-to-host, device-to-device</td></tr>
- *   <tr><td>compute.memory.leaks</td><td>counter, no location tag</td><td>buffers garbage-collected without close()</td></tr>
- * </table>
+ * The meters of {@link ComputeMeters} for every observed manager, tagged with its name, backend and device. Sizes
+ * have base unit bytes, so Prometheus shows {@code compute_memory_reserved_bytes}; totals since start are function
+ * counters ({@code compute_memory_pool_hits_total}); the two fragmentation figures are ratios
+ * ({@code compute_memory_fragmentation_ratio}). The figure meters read the manager's one collection of figures that
+ * is at most a second old ({@link RecentMemoryStatistics}), so a scrape of every meter collects them once; after the
+ * manager closed they read NaN. The event meters ({@link MemoryEventMeters}) hear the managers the starter built,
+ * through their {@link MemoryEventRelays.Relay}. Closing the binder (with the context, before the managers close)
+ * detaches them and removes every meter it registered.
  */
-public class ComputeMemoryMeterBinder implements MeterBinder {
+public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
 
-    static final String PREFIX = "compute.memory.";
-    private static final String RATIO = "ratio";
+    private final ObservedManagers managers;
+    private final MemoryEventRelays relays;
+    private final List<Bound> bound = new CopyOnWriteArrayList<>();
 
-    private final UnifiedMemoryManager manager;
-    private final RecentMemoryStatistics statistics;
+    private record Bound(MeterRegistry registry, List<Meter> meters, List<AutoCloseable> listeners) {}
 
-    public ComputeMemoryMeterBinder(UnifiedMemoryManager manager, RecentMemoryStatistics statistics) {
-        this.manager = manager;
-        this.statistics = statistics;
+    public ComputeMemoryMeterBinder(ObservedManagers managers, MemoryEventRelays relays) {
+        this.managers = managers;
+        this.relays = relays;
     }
 
     @Override
     public void bindTo(MeterRegistry registry) {
-        BackendInfo info = manager.backendInfo();
-        // The leak detector counts for the whole manager, so this meter has no location tag.
-        FunctionCounter.builder(PREFIX + "leaks", manager, m -> m.isClosed() ? Double.NaN : m.leaksDetected())
-                .tags("backend", info.backend(), "device", Integer.toString(info.deviceIndex()))
-                .description("Buffers garbage-collected without close(), each logged as a LEAK").register(registry);
-        for (MemoryLocation location : manager.locations()) {
-            Tags tags = Tags.of("backend", info.backend(), "device", Integer.toString(info.deviceIndex()), "location", location.name());
-            gauge(registry, "reserved", BaseUnits.BYTES, tags, location, MemoryStatistics::reservedBytes, "Bytes the pool holds from the backend");
-            gauge(registry, "reserved.peak", BaseUnits.BYTES, tags, location, MemoryStatistics::reservedBytesPeak, "Peak of reserved bytes");
-            gauge(registry, "allocated", BaseUnits.BYTES, tags, location, MemoryStatistics::allocatedBytes, "Bytes in blocks handed to open buffers");
-            gauge(registry, "allocated.peak", BaseUnits.BYTES, tags, location, MemoryStatistics::allocatedBytesPeak, "Peak of allocated bytes");
-            gauge(registry, "requested", BaseUnits.BYTES, tags, location, MemoryStatistics::requestedBytes, "Bytes callers asked for, before size rounding");
-            gauge(registry, "cached", BaseUnits.BYTES, tags, location, MemoryStatistics::cachedBytes, "Reserved bytes free for reuse without a backend call");
-            gauge(registry, "largest.free.block", BaseUnits.BYTES, tags, location, MemoryStatistics::largestFreeBlockBytes, "The largest free cached block");
-            gauge(registry, "fragmentation", RATIO, tags, location, MemoryStatistics::fragmentation, "1 - largest free block / cached bytes");
-            gauge(registry, "overhead", RATIO, tags, location, MemoryStatistics::overhead, "Reserved bytes / allocated bytes");
-            gauge(registry, "live.buffers", "buffers", tags, location, MemoryStatistics::liveBuffers, "Buffers still open");
-            gauge(registry, "segments", "segments", tags, location, MemoryStatistics::segments, "Segments the pool holds");
-            counter(registry, "allocations", tags, location, MemoryStatistics::allocations, "Buffers allocated");
-            counter(registry, "frees", tags, location, MemoryStatistics::frees, "Buffers freed");
-            counter(registry, "pool.hits", tags, location, MemoryStatistics::poolHits, "Allocations served from the pool's cache");
-            counter(registry, "pool.misses", tags, location, MemoryStatistics::poolMisses, "Allocations that needed memory from the backend");
-            counter(registry, "backend.allocations", tags, location, MemoryStatistics::backendAllocations, "Allocation calls to the backend");
-            counter(registry, "backend.frees", tags, location, MemoryStatistics::backendFrees, "Free calls to the backend");
-            counter(registry, "oom.retries", tags, location, MemoryStatistics::oomRetries, "Allocations retried after the pool released its cache on out-of-memory");
-            counter(registry, "trims", tags, location, MemoryStatistics::trims, "Trims of the pool's cache");
-            copied(registry, tags, location, "host-to-device", MemoryStatistics::bytesHostToDevice);
-            copied(registry, tags, location, "device-to-host", MemoryStatistics::bytesDeviceToHost);
-            copied(registry, tags, location, "device-to-device", MemoryStatistics::bytesDeviceToDevice);
+        List<Meter> meters = new ArrayList<>();
+        List<AutoCloseable> listeners = new ArrayList<>();
+        for (ObservedManager observed : managers.all()) {
+            UnifiedMemoryManager manager = observed.manager();
+            RecentMemoryStatistics statistics = observed.statistics();
+            BackendInfo info = manager.backendInfo();
+            Tags tags = Tags.of(ComputeMeters.Tag.NAME.asString(), observed.name(), ComputeMeters.Tag.BACKEND.asString(), info.backend(),
+                    ComputeMeters.Tag.DEVICE.asString(), Integer.toString(info.deviceIndex()));
+            // The leak detector counts for the whole manager, and the device is the manager's: no location tag.
+            meters.add(FunctionCounter.builder(ComputeMeters.LEAKS.getName(), manager, m -> m.isClosed() ? Double.NaN : m.leaksDetected())
+                    .tags(tags).description(ComputeMeters.LEAKS.description()).register(registry));
+            meters.add(deviceGauge(registry, ComputeMeters.DEVICE_MEMORY_TOTAL, observed, tags, DeviceMemoryInfo::totalBytes));
+            meters.add(deviceGauge(registry, ComputeMeters.DEVICE_MEMORY_FREE, observed, tags, DeviceMemoryInfo::freeBytes));
+            for (MemoryLocation location : manager.locations()) {
+                Tags at = tags.and(ComputeMeters.Tag.LOCATION.asString(), tagValue(location));
+                Figures figures = new Figures(registry, observed, location, at, meters);
+                figures.gauge(ComputeMeters.RESERVED, MemoryStatistics::reservedBytes);
+                figures.gauge(ComputeMeters.RESERVED_PEAK, MemoryStatistics::reservedBytesPeak);
+                figures.gauge(ComputeMeters.ALLOCATED, MemoryStatistics::allocatedBytes);
+                figures.gauge(ComputeMeters.ALLOCATED_PEAK, MemoryStatistics::allocatedBytesPeak);
+                figures.gauge(ComputeMeters.REQUESTED, MemoryStatistics::requestedBytes);
+                figures.gauge(ComputeMeters.CACHED, MemoryStatistics::cachedBytes);
+                figures.gauge(ComputeMeters.LARGEST_FREE_BLOCK, MemoryStatistics::largestFreeBlockBytes);
+                figures.gauge(ComputeMeters.FRAGMENTATION, MemoryStatistics::fragmentation);
+                figures.gauge(ComputeMeters.OVERHEAD, MemoryStatistics::overhead);
+                figures.gauge(ComputeMeters.LIVE_BUFFERS, MemoryStatistics::liveBuffers);
+                figures.gauge(ComputeMeters.SEGMENTS, MemoryStatistics::segments);
+                figures.counter(ComputeMeters.ALLOCATIONS, MemoryStatistics::allocations);
+                figures.counter(ComputeMeters.FREES, MemoryStatistics::frees);
+                figures.counter(ComputeMeters.POOL_HITS, MemoryStatistics::poolHits);
+                figures.counter(ComputeMeters.POOL_MISSES, MemoryStatistics::poolMisses);
+                figures.counter(ComputeMeters.BACKEND_ALLOCATIONS, MemoryStatistics::backendAllocations);
+                figures.counter(ComputeMeters.BACKEND_FREES, MemoryStatistics::backendFrees);
+                figures.counter(ComputeMeters.OOM_RETRIES, MemoryStatistics::oomRetries);
+                figures.counter(ComputeMeters.TRIMS, MemoryStatistics::trims);
+                figures.copied("host-to-device", MemoryStatistics::bytesHostToDevice);
+                figures.copied("device-to-host", MemoryStatistics::bytesDeviceToHost);
+                figures.copied("device-to-device", MemoryStatistics::bytesDeviceToDevice);
+                long cap = manager.settings().capOf(location);
+                meters.add(Gauge.builder(ComputeMeters.CAP.getName(), manager, m -> m.isClosed() ? Double.NaN : cap)
+                        .baseUnit(ComputeMeters.CAP.getBaseUnit()).tags(at).description(ComputeMeters.CAP.description()).register(registry));
+            }
+            relays.of(manager).ifPresent(relay -> {
+                MemoryEventMeters events = new MemoryEventMeters(registry, tags, manager.locations());
+                meters.addAll(events.meters());
+                listeners.add(relay.attach(events));
+            });
         }
+        bound.add(new Bound(registry, meters, listeners));
     }
 
-    private void gauge(MeterRegistry registry, String name, String unit, Tags tags, MemoryLocation location,
-            ToDoubleFunction<MemoryStatistics> figure, String description) {
-        Gauge.builder(PREFIX + name, manager, m -> read(m, location, figure))
-                .baseUnit(unit).tags(tags).description(description).register(registry);
-    }
-
-    private void counter(MeterRegistry registry, String name, Tags tags, MemoryLocation location,
-            ToDoubleFunction<MemoryStatistics> figure, String description) {
-        FunctionCounter.builder(PREFIX + name, manager, m -> read(m, location, figure))
-                .tags(tags).description(description).register(registry);
-    }
-
-    private void copied(MeterRegistry registry, Tags tags, MemoryLocation location, String direction, ToDoubleFunction<MemoryStatistics> figure) {
-        FunctionCounter.builder(PREFIX + "copied", manager, m -> read(m, location, figure))
-                .baseUnit(BaseUnits.BYTES).tags(tags).tag("direction", direction)
-                .description("Bytes copied for buffers at this location, by direction").register(registry);
-    }
-
-    private double read(UnifiedMemoryManager manager, MemoryLocation location, ToDoubleFunction<MemoryStatistics> figure) {
-        if (manager.isClosed()) {
-            return Double.NaN;
+    /** Detaches the event meters and removes every meter registered, from every registry bound to. */
+    @Override
+    public void close() throws Exception {
+        for (Bound each : bound) {
+            for (AutoCloseable listener : each.listeners()) {
+                listener.close();
+            }
+            each.meters().forEach(each.registry()::remove);
         }
-        return figure.applyAsDouble(statistics.statistics(location));
+        bound.clear();
+    }
+
+    /** A tag value: lower case, words joined by dashes ({@code host}, {@code pool-limit}). */
+    static String tagValue(Enum<?> value) {
+        return value.name().toLowerCase(Locale.ROOT).replace('_', '-');
+    }
+
+    private static Gauge deviceGauge(MeterRegistry registry, ComputeMeters meter, ObservedManager observed, Tags tags,
+            ToDoubleFunction<DeviceMemoryInfo> figure) {
+        RecentMemoryStatistics statistics = observed.statistics();
+        // -1 where the backend cannot tell: no value rather than a negative size
+        return Gauge.builder(meter.getName(), observed.manager(), m -> {
+            double value = m.isClosed() ? Double.NaN : figure.applyAsDouble(statistics.deviceMemory());
+            return value < 0 ? Double.NaN : value;
+        }).baseUnit(meter.getBaseUnit()).tags(tags).description(meter.description()).register(registry);
+    }
+
+    /** Registers the meters of one location that read the manager's recent figures, adding each to {@code meters}. */
+    private static final class Figures {
+
+        private final MeterRegistry registry;
+        private final ObservedManager observed;
+        private final MemoryLocation location;
+        private final Tags tags;
+        private final List<Meter> meters;
+
+        Figures(MeterRegistry registry, ObservedManager observed, MemoryLocation location, Tags tags, List<Meter> meters) {
+            this.registry = registry;
+            this.observed = observed;
+            this.location = location;
+            this.tags = tags;
+            this.meters = meters;
+        }
+
+        void gauge(ComputeMeters meter, ToDoubleFunction<MemoryStatistics> figure) {
+            meters.add(Gauge.builder(meter.getName(), observed.manager(), m -> read(m, figure))
+                    .baseUnit(meter.getBaseUnit()).tags(tags).description(meter.description()).register(registry));
+        }
+
+        void counter(ComputeMeters meter, ToDoubleFunction<MemoryStatistics> figure) {
+            meters.add(FunctionCounter.builder(meter.getName(), observed.manager(), m -> read(m, figure))
+                    .baseUnit(meter.getBaseUnit()).tags(tags).description(meter.description()).register(registry));
+        }
+
+        void copied(String direction, ToDoubleFunction<MemoryStatistics> figure) {
+            meters.add(FunctionCounter.builder(ComputeMeters.COPIED.getName(), observed.manager(), m -> read(m, figure))
+                    .baseUnit(ComputeMeters.COPIED.getBaseUnit()).tags(tags).tag(ComputeMeters.Tag.DIRECTION.asString(), direction)
+                    .description(ComputeMeters.COPIED.description()).register(registry));
+        }
+
+        private double read(UnifiedMemoryManager manager, ToDoubleFunction<MemoryStatistics> figure) {
+            if (manager.isClosed()) {
+                return Double.NaN;
+            }
+            return figure.applyAsDouble(observed.statistics().statistics(location));
+        }
     }
 }

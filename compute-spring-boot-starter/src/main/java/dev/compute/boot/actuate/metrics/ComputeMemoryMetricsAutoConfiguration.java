@@ -1,9 +1,9 @@
 package dev.compute.boot.actuate.metrics;
 
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.boot.MemoryEventRelays;
 import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
-import dev.compute.boot.actuate.RecentMemoryStatistics;
-import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.boot.actuate.ObservedManagers;
 import io.micrometer.core.instrument.binder.MeterBinder;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -11,16 +11,16 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.context.annotation.Bean;
 
-/** The {@code compute.memory.*} meters, when Micrometer is on the class path; Spring Boot binds them to every registry. */
+/** The {@code compute.*} meters, when Micrometer is on the class path; Spring Boot binds them to every registry. */
 @AutoConfiguration(after = {ComputeMemoryAutoConfiguration.class, ComputeMemoryStatisticsAutoConfiguration.class},
         afterName = "org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration")
 @ConditionalOnClass(MeterBinder.class)
-@ConditionalOnBean(UnifiedMemoryManager.class)
+@ConditionalOnBean(ObservedManagers.class)
 public final class ComputeMemoryMetricsAutoConfiguration {
 
     @Bean
     @ConditionalOnMissingBean
-    ComputeMemoryMeterBinder computeMemoryMeterBinder(UnifiedMemoryManager manager, RecentMemoryStatistics statistics) {
-        return new ComputeMemoryMeterBinder(manager, statistics);
+    ComputeMemoryMeterBinder computeMemoryMeterBinder(ObservedManagers managers, MemoryEventRelays relays) {
+        return new ComputeMemoryMeterBinder(managers, relays);
     }
 }

@@ -2,29 +2,30 @@ package dev.compute.boot.actuate.trace;
 
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.ComputeProperties;
-import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
+import dev.compute.boot.actuate.ObservedManagers;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
 
 /**
- * The {@code computetrace} endpoint, when Actuator is on the class path, there is one manager (or a primary one:
- * choosing among several by name waits for named managers) and the endpoint is both granted access and exposed.
+ * The {@code computetrace} endpoint, over the managers the other endpoints observe, when Actuator is on the class path
+ * and the endpoint is both granted access and exposed.
  */
-@AutoConfiguration(after = ComputeMemoryAutoConfiguration.class)
+@AutoConfiguration(after = {ComputeMemoryAutoConfiguration.class, ComputeMemoryStatisticsAutoConfiguration.class})
 @ConditionalOnClass(name = "org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint")
-@ConditionalOnSingleCandidate(UnifiedMemoryManager.class)
+@ConditionalOnBean(ObservedManagers.class)
 @EnableConfigurationProperties(ComputeProperties.class)
 public final class ComputeTraceEndpointAutoConfiguration {
 
     @Bean
     @ConditionalOnMissingBean
     @ConditionalOnAvailableEndpoint
-    ComputeTraceEndpoint computeTraceEndpoint(UnifiedMemoryManager manager, ComputeProperties properties) {
-        return new ComputeTraceEndpoint(manager, properties.memory().recording());
+    ComputeTraceEndpoint computeTraceEndpoint(ObservedManagers managers, ComputeProperties properties) {
+        return new ComputeTraceEndpoint(managers, properties.memory().recording());
     }
 }

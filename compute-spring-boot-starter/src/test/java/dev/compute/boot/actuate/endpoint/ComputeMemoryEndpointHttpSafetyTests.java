@@ -27,8 +27,8 @@ import org.springframework.web.client.RestClient;
 
 /**
  * The trim operation over real HTTP, as a user's application gets it: unreachable until the endpoint is exposed,
- * refused to anonymous callers once Spring Security is on the class path, and open to an operator under the
- * configuration the README recommends.
+ * not there until its access is raised from the default, read-only, refused to anonymous callers once Spring Security
+ * is on the class path, and open to an operator under the configuration the README recommends.
  */
 class ComputeMemoryEndpointHttpSafetyTests {
 
@@ -75,11 +75,26 @@ class ComputeMemoryEndpointHttpSafetyTests {
     class DefaultExposure extends HttpTest {
 
         @Test
-        void neitherTheSummaryNorTheTrimIsMappedUntilTheUserExposesTheEndpoint() {
+        void neitherTheSummaryNorTheTrimNorThePageIsMappedUntilTheUserExposesThem() {
             assertThat(get("/actuator/health").value()).as("the actuator itself is served").isEqualTo(200);
             assertThat(get(ENDPOINT).value()).isEqualTo(404);
             assertThat(get(ENDPOINT + "/host").value()).isEqualTo(404);
             assertThat(trim().value()).isEqualTo(404);
+            assertThat(get("/actuator/computememorymap").value()).isEqualTo(404);
+        }
+    }
+
+    @Nested
+    @SpringBootTest(classes = WithoutSecurity.class, webEnvironment = WebEnvironment.RANDOM_PORT,
+            properties = "management.endpoints.web.exposure.include=computememory")
+    class ExposedAtItsDefaultAccess extends HttpTest {
+
+        @Test
+        void readsAreServedAndTheTrimIsNotThere() {
+            long trims = trims();
+            assertThat(get(ENDPOINT).value()).isEqualTo(200);
+            assertThat(trim().value()).as("the write operation is opt-in").isEqualTo(405);
+            assertThat(trims()).isEqualTo(trims);
         }
     }
 
@@ -103,7 +118,7 @@ class ComputeMemoryEndpointHttpSafetyTests {
 
     @Nested
     @SpringBootTest(classes = WithRecommendedSecurity.class, webEnvironment = WebEnvironment.RANDOM_PORT,
-            properties = "management.endpoints.web.exposure.include=health,computememory")
+            properties = {"management.endpoints.web.exposure.include=health,computememory", "management.endpoint.computememory.access=unrestricted"})
     class ExposedUnderTheRecommendedSecurity extends HttpTest {
 
         @Test

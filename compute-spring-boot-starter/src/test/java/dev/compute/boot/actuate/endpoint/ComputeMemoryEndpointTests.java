@@ -1,30 +1,39 @@
 package dev.compute.boot.actuate.endpoint;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.compute.boot.actuate.RecentMemoryStatistics;
+import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.memory.DataType;
 import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot.BlockState;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
 
 class ComputeMemoryEndpointTests {
 
     private final SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend(64L << 20);
     private final UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backend).releaseThreshold(0)
             .pinningEnabled(false).build();
-    private final ComputeMemoryEndpoint endpoint = new ComputeMemoryEndpoint(manager, new RecentMemoryStatistics(manager));
+    private final ComputeMemoryEndpoint endpoint = endpointOf(Map.of("unifiedMemoryManager", manager), manager);
 
     @AfterEach
     void close() {
         manager.close();
+    }
+
+    private static ComputeMemoryEndpoint endpointOf(Map<String, UnifiedMemoryManager> beans, UnifiedMemoryManager primary) {
+        return new ComputeMemoryEndpoint(new ObservedManagers(beans, primary));
     }
 
     @Test
@@ -32,6 +41,8 @@ class ComputeMemoryEndpointTests {
         try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1000, MemoryLocation.DEVICE)) {
             buffer.copyFrom(new float[1000]);
             ComputeMemoryEndpoint.ComputeMemoryDescriptor summary = endpoint.summary();
+            assertThat(summary.managers()).containsOnlyKeys("default");
+            assertThat(summary.primary()).isEqualTo("default");
             assertThat(summary.backend()).isEqualTo("simulated");
             assertThat(summary.device().name()).isEqualTo("simulated discrete device");
             assertThat(summary.device().totalBytes()).isEqualTo(64L << 20);
@@ -54,7 +65,7 @@ class ComputeMemoryEndpointTests {
     @Test
     void aLocationShowsItsSegmentsWithTheBufferLiveThenFreeAfterClose() {
         UnifiedBuffer buffer = manager.allocate(1 << 16, MemoryLocation.HOST);
-        ComputeMemoryEndpoint.LocationDescriptor live = endpoint.location(MemoryLocation.HOST);
+        ComputeMemoryEndpoint.LocationDescriptor live = endpoint.location("default", MemoryLocation.HOST);
         assertThat(live).isNotNull();
         assertThat(live.segments()).isNotEmpty();
         assertThat(live.segments()).flatExtracting(ComputeMemoryEndpoint.SegmentDescriptor::blocks)
@@ -65,7 +76,7 @@ class ComputeMemoryEndpointTests {
                     .as("blocks tile their segment").isEqualTo(segment.sizeBytes());
         }
         buffer.close();
-        ComputeMemoryEndpoint.LocationDescriptor after = endpoint.location(MemoryLocation.HOST);
+        ComputeMemoryEndpoint.LocationDescriptor after = endpoint.location("default", MemoryLocation.HOST);
         assertThat(after.segments()).flatExtracting(ComputeMemoryEndpoint.SegmentDescriptor::blocks)
                 .noneMatch(block -> block.state() == BlockState.LIVE);
         assertThat(after.summary().cachedBytes()).isPositive();
@@ -74,7 +85,85 @@ class ComputeMemoryEndpointTests {
 
     @Test
     void aLocationTheManagerDoesNotHaveIsNotFound() {
-        assertThat(endpoint.location(MemoryLocation.PINNED)).isNull();
+        assertThat(endpoint.location("default", MemoryLocation.PINNED)).isNull();
+        assertThat(endpoint.location("elsewhere", MemoryLocation.HOST)).as("no manager of that name").isNull();
+    }
+
+    @Test
+    void aNameSelectsAManagerOrElseALocationOfThePrimaryAsBeforeThereWereSeveral() {
+        manager.allocate(4096, MemoryLocation.HOST).close();
+        assertThat(endpoint.manager("default")).isInstanceOfSatisfying(ComputeMemoryEndpoint.ManagerDescriptor.class, selected -> {
+            assertThat(selected.name()).isEqualTo("default");
+            assertThat(selected.primary()).isTrue();
+            assertThat(selected.settings().backend()).isEqualTo("simulated");
+            assertThat(selected.settings().releaseThresholdBytes()).as("set to 0 above").isZero();
+            assertThat(selected.settings().trimInterval()).isEqualTo("PT5M");
+            assertThat(selected.locations()).containsOnlyKeys(manager.locations());
+        });
+        assertThat(endpoint.manager("host")).isInstanceOfSatisfying(ComputeMemoryEndpoint.LocationDescriptor.class, selected -> {
+            assertThat(selected.manager()).isEqualTo("default");
+            assertThat(selected.location()).isEqualTo(MemoryLocation.HOST);
+            assertThat(selected.segments()).isNotEmpty();
+        });
+        assertThat(endpoint.manager("pinned")).as("a location the primary does not have").isNull();
+        assertThat(endpoint.manager("nowhere")).isNull();
+    }
+
+    @Test
+    void aManagersOpenBudgetsAreShownWithTheirFigures() {
+        try (MemoryBudget tenant = manager.budget("tenant-a", 1 << 20); UnifiedBuffer held = tenant.allocate(4096, MemoryLocation.HOST)) {
+            assertThat(endpoint.manager("default")).isInstanceOfSatisfying(ComputeMemoryEndpoint.ManagerDescriptor.class,
+                    selected -> assertThat(selected.budgets()).singleElement().satisfies(budget -> {
+                        assertThat(budget.name()).isEqualTo("tenant-a");
+                        assertThat(budget.limitBytes()).isEqualTo(1 << 20);
+                        assertThat(budget.allocatedBytes()).isEqualTo(held.byteSize());
+                        assertThat(budget.liveBuffers()).isEqualTo(1);
+                    }));
+        }
+        assertThat(endpoint.manager("default")).isInstanceOfSatisfying(ComputeMemoryEndpoint.ManagerDescriptor.class,
+                selected -> assertThat(selected.budgets()).as("a closed budget is gone").isEmpty());
+    }
+
+    @Test
+    void severalManagersAreListedEachSelectedByItsNameAndTrimmedTogetherOrAlone() {
+        try (UnifiedMemoryManager other = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(64L << 20))
+                .releaseThreshold(0).pinningEnabled(false).build()) {
+            Map<String, UnifiedMemoryManager> beans = new LinkedHashMap<>();
+            beans.put("gpuUnifiedMemoryManager", manager);
+            beans.put("otherUnifiedMemoryManager", other);
+            manager.allocate(1 << 20, MemoryLocation.DEVICE).close();
+            other.allocate(1 << 20, MemoryLocation.DEVICE).close();
+            ComputeMemoryEndpoint both = endpointOf(beans, other);
+            ComputeMemoryEndpoint.ComputeMemoryDescriptor summary = both.summary();
+            assertThat(summary.managers()).containsOnlyKeys("gpu", "other");
+            assertThat(summary.managers().get("other").primary()).isTrue();
+            assertThat(summary.primary()).isEqualTo("other");
+            assertThat(both.location("gpu", MemoryLocation.DEVICE).summary().reservedBytes()).isPositive();
+
+            ComputeMemoryEndpoint.TrimDescriptor one = both.trim(null, "gpu");
+            assertThat(one.managers()).containsOnlyKeys("gpu");
+            assertThat(one.managers().get("gpu").reservedBytesAfter()).containsEntry(MemoryLocation.DEVICE, 0L);
+            assertThat(other.statistics(MemoryLocation.DEVICE).reservedBytes()).as("the other manager kept its cache").isPositive();
+
+            ComputeMemoryEndpoint.TrimDescriptor all = both.trim(true, null);
+            assertThat(all.released()).isEqualTo("all");
+            assertThat(all.managers()).containsOnlyKeys("gpu", "other");
+            assertThat(other.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+
+            assertThatThrownBy(() -> both.trim(null, "tpu")).isInstanceOf(InvalidEndpointRequestException.class)
+                    .hasMessageContaining("'tpu'");
+        }
+    }
+
+    @Test
+    void withSeveralManagersAndNoPrimaryTheListHasNoPrimarySummary() {
+        try (UnifiedMemoryManager other = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(64L << 20)).build()) {
+            ComputeMemoryEndpoint.ComputeMemoryDescriptor summary = endpointOf(Map.of("a", manager, "b", other), null).summary();
+            assertThat(summary.managers()).containsOnlyKeys("a", "b");
+            assertThat(summary.primary()).isNull();
+            assertThat(summary.locations()).isNull();
+            assertThat(endpointOf(Map.of("a", manager, "b", other), null).manager("host")).isNull();
+        }
     }
 
     @Test
@@ -82,20 +171,20 @@ class ComputeMemoryEndpointTests {
         manager.allocate(1 << 20, MemoryLocation.DEVICE).close();
         assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isPositive();
 
-        ComputeMemoryEndpoint.TrimDescriptor trimmed = endpoint.trim(null);
+        ComputeMemoryEndpoint.TrimDescriptor trimmed = endpoint.trim(null, null);
 
         assertThat(trimmed.released()).isEqualTo("beyond-release-threshold");
         assertThat(trimmed.releasedBytes()).isPositive();
-        assertThat(trimmed.reservedBytesAfter()).containsEntry(MemoryLocation.DEVICE, 0L);
+        assertThat(trimmed.managers().get("default").reservedBytesAfter()).containsEntry(MemoryLocation.DEVICE, 0L);
         assertThat(manager.statistics(MemoryLocation.DEVICE).trims()).isEqualTo(1);
-        assertThat(endpoint.trim(true).released()).isEqualTo("all");
+        assertThat(endpoint.trim(true, null).released()).isEqualTo("all");
     }
 
     @Test
     void leaksAreCountedAndOpenBuffersGroupedBySiteMostBytesFirst() throws InterruptedException {
         try (UnifiedMemoryManager paranoid = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(64L << 20))
                 .leakDetection(LeakDetectionLevel.PARANOID).pinningEnabled(false).build()) {
-            ComputeMemoryEndpoint leakEndpoint = new ComputeMemoryEndpoint(paranoid, new RecentMemoryStatistics(paranoid));
+            ComputeMemoryEndpoint leakEndpoint = endpointOf(Map.of("unifiedMemoryManager", paranoid), paranoid);
             List<UnifiedBuffer> held = new ArrayList<>();
             for (int i = 0; i < 3; i++) {
                 held.add(allocateInALoop(paranoid));

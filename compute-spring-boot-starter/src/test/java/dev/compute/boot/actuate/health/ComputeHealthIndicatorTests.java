@@ -3,6 +3,7 @@ package dev.compute.boot.actuate.health;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.boot.ComputeProperties;
+import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
@@ -13,6 +14,8 @@ import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.health.contributor.Health;
 import org.springframework.boot.health.contributor.Status;
 
@@ -28,7 +31,7 @@ class ComputeHealthIndicatorTests {
 
     @Test
     void upWithBackendDeviceAndMemoryDetailsAndNoWarningsBelowTheThresholds() {
-        Health health = new ComputeHealthIndicator(manager, new RecentMemoryStatistics(manager), new ComputeProperties.Health(0.5, 0.9)).health(true);
+        Health health = indicator(new ComputeProperties.Health(0.5, 0.9, 0.9, "UP")).health(true);
         assertThat(health.getStatus()).isEqualTo(Status.UP);
         assertThat(health.getDetails()).containsEntry("backend", "simulated").containsKeys("device", "locations")
                 .doesNotContainKey("warnings");
@@ -48,7 +51,7 @@ class ComputeHealthIndicatorTests {
         }
         assertThat(manager.statistics(MemoryLocation.DEVICE).fragmentation()).isPositive();
 
-        Health health = new ComputeHealthIndicator(manager, new RecentMemoryStatistics(manager), new ComputeProperties.Health(0.0, 0.0)).health(true);
+        Health health = indicator(new ComputeProperties.Health(0.0, 0.0, 1.0, "UP")).health(true);
 
         assertThat(health.getStatus()).isEqualTo(Status.UP);
         assertThat((List<?>) health.getDetails().get("warnings")).anySatisfy(w -> assertThat(w.toString())
@@ -60,9 +63,43 @@ class ComputeHealthIndicatorTests {
     @Test
     void downOnceTheManagerIsClosed() {
         manager.close();
-        Health health = new ComputeHealthIndicator(manager, new RecentMemoryStatistics(manager), new ComputeProperties.Health(0.5, 0.9)).health(true);
+        Health health = indicator(new ComputeProperties.Health(0.5, 0.9, 0.9, "UP")).health(true);
         assertThat(health.getStatus()).isEqualTo(Status.DOWN);
         assertThat(health.getDetails()).containsEntry("reason", "the UnifiedMemoryManager is closed");
+    }
+
+    @Test
+    void warnsWhenAPoolNearsItsCap() {
+        try (UnifiedMemoryManager capped = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(64L << 20))
+                .maxPoolSize(8L << 20).pinningEnabled(false).build();
+                UnifiedBuffer buffer = capped.allocate(7L << 20, MemoryLocation.DEVICE)) {
+            Health health = new ComputeHealthIndicator(observed(capped), new ComputeProperties.Health(1.0, 1.0, 0.75, "UP")).health(true);
+            assertThat(health.getStatus()).isEqualTo(Status.UP);
+            assertThat(castMap(castMap(health.getDetails().get("locations")).get(MemoryLocation.DEVICE)))
+                    .containsEntry("capBytes", 8L << 20).extractingByKey("capUsedRatio").satisfies(ratio -> assertThat((double) ratio).isGreaterThan(0.75));
+            assertThat((List<?>) health.getDetails().get("warnings")).singleElement().asString()
+                    .startsWith("DEVICE pool holds").contains("compute.memory.pooling.max-pool-size").contains("compute.health.cap-warning-threshold");
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"WARNING", "OUT_OF_SERVICE", "DOWN"})
+    void aPassedThresholdSetsTheStatusTheOperatorChose(String status) {
+        try (UnifiedBuffer buffer = manager.allocate(1 << 20, MemoryLocation.DEVICE)) {
+            Health health = indicator(new ComputeProperties.Health(0.5, 0.0, 0.9, status)).health(true);
+            assertThat(health.getStatus()).isEqualTo(new Status(status));
+            assertThat((List<?>) health.getDetails().get("warnings")).singleElement().asString().startsWith("device memory is");
+            assertThat(indicator(new ComputeProperties.Health(0.5, 1.0, 0.9, status)).health(true).getStatus())
+                    .as("no threshold passed").isEqualTo(Status.UP);
+        }
+    }
+
+    private ComputeHealthIndicator indicator(ComputeProperties.Health thresholds) {
+        return new ComputeHealthIndicator(observed(manager), thresholds);
+    }
+
+    private static ObservedManager observed(UnifiedMemoryManager manager) {
+        return new ObservedManager("default", manager, new RecentMemoryStatistics(manager), true);
     }
 
     @SuppressWarnings("unchecked")

@@ -30,10 +30,10 @@ class MemoryMapPageRuntimeHintsTests {
         new MemoryMapPageRuntimeHints().registerHints(hints, getClass().getClassLoader());
 
         Resource[] files = new PathMatchingResourcePatternResolver()
-                .getResources("classpath*:" + ComputeMemoryMapManagementContextConfiguration.LOCATION + "*");
+                .getResources("classpath*:" + ComputeMemoryMapEndpoint.LOCATION + "*");
         assertThat(files).extracting(Resource::getFilename).contains("index.html", "memory-map.js", "memory-map.css");
         for (Resource file : files) {
-            String path = ComputeMemoryMapManagementContextConfiguration.LOCATION + file.getFilename();
+            String path = ComputeMemoryMapEndpoint.LOCATION + file.getFilename();
             assertThat(RuntimeHintsPredicates.resource().forResource(path)).as(path).accepts(hints);
         }
         assertThat(RuntimeHintsPredicates.resource().forResource("META-INF/spring.factories")).rejects(hints);
@@ -42,13 +42,13 @@ class MemoryMapPageRuntimeHintsTests {
     @Test
     void aheadOfTimeProcessingOfAServletApplicationRegistersThem() {
         GenericWebApplicationContext context = new GenericWebApplicationContext();
-        new AnnotatedBeanDefinitionReader(context).register(ComputeMemoryMapManagementContextConfiguration.class);
+        new AnnotatedBeanDefinitionReader(context).register(ComputeMemoryMapEndpoint.class);
         GenerationContext generation = new DefaultGenerationContext(
                 new ClassNameGenerator(ClassName.get(getClass())), new InMemoryGeneratedFiles());
 
         new ApplicationContextAotGenerator().processAheadOfTime(context, generation);
 
-        assertThat(RuntimeHintsPredicates.resource().forResource(ComputeMemoryMapManagementContextConfiguration.LOCATION + "index.html"))
+        assertThat(RuntimeHintsPredicates.resource().forResource(ComputeMemoryMapEndpoint.LOCATION + "index.html"))
                 .accepts(generation.getRuntimeHints());
     }
 }

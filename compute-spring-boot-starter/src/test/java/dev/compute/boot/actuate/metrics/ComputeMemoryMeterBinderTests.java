@@ -2,7 +2,8 @@ package dev.compute.boot.actuate.metrics;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.compute.boot.actuate.RecentMemoryStatistics;
+import dev.compute.boot.MemoryEventRelays;
+import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
@@ -12,6 +13,8 @@ import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.lang.reflect.Proxy;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.concurrent.atomic.LongAdder;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -28,23 +31,31 @@ class ComputeMemoryMeterBinderTests {
         registry.close();
     }
 
+    private static ComputeMemoryMeterBinder binderOf(UnifiedMemoryManager manager) {
+        return new ComputeMemoryMeterBinder(new ObservedManagers(Map.of("unifiedMemoryManager", manager), manager), new MemoryEventRelays());
+    }
+
     @Test
     void metersReadTheManagersStatisticsPerLocation() {
-        new ComputeMemoryMeterBinder(manager, new RecentMemoryStatistics(manager)).bindTo(registry);
+        binderOf(manager).bindTo(registry);
         try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT64, 4096, MemoryLocation.DEVICE)) {
             buffer.copyFrom(new double[4096]);
             buffer.copyTo(new double[4096]);
             MemoryStatistics device = manager.statistics(MemoryLocation.DEVICE);
-            assertThat(registry.get("compute.memory.reserved").tags("location", "DEVICE", "backend", "simulated", "device", "0")
+            assertThat(registry.get("compute.memory.reserved").tags("location", "device", "name", "default", "backend", "simulated", "device", "0")
                     .gauge().value()).isEqualTo(device.reservedBytes());
-            assertThat(registry.get("compute.memory.allocated").tag("location", "DEVICE").gauge().value()).isEqualTo(device.allocatedBytes());
-            assertThat(registry.get("compute.memory.live.buffers").tag("location", "DEVICE").gauge().value()).isEqualTo(1);
-            assertThat(registry.get("compute.memory.backend.allocations").tag("location", "DEVICE").functionCounter().count())
+            assertThat(registry.get("compute.memory.allocated").tag("location", "device").gauge().value()).isEqualTo(device.allocatedBytes());
+            assertThat(registry.get("compute.memory.live.buffers").tag("location", "device").gauge().value()).isEqualTo(1);
+            assertThat(registry.get("compute.memory.backend.allocations").tag("location", "device").functionCounter().count())
                     .isEqualTo(device.backendAllocations());
-            assertThat(registry.get("compute.memory.copied").tags("location", "DEVICE", "direction", "host-to-device")
+            assertThat(registry.get("compute.memory.copied").tags("location", "device", "direction", "host-to-device")
                     .functionCounter().count()).isEqualTo(4096 * 8);
-            assertThat(registry.get("compute.memory.copied").tags("location", "DEVICE", "direction", "device-to-host")
+            assertThat(registry.get("compute.memory.copied").tags("location", "device", "direction", "device-to-host")
                     .functionCounter().count()).isEqualTo(4096 * 8);
+            assertThat(registry.get("compute.memory.cap").tag("location", "device").gauge().value())
+                    .isEqualTo(manager.settings().capOf(MemoryLocation.DEVICE));
+            assertThat(registry.get("compute.device.memory.total").tag("name", "default").gauge().value()).isEqualTo(64L << 20);
+            assertThat(registry.get("compute.device.memory.free").tag("name", "default").gauge().value()).isPositive().isLessThan(64L << 20);
         }
         assertThat(registry.find("compute.memory.reserved").gauges()).hasSize(manager.locations().size());
         assertThat(registry.get("compute.memory.leaks").tags("backend", "simulated", "device", "0").functionCounter())
@@ -54,45 +65,79 @@ class ComputeMemoryMeterBinderTests {
     }
 
     @Test
-    void prometheusNamesCarryTheirUnits() {
-        new ComputeMemoryMeterBinder(manager, new RecentMemoryStatistics(manager)).bindTo(registry);
+    void prometheusNamesCarryTheirUnitsAndTagValuesAreLowerCase() {
+        binderOf(manager).bindTo(registry);
         manager.allocate(1 << 20, MemoryLocation.DEVICE).close();
 
         String scrape = registry.scrape();
 
-        assertThat(scrape).contains("compute_memory_reserved_bytes{backend=\"simulated\",device=\"0\",location=\"DEVICE\"}")
+        assertThat(scrape).contains("compute_memory_reserved_bytes{backend=\"simulated\",device=\"0\",location=\"device\",name=\"default\"}")
                 .contains("compute_memory_reserved_peak_bytes{").contains("compute_memory_allocated_bytes{")
                 .contains("compute_memory_cached_bytes{").contains("compute_memory_fragmentation_ratio{")
                 .contains("compute_memory_overhead_ratio{").contains("compute_memory_pool_hits_total{")
                 .contains("compute_memory_pool_misses_total{").contains("compute_memory_backend_allocations_total{")
                 .contains("compute_memory_oom_retries_total{").contains("compute_memory_trims_total{")
-                .contains("compute_memory_copied_bytes_total{backend=\"simulated\",device=\"0\",direction=\"host-to-device\",location=\"DEVICE\"}")
-                .contains("compute_memory_leaks_total{backend=\"simulated\",device=\"0\"} 0.0");
+                .contains("compute_memory_cap_bytes{backend=\"simulated\",device=\"0\",location=\"device\",name=\"default\"} 4.294967296E9")
+                .contains("compute_device_memory_total_bytes{backend=\"simulated\",device=\"0\",name=\"default\"} 6.7108864E7")
+                .contains("compute_device_memory_free_bytes{backend=\"simulated\",device=\"0\",name=\"default\"}")
+                .contains("compute_memory_copied_bytes_total{backend=\"simulated\",device=\"0\",direction=\"host-to-device\",location=\"device\",name=\"default\"}")
+                .contains("compute_memory_leaks_total{backend=\"simulated\",device=\"0\",name=\"default\"} 0.0")
+                .doesNotContain("location=\"DEVICE\"");
+    }
+
+    @Test
+    void eachManagerIsTaggedWithItsName() {
+        try (UnifiedMemoryManager other = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(32L << 20))
+                .pinningEnabled(false).maxPoolSize(16L << 20).build()) {
+            Map<String, UnifiedMemoryManager> beans = new LinkedHashMap<>();
+            beans.put("gpuUnifiedMemoryManager", manager);
+            beans.put("tenantA", other);
+            new ComputeMemoryMeterBinder(new ObservedManagers(beans, manager), new MemoryEventRelays()).bindTo(registry);
+            assertThat(registry.get("compute.memory.cap").tags("name", "gpu", "location", "host").gauge().value()).isEqualTo(4L << 30);
+            assertThat(registry.get("compute.memory.cap").tags("name", "tenantA", "location", "host").gauge().value()).isEqualTo(16L << 20);
+            assertThat(registry.get("compute.device.memory.total").tag("name", "tenantA").gauge().value()).isEqualTo(32L << 20);
+            assertThat(registry.find("compute.memory.reserved").tag("name", "tenantA").gauges()).hasSize(other.locations().size());
+        }
     }
 
     @Test
     void aScrapeOfEveryMeterCollectsTheFiguresOnce() {
         LongAdder collections = new LongAdder();
+        LongAdder deviceQueries = new LongAdder();
         UnifiedMemoryManager counted = (UnifiedMemoryManager) Proxy.newProxyInstance(getClass().getClassLoader(),
                 new Class<?>[] {UnifiedMemoryManager.class}, (proxy, method, arguments) -> {
-                    if (method.getName().equals("statistics")) {
-                        collections.increment();
+                    switch (method.getName()) {
+                        case "statistics" -> collections.increment();
+                        case "deviceMemory" -> deviceQueries.increment();
+                        default -> { }
                     }
                     return method.invoke(manager, arguments);
                 });
-        new ComputeMemoryMeterBinder(counted, new RecentMemoryStatistics(counted)).bindTo(registry);
+        binderOf(counted).bindTo(registry);
 
         String scrape = registry.scrape();
 
-        assertThat(scrape).contains("compute_memory_segments{").contains("compute_memory_trims_total{");
-        assertThat(collections.sum()).as("22 meters for each of %d locations, one collection", manager.locations().size()).isEqualTo(1);
+        assertThat(scrape).contains("compute_memory_segments{").contains("compute_memory_trims_total{").contains("compute_device_memory_free_bytes{");
+        assertThat(collections.sum()).as("some 25 meters for each of %d locations, one collection", manager.locations().size()).isEqualTo(1);
+        assertThat(deviceQueries.sum()).as("the device's memory is asked once").isEqualTo(1);
     }
 
     @Test
     void metersReadNaNOnceTheManagerIsClosed() {
-        new ComputeMemoryMeterBinder(manager, new RecentMemoryStatistics(manager)).bindTo(registry);
+        binderOf(manager).bindTo(registry);
         manager.close();
-        assertThat(registry.get("compute.memory.reserved").tag("location", "HOST").gauge().value()).isNaN();
+        assertThat(registry.get("compute.memory.reserved").tag("location", "host").gauge().value()).isNaN();
+        assertThat(registry.get("compute.memory.cap").tag("location", "host").gauge().value()).isNaN();
         assertThat(registry.get("compute.memory.leaks").functionCounter().count()).isNaN();
+    }
+
+    @Test
+    void closingTheBinderRemovesEveryMeterItRegistered() throws Exception {
+        ComputeMemoryMeterBinder binder = binderOf(manager);
+        binder.bindTo(registry);
+        assertThat(registry.getMeters()).isNotEmpty();
+        binder.close();
+        assertThat(registry.getMeters()).isEmpty();
+        assertThat(registry.scrape()).doesNotContain("compute_");
     }
 }

@@ -11,6 +11,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -64,6 +65,10 @@ class ComputeTraceEndpointHttpTests {
         ResponseEntity<String> download() {
             return http.get().uri(ENDPOINT).retrieve().toEntity(String.class);
         }
+
+        ResponseEntity<String> download(String name) {
+            return http.get().uri(ENDPOINT + "?name=" + name).retrieve().toEntity(String.class);
+        }
     }
 
     @Nested
@@ -107,7 +112,8 @@ class ComputeTraceEndpointHttpTests {
             assertThat(download().getStatusCode().value()).as("no trace yet").isEqualTo(404);
             ResponseEntity<String> started = post("start", "{\"callSiteFrames\": 3}");
             assertThat(started.getStatusCode().value()).isEqualTo(200);
-            assertThat(started.getBody()).contains("\"recording\":true").contains("\"maxEvents\":1000").contains("\"callSiteFrames\":3");
+            assertThat(started.getBody()).contains("\"name\":\"default\"").contains("\"recording\":true").contains("\"maxEvents\":1000")
+                    .contains("\"callSiteFrames\":3");
 
             try (UnifiedBuffer first = manager.allocate(4096, MemoryLocation.HOST); UnifiedBuffer second = manager.allocate(100, MemoryLocation.HOST)) {
                 first.copyFrom(new byte[] {1});
@@ -152,7 +158,42 @@ class ComputeTraceEndpointHttpTests {
             assertThat(post("start", "{\"maxEvents\": 0}").getStatusCode().value()).isEqualTo(400);
             assertThat(post("start", "{\"callSiteFrames\": -1}").getStatusCode().value()).isEqualTo(400);
             assertThat(postWithoutBody("rewind").getStatusCode().value()).isEqualTo(400);
+            ResponseEntity<String> unknown = post("start", "{\"name\": \"gpu\"}");
+            assertThat(unknown.getStatusCode().value()).isEqualTo(400);
+            assertThat(download("gpu").getStatusCode().value()).isEqualTo(400);
             assertThat(manager.isRecording()).isFalse();
+        }
+    }
+
+    @Nested
+    @SpringBootTest(classes = Application.class, webEnvironment = WebEnvironment.RANDOM_PORT, properties = {
+            "management.endpoints.web.exposure.include=computetrace", "management.endpoint.computetrace.access=unrestricted",
+            "compute.managers.big.backend=cpu", "compute.managers.small.backend=cpu", "compute.primary=big"})
+    class SeveralManagers extends HttpTest {
+
+        @Autowired
+        @Qualifier("small")
+        UnifiedMemoryManager small;
+
+        @Test
+        void aManagerIsChosenByNameAndEachKeepsItsOwnTrace() {
+            ResponseEntity<String> started = post("start", "{\"name\": \"small\"}");
+            assertThat(started.getStatusCode().value()).isEqualTo(200);
+            assertThat(started.getBody()).contains("\"name\":\"small\"");
+            assertThat(small.isRecording()).isTrue();
+            assertThat(manager.isRecording()).as("the primary, big, records nothing").isFalse();
+            small.allocate(4096, MemoryLocation.HOST).close();
+            assertThat(post("stop", "{\"name\": \"small\"}").getBody()).contains("\"name\":\"small\"").contains("\"allocations\":1");
+
+            assertThat(download("small").getBody()).contains("a,1,4096,0,HOST,");
+            assertThat(download().getStatusCode().value()).as("big, the primary, has no trace").isEqualTo(404);
+        }
+
+        @AfterEach
+        void stopSmall() {
+            if (small.isRecording()) {
+                small.stopRecording();
+            }
         }
     }
 

@@ -1,0 +1,320 @@
+package dev.compute.memory;
+
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Requests waiting for memory ({@link UnifiedMemoryManager#allocateAsync}): one first-in, first-out queue per
+ * location, retried from its head when a buffer there is given back, each request bounded by its own timeout.
+ *
+ * <p><b>Order.</b> Only a queue's head is tried. A request that finds others waiting joins the tail without trying,
+ * so a later small request never takes the memory an earlier large one waits for; the head that cannot be served
+ * holds everyone behind it until it is served, times out or is cancelled.
+ *
+ * <p><b>Wake-ups.</b> The manager calls {@link #released} for every block given back; with nobody waiting that is
+ * one volatile read. Otherwise it signals the location's queue (when device work on the block is done), and the
+ * waiter thread serves the queue. Signals are counted, and the thread serves again until it has seen them all, as
+ * RxJava drains its queues: a buffer closed while the head is being tried makes it be tried once more, never lost.
+ * A request that becomes the head signals too, since memory may have come back between its first attempt and its
+ * joining the queue, as does the removal of a head that timed out or was cancelled, since the next may fit.
+ *
+ * <p><b>Threads.</b> Two daemon threads, made when requests wait and gone {@value #IDLE_SECONDS} s after the last:
+ * one tries the heads (an attempt may run the out-of-memory handlers or wait for device work), one fires the
+ * timeouts, so that a slow attempt never delays a timeout. Neither runs on a thread that closes a buffer.
+ */
+final class AllocationWaiters {
+
+    /** The manager's allocation, telling no listener of a failure: a failed retry is not yet the request's failure. */
+    @FunctionalInterface
+    interface Allocation {
+        UnifiedBuffer allocate(DataType type, MemoryLocation location, long bytes);
+    }
+
+    /** A location's figures: requests queued now, requests that ever queued, and those that timed out. */
+    record Figures(long waiting, long waits, long timeouts) {}
+
+    private static final class Waiter {
+        final DataType type;
+        final MemoryLocation location;
+        final long bytes;
+        final Duration timeout;
+        final CompletableFuture<UnifiedBuffer> future = new CompletableFuture<>();
+        /** Its own last refusal once tried; until then the refusal of the request ahead of it when it joined. */
+        volatile DeviceOutOfMemoryException refusal;
+        volatile boolean tried;
+        volatile @Nullable ScheduledFuture<?> timer;
+
+        Waiter(DataType type, MemoryLocation location, long bytes, Duration timeout, DeviceOutOfMemoryException refusal, boolean tried) {
+            this.type = type;
+            this.location = location;
+            this.bytes = bytes;
+            this.timeout = timeout;
+            this.refusal = refusal;
+            this.tried = tried;
+        }
+    }
+
+    private static final class LocationQueue {
+        final ConcurrentLinkedDeque<Waiter> waiters = new ConcurrentLinkedDeque<>();
+        final AtomicInteger waiting = new AtomicInteger();
+        /** Signals not yet served; the thread that raises it from 0 starts the serving. */
+        final AtomicInteger signals = new AtomicInteger();
+        final LongAdder waits = new LongAdder();
+        final LongAdder timeouts = new LongAdder();
+        /** The latest refusal of a request here: what a request that waited behind others is told when it times out. */
+        volatile @Nullable DeviceOutOfMemoryException latestRefusal;
+
+        void add(Waiter waiter) {
+            waiters.addLast(waiter);
+            waiting.incrementAndGet();
+            waits.increment();
+        }
+
+        void remove(Waiter waiter) {
+            if (waiters.removeFirstOccurrence(waiter)) {
+                waiting.decrementAndGet();
+            }
+        }
+    }
+
+    private static final ThreadFactory THREADS = Thread.ofPlatform().daemon().name("compute-memory-waiters-", 0).factory();
+    /** How long an idle waiter thread stays (seconds): a service that never waits keeps none. */
+    static final int IDLE_SECONDS = 10;
+
+    private final Allocation allocation;
+    private final MemoryEventListener events;
+    private final LocationQueue[] queues = new LocationQueue[MemoryLocation.values().length];
+    private @Nullable ScheduledThreadPoolExecutor timer;
+    private @Nullable ThreadPoolExecutor server;
+    private volatile boolean closed;
+
+    AllocationWaiters(Allocation allocation, MemoryEventListener events) {
+        this.allocation = allocation;
+        this.events = events;
+        for (int i = 0; i < queues.length; i++) {
+            queues[i] = new LocationQueue();
+        }
+    }
+
+    /**
+     * {@code bytes} at {@code location} now, or once buffers given back make room, within {@code timeout}. Fails at
+     * once for a request above {@code capBytes} (no free can make room for it) or with a zero timeout. The caller
+     * has checked the arguments.
+     */
+    CompletableFuture<UnifiedBuffer> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {
+        LocationQueue queue = queues[location.ordinal()];
+        DeviceOutOfMemoryException refusal = queue.latestRefusal;
+        boolean tried = false;
+        if (queue.waiters.isEmpty() || refusal == null || bytes > capBytes) {
+            try {
+                return CompletableFuture.completedFuture(allocation.allocate(type, location, bytes));
+            } catch (DeviceOutOfMemoryException e) {
+                refusal = e;
+                tried = true;
+            }
+            if (bytes > capBytes) {
+                return failed(location, bytes, refusal);
+            }
+            queue.latestRefusal = refusal;
+        }
+        Waiter waiter = new Waiter(type, location, bytes, timeout, refusal, tried);
+        if (timeout.isZero()) {
+            return failed(location, bytes, timedOut(waiter, queue));
+        }
+        queue.add(waiter);
+        waiter.future.whenComplete((buffer, failure) -> left(queue, waiter));
+        try {
+            waiter.timer = timer().schedule(() -> timeOut(queue, waiter), saturatedNanos(timeout), TimeUnit.NANOSECONDS);
+        } catch (RejectedExecutionException e) {
+            waiter.future.completeExceptionally(closedWhileWaiting());
+            return waiter.future;
+        }
+        if (queue.waiters.peekFirst() == waiter) {
+            signal(queue);
+        }
+        return waiter.future;
+    }
+
+    private CompletableFuture<UnifiedBuffer> failed(MemoryLocation location, long bytes, DeviceOutOfMemoryException failure) {
+        events.allocationFailed(location, bytes, failure.reason());
+        return CompletableFuture.failedFuture(failure);
+    }
+
+    /** Memory came back at {@code location}, or will when {@code inFlight} completes: the queue there is served again. */
+    void released(MemoryLocation location, CompletableFuture<?> inFlight) {
+        LocationQueue queue = queues[location.ordinal()];
+        if (queue.waiting.get() == 0) {
+            return;
+        }
+        if (inFlight.isDone()) {
+            signal(queue);
+        } else {
+            inFlight.whenComplete((result, failure) -> signal(queue));
+        }
+    }
+
+    Figures figures(MemoryLocation location) {
+        LocationQueue queue = queues[location.ordinal()];
+        return new Figures(queue.waiting.get(), queue.waits.sum(), queue.timeouts.sum());
+    }
+
+    /** Fails every waiting request at once and stops the threads; later requests fail as they queue. */
+    void close() {
+        closed = true;
+        synchronized (this) {
+            if (timer != null) {
+                timer.shutdownNow();
+            }
+            if (server != null) {
+                server.shutdown(); // an attempt under way ends on its own, against the closed manager
+            }
+        }
+        for (LocationQueue queue : queues) {
+            for (Waiter waiter; (waiter = queue.waiters.pollFirst()) != null; ) {
+                queue.waiting.decrementAndGet();
+                waiter.future.completeExceptionally(closedWhileWaiting());
+            }
+        }
+    }
+
+    private static IllegalStateException closedWhileWaiting() {
+        return new IllegalStateException("this UnifiedMemoryManager was closed while the request waited for memory");
+    }
+
+    // ---- serving --------------------------------------------------------------------------------------------------
+
+    private void signal(LocationQueue queue) {
+        if (queue.signals.getAndIncrement() == 0) {
+            try {
+                server().execute(() -> serve(queue));
+            } catch (RejectedExecutionException e) {
+                // closed: close() fails every waiter
+            }
+        }
+    }
+
+    /** Serves the queue until every signal raised meanwhile has been seen. */
+    private void serve(LocationQueue queue) {
+        int seen = 1;
+        do {
+            serveHeads(queue);
+            seen = queue.signals.addAndGet(-seen);
+        } while (seen != 0);
+    }
+
+    /** Serves heads in order until one cannot be served (it keeps its place) or the queue is empty. */
+    private void serveHeads(LocationQueue queue) {
+        for (Waiter head; (head = queue.waiters.peekFirst()) != null; ) {
+            if (head.future.isDone()) {
+                queue.remove(head);
+                continue;
+            }
+            UnifiedBuffer buffer;
+            try {
+                buffer = allocation.allocate(head.type, head.location, head.bytes);
+            } catch (DeviceOutOfMemoryException e) {
+                head.refusal = e;
+                head.tried = true;
+                queue.latestRefusal = e;
+                return;
+            } catch (RuntimeException e) {
+                queue.remove(head);
+                head.future.completeExceptionally(e);
+                continue;
+            }
+            queue.remove(head);
+            if (!head.future.complete(buffer)) {
+                buffer.close(); // timed out or cancelled while it was tried: the memory goes back, and wakes the next
+            }
+        }
+    }
+
+    /** A waiter's future completed, however: off the queue and its timer off. */
+    private void left(LocationQueue queue, Waiter waiter) {
+        withdraw(queue, waiter);
+        ScheduledFuture<?> pendingTimer = waiter.timer;
+        if (pendingTimer != null) {
+            pendingTimer.cancel(false);
+        }
+    }
+
+    /** Takes a waiter off its queue, if it is still there; the next is tried if it was the head. */
+    private void withdraw(LocationQueue queue, Waiter waiter) {
+        boolean wasHead = queue.waiters.peekFirst() == waiter;
+        queue.remove(waiter);
+        if (wasHead) {
+            signal(queue);
+        }
+    }
+
+    /** Counted and off the queue before the future fails, so that whoever it wakes sees the figures of it. */
+    private void timeOut(LocationQueue queue, Waiter waiter) {
+        if (waiter.future.isDone()) {
+            return;
+        }
+        DeviceOutOfMemoryException failure = timedOut(waiter, queue);
+        queue.timeouts.increment();
+        withdraw(queue, waiter);
+        if (waiter.future.completeExceptionally(failure)) {
+            events.allocationFailed(waiter.location, waiter.bytes, failure.reason());
+        } else {
+            queue.timeouts.decrement(); // served or cancelled meanwhile
+        }
+    }
+
+    /** The last refusal, the request's own or, if it waited behind others all along, theirs; with the wait said. */
+    private static DeviceOutOfMemoryException timedOut(Waiter waiter, LocationQueue queue) {
+        DeviceOutOfMemoryException latest = queue.latestRefusal;
+        boolean own = waiter.tried || latest == null;
+        DeviceOutOfMemoryException last = own ? waiter.refusal : latest;
+        DeviceOutOfMemoryException failure = new DeviceOutOfMemoryException(waiter.location, waiter.bytes, last.reason(),
+                "no " + waiter.location + " memory for " + waiter.bytes + " bytes within the wait of " + waiter.timeout.toMillis() + " ms"
+                + (own ? "" : ", behind earlier requests, which are served first") + "; the last attempt: " + last.getMessage());
+        failure.initCause(last);
+        return failure;
+    }
+
+    private static long saturatedNanos(Duration timeout) {
+        try {
+            return timeout.toNanos();
+        } catch (ArithmeticException e) {
+            return Long.MAX_VALUE;
+        }
+    }
+
+    private synchronized ScheduledThreadPoolExecutor timer() {
+        if (closed) {
+            throw new RejectedExecutionException("closed");
+        }
+        if (timer == null) {
+            timer = new ScheduledThreadPoolExecutor(1, THREADS);
+            timer.setRemoveOnCancelPolicy(true);
+            timer.setKeepAliveTime(IDLE_SECONDS, TimeUnit.SECONDS);
+            timer.allowCoreThreadTimeOut(true);
+        }
+        return timer;
+    }
+
+    private synchronized ExecutorService server() {
+        if (closed) {
+            throw new RejectedExecutionException("closed");
+        }
+        if (server == null) {
+            server = new ThreadPoolExecutor(1, 1, IDLE_SECONDS, TimeUnit.SECONDS, new LinkedBlockingQueue<>(), THREADS);
+            server.allowCoreThreadTimeOut(true);
+        }
+        return server;
+    }
+}

@@ -1,0 +1,50 @@
+package dev.compute.memory;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+/** Which bytes of which file a mapped buffer is, and how they were mapped. */
+record FileRange(Path file, FileMapMode mode, long offset, long length) {
+
+    boolean readOnly() {
+        return mode == FileMapMode.READ_ONLY;
+    }
+
+    /**
+     * Throws {@link MappedFileTruncatedException} when {@code failure} comes from a fault of a memory access (the
+     * JVM turns the {@code SIGBUS} of a read or write past a file's end into an {@link InternalError}) and the file
+     * is now shorter than this range; returns otherwise, leaving the caller to rethrow {@code failure}.
+     */
+    void failIfTruncated(Throwable failure) {
+        if (failure instanceof MappedFileTruncatedException || !causedByMemoryFault(failure)) {
+            return;
+        }
+        long size;
+        try {
+            size = Files.size(file);
+        } catch (IOException noLongerThere) {
+            return; // deleted or moved: a mapping outlives its name, so its absence says nothing about the fault
+        }
+        if (size < offset + length) {
+            throw new MappedFileTruncatedException(file + " is " + size + " bytes now, shorter than its mapping of bytes [" + offset
+                    + ", " + (offset + length) + "): it was truncated while mapped, and the bytes past its end cannot be read or"
+                    + " written. Replace a mapped file by renaming a new one over it rather than rewriting it in place.", file, failure);
+        }
+    }
+
+    private static boolean causedByMemoryFault(Throwable failure) {
+        for (Throwable t = failure; t != null; t = t.getCause()) {
+            if (t instanceof InternalError) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    @Override
+    public String toString() {
+        return "mapped " + (readOnly() ? "read-only" : "read-write") + " from " + file
+                + (offset == 0 ? "" : " at byte " + offset);
+    }
+}

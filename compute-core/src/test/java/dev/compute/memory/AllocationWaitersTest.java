@@ -1,0 +1,226 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Waiting for memory ({@code allocateAsync}) and trying for it ({@code tryAllocate}) on the simulated device: a cap
+ * of four 16 MiB blocks (plain segments of exactly that size), held full, then freed by other threads. Every wait is
+ * bounded: a future is awaited at most {@link #LONG} and each test has a timeout of its own.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class AllocationWaitersTest {
+
+    private static final long MiB = 1L << 20;
+    private static final long BLOCK = 16 * MiB;
+    private static final Duration LONG = Duration.ofSeconds(20);
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+
+    private final AtomicInteger failuresTold = new AtomicInteger();
+    private final UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+            .maxPoolSize(4 * BLOCK).timelineInterval(Duration.ZERO)
+            .eventListener(new MemoryEventListener() {
+                @Override
+                public void allocationFailed(MemoryLocation location, long bytes, OutOfMemoryReason reason) {
+                    failuresTold.incrementAndGet();
+                }
+            })
+            .build();
+    private final List<UnifiedBuffer> held = new ArrayList<>();
+
+    @AfterEach
+    void close() {
+        held.forEach(UnifiedBuffer::close);
+        manager.close();
+    }
+
+    private void fill() {
+        for (int i = 0; i < 4; i++) {
+            held.add(manager.allocate(BLOCK, DEVICE));
+        }
+    }
+
+    private static UnifiedBuffer await(CompletableFuture<UnifiedBuffer> future) throws Exception {
+        return future.get(LONG.toSeconds(), TimeUnit.SECONDS);
+    }
+
+    @Test
+    void completesAtOnceWhenThereIsMemory() {
+        CompletableFuture<UnifiedBuffer> future = manager.allocateAsync(DataType.FLOAT32, 1024, DEVICE, LONG);
+
+        assertThat(future).isCompletedWithValueMatching(buffer -> buffer.byteSize() == 4096);
+        future.join().close();
+        assertThat(manager.statistics(DEVICE).waits()).isZero();
+    }
+
+    @Test
+    void aFreeOnAnotherThreadCompletesAWaiter() throws Exception {
+        fill();
+        CompletableFuture<UnifiedBuffer> future = manager.allocateAsync(BLOCK, DEVICE, LONG);
+        assertThat(future).isNotDone();
+        assertThat(manager.statistics(DEVICE).waitingRequests()).isEqualTo(1);
+
+        Thread.ofPlatform().start(held.removeFirst()::close).join();
+
+        try (UnifiedBuffer buffer = await(future)) {
+            assertThat(buffer.byteSize()).isEqualTo(BLOCK);
+        }
+        MemoryStatistics figures = manager.statistics(DEVICE);
+        assertThat(figures.waitingRequests()).isZero();
+        assertThat(figures.waits()).isEqualTo(1);
+        assertThat(figures.waitTimeouts()).isZero();
+        assertThat(failuresTold).as("a retry that failed is not the request's failure").hasValue(0);
+    }
+
+    @Test
+    void waitersAreServedInOrderAndALaterSmallOneDoesNotPassAnEarlierLargeOne() throws Exception {
+        fill();
+        CompletableFuture<UnifiedBuffer> large = manager.allocateAsync(2 * BLOCK, DEVICE, LONG);
+        CompletableFuture<UnifiedBuffer> small = manager.allocateAsync(BLOCK, DEVICE, LONG);
+
+        held.removeFirst().close(); // room for the small one only: it must leave it to the large one
+        held.removeFirst().close(); // now the large one fits; had the small one passed, it never would
+
+        UnifiedBuffer first = await(large);
+        held.add(first);
+        assertThat(small).as("the pool is full again").isNotDone();
+        held.removeFirst().close();
+        held.add(await(small));
+        assertThat(manager.statistics(DEVICE).waits()).isEqualTo(2);
+    }
+
+    @Test
+    void aTimeoutFailsWithTheLastRefusalAndItsReason() {
+        fill();
+        CompletableFuture<UnifiedBuffer> future = manager.allocateAsync(BLOCK, DEVICE, Duration.ofMillis(200));
+
+        assertThatThrownBy(() -> await(future)).isInstanceOf(ExecutionException.class).cause()
+                .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> {
+                    assertThat(e.reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT);
+                    assertThat(e.requestedBytes()).isEqualTo(BLOCK);
+                    assertThat(e).hasMessageContaining("within the wait of 200 ms")
+                            .hasMessageContaining("compute.memory.pooling.max-pool-size").hasMessageContaining("bytes live");
+                    assertThat(e.getCause()).isInstanceOf(DeviceOutOfMemoryException.class);
+                });
+        MemoryStatistics figures = manager.statistics(DEVICE);
+        assertThat(figures.waitTimeouts()).isEqualTo(1);
+        assertThat(figures.waitingRequests()).isZero();
+        assertThat(failuresTold).as("told once, when it gave up").hasValue(1);
+    }
+
+    @Test
+    void oneWaitingBehindAnotherTimesOutWithTheRefusalAheadOfIt() {
+        fill();
+        CompletableFuture<UnifiedBuffer> ahead = manager.allocateAsync(BLOCK, DEVICE, LONG);
+        CompletableFuture<UnifiedBuffer> behind = manager.allocateAsync(MiB, DEVICE, Duration.ofMillis(100));
+
+        assertThatThrownBy(() -> await(behind)).cause().isInstanceOf(DeviceOutOfMemoryException.class)
+                .hasMessageContaining("behind earlier requests").hasMessageContaining("requested " + BLOCK + " bytes");
+        assertThat(ahead).isNotDone();
+        ahead.cancel(true);
+    }
+
+    @Test
+    void aRequestAboveTheCapOrWithNoTimeFailsAtOnce() {
+        assertThat(manager.allocateAsync(5 * BLOCK, DEVICE, LONG)).isCompletedExceptionally();
+        fill();
+        CompletableFuture<UnifiedBuffer> now = manager.allocateAsync(BLOCK, DEVICE, Duration.ZERO);
+
+        assertThat(now).isCompletedExceptionally();
+        assertThatThrownBy(now::join).cause().isInstanceOf(DeviceOutOfMemoryException.class);
+        assertThat(manager.statistics(DEVICE).waits()).isZero();
+        assertThat(failuresTold).hasValue(2);
+    }
+
+    @Test
+    void aCancelledRequestLeavesTheQueueAndTheNextIsServed() throws Exception {
+        fill();
+        CompletableFuture<UnifiedBuffer> cancelled = manager.allocateAsync(BLOCK, DEVICE, LONG);
+        CompletableFuture<UnifiedBuffer> next = manager.allocateAsync(BLOCK, DEVICE, LONG);
+
+        assertThat(cancelled.cancel(true)).isTrue();
+        assertThat(manager.statistics(DEVICE).waitingRequests()).isEqualTo(1);
+        held.removeFirst().close();
+
+        held.add(await(next));
+        assertThatThrownBy(cancelled::join).isInstanceOf(CancellationException.class);
+        assertThat(manager.statistics(DEVICE).waitingRequests()).isZero();
+        assertThat(manager.statistics(DEVICE).liveBuffers()).as("nothing made for the cancelled request").isEqualTo(4);
+    }
+
+    @Test
+    void closingTheManagerFailsEveryWaiterAtOnce() {
+        fill();
+        List<CompletableFuture<UnifiedBuffer>> waiting = List.of(manager.allocateAsync(BLOCK, DEVICE, LONG),
+                manager.allocateAsync(BLOCK, DEVICE, Duration.ofDays(365)));
+
+        manager.close();
+
+        for (CompletableFuture<UnifiedBuffer> future : waiting) {
+            assertThatThrownBy(() -> future.get(5, TimeUnit.SECONDS)).cause()
+                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+        }
+        assertThatThrownBy(() -> manager.allocateAsync(BLOCK, DEVICE, LONG)).isInstanceOf(IllegalStateException.class);
+    }
+
+    @Test
+    void manyThreadsTakingTurnsLoseNoWakeUp() throws Exception {
+        int threads = 8;
+        int rounds = 60;
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        try {
+            List<Future<?>> runs = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                runs.add(pool.submit(() -> {
+                    for (int i = 0; i < rounds; i++) {
+                        try (UnifiedBuffer buffer = await(manager.allocateAsync(BLOCK, DEVICE, LONG))) {
+                            buffer.copyFrom(new byte[] {(byte) i});
+                        }
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> run : runs) {
+                run.get(50, TimeUnit.SECONDS);
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        MemoryStatistics figures = manager.statistics(DEVICE);
+        assertThat(figures.waitTimeouts()).isZero();
+        assertThat(figures.waitingRequests()).isZero();
+        assertThat(figures.liveBuffers()).isZero();
+        assertThat(figures.allocations()).isEqualTo((long) threads * rounds);
+    }
+
+    @Test
+    void tryAllocateIsEmptyWithoutMemoryButBadArgumentsStillThrow() {
+        fill();
+
+        assertThat(manager.tryAllocate(BLOCK, DEVICE)).isEmpty();
+        assertThat(manager.tryAllocate(DataType.FLOAT64, 1, DEVICE)).as("a small block needs a segment of its own").isEmpty();
+        assertThat(manager.tryAllocate(8 * BLOCK, DEVICE)).as("above the cap").isEmpty();
+        assertThatThrownBy(() -> manager.tryAllocate(0, DEVICE)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> manager.tryAllocate(DataType.FLOAT32, -1)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> manager.allocateAsync(BLOCK, DEVICE, Duration.ofSeconds(-1))).isInstanceOf(IllegalArgumentException.class);
+        assertThat(failuresTold).as("an empty result is a failure listeners hear of").hasValue(3);
+        held.removeFirst().close();
+        assertThat(manager.tryAllocate(BLOCK)).hasValueSatisfying(held::add);
+    }
+}

@@ -1,0 +1,144 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code allocateBatch} on the simulated device (plain segments): all or none, placed together in a region the pool
+ * holds, independent buffers.
+ */
+class BatchAllocationTest {
+
+    private static final long MiB = 1L << 20;
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+
+    private final List<UnifiedMemoryManager> managers = new ArrayList<>();
+
+    @AfterEach
+    void close() {
+        managers.forEach(UnifiedMemoryManager::close);
+    }
+
+    private UnifiedMemoryManager manager(UnifiedMemoryManagerBuilder builder) {
+        UnifiedMemoryManager manager = builder.backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO).build();
+        managers.add(manager);
+        return manager;
+    }
+
+    private static List<MemorySnapshot.Block> live(UnifiedMemoryManager manager) {
+        return manager.snapshot(DEVICE).segments().stream().flatMap(segment -> segment.blocks().stream())
+                .filter(block -> block.state() == MemorySnapshot.BlockState.LIVE).toList();
+    }
+
+    @Test
+    void whenOneCannotBeHadThoseBeforeItAreGivenBackAndTheExceptionSaysWhichFailed() {
+        UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder().maxPoolSize(64 * MiB));
+        long perMiB = MiB / DataType.FLOAT32.byteSize();
+
+        assertThatThrownBy(() -> manager.allocateBatch(DataType.FLOAT32, new long[] {16 * perMiB, 16 * perMiB, 16 * perMiB, 32 * perMiB}, DEVICE))
+                .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> {
+                    assertThat(e.requestedBytes()).isEqualTo(32 * MiB);
+                    assertThat(e.reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT);
+                    assertThat(e).hasMessageContaining("buffer 4 of a batch of 4").hasMessageContaining("the 3 allocated before it were given back")
+                            .hasMessageContaining("max-pool-size");
+                });
+
+        MemoryStatistics figures = manager.statistics(DEVICE);
+        assertThat(figures.liveBuffers()).isZero();
+        assertThat(figures.allocatedBytes()).isZero();
+        assertThat(figures.allocations()).isEqualTo(figures.frees()).isEqualTo(3);
+        List<UnifiedBuffer> fits = manager.allocateBatch(DataType.FLOAT32, new long[] {16 * perMiB, 16 * perMiB, 32 * perMiB}, DEVICE);
+        assertThat(fits).hasSize(3);
+        fits.forEach(UnifiedBuffer::close);
+    }
+
+    @Test
+    void aRegionThePoolHoldsTakesTheBatchOneBufferAfterAnotherWithNoBackendCall() {
+        UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder().warmup(DEVICE, 32 * MiB, 1).warmup(DEVICE, MiB, 1));
+        long backendCalls = manager.statistics(DEVICE).backendAllocations();
+
+        List<UnifiedBuffer> batch = manager.allocateBatch(DataType.INT8, new long[] {4 * MiB, 100_000, 12 * MiB, 3000, 2 * MiB}, DEVICE);
+
+        assertThat(batch).extracting(UnifiedBuffer::byteSize).containsExactly(4 * MiB, 100_000L, 12 * MiB, 3000L, 2 * MiB);
+        assertThat(manager.statistics(DEVICE).backendAllocations()).isEqualTo(backendCalls);
+        assertThat(manager.statistics(DEVICE).allocations()).isEqualTo(5);
+        List<MemorySnapshot.Block> large = live(manager).stream().filter(block -> block.sizeBytes() > MiB)
+                .sorted(Comparator.comparingLong(MemorySnapshot.Block::offset)).toList();
+        assertThat(large).extracting(MemorySnapshot.Block::requestedBytes).containsExactly(4 * MiB, 12 * MiB, 2 * MiB);
+        assertAdjacent(large);
+        List<MemorySnapshot.Block> small = live(manager).stream().filter(block -> block.sizeBytes() <= MiB)
+                .sorted(Comparator.comparingLong(MemorySnapshot.Block::offset)).toList();
+        assertThat(small).extracting(MemorySnapshot.Block::requestedBytes).containsExactly(100_000L, 3000L);
+        assertAdjacent(small);
+        batch.forEach(UnifiedBuffer::close);
+    }
+
+    private static void assertAdjacent(List<MemorySnapshot.Block> blocks) {
+        for (int i = 1; i < blocks.size(); i++) {
+            MemorySnapshot.Block before = blocks.get(i - 1);
+            assertThat(blocks.get(i).offset()).as("block %d starts where block %d ends", i, i - 1)
+                    .isEqualTo(before.offset() + before.sizeBytes());
+        }
+    }
+
+    @Test
+    void buffersOfABatchAreClosedOneByOneAndTheirMemoryGoesBackAlone() {
+        UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder().warmup(DEVICE, 48 * MiB, 1));
+        List<UnifiedBuffer> batch = manager.allocateBatch(DataType.FLOAT64, new long[] {MiB, MiB, MiB}, DEVICE);
+        double[] values = {1.5, -2.5, 4.0};
+        batch.getFirst().copyFrom(values);
+        batch.getLast().copyFrom(values);
+
+        batch.get(1).close();
+
+        assertThat(manager.statistics(DEVICE).liveBuffers()).isEqualTo(2);
+        assertThat(manager.statistics(DEVICE).allocatedBytes()).isEqualTo(16 * MiB);
+        double[] back = new double[3];
+        batch.getFirst().copyTo(back);
+        assertThat(back).containsExactly(values);
+        batch.getLast().copyTo(back);
+        assertThat(back).containsExactly(values);
+        long backendCalls = manager.statistics(DEVICE).backendAllocations();
+        try (UnifiedBuffer again = manager.allocate(DataType.FLOAT64, MiB, DEVICE)) {
+            assertThat(manager.statistics(DEVICE).backendAllocations()).isEqualTo(backendCalls);
+            assertThat(live(manager)).as("the freed middle is reused").extracting(MemorySnapshot.Block::offset)
+                    .containsExactlyInAnyOrder(0L, 8 * MiB, 16 * MiB);
+        }
+        batch.forEach(UnifiedBuffer::close);
+        assertThat(manager.statistics(DEVICE).allocatedBytes()).isZero();
+    }
+
+    @Test
+    void withoutARegionEachBufferIsPlacedAsASingleOne() {
+        UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder());
+
+        List<UnifiedBuffer> batch = manager.allocateBatch(DataType.INT32, new long[] {10, 20, 30});
+
+        assertThat(batch).extracting(UnifiedBuffer::byteSize).containsExactly(40L, 80L, 120L);
+        assertThat(batch).extracting(UnifiedBuffer::location).containsOnly(manager.defaultLocation());
+        batch.forEach(UnifiedBuffer::close);
+    }
+
+    @Test
+    void badBatchesAreRefusedBeforeAnythingIsAllocated() {
+        UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder().pinningEnabled(false));
+
+        assertThatThrownBy(() -> manager.allocateBatch(DataType.FLOAT32, new long[0], DEVICE))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("at least one");
+        assertThatThrownBy(() -> manager.allocateBatch(DataType.FLOAT32, new long[] {4, 0}, DEVICE))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("counts[1] is 0");
+        assertThatThrownBy(() -> manager.allocateBatch(DataType.FLOAT64, new long[] {4, Long.MAX_VALUE / 2}, DEVICE))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overflow");
+        assertThatThrownBy(() -> manager.allocateBatch(DataType.FLOAT32, new long[] {4}, MemoryLocation.PINNED))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pinning is disabled");
+        assertThat(manager.statistics(DEVICE).allocations()).isZero();
+    }
+}

@@ -1,0 +1,63 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.io.IOException;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** One mapped range as a block: what it maps, how a request is checked against the file, and its unmapping. */
+class MappedFileTest {
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void aRangeAtAnElementMultipleIsAlignedAndHoldsTheFilesBytes() throws IOException {
+        ByteBuffer content = ByteBuffer.allocate(4096 + 64).order(ByteOrder.nativeOrder());
+        for (int i = 0; i < content.capacity() / 8; i++) {
+            content.putLong(i);
+        }
+        Path file = Files.write(dir.resolve("longs.bin"), content.array());
+        MappedFile mapped = MappedFile.map(file, DataType.INT64, FileMapMode.READ_ONLY, 24, 4096L, null);
+        assertThat(mapped.segment().location()).isEqualTo(MemoryLocation.HOST);
+        assertThat(mapped.segment().address() % 8).as("aligned as the element size asks").isZero();
+        assertThat(mapped.segment().address()).isEqualTo(mapped.segment().hostSegment().address());
+        assertThat(mapped.offset()).isZero();
+        assertThat(mapped.size()).isEqualTo(4096);
+        assertThat(mapped.requestedSize()).isEqualTo(4096);
+        assertThat(mapped.segment().hostSegment().isReadOnly()).isTrue();
+        assertThat(mapped.segment().hostSegment().getAtIndex(ValueLayout.JAVA_LONG, 0)).isEqualTo(3);
+        assertThat(mapped.range()).isEqualTo(new FileRange(file, FileMapMode.READ_ONLY, 24, 4096));
+        assertThat(mapped.unmap()).isTrue();
+        assertThat(mapped.unmap()).as("once").isFalse();
+    }
+
+    @Test
+    void aWholeFileMustBeWholeElementsAndARangeMustLieInIt() throws IOException {
+        Path file = Files.write(dir.resolve("six.bin"), new byte[6]);
+        assertThatThrownBy(() -> MappedFile.map(file, DataType.INT32, FileMapMode.READ_ONLY, 0, null, null))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("the 6 bytes of " + file + " are not a positive whole number of INT32 elements (4 bytes each);"
+                        + " map a range of it with mapFile(file, type, mode, offset, length)");
+        assertThatThrownBy(() -> MappedFile.map(file, DataType.INT16, FileMapMode.READ_ONLY, 2, 3L, null))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("a length of 3 bytes is not a positive whole number");
+        assertThatThrownBy(() -> MappedFile.map(file, DataType.INT16, FileMapMode.READ_ONLY, 4, 4L, null))
+                .isInstanceOf(IllegalArgumentException.class).hasMessage("bytes [4, 8) are outside " + file
+                        + ", which has 6 bytes; a mapping never extends a file: set its length first");
+        assertThatThrownBy(() -> MappedFile.map(file, DataType.INT8, FileMapMode.READ_ONLY, 6, null, null))
+                .isInstanceOf(IllegalArgumentException.class).hasMessage(file + " has 6 bytes, nothing to map from byte 6");
+        assertThatThrownBy(() -> MappedFile.map(dir, DataType.INT8, FileMapMode.READ_ONLY, 0, null, null))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("not a regular file");
+        MappedFile all = MappedFile.map(file, DataType.INT16, FileMapMode.READ_WRITE, 0, null, null);
+        assertThat(all.size()).isEqualTo(6);
+        all.unmap();
+        assertThat(Files.size(file)).isEqualTo(6);
+    }
+}

@@ -1,0 +1,140 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+
+class MemoryBudgetTest {
+
+    private static final long MiB = 1L << 20;
+
+    private static UnifiedMemoryManager manager() {
+        return UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).maxPoolSize(64 * MiB).build();
+    }
+
+    @Test
+    void aBudgetCountsItsBuffersAgainstItsLimitAndSharesThePool() {
+        try (UnifiedMemoryManager manager = manager(); MemoryBudget tenant = manager.budget("tenant-a", 3 * MiB)) {
+            UnifiedBuffer first = tenant.allocate(2 * MiB, MemoryLocation.DEVICE);
+            assertThat(tenant.statistics().allocatedBytes()).isEqualTo(2 * MiB);
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).as("from the manager's pool").isEqualTo(1);
+
+            assertThatThrownBy(() -> tenant.allocate(2 * MiB, MemoryLocation.DEVICE))
+                    .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> assertThat(e.reason()).isEqualTo(OutOfMemoryReason.ADAPTOR_LIMIT))
+                    .hasMessageContaining("memory budget 'tenant-a'");
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).as("a refusal takes nothing from the pool").isEqualTo(1);
+            manager.allocate(10 * MiB, MemoryLocation.DEVICE).close(); // the manager itself is not limited by the budget
+
+            first.close();
+            MemoryBudget.Statistics figures = tenant.statistics();
+            assertThat(figures.allocatedBytes()).isZero();
+            assertThat(figures.allocatedBytesPeak()).isEqualTo(2 * MiB);
+            assertThat(figures.allocations()).isEqualTo(1);
+            assertThat(figures.refusals()).isEqualTo(1);
+            assertThat(figures.liveBuffers()).isZero();
+            tenant.allocate(3 * MiB, MemoryLocation.DEVICE).close();
+        }
+    }
+
+    @Test
+    void closingABudgetClosesWhatItStillHoldsAndRefusesMore() {
+        try (UnifiedMemoryManager manager = manager()) {
+            MemoryBudget request = manager.budget("request", 8 * MiB);
+            UnifiedBuffer forgotten = request.allocate(DataType.FLOAT32, 1000, MemoryLocation.DEVICE);
+            assertThat(manager.budgets()).containsExactly(request);
+
+            request.close();
+
+            assertThat(forgotten.isClosed()).isTrue();
+            assertThat(request.statistics().allocatedBytes()).isZero();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isZero();
+            assertThat(manager.budgets()).isEmpty();
+            assertThatThrownBy(() -> request.allocate(16, MemoryLocation.DEVICE)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("closed");
+        }
+    }
+
+    @Test
+    void aBufferHeldByAViewCountsUntilItsMemoryGoesBack() {
+        try (UnifiedMemoryManager manager = manager(); MemoryBudget tenant = manager.budget("views", MiB)) {
+            UnifiedBuffer buffer = tenant.allocate(4096, MemoryLocation.HOST);
+            CountDownLatch viewing = new CountDownLatch(1);
+            CountDownLatch done = new CountDownLatch(1);
+            Thread reader = Thread.ofPlatform().start(() -> {
+                buffer.hostView();
+                viewing.countDown();
+                try {
+                    done.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                manager.allocate(1, MemoryLocation.HOST).close(); // a call in ends the views handed to this thread
+            });
+            try {
+                viewing.await();
+                buffer.close();
+                assertThat(tenant.statistics().allocatedBytes()).as("the view still holds the memory").isEqualTo(4096);
+            } catch (InterruptedException e) {
+                throw new AssertionError(e);
+            } finally {
+                done.countDown();
+            }
+            try {
+                reader.join();
+            } catch (InterruptedException e) {
+                throw new AssertionError(e);
+            }
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+        }
+    }
+
+    @Test
+    void threadsAllocatingAtOnceNeverPassTheLimitTogether() throws InterruptedException {
+        try (UnifiedMemoryManager manager = manager(); MemoryBudget tenant = manager.budget("busy", 64 * 1024)) {
+            AtomicLong held = new AtomicLong();
+            AtomicLong most = new AtomicLong();
+            ConcurrentLinkedQueue<UnifiedBuffer> buffers = new ConcurrentLinkedQueue<>();
+            List<Thread> threads = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                threads.add(Thread.ofPlatform().start(() -> {
+                    for (int i = 0; i < 2_000; i++) {
+                        try {
+                            UnifiedBuffer buffer = tenant.allocate(4096, MemoryLocation.HOST);
+                            most.accumulateAndGet(held.addAndGet(4096), Math::max);
+                            buffers.add(buffer);
+                        } catch (DeviceOutOfMemoryException full) {
+                            UnifiedBuffer some = buffers.poll();
+                            if (some != null) {
+                                held.addAndGet(-4096);
+                                some.close();
+                            }
+                        }
+                    }
+                }));
+            }
+            for (Thread thread : threads) {
+                thread.join();
+            }
+            assertThat(most.get()).isLessThanOrEqualTo(64 * 1024);
+            buffers.forEach(UnifiedBuffer::close);
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+        }
+    }
+
+    @Test
+    void aBudgetNeedsANameAndAPositiveLimit() {
+        try (UnifiedMemoryManager manager = manager()) {
+            assertThatThrownBy(() -> manager.budget(" ", MiB)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> manager.budget("zero", 0)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("zero");
+        }
+    }
+}

@@ -1,0 +1,109 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.Test;
+
+/** The warm-up at start, on the simulated device (plain segments: exact ones from 10 MiB up, 20 MiB ones below). */
+class PoolWarmupTest {
+
+    private static final long MiB = 1L << 20;
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+
+    private static UnifiedMemoryManager start(UnaryOperator<UnifiedMemoryManagerBuilder> settings) {
+        return settings.apply(UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)).build();
+    }
+
+    @Test
+    void theWarmUpIsReservedAndCachedAtStartAndTheFirstRequestsMakeNoBackendCall() {
+        try (UnifiedMemoryManager manager = start(b -> b.warmup(DEVICE, 16 * MiB, 4).warmup(DEVICE, 64 * 1024, 16))) {
+            MemoryStatistics atStart = manager.statistics(DEVICE);
+            assertThat(atStart.reservedBytes()).isEqualTo(64 * MiB + 2 * MiB);
+            assertThat(atStart.cachedBytes()).isEqualTo(atStart.reservedBytes());
+            assertThat(atStart.allocations()).as("the warm-up is the pool's, not an allocation").isZero();
+            assertThat(manager.settings().warmup()).isEqualTo(Map.of(DEVICE, List.of(new WarmupBlocks(16 * MiB, 4), new WarmupBlocks(64 * 1024, 16))));
+            MemoryStatistics host = manager.statistics(MemoryLocation.HOST);
+            assertThat(host.reservedBytes()).as("other locations are left alone").isZero();
+
+            for (int i = 0; i < 4; i++) {
+                manager.allocate(16 * MiB, DEVICE).close();
+                manager.allocate(64 * 1024, DEVICE).close();
+            }
+
+            assertThat(manager.statistics(DEVICE).backendAllocations()).isEqualTo(atStart.backendAllocations());
+            assertThat(manager.statistics(DEVICE).poolHits() - atStart.poolHits()).isEqualTo(8);
+        }
+    }
+
+    @Test
+    void theWarmUpSurvivesTrimsUpToTheReleaseThresholdButNotAReleaseOfAllCache() {
+        try (UnifiedMemoryManager manager = start(b -> b.warmup(DEVICE, 32 * MiB, 2).releaseThreshold(64 * MiB))) {
+            long reserved = manager.statistics(DEVICE).reservedBytes();
+
+            assertThat(manager.trim()).isZero();
+            assertThat(manager.statistics(DEVICE).reservedBytes()).isEqualTo(reserved).isEqualTo(64 * MiB);
+
+            manager.allocate(16 * MiB, DEVICE).close();
+            assertThat(manager.trim()).as("after use as before").isZero();
+            assertThat(manager.releaseCachedMemory()).isEqualTo(64 * MiB);
+            assertThat(manager.statistics(DEVICE).reservedBytes()).isZero();
+        }
+    }
+
+    @Test
+    void anUnsetReleaseThresholdFollowsALargerWarmUp() {
+        try (UnifiedMemoryManager manager = start(b -> b.warmup(DEVICE, 16 * MiB, 17))) {
+            assertThat(manager.settings().releaseThreshold()).isEqualTo(272 * MiB);
+            assertThat(manager.trim()).isZero();
+            assertThat(manager.statistics(DEVICE).reservedBytes()).isEqualTo(272 * MiB);
+        }
+    }
+
+    private static void refused(UnaryOperator<UnifiedMemoryManagerBuilder> settings, String property, String... allowed) {
+        SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend(256 * MiB);
+        assertThatThrownBy(() -> settings.apply(UnifiedMemoryManager.builder().backend(backend).timelineInterval(Duration.ZERO)).build())
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo(property);
+                    assertThat(e.allowed()).contains(allowed);
+                });
+        assertThat(backend.liveAllocations()).as("nothing kept from a failed start").isZero();
+    }
+
+    @Test
+    void aWarmUpAboveTheReleaseThresholdStopsTheStartNamingBothProperties() {
+        refused(b -> b.warmup(DEVICE, 16 * MiB, 3).releaseThreshold(32 * MiB), "compute.memory.pooling.warmup.device",
+                "compute.memory.pooling.release-threshold (33554432 bytes)", "warm up less");
+    }
+
+    @Test
+    void aWarmUpThatSegmentsWouldPushPastTheReleaseThresholdStopsTheStart() {
+        // 1.5 MiB blocks come from 20 MiB segments, 13 to a segment: two segments, and the trim gives one back
+        refused(b -> b.warmup(DEVICE, 3 * MiB / 2, 16).releaseThreshold(32 * MiB), "compute.memory.pooling.warmup.device",
+                "compute.memory.pooling.release-threshold (33554432 bytes) in the pool's segments", "kept 20971520 bytes");
+    }
+
+    @Test
+    void aWarmUpTheDeviceCannotGiveStopsTheStart() {
+        refused(b -> b.warmup(DEVICE, 128 * MiB, 3).releaseThreshold(1L << 30), "compute.memory.pooling.warmup.device", "it refused");
+    }
+
+    @Test
+    void warmUpsThatMakeNoSenseAreRefused() {
+        refused(b -> b.warmup(DEVICE, 16 * MiB, 2).maxPoolSize(16 * MiB), "compute.memory.pooling.warmup.device",
+                "at most compute.memory.pooling.max-pool-size (16777216 bytes)");
+        refused(b -> b.warmup(MemoryLocation.PINNED, 4 * MiB, 2).maxPinnedSize(4 * MiB), "compute.memory.pooling.warmup.pinned",
+                "at most compute.memory.pinning.max-pinned-size");
+        refused(b -> b.warmup(DEVICE, 0, 2), "compute.memory.pooling.warmup.device", "a positive size");
+        refused(b -> b.warmup(DEVICE, MiB, 0), "compute.memory.pooling.warmup.device", "a count of 1 or more");
+        refused(b -> b.warmup(DEVICE, Long.MAX_VALUE / 2, 3), "compute.memory.pooling.warmup.device", "a total of at most");
+        refused(b -> b.warmup(DEVICE, MiB, 1).poolingEnabled(false), "compute.memory.pooling.warmup", "compute.memory.pooling.enabled is false");
+        refused(b -> b.warmup(MemoryLocation.PINNED, MiB, 1).pinningEnabled(false), "compute.memory.pooling.warmup.pinned",
+                "a location this backend (simulated) offers");
+    }
+}

@@ -1,0 +1,292 @@
+package dev.compute.memory.contract;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.DataType;
+import dev.compute.memory.FileMapMode;
+import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MappedFileTruncatedException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.UnifiedMemoryManagerBuilder;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Random;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * What could crash the JVM around a mapped file, each a {@code main} that {@link MappedFileSafetyContractTest} runs in a
+ * JVM of its own on one backend ({@code args}: the backend's name, or {@code simulated}, then the scenario): a write
+ * into a read-only mapping is a {@code SIGSEGV}, a read of an unmapped or truncated one a {@code SIGSEGV} or
+ * {@code SIGBUS}. A scenario prints {@code OK <name>} and exits 0 when the rule held; a failed check exits 1; a crash
+ * shows as one.
+ */
+public final class MappedFileScenarios {
+
+    private static final int FILE_BYTES = 4 << 20;
+
+    private MappedFileScenarios() {}
+
+    public static void main(String[] args) throws Throwable {
+        String backend = args[0];
+        String name = args[1];
+        Path dir = Files.createTempDirectory("mapped-file-scenario");
+        switch (name) {
+            case "readOnlyMappingRefusesEveryWrite" -> readOnlyMappingRefusesEveryWrite(backend, dir);
+            case "closedWhileAnotherThreadReadsThroughAView" -> closedWhileAnotherThreadReadsThroughAView(backend, dir);
+            case "managerClosedWhileAnotherThreadReadsThroughAView" -> managerClosedWhileAnotherThreadReadsThroughAView(backend, dir);
+            case "truncatedWhileMapped" -> truncatedWhileMapped(backend, dir);
+            default -> throw new IllegalArgumentException("no scenario " + name);
+        }
+        System.out.println("OK " + name);
+        System.exit(0);
+    }
+
+    private static UnifiedMemoryManager manager(String backend, Duration closeTimeout) {
+        UnifiedMemoryManagerBuilder builder = UnifiedMemoryManager.builder();
+        builder = backend.equals("simulated") ? builder.backend(new SimulatedDiscreteBackend()) : builder.backend(backend);
+        return builder.stagingBufferSize(64 << 10).closeTimeout(closeTimeout).leakDetection(LeakDetectionLevel.SIMPLE)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build();
+    }
+
+    /** A file of {@link #FILE_BYTES} whose byte {@code i} is {@code i * 31 % 127}, so any byte read can be checked. */
+    private static Path patternFile(Path dir) throws Exception {
+        byte[] content = new byte[FILE_BYTES];
+        for (int i = 0; i < content.length; i++) {
+            content[i] = expected(i);
+        }
+        return Files.write(dir.resolve("pattern.bin"), content);
+    }
+
+    private static byte expected(long i) {
+        return (byte) (i * 31 % 127);
+    }
+
+    /**
+     * Every way to write a buffer, on a read-only mapping: each refused before it touches the memory. On the OpenCL
+     * backend a kernel or a read from the device into the mapping would be native code writing it, which ends the process.
+     */
+    static void readOnlyMappingRefusesEveryWrite(String backend, Path dir) throws Exception {
+        Path file = patternFile(dir);
+        byte[] before = Files.readAllBytes(file);
+        int n = FILE_BYTES / 4;
+        try (UnifiedMemoryManager manager = manager(backend, Duration.ofSeconds(5));
+             UnifiedBuffer mapped = manager.mapFile(file, DataType.FLOAT32, FileMapMode.READ_ONLY);
+             UnifiedBuffer device = manager.allocate(DataType.FLOAT32, n, MemoryLocation.DEVICE);
+             UnifiedBuffer host = manager.allocate(DataType.FLOAT32, n, MemoryLocation.HOST)) {
+            manager.ops().fill(device, 1.0);
+            host.copyFrom(new float[n]);
+            refused(() -> mapped.copyFrom(new float[] {1f}), "copyFrom(float[])");
+            refused(() -> mapped.copyFrom(0, MemorySegment.ofArray(new byte[4])), "copyFrom(MemorySegment)");
+            refused(() -> mapped.copyFromAsync(0, MemorySegment.ofArray(new byte[4])).join(), "copyFromAsync");
+            refused(() -> mapped.copyFrom(device), "copyFrom(a DEVICE buffer)");
+            refused(() -> mapped.copyFrom(host), "copyFrom(a HOST buffer)");
+            refused(mapped::hostView, "hostView()");
+            for (AccessMode mode : new AccessMode[] {AccessMode.WRITE, AccessMode.READ_WRITE}) {
+                refused(() -> mapped.hostAccess(mode).close(), "hostAccess(" + mode + ")");
+                refused(() -> mapped.sharedHostAccess(mode).close(), "sharedHostAccess(" + mode + ")");
+                refused(() -> mapped.deviceAccess(mode).close(), "deviceAccess(" + mode + ")");
+            }
+            refused(() -> manager.ops().fill(mapped, 2.0), "ops().fill");
+            refused(() -> manager.ops().scale(mapped, 2.0), "ops().scale");
+            refused(() -> manager.ops().axpy(1.0, device, mapped), "ops().axpy into it");
+            try (UnifiedBuffer slice = mapped.slice(16, 16)) {
+                refused(() -> manager.ops().fill(slice, 2.0), "ops().fill of a slice");
+                refused(() -> slice.copyFrom(device, 0, 0, 64), "copyFrom into a slice");
+            }
+            try {
+                mapped.readOnlyHostView().set(JAVA_BYTE, 0, (byte) 1);
+                throw new AssertionError("a write through a read-only view succeeded");
+            } catch (IllegalArgumentException refusedByTheFfmApi) {
+                // "Attempt to write a read-only segment"
+            }
+            device.copyFrom(mapped);
+            float[] back = new float[n];
+            device.copyTo(back);
+            check(Arrays.equals(back, floats(before)), "the mapped file still reads as it was");
+        }
+        check(Arrays.equals(Files.readAllBytes(file), before), "the file is unchanged");
+    }
+
+    /**
+     * A reader thread reads through its view while the main thread closes the buffer: the file stays mapped under the
+     * view, every byte it reads is the file's, and once the reader calls into the manager its view ends and the file
+     * is unmapped.
+     */
+    static void closedWhileAnotherThreadReadsThroughAView(String backend, Path dir) throws Throwable {
+        Path file = patternFile(dir);
+        try (UnifiedMemoryManager manager = manager(backend, Duration.ofSeconds(5))) {
+            UnifiedBuffer mapped = manager.mapFile(file, DataType.INT8, FileMapMode.READ_ONLY);
+            CountDownLatch viewing = new CountDownLatch(1);
+            CountDownLatch closed = new CountDownLatch(1);
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            Thread reader = Thread.ofPlatform().name("reader").start(() -> {
+                try {
+                    MemorySegment view = mapped.readOnlyHostView();
+                    viewing.countDown();
+                    while (closed.getCount() > 0) {
+                        readAll(view);
+                    }
+                    readAll(view);
+                    check(manager.mappedFileStatistics().openMappings() == 1, "the file stays mapped while the view is open");
+                    manager.allocate(64, MemoryLocation.HOST).close(); // a call in ends the views handed to this thread
+                    expectEnded(() -> view.get(JAVA_BYTE, 0), "a read through the view after the call");
+                } catch (Throwable t) {
+                    failure.set(t);
+                    viewing.countDown();
+                }
+            });
+            viewing.await();
+            mapped.close();
+            closed.countDown();
+            reader.join();
+            if (failure.get() != null) {
+                throw failure.get();
+            }
+            check(manager.mappedFileStatistics().openMappings() == 0, "unmapped once the view ended");
+        }
+    }
+
+    /**
+     * The manager closes while a reader that never calls in reads through its view: the close waits its timeout and
+     * keeps the mapping rather than unmap it under the reader, which reads on. Kept memory stays until the process ends,
+     * as a pool's does; a mapping goes earlier if its buffer is closed once the reader is done.
+     */
+    static void managerClosedWhileAnotherThreadReadsThroughAView(String backend, Path dir) throws Throwable {
+        Path file = patternFile(dir);
+        UnifiedMemoryManager manager = manager(backend, Duration.ofMillis(300));
+        UnifiedBuffer mapped = manager.mapFile(file, DataType.INT8, FileMapMode.READ_ONLY);
+        CountDownLatch viewing = new CountDownLatch(1);
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        Thread reader = Thread.ofPlatform().name("reader").start(() -> {
+            try {
+                MemorySegment view = mapped.readOnlyHostView();
+                viewing.countDown();
+                while (!stop.get()) {
+                    readAll(view);
+                }
+            } catch (Throwable t) {
+                failure.set(t);
+                viewing.countDown();
+            }
+        });
+        viewing.await();
+        manager.close();
+        check(mapped.isClosed(), "the buffer is closed with its manager");
+        check(manager.mappedFileStatistics().openMappings() == 1, "the close kept the mapping the reader still reads");
+        Thread.sleep(200); // the reader reads on, after the close
+        stop.set(true);
+        reader.join();
+        if (failure.get() != null) {
+            throw failure.get();
+        }
+        check(manager.mappedFileStatistics().openMappings() == 1, "still mapped: nothing closed the buffer");
+        mapped.close();
+        check(manager.mappedFileStatistics().openMappings() == 0, "unmapped once closed with its reader gone");
+    }
+
+    /**
+     * The file is truncated under its mapping, as another process might: the kernel drops the pages past the new end
+     * from every mapping of it. Copies that meet the missing bytes fail with {@link MappedFileTruncatedException}, the
+     * bytes still in the file read as before, a view's read past the end gets the JVM's {@link InternalError}, and the
+     * JVM lives on. Ops are tried where the backend runs them in Java (CPU, simulated): OpenCL kernels read the mapping
+     * natively, which this cannot guard (see {@code mapFile}), and CUDA's refuse HOST memory.
+     */
+    static void truncatedWhileMapped(String backend, Path dir) throws Exception {
+        Random random = new Random(3);
+        int n = (1 << 20) / 4;
+        ByteBuffer content = ByteBuffer.allocate(n * 4).order(ByteOrder.nativeOrder());
+        for (int i = 0; i < n; i++) {
+            content.putFloat(random.nextFloat());
+        }
+        Path file = Files.write(dir.resolve("shrinking.bin"), content.array());
+        float[] values = floats(content.array());
+        try (UnifiedMemoryManager manager = manager(backend, Duration.ofSeconds(5));
+             UnifiedBuffer mapped = manager.mapFile(file, DataType.FLOAT32, FileMapMode.READ_ONLY);
+             UnifiedBuffer device = manager.allocate(DataType.FLOAT32, n, MemoryLocation.DEVICE)) {
+            device.copyFrom(mapped);
+            try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE)) {
+                channel.truncate(4096);
+            }
+            expectTruncated(() -> device.copyFrom(mapped), file, "a copy to DEVICE memory");
+            expectTruncated(() -> mapped.copyTo(new float[n]), file, "a copy to an array");
+            float[] head = new float[1024];
+            mapped.copyTo(head);
+            check(Arrays.equals(head, Arrays.copyOf(values, 1024)), "the bytes still in the file read as before");
+            if (backend.equals("cpu") || backend.equals("simulated")) {
+                expectTruncated(() -> manager.ops().sum(mapped), file, "ops().sum");
+            }
+            MemorySegment view = mapped.readOnlyHostView();
+            try {
+                view.get(JAVA_FLOAT, (long) (n - 1) * 4);
+                throw new AssertionError("a read past the file's end through a view succeeded");
+            } catch (InternalError faultCaughtByTheJvm) {
+                // "a fault occurred in an unsafe memory access operation"
+            }
+        }
+    }
+
+    private static void readAll(MemorySegment view) {
+        for (long i = 0; i < view.byteSize(); i += 4093) {
+            if (view.get(JAVA_BYTE, i) != expected(i)) {
+                throw new AssertionError("byte " + i + " read through the view is not the file's");
+            }
+        }
+    }
+
+    private static float[] floats(byte[] bytes) {
+        float[] values = new float[bytes.length / 4];
+        ByteBuffer.wrap(bytes).order(ByteOrder.nativeOrder()).asFloatBuffer().get(values);
+        return values;
+    }
+
+    private static void refused(Runnable write, String what) {
+        try {
+            write.run();
+        } catch (UnsupportedOperationException expected) {
+            check(expected.getMessage().contains("mapped read-only"), what + " was refused without saying why: " + expected.getMessage());
+            return;
+        }
+        throw new AssertionError(what + " was not refused on a read-only mapping");
+    }
+
+    private static void expectTruncated(Runnable use, Path file, String what) {
+        try {
+            use.run();
+        } catch (MappedFileTruncatedException expected) {
+            check(expected.file().equals(file) && expected.getMessage().contains("truncated while mapped"),
+                    what + " failed without naming the truncation: " + expected.getMessage());
+            return;
+        }
+        throw new AssertionError(what + " did not fail on a file truncated under its mapping");
+    }
+
+    private static void expectEnded(Runnable use, String what) {
+        try {
+            use.run();
+        } catch (IllegalStateException expected) {
+            return;
+        }
+        throw new AssertionError(what + " did not fail: it reached memory that was given back");
+    }
+
+    private static void check(boolean condition, String what) {
+        if (!condition) {
+            throw new AssertionError(what);
+        }
+    }
+}

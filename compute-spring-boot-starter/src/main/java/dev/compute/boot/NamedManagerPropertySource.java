@@ -1,0 +1,82 @@
+package dev.compute.boot;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Stream;
+import org.jspecify.annotations.Nullable;
+import org.springframework.boot.context.properties.source.ConfigurationProperty;
+import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySource;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySources;
+import org.springframework.boot.context.properties.source.IterableConfigurationPropertySource;
+import org.springframework.core.env.Environment;
+
+/**
+ * One named manager's settings seen as {@code compute.*}: {@code compute.managers.<name>.x} where it is set, else
+ * {@code compute.x}, so binding {@link ManagerProperties} at {@code compute} gives the manager's own values with
+ * the rest inherited (a map such as {@code backend-options} key by key). A named value wins over an inherited one
+ * whichever property source either comes from. The properties keep their real names and origins, so a value that
+ * does not convert is reported under the name it was set with, and {@link #whereSet} says the same for a value
+ * the manager's builder refuses.
+ */
+final class NamedManagerPropertySource implements IterableConfigurationPropertySource {
+
+    private static final ConfigurationPropertyName COMPUTE = ConfigurationPropertyName.of("compute");
+    private static final ConfigurationPropertyName MANAGERS = ConfigurationPropertyName.of(NamedManagers.PREFIX);
+
+    private final List<ConfigurationPropertySource> sources = new ArrayList<>();
+    private final ConfigurationPropertyName own;
+
+    NamedManagerPropertySource(Environment environment, String name) {
+        ConfigurationPropertySources.get(environment).forEach(sources::add);
+        this.own = MANAGERS.append(name);
+    }
+
+    @Override
+    public @Nullable ConfigurationProperty getConfigurationProperty(ConfigurationPropertyName name) {
+        if (!isManagerSetting(name)) {
+            return null;
+        }
+        ConfigurationProperty named = find(own.append(name.subName(1)));
+        return named != null ? named : find(name);
+    }
+
+    @Override
+    public Stream<ConfigurationPropertyName> stream() {
+        return sources.stream().filter(IterableConfigurationPropertySource.class::isInstance)
+                .flatMap(source -> ((IterableConfigurationPropertySource) source).stream())
+                .map(name -> own.isAncestorOf(name) ? COMPUTE.append(name.subName(own.getNumberOfElements())) : name)
+                .filter(NamedManagerPropertySource::isManagerSetting)
+                .distinct();
+    }
+
+    /**
+     * Where the {@code compute.*} setting the builder named is set for this manager: its own property, else the
+     * inherited {@code compute.*} one; where neither is set (a default), its own, which is where to set it.
+     */
+    String whereSet(String property) {
+        if (!ConfigurationPropertyName.isValid(property)) {
+            return property;
+        }
+        ConfigurationPropertyName name = ConfigurationPropertyName.of(property);
+        if (!isManagerSetting(name)) {
+            return property;
+        }
+        ConfigurationPropertyName named = own.append(name.subName(1));
+        return find(named) == null && find(name) != null ? property : named.toString();
+    }
+
+    private @Nullable ConfigurationProperty find(ConfigurationPropertyName name) {
+        for (ConfigurationPropertySource source : sources) {
+            ConfigurationProperty property = source.getConfigurationProperty(name);
+            if (property != null) {
+                return property;
+            }
+        }
+        return null;
+    }
+
+    private static boolean isManagerSetting(ConfigurationPropertyName name) {
+        return COMPUTE.isAncestorOf(name) && !MANAGERS.isAncestorOf(name) && !name.equals(MANAGERS);
+    }
+}

@@ -1,0 +1,95 @@
+package dev.compute.boot;
+
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.OutOfMemoryHandler;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.UnifiedMemoryManagerBuilder;
+import java.util.List;
+import java.util.function.UnaryOperator;
+import org.apache.commons.logging.Log;
+import org.apache.commons.logging.LogFactory;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.boot.context.properties.bind.PropertySourcesPlaceholdersResolver;
+import org.springframework.core.env.ConfigurableEnvironment;
+
+/**
+ * Builds the managers of the starter: from their properties, then the application's {@link OutOfMemoryHandler}
+ * beans, then its {@link UnifiedMemoryManagerBuilderCustomizer} beans (each in its order), and a
+ * {@link MemoryEventRelays.Relay} for listeners that come later. A setting the builder refuses stops start-up
+ * naming the property where the value was set ({@code compute.managers.gpu.memory.pooling.max-pool-size}, or the
+ * inherited {@code compute.memory.pooling.max-pool-size}).
+ */
+final class UnifiedMemoryManagerFactory {
+
+    private static final Log log = LogFactory.getLog(UnifiedMemoryManagerFactory.class);
+
+    private final ConfigurableEnvironment environment;
+    private final ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers;
+    private final ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers;
+    private final MemoryEventRelays relays;
+
+    UnifiedMemoryManagerFactory(ConfigurableEnvironment environment, ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers,
+            ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers, MemoryEventRelays relays) {
+        this.environment = environment;
+        this.outOfMemoryHandlers = outOfMemoryHandlers;
+        this.customizers = customizers;
+        this.relays = relays;
+    }
+
+    /** The one manager of {@code compute.*}. */
+    UnifiedMemoryManager create(ComputeProperties properties) {
+        String primary = properties.primary();
+        if (primary != null && !primary.isBlank()) {
+            throw new InvalidSettingException("compute.primary", primary, "unset: it names one of " + NamedManagers.PREFIX + ", and none is configured");
+        }
+        return create(ComputeMemoryAutoConfiguration.DEFAULT_MANAGER_NAME, properties.manager(), UnaryOperator.identity());
+    }
+
+    /** The manager {@code compute.managers.<name>}, each setting it does not have taken from {@code compute.*}. */
+    UnifiedMemoryManager createNamed(String name) {
+        NamedManagerPropertySource source = new NamedManagerPropertySource(environment, name);
+        Binder binder = new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment),
+                PoolSizeConverter.conversionService()); // as @ConfigurationPropertiesBinding gives compute.*
+        ManagerProperties properties = binder.bindOrCreate("compute", ManagerProperties.class);
+        return create(name, properties, source::whereSet);
+    }
+
+    private UnifiedMemoryManager create(String name, ManagerProperties properties, UnaryOperator<String> whereSet) {
+        UnifiedMemoryManager manager;
+        MemoryEventRelays.Relay relay = new MemoryEventRelays.Relay();
+        try {
+            UnifiedMemoryManagerBuilder builder = properties.toBuilder().eventListener(relay);
+            outOfMemoryHandlers.orderedStream().forEach(builder::outOfMemoryHandler);
+            customizers.orderedStream().filter(customizer -> customizer.appliesTo(name)).forEach(customizer -> customizer.customize(builder));
+            manager = builder.build();
+        } catch (InvalidSettingException e) {
+            throw renamed(e, whereSet);
+        }
+        relays.register(manager, relay);
+        warnOfUnreadOptions(name, properties, manager, whereSet);
+        return manager;
+    }
+
+    private static InvalidSettingException renamed(InvalidSettingException e, UnaryOperator<String> whereSet) {
+        String property = whereSet.apply(BackendOptions.asProperty(e.property()).orElse(e.property()));
+        if (property.equals(e.property())) {
+            return e;
+        }
+        InvalidSettingException renamed = new InvalidSettingException(property, e.value(), e.allowed());
+        renamed.addSuppressed(e);
+        return renamed;
+    }
+
+    // Under auto an option may be meant for a backend that was passed over, so it is not an error; but it is not read.
+    private static void warnOfUnreadOptions(String name, ManagerProperties properties, UnifiedMemoryManager manager,
+            UnaryOperator<String> whereSet) {
+        String chosen = manager.settings().backend();
+        List<String> unread = BackendOptions.unread(chosen, properties.backendOptions());
+        if (!unread.isEmpty()) {
+            log.warn(String.format("compute manager '%s': the backend '%s' (chosen by compute.backend=auto) does not read %s; it reads %s",
+                    name, chosen, unread.stream().map(key -> whereSet.apply(BackendOptions.property(key))).toList(),
+                    BackendOptions.readBy(chosen)));
+        }
+    }
+}

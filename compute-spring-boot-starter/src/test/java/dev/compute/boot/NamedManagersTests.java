@@ -1,0 +1,143 @@
+package dev.compute.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.boot.diagnostics.ComputeBindFailureAnalyzer;
+import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.springframework.beans.factory.annotation.Qualifier;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.diagnostics.FailureAnalysis;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.core.NestedExceptionUtils;
+import org.springframework.core.env.Environment;
+
+/** Several managers from compute.managers.<name>.*: their beans, what each inherits, the primary, and what stops start-up. */
+class NamedManagersTests {
+
+    private final ApplicationContextRunner runner = new ApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(ComputeMemoryAutoConfiguration.class))
+            .withPropertyValues("compute.memory.timeline.interval=0");
+
+    @Test
+    void eachNameIsAManagerBeanWithItsOwnSettingsAndTheRestInherited() {
+        runner.withPropertyValues("compute.memory.leak-detection=paranoid", "compute.memory.pooling.max-pool-size=1GB",
+                "compute.managers.big.backend=cpu", "compute.managers.big.memory.pooling.max-pool-size=2GB",
+                "compute.managers.small.memory.pooling.max-pool-size=64MB", "compute.managers.small.memory.leak-detection=disabled")
+                .withUserConfiguration(Injected.class).run(context -> {
+                    assertThat(context).getBeans(UnifiedMemoryManager.class).containsOnlyKeys("bigUnifiedMemoryManager", "smallUnifiedMemoryManager");
+                    UnifiedMemoryManager big = context.getBean("bigUnifiedMemoryManager", UnifiedMemoryManager.class);
+                    UnifiedMemoryManager small = context.getBean("smallUnifiedMemoryManager", UnifiedMemoryManager.class);
+                    assertThat(big.settings().maxPoolSize()).isEqualTo(2L << 30);
+                    assertThat(big.settings().leakDetection()).as("inherited").isEqualTo(LeakDetectionLevel.PARANOID);
+                    assertThat(small.settings().maxPoolSize()).isEqualTo(64L << 20);
+                    assertThat(small.settings().releaseThreshold()).as("the default follows its own cap").isEqualTo(64L << 20);
+                    assertThat(small.settings().leakDetection()).isEqualTo(LeakDetectionLevel.DISABLED);
+                    assertThat(context.getBean(UnifiedMemoryManager.class)).as("the first is primary").isSameAs(big);
+                    assertThat(context.getBean(Injected.class).small).as("qualified by its name").isSameAs(small);
+                });
+    }
+
+    @Test
+    void eachNameIsQualifiedByItAndComputePrimaryChoosesThePrimary() {
+        runner.withPropertyValues("compute.managers.big.backend=cpu", "compute.managers.small.backend=cpu", "compute.primary=small")
+                .withUserConfiguration(Injected.class).run(context -> {
+                    UnifiedMemoryManager small = context.getBean("smallUnifiedMemoryManager", UnifiedMemoryManager.class);
+                    assertThat(context.getBean(UnifiedMemoryManager.class)).isSameAs(small);
+                    assertThat(context.getBean(Injected.class).small).isSameAs(small);
+                });
+    }
+
+    @Test
+    void aManagerOfTheApplicationsOwnStandsBesideTheNamedOnes() {
+        runner.withPropertyValues("compute.managers.big.backend=cpu").withUserConfiguration(OwnManager.class).run(context -> {
+            assertThat(context).getBeans(UnifiedMemoryManager.class).containsOnlyKeys("bigUnifiedMemoryManager", "ownManager");
+            assertThat(context.getBean(UnifiedMemoryManager.class)).isSameAs(context.getBean("bigUnifiedMemoryManager"));
+        });
+    }
+
+    @Test
+    void theManagersCloseWithTheContext() {
+        AtomicReference<UnifiedMemoryManager> big = new AtomicReference<>();
+        runner.withPropertyValues("compute.managers.big.backend=cpu")
+                .run(context -> big.set(context.getBean(UnifiedMemoryManager.class)));
+        assertThat(big.get().isClosed()).isTrue();
+    }
+
+    /** A bad value stops start-up naming the property where it was set: the named one, or the inherited one. */
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', value = {
+            "compute.managers.gpu.memory.pooling.max-pool-size=-1GB                   | compute.managers.gpu.memory.pooling.max-pool-size | -1073741824 bytes",
+            "compute.memory.pooling.max-pool-size=-1GB                                | compute.memory.pooling.max-pool-size              | -1073741824 bytes",
+            "compute.managers.gpu.memory.pooling.max-pool-size=128MB;compute.memory.pooling.release-threshold=256MB | compute.memory.pooling.release-threshold | 268435456 bytes",
+            "compute.managers.gpu.memory.pooling.max-pool-size=128MB;compute.managers.gpu.memory.pooling.release-threshold=256MB | compute.managers.gpu.memory.pooling.release-threshold | 268435456 bytes",
+            "compute.managers.gpu.backend=tpu                                         | compute.managers.gpu.backend                      | tpu",
+            "compute.managers.gpu.backend-options.page-size=3                         | compute.managers.gpu.backend-options.page-size    | 3",
+            "compute.managers.gpu.backend-options.streams=8                           | compute.managers.gpu.backend-options.streams      | 8",
+            "compute.managers.gpu.opencl.device-type=tpu                              | compute.managers.gpu.opencl.device-type           | tpu",
+            "compute.primary=tpu                                                      | compute.primary                                   | tpu",
+    })
+    void aBadSettingOfANamedManagerIsReportedWhereItWasSet(String settings, String property, String value) {
+        AtomicReference<Environment> environment = new AtomicReference<>();
+        runner.withPropertyValues("compute.managers.gpu.backend=cpu").withPropertyValues(settings.split(";"))
+                .withInitializer(context -> environment.set(context.getEnvironment())).run(context -> {
+                    assertThat(context).hasFailed();
+                    FailureAnalysis analysis = new InvalidSettingFailureAnalyzer(environment.get()).analyze(context.getStartupFailure());
+                    assertThat(analysis).as("%s", context.getStartupFailure()).isNotNull();
+                    assertThat(analysis.getDescription()).contains("Property: " + property + "\n").contains("Value: \"" + value + "\"")
+                            .contains("Origin: ");
+                    assertThat(analysis.getAction()).startsWith("Change " + property + " to ");
+                });
+    }
+
+    @Test
+    void aNameThatCouldNotBeAPathOrATagIsRefused() {
+        runner.withPropertyValues("compute.managers[gpu_0].backend=cpu").run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure())).isInstanceOf(InvalidSettingException.class)
+                    .hasMessageContaining("compute.managers.gpu_0").hasMessageContaining("lower-case letters, digits and dashes");
+        });
+    }
+
+    @Test
+    void aNamedValueThatDoesNotConvertIsReportedUnderItsOwnName() {
+        runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.managers.gpu.memory.leak-detection=verbose").run(context -> {
+            assertThat(context).hasFailed();
+            FailureAnalysis analysis = new ComputeBindFailureAnalyzer().analyze(context.getStartupFailure());
+            assertThat(analysis).isNotNull();
+            assertThat(analysis.getDescription()).contains("Property: compute.managers.gpu.memory.leak-detection")
+                    .contains("Value: \"verbose\"").contains("Allowed: one of disabled, simple, paranoid");
+        });
+    }
+
+    @Test
+    void withoutNamedManagersComputePrimaryIsAMistake() {
+        runner.withPropertyValues("compute.primary=gpu").run(context -> assertThat(context).getFailure()
+                .rootCause().isInstanceOf(InvalidSettingException.class).hasMessageContaining("compute.primary"));
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class Injected {
+        final UnifiedMemoryManager small;
+
+        Injected(@Qualifier("small") UnifiedMemoryManager small) {
+            this.small = small;
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OwnManager {
+        @Bean(destroyMethod = "close")
+        UnifiedMemoryManager ownManager() {
+            return UnifiedMemoryManager.builder().backend("cpu").build();
+        }
+    }
+}
