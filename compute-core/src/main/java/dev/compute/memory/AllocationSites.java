@@ -94,6 +94,20 @@ public final class AllocationSites {
                 .toList();
     }
 
+    /**
+     * The current thread's frames from the caller of the manager on (the manager's own frames left out), at most
+     * {@code maxFrames}: where an allocation under way was asked for.
+     */
+    public static List<StackTraceElement> callerFrames(int maxFrames) {
+        return StackWalker.getInstance().walk(frames -> frames.filter(frame -> !isManagerFrame(frame.getClassName()))
+                .limit(maxFrames).map(StackWalker.StackFrame::toStackTraceElement).toList());
+    }
+
+    /** A frame of the manager's own code, which no site shows; the core's own tests count as its callers. */
+    static boolean isManagerFrame(String className) {
+        return className.startsWith("dev.compute.memory.") && !className.contains("Test");
+    }
+
     private static String callSite(String site) {
         int end = site.indexOf('\n');
         return end < 0 ? site : site.substring(0, end);

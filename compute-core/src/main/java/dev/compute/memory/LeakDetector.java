@@ -79,8 +79,7 @@ final class LeakDetector {
     private static String allocationSite() {
         StringBuilder site = new StringBuilder();
         StackWalker.getInstance().forEach(frame -> {
-            String type = frame.getClassName();
-            if (!type.startsWith("dev.compute.memory.") || type.contains("Test")) {
+            if (!AllocationSites.isManagerFrame(frame.getClassName())) {
                 site.append("\tat ").append(frame.toStackTraceElement()).append('\n');
             }
         });

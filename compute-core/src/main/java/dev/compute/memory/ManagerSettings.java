@@ -22,7 +22,8 @@ public record ManagerSettings(
         boolean expandableSegments, Map<MemoryLocation, List<WarmupBlocks>> warmup,
         boolean pinningEnabled, long maxPinnedSize, long stagingBufferSize,
         LeakDetectionLevel leakDetection, int timelineCapacity, Duration timelineInterval,
-        Duration closeTimeout, Duration deviceWaitTimeout, int outOfMemoryRetries, int maxOpenMappedFiles) {
+        Duration closeTimeout, Duration deviceWaitTimeout, int outOfMemoryRetries, int maxOpenMappedFiles,
+        boolean allocationRecording) {
 
     public ManagerSettings {
         backendOptions = Map.copyOf(backendOptions);

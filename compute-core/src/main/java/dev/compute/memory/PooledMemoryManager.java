@@ -1,5 +1,10 @@
 package dev.compute.memory;
 
+import dev.compute.memory.jfr.JfrMemoryEvents;
+import dev.compute.memory.recording.AllocationRecorder;
+import dev.compute.memory.recording.AllocationTrace;
+import dev.compute.memory.recording.RecordingOptions;
+import dev.compute.memory.recording.RecordingResource;
 import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.resource.DeviceWork;
 import dev.compute.memory.resource.Block;
@@ -45,7 +50,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     /** One location's resource chain and the figures kept beside it. */
     private static final class LocationChain {
-        /** Where allocations and frees go: the statistics adaptor at the top of the chain. */
+        /** Where allocations and frees go: the recording adaptor at the top of the chain, or the statistics when recording is off. */
+        final MemoryResource entry;
+        /** The statistics adaptor, whose counts the figures read. */
         final StatisticsResource top;
         /** What holds memory and reports it: the pool, or the backend's resource when pooling is off. */
         final InspectableResource holding;
@@ -58,8 +65,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         final LongAdder deviceToDevice = new LongAdder();
         final LongAdder trims = new LongAdder();
 
-        LocationChain(StatisticsResource top, InspectableResource holding, @Nullable CachingPoolResource pool,
+        LocationChain(MemoryResource entry, StatisticsResource top, InspectableResource holding, @Nullable CachingPoolResource pool,
                       BackendResource backend, MemoryTimeline timeline, boolean hostAccessible) {
+            this.entry = entry;
             this.top = top;
             this.holding = holding;
             this.pool = pool;
@@ -76,6 +84,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final MemoryLocation mirrorLocation;
     private final long releaseThreshold;
     private final MemoryEventListener events;
+    /** Null when recording is off ({@code compute.memory.recording.enabled=false}): the chains have no recording adaptor. */
+    private final @Nullable AllocationRecorder recorder;
     private final LeakDetector leakDetector;
     private final ManagerSettings settings;
     private final AllocationWaiters waiters;
@@ -102,7 +112,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final ActiveCalls activeCalls = new ActiveCalls();
 
     PooledMemoryManager(UnifiedMemoryManagerBuilder settings) {
-        this.events = SafeEventListener.of(settings.eventListeners);
+        List<MemoryEventListener> listeners = new ArrayList<>(settings.eventListeners);
+        listeners.add(JfrMemoryEvents.listener());
+        this.events = SafeEventListener.of(listeners);
+        this.recorder = settings.allocationRecording ? new AllocationRecorder() : null;
         this.waiters = new AllocationWaiters((type, location, bytes) -> allocate(type, location, bytes, false), events);
         this.leakDetector = new LeakDetector(this, settings.leakDetection, events);
         this.mappedFiles = new MappedFiles(settings.maxOpenMappedFiles);
@@ -157,7 +170,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     /**
      * The backend's resource with the location's cap, the pool over it (unless pooling is off), the application's
-     * adaptors over that in the order given, the out-of-memory handlers over them, and the statistics on top.
+     * adaptors over that in the order given, the out-of-memory handlers over them, the statistics over those, and on
+     * top, unless recording is off, the recording adaptor.
      */
     private LocationChain buildChain(MemoryLocation location, UnifiedMemoryManagerBuilder settings, long maxPoolSize) {
         long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : maxPoolSize;
@@ -176,7 +190,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         if (!settings.outOfMemoryHandlers.isEmpty()) {
             chain = new FailureCallbackResource(chain, location, settings.outOfMemoryHandlers, settings.outOfMemoryRetries, events);
         }
-        return new LocationChain(new StatisticsResource(chain), pool != null ? pool : upstream, pool, upstream,
+        StatisticsResource statistics = new StatisticsResource(chain);
+        MemoryResource entry = recorder != null ? new RecordingResource(statistics, location, recorder) : statistics;
+        return new LocationChain(entry, statistics, pool != null ? pool : upstream, pool, upstream,
                 new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location));
     }
 
@@ -365,7 +381,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     private Block allocateBlock(LocationChain chain, MemoryLocation location, long bytes, boolean reportFailure) {
         try {
-            return chain.top.allocate(bytes);
+            return chain.entry.allocate(bytes);
         } catch (DeviceOutOfMemoryException e) {
             if (reportFailure) {
                 events.allocationFailed(location, bytes, e.reason());
@@ -418,7 +434,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         int stripe = activeCalls.enter();
         try {
             LocationChain chain = chain(location);
-            List<Block> blocks = chain.top.allocateAdjacent(bytes);
+            List<Block> blocks = chain.entry.allocateAdjacent(bytes);
             if (blocks == null) {
                 blocks = allocateEach(chain, location, bytes);
             }
@@ -440,7 +456,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             return blocks;
         } catch (DeviceOutOfMemoryException e) {
-            blocks.forEach(chain.top::deallocate);
+            blocks.forEach(chain.entry::deallocate);
             int failed = blocks.size();
             DeviceOutOfMemoryException batchFailure = new DeviceOutOfMemoryException(location, bytes[failed], e.reason(),
                     "buffer " + (failed + 1) + " of a batch of " + bytes.length + " (" + bytes[failed] + " bytes) could not be allocated,"
@@ -448,7 +464,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             batchFailure.initCause(e);
             throw batchFailure;
         } catch (RuntimeException e) {
-            blocks.forEach(chain.top::deallocate);
+            blocks.forEach(chain.entry::deallocate);
             throw e;
         }
     }
@@ -491,11 +507,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                         budget.released(block);
                     }
                 }
-                chains.get(location).top.deallocate(block, inFlight);
+                chains.get(location).entry.deallocate(block, inFlight);
                 waiters.released(location, inFlight);
             }
             if (mirror != null) {
-                chains.get(mirrorLocation).top.deallocate(mirror, inFlight);
+                chains.get(mirrorLocation).entry.deallocate(mirror, inFlight);
                 waiters.released(mirrorLocation, inFlight);
             }
         } finally {
@@ -690,6 +706,32 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         } finally {
             activeCalls.exit(stripe);
         }
+    }
+
+    @Override
+    public void startRecording(RecordingOptions options) {
+        AllocationRecorder on = recorder();
+        if (closed) {
+            throw new IllegalStateException("this UnifiedMemoryManager is closed");
+        }
+        on.start(options, settings.toString());
+    }
+
+    @Override
+    public AllocationTrace stopRecording() {
+        return recorder().stop();
+    }
+
+    private AllocationRecorder recorder() {
+        if (recorder == null) {
+            throw new IllegalStateException("allocation recording is off for this manager (compute.memory.recording.enabled=false)");
+        }
+        return recorder;
+    }
+
+    @Override
+    public boolean isRecording() {
+        return recorder != null && recorder.isRecording();
     }
 
     @Override

@@ -1,5 +1,7 @@
 package dev.compute.memory;
 
+import dev.compute.memory.recording.AllocationTrace;
+import dev.compute.memory.recording.RecordingOptions;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -216,6 +218,23 @@ public interface UnifiedMemoryManager extends AutoCloseable {
 
     /** Gives all cached memory back (as trim, with a threshold of zero); returns the bytes released. */
     long releaseCachedMemory();
+
+    /**
+     * Starts recording every allocation and free at every location (what was asked, when, on which thread, and with
+     * {@link RecordingOptions#callSiteFrames()} where), until {@link #stopRecording()}, or until
+     * {@link RecordingOptions#maxEvents()} events are kept: then it records nothing more and its trace says it was
+     * truncated. The trace is in the format the trace replayer reads. Not recording, an allocation or free pays one
+     * volatile read for it; recording, a lock shared by all threads, and a stack walk with call sites. Throws
+     * {@link IllegalStateException} while a recording is under way, once the manager is closed, or when recording is
+     * off ({@code compute.memory.recording.enabled=false}).
+     */
+    void startRecording(RecordingOptions options);
+
+    /** Stops the recording under way and returns what it kept; throws {@link IllegalStateException} when none is. */
+    AllocationTrace stopRecording();
+
+    /** True from {@link #startRecording} to {@link #stopRecording()}, also once the recording reached its bound. */
+    boolean isRecording();
 
     /** The op set (fill, scale, axpy, sum) on this manager's buffers. */
     ComputeOps ops();

@@ -66,6 +66,7 @@ public final class UnifiedMemoryManagerBuilder {
     final List<OutOfMemoryHandler> outOfMemoryHandlers = new ArrayList<>();
     int outOfMemoryRetries = DEFAULT_OUT_OF_MEMORY_RETRIES;
     final List<ResourceAdaptor> resourceAdaptors = new ArrayList<>();
+    boolean allocationRecording = true;
     int maxOpenMappedFiles = DEFAULT_MAX_OPEN_MAPPED_FILES;
 
     UnifiedMemoryManagerBuilder() {}
@@ -241,6 +242,17 @@ public final class UnifiedMemoryManagerBuilder {
     }
 
     /**
+     * {@code compute.memory.recording.enabled}: whether {@link UnifiedMemoryManager#startRecording} can record
+     * allocations and frees (on by default). On, a recording adaptor tops each location's chain, and while nothing
+     * records an allocation or free pays one volatile read for it; off, the chains have no such adaptor and
+     * recording cannot start.
+     */
+    public UnifiedMemoryManagerBuilder allocationRecording(boolean enabled) {
+        this.allocationRecording = enabled;
+        return this;
+    }
+
+    /**
      * {@code compute.memory.mapped-files.max-open}: the most files (or ranges of files) mapped at once by
      * {@link UnifiedMemoryManager#mapFile}; 0 turns mapping off. {@value #DEFAULT_MAX_OPEN_MAPPED_FILES} by default.
      * Each mapping is an entry in the process's memory map, whose size the system limits ({@code vm.max_map_count}
@@ -401,7 +413,7 @@ public final class UnifiedMemoryManagerBuilder {
         return new ManagerSettings(backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSizeBytes,
                 maxPoolSize instanceof PoolSize.Share(double share) ? share : null, releaseThresholdUnder(maxPoolSizeBytes), trimInterval,
                 expandableSegments, warmupCopy, pinningEnabled, maxPinnedSize, stagingBufferSize(), leakDetection, timelineCapacity,
-                timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries, maxOpenMappedFiles);
+                timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries, maxOpenMappedFiles, allocationRecording);
     }
 
     /**

@@ -4,6 +4,7 @@ import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.PoolSize;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
+import dev.compute.memory.recording.RecordingOptions;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -68,6 +69,7 @@ public record ComputeProperties(
      * @param outOfMemoryRetries How many times one allocation is retried after the application's OutOfMemoryHandler
      *     beans freed memory, 0 to 100; 0 turns them off.
      * @param mappedFiles Files mapped as buffers (UnifiedMemoryManager.mapFile).
+     * @param recording Recording allocations and frees into a trace the replayer reads (the computetrace endpoint).
      */
     public record Memory(
             @DefaultValue("auto") LocationSetting defaultLocation,
@@ -78,7 +80,8 @@ public record ComputeProperties(
             @DefaultValue("5s") Duration closeTimeout,
             @DefaultValue("60s") Duration deviceWaitTimeout,
             @DefaultValue("3") int outOfMemoryRetries,
-            @DefaultValue MappedFiles mappedFiles) {}
+            @DefaultValue MappedFiles mappedFiles,
+            @DefaultValue Recording recording) {}
 
     /**
      * @param maxOpen The most files (or ranges of files) mapped at once; 0 turns mapping off. Each mapping takes an
@@ -126,6 +129,32 @@ public record ComputeProperties(
     public record Timeline(
             @DefaultValue("720") int capacity,
             @DefaultValue("5s") Duration interval) {}
+
+    /**
+     * @param enabled Whether allocations and frees can be recorded at all; on, each allocation and free pays one
+     *     volatile read while nothing records; off, the manager has no recording adaptor and no recording can start.
+     * @param maxEvents The most events a recording started through the computetrace endpoint may keep, and what it
+     *     keeps when the request does not say; 1 to 10000000 (an event takes about 40 bytes of heap).
+     * @param callSiteFrames How many frames of the allocating code a recording started through the computetrace
+     *     endpoint keeps with each allocation when the request does not say; 0 (none) to 64. Taking them walks the stack
+     *     on every allocation.
+     */
+    public record Recording(
+            @DefaultValue("true") boolean enabled,
+            @DefaultValue("1000000") int maxEvents,
+            @DefaultValue("0") int callSiteFrames) {
+
+        public Recording {
+            if (maxEvents < 1 || maxEvents > RecordingOptions.MAX_EVENTS) {
+                throw new InvalidSettingException("compute.memory.recording.max-events", maxEvents,
+                        "a number of events from 1 to " + RecordingOptions.MAX_EVENTS + ", such as 1000000");
+            }
+            if (callSiteFrames < 0 || callSiteFrames > RecordingOptions.MAX_CALL_SITE_FRAMES) {
+                throw new InvalidSettingException("compute.memory.recording.call-site-frames", callSiteFrames,
+                        "a number of frames from 0 (none) to " + RecordingOptions.MAX_CALL_SITE_FRAMES + ", such as 8");
+            }
+        }
+    }
 
     /**
      * @param platform The OpenCL platform to use, by index or by a part of its name (such as NVIDIA or

@@ -59,7 +59,8 @@ public record ManagerProperties(
                 .closeTimeout(required("compute.memory.close-timeout", memory.closeTimeout()))
                 .deviceWaitTimeout(required("compute.memory.device-wait-timeout", memory.deviceWaitTimeout()))
                 .outOfMemoryRetries(memory.outOfMemoryRetries())
-                .maxOpenMappedFiles(memory.mappedFiles().maxOpen());
+                .maxOpenMappedFiles(memory.mappedFiles().maxOpen())
+                .allocationRecording(memory.recording().enabled());
         // unset, these follow max-pool-size and max-pinned-size in the builder
         if (pooling.releaseThreshold() != null) {
             builder.releaseThreshold(pooling.releaseThreshold().toBytes());

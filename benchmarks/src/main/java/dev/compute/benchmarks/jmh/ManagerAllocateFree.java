@@ -15,6 +15,9 @@ import org.openjdk.jmh.annotations.TearDown;
  * CPU backend with its default settings: the whole chain a service goes through (leak tracking, statistics, the
  * caching pool or, with {@code pooling=unpooled}, the backend itself, as {@code compute.memory.pooling.enabled=false}
  * configures it). Leak detection {@code disabled} and {@code simple} (the default, one buffer in 128 tracked).
+ * {@code recording}: {@code idle} (the default: the recording adaptor tops each chain, and nothing records) or
+ * {@code off} ({@code compute.memory.recording.enabled=false}: no adaptor, the chain as it was before recording
+ * existed), so that one run measures what an idle recorder costs.
  */
 public class ManagerAllocateFree extends AllocateFreePairs {
 
@@ -23,6 +26,9 @@ public class ManagerAllocateFree extends AllocateFreePairs {
 
     @Param({"disabled", "simple"})
     public String leakDetection;
+
+    @Param({"idle"})
+    public String recording;
 
     private UnifiedMemoryManager manager;
 
@@ -36,6 +42,11 @@ public class ManagerAllocateFree extends AllocateFreePairs {
                     default -> throw new IllegalArgumentException("pooling is 'pooled' or 'unpooled', not '" + pooling + "'");
                 })
                 .leakDetection(LeakDetectionLevel.valueOf(leakDetection.toUpperCase(Locale.ROOT)))
+                .allocationRecording(switch (recording) {
+                    case "idle" -> true;
+                    case "off" -> false;
+                    default -> throw new IllegalArgumentException("recording is 'idle' or 'off', not '" + recording + "'");
+                })
                 .build();
     }
 

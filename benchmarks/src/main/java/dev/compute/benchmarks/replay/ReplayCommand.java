@@ -5,28 +5,54 @@ import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.testing.AddressSpaceBackend;
 import java.io.IOException;
+import java.io.PrintStream;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import org.jspecify.annotations.Nullable;
 
 /**
- * {@code replay [--backend address-space|cpu|cuda|opencl] [--capacity BYTES] [--warmups N] [--runs N] FILE...}:
- * replays each trace and prints one {@code replay ...} line and a table. The default backend hands out
- * address space without memory behind it (an 80 GiB device, the H100 the traces were recorded on, with
- * 2 MiB pages), so any machine replays a multi-gigabyte trace; a named backend replays on the real device,
+ * {@code replay [--backend address-space|cpu|cuda|opencl] [--capacity BYTES] [settings] [--location L] [--strict]
+ * [--warmups N] [--runs N] FILE...}: replays each trace (each location of it in turn, where it names several) at the
+ * pool settings given, and prints a {@code # settings} line, then per trace one {@code replay ...} line and a table.
+ * Settings, as the manager's properties name them: {@code --max-pool-size}, {@code --max-pinned-size},
+ * {@code --release-threshold}, {@code --trim-interval}, {@code --expandable} / {@code --no-expandable}. The default
+ * backend hands out address space without memory behind it (an 80 GiB device, the H100 the traces were recorded on,
+ * with 2 MiB pages), so any machine replays a multi-gigabyte trace; a named backend replays on the real device,
  * where the capacity (default: the device's total memory) limits the pool's cap alone.
+ *
+ * <p>Exit status: 0 when every trace replayed; 1 when one could not be read or an event failed (out of memory at
+ * these settings, or under {@code --strict} a free of an id that is not live), with a message naming the event's
+ * file, line, id and bytes; 2 for a wrong command line.
  */
 public final class ReplayCommand {
 
     static final String ADDRESS_SPACE = "address-space";
     static final long DEFAULT_CAPACITY = 80L << 30;
+    static final String USAGE = "usage: replay [--backend " + ADDRESS_SPACE + "|cpu|cuda|opencl] [--capacity BYTES]"
+            + " [--max-pool-size BYTES] [--max-pinned-size BYTES] [--release-threshold BYTES] [--trim-interval DURATION]"
+            + " [--expandable|--no-expandable] [--location DEVICE|HOST|PINNED|UNIFIED] [--strict] [--warmups N] [--runs N] FILE...\n"
+            + "  sizes in bytes or with a binary suffix (512m, 6g; GB and MiB spellings too); durations as 30s, 5m, 1h, 0 (no trims)";
 
     private ReplayCommand() {}
 
     public static int run(String[] args) {
+        return run(args, System.out, System.err);
+    }
+
+    static int run(String[] args, PrintStream out, PrintStream err) {
         String backendName = ADDRESS_SPACE;
         Long capacity = null;
+        Long maxPoolSize = null;
+        Long maxPinnedSize = null;
+        Long releaseThreshold = null;
+        Duration trimInterval = ReplaySettings.defaults().trimInterval();
+        boolean expandable = true;
+        String location = null;
+        boolean strict = false;
         // a replay takes milliseconds: twenty untimed ones let the JIT compile the pool before ten are timed
         int warmups = 20;
         int runs = 10;
@@ -36,8 +62,16 @@ public final class ReplayCommand {
                 switch (args[i]) {
                     case "--backend" -> backendName = value(args, ++i).toLowerCase(Locale.ROOT);
                     case "--capacity" -> capacity = parseBytes(value(args, ++i));
-                    case "--warmups" -> warmups = Integer.parseInt(value(args, ++i));
-                    case "--runs" -> runs = Integer.parseInt(value(args, ++i));
+                    case "--max-pool-size" -> maxPoolSize = parseBytes(value(args, ++i));
+                    case "--max-pinned-size" -> maxPinnedSize = parseBytes(value(args, ++i));
+                    case "--release-threshold" -> releaseThreshold = parseBytesOrZero(value(args, ++i));
+                    case "--trim-interval" -> trimInterval = parseDuration(value(args, ++i));
+                    case "--expandable" -> expandable = true;
+                    case "--no-expandable" -> expandable = false;
+                    case "--location" -> location = value(args, ++i).toUpperCase(Locale.ROOT);
+                    case "--strict" -> strict = true;
+                    case "--warmups" -> warmups = count(args[i], value(args, ++i));
+                    case "--runs" -> runs = count(args[i], value(args, ++i));
                     default -> {
                         if (args[i].startsWith("--")) {
                             throw new IllegalArgumentException("unknown option " + args[i]);
@@ -49,41 +83,64 @@ public final class ReplayCommand {
             if (files.isEmpty()) {
                 throw new IllegalArgumentException("no trace file given");
             }
+            if (releaseThreshold != null && maxPoolSize != null && releaseThreshold > maxPoolSize) {
+                throw new IllegalArgumentException("--release-threshold (" + releaseThreshold + ") is more than --max-pool-size ("
+                        + maxPoolSize + "): a pool cannot keep more cache than it may reserve");
+            }
         } catch (IllegalArgumentException e) {
-            System.err.println("replay: " + e.getMessage());
-            System.err.println("usage: replay [--backend " + ADDRESS_SPACE + "|cpu|cuda|opencl] [--capacity BYTES, k/m/g suffixes binary]"
-                    + " [--warmups N] [--runs N] FILE...");
+            err.println("replay: " + e.getMessage());
+            err.println(USAGE);
             return 2;
         }
+        ReplaySettings settings = new ReplaySettings(maxPoolSize, maxPinnedSize, releaseThreshold, trimInterval, expandable);
+        out.println(settings.describe());
         try {
             for (Path file : files) {
-                Trace trace = Trace.read(file);
-                ReplayResult result = replay(backendName, capacity, trace, warmups, runs);
-                System.out.println(result.line());
-                System.out.print(result.table());
+                Trace trace = Trace.read(file, strict);
+                for (Trace part : parts(trace, location)) {
+                    ReplayResult result = replay(backendName, capacity, settings, part, warmups, runs, out);
+                    out.println(result.line());
+                    out.print(result.table());
+                }
             }
             return 0;
         } catch (IOException | RuntimeException e) {
-            System.err.println("replay failed: " + e);
+            // the failures this command makes name the event or line; anything else is shown whole
+            err.println("replay failed: " + (e instanceof ReplayFailedException || e instanceof IllegalArgumentException ? e.getMessage() : e));
             return 1;
         }
     }
 
-    private static ReplayResult replay(String backendName, Long capacity, Trace trace, int warmups, int runs) {
+    /** The trace, or its events at {@code location}, or, where it names several locations, each location's in turn. */
+    private static List<Trace> parts(Trace trace, @Nullable String location) {
+        List<String> named = trace.locations();
+        if (location != null) {
+            if (!named.contains(location)) {
+                throw new IllegalArgumentException(trace.name() + " has no events at " + location
+                        + (named.isEmpty() ? ": it names no locations" : "; it has " + String.join(", ", named)));
+            }
+            return List.of(trace.only(location));
+        }
+        return named.size() > 1 ? named.stream().map(trace::only).toList() : List.of(trace);
+    }
+
+    private static ReplayResult replay(String backendName, @Nullable Long capacity, ReplaySettings settings, Trace trace,
+                                       int warmups, int runs, PrintStream out) {
         if (backendName.equals(ADDRESS_SPACE)) {
             long bytes = capacity != null ? capacity : DEFAULT_CAPACITY;
-            return new TraceReplayer(c -> new AddressSpaceBackend(c), true).measure(trace, bytes, warmups, runs);
+            return new TraceReplayer(AddressSpaceBackend::new, true, settings).measure(trace, bytes, warmups, runs);
         }
-        BackendSettings settings = BackendSettings.ofDevice(0);
+        BackendSettings backendSettings = BackendSettings.ofDevice(0);
         ClassLoader loader = ReplayCommand.class.getClassLoader();
-        try (ComputeBackend device = BackendSelection.choose(backendName, settings, BackendSelection.providers(loader)).provider().create(settings)) {
+        try (ComputeBackend device = BackendSelection.choose(backendName, backendSettings, BackendSelection.providers(loader))
+                .provider().create(backendSettings)) {
             long total = device.memoryInfo().totalBytes() > 0 ? device.memoryInfo().totalBytes() : device.info().deviceTotalBytes();
             long bytes = capacity != null ? capacity : total;
             if (bytes <= 0) {
                 throw new IllegalArgumentException(backendName + " does not say how much memory it has; give --capacity");
             }
-            System.out.println("# replaying on " + device.info() + " with the pool capped at " + bytes + " bytes");
-            return new TraceReplayer(c -> device, false).measure(trace, bytes, warmups, runs);
+            out.println("# replaying on " + device.info() + " with a capacity of " + bytes + " bytes");
+            return new TraceReplayer(c -> device, false, settings).measure(trace, bytes, warmups, runs);
         }
     }
 
@@ -94,9 +151,37 @@ public final class ReplayCommand {
         return args[i];
     }
 
-    /** Bytes, or with a binary suffix: {@code 80g}, {@code 512m}, {@code 64k}. */
+    private static int count(String option, String text) {
+        try {
+            int count = Integer.parseInt(text);
+            if (count >= 0) {
+                return count;
+            }
+        } catch (NumberFormatException e) {
+            // reported below
+        }
+        throw new IllegalArgumentException(option + " needs a count of 0 or more, not " + text);
+    }
+
+    /**
+     * Bytes, or with a binary suffix: {@code 80g}, {@code 512m}, {@code 64k}; also spelt as Spring spells sizes in
+     * {@code application.yml} ({@code 6GB}, {@code 512MB}, which Spring also takes as binary) and {@code 6GiB}.
+     */
     static long parseBytes(String text) {
+        long bytes = parseBytesOrZero(text);
+        if (bytes == 0) {
+            throw new IllegalArgumentException("not a positive size: " + text);
+        }
+        return bytes;
+    }
+
+    private static long parseBytesOrZero(String text) {
         String t = text.strip().toLowerCase(Locale.ROOT);
+        if (t.endsWith("ib")) {
+            t = t.substring(0, t.length() - 2);
+        } else if (t.endsWith("b")) {
+            t = t.substring(0, t.length() - 1);
+        }
         int shift = switch (t.isEmpty() ? ' ' : t.charAt(t.length() - 1)) {
             case 'k' -> 10;
             case 'm' -> 20;
@@ -107,12 +192,45 @@ public final class ReplayCommand {
         String digits = shift == 0 ? t : t.substring(0, t.length() - 1);
         try {
             long value = Long.parseLong(digits);
-            if (value > 0 && value <= (Long.MAX_VALUE >> shift)) {
+            if (value >= 0 && value <= (Long.MAX_VALUE >> shift)) {
                 return value << shift;
             }
         } catch (NumberFormatException e) {
             // reported below
         }
-        throw new IllegalArgumentException("not a positive size: " + text);
+        throw new IllegalArgumentException("not a size: " + text);
+    }
+
+    /** {@code 0}, {@code 30s}, {@code 5m}, {@code 1h}, {@code 250ms}, or ISO-8601 ({@code PT5M}). */
+    static Duration parseDuration(String text) {
+        String t = text.strip().toLowerCase(Locale.ROOT);
+        try {
+            if (t.startsWith("pt")) {
+                return nonNegative(text, Duration.parse(t));
+            }
+            if (t.equals("0")) {
+                return Duration.ZERO;
+            }
+            if (t.endsWith("ms")) {
+                return nonNegative(text, Duration.ofMillis(Long.parseLong(t.substring(0, t.length() - 2))));
+            }
+            long amount = Long.parseLong(t.substring(0, t.length() - 1));
+            return nonNegative(text, switch (t.charAt(t.length() - 1)) {
+                case 's' -> Duration.ofSeconds(amount);
+                case 'm' -> Duration.ofMinutes(amount);
+                case 'h' -> Duration.ofHours(amount);
+                case 'd' -> Duration.ofDays(amount);
+                default -> throw new IllegalArgumentException("not a duration: " + text);
+            });
+        } catch (NumberFormatException | DateTimeParseException | StringIndexOutOfBoundsException e) {
+            throw new IllegalArgumentException("not a duration: " + text + " (such as 30s, 5m, 1h or 0)");
+        }
+    }
+
+    private static Duration nonNegative(String text, Duration duration) {
+        if (duration.isNegative()) {
+            throw new IllegalArgumentException("not a duration of 0 or more: " + text);
+        }
+        return duration;
     }
 }

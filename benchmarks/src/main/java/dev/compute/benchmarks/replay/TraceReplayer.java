@@ -1,23 +1,25 @@
 package dev.compute.benchmarks.replay;
 
 import dev.compute.memory.DeviceOutOfMemoryException;
-import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryEventListener;
-import dev.compute.memory.resource.Block;
+import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.resource.BackendResource;
+import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.PoolSettings;
 import dev.compute.memory.resource.pool.CachingPoolResource;
 import dev.compute.memory.spi.ComputeBackend;
 import java.util.Arrays;
 import java.util.function.LongFunction;
+import org.jspecify.annotations.Nullable;
 
 /**
- * Replays a trace through the caching pool with the settings the manager gives it by default (expandable
- * segments on, the default release threshold), except the cap: the default max-pool-size (4 GiB) is smaller
- * than a big trace, so the cap is the device's capacity. The capacity search replays the trace again and
- * again, halving the interval between a capacity that failed and one that fitted; a replay fails at its
- * first {@link DeviceOutOfMemoryException}, which the pool throws only after it released its cache and
- * retried. Not thread-safe: one replay at a time.
+ * Replays a trace through the caching pool with the given {@link ReplaySettings}: by default those the manager gives
+ * it (expandable segments on, the default release threshold and trim interval), except the cap, which is the
+ * device's capacity unless set. Where the trace says when events happened, a trim runs each time its time passes a
+ * trim interval, as the manager's maintenance thread would. The capacity search replays the trace again and again,
+ * halving the interval between a capacity that failed and one that fitted; a replay fails at its first
+ * {@link DeviceOutOfMemoryException}, which the pool throws only after it released its cache and retried. Not
+ * thread-safe: one replay at a time.
  */
 public final class TraceReplayer {
 
@@ -26,33 +28,53 @@ public final class TraceReplayer {
 
     private final LongFunction<ComputeBackend> backendWithCapacity;
     private final boolean closeBackends;
+    private final ReplaySettings settings;
 
     /**
      * {@code backendWithCapacity} opens a backend of the given capacity for one replay (closed after it when
      * {@code closeBackends}); a real device ignores the capacity, and the pool's cap alone limits the replay.
      */
-    public TraceReplayer(LongFunction<ComputeBackend> backendWithCapacity, boolean closeBackends) {
+    public TraceReplayer(LongFunction<ComputeBackend> backendWithCapacity, boolean closeBackends, ReplaySettings settings) {
         this.backendWithCapacity = backendWithCapacity;
         this.closeBackends = closeBackends;
+        this.settings = settings;
     }
 
-    /** One replay: whether the whole trace fitted, the pool's peak, its backend calls and the replay's time. */
-    public record Run(boolean fitted, long reservedPeak, long backendCalls, long oomRetries, long nanos) {}
+    /**
+     * One replay: whether the whole trace fitted (if not, the event that failed and the pool's message), the pool's
+     * peak, its backend calls and scheduled trims, and the replay's time.
+     */
+    public record Run(boolean fitted, int failedEvent, @Nullable String failure, long reservedPeak, long backendCalls,
+                      long oomRetries, long trims, long nanos) {}
 
     public Run replay(Trace trace, long capacity) {
         ComputeBackend device = backendWithCapacity.apply(capacity);
         CountingBackend backend = new CountingBackend(device);
         MemoryLocation location = device.defaultLocation();
+        long cap = settings.capFor(trace.locations(), capacity);
+        long keepOnTrim = settings.releaseThresholdFor(cap);
+        long trimEvery = trace.hasTimes() ? settings.trimInterval().toNanos() : 0;
         Block[] live = new Block[trace.slotCount()];
         int[] slots = trace.slots();
         long[] bytes = trace.bytes();
-        BackendResource upstream = new BackendResource(backend, location, capacity, "capacity", PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT,
+        long[] times = trace.columns().nanos();
+        BackendResource upstream = new BackendResource(backend, location, cap, "max-pool-size", PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT,
                 MemoryEventListener.NONE);
-        try (CachingPoolResource pool = new CachingPoolResource(upstream, PoolSettings.expandable(), MemoryEventListener.NONE)) {
-            boolean fitted = true;
+        PoolSettings layout = settings.expandableSegments() ? PoolSettings.expandable() : PoolSettings.plainSegments();
+        try (CachingPoolResource pool = new CachingPoolResource(upstream, layout, MemoryEventListener.NONE)) {
+            int failedEvent = -1;
+            String failure = null;
+            long trims = 0;
+            long nextTrim = trimEvery;
             long start = System.nanoTime();
+            int i = 0;
             try {
-                for (int i = 0; i < slots.length; i++) {
+                for (; i < slots.length; i++) {
+                    if (trimEvery > 0 && times[i] >= nextTrim) {
+                        pool.trim(keepOnTrim);
+                        trims++;
+                        nextTrim = (times[i] / trimEvery + 1) * trimEvery;
+                    }
                     if (bytes[i] > 0) {
                         live[slots[i]] = pool.allocate(bytes[i]);
                     } else {
@@ -61,7 +83,8 @@ public final class TraceReplayer {
                     }
                 }
             } catch (DeviceOutOfMemoryException e) {
-                fitted = false;
+                failedEvent = i;
+                failure = e.getMessage();
             }
             long nanos = System.nanoTime() - start;
             long calls = backend.memoryCalls();
@@ -72,7 +95,7 @@ public final class TraceReplayer {
                     pool.deallocate(block);
                 }
             }
-            return new Run(fitted, reservedPeak, calls, oomRetries, nanos);
+            return new Run(failedEvent < 0, failedEvent, failure, reservedPeak, calls, oomRetries, trims, nanos);
         } finally {
             if (closeBackends) {
                 device.close();
@@ -81,14 +104,15 @@ public final class TraceReplayer {
     }
 
     /**
-     * The figures of a trace: a default-settings replay at {@code capacity} (which must fit), {@code warmups}
-     * more to let the JIT compile the pool, {@code timedRuns} timed ones (the median gives events per second),
-     * then the capacity search.
+     * The figures of a trace: a replay at {@code capacity}, which must fit (else {@link ReplayFailedException} naming
+     * the event that failed), {@code warmups} more to let the JIT compile the pool, {@code timedRuns} timed ones (the
+     * median gives events per second), then the capacity search.
      */
     public ReplayResult measure(Trace trace, long capacity, int warmups, int timedRuns) {
         Run run = replay(trace, capacity);
         if (!run.fitted()) {
-            throw new IllegalArgumentException(trace.name() + " does not fit in a capacity of " + capacity + " bytes; give a larger --capacity");
+            throw new ReplayFailedException(trace.describe(run.failedEvent()) + " failed with a device of " + capacity
+                    + " bytes and the pool capped at " + settings.capFor(trace.locations(), capacity) + " bytes: " + run.failure());
         }
         for (int i = 0; i < warmups; i++) {
             replay(trace, capacity);
@@ -100,7 +124,9 @@ public final class TraceReplayer {
         Arrays.sort(nanos);
         double eventsPerSecond = trace.events() / (nanos[nanos.length / 2] / 1e9);
         long minCapacity = smallestCapacity(trace, Math.min(capacity, roundUp(run.reservedPeak())), capacity);
-        return new ReplayResult(trace.name(), trace.events(), trace.livePeak(), run.reservedPeak(), minCapacity, run.backendCalls(), eventsPerSecond);
+        return new ReplayResult(trace.name(), String.join("+", trace.locations()), trace.events(), trace.livePeak(), run.reservedPeak(),
+                minCapacity, run.backendCalls(), eventsPerSecond, trace.skippedFrees(), run.trims(), trace.livePeakByStream(),
+                trace.livePeakByThread());
     }
 
     /**

@@ -2,14 +2,15 @@ package dev.compute.benchmarks.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.entry;
 
-import dev.compute.memory.testing.AddressSpaceBackend;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Map;
 import java.util.zip.GZIPOutputStream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -64,45 +65,96 @@ class TraceTest {
 
     @Test
     void malformedLinesAreRefusedWithTheirLineNumber() {
-        assertThatThrownBy(() -> parse("a,1,100,0\nf,2\n")).isInstanceOf(IllegalArgumentException.class)
-                .hasMessageContaining("line 2").hasMessageContaining("not live");
-        assertThatThrownBy(() -> parse("a,1,-5,0\n")).hasMessageContaining("positive");
+        assertThatThrownBy(() -> parse("a,1,-5,0\n")).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("line 1")
+                .hasMessageContaining("positive");
         assertThatThrownBy(() -> parse("a,1,100\n")).hasMessageContaining("a,<id>,<bytes>,<stream>");
         assertThatThrownBy(() -> parse("x,1\n")).hasMessageContaining("starts with a or f");
-        assertThatThrownBy(() -> parse("a,1,100,0\na,1,100,0\n")).hasMessageContaining("live already");
+        assertThatThrownBy(() -> parse("f\n")).hasMessageContaining("an event is");
+        assertThatThrownBy(() -> parse("a,1,100,0\na,1,100,0\n")).hasMessageContaining("line 2").hasMessageContaining("live already");
+        assertThatThrownBy(() -> parse("a,1,100,0,HOST,7,-3\n")).hasMessageContaining("nanos");
+        assertThatThrownBy(() -> parse("a,1,100,0\nf,1,7,12,extra\n")).hasMessageContaining("a free is f,<id>[,<thread>,<nanos>]");
+    }
+
+    @Test
+    void aFreeOfAnIdThatIsNotLiveIsSkippedAndCountedOrRefusedWhenStrict() throws IOException {
+        Trace lenient = parse("a,1,100,0\nf,2\nf,1\nf,1\n");
+
+        assertThat(lenient.events()).isEqualTo(2);
+        assertThat(lenient.skippedFrees()).isEqualTo(2);
+        assertThatThrownBy(() -> Trace.read("strict", new ByteArrayInputStream("a,1,100,0\nf,2\n".getBytes(StandardCharsets.UTF_8)), true))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("strict line 2 (f,2)").hasMessageContaining("not live")
+                .hasMessageContaining("without --strict");
+    }
+
+    @Test
+    void theOptionalColumnsAreKeptAndTheFourColumnFormStillReads() throws IOException {
+        Trace trace = parse("""
+                # thread,31,http-nio-8080-exec-1
+                a,1,1000,0,DEVICE,31,100
+                a,2,500,0,PINNED,32,200,com.example.Scorer.score(Scorer.java:12);com.example.Api.post(Api.java:30, with a comma)
+                a,3,4000,7
+                f,1,32,300
+                f,3
+                f,2,,
+                """);
+
+        assertThat(trace.events()).isEqualTo(6);
+        Trace.Columns columns = trace.columns();
+        assertThat(columns.lines()).containsExactly(2, 3, 4, 5, 6, 7);
+        assertThat(columns.ids()).containsExactly("1", "2", "3", "1", "3", "2");
+        assertThat(columns.nanos()).containsExactly(100, 200, -1, 300, -1, -1);
+        assertThat(trace.locations()).containsExactly("DEVICE", "PINNED");
+        assertThat(columns.streamNames()).containsExactly("0", "7");
+        assertThat(columns.threadNames()).containsExactly("31", "32", "");
+        assertThat(columns.threadLabel("31")).isEqualTo("31 (http-nio-8080-exec-1)");
+        assertThat(trace.hasTimes()).isTrue();
+        assertThat(trace.describe(3)).isEqualTo("test line 5, event 4 (free of id 1, stream 0, thread 32)");
+        assertThat(trace.describe(0)).isEqualTo("test line 2, event 1 (allocation of 1000 bytes, id 1, stream 0, thread 31 (http-nio-8080-exec-1))");
+    }
+
+    @Test
+    void streamAndThreadPeaksCountWhatEachAllocatedWhoeverFreedIt() throws IOException {
+        Trace trace = parse("""
+                a,1,1000,0,DEVICE,1,0
+                a,2,3000,5,DEVICE,2,1
+                f,1,2,2
+                a,3,200,0,DEVICE,2,3
+                f,2,1,4
+                a,4,700,0,DEVICE,1,5
+                """);
+
+        assertThat(trace.livePeakByStream()).containsExactly(entry("0", 1000L), entry("5", 3000L));
+        assertThat(trace.livePeakByThread()).containsExactly(entry("1", 1000L), entry("2", 3200L));
+    }
+
+    @Test
+    void aLocationAloneKeepsItsOwnEventsAndLivePeak() throws IOException {
+        Trace trace = parse("a,1,1000,0,DEVICE\na,2,50,0,PINNED\na,3,2000,0,DEVICE\nf,2\nf,1\na,4,60,0,PINNED\n");
+
+        Trace device = trace.only("DEVICE");
+        Trace pinned = trace.only("PINNED");
+
+        assertThat(trace.livePeak()).isEqualTo(3050);
+        assertThat(device.events()).isEqualTo(3);
+        assertThat(device.livePeak()).isEqualTo(3000);
+        assertThat(device.locations()).containsExactly("DEVICE");
+        assertThat(pinned.bytes()).containsExactly(50, 0, 60);
+        assertThat(pinned.livePeak()).isEqualTo(60);
+        assertThat(pinned.columns().lines()).containsExactly(2, 4, 6);
     }
 
     @Test
     void theReplayLineHasEveryFigureInItsFormat() {
-        ReplayResult result = new ReplayResult("t.csv.gz", 69272, 7_304_230_788L, 7_426_015_232L, 7_345_142_748L, 165, 5_257_725.4);
+        ReplayResult result = new ReplayResult("t.csv.gz", "", 69272, 7_304_230_788L, 7_426_015_232L, 7_345_142_748L, 165, 5_257_725.4,
+                0, 0, Map.of("0", 7_304_230_788L), Map.of("", 7_304_230_788L));
 
         assertThat(result.line()).isEqualTo("replay trace=t.csv.gz events=69272 live_peak=7304230788 reserved_peak=7426015232"
-                + " overhead=1.017 min_capacity=7345142748 capacity_ratio=1.006 backend_calls=165 ops_per_s=5257725");
-        assertThat(result.table()).contains("overhead").contains("1.017").contains("7,345,142,748");
+                + " overhead=1.017 min_capacity=7345142748 capacity_ratio=1.006 backend_calls=165 ops_per_s=5257725 skipped_frees=0 trims=0");
+        assertThat(result.table()).contains("overhead").contains("1.017").contains("7,345,142,748")
+                .contains("live peak by stream").doesNotContain("live peak by thread");
+        ReplayResult located = new ReplayResult("r.csv", "DEVICE", 10, 100, 200, 150, 2, 1e6, 3, 1, Map.of("0", 100L),
+                Map.of("1 (main)", 100L));
+        assertThat(located.line()).startsWith("replay trace=r.csv location=DEVICE events=10 ").endsWith("skipped_frees=3 trims=1");
+        assertThat(located.table()).contains("live peak by thread").contains("1 (main)");
     }
-
-    @Test
-    void theCapacitySearchFindsTheSmallestDeviceThatFits() throws IOException {
-        // three 10 MiB blocks live at once at the peak; 2 MiB pages make 30 MiB exactly enough
-        Trace trace = parse("a,1,10485760,0\na,2,10485760,0\nf,1\na,3,10485760,0\na,4,10485760,0\nf,2\nf,3\nf,4\n");
-        TraceReplayer replayer = new TraceReplayer(AddressSpaceBackend::new, true);
-
-        assertThat(replayer.replay(trace, 30 * MiB).fitted()).isTrue();
-        assertThat(replayer.replay(trace, 29 * MiB).fitted()).isFalse();
-        assertThat(replayer.smallestCapacity(trace, 64 * MiB, 64 * MiB)).isEqualTo(30 * MiB);
-        ReplayResult result = replayer.measure(trace, 64 * MiB, 0, 1);
-        assertThat(result.minCapacity()).isEqualTo(30 * MiB);
-        assertThat(result.capacityRatio()).isEqualTo(1.0);
-        assertThat(result.backendCalls()).isPositive();
-    }
-
-    @Test
-    void sizesTakeBinarySuffixes() {
-        assertThat(ReplayCommand.parseBytes("80g")).isEqualTo(80L << 30);
-        assertThat(ReplayCommand.parseBytes("512M")).isEqualTo(512L << 20);
-        assertThat(ReplayCommand.parseBytes("4096")).isEqualTo(4096);
-        assertThatThrownBy(() -> ReplayCommand.parseBytes("-1g")).isInstanceOf(IllegalArgumentException.class);
-        assertThatThrownBy(() -> ReplayCommand.parseBytes("lots")).isInstanceOf(IllegalArgumentException.class);
-    }
-
 }

@@ -10,9 +10,14 @@ import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.recording.AllocationTrace;
+import dev.compute.memory.recording.RecordingOptions;
+import dev.compute.memory.recording.TraceEvent;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -22,6 +27,9 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.ThreadLocalRandom;
+import jdk.jfr.Recording;
+import jdk.jfr.consumer.RecordedEvent;
+import jdk.jfr.consumer.RecordingFile;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -410,6 +418,54 @@ public abstract class BackendContractTest {
             assertThat(s.allocatedBytes()).as("%s allocated", location).isZero();
             assertThat(s.liveBuffers()).as("%s live", location).isZero();
             assertThat(s.allocations()).isEqualTo(s.frees());
+        }
+    }
+
+    @Test
+    void aRecordingKeepsEveryAllocationAndFreeAtEveryLocation() {
+        manager.startRecording(RecordingOptions.defaults());
+        for (MemoryLocation location : locations()) {
+            try (UnifiedBuffer small = manager.allocate(100, location); UnifiedBuffer large = manager.allocate(3 << 20, location)) {
+                small.copyFrom(new byte[] {1});
+                large.copyFrom(new byte[] {2});
+            }
+        }
+        AllocationTrace trace = manager.stopRecording();
+
+        for (MemoryLocation location : locations()) {
+            assertThat(trace.events()).as("%s", location).filteredOn(e -> e.location() == location && e.kind() == TraceEvent.Kind.ALLOCATION)
+                    .extracting(TraceEvent::bytes).contains(100L, 3L << 20);
+        }
+        assertThat(trace.frees()).isEqualTo(trace.allocations());
+        assertThat(trace.earlierBlockFrees()).isZero();
+        assertThat(trace.lines()).filteredOn(line -> line.startsWith("a,") || line.startsWith("f,")).hasSize(trace.events().size());
+    }
+
+    @Test
+    void jdkFlightRecorderSeesTheBackendCallsAtEveryLocation() throws Exception {
+        Path file = Files.createTempFile("backend-contract", ".jfr");
+        try (Recording recording = new Recording()) {
+            recording.enable("dev.compute.memory.BackendAllocation");
+            recording.enable("dev.compute.memory.BackendFree");
+            recording.start();
+            for (MemoryLocation location : locations()) {
+                manager.allocate(3 << 20, location).close();
+            }
+            manager.releaseCachedMemory();
+            recording.stop();
+            recording.dump(file);
+            List<RecordedEvent> events = RecordingFile.readAllEvents(file);
+            for (MemoryLocation location : locations()) {
+                for (String name : List.of("dev.compute.memory.BackendAllocation", "dev.compute.memory.BackendFree")) {
+                    assertThat(events).as("%s at %s", name, location).anySatisfy(event -> {
+                        assertThat(event.getEventType().getName()).isEqualTo(name);
+                        assertThat(event.getString("location")).isEqualTo(location.name());
+                        assertThat(event.getLong("bytes")).isPositive();
+                    });
+                }
+            }
+        } finally {
+            Files.deleteIfExists(file);
         }
     }
 

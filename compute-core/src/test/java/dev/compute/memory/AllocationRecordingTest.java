@@ -1,0 +1,86 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.tuple;
+
+import dev.compute.memory.recording.AllocationTrace;
+import dev.compute.memory.recording.RecordingOptions;
+import dev.compute.memory.recording.TraceEvent;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+
+/** Recording allocations through the manager: what the chains see, mirrors included, and when it cannot start. */
+class AllocationRecordingTest {
+
+    private static UnifiedMemoryManagerBuilder builder() {
+        return UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO);
+    }
+
+    @Test
+    void aTraceHoldsEveryLocationsAllocationsAndFreesMirrorsIncluded() {
+        try (UnifiedMemoryManager manager = builder().build()) {
+            UnifiedBuffer earlier = manager.allocate(2048, MemoryLocation.HOST);
+            manager.startRecording(RecordingOptions.defaults());
+            assertThat(manager.isRecording()).isTrue();
+            try (UnifiedBuffer device = manager.allocate(DataType.FLOAT32, 1000, MemoryLocation.DEVICE)) {
+                device.hostView(); // the host mirror: an allocation at PINNED, where pinning is on
+            }
+            earlier.close();
+            AllocationTrace trace = manager.stopRecording();
+
+            assertThat(manager.isRecording()).isFalse();
+            assertThat(trace.events()).extracting(TraceEvent::kind, TraceEvent::bytes, TraceEvent::location, TraceEvent::earlierBlock)
+                    .containsExactly(
+                            tuple(TraceEvent.Kind.ALLOCATION, 4000L, MemoryLocation.DEVICE, false),
+                            tuple(TraceEvent.Kind.ALLOCATION, 4000L, MemoryLocation.PINNED, false),
+                            tuple(TraceEvent.Kind.FREE, 4000L, MemoryLocation.DEVICE, false),
+                            tuple(TraceEvent.Kind.FREE, 4000L, MemoryLocation.PINNED, false),
+                            tuple(TraceEvent.Kind.FREE, 2048L, MemoryLocation.HOST, true));
+            assertThat(trace.earlierBlockFrees()).isEqualTo(1);
+            assertThat(trace.lines()).anySatisfy(line -> assertThat(line).startsWith("# recorded with: ManagerSettings[backend=simulated")
+                    .contains("maxPoolSize=" + UnifiedMemoryManagerBuilder.DEFAULT_MAX_POOL_SIZE));
+        }
+    }
+
+    @Test
+    void aBatchIsRecordedBufferByBuffer() {
+        try (UnifiedMemoryManager manager = builder().build()) {
+            manager.startRecording(RecordingOptions.defaults());
+            manager.allocateBatch(DataType.INT8, new long[] {100, 200, 300}, MemoryLocation.HOST).forEach(UnifiedBuffer::close);
+            AllocationTrace trace = manager.stopRecording();
+
+            assertThat(trace.events()).filteredOn(e -> e.kind() == TraceEvent.Kind.ALLOCATION).extracting(TraceEvent::bytes)
+                    .containsExactly(100L, 200L, 300L);
+            assertThat(trace.frees()).isEqualTo(3);
+        }
+    }
+
+    @Test
+    void withRecordingOffTheChainsHaveNoRecorderAndStartingSaysWhy() {
+        try (UnifiedMemoryManager manager = builder().allocationRecording(false).build()) {
+            assertThat(manager.settings().allocationRecording()).isFalse();
+            assertThatThrownBy(() -> manager.startRecording(RecordingOptions.defaults())).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("compute.memory.recording.enabled=false");
+            assertThatThrownBy(manager::stopRecording).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("compute.memory.recording.enabled=false");
+            assertThat(manager.isRecording()).isFalse();
+            manager.allocate(4096).close();
+        }
+    }
+
+    @Test
+    void aClosedManagerStartsNoRecordingButGivesBackTheOneUnderWay() {
+        UnifiedMemoryManager manager = builder().build();
+        assertThat(manager.settings().allocationRecording()).as("on by default").isTrue();
+        manager.startRecording(RecordingOptions.defaults());
+        manager.allocate(4096, MemoryLocation.HOST).close();
+        manager.close();
+
+        assertThat(manager.stopRecording().allocations()).isEqualTo(1);
+        assertThatThrownBy(() -> manager.startRecording(RecordingOptions.defaults())).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("closed");
+    }
+}

@@ -1,0 +1,157 @@
+package dev.compute.boot.actuate.trace;
+
+import dev.compute.boot.ComputeProperties;
+import dev.compute.boot.actuate.ObservedManagers;
+import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
+import dev.compute.memory.recording.AllocationTrace;
+import dev.compute.memory.recording.RecordingOptions;
+import java.io.ByteArrayInputStream;
+import java.io.InputStream;
+import java.io.SequenceInputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.Enumeration;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.jspecify.annotations.Nullable;
+import org.springframework.aot.hint.annotation.RegisterReflectionForBinding;
+import org.springframework.boot.actuate.endpoint.Access;
+import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
+import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
+import org.springframework.boot.actuate.endpoint.annotation.Selector;
+import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
+import org.springframework.boot.actuate.endpoint.web.WebEndpointResponse;
+import org.springframework.boot.actuate.endpoint.web.annotation.WebEndpoint;
+import org.springframework.core.io.InputStreamResource;
+import org.springframework.core.io.Resource;
+
+/**
+ * {@code /actuator/computetrace}: records a manager's allocations and frees into a bounded trace, in the format the
+ * trace replayer reads. {@code POST /start} (optionally {@code {"maxEvents": n, "callSiteFrames": n}}, at most
+ * {@code compute.memory.recording.max-events}) starts a recording, {@code POST /stop} stops it and keeps its trace,
+ * {@code GET} downloads the last trace kept as {@code text/plain} (404 before the first). Each takes the manager's
+ * {@code name} ({@code {"name": "gpu"}}, {@code ?name=gpu}), as the {@code computememory} endpoint names managers;
+ * without one, the primary manager (the only one, where there is one). Starting while a recording is under way, or
+ * stopping when none is, answers 409 with why; an unknown name, or none among several managers of which none is
+ * primary, 400.
+ *
+ * <p>Off unless granted: the endpoint's default access is none, so it needs both
+ * {@code management.endpoint.computetrace.access=unrestricted} (or {@code read-only}, to download only) and
+ * exposure. A recording costs every allocation a lock while it runs, and the trace names threads and, with call
+ * sites, code; it never holds the contents of memory or native addresses.
+ */
+@WebEndpoint(id = "computetrace", defaultAccess = Access.NONE)
+public class ComputeTraceEndpoint {
+
+    /** A start while a recording is under way, or a stop when none is: the request conflicts with the state. */
+    static final int STATUS_CONFLICT = 409;
+
+    private final ObservedManagers managers;
+    private final ComputeProperties.Recording settings;
+    /** The last trace stopped here, by manager name. */
+    private final Map<String, AllocationTrace> last = new ConcurrentHashMap<>();
+
+    public ComputeTraceEndpoint(ObservedManagers managers, ComputeProperties.Recording settings) {
+        this.managers = managers;
+        this.settings = settings;
+    }
+
+    /**
+     * {@code start} or {@code stop}; {@code maxEvents} and {@code callSiteFrames} are read by {@code start} alone. Its
+     * bodies are named for AOT, which cannot see them through the wildcard.
+     */
+    @WriteOperation
+    @RegisterReflectionForBinding({Started.class, Stopped.class, Refused.class})
+    public WebEndpointResponse<?> recording(@Selector String action, @Nullable String name, @Nullable Integer maxEvents,
+                                            @Nullable Integer callSiteFrames) {
+        return switch (action) {
+            case "start" -> start(selected(name), options(maxEvents, callSiteFrames));
+            case "stop" -> stop(selected(name));
+            default -> throw new InvalidEndpointRequestException("unknown action '" + action + "': start or stop", "unknown action");
+        };
+    }
+
+    private ObservedManager selected(@Nullable String name) {
+        String names = String.join(", ", managers.byName().keySet());
+        if (name == null) {
+            return managers.primary().orElseThrow(() -> new InvalidEndpointRequestException("Name the compute memory manager: there are "
+                    + "several and none is primary", "no manager named, and none of " + names + " is primary"));
+        }
+        return managers.get(name).orElseThrow(() -> new InvalidEndpointRequestException("No compute memory manager named '" + name + "'",
+                "no manager named '" + name + "'; managers: " + names));
+    }
+
+    private RecordingOptions options(@Nullable Integer maxEvents, @Nullable Integer callSiteFrames) {
+        int events = maxEvents != null ? maxEvents : settings.maxEvents();
+        if (events < 1 || events > settings.maxEvents()) {
+            throw new InvalidEndpointRequestException("maxEvents must be from 1 to " + settings.maxEvents()
+                    + " (compute.memory.recording.max-events): " + events, "maxEvents out of range");
+        }
+        int frames = callSiteFrames != null ? callSiteFrames : settings.callSiteFrames();
+        if (frames < 0 || frames > RecordingOptions.MAX_CALL_SITE_FRAMES) {
+            throw new InvalidEndpointRequestException("callSiteFrames must be from 0 to " + RecordingOptions.MAX_CALL_SITE_FRAMES
+                    + ": " + frames, "callSiteFrames out of range");
+        }
+        return new RecordingOptions(events, frames);
+    }
+
+    private WebEndpointResponse<?> start(ObservedManager observed, RecordingOptions options) {
+        try {
+            observed.manager().startRecording(options);
+        } catch (IllegalStateException e) {
+            return refused(observed, e);
+        }
+        return new WebEndpointResponse<>(new Started(observed.name(), true, options.maxEvents(), options.callSiteFrames()));
+    }
+
+    private WebEndpointResponse<?> stop(ObservedManager observed) {
+        AllocationTrace trace;
+        try {
+            trace = observed.manager().stopRecording();
+        } catch (IllegalStateException e) {
+            return refused(observed, e);
+        }
+        last.put(observed.name(), trace);
+        return new WebEndpointResponse<>(new Stopped(observed.name(), false, trace.events().size(), trace.allocations(), trace.frees(),
+                trace.earlierBlockFrees(), trace.truncated(), trace.duration().toMillis()));
+    }
+
+    private static WebEndpointResponse<Refused> refused(ObservedManager observed, IllegalStateException e) {
+        return new WebEndpointResponse<>(new Refused(observed.name(), e.getMessage()), STATUS_CONFLICT);
+    }
+
+    /**
+     * The last trace stopped here of the manager {@code name}d (the primary one without a name), in the replayer's
+     * format, made as it is sent; null (404) before the first.
+     */
+    @ReadOperation(produces = "text/plain; charset=UTF-8")
+    public @Nullable Resource trace(@Nullable String name) {
+        AllocationTrace trace = last.get(selected(name).name());
+        if (trace == null) {
+            return null;
+        }
+        Iterator<String> lines = trace.lines().iterator();
+        InputStream text = new SequenceInputStream(new Enumeration<>() {
+            @Override
+            public boolean hasMoreElements() {
+                return lines.hasNext();
+            }
+
+            @Override
+            public InputStream nextElement() {
+                return new ByteArrayInputStream((lines.next() + "\n").getBytes(StandardCharsets.UTF_8));
+            }
+        });
+        return new InputStreamResource(text, "allocation trace started " + trace.startedAt());
+    }
+
+    /** A recording of the manager {@code name} started. */
+    public record Started(String name, boolean recording, int maxEvents, int callSiteFrames) {}
+
+    /** A recording of the manager {@code name} stopped; its trace is what {@code GET} downloads now. */
+    public record Stopped(String name, boolean recording, int events, long allocations, long frees, long earlierBlockFrees,
+                          boolean truncated, long durationMillis) {}
+
+    /** Why a start or stop of the manager {@code name}'s recording was refused. */
+    public record Refused(String name, String message) {}
+}

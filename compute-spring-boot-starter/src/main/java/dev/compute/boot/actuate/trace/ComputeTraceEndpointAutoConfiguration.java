@@ -1,0 +1,31 @@
+package dev.compute.boot.actuate.trace;
+
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.boot.ComputeProperties;
+import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
+import dev.compute.boot.actuate.ObservedManagers;
+import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.context.annotation.Bean;
+
+/**
+ * The {@code computetrace} endpoint, over the managers the other endpoints observe, when Actuator is on the class path
+ * and the endpoint is both granted access and exposed.
+ */
+@AutoConfiguration(after = {ComputeMemoryAutoConfiguration.class, ComputeMemoryStatisticsAutoConfiguration.class})
+@ConditionalOnClass(name = "org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint")
+@ConditionalOnBean(ObservedManagers.class)
+@EnableConfigurationProperties(ComputeProperties.class)
+public final class ComputeTraceEndpointAutoConfiguration {
+
+    @Bean
+    @ConditionalOnMissingBean
+    @ConditionalOnAvailableEndpoint
+    ComputeTraceEndpoint computeTraceEndpoint(ObservedManagers managers, ComputeProperties properties) {
+        return new ComputeTraceEndpoint(managers, properties.memory().recording());
+    }
+}
