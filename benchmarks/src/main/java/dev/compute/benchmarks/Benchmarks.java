@@ -1,5 +1,6 @@
 package dev.compute.benchmarks;
 
+import dev.compute.benchmarks.compaction.CompactionBenchmark;
 import dev.compute.benchmarks.gpu.GpuBenchmark;
 import dev.compute.benchmarks.jmh.BufferHeapCost;
 import dev.compute.benchmarks.jmh.JmhMain;
@@ -24,6 +25,7 @@ public final class Benchmarks {
         SUBCOMMANDS.put("jmh-table", JmhRatioTable::run);
         SUBCOMMANDS.put("heap-cost", BufferHeapCost::run);
         SUBCOMMANDS.put("gpu", GpuBenchmark::run);
+        SUBCOMMANDS.put("compaction", CompactionBenchmark::run);
     }
 
     private Benchmarks() {}

@@ -40,6 +40,9 @@ public interface MemoryEventListener {
     /** A trim (scheduled or asked for) gave {@code releasedBytes} of cached memory back. */
     default void trimmed(MemoryLocation location, long releasedBytes) {}
 
+    /** A compaction ({@link UnifiedMemoryManager#compact(MemoryLocation)}) ended; what it moved and gave back. */
+    default void compacted(CompactionReport report) {}
+
     /** A buffer was garbage-collected without {@code close()}; its site where leak detection recorded one. */
     default void leakDetected(MemoryLocation location, long bytes, @Nullable String allocationSite) {}
 }

@@ -19,6 +19,7 @@ import dev.compute.memory.spi.BackendSelection;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import java.io.IOException;
+import java.lang.ref.WeakReference;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -64,6 +65,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         final LongAdder deviceToHost = new LongAdder();
         final LongAdder deviceToDevice = new LongAdder();
         final LongAdder trims = new LongAdder();
+        /**
+         * The buffer of each block compaction may move ({@link CachingPoolResource#movable}), held weakly so that a
+         * dropped buffer is still found as a leak; entered as the buffer is made, removed before its block goes back.
+         */
+        final Map<Block, WeakReference<UnifiedBuffer>> movable = new ConcurrentHashMap<>();
 
         LocationChain(MemoryResource entry, StatisticsResource top, InspectableResource holding, @Nullable CachingPoolResource pool,
                       BackendResource backend, MemoryTimeline timeline, boolean hostAccessible) {
@@ -323,7 +329,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
         int stripe = activeCalls.enter();
         try {
-            return newBuffer(location, type, bytes, allocateBlock(chain(location), location, bytes, reportFailure));
+            LocationChain chain = chain(location);
+            return newBuffer(chain, location, type, bytes, allocateBlock(chain, location, bytes, reportFailure));
         } finally {
             exit(stripe);
         }
@@ -369,13 +376,15 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
     }
 
-    private UnifiedBuffer newBuffer(MemoryLocation location, DataType type, long bytes, Block block) {
+    private UnifiedBuffer newBuffer(LocationChain chain, MemoryLocation location, DataType type, long bytes, Block block) {
         LeakDetector.Tracker tracker = leakDetector.track(location, bytes, block);
-        if (tracker == null) {
-            return new UnifiedBuffer(this, location, type, bytes, block, null);
-        }
         UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, tracker);
-        leakDetector.watch(buffer, tracker);
+        if (tracker != null) {
+            leakDetector.watch(buffer, tracker);
+        }
+        if (chain.pool != null && chain.pool.movable(block)) {
+            chain.movable.put(block, new WeakReference<>(buffer));
+        }
         return buffer;
     }
 
@@ -440,7 +449,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             List<UnifiedBuffer> buffers = new ArrayList<>(blocks.size());
             for (int i = 0; i < blocks.size(); i++) {
-                buffers.add(newBuffer(location, type, bytes[i], blocks.get(i)));
+                buffers.add(newBuffer(chain, location, type, bytes[i], blocks.get(i)));
             }
             return List.copyOf(buffers);
         } finally {
@@ -507,7 +516,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                         budget.released(block);
                     }
                 }
-                chains.get(location).entry.deallocate(block, inFlight);
+                LocationChain chain = chains.get(location);
+                if (chain.pool != null && chain.pool.movable(block)) {
+                    chain.movable.remove(block); // before the pool may hand the block to another buffer
+                }
+                chain.entry.deallocate(block, inFlight);
                 waiters.released(location, inFlight);
             }
             if (mirror != null) {
@@ -695,17 +708,80 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 if (closed) {
                     break;
                 }
-                long releasedHere = chain.holding.trim(keepBytes);
-                chain.trims.increment();
-                if (releasedHere > 0) {
-                    events.trimmed(chain.backend.location(), releasedHere);
-                }
-                released += releasedHere;
+                released += trimLocation(chain, keepBytes);
             }
             return released;
         } finally {
             activeCalls.exit(stripe);
         }
+    }
+
+    @Override
+    public List<CompactionReport> compact() {
+        List<CompactionReport> reports = new ArrayList<>(locations.size());
+        for (MemoryLocation location : locations) {
+            reports.add(compact(location));
+        }
+        return reports;
+    }
+
+    /**
+     * Tries the pool's live blocks in its compaction order; each whose buffer is known (a movable block) moves under
+     * that buffer's monitor, into a place the pool holds, with a copy within the device. Then trims.
+     */
+    @Override
+    public CompactionReport compact(MemoryLocation location) {
+        int stripe = activeCalls.enter();
+        try {
+            LocationChain chain = chain(location);
+            long start = System.nanoTime();
+            MemoryStatistics before = statistics(location);
+            CachingPoolResource pool = chain.pool;
+            if (pool == null) {
+                return CompactionReport.nothingToDo(before, Duration.ofNanos(System.nanoTime() - start));
+            }
+            long moved = 0;
+            long bytesMoved = 0;
+            long inUse = 0;
+            long waitUntil = start + deviceWaitTimeout.toNanos(); // for device work on buffers, all of them together
+            for (Block block : pool.compactionOrder()) {
+                WeakReference<UnifiedBuffer> user = chain.movable.get(block);
+                UnifiedBuffer buffer = user == null ? null : user.get();
+                if (buffer == null || closed) {
+                    continue;
+                }
+                switch (buffer.relocate((own, keepData) -> pool.relocate(own, (from, to) -> {
+                    if (keepData) {
+                        backend.copyWithinDevice(from.segment(), from.offset(), to.segment(), to.offset(), from.size());
+                    }
+                }), waitUntil)) {
+                    case MOVED -> {
+                        moved++;
+                        bytesMoved += block.size();
+                    }
+                    case IN_USE -> inUse++;
+                    case NO_PLACE -> { }
+                }
+            }
+            long released = closed ? 0 : trimLocation(chain, releaseThreshold);
+            MemoryStatistics after = statistics(location);
+            CompactionReport report = new CompactionReport(location, moved, bytesMoved, inUse, released,
+                    before.reservedBytes(), after.reservedBytes(), before.largestFreeBlockBytes(), after.largestFreeBlockBytes(),
+                    before.fragmentation(), after.fragmentation(), Duration.ofNanos(System.nanoTime() - start));
+            events.compacted(report);
+            return report;
+        } finally {
+            activeCalls.exit(stripe);
+        }
+    }
+
+    private long trimLocation(LocationChain chain, long keepBytes) {
+        long released = chain.holding.trim(keepBytes);
+        chain.trims.increment();
+        if (released > 0) {
+            events.trimmed(chain.backend.location(), released);
+        }
+        return released;
     }
 
     @Override

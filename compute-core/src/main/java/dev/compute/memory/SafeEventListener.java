@@ -56,6 +56,11 @@ final class SafeEventListener implements MemoryEventListener {
     }
 
     @Override
+    public void compacted(CompactionReport report) {
+        each(l -> l.compacted(report));
+    }
+
+    @Override
     public void leakDetected(MemoryLocation location, long bytes, @Nullable String allocationSite) {
         each(l -> l.leakDetected(location, bytes, allocationSite));
     }

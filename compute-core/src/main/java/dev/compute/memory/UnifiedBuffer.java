@@ -1,6 +1,7 @@
 package dev.compute.memory;
 
 import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.DeviceWork;
 import dev.compute.memory.spi.DeviceHandle;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.Region;
@@ -8,6 +9,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.ref.Reference;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
@@ -815,6 +817,53 @@ public final class UnifiedBuffer implements AutoCloseable {
             root.lifecycle -= HOLD;
         }
         root.releaseIfUnused();
+    }
+
+    /** What a compaction step did with a buffer. */
+    enum Move { MOVED, IN_USE, NO_PLACE }
+
+    /** How compaction moves a buffer's block: true when it found a place and moved it there, copying the data when asked. */
+    @FunctionalInterface
+    interface BlockMover {
+        boolean move(Block block, boolean keepData);
+    }
+
+    /**
+     * Compaction's step for a buffer that owns pooled memory: moves its block with {@code mover} if nothing holds it
+     * (no op or copy under way, no view or access open, not closed). Device work still in flight on it (an access just
+     * ended, an async op) is waited for without the monitor, until {@code deadline} ({@link System#nanoTime()}) at most;
+     * past it the buffer counts as in use. The move runs under the buffer's monitor, which every use takes to find the
+     * block: no use can start on the old place meanwhile, and the next one finds the new place. The data is copied
+     * unless no copy of it lives in the block yet.
+     */
+    Move relocate(BlockMover mover, long deadline) {
+        CompletableFuture<?> pending;
+        synchronized (this) {
+            if (!movable()) {
+                return Move.IN_USE;
+            }
+            pending = inFlight;
+            if (pending.isDone()) {
+                return moveLocked(mover);
+            }
+        }
+        if (!DeviceWork.awaitAll(List.of(pending), deadline)) {
+            return Move.IN_USE;
+        }
+        synchronized (this) {
+            return movable() && inFlight.isDone() ? moveLocked(mover) : Move.IN_USE;
+        }
+    }
+
+    /** Under the monitor: an open buffer of pooled memory that no op, copy, view or access holds now. */
+    private boolean movable() {
+        return slice == null && lifecycle == 0 && block != null && (scopes == null || scopes.isEmpty()) && !manager.isClosed();
+    }
+
+    private Move moveLocked(BlockMover mover) {
+        inFlight = DONE;
+        boolean keepData = state != BufferState.UNINITIALIZED && state != BufferState.HOST_ONLY;
+        return mover.move(Objects.requireNonNull(block), keepData) ? Move.MOVED : Move.NO_PLACE;
     }
 
     boolean belongsTo(PooledMemoryManager owner) {

@@ -220,6 +220,21 @@ public interface UnifiedMemoryManager extends AutoCloseable {
     long releaseCachedMemory();
 
     /**
+     * Defragments a location's pool: moves the memory of buffers that nothing holds now (no op or copy under way, no
+     * view or access open, no device work in flight) into free memory the pool holds, towards its fullest segments and
+     * lowest addresses, so that free space coalesces and emptied segments and pages can be given back; then trims as
+     * {@link #trim()} does. A moved buffer's handle stays valid: its next use finds the new place. Buffers of up to
+     * 1 MiB are not moved (they live on the pool's fast path), nor mapped files, nor held buffers (counted in
+     * {@link CompactionReport#buffersInUse()}). A move never takes memory from the device, and each copy runs within
+     * the device while the moved buffer waits for it; allocations of large blocks wait too. Does nothing but report
+     * where pooling is off.
+     */
+    CompactionReport compact(MemoryLocation location);
+
+    /** {@link #compact(MemoryLocation)} at every location, in the order of {@link #locations()}. */
+    List<CompactionReport> compact();
+
+    /**
      * Starts recording every allocation and free at every location (what was asked, when, on which thread, and with
      * {@link RecordingOptions#callSiteFrames()} where), until {@link #stopRecording()}, or until
      * {@link RecordingOptions#maxEvents()} events are kept: then it records nothing more and its trace says it was

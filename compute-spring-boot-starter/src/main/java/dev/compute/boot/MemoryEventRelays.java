@@ -1,5 +1,6 @@
 package dev.compute.boot;
 
+import dev.compute.memory.CompactionReport;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryReason;
@@ -68,6 +69,11 @@ public final class MemoryEventRelays {
         @Override
         public void trimmed(MemoryLocation location, long releasedBytes) {
             listeners.forEach(listener -> listener.trimmed(location, releasedBytes));
+        }
+
+        @Override
+        public void compacted(CompactionReport report) {
+            listeners.forEach(listener -> listener.compacted(report));
         }
 
         @Override

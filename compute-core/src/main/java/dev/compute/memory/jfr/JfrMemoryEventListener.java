@@ -1,6 +1,7 @@
 package dev.compute.memory.jfr;
 
 import dev.compute.memory.AllocationSites;
+import dev.compute.memory.CompactionReport;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryReason;
@@ -63,6 +64,22 @@ final class JfrMemoryEventListener implements MemoryEventListener {
         if (event.shouldCommit()) {
             event.location = location.name();
             event.releasedBytes = releasedBytes;
+            event.commit();
+        }
+    }
+
+    @Override
+    public void compacted(CompactionReport report) {
+        CompactionEvent event = new CompactionEvent();
+        if (event.shouldCommit()) {
+            event.location = report.location().name();
+            event.buffersMoved = report.buffersMoved();
+            event.bytesMoved = report.bytesMoved();
+            event.buffersInUse = report.buffersInUse();
+            event.releasedBytes = report.bytesReleased();
+            event.fragmentationBefore = report.fragmentationBefore();
+            event.fragmentationAfter = report.fragmentationAfter();
+            event.compactionDuration = report.duration().toNanos();
             event.commit();
         }
     }

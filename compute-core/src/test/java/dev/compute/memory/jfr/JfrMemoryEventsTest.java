@@ -29,7 +29,7 @@ class JfrMemoryEventsTest {
 
     private static final long MiB = 1L << 20;
     private static final List<String> EVENTS = List.of("BackendAllocation", "BackendFree", "OutOfMemory", "OutOfMemoryRecovery",
-            "Trim", "Leak");
+            "Trim", "Compaction", "Leak");
 
     @SuppressWarnings("resource")
     private static void leak(UnifiedMemoryManager manager) {
@@ -48,6 +48,7 @@ class JfrMemoryEventsTest {
                 assertThatThrownBy(() -> manager.allocate(100 * MiB, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
                 manager.allocate(5 * MiB, MemoryLocation.DEVICE).close();
                 assertThat(manager.releaseCachedMemory()).isPositive();
+                manager.compact(MemoryLocation.DEVICE);
                 leak(manager);
                 for (int i = 0; i < 200 && manager.leaksDetected() == 0; i++) {
                     System.gc();
@@ -82,6 +83,11 @@ class JfrMemoryEventsTest {
         assertThat(ofType(events, "Trim")).anySatisfy(e -> {
             assertThat(e.getString("location")).isEqualTo("DEVICE");
             assertThat(e.getLong("releasedBytes")).isPositive();
+        });
+        assertThat(ofType(events, "Compaction")).anySatisfy(e -> {
+            assertThat(e.getString("location")).isEqualTo("DEVICE");
+            assertThat(e.getLong("buffersMoved")).isZero();
+            assertThat(e.getDuration("compactionDuration")).isPositive();
         });
         assertThat(ofType(events, "Leak")).anySatisfy(e -> {
             assertThat(e.getString("location")).isEqualTo("HOST");

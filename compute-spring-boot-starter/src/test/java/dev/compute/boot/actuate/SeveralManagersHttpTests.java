@@ -105,6 +105,29 @@ class SeveralManagersHttpTests {
     }
 
     @Test
+    void oneManagerIsCompactedByNameAndEachLocationReported() {
+        UnifiedBuffer kept = small.allocate(3 << 20, MemoryLocation.HOST);
+        UnifiedBuffer dropped = small.allocate(3 << 20, MemoryLocation.HOST);
+        UnifiedBuffer last = small.allocate(3 << 20, MemoryLocation.HOST);
+        last.copyFrom(new byte[] {42});
+        dropped.close();
+        ResponseEntity<Map<String, Object>> compacted = http.post().uri("/actuator/computememory").contentType(MediaType.APPLICATION_JSON)
+                .body("{\"name\": \"small\", \"compact\": true, \"all\": true}").retrieve().toEntity(new ParameterizedTypeReference<>() {});
+
+        assertThat(compacted.getStatusCode().value()).isEqualTo(200);
+        assertThat(compacted.getBody()).containsEntry("released", "all");
+        Map<String, Object> manager = map(map(compacted.getBody().get("managers")).get("small"));
+        Map<String, Object> host = map(map(manager.get("locations")).get("HOST"));
+        assertThat(host).containsEntry("buffersMoved", 1).containsEntry("bytesMoved", 3 << 20).containsEntry("buffersInUse", 0)
+                .containsKeys("fragmentationBefore", "fragmentationAfter", "largestFreeBlockBytesBefore", "durationMillis");
+        byte[] read = new byte[1];
+        last.copyTo(read);
+        assertThat(read[0]).isEqualTo((byte) 42);
+        kept.close();
+        last.close();
+    }
+
+    @Test
     void healthHasAnEntryForEachManager() {
         Map<String, Object> compute = get("/actuator/health/compute").getBody();
         assertThat(compute).containsEntry("status", "UP");

@@ -91,6 +91,14 @@ import org.jspecify.annotations.Nullable;
  * for pending work, and close() does; both at most {@link PoolSettings#deviceWaitTimeout()}: then the allocation
  * fails saying the work may be stuck, and close() keeps the segments rather than free them under the work.
  *
+ * <p><b>Compaction.</b> {@link #compactionOrder()} ranks the segments by the bytes in use in them, fullest first, and
+ * lists the live blocks from the last place to the first (the sparsest segment's highest block first); for each,
+ * {@link #relocate} takes the first free place before the block's own that holds it whole with its pages mapped,
+ * copies the block there and swaps the two: the block object, which its user holds, now says the new place, and the
+ * old place is freed and coalesces. Blocks gather in full segments and low addresses; whole segments and pages at the
+ * top of a range empty, and the trim after gives them back. A move maps nothing, so it never raises what the pool
+ * reserves, and moves only a block its caller vouches nothing uses.
+ *
  * <p><b>Figures.</b> Reserved bytes are plain segments plus mapped pages (address ranges reserved but not
  * mapped cost nothing and are not counted); a pool hit is an allocation that made no backend call.
  * {@code backendAllocations} counts segment allocations and page maps, {@code backendFrees} segment frees
@@ -392,6 +400,80 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             if (pending.remove(done.block(), done.work())) {
                 releaseToArena(done.block());
             }
+        }
+    }
+
+    // ---- compaction -------------------------------------------------------------------------------------------
+
+    /** How a move copies a block's bytes from its place to its new one (a copy within the device, done when it returns). */
+    @FunctionalInterface
+    public interface BlockCopy {
+        void copy(Block from, Block to);
+    }
+
+    /**
+     * True for a block of this pool that compaction may move for its user: a large one. Small blocks are not: they
+     * come and go on the fast path, where registering a user for each would cost more than their moves win.
+     */
+    public boolean movable(Block block) {
+        return block instanceof PoolBlock poolBlock && poolBlock.ownedBy(this) && !SizeClasses.small(poolBlock.size);
+    }
+
+    /**
+     * The live blocks in the order a compaction tries to move them ({@link #relocate}): the sparsest segments' first,
+     * each segment's from its end, so that blocks gather in the fullest segments and at low offsets, and what empties
+     * (whole plain segments, pages at the top of a range) can be given back. Blocks the fast path caches and blocks
+     * whose device work completed are made free first, so that free space is coalesced; pending blocks are not
+     * listed.
+     */
+    public List<Block> compactionOrder() {
+        lock.lock();
+        try {
+            ensureOpen();
+            drainCompleted();
+            cache.flush(this::releaseToArena);
+            List<Block> order = new ArrayList<>(large.compactionOrder());
+            order.addAll(small.compactionOrder());
+            return order;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Moves a live block to the first free place before its own in compaction's order ({@link #compactionOrder}) that
+     * the pool holds mapped, so that a move never needs memory from the upstream: copies its bytes there with
+     * {@code copy}, under the pool's lock (neither place can be freed or handed out meanwhile), then the block is at the
+     * new place (its {@link Block#segment()} and {@link Block#offset()} say so) and its old place is free. The caller
+     * must guarantee that nothing reads or writes the block's memory until this returns. False, with nothing changed,
+     * where there is no such place. Throws {@link IllegalArgumentException} for a block that is not live in this pool,
+     * {@link IllegalStateException} once closed; a failing copy leaves the block where it was.
+     */
+    public boolean relocate(Block block, BlockCopy copy) {
+        if (!(block instanceof PoolBlock poolBlock) || !poolBlock.ownedBy(this)) {
+            throw new IllegalArgumentException("this block was not allocated by this pool: " + block);
+        }
+        lock.lock();
+        try {
+            ensureOpen();
+            if (poolBlock.state() != PoolBlock.LIVE) {
+                throw new IllegalArgumentException("only a live block can be moved: " + block);
+            }
+            PoolArena arena = poolBlock.arena();
+            PoolBlock place = arena.takePlaceBefore(poolBlock);
+            if (place == null) {
+                return false;
+            }
+            try {
+                copy.copy(poolBlock, place);
+            } catch (RuntimeException | Error e) {
+                arena.release(place);
+                throw e;
+            }
+            arena.completeMove(poolBlock, place);
+            return true;
+        } finally {
+            lock.unlock();
         }
     }
 

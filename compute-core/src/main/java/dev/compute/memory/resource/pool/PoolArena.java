@@ -8,8 +8,10 @@ import dev.compute.memory.spi.NativeAllocation;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.Comparator;
+import java.util.IdentityHashMap;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import java.util.TreeSet;
 import org.jspecify.annotations.Nullable;
 
@@ -176,8 +178,13 @@ final class PoolArena {
     }
 
     private static boolean backed(PoolBlock block) {
-        long g = block.home.granularity;
-        return block.home.mapped.nextClearBit((int) (block.offset / g)) >= Math.ceilDiv(block.end(), g);
+        return backed(block.home, block.offset, block.end());
+    }
+
+    /** True when every page of a range's bytes {@code [from, to)} is mapped. */
+    private static boolean backed(PoolSegment segment, long from, long to) {
+        long g = segment.granularity;
+        return segment.mapped.nextClearBit((int) (from / g)) >= Math.ceilDiv(to, g);
     }
 
     /**
@@ -368,6 +375,137 @@ final class PoolArena {
             released += (run.to() - from) * g;
         }
         return released;
+    }
+
+    // ---- compaction ---------------------------------------------------------------------------------------------
+
+    /**
+     * Ranks the segments for a compaction (the fullest first: blocks move towards full segments, so that sparse ones
+     * empty and can be given back) and returns the live blocks in the order to try moving them: from the last place
+     * (the sparsest segment's highest block) to the first. Pending blocks are not among them: device work uses them.
+     */
+    List<PoolBlock> compactionOrder() {
+        List<PoolSegment> byFullness = new ArrayList<>(segments);
+        Map<PoolSegment, Long> live = new IdentityHashMap<>();
+        for (PoolSegment segment : segments) {
+            long bytes = 0;
+            for (PoolBlock b = segment.first; b != null; b = b.next) {
+                if (b.state != PoolBlock.FREE) {
+                    bytes += b.size;
+                }
+            }
+            live.put(segment, bytes);
+        }
+        byFullness.sort(Comparator.comparingLong((PoolSegment s) -> live.get(s)).reversed().thenComparingLong(s -> s.base));
+        List<PoolBlock> order = new ArrayList<>();
+        for (int rank = 0; rank < byFullness.size(); rank++) {
+            PoolSegment segment = byFullness.get(rank);
+            segment.compactionRank = rank;
+            for (PoolBlock b = segment.first; b != null; b = b.next) {
+                if (b.state == PoolBlock.LIVE) {
+                    order.add(b);
+                }
+            }
+        }
+        order.sort(PoolArena::compareByPlace);
+        return new ArrayList<>(order.reversed());
+    }
+
+    /** Places in compaction's order of preference: the segment's rank, then the offset in it. */
+    private static int compareByPlace(PoolBlock a, PoolBlock b) {
+        int byRank = Integer.compare(a.home.compactionRank, b.home.compactionRank);
+        return byRank != 0 ? byRank : Long.compare(a.offset, b.offset);
+    }
+
+    /**
+     * Takes, for a live block, the first free place in compaction's order that comes before the block's own, holds it
+     * whole and has its pages mapped (a move never maps memory: compaction cannot raise what the pool reserves); the
+     * place is split to the block's size and marked live. Null where there is none.
+     */
+    @Nullable PoolBlock takePlaceBefore(PoolBlock block) {
+        probe.size = block.size;
+        PoolBlock best = null;
+        for (PoolBlock candidate : free.tailSet(probe, true)) {
+            if (compareByPlace(candidate, block) < 0 && (best == null || compareByPlace(candidate, best) < 0)
+                    && (!candidate.home.expandable() || backed(candidate.home, candidate.offset, candidate.offset + block.size))) {
+                best = candidate;
+            }
+        }
+        if (best == null) {
+            return null;
+        }
+        free.remove(best);
+        PoolBlock place = split(best, block.size);
+        place.state = PoolBlock.LIVE;
+        place.requested = block.requested;
+        return place;
+    }
+
+    /**
+     * Ends a move: {@code block} takes {@code place}'s segment, offset and neighbours, and its old place becomes
+     * free (coalesced). Both are live blocks of one size; the data was copied meanwhile.
+     */
+    void completeMove(PoolBlock block, PoolBlock place) {
+        exchange(block, place);
+        release(place);
+    }
+
+    /** Swaps the places of two blocks of one size that are not in the free set: each takes the other's segment, offset and neighbours. */
+    private static void exchange(PoolBlock a, PoolBlock b) {
+        if (b.next == a) {
+            PoolBlock swap = a;
+            a = b;
+            b = swap;
+        }
+        PoolSegment homeOfA = a.home;
+        PoolSegment homeOfB = b.home;
+        long offsetOfA = a.offset;
+        long offsetOfB = b.offset;
+        if (a.next == b) {
+            PoolBlock before = a.prev;
+            PoolBlock after = b.next;
+            b.prev = before;
+            b.next = a;
+            a.prev = b;
+            a.next = after;
+            if (before != null) {
+                before.next = b;
+            } else {
+                homeOfA.first = b;
+            }
+            if (after != null) {
+                after.prev = a;
+            }
+        } else {
+            PoolBlock beforeA = a.prev;
+            PoolBlock afterA = a.next;
+            PoolBlock beforeB = b.prev;
+            PoolBlock afterB = b.next;
+            a.prev = beforeB;
+            a.next = afterB;
+            b.prev = beforeA;
+            b.next = afterA;
+            if (beforeA != null) {
+                beforeA.next = b;
+            } else {
+                homeOfA.first = b;
+            }
+            if (afterA != null) {
+                afterA.prev = b;
+            }
+            if (beforeB != null) {
+                beforeB.next = a;
+            } else {
+                homeOfB.first = a;
+            }
+            if (afterB != null) {
+                afterB.prev = a;
+            }
+        }
+        a.home = homeOfB;
+        a.offset = offsetOfB;
+        b.home = homeOfA;
+        b.offset = offsetOfA;
     }
 
     // ---- figures ------------------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ final class PoolBlock implements Block {
     /** Freed while device work on it was in flight; not reusable until that completes. */
     static final byte PENDING = 3;
 
-    final PoolSegment home;
+    /** Changes only when compaction moves a live block, under the pool's lock and its user's. */
+    PoolSegment home;
     long offset;
     long size;
     long requested;

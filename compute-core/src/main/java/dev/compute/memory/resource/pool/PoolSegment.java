@@ -21,6 +21,11 @@ final class PoolSegment {
     final @Nullable BitSet mapped;
     final long granularity;
     PoolBlock first;
+    /**
+     * Where compaction prefers to put blocks, set when a compaction starts: lower first, the fullest segment 0. A
+     * segment made since is {@link Integer#MAX_VALUE}, the last place a block would move to.
+     */
+    int compactionRank = Integer.MAX_VALUE;
 
     /** A plain allocation from the upstream, given back whole. */
     static PoolSegment plain(Block upstreamBlock, PoolArena arena) {

@@ -6,6 +6,7 @@ import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.AllocationSites;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.CompactionReport;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.ManagerSettings;
 import dev.compute.memory.MemoryBudget;
@@ -36,7 +37,8 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  *   <li>GET {@code /{name}}: one manager's summary and the settings it runs with; for a name that is no manager's but a
  *       location's, that location of the primary manager, as before there were several;</li>
  *   <li>GET {@code /{name}/{location}}: one location's segments, blocks and timeline;</li>
- *   <li>POST trims every manager, or the one {@code name}d (with {@code "all": true}, releases all cached memory).
+ *   <li>POST trims every manager, or the one {@code name}d (with {@code "all": true}, releases all cached memory;
+ *       with {@code "compact": true}, defragments first and reports what moved).
  *       Read-only by default: {@code management.endpoint.computememory.access=unrestricted} allows it.</li>
  * </ul>
  * Every size is in bytes and named so ({@code reservedBytes}); ratios are plain fractions. The figures are the
@@ -104,28 +106,58 @@ public class ComputeMemoryEndpoint {
 
     /**
      * Gives cached memory beyond the release threshold back to the backend, or all of it with {@code all}, in every
-     * manager or in the one {@code name}d.
+     * manager or in the one {@code name}d. With {@code compact}, defragments first
+     * ({@link UnifiedMemoryManager#compact()}: buffers nothing holds move so that free space coalesces) and says, per
+     * location, what moved and the figures before and after.
      */
     @WriteOperation
-    public TrimDescriptor trim(@Nullable Boolean all, @Nullable String name) {
-        List<ObservedManager> trimmed;
+    public OperationResponseBody trim(@Nullable Boolean all, @Nullable Boolean compact, @Nullable String name) {
+        List<ObservedManager> chosen;
         if (name == null) {
-            trimmed = List.copyOf(managers.all());
+            chosen = List.copyOf(managers.all());
         } else {
-            trimmed = List.of(managers.get(name).orElseThrow(() -> new InvalidEndpointRequestException("No compute memory manager named '"
+            chosen = List.of(managers.get(name).orElseThrow(() -> new InvalidEndpointRequestException("No compute memory manager named '"
                     + name + "'", "no manager named '" + name + "'; managers: " + String.join(", ", managers.byName().keySet()))));
         }
         boolean releaseAll = Boolean.TRUE.equals(all);
+        return Boolean.TRUE.equals(compact) ? compact(chosen, releaseAll) : trim(chosen, releaseAll);
+    }
+
+    private TrimDescriptor trim(List<ObservedManager> chosen, boolean releaseAll) {
         long total = 0;
         Map<String, ManagerTrim> results = new LinkedHashMap<>();
-        for (ObservedManager observed : trimmed) {
+        for (ObservedManager observed : chosen) {
             long released = releaseAll ? observed.manager().releaseCachedMemory() : observed.manager().trim();
-            Map<MemoryLocation, Long> reserved = new LinkedHashMap<>();
-            observed.statistics().refresh().forEach((location, figures) -> reserved.put(location, figures.reservedBytes()));
-            results.put(observed.name(), new ManagerTrim(released, reserved));
+            results.put(observed.name(), new ManagerTrim(released, reservedNow(observed)));
             total += released;
         }
         return new TrimDescriptor(releaseAll ? "all" : "beyond-release-threshold", total, results);
+    }
+
+    private CompactionDescriptor compact(List<ObservedManager> chosen, boolean releaseAll) {
+        long total = 0;
+        Map<String, ManagerCompaction> results = new LinkedHashMap<>();
+        for (ObservedManager observed : chosen) {
+            Map<MemoryLocation, LocationCompaction> byLocation = new LinkedHashMap<>();
+            long released = 0;
+            for (CompactionReport report : observed.manager().compact()) {
+                byLocation.put(report.location(), LocationCompaction.of(report));
+                released += report.bytesReleased();
+            }
+            if (releaseAll) {
+                released += observed.manager().releaseCachedMemory();
+            }
+            results.put(observed.name(), new ManagerCompaction(released, reservedNow(observed), byLocation));
+            total += released;
+        }
+        return new CompactionDescriptor(releaseAll ? "all" : "beyond-release-threshold", total, results);
+    }
+
+    /** Each location's reserved bytes, collected anew (the shared collection is older than what was just changed). */
+    private static Map<MemoryLocation, Long> reservedNow(ObservedManager observed) {
+        Map<MemoryLocation, Long> reserved = new LinkedHashMap<>();
+        observed.statistics().refresh().forEach((location, figures) -> reserved.put(location, figures.reservedBytes()));
+        return reserved;
     }
 
     private ManagerDescriptor describe(ObservedManager observed) {
@@ -255,4 +287,22 @@ public class ComputeMemoryEndpoint {
     public record TrimDescriptor(String released, long releasedBytes, Map<String, ManagerTrim> managers) implements OperationResponseBody {}
 
     public record ManagerTrim(long releasedBytes, Map<MemoryLocation, Long> reservedBytesAfter) {}
+
+    /** {@code releasedBytes}: in all the managers compacted; then, per manager, its own, what it holds after, and each location's report. */
+    public record CompactionDescriptor(String released, long releasedBytes, Map<String, ManagerCompaction> managers) implements OperationResponseBody {}
+
+    public record ManagerCompaction(long releasedBytes, Map<MemoryLocation, Long> reservedBytesAfter,
+            Map<MemoryLocation, LocationCompaction> locations) {}
+
+    /** One location's {@link CompactionReport}, the duration in milliseconds. */
+    public record LocationCompaction(long buffersMoved, long bytesMoved, long buffersInUse, long releasedBytes,
+            long reservedBytesBefore, long reservedBytesAfter, long largestFreeBlockBytesBefore, long largestFreeBlockBytesAfter,
+            double fragmentationBefore, double fragmentationAfter, double durationMillis) {
+
+        static LocationCompaction of(CompactionReport r) {
+            return new LocationCompaction(r.buffersMoved(), r.bytesMoved(), r.buffersInUse(), r.bytesReleased(), r.reservedBytesBefore(),
+                    r.reservedBytesAfter(), r.largestFreeBlockBytesBefore(), r.largestFreeBlockBytesAfter(), r.fragmentationBefore(),
+                    r.fragmentationAfter(), r.duration().toNanos() / 1e6);
+        }
+    }
 }

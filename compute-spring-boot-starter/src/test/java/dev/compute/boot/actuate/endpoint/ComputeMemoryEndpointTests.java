@@ -140,17 +140,17 @@ class ComputeMemoryEndpointTests {
             assertThat(summary.primary()).isEqualTo("other");
             assertThat(both.location("gpu", MemoryLocation.DEVICE).summary().reservedBytes()).isPositive();
 
-            ComputeMemoryEndpoint.TrimDescriptor one = both.trim(null, "gpu");
+            ComputeMemoryEndpoint.TrimDescriptor one = (ComputeMemoryEndpoint.TrimDescriptor) both.trim(null, null, "gpu");
             assertThat(one.managers()).containsOnlyKeys("gpu");
             assertThat(one.managers().get("gpu").reservedBytesAfter()).containsEntry(MemoryLocation.DEVICE, 0L);
             assertThat(other.statistics(MemoryLocation.DEVICE).reservedBytes()).as("the other manager kept its cache").isPositive();
 
-            ComputeMemoryEndpoint.TrimDescriptor all = both.trim(true, null);
+            ComputeMemoryEndpoint.TrimDescriptor all = (ComputeMemoryEndpoint.TrimDescriptor) both.trim(true, null, null);
             assertThat(all.released()).isEqualTo("all");
             assertThat(all.managers()).containsOnlyKeys("gpu", "other");
             assertThat(other.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
 
-            assertThatThrownBy(() -> both.trim(null, "tpu")).isInstanceOf(InvalidEndpointRequestException.class)
+            assertThatThrownBy(() -> both.trim(null, null, "tpu")).isInstanceOf(InvalidEndpointRequestException.class)
                     .hasMessageContaining("'tpu'");
         }
     }
@@ -171,13 +171,44 @@ class ComputeMemoryEndpointTests {
         manager.allocate(1 << 20, MemoryLocation.DEVICE).close();
         assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isPositive();
 
-        ComputeMemoryEndpoint.TrimDescriptor trimmed = endpoint.trim(null, null);
+        ComputeMemoryEndpoint.TrimDescriptor trimmed = (ComputeMemoryEndpoint.TrimDescriptor) endpoint.trim(null, null, null);
 
         assertThat(trimmed.released()).isEqualTo("beyond-release-threshold");
         assertThat(trimmed.releasedBytes()).isPositive();
         assertThat(trimmed.managers().get("default").reservedBytesAfter()).containsEntry(MemoryLocation.DEVICE, 0L);
         assertThat(manager.statistics(MemoryLocation.DEVICE).trims()).isEqualTo(1);
-        assertThat(endpoint.trim(true, null).released()).isEqualTo("all");
+        assertThat(((ComputeMemoryEndpoint.TrimDescriptor) endpoint.trim(true, null, null)).released()).isEqualTo("all");
+    }
+
+    @Test
+    void compactionMovesWhatNothingHoldsAndReportsEachLocation() {
+        List<UnifiedBuffer> all = new ArrayList<>();
+        for (int i = 0; i < 12; i++) {
+            UnifiedBuffer buffer = manager.allocate(3 << 20, MemoryLocation.DEVICE);
+            buffer.copyFrom(new byte[] {(byte) i});
+            all.add(buffer);
+        }
+        for (int i = 1; i < 11; i++) {
+            all.get(i).close();
+        }
+
+        ComputeMemoryEndpoint.CompactionDescriptor compacted = (ComputeMemoryEndpoint.CompactionDescriptor) endpoint.trim(null, true, null);
+
+        ComputeMemoryEndpoint.ManagerCompaction mine = compacted.managers().get("default");
+        ComputeMemoryEndpoint.LocationCompaction device = mine.locations().get(MemoryLocation.DEVICE);
+        assertThat(mine.locations()).containsOnlyKeys(manager.locations().toArray(MemoryLocation[]::new));
+        assertThat(device.buffersMoved()).as("one buffer into the other's segment, maybe one more down in it").isBetween(1L, 2L);
+        assertThat(device.bytesMoved()).isEqualTo(device.buffersMoved() * (3 << 20));
+        assertThat(device.reservedBytesAfter()).isLessThan(device.reservedBytesBefore());
+        assertThat(compacted.releasedBytes()).isEqualTo(mine.releasedBytes()).isPositive();
+        assertThat(mine.reservedBytesAfter()).containsEntry(MemoryLocation.DEVICE, manager.statistics(MemoryLocation.DEVICE).reservedBytes());
+        byte[] first = new byte[1];
+        all.getFirst().copyTo(first);
+        assertThat(first[0]).as("each buffer kept its data, moved or not").isEqualTo((byte) 0);
+        all.getLast().copyTo(first);
+        assertThat(first[0]).isEqualTo((byte) 11);
+        all.getFirst().close();
+        all.getLast().close();
     }
 
     @Test

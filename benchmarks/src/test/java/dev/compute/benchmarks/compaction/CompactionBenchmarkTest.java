@@ -1,0 +1,32 @@
+package dev.compute.benchmarks.compaction;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** The compaction benchmark on a few buffers: its figures add up, and compaction gives back at least what a trim does. */
+class CompactionBenchmarkTest {
+
+    @ParameterizedTest(name = "expandable={0}")
+    @ValueSource(booleans = {true, false})
+    void compactionGivesBackAtLeastWhatATrimDoesAndKeepsTheData(boolean expandable) {
+        CompactionBenchmark.Row trim = CompactionBenchmark.measure("cpu", expandable, false, 24, 7);
+        CompactionBenchmark.Row compact = CompactionBenchmark.measure("cpu", expandable, true, 24, 7);
+
+        assertThat(trim.dataKept()).isTrue();
+        assertThat(compact.dataKept()).isTrue();
+        assertThat(compact.before().reservedBytes()).as("the same seed, the same pool").isEqualTo(trim.before().reservedBytes());
+        assertThat(compact.after().allocatedBytes()).isEqualTo(trim.after().allocatedBytes());
+        assertThat(compact.after().reservedBytes()).isLessThanOrEqualTo(trim.after().reservedBytes());
+        assertThat(compact.buffersMoved()).isPositive();
+        assertThat(trim.buffersMoved()).isZero();
+    }
+
+    @Test
+    void theCommandPrintsItsTableAndRefusesWhatItDoesNotKnow() {
+        assertThat(CompactionBenchmark.run(new String[] {"--buffers", "8"})).isZero();
+        assertThat(CompactionBenchmark.run(new String[] {"--frobnicate"})).isEqualTo(2);
+    }
+}

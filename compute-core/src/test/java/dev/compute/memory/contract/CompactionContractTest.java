@@ -1,0 +1,235 @@
+package dev.compute.memory.contract;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.CompactionReport;
+import dev.compute.memory.DataType;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.UnifiedMemoryManagerBuilder;
+import dev.compute.memory.BufferAccess;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Compaction on every backend ({@link UnifiedMemoryManager#compact}): buffers nothing holds move and keep their data
+ * and their handles, held ones stay where their holders see them, the report adds up. A backend module subclasses this
+ * and says how to begin a builder on its backend (skipping, with the reason, where its hardware is absent). The races
+ * are in {@link CompactionSafetyContractTest}, in JVMs of their own.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+public abstract class CompactionContractTest {
+
+    private static final long MiB = 1L << 20;
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+    /** A page and a half of 2 MiB pages, and six to a 20 MiB plain segment: holes that a trim alone cannot give back. */
+    private static final int BUFFER_BYTES = (int) (3 * MiB);
+
+    /** A builder on the backend under test; the test adds its settings. */
+    protected abstract UnifiedMemoryManagerBuilder builder();
+
+    private UnifiedMemoryManager manager() {
+        return builder().releaseThreshold(0).build();
+    }
+
+    static byte[] pattern(int length, int seed) {
+        byte[] bytes = new byte[length];
+        for (int i = 0; i < length; i++) {
+            bytes[i] = (byte) (i * 31 + seed * 7 + (i >>> 12));
+        }
+        return bytes;
+    }
+
+    private static UnifiedBuffer written(UnifiedMemoryManager manager, int seed) {
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, BUFFER_BYTES / 4, DEVICE);
+        buffer.copyFrom(pattern(BUFFER_BYTES, seed));
+        return buffer;
+    }
+
+    private static void assertHolds(UnifiedBuffer buffer, int seed) {
+        byte[] read = new byte[(int) buffer.byteSize()];
+        buffer.copyTo(read);
+        assertThat(read).as("%s keeps its data", buffer).isEqualTo(pattern(read.length, seed));
+    }
+
+    /** Twenty buffers; every fourth stays (seeds 0, 4, 8, ...), the rest are closed: holes everywhere. */
+    private static List<UnifiedBuffer> fragmented(UnifiedMemoryManager manager) {
+        List<UnifiedBuffer> all = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            all.add(written(manager, i));
+        }
+        List<UnifiedBuffer> kept = new ArrayList<>();
+        for (int i = 0; i < all.size(); i++) {
+            if (i % 4 == 0) {
+                kept.add(all.get(i));
+            } else {
+                all.get(i).close();
+            }
+        }
+        return kept;
+    }
+
+    /**
+     * Twenty buffers of which the first two and the last stay (seeds 0, 1, 19): the last has a place right after the
+     * first two, at another offset, whatever the layout (a range, or 20 MiB plain segments of six).
+     */
+    private static List<UnifiedBuffer> firstTwoAndLast(UnifiedMemoryManager manager) {
+        List<UnifiedBuffer> all = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            all.add(written(manager, i));
+        }
+        for (int i = 2; i < 19; i++) {
+            all.get(i).close();
+        }
+        return List.of(all.get(0), all.get(1), all.get(19));
+    }
+
+    private static long deviceOffset(UnifiedBuffer buffer) {
+        try (BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
+            return access.offset();
+        }
+    }
+
+    @Test
+    void movesTheBuffersNothingHoldsKeepsTheirDataAndGivesMemoryBack() {
+        try (UnifiedMemoryManager manager = manager()) {
+            List<UnifiedBuffer> kept = fragmented(manager);
+            MemoryStatistics before = manager.statistics(DEVICE);
+
+            CompactionReport report = manager.compact(DEVICE);
+
+            MemoryStatistics after = manager.statistics(DEVICE);
+            assertThat(report.location()).isEqualTo(DEVICE);
+            assertThat(report.buffersMoved()).isPositive();
+            assertThat(report.bytesMoved()).isGreaterThanOrEqualTo(report.buffersMoved() * BUFFER_BYTES);
+            assertThat(report.buffersInUse()).isZero();
+            assertThat(report.bytesReleased()).isPositive();
+            assertThat(report.reservedBytesBefore()).isEqualTo(before.reservedBytes());
+            assertThat(report.reservedBytesAfter()).isEqualTo(after.reservedBytes())
+                    .isEqualTo(report.reservedBytesBefore() - report.bytesReleased());
+            assertThat(report.fragmentationAfter()).isEqualTo(after.fragmentation());
+            assertThat(report.duration()).isPositive();
+            assertThat(after.allocatedBytes()).as("moving changes no figure of what is live").isEqualTo(before.allocatedBytes());
+            assertThat(after.liveBuffers()).isEqualTo(5);
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 4 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+            assertThat(manager.statistics(DEVICE).allocatedBytes()).isZero();
+        }
+    }
+
+    @Test
+    void aMovedBufferFindsItsNewPlaceForCopiesOpsAccessesAndSlices() {
+        try (UnifiedMemoryManager manager = manager()) {
+            List<UnifiedBuffer> kept = firstTwoAndLast(manager);
+            UnifiedBuffer last = kept.getLast();
+            UnifiedBuffer tail = last.slice(BUFFER_BYTES / 4 - 1024, 1024);
+            long offsetBefore = deviceOffset(last);
+
+            assertThat(manager.compact(DEVICE).buffersMoved()).isPositive();
+
+            assertThat(deviceOffset(last)).as("the last buffer moved towards the start").isNotEqualTo(offsetBefore);
+            byte[] read = new byte[4096];
+            tail.copyTo(read);
+            byte[] whole = pattern(BUFFER_BYTES, 19);
+            assertThat(read).isEqualTo(java.util.Arrays.copyOfRange(whole, BUFFER_BYTES - 4096, BUFFER_BYTES));
+            manager.ops().fill(last, 0);
+            assertThat(manager.ops().sum(last)).isZero();
+            last.copyFrom(whole);
+            assertHolds(last, 19);
+            assertHolds(kept.getFirst(), 0);
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    @Test
+    void aBufferHeldByAnAccessStaysWhereItsHolderSeesItAndMovesOnceReleased() {
+        // a trim that keeps the holes: in a range, moves go only to free memory still mapped
+        try (UnifiedMemoryManager manager = builder().releaseThreshold(128 * MiB).build()) {
+            List<UnifiedBuffer> kept = firstTwoAndLast(manager);
+            UnifiedBuffer last = kept.getLast();
+            long offset;
+            CompactionReport held;
+            try (BufferAccess access = last.deviceAccess(AccessMode.READ_WRITE)) {
+                offset = access.offset();
+                held = manager.compact(DEVICE);
+                assertThat(deviceOffset(last)).as("held where the open access sees it").isEqualTo(offset);
+            }
+            assertThat(held.buffersInUse()).isEqualTo(1);
+            assertThat(held.buffersMoved()).isZero();
+            assertHolds(last, 19);
+
+            CompactionReport released = manager.compact(DEVICE);
+
+            assertThat(released.buffersInUse()).isZero();
+            assertThat(released.buffersMoved()).isEqualTo(1);
+            assertThat(deviceOffset(last)).isNotEqualTo(offset);
+            assertHolds(last, 19);
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    @Test
+    void smallBuffersAndBuffersNeverWrittenAreSafeToo() {
+        try (UnifiedMemoryManager manager = manager()) {
+            List<UnifiedBuffer> small = new ArrayList<>();
+            for (int i = 0; i < 64; i++) {
+                UnifiedBuffer buffer = manager.allocate(64 << 10, DEVICE);
+                buffer.copyFrom(pattern(64 << 10, i));
+                small.add(buffer);
+            }
+            for (int i = 0; i < small.size(); i += 2) {
+                small.get(i).close();
+            }
+            List<UnifiedBuffer> large = fragmented(manager);
+            UnifiedBuffer neverWritten = manager.allocate(DataType.FLOAT32, 2 * MiB, DEVICE);
+
+            CompactionReport report = manager.compact(DEVICE);
+
+            assertThat(report.buffersMoved()).isLessThanOrEqualTo(large.size() + 1);
+            for (int i = 1; i < small.size(); i += 2) {
+                assertHolds(small.get(i), i);
+            }
+            for (int i = 0; i < large.size(); i++) {
+                assertHolds(large.get(i), 4 * i);
+            }
+            neverWritten.copyFrom(new float[] {1, 2, 3});
+            float[] read = new float[3];
+            neverWritten.copyTo(read);
+            assertThat(read).containsExactly(1, 2, 3);
+        }
+    }
+
+    @Test
+    void withPoolingOffThereIsNothingToMove() {
+        try (UnifiedMemoryManager manager = builder().poolingEnabled(false).build()) {
+            UnifiedBuffer buffer = written(manager, 3);
+
+            CompactionReport report = manager.compact(DEVICE);
+
+            assertThat(report.buffersMoved()).isZero();
+            assertThat(report.bytesReleased()).isZero();
+            assertThat(report.reservedBytesAfter()).isEqualTo(report.reservedBytesBefore());
+            assertHolds(buffer, 3);
+            buffer.close();
+        }
+    }
+
+    @Test
+    void everyLocationIsCompactedAndAClosedManagerRefuses() {
+        UnifiedMemoryManager manager = manager();
+        List<CompactionReport> reports = manager.compact();
+        assertThat(reports).extracting(CompactionReport::location).containsExactlyElementsOf(manager.locations());
+        manager.close();
+
+        assertThatThrownBy(() -> manager.compact(DEVICE)).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+    }
+}

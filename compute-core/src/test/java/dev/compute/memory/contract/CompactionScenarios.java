@@ -1,0 +1,214 @@
+package dev.compute.memory.contract;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.BufferAccess;
+import dev.compute.memory.CompactionReport;
+import dev.compute.memory.DataType;
+import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.UnifiedMemoryManagerBuilder;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * Compaction racing the users of the buffers it moves, each a {@code main} that {@link CompactionSafetyContractTest}
+ * runs in a JVM of its own on one backend ({@code args}: the backend's name, or {@code simulated}, then the scenario):
+ * a move under a user would corrupt data or, with its memory given back, crash the JVM. A scenario prints
+ * {@code OK <name>} and exits 0 when every check held; a failed check exits 1; a crash shows as one.
+ */
+public final class CompactionScenarios {
+
+    private static final int BYTES = 3 << 20;
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+
+    private CompactionScenarios() {}
+
+    public static void main(String[] args) throws Throwable {
+        String backend = args[0];
+        String name = args[1];
+        switch (name) {
+            case "usersAndCompactionRace" -> usersAndCompactionRace(backend);
+            case "managerClosedWhileCompacting" -> managerClosedWhileCompacting(backend);
+            default -> throw new IllegalArgumentException("no scenario " + name);
+        }
+        System.out.println("OK " + name);
+        System.exit(0);
+    }
+
+    private static UnifiedMemoryManager manager(String backend) {
+        UnifiedMemoryManagerBuilder builder = UnifiedMemoryManager.builder();
+        builder = backend.equals("simulated") ? builder.backend(new SimulatedDiscreteBackend()) : builder.backend(backend);
+        return builder.releaseThreshold(0).leakDetection(LeakDetectionLevel.PARANOID).closeTimeout(Duration.ofSeconds(10))
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build();
+    }
+
+    private static UnifiedBuffer floats(UnifiedMemoryManager manager, int bytes) {
+        return manager.allocate(DataType.FLOAT32, bytes / 4, DEVICE);
+    }
+
+    private static void check(boolean condition, String what) {
+        if (!condition) {
+            System.out.println("FAILED: " + what);
+            System.exit(1);
+        }
+    }
+
+    /**
+     * Three threads each keep four large buffers and, over and over, write one, read it back whole, read it through an
+     * access or a slice, run an op on it, close it and allocate another, or drop one unclosed (a leak the detector
+     * finds); a fourth compacts all the while. Every read must see exactly what its thread wrote.
+     */
+    private static void usersAndCompactionRace(String backend) throws Exception {
+        long until = System.nanoTime() + Duration.ofSeconds(4).toNanos();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        AtomicLong moved = new AtomicLong();
+        try (UnifiedMemoryManager manager = manager(backend)) {
+            List<Thread> threads = new ArrayList<>();
+            for (int t = 0; t < 3; t++) {
+                int thread = t;
+                threads.add(Thread.ofPlatform().name("user-" + t).start(() -> {
+                    try {
+                        useBuffers(manager, new Random(thread), until);
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                    }
+                }));
+            }
+            threads.add(Thread.ofPlatform().name("compactor").start(() -> {
+                try {
+                    while (System.nanoTime() < until && failure.get() == null) {
+                        for (CompactionReport report : manager.compact()) {
+                            moved.addAndGet(report.buffersMoved());
+                        }
+                        System.gc();
+                    }
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            }));
+            for (Thread thread : threads) {
+                thread.join();
+            }
+        }
+        if (failure.get() != null) {
+            failure.get().printStackTrace(System.out);
+        }
+        check(failure.get() == null, "a user or the compactor failed: " + failure.get());
+        check(moved.get() > 0, "compaction moved no buffer at all");
+        System.out.println("buffers moved: " + moved.get());
+    }
+
+    private static void useBuffers(UnifiedMemoryManager manager, Random random, long until) {
+        UnifiedBuffer[] buffers = new UnifiedBuffer[4];
+        byte[][] contents = new byte[4][];
+        for (int i = 0; i < buffers.length; i++) {
+            buffers[i] = floats(manager, BYTES + 4 * random.nextInt(1 << 18));
+            contents[i] = null;
+        }
+        while (System.nanoTime() < until) {
+            int i = random.nextInt(buffers.length);
+            UnifiedBuffer buffer = buffers[i];
+            int size = (int) buffer.byteSize();
+            switch (random.nextInt(7)) {
+                case 0 -> {
+                    byte[] data = new byte[size];
+                    random.nextBytes(data);
+                    buffer.copyFrom(data);
+                    contents[i] = data;
+                }
+                case 1 -> {
+                    if (contents[i] != null) {
+                        byte[] read = new byte[size];
+                        buffer.copyTo(read);
+                        check(Arrays.equals(read, contents[i]), "a whole read saw other bytes than its thread wrote");
+                    }
+                }
+                case 2 -> {
+                    if (contents[i] != null) {
+                        try (UnifiedBuffer tail = buffer.slice(buffer.elementCount() - 1024, 1024)) {
+                            byte[] read = new byte[4096];
+                            tail.copyTo(read);
+                            check(Arrays.equals(read, Arrays.copyOfRange(contents[i], size - 4096, size)), "a slice saw other bytes");
+                        }
+                    }
+                }
+                case 3 -> {
+                    if (contents[i] != null) {
+                        try (BufferAccess access = buffer.hostAccess(AccessMode.READ)) {
+                            MemorySegment bytes = access.segment();
+                            int at = random.nextInt(size);
+                            check(bytes.get(ValueLayout.JAVA_BYTE, at) == contents[i][at], "a host access saw another byte");
+                        }
+                    }
+                }
+                case 4 -> {
+                    manager.ops().fill(buffer, 0);
+                    contents[i] = new byte[size];
+                }
+                case 5 -> {
+                    buffer.close();
+                    buffers[i] = floats(manager, BYTES + 4 * random.nextInt(1 << 18));
+                    contents[i] = null;
+                }
+                default -> {
+                    if (random.nextInt(8) == 0) {
+                        buffers[i] = floats(manager, BYTES); // the old one is dropped unclosed
+                        contents[i] = null;
+                    }
+                }
+            }
+        }
+        for (UnifiedBuffer buffer : buffers) {
+            buffer.close();
+        }
+    }
+
+    /** One thread compacts over and over while the manager closes under it: the compaction stops, nothing crashes. */
+    private static void managerClosedWhileCompacting(String backend) throws Exception {
+        UnifiedMemoryManager manager = manager(backend);
+        List<UnifiedBuffer> kept = new ArrayList<>();
+        for (int round = 0; round < 4; round++) {
+            for (int i = 0; i < 12; i++) {
+                UnifiedBuffer buffer = manager.allocate(BYTES, DEVICE);
+                buffer.copyFrom(new byte[] {(byte) i});
+                if (i % 3 == 0) {
+                    kept.add(buffer);
+                } else {
+                    buffer.close();
+                }
+            }
+        }
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        Thread compactor = Thread.ofPlatform().name("compactor").start(() -> {
+            try {
+                while (true) {
+                    manager.compact(DEVICE);
+                }
+            } catch (IllegalStateException closed) {
+                if (!closed.getMessage().contains("closed")) {
+                    failure.set(closed);
+                }
+            } catch (Throwable e) {
+                failure.set(e);
+            }
+        });
+        Thread.sleep(200);
+        manager.close();
+        compactor.join(Duration.ofSeconds(30));
+        check(!compactor.isAlive(), "the compaction did not stop once the manager closed");
+        check(failure.get() == null, "the compaction failed otherwise than closed: " + failure.get());
+        for (UnifiedBuffer buffer : kept) {
+            check(buffer.isClosed(), "a buffer is still open after its manager closed");
+        }
+    }
+}
