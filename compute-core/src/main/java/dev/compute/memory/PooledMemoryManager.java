@@ -225,14 +225,18 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     private @Nullable ScheduledExecutorService startMaintenance(UnifiedMemoryManagerBuilder settings) {
         long trimMillis = settings.trimInterval.toMillis();
+        long compactionMillis = settings.poolingEnabled ? settings.compactionInterval.toMillis() : 0;
         long sampleMillis = settings.timelineInterval.toMillis();
-        if (trimMillis <= 0 && sampleMillis <= 0) {
+        if (trimMillis <= 0 && compactionMillis <= 0 && sampleMillis <= 0) {
             return null;
         }
         ScheduledExecutorService executor = Executors.newSingleThreadScheduledExecutor(
                 Thread.ofPlatform().daemon().name("compute-memory-maintenance").factory());
         if (trimMillis > 0) {
             executor.scheduleWithFixedDelay(this::scheduledTrim, trimMillis, trimMillis, TimeUnit.MILLISECONDS);
+        }
+        if (compactionMillis > 0) {
+            executor.scheduleWithFixedDelay(this::scheduledCompaction, compactionMillis, compactionMillis, TimeUnit.MILLISECONDS);
         }
         if (sampleMillis > 0) {
             sampleTimeline();
@@ -249,6 +253,25 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
         } catch (RuntimeException e) {
             LOG.log(System.Logger.Level.WARNING, "scheduled trim failed", e);
+        }
+    }
+
+    private void scheduledCompaction() {
+        try {
+            for (MemoryLocation location : locations) {
+                if (closed) {
+                    return;
+                }
+                CompactionReport report = compact(location);
+                if (report.buffersMoved() > 0 || report.bytesReleased() > 0) {
+                    LOG.log(System.Logger.Level.DEBUG, "scheduled compaction of " + location + " moved " + report.buffersMoved()
+                            + " buffer(s) and released " + report.bytesReleased() + " bytes");
+                }
+            }
+        } catch (IllegalStateException closedMeanwhile) {
+            // the manager closed between the check and the compaction: nothing left to compact
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "scheduled compaction failed", e);
         }
     }
 

@@ -52,6 +52,7 @@ public final class UnifiedMemoryManagerBuilder {
     @Nullable Long releaseThreshold;
     final Map<MemoryLocation, List<WarmupBlocks>> warmup = new EnumMap<>(MemoryLocation.class);
     Duration trimInterval = DEFAULT_TRIM_INTERVAL;
+    Duration compactionInterval = Duration.ZERO;
     boolean expandableSegments = true;
     boolean pinningEnabled = true;
     long maxPinnedSize = DEFAULT_MAX_PINNED_SIZE;
@@ -139,6 +140,15 @@ public final class UnifiedMemoryManagerBuilder {
      */
     public UnifiedMemoryManagerBuilder warmup(MemoryLocation location, long blockBytes, int count) {
         warmup.computeIfAbsent(Objects.requireNonNull(location, "location"), l -> new ArrayList<>()).add(new WarmupBlocks(blockBytes, count));
+        return this;
+    }
+
+    /**
+     * {@code compute.memory.pooling.compaction-interval}: how often the maintenance thread compacts every location
+     * ({@link UnifiedMemoryManager#compact()}); zero, the default, compacts only when asked.
+     */
+    public UnifiedMemoryManagerBuilder compactionInterval(Duration interval) {
+        this.compactionInterval = interval;
         return this;
     }
 
@@ -294,6 +304,7 @@ public final class UnifiedMemoryManagerBuilder {
             }
         }
         interval("compute.memory.pooling.trim-interval", trimInterval);
+        interval("compute.memory.pooling.compaction-interval", compactionInterval);
         positive("compute.memory.pinning.max-pinned-size", maxPinnedSize);
         if (stagingBufferSize != null) {
             positive("compute.memory.pinning.staging-buffer-size", stagingBufferSize);
@@ -412,7 +423,7 @@ public final class UnifiedMemoryManagerBuilder {
         warmup.forEach((location, entries) -> warmupCopy.put(location, List.copyOf(entries)));
         return new ManagerSettings(backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSizeBytes,
                 maxPoolSize instanceof PoolSize.Share(double share) ? share : null, releaseThresholdUnder(maxPoolSizeBytes), trimInterval,
-                expandableSegments, warmupCopy, pinningEnabled, maxPinnedSize, stagingBufferSize(), leakDetection, timelineCapacity,
+                compactionInterval, expandableSegments, warmupCopy, pinningEnabled, maxPinnedSize, stagingBufferSize(), leakDetection, timelineCapacity,
                 timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries, maxOpenMappedFiles, allocationRecording);
     }
 

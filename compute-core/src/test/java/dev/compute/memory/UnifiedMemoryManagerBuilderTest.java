@@ -109,6 +109,7 @@ class UnifiedMemoryManagerBuilderTest {
     void refusesNegativeIntervalsAndDevices() {
         refused(b -> b.trimInterval(Duration.ofSeconds(-1)), "compute.memory.pooling.trim-interval", "0 (off) or a duration of at least 1ms");
         refused(b -> b.trimInterval(Duration.ofNanos(500_000)), "compute.memory.pooling.trim-interval", "at least 1ms");
+        refused(b -> b.compactionInterval(Duration.ofSeconds(-1)), "compute.memory.pooling.compaction-interval", "0 (off) or a duration of at least 1ms");
         refused(b -> b.timelineInterval(Duration.ofMillis(-1)), "compute.memory.timeline.interval", "0 (off)");
         refused(b -> b.timelineCapacity(0), "compute.memory.timeline.capacity", "from 1 to");
         refused(b -> b.timelineCapacity(UnifiedMemoryManagerBuilder.MAX_TIMELINE_CAPACITY + 1), "compute.memory.timeline.capacity", "from 1 to");

@@ -97,6 +97,8 @@ public record ComputeProperties(
      *     max-pool-size where that is smaller.
      * @param trimInterval How often cached memory beyond the release threshold is given back, at least 1ms; 0
      *     disables scheduled trimming.
+     * @param compactionInterval How often every location is compacted (buffers nothing holds move so that free
+     *     space coalesces and emptied segments go back), at least 1ms; 0, the default, compacts only when asked.
      * @param expandableSegments Whether the pool maps pages into reserved address ranges where the backend can,
      *     so reserved memory follows live memory closely.
      * @param warmup Blocks reserved and cached at start, per location (device, host, pinned, unified), so that the
@@ -108,6 +110,7 @@ public record ComputeProperties(
             @DefaultValue("4GB") PoolSize maxPoolSize,
             @Nullable DataSize releaseThreshold,
             @DefaultValue("5m") Duration trimInterval,
+            @DefaultValue("0") Duration compactionInterval,
             @DefaultValue("true") boolean expandableSegments,
             @Nullable Map<String, List<WarmupSetting>> warmup) {}
 

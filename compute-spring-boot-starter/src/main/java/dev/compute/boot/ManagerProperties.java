@@ -50,6 +50,7 @@ public record ManagerProperties(
                 .poolingEnabled(pooling.enabled())
                 .maxPoolSize(required("compute.memory.pooling.max-pool-size", pooling.maxPoolSize()))
                 .trimInterval(required("compute.memory.pooling.trim-interval", pooling.trimInterval()))
+                .compactionInterval(required("compute.memory.pooling.compaction-interval", pooling.compactionInterval()))
                 .expandableSegments(pooling.expandableSegments())
                 .pinningEnabled(pinning.enabled())
                 .maxPinnedSize(bytes("compute.memory.pinning.max-pinned-size", pinning.maxPinnedSize()))

@@ -54,6 +54,8 @@ class ComputeMemoryAutoConfigurationTests {
             assertThat(properties.memory().pooling().maxPoolSize()).isEqualTo(PoolSize.ofBytes(DataSize.ofGigabytes(4).toBytes()));
             assertThat(properties.memory().pooling().releaseThreshold()).as("unset: 256MB, or max-pool-size where smaller").isNull();
             assertThat(properties.memory().pooling().trimInterval()).isEqualTo(Duration.ofMinutes(5));
+            assertThat(properties.memory().pooling().compactionInterval()).as("only when asked").isZero();
+            assertThat(manager.settings().compactionInterval()).isZero();
             assertThat(properties.memory().pinning().maxPinnedSize()).isEqualTo(DataSize.ofGigabytes(2));
             assertThat(properties.memory().pinning().stagingBufferSize()).as("unset: 16MB, or max-pinned-size where smaller").isNull();
             assertThat(properties.memory().leakDetection()).isEqualTo(LeakDetectionLevel.SIMPLE);
@@ -161,6 +163,7 @@ class ComputeMemoryAutoConfigurationTests {
             "compute.memory.pooling.max-pool-size=128MB;compute.memory.pooling.release-threshold=256MB | compute.memory.pooling.release-threshold | 268435456 bytes | at most compute.memory.pooling.max-pool-size (134217728 bytes)",
             "compute.memory.pooling.trim-interval=-5s           | compute.memory.pooling.trim-interval      | PT-5S              | 0 (off) or a duration of at least 1ms",
             "compute.memory.pooling.trim-interval=500us         | compute.memory.pooling.trim-interval      | PT0.0005S          | 0 (off) or a duration of at least 1ms",
+            "compute.memory.pooling.compaction-interval=-1m     | compute.memory.pooling.compaction-interval | PT-1M             | 0 (off) or a duration of at least 1ms",
             "compute.memory.pinning.staging-buffer-size=0       | compute.memory.pinning.staging-buffer-size| 0 bytes            | a positive size",
             "compute.memory.pinning.max-pinned-size=-1MB        | compute.memory.pinning.max-pinned-size    | -1048576 bytes     | a positive size",
             "compute.memory.timeline.capacity=0                 | compute.memory.timeline.capacity          | 0                  | a number of samples from 1 to 86400",

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.CompactionReport;
 import dev.compute.memory.DataType;
+import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
@@ -205,6 +206,31 @@ public abstract class CompactionContractTest {
             float[] read = new float[3];
             neverWritten.copyTo(read);
             assertThat(read).containsExactly(1, 2, 3);
+        }
+    }
+
+    @Test
+    void aCompactionIntervalCompactsWithoutBeingAsked() throws InterruptedException {
+        List<CompactionReport> heard = new java.util.concurrent.CopyOnWriteArrayList<>();
+        MemoryEventListener listener = new MemoryEventListener() {
+            @Override
+            public void compacted(CompactionReport report) {
+                heard.add(report);
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().releaseThreshold(0).compactionInterval(java.time.Duration.ofMillis(20))
+                .eventListener(listener).build()) {
+            assertThat(manager.settings().compactionInterval()).isEqualTo(java.time.Duration.ofMillis(20));
+            List<UnifiedBuffer> kept = fragmented(manager);
+            for (int i = 0; i < 500 && heard.stream().noneMatch(r -> r.location() == DEVICE && r.buffersMoved() > 0); i++) {
+                Thread.sleep(20);
+            }
+            assertThat(heard).as("the maintenance thread compacted DEVICE and moved something")
+                    .anyMatch(r -> r.location() == DEVICE && r.buffersMoved() > 0);
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 4 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
         }
     }
 

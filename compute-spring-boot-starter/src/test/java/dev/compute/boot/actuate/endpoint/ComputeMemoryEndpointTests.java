@@ -98,6 +98,7 @@ class ComputeMemoryEndpointTests {
             assertThat(selected.settings().backend()).isEqualTo("simulated");
             assertThat(selected.settings().releaseThresholdBytes()).as("set to 0 above").isZero();
             assertThat(selected.settings().trimInterval()).isEqualTo("PT5M");
+            assertThat(selected.settings().compactionInterval()).isEqualTo("PT0S");
             assertThat(selected.locations()).containsOnlyKeys(manager.locations());
         });
         assertThat(endpoint.manager("host")).isInstanceOfSatisfying(ComputeMemoryEndpoint.LocationDescriptor.class, selected -> {
