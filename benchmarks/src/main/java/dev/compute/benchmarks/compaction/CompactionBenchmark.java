@@ -18,7 +18,8 @@ import java.util.Random;
  * What compaction gives back on a fragmented pool, against a trim alone, in one run: a manager allocates {@code n}
  * buffers of 1.5 to 24 MiB (log-uniform), writes each whole, and closes three in four at random, as a service whose
  * long-lived buffers outlast a burst would. Then one manager only trims (everything cached), its twin (same seed)
- * compacts and trims; both with expandable ranges and with plain segments. Every buffer kept is read back and checked
+ * compacts and trims, a third trims first and compacts after (what a compaction finds after a scheduled trim); with
+ * expandable ranges and with plain segments. Every buffer kept is read back and checked
  * after, so a figure is never bought with lost data.
  *
  * <p>Usage: {@code java -jar benchmarks/target/compute-benchmarks.jar compaction [--buffers N] [--seed S]
@@ -28,6 +29,17 @@ public final class CompactionBenchmark {
 
     private static final long MiB = 1L << 20;
     private static final MemoryLocation LOCATION = MemoryLocation.DEVICE;
+
+    /** What is done to the fragmented pool. */
+    enum Operation {
+        TRIM("trim"), COMPACT("compact + trim"), TRIM_THEN_COMPACT("trim, then compact + trim");
+
+        final String label;
+
+        Operation(String label) {
+            this.label = label;
+        }
+    }
 
     private CompactionBenchmark() {}
 
@@ -57,8 +69,9 @@ public final class CompactionBenchmark {
         }
         List<Row> rows = new ArrayList<>();
         for (boolean expandable : new boolean[] {true, false}) {
-            rows.add(measure(backend, expandable, false, buffers, seed));
-            rows.add(measure(backend, expandable, true, buffers, seed));
+            for (Operation operation : Operation.values()) {
+                rows.add(measure(backend, expandable, operation, buffers, seed));
+            }
         }
         System.out.printf(Locale.ROOT, "%d buffers of 1.5 to 24 MiB written whole, 3 in 4 closed at random (seed %d), %s backend, %s%n%n",
                 buffers, seed, backend, LOCATION);
@@ -82,7 +95,7 @@ public final class CompactionBenchmark {
         return String.format(Locale.ROOT, "%.1f MiB", bytes / (double) MiB);
     }
 
-    static Row measure(String backend, boolean expandable, boolean compact, int count, long seed) {
+    static Row measure(String backend, boolean expandable, Operation operation, int count, long seed) {
         Random random = new Random(seed);
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backend).expandableSegments(expandable)
                 .releaseThreshold(0).maxPoolSize(16L << 30).trimInterval(Duration.ZERO).timelineInterval(Duration.ZERO).build()) {
@@ -114,12 +127,13 @@ public final class CompactionBenchmark {
             long start = System.nanoTime();
             long moved = 0;
             long bytesMoved = 0;
-            if (compact) {
+            if (operation != Operation.COMPACT) {
+                manager.trim();
+            }
+            if (operation != Operation.TRIM) {
                 CompactionReport report = manager.compact(LOCATION);
                 moved = report.buffersMoved();
                 bytesMoved = report.bytesMoved();
-            } else {
-                manager.trim();
             }
             Duration took = Duration.ofNanos(System.nanoTime() - start);
             MemoryStatistics after = manager.statistics(LOCATION);
@@ -131,7 +145,7 @@ public final class CompactionBenchmark {
                 dataKept &= java.util.Arrays.equals(read, content(read.length, keptSeeds.get(i)));
                 buffer.close();
             }
-            return new Row(ranges ? "expandable ranges" : expandable ? "plain segments (the backend maps no pages)" : "plain segments", compact ? "compact + trim" : "trim", before, after,
+            return new Row(ranges ? "expandable ranges" : expandable ? "plain segments (the backend maps no pages)" : "plain segments", operation.label, before, after,
                     moved, bytesMoved, took, dataKept);
         }
     }

@@ -12,8 +12,8 @@ class CompactionBenchmarkTest {
     @ParameterizedTest(name = "expandable={0}")
     @ValueSource(booleans = {true, false})
     void compactionGivesBackAtLeastWhatATrimDoesAndKeepsTheData(boolean expandable) {
-        CompactionBenchmark.Row trim = CompactionBenchmark.measure("cpu", expandable, false, 24, 7);
-        CompactionBenchmark.Row compact = CompactionBenchmark.measure("cpu", expandable, true, 24, 7);
+        CompactionBenchmark.Row trim = CompactionBenchmark.measure("cpu", expandable, CompactionBenchmark.Operation.TRIM, 24, 7);
+        CompactionBenchmark.Row compact = CompactionBenchmark.measure("cpu", expandable, CompactionBenchmark.Operation.COMPACT, 24, 7);
 
         assertThat(trim.dataKept()).isTrue();
         assertThat(compact.dataKept()).isTrue();
