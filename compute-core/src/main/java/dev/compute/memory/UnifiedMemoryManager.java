@@ -225,7 +225,8 @@ public interface UnifiedMemoryManager extends AutoCloseable {
      * lowest addresses, so that free space coalesces and emptied segments and pages can be given back; then trims as
      * {@link #trim()} does. A moved buffer's handle stays valid: its next use finds the new place. Buffers of up to
      * 1 MiB are not moved (they live on the pool's fast path), nor mapped files, nor held buffers (counted in
-     * {@link CompactionReport#buffersInUse()}). A move never takes memory from the device, and each copy runs within
+     * {@link CompactionReport#buffersInUse()}). A move never raises what the pool reserves (it maps pages for a new
+     * place only where it frees more at the old one, and gives those back at once), and each copy runs within
      * the device while the moved buffer waits for it; allocations of large blocks wait too. Does nothing but report
      * where pooling is off.
      */

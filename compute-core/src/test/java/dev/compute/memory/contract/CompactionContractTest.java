@@ -153,7 +153,7 @@ public abstract class CompactionContractTest {
 
     @Test
     void aBufferHeldByAnAccessStaysWhereItsHolderSeesItAndMovesOnceReleased() {
-        // a trim that keeps the holes: in a range, moves go only to free memory still mapped
+        // a trim that keeps the holes mapped: in a range, a move into them maps nothing
         try (UnifiedMemoryManager manager = builder().releaseThreshold(128 * MiB).build()) {
             List<UnifiedBuffer> kept = firstTwoAndLast(manager);
             UnifiedBuffer last = kept.getLast();

@@ -38,6 +38,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jocl.CL;
 import org.jocl.Pointer;
@@ -95,6 +96,9 @@ import org.jspecify.annotations.Nullable;
  * <p>Thread-safe: OpenCL's enqueue calls are, and the kernel ops serialise setting a kernel's arguments.
  */
 public final class OpenClBackend implements ComputeBackend {
+
+    /** The signal-chaining advice is logged once per process, not once per manager. */
+    private static final AtomicBoolean SIGNAL_ADVICE_GIVEN = new AtomicBoolean();
 
     /**
      * PINNED's handle: the buffer and the mapping its host segment lives in, unmapped when it is freed. Equal by
@@ -185,6 +189,26 @@ public final class OpenClBackend implements ComputeBackend {
         this.completions = new EventCompletions(device.deviceName());
         this.recordedWork = new EventCompletions(device.deviceName() + " (recorded work)");
         this.ops = new OpenClKernelOps(this);
+        String advice = signalChainingAdvice(device.platformName(), System.getenv("LD_PRELOAD"));
+        if (advice != null && SIGNAL_ADVICE_GIVEN.compareAndSet(false, true)) {
+            System.getLogger(OpenClBackend.class.getName()).log(System.Logger.Level.WARNING, advice);
+        }
+    }
+
+    /**
+     * What to tell a user of PoCL whose JVM runs without signal chaining, else null. PoCL builds kernels with LLVM,
+     * which installs handlers for SIGSEGV and other signals; the JVM raises SIGSEGV itself all the time (safepoint
+     * polls, null checks), LLVM's handler then runs first: it deletes the files of a build under way (the build fails)
+     * and can end the process. The JVM's libjsig keeps the JVM's handlers first.
+     */
+    static @Nullable String signalChainingAdvice(String platformName, @Nullable String ldPreload) {
+        if (!platformName.contains("Portable Computing Language") || (ldPreload != null && ldPreload.contains("libjsig"))) {
+            return null;
+        }
+        return "OpenCL platform '" + platformName + "' builds kernels with LLVM, whose signal handlers take the JVM's own"
+                + " signals: a kernel build under way while the JVM stops threads for a garbage collection can fail"
+                + " (CL_BUILD_PROGRAM_FAILURE, 'unable to rename temporary') or end the process (SIGSEGV). Start the JVM with"
+                + " LD_PRELOAD=$JAVA_HOME/lib/libjsig.so (the JVM's signal chaining) to keep its handlers first.";
     }
 
     /** Whether a device version ("OpenCL &lt;major&gt;.&lt;minor&gt; &lt;vendor-specific&gt;") is at least the one given; 1.0 when unreadable. */

@@ -96,8 +96,9 @@ import org.jspecify.annotations.Nullable;
  * {@link #relocate} takes the first free place before the block's own that holds it whole with its pages mapped,
  * copies the block there and swaps the two: the block object, which its user holds, now says the new place, and the
  * old place is freed and coalesces. Blocks gather in full segments and low addresses; whole segments and pages at the
- * top of a range empty, and the trim after gives them back. A move maps nothing, so it never raises what the pool
- * reserves, and moves only a block its caller vouches nothing uses.
+ * top of a range empty, and the trim after gives them back. A move into a range's unmapped free space maps its pages
+ * only where the move frees more pages at the old place, and unmaps those at once: a move never raises what the pool
+ * reserves. It moves only a block its caller vouches nothing uses.
  *
  * <p><b>Figures.</b> Reserved bytes are plain segments plus mapped pages (address ranges reserved but not
  * mapped cost nothing and are not counted); a pool hit is an allocation that made no backend call.
@@ -442,7 +443,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     /**
      * Moves a live block to the first free place before its own in compaction's order ({@link #compactionOrder}) that
-     * the pool holds mapped, so that a move never needs memory from the upstream: copies its bytes there with
+     * the pool holds mapped, or whose pages, mapped for it, are fewer than the move frees (and unmaps) at the old
+     * place, so that a move never raises what the pool reserves: copies its bytes there with
      * {@code copy}, under the pool's lock (neither place can be freed or handed out meanwhile), then the block is at the
      * new place (its {@link Block#segment()} and {@link Block#offset()} say so) and its old place is free. The caller
      * must guarantee that nothing reads or writes the block's memory until this returns. False, with nothing changed,
@@ -460,6 +462,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 throw new IllegalArgumentException("only a live block can be moved: " + block);
             }
             PoolArena arena = poolBlock.arena();
+            long reserved = arena.reservedBytes();
             PoolBlock place = arena.takePlaceBefore(poolBlock);
             if (place == null) {
                 return false;
@@ -470,7 +473,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 arena.release(place);
                 throw e;
             }
-            arena.completeMove(poolBlock, place);
+            arena.completeMove(poolBlock, place, arena.reservedBytes() > reserved);
             return true;
         } finally {
             lock.unlock();

@@ -178,13 +178,8 @@ final class PoolArena {
     }
 
     private static boolean backed(PoolBlock block) {
-        return backed(block.home, block.offset, block.end());
-    }
-
-    /** True when every page of a range's bytes {@code [from, to)} is mapped. */
-    private static boolean backed(PoolSegment segment, long from, long to) {
-        long g = segment.granularity;
-        return segment.mapped.nextClearBit((int) (from / g)) >= Math.ceilDiv(to, g);
+        long g = block.home.granularity;
+        return block.home.mapped.nextClearBit((int) (block.offset / g)) >= Math.ceilDiv(block.end(), g);
     }
 
     /**
@@ -271,8 +266,8 @@ final class PoolArena {
 
     // ---- freeing ------------------------------------------------------------------------------------------------
 
-    /** Makes a block free and merges it with free neighbours: one free block per gap between used ones. */
-    void release(PoolBlock block) {
+    /** Makes a block free and merges it with free neighbours: one free block per gap between used ones; returns that one. */
+    PoolBlock release(PoolBlock block) {
         PoolBlock merged = block;
         merged.state = PoolBlock.FREE;
         merged.requested = 0;
@@ -290,6 +285,7 @@ final class PoolArena {
             unlink(after);
         }
         free.add(merged);
+        return merged;
     }
 
     /** Marks a live block as waiting for device work: neither reused nor unmapped until {@link #release}. */
@@ -418,16 +414,18 @@ final class PoolArena {
     }
 
     /**
-     * Takes, for a live block, the first free place in compaction's order that comes before the block's own, holds it
-     * whole and has its pages mapped (a move never maps memory: compaction cannot raise what the pool reserves); the
-     * place is split to the block's size and marked live. Null where there is none.
+     * Takes, for a live block, the first free place in compaction's order that comes before the block's own and holds
+     * it whole: one whose pages are mapped, or, in a range, one whose unmapped pages are fewer than the pages the move
+     * frees at the block's old place (so that the move, with {@link #completeMove}, lowers what is mapped) and fit the
+     * upstream's limit. The place is split to the block's size, its pages mapped, and marked live. Null where there
+     * is none, or where mapping its pages fails. A move thus never raises what the pool reserves.
      */
     @Nullable PoolBlock takePlaceBefore(PoolBlock block) {
         probe.size = block.size;
         PoolBlock best = null;
         for (PoolBlock candidate : free.tailSet(probe, true)) {
             if (compareByPlace(candidate, block) < 0 && (best == null || compareByPlace(candidate, best) < 0)
-                    && (!candidate.home.expandable() || backed(candidate.home, candidate.offset, candidate.offset + block.size))) {
+                    && worthMoving(block, candidate)) {
                 best = candidate;
             }
         }
@@ -438,16 +436,85 @@ final class PoolArena {
         PoolBlock place = split(best, block.size);
         place.state = PoolBlock.LIVE;
         place.requested = block.requested;
+        if (place.home.expandable()) {
+            try {
+                mapPagesOf(place, Growth.EXACT);
+            } catch (RuntimeException refused) {
+                release(place);
+                return null;
+            }
+        }
         return place;
+    }
+
+    /** Whether moving {@code block} to the start of the free block {@code candidate} maps fewer pages than it frees. */
+    private boolean worthMoving(PoolBlock block, PoolBlock candidate) {
+        PoolSegment segment = candidate.home;
+        if (!segment.expandable()) {
+            return true;
+        }
+        long g = segment.granularity;
+        int first = (int) (candidate.offset / g);
+        int end = (int) Math.ceilDiv(candidate.offset + block.size, g);
+        int unmapped = end - first - segment.mapped.get(first, end).cardinality();
+        if (unmapped == 0) {
+            return true;
+        }
+        return unmapped < pagesFreedByMoving(block, candidate) && upstream.fits(unmapped * g);
+    }
+
+    /**
+     * The mapped pages under {@code block} that no other block in use touches, nor the place it would move to: the
+     * pages its move leaves wholly free.
+     */
+    private static int pagesFreedByMoving(PoolBlock block, PoolBlock to) {
+        PoolSegment segment = block.home;
+        if (!segment.expandable()) {
+            return 0;
+        }
+        long g = segment.granularity;
+        int freed = 0;
+        for (int page = (int) (block.offset / g); page < Math.ceilDiv(block.end(), g); page++) {
+            long from = page * g;
+            long until = from + g;
+            boolean touched = !segment.mapped.get(page)
+                    || (to.home == segment && to.offset < until && to.offset + block.size > from);
+            for (PoolBlock b = block.prev; !touched && b != null && b.end() > from; b = b.prev) {
+                touched = b.state != PoolBlock.FREE;
+            }
+            for (PoolBlock b = block.next; !touched && b != null && b.offset < until; b = b.next) {
+                touched = b.state != PoolBlock.FREE;
+            }
+            if (!touched) {
+                freed++;
+            }
+        }
+        return freed;
     }
 
     /**
      * Ends a move: {@code block} takes {@code place}'s segment, offset and neighbours, and its old place becomes
-     * free (coalesced). Both are live blocks of one size; the data was copied meanwhile.
+     * free (coalesced). With {@code unmapOldPlace} (the move mapped pages for its new place), the pages of the old
+     * place now wholly free are unmapped at once: more than were mapped, whatever a trim would keep. Both are live
+     * blocks of one size; the data was copied meanwhile.
      */
-    void completeMove(PoolBlock block, PoolBlock place) {
+    void completeMove(PoolBlock block, PoolBlock place, boolean unmapOldPlace) {
+        PoolSegment segment = block.home;
+        long oldOffset = block.offset;
+        long oldEnd = block.end();
         exchange(block, place);
-        release(place);
+        PoolBlock freed = release(place);
+        if (unmapOldPlace && segment.expandable()) {
+            long g = segment.granularity;
+            // pages wholly in the free block that touch the old place
+            int from = (int) Math.max(Math.ceilDiv(freed.offset, g), oldOffset / g);
+            int to = (int) Math.min(freed.end() / g, Math.ceilDiv(oldEnd, g));
+            for (int page = segment.mapped.nextSetBit(from); page >= 0 && page < to; ) {
+                int runEnd = Math.min(to, segment.mapped.nextClearBit(page));
+                unmap(segment, page, runEnd);
+                page = runEnd < to ? segment.mapped.nextSetBit(runEnd) : -1;
+            }
+        }
     }
 
     /** Swaps the places of two blocks of one size that are not in the free set: each takes the other's segment, offset and neighbours. */

@@ -151,7 +151,55 @@ class CachingPoolCompactionTest {
     }
 
     @Test
-    void neverMapsMemoryForAMoveNorTouchesPendingBlocks() {
+    void afterATrimAMoveMapsPagesOnlyWhereItFreesMoreAndGivesThemBackAtOnce() {
+        CachingPoolResource pool = pool(backend, true);
+        StatisticsResource statistics = new StatisticsResource(pool);
+        List<Block> all = new ArrayList<>();
+        for (int i = 0; i < 32; i++) {
+            all.add(allocate(statistics, 3 * MiB));
+        }
+        List<Block> live = new ArrayList<>();
+        for (int i = 0; i < all.size(); i++) {
+            if (i % 4 == 0) {
+                live.add(all.get(i));
+            } else {
+                free(statistics, all.get(i));
+            }
+        }
+        pool.trim(0); // every hole's free pages are given back: a move must map pages for its new place
+        long reserved = pool.reservedBytes();
+
+        int moved = compact(pool);
+
+        assertThat(moved).isPositive();
+        assertThat(pool.reservedBytes()).as("each move gave back more pages than it mapped").isLessThan(reserved);
+        pool.trim(0);
+        assertThat(pool.reservedBytes()).as("8 live blocks of 3 MiB packed: 24 MiB of pages").isEqualTo(24 * MiB);
+        assertDataInPlace(live);
+        PoolInvariants.check(pool, statistics, backend, live);
+    }
+
+    @Test
+    void aMoveThatWouldMapAsManyPagesAsItFreesIsNotMade() {
+        CachingPoolResource pool = pool(backend, true);
+        StatisticsResource statistics = new StatisticsResource(pool);
+        List<Block> all = new ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+            all.add(allocate(statistics, 4 * MiB)); // two whole pages each: a move frees two and maps two
+        }
+        for (int i = 1; i < 7; i++) {
+            free(statistics, all.get(i));
+        }
+        pool.trim(0);
+        long mapCalls = backend.mapCalls();
+
+        assertThat(compact(pool)).isZero();
+        assertThat(backend.mapCalls()).isEqualTo(mapCalls);
+        assertDataInPlace(List.of(all.get(0), all.get(7)));
+    }
+
+    @Test
+    void neverMapsMemoryForAMoveThatGainsNothingNorTouchesPendingBlocks() {
         CachingPoolResource pool = pool(backend, true);
         StatisticsResource statistics = new StatisticsResource(pool);
         List<Block> all = new ArrayList<>();
@@ -163,7 +211,7 @@ class CachingPoolCompactionTest {
         dataAt.remove(address(pending));
         statistics.deallocate(pending, work);
         free(statistics, all.get(2));
-        pool.trim(0); // the hole at block 2 is unmapped now: no block may move there
+        pool.trim(0); // the hole at block 2 is unmapped now: a block moving there would free no more pages than it maps
         long mapCalls = backend.mapCalls();
         long reserved = pool.reservedBytes();
         List<Block> live = List.of(all.get(0), all.get(3), all.get(4), all.get(5), all.get(6), all.get(7));
