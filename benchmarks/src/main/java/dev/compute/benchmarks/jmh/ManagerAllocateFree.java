@@ -4,6 +4,8 @@ import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.recording.AllocationTrace;
+import dev.compute.memory.recording.RecordingOptions;
 import java.util.Locale;
 import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Param;
@@ -17,7 +19,10 @@ import org.openjdk.jmh.annotations.TearDown;
  * configures it). Leak detection {@code disabled} and {@code simple} (the default, one buffer in 128 tracked).
  * {@code recording}: {@code idle} (the default: the recording adaptor tops each chain, and nothing records) or
  * {@code off} ({@code compute.memory.recording.enabled=false}: no adaptor, the chain as it was before recording
- * existed), so that one run measures what an idle recorder costs.
+ * existed), so that one run measures what an idle recorder costs; {@code active}: a recording without call sites runs
+ * through each measurement iteration (started before it, stopped after; an iteration that fills the recording's
+ * {@value RecordingOptions#MAX_EVENTS} events fails, since it would measure a recorder that stopped: shorten
+ * {@code -r}).
  */
 public class ManagerAllocateFree extends AllocateFreePairs {
 
@@ -43,11 +48,29 @@ public class ManagerAllocateFree extends AllocateFreePairs {
                 })
                 .leakDetection(LeakDetectionLevel.valueOf(leakDetection.toUpperCase(Locale.ROOT)))
                 .allocationRecording(switch (recording) {
-                    case "idle" -> true;
+                    case "idle", "active" -> true;
                     case "off" -> false;
-                    default -> throw new IllegalArgumentException("recording is 'idle' or 'off', not '" + recording + "'");
+                    default -> throw new IllegalArgumentException("recording is 'idle', 'off' or 'active', not '" + recording + "'");
                 })
                 .build();
+    }
+
+    @Setup(Level.Iteration)
+    public void startRecording() {
+        if (recording.equals("active")) {
+            manager.startRecording(new RecordingOptions(RecordingOptions.MAX_EVENTS, 0));
+        }
+    }
+
+    @TearDown(Level.Iteration)
+    public void stopRecording() {
+        if (recording.equals("active")) {
+            AllocationTrace trace = manager.stopRecording();
+            if (trace.truncated()) {
+                throw new IllegalStateException("the recording filled its " + RecordingOptions.MAX_EVENTS
+                        + " events within the iteration, and the rest measured a stopped recorder: shorten -r");
+            }
+        }
     }
 
     @TearDown(Level.Trial)
