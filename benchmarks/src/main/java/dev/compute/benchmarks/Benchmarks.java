@@ -6,6 +6,7 @@ import dev.compute.benchmarks.jmh.BufferHeapCost;
 import dev.compute.benchmarks.jmh.JmhMain;
 import dev.compute.benchmarks.jmh.JmhRatioTable;
 import dev.compute.benchmarks.replay.ReplayCommand;
+import dev.compute.benchmarks.replay.TraceScaling;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -21,6 +22,7 @@ public final class Benchmarks {
 
     static {
         SUBCOMMANDS.put("replay", ReplayCommand::run);
+        SUBCOMMANDS.put("scale-trace", TraceScaling::run);
         SUBCOMMANDS.put("jmh", JmhMain::run);
         SUBCOMMANDS.put("jmh-table", JmhRatioTable::run);
         SUBCOMMANDS.put("heap-cost", BufferHeapCost::run);

@@ -27,11 +27,12 @@ import org.jspecify.annotations.Nullable;
 /**
  * The caching pool: hands out blocks carved from memory it keeps from its upstream (the location's
  * {@link BackendResource}, which calls the backend and holds the cap), so that after warm-up an allocation is
- * no backend call at all. How it works, in five parts.
+ * no backend call at all. How it works, part by part.
  *
  * <p><b>Size rounding.</b> A request is rounded up to a multiple of 512 bytes. Up to 1 MiB it is small,
- * beyond large; the two kinds live in separate arenas so that short-lived small blocks never split the
- * large free spaces that big tensors need.
+ * beyond large; the two kinds have separate arenas so that short-lived small blocks never split the
+ * large free spaces that big tensors need. A large block may still take free space of the small arena
+ * (placement, below); a small block never takes the large arena's.
  *
  * <p><b>Best fit, splitting, coalescing.</b> Each arena keeps its free blocks in a set ordered by size, then
  * address. A request takes the smallest free block that is large enough (the lowest such, among equals),
@@ -46,10 +47,20 @@ import org.jspecify.annotations.Nullable;
  * space, not memory, but address space is bounded too (128 TiB per process on x86-64), and a range sized by a
  * cap of 100 TB could not be reserved at all. A request larger than a range gets a range of its own. A page is mapped exactly
  * when a block in use touches it, or it lies in free space not yet given back; so what the pool reserves
- * follows what is live, page by page, however the address space fragments. A block needing unmapped pages
+ * follows what is live, page by page, however the address space fragments.
+ *
+ * <p><b>Placement: mapped free space first.</b> Where pages are mapped on demand, best fit looks first among free
+ * blocks whose pages (those the request would use) are mapped: the smallest such, even where a smaller free block
+ * has unmapped pages. Failing that, a large request takes mapped free space of the small arena, which small blocks
+ * freed after a burst leave behind and which the large arena would otherwise map anew beside it. Only then does
+ * the best fit by size get its missing pages mapped. So pages are mapped only when no mapped free space the block
+ * may take fits it (blocks held by the fast path's cache aside, below): the reserved peak stays near what the live
+ * blocks and the gaps between them need, and no call maps memory beside mapped pages that sit idle.
+ *
+ * <p><b>Mapping.</b> A block needing unmapped pages
  * maps them in one call, its last run extended by a chunk (1/8 of what the arena has mapped, 2 to 128 MiB) so
  * that growth costs few calls. Before a new mapping would raise the reserved peak, free mapped pages
- * elsewhere are unmapped first: the memory moves to where it is needed instead of being held twice. Without
+ * elsewhere in the arena are unmapped first: the memory moves to where it is needed instead of being held twice. Without
  * page mapping the pool allocates plain segments: 2 MiB ones for small blocks, 20 MiB ones for large
  * requests under 10 MiB, and the request rounded up to 2 MiB beyond.
  *
@@ -282,15 +293,24 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return block;
     }
 
-    /** A block from memory held (a hit), else after flushing the cache, else from new upstream memory (a miss). */
+    /**
+     * A block from memory held (a hit): mapped free space of its arena, else the same after flushing the cache, else
+     * (for a large block, where pages are mapped) mapped free space of the small arena; failing these, from new upstream memory (a miss).
+     */
     private PoolBlock takeOrGrow(PoolArena arena, long size, long requested, PoolArena.Growth growth) {
         PoolBlock block = arena.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
         if (block == null) {
             if (arena != small || small.reservedBytes() >= SMALL_BLOCKS_KEPT_UNFLUSHED) {
                 cache.flush(this::releaseToArena);
+                block = arena.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
+            }
+            if (block == null && arena == large && small.expandable()) {
+                block = small.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
             }
             long callsBefore = upstream.backendAllocations();
-            block = arena.take(size, requested, PoolArena.Mapping.MAY_MAP, growth);
+            if (block == null) {
+                block = arena.take(size, requested, PoolArena.Mapping.MAY_MAP, growth);
+            }
             if (block == null) {
                 arena.grow(size, growth);
                 block = arena.take(size, requested, PoolArena.Mapping.MAY_MAP, growth);

@@ -22,10 +22,16 @@ import org.jspecify.annotations.Nullable;
  */
 final class PoolArena {
 
-    /** Which blocks an arena holds; the two never share a segment. */
+    /**
+     * Which requests an arena is for; the two never share a segment. A small block lives in the small arena only; a
+     * large one may take mapped free space of the small arena (why: {@link CachingPoolResource}, placement).
+     */
     enum Kind { SMALL, LARGE }
 
-    /** Whether {@link #take} may map pages for a block, or only hand out blocks whose pages are mapped. */
+    /**
+     * Whether {@link #take} may map pages for a block (taking the best fit by size), or only hands out a block whose
+     * pages are mapped (taking the best fit among the free blocks that need no backend call).
+     */
     enum Mapping { MAPPED_ONLY, MAY_MAP }
 
     /**
@@ -45,8 +51,8 @@ final class PoolArena {
     };
 
     /**
-     * Mapping grows by chunks of 1/8 of what the arena has mapped, 2 to 128 MiB: on the BERT trace 165 backend
-     * calls and 1.7% over the live peak; 1/16 costs 210 calls for 1.5%, no chunks 345 calls.
+     * Mapping grows by chunks of 1/8 of what the arena has mapped, 2 to 128 MiB: smaller chunks trade backend calls
+     * for a lower reserved peak, larger ones the reverse (the figures: docs/benchmarks.md).
      */
     static final int MAP_CHUNK_SHIFT = 3;
     static final long MIN_MAP_CHUNK = 2L << 20;
@@ -112,11 +118,12 @@ final class PoolArena {
      * The best-fitting free block of at least {@code size} bytes, split to size and, in a range, with its pages
      * mapped; null when no free block is large enough. Throws {@link dev.compute.memory.DeviceOutOfMemoryException}
      * when pages cannot be mapped (the backend has no memory or the limit is reached); the block is free again then.
-     * With {@link Mapping#MAPPED_ONLY}, a block whose pages are not all mapped counts as not found.
+     * With {@link Mapping#MAPPED_ONLY}, the smallest free block whose first {@code size} bytes lie on mapped pages,
+     * null where there is none.
      */
     @Nullable PoolBlock take(long size, long requested, Mapping mapping, Growth growth) {
         probe.size = size;
-        PoolBlock fit = free.ceiling(probe);
+        PoolBlock fit = pageMapping != null && mapping == Mapping.MAPPED_ONLY ? smallestBacked() : free.ceiling(probe);
         if (fit == null) {
             return null;
         }
@@ -125,10 +132,6 @@ final class PoolArena {
         block.state = PoolBlock.LIVE;
         block.requested = requested;
         if (block.home.expandable()) {
-            if (mapping == Mapping.MAPPED_ONLY && !backed(block)) {
-                release(block);
-                return null;
-            }
             try {
                 mapPagesOf(block, growth);
             } catch (RuntimeException e) {
@@ -137,6 +140,19 @@ final class PoolArena {
             }
         }
         return block;
+    }
+
+    /**
+     * The smallest free block of at least the probe's size whose first that many bytes are mapped. Each block passed
+     * over holds an unmapped page where the request would go, and free blocks do not overlap, so few are.
+     */
+    private @Nullable PoolBlock smallestBacked() {
+        for (PoolBlock candidate : free.tailSet(probe, true)) {
+            if (backed(candidate, probe.size)) {
+                return candidate;
+            }
+        }
+        return null;
     }
 
     /** Keeps the low {@code size} bytes of a free block and puts the rest back as a free block after it. */
@@ -177,9 +193,10 @@ final class PoolArena {
         return after;
     }
 
-    private static boolean backed(PoolBlock block) {
+    /** Whether the first {@code size} bytes of a block in a range lie on mapped pages. */
+    private static boolean backed(PoolBlock block, long size) {
         long g = block.home.granularity;
-        return block.home.mapped.nextClearBit((int) (block.offset / g)) >= Math.ceilDiv(block.end(), g);
+        return block.home.mapped.nextClearBit((int) (block.offset / g)) >= Math.ceilDiv(block.offset + size, g);
     }
 
     /**

@@ -563,6 +563,56 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     }
 
     @Test
+    void aBlockTakesMappedFreeSpaceRatherThanABetterFitWhosePagesAreUnmapped() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        Block a = pool.allocate(8 * MiB);
+        Block b = pool.allocate(8 * MiB);
+        Block c = pool.allocate(8 * MiB);
+        pool.deallocate(a);
+        pool.trim(0);
+        pool.deallocate(c);
+        long mapCalls = backend.mapCalls();
+
+        // free: a's 8 MiB at offset 0, unmapped (the best fit by size), and from c's offset on, c's pages still mapped
+        Block d = pool.allocate(6 * MiB);
+
+        assertThat(d.offset()).as("placed where the pages are mapped").isEqualTo(16 * MiB);
+        assertThat(backend.mapCalls()).as("a pool hit, no backend call").isEqualTo(mapCalls);
+        pool.deallocate(b);
+        pool.deallocate(d);
+        pool.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @Test
+    void aLargeBlockTakesMappedFreeSpaceOfTheSmallArenaRatherThanMapPages() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        List<Block> small = new ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+            small.add(pool.allocate(MiB));
+        }
+        long smallRange = small.getFirst().segment().address();
+        small.forEach(pool::deallocate);
+        long mapCalls = backend.mapCalls();
+        long reserved = pool.reservedBytes();
+
+        Block large = pool.allocate(3 * MiB);
+
+        assertThat(large.segment().address()).as("carved from the small arena's range").isEqualTo(smallRange);
+        assertThat(backend.mapCalls()).isEqualTo(mapCalls);
+        assertThat(pool.reservedBytes()).isEqualTo(reserved);
+        Block next = pool.allocate(MiB);
+        assertThat(next.offset()).as("small blocks go around it").isGreaterThanOrEqualTo(large.offset() + large.size());
+        pool.deallocate(large);
+        pool.deallocate(next);
+        assertThat(pool.trim(0)).as("freed into the small arena, whose pages a trim gives back").isEqualTo(reserved);
+        pool.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @Test
     void growthMapsLargeChunksAndUnmapsFreePagesOnTrim() {
         AddressSpaceBackend backend = backend(4 * GiB, true);
         CachingPoolResource pool = pool(backend, 4 * GiB, true);
