@@ -532,10 +532,17 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
     }
 
+    /**
+     * Bound while a host mirror is allocated. That happens under its buffer's monitor, and out-of-memory handlers and
+     * listeners run within it: a compaction they start must not wait for other buffers' monitors, or two such threads
+     * wait on each other's for ever.
+     */
+    private static final ScopedValue<Boolean> ALLOCATING_MIRROR = ScopedValue.newInstance();
+
     Block allocateMirror(long bytes) {
         int stripe = activeCalls.enter();
         try {
-            return allocateBlock(chain(mirrorLocation), mirrorLocation, bytes, true);
+            return ScopedValue.where(ALLOCATING_MIRROR, true).call(() -> allocateBlock(chain(mirrorLocation), mirrorLocation, bytes, true));
         } finally {
             activeCalls.exit(stripe);
         }
@@ -744,7 +751,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             long bytesMoved = 0;
             long inUse = 0;
             long waitUntil = start + deviceWaitTimeout.toNanos(); // for device work on buffers, all of them together
-            for (Block block : pool.compactionOrder()) {
+            List<Block> order = ALLOCATING_MIRROR.isBound() ? List.of() : pool.compactionOrder(); // moves none, trims
+            for (Block block : order) {
                 WeakReference<UnifiedBuffer> user = chain.movable.get(block);
                 UnifiedBuffer buffer = user == null ? null : user.get();
                 if (buffer == null || closed) {

@@ -227,7 +227,8 @@ public interface UnifiedMemoryManager extends AutoCloseable {
      * 1 MiB are not moved (they live on the pool's fast path), nor mapped files, nor held buffers (counted in
      * {@link CompactionReport#buffersInUse()}). A move never takes memory from the device, and each copy runs within
      * the device while the moved buffer waits for it; allocations of large blocks wait too. Does nothing but report
-     * where pooling is off.
+     * where pooling is off. Called from an out-of-memory handler or a listener while a host view or access of a device
+     * buffer allocates its host mirror (under that buffer's lock, which a move takes), it moves nothing and only trims.
      */
     CompactionReport compact(MemoryLocation location);
 
