@@ -772,6 +772,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 }
             }
             long released = closed ? 0 : trimLocation(chain, releaseThreshold);
+            if (moved > 0) {
+                // free space coalesced, and what emptied was given back under the cap: a waiting request may fit now
+                waiters.released(location, CompletableFuture.completedFuture(null));
+            }
             MemoryStatistics after = statistics(location);
             CompactionReport report = new CompactionReport(location, moved, bytesMoved, inUse, released,
                     before.reservedBytes(), after.reservedBytes(), before.largestFreeBlockBytes(), after.largestFreeBlockBytes(),
