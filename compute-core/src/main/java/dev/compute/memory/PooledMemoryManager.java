@@ -725,19 +725,25 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     @Override
     public List<CompactionReport> compact() {
+        long waitUntil = System.nanoTime() + deviceWaitTimeout.toNanos(); // device work at every location, together
         List<CompactionReport> reports = new ArrayList<>(locations.size());
         for (MemoryLocation location : locations) {
-            reports.add(compact(location));
+            reports.add(compact(location, waitUntil));
         }
         return reports;
     }
 
-    /**
-     * Tries the pool's live blocks in its compaction order; each whose buffer is known (a movable block) moves under
-     * that buffer's monitor, into a place the pool holds, with a copy within the device. Then trims.
-     */
     @Override
     public CompactionReport compact(MemoryLocation location) {
+        return compact(location, System.nanoTime() + deviceWaitTimeout.toNanos());
+    }
+
+    /**
+     * Tries the pool's live blocks in its compaction order; each whose buffer is known (a movable block) moves under
+     * that buffer's monitor, into a place the pool holds, with a copy within the device. Then trims. Device work in
+     * flight on the buffers, all of them together, is waited for until {@code waitUntil} ({@link System#nanoTime()}).
+     */
+    private CompactionReport compact(MemoryLocation location, long waitUntil) {
         int stripe = activeCalls.enter();
         try {
             LocationChain chain = chain(location);
@@ -750,7 +756,6 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             long moved = 0;
             long bytesMoved = 0;
             long inUse = 0;
-            long waitUntil = start + deviceWaitTimeout.toNanos(); // for device work on buffers, all of them together
             List<Block> order = ALLOCATING_MIRROR.isBound() ? List.of() : pool.compactionOrder(); // moves none, trims
             for (Block block : order) {
                 WeakReference<UnifiedBuffer> user = chain.movable.get(block);

@@ -232,7 +232,10 @@ public interface UnifiedMemoryManager extends AutoCloseable {
      */
     CompactionReport compact(MemoryLocation location);
 
-    /** {@link #compact(MemoryLocation)} at every location, in the order of {@link #locations()}. */
+    /**
+     * {@link #compact(MemoryLocation)} at every location, in the order of {@link #locations()}; device work in flight
+     * on their buffers is waited for up to the device wait timeout in all, not at each location.
+     */
     List<CompactionReport> compact();
 
     /**

@@ -110,6 +110,38 @@ public abstract class CompactionHoldersContractTest {
         }
     }
 
+    /**
+     * Device work that never ends on a buffer at every location: compacting them all waits for it once, up to the
+     * device wait timeout, not once per location.
+     */
+    @Test
+    void compactingEveryLocationWaitsForStuckDeviceWorkOnceInAll() {
+        Duration deviceWait = Duration.ofSeconds(1);
+        try (UnifiedMemoryManager manager = builder().releaseThreshold(0).deviceWaitTimeout(deviceWait)
+                .closeTimeout(Duration.ofMillis(200)).build()) {
+            CompletableFuture<Void> never = new CompletableFuture<>();
+            List<UnifiedBuffer> stuck = new ArrayList<>();
+            for (MemoryLocation location : manager.locations()) {
+                UnifiedBuffer buffer = manager.allocate(BUFFER_BYTES, location);
+                try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
+                    access.inFlightUntil(never);
+                }
+                stuck.add(buffer);
+            }
+            assertThat(stuck).hasSizeGreaterThan(2);
+
+            long start = System.nanoTime();
+            List<CompactionReport> reports = manager.compact();
+            Duration took = Duration.ofNanos(System.nanoTime() - start);
+
+            assertThat(reports).allSatisfy(report -> assertThat(report.buffersInUse()).isEqualTo(1));
+            assertThat(took).as("one device wait timeout for all locations, not one each")
+                    .isLessThan(deviceWait.multipliedBy(stuck.size() - 1));
+            never.complete(null);
+            stuck.forEach(UnifiedBuffer::close);
+        }
+    }
+
     @Test
     void aViewThatAnotherThreadKeepsHoldsItsBufferAndItsSlicesInPlace() throws Exception {
         try (UnifiedMemoryManager manager = manager()) {
