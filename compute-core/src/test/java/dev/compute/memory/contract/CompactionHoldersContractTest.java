@@ -123,7 +123,8 @@ public abstract class CompactionHoldersContractTest {
             List<UnifiedBuffer> stuck = new ArrayList<>();
             for (MemoryLocation location : manager.locations()) {
                 UnifiedBuffer buffer = manager.allocate(BUFFER_BYTES, location);
-                try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
+                buffer.copyFrom(new byte[] {1});
+                try (BufferAccess access = buffer.hostAccess(AccessMode.READ)) { // every location has a host access
                     access.inFlightUntil(never);
                 }
                 stuck.add(buffer);
