@@ -194,6 +194,53 @@ public abstract class CompactionHoldersContractTest {
         }
     }
 
+    /**
+     * A slice closed on one thread while another still has a view of it: the view lasts until its thread next calls
+     * into the manager, and until then the buffer must stay where the view reads it.
+     */
+    @Test
+    void aViewOfASliceClosedByAnotherThreadStillHoldsTheBufferUntilItsThreadLetsGo() throws Exception {
+        try (UnifiedMemoryManager manager = manager()) {
+            List<UnifiedBuffer> kept = firstTwoAndLast(manager);
+            UnifiedBuffer last = kept.getLast();
+            UnifiedBuffer tail = last.slice(FLOATS - 1024, 1024);
+            long offset = deviceOffset(last);
+            CountDownLatch viewTaken = new CountDownLatch(1);
+            CountDownLatch sliceClosedAndCompacted = new CountDownLatch(1);
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            Thread holder = Thread.ofPlatform().start(() -> {
+                try {
+                    MemorySegment view = tail.hostView();
+                    viewTaken.countDown();
+                    sliceClosedAndCompacted.await();
+                    byte[] expected = CompactionContractTest.pattern(BUFFER_BYTES, 19);
+                    for (int i = 0; i < 4096; i++) {
+                        if (view.get(ValueLayout.JAVA_BYTE, i) != expected[BUFFER_BYTES - 4096 + i]) {
+                            throw new AssertionError("the view of the closed slice saw byte " + i + " change under it");
+                        }
+                    }
+                    view.fill((byte) 5);
+                } catch (Throwable e) {
+                    failure.set(e);
+                }
+            });
+            viewTaken.await();
+            tail.close();
+
+            CompactionReport whileViewed = manager.compact(DEVICE);
+            sliceClosedAndCompacted.countDown();
+            holder.join();
+
+            assertThat(failure.get()).isNull();
+            assertThat(whileViewed.buffersInUse()).isEqualTo(1);
+            assertThat(deviceOffset(last)).isEqualTo(offset);
+            byte[] end = new byte[4096];
+            last.copyTo(BUFFER_BYTES - 4096, end, 0, end.length);
+            assertThat(end).containsOnly((byte) 5);
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
     @Test
     void asyncOpsAndCopiesQueuedJustBeforeLandInTheBuffersNewPlace() {
         try (UnifiedMemoryManager manager = manager(); Arena arena = Arena.ofConfined()) {
