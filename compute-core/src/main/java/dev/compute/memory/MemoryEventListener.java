@@ -6,9 +6,10 @@ import org.jspecify.annotations.Nullable;
  * Told what happens off the pool's fast path: calls to the backend, allocations that finally fail, recovery
  * from out-of-memory, trims and leaks; for meters, tracing, JFR. A pool hit tells it nothing, so a listener
  * never slows the common allocation. Methods are called on the thread that did the work, some (the backend
- * calls) under the pool's lock: keep them short, and never allocate from a manager, nor use a buffer, inside one (a
- * compaction holds a buffer's lock while it takes the pool's). A listener that
- * throws is logged and otherwise ignored. Register with {@link UnifiedMemoryManagerBuilder#eventListener}.
+ * calls) under the pool's lock: keep them short, and never allocate from a manager, use a buffer or compact a
+ * manager inside one (a compaction holds a buffer's lock while it takes the pool's; one started under the pool's lock
+ * moves nothing). A listener that throws is logged and otherwise ignored. Register with
+ * {@link UnifiedMemoryManagerBuilder#eventListener}.
  */
 public interface MemoryEventListener {
 

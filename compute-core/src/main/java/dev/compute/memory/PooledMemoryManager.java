@@ -70,9 +70,15 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
          * dropped buffer is still found as a leak; entered as the buffer is made, removed before its block goes back.
          */
         final Map<Block, WeakReference<UnifiedBuffer>> movable = new ConcurrentHashMap<>();
+        /**
+         * Whether compaction may move this chain's blocks: not when the application's adaptors are in it, since one
+         * may keep a block's place (as RMM's tracking adaptors key blocks by address) and would see it change.
+         */
+        final boolean compactable;
 
         LocationChain(MemoryResource entry, StatisticsResource top, InspectableResource holding, @Nullable CachingPoolResource pool,
-                      BackendResource backend, MemoryTimeline timeline, boolean hostAccessible) {
+                      BackendResource backend, MemoryTimeline timeline, boolean hostAccessible, boolean compactable) {
+            this.compactable = compactable;
             this.entry = entry;
             this.top = top;
             this.holding = holding;
@@ -199,7 +205,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         StatisticsResource statistics = new StatisticsResource(chain);
         MemoryResource entry = recorder != null ? new RecordingResource(statistics, location, recorder) : statistics;
         return new LocationChain(entry, statistics, pool != null ? pool : upstream, pool, upstream,
-                new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location));
+                new MemoryTimeline(settings.timelineCapacity), backend.hostAccessible(location), settings.resourceAdaptors.isEmpty());
     }
 
     /** Each location's warm-up ({@link PoolWarmup}); a location this manager lacks is a bad setting. */
@@ -405,7 +411,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         if (tracker != null) {
             leakDetector.watch(buffer, tracker);
         }
-        if (chain.pool != null && chain.pool.movable(block)) {
+        if (chain.compactable && chain.pool != null && chain.pool.movable(block)) {
             chain.movable.put(block, new WeakReference<>(buffer));
         }
         return buffer;
@@ -540,7 +546,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                     }
                 }
                 LocationChain chain = chains.get(location);
-                if (chain.pool != null && chain.pool.movable(block)) {
+                if (chain.compactable && chain.pool != null && chain.pool.movable(block)) {
                     chain.movable.remove(block); // before the pool may hand the block to another buffer
                 }
                 chain.entry.deallocate(block, inFlight);
@@ -555,10 +561,17 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
     }
 
+    /**
+     * Bound while a host mirror is allocated. That happens under its buffer's monitor, and out-of-memory handlers and
+     * listeners run within it: a compaction they start must not wait for other buffers' monitors, or two such threads
+     * wait on each other's for ever.
+     */
+    private static final ScopedValue<Boolean> ALLOCATING_MIRROR = ScopedValue.newInstance();
+
     Block allocateMirror(long bytes) {
         int stripe = activeCalls.enter();
         try {
-            return allocateBlock(chain(mirrorLocation), mirrorLocation, bytes, true);
+            return ScopedValue.where(ALLOCATING_MIRROR, true).call(() -> allocateBlock(chain(mirrorLocation), mirrorLocation, bytes, true));
         } finally {
             activeCalls.exit(stripe);
         }
@@ -741,19 +754,25 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     @Override
     public List<CompactionReport> compact() {
+        long waitUntil = System.nanoTime() + deviceWaitTimeout.toNanos(); // device work at every location, together
         List<CompactionReport> reports = new ArrayList<>(locations.size());
         for (MemoryLocation location : locations) {
-            reports.add(compact(location));
+            reports.add(compact(location, waitUntil));
         }
         return reports;
     }
 
-    /**
-     * Tries the pool's live blocks in its compaction order; each whose buffer is known (a movable block) moves under
-     * that buffer's monitor, into a place the pool holds, with a copy within the device. Then trims.
-     */
     @Override
     public CompactionReport compact(MemoryLocation location) {
+        return compact(location, System.nanoTime() + deviceWaitTimeout.toNanos());
+    }
+
+    /**
+     * Tries the pool's live blocks in its compaction order; each whose buffer is known (a movable block) moves under
+     * that buffer's monitor, into a place the pool holds, with a copy within the device. Then trims. Device work in
+     * flight on the buffers, all of them together, is waited for until {@code waitUntil} ({@link System#nanoTime()}).
+     */
+    private CompactionReport compact(MemoryLocation location, long waitUntil) {
         int stripe = activeCalls.enter();
         try {
             LocationChain chain = chain(location);
@@ -766,8 +785,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             long moved = 0;
             long bytesMoved = 0;
             long inUse = 0;
-            long waitUntil = start + deviceWaitTimeout.toNanos(); // for device work on buffers, all of them together
-            for (Block block : pool.compactionOrder()) {
+            List<Block> order = ALLOCATING_MIRROR.isBound() ? List.of() : pool.compactionOrder(); // moves none, trims
+            for (Block block : order) {
                 WeakReference<UnifiedBuffer> user = chain.movable.get(block);
                 UnifiedBuffer buffer = user == null ? null : user.get();
                 if (buffer == null || closed) {
@@ -787,6 +806,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 }
             }
             long released = closed ? 0 : trimLocation(chain, releaseThreshold);
+            if (moved > 0) {
+                // free space coalesced, and what emptied was given back under the cap: a waiting request may fit now
+                waiters.released(location, CompletableFuture.completedFuture(null));
+            }
             MemoryStatistics after = statistics(location);
             CompactionReport report = new CompactionReport(location, moved, bytesMoved, inUse, released,
                     before.reservedBytes(), after.reservedBytes(), before.largestFreeBlockBytes(), after.largestFreeBlockBytes(),

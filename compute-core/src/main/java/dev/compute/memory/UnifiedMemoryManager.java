@@ -228,11 +228,16 @@ public interface UnifiedMemoryManager extends AutoCloseable {
      * {@link CompactionReport#buffersInUse()}). A move never raises what the pool reserves (it maps pages for a new
      * place only where it frees more at the old one, and gives those back at once), and each copy runs within
      * the device while the moved buffer waits for it; allocations of large blocks wait too. Does nothing but report
-     * where pooling is off.
+     * where pooling is off. It moves nothing and only trims where the application's resource adaptors are in the
+     * chain (one may key blocks by their place), and when called from an out-of-memory handler or a listener while a
+     * host view or access of a device buffer allocates its host mirror (under that buffer's lock, which a move takes).
      */
     CompactionReport compact(MemoryLocation location);
 
-    /** {@link #compact(MemoryLocation)} at every location, in the order of {@link #locations()}. */
+    /**
+     * {@link #compact(MemoryLocation)} at every location, in the order of {@link #locations()}; device work in flight
+     * on their buffers is waited for up to the device wait timeout in all, not at each location.
+     */
     List<CompactionReport> compact();
 
     /**

@@ -235,6 +235,24 @@ public abstract class CompactionContractTest {
     }
 
     @Test
+    void withTheApplicationsOwnAdaptorsInTheChainNothingMovesAndTheTrimStillRuns() {
+        try (UnifiedMemoryManager manager = builder().releaseThreshold(0)
+                .resourceAdaptor((upstream, location) -> new dev.compute.memory.resource.LimitingResource(upstream, location, 1L << 40, "tenant-limit"))
+                .build()) {
+            List<UnifiedBuffer> kept = firstTwoAndLast(manager);
+            long offset = deviceOffset(kept.getLast());
+
+            CompactionReport report = manager.compact(DEVICE);
+
+            assertThat(report.buffersMoved()).as("an adaptor may key blocks by their place").isZero();
+            assertThat(report.bytesReleased()).isPositive();
+            assertThat(deviceOffset(kept.getLast())).isEqualTo(offset);
+            assertHolds(kept.getLast(), 19);
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    @Test
     void withPoolingOffThereIsNothingToMove() {
         try (UnifiedMemoryManager manager = builder().poolingEnabled(false).build()) {
             UnifiedBuffer buffer = written(manager, 3);

@@ -445,9 +445,14 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * each segment's from its end, so that blocks gather in the fullest segments and at low offsets, and what empties
      * (whole plain segments, pages at the top of a range) can be given back. Blocks the fast path caches and blocks
      * whose device work completed are made free first, so that free space is coalesced; pending blocks are not
-     * listed.
+     * listed. Empty when the calling thread holds the pool's lock already.
      */
     public List<Block> compactionOrder() {
+        if (lock.isHeldByCurrentThread()) {
+            // asked from under the pool's own lock (a listener of a backend call): moving would take users' locks
+            // while holding it, the reverse of a move's order, so nothing is offered
+            return List.of();
+        }
         lock.lock();
         try {
             ensureOpen();
