@@ -34,6 +34,14 @@ public final class StripedLongs {
         return cells.addAndGet(cell(stripe, field), delta);
     }
 
+    /**
+     * Sets counter {@code field} of stripe {@code stripe} to {@code value}, after every write the calling thread made
+     * before: for a counter only its owner writes (a release store, no atomic step).
+     */
+    public void setRelease(int stripe, int field, long value) {
+        cells.setRelease(cell(stripe, field), value);
+    }
+
     /** Counter {@code field} of stripe {@code stripe}. */
     public long get(int stripe, int field) {
         return cells.get(cell(stripe, field));
