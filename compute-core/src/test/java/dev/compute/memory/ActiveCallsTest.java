@@ -14,25 +14,40 @@ class ActiveCallsTest {
         assumeTrue(ThreadStripes.COUNT > 1, "one processor, one stripe: nowhere to move");
         ActiveCalls calls = new ActiveCalls();
         int held = calls.enter(); // this thread stays inside a call on its stripe
-        // [0]: the stripe the other thread entered by, [1]: its stripe afterwards; -1 until a thread on `held` is found
-        AtomicIntegerArray seen = new AtomicIntegerArray(new int[] {-1, -1});
-        for (int tries = 0; tries < 10_000 && seen.get(0) < 0; tries++) {
+        int heldStripe = ThreadStripes.ofCurrentThread();
+        // [0]: 1 once a thread on the held stripe entered, [1]: whether its call was counted, [2]: its stripe afterwards
+        AtomicIntegerArray seen = new AtomicIntegerArray(new int[] {0, 0, -1});
+        for (int tries = 0; tries < 10_000 && seen.get(0) == 0; tries++) {
             Thread other = Thread.ofPlatform().start(() -> {
-                if (ThreadStripes.ofCurrentThread() == held) {
+                if (ThreadStripes.ofCurrentThread() == heldStripe) {
                     int entered = calls.enter();
+                    calls.exit(held); // the held call leaves: only the other thread's call is left to count
+                    seen.set(1, calls.any() ? 1 : 0);
                     calls.exit(entered);
-                    seen.set(1, ThreadStripes.ofCurrentThread());
-                    seen.set(0, entered);
+                    seen.set(2, ThreadStripes.ofCurrentThread());
+                    seen.set(0, 1);
                 }
             });
             other.join();
         }
 
-        assertThat(seen.get(0)).as("a thread on the busy stripe was found and entered there").isEqualTo(held);
-        assertThat(seen.get(1)).as("having found the stripe in use, it moved").isNotEqualTo(held);
-        assertThat(calls.any()).as("this thread's call is still counted where it entered").isTrue();
-        calls.exit(held);
+        assertThat(seen.get(0)).as("a thread on the busy stripe was found").isEqualTo(1);
+        assertThat(seen.get(1)).as("its call was counted though its stripe was taken").isEqualTo(1);
+        assertThat(seen.get(2)).as("having found the stripe in use, it moved").isNotEqualTo(heldStripe);
         assertThat(calls.any()).isFalse();
+    }
+
+    @Test
+    void aCallInsideACallOfTheSameThreadIsCountedAndDoesNotMoveTheThread() {
+        ActiveCalls calls = new ActiveCalls();
+        int stripe = ThreadStripes.ofCurrentThread();
+        int outer = calls.enter();
+        int inner = calls.enter();
+        calls.exit(outer);
+        assertThat(calls.any()).as("the inner call is still counted").isTrue();
+        calls.exit(inner);
+        assertThat(calls.any()).isFalse();
+        assertThat(ThreadStripes.ofCurrentThread()).isEqualTo(stripe);
     }
 
     @Test

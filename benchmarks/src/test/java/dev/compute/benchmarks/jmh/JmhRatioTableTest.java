@@ -15,12 +15,14 @@ class JmhRatioTableTest {
             "\"dev.compute.benchmarks.jmh.PeerAllocateFree.sameSize\",\"avgt\",1,5,200.000000,10.000000,\"ns/op\",backend,,",
             "\"dev.compute.benchmarks.jmh.PeerAllocateFree.sameSize\",\"avgt\",1,5,80.000000,5.000000,\"ns/op\",netty-pooled,,",
             "\"dev.compute.benchmarks.jmh.PeerAllocateFree.mixedSizes\",\"avgt\",1,5,100.000000,5.000000,\"ns/op\",netty-pooled,,",
+            "\"dev.compute.benchmarks.jmh.PeerAllocateFree.sameSize\",\"avgt\",1,5,50.000000,5.000000,\"ns/op\",netty-adaptive,,",
             "\"dev.compute.benchmarks.jmh.BufferLifetimeCost.allocateClose\",\"avgt\",1,5,60.000000,3.000000,\"ns/op\",,disabled,");
 
     @Test
     void readsScoresAndSkipsProfilerRowsAndOtherBenchmarks() {
         var scores = JmhRatioTable.scores(CSV);
-        assertThat(scores).containsOnlyKeys("manager, pooled, leak detection disabled", JmhRatioTable.RAW, JmhRatioTable.NETTY_POOLED);
+        assertThat(scores).containsOnlyKeys("manager, pooled, leak detection disabled", JmhRatioTable.RAW, JmhRatioTable.NETTY_POOLED,
+                JmhRatioTable.NETTY_ADAPTIVE);
         assertThat(scores.get("manager, pooled, leak detection disabled")).containsOnlyKeys("sameSize", "mixedSizes");
         assertThat(scores.get("manager, pooled, leak detection disabled").get("mixedSizes").error()).isNaN();
     }
@@ -30,8 +32,15 @@ class JmhRatioTableTest {
         String table = JmhRatioTable.render(CSV);
         assertThat(table).contains("| manager, pooled, leak detection disabled | 40.0 ± 2.0 ns (0.20× raw, 0.50× Netty) | 300.0 ± NaN ns (– raw, 3.00× Netty) | – | – |");
         assertThat(table).contains("- goal: at most 100 ns per same-size pair, manager, pooled, leak detection disabled: 40.0 ns, met");
-        assertThat(table).contains("sameSize: 40.0 vs 80.0 ns, met");
-        assertThat(table).contains("mixedSizes: 300.0 vs 100.0 ns, NOT met");
+        assertThat(table).contains("- goal: faster than Netty's pooled allocator, manager, pooled, leak detection disabled, sameSize: 40.0 vs 80.0 ns (0.50×), met");
+        assertThat(table).contains("- goal: faster than Netty's pooled allocator, manager, pooled, leak detection disabled, mixedSizes: 300.0 vs 100.0 ns (3.00×), NOT met");
+    }
+
+    @Test
+    void goalsAgainstNettysAdaptiveAllocatorForTheShapesTheRunHas() {
+        String table = JmhRatioTable.render(CSV);
+        assertThat(table).contains("- goal: faster than Netty's adaptive allocator, manager, pooled, leak detection disabled, sameSize: 40.0 vs 50.0 ns (0.80×), met");
+        assertThat(table).doesNotContain("adaptive allocator, manager, pooled, leak detection disabled, mixedSizes");
     }
 
     @Test

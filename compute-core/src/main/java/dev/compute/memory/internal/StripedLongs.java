@@ -34,6 +34,22 @@ public final class StripedLongs {
         return cells.addAndGet(cell(stripe, field), delta);
     }
 
+    /**
+     * Sets counter {@code field} of stripe {@code stripe} to {@code value}, after every write the calling thread made
+     * before: for a counter only its owner writes (a release store, no atomic step).
+     */
+    public void setRelease(int stripe, int field, long value) {
+        cells.setRelease(cell(stripe, field), value);
+    }
+
+    /**
+     * Sets counter {@code field} of stripe {@code stripe} to {@code value} without ordering it against other
+     * writes: for a counter written by one thread at a time, which hands it on with {@link #setRelease}.
+     */
+    public void setOpaque(int stripe, int field, long value) {
+        cells.setOpaque(cell(stripe, field), value);
+    }
+
     /** Counter {@code field} of stripe {@code stripe}. */
     public long get(int stripe, int field) {
         return cells.get(cell(stripe, field));

@@ -12,9 +12,11 @@ import dev.compute.memory.internal.ThreadStripes;
  * <p>Each byte figure keeps its peak, and each thread stripe ({@link ThreadStripes}) holds <em>headroom</em>:
  * bytes its threads may allocate without passing the peak. At every moment {@code current + Σ headroom = peak},
  * so the current figure is not counted anywhere: it is read as {@code peak − Σ headroom}. A free adds its
- * bytes to its stripe's headroom; an allocation takes them from its stripe's headroom: one atomic step on the
- * thread's own cache line. Only when its stripe has too little does an allocation take the lock and collect
- * every stripe's headroom; if all of it is still too little, the new figure is higher than any before it, and
+ * bytes to its stripe's headroom; an allocation takes them from its stripe's headroom. Either holds the stripe
+ * while it counts (one compare-and-set on the thread's own cache line, and a release store to let go), and
+ * writes the stripe's figures plainly meanwhile: one atomic step per call rather than one per figure. Only when
+ * its stripe has too little does an allocation take the lock and collect every stripe's headroom, holding each
+ * stripe for the moment it takes from it; if all of it is still too little, the new figure is higher than any before it, and
  * the peak is raised to it. So a thread that frees what it allocated (a step's tensors, a request's buffers)
  * stays on its own line. From a stripe that has not allocated since the last collection (a thread that frees
  * what others allocate) the collector takes all, so a producer collects its consumer's frees in batches; from
@@ -33,6 +35,8 @@ final class StripedByteCounters {
     private static final int REQUESTED = 1;
     private static final int ALLOCATIONS = 2;
     private static final int FREES = 3;
+    /** 1 while a thread holds the stripe: the figures above are written only by the holder. */
+    private static final int HELD = 4;
 
     private final StripedLongs stripes = new StripedLongs();
     /** The peaks of ALLOCATED and REQUESTED; under this object's lock. */
@@ -42,31 +46,67 @@ final class StripedByteCounters {
 
     void allocated(long allocatedBytes, long requestedBytes) {
         int stripe = ThreadStripes.ofCurrentThread();
-        take(stripe, ALLOCATED, allocatedBytes);
-        take(stripe, REQUESTED, requestedBytes);
-        stripes.addAt(stripe, ALLOCATIONS, 1);
+        boolean allocatedTaken;
+        boolean requestedTaken;
+        hold(stripe);
+        try {
+            allocatedTaken = takeHeld(stripe, ALLOCATED, allocatedBytes);
+            requestedTaken = takeHeld(stripe, REQUESTED, requestedBytes);
+            addHeld(stripe, ALLOCATIONS, 1);
+        } finally {
+            letGo(stripe);
+        }
+        // collected with the stripe let go: a holder never waits for anything, so the collector can wait for it
+        if (!allocatedTaken) {
+            collect(stripe, ALLOCATED, allocatedBytes);
+        }
+        if (!requestedTaken) {
+            collect(stripe, REQUESTED, requestedBytes);
+        }
     }
 
     void freed(long allocatedBytes, long requestedBytes) {
         int stripe = ThreadStripes.ofCurrentThread();
-        stripes.addAt(stripe, ALLOCATED, allocatedBytes);
-        stripes.addAt(stripe, REQUESTED, requestedBytes);
-        stripes.addAt(stripe, FREES, 1);
-    }
-
-    /** Takes {@code bytes} of headroom from the stripe, collecting (or raising the peak) when it has too little. */
-    private void take(int stripe, int field, long bytes) {
-        long headroom = stripes.get(stripe, field);
-        while (headroom >= bytes) {
-            long seen = stripes.compareAndExchange(stripe, field, headroom, headroom - bytes);
-            if (seen == headroom) {
-                return;
-            }
-            headroom = seen;
+        hold(stripe);
+        try {
+            addHeld(stripe, ALLOCATED, allocatedBytes);
+            addHeld(stripe, REQUESTED, requestedBytes);
+            addHeld(stripe, FREES, 1);
+        } finally {
+            letGo(stripe);
         }
-        collect(stripe, field, bytes);
     }
 
+    /** Waits for the stripe's holder, who counts and lets go (it may have been descheduled meanwhile: yield). */
+    private void hold(int stripe) {
+        for (int spins = 0; stripes.compareAndExchange(stripe, HELD, 0, 1) != 0; spins++) {
+            if (spins < 64) {
+                Thread.onSpinWait();
+            } else {
+                Thread.yield();
+            }
+        }
+    }
+
+    private void letGo(int stripe) {
+        stripes.setRelease(stripe, HELD, 0);
+    }
+
+    private void addHeld(int stripe, int field, long delta) {
+        stripes.setOpaque(stripe, field, stripes.get(stripe, field) + delta);
+    }
+
+    /** Takes {@code bytes} of the held stripe's headroom; false, taking nothing, when it has too little. */
+    private boolean takeHeld(int stripe, int field, long bytes) {
+        long headroom = stripes.get(stripe, field);
+        if (headroom < bytes) {
+            return false;
+        }
+        stripes.setOpaque(stripe, field, headroom - bytes);
+        return true;
+    }
+
+    /** Takes {@code bytes} of headroom from every stripe (this one's first), or raises the peak by what they lack. */
     private synchronized void collect(int stripe, int field, long bytes) {
         long collected = takeAll(stripe, field);
         long[] allocationsBefore = allocationsAtCollection[field];
@@ -87,7 +127,16 @@ final class StripedByteCounters {
         if (collected < bytes) {
             peaks[field] += bytes - collected; // no headroom left anywhere: current is the new peak
         } else {
-            stripes.addAt(stripe, field, collected - bytes);
+            add(stripe, field, collected - bytes);
+        }
+    }
+
+    private void add(int stripe, int field, long delta) {
+        hold(stripe);
+        try {
+            addHeld(stripe, field, delta);
+        } finally {
+            letGo(stripe);
         }
     }
 
@@ -97,16 +146,14 @@ final class StripedByteCounters {
 
     /** Takes up to {@code most} bytes of a stripe's headroom; returns how many it took. */
     private long takeUpTo(int stripe, int field, long most) {
-        long headroom = stripes.get(stripe, field);
-        while (headroom > 0) {
-            long taken = Math.min(headroom, most);
-            long seen = stripes.compareAndExchange(stripe, field, headroom, headroom - taken);
-            if (seen == headroom) {
-                return taken;
-            }
-            headroom = seen;
+        hold(stripe);
+        try {
+            long taken = Math.clamp(stripes.get(stripe, field), 0, most);
+            addHeld(stripe, field, -taken);
+            return taken;
+        } finally {
+            letGo(stripe);
         }
-        return 0;
     }
 
     /** The figures now, read together. */
@@ -121,9 +168,17 @@ final class StripedByteCounters {
     /** Counts every block still counted as freed: for when the memory under them went back as a whole. */
     synchronized void freeAll() {
         int stripe = ThreadStripes.ofCurrentThread();
-        stripes.addAt(stripe, ALLOCATED, current(ALLOCATED));
-        stripes.addAt(stripe, REQUESTED, current(REQUESTED));
-        stripes.addAt(stripe, FREES, stripes.sum(ALLOCATIONS) - stripes.sum(FREES));
+        long allocated = current(ALLOCATED);
+        long requested = current(REQUESTED);
+        long live = stripes.sum(ALLOCATIONS) - stripes.sum(FREES);
+        hold(stripe);
+        try {
+            addHeld(stripe, ALLOCATED, allocated);
+            addHeld(stripe, REQUESTED, requested);
+            addHeld(stripe, FREES, live);
+        } finally {
+            letGo(stripe);
+        }
     }
 
     /** {@code peak − Σ headroom}, kept within 0 and the peak while calls under way move headroom. Under the lock. */

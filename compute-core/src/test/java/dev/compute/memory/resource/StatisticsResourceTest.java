@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -203,6 +204,39 @@ class StatisticsResourceTest extends MemoryResourceContract {
         assertThat(after.allocations()).isEqualTo(300);
         assertThat(after.frees()).isEqualTo(300);
         assertThat(after.liveBlocks()).isZero();
+    }
+
+    @Test
+    void threadsSharingStripesCountEveryAllocationAndFreeExactly() throws InterruptedException {
+        int threads = ThreadStripes.COUNT * 3; // more threads than stripes: some stripes are counted on by several at once
+        int pairsEach = 2_000;
+        long size = 4 * 1024;
+        CountDownLatch start = new CountDownLatch(1);
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            workers.add(Thread.ofPlatform().start(() -> {
+                try {
+                    start.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return;
+                }
+                for (int i = 0; i < pairsEach; i++) {
+                    statistics.deallocate(statistics.allocate(size));
+                }
+            }));
+        }
+        start.countDown();
+        for (Thread worker : workers) {
+            worker.join();
+        }
+
+        StatisticsResource.Counts after = statistics.counts();
+        assertThat(after.allocations()).isEqualTo((long) threads * pairsEach);
+        assertThat(after.frees()).isEqualTo((long) threads * pairsEach);
+        assertThat(after.allocatedBytes()).isZero();
+        assertThat(after.requestedBytes()).isZero();
+        assertThat(after.requestedBytesPeak()).as("at most one block per thread was live at once").isBetween(size, threads * size);
     }
 
     /** A thread running {@code work} on another stripe than this thread's, as two threads mostly are (ids can collide). */

@@ -79,7 +79,7 @@ import org.jspecify.annotations.Nullable;
  * </pre>
  *
  * <p><b>The fast path.</b> A small block freed with no device work in flight goes to a per-size-class stack
- * ({@link SizeClassCache}, striped by thread, one lock per stack) and a request of that exact size takes it
+ * ({@link SizeClassCache}, striped by thread, one flag per stack) and a request of that exact size takes it
  * back from there (from another thread's stripe if its own has none): no pool lock, no tree. Cached blocks
  * count as free (a snapshot shows them as free blocks, not yet coalesced); they are flushed into their arena
  * (and coalesced) on trim, close and under pressure, and before the pool asks the backend for memory, except
@@ -142,15 +142,14 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     static final long SMALL_BLOCKS_KEPT_UNFLUSHED = 32L << 20;
 
     /** The fields of {@link #counts}. */
-    private static final int CACHE_HITS = 0;
-    private static final int POOL_HITS = 1;
-    private static final int POOL_MISSES = 2;
-    private static final int OOM_RETRIES = 3;
+    private static final int POOL_HITS = 0;
+    private static final int POOL_MISSES = 1;
+    private static final int OOM_RETRIES = 2;
 
     private final ReentrantLock lock = new ReentrantLock();
     private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
     private final ConcurrentLinkedQueue<Completion> completed = new ConcurrentLinkedQueue<>();
-    /** Fast-path hits (the hottest line of the pool) and the slow path's hits, misses and retries, per thread stripe. */
+    /** The slow path's hits, misses and retries, per thread stripe (the fast path's hits are counted by the cache's stacks). */
     private final StripedLongs counts = new StripedLongs();
     private volatile boolean closed;
 
@@ -186,7 +185,6 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         if (SizeClasses.small(size) && completed.isEmpty()) {
             PoolBlock cached = cache.take(size, bytes);
             if (cached != null) {
-                counts.add(CACHE_HITS, 1);
                 return cached;
             }
         }
@@ -532,7 +530,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     /** Allocations served from memory held: from the size-class cache or an arena, without a backend call. */
     public long poolHits() {
-        return counts.sum(POOL_HITS) + counts.sum(CACHE_HITS);
+        return counts.sum(POOL_HITS) + cache.hits();
     }
 
     /** Allocations that needed memory from the upstream. */

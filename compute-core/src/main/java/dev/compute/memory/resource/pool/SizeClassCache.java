@@ -1,14 +1,16 @@
 package dev.compute.memory.resource.pool;
 
 import dev.compute.memory.internal.ThreadStripes;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
 /**
  * The fast path: per small size class, a short stack of blocks freed and not yet coalesced, so that a size
- * freed and asked for again (the common case: the same tensors every step) costs one uncontended lock of
- * its class and no tree walk. The stacks are striped by thread (a thread uses the stripe its id picks, as
+ * freed and asked for again (the common case: the same tensors every step) costs one atomic step on its
+ * class's stack and no tree walk. The stacks are striped by thread (a thread uses the stripe its id picks, as
  * Netty's thread caches and HikariCP's thread-local lists do), so two threads working on the same size do
  * not fight over one lock and one cache line. Blocks wait in it as {@link PoolBlock#CACHED}; the pool flushes
  * every stripe into its arena (coalescing them) on trim, close and pressure, and before it asks the backend
@@ -17,6 +19,11 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>A class's stacks are created by the pool under its lock and published through final fields, so a
  * reader without the lock sees either null (and takes the slow path) or a whole stack.
+ *
+ * <p>A stack is guarded by a flag rather than its monitor: claiming it is one compare-and-set, leaving it a
+ * plain release store (a monitor costs an atomic step on each). The fast path only tries the flag, and takes
+ * the slow path when another thread holds it; a flush or a reader waits for it, which is short, since a holder
+ * only moves a few references and never blocks.
  */
 final class SizeClassCache {
 
@@ -39,6 +46,10 @@ final class SizeClassCache {
         /** The blocks at {@code SLOT_PAD ..}: the array is padded too, since it lies next to the following stack. */
         final PoolBlock[] slots = new PoolBlock[SLOT_PAD + DEPTH + SLOT_PAD];
         int count;
+        /** 1 while a thread holds the stack: its fields (and the blocks' states) are written only by the holder. */
+        int held;
+        /** Blocks taken from this stack: written by the holder, read without holding it. */
+        long hits;
         boolean closed;
         /** On the holding queue: set by the push that finds it unlisted, cleared by the drain that takes it off. */
         boolean listed;
@@ -47,7 +58,48 @@ final class SizeClassCache {
     /** One stripe's stack of one size class, padded after its fields as well (see {@link PaddedAhead}). */
     @SuppressWarnings("unused")
     private static final class Stack extends StackFields {
+        private static final VarHandle HELD;
+        private static final VarHandle HITS;
+
+        static {
+            try {
+                MethodHandles.Lookup lookup = MethodHandles.lookup();
+                HELD = lookup.findVarHandle(StackFields.class, "held", int.class);
+                HITS = lookup.findVarHandle(StackFields.class, "hits", long.class);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+
         long q0, q1, q2, q3, q4, q5, q6, q7;
+
+        boolean tryHold() {
+            return HELD.compareAndSet(this, 0, 1);
+        }
+
+        /** Waits for the holder, which moves a few references and lets go (it may have been descheduled: yield). */
+        void hold() {
+            for (int spins = 0; !tryHold(); spins++) {
+                if (spins < 64) {
+                    Thread.onSpinWait();
+                } else {
+                    Thread.yield();
+                }
+            }
+        }
+
+        void letGo() {
+            HELD.setRelease(this, 0);
+        }
+
+        /** Counts a hit; by the holder only, so a plain increment, stored opaquely for readers that do not hold. */
+        void hit() {
+            HITS.setOpaque(this, hits + 1);
+        }
+
+        long hitsSoFar() {
+            return (long) HITS.getOpaque(this);
+        }
 
         PoolBlock get(int i) {
             return slots[SLOT_PAD + i];
@@ -67,6 +119,8 @@ final class SizeClassCache {
     private final @Nullable Stack[][] stripes = new Stack[STRIPES][];
     /** The stacks that may hold blocks, each at most once: a flush visits these, not every class of every stripe. */
     private final ConcurrentLinkedQueue<Stack> holding = new ConcurrentLinkedQueue<>();
+    /** Every stack made, for the count of hits. */
+    private final ConcurrentLinkedQueue<Stack> made = new ConcurrentLinkedQueue<>();
 
     /**
      * A cached block of exactly {@code size} bytes made live for {@code requested} bytes, or null. This thread's
@@ -90,28 +144,31 @@ final class SizeClassCache {
     }
 
     private static @Nullable PoolBlock takeFrom(@Nullable Stack stack, long requested) {
-        if (stack == null || stack.count == 0) {
-            return null; // a racy look, so that empty stacks cost no lock; the locked check below decides
+        if (stack == null || stack.count == 0 || !stack.tryHold()) {
+            return null; // a racy look, so that empty stacks cost no atomic step; the held check below decides
         }
-        synchronized (stack) {
+        try {
             if (stack.count == 0 || stack.closed) {
                 return null;
             }
             PoolBlock block = stack.get(--stack.count);
             stack.set(stack.count, null);
             block.reuse(requested);
+            stack.hit();
             return block;
+        } finally {
+            stack.letGo();
         }
     }
 
     /** Caches a live small block; false when its class is full or not set up (the caller frees it the slow way). */
     boolean offer(PoolBlock block) {
         Stack stack = stackOfThisThread(SizeClasses.smallClass(block.size));
-        if (stack == null) {
+        if (stack == null || !stack.tryHold()) {
             return false;
         }
         boolean list;
-        synchronized (stack) {
+        try {
             if (stack.count == DEPTH || stack.closed || block.state != PoolBlock.LIVE) {
                 return false;
             }
@@ -119,6 +176,8 @@ final class SizeClassCache {
             stack.set(stack.count++, block);
             list = !stack.listed;
             stack.listed = true;
+        } finally {
+            stack.letGo();
         }
         if (list) {
             holding.add(stack);
@@ -141,7 +200,9 @@ final class SizeClassCache {
                 stripes[s] = stripe;
             }
             if (stripe[sizeClass] == null) {
-                stripe[sizeClass] = new Stack();
+                Stack stack = new Stack();
+                stripe[sizeClass] = stack;
+                made.add(stack);
             }
         }
     }
@@ -153,13 +214,25 @@ final class SizeClassCache {
     long largestCached() {
         long largest = 0;
         for (Stack stack : holding) {
-            synchronized (stack) {
+            stack.hold();
+            try {
                 if (stack.count > 0) {
                     largest = Math.max(largest, stack.get(0).size);
                 }
+            } finally {
+                stack.letGo();
             }
         }
         return largest;
+    }
+
+    /** Allocations served from the cache so far: exact when no take is under way. */
+    long hits() {
+        long hits = 0;
+        for (Stack stack : made) {
+            hits += stack.hitsSoFar();
+        }
+        return hits;
     }
 
     /** Hands every cached block to {@code sink} (the arena's release). Under the pool's lock. */
@@ -185,7 +258,8 @@ final class SizeClassCache {
     }
 
     private static void drain(Stack stack, Consumer<PoolBlock> sink, boolean close) {
-        synchronized (stack) {
+        stack.hold();
+        try {
             for (int i = 0; i < stack.count; i++) {
                 sink.accept(stack.get(i));
                 stack.set(i, null);
@@ -193,6 +267,8 @@ final class SizeClassCache {
             stack.count = 0;
             stack.listed = false;
             stack.closed |= close;
+        } finally {
+            stack.letGo();
         }
     }
 }
