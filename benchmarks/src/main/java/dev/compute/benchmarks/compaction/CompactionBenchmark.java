@@ -9,6 +9,7 @@ import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
@@ -142,7 +143,7 @@ public final class CompactionBenchmark {
                 UnifiedBuffer buffer = kept.get(i);
                 long[] read = new long[(int) buffer.elementCount()];
                 buffer.copyTo(read);
-                dataKept &= java.util.Arrays.equals(read, content(read.length, keptSeeds.get(i)));
+                dataKept &= Arrays.equals(read, content(read.length, keptSeeds.get(i)));
                 buffer.close();
             }
             return new Row(ranges ? "expandable ranges" : expandable ? "plain segments (the backend maps no pages)" : "plain segments", operation.label, before, after,

@@ -1,12 +1,12 @@
 package dev.compute.memory.contract;
 
-import dev.compute.memory.DataType;
+import static dev.compute.memory.contract.CompactionScenarios.builder;
+import static dev.compute.memory.contract.CompactionScenarios.check;
+
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
-import dev.compute.memory.UnifiedMemoryManagerBuilder;
-import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
@@ -43,20 +43,6 @@ public final class CompactionCallerScenarios {
         }
         System.out.println("OK " + name);
         System.exit(0);
-    }
-
-    private static UnifiedMemoryManagerBuilder builder(String backend) {
-        UnifiedMemoryManagerBuilder builder = UnifiedMemoryManager.builder();
-        builder = backend.equals("simulated") ? builder.backend(new SimulatedDiscreteBackend()) : builder.backend(backend);
-        return builder.releaseThreshold(0).closeTimeout(Duration.ofSeconds(10)).timelineInterval(Duration.ZERO)
-                .trimInterval(Duration.ZERO);
-    }
-
-    private static void check(boolean condition, String what) {
-        if (!condition) {
-            System.out.println("FAILED: " + what);
-            System.exit(1);
-        }
     }
 
     /**

@@ -1,5 +1,14 @@
 package dev.compute.memory.contract;
 
+import static dev.compute.memory.contract.CompactionTestBuffers.BUFFER_BYTES;
+import static dev.compute.memory.contract.CompactionTestBuffers.DEVICE;
+import static dev.compute.memory.contract.CompactionTestBuffers.MiB;
+import static dev.compute.memory.contract.CompactionTestBuffers.assertHolds;
+import static dev.compute.memory.contract.CompactionTestBuffers.deviceOffset;
+import static dev.compute.memory.contract.CompactionTestBuffers.firstTwoAndLast;
+import static dev.compute.memory.contract.CompactionTestBuffers.fragmented;
+import static dev.compute.memory.contract.CompactionTestBuffers.pattern;
+import static dev.compute.memory.contract.CompactionTestBuffers.written;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -7,14 +16,17 @@ import dev.compute.memory.AccessMode;
 import dev.compute.memory.CompactionReport;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryEventListener;
-import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import dev.compute.memory.BufferAccess;
+import dev.compute.memory.resource.LimitingResource;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -28,74 +40,11 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 public abstract class CompactionContractTest {
 
-    private static final long MiB = 1L << 20;
-    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
-    /** A page and a half of 2 MiB pages, and six to a 20 MiB plain segment: holes that a trim alone cannot give back. */
-    private static final int BUFFER_BYTES = (int) (3 * MiB);
-
     /** A builder on the backend under test; the test adds its settings. */
     protected abstract UnifiedMemoryManagerBuilder builder();
 
     private UnifiedMemoryManager manager() {
         return builder().releaseThreshold(0).build();
-    }
-
-    static byte[] pattern(int length, int seed) {
-        byte[] bytes = new byte[length];
-        for (int i = 0; i < length; i++) {
-            bytes[i] = (byte) (i * 31 + seed * 7 + (i >>> 12));
-        }
-        return bytes;
-    }
-
-    private static UnifiedBuffer written(UnifiedMemoryManager manager, int seed) {
-        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, BUFFER_BYTES / 4, DEVICE);
-        buffer.copyFrom(pattern(BUFFER_BYTES, seed));
-        return buffer;
-    }
-
-    private static void assertHolds(UnifiedBuffer buffer, int seed) {
-        byte[] read = new byte[(int) buffer.byteSize()];
-        buffer.copyTo(read);
-        assertThat(read).as("%s keeps its data", buffer).isEqualTo(pattern(read.length, seed));
-    }
-
-    /** Twenty buffers; every fourth stays (seeds 0, 4, 8, ...), the rest are closed: holes everywhere. */
-    private static List<UnifiedBuffer> fragmented(UnifiedMemoryManager manager) {
-        List<UnifiedBuffer> all = new ArrayList<>();
-        for (int i = 0; i < 20; i++) {
-            all.add(written(manager, i));
-        }
-        List<UnifiedBuffer> kept = new ArrayList<>();
-        for (int i = 0; i < all.size(); i++) {
-            if (i % 4 == 0) {
-                kept.add(all.get(i));
-            } else {
-                all.get(i).close();
-            }
-        }
-        return kept;
-    }
-
-    /**
-     * Twenty buffers of which the first two and the last stay (seeds 0, 1, 19): the last has a place right after the
-     * first two, at another offset, whatever the layout (a range, or 20 MiB plain segments of six).
-     */
-    private static List<UnifiedBuffer> firstTwoAndLast(UnifiedMemoryManager manager) {
-        List<UnifiedBuffer> all = new ArrayList<>();
-        for (int i = 0; i < 20; i++) {
-            all.add(written(manager, i));
-        }
-        for (int i = 2; i < 19; i++) {
-            all.get(i).close();
-        }
-        return List.of(all.get(0), all.get(1), all.get(19));
-    }
-
-    private static long deviceOffset(UnifiedBuffer buffer) {
-        try (BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
-            return access.offset();
-        }
     }
 
     @Test
@@ -141,7 +90,7 @@ public abstract class CompactionContractTest {
             byte[] read = new byte[4096];
             tail.copyTo(read);
             byte[] whole = pattern(BUFFER_BYTES, 19);
-            assertThat(read).isEqualTo(java.util.Arrays.copyOfRange(whole, BUFFER_BYTES - 4096, BUFFER_BYTES));
+            assertThat(read).isEqualTo(Arrays.copyOfRange(whole, BUFFER_BYTES - 4096, BUFFER_BYTES));
             manager.ops().fill(last, 0);
             assertThat(manager.ops().sum(last)).isZero();
             last.copyFrom(whole);
@@ -211,16 +160,16 @@ public abstract class CompactionContractTest {
 
     @Test
     void aCompactionIntervalCompactsWithoutBeingAsked() throws InterruptedException {
-        List<CompactionReport> heard = new java.util.concurrent.CopyOnWriteArrayList<>();
+        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
         MemoryEventListener listener = new MemoryEventListener() {
             @Override
             public void compacted(CompactionReport report) {
                 heard.add(report);
             }
         };
-        try (UnifiedMemoryManager manager = builder().releaseThreshold(0).compactionInterval(java.time.Duration.ofMillis(20))
+        try (UnifiedMemoryManager manager = builder().releaseThreshold(0).compactionInterval(Duration.ofMillis(20))
                 .eventListener(listener).build()) {
-            assertThat(manager.settings().compactionInterval()).isEqualTo(java.time.Duration.ofMillis(20));
+            assertThat(manager.settings().compactionInterval()).isEqualTo(Duration.ofMillis(20));
             List<UnifiedBuffer> kept = fragmented(manager);
             for (int i = 0; i < 500 && heard.stream().noneMatch(r -> r.location() == DEVICE && r.buffersMoved() > 0); i++) {
                 Thread.sleep(20);
@@ -237,7 +186,7 @@ public abstract class CompactionContractTest {
     @Test
     void withTheApplicationsOwnAdaptorsInTheChainNothingMovesAndTheTrimStillRuns() {
         try (UnifiedMemoryManager manager = builder().releaseThreshold(0)
-                .resourceAdaptor((upstream, location) -> new dev.compute.memory.resource.LimitingResource(upstream, location, 1L << 40, "tenant-limit"))
+                .resourceAdaptor((upstream, location) -> new LimitingResource(upstream, location, 1L << 40, "tenant-limit"))
                 .build()) {
             List<UnifiedBuffer> kept = firstTwoAndLast(manager);
             long offset = deviceOffset(kept.getLast());

@@ -1,5 +1,14 @@
 package dev.compute.memory.contract;
 
+import static dev.compute.memory.contract.CompactionTestBuffers.BUFFER_BYTES;
+import static dev.compute.memory.contract.CompactionTestBuffers.DEVICE;
+import static dev.compute.memory.contract.CompactionTestBuffers.FLOATS;
+import static dev.compute.memory.contract.CompactionTestBuffers.MiB;
+import static dev.compute.memory.contract.CompactionTestBuffers.assertHolds;
+import static dev.compute.memory.contract.CompactionTestBuffers.deviceOffset;
+import static dev.compute.memory.contract.CompactionTestBuffers.firstTwoAndLast;
+import static dev.compute.memory.contract.CompactionTestBuffers.pattern;
+import static dev.compute.memory.contract.CompactionTestBuffers.written;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.memory.AccessMode;
@@ -39,46 +48,12 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 public abstract class CompactionHoldersContractTest {
 
-    private static final long MiB = 1L << 20;
-    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
-    private static final int BUFFER_BYTES = (int) (3 * MiB);
-    private static final int FLOATS = BUFFER_BYTES / 4;
 
     /** A builder on the backend under test; the test adds its settings. */
     protected abstract UnifiedMemoryManagerBuilder builder();
 
     private UnifiedMemoryManager manager() {
         return builder().releaseThreshold(0).build();
-    }
-
-    private static UnifiedBuffer written(UnifiedMemoryManager manager, int seed) {
-        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, FLOATS, DEVICE);
-        buffer.copyFrom(CompactionContractTest.pattern(BUFFER_BYTES, seed));
-        return buffer;
-    }
-
-    private static void assertHolds(UnifiedBuffer buffer, int seed) {
-        byte[] read = new byte[(int) buffer.byteSize()];
-        buffer.copyTo(read);
-        assertThat(read).as("%s keeps its data", buffer).isEqualTo(CompactionContractTest.pattern(read.length, seed));
-    }
-
-    /** Twenty buffers of which the first two and the last stay (seeds 0, 1, 19): the last has a place to move to. */
-    private static List<UnifiedBuffer> firstTwoAndLast(UnifiedMemoryManager manager) {
-        List<UnifiedBuffer> all = new ArrayList<>();
-        for (int i = 0; i < 20; i++) {
-            all.add(written(manager, i));
-        }
-        for (int i = 2; i < 19; i++) {
-            all.get(i).close();
-        }
-        return List.of(all.get(0), all.get(1), all.get(19));
-    }
-
-    private static long deviceOffset(UnifiedBuffer buffer) {
-        try (BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
-            return access.offset();
-        }
     }
 
     @Test
@@ -159,7 +134,7 @@ public abstract class CompactionHoldersContractTest {
                     MemorySegment part = sliceOfSlice.hostView();
                     viewsTaken.countDown();
                     compacted.await();
-                    byte[] expected = CompactionContractTest.pattern(BUFFER_BYTES, 19);
+                    byte[] expected = pattern(BUFFER_BYTES, 19);
                     for (int i = 0; i < BUFFER_BYTES; i += 4093) {
                         if (whole.get(ValueLayout.JAVA_BYTE, i) != expected[i]) {
                             throw new AssertionError("the view saw byte " + i + " change under it");
@@ -213,7 +188,7 @@ public abstract class CompactionHoldersContractTest {
                     MemorySegment view = tail.hostView();
                     viewTaken.countDown();
                     sliceClosedAndCompacted.await();
-                    byte[] expected = CompactionContractTest.pattern(BUFFER_BYTES, 19);
+                    byte[] expected = pattern(BUFFER_BYTES, 19);
                     for (int i = 0; i < 4096; i++) {
                         if (view.get(ValueLayout.JAVA_BYTE, i) != expected[BUFFER_BYTES - 4096 + i]) {
                             throw new AssertionError("the view of the closed slice saw byte " + i + " change under it");
@@ -321,7 +296,7 @@ public abstract class CompactionHoldersContractTest {
             for (int i = 0; i < all.size(); i++) {
                 if (i % 3 == 2) {
                     kept.add(all.get(i));
-                    all.get(i).copyFrom(CompactionContractTest.pattern((int) all.get(i).byteSize(), i));
+                    all.get(i).copyFrom(pattern((int) all.get(i).byteSize(), i));
                 } else {
                     all.get(i).close();
                 }
@@ -341,7 +316,7 @@ public abstract class CompactionHoldersContractTest {
             for (UnifiedBuffer buffer : kept) {
                 byte[] read = new byte[(int) buffer.byteSize()];
                 buffer.copyTo(read);
-                assertThat(read).isEqualTo(CompactionContractTest.pattern(read.length, all.indexOf(buffer)));
+                assertThat(read).isEqualTo(pattern(read.length, all.indexOf(buffer)));
             }
 
             kept.forEach(UnifiedBuffer::close);

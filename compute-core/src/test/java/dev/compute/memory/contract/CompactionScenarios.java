@@ -45,18 +45,24 @@ public final class CompactionScenarios {
         System.exit(0);
     }
 
-    private static UnifiedMemoryManager manager(String backend) {
+    /** A builder on the backend named (or the simulated device) that gives everything back on a trim and never trims by itself. */
+    static UnifiedMemoryManagerBuilder builder(String backend) {
         UnifiedMemoryManagerBuilder builder = UnifiedMemoryManager.builder();
         builder = backend.equals("simulated") ? builder.backend(new SimulatedDiscreteBackend()) : builder.backend(backend);
-        return builder.releaseThreshold(0).leakDetection(LeakDetectionLevel.PARANOID).closeTimeout(Duration.ofSeconds(10))
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build();
+        return builder.releaseThreshold(0).closeTimeout(Duration.ofSeconds(10)).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO);
+    }
+
+    private static UnifiedMemoryManager manager(String backend) {
+        return builder(backend).leakDetection(LeakDetectionLevel.PARANOID).build();
     }
 
     private static UnifiedBuffer floats(UnifiedMemoryManager manager, int bytes) {
         return manager.allocate(DataType.FLOAT32, bytes / 4, DEVICE);
     }
 
-    private static void check(boolean condition, String what) {
+    /** Ends the scenario with exit status 1, saying what failed, unless {@code condition} holds. */
+    static void check(boolean condition, String what) {
         if (!condition) {
             System.out.println("FAILED: " + what);
             System.exit(1);
