@@ -2,14 +2,14 @@ package dev.compute.memory.resource.pool;
 
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.NativeAllocation;
-import org.jspecify.annotations.Nullable;
 
 /**
  * One block of a pool segment: a node of the segment's address-ordered list (so coalescing finds its
- * neighbours in O(1)) and, while free, an entry of its arena's best-fit set. Lean on purpose: seven fields,
- * 56 bytes with compressed oops, because every live buffer carries one. Identity equality.
+ * neighbours in O(1)) and, while free, an entry of its arena's best-fit set. Seven fields, padded to 128 bytes with
+ * compressed oops so that threads using neighbouring blocks do not share cache lines ({@link PoolBlockFields}).
+ * Identity equality.
  */
-final class PoolBlock implements Block {
+final class PoolBlock extends PoolBlockFields.PaddedUse implements Block {
 
     /** Handed out. */
     static final byte LIVE = 0;
@@ -19,15 +19,6 @@ final class PoolBlock implements Block {
     static final byte CACHED = 2;
     /** Freed while device work on it was in flight; not reusable until that completes. */
     static final byte PENDING = 3;
-
-    /** Changes only when compaction moves a live block, under the pool's lock and its user's. */
-    PoolSegment home;
-    long offset;
-    long size;
-    long requested;
-    @Nullable PoolBlock prev;
-    @Nullable PoolBlock next;
-    byte state;
 
     PoolBlock(PoolSegment home, long offset, long size, byte state) {
         this.home = home;
