@@ -45,6 +45,8 @@ final class SizeClassCache {
     private abstract static class StackFields extends PaddedAhead {
         /** The blocks at {@code SLOT_PAD ..}: the array is padded too, since it lies next to the following stack. */
         final PoolBlock[] slots = new PoolBlock[SLOT_PAD + DEPTH + SLOT_PAD];
+        /** The size of every block of this stack's class. */
+        final long blockSize;
         int count;
         /** 1 while a thread holds the stack: its fields (and the blocks' states) are written only by the holder. */
         int held;
@@ -53,6 +55,10 @@ final class SizeClassCache {
         boolean closed;
         /** On the holding queue: set by the push that finds it unlisted, cleared by the drain that takes it off. */
         boolean listed;
+
+        StackFields(long blockSize) {
+            this.blockSize = blockSize;
+        }
     }
 
     /** One stripe's stack of one size class, padded after its fields as well (see {@link PaddedAhead}). */
@@ -60,18 +66,24 @@ final class SizeClassCache {
     private static final class Stack extends StackFields {
         private static final VarHandle HELD;
         private static final VarHandle HITS;
+        private static final VarHandle COUNT;
 
         static {
             try {
                 MethodHandles.Lookup lookup = MethodHandles.lookup();
                 HELD = lookup.findVarHandle(StackFields.class, "held", int.class);
                 HITS = lookup.findVarHandle(StackFields.class, "hits", long.class);
+                COUNT = lookup.findVarHandle(StackFields.class, "count", int.class);
             } catch (ReflectiveOperationException e) {
                 throw new ExceptionInInitializerError(e);
             }
         }
 
         long q0, q1, q2, q3, q4, q5, q6, q7;
+
+        Stack(long blockSize) {
+            super(blockSize);
+        }
 
         boolean tryHold() {
             return HELD.compareAndSet(this, 0, 1);
@@ -99,6 +111,11 @@ final class SizeClassCache {
 
         long hitsSoFar() {
             return (long) HITS.getOpaque(this);
+        }
+
+        /** Whether the stack holds a block, read without holding it (the holder writes the count plainly). */
+        boolean holdsSome() {
+            return (int) COUNT.getOpaque(this) > 0;
         }
 
         PoolBlock get(int i) {
@@ -200,7 +217,7 @@ final class SizeClassCache {
                 stripes[s] = stripe;
             }
             if (stripe[sizeClass] == null) {
-                Stack stack = new Stack();
+                Stack stack = new Stack(size);
                 stripe[sizeClass] = stack;
                 made.add(stack);
             }
@@ -208,19 +225,16 @@ final class SizeClassCache {
     }
 
     /**
-     * The size of the largest block cached now, or 0. Takes each stack that may hold blocks under its own lock for
-     * a moment and leaves every block where it is: reading the pool's figures must not change the pool.
+     * The size of the largest block cached now, or 0. Reads each listed stack's count without holding the stack, so
+     * that reading the pool's figures neither changes the pool nor makes an allocate or free find its stack held
+     * (which sent it down the slow path and, the first time, had the JIT recompile the fast path). A take or offer
+     * under way may be missed, as by any figure read while calls run.
      */
     long largestCached() {
         long largest = 0;
         for (Stack stack : holding) {
-            stack.hold();
-            try {
-                if (stack.count > 0) {
-                    largest = Math.max(largest, stack.get(0).size);
-                }
-            } finally {
-                stack.letGo();
+            if (stack.holdsSome()) {
+                largest = Math.max(largest, stack.blockSize);
             }
         }
         return largest;
