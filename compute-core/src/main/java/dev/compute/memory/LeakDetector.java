@@ -33,7 +33,7 @@ final class LeakDetector {
     private final PooledMemoryManager manager;
     private final LeakDetectionLevel level;
     private final MemoryEventListener events;
-    private final Set<Tracker> live = ConcurrentHashMap.newKeySet();
+    private final Set<Leak> live = ConcurrentHashMap.newKeySet();
     private final AtomicLong leaksReported = new AtomicLong();
 
     LeakDetector(PooledMemoryManager manager, LeakDetectionLevel level, MemoryEventListener events) {
@@ -46,13 +46,19 @@ final class LeakDetector {
         return leaksReported.get();
     }
 
-    /** A tracker for a new buffer over {@code block}, or null when this one is not tracked. */
+    /**
+     * A tracker, watched from now on, for a new buffer over {@code block} to hold; or null when this one is not
+     * tracked. The buffer is never handed to the detector: the cleaner watches the tracker, which only the buffer
+     * references, so it becomes unreachable with the buffer. That keeps the buffer out of every shared structure, and
+     * the JIT can then keep a buffer allocated and closed in one method off the heap, tracked or not, as it does at
+     * {@code disabled}.
+     */
     @Nullable Tracker track(MemoryLocation location, long byteSize, Block block) {
         return switch (level) {
             case DISABLED -> null;
             case SIMPLE -> ThreadLocalRandom.current().nextInt(LeakDetectionLevel.SIMPLE_SAMPLING_INTERVAL) == 0
-                    ? new Tracker(this, location, byteSize, block, null) : null;
-            case PARANOID -> new Tracker(this, location, byteSize, block, allocationSite());
+                    ? watched(location, byteSize, block, null) : null;
+            case PARANOID -> watched(location, byteSize, block, allocationSite());
         };
     }
 
@@ -67,13 +73,15 @@ final class LeakDetector {
      * of the few a process may have until it is found.
      */
     @Nullable Tracker trackMapping(MemoryLocation location, long byteSize, Block block, @Nullable String site) {
-        return level == LeakDetectionLevel.DISABLED ? null : new Tracker(this, location, byteSize, block, site);
+        return level == LeakDetectionLevel.DISABLED ? null : watched(location, byteSize, block, site);
     }
 
-    /** Starts watching {@code buffer}, which was made with {@code tracker}. */
-    void watch(UnifiedBuffer buffer, Tracker tracker) {
-        live.add(tracker);
-        tracker.cleanable = CLEANER.register(buffer, tracker);
+    private Tracker watched(MemoryLocation location, long byteSize, Block block, @Nullable String site) {
+        Leak leak = new Leak(this, location, byteSize, block, site);
+        Tracker tracker = new Tracker(leak);
+        live.add(leak);
+        leak.cleanable = CLEANER.register(tracker, leak);
+        return tracker;
     }
 
     private static String allocationSite() {
@@ -89,9 +97,9 @@ final class LeakDetector {
     /** {@code segments} with the allocation site of each tracked live block filled in. */
     List<MemorySnapshot.Segment> withSites(MemoryLocation location, List<MemorySnapshot.Segment> segments) {
         Map<String, String> siteByPlace = new HashMap<>();
-        for (Tracker tracker : live) {
-            if (tracker.site != null && tracker.location == location) {
-                siteByPlace.put(place(tracker.block.segment().address(), tracker.block.offset()), tracker.site);
+        for (Leak leak : live) {
+            if (leak.site != null && leak.location == location) {
+                siteByPlace.put(place(leak.block.segment().address(), leak.block.offset()), leak.site);
             }
         }
         if (siteByPlace.isEmpty()) {
@@ -114,10 +122,31 @@ final class LeakDetector {
     }
 
     /**
-     * What the cleaner needs once the buffer is gone; it must not reach the buffer itself. The buffer tells it
-     * of a mirror made later, and of its close.
+     * What a tracked buffer holds, and all it holds of leak detection: the object the cleaner watches. The buffer
+     * tells it of a mirror made later, of its views, and of its close.
      */
-    static final class Tracker implements Runnable {
+    static final class Tracker {
+        private final Leak leak;
+
+        private Tracker(Leak leak) {
+            this.leak = leak;
+        }
+
+        void mirror(Block mirror) {
+            leak.mirror = mirror;
+        }
+
+        void scopes(BufferScopes scopes) {
+            leak.scopes = scopes;
+        }
+
+        void closed() {
+            leak.closed();
+        }
+    }
+
+    /** What the cleaner needs once the buffer and its tracker are gone; it must reach neither. */
+    private static final class Leak implements Runnable {
         private final LeakDetector detector;
         private final MemoryLocation location;
         private final long byteSize;
@@ -128,20 +157,12 @@ final class LeakDetector {
         private volatile boolean closed;
         private Cleaner.@Nullable Cleanable cleanable;
 
-        private Tracker(LeakDetector detector, MemoryLocation location, long byteSize, Block block, @Nullable String site) {
+        private Leak(LeakDetector detector, MemoryLocation location, long byteSize, Block block, @Nullable String site) {
             this.detector = detector;
             this.location = location;
             this.byteSize = byteSize;
             this.block = block;
             this.site = site;
-        }
-
-        void mirror(Block mirror) {
-            this.mirror = mirror;
-        }
-
-        void scopes(BufferScopes scopes) {
-            this.scopes = scopes;
         }
 
         void closed() {

@@ -394,23 +394,14 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             String site = leakDetector.mappingSite();
             MappedFile mapping = mappedFiles.map(file, type, mode, byteOffset, byteLength, site);
-            LeakDetector.Tracker tracker = leakDetector.trackMapping(MemoryLocation.HOST, mapping.size(), mapping, site);
-            UnifiedBuffer buffer = new UnifiedBuffer(this, type, mapping, tracker);
-            if (tracker != null) {
-                leakDetector.watch(buffer, tracker);
-            }
-            return buffer;
+            return new UnifiedBuffer(this, type, mapping, leakDetector.trackMapping(MemoryLocation.HOST, mapping.size(), mapping, site));
         } finally {
             exit(stripe);
         }
     }
 
     private UnifiedBuffer newBuffer(LocationChain chain, MemoryLocation location, DataType type, long bytes, Block block) {
-        LeakDetector.Tracker tracker = leakDetector.track(location, bytes, block);
-        UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, tracker);
-        if (tracker != null) {
-            leakDetector.watch(buffer, tracker);
-        }
+        UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, leakDetector.track(location, bytes, block));
         if (chain.compactable && chain.pool != null && chain.pool.movable(block)) {
             chain.movable.put(block, new WeakReference<>(buffer));
         }

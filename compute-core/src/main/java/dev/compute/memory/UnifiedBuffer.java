@@ -762,7 +762,7 @@ public final class UnifiedBuffer implements AutoCloseable {
         }
         if (leakTracker != null) {
             leakTracker.closed();
-            // reachable until the tracker knows: else the cleaner could find the buffer gone and release it again
+            // reachable, and the tracker with it, until the tracker knows: else the cleaner could release the memory again
             Reference.reachabilityFence(this);
         }
         if (device != null) {
