@@ -60,7 +60,11 @@ import org.jspecify.annotations.Nullable;
  * <p><b>Mapping.</b> A block needing unmapped pages
  * maps them in one call, its last run extended by a chunk (1/8 of what the arena has mapped, 2 to 128 MiB) so
  * that growth costs few calls. Before a new mapping would raise the reserved peak, free mapped pages
- * elsewhere in the arena are unmapped first: the memory moves to where it is needed instead of being held twice. Without
+ * elsewhere in the arena are unmapped first: the memory moves to where it is needed instead of being held twice. A
+ * move takes the two largest runs of free pages at most: each run unmapped is likely mapped again later, a call each,
+ * and the largest give most of the bytes. The chunk is for growth: an arena that holds two chunks or more of free
+ * whole mapped pages is fragmented rather than growing (the request fitted none of its free space), and there the
+ * chunk may raise the reserved peak by a quarter of a chunk at most. Without
  * page mapping the pool allocates plain segments: 2 MiB ones for small blocks, 20 MiB ones for large
  * requests under 10 MiB, and the request rounded up to 2 MiB beyond.
  *

@@ -58,6 +58,20 @@ final class PoolArena {
     static final long MIN_MAP_CHUNK = 2L << 20;
     static final long MAX_MAP_CHUNK = 128L << 20;
 
+    /**
+     * An arena holding at least this many chunks of free whole mapped pages is fragmented rather than growing: a
+     * request that fits none of its free space is no sign of more to come, so there a mapping's slack may raise the
+     * reserved peak by a chunk shifted right by {@link #SLACK_OVER_PEAK_SHIFT} at most (a quarter of it).
+     */
+    static final int IDLE_CHUNKS_FOR_FRAGMENTED = 2;
+    static final int SLACK_OVER_PEAK_SHIFT = 2;
+
+    /**
+     * Before a new peak, at most this many runs of free pages are unmapped, the largest: each is likely mapped again
+     * later, one call each, and the largest give most of the bytes (the figures: docs/benchmarks.md).
+     */
+    static final int MAX_RUNS_MOVED = 2;
+
     /** Page numbers are ints: a range never has more pages than this. */
     private static final long MAX_RANGE_PAGES = 1L << 30;
 
@@ -248,7 +262,9 @@ final class PoolArena {
             int nextMapped = mapped.nextSetBit(end);
             int limit = nextMapped < 0 ? segment.pages() : nextMapped;
             int wanted = (int) Math.min(limit, runStart + Math.ceilDiv(chunk, g));
-            while (extendTo < wanted && upstream.fits(need + (extendTo + 1 - end) * g)) {
+            long ceiling = slackCeiling(need, chunk, (wanted - end) * g);
+            while (extendTo < wanted && upstream.fits(need + (extendTo + 1 - end) * g)
+                    && upstream.reservedBytes() + need + (extendTo + 1 - end) * g <= ceiling) {
                 extendTo++;
             }
         }
@@ -258,6 +274,41 @@ final class PoolArena {
             map(segment, from, to);
             from = mapped.nextClearBit(to);
         }
+    }
+
+    /**
+     * How high what is reserved may go with a mapping of {@code need} bytes and up to {@code slack} more: no limit while
+     * the arena grows; in a fragmented arena, {@code chunk >> SLACK_OVER_PEAK_SHIFT} over the reserved peak (the
+     * slack would otherwise set the peak beside idle pages, and the next requests will likely fit those).
+     */
+    private long slackCeiling(long need, long chunk, long slack) {
+        long room = upstream.reservedBytesPeak() + (chunk >> SLACK_OVER_PEAK_SHIFT);
+        long reserved = upstream.reservedBytes();
+        if (reserved + need + slack <= room || !holdsFreeMappedPages(IDLE_CHUNKS_FOR_FRAGMENTED * chunk)) {
+            return Long.MAX_VALUE;
+        }
+        return Math.max(room, reserved + need);
+    }
+
+    /** Whether the arena's free blocks hold at least {@code bytes} of whole mapped pages. */
+    private boolean holdsFreeMappedPages(long bytes) {
+        long found = 0;
+        for (PoolBlock block : free) {
+            PoolSegment segment = block.home;
+            if (segment.expandable()) {
+                long g = segment.granularity;
+                int hi = (int) (block.end() / g);
+                for (int page = segment.mapped.nextSetBit((int) Math.ceilDiv(block.offset, g)); page >= 0 && page < hi; ) {
+                    int runEnd = Math.min(hi, segment.mapped.nextClearBit(page));
+                    found += (runEnd - page) * g;
+                    if (found >= bytes) {
+                        return true;
+                    }
+                    page = segment.mapped.nextSetBit(runEnd);
+                }
+            }
+        }
+        return false;
     }
 
     private void map(PoolSegment segment, int fromPage, int toPage) {
@@ -375,8 +426,9 @@ final class PoolArena {
         }
         runs.sort(Comparator.comparingInt(Run::pages).reversed());
         long released = 0;
+        int moved = 0;
         for (Run run : runs) {
-            if (released >= bytes) {
+            if (released >= bytes || (unmapping == Unmapping.WHOLE_RUNS && moved++ == MAX_RUNS_MOVED)) {
                 break;
             }
             // a trim takes from the top of a run no more pages than asked for; moving memory to a new peak takes whole

@@ -632,6 +632,64 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     }
 
     @Test
+    void beforeANewPeakAtMostTheTwoLargestRunsOfFreePagesAreUnmapped() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        List<Block> holes = new ArrayList<>();
+        List<Block> kept = new ArrayList<>();
+        for (long hole : new long[] {8 * MiB, 10 * MiB, 12 * MiB}) {
+            holes.add(pool.allocate(hole));
+            kept.add(pool.allocate(2 * MiB));
+        }
+        holes.forEach(pool::deallocate);
+        assertThat(pool.reservedBytes()).as("nothing unmapped yet: at the peak").isEqualTo(pool.reservedBytesPeak());
+        long unmapCalls = backend.unmapCalls();
+
+        // needs more pages than the three holes hold together
+        Block large = pool.allocate(40 * MiB);
+
+        assertThat(backend.unmapCalls() - unmapCalls).isEqualTo(2);
+        List<MemorySnapshot.Segment> segments = pool.segments();
+        assertThat(blockAt(segments, holes.get(0)).state()).as("the smallest hole stays mapped").isEqualTo(MemorySnapshot.BlockState.FREE);
+        assertThat(blockAt(segments, holes.get(1)).state()).isEqualTo(MemorySnapshot.BlockState.UNMAPPED);
+        assertThat(blockAt(segments, holes.get(2)).state()).isEqualTo(MemorySnapshot.BlockState.UNMAPPED);
+        pool.deallocate(large);
+        kept.forEach(pool::deallocate);
+        pool.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @Test
+    void inAnArenaHoldingIdleMappedPagesTheSlackRaisesThePeakByAQuarterChunkAtMost() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        List<Block> holes = new ArrayList<>();
+        List<Block> kept = new ArrayList<>();
+        for (int i = 0; i < 40; i++) {
+            holes.add(pool.allocate(2 * MiB));
+            kept.add(pool.allocate(2 * MiB));
+        }
+        // the mapped slack at the top, taken too, so that the next block needs pages mapped
+        MemorySnapshot.Block top = pool.segments().getFirst().blocks().stream()
+                .filter(b -> b.state() == MemorySnapshot.BlockState.FREE).reduce((a, b) -> b).orElseThrow();
+        kept.add(pool.allocate(top.sizeBytes()));
+        holes.forEach(pool::deallocate);
+        long peak = pool.reservedBytesPeak();
+        long chunk = pool.reservedBytes() >> PoolArena.MAP_CHUNK_SHIFT;
+        assertThat(pool.reservedBytes()).isEqualTo(peak);
+
+        // fits none of the 40 holes (80 MiB idle and mapped, more than two chunks)
+        Block block = pool.allocate(4 * MiB);
+
+        assertThat(pool.reservedBytesPeak() - peak).isPositive().isLessThanOrEqualTo(chunk >> PoolArena.SLACK_OVER_PEAK_SHIFT);
+        assertThat(blockAt(pool.segments(), block).state()).isEqualTo(MemorySnapshot.BlockState.LIVE);
+        pool.deallocate(block);
+        kept.forEach(pool::deallocate);
+        pool.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @Test
     void rangesAreTwiceWhatTheDeviceHoldsWhenTheCapIsLarger() {
         AddressSpaceBackend backend = backend(GiB, true);
         // twice 100 TiB is more address space than a process has
