@@ -293,19 +293,10 @@ final class PoolArena {
     /** Whether the arena's free blocks hold at least {@code bytes} of whole mapped pages. */
     private boolean holdsFreeMappedPages(long bytes) {
         long found = 0;
-        for (PoolBlock block : free) {
-            PoolSegment segment = block.home;
-            if (segment.expandable()) {
-                long g = segment.granularity;
-                int hi = (int) (block.end() / g);
-                for (int page = segment.mapped.nextSetBit((int) Math.ceilDiv(block.offset, g)); page >= 0 && page < hi; ) {
-                    int runEnd = Math.min(hi, segment.mapped.nextClearBit(page));
-                    found += (runEnd - page) * g;
-                    if (found >= bytes) {
-                        return true;
-                    }
-                    page = segment.mapped.nextSetBit(runEnd);
-                }
+        for (Run run : freeMappedRuns()) {
+            found += run.pages() * run.segment().granularity;
+            if (found >= bytes) {
+                return true;
             }
         }
         return false;
@@ -407,8 +398,8 @@ final class PoolArena {
         }
     }
 
-    /** Unmaps runs of mapped pages that lie wholly in free blocks, largest first, until {@code bytes} are unmapped. */
-    private long unmapFreePages(long bytes, Unmapping unmapping) {
+    /** The runs of mapped pages that lie wholly in free blocks. */
+    private List<Run> freeMappedRuns() {
         List<Run> runs = new ArrayList<>();
         for (PoolBlock block : free) {
             PoolSegment segment = block.home;
@@ -424,6 +415,12 @@ final class PoolArena {
                 from = to < hi ? segment.mapped.nextSetBit(to) : -1;
             }
         }
+        return runs;
+    }
+
+    /** Unmaps runs of mapped pages that lie wholly in free blocks, largest first, until {@code bytes} are unmapped. */
+    private long unmapFreePages(long bytes, Unmapping unmapping) {
+        List<Run> runs = freeMappedRuns();
         runs.sort(Comparator.comparingInt(Run::pages).reversed());
         long released = 0;
         int moved = 0;
