@@ -83,13 +83,16 @@ import org.jspecify.annotations.Nullable;
  * </pre>
  *
  * <p><b>The fast path.</b> A small block freed with no device work in flight goes to a per-size-class stack
- * ({@link SizeClassCache}, striped by thread, one flag per stack) and a request of that exact size takes it
- * back from there (from another thread's stripe if its own has none): no pool lock, no tree. Cached blocks
+ * ({@link SizeClassCache}, striped by thread, one flag per stack) and a request of that exact size on the same
+ * thread stripe takes it back from there: no pool lock, no tree. A miss there takes the lock and mapped free space
+ * of the arena, so each thread builds a set of blocks of its own; another stripe's cached block is taken only where
+ * the arena has none (a thread that took its blocks from another's stack would hand them back and forth with it,
+ * with the cache lines they were written in). Cached blocks
  * count as free (a snapshot shows them as free blocks, not yet coalesced); they are flushed into their arena
  * (and coalesced) on trim, close and under pressure, and before the pool asks the backend for memory, except
- * while small blocks hold less than {@value #SMALL_BLOCKS_KEPT_UNFLUSHED} bytes: then the small arena grows
- * instead, so that a set of recurring sizes larger than what is mapped stays cached rather than being flushed
- * every few dozen allocations.
+ * while small blocks hold less than {@value #SMALL_BLOCKS_KEPT_UNFLUSHED} bytes for each thread stripe whose
+ * stack holds blocks (up to one per processor): then the small arena grows instead, so that a set of recurring
+ * sizes larger than what is mapped stays cached rather than being flushed every few dozen allocations.
  *
  * <p><b>Pressure.</b> A request larger than the cap fails at once, the cache left as it is: nothing the pool
  * could give back would make room for it. When the backend has no memory or the upstream's limit would be
@@ -243,9 +246,10 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             List<Block> blocks = new ArrayList<>(bytes.length);
             for (int i = 0; i < bytes.length; i++) {
                 if (SizeClasses.small(sizes[i])) {
-                    blocks.add(Objects.requireNonNull(smallRegion, "small region"));
-                    smallRegion = PoolArena.cut(smallRegion, sizes[i], bytes[i]);
-                    cache.prepare(sizes[i]);
+                    PoolBlock block = Objects.requireNonNull(smallRegion, "small region");
+                    smallRegion = PoolArena.cut(block, sizes[i], bytes[i]);
+                    cache.adopt(block);
+                    blocks.add(block);
                 } else {
                     blocks.add(Objects.requireNonNull(largeRegion, "large region"));
                     largeRegion = PoolArena.cut(largeRegion, sizes[i], bytes[i]);
@@ -296,13 +300,23 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     }
 
     /**
-     * A block from memory held (a hit): mapped free space of its arena, else the same after flushing the cache, else
-     * (for a large block, where pages are mapped) mapped free space of the small arena; failing these, from new upstream memory (a miss).
+     * A block from memory held (a hit): mapped free space of its arena; else, for a small block once small blocks hold
+     * their allowance, one cached on another thread's stripe, or mapped free space after flushing the cache; else, for
+     * a large block, mapped free space after flushing, or of the small arena where pages are mapped; failing these,
+     * from new upstream memory (a miss). A small block is made the calling thread's: its frees go to this thread's
+     * stripe of the cache.
      */
     private PoolBlock takeOrGrow(PoolArena arena, long size, long requested, PoolArena.Growth growth) {
         PoolBlock block = arena.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
         if (block == null) {
-            if (arena != small || small.reservedBytes() >= SMALL_BLOCKS_KEPT_UNFLUSHED) {
+            boolean economize = arena != small || small.reservedBytes() >= smallBlocksKeptUnflushed();
+            if (economize && arena == small) {
+                block = cache.takeFromOtherStripes(size, requested);
+                if (block != null) {
+                    return block; // counted as a hit by the stack it came from
+                }
+            }
+            if (economize) {
                 cache.flush(this::releaseToArena);
                 block = arena.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
             }
@@ -325,9 +339,20 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             counts.add(POOL_HITS, 1);
         }
         if (SizeClasses.small(size)) {
-            cache.prepare(size);
+            cache.adopt(block);
         }
         return block;
+    }
+
+    /**
+     * What small blocks may hold before a miss economizes (takes another thread's cached block, or flushes the cache)
+     * rather than grow: {@link #SMALL_BLOCKS_KEPT_UNFLUSHED} for each thread stripe that keeps blocks (the calling
+     * thread's and each whose stack holds some), up to one per processor. Each thread keeps the blocks it allocated, so
+     * two threads walking the same recurring sizes hold them twice; with one allowance for both, each would flush or
+     * take the other's blocks over and over.
+     */
+    private long smallBlocksKeptUnflushed() {
+        return SMALL_BLOCKS_KEPT_UNFLUSHED * Math.min(cache.stripesKeeping(), Runtime.getRuntime().availableProcessors());
     }
 
     private void releaseToArena(PoolBlock block) {

@@ -5,7 +5,7 @@ import dev.compute.memory.spi.NativeAllocation;
 
 /**
  * One block of a pool segment: a node of the segment's address-ordered list (so coalescing finds its
- * neighbours in O(1)) and, while free, an entry of its arena's best-fit set. Seven fields, padded to 128 bytes with
+ * neighbours in O(1)) and, while free, an entry of its arena's best-fit set. Eight fields, padded to 128 bytes with
  * compressed oops so that threads using neighbouring blocks do not share cache lines ({@link PoolBlockFields}).
  * Identity equality.
  */

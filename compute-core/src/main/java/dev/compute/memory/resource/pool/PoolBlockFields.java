@@ -3,16 +3,17 @@ package dev.compute.memory.resource.pool;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The fields of a {@link PoolBlock}, laid out so that the two written on every allocate and free from the
- * size-class cache ({@code requested} and {@code state}) share a cache line with nothing another thread uses.
+ * The fields of a {@link PoolBlock}, laid out so that those written on every allocate and free from the size-class
+ * cache ({@code requested}, {@code state}, and {@code stripe} when a block changes threads) share a cache line with
+ * nothing another thread uses.
  *
  * <p>Blocks handed to different threads are often neighbours in the heap: a split makes them one after the other,
  * and the garbage collector copies a segment's blocks in list order. Two threads writing neighbouring blocks, or one
  * writing its block beside the segment the other reads, made every allocate and free miss the cache (pairs on two
  * threads three to four times slower, in some JVMs and not others, as the heap happened to be laid out). So the place
- * fields come first, the written pair starts 64 bytes into the object and the object ends 55 bytes after it: whatever
- * line holds the pair lies within this object, save the mark word of the object after it. Superclass fields come
- * before subclass fields, which is what fixes the order.
+ * fields come first, the written fields start 64 bytes into the object and end in the word 56 bytes before its end:
+ * whatever line holds them lies within this object, save the mark word of the object after it. Superclass fields
+ * come before subclass fields, which is what fixes the order.
  */
 final class PoolBlockFields {
 
@@ -28,19 +29,21 @@ final class PoolBlockFields {
         @Nullable PoolBlock next;
     }
 
-    /** Fills the place fields' line, so that the written pair starts on the next 64 bytes of the object. */
+    /** Fills the place fields' line, so that the written fields start on the next 64 bytes of the object. */
     @SuppressWarnings("unused")
     abstract static class PaddedPlace extends Place {
         long p0, p1, p2;
     }
 
-    /** Written by the size-class cache's holder on every take and offer. */
+    /** Written by the size-class cache's holder on every take and offer; {@code stripe} when another thread's block is taken. */
     abstract static class Use extends PaddedPlace {
         long requested;
         byte state;
+        /** The cache stripe of the thread that allocated the block, where its free caches it. */
+        byte stripe;
     }
 
-    /** Fills the rest of the written pair's line. */
+    /** Fills the rest of the written fields' line. */
     @SuppressWarnings("unused")
     abstract static class PaddedUse extends Use {
         long q0, q1, q2, q3, q4, q5;

@@ -12,7 +12,9 @@ import org.jspecify.annotations.Nullable;
  * freed and asked for again (the common case: the same tensors every step) costs one atomic step on its
  * class's stack and no tree walk. The stacks are striped by thread (a thread uses the stripe its id picks, as
  * Netty's thread caches and HikariCP's thread-local lists do), so two threads working on the same size do
- * not fight over one lock and one cache line. Blocks wait in it as {@link PoolBlock#CACHED}; the pool flushes
+ * not fight over one lock and one cache line. A block belongs to the stripe of the thread that allocated it: its
+ * free caches it there, whichever thread frees it, and a take looks in the calling thread's stripe only, so two
+ * threads do not hand blocks (and the cache lines they wrote) back and forth. Blocks wait in it as {@link PoolBlock#CACHED}; the pool flushes
  * every stripe into its arena (coalescing them) on trim, close and pressure, and before it asks the backend
  * for memory once small blocks hold more than a small allowance, so the cache makes the pool hold at most
  * that allowance more.
@@ -47,6 +49,8 @@ final class SizeClassCache {
         final PoolBlock[] slots = new PoolBlock[SLOT_PAD + DEPTH + SLOT_PAD];
         /** The size of every block of this stack's class. */
         final long blockSize;
+        /** The stripe this stack belongs to. */
+        final int stripe;
         int count;
         /** 1 while a thread holds the stack: its fields (and the blocks' states) are written only by the holder. */
         int held;
@@ -56,8 +60,9 @@ final class SizeClassCache {
         /** On the holding queue: set by the push that finds it unlisted, cleared by the drain that takes it off. */
         boolean listed;
 
-        StackFields(long blockSize) {
+        StackFields(long blockSize, int stripe) {
             this.blockSize = blockSize;
+            this.stripe = stripe;
         }
     }
 
@@ -81,8 +86,8 @@ final class SizeClassCache {
 
         long q0, q1, q2, q3, q4, q5, q6, q7;
 
-        Stack(long blockSize) {
-            super(blockSize);
+        Stack(long blockSize, int stripe) {
+            super(blockSize, stripe);
         }
 
         boolean tryHold() {
@@ -140,24 +145,44 @@ final class SizeClassCache {
     private final ConcurrentLinkedQueue<Stack> made = new ConcurrentLinkedQueue<>();
 
     /**
-     * A cached block of exactly {@code size} bytes made live for {@code requested} bytes, or null. This thread's
-     * stripe first; then the other stripes, because a size another thread freed is better taken from its stack
-     * than left there while this thread's miss flushes every stripe into the arena (two threads cycling through
-     * the same sizes would otherwise flush each other's caches over and over).
+     * A block of exactly {@code size} bytes from this thread's stripe, made live for {@code requested} bytes, or null.
+     * Only this thread's stripe: a block taken from another thread's stripe comes with cache lines that thread wrote
+     * (the stack, the block), and two threads walking the same sizes would hand their one block of a class back and
+     * forth on every request. A miss takes the pool's slow path, which gives this thread a block of its own from the
+     * arena and takes another stripe's ({@link #takeFromOtherStripes}) only where the arena would otherwise grow.
      */
     @Nullable PoolBlock take(long size, long requested) {
+        Stack[] homeStripe = stripes[ThreadStripes.ofCurrentThread()];
+        return homeStripe == null ? null : takeFrom(homeStripe[SizeClasses.smallClass(size)], requested);
+    }
+
+    /** A cached block of exactly {@code size} bytes from any stripe but this thread's, made live for {@code requested} bytes, or null. */
+    @Nullable PoolBlock takeFromOtherStripes(long size, long requested) {
         int sizeClass = SizeClasses.smallClass(size);
         int home = ThreadStripes.ofCurrentThread();
-        Stack[] homeStripe = stripes[home];
-        if (homeStripe == null || homeStripe[sizeClass] == null) {
-            return null; // prepare() creates a class in every stripe together: no stripe holds this size yet
-        }
-        PoolBlock block = takeFrom(homeStripe[sizeClass], requested);
+        PoolBlock block = null;
         for (int i = 1; block == null && i < STRIPES; i++) {
             Stack[] stripe = stripes[(home + i) & (STRIPES - 1)];
-            block = stripe == null ? null : takeFrom(stripe[sizeClass], requested); // null while prepare() runs
+            block = stripe == null ? null : takeFrom(stripe[sizeClass], requested);
+        }
+        if (block != null) {
+            block.stripe = (byte) home;
         }
         return block;
+    }
+
+    /**
+     * How many stripes keep blocks: the calling thread's, and each whose stacks hold some now. Reads the stacks that may
+     * hold blocks without holding them; for the slow path's choice between growing and economizing.
+     */
+    int stripesKeeping() {
+        long stripesSeen = 1L << ThreadStripes.ofCurrentThread();
+        for (Stack stack : holding) {
+            if (stack.holdsSome()) {
+                stripesSeen |= 1L << stack.stripe;
+            }
+        }
+        return Long.bitCount(stripesSeen);
     }
 
     private static @Nullable PoolBlock takeFrom(@Nullable Stack stack, long requested) {
@@ -178,9 +203,14 @@ final class SizeClassCache {
         }
     }
 
-    /** Caches a live small block; false when its class is full or not set up (the caller frees it the slow way). */
+    /**
+     * Caches a live small block on the stripe of the thread that allocated it (as Netty returns a buffer to its
+     * allocating thread's cache), so that a thread that allocates what another frees still finds its blocks on its own
+     * stripe. False when that stack is full, held or not set up (the caller frees the block the slow way).
+     */
     boolean offer(PoolBlock block) {
-        Stack stack = stackOfThisThread(SizeClasses.smallClass(block.size));
+        Stack[] stripe = stripes[block.stripe];
+        Stack stack = stripe == null ? null : stripe[SizeClasses.smallClass(block.size)];
         if (stack == null || !stack.tryHold()) {
             return false;
         }
@@ -202,14 +232,12 @@ final class SizeClassCache {
         return true;
     }
 
-    private @Nullable Stack stackOfThisThread(int sizeClass) {
-        Stack[] stripe = stripes[ThreadStripes.ofCurrentThread()];
-        return stripe == null ? null : stripe[sizeClass];
-    }
-
-    /** Creates the stacks of a block's size class in every stripe, so its next free can take the fast path. Under the pool's lock. */
-    void prepare(long size) {
-        int sizeClass = SizeClasses.smallClass(size);
+    /**
+     * Makes a block from the arena the calling thread's: its frees go to this thread's stripe. Creates the stacks of its
+     * size class in every stripe first, so that its free can take the fast path. Under the pool's lock.
+     */
+    void adopt(PoolBlock block) {
+        int sizeClass = SizeClasses.smallClass(block.size);
         for (int s = 0; s < STRIPES; s++) {
             Stack[] stripe = stripes[s];
             if (stripe == null) {
@@ -217,11 +245,12 @@ final class SizeClassCache {
                 stripes[s] = stripe;
             }
             if (stripe[sizeClass] == null) {
-                Stack stack = new Stack(size);
+                Stack stack = new Stack(block.size, s);
                 stripe[sizeClass] = stack;
                 made.add(stack);
             }
         }
+        block.stripe = (byte) ThreadStripes.ofCurrentThread();
     }
 
     /**

@@ -455,18 +455,87 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     }
 
     @Test
-    void aSmallSizeFreedOnOneThreadIsTakenFromItsStripeByAnother() throws InterruptedException {
+    void eachThreadKeepsItsOwnBlockOfASizeWhileTheArenaHasRoom() throws InterruptedException {
         AddressSpaceBackend backend = backend(GiB, true);
         CachingPoolResource pool = pool(backend, GiB, true);
-        Block first = pool.allocate(3000);
-        pool.deallocate(first);
-        AtomicReference<Block> taken = new AtomicReference<>();
-        Thread other = threadOnAnotherStripe(() -> taken.set(pool.allocate(3000)));
+        Block mine = pool.allocate(3000);
+        pool.deallocate(mine);
+        List<Block> theirs = new ArrayList<>();
+        Thread other = threadOnAnotherStripe(() -> {
+            for (int round = 0; round < 2; round++) {
+                Block block = pool.allocate(3000);
+                theirs.add(block);
+                pool.deallocate(block);
+            }
+        });
 
         other.start();
         other.join();
 
-        assertThat(taken.get()).as("the other thread's stripe had none of this size: it took this thread's").isSameAs(first);
+        assertThat(theirs.getFirst()).as("the other thread took a block of its own from the arena, not this thread's").isNotSameAs(mine);
+        assertThat(theirs.getLast()).as("and found it again on its own stripe").isSameAs(theirs.getFirst());
+        assertThat(pool.allocate(3000)).as("this thread's block stayed on this thread's stripe").isSameAs(mine);
+        pool.close();
+    }
+
+    @Test
+    void aBlockFreedOnAnotherThreadGoesBackToTheStripeOfTheThreadThatAllocatedIt() throws InterruptedException {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        Block block = pool.allocate(3000);
+        Thread other = threadOnAnotherStripe(() -> pool.deallocate(block));
+
+        other.start();
+        other.join();
+
+        assertThat(pool.allocate(3000)).as("a consumer's free caches the block where its producer looks").isSameAs(block);
+        pool.close();
+    }
+
+    @Test
+    void belowTheAllowanceAThreadGrowsRatherThanTakeAnotherThreadsCachedBlock() throws InterruptedException {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, false);
+        // two blocks of 1 MiB fill a plain 2 MiB segment: the arena has no free space left
+        Block cached = pool.allocate(MiB);
+        Block live = pool.allocate(MiB);
+        pool.deallocate(cached);
+        long calls = backend.memoryCalls();
+        AtomicReference<Block> taken = new AtomicReference<>();
+        Thread other = threadOnAnotherStripe(() -> taken.set(pool.allocate(MiB)));
+
+        other.start();
+        other.join();
+
+        assertThat(taken.get()).as("a block of the other thread's own").isNotSameAs(cached).isNotSameAs(live);
+        assertThat(backend.memoryCalls()).as("from a new segment").isEqualTo(calls + 1);
+        assertThat(pool.allocate(MiB)).as("this thread's block stayed on this thread's stripe").isSameAs(cached);
+        pool.close();
+    }
+
+    @Test
+    void onceSmallBlocksHoldTheAllowanceAThreadTakesAnotherThreadsCachedBlockRatherThanGrow() throws InterruptedException {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, false);
+        // blocks of 1 MiB, two to a plain segment, past the allowance of two stripes: the arena has no free space left
+        List<Block> live = new ArrayList<>();
+        while (figures(pool).reservedBytes() <= 2 * CachingPoolResource.SMALL_BLOCKS_KEPT_UNFLUSHED) {
+            live.add(pool.allocate(MiB));
+            live.add(pool.allocate(MiB));
+        }
+        Block cached = live.removeLast();
+        pool.deallocate(cached);
+        long calls = backend.memoryCalls();
+        AtomicReference<Block> taken = new AtomicReference<>();
+        Thread other = threadOnAnotherStripe(() -> taken.set(pool.allocate(MiB)));
+
+        other.start();
+        other.join();
+
+        assertThat(taken.get()).as("the block cached on this thread's stripe").isSameAs(cached);
+        assertThat(backend.memoryCalls()).as("no new segment").isEqualTo(calls);
+        assertThat(figures(pool).poolHits()).isGreaterThanOrEqualTo(1);
+        live.forEach(pool::deallocate);
         pool.close();
     }
 
