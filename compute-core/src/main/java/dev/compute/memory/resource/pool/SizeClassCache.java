@@ -143,6 +143,19 @@ final class SizeClassCache {
     private final ConcurrentLinkedQueue<Stack> holding = new ConcurrentLinkedQueue<>();
     /** Every stack made, for the count of hits. */
     private final ConcurrentLinkedQueue<Stack> made = new ConcurrentLinkedQueue<>();
+    /** A bit per stripe that has listed a stack on {@link #holding} since the last flush: the stripes that keep blocks. */
+    @SuppressWarnings("unused") // through CACHING
+    private long cachingStripes;
+
+    private static final VarHandle CACHING;
+
+    static {
+        try {
+            CACHING = MethodHandles.lookup().findVarHandle(SizeClassCache.class, "cachingStripes", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
 
     /**
      * A block of exactly {@code size} bytes from this thread's stripe, made live for {@code requested} bytes, or null.
@@ -172,17 +185,11 @@ final class SizeClassCache {
     }
 
     /**
-     * How many stripes keep blocks: the calling thread's, and each whose stacks hold some now. Reads the stacks that may
-     * hold blocks without holding them; for the slow path's choice between growing and economizing.
+     * How many stripes keep blocks: the calling thread's, and each that has cached a block since the last flush. For
+     * the slow path's choice between growing and economizing.
      */
     int stripesKeeping() {
-        long stripesSeen = 1L << ThreadStripes.ofCurrentThread();
-        for (Stack stack : holding) {
-            if (stack.holdsSome()) {
-                stripesSeen |= 1L << stack.stripe;
-            }
-        }
-        return Long.bitCount(stripesSeen);
+        return Long.bitCount((long) CACHING.getOpaque(this) | 1L << ThreadStripes.ofCurrentThread());
     }
 
     private static @Nullable PoolBlock takeFrom(@Nullable Stack stack, long requested) {
@@ -228,6 +235,10 @@ final class SizeClassCache {
         }
         if (list) {
             holding.add(stack);
+            long stripeBit = 1L << stack.stripe;
+            if (((long) CACHING.getOpaque(this) & stripeBit) == 0) {
+                CACHING.getAndBitwiseOr(this, stripeBit);
+            }
         }
         return true;
     }
@@ -280,6 +291,7 @@ final class SizeClassCache {
 
     /** Hands every cached block to {@code sink} (the arena's release). Under the pool's lock. */
     void flush(Consumer<PoolBlock> sink) {
+        CACHING.setOpaque(this, 0L); // first: a stripe that caches while the stacks drain is counted again
         for (Stack stack = holding.poll(); stack != null; stack = holding.poll()) {
             drain(stack, sink, false);
         }

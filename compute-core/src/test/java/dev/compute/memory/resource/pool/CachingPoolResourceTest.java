@@ -3,6 +3,7 @@ package dev.compute.memory.resource.pool;
 import static dev.compute.memory.resource.pool.PoolFigures.figures;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
@@ -22,6 +23,8 @@ import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -576,6 +579,44 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         assertThat(backend.memoryCalls()).as("the second round made no backend call").isEqualTo(calls);
         assertThat(figures(pool).reservedBytes()).isLessThan(CachingPoolResource.SMALL_BLOCKS_KEPT_UNFLUSHED);
         pool.close();
+    }
+
+    @Test
+    void twoThreadsWalkingTheSameRecurringSizesKeepAnAllowanceEach() throws Exception {
+        assumeTrue(Runtime.getRuntime().availableProcessors() >= 2, "the allowance counts once per thread stripe up to one per processor");
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        // 80 sizes, about 22 MiB in all, for each thread: together past one allowance, within two
+        long[] sizes = new long[80];
+        for (int i = 0; i < sizes.length; i++) {
+            sizes[i] = 200_000 + 2048L * i;
+        }
+        Block[] mine = new Block[sizes.length];
+        Block[] theirs = new Block[sizes.length];
+        try (ExecutorService other = Executors.newSingleThreadExecutor(CachingPoolResourceTest::threadOnAnotherStripe)) {
+            walk(pool, sizes, mine);
+            other.submit(() -> walk(pool, sizes, theirs)).get();
+            assertThat(theirs).as("the other thread grew blocks of its own rather than take this thread's").doesNotContainAnyElementsOf(List.of(mine));
+            long calls = backend.memoryCalls();
+            Block[] myFirst = mine.clone();
+            Block[] theirFirst = theirs.clone();
+
+            walk(pool, sizes, mine);
+            other.submit(() -> walk(pool, sizes, theirs)).get();
+
+            assertThat(mine).as("this thread's sizes came back from its stripe, not flushed by the other thread's growth").containsExactly(myFirst);
+            assertThat(theirs).as("and the other thread's from its own").containsExactly(theirFirst);
+            assertThat(backend.memoryCalls()).as("the second rounds made no backend call").isEqualTo(calls);
+        }
+        pool.close();
+    }
+
+    /** Allocates and frees each size in turn, keeping what each allocation returned. */
+    private static void walk(CachingPoolResource pool, long[] sizes, Block[] blocks) {
+        for (int i = 0; i < sizes.length; i++) {
+            blocks[i] = pool.allocate(sizes[i]);
+            pool.deallocate(blocks[i]);
+        }
     }
 
     @Test
