@@ -85,14 +85,13 @@ import org.jspecify.annotations.Nullable;
  * <p><b>The fast path.</b> A small block freed with no device work in flight goes to a per-size-class stack
  * ({@link SizeClassCache}, striped by thread, one flag per stack) and a request of that exact size on the same
  * thread stripe takes it back from there: no pool lock, no tree. A miss there takes the lock and mapped free space
- * of the arena, so each thread builds a set of blocks of its own; another stripe's cached block is taken only where
- * the arena has none (a thread that took its blocks from another's stack would hand them back and forth with it,
- * with the cache lines they were written in). Cached blocks
- * count as free (a snapshot shows them as free blocks, not yet coalesced); they are flushed into their arena
+ * of the arena, so each thread builds a set of blocks of its own; another stripe's cached block is taken only once
+ * small blocks hold their allowance (below), since a thread that took its blocks from another's stack would hand
+ * them back and forth with it, with the cache lines they were written in. Cached blocks count as free (a snapshot shows them as free blocks, not yet coalesced); they are flushed into their arena
  * (and coalesced) on trim, close and under pressure, and before the pool asks the backend for memory, except
- * while small blocks hold less than {@value #SMALL_BLOCKS_KEPT_UNFLUSHED} bytes for each thread stripe whose
- * stack holds blocks (up to one per processor): then the small arena grows instead, so that a set of recurring
- * sizes larger than what is mapped stays cached rather than being flushed every few dozen allocations.
+ * while small blocks hold less than {@value #SMALL_BLOCKS_KEPT_UNFLUSHED} bytes for each thread stripe that keeps
+ * blocks (up to one per processor): then the small arena grows instead, so that a set of recurring sizes larger
+ * than what is mapped stays cached rather than being flushed every few dozen allocations.
  *
  * <p><b>Pressure.</b> A request larger than the cap fails at once, the cache left as it is: nothing the pool
  * could give back would make room for it. When the backend has no memory or the upstream's limit would be
@@ -347,7 +346,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     /**
      * What small blocks may hold before a miss economizes (takes another thread's cached block, or flushes the cache)
      * rather than grow: {@link #SMALL_BLOCKS_KEPT_UNFLUSHED} for each thread stripe that keeps blocks (the calling
-     * thread's and each whose stack holds some), up to one per processor. Each thread keeps the blocks it allocated, so
+     * thread's, and each that has cached a block since the last flush), up to one per processor. Each thread keeps the blocks it allocated, so
      * two threads walking the same recurring sizes hold them twice; with one allowance for both, each would flush or
      * take the other's blocks over and over.
      */

@@ -35,7 +35,7 @@ final class PoolBlockFields {
         long p0, p1, p2;
     }
 
-    /** Written by the size-class cache's holder on every take and offer; {@code stripe} when another thread's block is taken. */
+    /** Written by the size-class cache's holder on every take and offer ({@code stripe} only when a block changes threads). */
     abstract static class Use extends PaddedPlace {
         long requested;
         byte state;

@@ -14,10 +14,10 @@ import org.jspecify.annotations.Nullable;
  * Netty's thread caches and HikariCP's thread-local lists do), so two threads working on the same size do
  * not fight over one lock and one cache line. A block belongs to the stripe of the thread that allocated it: its
  * free caches it there, whichever thread frees it, and a take looks in the calling thread's stripe only, so two
- * threads do not hand blocks (and the cache lines they wrote) back and forth. Blocks wait in it as {@link PoolBlock#CACHED}; the pool flushes
- * every stripe into its arena (coalescing them) on trim, close and pressure, and before it asks the backend
- * for memory once small blocks hold more than a small allowance, so the cache makes the pool hold at most
- * that allowance more.
+ * threads do not hand blocks (and the cache lines they wrote) back and forth. Blocks wait in it as
+ * {@link PoolBlock#CACHED}; the pool flushes every stripe into its arena (coalescing them) on trim, close and
+ * pressure, and before it asks the backend for memory once small blocks hold more than a small allowance per
+ * thread stripe that keeps blocks, so the cache makes the pool hold at most that allowance more for each.
  *
  * <p>A class's stacks are created by the pool under its lock and published through final fields, so a
  * reader without the lock sees either null (and takes the slow path) or a whole stack.
@@ -162,7 +162,7 @@ final class SizeClassCache {
      * Only this thread's stripe: a block taken from another thread's stripe comes with cache lines that thread wrote
      * (the stack, the block), and two threads walking the same sizes would hand their one block of a class back and
      * forth on every request. A miss takes the pool's slow path, which gives this thread a block of its own from the
-     * arena and takes another stripe's ({@link #takeFromOtherStripes}) only where the arena would otherwise grow.
+     * arena, and takes another stripe's ({@link #takeFromOtherStripes}) only once small blocks hold their allowance.
      */
     @Nullable PoolBlock take(long size, long requested) {
         Stack[] homeStripe = stripes[ThreadStripes.ofCurrentThread()];
