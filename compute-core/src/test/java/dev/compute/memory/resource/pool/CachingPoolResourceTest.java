@@ -464,16 +464,13 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         Block mine = pool.allocate(3000);
         pool.deallocate(mine);
         List<Block> theirs = new ArrayList<>();
-        Thread other = threadOnAnotherStripe(() -> {
+        runOnAnotherStripe(() -> {
             for (int round = 0; round < 2; round++) {
                 Block block = pool.allocate(3000);
                 theirs.add(block);
                 pool.deallocate(block);
             }
         });
-
-        other.start();
-        other.join();
 
         assertThat(theirs.getFirst()).as("the other thread took a block of its own from the arena, not this thread's").isNotSameAs(mine);
         assertThat(theirs.getLast()).as("and found it again on its own stripe").isSameAs(theirs.getFirst());
@@ -486,10 +483,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         AddressSpaceBackend backend = backend(GiB, true);
         CachingPoolResource pool = pool(backend, GiB, true);
         Block block = pool.allocate(3000);
-        Thread other = threadOnAnotherStripe(() -> pool.deallocate(block));
-
-        other.start();
-        other.join();
+        runOnAnotherStripe(() -> pool.deallocate(block));
 
         assertThat(pool.allocate(3000)).as("a consumer's free caches the block where its producer looks").isSameAs(block);
         pool.close();
@@ -505,10 +499,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         pool.deallocate(cached);
         long calls = backend.memoryCalls();
         AtomicReference<Block> taken = new AtomicReference<>();
-        Thread other = threadOnAnotherStripe(() -> taken.set(pool.allocate(MiB)));
-
-        other.start();
-        other.join();
+        runOnAnotherStripe(() -> taken.set(pool.allocate(MiB)));
 
         assertThat(taken.get()).as("a block of the other thread's own").isNotSameAs(cached).isNotSameAs(live);
         assertThat(backend.memoryCalls()).as("from a new segment").isEqualTo(calls + 1);
@@ -530,16 +521,20 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         pool.deallocate(cached);
         long calls = backend.memoryCalls();
         AtomicReference<Block> taken = new AtomicReference<>();
-        Thread other = threadOnAnotherStripe(() -> taken.set(pool.allocate(MiB)));
-
-        other.start();
-        other.join();
+        runOnAnotherStripe(() -> taken.set(pool.allocate(MiB)));
 
         assertThat(taken.get()).as("the block cached on this thread's stripe").isSameAs(cached);
         assertThat(backend.memoryCalls()).as("no new segment").isEqualTo(calls);
         assertThat(figures(pool).poolHits()).isGreaterThanOrEqualTo(1);
         live.forEach(pool::deallocate);
         pool.close();
+    }
+
+    /** Runs {@code task} to its end on a thread whose stripe of the size-class cache is not the calling thread's. */
+    private static void runOnAnotherStripe(Runnable task) throws InterruptedException {
+        Thread thread = threadOnAnotherStripe(task);
+        thread.start();
+        thread.join();
     }
 
     /** A thread whose stripe of the size-class cache is not the calling thread's. */
