@@ -458,6 +458,65 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     }
 
     @Test
+    void threadsFreeingEachOthersCachedSizesWhileAnotherTrimsLeaveAConsistentPool() throws InterruptedException {
+        AddressSpaceBackend backend = backend(8 * GiB, true);
+        CachingPoolResource pool = pool(backend, 8 * GiB, true);
+        StatisticsResource statistics = new StatisticsResource(pool);
+        // few small sizes, so that blocks go back and forth between the stripes of the threads that allocated them
+        long[] sizes = {512, 3000, 4096, 65_536, 300_000, MiB};
+        ConcurrentLinkedQueue<Block> handedOver = new ConcurrentLinkedQueue<>();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        AtomicInteger working = new AtomicInteger(4);
+        long until = System.nanoTime() + 1_500_000_000L;
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < 4; t++) {
+            threads.add(Thread.ofPlatform().start(() -> {
+                Random random = new Random();
+                try {
+                    while (System.nanoTime() < until) {
+                        Block block = statistics.allocate(sizes[random.nextInt(sizes.length)]);
+                        if (random.nextBoolean() && handedOver.size() < 64) {
+                            handedOver.add(block); // another thread frees it
+                        } else {
+                            statistics.deallocate(block);
+                        }
+                        Block other = random.nextBoolean() ? handedOver.poll() : null;
+                        if (other != null) {
+                            statistics.deallocate(other);
+                        }
+                    }
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                } finally {
+                    working.decrementAndGet();
+                }
+            }));
+        }
+        threads.add(Thread.ofPlatform().start(() -> {
+            Random random = new Random();
+            try {
+                while (working.get() > 0) {
+                    pool.trim(random.nextBoolean() ? 0 : random.nextLong(16 * MiB));
+                    Thread.sleep(1);
+                }
+            } catch (Throwable e) {
+                failure.compareAndSet(null, e);
+            }
+        }));
+        for (Thread thread : threads) {
+            thread.join();
+        }
+
+        assertThat(failure.get()).isNull();
+        PoolInvariants.check(pool, statistics, backend, List.copyOf(handedOver));
+        handedOver.forEach(statistics::deallocate);
+        assertThat(statistics.counts().liveBlocks()).isZero();
+        pool.trim(0);
+        assertThat(figures(statistics, pool).reservedBytes()).as("every block came back, from whichever stripe held it").isZero();
+        pool.close();
+    }
+
+    @Test
     void eachThreadKeepsItsOwnBlockOfASizeWhileTheArenaHasRoom() throws InterruptedException {
         AddressSpaceBackend backend = backend(GiB, true);
         CachingPoolResource pool = pool(backend, GiB, true);
