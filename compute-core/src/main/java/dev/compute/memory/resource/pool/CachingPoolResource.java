@@ -312,6 +312,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             if (economize && arena == small) {
                 block = cache.takeFromOtherStripes(size, requested);
                 if (block != null) {
+                    cache.adopt(block);
                     return block; // counted as a hit by the stack it came from
                 }
             }

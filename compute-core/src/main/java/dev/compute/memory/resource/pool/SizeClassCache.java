@@ -169,7 +169,10 @@ final class SizeClassCache {
         return homeStripe == null ? null : takeFrom(homeStripe[SizeClasses.smallClass(size)], requested);
     }
 
-    /** A cached block of exactly {@code size} bytes from any stripe but this thread's, made live for {@code requested} bytes, or null. */
+    /**
+     * A cached block of exactly {@code size} bytes from any stripe but this thread's, made live for {@code requested}
+     * bytes, or null; the caller {@linkplain #adopt adopts} it.
+     */
     @Nullable PoolBlock takeFromOtherStripes(long size, long requested) {
         int sizeClass = SizeClasses.smallClass(size);
         int home = ThreadStripes.ofCurrentThread();
@@ -177,9 +180,6 @@ final class SizeClassCache {
         for (int i = 1; block == null && i < STRIPES; i++) {
             Stack[] stripe = stripes[(home + i) & (STRIPES - 1)];
             block = stripe == null ? null : takeFrom(stripe[sizeClass], requested);
-        }
-        if (block != null) {
-            block.stripe = (byte) home;
         }
         return block;
     }
@@ -244,8 +244,9 @@ final class SizeClassCache {
     }
 
     /**
-     * Makes a block from the arena the calling thread's: its frees go to this thread's stripe. Creates the stacks of its
-     * size class in every stripe first, so that its free can take the fast path. Under the pool's lock.
+     * Makes a block from the arena or another stripe the calling thread's: its frees go to this thread's stripe.
+     * Creates the stacks of its size class in every stripe first, so that its free can take the fast path. Under the
+     * pool's lock.
      */
     void adopt(PoolBlock block) {
         int sizeClass = SizeClasses.smallClass(block.size);
