@@ -672,11 +672,15 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         StatisticsResource.Counts counts = chain.top.counts();
         InspectableResource holding = chain.holding;
         long reserved = holding.reservedBytes();
+        long cached = Math.max(0, reserved - counts.allocatedBytes());
+        // read after the counts: a block freed in between (cached by the pool, its free not yet counted) can show here
+        // and not in cached; no free block is larger than what is cached, and fragmentation stays within 0 and 1
+        long largestFree = Math.min(holding.largestFreeBlockBytes(), cached);
         CachingPoolResource pool = chain.pool;
         AllocationWaiters.Figures waiting = waiters.figures(location);
         return new MemoryStatistics(location,
                 counts.allocatedBytes(), counts.allocatedBytesPeak(), counts.requestedBytes(), counts.requestedBytesPeak(),
-                reserved, holding.reservedBytesPeak(), Math.max(0, reserved - counts.allocatedBytes()), holding.largestFreeBlockBytes(),
+                reserved, holding.reservedBytesPeak(), cached, largestFree,
                 counts.liveBlocks(), holding.segmentCount(), counts.allocations(), counts.frees(),
                 pool != null ? pool.poolHits() : 0, pool != null ? pool.poolMisses() : chain.backend.backendAllocations(),
                 chain.backend.backendAllocations(), chain.backend.backendFrees(), pool != null ? pool.oomRetries() : 0,
