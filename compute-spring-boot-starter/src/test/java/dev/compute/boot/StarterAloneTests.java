@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Objects;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * An application whose one dependency is the starter reads its {@code application.yml} and logs through Spring
@@ -21,8 +22,7 @@ import org.junit.jupiter.api.Test;
 class StarterAloneTests {
 
     @Test
-    void anApplicationWithOnlyTheStarterReadsItsYamlAndLogsThroughLogback() throws Exception {
-        Path application = Files.createTempDirectory("starter-alone");
+    void anApplicationWithOnlyTheStarterReadsItsYamlAndLogsThroughLogback(@TempDir Path application) throws Exception {
         Path classFile = application.resolve(StarterAloneApplication.class.getName().replace('.', '/') + ".class");
         Files.createDirectories(classFile.getParent());
         Files.copy(resource(StarterAloneApplication.class.getSimpleName() + ".class"), classFile);

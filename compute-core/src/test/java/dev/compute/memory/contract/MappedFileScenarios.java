@@ -22,6 +22,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.Random;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -44,12 +45,20 @@ public final class MappedFileScenarios {
         String backend = args[0];
         String name = args[1];
         Path dir = Files.createTempDirectory("mapped-file-scenario");
-        switch (name) {
-            case "readOnlyMappingRefusesEveryWrite" -> readOnlyMappingRefusesEveryWrite(backend, dir);
-            case "closedWhileAnotherThreadReadsThroughAView" -> closedWhileAnotherThreadReadsThroughAView(backend, dir);
-            case "managerClosedWhileAnotherThreadReadsThroughAView" -> managerClosedWhileAnotherThreadReadsThroughAView(backend, dir);
-            case "truncatedWhileMapped" -> truncatedWhileMapped(backend, dir);
-            default -> throw new IllegalArgumentException("no scenario " + name);
+        try {
+            switch (name) {
+                case "readOnlyMappingRefusesEveryWrite" -> readOnlyMappingRefusesEveryWrite(backend, dir);
+                case "closedWhileAnotherThreadReadsThroughAView" -> closedWhileAnotherThreadReadsThroughAView(backend, dir);
+                case "managerClosedWhileAnotherThreadReadsThroughAView" -> managerClosedWhileAnotherThreadReadsThroughAView(backend, dir);
+                case "truncatedWhileMapped" -> truncatedWhileMapped(backend, dir);
+                default -> throw new IllegalArgumentException("no scenario " + name);
+            }
+        } finally {
+            try (var files = Files.walk(dir)) {
+                for (Path file : files.sorted(Comparator.reverseOrder()).toList()) {
+                    Files.deleteIfExists(file);
+                }
+            }
         }
         System.out.println("OK " + name);
         System.exit(0);

@@ -5,6 +5,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
@@ -34,6 +35,15 @@ public final class ChildJvm {
     /** Runs the {@code main} of a class on a class path of the caller's choosing instead of the tests' own. */
     public static Result run(Duration timeout, String classPath, String main, String... args) throws IOException, InterruptedException {
         Path directory = Files.createTempDirectory("child-jvm");
+        try {
+            return runIn(directory, timeout, classPath, main, args);
+        } finally {
+            deleteRecursively(directory);
+        }
+    }
+
+    private static Result runIn(Path directory, Duration timeout, String classPath, String main, String... args)
+            throws IOException, InterruptedException {
         Path log = directory.resolve("output.txt");
         List<String> command = new ArrayList<>();
         command.add(ProcessHandle.current().info().command().orElse(Path.of(System.getProperty("java.home"), "bin", "java").toString()));
@@ -65,5 +75,14 @@ public final class ChildJvm {
             output += "\n---- the child did not end within " + timeout + " and was killed ----";
         }
         return new Result(ended ? process.exitValue() : -1, output, crashed || output.contains("SIGSEGV") || output.contains("A fatal error has been detected"));
+    }
+
+    /** The child's output and any fatal error log are in the result; a test run leaves nothing in the temp directory. */
+    private static void deleteRecursively(Path directory) throws IOException {
+        try (var paths = Files.walk(directory)) {
+            for (Path path : paths.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(path);
+            }
+        }
     }
 }
