@@ -16,8 +16,10 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * {@code replay [--backend address-space|cpu|cuda|opencl] [--capacity BYTES] [settings] [--location L] [--strict]
- * [--warmups N] [--runs N] FILE...}: replays each trace (each location of it in turn, where it names several) at the
- * pool settings given, and prints a {@code # settings} line, then per trace one {@code replay ...} line and a table.
+ * [--pytorch] [--warmups N] [--runs N] FILE...}: replays each trace (each location of it in turn, where it names
+ * several) at the pool settings given, and prints a {@code # settings} line, then per trace one {@code replay ...} line
+ * and a table; with {@code --pytorch}, also one {@code pytorch ...} line: the same trace through a model of PyTorch's
+ * allocator with expandable segments ({@link PyTorchExpandableSegments}), its overhead and map calls beside ours.
  * Settings, as the manager's properties name them: {@code --max-pool-size}, {@code --max-pinned-size},
  * {@code --release-threshold}, {@code --trim-interval}, {@code --expandable} / {@code --no-expandable}. The default
  * backend hands out address space without memory behind it (an 80 GiB device, the H100 the traces were recorded on,
@@ -34,7 +36,8 @@ public final class ReplayCommand {
     static final long DEFAULT_CAPACITY = 80L << 30;
     static final String USAGE = "usage: replay [--backend " + ADDRESS_SPACE + "|cpu|cuda|opencl] [--capacity BYTES]"
             + " [--max-pool-size BYTES] [--max-pinned-size BYTES] [--release-threshold BYTES] [--trim-interval DURATION]"
-            + " [--expandable|--no-expandable] [--location DEVICE|HOST|PINNED|UNIFIED] [--strict] [--warmups N] [--runs N] FILE...\n"
+            + " [--expandable|--no-expandable] [--location DEVICE|HOST|PINNED|UNIFIED] [--strict] [--pytorch] [--warmups N] [--runs N]"
+            + " FILE...\n"
             + "  sizes in bytes or with a binary suffix (512m, 6g; GB and MiB spellings too); durations as 30s, 5m, 1h, 0 (no trims)";
 
     private ReplayCommand() {}
@@ -53,6 +56,7 @@ public final class ReplayCommand {
         boolean expandable = true;
         String location = null;
         boolean strict = false;
+        boolean pytorch = false;
         // a replay takes milliseconds: twenty untimed ones let the JIT compile the pool before ten are timed
         int warmups = 20;
         int runs = 10;
@@ -70,6 +74,7 @@ public final class ReplayCommand {
                     case "--no-expandable" -> expandable = false;
                     case "--location" -> location = value(args, ++i).toUpperCase(Locale.ROOT);
                     case "--strict" -> strict = true;
+                    case "--pytorch" -> pytorch = true;
                     case "--warmups" -> warmups = count(args[i], value(args, ++i));
                     case "--runs" -> runs = count(args[i], value(args, ++i));
                     default -> {
@@ -100,6 +105,9 @@ public final class ReplayCommand {
                 for (Trace part : parts(trace, location)) {
                     ReplayResult result = replay(backendName, capacity, settings, part, warmups, runs, out);
                     out.println(result.line());
+                    if (pytorch) {
+                        out.println(pytorchLine(part));
+                    }
                     out.print(result.table());
                 }
             }
@@ -109,6 +117,15 @@ public final class ReplayCommand {
             err.println("replay failed: " + (e instanceof ReplayFailedException || e instanceof IllegalArgumentException ? e.getMessage() : e));
             return 1;
         }
+    }
+
+    /** The line of {@code --pytorch}: PyTorch's policy on the same trace, with the figures named as in the replay line. */
+    static String pytorchLine(Trace trace) {
+        PyTorchExpandableSegments.Figures figures = PyTorchExpandableSegments.replay(trace);
+        String location = String.join("+", trace.locations());
+        return String.format(Locale.ROOT, "pytorch trace=%s%s policy=expandable_segments reserved_peak=%d overhead=%.3f backend_calls=%d",
+                trace.name(), location.isEmpty() ? "" : " location=" + location, figures.reservedPeak(),
+                (double) figures.reservedPeak() / trace.livePeak(), figures.mapCalls());
     }
 
     /** The trace, or its events at {@code location}, or, where it names several locations, each location's in turn. */

@@ -49,6 +49,17 @@ class ReplayCommandTest {
     }
 
     @Test
+    void pytorchAddsTheLineOfPyTorchsPolicyOnTheSameTrace() throws IOException {
+        Path file = trace("fits.csv", "a,1,10485760,0\na,2,10485760,0\nf,1\nf,2\n");
+
+        assertThat(replay("--pytorch", file.toString())).isZero();
+        // two 10 MiB blocks fill one of PyTorch's 20 MiB large pages: one map call, nothing over the live peak
+        assertThat(out()).containsPattern("(?m)^replay trace=fits.csv .*\npytorch trace=fits.csv policy=expandable_segments"
+                + " reserved_peak=20971520 overhead=1.000 backend_calls=1$");
+        assertThat(err()).isEmpty();
+    }
+
+    @Test
     void aTraceThatFitsExitsZeroWithItsSettingsAndFigures() throws IOException {
         Path file = trace("fits.csv", "a,1,10485760,0\na,2,10485760,0\nf,1\nf,2\n");
 
