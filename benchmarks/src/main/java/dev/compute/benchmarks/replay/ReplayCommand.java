@@ -34,6 +34,8 @@ public final class ReplayCommand {
 
     static final String ADDRESS_SPACE = "address-space";
     static final long DEFAULT_CAPACITY = 80L << 30;
+    static final int MIN_WARMUPS = 20;
+    static final long WARMUP_EVENTS = 2_000_000;
     static final String USAGE = "usage: replay [--backend " + ADDRESS_SPACE + "|cpu|cuda|opencl] [--capacity BYTES]"
             + " [--max-pool-size BYTES] [--max-pinned-size BYTES] [--release-threshold BYTES] [--trim-interval DURATION]"
             + " [--expandable|--no-expandable] [--location DEVICE|HOST|PINNED|UNIFIED] [--strict] [--pytorch] [--warmups N] [--runs N]"
@@ -57,8 +59,7 @@ public final class ReplayCommand {
         String location = null;
         boolean strict = false;
         boolean pytorch = false;
-        // a replay takes milliseconds: twenty untimed ones let the JIT compile the pool before ten are timed
-        int warmups = 20;
+        Integer warmups = null;
         int runs = 10;
         List<Path> files = new ArrayList<>();
         try {
@@ -103,7 +104,7 @@ public final class ReplayCommand {
             for (Path file : files) {
                 Trace trace = Trace.read(file, strict);
                 for (Trace part : parts(trace, location)) {
-                    ReplayResult result = replay(backendName, capacity, settings, part, warmups, runs, out);
+                    ReplayResult result = replay(backendName, capacity, settings, part, warmups != null ? warmups : defaultWarmups(part), runs, out);
                     out.println(result.line());
                     if (pytorch) {
                         out.println(pytorchLine(part));
@@ -117,6 +118,15 @@ public final class ReplayCommand {
             err.println("replay failed: " + (e instanceof ReplayFailedException || e instanceof IllegalArgumentException ? e.getMessage() : e));
             return 1;
         }
+    }
+
+    /**
+     * Untimed replays before the timed ones, where {@code --warmups} is not given: at least twenty, and enough for
+     * {@value #WARMUP_EVENTS} events, so that the JIT has compiled the pool before timing starts whatever the trace's
+     * length (twenty replays of a trace of ten thousand events leave it half compiled, and the timed runs slow).
+     */
+    static int defaultWarmups(Trace trace) {
+        return (int) Math.max(MIN_WARMUPS, Math.ceilDiv(WARMUP_EVENTS, Math.max(1, trace.events())));
     }
 
     /** The line of {@code --pytorch}: PyTorch's policy on the same trace, with the figures named as in the replay line. */

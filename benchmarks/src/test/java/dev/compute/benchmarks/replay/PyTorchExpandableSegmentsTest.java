@@ -2,6 +2,7 @@ package dev.compute.benchmarks.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -19,7 +20,7 @@ class PyTorchExpandableSegmentsTest {
     private static final long MIB = 1L << 20;
 
     private static PyTorchExpandableSegments.Figures replay(String events) throws IOException {
-        return PyTorchExpandableSegments.replay(Trace.read("hand-made", new java.io.ByteArrayInputStream(events.getBytes(StandardCharsets.UTF_8))));
+        return PyTorchExpandableSegments.replay(Trace.read("hand-made", new ByteArrayInputStream(events.getBytes(StandardCharsets.UTF_8))));
     }
 
     @Test

@@ -8,6 +8,7 @@ import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.recording.AllocationTrace;
 import dev.compute.memory.recording.RecordingOptions;
+import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -46,6 +47,15 @@ class ReplayCommandTest {
 
     private Path trace(String name, String text) throws IOException {
         return Files.writeString(dir.resolve(name), text);
+    }
+
+    @Test
+    void aShortTraceIsWarmedUpOverMoreReplaysThanALongOne() throws IOException {
+        Trace shortTrace = Trace.read("short", new ByteArrayInputStream("a,1,512,0\nf,1\n".repeat(5_000).getBytes(StandardCharsets.UTF_8)));
+        Trace longTrace = Trace.read("long", new ByteArrayInputStream("a,1,512,0\nf,1\n".repeat(100_000).getBytes(StandardCharsets.UTF_8)));
+
+        assertThat(ReplayCommand.defaultWarmups(shortTrace)).isEqualTo(200);
+        assertThat(ReplayCommand.defaultWarmups(longTrace)).isEqualTo(ReplayCommand.MIN_WARMUPS);
     }
 
     @Test

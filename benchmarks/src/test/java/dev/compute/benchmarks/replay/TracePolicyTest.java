@@ -15,7 +15,7 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * The pool's placement and mapping policy on five traces, at the replayer's default settings (an 80 GiB address-space
+ * The pool's placement and mapping policy on seven traces, at the replayer's default settings (an 80 GiB address-space
  * device with 2 MiB pages): what it reserves at the peak against what is live (overhead) and its backend calls stay
  * within the figures the policy reached (docs/benchmarks.md, "Beyond the BERT trace"), so that a change that gives
  * them back fails here rather than unnoticed. Counts and bytes only: no timing.
@@ -31,7 +31,9 @@ class TracePolicyTest {
                 Arguments.of("BERT x0.05", BERT, 0.05, 1.057, 48),
                 Arguments.of("BERT x0.2", BERT, 0.2, 1.041, 86),
                 Arguments.of("BERT x0.5", BERT, 0.5, 1.024, 97),
-                Arguments.of("synthetic inference", "/traces/synthetic_inference.csv.gz", 1.0, 1.049, 232));
+                Arguments.of("synthetic inference", "/traces/synthetic_inference.csv.gz", 1.0, 1.049, 232),
+                Arguments.of("fixed-shape training", "/traces/fixed_shape_training.csv.gz", 1.0, 1.024, 106),
+                Arguments.of("small-model training", "/traces/small_model_training.csv.gz", 1.0, 1.110, 69));
     }
 
     @ParameterizedTest(name = "{0}: overhead at most {3}, at most {4} backend calls")
