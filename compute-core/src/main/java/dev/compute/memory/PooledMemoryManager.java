@@ -155,7 +155,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             this.settings = settings.resolved(backend.info().backend(), defaultLocation, maxPoolSize);
             this.maintenance = startMaintenance(settings);
         } catch (RuntimeException e) {
-            chains.values().forEach(c -> c.top.close());
+            chains.values().forEach(PooledMemoryManager::closeChain);
             backend.close();
             throw e;
         }
@@ -197,7 +197,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             chain = pool;
         }
         for (ResourceAdaptor adaptor : settings.resourceAdaptors) {
-            chain = adaptor.wrap(chain, location);
+            MemoryResource wrapped = adaptor.wrap(chain, location);
+            if (wrapped == null) {
+                throw new IllegalStateException("the resource adaptor " + adaptor + " returned no resource for " + location
+                        + ": it must return one that wraps the upstream it was given");
+            }
+            chain = wrapped;
         }
         if (!settings.outOfMemoryHandlers.isEmpty()) {
             chain = new FailureCallbackResource(chain, location, settings.outOfMemoryHandlers, settings.outOfMemoryRetries, events);
@@ -988,15 +993,33 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             LOG.log(System.Logger.Level.WARNING, report.toString());
         }
         for (LocationChain chain : chains.values()) {
-            try {
-                chain.top.close();
-            } catch (RuntimeException e) {
-                LOG.log(System.Logger.Level.ERROR, "freeing the pool's segments failed", e);
-            }
+            closeChain(chain);
             if (chain.holding.reservedBytes() == 0) {
                 chain.top.countAllFreed(); // the buffers left open went back with everything
             }
         }
         mappedFiles.unmapAll();
+    }
+
+    /**
+     * Closes a chain from its top, then what holds its memory: an application's adaptor that does not close its
+     * upstream, or throws while closing, must not keep the pool's memory after the manager is gone. Closing twice is
+     * harmless; the pool still keeps memory that device work may use.
+     */
+    private static void closeChain(LocationChain chain) {
+        try {
+            chain.top.close();
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.ERROR, "closing the " + chain.backend.location() + " resource chain failed", e);
+        }
+        try {
+            if (chain.pool != null) {
+                chain.pool.close();
+            } else {
+                chain.backend.close();
+            }
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.ERROR, "freeing the " + chain.backend.location() + " pool's memory failed", e);
+        }
     }
 }

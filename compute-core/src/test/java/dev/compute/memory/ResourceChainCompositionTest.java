@@ -3,13 +3,16 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.LimitingResource;
+import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.junit.jupiter.api.Test;
 
@@ -160,5 +163,63 @@ class ResourceChainCompositionTest {
         assertThatThrownBy(() -> builder().outOfMemoryRetries(-1).build()).isInstanceOf(InvalidSettingException.class)
                 .hasMessageContaining("compute.memory.out-of-memory-retries");
         assertThatThrownBy(() -> builder().outOfMemoryRetries(101).build()).isInstanceOf(InvalidSettingException.class);
+    }
+
+    /** An application's adaptor that passes everything through and closes as {@code onClose} says. */
+    private record PassThrough(MemoryResource upstream, Runnable onClose) implements MemoryResource {
+        @Override
+        public Block allocate(long bytes) {
+            return upstream.allocate(bytes);
+        }
+
+        @Override
+        public void deallocate(Block block, CompletableFuture<?> inFlight) {
+            upstream.deallocate(block, inFlight);
+        }
+
+        @Override
+        public void close() {
+            onClose.run();
+        }
+    }
+
+    @Test
+    void anAdaptorThatReturnsNoResourceStopsTheStartSayingSo() {
+        SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend();
+        assertThatThrownBy(() -> builder().backend(backend).resourceAdaptor((upstream, location) -> null).build())
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("returned no resource for");
+        assertThat(backend.isClosed()).isTrue();
+    }
+
+    @Test
+    void theManagerFreesThePoolsMemoryWhenAnAdaptorDoesNotCloseItsUpstream() {
+        SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend();
+        UnifiedMemoryManager manager = builder().backend(backend)
+                .resourceAdaptor((upstream, location) -> new PassThrough(upstream, () -> { })).build();
+        manager.allocate(4096, MemoryLocation.DEVICE).close();
+        UnifiedBuffer leftOpen = manager.allocate(4096, MemoryLocation.DEVICE);
+
+        manager.close();
+
+        assertThat(backend.liveAllocations()).as("every segment given back").isZero();
+        MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
+        assertThat(after.reservedBytes()).isZero();
+        assertThat(after.allocatedBytes()).isZero();
+        assertThat(after.liveBuffers()).isZero();
+        assertThat(leftOpen.isClosed()).isTrue();
+    }
+
+    @Test
+    void theManagerFreesThePoolsMemoryWhenAnAdaptorThrowsWhileClosing() {
+        SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend();
+        UnifiedMemoryManager manager = builder().backend(backend).resourceAdaptor((upstream, location) -> new PassThrough(upstream, () -> {
+            throw new IllegalStateException("the adaptor's own shutdown failed");
+        })).build();
+        manager.allocate(4096, MemoryLocation.DEVICE).close();
+
+        manager.close();
+
+        assertThat(backend.liveAllocations()).isZero();
+        assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
     }
 }

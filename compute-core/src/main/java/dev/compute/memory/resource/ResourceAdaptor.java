@@ -6,7 +6,8 @@ import dev.compute.memory.MemoryLocation;
  * Wraps a location's resource in one of the application's own (a {@link LimitingResource}, a logging or
  * tracing adaptor), as RMM's adaptors wrap an upstream. Given to
  * {@link dev.compute.memory.UnifiedMemoryManagerBuilder#resourceAdaptor}; the manager calls it once per location
- * at start and closes what it returns, which must close {@code upstream} in turn.
+ * at start (a null return stops the start) and closes what it returns, which should close {@code upstream} in turn;
+ * the manager then frees the pool's memory itself, so an adaptor that does not, or throws, keeps none of it.
  */
 @FunctionalInterface
 public interface ResourceAdaptor {
