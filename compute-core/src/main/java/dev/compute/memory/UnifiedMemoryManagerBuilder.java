@@ -306,6 +306,9 @@ public final class UnifiedMemoryManagerBuilder {
         interval("compute.memory.pooling.trim-interval", trimInterval);
         interval("compute.memory.pooling.compaction-interval", compactionInterval);
         positive("compute.memory.pinning.max-pinned-size", maxPinnedSize);
+        if (pinningEnabled) {
+            atLeastOnePoolSegment("compute.memory.pinning.max-pinned-size", maxPinnedSize);
+        }
         if (stagingBufferSize != null) {
             positive("compute.memory.pinning.staging-buffer-size", stagingBufferSize);
         }
@@ -388,6 +391,7 @@ public final class UnifiedMemoryManagerBuilder {
 
     /** The rules that compare settings with the cap, once it is known in bytes. */
     private void checkAgainstCap(long cap) {
+        atLeastOnePoolSegment(MAX_POOL_SIZE, cap);
         if (releaseThreshold != null && releaseThreshold > cap) {
             throw new InvalidSettingException("compute.memory.pooling.release-threshold", releaseThreshold + " bytes",
                     "at most " + MAX_POOL_SIZE + " (" + cap + " bytes" + (maxPoolSize instanceof PoolSize.Share ? ", " + maxPoolSize + " of the device" : "")
@@ -456,6 +460,15 @@ public final class UnifiedMemoryManagerBuilder {
     private static void positive(String property, long bytes) {
         if (bytes <= 0) {
             throw new InvalidSettingException(property, bytes + " bytes", "a positive size, such as 512MB or 4GB");
+        }
+    }
+
+    /** A pool takes memory from below in pieces of {@link PoolSettings#MIN_CAP_BYTES}: under a smaller cap it could hold nothing. */
+    private void atLeastOnePoolSegment(String property, long cap) {
+        if (poolingEnabled && cap < PoolSettings.MIN_CAP_BYTES) {
+            throw new InvalidSettingException(property, cap + " bytes", "at least " + PoolSettings.MIN_CAP_BYTES
+                    + " bytes (2MB) while pooling is on: the pool takes memory in pieces of that size, so under a smaller cap no"
+                    + " allocation could succeed; raise it, or turn pooling off (compute.memory.pooling.enabled=false)");
         }
     }
 

@@ -3,6 +3,7 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.resource.PoolSettings;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
 import java.util.function.UnaryOperator;
@@ -47,7 +48,31 @@ class UnifiedMemoryManagerBuilderTest {
 
     @Test
     void refusesAReleaseThresholdAboveThePoolCap() {
-        refused(b -> b.maxPoolSize(1 << 20).releaseThreshold(2 << 20), "compute.memory.pooling.release-threshold", "max-pool-size");
+        refused(b -> b.maxPoolSize(4 << 20).releaseThreshold(8 << 20), "compute.memory.pooling.release-threshold", "max-pool-size");
+    }
+
+    @Test
+    void refusesACapUnderThePoolsSmallestPieceWhilePoolingIsOn() {
+        refused(b -> b.maxPoolSize(PoolSettings.MIN_CAP_BYTES - 1), "compute.memory.pooling.max-pool-size", "while pooling is on");
+        refused(b -> b.maxPinnedSize(1 << 20), "compute.memory.pinning.max-pinned-size", "while pooling is on");
+        refused(b -> b.maxPoolSize(PoolSize.ofShare(0.001)), "compute.memory.pooling.max-pool-size", "while pooling is on");
+    }
+
+    @Test
+    void theSmallestCapAllowedHoldsAllocationsInEitherLayout() {
+        for (boolean expandable : new boolean[] {true, false}) {
+            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                    .expandableSegments(expandable).maxPoolSize(PoolSettings.MIN_CAP_BYTES).maxPinnedSize(PoolSettings.MIN_CAP_BYTES)
+                    .timelineInterval(Duration.ZERO).build()) {
+                manager.allocate(1024, MemoryLocation.PINNED).close();
+                manager.allocate(1024, MemoryLocation.DEVICE).close();
+                manager.allocate(PoolSettings.MIN_CAP_BYTES, MemoryLocation.DEVICE).close();
+            }
+        }
+        try (UnifiedMemoryManager unpooled = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).poolingEnabled(false)
+                .maxPoolSize(1 << 20).maxPinnedSize(1 << 20).releaseThreshold(0).timelineInterval(Duration.ZERO).build()) {
+            unpooled.allocate(1024, MemoryLocation.PINNED).close();
+        }
     }
 
     @Test

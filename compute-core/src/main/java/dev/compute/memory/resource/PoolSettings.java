@@ -9,6 +9,12 @@ import java.time.Duration;
  */
 public record PoolSettings(Layout layout, Duration deviceWaitTimeout) {
 
+    /**
+     * The least a pool's cap may be: the least it takes from below at once (a small segment, or a chunk of pages), so
+     * that under a smaller cap no allocation could ever succeed.
+     */
+    public static final long MIN_CAP_BYTES = 2L << 20;
+
     /** {@code compute.memory.device-wait-timeout}'s default. */
     public static final Duration DEFAULT_DEVICE_WAIT_TIMEOUT = Duration.ofSeconds(60);
 
