@@ -2,6 +2,7 @@ package dev.compute.boot;
 
 import dev.compute.memory.OutOfMemoryHandler;
 import dev.compute.memory.UnifiedMemoryManager;
+import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
@@ -43,10 +44,10 @@ public final class ComputeMemoryAutoConfiguration {
     static final String FACTORY_BEAN = "unifiedMemoryManagerFactory";
 
     @Bean(FACTORY_BEAN)
-    UnifiedMemoryManagerFactory unifiedMemoryManagerFactory(ConfigurableEnvironment environment,
+    UnifiedMemoryManagerFactory unifiedMemoryManagerFactory(ConfigurableEnvironment environment, ListableBeanFactory beanFactory,
             ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers, ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers,
             MemoryEventRelays memoryEventRelays) {
-        return new UnifiedMemoryManagerFactory(environment, outOfMemoryHandlers, customizers, memoryEventRelays);
+        return new UnifiedMemoryManagerFactory(environment, beanFactory, outOfMemoryHandlers, customizers, memoryEventRelays);
     }
 
     @Bean

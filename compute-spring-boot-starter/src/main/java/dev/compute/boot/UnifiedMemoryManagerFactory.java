@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.function.UnaryOperator;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
+import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.context.properties.bind.PropertySourcesPlaceholdersResolver;
@@ -15,7 +16,8 @@ import org.springframework.core.env.ConfigurableEnvironment;
 
 /**
  * Builds the managers of the starter: from their properties, then the application's {@link OutOfMemoryHandler}
- * beans, then its {@link UnifiedMemoryManagerBuilderCustomizer} beans (each in its order), and a
+ * beans (looked up when memory runs out, {@link OutOfMemoryHandlerBeans}, so that they may depend on the manager),
+ * then its {@link UnifiedMemoryManagerBuilderCustomizer} beans (each in its order), and a
  * {@link MemoryEventRelays.Relay} for listeners that come later. A setting the builder refuses stops start-up
  * naming the property where the value was set ({@code compute.managers.gpu.memory.pooling.max-pool-size}, or the
  * inherited {@code compute.memory.pooling.max-pool-size}).
@@ -25,13 +27,16 @@ final class UnifiedMemoryManagerFactory {
     private static final Log log = LogFactory.getLog(UnifiedMemoryManagerFactory.class);
 
     private final ConfigurableEnvironment environment;
+    private final ListableBeanFactory beans;
     private final ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers;
     private final ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers;
     private final MemoryEventRelays relays;
 
-    UnifiedMemoryManagerFactory(ConfigurableEnvironment environment, ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers,
-            ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers, MemoryEventRelays relays) {
+    UnifiedMemoryManagerFactory(ConfigurableEnvironment environment, ListableBeanFactory beans,
+            ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers, ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers,
+            MemoryEventRelays relays) {
         this.environment = environment;
+        this.beans = beans;
         this.outOfMemoryHandlers = outOfMemoryHandlers;
         this.customizers = customizers;
         this.relays = relays;
@@ -60,7 +65,10 @@ final class UnifiedMemoryManagerFactory {
         MemoryEventRelays.Relay relay = new MemoryEventRelays.Relay();
         try {
             UnifiedMemoryManagerBuilder builder = properties.toBuilder().eventListener(relay);
-            outOfMemoryHandlers.orderedStream().forEach(builder::outOfMemoryHandler);
+            // by name, not by making them: a handler bean may need this manager
+            if (beans.getBeanNamesForType(OutOfMemoryHandler.class, true, false).length > 0) {
+                builder.outOfMemoryHandler(new OutOfMemoryHandlerBeans(outOfMemoryHandlers));
+            }
             customizers.orderedStream().filter(customizer -> customizer.appliesTo(name)).forEach(customizer -> customizer.customize(builder));
             manager = builder.build();
         } catch (InvalidSettingException e) {

@@ -42,6 +42,19 @@ class UnifiedMemoryManagerFactoryTests {
     }
 
     @Test
+    void aHandlerBeanThatUsesTheManagerItFreesMemoryOfStartsAndIsAsked() {
+        runner.withPropertyValues("compute.memory.pooling.max-pool-size=8MB", "compute.memory.out-of-memory-retries=2")
+                .withBean(CacheOfBuffers.class).run(context -> {
+                    assertThat(context).hasNotFailed();
+                    CacheOfBuffers cache = context.getBean(CacheOfBuffers.class);
+                    cache.fill(6L << 20);
+                    try (UnifiedBuffer second = context.getBean(UnifiedMemoryManager.class).allocate(6L << 20, MemoryLocation.HOST)) {
+                        assertThat(cache.evictions).as("the cache gave its buffer back").isEqualTo(1);
+                    }
+                });
+    }
+
+    @Test
     void customizersApplyInTheirOrderToEveryManagerOrToTheOneTheyName() {
         runner.withPropertyValues("compute.managers.cpu.backend=cpu", "compute.managers.small.memory.pooling.max-pool-size=64MB")
                 .withUserConfiguration(Customizers.class).run(context -> {
@@ -94,6 +107,32 @@ class UnifiedMemoryManagerFactoryTests {
                 return false;
             }
             buffer.close();
+            return true;
+        }
+    }
+
+    /** An application's cache of buffers, made with the manager whose memory it gives back when that runs out. */
+    static class CacheOfBuffers implements OutOfMemoryHandler {
+        private final UnifiedMemoryManager manager;
+        private final AtomicReference<UnifiedBuffer> held = new AtomicReference<>();
+        volatile int evictions;
+
+        CacheOfBuffers(UnifiedMemoryManager manager) {
+            this.manager = manager;
+        }
+
+        void fill(long bytes) {
+            held.set(manager.allocate(bytes, MemoryLocation.HOST));
+        }
+
+        @Override
+        public boolean onOutOfMemory(MemoryLocation location, long requestedBytes, int attempt, DeviceOutOfMemoryException failure) {
+            UnifiedBuffer buffer = held.getAndSet(null);
+            if (buffer == null) {
+                return false;
+            }
+            buffer.close();
+            evictions++;
             return true;
         }
     }
