@@ -4,7 +4,8 @@ package dev.compute.memory;
  * Given the chance to free memory of its own (evict a cache, drop a batch) when an allocation finds none,
  * in the manner of RMM's {@code failure_callback_resource_adaptor} and cuDF's {@code RmmEventHandler}. Called
  * after the pool has given back what it caches and retried, on the allocating thread, outside the pool's lock.
- * Return true to ask for one more try (having closed some buffers), false to let the allocation fail.
+ * Return true to ask for one more try (having closed some buffers), false to let the allocation fail. Not called
+ * for a request larger than a limit ({@link AllocationAboveLimitException}), which nothing freed could let through.
  *
  * <p>Bounded: an allocation is retried at most {@link UnifiedMemoryManagerBuilder#outOfMemoryRetries} times, and
  * never re-entered: an allocation made inside a handler that fails fails at once, without calling handlers again.

@@ -107,9 +107,29 @@ class ResourceChainCompositionTest {
         Recorder recorder = new Recorder();
         try (UnifiedMemoryManager manager = builder().eventListener(recorder).outOfMemoryHandler((location, bytes, attempt, failure) -> false)
                 .build()) {
-            assertThatThrownBy(() -> manager.allocate(65 * MiB, MemoryLocation.DEVICE))
+            UnifiedBuffer most = manager.allocate(60 * MiB, MemoryLocation.DEVICE);
+            assertThatThrownBy(() -> manager.allocate(8 * MiB, MemoryLocation.DEVICE))
                     .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> assertThat(e.reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT));
-            assertThat(recorder.events).contains("failed " + 65 * MiB + " POOL_LIMIT");
+            assertThat(recorder.events).contains("failed " + 8 * MiB + " POOL_LIMIT");
+            most.close();
+        }
+    }
+
+    @Test
+    void aRequestAboveTheCapNeitherAsksTheHandlersNorTouchesTheCache() {
+        List<Integer> attempts = new ArrayList<>();
+        try (UnifiedMemoryManager manager = builder().outOfMemoryHandler((location, bytes, attempt, failure) -> attempts.add(attempt))
+                .build()) {
+            manager.allocate(8 * MiB, MemoryLocation.DEVICE).close();
+            MemoryStatistics before = manager.statistics(MemoryLocation.DEVICE);
+
+            assertThatThrownBy(() -> manager.allocate(65 * MiB, MemoryLocation.DEVICE)).isInstanceOf(AllocationAboveLimitException.class)
+                    .hasMessageContaining("above compute.memory.pooling.max-pool-size");
+
+            assertThat(attempts).as("the application's cache is not evicted for a request that can never fit").isEmpty();
+            MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
+            assertThat(after.cachedBytes()).isEqualTo(before.cachedBytes()).isPositive();
+            assertThat(after.backendFrees()).isEqualTo(before.backendFrees());
         }
     }
 

@@ -1,5 +1,6 @@
 package dev.compute.memory.resource;
 
+import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
@@ -147,8 +148,8 @@ public final class BackendResource implements MemoryResource, InspectableResourc
      * The refusal of a request no release of memory can make room for: it is larger than the limit. Callers that
      * round (the pool) ask this before touching anything.
      */
-    public DeviceOutOfMemoryException aboveLimit(long requested, long rounded) {
-        return new DeviceOutOfMemoryException(location, requested, OutOfMemoryReason.POOL_LIMIT, "out of " + location
+    public AllocationAboveLimitException aboveLimit(long requested, long rounded) {
+        return new AllocationAboveLimitException(location, requested, OutOfMemoryReason.POOL_LIMIT, "out of " + location
                 + " memory: requested " + requested + " bytes" + (rounded != requested ? " (" + rounded + " after rounding)" : "")
                 + ", above " + limitProperty + " (" + limitBytes + " bytes), the most this location may ever hold; raise "
                 + limitProperty + " or ask for less");

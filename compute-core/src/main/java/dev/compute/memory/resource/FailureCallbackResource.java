@@ -1,5 +1,6 @@
 package dev.compute.memory.resource;
 
+import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
@@ -10,7 +11,8 @@ import java.util.concurrent.CompletableFuture;
 /**
  * Gives the application's {@link OutOfMemoryHandler}s a chance to free memory of their own when the upstream has
  * none, then tries again, as RMM's {@code failure_callback_resource_adaptor}. Each handler is asked in turn until
- * one asks for a retry; at most {@code maxRetries} retries per allocation. Handlers are never re-entered: an
+ * one asks for a retry; at most {@code maxRetries} retries per allocation. A request larger than a limit
+ * ({@link AllocationAboveLimitException}) fails without asking them: nothing they free could make room for it. Handlers are never re-entered: an
  * allocation a handler makes (on any manager) that fails, fails at once. The common path (the upstream has memory)
  * costs one call and a {@code try}. Thread-safe as its upstream and handlers are.
  */
@@ -41,6 +43,8 @@ public final class FailureCallbackResource implements MemoryResource {
     public Block allocate(long bytes) {
         try {
             return upstream.allocate(bytes);
+        } catch (AllocationAboveLimitException e) {
+            throw e; // nothing a handler frees can make room for it
         } catch (DeviceOutOfMemoryException e) {
             if (handlers.isEmpty() || maxRetries == 0 || IN_HANDLER.get()) {
                 throw e;

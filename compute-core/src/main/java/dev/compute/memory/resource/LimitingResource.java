@@ -1,5 +1,6 @@
 package dev.compute.memory.resource;
 
+import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryReason;
@@ -36,6 +37,11 @@ public final class LimitingResource implements MemoryResource {
     public Block allocate(long bytes) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
+        }
+        if (bytes > limitBytes) {
+            throw new AllocationAboveLimitException(location, bytes, OutOfMemoryReason.ADAPTOR_LIMIT, "out of " + location
+                    + " memory: requested " + bytes + " bytes, above the limit of " + limitBytes + " bytes (" + limitName
+                    + "), the most allocated through it at once");
         }
         long after = allocated.addAndGet(bytes);
         if (after > limitBytes || after < 0) {

@@ -3,6 +3,7 @@ package dev.compute.memory.resource;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
@@ -23,9 +24,17 @@ class FailureCallbackResourceTest extends MemoryResourceContract {
                 MemoryEventListener.NONE);
     }
 
+    /** Under the cap, more than is left once {@link #fill} holds its block. */
+    private static final long NO_ROOM = 32 * MiB;
+
     private FailureCallbackResource withHandlers(List<OutOfMemoryHandler> handlers, int retries, MemoryEventListener events) {
         return new FailureCallbackResource(new CachingPoolResource(backendResource(backend), PoolSettings.expandable(), events),
                 MemoryLocation.DEVICE, handlers, retries, events);
+    }
+
+    /** Takes all but 16 MiB under the cap (given back when the resource closes). */
+    private static void fill(MemoryResource resource) {
+        resource.allocate(LIMIT - 16 * MiB);
     }
 
     @Test
@@ -70,7 +79,8 @@ class FailureCallbackResourceTest extends MemoryResourceContract {
             assertThat(attempt).isEqualTo(calls.incrementAndGet());
             return true;
         }), 3, MemoryEventListener.NONE)) {
-            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(DeviceOutOfMemoryException.class);
+            fill(resource);
+            assertThatThrownBy(() -> resource.allocate(NO_ROOM)).isInstanceOf(DeviceOutOfMemoryException.class);
             assertThat(calls.get()).isEqualTo(3);
         }
     }
@@ -81,7 +91,8 @@ class FailureCallbackResourceTest extends MemoryResourceContract {
         try (FailureCallbackResource resource = withHandlers(List.of(
                 (location, bytes, attempt, failure) -> asked.add("first") && false,
                 (location, bytes, attempt, failure) -> asked.add("second") && false), 3, MemoryEventListener.NONE)) {
-            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(DeviceOutOfMemoryException.class);
+            fill(resource);
+            assertThatThrownBy(() -> resource.allocate(NO_ROOM)).isInstanceOf(DeviceOutOfMemoryException.class);
             assertThat(asked).as("nobody asked for a retry: one round").containsExactly("first", "second");
         }
     }
@@ -92,12 +103,13 @@ class FailureCallbackResourceTest extends MemoryResourceContract {
         MemoryResource[] self = new MemoryResource[1];
         try (FailureCallbackResource resource = withHandlers(List.of((location, bytes, attempt, failure) -> {
             calls.incrementAndGet();
-            assertThatThrownBy(() -> self[0].allocate(LIMIT + 1)).as("fails at once inside the handler")
+            assertThatThrownBy(() -> self[0].allocate(NO_ROOM)).as("fails at once inside the handler")
                     .isInstanceOf(DeviceOutOfMemoryException.class);
             return false;
         }), 3, MemoryEventListener.NONE)) {
             self[0] = resource;
-            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(DeviceOutOfMemoryException.class);
+            fill(resource);
+            assertThatThrownBy(() -> resource.allocate(NO_ROOM)).isInstanceOf(DeviceOutOfMemoryException.class);
             assertThat(calls.get()).isEqualTo(1);
         }
     }
@@ -107,7 +119,8 @@ class FailureCallbackResourceTest extends MemoryResourceContract {
         try (FailureCallbackResource resource = withHandlers(List.of((location, bytes, attempt, failure) -> {
             throw new IllegalStateException("cache is broken");
         }), 3, MemoryEventListener.NONE)) {
-            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(IllegalStateException.class).hasMessage("cache is broken")
+            fill(resource);
+            assertThatThrownBy(() -> resource.allocate(NO_ROOM)).isInstanceOf(IllegalStateException.class).hasMessage("cache is broken")
                     .satisfies(e -> assertThat(e.getSuppressed()).singleElement().isInstanceOf(DeviceOutOfMemoryException.class));
             resource.deallocate(resource.allocate(MiB));
         }
@@ -118,8 +131,26 @@ class FailureCallbackResourceTest extends MemoryResourceContract {
         AtomicInteger calls = new AtomicInteger();
         try (FailureCallbackResource resource = withHandlers(List.of((location, bytes, attempt, failure) -> calls.incrementAndGet() > 0),
                 0, MemoryEventListener.NONE)) {
-            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(DeviceOutOfMemoryException.class);
+            fill(resource);
+            assertThatThrownBy(() -> resource.allocate(NO_ROOM)).isInstanceOf(DeviceOutOfMemoryException.class);
             assertThat(calls.get()).isZero();
         }
+    }
+
+    @Test
+    void aRequestAboveALimitFailsAtOnceWithoutAskingTheHandlers() {
+        AtomicInteger calls = new AtomicInteger();
+        OutOfMemoryHandler evictsEverything = (location, bytes, attempt, failure) -> calls.incrementAndGet() > 0;
+        try (FailureCallbackResource resource = withHandlers(List.of(evictsEverything), 3, MemoryEventListener.NONE)) {
+            assertThatThrownBy(() -> resource.allocate(LIMIT + 1)).isInstanceOf(AllocationAboveLimitException.class)
+                    .hasMessageContaining("the most this location may ever hold");
+        }
+        try (FailureCallbackResource budgeted = new FailureCallbackResource(
+                new LimitingResource(backendResource(backend), MemoryLocation.DEVICE, 8 * MiB, "tenant budget"),
+                MemoryLocation.DEVICE, List.of(evictsEverything), 3, MemoryEventListener.NONE)) {
+            assertThatThrownBy(() -> budgeted.allocate(9 * MiB)).isInstanceOf(AllocationAboveLimitException.class)
+                    .hasMessageContaining("tenant budget");
+        }
+        assertThat(calls.get()).as("nothing a handler frees could make room").isZero();
     }
 }
