@@ -1,0 +1,111 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.Test;
+
+/** Reading the manager's figures (statistics, snapshots, live buffers, the timeline) changes nothing it holds, at any moment. */
+class ManagerFiguresReadingTest {
+
+    private static final long MiB = 1L << 20;
+
+    private static UnifiedMemoryManager manager() {
+        return UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).maxPoolSize(64 * MiB).build();
+    }
+
+    /** Every figure the manager offers, read at once. */
+    private static void readEverything(UnifiedMemoryManager manager) {
+        manager.statistics();
+        for (MemoryLocation location : manager.locations()) {
+            manager.statistics(location);
+            manager.snapshot(location);
+            manager.timeline(location);
+        }
+        manager.liveBuffers();
+    }
+
+    @Test
+    void aManagerReadBetweenEachAllocationAndFreeEndsAsOneNeverRead() {
+        try (UnifiedMemoryManager read = manager(); UnifiedMemoryManager unread = manager()) {
+            for (UnifiedMemoryManager manager : List.of(read, unread)) {
+                Deque<UnifiedBuffer> live = new ArrayDeque<>();
+                for (int i = 0; i < 200; i++) {
+                    live.push(manager.allocate(512 + (i % 17) * 3000L, i % 3 == 0 ? MemoryLocation.HOST : MemoryLocation.DEVICE));
+                    if (manager == read) {
+                        readEverything(manager);
+                    }
+                    if (i % 3 == 2) {
+                        live.pop().close();
+                        live.removeLast().close();
+                        if (manager == read) {
+                            readEverything(manager);
+                        }
+                    }
+                }
+                live.forEach(UnifiedBuffer::close);
+            }
+            for (MemoryLocation location : List.of(MemoryLocation.HOST, MemoryLocation.DEVICE)) {
+                assertThat(read.statistics(location)).as("%s", location).isEqualTo(unread.statistics(location));
+            }
+        }
+    }
+
+    @Test
+    void figuresReadWhileThreeThreadsAllocateAreNeverNegativeNorContradictory() throws Exception {
+        try (UnifiedMemoryManager manager = manager()) {
+            AtomicBoolean stop = new AtomicBoolean();
+            ExecutorService threads = Executors.newFixedThreadPool(3);
+            List<Future<?>> workers = new ArrayList<>();
+            for (int t = 0; t < 3; t++) {
+                Random random = new Random(t);
+                workers.add(threads.submit(() -> {
+                    Deque<UnifiedBuffer> held = new ArrayDeque<>();
+                    while (!stop.get()) {
+                        if (held.size() > 8 || (!held.isEmpty() && random.nextBoolean())) {
+                            held.poll().close();
+                        } else {
+                            held.add(manager.allocate(1 + random.nextInt(2 * (int) MiB), MemoryLocation.DEVICE));
+                        }
+                    }
+                    held.forEach(UnifiedBuffer::close);
+                    return null;
+                }));
+            }
+            try {
+                for (int i = 0; i < 5_000; i++) {
+                    MemoryStatistics s = manager.statistics(MemoryLocation.DEVICE);
+                    assertThat(s.allocatedBytes()).isNotNegative().isLessThanOrEqualTo(s.allocatedBytesPeak());
+                    assertThat(s.requestedBytes()).isNotNegative().isLessThanOrEqualTo(s.requestedBytesPeak());
+                    assertThat(s.reservedBytes()).isNotNegative().isLessThanOrEqualTo(s.reservedBytesPeak());
+                    assertThat(s.cachedBytes()).isNotNegative().isLessThanOrEqualTo(s.reservedBytes());
+                    assertThat(s.largestFreeBlockBytes()).isNotNegative().isLessThanOrEqualTo(s.cachedBytes());
+                    assertThat(s.liveBuffers()).isNotNegative();
+                    assertThat(s.fragmentation()).isBetween(0.0, 1.0);
+                    manager.snapshot(MemoryLocation.DEVICE);
+                }
+            } finally {
+                stop.set(true);
+                for (Future<?> worker : workers) {
+                    worker.get(30, TimeUnit.SECONDS);
+                }
+                threads.shutdown();
+            }
+            MemoryStatistics end = manager.statistics(MemoryLocation.DEVICE);
+            assertThat(end.allocatedBytes()).isZero();
+            assertThat(end.liveBuffers()).isZero();
+        }
+    }
+}
