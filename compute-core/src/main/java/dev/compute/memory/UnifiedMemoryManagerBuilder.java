@@ -92,7 +92,8 @@ public final class UnifiedMemoryManagerBuilder {
 
     /** A backend-specific option (for OpenCL {@code platform}, {@code device-type}). */
     public UnifiedMemoryManagerBuilder backendOption(String key, String value) {
-        backendOptions.put(key, value);
+        Objects.requireNonNull(key, "a backend option needs a name");
+        backendOptions.put(key, Objects.requireNonNull(value, () -> "backend option '" + key + "' needs a value"));
         return this;
     }
 

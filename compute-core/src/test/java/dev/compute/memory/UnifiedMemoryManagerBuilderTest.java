@@ -33,6 +33,12 @@ class UnifiedMemoryManagerBuilderTest {
     }
 
     @Test
+    void aBackendOptionWithoutAValueIsRefusedWhereItIsGivenNamingIt() {
+        assertThatThrownBy(() -> UnifiedMemoryManager.builder().backendOption("platform", null))
+                .isInstanceOf(NullPointerException.class).hasMessage("backend option 'platform' needs a value");
+    }
+
+    @Test
     void mappedFilesMayBeLimitedOrTurnedOffButNotNegative() {
         refused(b -> b.maxOpenMappedFiles(-1), "compute.memory.mapped-files.max-open", "0 (mapping off)");
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
