@@ -39,6 +39,12 @@ public final class UnifiedMemoryManagerBuilder {
     /** A sixteenth of the memory-map entries Linux allows a process by default ({@code vm.max_map_count}, 65530). */
     public static final int DEFAULT_MAX_OPEN_MAPPED_FILES = 4096;
 
+    /**
+     * The longest a timeout or interval may be: waits are counted in nanoseconds from {@link System#nanoTime()}, and a
+     * longer one (a "wait forever" such as {@code Duration.ofSeconds(Long.MAX_VALUE)}) would overflow where it is used.
+     */
+    public static final Duration MAX_DURATION = Duration.ofDays(365);
+
     private static final String MAX_POOL_SIZE = "compute.memory.pooling.max-pool-size";
 
     String backend = "auto";
@@ -321,8 +327,9 @@ public final class UnifiedMemoryManagerBuilder {
         }
         interval("compute.memory.timeline.interval", timelineInterval);
         requireNonNull("compute.memory.close-timeout", closeTimeout);
-        if (closeTimeout.isNegative()) {
-            throw new InvalidSettingException("compute.memory.close-timeout", closeTimeout, "0 (no wait) or a positive duration, such as 5s");
+        if (closeTimeout.isNegative() || closeTimeout.compareTo(MAX_DURATION) > 0) {
+            throw new InvalidSettingException("compute.memory.close-timeout", closeTimeout,
+                    "0 (no wait) or a positive duration of at most 365d, such as 5s");
         }
         if (outOfMemoryRetries < 0 || outOfMemoryRetries > MAX_OUT_OF_MEMORY_RETRIES) {
             throw new InvalidSettingException("compute.memory.out-of-memory-retries", outOfMemoryRetries,
@@ -333,9 +340,9 @@ public final class UnifiedMemoryManagerBuilder {
                     "a number of files from 0 (mapping off) up, such as " + DEFAULT_MAX_OPEN_MAPPED_FILES);
         }
         requireNonNull("compute.memory.device-wait-timeout", deviceWaitTimeout);
-        if (deviceWaitTimeout.isNegative() || deviceWaitTimeout.toMillis() == 0) {
+        if (deviceWaitTimeout.isNegative() || deviceWaitTimeout.compareTo(MAX_DURATION) > 0 || deviceWaitTimeout.toMillis() == 0) {
             throw new InvalidSettingException("compute.memory.device-wait-timeout", deviceWaitTimeout,
-                    "a duration of at least 1ms, such as 60s: a call must be able to wait for device work at all");
+                    "a duration of at least 1ms and at most 365d, such as 60s: a call must be able to wait for device work at all, and every wait is bounded");
         }
     }
 
@@ -349,6 +356,10 @@ public final class UnifiedMemoryManagerBuilder {
         if (!warmup.isEmpty() && !poolingEnabled) {
             throw new InvalidSettingException("compute.memory.pooling.warmup", warmup,
                     "no warm-up while compute.memory.pooling.enabled is false: without the pool nothing stays cached");
+        }
+        if (warmup.containsKey(MemoryLocation.PINNED) && !pinningEnabled) {
+            throw new InvalidSettingException(warmupProperty(MemoryLocation.PINNED), warmup.get(MemoryLocation.PINNED),
+                    "no PINNED warm-up while compute.memory.pinning.enabled is false: the manager has no PINNED memory");
         }
         warmup.forEach((location, entries) -> {
             long total = 0;
@@ -482,8 +493,8 @@ public final class UnifiedMemoryManagerBuilder {
     // The maintenance thread schedules in milliseconds: a positive interval under 1ms would silently mean off.
     private static void interval(String property, @Nullable Duration duration) {
         requireNonNull(property, duration);
-        if (duration.isNegative() || (!duration.isZero() && duration.toMillis() == 0)) {
-            throw new InvalidSettingException(property, duration, "0 (off) or a duration of at least 1ms, such as 30s or 5m");
+        if (duration.isNegative() || duration.compareTo(MAX_DURATION) > 0 || (!duration.isZero() && duration.toMillis() == 0)) {
+            throw new InvalidSettingException(property, duration, "0 (off) or a duration of at least 1ms and at most 365d, such as 30s or 5m");
         }
     }
 }

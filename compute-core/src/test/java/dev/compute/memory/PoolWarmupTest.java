@@ -104,6 +104,6 @@ class PoolWarmupTest {
         refused(b -> b.warmup(DEVICE, Long.MAX_VALUE / 2, 3), "compute.memory.pooling.warmup.device", "a total of at most");
         refused(b -> b.warmup(DEVICE, MiB, 1).poolingEnabled(false), "compute.memory.pooling.warmup", "compute.memory.pooling.enabled is false");
         refused(b -> b.warmup(MemoryLocation.PINNED, MiB, 1).pinningEnabled(false), "compute.memory.pooling.warmup.pinned",
-                "a location this backend (simulated) offers");
+                "compute.memory.pinning.enabled is false");
     }
 }

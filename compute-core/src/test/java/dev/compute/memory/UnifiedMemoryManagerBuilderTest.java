@@ -137,6 +137,20 @@ class UnifiedMemoryManagerBuilderTest {
     }
 
     @Test
+    void refusesAWaitOrIntervalTooLongToCountInNanosecondsRatherThanFailLater() {
+        Duration forever = Duration.ofSeconds(Long.MAX_VALUE);
+        refused(b -> b.closeTimeout(forever), "compute.memory.close-timeout", "at most 365d");
+        refused(b -> b.deviceWaitTimeout(forever), "compute.memory.device-wait-timeout", "at most 365d");
+        refused(b -> b.trimInterval(forever), "compute.memory.pooling.trim-interval", "at most 365d");
+        refused(b -> b.timelineInterval(UnifiedMemoryManagerBuilder.MAX_DURATION.plusMillis(1)), "compute.memory.timeline.interval", "at most 365d");
+        try (UnifiedMemoryManager longest = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .closeTimeout(UnifiedMemoryManagerBuilder.MAX_DURATION).deviceWaitTimeout(UnifiedMemoryManagerBuilder.MAX_DURATION)
+                .trimInterval(UnifiedMemoryManagerBuilder.MAX_DURATION).timelineInterval(Duration.ZERO).build()) {
+            longest.allocate(4096).close();
+        }
+    }
+
+    @Test
     void refusesNegativeIntervalsAndDevices() {
         refused(b -> b.trimInterval(Duration.ofSeconds(-1)), "compute.memory.pooling.trim-interval", "0 (off) or a duration of at least 1ms");
         refused(b -> b.trimInterval(Duration.ofNanos(500_000)), "compute.memory.pooling.trim-interval", "at least 1ms");

@@ -171,6 +171,7 @@ class ComputeMemoryAutoConfigurationTests {
             "compute.memory.timeline.interval=-1s               | compute.memory.timeline.interval          | PT-1S              | 0 (off) or a duration of at least 1ms",
             "compute.memory.close-timeout=-1s                   | compute.memory.close-timeout              | PT-1S              | 0 (no wait) or a positive duration",
             "compute.memory.device-wait-timeout=0s              | compute.memory.device-wait-timeout        | PT0S               | a duration of at least 1ms",
+            "compute.memory.close-timeout=400000d               | compute.memory.close-timeout              | PT9600000H         | 0 (no wait) or a positive duration of at most 365d",
             "compute.health.fragmentation-warning-threshold=1.5 | compute.health.fragmentation-warning-threshold | 1.5           | a fraction between 0 and 1",
             "compute.health.device-memory-warning-threshold=-0.1| compute.health.device-memory-warning-threshold | -0.1          | a fraction between 0 and 1",
             "compute.health.cap-warning-threshold=2             | compute.health.cap-warning-threshold      | 2.0                | a fraction between 0 and 1",
