@@ -51,7 +51,7 @@ class PoolingPropertiesTests {
     }
 
     @ParameterizedTest
-    @CsvSource({"512MB, 536870912", "4GB, 4294967296", "1048576, 1048576"})
+    @CsvSource({"512MB, 536870912", "4GB, 4294967296", "4194304, 4194304"})
     void sizesStillConvertAsBefore(String value, long bytes) {
         runner.withPropertyValues("compute.memory.pooling.max-pool-size=" + value, "compute.memory.pooling.release-threshold=0").run(context -> {
             assertThat(context.getBean(ComputeProperties.class).memory().pooling().maxPoolSize()).isEqualTo(PoolSize.ofBytes(bytes));
