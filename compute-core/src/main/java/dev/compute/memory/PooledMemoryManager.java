@@ -75,10 +75,16 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
          * may keep a block's place (as RMM's tracking adaptors key blocks by address) and would see it change.
          */
         final boolean compactable;
+        /**
+         * Whether each block is checked before a buffer uses it: where the application's adaptors are in the chain
+         * (the chain is not compactable), since a block smaller than asked would let a buffer write over its neighbours.
+         */
+        final boolean checksBlocks;
 
         LocationChain(MemoryResource entry, StatisticsResource top, InspectableResource holding, @Nullable CachingPoolResource pool,
                       BackendResource backend, MemoryTimeline timeline, boolean hostAccessible, boolean compactable) {
             this.compactable = compactable;
+            this.checksBlocks = !compactable;
             this.entry = entry;
             this.top = top;
             this.holding = holding;
@@ -415,13 +421,35 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     private Block allocateBlock(LocationChain chain, MemoryLocation location, long bytes, boolean reportFailure) {
         try {
-            return chain.entry.allocate(bytes);
+            Block block = chain.entry.allocate(bytes);
+            return chain.checksBlocks ? checked(chain, location, block, bytes) : block;
         } catch (DeviceOutOfMemoryException e) {
             if (reportFailure) {
                 events.allocationFailed(location, bytes, e.reason());
             }
             throw e;
         }
+    }
+
+    /**
+     * A block from a chain with the application's adaptors, as a buffer may use it: at least {@code bytes} long and
+     * within its segment. Otherwise it goes back and the allocation fails, rather than let the buffer reach memory
+     * that is not its own.
+     */
+    private static Block checked(LocationChain chain, MemoryLocation location, Block block, long bytes) {
+        long segmentBytes = block.segment().sizeBytes();
+        if (block.size() >= bytes && block.offset() >= 0 && block.offset() <= segmentBytes - block.size()) {
+            return block;
+        }
+        IllegalStateException wrong = new IllegalStateException("a resource adaptor of the " + location + " chain handed out a block of "
+                + block.size() + " bytes at offset " + block.offset() + " of a " + segmentBytes + "-byte segment for a request of "
+                + bytes + " bytes: a buffer on it would reach memory that is not its own");
+        try {
+            chain.entry.deallocate(block);
+        } catch (RuntimeException e) {
+            wrong.addSuppressed(e);
+        }
+        throw wrong;
     }
 
     @Override
@@ -469,6 +497,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         try {
             LocationChain chain = chain(location);
             List<Block> blocks = chain.entry.allocateAdjacent(bytes);
+            if (blocks != null && chain.checksBlocks) {
+                blocks = checkedBatch(chain, location, blocks, bytes);
+            }
             if (blocks == null) {
                 blocks = allocateEach(chain, location, bytes);
             }
@@ -480,6 +511,28 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         } finally {
             exit(stripe);
         }
+    }
+
+    /** A batch placed together by a chain with the application's adaptors, each block {@link #checked}; all go back if one is wrong. */
+    private static List<Block> checkedBatch(LocationChain chain, MemoryLocation location, List<Block> blocks, long[] bytes) {
+        if (blocks.size() != bytes.length) {
+            blocks.forEach(chain.entry::deallocate);
+            throw new IllegalStateException("a resource adaptor of the " + location + " chain placed " + blocks.size()
+                    + " blocks for a batch of " + bytes.length);
+        }
+        for (int i = 0; i < blocks.size(); i++) {
+            try {
+                checked(chain, location, blocks.get(i), bytes[i]);
+            } catch (IllegalStateException e) {
+                for (int j = 0; j < blocks.size(); j++) {
+                    if (j != i) {
+                        chain.entry.deallocate(blocks.get(j));
+                    }
+                }
+                throw e;
+            }
+        }
+        return blocks;
     }
 
     private List<Block> allocateEach(LocationChain chain, MemoryLocation location, long[] bytes) {

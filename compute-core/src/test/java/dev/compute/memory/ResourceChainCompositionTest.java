@@ -186,7 +186,15 @@ class ResourceChainCompositionTest {
     }
 
     /** An application's adaptor that passes everything through and closes as {@code onClose} says. */
-    private record PassThrough(MemoryResource upstream, Runnable onClose) implements MemoryResource {
+    private static class PassThrough implements MemoryResource {
+        private final MemoryResource upstream;
+        private final Runnable onClose;
+
+        PassThrough(MemoryResource upstream, Runnable onClose) {
+            this.upstream = upstream;
+            this.onClose = onClose;
+        }
+
         @Override
         public Block allocate(long bytes) {
             return upstream.allocate(bytes);
@@ -241,5 +249,45 @@ class ResourceChainCompositionTest {
 
         assertThat(backend.liveAllocations()).isZero();
         assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+    }
+
+    @Test
+    void aBlockSmallerThanAskedFromAnAdaptorFailsTheAllocationRatherThanLetABufferWriteOverItsNeighbour() {
+        try (UnifiedMemoryManager manager = builder().resourceAdaptor((upstream, location) -> new PassThrough(upstream, upstream::close) {
+            @Override
+            public Block allocate(long bytes) {
+                return upstream.allocate(bytes > 4096 ? bytes / 2 : bytes); // a slab adaptor that miscounts
+            }
+        }).build(); UnifiedBuffer neighbour = manager.allocate(1024, MemoryLocation.DEVICE)) {
+            neighbour.copyFrom(new byte[1024]);
+
+            assertThatThrownBy(() -> manager.allocate(8192, MemoryLocation.DEVICE)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("handed out a block of 4096 bytes").hasMessageContaining("for a request of 8192 bytes");
+
+            byte[] read = new byte[1024];
+            neighbour.copyTo(read);
+            assertThat(read).containsOnly(0);
+            MemoryStatistics figures = manager.statistics(MemoryLocation.DEVICE);
+            assertThat(figures.liveBuffers()).as("the wrong block went back").isEqualTo(1);
+            assertThat(figures.allocatedBytes()).isEqualTo(1024);
+        }
+    }
+
+    @Test
+    void aBatchAnAdaptorPlacesWronglyFailsWithEveryBlockGivenBack() {
+        try (UnifiedMemoryManager manager = builder().resourceAdaptor((upstream, location) -> new PassThrough(upstream, upstream::close) {
+            @Override
+            public List<Block> allocateAdjacent(long[] bytes) {
+                return bytes.length == 2 ? List.of(upstream.allocate(bytes[0]), upstream.allocate(bytes[1] / 2)) : List.of(upstream.allocate(bytes[0]));
+            }
+        }).build()) {
+            assertThatThrownBy(() -> manager.allocateBatch(DataType.INT8, new long[] {4096, 8192}, MemoryLocation.DEVICE))
+                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("for a request of 8192 bytes");
+            assertThatThrownBy(() -> manager.allocateBatch(DataType.INT8, new long[] {4096, 4096, 4096}, MemoryLocation.DEVICE))
+                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("placed 1 blocks for a batch of 3");
+            MemoryStatistics figures = manager.statistics(MemoryLocation.DEVICE);
+            assertThat(figures.liveBuffers()).isZero();
+            assertThat(figures.allocatedBytes()).isZero();
+        }
     }
 }
