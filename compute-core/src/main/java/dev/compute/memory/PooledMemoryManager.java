@@ -585,6 +585,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 releasedInFlight.add(inFlight);
                 inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
             }
+            // an application's adaptor may throw from its free: the mirror still goes back and the waiters still
+            // hear of it, and the caller gets the adaptor's exception after that
+            RuntimeException failure = null;
             if (block instanceof MappedFile mapping) {
                 mappedFiles.release(mapping, inFlight);
             } else {
@@ -598,15 +601,33 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 if (chain.compactable && chain.pool != null && chain.pool.movable(block)) {
                     chain.movable.remove(block); // before the pool may hand the block to another buffer
                 }
-                chain.entry.deallocate(block, inFlight);
+                failure = deallocate(chain, block, inFlight, null);
                 waiters.released(location, inFlight);
             }
             if (mirror != null) {
-                chains.get(mirrorLocation).entry.deallocate(mirror, inFlight);
+                failure = deallocate(chains.get(mirrorLocation), mirror, inFlight, failure);
                 waiters.released(mirrorLocation, inFlight);
+            }
+            if (failure != null) {
+                throw failure;
             }
         } finally {
             activeCalls.exit(stripe);
+        }
+    }
+
+    /** Frees a block through its chain; what the chain throws is returned, added to an earlier failure if there is one. */
+    private static @Nullable RuntimeException deallocate(LocationChain chain, Block block, CompletableFuture<?> inFlight,
+                                                        @Nullable RuntimeException earlier) {
+        try {
+            chain.entry.deallocate(block, inFlight);
+            return earlier;
+        } catch (RuntimeException e) {
+            if (earlier == null) {
+                return e;
+            }
+            earlier.addSuppressed(e);
+            return earlier;
         }
     }
 

@@ -252,6 +252,30 @@ class ResourceChainCompositionTest {
     }
 
     @Test
+    void anAdaptorWhoseFreeThrowsReachesTheCallerAndTheHostMirrorStillGoesBack() {
+        try (UnifiedMemoryManager manager = builder().resourceAdaptor((upstream, location) -> new PassThrough(upstream, upstream::close) {
+            @Override
+            public void deallocate(Block block, CompletableFuture<?> inFlight) {
+                if (location == MemoryLocation.DEVICE) {
+                    throw new IllegalStateException("the adaptor's free failed");
+                }
+                upstream.deallocate(block, inFlight);
+            }
+        }).build()) {
+            MemoryLocation mirrorAt = manager.locations().contains(MemoryLocation.PINNED) ? MemoryLocation.PINNED : MemoryLocation.HOST;
+            UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.DEVICE);
+            buffer.hostView(); // the host mirror
+            assertThat(manager.statistics(mirrorAt).liveBuffers()).isEqualTo(1);
+
+            assertThatThrownBy(buffer::close).isInstanceOf(IllegalStateException.class).hasMessage("the adaptor's free failed");
+
+            assertThat(buffer.isClosed()).isTrue();
+            assertThat(manager.statistics(mirrorAt).liveBuffers()).as("the mirror went back").isZero();
+            assertThat(manager.statistics(mirrorAt).allocatedBytes()).isZero();
+        }
+    }
+
+    @Test
     void aBlockSmallerThanAskedFromAnAdaptorFailsTheAllocationRatherThanLetABufferWriteOverItsNeighbour() {
         try (UnifiedMemoryManager manager = builder().resourceAdaptor((upstream, location) -> new PassThrough(upstream, upstream::close) {
             @Override

@@ -3,7 +3,8 @@ package dev.compute.boot;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryHandler;
-import java.util.Iterator;
+import java.util.List;
+import org.springframework.beans.BeansException;
 import org.springframework.beans.factory.ObjectProvider;
 
 /**
@@ -21,9 +22,17 @@ final class OutOfMemoryHandlerBeans implements OutOfMemoryHandler {
 
     @Override
     public boolean onOutOfMemory(MemoryLocation location, long requestedBytes, int attempt, DeviceOutOfMemoryException failure) {
-        Iterator<OutOfMemoryHandler> each = handlers.orderedStream().iterator();
-        while (each.hasNext()) {
-            if (each.next().onOutOfMemory(location, requestedBytes, attempt, failure)) {
+        List<OutOfMemoryHandler> each;
+        try {
+            each = handlers.orderedStream().toList();
+        } catch (BeansException e) {
+            // the context is shutting down (its handler beans destroyed, none may be made): the allocation fails as
+            // out of memory, which is what it is, rather than with the context's refusal
+            failure.addSuppressed(e);
+            return false;
+        }
+        for (OutOfMemoryHandler handler : each) {
+            if (handler.onOutOfMemory(location, requestedBytes, attempt, failure)) {
                 return true;
             }
         }
