@@ -7,8 +7,12 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Objects;
+import java.util.stream.Stream;
 import java.util.zip.GZIPInputStream;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * The model of PyTorch's allocator with expandable segments: on the BERT trace it gives what PyTorch itself reserved and
@@ -36,54 +40,24 @@ class PyTorchExpandableSegmentsTest {
         assertThat(figures.mapCalls()).as("map calls").isEqualTo(181);
     }
 
-    @Test
-    void aLargeBlockMapsWholeTwentyMebibytePagesAndASmallOneTwoMebibytePages() throws IOException {
-        PyTorchExpandableSegments.Figures figures = replay("a,1,20971521,0\na,2,1000,0\n");
-
-        assertThat(figures.reservedPeak()).isEqualTo(40 * MIB + 2 * MIB);
-        assertThat(figures.mapCalls()).isEqualTo(2);
+    static Stream<Arguments> rules() {
+        return Stream.of(
+                Arguments.of("a large block maps whole 20 MiB pages, a small one 2 MiB pages", "a,1,20971521,0\na,2,1000,0\n", 42 * MIB, 2),
+                Arguments.of("a block that fits the rest of a mapped page maps nothing", "a,1,12582912,0\na,2,6291456,0\n", 20 * MIB, 1),
+                // 12 MiB live, then 16 MiB: the 8 MiB free after the first grows by one page, not two
+                Arguments.of("a free block at the end grows into new pages rather than leave a gap", "a,1,12582912,0\na,2,16777216,0\n", 40 * MIB, 2),
+                Arguments.of("freed blocks merge and are reused without mapping", "a,1,10485760,0\na,2,10485760,0\nf,1\nf,2\na,3,20971520,0\n", 20 * MIB, 1),
+                Arguments.of("nothing is unmapped while allocations succeed", "a,1,104857600,0\nf,1\na,2,1048577,0\n", 100 * MIB, 1),
+                Arguments.of("each stream has segments of its own", "a,1,10485760,0\na,2,10485760,1\n", 40 * MIB, 2));
     }
 
-    @Test
-    void aBlockThatFitsTheRestOfAMappedPageMapsNothing() throws IOException {
-        PyTorchExpandableSegments.Figures figures = replay("a,1,12582912,0\na,2,6291456,0\n");
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("rules")
+    void eachRuleOfPyTorchsPolicy(String rule, String events, long reservedPeak, long mapCalls) throws IOException {
+        PyTorchExpandableSegments.Figures figures = replay(events);
 
-        assertThat(figures.reservedPeak()).isEqualTo(20 * MIB);
-        assertThat(figures.mapCalls()).isEqualTo(1);
-    }
-
-    @Test
-    void aFreeBlockAtTheEndGrowsIntoNewPagesRatherThanLeaveAGap() throws IOException {
-        // 12 MiB live, then 16 MiB: the 8 MiB free after the first grows by one page (40 MiB mapped), not two
-        PyTorchExpandableSegments.Figures figures = replay("a,1,12582912,0\na,2,16777216,0\n");
-
-        assertThat(figures.reservedPeak()).isEqualTo(40 * MIB);
-        assertThat(figures.mapCalls()).isEqualTo(2);
-    }
-
-    @Test
-    void freedBlocksMergeAndAreReusedWithoutMapping() throws IOException {
-        // two 10 MiB blocks fill a page; freed, they merge, and a 20 MiB block takes their place
-        PyTorchExpandableSegments.Figures figures = replay("a,1,10485760,0\na,2,10485760,0\nf,1\nf,2\na,3,20971520,0\n");
-
-        assertThat(figures.reservedPeak()).isEqualTo(20 * MIB);
-        assertThat(figures.mapCalls()).isEqualTo(1);
-    }
-
-    @Test
-    void nothingIsUnmappedWhileAllocationsSucceed() throws IOException {
-        PyTorchExpandableSegments.Figures figures = replay("a,1,104857600,0\nf,1\na,2,1048577,0\n");
-
-        assertThat(figures.reservedPeak()).isEqualTo(100 * MIB);
-        assertThat(figures.mapCalls()).isEqualTo(1);
-    }
-
-    @Test
-    void eachStreamHasSegmentsOfItsOwn() throws IOException {
-        PyTorchExpandableSegments.Figures figures = replay("a,1,10485760,0\na,2,10485760,1\n");
-
-        assertThat(figures.reservedPeak()).isEqualTo(40 * MIB);
-        assertThat(figures.mapCalls()).isEqualTo(2);
+        assertThat(figures.reservedPeak()).isEqualTo(reservedPeak);
+        assertThat(figures.mapCalls()).isEqualTo(mapCalls);
     }
 
     @Test
