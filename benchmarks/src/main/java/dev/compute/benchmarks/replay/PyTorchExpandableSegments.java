@@ -21,10 +21,11 @@ import org.jspecify.annotations.Nullable;
  * <li>the block's first {@code size} bytes are used, and a rest of 512 bytes or more stays free ({@code should_split});
  * a free merges with free neighbours ({@code free_block}); nothing is unmapped while no allocation fails.</li>
  * </ul>
- * Reserved bytes are the mapped pages; backend calls are map calls (PyTorch's {@code num_device_alloc}). The model
- * has no capacity: PyTorch's out-of-memory path (unmapping free pages and retrying) is not part of it, so it gives the
- * overhead and calls of a device the trace fits on. Replayed on the BERT trace it gives PyTorch's own figures on the
- * H100 ({@code PyTorchExpandableSegmentsTest}).
+ * Reserved bytes are the mapped pages; backend calls are map calls (PyTorch's {@code num_device_alloc}). Limited to a
+ * capacity as by {@code set_per_process_memory_fraction}, an allocation that finds no free block is refused where what
+ * PyTorch asks for would pass it, and then, as in PyTorch, every free page is unmapped and the allocation tried once
+ * more ({@code release_cached_blocks}). Replayed on the BERT trace it gives PyTorch's own figures on the H100: overhead,
+ * map calls and the smallest capacity ({@code PyTorchExpandableSegmentsTest}).
  */
 public final class PyTorchExpandableSegments {
 
@@ -32,6 +33,8 @@ public final class PyTorchExpandableSegments {
     static final long SMALL_SIZE = 1L << 20;
     static final long SMALL_PAGE = 2L << 20;
     static final long LARGE_PAGE = 20L << 20;
+    /** Large requests under this size ask for a whole large page ({@code kMinLargeAlloc}). */
+    static final long MIN_LARGE_ALLOC = 10L << 20;
     /** Address space of one segment: PyTorch reserves 1 1/8 of the device's memory; any size past the trace's works. */
     static final long SEGMENT_SPACE = 1L << 42;
 
@@ -76,25 +79,72 @@ public final class PyTorchExpandableSegments {
     private long reserved;
     private long reservedPeak;
     private long mapCalls;
+    /** The memory PyTorch may use ({@code set_per_process_memory_fraction} of the device), or no limit. */
+    private final long capacity;
 
-    private PyTorchExpandableSegments() {}
+    private PyTorchExpandableSegments(long capacity) {
+        this.capacity = capacity;
+    }
+
+    /** Thrown where PyTorch would raise its out-of-memory error; the replay stops there. */
+    private static final class OutOfMemory extends RuntimeException {
+        OutOfMemory() {
+            super(null, null, false, false);
+        }
+    }
 
     /** Replays every event of {@code trace} and returns the peak of mapped bytes and the map calls. */
     public static Figures replay(Trace trace) {
-        PyTorchExpandableSegments allocator = new PyTorchExpandableSegments();
+        PyTorchExpandableSegments allocator = new PyTorchExpandableSegments(Long.MAX_VALUE);
+        allocator.replayAll(trace);
+        return new Figures(allocator.reservedPeak, allocator.mapCalls);
+    }
+
+    /**
+     * The smallest capacity, in whole {@code step}s, in which the whole trace replays, found by bisection as the
+     * replayer finds ours ({@link TraceReplayer#smallestCapacity}); PyTorch limited to it as by
+     * {@code set_per_process_memory_fraction}, its out-of-memory path (unmap every free page, retry once) allowed.
+     */
+    public static long smallestCapacity(Trace trace, long step) {
+        long lo = (trace.livePeak() - 1) / step;
+        long hi = Math.ceilDiv(replay(trace).reservedPeak(), step);
+        while (!fits(trace, hi * step)) {
+            lo = hi;
+            hi *= 2;
+        }
+        while (hi - lo > 1) {
+            long mid = lo + (hi - lo) / 2;
+            if (fits(trace, mid * step)) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        return hi * step;
+    }
+
+    static boolean fits(Trace trace, long capacity) {
+        try {
+            new PyTorchExpandableSegments(capacity).replayAll(trace);
+            return true;
+        } catch (OutOfMemory e) {
+            return false;
+        }
+    }
+
+    private void replayAll(Trace trace) {
         Block[] live = new Block[trace.slotCount()];
         int[] slots = trace.slots();
         long[] bytes = trace.bytes();
         int[] streams = trace.columns().streams();
         for (int i = 0; i < slots.length; i++) {
             if (bytes[i] > 0) {
-                live[slots[i]] = allocator.malloc(bytes[i], streams[i]);
+                live[slots[i]] = malloc(bytes[i], streams[i]);
             } else {
-                allocator.free(live[slots[i]]);
+                free(live[slots[i]]);
                 live[slots[i]] = null;
             }
         }
-        return new Figures(allocator.reservedPeak, allocator.mapCalls);
     }
 
     static long roundSize(long bytes) {
@@ -107,7 +157,14 @@ public final class PyTorchExpandableSegments {
         Pool pool = size <= SMALL_SIZE ? pools[0] : pools[1];
         Block block = freeBlock(pool, size);
         if (block == null) {
-            block = expandableBlock(pool, size);
+            block = allocBlock(pool, size);
+        }
+        if (block == null) {
+            releaseCached();
+            block = allocBlock(pool, size);
+        }
+        if (block == null) {
+            throw new OutOfMemory();
         }
         if (block.size - size >= MIN_BLOCK) {
             Block rest = new Block(pool, block.segment, block.address + size, block.size - size, true);
@@ -134,6 +191,62 @@ public final class PyTorchExpandableSegments {
 
     private static long expandableSize(Block block) {
         return block.size + (block.next != null && !block.next.mapped ? block.next.size : 0);
+    }
+
+    /**
+     * {@code alloc_block}: refused where what PyTorch would ask for ({@code get_allocation_size}: 2 MiB for a small
+     * block, 20 MiB for a large one under 10 MiB, else the size rounded up to 2 MiB) would pass the capacity, else
+     * {@link #expandableBlock}.
+     */
+    private @Nullable Block allocBlock(Pool pool, long size) {
+        long asked = size <= SMALL_SIZE ? SMALL_PAGE : size < MIN_LARGE_ALLOC ? LARGE_PAGE : Math.ceilDiv(size, SMALL_PAGE) * SMALL_PAGE;
+        if (reserved + asked > capacity) {
+            return null;
+        }
+        return expandableBlock(pool, size);
+    }
+
+    /** {@code release_cached_blocks}: every free block's whole pages are unmapped ({@code unmap_block}). */
+    private void releaseCached() {
+        for (Pool[] pools : poolsByStream.values()) {
+            for (Pool pool : pools) {
+                for (Block block : pool.free.toArray(Block[]::new)) {
+                    unmap(block);
+                }
+            }
+        }
+    }
+
+    private void unmap(Block block) {
+        long page = block.segment.page();
+        long offset = block.address - block.segment.base();
+        long first = Math.ceilDiv(offset, page);
+        long end = (offset + block.size) / page;
+        if (first >= end) {
+            return;
+        }
+        Pool pool = block.pool;
+        pool.free.remove(block);
+        long unmappedStart = block.segment.base() + first * page;
+        long unmappedSize = (end - first) * page;
+        if (unmappedStart > block.address) {
+            Block before = new Block(pool, block.segment, block.address, unmappedStart - block.address, true);
+            link(block.prev, before, block);
+            pool.free.add(before);
+        }
+        long afterSize = block.address + block.size - (unmappedStart + unmappedSize);
+        if (afterSize > 0) {
+            Block after = new Block(pool, block.segment, unmappedStart + unmappedSize, afterSize, true);
+            link(block, after, block.next);
+            pool.free.add(after);
+        }
+        block.address = unmappedStart;
+        block.size = unmappedSize;
+        block.mapped = false;
+        reserved -= unmappedSize;
+        merge(block, block.prev);
+        merge(block, block.next);
+        pool.unmapped.add(block);
     }
 
     /** {@code try_allocate_expandable_block}: maps what the lowest place that can hold the request lacks. */
@@ -226,10 +339,12 @@ public final class PyTorchExpandableSegments {
         }
     }
 
-    private static void link(Block before, Block block, @Nullable Block after) {
+    private static void link(@Nullable Block before, Block block, @Nullable Block after) {
         block.prev = before;
         block.next = after;
-        before.next = block;
+        if (before != null) {
+            before.next = block;
+        }
         if (after != null) {
             after.prev = block;
         }

@@ -132,10 +132,12 @@ public final class ReplayCommand {
     /** The line of {@code --pytorch}: PyTorch's policy on the same trace, with the figures named as in the replay line. */
     static String pytorchLine(Trace trace) {
         PyTorchExpandableSegments.Figures figures = PyTorchExpandableSegments.replay(trace);
+        long minCapacity = PyTorchExpandableSegments.smallestCapacity(trace, TraceReplayer.CAPACITY_STEP);
         String location = String.join("+", trace.locations());
-        return String.format(Locale.ROOT, "pytorch trace=%s%s policy=expandable_segments reserved_peak=%d overhead=%.3f backend_calls=%d",
+        return String.format(Locale.ROOT, "pytorch trace=%s%s policy=expandable_segments reserved_peak=%d overhead=%.3f min_capacity=%d"
+                        + " capacity_ratio=%.3f backend_calls=%d",
                 trace.name(), location.isEmpty() ? "" : " location=" + location, figures.reservedPeak(),
-                (double) figures.reservedPeak() / trace.livePeak(), figures.mapCalls());
+                (double) figures.reservedPeak() / trace.livePeak(), minCapacity, (double) minCapacity / trace.livePeak(), figures.mapCalls());
     }
 
     /** The trace, or its events at {@code location}, or, where it names several locations, each location's in turn. */
