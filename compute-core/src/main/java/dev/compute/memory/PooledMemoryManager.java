@@ -75,16 +75,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
          * may keep a block's place (as RMM's tracking adaptors key blocks by address) and would see it change.
          */
         final boolean compactable;
-        /**
-         * Whether each block is checked before a buffer uses it: where the application's adaptors are in the chain
-         * (the chain is not compactable), since a block smaller than asked would let a buffer write over its neighbours.
-         */
-        final boolean checksBlocks;
 
         LocationChain(MemoryResource entry, StatisticsResource top, InspectableResource holding, @Nullable CachingPoolResource pool,
                       BackendResource backend, MemoryTimeline timeline, boolean hostAccessible, boolean compactable) {
             this.compactable = compactable;
-            this.checksBlocks = !compactable;
             this.entry = entry;
             this.top = top;
             this.holding = holding;
@@ -92,6 +86,14 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             this.backend = backend;
             this.timeline = timeline;
             this.hostAccessible = hostAccessible;
+        }
+
+        /**
+         * Whether each block is checked before a buffer uses it: where the application's adaptors are in the chain
+         * (the chain is not compactable), since a block smaller than asked would let a buffer write over its neighbours.
+         */
+        boolean checksBlocks() {
+            return !compactable;
         }
     }
 
@@ -422,7 +424,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private Block allocateBlock(LocationChain chain, MemoryLocation location, long bytes, boolean reportFailure) {
         try {
             Block block = chain.entry.allocate(bytes);
-            return chain.checksBlocks ? checked(chain, location, block, bytes) : block;
+            return chain.checksBlocks() ? checked(chain, location, block, bytes) : block;
         } catch (DeviceOutOfMemoryException e) {
             if (reportFailure) {
                 events.allocationFailed(location, bytes, e.reason());
@@ -497,7 +499,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         try {
             LocationChain chain = chain(location);
             List<Block> blocks = chain.entry.allocateAdjacent(bytes);
-            if (blocks != null && chain.checksBlocks) {
+            if (blocks != null && chain.checksBlocks()) {
                 blocks = checkedBatch(chain, location, blocks, bytes);
             }
             if (blocks == null) {

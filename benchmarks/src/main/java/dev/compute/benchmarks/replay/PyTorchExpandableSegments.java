@@ -101,26 +101,12 @@ public final class PyTorchExpandableSegments {
     }
 
     /**
-     * The smallest capacity, in whole {@code step}s, in which the whole trace replays, found by bisection as the
-     * replayer finds ours ({@link TraceReplayer#smallestCapacity}); PyTorch limited to it as by
-     * {@code set_per_process_memory_fraction}, its out-of-memory path (unmap every free page, retry once) allowed.
+     * The smallest capacity in which the whole trace replays, found as the replayer finds ours
+     * ({@link TraceReplayer#smallestFitting}); PyTorch limited to it as by {@code set_per_process_memory_fraction}, its
+     * out-of-memory path (unmap every free page, retry once) allowed.
      */
-    public static long smallestCapacity(Trace trace, long step) {
-        long lo = (trace.livePeak() - 1) / step;
-        long hi = Math.ceilDiv(replay(trace).reservedPeak(), step);
-        while (!fits(trace, hi * step)) {
-            lo = hi;
-            hi *= 2;
-        }
-        while (hi - lo > 1) {
-            long mid = lo + (hi - lo) / 2;
-            if (fits(trace, mid * step)) {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        return hi * step;
+    public static long smallestCapacity(Trace trace) {
+        return TraceReplayer.smallestFitting(trace.livePeak(), replay(trace).reservedPeak(), Long.MAX_VALUE, capacity -> fits(trace, capacity));
     }
 
     static boolean fits(Trace trace, long capacity) {

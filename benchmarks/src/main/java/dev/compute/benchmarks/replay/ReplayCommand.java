@@ -132,7 +132,7 @@ public final class ReplayCommand {
     /** The line of {@code --pytorch}: PyTorch's policy on the same trace, with the figures named as in the replay line. */
     static String pytorchLine(Trace trace) {
         PyTorchExpandableSegments.Figures figures = PyTorchExpandableSegments.replay(trace);
-        long minCapacity = PyTorchExpandableSegments.smallestCapacity(trace, TraceReplayer.CAPACITY_STEP);
+        long minCapacity = PyTorchExpandableSegments.smallestCapacity(trace);
         String location = String.join("+", trace.locations());
         return String.format(Locale.ROOT, "pytorch trace=%s%s policy=expandable_segments reserved_peak=%d overhead=%.3f min_capacity=%d"
                         + " capacity_ratio=%.3f backend_calls=%d",

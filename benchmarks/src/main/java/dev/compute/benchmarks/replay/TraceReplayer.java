@@ -10,6 +10,7 @@ import dev.compute.memory.resource.pool.CachingPoolResource;
 import dev.compute.memory.spi.ComputeBackend;
 import java.util.Arrays;
 import java.util.function.LongFunction;
+import java.util.function.LongPredicate;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -134,10 +135,19 @@ public final class TraceReplayer {
      * smaller can fit) and {@code fitting} (doubled, up to {@code limit}, if it does not fit after all).
      */
     long smallestCapacity(Trace trace, long fitting, long limit) {
-        long lo = (trace.livePeak() - 1) / CAPACITY_STEP;
+        return smallestFitting(trace.livePeak(), fitting, limit, capacity -> replay(trace, capacity).fitted());
+    }
+
+    /**
+     * The smallest capacity, in whole {@link #CAPACITY_STEP}s, that {@code fits}, by bisection between the largest one
+     * below {@code livePeak} and {@code fitting} (doubled, up to {@code limit}, where it does not fit after all); as
+     * if fitting were monotone in the capacity, which it need not be. {@code limit} where nothing up to it fits.
+     */
+    static long smallestFitting(long livePeak, long fitting, long limit, LongPredicate fits) {
+        long lo = (livePeak - 1) / CAPACITY_STEP;
         long hi = Math.ceilDiv(fitting, CAPACITY_STEP);
         long most = limit / CAPACITY_STEP;
-        while (!replay(trace, hi * CAPACITY_STEP).fitted()) {
+        while (!fits.test(hi * CAPACITY_STEP)) {
             if (hi >= most) {
                 return limit;
             }
@@ -146,7 +156,7 @@ public final class TraceReplayer {
         }
         while (hi - lo > 1) {
             long mid = lo + (hi - lo) / 2;
-            if (replay(trace, mid * CAPACITY_STEP).fitted()) {
+            if (fits.test(mid * CAPACITY_STEP)) {
                 hi = mid;
             } else {
                 lo = mid;

@@ -38,7 +38,7 @@ class PyTorchExpandableSegmentsTest {
 
         assertThat((double) figures.reservedPeak() / bert.livePeak()).as("overhead").isBetween(1.0915, 1.0925);
         assertThat(figures.mapCalls()).as("map calls").isEqualTo(181);
-        assertThat((double) PyTorchExpandableSegments.smallestCapacity(bert, MIB) / bert.livePeak()).as("capacity ratio").isBetween(1.0135, 1.0145);
+        assertThat((double) PyTorchExpandableSegments.smallestCapacity(bert) / bert.livePeak()).as("capacity ratio").isBetween(1.0135, 1.0145);
     }
 
     @Test
@@ -50,7 +50,7 @@ class PyTorchExpandableSegmentsTest {
         assertThat(PyTorchExpandableSegments.fits(freedFirst, 40 * MIB)).isTrue();
         assertThat(PyTorchExpandableSegments.fits(stillLive, 40 * MIB)).isFalse();
         assertThat(PyTorchExpandableSegments.fits(stillLive, 42 * MIB)).isTrue();
-        assertThat(PyTorchExpandableSegments.smallestCapacity(stillLive, MIB)).isEqualTo(42 * MIB);
+        assertThat(PyTorchExpandableSegments.smallestCapacity(stillLive)).isEqualTo(42 * MIB);
     }
 
     static Stream<Arguments> rules() {
