@@ -5,6 +5,7 @@ import dev.compute.benchmarks.gpu.GpuBenchmark;
 import dev.compute.benchmarks.jmh.BufferHeapCost;
 import dev.compute.benchmarks.jmh.JmhMain;
 import dev.compute.benchmarks.jmh.JmhRatioTable;
+import dev.compute.benchmarks.replay.ClimbCommand;
 import dev.compute.benchmarks.replay.ReplayCommand;
 import dev.compute.benchmarks.replay.TraceScaling;
 import java.util.Arrays;
@@ -23,6 +24,7 @@ public final class Benchmarks {
     static {
         SUBCOMMANDS.put("replay", ReplayCommand::run);
         SUBCOMMANDS.put("scale-trace", TraceScaling::run);
+        SUBCOMMANDS.put("climb", ClimbCommand::run);
         SUBCOMMANDS.put("jmh", JmhMain::run);
         SUBCOMMANDS.put("jmh-table", JmhRatioTable::run);
         SUBCOMMANDS.put("heap-cost", BufferHeapCost::run);
