@@ -14,13 +14,14 @@ import org.jspecify.annotations.Nullable;
  * @param maxPoolSizeShare the share of the device's total memory {@code maxPoolSize} was resolved from (0.8 for
  *                         {@code 80%}); null where the cap was given in bytes
  * @param compactionInterval how often every location is compacted; zero: only when asked
+ * @param compactOnOutOfMemory whether an allocation that finds no memory compacts its location and tries once more
  * @param warmup           the blocks each location reserved and cached at start; empty without a warm-up
  */
 public record ManagerSettings(
         String backend, int device, Map<String, String> backendOptions,
         MemoryLocation defaultLocation, boolean poolingEnabled,
         long maxPoolSize, @Nullable Double maxPoolSizeShare, long releaseThreshold, Duration trimInterval,
-        Duration compactionInterval, boolean expandableSegments, Map<MemoryLocation, List<WarmupBlocks>> warmup,
+        Duration compactionInterval, boolean compactOnOutOfMemory, boolean expandableSegments, Map<MemoryLocation, List<WarmupBlocks>> warmup,
         boolean pinningEnabled, long maxPinnedSize, long stagingBufferSize,
         LeakDetectionLevel leakDetection, int timelineCapacity, Duration timelineInterval,
         Duration closeTimeout, Duration deviceWaitTimeout, int outOfMemoryRetries, int maxOpenMappedFiles,

@@ -3,7 +3,8 @@ package dev.compute.memory;
 /**
  * Given the chance to free memory of its own (evict a cache, drop a batch) when an allocation finds none,
  * in the manner of RMM's {@code failure_callback_resource_adaptor} and cuDF's {@code RmmEventHandler}. Called
- * after the pool has given back what it caches and retried, on the allocating thread, outside the pool's lock.
+ * after the pool has given back what it caches and retried and, with {@code compact-on-out-of-memory} (the default),
+ * after a compaction of the location and one more try, on the allocating thread, outside the pool's lock.
  * Return true to ask for one more try (having closed some buffers), false to let the allocation fail. Not called
  * for a request larger than a limit ({@link AllocationAboveLimitException}), which nothing freed could let through.
  *

@@ -190,8 +190,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     /**
      * The backend's resource with the location's cap, the pool over it (unless pooling is off), the application's
-     * adaptors over that in the order given, the out-of-memory handlers over them, the statistics over those, and on
-     * top, unless recording is off, the recording adaptor.
+     * adaptors over that in the order given, the compaction on out-of-memory over them (with pooling on, no adaptors
+     * of the application's, and {@code compact-on-out-of-memory}), the out-of-memory handlers over that, the statistics
+     * over those, and on top, unless recording is off, the recording adaptor. The compaction has an adaptor of its own,
+     * so that its one try does not take one of the handlers' retries.
      */
     private LocationChain buildChain(MemoryLocation location, UnifiedMemoryManagerBuilder settings, long maxPoolSize) {
         long cap = location == MemoryLocation.PINNED ? settings.maxPinnedSize : maxPoolSize;
@@ -211,6 +213,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                         + ": it must return one that wraps the upstream it was given");
             }
             chain = wrapped;
+        }
+        if (pool != null && settings.resourceAdaptors.isEmpty() && settings.compactOnOutOfMemory) {
+            chain = new FailureCallbackResource(chain, location, List.of(this::compactForRoom), 1, events);
         }
         if (!settings.outOfMemoryHandlers.isEmpty()) {
             chain = new FailureCallbackResource(chain, location, settings.outOfMemoryHandlers, settings.outOfMemoryRetries, events);
@@ -836,6 +841,15 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             reports.add(compact(location, waitUntil));
         }
         return reports;
+    }
+
+    /**
+     * The handler behind {@code compact-on-out-of-memory}: compacts the location where memory ran out and asks for one
+     * more try where that moved a buffer or gave memory back. Waits for device work no longer than a compaction does.
+     */
+    private boolean compactForRoom(MemoryLocation location, long requestedBytes, int attempt, DeviceOutOfMemoryException failure) {
+        CompactionReport report = compact(location);
+        return report.buffersMoved() > 0 || report.bytesReleased() > 0;
     }
 
     @Override

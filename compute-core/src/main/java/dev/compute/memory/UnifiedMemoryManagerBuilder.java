@@ -59,6 +59,7 @@ public final class UnifiedMemoryManagerBuilder {
     final Map<MemoryLocation, List<WarmupBlocks>> warmup = new EnumMap<>(MemoryLocation.class);
     Duration trimInterval = DEFAULT_TRIM_INTERVAL;
     Duration compactionInterval = Duration.ZERO;
+    boolean compactOnOutOfMemory = true;
     boolean expandableSegments = true;
     boolean pinningEnabled = true;
     long maxPinnedSize = DEFAULT_MAX_PINNED_SIZE;
@@ -156,6 +157,16 @@ public final class UnifiedMemoryManagerBuilder {
      */
     public UnifiedMemoryManagerBuilder compactionInterval(Duration interval) {
         this.compactionInterval = interval;
+        return this;
+    }
+
+    /**
+     * {@code compute.memory.pooling.compact-on-out-of-memory}: whether an allocation that finds no memory, once the pool
+     * has given back what it caches, compacts its location ({@link UnifiedMemoryManager#compact(MemoryLocation)}) and
+     * tries once more before the {@linkplain #outOfMemoryHandler application's handlers} are asked. True by default.
+     */
+    public UnifiedMemoryManagerBuilder compactOnOutOfMemory(boolean compact) {
+        this.compactOnOutOfMemory = compact;
         return this;
     }
 
@@ -439,7 +450,7 @@ public final class UnifiedMemoryManagerBuilder {
         warmup.forEach((location, entries) -> warmupCopy.put(location, List.copyOf(entries)));
         return new ManagerSettings(backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSizeBytes,
                 maxPoolSize instanceof PoolSize.Share(double share) ? share : null, releaseThresholdUnder(maxPoolSizeBytes), trimInterval,
-                compactionInterval, expandableSegments, warmupCopy, pinningEnabled, maxPinnedSize, stagingBufferSize(), leakDetection, timelineCapacity,
+                compactionInterval, compactOnOutOfMemory, expandableSegments, warmupCopy, pinningEnabled, maxPinnedSize, stagingBufferSize(), leakDetection, timelineCapacity,
                 timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries, maxOpenMappedFiles, allocationRecording);
     }
 

@@ -99,6 +99,8 @@ public record ComputeProperties(
      *     disables scheduled trimming.
      * @param compactionInterval How often every location is compacted (buffers nothing holds move so that free
      *     space coalesces and emptied segments go back), at least 1ms; 0, the default, compacts only when asked.
+     * @param compactOnOutOfMemory Whether an allocation that finds no memory, once the pool has given back what it
+     *     caches, compacts its location and tries once more before the application's out-of-memory handlers are asked.
      * @param expandableSegments Whether the pool maps pages into reserved address ranges where the backend can,
      *     so reserved memory follows live memory closely.
      * @param warmup Blocks reserved and cached at start, per location (device, host, pinned, unified), so that the
@@ -111,6 +113,7 @@ public record ComputeProperties(
             @Nullable DataSize releaseThreshold,
             @DefaultValue("5m") Duration trimInterval,
             @DefaultValue("0") Duration compactionInterval,
+            @DefaultValue("true") boolean compactOnOutOfMemory,
             @DefaultValue("true") boolean expandableSegments,
             @Nullable Map<String, List<WarmupSetting>> warmup) {}
 

@@ -51,6 +51,7 @@ public record ManagerProperties(
                 .maxPoolSize(required("compute.memory.pooling.max-pool-size", pooling.maxPoolSize()))
                 .trimInterval(required("compute.memory.pooling.trim-interval", pooling.trimInterval()))
                 .compactionInterval(required("compute.memory.pooling.compaction-interval", pooling.compactionInterval()))
+                .compactOnOutOfMemory(pooling.compactOnOutOfMemory())
                 .expandableSegments(pooling.expandableSegments())
                 .pinningEnabled(pinning.enabled())
                 .maxPinnedSize(bytes("compute.memory.pinning.max-pinned-size", pinning.maxPinnedSize()))

@@ -56,6 +56,8 @@ class ComputeMemoryAutoConfigurationTests {
             assertThat(properties.memory().pooling().trimInterval()).isEqualTo(Duration.ofMinutes(5));
             assertThat(properties.memory().pooling().compactionInterval()).as("only when asked").isZero();
             assertThat(manager.settings().compactionInterval()).isZero();
+            assertThat(properties.memory().pooling().compactOnOutOfMemory()).isTrue();
+            assertThat(manager.settings().compactOnOutOfMemory()).isTrue();
             assertThat(properties.memory().pinning().maxPinnedSize()).isEqualTo(DataSize.ofGigabytes(2));
             assertThat(properties.memory().pinning().stagingBufferSize()).as("unset: 16MB, or max-pinned-size where smaller").isNull();
             assertThat(properties.memory().leakDetection()).isEqualTo(LeakDetectionLevel.SIMPLE);
@@ -99,10 +101,11 @@ class ComputeMemoryAutoConfigurationTests {
     void propertiesReachTheManager() {
         runner.withPropertyValues("compute.memory.default-location=unified", "compute.memory.pinning.enabled=false",
                 "compute.memory.leak-detection=paranoid", "compute.memory.pooling.max-pool-size=8MB",
-                "compute.memory.pooling.release-threshold=0")
+                "compute.memory.pooling.release-threshold=0", "compute.memory.pooling.compact-on-out-of-memory=false")
                 .run(context -> {
                     UnifiedMemoryManager manager = context.getBean(UnifiedMemoryManager.class);
                     assertThat(manager.defaultLocation()).isEqualTo(MemoryLocation.UNIFIED);
+                    assertThat(manager.settings().compactOnOutOfMemory()).isFalse();
                     assertThat(manager.locations()).doesNotContain(MemoryLocation.PINNED);
                     try (UnifiedBuffer buffer = manager.allocate(4096)) {
                         assertThat(manager.liveBuffers()).singleElement()

@@ -21,7 +21,8 @@ import org.jspecify.annotations.Nullable;
  * and a table; with {@code --pytorch}, also one {@code pytorch ...} line: the same trace through a model of PyTorch's
  * allocator with expandable segments ({@link PyTorchExpandableSegments}), its overhead and map calls beside ours.
  * Settings, as the manager's properties name them: {@code --max-pool-size}, {@code --max-pinned-size},
- * {@code --release-threshold}, {@code --trim-interval}, {@code --expandable} / {@code --no-expandable}. The default
+ * {@code --release-threshold}, {@code --trim-interval}, {@code --expandable} / {@code --no-expandable},
+ * {@code --compact-on-oom} / {@code --no-compact-on-oom}. The default
  * backend hands out address space without memory behind it (an 80 GiB device, the H100 the traces were recorded on,
  * with 2 MiB pages), so any machine replays a multi-gigabyte trace; a named backend replays on the real device,
  * where the capacity (default: the device's total memory) limits the pool's cap alone.
@@ -38,7 +39,7 @@ public final class ReplayCommand {
     static final long WARMUP_EVENTS = 2_000_000;
     static final String USAGE = "usage: replay [--backend " + ADDRESS_SPACE + "|cpu|cuda|opencl] [--capacity BYTES]"
             + " [--max-pool-size BYTES] [--max-pinned-size BYTES] [--release-threshold BYTES] [--trim-interval DURATION]"
-            + " [--expandable|--no-expandable] [--location DEVICE|HOST|PINNED|UNIFIED] [--strict] [--pytorch] [--warmups N] [--runs N]"
+            + " [--expandable|--no-expandable] [--compact-on-oom|--no-compact-on-oom] [--location DEVICE|HOST|PINNED|UNIFIED] [--strict] [--pytorch] [--warmups N] [--runs N]"
             + " FILE...\n"
             + "  sizes in bytes or with a binary suffix (512m, 6g; GB and MiB spellings too); durations as 30s, 5m, 1h, 0 (no trims)";
 
@@ -56,6 +57,7 @@ public final class ReplayCommand {
         Long releaseThreshold = null;
         Duration trimInterval = ReplaySettings.defaults().trimInterval();
         boolean expandable = true;
+        boolean compactOnOutOfMemory = true;
         String location = null;
         boolean strict = false;
         boolean pytorch = false;
@@ -73,6 +75,8 @@ public final class ReplayCommand {
                     case "--trim-interval" -> trimInterval = parseDuration(value(args, ++i));
                     case "--expandable" -> expandable = true;
                     case "--no-expandable" -> expandable = false;
+                    case "--compact-on-oom" -> compactOnOutOfMemory = true;
+                    case "--no-compact-on-oom" -> compactOnOutOfMemory = false;
                     case "--location" -> location = value(args, ++i).toUpperCase(Locale.ROOT);
                     case "--strict" -> strict = true;
                     case "--pytorch" -> pytorch = true;
@@ -98,7 +102,7 @@ public final class ReplayCommand {
             err.println(USAGE);
             return 2;
         }
-        ReplaySettings settings = new ReplaySettings(maxPoolSize, maxPinnedSize, releaseThreshold, trimInterval, expandable);
+        ReplaySettings settings = new ReplaySettings(maxPoolSize, maxPinnedSize, releaseThreshold, trimInterval, expandable, compactOnOutOfMemory);
         out.println(settings.describe());
         try {
             for (Path file : files) {

@@ -10,14 +10,16 @@ import org.jspecify.annotations.Nullable;
  * The pool settings a replay runs with, named as the manager's properties name them: the caps
  * ({@code compute.memory.pooling.max-pool-size}, and {@code compute.memory.pinning.max-pinned-size} for a trace of
  * PINNED events alone), the release threshold and trim interval (a scheduled trim happens when the trace's time,
- * where it has one, passes each interval) and expandable segments. A cap left unset is the device's capacity,
+ * where it has one, passes each interval), expandable segments, and compaction on out-of-memory
+ * ({@code compute.memory.pooling.compact-on-out-of-memory}: a refused allocation moves every large block a compaction
+ * would, with no copy, since a replay has no data, and is tried once more). A cap left unset is the device's capacity,
  * since the manager's default (4 GiB) is smaller than a big trace; the rest default as in the manager.
  */
 public record ReplaySettings(@Nullable Long maxPoolSize, @Nullable Long maxPinnedSize, @Nullable Long releaseThreshold,
-                             Duration trimInterval, boolean expandableSegments) {
+                             Duration trimInterval, boolean expandableSegments, boolean compactOnOutOfMemory) {
 
     public static ReplaySettings defaults() {
-        return new ReplaySettings(null, null, null, UnifiedMemoryManagerBuilder.DEFAULT_TRIM_INTERVAL, true);
+        return new ReplaySettings(null, null, null, UnifiedMemoryManagerBuilder.DEFAULT_TRIM_INTERVAL, true, true);
     }
 
     /** The cap for a trace of these locations on a device of {@code capacity} bytes. */
@@ -37,6 +39,6 @@ public record ReplaySettings(@Nullable Long maxPoolSize, @Nullable Long maxPinne
                 + " max-pinned-size=" + (maxPinnedSize != null ? maxPinnedSize : "the capacity")
                 + " release-threshold=" + (releaseThreshold != null ? releaseThreshold : "default (256 MiB, at most the cap)")
                 + " trim-interval=" + (trimInterval.isZero() ? "0 (no scheduled trims)" : trimInterval + " of trace time")
-                + " expandable-segments=" + expandableSegments;
+                + " expandable-segments=" + expandableSegments + " compact-on-out-of-memory=" + compactOnOutOfMemory;
     }
 }

@@ -77,7 +77,7 @@ public final class TraceReplayer {
                         nextTrim = (times[i] / trimEvery + 1) * trimEvery;
                     }
                     if (bytes[i] > 0) {
-                        live[slots[i]] = pool.allocate(bytes[i]);
+                        live[slots[i]] = allocate(pool, bytes[i]);
                     } else {
                         pool.deallocate(live[slots[i]]);
                         live[slots[i]] = null;
@@ -101,6 +101,26 @@ public final class TraceReplayer {
             if (closeBackends) {
                 device.close();
             }
+        }
+    }
+
+    /**
+     * The pool's allocation; where refused and the settings compact on out-of-memory, as the manager does: every large
+     * block a compaction would move is moved (no copy: a replay has no data), and the allocation is tried once more.
+     */
+    private Block allocate(CachingPoolResource pool, long bytes) {
+        try {
+            return pool.allocate(bytes);
+        } catch (DeviceOutOfMemoryException refused) {
+            if (!settings.compactOnOutOfMemory()) {
+                throw refused;
+            }
+            for (Block block : pool.compactionOrder()) {
+                if (pool.movable(block)) {
+                    pool.relocate(block, (from, to) -> { });
+                }
+            }
+            return pool.allocate(bytes);
         }
     }
 

@@ -39,7 +39,7 @@ class TraceReplayerTest {
     }
 
     private static ReplaySettings settings(Long maxPoolSize, Long releaseThreshold, Duration trimInterval, boolean expandable) {
-        return new ReplaySettings(maxPoolSize, null, releaseThreshold, trimInterval, expandable);
+        return new ReplaySettings(maxPoolSize, null, releaseThreshold, trimInterval, expandable, true);
     }
 
     @Test
@@ -55,6 +55,35 @@ class TraceReplayerTest {
         assertThat(result.minCapacity()).isEqualTo(30 * MiB);
         assertThat(result.capacityRatio()).isEqualTo(1.0);
         assertThat(result.backendCalls()).isPositive();
+    }
+
+    /**
+     * Eighteen 3 MiB blocks, every third kept (18 MiB live, holes between), then 40 MiB: a 60 MiB device holds it only
+     * once the kept blocks are packed, as the manager's compaction on out-of-memory packs them, in a range or in plain
+     * segments.
+     */
+    @Test
+    void compactionOnOutOfMemoryPacksTheLiveBlocksAndTheTraceFitsASmallerDevice() throws IOException {
+        StringBuilder csv = new StringBuilder();
+        for (int i = 0; i < 18; i++) {
+            csv.append("a,").append(i).append(',').append(3 * MiB).append(",0\n");
+        }
+        for (int i = 0; i < 18; i++) {
+            if (i % 3 != 0) {
+                csv.append("f,").append(i).append('\n');
+            }
+        }
+        csv.append("a,18,").append(40 * MiB).append(",0\n");
+        Trace trace = parse(csv.toString());
+        for (boolean expandable : new boolean[] {true, false}) {
+            TraceReplayer compacting = new TraceReplayer(AddressSpaceBackend::new, true,
+                    new ReplaySettings(null, null, null, Duration.ZERO, expandable, true));
+            TraceReplayer notCompacting = new TraceReplayer(AddressSpaceBackend::new, true,
+                    new ReplaySettings(null, null, null, Duration.ZERO, expandable, false));
+
+            assertThat(compacting.replay(trace, 60 * MiB).fitted()).as("expandable " + expandable).isTrue();
+            assertThat(notCompacting.replay(trace, 60 * MiB).fitted()).as("expandable " + expandable).isFalse();
+        }
     }
 
     @Test
@@ -118,7 +147,7 @@ class TraceReplayerTest {
     @Test
     void aTraceOfPinnedEventsAloneIsCappedByMaxPinnedSize() throws IOException {
         Trace trace = parse("a,1,10485760,0,PINNED\na,2,10485760,0,PINNED\n");
-        ReplaySettings settings = new ReplaySettings(64 * MiB, 16 * MiB, null, Duration.ZERO, true);
+        ReplaySettings settings = new ReplaySettings(64 * MiB, 16 * MiB, null, Duration.ZERO, true, true);
 
         assertThat(new TraceReplayer(AddressSpaceBackend::new, true, settings).replay(trace, 64 * MiB).fitted()).isFalse();
         assertThat(new TraceReplayer(AddressSpaceBackend::new, true, settings).replay(parse("a,1,10485760,0,DEVICE\na,2,10485760,0,DEVICE\n"),

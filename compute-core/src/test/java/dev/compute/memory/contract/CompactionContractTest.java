@@ -5,6 +5,7 @@ import static dev.compute.memory.contract.CompactionTestBuffers.DEVICE;
 import static dev.compute.memory.contract.CompactionTestBuffers.MiB;
 import static dev.compute.memory.contract.CompactionTestBuffers.assertHolds;
 import static dev.compute.memory.contract.CompactionTestBuffers.deviceOffset;
+import static dev.compute.memory.contract.CompactionTestBuffers.everyNth;
 import static dev.compute.memory.contract.CompactionTestBuffers.firstTwoAndLast;
 import static dev.compute.memory.contract.CompactionTestBuffers.fragmented;
 import static dev.compute.memory.contract.CompactionTestBuffers.pattern;
@@ -15,6 +16,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.CompactionReport;
 import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
@@ -213,6 +215,88 @@ public abstract class CompactionContractTest {
             assertThat(report.reservedBytesAfter()).isEqualTo(report.reservedBytesBefore());
             assertHolds(buffer, 3);
             buffer.close();
+        }
+    }
+
+    /**
+     * Under a 60 MiB cap: eighteen 3 MiB buffers of which every third stays (18 MiB live, six holes of 6 MiB), then a
+     * request of 40 MiB. Nothing the pool caches makes room for it: the three 20 MiB plain segments each hold two
+     * buffers, and in a range the six buffers touch twelve 2 MiB pages (24 MiB), which leaves 36. Packing the six
+     * buffers does: into one plain segment, or onto nine pages.
+     */
+    private static final long OUT_OF_MEMORY_CAP = 60 * MiB;
+    private static final long ROOMY_REQUEST = 40 * MiB;
+
+    private static List<UnifiedBuffer> everyThirdOfEighteen(UnifiedMemoryManager manager) {
+        return everyNth(manager, 18, 3);
+    }
+
+    @Test
+    void anAllocationThatFindsNoRoomCompactsItsLocationAndSucceeds() {
+        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
+        MemoryEventListener listener = new MemoryEventListener() {
+            @Override
+            public void compacted(CompactionReport report) {
+                heard.add(report);
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
+            assertThat(manager.settings().compactOnOutOfMemory()).as("on by default").isTrue();
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, DEVICE)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+                roomy.copyFrom(pattern(1024, 5));
+            }
+
+            assertThat(heard).as("one compaction, by the allocation").singleElement()
+                    .satisfies(report -> assertThat(report.buffersMoved()).isPositive());
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            assertThat(manager.statistics(DEVICE).reservedBytes()).isLessThanOrEqualTo(OUT_OF_MEMORY_CAP);
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    @Test
+    void withCompactionOnOutOfMemoryOffTheSameAllocationFailsAndNothingMoves() {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0)
+                .compactOnOutOfMemory(false).build()) {
+            assertThat(manager.settings().compactOnOutOfMemory()).isFalse();
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+            long offset = deviceOffset(kept.getLast());
+
+            assertThatThrownBy(() -> manager.allocate(ROOMY_REQUEST, DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
+
+            assertThat(deviceOffset(kept.getLast())).isEqualTo(offset);
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /** Buffers held by accesses do not move for the request; then the application's handlers are asked, and the allocation fails. */
+    @Test
+    void whenHeldBuffersLeaveNothingToMoveTheHandlersAreAskedAndTheAllocationFails() {
+        List<Integer> attempts = new CopyOnWriteArrayList<>();
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> attempts.add(attempt) && false).build()) {
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+            List<BufferAccess> accesses = new ArrayList<>();
+            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+            long[] offsets = accesses.stream().mapToLong(BufferAccess::offset).toArray();
+
+            assertThatThrownBy(() -> manager.allocate(ROOMY_REQUEST, DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
+
+            assertThat(attempts).containsExactly(1);
+            assertThat(accesses.stream().mapToLong(BufferAccess::offset).toArray()).isEqualTo(offsets);
+            accesses.forEach(BufferAccess::close);
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
         }
     }
 

@@ -4,7 +4,9 @@ import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferAccess;
 import dev.compute.memory.CompactionReport;
 import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -39,6 +41,7 @@ public final class CompactionScenarios {
         switch (name) {
             case "usersAndCompactionRace" -> usersAndCompactionRace(backend);
             case "managerClosedWhileCompacting" -> managerClosedWhileCompacting(backend);
+            case "allocationsCompactUnderUsers" -> allocationsCompactUnderUsers(backend);
             default -> throw new IllegalArgumentException("no scenario " + name);
         }
         System.out.println("OK " + name);
@@ -170,6 +173,98 @@ public final class CompactionScenarios {
                     if (random.nextInt(8) == 0) {
                         buffers[i] = floats(manager, BYTES); // the old one is dropped unclosed
                         contents[i] = null;
+                    }
+                }
+            }
+        }
+        for (UnifiedBuffer buffer : buffers) {
+            buffer.close();
+        }
+    }
+
+    /**
+     * No compactor: under a cap that three threads' buffers nearly fill, their allocations run out of memory and compact
+     * (compact-on-out-of-memory), moving the other threads' buffers while those write, read and access them. Each thread
+     * replaces a buffer by allocating the new one before closing the old; a refusal leaves the old one in use. Every
+     * read must see exactly what its thread wrote, and some allocation must have compacted.
+     */
+    private static void allocationsCompactUnderUsers(String backend) throws Exception {
+        long until = System.nanoTime() + Duration.ofSeconds(4).toNanos();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        AtomicLong moved = new AtomicLong();
+        AtomicLong refused = new AtomicLong();
+        MemoryEventListener compactions = new MemoryEventListener() {
+            @Override
+            public void compacted(CompactionReport report) {
+                moved.addAndGet(report.buffersMoved());
+            }
+        };
+        try (UnifiedMemoryManager manager = builder(backend).maxPoolSize(64L << 20).eventListener(compactions).build()) {
+            List<Thread> threads = new ArrayList<>();
+            for (int t = 0; t < 3; t++) {
+                int thread = t;
+                threads.add(Thread.ofPlatform().name("user-" + t).start(() -> {
+                    try {
+                        replaceUnderPressure(manager, new Random(thread), until, refused);
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                    }
+                }));
+            }
+            for (Thread thread : threads) {
+                thread.join();
+            }
+        }
+        if (failure.get() != null) {
+            failure.get().printStackTrace(System.out);
+        }
+        check(failure.get() == null, "a user failed: " + failure.get());
+        check(moved.get() > 0, "no allocation compacted (refused " + refused.get() + ")");
+        System.out.println("buffers moved: " + moved.get() + ", allocations refused: " + refused.get());
+    }
+
+    private static void replaceUnderPressure(UnifiedMemoryManager manager, Random random, long until, AtomicLong refused) {
+        UnifiedBuffer[] buffers = new UnifiedBuffer[4];
+        byte[][] contents = new byte[4][];
+        for (int i = 0; i < buffers.length; i++) {
+            buffers[i] = floats(manager, BYTES);
+            contents[i] = new byte[BYTES];
+            buffers[i].copyFrom(contents[i]);
+        }
+        while (System.nanoTime() < until) {
+            int i = random.nextInt(buffers.length);
+            UnifiedBuffer buffer = buffers[i];
+            int size = (int) buffer.byteSize();
+            switch (random.nextInt(4)) {
+                case 0 -> {
+                    byte[] data = new byte[size];
+                    random.nextBytes(data);
+                    buffer.copyFrom(data);
+                    contents[i] = data;
+                }
+                case 1 -> {
+                    byte[] read = new byte[size];
+                    buffer.copyTo(read);
+                    check(Arrays.equals(read, contents[i]), "a whole read saw other bytes than its thread wrote");
+                }
+                case 2 -> {
+                    try (BufferAccess access = buffer.hostAccess(AccessMode.READ)) {
+                        int at = random.nextInt(size);
+                        check(access.segment().get(ValueLayout.JAVA_BYTE, at) == contents[i][at], "a host access saw another byte");
+                    }
+                }
+                default -> {
+                    int bytes = BYTES + 4 * random.nextInt(1 << 19);
+                    try {
+                        UnifiedBuffer replacement = floats(manager, bytes);
+                        byte[] data = new byte[bytes];
+                        random.nextBytes(data);
+                        replacement.copyFrom(data);
+                        buffer.close();
+                        buffers[i] = replacement;
+                        contents[i] = data;
+                    } catch (DeviceOutOfMemoryException e) {
+                        refused.incrementAndGet();
                     }
                 }
             }

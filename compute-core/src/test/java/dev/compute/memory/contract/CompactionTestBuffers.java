@@ -48,13 +48,18 @@ final class CompactionTestBuffers {
 
     /** Twenty buffers; every fourth stays (seeds 0, 4, 8, ...), the rest are closed: holes everywhere. */
     static List<UnifiedBuffer> fragmented(UnifiedMemoryManager manager) {
+        return everyNth(manager, 20, 4);
+    }
+
+    /** {@code count} buffers; every {@code n}th stays (seeds 0, n, 2n, ...), the rest are closed. */
+    static List<UnifiedBuffer> everyNth(UnifiedMemoryManager manager, int count, int n) {
         List<UnifiedBuffer> all = new ArrayList<>();
-        for (int i = 0; i < 20; i++) {
+        for (int i = 0; i < count; i++) {
             all.add(written(manager, i));
         }
         List<UnifiedBuffer> kept = new ArrayList<>();
         for (int i = 0; i < all.size(); i++) {
-            if (i % 4 == 0) {
+            if (i % n == 0) {
                 kept.add(all.get(i));
             } else {
                 all.get(i).close();

@@ -28,13 +28,14 @@ class SimulatedCompactionHoldersTest extends CompactionHoldersContractTest {
 
     /**
      * {@link #twoSegmentsWithATwelveMiBHole}, and an out-of-memory handler that compacts and asks for a retry: the
-     * allocation that found no room is served.
+     * allocation that found no room is served. (The manager's own compaction on out-of-memory is off here, or it would
+     * make the room before the handler is asked.)
      */
     @Test
     void anOutOfMemoryHandlerThatCompactsMakesRoomForTheAllocation() {
         AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
         List<CompactionReport> fromHandler = new ArrayList<>();
-        try (UnifiedMemoryManager manager = builder().releaseThreshold(0).maxPoolSize(40 * MiB)
+        try (UnifiedMemoryManager manager = builder().releaseThreshold(0).maxPoolSize(40 * MiB).compactOnOutOfMemory(false)
                 .outOfMemoryHandler((location, requested, attempt, failure) -> {
                     fromHandler.add(self.get().compact(location));
                     return true;
@@ -73,11 +74,12 @@ class SimulatedCompactionHoldersTest extends CompactionHoldersContractTest {
     /**
      * A 13 MiB request waits ({@link #twoSegmentsWithATwelveMiBHole}). Compaction moves the two buffers of the second
      * segment into the first one's holes and gives the second back, which makes room for the request under the cap: the
-     * request must be served then, not when some buffer is closed later.
+     * request must be served then, not when some buffer is closed later. (Off here: the manager's own compaction on
+     * out-of-memory, which would serve the request at its first try.)
      */
     @Test
     void aRequestWaitingForMemoryIsServedOnceACompactionMadeRoom() throws Exception {
-        try (UnifiedMemoryManager manager = builder().releaseThreshold(0).maxPoolSize(40 * MiB).build()) {
+        try (UnifiedMemoryManager manager = builder().releaseThreshold(0).maxPoolSize(40 * MiB).compactOnOutOfMemory(false).build()) {
             List<UnifiedBuffer> buffers = twoSegmentsWithATwelveMiBHole(manager);
             CompletableFuture<UnifiedBuffer> waiting = manager.allocateAsync(13 * MiB, MemoryLocation.DEVICE, Duration.ofMinutes(2));
             assertThat(waiting).as("no room under the cap before the compaction").isNotDone();

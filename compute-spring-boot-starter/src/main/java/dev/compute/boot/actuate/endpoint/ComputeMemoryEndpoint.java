@@ -241,14 +241,14 @@ public class ComputeMemoryEndpoint {
      */
     public record SettingsDescriptor(String backend, int device, Map<String, String> backendOptions, MemoryLocation defaultLocation,
             boolean poolingEnabled, long maxPoolSizeBytes, long releaseThresholdBytes, String trimInterval, String compactionInterval,
-            boolean expandableSegments,
+            boolean compactOnOutOfMemory, boolean expandableSegments,
             boolean pinningEnabled, long maxPinnedSizeBytes, long stagingBufferSizeBytes, LeakDetectionLevel leakDetection,
             int timelineCapacity, String timelineInterval, String closeTimeout, String deviceWaitTimeout, int outOfMemoryRetries) {
 
         static SettingsDescriptor of(ManagerSettings s) {
             return new SettingsDescriptor(s.backend(), s.device(), s.backendOptions(), s.defaultLocation(), s.poolingEnabled(),
                     s.maxPoolSize(), s.releaseThreshold(), s.trimInterval().toString(), s.compactionInterval().toString(),
-                    s.expandableSegments(), s.pinningEnabled(),
+                    s.compactOnOutOfMemory(), s.expandableSegments(), s.pinningEnabled(),
                     s.maxPinnedSize(), s.stagingBufferSize(), s.leakDetection(), s.timelineCapacity(), s.timelineInterval().toString(),
                     s.closeTimeout().toString(), s.deviceWaitTimeout().toString(), s.outOfMemoryRetries());
         }

@@ -99,6 +99,7 @@ class ComputeMemoryEndpointTests {
             assertThat(selected.settings().releaseThresholdBytes()).as("set to 0 above").isZero();
             assertThat(selected.settings().trimInterval()).isEqualTo("PT5M");
             assertThat(selected.settings().compactionInterval()).isEqualTo("PT0S");
+            assertThat(selected.settings().compactOnOutOfMemory()).isTrue();
             assertThat(selected.locations()).containsOnlyKeys(manager.locations());
         });
         assertThat(endpoint.manager("host")).isInstanceOfSatisfying(ComputeMemoryEndpoint.LocationDescriptor.class, selected -> {
