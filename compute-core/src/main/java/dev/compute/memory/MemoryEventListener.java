@@ -31,8 +31,8 @@ public interface MemoryEventListener {
     }
 
     /**
-     * An allocation met out-of-memory and the pool (or an {@link OutOfMemoryHandler}) tried to make room;
-     * {@code nanos} is how long the attempt took.
+     * An allocation met out-of-memory and the pool, a compaction ({@code compact-on-out-of-memory}) or the
+     * {@link OutOfMemoryHandler}s tried to make room: one call per step; {@code nanos} is how long the step took.
      */
     default void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, RecoveryOutcome outcome, long nanos) {}
 
