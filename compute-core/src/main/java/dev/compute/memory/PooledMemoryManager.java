@@ -35,6 +35,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import org.jspecify.annotations.Nullable;
 
@@ -70,6 +71,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
          * dropped buffer is still found as a leak; entered as the buffer is made, removed before its block goes back.
          */
         final Map<Block, WeakReference<UnifiedBuffer>> movable = new ConcurrentHashMap<>();
+        /** Buffers entered into and removed from {@link #movable}: what a compaction could move changed. */
+        final AtomicLong movableChanges = new AtomicLong();
+        /** {@link #movableChanges} when a compaction on out-of-memory last made no room; -1 before any did. */
+        volatile long fruitlessCompactionAt = -1;
         /**
          * Whether compaction may move this chain's blocks: not when the application's adaptors are in it, since one
          * may keep a block's place (as RMM's tracking adaptors key blocks by address) and would see it change.
@@ -422,6 +427,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         UnifiedBuffer buffer = new UnifiedBuffer(this, location, type, bytes, block, leakDetector.track(location, bytes, block));
         if (chain.compactable && chain.pool != null && chain.pool.movable(block)) {
             chain.movable.put(block, new WeakReference<>(buffer));
+            chain.movableChanges.incrementAndGet();
         }
         return buffer;
     }
@@ -607,6 +613,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 LocationChain chain = chains.get(location);
                 if (chain.compactable && chain.pool != null && chain.pool.movable(block)) {
                     chain.movable.remove(block); // before the pool may hand the block to another buffer
+                    chain.movableChanges.incrementAndGet();
                 }
                 failure = deallocate(chain, block, inFlight, null);
                 waiters.released(location, inFlight);
@@ -845,11 +852,22 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     /**
      * The handler behind {@code compact-on-out-of-memory}: compacts the location where memory ran out and asks for one
-     * more try where that moved a buffer or gave memory back. Waits for device work no longer than a compaction does.
+     * more try where that moved a buffer or gave memory back. Waits for device work no longer than a compaction does. A
+     * compaction that made no room is not repeated until a large buffer is allocated or closed there, so that a caller
+     * that meets out-of-memory again and again (a {@code tryAllocate} as back-pressure) does not walk the pool each time.
      */
     private boolean compactForRoom(MemoryLocation location, long requestedBytes, int attempt, DeviceOutOfMemoryException failure) {
+        LocationChain chain = chain(location);
+        long changes = chain.movableChanges.get();
+        if (changes == chain.fruitlessCompactionAt) {
+            return false;
+        }
         CompactionReport report = compact(location);
-        return report.buffersMoved() > 0 || report.bytesReleased() > 0;
+        boolean room = report.buffersMoved() > 0 || report.bytesReleased() > 0;
+        if (!room) {
+            chain.fruitlessCompactionAt = changes;
+        }
+        return room;
     }
 
     @Override

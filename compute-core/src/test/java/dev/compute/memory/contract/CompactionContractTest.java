@@ -300,6 +300,44 @@ public abstract class CompactionContractTest {
         }
     }
 
+    /**
+     * A caller that meets out-of-memory again and again, with nothing a compaction could move, walks the pool once; once
+     * a large buffer comes or goes, the next refusal compacts again.
+     */
+    @Test
+    void aCompactionThatMadeNoRoomIsNotRepeatedUntilALargeBufferComesOrGoes() {
+        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
+        MemoryEventListener listener = new MemoryEventListener() {
+            @Override
+            public void compacted(CompactionReport report) {
+                heard.add(report);
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+            List<BufferAccess> accesses = new ArrayList<>();
+            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+            for (int i = 0; i < 3; i++) {
+                assertThat(manager.tryAllocate(ROOMY_REQUEST, DEVICE)).isEmpty();
+            }
+            assertThat(heard).as("one compaction for three refusals").singleElement()
+                    .satisfies(report -> assertThat(report.buffersInUse()).isEqualTo(kept.size()));
+            accesses.forEach(BufferAccess::close);
+
+            written(manager, 40).close();
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, DEVICE)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
+
+            assertThat(heard).hasSize(2);
+            assertThat(heard.getLast().buffersMoved()).isPositive();
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
     @Test
     void everyLocationIsCompactedAndAClosedManagerRefuses() {
         UnifiedMemoryManager manager = manager();
