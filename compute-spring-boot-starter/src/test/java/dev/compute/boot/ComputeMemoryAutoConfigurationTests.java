@@ -206,6 +206,7 @@ class ComputeMemoryAutoConfigurationTests {
             "compute.memory.timeline.capacity=lots              | a whole number",
             "compute.memory.pooling.enabled=maybe               | true or false",
             "compute.memory.pooling.expandable-segments=perhaps | true or false",
+            "compute.memory.pooling.compact-on-out-of-memory=if-needed | true or false",
             "compute.memory.pinning.enabled=sometimes           | true or false",
             "compute.memory.pooling.max-pool-size=4XB           | a size: a whole number with a unit B, KB, MB, GB or TB",
             "compute.memory.pooling.release-threshold=half      | a size: a whole number with a unit B, KB, MB, GB or TB",
