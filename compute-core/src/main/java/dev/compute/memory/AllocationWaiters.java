@@ -117,7 +117,8 @@ final class AllocationWaiters {
 
     /**
      * {@code bytes} at {@code location} now, or once buffers given back make room, within {@code timeout}. Fails at
-     * once for a request above {@code capBytes} (no free can make room for it) or with a zero timeout. The caller
+     * once for a request above {@code capBytes} (the cap, or the backend's largest single allocation where smaller: no
+     * free can make room for it) or with a zero timeout. The caller
      * has checked the arguments.
      */
     CompletableFuture<UnifiedBuffer> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {

@@ -282,6 +282,12 @@ public final class OpenClBackend implements ComputeBackend {
         return maxAllocation;
     }
 
+    /** {@code CL_DEVICE_MAX_MEM_ALLOC_SIZE} at every location but HOST, whose memory is the JVM's own. */
+    @Override
+    public long maxAllocationBytes(MemoryLocation location) {
+        return location == MemoryLocation.HOST ? Long.MAX_VALUE : maxAllocation;
+    }
+
     /** Whether the device has {@code cl_khr_fp64}, which the FLOAT64 ops need. */
     public boolean hasDoublePrecision() {
         return doublePrecision;

@@ -3,14 +3,18 @@ package dev.compute.memory.opencl;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
 /** The manager a user builds with {@code backend("opencl")}: options reach the provider, locations and ops work. */
@@ -86,5 +90,35 @@ class OpenClManagerTest {
                 .hasMessageContaining("platforms found: [" + OpenClDevices.enumerate().getFirst().platformName());
         assertThatThrownBy(() -> UnifiedMemoryManager.builder().backend("opencl").device(1000).build())
                 .isInstanceOf(BackendUnavailableException.class).hasMessageContaining("device index 1000 is out of range");
+    }
+
+    @Test
+    void aRequestAboveTheLargestSingleAllocationFailsAtOnceKeepingTheCacheAndAskingNoHandler() {
+        OpenClTestSupport.requireOpenCl();
+        AtomicInteger handlerCalls = new AtomicInteger();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> handlerCalls.incrementAndGet() < 3).build()) {
+            long largest;
+            try (OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings())) {
+                largest = backend.maxAllocationBytes();
+            }
+            long tooLarge = largest + (2L << 20);
+            manager.allocate(30L << 20).close();
+            long cached = manager.statistics(MemoryLocation.DEVICE).cachedBytes();
+            assertThat(cached).isPositive();
+
+            assertThatThrownBy(() -> manager.allocate(tooLarge)).isInstanceOf(AllocationAboveLimitException.class)
+                    .hasMessageContaining("above the backend's largest single allocation at DEVICE (" + largest + " bytes)");
+            assertThatThrownBy(() -> manager.allocateAsync(tooLarge, Duration.ofMinutes(5)).get(10, TimeUnit.SECONDS))
+                    .hasCauseInstanceOf(AllocationAboveLimitException.class);
+
+            MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
+            assertThat(after.cachedBytes()).as("the cache is kept").isEqualTo(cached);
+            assertThat(after.oomRetries()).isZero();
+            assertThat(handlerCalls).as("no handler can make room for it").hasValue(0);
+            try (UnifiedBuffer fits = manager.allocate(largest, MemoryLocation.DEVICE)) {
+                assertThat(fits.byteSize()).isEqualTo(largest);
+            }
+        }
     }
 }

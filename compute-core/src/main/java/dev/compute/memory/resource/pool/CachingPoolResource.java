@@ -198,7 +198,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         lock.lock();
         try {
             ensureOpen();
-            if (size > upstream.limitBytes()) {
+            if (size > upstream.largestPossibleBytes()) {
                 throw upstream.aboveLimit(bytes, size);
             }
             drainCompleted();
