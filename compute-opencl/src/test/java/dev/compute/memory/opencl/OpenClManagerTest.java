@@ -7,11 +7,15 @@ import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -119,6 +123,38 @@ class OpenClManagerTest {
             try (UnifiedBuffer fits = manager.allocate(largest, MemoryLocation.DEVICE)) {
                 assertThat(fits.byteSize()).isEqualTo(largest);
             }
+        }
+    }
+
+    /** PoCL grants clCreateBuffer past the device's memory (OpenCL allocates lazily); nothing here is touched. */
+    @Test
+    void deviceBuffersPastTheDevicesGlobalMemoryAreRefusedWhenAskedForUnderACapAboveIt() {
+        OpenClTestSupport.requireOpenCl();
+        List<UnifiedBuffer> held = new ArrayList<>();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").maxPoolSize(1L << 40)
+                .timelineInterval(Duration.ZERO).build()) {
+            long global = manager.backendInfo().deviceTotalBytes();
+            long chunk = Math.min(global / 4, 1L << 30);
+            DeviceOutOfMemoryException refusal = null;
+            for (int i = 0; i < 2 * global / chunk + 2 && refusal == null; i++) {
+                try {
+                    held.add(manager.allocate(chunk, MemoryLocation.DEVICE));
+                } catch (DeviceOutOfMemoryException e) {
+                    refusal = e;
+                }
+            }
+
+            assertThat(refusal).as("a refusal before twice the device's memory").isNotNull();
+            assertThat(refusal.reason()).isEqualTo(OutOfMemoryReason.DEVICE_MEMORY);
+            assertThat(refusal.getMessage()).contains("(CL_DEVICE_GLOBAL_MEM_SIZE)");
+            assertThat(held.size() * chunk).isLessThanOrEqualTo(global);
+            held.forEach(UnifiedBuffer::close);
+            held.clear();
+            try (UnifiedBuffer after = manager.allocate(chunk, MemoryLocation.DEVICE)) {
+                assertThat(after.byteSize()).as("freed buffers are counted back").isEqualTo(chunk);
+            }
+        } finally {
+            held.forEach(UnifiedBuffer::close);
         }
     }
 }
