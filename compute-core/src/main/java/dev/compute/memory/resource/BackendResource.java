@@ -159,7 +159,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
      * pool) ask this before touching anything.
      */
     public AllocationAboveLimitException aboveLimit(long requested, long rounded) {
-        if (rounded > maxAllocationBytes && maxAllocationBytes <= limitBytes) {
+        if (rounded <= limitBytes) { // within the cap, so above the largest single allocation
             return new AllocationAboveLimitException(location, requested, OutOfMemoryReason.DEVICE_MEMORY, "out of " + location
                     + " memory: requested " + requested + " bytes" + (rounded != requested ? " (" + rounded + " after rounding)" : "")
                     + ", above the backend's largest single allocation at " + location + " (" + maxAllocationBytes
