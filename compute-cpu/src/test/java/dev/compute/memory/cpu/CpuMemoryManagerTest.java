@@ -121,6 +121,7 @@ class CpuMemoryManagerTest {
         long machine = HostMemoryLedger.PROCESS.limitBytes();
         assumeTrue(machine < 1L << 42, "this machine's memory and swap cannot be read, or are larger than this test asks for");
         long chunk = machine / 8;
+        long heldBefore = HostMemoryLedger.PROCESS.heldBytes();
         List<UnifiedBuffer> held = new ArrayList<>();
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(4 * machine)
                 .poolingEnabled(!pool.equals("pooling off")).expandableSegments(pool.equals("expandable segments"))
@@ -146,5 +147,6 @@ class CpuMemoryManagerTest {
         } finally {
             held.forEach(UnifiedBuffer::close);
         }
+        assertThat(HostMemoryLedger.PROCESS.heldBytes()).as("the closed manager's memory is counted back").isLessThanOrEqualTo(heldBefore);
     }
 }
