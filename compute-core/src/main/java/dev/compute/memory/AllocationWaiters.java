@@ -117,7 +117,9 @@ final class AllocationWaiters {
 
     /**
      * {@code bytes} at {@code location} now, or once buffers given back make room, within {@code timeout}. Fails at
-     * once for a request above {@code capBytes} (no free can make room for it) or with a zero timeout. The caller
+     * once for a request above {@code capBytes} (the cap, or the backend's largest single allocation where smaller) or
+     * above a limit composed into the chain ({@link AllocationAboveLimitException}: no free can make room for either), or
+     * with a zero timeout. The caller
      * has checked the arguments.
      */
     CompletableFuture<UnifiedBuffer> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {
@@ -131,7 +133,7 @@ final class AllocationWaiters {
                 refusal = e;
                 tried = true;
             }
-            if (bytes > capBytes) {
+            if (bytes > capBytes || refusal instanceof AllocationAboveLimitException) {
                 return failed(location, bytes, refusal);
             }
             queue.latestRefusal = refusal;
@@ -235,6 +237,14 @@ final class AllocationWaiters {
             UnifiedBuffer buffer;
             try {
                 buffer = allocation.allocate(head.type, head.location, head.bytes);
+            } catch (AllocationAboveLimitException e) {
+                // above a limit composed into the chain: no free can make room for it, and it would hold up those behind it
+                queue.remove(head);
+                if (head.settle()) {
+                    events.allocationFailed(head.location, head.bytes, e.reason());
+                    head.future.completeExceptionally(e);
+                }
+                continue;
             } catch (DeviceOutOfMemoryException e) {
                 head.refusal = e;
                 head.tried = true;

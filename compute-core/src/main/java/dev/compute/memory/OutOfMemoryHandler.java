@@ -10,7 +10,9 @@ package dev.compute.memory;
  *
  * <p>Bounded: an allocation is retried at most {@link UnifiedMemoryManagerBuilder#outOfMemoryRetries} times, and
  * never re-entered: an allocation made inside a handler that fails fails at once, without calling handlers again.
- * A handler that throws fails the allocation with that exception (the out-of-memory one suppressed into it).
+ * A handler that throws fails the allocation with that exception (the out-of-memory one suppressed into it); one
+ * that lets out a {@link DeviceOutOfMemoryException} of its own allocation fails it with the allocation's own
+ * out-of-memory, the handler's suppressed into it, so that the failure names what was asked.
  */
 @FunctionalInterface
 public interface OutOfMemoryHandler {

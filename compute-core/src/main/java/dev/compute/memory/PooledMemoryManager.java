@@ -482,7 +482,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         if (Objects.requireNonNull(timeout, "timeout").isNegative()) {
             throw new IllegalArgumentException("the wait for memory must not be negative: " + timeout);
         }
-        return waiters.request(type, location, bytes, chain(location).backend.limitBytes(), timeout);
+        return waiters.request(type, location, bytes, chain(location).backend.largestPossibleBytes(), timeout);
     }
 
     /**

@@ -3,6 +3,7 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.resource.LimitingResource;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -146,6 +147,44 @@ class AllocationWaitersTest {
         assertThatThrownBy(now::join).cause().isInstanceOf(DeviceOutOfMemoryException.class);
         assertThat(manager.statistics(DEVICE).waits()).isZero();
         assertThat(failuresTold).hasValue(2);
+    }
+
+    @Test
+    void aRequestAboveALimitComposedIntoTheChainFailsAtOnce() {
+        try (UnifiedMemoryManager limited = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxPoolSize(4 * BLOCK).timelineInterval(Duration.ZERO)
+                .resourceAdaptor((upstream, location) -> new LimitingResource(upstream, location, 2 * BLOCK, "a tenant's budget"))
+                .build()) {
+            CompletableFuture<UnifiedBuffer> above = limited.allocateAsync(3 * BLOCK, DEVICE, LONG);
+
+            assertThat(above).as("no free can make room for it: it does not wait").isCompletedExceptionally();
+            assertThatThrownBy(above::join).cause().isInstanceOf(AllocationAboveLimitException.class).hasMessageContaining("a tenant's budget");
+            assertThat(limited.statistics(DEVICE).waits()).isZero();
+        }
+    }
+
+    @Test
+    void aRequestAboveALimitThatReachesTheHeadOfTheQueueFailsThereAndHoldsUpNoOneBehindIt() throws Exception {
+        try (UnifiedMemoryManager limited = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxPoolSize(4 * BLOCK).timelineInterval(Duration.ZERO)
+                .resourceAdaptor((upstream, location) -> new LimitingResource(upstream, location, 2 * BLOCK, "a tenant's budget"))
+                .build()) {
+            UnifiedBuffer first = limited.allocate(BLOCK, DEVICE);
+            UnifiedBuffer second = limited.allocate(BLOCK, DEVICE);
+            CompletableFuture<UnifiedBuffer> waiting = limited.allocateAsync(BLOCK, DEVICE, LONG);
+            CompletableFuture<UnifiedBuffer> above = limited.allocateAsync(3 * BLOCK, DEVICE, LONG); // queued behind, untried
+            CompletableFuture<UnifiedBuffer> behind = limited.allocateAsync(BLOCK, DEVICE, LONG);
+            assertThat(above).isNotDone();
+
+            first.close();
+            UnifiedBuffer served = await(waiting);
+            assertThatThrownBy(() -> await(above)).cause().isInstanceOf(AllocationAboveLimitException.class);
+            second.close();
+            try (UnifiedBuffer next = await(behind)) {
+                assertThat(next.byteSize()).isEqualTo(BLOCK);
+            }
+            served.close();
+        }
     }
 
     @Test

@@ -40,6 +40,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     private final ComputeBackend backend;
     private final MemoryLocation location;
     private final long limitBytes;
+    private final long maxAllocationBytes;
     private final String limitProperty;
     private final Duration deviceWaitTimeout;
     private final MemoryEventListener events;
@@ -69,6 +70,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         this.backend = backend;
         this.location = location;
         this.limitBytes = limitBytes;
+        this.maxAllocationBytes = backend.maxAllocationBytes(location);
         this.limitProperty = limitProperty;
         this.deviceWaitTimeout = deviceWaitTimeout;
         this.events = events;
@@ -102,6 +104,14 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         return limitBytes;
     }
 
+    /**
+     * The largest request that memory given back could ever make room for: the limit, or the backend's largest single
+     * allocation ({@link ComputeBackend#maxAllocationBytes}) where that is smaller. {@link #aboveLimit} refuses larger ones.
+     */
+    public long largestPossibleBytes() {
+        return Math.min(limitBytes, maxAllocationBytes);
+    }
+
     /** True when {@code moreBytes} more would stay within the limit. */
     public boolean fits(long moreBytes) {
         return reserved + moreBytes <= limitBytes;
@@ -121,7 +131,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
         ensureOpen();
-        if (bytes > limitBytes) {
+        if (bytes > largestPossibleBytes()) {
             throw aboveLimit(bytes, bytes);
         }
         if (!fits(bytes)) {
@@ -145,10 +155,16 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     }
 
     /**
-     * The refusal of a request no release of memory can make room for: it is larger than the limit. Callers that
-     * round (the pool) ask this before touching anything.
+     * The refusal of a request no release of memory can make room for ({@link #largestPossibleBytes}). Callers that round (the
+     * pool) ask this before touching anything.
      */
     public AllocationAboveLimitException aboveLimit(long requested, long rounded) {
+        if (rounded <= limitBytes) { // within the cap, so above the largest single allocation
+            return new AllocationAboveLimitException(location, requested, OutOfMemoryReason.DEVICE_MEMORY, "out of " + location
+                    + " memory: requested " + requested + " bytes" + (rounded != requested ? " (" + rounded + " after rounding)" : "")
+                    + ", above the backend's largest single allocation at " + location + " (" + maxAllocationBytes
+                    + " bytes), whatever memory is free; ask for less, in several buffers");
+        }
         return new AllocationAboveLimitException(location, requested, OutOfMemoryReason.POOL_LIMIT, "out of " + location
                 + " memory: requested " + requested + " bytes" + (rounded != requested ? " (" + rounded + " after rounding)" : "")
                 + ", above " + limitProperty + " (" + limitBytes + " bytes), the most this location may ever hold; raise "

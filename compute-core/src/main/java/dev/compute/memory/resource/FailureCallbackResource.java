@@ -13,7 +13,8 @@ import java.util.concurrent.CompletableFuture;
  * none, then tries again, as RMM's {@code failure_callback_resource_adaptor}. Each handler is asked in turn until
  * one asks for a retry; at most {@code maxRetries} retries per allocation. A request larger than a limit
  * ({@link AllocationAboveLimitException}) fails without asking them: nothing they free could make room for it. Handlers are never re-entered: an
- * allocation a handler makes (on any manager) that fails, fails at once. The common path (the upstream has memory)
+ * allocation a handler makes (on any manager) that fails, fails at once (and, let out of the handler, fails the
+ * allocation that asked it with that allocation's own out-of-memory). The common path (the upstream has memory)
  * costs one call and a {@code try}. Thread-safe as its upstream and handlers are.
  */
 public final class FailureCallbackResource implements MemoryResource {
@@ -72,7 +73,11 @@ public final class FailureCallbackResource implements MemoryResource {
         throw failure;
     }
 
-    /** True when a handler asks for a retry. A handler that throws fails the allocation with its exception. */
+    /**
+     * True when a handler asks for a retry. A handler that throws fails the allocation with its exception; one that
+     * throws an out-of-memory of its own (an allocation it made found no memory) fails it with the allocation's own,
+     * the handler's inside, so that the failure says what was asked.
+     */
     private boolean askHandlers(long bytes, int attempt, DeviceOutOfMemoryException failure) {
         IN_HANDLER.set(true);
         try {
@@ -82,6 +87,9 @@ public final class FailureCallbackResource implements MemoryResource {
                 }
             }
             return false;
+        } catch (DeviceOutOfMemoryException e) {
+            failure.addSuppressed(e);
+            throw failure;
         } catch (RuntimeException | Error e) {
             e.addSuppressed(failure);
             throw e;

@@ -36,6 +36,15 @@ public interface ComputeBackend extends AutoCloseable {
 
     void free(NativeAllocation allocation);
 
+    /**
+     * The largest single allocation the backend can make at this location, whatever memory is free (OpenCL's
+     * {@code CL_DEVICE_MAX_MEM_ALLOC_SIZE}): a larger request fails at once, with no cache released for it. The
+     * default has no such limit.
+     */
+    default long maxAllocationBytes(MemoryLocation location) {
+        return Long.MAX_VALUE;
+    }
+
     /** Page mapping for expandable segments at this location, if the backend can. */
     default Optional<VirtualMemory> virtualMemory(MemoryLocation location) {
         return Optional.empty();

@@ -127,6 +127,23 @@ class FailureCallbackResourceTest extends MemoryResourceContract {
     }
 
     @Test
+    void aHandlerWhoseOwnAllocationFindsNoMemoryFailsTheAllocationWithItsOwnOutOfMemory() {
+        MemoryResource[] self = new MemoryResource[1];
+        try (FailureCallbackResource resource = withHandlers(List.of((location, bytes, attempt, failure) -> {
+            self[0].allocate(NO_ROOM / 2); // spill to memory of one's own, which is not there either
+            return true;
+        }), 3, MemoryEventListener.NONE)) {
+            self[0] = resource;
+            fill(resource);
+            assertThatThrownBy(() -> resource.allocate(NO_ROOM)).isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> {
+                assertThat(e.requestedBytes()).as("the allocation that failed, not the handler's").isEqualTo(NO_ROOM);
+                assertThat(e.getSuppressed()).singleElement().isInstanceOfSatisfying(DeviceOutOfMemoryException.class,
+                        inside -> assertThat(inside.requestedBytes()).isEqualTo(NO_ROOM / 2));
+            });
+        }
+    }
+
+    @Test
     void zeroRetriesTurnsTheHandlersOff() {
         AtomicInteger calls = new AtomicInteger();
         try (FailureCallbackResource resource = withHandlers(List.of((location, bytes, attempt, failure) -> calls.incrementAndGet() > 0),

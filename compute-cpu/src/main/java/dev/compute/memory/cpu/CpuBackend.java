@@ -32,7 +32,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * (a cache line, and enough for any vector load), freed with {@code free}. From there up: an anonymous
  * {@code mmap} of whole pages, freed with {@code munmap}, so the pool's trims give memory straight back to the
  * OS instead of to the C library's heap. Each allocation is freed on its own, exactly; contents start
- * undefined. When the C library or the kernel has no memory: {@link BackendOutOfMemoryException}.
+ * undefined. When the C library or the kernel has no memory, or the allocation would take what the process's CPU
+ * backends hold past the machine's memory and swap ({@link HostMemoryLedger}; Linux would grant it and end the
+ * process when it is touched): {@link BackendOutOfMemoryException}.
  *
  * <p><b>PINNED</b> is mapped pages locked with {@code mlock}. Locked memory is capped per process by
  * {@code RLIMIT_MEMLOCK} ({@code ulimit -l}; often 8 MiB, lifted by the {@code IPC_LOCK} capability). When the
@@ -43,9 +45,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * and retries once).
  *
  * <p><b>Page mapping</b> for expandable segments: see {@link CpuVirtualMemory}; offered at every location but
- * PINNED (locked memory is scarce; the pinned pool keeps whole segments). The kernel charges mapped pages as it
- * charges a plain {@code mmap}, so a mapping is refused where an allocation of its size would be, with the same
- * message.
+ * PINNED (locked memory is scarce; the pinned pool keeps whole segments). Mapped pages count in the ledger, and the
+ * kernel charges them as it charges a plain {@code mmap}, so a mapping is refused where an allocation of its size
+ * would be, with the same message.
  *
  * <p>Thread-safe. Freeing an address this backend did not hand out, or freeing twice, fails with an
  * {@link IllegalArgumentException} instead of corrupting the C library's heap.
@@ -73,6 +75,7 @@ public final class CpuBackend implements ComputeBackend {
     private final BackendSettings settings;
     private final CpuBackendOptions options;
     private final PageLocker locker;
+    private final HostMemoryLedger ledger;
     private final long pageSize;
     private final BackendInfo info;
     private final CpuKernelOps ops = new CpuKernelOps();
@@ -85,11 +88,16 @@ public final class CpuBackend implements ComputeBackend {
 
     /** Opens the backend; throws {@link dev.compute.memory.InvalidSettingException} for a bad option. */
     public CpuBackend(BackendSettings settings) {
-        this(settings, PageLocker.MLOCK);
+        this(settings, PageLocker.MLOCK, HostMemoryLedger.PROCESS);
     }
 
     CpuBackend(BackendSettings settings, PageLocker locker) {
+        this(settings, locker, HostMemoryLedger.PROCESS);
+    }
+
+    CpuBackend(BackendSettings settings, PageLocker locker, HostMemoryLedger ledger) {
         this.settings = settings;
+        this.ledger = ledger;
         this.pageSize = Posix.pageSize();
         this.options = CpuBackendOptions.from(settings, pageSize);
         this.locker = locker;
@@ -98,7 +106,7 @@ public final class CpuBackend implements ComputeBackend {
                 LinuxHost.processorName() + " (" + processors + " processors)", LinuxHost.memory().totalBytes());
         for (MemoryLocation location : MemoryLocation.values()) {
             if (location != MemoryLocation.PINNED) {
-                virtualMemory.put(location, new CpuVirtualMemory(location, options.pageMappingGranularity()));
+                virtualMemory.put(location, new CpuVirtualMemory(location, options.pageMappingGranularity(), ledger));
             }
         }
     }
@@ -153,8 +161,10 @@ public final class CpuBackend implements ComputeBackend {
             return track(allocatePinned(sizeBytes));
         }
         if (sizeBytes < MAPPED_THRESHOLD) {
+            ledger.take(location, sizeBytes);
             long address = Posix.alignedMalloc(ALIGNMENT, sizeBytes);
             if (address == 0) {
+                ledger.giveBack(sizeBytes);
                 throw outOfMemory(location, sizeBytes, "posix_memalign returned no memory");
             }
             return track(allocation(location, address, sizeBytes, Origin.MALLOC));
@@ -179,6 +189,7 @@ public final class CpuBackend implements ComputeBackend {
                 + " set compute.memory.pinning.enabled=false";
         if (options.failWhenUnlockable()) {
             Posix.munmap(address, size);
+            ledger.giveBack(size);
             throw new BackendOutOfMemoryException(reason + " (pinned-fallback=fail)");
         }
         unlockedPinnedAllocations.incrementAndGet();
@@ -201,12 +212,14 @@ public final class CpuBackend implements ComputeBackend {
         }
         if (origin == Origin.MALLOC) {
             Posix.free(allocation.address());
+            ledger.giveBack(allocation.sizeBytes());
             return;
         }
         int error = Posix.munmap(allocation.address(), allocation.sizeBytes());
         if (error != 0) {
             throw new IllegalStateException("munmap of " + allocation + " failed: " + Posix.describe(error));
         }
+        ledger.giveBack(allocation.sizeBytes());
         if (origin == Origin.LOCKED) {
             lockedBytes.addAndGet(-allocation.sizeBytes());
         }
@@ -299,8 +312,10 @@ public final class CpuBackend implements ComputeBackend {
     }
 
     private long mapPages(MemoryLocation location, long size) {
+        ledger.take(location, size);
         long result = Posix.mapAnonymous(size, Posix.PROT_READ | Posix.PROT_WRITE);
         if (result < 0) {
+            ledger.giveBack(size);
             throw outOfMemory(location, size, "mmap failed: " + Posix.describe((int) -result));
         }
         return result;

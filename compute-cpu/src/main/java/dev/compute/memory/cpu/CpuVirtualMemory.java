@@ -24,12 +24,12 @@ import java.util.concurrent.ConcurrentHashMap;
  * The range's host segment spans all of it, but only mapped pages may be touched: an access to an unmapped
  * page is a segmentation fault that ends the JVM. The pool only hands out blocks inside mapped pages.
  *
- * <p><b>Mapping is refused as a plain allocation is.</b> The kernel charges the pages {@link #map} makes
- * writable against its commit limit exactly as it charges a plain {@code mmap} of that size
- * ({@link CpuBackend#allocate}), so both ways are refused alike, with {@link BackendOutOfMemoryException} and
- * the same message: under {@code vm.overcommit_memory=0} (the default heuristic) a single mapping larger than
- * RAM and swap together, under {@code 2} anything beyond {@code CommitLimit}; under {@code 1} nothing, and on
- * both ways memory that is not there is found only when touched, by the OOM killer. A reservation made with
+ * <p><b>Mapping is refused as a plain allocation is.</b> The pages {@link #map} makes writable count in the
+ * backend's {@link HostMemoryLedger}, as a plain allocation does, and the kernel charges them against its commit
+ * limit exactly as it charges a plain {@code mmap} of that size ({@link CpuBackend#allocate}), so both ways are
+ * refused alike, with {@link BackendOutOfMemoryException} and the same message: by the ledger past the machine's
+ * memory and swap (the kernel's default heuristic grants every mapping smaller than that, however many), by the
+ * kernel under {@code vm.overcommit_memory=2} beyond {@code CommitLimit}. A reservation made with
  * {@code MAP_NORESERVE} would never be charged: a 600 GiB range on a 24 GiB machine would map, and its first
  * touches would bring the OOM killer instead of an exception. {@code mmap(MAP_FIXED, PROT_READ | PROT_WRITE)}
  * would be charged too, but a kernel before 6.12 that refuses it has already removed the pages it was to
@@ -42,12 +42,14 @@ final class CpuVirtualMemory implements VirtualMemory {
 
     private final MemoryLocation location;
     private final long granularity;
+    private final HostMemoryLedger ledger;
     private final Map<Long, NativeAllocation> reserved = new ConcurrentHashMap<>();
 
     /** {@code granularity} is a multiple of the OS page size (checked by {@link CpuBackendOptions}). */
-    CpuVirtualMemory(MemoryLocation location, long granularity) {
+    CpuVirtualMemory(MemoryLocation location, long granularity, HostMemoryLedger ledger) {
         this.location = location;
         this.granularity = granularity;
+        this.ledger = ledger;
     }
 
     @Override
@@ -85,10 +87,12 @@ final class CpuVirtualMemory implements VirtualMemory {
     @Override
     public void map(NativeAllocation range, long offset, long length) {
         checkPages(range, offset, length);
+        ledger.take(location, length);
         int error = Posix.mprotect(range.address() + offset, length, Posix.PROT_READ | Posix.PROT_WRITE);
         if (error == 0) {
             return;
         }
+        ledger.giveBack(length);
         // over several kernel mappings, mprotect may have made the first writable (and charged) before it refused one
         check(Posix.replaceWithAnonymous(range.address() + offset, length, Posix.PROT_NONE), "mmap(MAP_FIXED, PROT_NONE) after a refused map");
         if (error == Posix.ENOMEM) {
@@ -101,6 +105,7 @@ final class CpuVirtualMemory implements VirtualMemory {
     public void unmap(NativeAllocation range, long offset, long length) {
         checkPages(range, offset, length);
         check(Posix.replaceWithAnonymous(range.address() + offset, length, Posix.PROT_NONE), "mmap(MAP_FIXED, PROT_NONE)");
+        ledger.giveBack(length);
     }
 
     @Override

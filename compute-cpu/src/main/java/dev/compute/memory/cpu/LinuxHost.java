@@ -43,6 +43,17 @@ final class LinuxHost {
         return new DeviceMemoryInfo(free, limitTotal);
     }
 
+    /**
+     * RAM and swap together (the container's limits where it has them, as the JDK reads the cgroup): what this process
+     * can have backed at most; -1 when unknown.
+     */
+    static long memoryAndSwapBytes() {
+        OperatingSystemMXBean os = ManagementFactory.getPlatformMXBean(OperatingSystemMXBean.class);
+        long memory = memory().totalBytes();
+        long swap = os.getTotalSwapSpaceSize();
+        return memory <= 0 ? -1 : memory + Math.max(0, swap);
+    }
+
     /** The processor's model name, or the architecture where {@code /proc/cpuinfo} does not name it. */
     static String processorName() {
         for (String line : lines(CPUINFO)) {

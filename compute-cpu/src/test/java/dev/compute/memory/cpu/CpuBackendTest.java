@@ -8,6 +8,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
@@ -90,6 +91,8 @@ class CpuBackendTest {
 
     @Test
     void moreThanTheAddressSpaceIsOutOfMemory() {
+        // no ledger, so that the kernel is asked
+        CpuBackend backend = new CpuBackend(BackendSettings.ofDevice(0), PageLocker.MLOCK, HostMemoryLedger.unlimited());
         assertThatThrownBy(() -> backend.allocate(MemoryLocation.DEVICE, 1L << 60))
                 .isInstanceOf(BackendOutOfMemoryException.class)
                 .hasMessageContaining("no host memory for " + (1L << 60) + " bytes of DEVICE")
@@ -149,6 +152,37 @@ class CpuBackendTest {
             assertThat(s.get(ValueLayout.JAVA_BYTE, 501)).isEqualTo((byte) 503);
         } finally {
             backend.free(a);
+        }
+    }
+
+    @Test
+    void aLedgerCountsEveryWayOfGettingMemoryAndRefusesPastItsLimit() {
+        long mib = 1 << 20;
+        HostMemoryLedger ledger = new HostMemoryLedger(16 * mib);
+        try (CpuBackend limited = new CpuBackend(BackendSettings.ofDevice(0), PageLocker.MLOCK, ledger)) {
+            NativeAllocation small = limited.allocate(MemoryLocation.HOST, 1000);
+            NativeAllocation mapped = limited.allocate(MemoryLocation.DEVICE, 4 * mib);
+            NativeAllocation pinned = limited.allocate(MemoryLocation.PINNED, 2 * mib);
+            VirtualMemory vm = limited.virtualMemory(MemoryLocation.UNIFIED).orElseThrow();
+            NativeAllocation range = vm.reserve(64 * mib);
+            assertThat(ledger.heldBytes()).as("a reservation is address space, not memory").isEqualTo(1000 + 6 * mib);
+            vm.map(range, 0, 8 * mib);
+            assertThat(ledger.heldBytes()).isEqualTo(1000 + 14 * mib);
+
+            assertThatThrownBy(() -> vm.map(range, 8 * mib, 2 * mib)).isInstanceOf(BackendOutOfMemoryException.class)
+                    .hasMessageStartingWith("no host memory for " + 2 * mib + " bytes of UNIFIED: this process's CPU backends hold "
+                            + (1000 + 14 * mib) + " bytes, and " + 2 * mib + " more would pass the " + 16 * mib
+                            + " bytes of the machine's memory and swap");
+            assertThatThrownBy(() -> limited.allocate(MemoryLocation.HOST, 2 * mib)).isInstanceOf(BackendOutOfMemoryException.class)
+                    .hasMessageContaining("would pass the " + 16 * mib + " bytes of the machine's memory and swap");
+            assertThat(ledger.heldBytes()).as("refusals hold nothing").isEqualTo(1000 + 14 * mib);
+
+            vm.unmap(range, 0, 8 * mib);
+            vm.release(range);
+            limited.free(small);
+            limited.free(mapped);
+            limited.free(pinned);
+            assertThat(ledger.heldBytes()).isZero();
         }
     }
 }

@@ -116,8 +116,10 @@ class CpuVirtualMemoryTest {
     }
 
     @Test
-    void mappingMoreMemoryThanTheMachineHasIsRefusedAsAPlainAllocationIs() {
+    void mappingMoreMemoryThanTheMachineHasIsRefusedByTheKernelAsAPlainAllocationIs() {
         assumeThePlainPathRefuses(MORE_THAN_THE_MACHINE);
+        // no ledger, so that the kernel is asked
+        CpuBackend backend = new CpuBackend(BackendSettings.ofDevice(0), PageLocker.MLOCK, HostMemoryLedger.unlimited());
         VirtualMemory vm = backend.virtualMemory(MemoryLocation.HOST).orElseThrow();
         NativeAllocation range = vm.reserve(MORE_THAN_THE_MACHINE);
         try {

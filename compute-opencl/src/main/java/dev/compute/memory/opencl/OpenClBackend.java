@@ -77,8 +77,9 @@ import org.jspecify.annotations.Nullable;
  * <p><b>Out of memory.</b> {@code CL_MEM_OBJECT_ALLOCATION_FAILURE}, {@code CL_OUT_OF_RESOURCES} and
  * {@code CL_OUT_OF_HOST_MEMORY} become {@link BackendOutOfMemoryException}. OpenCL allocates lazily: a
  * {@code clCreateBuffer} may succeed and the failure surface at the buffer's first use, in a copy or a kernel;
- * then it is the same exception, from that call or from the command's future. A request above
- * {@code CL_DEVICE_MAX_MEM_ALLOC_SIZE} is refused up front with that limit in the message.
+ * then it is the same exception, from that call or from the command's future. So DEVICE buffers are counted, and
+ * one that would take what this backend holds past {@code CL_DEVICE_GLOBAL_MEM_SIZE} is refused when it is asked for.
+ * A request above {@code CL_DEVICE_MAX_MEM_ALLOC_SIZE} is refused up front with that limit in the message.
  *
  * <p><b>Copies.</b> Memory the host can address is copied by the host ({@link MemorySegment#copy}); a DEVICE
  * buffer through {@code clEnqueueReadBuffer}/{@code clEnqueueWriteBuffer} (from Java arrays directly when
@@ -135,6 +136,8 @@ public final class OpenClBackend implements ComputeBackend {
     private final long alignment;
     private final long maxAllocation;
     private final long globalMemory;
+    /** Bytes of DEVICE buffers held, against {@link #globalMemory} ({@link #takeDeviceMemory}). */
+    private final AtomicLong deviceBytesHeld = new AtomicLong();
     private final long svmCapabilities;
     private final boolean doublePrecision;
     private final int computeUnits;
@@ -280,6 +283,12 @@ public final class OpenClBackend implements ComputeBackend {
     /** {@code CL_DEVICE_MAX_MEM_ALLOC_SIZE}: the largest single allocation. */
     public long maxAllocationBytes() {
         return maxAllocation;
+    }
+
+    /** {@code CL_DEVICE_MAX_MEM_ALLOC_SIZE} at every location but HOST, whose memory is the JVM's own. */
+    @Override
+    public long maxAllocationBytes(MemoryLocation location) {
+        return location == MemoryLocation.HOST ? Long.MAX_VALUE : maxAllocation;
     }
 
     /** Whether the device has {@code cl_khr_fp64}, which the FLOAT64 ops need. */
@@ -492,10 +501,33 @@ public final class OpenClBackend implements ComputeBackend {
     }
 
     private NativeAllocation allocateDevice(long size) {
-        int[] error = new int[1];
-        cl_mem memory = CL.clCreateBuffer(context, CL_MEM_READ_WRITE, size, null, error);
-        OpenClCalls.check(error[0], "clCreateBuffer of " + size + " bytes");
-        return new NativeAllocation(MemoryLocation.DEVICE, nextDeviceAddress.getAndAdd(size), size, null, memory);
+        takeDeviceMemory(size);
+        try {
+            int[] error = new int[1];
+            cl_mem memory = CL.clCreateBuffer(context, CL_MEM_READ_WRITE, size, null, error);
+            OpenClCalls.check(error[0], "clCreateBuffer of " + size + " bytes");
+            return new NativeAllocation(MemoryLocation.DEVICE, nextDeviceAddress.getAndAdd(size), size, null, memory);
+        } catch (RuntimeException e) {
+            deviceBytesHeld.addAndGet(-size);
+            throw e;
+        }
+    }
+
+    /**
+     * Counts {@code size} bytes of DEVICE buffers, or refuses them where they would take what this backend holds past
+     * the device's global memory: OpenCL creates buffers lazily, so a device that has not the memory often grants
+     * {@code clCreateBuffer} and fails the buffer's first copy or kernel instead (PoCL grants them all).
+     */
+    private void takeDeviceMemory(long size) {
+        long held;
+        do {
+            held = deviceBytesHeld.get();
+            if (size > globalMemory - held) {
+                throw new BackendOutOfMemoryException("DEVICE allocation of " + size + " bytes would take the " + held
+                        + " bytes of DEVICE buffers this backend holds past the " + globalMemory + " bytes of " + device.describe()
+                        + " (CL_DEVICE_GLOBAL_MEM_SIZE)");
+            }
+        } while (!deviceBytesHeld.compareAndSet(held, held + size));
     }
 
     private NativeAllocation allocatePinned(long size) {
@@ -546,7 +578,10 @@ public final class OpenClBackend implements ComputeBackend {
     @Override
     public void free(NativeAllocation allocation) {
         switch (allocation.handle()) {
-            case cl_mem memory -> OpenClCalls.check(CL.clReleaseMemObject(memory), "clReleaseMemObject");
+            case cl_mem memory -> {
+                OpenClCalls.check(CL.clReleaseMemObject(memory), "clReleaseMemObject");
+                deviceBytesHeld.addAndGet(-allocation.sizeBytes());
+            }
             case PinnedBuffer pinned -> {
                 synchronized (lifecycle) {
                     if (!released) {

@@ -3,14 +3,22 @@ package dev.compute.memory.opencl;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
 /** The manager a user builds with {@code backend("opencl")}: options reach the provider, locations and ops work. */
@@ -86,5 +94,67 @@ class OpenClManagerTest {
                 .hasMessageContaining("platforms found: [" + OpenClDevices.enumerate().getFirst().platformName());
         assertThatThrownBy(() -> UnifiedMemoryManager.builder().backend("opencl").device(1000).build())
                 .isInstanceOf(BackendUnavailableException.class).hasMessageContaining("device index 1000 is out of range");
+    }
+
+    @Test
+    void aRequestAboveTheLargestSingleAllocationFailsAtOnceKeepingTheCacheAndAskingNoHandler() {
+        OpenClTestSupport.requireOpenCl();
+        AtomicInteger handlerCalls = new AtomicInteger();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> handlerCalls.incrementAndGet() < 3).build()) {
+            long largest;
+            try (OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings())) {
+                largest = backend.maxAllocationBytes();
+            }
+            long tooLarge = largest + (2L << 20);
+            manager.allocate(30L << 20).close();
+            long cached = manager.statistics(MemoryLocation.DEVICE).cachedBytes();
+            assertThat(cached).isPositive();
+
+            assertThatThrownBy(() -> manager.allocate(tooLarge)).isInstanceOf(AllocationAboveLimitException.class)
+                    .hasMessageContaining("above the backend's largest single allocation at DEVICE (" + largest + " bytes)");
+            assertThatThrownBy(() -> manager.allocateAsync(tooLarge, Duration.ofMinutes(5)).get(10, TimeUnit.SECONDS))
+                    .hasCauseInstanceOf(AllocationAboveLimitException.class);
+
+            MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
+            assertThat(after.cachedBytes()).as("the cache is kept").isEqualTo(cached);
+            assertThat(after.oomRetries()).isZero();
+            assertThat(handlerCalls).as("no handler can make room for it").hasValue(0);
+            try (UnifiedBuffer fits = manager.allocate(largest, MemoryLocation.DEVICE)) {
+                assertThat(fits.byteSize()).isEqualTo(largest);
+            }
+        }
+    }
+
+    /** PoCL grants clCreateBuffer past the device's memory (OpenCL allocates lazily); nothing here is touched. */
+    @Test
+    void deviceBuffersPastTheDevicesGlobalMemoryAreRefusedWhenAskedForUnderACapAboveIt() {
+        OpenClTestSupport.requireOpenCl();
+        List<UnifiedBuffer> held = new ArrayList<>();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").maxPoolSize(1L << 40)
+                .timelineInterval(Duration.ZERO).build()) {
+            long global = manager.backendInfo().deviceTotalBytes();
+            long chunk = Math.min(global / 4, 1L << 30);
+            DeviceOutOfMemoryException refusal = null;
+            for (int i = 0; i < 2 * global / chunk + 2 && refusal == null; i++) {
+                try {
+                    held.add(manager.allocate(chunk, MemoryLocation.DEVICE));
+                } catch (DeviceOutOfMemoryException e) {
+                    refusal = e;
+                }
+            }
+
+            assertThat(refusal).as("a refusal before twice the device's memory").isNotNull();
+            assertThat(refusal.reason()).isEqualTo(OutOfMemoryReason.DEVICE_MEMORY);
+            assertThat(refusal.getMessage()).contains("(CL_DEVICE_GLOBAL_MEM_SIZE)");
+            assertThat(held.size() * chunk).isLessThanOrEqualTo(global);
+            held.forEach(UnifiedBuffer::close);
+            held.clear();
+            try (UnifiedBuffer after = manager.allocate(chunk, MemoryLocation.DEVICE)) {
+                assertThat(after.byteSize()).as("freed buffers are counted back").isEqualTo(chunk);
+            }
+        } finally {
+            held.forEach(UnifiedBuffer::close);
+        }
     }
 }

@@ -194,10 +194,11 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 return cached;
             }
         }
+        refuseReentry();
         lock.lock();
         try {
             ensureOpen();
-            if (size > upstream.limitBytes()) {
+            if (size > upstream.largestPossibleBytes()) {
                 throw upstream.aboveLimit(bytes, size);
             }
             drainCompleted();
@@ -227,6 +228,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 largeTotal = Math.addExact(largeTotal, sizes[i]);
             }
         }
+        refuseReentry();
         lock.lock();
         try {
             ensureOpen();
@@ -258,6 +260,19 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             return blocks;
         } finally {
             lock.unlock();
+        }
+    }
+
+    /**
+     * Refuses an allocation from under the pool's own lock: a listener of a backend call, told while the pool is mid-change
+     * on this thread (a block taken, its pages being mapped), would take memory the pool has not yet recorded as mapped,
+     * map it a second time and leave reserved bytes that nothing holds.
+     */
+    private void refuseReentry() {
+        if (lock.isHeldByCurrentThread()) {
+            throw new IllegalStateException(location + " memory pool: allocation from within a backend call's listener"
+                    + " (MemoryEventListener.backendAllocated or backendFreed), told under the pool's lock while the pool is"
+                    + " mid-change on this thread; allocate after the call returns instead");
         }
     }
 
@@ -534,8 +549,12 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     // ---- trimming and figures ---------------------------------------------------------------------------------
 
+    /** Nothing, when the calling thread holds the pool's lock already (a listener of a backend call trims). */
     @Override
     public long trim(long keepBytes) {
+        if (lock.isHeldByCurrentThread()) {
+            return 0; // the pool is mid-change on this thread: giving back pages now would unmap those it is mapping
+        }
         lock.lock();
         try {
             if (closed) {
