@@ -857,6 +857,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
      * that meets out-of-memory again and again (a {@code tryAllocate} as back-pressure) does not walk the pool each time.
      */
     private boolean compactForRoom(MemoryLocation location, long requestedBytes, int attempt, DeviceOutOfMemoryException failure) {
+        if (ALLOCATING_MIRROR.isBound()) {
+            // a mirror may move nothing (see ALLOCATING_MIRROR): no compaction was tried, so none is marked fruitless
+            return false;
+        }
         LocationChain chain = chain(location);
         long changes = chain.movableChanges.get();
         if (changes == chain.fruitlessCompactionAt) {
