@@ -34,6 +34,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -494,6 +495,32 @@ public abstract class CompactionContractTest {
             kept.forEach(UnifiedBuffer::close);
             assertThat(manager.statistics(DEVICE).allocatedBytes()).isZero();
             assertThat(manager.statistics(DEVICE).reservedBytes()).isLessThanOrEqualTo(OUT_OF_MEMORY_CAP);
+        }
+    }
+
+    /**
+     * A request that waits for memory, refused while every buffer was held, is served by a compaction once the holds end
+     * and a large buffer goes: its retry compacts, though the compaction of its first try found nothing to move.
+     */
+    @Test
+    void aWaitingRequestIsServedByACompactionOnceALargeBufferGoes() throws Exception {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).build()) {
+            List<UnifiedBuffer> kept = new ArrayList<>(everyThirdOfEighteen(manager));
+            List<BufferAccess> accesses = new ArrayList<>();
+            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+            CompletableFuture<UnifiedBuffer> waiting = manager.allocateAsync(ROOMY_REQUEST, DEVICE, Duration.ofSeconds(60));
+            assertThat(waiting).isNotDone();
+
+            accesses.forEach(BufferAccess::close);
+            kept.removeLast().close();
+
+            try (UnifiedBuffer roomy = waiting.get(30, TimeUnit.SECONDS)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
         }
     }
 
