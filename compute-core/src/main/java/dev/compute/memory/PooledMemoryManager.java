@@ -866,7 +866,19 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         if (changes == chain.fruitlessCompactionAt) {
             return false;
         }
-        CompactionReport report = compact(location);
+        CompactionReport report;
+        try {
+            report = compact(location);
+        } catch (RuntimeException e) {
+            if (closed) {
+                throw e;
+            }
+            // the pool's own try at room, not the caller's: a move that failed (a copy the device refused) left its
+            // buffer where it was, and the allocation fails as out of memory, which tryAllocate and waiters expect
+            LOG.log(System.Logger.Level.WARNING, "the compaction of " + location + " on out-of-memory failed", e);
+            failure.addSuppressed(e);
+            return false;
+        }
         boolean room = report.buffersMoved() > 0 || report.bytesReleased() > 0;
         if (!room) {
             chain.fruitlessCompactionAt = changes;

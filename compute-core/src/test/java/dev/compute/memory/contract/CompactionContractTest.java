@@ -524,6 +524,38 @@ public abstract class CompactionContractTest {
         }
     }
 
+    /** Ops still queued on the buffers as an allocation runs out of memory: the moves wait for them and keep what they wrote. */
+    @Test
+    void buffersWithOpsInFlightKeepWhatTheOpsWroteWhenAnAllocationMovesThem() throws Exception {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).build()) {
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+            List<CompletableFuture<Void>> ops = new ArrayList<>();
+            for (int i = 0; i < kept.size(); i++) {
+                ops.add(manager.ops().fillAsync(kept.get(i), i + 0.5));
+            }
+            UnifiedBuffer slice = kept.getLast().slice(1000, 10);
+
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, DEVICE)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
+
+            for (CompletableFuture<Void> op : ops) {
+                op.get(30, TimeUnit.SECONDS);
+            }
+            for (int i = 0; i < kept.size(); i++) {
+                float[] read = new float[CompactionTestBuffers.FLOATS];
+                kept.get(i).copyTo(read);
+                float expected = i + 0.5f;
+                assertThat(read).as("buffer %d", i).containsOnly(expected);
+            }
+            float[] sliced = new float[10];
+            slice.copyTo(sliced);
+            assertThat(sliced).containsOnly(kept.size() - 0.5f);
+            kept.forEach(UnifiedBuffer::close);
+            assertThat(manager.statistics(DEVICE).allocatedBytes()).isZero();
+        }
+    }
+
     @Test
     void everyLocationIsCompactedAndAClosedManagerRefuses() {
         UnifiedMemoryManager manager = manager();
