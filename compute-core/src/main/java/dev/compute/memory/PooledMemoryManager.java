@@ -71,7 +71,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
          * dropped buffer is still found as a leak; entered as the buffer is made, removed before its block goes back.
          */
         final Map<Block, WeakReference<UnifiedBuffer>> movable = new ConcurrentHashMap<>();
-        /** Buffers entered into and removed from {@link #movable}: what a compaction could move changed. */
+        /**
+         * Buffers entered into and removed from {@link #movable}, and large host mirrors given back: what a compaction
+         * could move, or where it could move it, changed.
+         */
         final AtomicLong movableChanges = new AtomicLong();
         /** {@link #movableChanges} when a compaction on out-of-memory last made no room; -1 before any did. */
         volatile long fruitlessCompactionAt = -1;
@@ -619,7 +622,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 waiters.released(location, inFlight);
             }
             if (mirror != null) {
-                failure = deallocate(chains.get(mirrorLocation), mirror, inFlight, failure);
+                LocationChain mirrorChain = chains.get(mirrorLocation);
+                if (mirrorChain.pool != null && mirrorChain.pool.movable(mirror)) {
+                    // a large mirror never moves, but the place it gives back may let buffers there move
+                    mirrorChain.movableChanges.incrementAndGet();
+                }
+                failure = deallocate(mirrorChain, mirror, inFlight, failure);
                 waiters.released(mirrorLocation, inFlight);
             }
             if (failure != null) {

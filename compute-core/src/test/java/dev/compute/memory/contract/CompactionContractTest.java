@@ -556,6 +556,75 @@ public abstract class CompactionContractTest {
         }
     }
 
+    /**
+     * With one retry for the handlers: the compaction finds every buffer held; the handler ends the holds and closes a
+     * buffer; its one retry compacts again, and that makes the room. The compaction's tries are not the handler's.
+     */
+    @Test
+    void theHandlersOneRetryCompactsAgainAfterTheyFreedSomething() {
+        List<BufferAccess> accesses = new ArrayList<>();
+        List<UnifiedBuffer> kept = new ArrayList<>();
+        List<Integer> attempts = new CopyOnWriteArrayList<>();
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).outOfMemoryRetries(1)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> {
+                    attempts.add(attempt);
+                    accesses.forEach(BufferAccess::close);
+                    kept.removeLast().close();
+                    return true;
+                }).build()) {
+            kept.addAll(everyThirdOfEighteen(manager));
+            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, DEVICE)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
+
+            assertThat(attempts).containsExactly(1);
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /**
+     * A host mirror (which compaction never moves) keeps the buffers at its location from packing into one segment, so
+     * a compaction there makes no room; once the mirror goes with its buffer, the next refusal there compacts again.
+     */
+    @Test
+    void aHostMirrorGivenBackLetsTheNextRefusalThereCompactAgain() {
+        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
+        MemoryEventListener listener = new MemoryEventListener() {
+            @Override
+            public void compacted(CompactionReport report) {
+                heard.add(report);
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).pinningEnabled(false)
+                .eventListener(listener).build()) {
+            UnifiedBuffer mirrored = written(manager, 99);
+            assumeFalse(mirrored.isHostAccessible(), "only a buffer the host cannot address takes a host mirror");
+            try (BufferAccess access = mirrored.hostAccess(AccessMode.READ)) {
+                assertThat(access.segment().byteSize()).isEqualTo(BUFFER_BYTES);
+            }
+            List<UnifiedBuffer> kept = everyNth(manager, MemoryLocation.HOST, 17, 3);
+            for (int i = 0; i < 3 && (heard.isEmpty() || heard.getLast().buffersMoved() > 0); i++) {
+                assertThat(manager.tryAllocate(ROOMY_REQUEST, MemoryLocation.HOST)).as("the mirror and six buffers fill two segments").isEmpty();
+            }
+            assertThat(heard).isNotEmpty().last().satisfies(report -> assertThat(report.buffersMoved()).isZero());
+
+            mirrored.close();
+
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, MemoryLocation.HOST)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
     @Test
     void everyLocationIsCompactedAndAClosedManagerRefuses() {
         UnifiedMemoryManager manager = manager();
