@@ -322,13 +322,15 @@ public final class CompactionScenarios {
     private static void managerClosedWhileRunningOutOfMemory(String backend) throws Exception {
         UnifiedMemoryManager manager = builder(backend).maxPoolSize(64L << 20).leakDetection(LeakDetectionLevel.PARANOID).build();
         AtomicReference<Throwable> failure = new AtomicReference<>();
-        AtomicLong compacting = new AtomicLong();
+        AtomicLong refused = new AtomicLong();
         List<Thread> threads = new ArrayList<>();
-        for (int t = 0; t < 4; t++) {
-            int thread = t;
-            threads.add(Thread.ofPlatform().name("user-" + t).start(() -> {
+        for (int t = 0; t < 4; t++) { // every thread's buffers first: their allocations must not meet the others' requests
+            Random random = new Random(t);
+            List<byte[]> contents = new ArrayList<>();
+            List<UnifiedBuffer> kept = keptAndDropped(manager, random, contents);
+            threads.add(Thread.ofPlatform().name("user-" + t).unstarted(() -> {
                 try {
-                    runOutOfMemoryUntilClosed(manager, new Random(thread), compacting);
+                    runOutOfMemoryUntilClosed(manager, random, kept, contents, refused);
                 } catch (IllegalStateException closed) {
                     if (!manager.isClosed()) {
                         failure.compareAndSet(null, closed);
@@ -338,6 +340,7 @@ public final class CompactionScenarios {
                 }
             }));
         }
+        threads.forEach(Thread::start);
         Thread.sleep(500);
         manager.close();
         for (Thread thread : threads) {
@@ -348,12 +351,12 @@ public final class CompactionScenarios {
             failure.get().printStackTrace(System.out);
         }
         check(failure.get() == null, "a thread failed otherwise than closed: " + failure.get());
-        check(compacting.get() > 0, "no allocation ran out of memory");
+        check(refused.get() > 0, "no allocation ran out of memory");
     }
 
-    private static void runOutOfMemoryUntilClosed(UnifiedMemoryManager manager, Random random, AtomicLong refused) {
+    /** Four written buffers: two kept (their contents added to {@code contents}), two dropped unclosed. */
+    private static List<UnifiedBuffer> keptAndDropped(UnifiedMemoryManager manager, Random random, List<byte[]> contents) {
         List<UnifiedBuffer> kept = new ArrayList<>();
-        List<byte[]> contents = new ArrayList<>();
         for (int i = 0; i < 4; i++) {
             UnifiedBuffer buffer = floats(manager, BYTES);
             byte[] data = new byte[BYTES];
@@ -364,6 +367,11 @@ public final class CompactionScenarios {
                 contents.add(data);
             } // else dropped unclosed: a leak, collected while compactions run
         }
+        return kept;
+    }
+
+    private static void runOutOfMemoryUntilClosed(UnifiedMemoryManager manager, Random random, List<UnifiedBuffer> kept,
+                                                  List<byte[]> contents, AtomicLong refused) {
         while (true) {
             Optional<UnifiedBuffer> roomy = manager.tryAllocate(DataType.FLOAT32, (24 << 20) / 4, DEVICE);
             if (roomy.isPresent()) {
