@@ -71,7 +71,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
          * dropped buffer is still found as a leak; entered as the buffer is made, removed before its block goes back.
          */
         final Map<Block, WeakReference<UnifiedBuffer>> movable = new ConcurrentHashMap<>();
-        /** Buffers entered into and removed from {@link #movable}: what a compaction could move changed. */
+        /**
+         * Buffers entered into and removed from {@link #movable}, and large host mirrors given back: what a compaction
+         * could move, or where it could move it, changed.
+         */
         final AtomicLong movableChanges = new AtomicLong();
         /** {@link #movableChanges} when a compaction on out-of-memory last made no room; -1 before any did. */
         volatile long fruitlessCompactionAt = -1;
@@ -619,7 +622,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 waiters.released(location, inFlight);
             }
             if (mirror != null) {
-                failure = deallocate(chains.get(mirrorLocation), mirror, inFlight, failure);
+                LocationChain mirrorChain = chains.get(mirrorLocation);
+                if (mirrorChain.pool != null && mirrorChain.pool.movable(mirror)) {
+                    // a large mirror never moves, but the place it gives back may let buffers there move
+                    mirrorChain.movableChanges.incrementAndGet();
+                }
+                failure = deallocate(mirrorChain, mirror, inFlight, failure);
                 waiters.released(mirrorLocation, inFlight);
             }
             if (failure != null) {
@@ -857,12 +865,28 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
      * that meets out-of-memory again and again (a {@code tryAllocate} as back-pressure) does not walk the pool each time.
      */
     private boolean compactForRoom(MemoryLocation location, long requestedBytes, int attempt, DeviceOutOfMemoryException failure) {
+        if (ALLOCATING_MIRROR.isBound()) {
+            // a mirror may move nothing (see ALLOCATING_MIRROR): no compaction was tried, so none is marked fruitless
+            return false;
+        }
         LocationChain chain = chain(location);
         long changes = chain.movableChanges.get();
         if (changes == chain.fruitlessCompactionAt) {
             return false;
         }
-        CompactionReport report = compact(location);
+        CompactionReport report;
+        try {
+            report = compact(location);
+        } catch (RuntimeException e) {
+            if (closed) {
+                throw e;
+            }
+            // the pool's own try at room, not the caller's: a move that failed (a copy the device refused) left its
+            // buffer where it was, and the allocation fails as out of memory, which tryAllocate and waiters expect
+            LOG.log(System.Logger.Level.WARNING, "the compaction of " + location + " on out-of-memory failed", e);
+            failure.addSuppressed(e);
+            return false;
+        }
         boolean room = report.buffersMoved() > 0 || report.bytesReleased() > 0;
         if (!room) {
             chain.fruitlessCompactionAt = changes;

@@ -47,8 +47,8 @@ public interface UnifiedMemoryManager extends AutoCloseable {
 
     /**
      * As {@link #allocate(long, MemoryLocation)}, but empty where it would throw {@link DeviceOutOfMemoryException}
-     * (after the same recovery: the pool's cache released, the out-of-memory handlers asked, and the failure told to
-     * the event listeners). Bad arguments and a closed manager still throw.
+     * (after the same recovery: the pool's cache released, its location compacted where {@code compact-on-out-of-memory}
+     * is on, the out-of-memory handlers asked, and the failure told to the event listeners). Bad arguments and a closed manager still throw.
      */
     default Optional<UnifiedBuffer> tryAllocate(long bytes, MemoryLocation location) {
         try {

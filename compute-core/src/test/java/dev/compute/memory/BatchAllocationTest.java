@@ -116,6 +116,34 @@ class BatchAllocationTest {
         assertThat(manager.statistics(DEVICE).allocatedBytes()).isZero();
     }
 
+    /**
+     * Holes of a buffer's size below a region the batch fits in whole: the batch takes the region, one buffer after
+     * another, though one by one each would take a hole. So with out-of-memory handlers and the compaction on
+     * out-of-memory in the chain (on by default), which must pass the batch through to the pool.
+     */
+    @Test
+    void aBatchTakesARegionWholeWhereSingleBuffersWouldTakeTheHolesBelowIt() {
+        for (UnifiedMemoryManagerBuilder builder : List.of(UnifiedMemoryManager.builder(),
+                UnifiedMemoryManager.builder().outOfMemoryHandler((location, bytes, attempt, failure) -> false))) {
+            UnifiedMemoryManager manager = manager(builder.warmup(DEVICE, 32 * MiB, 1));
+            List<UnifiedBuffer> four = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                four.add(manager.allocate(4 * MiB, DEVICE));
+            }
+            four.get(0).close();
+            four.get(2).close();
+
+            List<UnifiedBuffer> batch = manager.allocateBatch(DataType.INT8, new long[] {4 * MiB, 4 * MiB, 4 * MiB}, DEVICE);
+
+            List<MemorySnapshot.Block> placed = live(manager).stream().filter(block -> block.offset() >= 16 * MiB)
+                    .sorted(Comparator.comparingLong(MemorySnapshot.Block::offset)).toList();
+            assertThat(placed).as("the batch, in the region above the buffers").hasSize(3);
+            assertAdjacent(placed);
+            batch.forEach(UnifiedBuffer::close);
+            four.forEach(UnifiedBuffer::close);
+        }
+    }
+
     @Test
     void withoutARegionEachBufferIsPlacedAsASingleOne() {
         UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder());

@@ -72,6 +72,50 @@ class FaultInjectionTest {
         }
     }
 
+    /**
+     * The copy of a compaction on out-of-memory fails: the allocation still fails as out of memory (so {@code tryAllocate}
+     * is empty, not thrown at), with the copy's failure attached, and every buffer keeps its place and data.
+     */
+    @Test
+    void aFailedCopyOfACompactionOnOutOfMemoryLeavesTheAllocationOutOfMemory() {
+        long mib = 1L << 20;
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(faults).maxPoolSize(60 * mib).releaseThreshold(0)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
+            List<UnifiedBuffer> all = new ArrayList<>();
+            for (int i = 0; i < 18; i++) {
+                UnifiedBuffer buffer = manager.allocate(DataType.INT32, 3 * mib / 4, MemoryLocation.DEVICE);
+                buffer.copyFrom(new int[] {i, i + 1, i + 2});
+                all.add(buffer);
+            }
+            List<UnifiedBuffer> kept = new ArrayList<>();
+            for (int i = 0; i < all.size(); i++) {
+                if (i % 3 == 0) {
+                    kept.add(all.get(i));
+                } else {
+                    all.get(i).close();
+                }
+            }
+
+            faults.failCopy(1);
+            Throwable thrown = catchThrowable(() -> manager.allocate(40 * mib, MemoryLocation.DEVICE));
+
+            assertThat(thrown).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(thrown.getSuppressed()).singleElement().satisfies(suppressed ->
+                    assertThat(suppressed).hasMessageContaining("injected fault: copy within device"));
+            faults.failCopy(1);
+            assertThat(manager.tryAllocate(40 * mib, MemoryLocation.DEVICE)).isEmpty();
+            for (int i = 0; i < kept.size(); i++) {
+                int[] back = new int[3];
+                kept.get(i).copyTo(back);
+                assertThat(back).containsExactly(3 * i, 3 * i + 1, 3 * i + 2);
+            }
+            manager.allocate(40 * mib, MemoryLocation.DEVICE).close();
+            kept.forEach(UnifiedBuffer::close);
+            ManagerInvariants.checkQuiescent(manager);
+        }
+        assertThat(device.liveAllocations()).isZero();
+    }
+
     @Test
     void randomFaultsNeverCorruptThePoolOrLoseASegment() {
         Random random = new Random(11);

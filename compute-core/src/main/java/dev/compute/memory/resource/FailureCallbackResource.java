@@ -7,6 +7,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryHandler;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Gives the application's {@link OutOfMemoryHandler}s a chance to free memory of their own when the upstream has
@@ -96,6 +97,12 @@ public final class FailureCallbackResource implements MemoryResource {
         } finally {
             IN_HANDLER.set(false);
         }
+    }
+
+    /** Passed through: where the upstream has no region for the batch, the caller allocates one by one, through {@link #allocate}. */
+    @Override
+    public @Nullable List<Block> allocateAdjacent(long[] bytes) {
+        return upstream.allocateAdjacent(bytes);
     }
 
     @Override

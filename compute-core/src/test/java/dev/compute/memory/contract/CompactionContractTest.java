@@ -12,8 +12,12 @@ import static dev.compute.memory.contract.CompactionTestBuffers.pattern;
 import static dev.compute.memory.contract.CompactionTestBuffers.written;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 import dev.compute.memory.AccessMode;
+import dev.compute.memory.AllocationAboveLimitException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.CompactionReport;
 import dev.compute.memory.DataType;
 import dev.compute.memory.DeviceOutOfMemoryException;
@@ -24,14 +28,20 @@ import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import dev.compute.memory.BufferAccess;
 import dev.compute.memory.resource.LimitingResource;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Compaction on every backend ({@link UnifiedMemoryManager#compact}): buffers nothing holds move and keep their data
@@ -331,6 +341,283 @@ public abstract class CompactionContractTest {
 
             assertThat(heard).hasSize(2);
             assertThat(heard.getLast().buffersMoved()).isPositive();
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /**
+     * A host mirror that finds no room at its location cannot compact it (it is made under its buffer's monitor): that
+     * compaction was never tried, so it must not keep the next allocation there, made by no mirror, from compacting.
+     */
+    @Test
+    void aHostMirrorThatFindsNoRoomDoesNotKeepALaterAllocationFromCompacting() {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).pinningEnabled(false).build();
+             UnifiedBuffer mirrored = manager.allocate(ROOMY_REQUEST, DEVICE)) {
+            assumeFalse(mirrored.isHostAccessible(), "only a buffer the host cannot address takes a host mirror");
+            List<UnifiedBuffer> kept = everyNth(manager, MemoryLocation.HOST, 18, 3);
+
+            assertThatThrownBy(mirrored::hostView).isInstanceOf(DeviceOutOfMemoryException.class);
+
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, MemoryLocation.HOST)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /** The thread that runs out of memory holds a view of one buffer: that one stays, the others move, the request fits. */
+    @Test
+    void anAllocationWhoseThreadHoldsAViewOfABufferMovesTheOthers() {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).pinningEnabled(false).build()) {
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+            MemorySegment view = kept.getFirst().hostView();
+            byte first = view.get(ValueLayout.JAVA_BYTE, 1000);
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, DEVICE)) {
+                roomy.copyFrom(pattern(1024, 5));
+            } catch (DeviceOutOfMemoryException e) {
+                // a held buffer may block the room on some layouts: the point is that nothing hangs or moves it
+            }
+            assertThat(view.get(ValueLayout.JAVA_BYTE, 1000)).isEqualTo(first);
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /** Listeners that allocate what does not fit while the compaction on out-of-memory runs, or as it fails: nothing hangs. */
+    @Test
+    void listenersThatRunOutOfMemoryThemselvesNeitherHangNorRecurse() {
+        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
+        List<Throwable> inner = new CopyOnWriteArrayList<>();
+        UnifiedMemoryManager[] self = new UnifiedMemoryManager[1];
+        AtomicInteger calls = new AtomicInteger();
+        MemoryEventListener listener = new MemoryEventListener() {
+            @Override
+            public void compacted(CompactionReport report) {
+                heard.add(report);
+                if (calls.getAndIncrement() < 5) {
+                    inner.add(catching(() -> self[0].allocate(2 * OUT_OF_MEMORY_CAP / 3, DEVICE).close()));
+                }
+            }
+
+            @Override
+            public void allocationFailed(MemoryLocation location, long bytes, OutOfMemoryReason reason) {
+                if (calls.getAndIncrement() < 5) {
+                    inner.add(catching(() -> self[0].allocate(ROOMY_REQUEST, DEVICE).close()));
+                }
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
+            self[0] = manager;
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+            List<BufferAccess> accesses = new ArrayList<>();
+            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+
+            assertThatThrownBy(() -> manager.allocate(ROOMY_REQUEST, DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
+            accesses.forEach(BufferAccess::close);
+            written(manager, 40).close();
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, DEVICE)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
+            assertThat(inner).isNotEmpty();
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    private static @Nullable Throwable catching(Runnable action) {
+        try {
+            action.run();
+            return null;
+        } catch (RuntimeException e) {
+            return e;
+        }
+    }
+
+    /** A request above the cap fails as above the limit, and compacts nothing. */
+    @Test
+    void aRequestAboveTheCapCompactsNothing() {
+        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
+        MemoryEventListener listener = new MemoryEventListener() {
+            @Override
+            public void compacted(CompactionReport report) {
+                heard.add(report);
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+            assertThatThrownBy(() -> manager.allocate(OUT_OF_MEMORY_CAP + MiB, DEVICE)).isInstanceOf(AllocationAboveLimitException.class);
+            assertThat(manager.tryAllocate(OUT_OF_MEMORY_CAP + MiB, DEVICE)).isEmpty();
+            assertThat(manager.allocateAsync(OUT_OF_MEMORY_CAP + MiB, DEVICE, Duration.ofSeconds(5)))
+                    .failsWithin(Duration.ofSeconds(10));
+            assertThat(heard).isEmpty();
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /** Two threads run out of memory at once, each holding an access of a buffer the other's compaction would move. */
+    @Test
+    void twoThreadsRunningOutOfMemoryWhileHoldingAccessesNeitherHangNorLoseData() throws Exception {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).build()) {
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+            CyclicBarrier together = new CyclicBarrier(2);
+            List<Throwable> failures = new CopyOnWriteArrayList<>();
+            List<Thread> threads = new ArrayList<>();
+            for (int t = 0; t < 2; t++) {
+                UnifiedBuffer held = kept.get(t == 0 ? 1 : kept.size() - 1);
+                threads.add(Thread.ofPlatform().start(() -> {
+                    try (BufferAccess access = held.deviceAccess(AccessMode.READ)) {
+                        for (int round = 0; round < 20; round++) {
+                            together.await(30, TimeUnit.SECONDS);
+                            manager.tryAllocate(OUT_OF_MEMORY_CAP / 3, DEVICE).ifPresent(UnifiedBuffer::close);
+                        }
+                    } catch (Throwable e) {
+                        failures.add(e);
+                    }
+                }));
+            }
+            for (Thread thread : threads) {
+                assertThat(thread.join(Duration.ofSeconds(60))).as("no thread hangs").isTrue();
+            }
+            assertThat(failures).isEmpty();
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+            assertThat(manager.statistics(DEVICE).allocatedBytes()).isZero();
+            assertThat(manager.statistics(DEVICE).reservedBytes()).isLessThanOrEqualTo(OUT_OF_MEMORY_CAP);
+        }
+    }
+
+    /**
+     * A request that waits for memory, refused while every buffer was held, is served by a compaction once the holds end
+     * and a large buffer goes: its retry compacts, though the compaction of its first try found nothing to move.
+     */
+    @Test
+    void aWaitingRequestIsServedByACompactionOnceALargeBufferGoes() throws Exception {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).build()) {
+            List<UnifiedBuffer> kept = new ArrayList<>(everyThirdOfEighteen(manager));
+            List<BufferAccess> accesses = new ArrayList<>();
+            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+            CompletableFuture<UnifiedBuffer> waiting = manager.allocateAsync(ROOMY_REQUEST, DEVICE, Duration.ofSeconds(60));
+            assertThat(waiting).isNotDone();
+
+            accesses.forEach(BufferAccess::close);
+            kept.removeLast().close();
+
+            try (UnifiedBuffer roomy = waiting.get(30, TimeUnit.SECONDS)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /** Ops still queued on the buffers as an allocation runs out of memory: the moves wait for them and keep what they wrote. */
+    @Test
+    void buffersWithOpsInFlightKeepWhatTheOpsWroteWhenAnAllocationMovesThem() throws Exception {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).build()) {
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+            List<CompletableFuture<Void>> ops = new ArrayList<>();
+            for (int i = 0; i < kept.size(); i++) {
+                ops.add(manager.ops().fillAsync(kept.get(i), i + 0.5));
+            }
+            UnifiedBuffer slice = kept.getLast().slice(1000, 10);
+
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, DEVICE)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
+
+            for (CompletableFuture<Void> op : ops) {
+                op.get(30, TimeUnit.SECONDS);
+            }
+            for (int i = 0; i < kept.size(); i++) {
+                float[] read = new float[CompactionTestBuffers.FLOATS];
+                kept.get(i).copyTo(read);
+                float expected = i + 0.5f;
+                assertThat(read).as("buffer %d", i).containsOnly(expected);
+            }
+            float[] sliced = new float[10];
+            slice.copyTo(sliced);
+            assertThat(sliced).containsOnly(kept.size() - 0.5f);
+            kept.forEach(UnifiedBuffer::close);
+            assertThat(manager.statistics(DEVICE).allocatedBytes()).isZero();
+        }
+    }
+
+    /**
+     * With one retry for the handlers: the compaction finds every buffer held; the handler ends the holds and closes a
+     * buffer; its one retry compacts again, and that makes the room. The compaction's tries are not the handler's.
+     */
+    @Test
+    void theHandlersOneRetryCompactsAgainAfterTheyFreedSomething() {
+        List<BufferAccess> accesses = new ArrayList<>();
+        List<UnifiedBuffer> kept = new ArrayList<>();
+        List<Integer> attempts = new CopyOnWriteArrayList<>();
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).outOfMemoryRetries(1)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> {
+                    attempts.add(attempt);
+                    accesses.forEach(BufferAccess::close);
+                    kept.removeLast().close();
+                    return true;
+                }).build()) {
+            kept.addAll(everyThirdOfEighteen(manager));
+            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, DEVICE)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
+
+            assertThat(attempts).containsExactly(1);
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 3 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /**
+     * A host mirror (which compaction never moves) keeps the buffers at its location from packing into one segment, so
+     * a compaction there makes no room; once the mirror goes with its buffer, the next refusal there compacts again.
+     */
+    @Test
+    void aHostMirrorGivenBackLetsTheNextRefusalThereCompactAgain() {
+        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
+        MemoryEventListener listener = new MemoryEventListener() {
+            @Override
+            public void compacted(CompactionReport report) {
+                heard.add(report);
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).pinningEnabled(false)
+                .eventListener(listener).build()) {
+            UnifiedBuffer mirrored = written(manager, 99);
+            assumeFalse(mirrored.isHostAccessible(), "only a buffer the host cannot address takes a host mirror");
+            try (BufferAccess access = mirrored.hostAccess(AccessMode.READ)) {
+                assertThat(access.segment().byteSize()).isEqualTo(BUFFER_BYTES);
+            }
+            List<UnifiedBuffer> kept = everyNth(manager, MemoryLocation.HOST, 17, 3);
+            for (int i = 0; i < 3 && (heard.isEmpty() || heard.getLast().buffersMoved() > 0); i++) {
+                assertThat(manager.tryAllocate(ROOMY_REQUEST, MemoryLocation.HOST)).as("the mirror and six buffers fill two segments").isEmpty();
+            }
+            assertThat(heard).isNotEmpty().last().satisfies(report -> assertThat(report.buffersMoved()).isZero());
+
+            mirrored.close();
+
+            try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, MemoryLocation.HOST)) {
+                assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
+            }
             for (int i = 0; i < kept.size(); i++) {
                 assertHolds(kept.get(i), 3 * i);
             }

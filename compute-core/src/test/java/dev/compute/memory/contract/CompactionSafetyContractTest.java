@@ -20,7 +20,8 @@ public abstract class CompactionSafetyContractTest {
     protected void assumeBackend() {}
 
     @ParameterizedTest
-    @ValueSource(strings = {"usersAndCompactionRace", "managerClosedWhileCompacting", "allocationsCompactUnderUsers"})
+    @ValueSource(strings = {"usersAndCompactionRace", "managerClosedWhileCompacting", "allocationsCompactUnderUsers",
+            "managerClosedWhileRunningOutOfMemory"})
     void compactionNeverMovesMemoryUnderItsUsers(String scenario) throws Exception {
         assumeBackend();
         ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(120), CompactionScenarios.class, backend(), scenario);

@@ -18,6 +18,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Optional;
 import java.util.Random;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
@@ -42,6 +43,7 @@ public final class CompactionScenarios {
             case "usersAndCompactionRace" -> usersAndCompactionRace(backend);
             case "managerClosedWhileCompacting" -> managerClosedWhileCompacting(backend);
             case "allocationsCompactUnderUsers" -> allocationsCompactUnderUsers(backend);
+            case "managerClosedWhileRunningOutOfMemory" -> managerClosedWhileRunningOutOfMemory(backend);
             default -> throw new IllegalArgumentException("no scenario " + name);
         }
         System.out.println("OK " + name);
@@ -310,6 +312,81 @@ public final class CompactionScenarios {
         check(failure.get() == null, "the compaction failed otherwise than closed: " + failure.get());
         for (UnifiedBuffer buffer : kept) {
             check(buffer.isClosed(), "a buffer is still open after its manager closed");
+        }
+    }
+    /**
+     * Four threads keep buffers, drop others unclosed (leaks the detector collects) and, over and over, ask for more than
+     * fits, so that their allocations compact, while the manager closes under them: each thread ends on the closed
+     * manager, having read only what it wrote, and nothing crashes.
+     */
+    private static void managerClosedWhileRunningOutOfMemory(String backend) throws Exception {
+        UnifiedMemoryManager manager = builder(backend).maxPoolSize(64L << 20).leakDetection(LeakDetectionLevel.PARANOID).build();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        AtomicLong refused = new AtomicLong();
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < 4; t++) { // every thread's buffers first: their allocations must not meet the others' requests
+            Random random = new Random(t);
+            List<byte[]> contents = new ArrayList<>();
+            List<UnifiedBuffer> kept = keptAndDropped(manager, random, contents);
+            threads.add(Thread.ofPlatform().name("user-" + t).unstarted(() -> {
+                try {
+                    runOutOfMemoryUntilClosed(manager, random, kept, contents, refused);
+                } catch (IllegalStateException closed) {
+                    if (!manager.isClosed()) {
+                        failure.compareAndSet(null, closed);
+                    }
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            }));
+        }
+        threads.forEach(Thread::start);
+        Thread.sleep(500);
+        manager.close();
+        for (Thread thread : threads) {
+            thread.join(Duration.ofSeconds(30));
+            check(!thread.isAlive(), "a thread did not end once the manager closed");
+        }
+        if (failure.get() != null) {
+            failure.get().printStackTrace(System.out);
+        }
+        check(failure.get() == null, "a thread failed otherwise than closed: " + failure.get());
+        check(refused.get() > 0, "no allocation ran out of memory");
+    }
+
+    /** Four written buffers: two kept (their contents added to {@code contents}), two dropped unclosed. */
+    private static List<UnifiedBuffer> keptAndDropped(UnifiedMemoryManager manager, Random random, List<byte[]> contents) {
+        List<UnifiedBuffer> kept = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            UnifiedBuffer buffer = floats(manager, BYTES);
+            byte[] data = new byte[BYTES];
+            random.nextBytes(data);
+            buffer.copyFrom(data);
+            if (i % 2 == 0) {
+                kept.add(buffer);
+                contents.add(data);
+            } // else dropped unclosed: a leak, collected while compactions run
+        }
+        return kept;
+    }
+
+    private static void runOutOfMemoryUntilClosed(UnifiedMemoryManager manager, Random random, List<UnifiedBuffer> kept,
+                                                  List<byte[]> contents, AtomicLong refused) {
+        while (true) {
+            Optional<UnifiedBuffer> roomy = manager.tryAllocate(DataType.FLOAT32, (24 << 20) / 4, DEVICE);
+            if (roomy.isPresent()) {
+                roomy.get().copyFrom(new byte[] {1, 2, 3});
+                roomy.get().close();
+            } else {
+                refused.incrementAndGet();
+            }
+            int i = random.nextInt(kept.size());
+            byte[] read = new byte[BYTES];
+            kept.get(i).copyTo(read);
+            check(Arrays.equals(read, contents.get(i)), "a read saw other bytes than its thread wrote");
+            if (random.nextInt(8) == 0) {
+                System.gc();
+            }
         }
     }
 }

@@ -35,7 +35,11 @@ final class CompactionTestBuffers {
     }
 
     static UnifiedBuffer written(UnifiedMemoryManager manager, int seed) {
-        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, FLOATS, DEVICE);
+        return written(manager, DEVICE, seed);
+    }
+
+    static UnifiedBuffer written(UnifiedMemoryManager manager, MemoryLocation location, int seed) {
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, FLOATS, location);
         buffer.copyFrom(pattern(BUFFER_BYTES, seed));
         return buffer;
     }
@@ -53,9 +57,14 @@ final class CompactionTestBuffers {
 
     /** {@code count} buffers; every {@code n}th stays (seeds 0, n, 2n, ...), the rest are closed. */
     static List<UnifiedBuffer> everyNth(UnifiedMemoryManager manager, int count, int n) {
+        return everyNth(manager, DEVICE, count, n);
+    }
+
+    /** As {@link #everyNth(UnifiedMemoryManager, int, int)}, at {@code location}. */
+    static List<UnifiedBuffer> everyNth(UnifiedMemoryManager manager, MemoryLocation location, int count, int n) {
         List<UnifiedBuffer> all = new ArrayList<>();
         for (int i = 0; i < count; i++) {
-            all.add(written(manager, i));
+            all.add(written(manager, location, i));
         }
         List<UnifiedBuffer> kept = new ArrayList<>();
         for (int i = 0; i < all.size(); i++) {
