@@ -33,7 +33,9 @@ public interface MemoryEventListener {
 
     /**
      * An allocation met out-of-memory and the pool, a compaction ({@code compact-on-out-of-memory}) or the
-     * {@link OutOfMemoryHandler}s tried to make room: one call per step; {@code nanos} is how long the step took.
+     * {@link OutOfMemoryHandler}s tried to make room: one call per step, also one that declined (handlers that all
+     * returned false; a compaction skipped because nothing changed since one made no room); {@code nanos} is how long
+     * the step took.
      */
     default void outOfMemoryRecovery(MemoryLocation location, long requestedBytes, RecoveryOutcome outcome, long nanos) {}
 

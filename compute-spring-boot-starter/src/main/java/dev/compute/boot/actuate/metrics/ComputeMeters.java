@@ -47,7 +47,7 @@ public enum ComputeMeters implements MeterDocumentation {
     BACKEND_FREE("compute.memory.backend.free", Meter.Type.TIMER, null,
             "Time the backend took to take memory back (a segment freed, or pages unmapped)", Tag.LOCATION),
     OOM_RECOVERY("compute.memory.oom.recovery", Meter.Type.TIMER, null,
-            "Time spent making room after out-of-memory, one record per step (the cache released, the location compacted, OutOfMemoryHandlers asked), by outcome: recovered, failed",
+            "Time spent making room after out-of-memory, one record per step taken or declined (the cache released, the location compacted, OutOfMemoryHandlers asked), by outcome: recovered, failed",
             Tag.LOCATION, Tag.OUTCOME),
     LEAKS("compute.memory.leaks", Meter.Type.COUNTER, null, "Buffers garbage-collected without close(), each logged as a LEAK"),
     DEVICE_MEMORY_TOTAL("compute.device.memory.total", Meter.Type.GAUGE, BaseUnits.BYTES, "The device's memory, as the backend tells it"),

@@ -63,8 +63,11 @@ class MemoryEventMetersTests {
             assertThatThrownBy(() -> manager.allocate(6L << 20, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
             assertThat(registry.get("compute.memory.oom.recovery").tags("location", "device", "outcome", "failed").timer().count())
                     .as("one record per step: the pool's release of its cache, then the compaction").isEqualTo(2);
+            assertThatThrownBy(() -> manager.allocate(6L << 20, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(registry.get("compute.memory.oom.recovery").tags("location", "device", "outcome", "failed").timer().count())
+                    .as("again, the compaction declining: nothing changed since one made no room").isEqualTo(4);
             assertThat(registry.get("compute.memory.allocation.failures").tags("location", "device", "reason", "device-memory").counter().count())
-                    .isEqualTo(1);
+                    .as("one for each allocation that failed").isEqualTo(2);
         }
     }
 }
