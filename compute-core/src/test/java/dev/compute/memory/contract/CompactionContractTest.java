@@ -59,6 +59,16 @@ public abstract class CompactionContractTest {
         return builder().releaseThreshold(0).build();
     }
 
+    /** A listener that keeps every compaction report it hears. */
+    private static final class HeardCompactions implements MemoryEventListener {
+        final List<CompactionReport> reports = new CopyOnWriteArrayList<>();
+
+        @Override
+        public void compacted(CompactionReport report) {
+            reports.add(report);
+        }
+    }
+
     @Test
     void movesTheBuffersNothingHoldsKeepsTheirDataAndGivesMemoryBack() {
         try (UnifiedMemoryManager manager = manager()) {
@@ -172,13 +182,8 @@ public abstract class CompactionContractTest {
 
     @Test
     void aCompactionIntervalCompactsWithoutBeingAsked() throws InterruptedException {
-        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
-        MemoryEventListener listener = new MemoryEventListener() {
-            @Override
-            public void compacted(CompactionReport report) {
-                heard.add(report);
-            }
-        };
+        HeardCompactions listener = new HeardCompactions();
+        List<CompactionReport> heard = listener.reports;
         try (UnifiedMemoryManager manager = builder().releaseThreshold(0).compactionInterval(Duration.ofMillis(20))
                 .eventListener(listener).build()) {
             assertThat(manager.settings().compactionInterval()).isEqualTo(Duration.ofMillis(20));
@@ -241,15 +246,17 @@ public abstract class CompactionContractTest {
         return everyNth(manager, 18, 3);
     }
 
+    /** Each buffer {@link #everyThirdOfEighteen} kept holds its data. */
+    private static void assertEveryThirdHolds(List<UnifiedBuffer> kept) {
+        for (int i = 0; i < kept.size(); i++) {
+            assertHolds(kept.get(i), 3 * i);
+        }
+    }
+
     @Test
     void anAllocationThatFindsNoRoomCompactsItsLocationAndSucceeds() {
-        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
-        MemoryEventListener listener = new MemoryEventListener() {
-            @Override
-            public void compacted(CompactionReport report) {
-                heard.add(report);
-            }
-        };
+        HeardCompactions listener = new HeardCompactions();
+        List<CompactionReport> heard = listener.reports;
         try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
             assertThat(manager.settings().compactOnOutOfMemory()).as("on by default").isTrue();
             List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
@@ -261,9 +268,7 @@ public abstract class CompactionContractTest {
 
             assertThat(heard).as("one compaction, by the allocation").singleElement()
                     .satisfies(report -> assertThat(report.buffersMoved()).isPositive());
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             assertThat(manager.statistics(DEVICE).reservedBytes()).isLessThanOrEqualTo(OUT_OF_MEMORY_CAP);
             kept.forEach(UnifiedBuffer::close);
         }
@@ -280,9 +285,7 @@ public abstract class CompactionContractTest {
             assertThatThrownBy(() -> manager.allocate(ROOMY_REQUEST, DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
 
             assertThat(deviceOffset(kept.getLast())).isEqualTo(offset);
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);
         }
     }
@@ -303,9 +306,7 @@ public abstract class CompactionContractTest {
             assertThat(attempts).containsExactly(1);
             assertThat(accesses.stream().mapToLong(BufferAccess::offset).toArray()).isEqualTo(offsets);
             accesses.forEach(BufferAccess::close);
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);
         }
     }
@@ -316,13 +317,8 @@ public abstract class CompactionContractTest {
      */
     @Test
     void aCompactionThatMadeNoRoomIsNotRepeatedUntilALargeBufferComesOrGoes() {
-        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
-        MemoryEventListener listener = new MemoryEventListener() {
-            @Override
-            public void compacted(CompactionReport report) {
-                heard.add(report);
-            }
-        };
+        HeardCompactions listener = new HeardCompactions();
+        List<CompactionReport> heard = listener.reports;
         try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
             List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
             List<BufferAccess> accesses = new ArrayList<>();
@@ -341,9 +337,7 @@ public abstract class CompactionContractTest {
 
             assertThat(heard).hasSize(2);
             assertThat(heard.getLast().buffersMoved()).isPositive();
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);
         }
     }
@@ -364,9 +358,7 @@ public abstract class CompactionContractTest {
             try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, MemoryLocation.HOST)) {
                 assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
             }
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);
         }
     }
@@ -384,9 +376,7 @@ public abstract class CompactionContractTest {
                 // a held buffer may block the room on some layouts: the point is that nothing hangs or moves it
             }
             assertThat(view.get(ValueLayout.JAVA_BYTE, 1000)).isEqualTo(first);
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);
         }
     }
@@ -427,9 +417,7 @@ public abstract class CompactionContractTest {
                 assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
             }
             assertThat(inner).isNotEmpty();
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);
         }
     }
@@ -446,13 +434,8 @@ public abstract class CompactionContractTest {
     /** A request above the cap fails as above the limit, and compacts nothing. */
     @Test
     void aRequestAboveTheCapCompactsNothing() {
-        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
-        MemoryEventListener listener = new MemoryEventListener() {
-            @Override
-            public void compacted(CompactionReport report) {
-                heard.add(report);
-            }
-        };
+        HeardCompactions listener = new HeardCompactions();
+        List<CompactionReport> heard = listener.reports;
         try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
             List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
             assertThatThrownBy(() -> manager.allocate(OUT_OF_MEMORY_CAP + MiB, DEVICE)).isInstanceOf(AllocationAboveLimitException.class);
@@ -489,9 +472,7 @@ public abstract class CompactionContractTest {
                 assertThat(thread.join(Duration.ofSeconds(60))).as("no thread hangs").isTrue();
             }
             assertThat(failures).isEmpty();
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);
             assertThat(manager.statistics(DEVICE).allocatedBytes()).isZero();
             assertThat(manager.statistics(DEVICE).reservedBytes()).isLessThanOrEqualTo(OUT_OF_MEMORY_CAP);
@@ -517,9 +498,7 @@ public abstract class CompactionContractTest {
             try (UnifiedBuffer roomy = waiting.get(30, TimeUnit.SECONDS)) {
                 assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
             }
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);
         }
     }
@@ -580,9 +559,7 @@ public abstract class CompactionContractTest {
             }
 
             assertThat(attempts).containsExactly(1);
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);
         }
     }
@@ -593,13 +570,8 @@ public abstract class CompactionContractTest {
      */
     @Test
     void aHostMirrorGivenBackLetsTheNextRefusalThereCompactAgain() {
-        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
-        MemoryEventListener listener = new MemoryEventListener() {
-            @Override
-            public void compacted(CompactionReport report) {
-                heard.add(report);
-            }
-        };
+        HeardCompactions listener = new HeardCompactions();
+        List<CompactionReport> heard = listener.reports;
         try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).pinningEnabled(false)
                 .eventListener(listener).build()) {
             UnifiedBuffer mirrored = written(manager, 99);
@@ -618,9 +590,7 @@ public abstract class CompactionContractTest {
             try (UnifiedBuffer roomy = manager.allocate(ROOMY_REQUEST, MemoryLocation.HOST)) {
                 assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
             }
-            for (int i = 0; i < kept.size(); i++) {
-                assertHolds(kept.get(i), 3 * i);
-            }
+            assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);
         }
     }
