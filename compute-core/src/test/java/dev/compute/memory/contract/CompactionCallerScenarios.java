@@ -2,6 +2,7 @@ package dev.compute.memory.contract;
 
 import static dev.compute.memory.contract.CompactionScenarios.builder;
 import static dev.compute.memory.contract.CompactionScenarios.check;
+import static dev.compute.memory.contract.CompactionScenarios.checkNoFailure;
 
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryLocation;
@@ -80,10 +81,7 @@ public final class CompactionCallerScenarios {
             for (Thread thread : threads) {
                 thread.join();
             }
-            if (failure.get() != null) {
-                failure.get().printStackTrace(System.out);
-            }
-            check(failure.get() == null, "a user or a maintenance thread failed: " + failure.get());
+            checkNoFailure(failure, "a user or a maintenance thread failed");
             for (int i = 0; i < 3 && manager.liveBuffers().stream().anyMatch(b -> b.location() == DEVICE || b.location() == MemoryLocation.HOST); i++) {
                 System.gc(); // the dropped buffers
                 Thread.sleep(200);

@@ -74,6 +74,15 @@ public final class CompactionScenarios {
         }
     }
 
+    /** Ends the scenario with exit status 1, the failure's trace printed, if one of its threads failed ({@code what}: who failed). */
+    static void checkNoFailure(AtomicReference<Throwable> failure, String what) {
+        Throwable thrown = failure.get();
+        if (thrown != null) {
+            thrown.printStackTrace(System.out);
+        }
+        check(thrown == null, what + ": " + thrown);
+    }
+
     /**
      * Three threads each keep four large buffers and, over and over, write one, read it back whole, read it through an
      * access or a slice, run an op on it, close it and allocate another, or drop one unclosed (a leak the detector
@@ -111,10 +120,7 @@ public final class CompactionScenarios {
                 thread.join();
             }
         }
-        if (failure.get() != null) {
-            failure.get().printStackTrace(System.out);
-        }
-        check(failure.get() == null, "a user or the compactor failed: " + failure.get());
+        checkNoFailure(failure, "a user or the compactor failed");
         check(moved.get() > 0, "compaction moved no buffer at all");
         System.out.println("buffers moved: " + moved.get());
     }
@@ -217,10 +223,7 @@ public final class CompactionScenarios {
                 thread.join();
             }
         }
-        if (failure.get() != null) {
-            failure.get().printStackTrace(System.out);
-        }
-        check(failure.get() == null, "a user failed: " + failure.get());
+        checkNoFailure(failure, "a user failed");
         check(moved.get() > 0, "no allocation compacted (refused " + refused.get() + ")");
         System.out.println("buffers moved: " + moved.get() + ", allocations refused: " + refused.get());
     }
@@ -347,10 +350,7 @@ public final class CompactionScenarios {
             thread.join(Duration.ofSeconds(30));
             check(!thread.isAlive(), "a thread did not end once the manager closed");
         }
-        if (failure.get() != null) {
-            failure.get().printStackTrace(System.out);
-        }
-        check(failure.get() == null, "a thread failed otherwise than closed: " + failure.get());
+        checkNoFailure(failure, "a thread failed otherwise than closed");
         check(refused.get() > 0, "no allocation ran out of memory");
     }
 
