@@ -1,6 +1,7 @@
 /**
- * Concurrency utilities the manager, the resources and the pool share: thread stripes and striped counters.
- * Public only so that those packages can use them; not an API, and free to change.
+ * Concurrency utilities the manager, the resources, the pool and the backends share: thread stripes, striped counters
+ * and a ledger of bytes against a limit. Public only so that those packages and modules can use them; not an API, and
+ * free to change.
  */
 @NullMarked
 package dev.compute.memory.internal;

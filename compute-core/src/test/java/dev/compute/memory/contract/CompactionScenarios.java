@@ -125,6 +125,21 @@ public final class CompactionScenarios {
         System.out.println("buffers moved: " + moved.get());
     }
 
+    /** Writes random bytes over the whole buffer and returns them. */
+    private static byte[] writeRandom(UnifiedBuffer buffer, Random random) {
+        byte[] data = new byte[(int) buffer.byteSize()];
+        random.nextBytes(data);
+        buffer.copyFrom(data);
+        return data;
+    }
+
+    /** Reads the whole buffer back and checks it holds {@code written}. */
+    private static void checkWholeRead(UnifiedBuffer buffer, byte[] written) {
+        byte[] read = new byte[written.length];
+        buffer.copyTo(read);
+        check(Arrays.equals(read, written), "a whole read saw other bytes than its thread wrote");
+    }
+
     private static void useBuffers(UnifiedMemoryManager manager, Random random, long until) {
         UnifiedBuffer[] buffers = new UnifiedBuffer[4];
         byte[][] contents = new byte[4][];
@@ -137,17 +152,10 @@ public final class CompactionScenarios {
             UnifiedBuffer buffer = buffers[i];
             int size = (int) buffer.byteSize();
             switch (random.nextInt(7)) {
-                case 0 -> {
-                    byte[] data = new byte[size];
-                    random.nextBytes(data);
-                    buffer.copyFrom(data);
-                    contents[i] = data;
-                }
+                case 0 -> contents[i] = writeRandom(buffer, random);
                 case 1 -> {
                     if (contents[i] != null) {
-                        byte[] read = new byte[size];
-                        buffer.copyTo(read);
-                        check(Arrays.equals(read, contents[i]), "a whole read saw other bytes than its thread wrote");
+                        checkWholeRead(buffer, contents[i]);
                     }
                 }
                 case 2 -> {
@@ -241,17 +249,8 @@ public final class CompactionScenarios {
             UnifiedBuffer buffer = buffers[i];
             int size = (int) buffer.byteSize();
             switch (random.nextInt(4)) {
-                case 0 -> {
-                    byte[] data = new byte[size];
-                    random.nextBytes(data);
-                    buffer.copyFrom(data);
-                    contents[i] = data;
-                }
-                case 1 -> {
-                    byte[] read = new byte[size];
-                    buffer.copyTo(read);
-                    check(Arrays.equals(read, contents[i]), "a whole read saw other bytes than its thread wrote");
-                }
+                case 0 -> contents[i] = writeRandom(buffer, random);
+                case 1 -> checkWholeRead(buffer, contents[i]);
                 case 2 -> {
                     try (BufferAccess access = buffer.hostAccess(AccessMode.READ)) {
                         int at = random.nextInt(size);

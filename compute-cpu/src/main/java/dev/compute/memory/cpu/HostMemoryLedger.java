@@ -1,7 +1,7 @@
 package dev.compute.memory.cpu;
 
 import dev.compute.memory.MemoryLocation;
-import java.util.concurrent.atomic.AtomicLong;
+import dev.compute.memory.internal.BytesLedger;
 
 /**
  * The host memory this process's CPU backends hold (allocations and mapped pages), against the machine's memory and
@@ -17,8 +17,7 @@ final class HostMemoryLedger {
     /** The process's ledger, at the machine's (or the container's) memory and swap; no limit where they cannot be read. */
     static final HostMemoryLedger PROCESS = new HostMemoryLedger(LinuxHost.memoryAndSwapBytes());
 
-    private final long limitBytes;
-    private final AtomicLong heldBytes = new AtomicLong();
+    private final BytesLedger bytes;
 
     /** A ledger that refuses nothing: for tests of the kernel's own refusals. */
     static HostMemoryLedger unlimited() {
@@ -27,32 +26,28 @@ final class HostMemoryLedger {
 
     /** A ledger that refuses past {@code limitBytes}; none where it is not positive. */
     HostMemoryLedger(long limitBytes) {
-        this.limitBytes = limitBytes > 0 ? limitBytes : Long.MAX_VALUE;
+        this.bytes = new BytesLedger(limitBytes > 0 ? limitBytes : Long.MAX_VALUE);
     }
 
-    /** Counts {@code bytes} about to be allocated or mapped, or throws the backend's out-of-memory exception. */
-    void take(MemoryLocation location, long bytes) {
-        long held;
-        do {
-            held = heldBytes.get();
-            if (bytes > limitBytes - held) {
-                throw CpuBackend.outOfMemory(location, bytes, "this process's CPU backends hold " + held + " bytes, and "
-                        + bytes + " more would pass the " + limitBytes + " bytes of the machine's memory and swap (Linux"
-                        + " would grant them and end the process when they are touched)");
-            }
-        } while (!heldBytes.compareAndSet(held, held + bytes));
+    /** Counts {@code size} bytes about to be allocated or mapped, or throws the backend's out-of-memory exception. */
+    void take(MemoryLocation location, long size) {
+        if (!bytes.tryTake(size)) {
+            throw CpuBackend.outOfMemory(location, size, "this process's CPU backends hold " + bytes.heldBytes() + " bytes, and "
+                    + size + " more would pass the " + bytes.limitBytes() + " bytes of the machine's memory and swap (Linux"
+                    + " would grant them and end the process when they are touched)");
+        }
     }
 
-    /** Counts {@code bytes} freed or unmapped, or taken and then not allocated. */
-    void giveBack(long bytes) {
-        heldBytes.addAndGet(-bytes);
+    /** Counts {@code size} bytes freed or unmapped, or taken and then not allocated. */
+    void giveBack(long size) {
+        bytes.giveBack(size);
     }
 
     long heldBytes() {
-        return heldBytes.get();
+        return bytes.heldBytes();
     }
 
     long limitBytes() {
-        return limitBytes;
+        return bytes.limitBytes();
     }
 }

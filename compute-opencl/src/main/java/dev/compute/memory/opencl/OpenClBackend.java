@@ -24,6 +24,7 @@ import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
+import dev.compute.memory.internal.BytesLedger;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
@@ -137,7 +138,7 @@ public final class OpenClBackend implements ComputeBackend {
     private final long maxAllocation;
     private final long globalMemory;
     /** Bytes of DEVICE buffers held, against {@link #globalMemory} ({@link #takeDeviceMemory}). */
-    private final AtomicLong deviceBytesHeld = new AtomicLong();
+    private final BytesLedger deviceBytes;
     private final long svmCapabilities;
     private final boolean doublePrecision;
     private final int computeUnits;
@@ -171,6 +172,7 @@ public final class OpenClBackend implements ComputeBackend {
         this.nextDeviceAddress = new AtomicLong(alignment);
         this.maxAllocation = OpenClCalls.deviceLong(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
         this.globalMemory = OpenClCalls.deviceLong(id, CL_DEVICE_GLOBAL_MEM_SIZE);
+        this.deviceBytes = new BytesLedger(globalMemory);
         this.computeUnits = (int) OpenClCalls.deviceLong(id, CL_DEVICE_MAX_COMPUTE_UNITS);
         // SVM needs an OpenCL 2.0 device; older ones do not know the query
         this.svmCapabilities = openClVersionAtLeast(device.version(), 2, 0) ? OpenClCalls.deviceLongOr(id, CL_DEVICE_SVM_CAPABILITIES, 0) : 0;
@@ -508,7 +510,7 @@ public final class OpenClBackend implements ComputeBackend {
             OpenClCalls.check(error[0], "clCreateBuffer of " + size + " bytes");
             return new NativeAllocation(MemoryLocation.DEVICE, nextDeviceAddress.getAndAdd(size), size, null, memory);
         } catch (RuntimeException e) {
-            deviceBytesHeld.addAndGet(-size);
+            deviceBytes.giveBack(size);
             throw e;
         }
     }
@@ -519,15 +521,11 @@ public final class OpenClBackend implements ComputeBackend {
      * {@code clCreateBuffer} and fails the buffer's first copy or kernel instead (PoCL grants them all).
      */
     private void takeDeviceMemory(long size) {
-        long held;
-        do {
-            held = deviceBytesHeld.get();
-            if (size > globalMemory - held) {
-                throw new BackendOutOfMemoryException("DEVICE allocation of " + size + " bytes would take the " + held
-                        + " bytes of DEVICE buffers this backend holds past the " + globalMemory + " bytes of " + device.describe()
-                        + " (CL_DEVICE_GLOBAL_MEM_SIZE)");
-            }
-        } while (!deviceBytesHeld.compareAndSet(held, held + size));
+        if (!deviceBytes.tryTake(size)) {
+            throw new BackendOutOfMemoryException("DEVICE allocation of " + size + " bytes would take the " + deviceBytes.heldBytes()
+                    + " bytes of DEVICE buffers this backend holds past the " + globalMemory + " bytes of " + device.describe()
+                    + " (CL_DEVICE_GLOBAL_MEM_SIZE)");
+        }
     }
 
     private NativeAllocation allocatePinned(long size) {
@@ -580,7 +578,7 @@ public final class OpenClBackend implements ComputeBackend {
         switch (allocation.handle()) {
             case cl_mem memory -> {
                 OpenClCalls.check(CL.clReleaseMemObject(memory), "clReleaseMemObject");
-                deviceBytesHeld.addAndGet(-allocation.sizeBytes());
+                deviceBytes.giveBack(allocation.sizeBytes());
             }
             case PinnedBuffer pinned -> {
                 synchronized (lifecycle) {
