@@ -96,6 +96,7 @@ final class AllocationWaiters {
         }
     }
 
+    private static final System.Logger LOG = System.getLogger(UnifiedMemoryManager.class.getName());
     private static final ThreadFactory THREADS = Thread.ofPlatform().daemon().name("compute-memory-waiters-", 0).factory();
     /** How long an idle waiter thread stays (seconds): a service that never waits keeps none. */
     static final int IDLE_SECONDS = 10;
@@ -222,7 +223,12 @@ final class AllocationWaiters {
     private void serve(LocationQueue queue) {
         int seen = 1;
         do {
-            serveHeads(queue);
+            try {
+                serveHeads(queue);
+            } catch (Throwable e) {
+                // whatever went wrong, the signals are counted down: else no later close would wake this queue again
+                LOG.log(System.Logger.Level.WARNING, "serving the requests waiting for memory failed", e);
+            }
             seen = queue.signals.addAndGet(-seen);
         } while (seen != 0);
     }
@@ -250,7 +256,8 @@ final class AllocationWaiters {
                 head.tried = true;
                 queue.latestRefusal = e;
                 return;
-            } catch (RuntimeException e) {
+            } catch (Throwable e) {
+                // an out-of-memory handler's own failure (an Error too): it is this request's, and the queue goes on
                 queue.remove(head);
                 if (head.settle()) {
                     head.future.completeExceptionally(e);
@@ -282,16 +289,22 @@ final class AllocationWaiters {
         }
     }
 
-    /** Counted, off the queue and told to listeners before the future fails, so that whoever it wakes sees all of it. */
+    /**
+     * Counted, off the queue and told to listeners before the future fails, so that whoever it wakes sees all of it;
+     * the future fails whatever happens on the way.
+     */
     private void timeOut(LocationQueue queue, Waiter waiter) {
         if (waiter.future.isDone() || !waiter.settle()) {
             return;
         }
         DeviceOutOfMemoryException failure = timedOut(waiter, queue);
-        queue.timeouts.increment();
-        withdraw(queue, waiter);
-        events.allocationFailed(waiter.location, waiter.bytes, failure.reason());
-        waiter.future.completeExceptionally(failure);
+        try {
+            queue.timeouts.increment();
+            withdraw(queue, waiter);
+            events.allocationFailed(waiter.location, waiter.bytes, failure.reason());
+        } finally {
+            waiter.future.completeExceptionally(failure);
+        }
     }
 
     /** The last refusal, the request's own or, if it waited behind others all along, theirs; with the wait said. */

@@ -54,6 +54,7 @@ final class BackendComputeOps implements ComputeOps {
             } finally {
                 x.releaseHold(null, done);
             }
+            UnifiedBuffer.surfaceFaults(x, y);
             return done;
         } catch (RuntimeException | InternalError failure) {
             UnifiedBuffer.failIfTruncated(failure, x, y);
@@ -76,10 +77,11 @@ final class BackendComputeOps implements ComputeOps {
             CompletableFuture<T> done = null;
             try {
                 done = kernel.apply(region);
-                return done;
             } finally {
                 buffer.releaseHold(mode, done == null ? DONE : done);
             }
+            UnifiedBuffer.surfaceFaults(buffer);
+            return done;
         } catch (RuntimeException | InternalError failure) {
             UnifiedBuffer.failIfTruncated(failure, buffer);
             throw failure;

@@ -1,6 +1,8 @@
 package dev.compute.memory;
 
+import dev.compute.memory.spi.FileMappings;
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
@@ -17,6 +19,18 @@ record FileRange(Path file, FileMapMode mode, long offset, long length) {
      * is now shorter than this range; returns otherwise, leaving the caller to rethrow {@code failure}.
      */
     void failIfTruncated(Throwable failure) {
+        failIfTruncated(failure, file, offset, length);
+    }
+
+    /** As {@link #failIfTruncated(Throwable)}, for any segment over a file the manager mapped (a view passed to a copy). */
+    static void failIfTruncated(Throwable failure, MemorySegment segment) {
+        FileMappings.Mapping mapping = FileMappings.find(segment);
+        if (mapping != null) {
+            failIfTruncated(failure, mapping.file(), mapping.fileOffset(), mapping.byteSize());
+        }
+    }
+
+    private static void failIfTruncated(Throwable failure, Path file, long offset, long length) {
         if (failure instanceof MappedFileTruncatedException || !causedByMemoryFault(failure)) {
             return;
         }

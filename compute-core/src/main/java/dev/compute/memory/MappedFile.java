@@ -1,12 +1,13 @@
 package dev.compute.memory;
 
 import dev.compute.memory.resource.Block;
+import dev.compute.memory.internal.RegularFiles;
+import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.NativeAllocation;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.channels.FileChannel;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import org.jspecify.annotations.Nullable;
 
@@ -26,6 +27,7 @@ final class MappedFile implements Block {
 
     private final FileRange range;
     private final Arena arena;
+    private final MemorySegment mapping;
     private final NativeAllocation allocation;
     private final @Nullable String allocationSite;
     private boolean unmapped;
@@ -33,6 +35,7 @@ final class MappedFile implements Block {
     private MappedFile(FileRange range, Arena arena, MemorySegment mapping, @Nullable String allocationSite) {
         this.range = range;
         this.arena = arena;
+        this.mapping = mapping;
         this.allocation = new NativeAllocation(MemoryLocation.HOST, mapping.address(), range.length(), mapping, null);
         this.allocationSite = allocationSite;
     }
@@ -45,15 +48,14 @@ final class MappedFile implements Block {
      */
     static MappedFile map(Path file, DataType type, FileMapMode mode, long offset, @Nullable Long length, @Nullable String site)
             throws IOException {
+        RegularFiles.require(file, "mapped"); // before it is opened: opening a named pipe would wait for a writer
         try (FileChannel channel = FileChannel.open(file, mode.openOptions())) {
-            if (!Files.isRegularFile(file)) {
-                throw new IllegalArgumentException(file + " is not a regular file; only regular files can be mapped");
-            }
             long fileSize = channel.size();
             FileRange range = new FileRange(file, mode, offset, checkedRange(file, type, fileSize, offset, length));
             Arena arena = Arena.ofShared();
             try {
                 MemorySegment mapping = channel.map(mode.channelMode(), offset, range.length(), arena);
+                FileMappings.register(mapping, file, offset);
                 return new MappedFile(range, arena, mapping, site);
             } catch (IOException | RuntimeException | Error e) {
                 arena.close();
@@ -109,6 +111,7 @@ final class MappedFile implements Block {
             return false;
         }
         unmapped = true;
+        FileMappings.unregister(mapping);
         return true;
     }
 

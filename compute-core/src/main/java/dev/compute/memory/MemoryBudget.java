@@ -1,10 +1,10 @@
 package dev.compute.memory;
 
 import dev.compute.memory.resource.Block;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A tenant's share of a manager, as Arrow's child allocators: buffers allocated through it come from the manager's
@@ -31,11 +31,17 @@ public final class MemoryBudget implements AutoCloseable {
     private final String name;
     private final long limitBytes;
     private final Map<Block, UnifiedBuffer> open = new ConcurrentHashMap<>();
-    private final AtomicLong allocated = new AtomicLong();
-    private final AtomicLong peak = new AtomicLong();
-    private final AtomicLong allocations = new AtomicLong();
-    private final AtomicLong refusals = new AtomicLong();
-    private volatile boolean closed;
+    // guarded by this
+    /** Bytes of buffers allocated and not yet back: what the figures say. */
+    private long allocated;
+    /** Bytes of requests under way in the pool: counted against the limit, not in the figures. */
+    private long pending;
+    /** The threads whose requests are under way, for the wait in {@link #reserve}. */
+    private final List<Thread> requesting = new ArrayList<>();
+    private long peak;
+    private long allocations;
+    private long refusals;
+    private boolean closed;
 
     MemoryBudget(PooledMemoryManager manager, String name, long limitBytes) {
         this.manager = manager;
@@ -66,31 +72,81 @@ public final class MemoryBudget implements AutoCloseable {
     }
 
     public UnifiedBuffer allocate(DataType type, long count, MemoryLocation location) {
-        if (closed) {
-            throw new IllegalStateException("memory budget '" + name + "' is closed");
-        }
         if (count <= 0) {
             throw new IllegalArgumentException("element count must be positive: " + count);
         }
         long bytes = type.bytesFor(count);
-        long after = allocated.addAndGet(bytes);
-        if (after > limitBytes || after < 0) {
-            allocated.addAndGet(-bytes);
-            refusals.incrementAndGet();
-            throw new DeviceOutOfMemoryException(location, bytes, OutOfMemoryReason.ADAPTOR_LIMIT, "out of " + location
-                    + " memory: requested " + bytes + " bytes with " + (after - bytes) + " bytes allocated would pass the limit of "
-                    + limitBytes + " bytes of memory budget '" + name + "'");
-        }
+        reserve(location, bytes);
         UnifiedBuffer buffer;
         try {
             buffer = manager.allocateFor(this, type, count, location);
-        } catch (RuntimeException e) {
-            allocated.addAndGet(-bytes);
+        } catch (Throwable e) {
+            settle(bytes, false);
             throw e;
         }
-        peak.accumulateAndGet(after, Math::max);
-        allocations.incrementAndGet();
+        if (!settle(bytes, true)) {
+            buffer.close();
+            throw closedMeanwhile();
+        }
         return buffer;
+    }
+
+    /**
+     * Counts a request against the limit before it goes to the pool, so that threads allocating at once never pass it
+     * together. A request that fits beside what is allocated but not beside requests still under way waits for them
+     * (they end within the pool's own bounded waits), so that it is refused only for memory the budget really holds;
+     * it does not wait for its own thread's (an out-of-memory handler allocating through the budget).
+     */
+    private synchronized void reserve(MemoryLocation location, long bytes) {
+        long waitUntil = System.nanoTime() + manager.deviceWaitTimeout().toNanos();
+        while (true) {
+            if (closed) {
+                throw new IllegalStateException("memory budget '" + name + "' is closed");
+            }
+            if (fits(allocated + pending, bytes)) {
+                pending += bytes;
+                requesting.add(Thread.currentThread());
+                return;
+            }
+            long left = waitUntil - System.nanoTime();
+            if (!fits(allocated, bytes) || pending == 0 || requesting.contains(Thread.currentThread()) || left <= 0) {
+                refusals++;
+                throw new DeviceOutOfMemoryException(location, bytes, OutOfMemoryReason.ADAPTOR_LIMIT, "out of " + location
+                        + " memory: requested " + bytes + " bytes with " + allocated + " bytes allocated"
+                        + (pending == 0 ? "" : " and " + pending + " bytes being allocated") + " would pass the limit of "
+                        + limitBytes + " bytes of memory budget '" + name + "'");
+            }
+            try {
+                wait(Math.max(1, left / 1_000_000));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                refusals++;
+                throw new DeviceOutOfMemoryException(location, bytes, OutOfMemoryReason.ADAPTOR_LIMIT, "interrupted while memory budget '"
+                        + name + "' waited for requests under way to see whether " + bytes + " bytes fit its limit");
+            }
+        }
+    }
+
+    private boolean fits(long counted, long bytes) {
+        return bytes <= limitBytes - counted;
+    }
+
+    /** A reserved request ended: counted as allocated when it got its buffer. False when the budget closed meanwhile. */
+    private synchronized boolean settle(long bytes, boolean allocatedNow) {
+        pending -= bytes;
+        requesting.remove(Thread.currentThread());
+        notifyAll();
+        if (!allocatedNow) {
+            return true;
+        }
+        allocated += bytes;
+        peak = Math.max(peak, allocated);
+        allocations++;
+        return !closed;
+    }
+
+    private IllegalStateException closedMeanwhile() {
+        return new IllegalStateException("memory budget '" + name + "' was closed while the allocation was under way");
     }
 
     /** A buffer of this budget was made over {@code block}. */
@@ -98,33 +154,39 @@ public final class MemoryBudget implements AutoCloseable {
         open.put(block, buffer);
     }
 
-    /** The memory of the buffer over {@code block} went back to the pool. */
+    /** The memory of the buffer over {@code block} went back to the pool: before the pool may lend it again. */
     void released(Block block) {
         UnifiedBuffer buffer = open.remove(block);
         if (buffer != null) {
-            allocated.addAndGet(-buffer.byteSize());
+            synchronized (this) {
+                allocated -= buffer.byteSize();
+            }
         }
     }
 
-    public Statistics statistics() {
-        return new Statistics(name, limitBytes, allocated.get(), peak.get(), open.size(), allocations.get(), refusals.get());
+    public synchronized Statistics statistics() {
+        return new Statistics(name, limitBytes, allocated, peak, open.size(), allocations, refusals);
     }
 
-    public boolean isClosed() {
+    public synchronized boolean isClosed() {
         return closed;
     }
 
     /**
      * Refuses further allocations, then closes every buffer still open through this budget, saying in the log how
-     * many and how large (a request scope that forgot a buffer shows here). Closing twice is harmless.
+     * many and how large (a request scope that forgot a buffer shows here). A buffer closed already whose memory waits
+     * for a view is not reported: it was closed. Closing twice is harmless.
      */
     @Override
     public void close() {
-        if (closed) {
-            return;
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            notifyAll();
         }
-        closed = true;
-        List<UnifiedBuffer> left = List.copyOf(open.values());
+        List<UnifiedBuffer> left = open.values().stream().filter(buffer -> !buffer.isClosed()).toList();
         if (!left.isEmpty()) {
             long bytes = left.stream().mapToLong(UnifiedBuffer::byteSize).sum();
             LOG.log(System.Logger.Level.WARNING, "memory budget '" + name + "' closed with " + left.size() + " buffer(s) of "
@@ -134,8 +196,25 @@ public final class MemoryBudget implements AutoCloseable {
         manager.budgetClosed(this);
     }
 
+    /**
+     * The manager closed: its buffers are closed with it. Where it freed its pools ({@code memoryBack}), their memory
+     * went back with everything, so nothing counts any more; where it kept them, what the buffers held stays counted.
+     */
+    void managerClosed(boolean memoryBack) {
+        synchronized (this) {
+            closed = true;
+            notifyAll();
+            if (memoryBack) {
+                allocated = 0;
+            }
+        }
+        if (memoryBack) {
+            open.clear();
+        }
+    }
+
     @Override
     public String toString() {
-        return "MemoryBudget[" + name + ", " + allocated.get() + " of " + limitBytes + " bytes]";
+        return "MemoryBudget[" + name + ", " + statistics().allocatedBytes() + " of " + limitBytes + " bytes]";
     }
 }

@@ -1,5 +1,6 @@
 package dev.compute.memory;
 
+import dev.compute.memory.internal.SafeEventListener;
 import dev.compute.memory.jfr.JfrMemoryEvents;
 import dev.compute.memory.recording.AllocationRecorder;
 import dev.compute.memory.recording.AllocationTrace;
@@ -361,6 +362,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         MemoryBudget budget = new MemoryBudget(this, name, limitBytes);
         budgetsMade = true;
         budgets.add(budget);
+        if (closed) { // closed as it was made: the close may not have seen it
+            budgets.remove(budget);
+            budget.managerClosed(true);
+            throw new IllegalStateException("this UnifiedMemoryManager is closed");
+        }
         return budget;
     }
 
@@ -462,7 +468,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 + bytes + " bytes: a buffer on it would reach memory that is not its own");
         try {
             chain.entry.deallocate(block);
-        } catch (RuntimeException e) {
+        } catch (Throwable e) {
             wrong.addSuppressed(e);
         }
         throw wrong;
@@ -499,11 +505,18 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             throw new IllegalArgumentException("a batch needs at least one buffer");
         }
         long[] bytes = new long[counts.length];
+        long total = 0;
         for (int i = 0; i < counts.length; i++) {
             if (counts[i] <= 0) {
                 throw new IllegalArgumentException("element count must be positive: counts[" + i + "] is " + counts[i]);
             }
             bytes[i] = type.bytesFor(counts[i]);
+            total += bytes[i];
+            if (total < 0) {
+                throw new AllocationAboveLimitException(location, Long.MAX_VALUE, OutOfMemoryReason.POOL_LIMIT, "a batch whose first "
+                        + (i + 1) + " of " + counts.length + " buffers of " + type + " already total more than " + Long.MAX_VALUE
+                        + " bytes is above every limit: nothing was allocated");
+            }
         }
         scopes.endHandedOver();
         if (closed) {
@@ -561,12 +574,14 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         } catch (DeviceOutOfMemoryException e) {
             blocks.forEach(chain.entry::deallocate);
             int failed = blocks.size();
-            DeviceOutOfMemoryException batchFailure = new DeviceOutOfMemoryException(location, bytes[failed], e.reason(),
-                    "buffer " + (failed + 1) + " of a batch of " + bytes.length + " (" + bytes[failed] + " bytes) could not be allocated,"
-                    + " so the " + failed + " allocated before it were given back: " + e.getMessage());
+            String message = "buffer " + (failed + 1) + " of a batch of " + bytes.length + " (" + bytes[failed] + " bytes) could not be"
+                    + " allocated, so the " + failed + " allocated before it were given back: " + e.getMessage();
+            DeviceOutOfMemoryException batchFailure = e instanceof AllocationAboveLimitException
+                    ? new AllocationAboveLimitException(location, bytes[failed], e.reason(), message)
+                    : new DeviceOutOfMemoryException(location, bytes[failed], e.reason(), message);
             batchFailure.initCause(e);
             throw batchFailure;
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
             blocks.forEach(chain.entry::deallocate);
             throw e;
         }
@@ -601,9 +616,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 releasedInFlight.add(inFlight);
                 inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
             }
-            // an application's adaptor may throw from its free: the mirror still goes back and the waiters still
-            // hear of it, and the caller gets the adaptor's exception after that
-            RuntimeException failure = null;
+            // an application's adaptor may throw from its free (anything): the mirror still goes back and the waiters
+            // still hear of it, and the caller gets the adaptor's exception after that
+            Throwable failure = null;
             if (block instanceof MappedFile mapping) {
                 mappedFiles.release(mapping, inFlight);
             } else {
@@ -630,8 +645,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 failure = deallocate(mirrorChain, mirror, inFlight, failure);
                 waiters.released(mirrorLocation, inFlight);
             }
-            if (failure != null) {
-                throw failure;
+            if (failure instanceof RuntimeException unchecked) {
+                throw unchecked;
+            }
+            if (failure instanceof Error error) {
+                throw error;
             }
         } finally {
             activeCalls.exit(stripe);
@@ -639,12 +657,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     /** Frees a block through its chain; what the chain throws is returned, added to an earlier failure if there is one. */
-    private static @Nullable RuntimeException deallocate(LocationChain chain, Block block, CompletableFuture<?> inFlight,
-                                                        @Nullable RuntimeException earlier) {
+    private static @Nullable Throwable deallocate(LocationChain chain, Block block, CompletableFuture<?> inFlight,
+                                                 @Nullable Throwable earlier) {
         try {
             chain.entry.deallocate(block, inFlight);
             return earlier;
-        } catch (RuntimeException e) {
+        } catch (Throwable e) {
             if (earlier == null) {
                 return e;
             }
@@ -1048,9 +1066,12 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             if (maintenance != null) {
                 maintenance.shutdownNow();
             }
-            if (callsEnded && scopesEnded && deviceIdle) {
+            boolean memoryBack = callsEnded && scopesEnded && deviceIdle;
+            if (memoryBack) {
                 freeEverything(deadline);
-            } else {
+            }
+            closeBudgets(memoryBack);
+            if (!memoryBack) {
                 LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager closed, but after " + closeTimeout.toMillis()
                         + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + scopes.holders() + "), ")
                         + (callsEnded ? "" : "calls were still under way, ") + (deviceIdle ? "" : "device work was still running, ")
@@ -1067,6 +1088,17 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             } finally {
                 closeDone.countDown();
             }
+        }
+    }
+
+    /** Every budget closes with the manager; its figures count nothing more where the memory went back with the pools. */
+    private void closeBudgets(boolean memoryBack) {
+        for (MemoryBudget budget : budgets) {
+            budget.managerClosed(memoryBack);
+        }
+        budgets.clear();
+        if (memoryBack) {
+            budgetOfBlock.clear();
         }
     }
 
@@ -1141,7 +1173,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private static void closeChain(LocationChain chain) {
         try {
             chain.top.close();
-        } catch (RuntimeException e) {
+        } catch (Throwable e) {
             LOG.log(System.Logger.Level.ERROR, "closing the " + chain.backend.location() + " resource chain failed", e);
         }
         try {
@@ -1150,7 +1182,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             } else {
                 chain.backend.close();
             }
-        } catch (RuntimeException e) {
+        } catch (Throwable e) {
             LOG.log(System.Logger.Level.ERROR, "freeing the " + chain.backend.location() + " pool's memory failed", e);
         }
     }

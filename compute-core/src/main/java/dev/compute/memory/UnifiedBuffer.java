@@ -3,6 +3,7 @@ package dev.compute.memory;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.DeviceWork;
 import dev.compute.memory.spi.DeviceHandle;
+import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
@@ -383,7 +384,7 @@ public final class UnifiedBuffer implements AutoCloseable {
         int call = manager.enter(this);
         try {
             checkRange(byteOffset, source.byteSize());
-            return whenIdle(root -> {
+            CompletableFuture<Void> queued = whenIdle(root -> {
                 Block device = openBlock();
                 if (isHostAccessible() || root.state.hostIsNewer()) {
                     writeLocked(root, device, byteOffset, source);
@@ -396,8 +397,10 @@ public final class UnifiedBuffer implements AutoCloseable {
                 root.recordInFlight(done);
                 return done;
             });
+            surfaceFaults(source);
+            return queued;
         } catch (RuntimeException | InternalError failure) {
-            failIfTruncated(failure, this);
+            failIfTruncated(failure, source, this);
             throw failure;
         } finally {
             manager.exit(call);
@@ -409,7 +412,7 @@ public final class UnifiedBuffer implements AutoCloseable {
         int call = manager.enter(this);
         try {
             checkRange(byteOffset, destination.byteSize());
-            return whenIdle(root -> {
+            CompletableFuture<Void> queued = whenIdle(root -> {
                 Block device = openBlock();
                 if (isHostAccessible() || !root.readsFromDevice()) {
                     readLocked(root, device, byteOffset, destination);
@@ -421,8 +424,10 @@ public final class UnifiedBuffer implements AutoCloseable {
                 root.recordInFlight(done);
                 return done;
             });
+            surfaceFaults(destination);
+            return queued;
         } catch (RuntimeException | InternalError failure) {
-            failIfTruncated(failure, this);
+            failIfTruncated(failure, destination, this);
             throw failure;
         } finally {
             manager.exit(call);
@@ -481,6 +486,9 @@ public final class UnifiedBuffer implements AutoCloseable {
                 } finally {
                     source.releaseHold(null, DONE);
                 }
+            }
+            if (source.mappedFrom != null || mappedFrom != null) {
+                FileMappings.surfaceFaults();
             }
         } catch (RuntimeException | InternalError failure) {
             failIfTruncated(failure, source, this);
@@ -939,24 +947,25 @@ public final class UnifiedBuffer implements AutoCloseable {
 
     private void write(long byteOffset, MemorySegment source) {
         requireWritable("a copy into it", "");
-        copyWhenIdle(byteOffset, source.byteSize(), (root, device) -> writeLocked(root, device, byteOffset, source));
+        copyWhenIdle(byteOffset, source, (root, device) -> writeLocked(root, device, byteOffset, source));
     }
 
     private void read(long byteOffset, MemorySegment destination) {
-        copyWhenIdle(byteOffset, destination.byteSize(), (root, device) -> readLocked(root, device, byteOffset, destination));
+        copyWhenIdle(byteOffset, destination, (root, device) -> readLocked(root, device, byteOffset, destination));
     }
 
-    /** A copy of {@code length} bytes at {@code byteOffset}, run under the root's monitor once no device work is in flight. */
-    private void copyWhenIdle(long byteOffset, long length, BiConsumer<UnifiedBuffer, Block> copy) {
+    /** A copy between {@code other} and this buffer at {@code byteOffset}, run under the root's monitor once no device work is in flight. */
+    private void copyWhenIdle(long byteOffset, MemorySegment other, BiConsumer<UnifiedBuffer, Block> copy) {
         int call = manager.enter(this);
         try {
-            checkRange(byteOffset, length);
+            checkRange(byteOffset, other.byteSize());
             whenIdle(root -> {
                 copy.accept(root, openBlock());
                 return null;
             });
+            surfaceFaults(other);
         } catch (RuntimeException | InternalError failure) {
-            failIfTruncated(failure, this);
+            failIfTruncated(failure, other, this);
             throw failure;
         } finally {
             manager.exit(call);
@@ -982,6 +991,32 @@ public final class UnifiedBuffer implements AutoCloseable {
         for (UnifiedBuffer buffer : involved) {
             if (buffer.mappedFrom != null) {
                 buffer.mappedFrom.failIfTruncated(failure);
+            }
+        }
+    }
+
+    /** As {@link #failIfTruncated(Throwable, UnifiedBuffer...)}, where the other side is a segment: it may be a view of a mapped file. */
+    private static void failIfTruncated(Throwable failure, MemorySegment other, UnifiedBuffer buffer) {
+        FileRange.failIfTruncated(failure, other);
+        failIfTruncated(failure, buffer);
+    }
+
+    /**
+     * After a copy or an op on memory a mapped file may back (this buffer's, or {@code other}, a view of one): a fault
+     * it met, which the JVM delivers late once the copy is compiled, is thrown here, inside the caller's {@code try}.
+     */
+    private void surfaceFaults(MemorySegment other) {
+        if (mappedFrom != null || FileMappings.isOverMapping(other)) {
+            FileMappings.surfaceFaults();
+        }
+    }
+
+    /** As {@link #surfaceFaults(MemorySegment)}, for an op on buffers: where one of them maps a file. */
+    static void surfaceFaults(UnifiedBuffer... involved) {
+        for (UnifiedBuffer buffer : involved) {
+            if (buffer.mappedFrom != null) {
+                FileMappings.surfaceFaults();
+                return;
             }
         }
     }

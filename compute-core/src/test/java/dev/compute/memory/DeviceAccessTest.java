@@ -6,9 +6,11 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend.SimulatedDeviceHandle;
+import dev.compute.memory.testing.FaultInjectingBackend;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -142,6 +144,25 @@ class DeviceAccessTest {
 
     @Test
     void failedDeviceWorkFailsItsLauncherNotLaterReaders() throws Exception {
+        FaultInjectingBackend faulty = new FaultInjectingBackend(new SimulatedDiscreteBackend(), 1);
+        try (UnifiedMemoryManager own = UnifiedMemoryManager.builder().backend(faulty).timelineInterval(Duration.ZERO).build();
+             UnifiedBuffer buffer = own.allocate(DataType.FLOAT32, 16, MemoryLocation.DEVICE)) {
+            buffer.copyFrom(new float[] {1, 2, 3});
+            CompletableFuture<Void> kernelFaults = new CompletableFuture<>();
+            faulty.failNextKernelWhen(kernelFaults);
+            CompletableFuture<Void> launched = own.ops().scaleAsync(buffer, 2.0);
+            assertThat(launched).as("the kernel is still running").isNotDone();
+            Future<?> reader = other.submit(() -> buffer.copyTo(new float[1])); // waits for the kernel
+            Thread.sleep(50);
+            kernelFaults.complete(null);
+
+            assertThat(launched).as("the launcher hears of the failure").failsWithin(Duration.ofSeconds(10))
+                    .withThrowableOfType(ExecutionException.class).withCauseInstanceOf(FaultInjectingBackend.InjectedFault.class);
+            reader.get(10, TimeUnit.SECONDS); // the reader that waited for it does not
+            float[] back = new float[3];
+            buffer.copyTo(back);
+            assertThat(back).as("and reads the buffer as the failed kernel left it").hasSize(3);
+        }
         try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 16, MemoryLocation.DEVICE)) {
             buffer.copyFrom(new float[16]);
             CompletableFuture<Void> failsWhileWaitedFor = new CompletableFuture<>();

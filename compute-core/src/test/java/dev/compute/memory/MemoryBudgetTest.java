@@ -9,7 +9,15 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Handler;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 import org.junit.jupiter.api.Test;
 
 class MemoryBudgetTest {
@@ -127,6 +135,133 @@ class MemoryBudgetTest {
             assertThat(most.get()).isLessThanOrEqualTo(64 * 1024);
             buffers.forEach(UnifiedBuffer::close);
             assertThat(tenant.statistics().allocatedBytes()).isZero();
+        }
+    }
+
+    @Test
+    void aBudgetWhoseBufferIsOpenWhenTheManagerClosesCountsNothingAfterwards() {
+        UnifiedMemoryManager manager = manager();
+        MemoryBudget tenant = manager.budget("tenant", 8 * MiB);
+        UnifiedBuffer leftOpen = tenant.allocate(2 * MiB, MemoryLocation.DEVICE);
+        List<String> warnings = new ArrayList<>();
+
+        manager.close();
+        withWarningsTo(warnings, tenant::close);
+
+        assertThat(leftOpen.isClosed()).isTrue();
+        assertThat(tenant.isClosed()).as("closed with its manager").isTrue();
+        MemoryBudget.Statistics figures = tenant.statistics();
+        assertThat(figures.allocatedBytes()).as("its memory went back with the manager's").isZero();
+        assertThat(figures.liveBuffers()).isZero();
+        assertThat(figures.allocatedBytesPeak()).isEqualTo(2 * MiB);
+        assertThat(manager.budgets()).isEmpty();
+        assertThat(warnings).as("nothing is reported as still open").isEmpty();
+        assertThatThrownBy(() -> manager.budget("late", MiB)).isInstanceOf(IllegalStateException.class);
+    }
+
+    @Test
+    void closingABudgetReportsOnlyBuffersStillOpenNotClosedOnesWaitingForAView() throws InterruptedException {
+        try (UnifiedMemoryManager manager = manager()) {
+            MemoryBudget tenant = manager.budget("tenant", 8 * MiB);
+            UnifiedBuffer viewed = tenant.allocate(4096, MemoryLocation.HOST);
+            tenant.allocate(8192, MemoryLocation.HOST); // forgotten
+            CountDownLatch viewing = new CountDownLatch(1);
+            CountDownLatch done = new CountDownLatch(1);
+            Thread reader = Thread.ofPlatform().start(() -> {
+                viewed.hostView();
+                viewing.countDown();
+                awaitQuietly(done);
+            });
+            viewing.await();
+            viewed.close(); // its memory waits for the reader's view
+            List<String> warnings = new ArrayList<>();
+
+            withWarningsTo(warnings, tenant::close);
+
+            assertThat(warnings).singleElement().asString().contains("1 buffer(s) of 8192 bytes still open");
+            done.countDown();
+            reader.join(10_000);
+        }
+    }
+
+    @Test
+    void aRequestThatFailsInThePoolIsNotCountedWhileItFailsNorRefusesOneThatFits() throws Exception {
+        CountDownLatch inHandler = new CountDownLatch(1);
+        CountDownLatch letGo = new CountDownLatch(1);
+        OutOfMemoryHandler slow = (location, bytes, attempt, failure) -> {
+            if (bytes == 40 * MiB) {
+                inHandler.countDown();
+                awaitQuietly(letGo);
+            }
+            return false;
+        };
+        ExecutorService threads = Executors.newFixedThreadPool(2);
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MiB).outOfMemoryHandler(slow).build();
+             UnifiedBuffer others = manager.allocate(32 * MiB, MemoryLocation.DEVICE);
+             MemoryBudget tenant = manager.budget("tenant", 56 * MiB)) {
+            UnifiedBuffer held = tenant.allocate(16 * MiB, MemoryLocation.DEVICE);
+            Future<DeviceOutOfMemoryException> large = threads.submit(() -> {
+                try {
+                    tenant.allocate(40 * MiB, MemoryLocation.DEVICE).close();
+                    return null;
+                } catch (DeviceOutOfMemoryException e) {
+                    return e;
+                }
+            });
+            assertThat(inHandler.await(10, TimeUnit.SECONDS)).isTrue();
+
+            MemoryBudget.Statistics during = tenant.statistics();
+            assertThat(during.allocatedBytes()).as("the request under way holds nothing yet").isEqualTo(16 * MiB);
+            assertThat(during.liveBuffers()).isEqualTo(1);
+            assertThat(during.allocatedBytesPeak()).isEqualTo(16 * MiB);
+            Future<UnifiedBuffer> fitting = threads.submit(() -> tenant.allocate(8 * MiB, MemoryLocation.DEVICE));
+            letGo.countDown();
+
+            assertThat(large.get(10, TimeUnit.SECONDS)).as("the pool refused it, not the budget").isNotNull()
+                    .satisfies(e -> assertThat(e.reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT));
+            UnifiedBuffer eight = fitting.get(10, TimeUnit.SECONDS);
+            MemoryBudget.Statistics after = tenant.statistics();
+            assertThat(after.allocatedBytes()).isEqualTo(24 * MiB);
+            assertThat(after.allocatedBytesPeak()).as("never more than the tenant held").isEqualTo(24 * MiB);
+            assertThat(after.refusals()).as("the budget refused nothing").isZero();
+            eight.close();
+            held.close();
+        } finally {
+            threads.shutdownNow();
+        }
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** Runs {@code action} with the manager's log warnings collected in {@code warnings}. */
+    private static void withWarningsTo(List<String> warnings, Runnable action) {
+        Logger log = Logger.getLogger(UnifiedMemoryManager.class.getName());
+        Handler collect = new Handler() {
+            @Override
+            public void publish(LogRecord record) {
+                if (record.getLevel().intValue() >= Level.WARNING.intValue()) {
+                    warnings.add(record.getMessage());
+                }
+            }
+
+            @Override
+            public void flush() {}
+
+            @Override
+            public void close() {}
+        };
+        log.addHandler(collect);
+        try {
+            action.run();
+        } finally {
+            log.removeHandler(collect);
         }
     }
 

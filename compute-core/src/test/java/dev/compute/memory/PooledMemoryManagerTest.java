@@ -63,4 +63,36 @@ class PooledMemoryManagerTest {
         assertThat(released.reservedBytes()).as("the pool still keeps the memory; nothing frees it now").isEqualTo(kept.reservedBytes());
         assertThat(released.cachedBytes()).isEqualTo(released.reservedBytes());
     }
+    /**
+     * Two threads pass 6 MiB to each other through the pool under an 8 MiB cap: one closes what the other then takes.
+     * Only one can hold it at a time, so no figure may count both: the allocated peak stays within the reserved one.
+     */
+    @Test
+    void theAllocatedPeakNeverExceedsTheCapWhileThreadsCloseAndAllocateAtOnce() throws InterruptedException {
+        long cap = 8L << 20;
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).maxPoolSize(cap)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
+            long until = System.nanoTime() + 1_000_000_000L;
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            Runnable churn = () -> {
+                try {
+                    while (System.nanoTime() < until) {
+                        manager.tryAllocate(6L << 20, MemoryLocation.DEVICE).ifPresent(UnifiedBuffer::close);
+                    }
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            };
+            Thread first = Thread.ofPlatform().start(churn);
+            Thread second = Thread.ofPlatform().start(churn);
+            first.join(30_000);
+            second.join(30_000);
+
+            assertThat(failure.get()).isNull();
+            MemoryStatistics figures = manager.statistics(MemoryLocation.DEVICE);
+            assertThat(figures.reservedBytesPeak()).isLessThanOrEqualTo(cap);
+            assertThat(figures.allocatedBytesPeak()).as("allocated at once, never more than the cap lets the pool reserve")
+                    .isLessThanOrEqualTo(figures.reservedBytesPeak());
+        }
+    }
 }

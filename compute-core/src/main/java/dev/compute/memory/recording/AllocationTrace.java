@@ -1,5 +1,6 @@
 package dev.compute.memory.recording;
 
+import dev.compute.memory.internal.RegularFiles;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.OutputStreamWriter;
@@ -139,6 +140,7 @@ public final class AllocationTrace {
 
     /** Writes the trace to {@code file} in UTF-8, gzip'd when its name ends in {@code .gz}, as the replayer reads it. */
     public void writeTo(Path file) throws IOException {
+        RegularFiles.requireIfPresent(file, "written a trace to");
         try (OutputStream raw = Files.newOutputStream(file);
              OutputStream out = file.getFileName().toString().endsWith(".gz") ? new GZIPOutputStream(raw) : raw;
              Writer writer = new OutputStreamWriter(out, StandardCharsets.UTF_8)) {

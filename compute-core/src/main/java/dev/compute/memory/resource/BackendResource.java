@@ -1,5 +1,6 @@
 package dev.compute.memory.resource;
 
+import dev.compute.memory.internal.SafeEventListener;
 import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.DeviceOutOfMemoryException;
@@ -73,7 +74,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         this.maxAllocationBytes = backend.maxAllocationBytes(location);
         this.limitProperty = limitProperty;
         this.deviceWaitTimeout = deviceWaitTimeout;
-        this.events = events;
+        this.events = SafeEventListener.guard(events);
         VirtualMemory pages = backend.virtualMemory(location).orElse(null);
         this.pageMapping = pages == null ? null : new PageMapping(this, pages);
     }

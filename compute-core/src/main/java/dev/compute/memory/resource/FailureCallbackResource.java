@@ -1,5 +1,6 @@
 package dev.compute.memory.resource;
 
+import dev.compute.memory.internal.SafeEventListener;
 import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
@@ -38,7 +39,7 @@ public final class FailureCallbackResource implements MemoryResource {
         this.location = location;
         this.handlers = List.copyOf(handlers);
         this.maxRetries = maxRetries;
-        this.events = events;
+        this.events = SafeEventListener.guard(events);
     }
 
     @Override

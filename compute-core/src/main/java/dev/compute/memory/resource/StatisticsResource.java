@@ -48,12 +48,22 @@ public final class StatisticsResource implements MemoryResource {
         return blocks;
     }
 
+    /**
+     * Counts the free before the block goes upstream: once there, the pool may lend the memory to another thread at
+     * once, and counting that allocation before this free would raise the peak above anything ever held. A free the
+     * upstream refuses (it throws) is counted back.
+     */
     @Override
     public void deallocate(Block block, CompletableFuture<?> inFlight) {
         long size = block.size();
         long requestedSize = block.requestedSize();
-        upstream.deallocate(block, inFlight);
         counters.freed(size, requestedSize);
+        try {
+            upstream.deallocate(block, inFlight);
+        } catch (Throwable e) {
+            counters.freeUndone(size, requestedSize);
+            throw e;
+        }
     }
 
     public Counts counts() {

@@ -25,7 +25,9 @@ import dev.compute.memory.internal.ThreadStripes;
  *
  * <p>How exact: figures read while no call is under way are exact, peaks included, whichever threads allocated
  * and freed. A call under way while they are read may be missed or counted in part. A free that runs while
- * another thread raises the peak counts as if it came after that allocation.
+ * another thread raises the peak counts as if it came after that allocation; the caller counts each free before the
+ * memory can be lent again ({@link StatisticsResource#deallocate}), so an allocation that the free made possible always
+ * comes after it, and the peak never exceeds what was held at once.
  */
 final class StripedByteCounters {
 
@@ -45,6 +47,16 @@ final class StripedByteCounters {
     private final long[][] allocationsAtCollection = new long[2][ThreadStripes.COUNT];
 
     void allocated(long allocatedBytes, long requestedBytes) {
+        take(allocatedBytes, requestedBytes, ALLOCATIONS, 1);
+    }
+
+    /** Takes back a free counted by {@link #freed} whose block did not go back after all. */
+    void freeUndone(long allocatedBytes, long requestedBytes) {
+        take(allocatedBytes, requestedBytes, FREES, -1);
+    }
+
+    /** Counts bytes in use again, adding {@code delta} to the count {@code field}. */
+    private void take(long allocatedBytes, long requestedBytes, int field, long delta) {
         int stripe = ThreadStripes.ofCurrentThread();
         boolean allocatedTaken;
         boolean requestedTaken;
@@ -52,7 +64,7 @@ final class StripedByteCounters {
         try {
             allocatedTaken = takeHeld(stripe, ALLOCATED, allocatedBytes);
             requestedTaken = takeHeld(stripe, REQUESTED, requestedBytes);
-            addHeld(stripe, ALLOCATIONS, 1);
+            addHeld(stripe, field, delta);
         } finally {
             letGo(stripe);
         }
@@ -65,6 +77,7 @@ final class StripedByteCounters {
         }
     }
 
+    /** Counts a free; the caller counts it before the memory can be lent again, so that no peak counts it twice. */
     void freed(long allocatedBytes, long requestedBytes) {
         int stripe = ThreadStripes.ofCurrentThread();
         hold(stripe);

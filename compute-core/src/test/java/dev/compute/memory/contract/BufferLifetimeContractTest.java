@@ -285,6 +285,31 @@ public abstract class BufferLifetimeContractTest {
     }
 
     @Test
+    void closingASliceEndsItsViewsAndThoseOfItsSlicesButNotTheBuffers() {
+        for (MemoryLocation location : manager.locations()) {
+            try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 64, location)) {
+                UnifiedBuffer slice = buffer.slice(8, 16);
+                UnifiedBuffer inner = slice.slice(4, 4);
+                MemorySegment whole = buffer.hostView();
+                MemorySegment ofSlice = slice.hostView();
+                MemorySegment ofInner = inner.readOnlyHostView();
+                ofSlice.setAtIndex(JAVA_FLOAT_UNALIGNED, 4, 3.5f);
+                assertThat(ofInner.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).isEqualTo(3.5f);
+
+                slice.close();
+
+                assertThatThrownBy(() -> ofSlice.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).as("%s: the slice's view", location)
+                        .isInstanceOf(IllegalStateException.class);
+                assertThatThrownBy(() -> ofInner.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).as("%s: the view of a slice cut from it", location)
+                        .isInstanceOf(IllegalStateException.class);
+                assertThat(whole.getAtIndex(JAVA_FLOAT_UNALIGNED, 12)).as("%s: the buffer's own view works on", location).isEqualTo(3.5f);
+                assertThat(buffer.isClosed()).isFalse();
+            }
+            assertThat(manager.statistics(location).liveBuffers()).as("%s", location).isZero();
+        }
+    }
+
+    @Test
     void aSliceViewAndAccessOutliveNothing() {
         UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 64);
         UnifiedBuffer slice = buffer.slice(8, 8);

@@ -366,7 +366,9 @@ public abstract class CompactionContractTest {
     /** The thread that runs out of memory holds a view of one buffer: that one stays, the others move, the request fits. */
     @Test
     void anAllocationWhoseThreadHoldsAViewOfABufferMovesTheOthers() {
-        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).pinningEnabled(false).build()) {
+        HeardCompactions listener = new HeardCompactions();
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).pinningEnabled(false)
+                .eventListener(listener).build()) {
             List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
             MemorySegment view = kept.getFirst().hostView();
             byte first = view.get(ValueLayout.JAVA_BYTE, 1000);
@@ -375,6 +377,10 @@ public abstract class CompactionContractTest {
             } catch (DeviceOutOfMemoryException e) {
                 // a held buffer may block the room on some layouts: the point is that nothing hangs or moves it
             }
+            assertThat(listener.reports).as("the out-of-memory compacted the location").isNotEmpty().first().satisfies(report -> {
+                assertThat(report.buffersMoved()).as("the buffers nothing holds moved").isPositive();
+                assertThat(report.buffersInUse()).as("the viewed one stayed").isPositive();
+            });
             assertThat(view.get(ValueLayout.JAVA_BYTE, 1000)).isEqualTo(first);
             assertEveryThirdHolds(kept);
             kept.forEach(UnifiedBuffer::close);

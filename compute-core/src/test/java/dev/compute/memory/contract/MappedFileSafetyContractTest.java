@@ -25,7 +25,10 @@ public abstract class MappedFileSafetyContractTest {
             "readOnlyMappingRefusesEveryWrite",
             "closedWhileAnotherThreadReadsThroughAView",
             "managerClosedWhileAnotherThreadReadsThroughAView",
-            "truncatedWhileMapped"})
+            "truncatedWhileMapped",
+            "copiesThroughTheMappingsOwnViewsAfterTruncation",
+            "compiledCopiesOfATruncatedFile",
+            "namedPipesAreRefusedBeforeTheyAreOpened"})
     void theRuleHoldsAndTheJvmSurvives(String scenario) throws Exception {
         assumeBackend();
         ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(120), MappedFileScenarios.class, backend(), scenario);

@@ -51,6 +51,9 @@ public final class MappedFileScenarios {
                 case "closedWhileAnotherThreadReadsThroughAView" -> closedWhileAnotherThreadReadsThroughAView(backend, dir);
                 case "managerClosedWhileAnotherThreadReadsThroughAView" -> managerClosedWhileAnotherThreadReadsThroughAView(backend, dir);
                 case "truncatedWhileMapped" -> truncatedWhileMapped(backend, dir);
+                case "copiesThroughTheMappingsOwnViewsAfterTruncation" -> copiesThroughTheMappingsOwnViewsAfterTruncation(backend, dir);
+                case "compiledCopiesOfATruncatedFile" -> compiledCopiesOfATruncatedFile(backend, dir);
+                case "namedPipesAreRefusedBeforeTheyAreOpened" -> namedPipesAreRefusedBeforeTheyAreOpened(backend, dir);
                 default -> throw new IllegalArgumentException("no scenario " + name);
             }
         } finally {
@@ -247,6 +250,103 @@ public final class MappedFileScenarios {
                 // "a fault occurred in an unsafe memory access operation"
             }
         }
+    }
+
+    /**
+     * The segments the library hands out over a mapping (views and host accesses) passed to copies of other buffers,
+     * after the file was truncated: a backend must know them as a mapping and copy them by Java, so the copy fails with
+     * {@link MappedFileTruncatedException}; handed to a driver (OpenCL's {@code clEnqueueWriteBuffer}, CUDA's pageable
+     * copy) the fault would end the process. Into a read-write mapping's view too, and the async forms.
+     */
+    static void copiesThroughTheMappingsOwnViewsAfterTruncation(String backend, Path dir) throws Exception {
+        int n = (1 << 20) / 4;
+        Path file = Files.write(dir.resolve("shrinking.bin"), new byte[n * 4]);
+        try (UnifiedMemoryManager manager = manager(backend, Duration.ofSeconds(5));
+             UnifiedBuffer mapped = manager.mapFile(file, DataType.FLOAT32, FileMapMode.READ_WRITE);
+             UnifiedBuffer device = manager.allocate(DataType.FLOAT32, n, MemoryLocation.DEVICE);
+             UnifiedBuffer host = manager.allocate(DataType.FLOAT32, n, MemoryLocation.HOST)) {
+            manager.ops().fill(device, 1.0);
+            MemorySegment readOnly = mapped.readOnlyHostView();
+            MemorySegment writable = mapped.hostView();
+            try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE)) {
+                channel.truncate(4096);
+            }
+            expectTruncated(() -> device.copyFrom(0, readOnly), file, "a copy to DEVICE memory from the read-only view");
+            expectTruncated(() -> device.copyFrom(0, writable), file, "a copy to DEVICE memory from the view");
+            expectTruncated(() -> device.copyFromAsync(0, readOnly).join(), file, "an async copy to DEVICE memory from the view");
+            expectTruncated(() -> host.copyFrom(0, readOnly), file, "a copy to HOST memory from the view");
+            expectTruncated(() -> device.copyTo(0, writable), file, "a copy from DEVICE memory into the view");
+            expectTruncated(() -> device.copyToAsync(0, writable).join(), file, "an async copy from DEVICE memory into the view");
+            try (var access = mapped.hostAccess(AccessMode.READ)) {
+                expectTruncated(() -> device.copyFrom(0, access.segment()), file, "a copy to DEVICE memory from a host access");
+            }
+            float[] inFile = new float[1024];
+            mapped.copyTo(inFile);
+            device.copyFrom(0, readOnly.asSlice(0, 4096)); // what is left of the file still copies
+            float[] back = new float[1024];
+            device.copyTo(back);
+            check(Arrays.equals(back, inFile), "the bytes still in the file were copied");
+        }
+    }
+
+    /**
+     * Copies to and from a mapped file's buffer, run until the JIT has compiled them, then the file truncated: a
+     * compiled copy's fault reaches Java late (at the thread's next safepoint check), after the code that would turn
+     * it into {@link MappedFileTruncatedException}, unless the library makes it surface inside. Each copy is tried
+     * several times, since the JVM delivers it at one point or another.
+     */
+    static void compiledCopiesOfATruncatedFile(String backend, Path dir) throws Exception {
+        int n = (1 << 20) / 4;
+        Path file = Files.write(dir.resolve("shrinking.bin"), new byte[n * 4]);
+        try (UnifiedMemoryManager manager = manager(backend, Duration.ofSeconds(5));
+             UnifiedBuffer mapped = manager.mapFile(file, DataType.FLOAT32, FileMapMode.READ_WRITE);
+             UnifiedBuffer host = manager.allocate(DataType.FLOAT32, 256, MemoryLocation.HOST)) {
+            float[] tail = new float[256];
+            long tailAt = (long) (n - 256) * 4;
+            for (int i = 0; i < 30_000; i++) {
+                mapped.copyTo(tailAt, tail, 0, tail.length);
+                mapped.copyFrom(tailAt, tail, 0, tail.length);
+                host.copyFrom(mapped, tailAt, 0, 1024);
+            }
+            try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE)) {
+                channel.truncate(4096);
+            }
+            for (int i = 0; i < 20; i++) {
+                expectTruncated(() -> mapped.copyTo(tailAt, tail, 0, tail.length), file, "a compiled copy to an array");
+                expectTruncated(() -> mapped.copyFrom(tailAt, tail, 0, tail.length), file, "a compiled copy from an array");
+                expectTruncated(() -> host.copyFrom(mapped, tailAt, 0, 1024), file, "a compiled copy to a HOST buffer");
+            }
+            mapped.copyTo(0, tail, 0, tail.length); // the bytes still in the file read as before
+        }
+    }
+
+    /**
+     * A named pipe opened for reading blocks until a writer opens it, for ever if none does: {@code mapFile} refuses
+     * it (and anything else that is not a regular file) before it opens it, and the manager closes promptly after.
+     */
+    static void namedPipesAreRefusedBeforeTheyAreOpened(String backend, Path dir) throws Exception {
+        Path fifo = dir.resolve("pipe");
+        Process mkfifo = new ProcessBuilder("mkfifo", fifo.toString()).inheritIO().start();
+        check(mkfifo.waitFor() == 0, "mkfifo made the pipe");
+        UnifiedMemoryManager manager = manager(backend, Duration.ofSeconds(30));
+        for (FileMapMode mode : FileMapMode.values()) {
+            try {
+                manager.mapFile(fifo, DataType.INT8, mode).close();
+                throw new AssertionError("a named pipe was mapped " + mode);
+            } catch (IllegalArgumentException expected) {
+                check(expected.getMessage().contains("not a regular file"), "the refusal says why: " + expected.getMessage());
+            }
+        }
+        try {
+            manager.mapFile(dir, DataType.INT8, FileMapMode.READ_ONLY).close();
+            throw new AssertionError("a directory was mapped");
+        } catch (IllegalArgumentException expected) {
+            check(expected.getMessage().contains("a directory"), "the refusal says why: " + expected.getMessage());
+        }
+        long start = System.nanoTime();
+        manager.close();
+        check(System.nanoTime() - start < 10_000_000_000L, "the manager closed without waiting out its close timeout");
+        check(manager.statistics(MemoryLocation.HOST).reservedBytes() == 0, "and freed its pools");
     }
 
     private static void readAll(MemorySegment view) {

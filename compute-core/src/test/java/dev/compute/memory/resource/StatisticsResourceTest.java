@@ -1,6 +1,7 @@
 package dev.compute.memory.resource;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryEventListener;
@@ -14,6 +15,7 @@ import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -39,6 +41,77 @@ class StatisticsResourceTest extends MemoryResourceContract {
     @AfterEach
     void closeStatistics() {
         statistics.close();
+    }
+
+    /**
+     * Another thread takes the memory a free gives back the moment the pool has it, before the freeing call returns:
+     * that allocation was possible only because of the free, so the peak never counts both.
+     */
+    @Test
+    void anAllocationThatAFreeMadePossibleNeverRaisesThePeakAboveWhatWasHeld() throws Exception {
+        AtomicReference<Block> takenMeanwhile = new AtomicReference<>();
+        StatisticsResource[] counted = new StatisticsResource[1];
+        MemoryResource lendsAtOnce = new MemoryResource() {
+            @Override
+            public Block allocate(long bytes) {
+                return pool.allocate(bytes);
+            }
+
+            @Override
+            public void deallocate(Block block, CompletableFuture<?> inFlight) {
+                pool.deallocate(block, inFlight);
+                // the pool has the memory again: another thread allocates it before this free returns
+                Thread other = Thread.ofPlatform().start(() -> takenMeanwhile.set(counted[0].allocate(6 * MiB)));
+                try {
+                    other.join(10_000);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+
+            @Override
+            public void close() {}
+        };
+        counted[0] = new StatisticsResource(lendsAtOnce);
+        Block first = counted[0].allocate(6 * MiB);
+
+        counted[0].deallocate(first);
+
+        assertThat(takenMeanwhile.get()).isNotNull();
+        StatisticsResource.Counts figures = counted[0].counts();
+        assertThat(figures.allocatedBytes()).isEqualTo(6 * MiB);
+        assertThat(figures.allocatedBytesPeak()).as("6 MiB were held at any moment").isEqualTo(6 * MiB);
+        assertThat(figures.requestedBytesPeak()).isEqualTo(6 * MiB);
+        pool.deallocate(takenMeanwhile.get());
+    }
+
+    @Test
+    void aFreeTheUpstreamRefusesStaysCounted() {
+        MemoryResource refusing = new MemoryResource() {
+            @Override
+            public Block allocate(long bytes) {
+                return pool.allocate(bytes);
+            }
+
+            @Override
+            public void deallocate(Block block, CompletableFuture<?> inFlight) {
+                throw new IllegalStateException("refused");
+            }
+
+            @Override
+            public void close() {}
+        };
+        StatisticsResource counted = new StatisticsResource(refusing);
+        Block block = counted.allocate(MiB);
+
+        assertThatThrownBy(() -> counted.deallocate(block)).hasMessage("refused");
+
+        StatisticsResource.Counts figures = counted.counts();
+        assertThat(figures.allocatedBytes()).isEqualTo(MiB);
+        assertThat(figures.liveBlocks()).isEqualTo(1);
+        assertThat(figures.frees()).isZero();
+        assertThat(figures.allocatedBytesPeak()).isEqualTo(MiB);
+        pool.deallocate(block);
     }
 
     @Test

@@ -11,12 +11,14 @@ import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.Region;
 import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.MemorySegment;
 import java.util.Optional;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Wraps a backend and makes chosen calls fail: the Nth allocation (segments and page maps count alike) or the
@@ -43,6 +45,7 @@ public final class FaultInjectingBackend implements ComputeBackend {
     private volatile long failCopy = -1;
     private volatile AllocationFault allocationFault = AllocationFault.OUT_OF_MEMORY;
     private volatile double randomRate;
+    private volatile @Nullable CompletableFuture<?> kernelFailure;
     private final Random random;
 
     public FaultInjectingBackend(ComputeBackend delegate, long seed) {
@@ -200,7 +203,49 @@ public final class FaultInjectingBackend implements ComputeBackend {
 
     @Override
     public KernelOps ops() {
-        return delegate.ops();
+        KernelOps ops = delegate.ops();
+        return new KernelOps() {
+            @Override
+            public CompletableFuture<Void> fill(Region target, double value) {
+                return failedIfAsked(ops.fill(target, value));
+            }
+
+            @Override
+            public CompletableFuture<Void> scale(Region x, double alpha) {
+                return failedIfAsked(ops.scale(x, alpha));
+            }
+
+            @Override
+            public CompletableFuture<Void> axpy(double alpha, Region x, Region y) {
+                return failedIfAsked(ops.axpy(alpha, x, y));
+            }
+
+            @Override
+            public CompletableFuture<Double> sum(Region x) {
+                return failedIfAsked(ops.sum(x));
+            }
+        };
+    }
+
+    /**
+     * The next kernel runs, but its future stays pending until {@code trigger} completes and then fails with an
+     * {@link InjectedFault}: device work that fails after it was queued, as a kernel that faults on the device.
+     */
+    public FaultInjectingBackend failNextKernelWhen(CompletableFuture<?> trigger) {
+        this.kernelFailure = trigger;
+        return this;
+    }
+
+    private <T> CompletableFuture<T> failedIfAsked(CompletableFuture<T> kernel) {
+        CompletableFuture<?> trigger = kernelFailure;
+        if (trigger == null) {
+            return kernel;
+        }
+        kernelFailure = null;
+        injected.incrementAndGet();
+        CompletableFuture<T> failing = new CompletableFuture<>();
+        trigger.whenComplete((result, failure) -> failing.completeExceptionally(new InjectedFault("kernel")));
+        return failing;
     }
 
     @Override

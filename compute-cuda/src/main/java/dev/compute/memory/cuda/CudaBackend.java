@@ -23,6 +23,7 @@ import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.VirtualMemory;
@@ -402,8 +403,9 @@ public final class CudaBackend implements ComputeBackend {
                     "cuMemcpyAsync(" + bytes + " bytes to " + target.location() + ")");
             return finish(stream, wait);
         }
-        if (source.isNative() && !staging.pinned()) {
-            // pinning is off: the driver's own pageable path (it stages internally)
+        if (source.isNative() && !staging.pinned() && !FileMappings.isOverMapping(source)) {
+            // pinning is off: the driver's own pageable path (it stages internally); never over a mapped file, whose
+            // truncation would fault in the driver and end the process, where a copy by Java throws
             CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination), new HostPointer(source.address()), bytes, stream),
                     "cuMemcpyHtoDAsync(" + bytes + " bytes, pageable)");
             return finish(stream, wait);
@@ -429,7 +431,7 @@ public final class CudaBackend implements ComputeBackend {
                     "cuMemcpyAsync(" + bytes + " bytes from " + source.location() + ")");
             return finish(stream, wait);
         }
-        if (target.isNative() && !staging.pinned()) {
+        if (target.isNative() && !staging.pinned() && !FileMappings.isOverMapping(target)) {
             // returns once the bytes have landed: the driver copies to pageable memory synchronously
             CudaResults.check(cuMemcpyDtoHAsync(new HostPointer(target.address()), new DevicePointer(origin), bytes, stream),
                     "cuMemcpyDtoHAsync(" + bytes + " bytes, pageable)");
@@ -464,6 +466,7 @@ public final class CudaBackend implements ComputeBackend {
                     CudaResults.check(cuEventSynchronize(lane.event(slot)), "cuEventSynchronize(staging buffer)");
                 }
                 copier.copy(source, offset, lane.slot(slot), 0, length);
+                FileMappings.surfaceFaults(); // a fault of the copy (a truncated mapped file) is thrown here, in the try
                 CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination + offset), lane.pointer(slot), length, stream),
                         "cuMemcpyHtoDAsync(" + length + " bytes, staged)");
                 CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
@@ -476,7 +479,7 @@ public final class CudaBackend implements ComputeBackend {
             CompletableFuture<Void> done = completions.record(stream);
             done.whenComplete((ignored, failure) -> staging.release(lane));
             return done;
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
             // the device may still be reading slots: the lane is reused only after what was queued has run
             completions.awaitQuietly(stream);
             staging.release(lane);
@@ -498,11 +501,12 @@ public final class CudaBackend implements ComputeBackend {
                 long offset = k * chunk;
                 CudaResults.check(cuEventSynchronize(lane.event(slot)), "cuEventSynchronize(staging buffer)");
                 copier.copy(lane.slot(slot), 0, target, offset, Math.min(chunk, bytes - offset));
+                FileMappings.surfaceFaults();
                 if (k + lane.slots() < chunks) {
                     queueToSlot(lane, k + lane.slots(), origin, bytes, stream);
                 }
             }
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
             completions.awaitQuietly(stream);
             throw e;
         } finally {

@@ -1,5 +1,6 @@
 package dev.compute.memory.cuda;
 
+import dev.compute.memory.spi.FileMappings;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -42,7 +43,9 @@ final class HostCopier implements AutoCloseable {
 
     void copy(MemorySegment source, long sourceOffset, MemorySegment target, long targetOffset, long bytes) {
         // a segment of a confined arena may only be touched by its owner thread: then the caller copies alone
-        int parts = source.isAccessibleBy(OTHER_THREAD) && target.isAccessibleBy(OTHER_THREAD) ? parts(bytes, threads) : 1;
+        // and a mapped file by the caller alone too: a fault there (a file truncated under it) is thrown on the caller
+        int parts = source.isAccessibleBy(OTHER_THREAD) && target.isAccessibleBy(OTHER_THREAD)
+                && !FileMappings.isOverMapping(source) && !FileMappings.isOverMapping(target) ? parts(bytes, threads) : 1;
         if (parts == 1) {
             MemorySegment.copy(source, sourceOffset, target, targetOffset, bytes);
             return;

@@ -28,6 +28,7 @@ import dev.compute.memory.internal.BytesLedger;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
 import java.lang.foreign.Arena;
@@ -84,9 +85,10 @@ import org.jspecify.annotations.Nullable;
  *
  * <p><b>Copies.</b> Memory the host can address is copied by the host ({@link MemorySegment#copy}); a DEVICE
  * buffer through {@code clEnqueueReadBuffer}/{@code clEnqueueWriteBuffer} (from Java arrays directly when
- * blocking, through a native temporary when not) and {@code clEnqueueCopyBuffer} between buffers. A mapped file
- * ({@link MemorySegment#isMapped()}) goes through a staging buffer of {@code stagingBufferBytes}, one chunk at a
- * time, copied by Java, which survives a file truncated under its mapping. The async
+ * blocking, through a native temporary when not) and {@code clEnqueueCopyBuffer} between buffers. Any segment over
+ * a mapped file ({@link FileMappings#isOverMapping}: the mapping, and the views and accesses the manager hands out
+ * over one) goes through a staging buffer of {@code stagingBufferBytes}, one chunk at a time, copied by Java, which
+ * survives a file truncated under its mapping; the async forms copy it so too, before they return. The async
  * forms complete once their command is {@code CL_COMPLETE} ({@link EventCompletions}). {@link #memoryInfo()}
  * knows the device's total but not its free memory: OpenCL has no portable query for it.
  *
@@ -676,6 +678,10 @@ public final class OpenClBackend implements ComputeBackend {
             return CompletableFuture.completedFuture(null);
         }
         cl_mem memory = memObject(target);
+        if (FileMappings.isOverMapping(source)) {
+            write(memory, targetOffset, source.asSlice(0, bytes)); // staged by Java, never read by the driver
+            return CompletableFuture.completedFuture(null);
+        }
         if (source.isNative()) {
             return enqueueWrite(memory, targetOffset, source.address(), bytes);
         }
@@ -701,6 +707,10 @@ public final class OpenClBackend implements ComputeBackend {
         }
         checkWritable(target);
         cl_mem memory = memObject(source);
+        if (FileMappings.isOverMapping(target)) {
+            read(memory, sourceOffset, target.asSlice(0, bytes)); // staged by Java, never written by the driver
+            return CompletableFuture.completedFuture(null);
+        }
         if (target.isNative()) {
             return enqueueRead(memory, sourceOffset, target.address(), bytes);
         }
@@ -741,7 +751,7 @@ public final class OpenClBackend implements ComputeBackend {
         if (bytes == 0) {
             return;
         }
-        Pointer from = source.isMapped() ? null : hostPointer(source);
+        Pointer from = FileMappings.isOverMapping(source) ? null : hostPointer(source);
         if (from != null) {
             OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, CL_TRUE, offset, bytes, from, 0, null, null), "clEnqueueWriteBuffer of " + bytes + " bytes");
             return;
@@ -752,6 +762,7 @@ public final class OpenClBackend implements ComputeBackend {
             for (long done = 0; done < bytes; done += chunk) {
                 long length = Math.min(chunk, bytes - done);
                 MemorySegment.copy(source, done, staging, 0, length);
+                FileMappings.surfaceFaults(); // a fault of the copy is thrown here, before the chunk is written
                 OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
                         "clEnqueueWriteBuffer of " + length + " bytes");
             }
@@ -765,7 +776,7 @@ public final class OpenClBackend implements ComputeBackend {
         if (bytes == 0) {
             return;
         }
-        if (target.isMapped()) {
+        if (FileMappings.isOverMapping(target)) {
             try (Arena arena = Arena.ofConfined()) {
                 long chunk = Math.min(bytes, stagingBytes);
                 MemorySegment staging = arena.allocate(chunk, 64);
@@ -774,6 +785,7 @@ public final class OpenClBackend implements ComputeBackend {
                     OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
                             "clEnqueueReadBuffer of " + length + " bytes");
                     MemorySegment.copy(staging, 0, target, done, length);
+                    FileMappings.surfaceFaults();
                 }
             }
             return;

@@ -1,5 +1,6 @@
 package dev.compute.memory.resource.pool;
 
+import dev.compute.memory.internal.SafeEventListener;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
@@ -167,7 +168,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         this.upstream = upstream;
         this.location = upstream.location();
         this.deviceWaitTimeout = settings.deviceWaitTimeout();
-        this.events = events;
+        this.events = SafeEventListener.guard(events);
         PageMapping pages = settings.layout() == PoolSettings.Layout.EXPANDABLE_SEGMENTS ? upstream.pageMapping() : null;
         this.small = new PoolArena(PoolArena.Kind.SMALL, upstream, this, pages);
         this.large = new PoolArena(PoolArena.Kind.LARGE, upstream, this, pages);
@@ -187,6 +188,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     @Override
     public Block allocate(long bytes) {
+        if (bytes > SizeClasses.LARGEST_ROUNDABLE) {
+            throw upstream.aboveLimit(bytes, bytes); // no rounding for it: a long would overflow
+        }
         long size = SizeClasses.round(bytes);
         if (SizeClasses.small(size) && completed.isEmpty()) {
             PoolBlock cached = cache.take(size, bytes);
@@ -220,12 +224,20 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         long[] sizes = new long[bytes.length];
         long smallTotal = 0;
         long largeTotal = 0;
+        long largest = upstream.largestPossibleBytes();
         for (int i = 0; i < bytes.length; i++) {
+            if (bytes[i] > largest) {
+                return null; // allocated alone, it fails as above the limit, saying so
+            }
             sizes[i] = SizeClasses.round(bytes[i]);
-            if (SizeClasses.small(sizes[i])) {
-                smallTotal = Math.addExact(smallTotal, sizes[i]);
+            boolean isSmall = SizeClasses.small(sizes[i]);
+            if (sizes[i] > largest - (isSmall ? smallTotal : largeTotal)) {
+                return null; // no region can hold it (checked so that the sums never overflow)
+            }
+            if (isSmall) {
+                smallTotal += sizes[i];
             } else {
-                largeTotal = Math.addExact(largeTotal, sizes[i]);
+                largeTotal += sizes[i];
             }
         }
         refuseReentry();

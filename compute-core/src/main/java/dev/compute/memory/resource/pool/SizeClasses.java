@@ -19,12 +19,15 @@ final class SizeClasses {
 
     private SizeClasses() {}
 
+    /** The largest request that can be rounded: larger ones are above every limit. */
+    static final long LARGEST_ROUNDABLE = Long.MAX_VALUE - ALIGNMENT;
+
     /** The block size for a request: rounded up to the alignment. */
     static long round(long bytes) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
-        if (bytes > Long.MAX_VALUE - ALIGNMENT) {
+        if (bytes > LARGEST_ROUNDABLE) {
             throw new IllegalArgumentException("allocation size too large: " + bytes + " bytes");
         }
         return (bytes + ALIGNMENT - 1) & -ALIGNMENT;

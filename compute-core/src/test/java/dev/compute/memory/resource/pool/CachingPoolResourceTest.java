@@ -160,7 +160,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
             }));
         }
         for (Thread thread : threads) {
-            thread.join();
+            joinWithin(thread);
         }
         assertThat(failure.get()).isNull();
         PoolInvariants.check(pool, statistics, backend, List.copyOf(shared));
@@ -340,16 +340,14 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         long[] usedWhenKernelEnded = new long[1];
         Thread device = Thread.ofPlatform().start(() -> {
             // the kernel ends once close waits on it
-            while (kernel.getNumberOfDependents() == 0) {
-                Thread.onSpinWait();
-            }
+            awaitDependents(kernel, 1);
             usedWhenKernelEnded[0] = backend.usedBytes();
             kernel.complete(null);
         });
 
         pool.close();
 
-        device.join();
+        joinWithin(device);
         assertThat(usedWhenKernelEnded[0]).as("nothing was freed under the running kernel").isPositive();
         assertThat(backend.usedBytes()).isZero();
     }
@@ -392,9 +390,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         pool.deallocate(held, kernel);
         Thread device = Thread.ofPlatform().start(() -> {
             // the device finishes once the allocation below waits for it (its join is the second dependent)
-            while (kernel.getNumberOfDependents() < 2) {
-                Thread.onSpinWait();
-            }
+            awaitDependents(kernel, 2);
             kernel.complete(null);
         });
 
@@ -402,7 +398,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
 
         assertThat(again.offset()).isEqualTo(held.offset());
         assertThat(figures(pool).oomRetries()).isEqualTo(1);
-        device.join();
+        joinWithin(device);
         pool.close();
     }
 
@@ -504,7 +500,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
             }
         }));
         for (Thread thread : threads) {
-            thread.join();
+            joinWithin(thread);
         }
 
         assertThat(failure.get()).isNull();
@@ -589,11 +585,28 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         pool.close();
     }
 
+    /** Joins a test's thread, failing the test rather than hanging the build when it does not end. */
+    private static void joinWithin(Thread thread) throws InterruptedException {
+        thread.join(Duration.ofSeconds(60));
+        assertThat(thread.isAlive()).as("thread %s did not end within 60 s", thread.getName()).isFalse();
+    }
+
+    /**
+     * Waits, on a stand-in for the device, until {@code dependents} wait on the kernel; after 10 s it gives up, so that
+     * the kernel completes anyway and the test fails on what it checks instead of hanging.
+     */
+    private static void awaitDependents(CompletableFuture<Void> kernel, int dependents) {
+        long until = System.nanoTime() + 10_000_000_000L;
+        while (kernel.getNumberOfDependents() < dependents && System.nanoTime() < until) {
+            Thread.onSpinWait();
+        }
+    }
+
     /** Runs {@code task} to its end on a thread whose stripe of the size-class cache is not the calling thread's. */
     private static void runOnAnotherStripe(Runnable task) throws InterruptedException {
         Thread thread = threadOnAnotherStripe(task);
         thread.start();
-        thread.join();
+        joinWithin(thread);
     }
 
     /** A thread whose stripe of the size-class cache is not the calling thread's. */

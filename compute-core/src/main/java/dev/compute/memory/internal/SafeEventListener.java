@@ -1,11 +1,19 @@
-package dev.compute.memory;
+package dev.compute.memory.internal;
 
+import dev.compute.memory.CompactionReport;
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.OutOfMemoryReason;
+import dev.compute.memory.UnifiedMemoryManager;
 import java.util.List;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
-/** The manager's listeners as one, each call guarded: a listener that throws is logged, and the pool goes on. */
-final class SafeEventListener implements MemoryEventListener {
+/**
+ * Listeners as one, each call guarded: a listener that throws anything is logged, and the pool goes on. The manager
+ * and every resource that tells listeners guard them so, since they tell them mid-change, under the pool's lock.
+ */
+public final class SafeEventListener implements MemoryEventListener {
 
     private static final System.Logger LOG = System.getLogger(UnifiedMemoryManager.class.getName());
 
@@ -16,15 +24,21 @@ final class SafeEventListener implements MemoryEventListener {
     }
 
     /** {@link MemoryEventListener#NONE} when there are none, so that an unobserved pool pays nothing. */
-    static MemoryEventListener of(List<MemoryEventListener> listeners) {
+    public static MemoryEventListener of(List<MemoryEventListener> listeners) {
         return listeners.isEmpty() ? NONE : new SafeEventListener(listeners);
+    }
+
+    /** {@code listener} guarded, unless it is guarded already or is {@link MemoryEventListener#NONE}. */
+    public static MemoryEventListener guard(MemoryEventListener listener) {
+        return listener == NONE || listener instanceof SafeEventListener ? listener : new SafeEventListener(List.of(listener));
     }
 
     private void each(Consumer<MemoryEventListener> call) {
         for (MemoryEventListener listener : listeners) {
             try {
                 call.accept(listener);
-            } catch (RuntimeException e) {
+            } catch (Throwable e) {
+                // an Error too (an assertion in a test's listener): the pool is mid-change where most events are told
                 LOG.log(System.Logger.Level.WARNING, "memory event listener " + listener + " failed", e);
             }
         }
