@@ -1,5 +1,6 @@
 package dev.compute.memory;
 
+import dev.compute.memory.lifetime.LeakDetector;
 import java.util.Collection;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
@@ -99,14 +100,10 @@ public final class AllocationSites {
      * {@code maxFrames}: where an allocation under way was asked for.
      */
     public static List<StackTraceElement> callerFrames(int maxFrames) {
-        return StackWalker.getInstance().walk(frames -> frames.filter(frame -> !isManagerFrame(frame.getClassName()))
+        return StackWalker.getInstance().walk(frames -> frames.filter(frame -> !LeakDetector.isLibraryFrame(frame.getClassName()))
                 .limit(maxFrames).map(StackWalker.StackFrame::toStackTraceElement).toList());
     }
 
-    /** A frame of the manager's own code, which no site shows; the core's own tests count as its callers. */
-    static boolean isManagerFrame(String className) {
-        return className.startsWith("dev.compute.memory.") && !className.contains("Test");
-    }
 
     private static String callSite(String site) {
         int end = site.indexOf('\n');

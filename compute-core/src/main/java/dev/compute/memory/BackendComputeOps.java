@@ -1,5 +1,6 @@
 package dev.compute.memory;
 
+import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.spi.Region;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Function;
@@ -40,28 +41,23 @@ final class BackendComputeOps implements ComputeOps {
             throw new IllegalArgumentException("axpy needs x and y of one type and length: x is " + x.elementCount() + " x "
                     + x.dataType() + ", y is " + y.elementCount() + " x " + y.dataType());
         }
-        int call = manager.enter(y);
-        try {
-            Region from = x.holdDeviceRegion(AccessMode.READ);
+        BufferCore from = x.core();
+        BufferCore to = y.core();
+        return to.call(null, from, () -> {
+            Region xs = from.holdDeviceRegion(AccessMode.READ);
             CompletableFuture<Void> done = DONE;
             try {
-                Region to = y.holdDeviceRegion(AccessMode.READ_WRITE);
+                Region ys = to.holdDeviceRegion(AccessMode.READ_WRITE);
                 try {
-                    done = manager.computeBackend().ops().axpy(alpha, from, to);
+                    done = manager.computeBackend().ops().axpy(alpha, xs, ys);
                 } finally {
-                    y.releaseHold(AccessMode.READ_WRITE, done);
+                    to.releaseHold(AccessMode.READ_WRITE, done);
                 }
             } finally {
-                x.releaseHold(null, done);
+                from.releaseHold(null, done);
             }
-            UnifiedBuffer.surfaceFaults(x, y);
             return done;
-        } catch (RuntimeException | InternalError failure) {
-            UnifiedBuffer.failIfTruncated(failure, x, y);
-            throw failure;
-        } finally {
-            manager.exit(call);
-        }
+        });
     }
 
     @Override
@@ -71,23 +67,17 @@ final class BackendComputeOps implements ComputeOps {
     }
 
     private <T> CompletableFuture<T> onOne(UnifiedBuffer buffer, AccessMode mode, Function<Region, CompletableFuture<T>> kernel) {
-        int call = manager.enter(buffer);
-        try {
-            Region region = buffer.holdDeviceRegion(mode);
+        BufferCore core = buffer.core();
+        return core.call(null, null, () -> {
+            Region region = core.holdDeviceRegion(mode);
             CompletableFuture<T> done = null;
             try {
                 done = kernel.apply(region);
+                return done;
             } finally {
-                buffer.releaseHold(mode, done == null ? DONE : done);
+                core.releaseHold(mode, done == null ? DONE : done);
             }
-            UnifiedBuffer.surfaceFaults(buffer);
-            return done;
-        } catch (RuntimeException | InternalError failure) {
-            UnifiedBuffer.failIfTruncated(failure, buffer);
-            throw failure;
-        } finally {
-            manager.exit(call);
-        }
+        });
     }
 
     private void check(UnifiedBuffer buffer, String name) {

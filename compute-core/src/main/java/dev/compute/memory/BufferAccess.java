@@ -1,5 +1,7 @@
 package dev.compute.memory;
 
+import dev.compute.memory.lifetime.BufferViews;
+import dev.compute.memory.lifetime.MemoryScope;
 import dev.compute.memory.spi.DeviceHandle;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
@@ -29,7 +31,7 @@ public final class BufferAccess implements AutoCloseable {
 
     private final UnifiedBuffer buffer;
     private final AccessMode mode;
-    private final boolean device;
+    private final BufferViews.Side side;
     private final MemoryScope scope;
     private final @Nullable MemorySegment memory;
     private final long offset;
@@ -38,15 +40,14 @@ public final class BufferAccess implements AutoCloseable {
     private CompletableFuture<?> recorded = CompletableFuture.completedFuture(null);
     private boolean closed;
 
-    BufferAccess(UnifiedBuffer buffer, AccessMode mode, boolean device, MemoryScope scope, @Nullable MemorySegment memory,
-                 long offset, DeviceHandle handle) {
+    BufferAccess(UnifiedBuffer buffer, AccessMode mode, BufferViews.Side side, BufferViews.Opened opened) {
         this.buffer = buffer;
         this.mode = mode;
-        this.device = device;
-        this.scope = scope;
-        this.memory = memory;
-        this.offset = offset;
-        this.handle = handle;
+        this.side = side;
+        this.scope = opened.scope();
+        this.memory = opened.memory();
+        this.offset = opened.offset();
+        this.handle = opened.handle();
     }
 
     public UnifiedBuffer buffer() {
@@ -59,7 +60,7 @@ public final class BufferAccess implements AutoCloseable {
 
     /** True for a device access, false for a host access. */
     public boolean isDeviceAccess() {
-        return device;
+        return side == BufferViews.Side.DEVICE;
     }
 
     /** True for a shared host access, which any thread may use and end. */
@@ -96,7 +97,7 @@ public final class BufferAccess implements AutoCloseable {
      */
     public long offset() {
         checkOpen();
-        if (!device) {
+        if (!isDeviceAccess()) {
             throw new IllegalStateException("a host access has no device offset; open a device access");
         }
         return offset;
@@ -109,7 +110,7 @@ public final class BufferAccess implements AutoCloseable {
     public <T extends DeviceHandle> T handle(Class<T> type) {
         Objects.requireNonNull(type, "type");
         checkOpen();
-        if (!device) {
+        if (!isDeviceAccess()) {
             throw new IllegalStateException("a host access has no native handle; open a device access");
         }
         if (!type.isInstance(handle)) {
@@ -156,34 +157,11 @@ public final class BufferAccess implements AutoCloseable {
             closed = true;
             work = recorded;
         }
-        int call = buffer.enterToEnd();
-        try {
-            if (device && scope.isOpen()) { // ended by the manager's close: the backend may be gone, nothing to record
-                CompletableFuture<Void> queued;
-                try {
-                    queued = handle.end();
-                } catch (RuntimeException unrecorded) {
-                    // what the handle queued is unknown: wait for the device before the memory may be reused
-                    buffer.accessEnded(true, mode, work);
-                    buffer.awaitDeviceIdle();
-                    throw unrecorded;
-                }
-                buffer.accessEnded(true, mode, work.isDone() ? queued : CompletableFuture.allOf(queued, work));
-            } else {
-                buffer.accessEnded(device, mode, work);
+        BufferViews.end(buffer.core(), side, mode, scope, handle, work, () -> {
+            synchronized (this) {
+                closed = false; // a shared access a native call still holds: end it again once the call returned
             }
-        } finally {
-            try {
-                scope.end();
-            } catch (IllegalStateException inUseByNativeCall) {
-                synchronized (this) {
-                    closed = false; // a shared access a native call still holds: end it again once the call returned
-                }
-                throw inUseByNativeCall;
-            } finally {
-                buffer.exitFromEnd(call);
-            }
-        }
+        });
     }
 
     private void checkOpen() {
@@ -194,7 +172,7 @@ public final class BufferAccess implements AutoCloseable {
 
     @Override
     public String toString() {
-        return (device ? "device" : scope.shared() ? "shared host" : "host") + " " + mode + " access to " + buffer
+        return (isDeviceAccess() ? "device" : scope.shared() ? "shared host" : "host") + " " + mode + " access to " + buffer
                 + (isOpen() ? "" : " (ended)");
     }
 }

@@ -16,10 +16,4 @@ public record CompactionReport(
         long largestFreeBlockBytesBefore, long largestFreeBlockBytesAfter,
         double fragmentationBefore, double fragmentationAfter,
         Duration duration) {
-
-    /** A location without a pool: nothing to move, nothing held beyond live memory. */
-    static CompactionReport nothingToDo(MemoryStatistics now, Duration duration) {
-        return new CompactionReport(now.location(), 0, 0, 0, 0, now.reservedBytes(), now.reservedBytes(),
-                now.largestFreeBlockBytes(), now.largestFreeBlockBytes(), now.fragmentation(), now.fragmentation(), duration);
-    }
 }

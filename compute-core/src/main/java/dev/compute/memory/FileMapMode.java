@@ -1,10 +1,5 @@
 package dev.compute.memory;
 
-import java.nio.channels.FileChannel;
-import java.nio.file.OpenOption;
-import java.nio.file.StandardOpenOption;
-import java.util.Set;
-
 /** How {@link UnifiedMemoryManager#mapFile} maps a file: for reading only, or for reading and writing it in place. */
 public enum FileMapMode {
     /**
@@ -12,27 +7,11 @@ public enum FileMapMode {
      * that writes, a writing view or access) fails with an {@link UnsupportedOperationException} before it touches
      * the memory. The file needs only read permission.
      */
-    READ_ONLY(FileChannel.MapMode.READ_ONLY, Set.of(StandardOpenOption.READ)),
+    READ_ONLY,
     /**
      * Writes through the buffer change the file: other readers of the file see them at once (they are in the
      * operating system's page cache), and the system writes them to disk later; {@code FileChannel.force} (or
      * {@code fsync}) on the file puts them on disk. The file needs read and write permission.
      */
-    READ_WRITE(FileChannel.MapMode.READ_WRITE, Set.of(StandardOpenOption.READ, StandardOpenOption.WRITE));
-
-    private final FileChannel.MapMode channelMode;
-    private final Set<? extends OpenOption> openOptions;
-
-    FileMapMode(FileChannel.MapMode channelMode, Set<? extends OpenOption> openOptions) {
-        this.channelMode = channelMode;
-        this.openOptions = openOptions;
-    }
-
-    FileChannel.MapMode channelMode() {
-        return channelMode;
-    }
-
-    Set<? extends OpenOption> openOptions() {
-        return openOptions;
-    }
+    READ_WRITE
 }

@@ -1,5 +1,6 @@
 package dev.compute.memory;
 
+import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.resource.Block;
 import java.util.ArrayList;
 import java.util.List;
@@ -21,7 +22,7 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 public final class MemoryBudget implements AutoCloseable {
 
-    private static final System.Logger LOG = System.getLogger(UnifiedMemoryManager.class.getName());
+    private static final System.Logger LOG = ManagerLog.logger();
 
     /** The figures of one budget. */
     public record Statistics(String name, long limitBytes, long allocatedBytes, long allocatedBytesPeak, long liveBuffers,

@@ -1,14 +1,17 @@
 package dev.compute.memory;
 
+import dev.compute.memory.manager.ChainBuilder;
+import dev.compute.memory.manager.ManagerExtensions;
+import dev.compute.memory.manager.PoolWarmup;
 import dev.compute.memory.resource.PoolSettings;
 import dev.compute.memory.resource.ResourceAdaptor;
+import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import org.jspecify.annotations.Nullable;
@@ -47,35 +50,35 @@ public final class UnifiedMemoryManagerBuilder {
 
     private static final String MAX_POOL_SIZE = "compute.memory.pooling.max-pool-size";
 
-    String backend = "auto";
-    @Nullable ComputeBackend backendInstance;
-    int device;
-    final Map<String, String> backendOptions = new LinkedHashMap<>();
-    @Nullable MemoryLocation defaultLocation;
-    boolean poolingEnabled = true;
-    PoolSize maxPoolSize = PoolSize.ofBytes(DEFAULT_MAX_POOL_SIZE);
+    private String backend = "auto";
+    private @Nullable ComputeBackend backendInstance;
+    private int device;
+    private final Map<String, String> backendOptions = new LinkedHashMap<>();
+    private @Nullable MemoryLocation defaultLocation;
+    private boolean poolingEnabled = true;
+    private PoolSize maxPoolSize = PoolSize.ofBytes(DEFAULT_MAX_POOL_SIZE);
     /** Null while unset; {@link #releaseThresholdUnder(long)} then follows the cap and the warm-up. */
-    @Nullable Long releaseThreshold;
-    final Map<MemoryLocation, List<WarmupBlocks>> warmup = new EnumMap<>(MemoryLocation.class);
-    Duration trimInterval = DEFAULT_TRIM_INTERVAL;
-    Duration compactionInterval = Duration.ZERO;
-    boolean compactOnOutOfMemory = true;
-    boolean expandableSegments = true;
-    boolean pinningEnabled = true;
-    long maxPinnedSize = DEFAULT_MAX_PINNED_SIZE;
+    private @Nullable Long releaseThreshold;
+    private final Map<MemoryLocation, List<WarmupBlocks>> warmup = new EnumMap<>(MemoryLocation.class);
+    private Duration trimInterval = DEFAULT_TRIM_INTERVAL;
+    private Duration compactionInterval = Duration.ZERO;
+    private boolean compactOnOutOfMemory = true;
+    private boolean expandableSegments = true;
+    private boolean pinningEnabled = true;
+    private long maxPinnedSize = DEFAULT_MAX_PINNED_SIZE;
     /** Null while unset; {@link #stagingBufferSize()} then follows max-pinned-size. */
-    @Nullable Long stagingBufferSize;
-    LeakDetectionLevel leakDetection = LeakDetectionLevel.SIMPLE;
-    int timelineCapacity = DEFAULT_TIMELINE_CAPACITY;
-    Duration timelineInterval = DEFAULT_TIMELINE_INTERVAL;
-    Duration closeTimeout = DEFAULT_CLOSE_TIMEOUT;
-    Duration deviceWaitTimeout = PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT;
-    final List<MemoryEventListener> eventListeners = new ArrayList<>();
-    final List<OutOfMemoryHandler> outOfMemoryHandlers = new ArrayList<>();
-    int outOfMemoryRetries = DEFAULT_OUT_OF_MEMORY_RETRIES;
-    final List<ResourceAdaptor> resourceAdaptors = new ArrayList<>();
-    boolean allocationRecording = true;
-    int maxOpenMappedFiles = DEFAULT_MAX_OPEN_MAPPED_FILES;
+    private @Nullable Long stagingBufferSize;
+    private LeakDetectionLevel leakDetection = LeakDetectionLevel.SIMPLE;
+    private int timelineCapacity = DEFAULT_TIMELINE_CAPACITY;
+    private Duration timelineInterval = DEFAULT_TIMELINE_INTERVAL;
+    private Duration closeTimeout = DEFAULT_CLOSE_TIMEOUT;
+    private Duration deviceWaitTimeout = PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT;
+    private final List<MemoryEventListener> eventListeners = new ArrayList<>();
+    private final List<OutOfMemoryHandler> outOfMemoryHandlers = new ArrayList<>();
+    private int outOfMemoryRetries = DEFAULT_OUT_OF_MEMORY_RETRIES;
+    private final List<ResourceAdaptor> resourceAdaptors = new ArrayList<>();
+    private boolean allocationRecording = true;
+    private int maxOpenMappedFiles = DEFAULT_MAX_OPEN_MAPPED_FILES;
 
     UnifiedMemoryManagerBuilder() {}
 
@@ -291,10 +294,24 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
-    /** Checks every setting, opens the backend and builds the manager. */
+    /**
+     * Checks every setting, opens the backend, checks what depends on its device (a cap given as a share of its memory)
+     * and builds the manager on the settings so resolved. The backend is closed again if that fails.
+     */
     public UnifiedMemoryManager build() {
         validate();
-        return new PooledMemoryManager(this);
+        ComputeBackend opened = ChainBuilder.openBackend(backend, backendInstance,
+                new BackendSettings(device, pinningEnabled, stagingBufferSize(), backendOptions));
+        ManagerSettings settings;
+        try {
+            String backendName = opened.info().backend();
+            long cap = maxPoolSizeOn(opened.memoryInfo(), backendName);
+            settings = resolved(backendName, defaultLocation != null ? defaultLocation : opened.defaultLocation(), cap);
+        } catch (RuntimeException e) {
+            opened.close();
+            throw e;
+        }
+        return new PooledMemoryManager(opened, settings, new ManagerExtensions(eventListeners, outOfMemoryHandlers, resourceAdaptors));
     }
 
     void validate() {
@@ -357,11 +374,6 @@ public final class UnifiedMemoryManagerBuilder {
         }
     }
 
-    /** {@code compute.memory.pooling.warmup.<location>}, as messages name it. */
-    static String warmupProperty(MemoryLocation location) {
-        return "compute.memory.pooling.warmup." + location.name().toLowerCase(Locale.ROOT);
-    }
-
     /** What a warm-up needs whatever the device: a pool, positive sizes and counts, a total that fits in a long. */
     private void validateWarmup() {
         if (!warmup.isEmpty() && !poolingEnabled) {
@@ -369,20 +381,20 @@ public final class UnifiedMemoryManagerBuilder {
                     "no warm-up while compute.memory.pooling.enabled is false: without the pool nothing stays cached");
         }
         if (warmup.containsKey(MemoryLocation.PINNED) && !pinningEnabled) {
-            throw new InvalidSettingException(warmupProperty(MemoryLocation.PINNED), warmup.get(MemoryLocation.PINNED),
+            throw new InvalidSettingException(PoolWarmup.property(MemoryLocation.PINNED), warmup.get(MemoryLocation.PINNED),
                     "no PINNED warm-up while compute.memory.pinning.enabled is false: the manager has no PINNED memory");
         }
         warmup.forEach((location, entries) -> {
             long total = 0;
             for (WarmupBlocks entry : entries) {
                 if (entry.sizeBytes() <= 0 || entry.count() <= 0) {
-                    throw new InvalidSettingException(warmupProperty(location), entry,
+                    throw new InvalidSettingException(PoolWarmup.property(location), entry,
                             "blocks of a positive size and a count of 1 or more, such as size 4MB, count 16");
                 }
                 try {
                     total = Math.addExact(total, entry.totalBytes());
                 } catch (ArithmeticException e) {
-                    throw new InvalidSettingException(warmupProperty(location), entries, "a total of at most " + Long.MAX_VALUE + " bytes");
+                    throw new InvalidSettingException(PoolWarmup.property(location), entries, "a total of at most " + Long.MAX_VALUE + " bytes");
                 }
             }
         });
@@ -425,11 +437,11 @@ public final class UnifiedMemoryManagerBuilder {
             long total = warmupBytes(entries);
             long locationCap = location == MemoryLocation.PINNED ? maxPinnedSize : cap;
             if (total > locationCap) {
-                throw new InvalidSettingException(warmupProperty(location), total + " bytes in all", "at most "
+                throw new InvalidSettingException(PoolWarmup.property(location), total + " bytes in all", "at most "
                         + ManagerSettings.capPropertyOf(location) + " (" + locationCap + " bytes): the pool may not reserve more");
             }
             if (total > threshold) {
-                throw new InvalidSettingException(warmupProperty(location), total + " bytes in all",
+                throw new InvalidSettingException(PoolWarmup.property(location), total + " bytes in all",
                         "at most compute.memory.pooling.release-threshold (" + threshold + " bytes): a trim gives cached memory beyond it back, so"
                         + " the rest of the warm-up would not stay; raise compute.memory.pooling.release-threshold or warm up less");
             }

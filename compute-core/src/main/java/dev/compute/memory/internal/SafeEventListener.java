@@ -4,7 +4,6 @@ import dev.compute.memory.CompactionReport;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryReason;
-import dev.compute.memory.UnifiedMemoryManager;
 import java.util.List;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
@@ -15,7 +14,7 @@ import org.jspecify.annotations.Nullable;
  */
 public final class SafeEventListener implements MemoryEventListener {
 
-    private static final System.Logger LOG = System.getLogger(UnifiedMemoryManager.class.getName());
+    private static final System.Logger LOG = ManagerLog.logger();
 
     private final List<MemoryEventListener> listeners;
 

@@ -6,7 +6,7 @@ import java.util.concurrent.ThreadLocalRandom;
  * Which stripe of a per-thread-striped structure the calling thread uses. A thread starts on the stripe its id
  * picks (consecutive ids, as a pool's threads usually have, get different stripes), as Netty's thread caches
  * and HikariCP's thread-local lists pick theirs. Ids can still collide, and two busy threads on one stripe
- * write the same cache lines on every call (pairs five times slower); so whoever finds this thread's stripe
+ * write the same cache lines on every call (pairs several times slower); so whoever finds this thread's stripe
  * in use by another (the manager does, on entering a call) calls {@link #contended()}, which moves the thread
  * to another stripe at random, as a {@link java.util.concurrent.atomic.LongAdder} moves a thread to another
  * cell. Every striped structure reads the same mapping, so one move separates the threads everywhere.

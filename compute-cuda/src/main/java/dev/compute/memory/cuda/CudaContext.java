@@ -14,7 +14,7 @@ import jcuda.driver.CUdevice;
 /**
  * One device's primary context, the one the CUDA runtime and other libraries share, retained for as long as a
  * backend runs on it. Any thread may call into the backend: each entry point calls {@link #makeCurrent()}, a
- * {@code cuCtxGetCurrent} downcall (about 33 ns through FFM) and a {@code cuCtxSetCurrent} only when the thread
+ * {@code cuCtxGetCurrent} downcall (through FFM, cheaper than JCuda's JNI call) and a {@code cuCtxSetCurrent} only when the thread
  * has another context or none. Several backends (devices) in one JVM each keep their own.
  */
 final class CudaContext implements AutoCloseable {

@@ -8,8 +8,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 
 /**
- * Host memory copies split across threads: one thread moves about 10 GB/s from the Java heap into pinned memory,
- * four about 30 (measured on the H100 machine), and staging is only as fast as this copy. The caller copies one
+ * Host memory copies split across threads: one thread cannot fill pinned memory as fast as the device empties it,
+ * several come close (the figures: docs/benchmarks.md), and staging is only as fast as this copy. The caller copies one
  * part itself, so a copy never waits for a free pool thread to start. Segments of confined arenas are copied by
  * the caller alone.
  */

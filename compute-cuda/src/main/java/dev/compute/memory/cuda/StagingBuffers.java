@@ -15,8 +15,8 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * The staging buffers for copies from and to ordinary Java memory (heap arrays, pageable segments), which the
- * GPU cannot read directly: the driver's own pageable path reached 5.7 to 8.4 GB/s on the H100 machine, the
- * staged one 25.5. A copy borrows a {@link Lane} (two or more slots of {@code stagingBufferBytes} each, an
+ * GPU cannot read directly: staged through pinned slots by several host threads, such copies run several times
+ * faster than the driver's own pageable path (the figures: docs/benchmarks.md). A copy borrows a {@link Lane} (two or more slots of {@code stagingBufferBytes} each, an
  * event per slot) and pipelines through it: while the device moves one slot, host threads fill the next. Lanes
  * are made on first use, up to {@code maxLanes} (concurrent staged copies beyond that wait for one), and kept
  * until the backend closes. Slots are pinned ({@code cuMemHostAlloc}) unless pinning is disabled, then

@@ -10,7 +10,7 @@ import org.jspecify.annotations.Nullable;
  * <p>Blocks handed to different threads are often neighbours in the heap: a split makes them one after the other,
  * and the garbage collector copies a segment's blocks in list order. Two threads writing neighbouring blocks, or one
  * writing its block beside the segment the other reads, made every allocate and free miss the cache (pairs on two
- * threads three to four times slower, in some JVMs and not others, as the heap happened to be laid out). So the place
+ * threads several times slower, in some JVMs and not others, as the heap happened to be laid out). So the place
  * fields come first, the written fields start 64 bytes into the object and end in the word 56 bytes before its end:
  * whatever line holds them lies within this object, save the mark word of the object after it. Superclass fields
  * come before subclass fields, which is what fixes the order.

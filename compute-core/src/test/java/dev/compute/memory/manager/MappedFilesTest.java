@@ -1,8 +1,11 @@
-package dev.compute.memory;
+package dev.compute.memory.manager;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.DataType;
+import dev.compute.memory.FileMapMode;
+import dev.compute.memory.MappedFileStatistics;
 import java.io.IOException;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;

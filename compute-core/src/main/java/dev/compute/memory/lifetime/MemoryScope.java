@@ -1,4 +1,4 @@
-package dev.compute.memory;
+package dev.compute.memory.lifetime;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -17,7 +17,7 @@ import org.jspecify.annotations.Nullable;
  * segments any more. A shared scope ({@code owner} null) may be ended by any thread; closing its arena
  * handshakes every thread, and fails while a native call still holds one of its segments.
  */
-final class MemoryScope {
+public final class MemoryScope {
 
     enum Kind {
         /** {@code hostView()}: one per buffer and thread, open until the buffer closes. */
@@ -52,11 +52,11 @@ final class MemoryScope {
     }
 
     /** The thread whose segments these are; null when shared. */
-    @Nullable Thread owner() {
+    public @Nullable Thread owner() {
         return list == null ? null : list.owner;
     }
 
-    boolean shared() {
+    public boolean shared() {
         return list == null;
     }
 
@@ -77,12 +77,12 @@ final class MemoryScope {
         return false;
     }
 
-    synchronized boolean isOpen() {
+    public synchronized boolean isOpen() {
         return !ended;
     }
 
     /** {@code memory} as a segment that works only while this scope is open (and, when confined, only on its owner). */
-    synchronized MemorySegment bind(MemorySegment memory) {
+    public synchronized MemorySegment bind(MemorySegment memory) {
         if (ended) {
             throw new IllegalStateException("this access has ended");
         }
@@ -101,7 +101,7 @@ final class MemoryScope {
      * owner, or the scope is shared. Throws {@link IllegalStateException} when a native call still holds one of a
      * shared scope's segments; the scope then stays open.
      */
-    void end() {
+    public void end() {
         synchronized (this) {
             if (ended) {
                 return;

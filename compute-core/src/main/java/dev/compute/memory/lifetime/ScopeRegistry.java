@@ -1,4 +1,4 @@
-package dev.compute.memory;
+package dev.compute.memory.lifetime;
 
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -22,7 +22,7 @@ import org.jspecify.annotations.Nullable;
  * <p>The cost is kept off the allocation path: a thread finds its own list through a {@link ThreadLocal}, and the
  * check for scopes handed to it is one volatile read while none are ({@link #endHandedOver()}).
  */
-final class ScopeRegistry {
+public final class ScopeRegistry {
 
     /** One thread's open confined scopes, in an intrusive list, and those others asked it to end. */
     static final class ThreadScopes {
@@ -86,9 +86,9 @@ final class ScopeRegistry {
     private int ownersAtLastSweep = 16;
 
     /** Opens and registers a scope: confined to the calling thread, or shared. */
-    MemoryScope open(MemoryScope.Kind kind, Object @Nullable [] lineage, boolean sharedScope, BufferScopes buffer) {
+    MemoryScope open(MemoryScope.Kind kind, Object @Nullable [] lineage, BufferViews.Sharing sharing, BufferScopes buffer) {
         MemoryScope scope;
-        if (sharedScope) {
+        if (sharing == BufferViews.Sharing.SHARED) {
             scope = new MemoryScope(kind, lineage, null, buffer, this);
             shared.add(scope);
         } else {
@@ -172,7 +172,7 @@ final class ScopeRegistry {
      * Ends the scopes other threads handed to the calling thread, and retries shared ones a native call held.
      * Called on the way into the manager; one volatile read when there is nothing to do.
      */
-    void endHandedOver() {
+    public void endHandedOver() {
         if (waiting.get() == 0) {
             return;
         }
@@ -187,7 +187,7 @@ final class ScopeRegistry {
     }
 
     /** The manager is closed: ends every scope of the calling thread, handed to it or not. */
-    void endAllOfCurrentThread() {
+    public void endAllOfCurrentThread() {
         endHandedOver();
         ThreadScopes own = mine.get();
         if (own != null) {
@@ -208,7 +208,7 @@ final class ScopeRegistry {
     }
 
     /** Drops the scopes of threads that have ended: nobody can reach their confined segments any more. */
-    void sweepDeadOwners() {
+    public void sweepDeadOwners() {
         for (ThreadScopes list : byOwner.values()) {
             if (!list.owner.isAlive()) {
                 byOwner.remove(list.owner, list);
@@ -227,7 +227,7 @@ final class ScopeRegistry {
     }
 
     /** Scopes open now: summed from every thread's list, so that opening one touches no counter other threads share. */
-    int openScopes() {
+    public int openScopes() {
         int open = shared.size();
         for (ThreadScopes list : byOwner.values()) {
             synchronized (list) {
@@ -242,7 +242,7 @@ final class ScopeRegistry {
      * it, and waits until none is open or {@code deadlineNanos} (a {@link System#nanoTime()} value) has passed.
      * True when none is open.
      */
-    boolean closeAll(long deadlineNanos) {
+    public boolean closeAll(long deadlineNanos) {
         Thread current = Thread.currentThread();
         for (ThreadScopes list : byOwner.values()) {
             for (MemoryScope scope : list.openScopes()) {
@@ -267,7 +267,7 @@ final class ScopeRegistry {
     }
 
     /** The threads still holding a view or an access, for the message of a close that had to keep memory. */
-    List<String> holders() {
+    public List<String> holders() {
         List<String> names = new ArrayList<>();
         byOwner.forEach((thread, list) -> {
             if (list.size > 0) {

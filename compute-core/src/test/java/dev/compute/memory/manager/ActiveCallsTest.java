@@ -1,4 +1,4 @@
-package dev.compute.memory;
+package dev.compute.memory.manager;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;

@@ -1,9 +1,15 @@
-package dev.compute.memory;
+package dev.compute.memory.manager;
 
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.WarmupBlocks;
+import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.pool.CachingPoolResource;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 
 /**
  * A location's warm-up at start ({@code compute.memory.pooling.warmup}), as RMM's initial pool size and Genesis's
@@ -14,15 +20,20 @@ import java.util.List;
  * properties. The blocks go to the pool itself, beneath the manager's statistics and the application's adaptors:
  * they show in reserved and cached bytes and the pool's misses, not as allocations.
  */
-final class PoolWarmup {
+public final class PoolWarmup {
 
-    private static final System.Logger LOG = System.getLogger(UnifiedMemoryManager.class.getName());
+    private static final System.Logger LOG = ManagerLog.logger();
 
     private PoolWarmup() {}
 
+    /** {@code compute.memory.pooling.warmup.<location>}, as messages name it. */
+    public static String property(MemoryLocation location) {
+        return "compute.memory.pooling.warmup." + location.name().toLowerCase(Locale.ROOT);
+    }
+
     static void warm(CachingPoolResource pool, List<WarmupBlocks> warmup, long releaseThreshold) {
         MemoryLocation location = pool.upstream().location();
-        String property = UnifiedMemoryManagerBuilder.warmupProperty(location);
+        String property = property(location);
         long asked = 0;
         long start = System.nanoTime();
         List<Block> blocks = new ArrayList<>();

@@ -1,8 +1,12 @@
-package dev.compute.memory;
+package dev.compute.memory.manager;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.DataType;
+import dev.compute.memory.FileMapMode;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.lifetime.FileRange;
 import java.io.IOException;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;

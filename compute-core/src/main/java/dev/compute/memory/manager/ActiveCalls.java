@@ -1,4 +1,4 @@
-package dev.compute.memory;
+package dev.compute.memory.manager;
 
 import dev.compute.memory.internal.StripedLongs;
 import dev.compute.memory.internal.ThreadStripes;
@@ -14,7 +14,8 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>It is also where threads that share a stripe find out: a thread that finds its stripe claimed by another
  * moves to another stripe ({@link ThreadStripes#contended()}), and with it out of every striped structure it
- * shared. A collision of two busy threads cost pairs five times their time (330 against 65 ns).
+ * shared: two busy threads on one stripe make each other's calls several times slower (the figures:
+ * docs/benchmarks.md).
  */
 final class ActiveCalls {
 

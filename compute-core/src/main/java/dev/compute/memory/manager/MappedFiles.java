@@ -1,5 +1,8 @@
-package dev.compute.memory;
+package dev.compute.memory.manager;
 
+import dev.compute.memory.DataType;
+import dev.compute.memory.FileMapMode;
+import dev.compute.memory.MappedFileStatistics;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
@@ -21,7 +24,7 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Thread-safe. Mapping and unmapping are system calls and happen outside the lock, which guards the figures only.
  */
-final class MappedFiles {
+public final class MappedFiles {
 
     private final int maxOpen;
     private final Set<MappedFile> open = ConcurrentHashMap.newKeySet();
@@ -33,12 +36,12 @@ final class MappedFiles {
     private long mappedBytesPeak;
     private long mappings;
 
-    MappedFiles(int maxOpen) {
+    public MappedFiles(int maxOpen) {
         this.maxOpen = maxOpen;
     }
 
     /** Maps a range of a file (see {@link MappedFile#map}), within the limit. */
-    MappedFile map(Path file, DataType type, FileMapMode mode, long offset, @Nullable Long length, @Nullable String site) throws IOException {
+    public MappedFile map(Path file, DataType type, FileMapMode mode, long offset, @Nullable Long length, @Nullable String site) throws IOException {
         takeSlot(file);
         MappedFile mapped = null;
         try {
@@ -104,7 +107,7 @@ final class MappedFiles {
         return List.copyOf(open);
     }
 
-    synchronized MappedFileStatistics statistics() {
+    public synchronized MappedFileStatistics statistics() {
         return new MappedFileStatistics(openMappings, mappedBytes, mappedBytesPeak, mappings, maxOpen);
     }
 }

@@ -1,9 +1,11 @@
-package dev.compute.memory;
+package dev.compute.memory.lifetime;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatCode;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.FileMapMode;
+import dev.compute.memory.MappedFileTruncatedException;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -1,5 +1,12 @@
-package dev.compute.memory;
+package dev.compute.memory.manager;
 
+import dev.compute.memory.AllocationAboveLimitException;
+import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.internal.ManagerLog;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedDeque;
@@ -14,6 +21,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -35,23 +43,23 @@ import org.jspecify.annotations.Nullable;
  * one tries the heads (an attempt may run the out-of-memory handlers or wait for device work), one fires the
  * timeouts, so that a slow attempt never delays a timeout. Neither runs on a thread that closes a buffer.
  */
-final class AllocationWaiters {
+public final class AllocationWaiters<B> {
 
     /** The manager's allocation, telling no listener of a failure: a failed retry is not yet the request's failure. */
     @FunctionalInterface
-    interface Allocation {
-        UnifiedBuffer allocate(DataType type, MemoryLocation location, long bytes);
+    public interface Allocation<B> {
+        B allocate(DataType type, MemoryLocation location, long bytes);
     }
 
     /** A location's figures: requests queued now, requests that ever queued, and those that timed out. */
-    record Figures(long waiting, long waits, long timeouts) {}
+    public record Figures(long waiting, long waits, long timeouts) {}
 
-    private static final class Waiter {
+    private static final class Waiter<B> {
         final DataType type;
         final MemoryLocation location;
         final long bytes;
         final Duration timeout;
-        final CompletableFuture<UnifiedBuffer> future = new CompletableFuture<>();
+        final CompletableFuture<B> future = new CompletableFuture<>();
         /** Set by whichever of serving, timing out and closing ends the request; the others then leave it alone. */
         private final AtomicBoolean settled = new AtomicBoolean();
         /** Its own last refusal once tried; until then the refusal of the request ahead of it when it joined. */
@@ -74,7 +82,7 @@ final class AllocationWaiters {
     }
 
     private static final class LocationQueue {
-        final ConcurrentLinkedDeque<Waiter> waiters = new ConcurrentLinkedDeque<>();
+        final ConcurrentLinkedDeque<Waiter<?>> waiters = new ConcurrentLinkedDeque<>();
         final AtomicInteger waiting = new AtomicInteger();
         /** Signals not yet served; the thread that raises it from 0 starts the serving. */
         final AtomicInteger signals = new AtomicInteger();
@@ -83,33 +91,36 @@ final class AllocationWaiters {
         /** The latest refusal of a request here: what a request that waited behind others is told when it times out. */
         volatile @Nullable DeviceOutOfMemoryException latestRefusal;
 
-        void add(Waiter waiter) {
+        void add(Waiter<?> waiter) {
             waiters.addLast(waiter);
             waiting.incrementAndGet();
             waits.increment();
         }
 
-        void remove(Waiter waiter) {
+        void remove(Waiter<?> waiter) {
             if (waiters.removeFirstOccurrence(waiter)) {
                 waiting.decrementAndGet();
             }
         }
     }
 
-    private static final System.Logger LOG = System.getLogger(UnifiedMemoryManager.class.getName());
+    private static final System.Logger LOG = ManagerLog.logger();
     private static final ThreadFactory THREADS = Thread.ofPlatform().daemon().name("compute-memory-waiters-", 0).factory();
     /** How long an idle waiter thread stays (seconds): a service that never waits keeps none. */
     static final int IDLE_SECONDS = 10;
 
-    private final Allocation allocation;
+    private final Allocation<B> allocation;
+    /** Gives back a buffer that was allocated for a request that ended meanwhile. */
+    private final Consumer<B> discard;
     private final MemoryEventListener events;
     private final LocationQueue[] queues = new LocationQueue[MemoryLocation.values().length];
     private @Nullable ScheduledThreadPoolExecutor timer;
     private @Nullable ThreadPoolExecutor server;
     private volatile boolean closed;
 
-    AllocationWaiters(Allocation allocation, MemoryEventListener events) {
+    public AllocationWaiters(Allocation<B> allocation, Consumer<B> discard, MemoryEventListener events) {
         this.allocation = allocation;
+        this.discard = discard;
         this.events = events;
         for (int i = 0; i < queues.length; i++) {
             queues[i] = new LocationQueue();
@@ -123,7 +134,7 @@ final class AllocationWaiters {
      * with a zero timeout. The caller
      * has checked the arguments.
      */
-    CompletableFuture<UnifiedBuffer> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {
+    public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {
         LocationQueue queue = queues[location.ordinal()];
         DeviceOutOfMemoryException refusal = queue.latestRefusal;
         boolean tried = false;
@@ -139,7 +150,7 @@ final class AllocationWaiters {
             }
             queue.latestRefusal = refusal;
         }
-        Waiter waiter = new Waiter(type, location, bytes, timeout, refusal, tried);
+        Waiter<B> waiter = new Waiter<>(type, location, bytes, timeout, refusal, tried);
         if (timeout.isZero()) {
             return failed(location, bytes, timedOut(waiter, queue));
         }
@@ -159,7 +170,7 @@ final class AllocationWaiters {
         return waiter.future;
     }
 
-    private CompletableFuture<UnifiedBuffer> failed(MemoryLocation location, long bytes, DeviceOutOfMemoryException failure) {
+    private CompletableFuture<B> failed(MemoryLocation location, long bytes, DeviceOutOfMemoryException failure) {
         events.allocationFailed(location, bytes, failure.reason());
         return CompletableFuture.failedFuture(failure);
     }
@@ -194,7 +205,7 @@ final class AllocationWaiters {
             }
         }
         for (LocationQueue queue : queues) {
-            for (Waiter waiter; (waiter = queue.waiters.pollFirst()) != null; ) {
+            for (Waiter<?> waiter; (waiter = queue.waiters.pollFirst()) != null; ) {
                 queue.waiting.decrementAndGet();
                 if (waiter.settle()) {
                     waiter.future.completeExceptionally(closedWhileWaiting());
@@ -235,12 +246,14 @@ final class AllocationWaiters {
 
     /** Serves heads in order until one cannot be served (it keeps its place) or the queue is empty. */
     private void serveHeads(LocationQueue queue) {
-        for (Waiter head; (head = queue.waiters.peekFirst()) != null; ) {
+        for (Waiter<?> next; (next = queue.waiters.peekFirst()) != null; ) {
+            @SuppressWarnings("unchecked") // every waiter of this object is a Waiter<B>
+            Waiter<B> head = (Waiter<B>) next;
             if (head.future.isDone()) {
                 queue.remove(head);
                 continue;
             }
-            UnifiedBuffer buffer;
+            B buffer;
             try {
                 buffer = allocation.allocate(head.type, head.location, head.bytes);
             } catch (AllocationAboveLimitException e) {
@@ -266,13 +279,13 @@ final class AllocationWaiters {
             }
             queue.remove(head);
             if (!(head.settle() && head.future.complete(buffer))) {
-                buffer.close(); // timed out or cancelled while it was tried: the memory goes back, and wakes the next
+                discard.accept(buffer); // timed out or cancelled while it was tried: the memory goes back, and wakes the next
             }
         }
     }
 
     /** A waiter's future completed, however: off the queue and its timer off. */
-    private void left(LocationQueue queue, Waiter waiter) {
+    private void left(LocationQueue queue, Waiter<?> waiter) {
         withdraw(queue, waiter);
         ScheduledFuture<?> pendingTimer = waiter.timer;
         if (pendingTimer != null) {
@@ -281,7 +294,7 @@ final class AllocationWaiters {
     }
 
     /** Takes a waiter off its queue, if it is still there; the next is tried if it was the head. */
-    private void withdraw(LocationQueue queue, Waiter waiter) {
+    private void withdraw(LocationQueue queue, Waiter<?> waiter) {
         boolean wasHead = queue.waiters.peekFirst() == waiter;
         queue.remove(waiter);
         if (wasHead) {
@@ -293,7 +306,7 @@ final class AllocationWaiters {
      * Counted, off the queue and told to listeners before the future fails, so that whoever it wakes sees all of it;
      * the future fails whatever happens on the way.
      */
-    private void timeOut(LocationQueue queue, Waiter waiter) {
+    private void timeOut(LocationQueue queue, Waiter<?> waiter) {
         if (waiter.future.isDone() || !waiter.settle()) {
             return;
         }
@@ -308,7 +321,7 @@ final class AllocationWaiters {
     }
 
     /** The last refusal, the request's own or, if it waited behind others all along, theirs; with the wait said. */
-    private static DeviceOutOfMemoryException timedOut(Waiter waiter, LocationQueue queue) {
+    private static DeviceOutOfMemoryException timedOut(Waiter<?> waiter, LocationQueue queue) {
         DeviceOutOfMemoryException latest = queue.latestRefusal;
         boolean own = waiter.tried || latest == null;
         DeviceOutOfMemoryException last = own ? waiter.refusal : latest;

@@ -1,5 +1,10 @@
-package dev.compute.memory;
+package dev.compute.memory.manager;
 
+import dev.compute.memory.DataType;
+import dev.compute.memory.FileMapMode;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.internal.ManagerLog;
+import dev.compute.memory.lifetime.FileRange;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.internal.RegularFiles;
 import dev.compute.memory.spi.FileMappings;
@@ -9,6 +14,8 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.channels.FileChannel;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.Set;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -21,9 +28,9 @@ import org.jspecify.annotations.Nullable;
  * unmap from there. Closing it costs a handshake with every thread, once per mapping. The file's channel is closed
  * as soon as the range is mapped: the mapping does not need it.
  */
-final class MappedFile implements Block {
+public final class MappedFile implements Block {
 
-    private static final System.Logger LOG = System.getLogger(UnifiedMemoryManager.class.getName());
+    private static final System.Logger LOG = ManagerLog.logger();
 
     private final FileRange range;
     private final Arena arena;
@@ -49,12 +56,12 @@ final class MappedFile implements Block {
     static MappedFile map(Path file, DataType type, FileMapMode mode, long offset, @Nullable Long length, @Nullable String site)
             throws IOException {
         RegularFiles.require(file, "mapped"); // before it is opened: opening a named pipe would wait for a writer
-        try (FileChannel channel = FileChannel.open(file, mode.openOptions())) {
+        try (FileChannel channel = FileChannel.open(file, openOptions(mode))) {
             long fileSize = channel.size();
             FileRange range = new FileRange(file, mode, offset, checkedRange(file, type, fileSize, offset, length));
             Arena arena = Arena.ofShared();
             try {
-                MemorySegment mapping = channel.map(mode.channelMode(), offset, range.length(), arena);
+                MemorySegment mapping = channel.map(mode == FileMapMode.READ_ONLY ? FileChannel.MapMode.READ_ONLY : FileChannel.MapMode.READ_WRITE, offset, range.length(), arena);
                 FileMappings.register(mapping, file, offset);
                 return new MappedFile(range, arena, mapping, site);
             } catch (IOException | RuntimeException | Error e) {
@@ -62,6 +69,11 @@ final class MappedFile implements Block {
                 throw e;
             }
         }
+    }
+
+    /** The file opened for what the mapping needs: read permission, and write permission to map it read-write. */
+    private static Set<StandardOpenOption> openOptions(FileMapMode mode) {
+        return mode == FileMapMode.READ_ONLY ? Set.of(StandardOpenOption.READ) : Set.of(StandardOpenOption.READ, StandardOpenOption.WRITE);
     }
 
     /** The length to map, once the request is checked against the file and the element type. */
@@ -88,7 +100,7 @@ final class MappedFile implements Block {
         return bytes;
     }
 
-    FileRange range() {
+    public FileRange range() {
         return range;
     }
 

@@ -1,5 +1,7 @@
-package dev.compute.memory;
+package dev.compute.memory.lifetime;
 
+import dev.compute.memory.FileMapMode;
+import dev.compute.memory.MappedFileTruncatedException;
 import dev.compute.memory.spi.FileMappings;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -7,9 +9,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 /** Which bytes of which file a mapped buffer is, and how they were mapped. */
-record FileRange(Path file, FileMapMode mode, long offset, long length) {
+public record FileRange(Path file, FileMapMode mode, long offset, long length) {
 
-    boolean readOnly() {
+    public boolean readOnly() {
         return mode == FileMapMode.READ_ONLY;
     }
 
@@ -18,12 +20,12 @@ record FileRange(Path file, FileMapMode mode, long offset, long length) {
      * JVM turns the {@code SIGBUS} of a read or write past a file's end into an {@link InternalError}) and the file
      * is now shorter than this range; returns otherwise, leaving the caller to rethrow {@code failure}.
      */
-    void failIfTruncated(Throwable failure) {
+    public void failIfTruncated(Throwable failure) {
         failIfTruncated(failure, file, offset, length);
     }
 
     /** As {@link #failIfTruncated(Throwable)}, for any segment over a file the manager mapped (a view passed to a copy). */
-    static void failIfTruncated(Throwable failure, MemorySegment segment) {
+    public static void failIfTruncated(Throwable failure, MemorySegment segment) {
         FileMappings.Mapping mapping = FileMappings.find(segment);
         if (mapping != null) {
             failIfTruncated(failure, mapping.file(), mapping.fileOffset(), mapping.byteSize());

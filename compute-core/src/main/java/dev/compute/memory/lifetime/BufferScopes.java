@@ -1,4 +1,4 @@
-package dev.compute.memory;
+package dev.compute.memory.lifetime;
 
 import java.util.ArrayList;
 import java.util.List;

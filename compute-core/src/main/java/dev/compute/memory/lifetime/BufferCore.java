@@ -1,0 +1,503 @@
+package dev.compute.memory.lifetime;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.BufferState;
+import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceTimeoutException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.spi.FileMappings;
+import dev.compute.memory.spi.Region;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Function;
+import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * What a buffer is, apart from its public handle: its identity (location, type, size, the range a slice covers, the
+ * file it maps), its lifecycle (closed, and the ops and copies under way that hold it), its block, and the one door
+ * every use of its memory passes ({@link #call}). The lifetime rule lives here: {@link #close()} makes it unusable at
+ * once, and the block goes back exactly once, when the last view, access, op or copy has ended and device work queued
+ * on it is done ({@link #releaseIfUnused}).
+ *
+ * <p>A buffer that owns memory is a root; a slice is a range of a root and keeps no state of its own but whether it was
+ * closed. The fields below {@link #lifecycle} are a root's, guarded by its monitor; a slice uses its root's. A core
+ * never refers to its public handle, so that a dropped handle is found as a leak (see {@link LeakDetector}).
+ */
+public final class BufferCore {
+
+    static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
+    /** In {@link #lifecycle}: close() was called. */
+    private static final int CLOSED = 1;
+    /** In {@link #lifecycle}: one op or copy under way holds the memory (the count is kept above the flag). */
+    private static final int HOLD = 2;
+
+    /**
+     * What a slice is a range of: the root that owns the memory, where in it the slice starts, the slice it was cut
+     * from (if any), and the tokens that name its views: its own first, then its ancestors' (tokens, not the slices:
+     * open views must not keep a slice, nor its buffer, from being collected).
+     */
+    private record SliceOf(BufferCore root, long byteOffset, @Nullable BufferCore parent, Object[] lineage) {}
+
+    final BufferHost host;
+    final MemoryLocation location;
+    final DataType dataType;
+    final long byteSize;
+    private final @Nullable SliceOf slice;
+    /** The file range this buffer's memory maps, for a buffer from {@code mapFile} and its slices; else null. */
+    final @Nullable FileRange mappedFrom;
+    /** CLOSED, plus HOLD for each op or copy under way; for a slice, only whether the slice itself was closed. */
+    private int lifecycle;
+    // A root's, guarded by its monitor.
+    @Nullable Block block;
+    @Nullable Block mirror;
+    BufferState state;
+    CompletableFuture<?> inFlight = DONE;
+    /** Open views and accesses; made on the first. */
+    private @Nullable BufferScopes scopes;
+    /** The leak detector's watch, where this root is tracked; told of the close. */
+    LeakDetector.@Nullable Watch leakWatch;
+
+    private BufferCore(BufferHost host, MemoryLocation location, DataType dataType, long byteSize, Block block,
+                       @Nullable FileRange mappedFrom, BufferState state) {
+        this.host = host;
+        this.location = location;
+        this.dataType = dataType;
+        this.byteSize = byteSize;
+        this.slice = null;
+        this.mappedFrom = mappedFrom;
+        this.block = block;
+        this.state = state;
+    }
+
+    private BufferCore(BufferCore cutFrom, long byteOffset, long byteSize) {
+        this.host = cutFrom.host;
+        this.location = cutFrom.location;
+        this.dataType = cutFrom.dataType;
+        this.byteSize = byteSize;
+        Object[] ancestors = cutFrom.slice == null ? new Object[0] : cutFrom.slice.lineage();
+        Object[] lineage = new Object[ancestors.length + 1];
+        lineage[0] = new Object();
+        System.arraycopy(ancestors, 0, lineage, 1, ancestors.length);
+        this.slice = new SliceOf(cutFrom.root(), byteOffset, cutFrom.slice == null ? null : cutFrom, lineage);
+        this.mappedFrom = cutFrom.mappedFrom;
+        this.state = BufferState.UNINITIALIZED; // a slice answers with its root's
+    }
+
+    /** A buffer of pooled memory, over {@code block}. */
+    public static BufferCore of(BufferHost host, MemoryLocation location, DataType dataType, long byteSize, Block block) {
+        return new BufferCore(host, location, dataType, byteSize, block, null, BufferState.UNINITIALIZED);
+    }
+
+    /** A buffer over a mapped file: HOST memory whose one copy, the file's bytes, holds data from the start. */
+    public static BufferCore mapped(BufferHost host, DataType dataType, Block mapping, FileRange range) {
+        return new BufferCore(host, MemoryLocation.HOST, dataType, mapping.size(), mapping, range, BufferState.SYNCHRONIZED);
+    }
+
+    // ---- identity -----------------------------------------------------------------------------------------------
+
+    public MemoryLocation location() {
+        return location;
+    }
+
+    public DataType dataType() {
+        return dataType;
+    }
+
+    public long byteSize() {
+        return byteSize;
+    }
+
+    public long elementCount() {
+        return byteSize / dataType.byteSize();
+    }
+
+    /** Where a slice starts in its root, in bytes; 0 for a root. */
+    public long byteOffset() {
+        return slice == null ? 0 : slice.byteOffset();
+    }
+
+    public boolean isSlice() {
+        return slice != null;
+    }
+
+    public @Nullable FileRange mappedFrom() {
+        return mappedFrom;
+    }
+
+    public boolean isReadOnly() {
+        return mappedFrom != null && mappedFrom.readOnly();
+    }
+
+    public boolean isHostAccessible() {
+        return host.hostAccessible(location);
+    }
+
+    public boolean belongsTo(BufferHost owner) {
+        return host == owner;
+    }
+
+    /** Which copy is newer; a slice answers for its root. */
+    public BufferState state() {
+        BufferCore root = root();
+        synchronized (root) {
+            return root.state;
+        }
+    }
+
+    /** True once this buffer (or, for a slice, the slice or its buffer) was closed, or its manager was. */
+    public boolean isClosed() {
+        BufferCore root = root();
+        synchronized (root) {
+            return closedHere() || host.isClosed();
+        }
+    }
+
+    /** The block of a root just allocated (not yet closed), for the manager's books. */
+    public Block ownBlock() {
+        synchronized (this) {
+            if (block == null || slice != null) {
+                throw new IllegalStateException(this + " has no block of its own");
+            }
+            return block;
+        }
+    }
+
+    BufferCore root() {
+        return slice == null ? this : slice.root();
+    }
+
+    /** The tokens naming this slice's views, its own first; null for a root. */
+    Object @Nullable [] lineage() {
+        return slice == null ? null : slice.lineage();
+    }
+
+    @Override
+    public String toString() {
+        return "UnifiedBuffer[" + location + ", " + extent() + ", " + dataType + ", " + (isClosed() ? "closed" : state())
+                + (mappedFrom == null ? "" : ", " + mappedFrom) + "]";
+    }
+
+    private String extent() {
+        return slice == null ? byteSize + " bytes" : byteSize + " bytes at " + slice.byteOffset() + " of " + slice.root().byteSize;
+    }
+
+    // ---- the door -----------------------------------------------------------------------------------------------
+
+    /**
+     * The door every use of this buffer's memory passes: counted in as a call (the manager's close waits for it), and
+     * a fault on a file truncated under its mapping (this buffer's, {@code second}'s, or {@code other}, a segment that
+     * may lie over one) thrown as {@link dev.compute.memory.MappedFileTruncatedException}, inside the call: once the
+     * JIT has compiled a copy, the JVM delivers its fault late, and {@link FileMappings#surfaceFaults} makes it arrive
+     * here.
+     */
+    public <T> T call(@Nullable MemorySegment other, @Nullable BufferCore second, Supplier<T> body) {
+        int call = host.enter(this);
+        try {
+            T result = body.get();
+            if (mappedFrom != null || (second != null && second.mappedFrom != null) || (other != null && FileMappings.isOverMapping(other))) {
+                FileMappings.surfaceFaults();
+            }
+            return result;
+        } catch (RuntimeException | InternalError failure) {
+            if (other != null) {
+                FileRange.failIfTruncated(failure, other);
+            }
+            failIfTruncated(failure);
+            if (second != null) {
+                second.failIfTruncated(failure);
+            }
+            throw failure;
+        } finally {
+            host.exit(call);
+        }
+    }
+
+    private void failIfTruncated(Throwable failure) {
+        if (mappedFrom != null) {
+            mappedFrom.failIfTruncated(failure);
+        }
+    }
+
+    /**
+     * Refuses a write to a file mapped read-only before anything reaches its memory: a write there is a fault that
+     * Java code survives (the FFM API refuses it) but native code (a kernel, a driver's copy) does not.
+     */
+    public void requireWritable(String write, String instead) {
+        if (isReadOnly()) {
+            throw new UnsupportedOperationException(write + " would write " + this + ", whose file is mapped read-only"
+                    + instead + "; map the file FileMapMode.READ_WRITE to change it");
+        }
+    }
+
+    public void checkRange(long byteOffset, long length) {
+        if (byteOffset < 0 || length < 0 || byteOffset > byteSize - length) {
+            throw new IndexOutOfBoundsException("range [" + byteOffset + ", " + byteOffset + " + " + length
+                    + ") is outside this buffer of " + byteSize + " bytes");
+        }
+    }
+
+    // ---- slices -------------------------------------------------------------------------------------------------
+
+    /** {@code count} elements from element {@code offset}: a core of its own over the same memory, valid while this one is open. */
+    public BufferCore slice(long offset, long count) {
+        long elements = elementCount();
+        if (offset < 0 || count <= 0 || offset > elements - count) {
+            throw new IndexOutOfBoundsException("slice [" + offset + ", " + offset + " + " + count + ") is outside "
+                    + this + " of " + elements + " elements" + (count <= 0 ? " (a slice needs at least one element)" : ""));
+        }
+        BufferCore root = root();
+        synchronized (root) {
+            openBlock();
+        }
+        long unit = dataType.byteSize();
+        return new BufferCore(this, byteOffset() + offset * unit, count * unit);
+    }
+
+    // ---- waiting for device work -------------------------------------------------------------------------------------
+
+    /**
+     * Runs {@code action} under the root's monitor once no device work is in flight on the memory. The wait happens
+     * without the monitor, so that close(), state() or toString() on another thread never wait behind device work
+     * (which a thread blocked on them might be the one to complete). A closed buffer fails at once, without waiting.
+     */
+    <T> T whenIdle(Function<BufferCore, T> action) {
+        BufferCore root = root();
+        while (true) {
+            CompletableFuture<?> pending;
+            synchronized (root) {
+                openBlock();
+                pending = root.inFlight;
+                if (pending.isDone()) {
+                    root.inFlight = DONE;
+                    return action.apply(root);
+                }
+            }
+            awaitBounded(pending);
+        }
+    }
+
+    /** Waits for device work at most the device wait timeout, without the monitor; failed work is over too. */
+    private void awaitBounded(CompletableFuture<?> work) {
+        Duration limit = host.deviceWaitTimeout();
+        try {
+            work.get(limit.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (ExecutionException | CancellationException failedWorkIsOverToo) {
+            // the memory is free of it either way
+        } catch (TimeoutException e) {
+            throw new DeviceTimeoutException("device work queued on " + this + " did not finish within " + limit.toMillis()
+                    + " ms (compute.memory.device-wait-timeout): a kernel that runs longer, or a device or a future recorded"
+                    + " on the buffer that never completes; nothing was changed, and the buffer's memory stays held until"
+                    + " the work is over", limit);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new DeviceTimeoutException("interrupted while waiting for device work queued on " + this, limit);
+        }
+    }
+
+    /** Remembers device work queued on the memory. Root only, under its monitor. */
+    void recordInFlight(CompletableFuture<?> work) {
+        if (work.isDone()) {
+            return;
+        }
+        inFlight = inFlight.isDone() ? work : CompletableFuture.allOf(inFlight, work);
+    }
+
+    /** The root's block, if this buffer may be used; under the root's monitor. */
+    Block openBlock() {
+        BufferCore root = root();
+        if (closedHere() || root.block == null) {
+            throw new IllegalStateException(describeClosed());
+        }
+        if (host.isClosed()) {
+            throw new IllegalStateException(closedByManager());
+        }
+        return root.block;
+    }
+
+    /** Under the root's monitor: closed here, or (for a slice) the slice it was cut from or its buffer closed. */
+    private boolean closedHere() {
+        if ((lifecycle & CLOSED) != 0) {
+            return true;
+        }
+        if (slice == null) {
+            return false;
+        }
+        return slice.parent() != null ? slice.parent().closedHere() : (slice.root().lifecycle & CLOSED) != 0;
+    }
+
+    /** What a call on this buffer says once its manager is closed. */
+    public String closedByManager() {
+        return describeClosed() + " because its UnifiedMemoryManager was closed";
+    }
+
+    private String describeClosed() {
+        String why = "";
+        if (slice != null && (lifecycle & CLOSED) == 0) {
+            why = (slice.root().lifecycle & CLOSED) != 0 ? " (the buffer it is a slice of was closed)" : " (the slice it was cut from was closed)";
+        }
+        return "UnifiedBuffer[" + location + ", " + extent() + ", " + dataType + (mappedFrom == null ? "" : ", " + mappedFrom) + "] is closed" + why;
+    }
+
+    // ---- holds for ops and copies ---------------------------------------------------------------------------------
+
+    /**
+     * Holds the memory for a kernel and returns where it is: the device copy, synced first if the host copy is newer,
+     * after device work queued by others. Give it back with {@link #releaseHold} and the kernel's future.
+     */
+    public Region holdDeviceRegion(AccessMode mode) {
+        if (mode.writes()) {
+            requireWritable("an op that writes its argument", "");
+        }
+        // work queued by another thread may sit on another stream: a kernel must not overtake it
+        return whenIdle(root -> {
+            Block device = openBlock();
+            if (root.state.hostIsNewer()) {
+                Coherence.copyMirrorToDevice(root, device);
+            }
+            if (mode.writes()) {
+                root.state = Coherence.deviceWritten(root);
+            }
+            root.lifecycle += HOLD;
+            return new Region(device.segment(), device.offset() + byteOffset(), elementCount(), dataType);
+        });
+    }
+
+    /** The host bytes of host-accessible memory, held until {@link #releaseHold}. */
+    MemorySegment holdHostBytes() {
+        return whenIdle(root -> {
+            Block device = openBlock();
+            root.lifecycle += HOLD;
+            return Coherence.rootBytes(root, device).asSlice(byteOffset(), byteSize);
+        });
+    }
+
+    /**
+     * Ends a hold: records {@code work} as device work in flight on the memory and, when {@code wrote} is a writing
+     * mode, marks the device copy newer; gives the memory back if the buffer was closed meanwhile.
+     */
+    public void releaseHold(@Nullable AccessMode wrote, CompletableFuture<?> work) {
+        BufferCore root = root();
+        synchronized (root) {
+            root.recordInFlight(work);
+            if (wrote != null && wrote.writes()) {
+                root.state = Coherence.deviceWritten(root);
+            }
+            root.lifecycle -= HOLD;
+        }
+        root.releaseIfUnused();
+    }
+
+    // ---- close and release ------------------------------------------------------------------------------------------
+
+    /**
+     * Makes the buffer unusable at once; its memory goes back to the pool when the last view, access, op or copy that
+     * holds it has ended and device work queued on it has finished. Harmless when already closed. Closing a slice ends
+     * only the slice (and its views, and its slices' views).
+     */
+    public void close() {
+        host.scopes().endHandedOver();
+        if (slice != null) {
+            BufferScopes open;
+            synchronized (slice.root()) {
+                if ((lifecycle & CLOSED) != 0) {
+                    return;
+                }
+                lifecycle |= CLOSED;
+                open = slice.root().scopes;
+            }
+            if (open != null) {
+                open.endViewsOf(slice.lineage()[0]);
+            }
+            return;
+        }
+        BufferScopes open;
+        Block device = null;
+        Block hostCopy = null;
+        CompletableFuture<?> pending = DONE;
+        synchronized (this) {
+            if ((lifecycle & CLOSED) != 0) {
+                return;
+            }
+            lifecycle |= CLOSED;
+            open = scopes;
+            if (open == null && lifecycle == CLOSED) { // the common case, released under the one lock
+                device = block;
+                hostCopy = mirror;
+                pending = inFlight;
+                block = null;
+                mirror = null;
+                inFlight = DONE;
+            }
+        }
+        LeakDetector.Watch watch = leakWatch;
+        if (watch != null) {
+            watch.closed();
+        }
+        if (device != null) {
+            host.release(location, device, hostCopy, pending);
+        } else if (open != null) {
+            open.closeViews(this::releaseIfUnused);
+        }
+    }
+
+    /**
+     * The buffer's handle was collected without close(): closed now, its memory back once the views and accesses still
+     * open on it have ended (nobody can end them any more, so they all are) and device work on it is done.
+     */
+    void closeLeaked() {
+        BufferScopes open;
+        synchronized (this) {
+            if ((lifecycle & CLOSED) != 0) {
+                return;
+            }
+            lifecycle |= CLOSED;
+            open = scopes;
+        }
+        if (open != null) {
+            open.closeAll(this::releaseIfUnused);
+        } else {
+            releaseIfUnused();
+        }
+    }
+
+    /** Gives the memory back once closed and nothing holds it; exactly once. Root only. */
+    void releaseIfUnused() {
+        Block device;
+        Block hostCopy;
+        CompletableFuture<?> pending;
+        synchronized (this) {
+            if (lifecycle != CLOSED || block == null || (scopes != null && !scopes.isEmpty())) {
+                return;
+            }
+            device = block;
+            hostCopy = mirror;
+            pending = inFlight;
+            block = null;
+            mirror = null;
+            inFlight = DONE;
+        }
+        host.release(location, device, hostCopy, pending);
+    }
+
+    /** The open views and accesses of this root; made on the first. Root only, under its monitor. */
+    BufferScopes scopes() {
+        BufferScopes open = scopes;
+        if (open == null) {
+            open = new BufferScopes();
+            scopes = open;
+        }
+        return open;
+    }
+
+    /** Under the monitor: an open root of pooled memory that no op, copy, view or access holds now. */
+    boolean unheld() {
+        return slice == null && lifecycle == 0 && block != null && (scopes == null || scopes.isEmpty()) && !host.isClosed();
+    }
+}

@@ -1,0 +1,161 @@
+package dev.compute.memory.lifetime;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.spi.DeviceHandle;
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The ways in to a buffer's bytes that hold it open: views (one scope per buffer and thread, open until the buffer
+ * closes), host accesses and device accesses (a scope each, open until ended), and what ending an access records.
+ * Each opens a {@link MemoryScope}; the segments handed out live in its arena and stop working when it ends.
+ */
+public final class BufferViews {
+
+    /** Which threads may use and end a scope's segments. */
+    public enum Sharing {
+        /** The opening thread only: cheap, ended without a handshake. */
+        CONFINED,
+        /** Any thread: ending it costs a handshake with every thread. */
+        SHARED
+    }
+
+    /**
+     * An access as it opens: its scope, the bytes where the host can address them (null for device memory it cannot),
+     * their offset in the backend's allocation, and the backend's native handle ({@link DeviceHandle#NONE} for a host
+     * access).
+     */
+    public record Opened(MemoryScope scope, @Nullable MemorySegment memory, long offset, DeviceHandle handle) {}
+
+    private BufferViews() {}
+
+    /**
+     * A view of the host copy, brought up to date, usable by the calling thread until the buffer closes; a writable
+     * one marks the host copy newer. Several views of one buffer on one thread share one scope.
+     */
+    public static MemorySegment view(BufferCore buffer, AccessMode mode) {
+        return buffer.call(null, null, () -> buffer.whenIdle(root -> {
+            MemorySegment host = Coherence.currentHostCopy(root, buffer.openBlock());
+            if (mode.writes()) {
+                root.state = Coherence.hostWritten(root);
+            }
+            Object[] lineage = buffer.lineage();
+            MemoryScope scope = root.scopes().viewOf(Thread.currentThread(), lineage);
+            if (scope == null) {
+                scope = root.host.scopes().open(MemoryScope.Kind.VIEW, lineage, Sharing.CONFINED, root.scopes());
+            }
+            MemorySegment view = scope.bind(host.asSlice(buffer.byteOffset(), buffer.byteSize));
+            return mode.writes() ? view : view.asReadOnly();
+        }));
+    }
+
+    /** An access to the host copy, brought up to date first; a writing one marks the host copy newer. */
+    public static Opened hostAccess(BufferCore buffer, AccessMode mode, Sharing sharing) {
+        Objects.requireNonNull(mode, "mode");
+        if (mode.writes()) {
+            buffer.requireWritable("a " + mode + " host access", "; open a READ access to read it");
+        }
+        return buffer.call(null, null, () -> buffer.whenIdle(root -> {
+            MemorySegment host = Coherence.currentHostCopy(root, buffer.openBlock());
+            if (mode.writes()) {
+                root.state = Coherence.hostWritten(root);
+            }
+            MemoryScope scope = root.host.scopes().open(MemoryScope.Kind.ACCESS, null, sharing, root.scopes());
+            return new Opened(scope, host.asSlice(buffer.byteOffset(), buffer.byteSize), 0, DeviceHandle.NONE);
+        }));
+    }
+
+    /**
+     * An access to the device copy for one's own native code, on the calling thread: a newer host copy is synced first
+     * and device work queued by other threads on the buffer is waited for; a writing one marks the device copy newer.
+     */
+    public static Opened deviceAccess(BufferCore buffer, AccessMode mode) {
+        Objects.requireNonNull(mode, "mode");
+        if (mode.writes()) {
+            buffer.requireWritable("a " + mode + " device access", "; open a READ access to read it");
+        }
+        return buffer.call(null, null, () -> {
+            BufferCore root = buffer.root();
+            record Held(Block device, MemoryScope scope) {}
+            Held held = buffer.whenIdle(locked -> {
+                Block open = buffer.openBlock();
+                if (locked.state.hostIsNewer()) {
+                    Coherence.copyMirrorToDevice(locked, open);
+                }
+                return new Held(open, root.host.scopes().open(MemoryScope.Kind.ACCESS, null, Sharing.CONFINED, locked.scopes()));
+            });
+            long offset = held.device().offset() + buffer.byteOffset();
+            DeviceHandle handle;
+            try {
+                handle = root.host.backend().openDeviceHandle(held.device().segment(), offset, buffer.byteSize, mode);
+            } catch (RuntimeException e) {
+                held.scope().end();
+                throw e;
+            }
+            if (mode.writes()) {
+                synchronized (root) {
+                    root.state = Coherence.deviceWritten(root);
+                }
+            }
+            MemorySegment host = held.device().segment().hostSegment();
+            return new Opened(held.scope(), host == null ? null : host.asSlice(offset, buffer.byteSize), offset, handle);
+        });
+    }
+
+    /**
+     * An access ends, with the device work in flight on its bytes: a writing access makes the copy it wrote (the
+     * device's for a device access, the host's for a host access) the newer one.
+     */
+    private static void ended(BufferCore buffer, Side side, AccessMode mode, CompletableFuture<?> work) {
+        BufferCore root = buffer.root();
+        synchronized (root) {
+            root.recordInFlight(work);
+            if (mode.writes()) {
+                root.state = side == Side.DEVICE ? Coherence.deviceWritten(root) : Coherence.hostWritten(root);
+            }
+        }
+    }
+
+    /**
+     * Ends an access: a device access records the work queued on its handle (and {@code recorded}, work the caller
+     * recorded through it) as in flight and, when writing, marks the device copy newer; a writing host access marks the
+     * host copy newer. Its scope ends, and the buffer's memory may go back. Counted in as a call the manager's close
+     * waits for, even on a closed manager. {@code stillInUse} runs when a native call still holds a shared access's
+     * segment: the access stays open, to be ended again once the call returned.
+     */
+    public static void end(BufferCore buffer, Side side, AccessMode mode, MemoryScope scope, DeviceHandle handle,
+                           CompletableFuture<?> recorded, Runnable stillInUse) {
+        int call = buffer.host.enterToEnd();
+        try {
+            if (side == Side.DEVICE && scope.isOpen()) { // ended by the manager's close: the backend may be gone, nothing to record
+                CompletableFuture<Void> queued;
+                try {
+                    queued = handle.end();
+                } catch (RuntimeException unrecorded) {
+                    // what the handle queued is unknown: wait for the device before the memory may be reused
+                    ended(buffer, Side.DEVICE, mode, recorded);
+                    buffer.host.awaitDeviceIdle();
+                    throw unrecorded;
+                }
+                ended(buffer, Side.DEVICE, mode, recorded.isDone() ? queued : CompletableFuture.allOf(queued, recorded));
+            } else {
+                ended(buffer, side, mode, recorded);
+            }
+        } finally {
+            try {
+                scope.end();
+            } catch (IllegalStateException inUseByNativeCall) {
+                stillInUse.run();
+                throw inUseByNativeCall;
+            } finally {
+                buffer.host.exit(call);
+            }
+        }
+    }
+
+    /** Which copy an access reached. */
+    public enum Side { HOST, DEVICE }
+}

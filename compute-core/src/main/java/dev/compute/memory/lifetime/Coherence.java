@@ -1,0 +1,151 @@
+package dev.compute.memory.lifetime;
+
+import dev.compute.memory.BufferState;
+import dev.compute.memory.lifetime.BufferHost.Transfer;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.spi.NativeAllocation;
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+
+/**
+ * Which of a root's copies is newer, and how the other is brought up to date: the state machine of
+ * {@link BufferState}, the syncs, the host mirror a discrete buffer makes on first need, and copies between the
+ * caller's memory and whichever copy they should go to. On memory the host can address there is one copy, and syncs
+ * do nothing. The public methods are a buffer's syncs and marks; the others work on a root, under its monitor.
+ */
+public final class Coherence {
+
+    private Coherence() {}
+
+    /** Brings the device copy up to date with a newer host copy; nothing to do on host-accessible memory. */
+    public static void syncToDevice(BufferCore buffer) {
+        buffer.call(null, null, () -> buffer.whenIdle(root -> {
+            Block device = buffer.openBlock();
+            if (!root.isHostAccessible() && root.state.hostIsNewer()) {
+                copyMirrorToDevice(root, device);
+            }
+            return null;
+        }));
+    }
+
+    /** Brings the host copy up to date with a newer device copy; nothing to do on host-accessible memory. */
+    public static void syncToHost(BufferCore buffer) {
+        buffer.call(null, null, () -> buffer.whenIdle(root -> {
+            Block device = buffer.openBlock();
+            if (!root.isHostAccessible() && root.state.deviceIsNewer()) {
+                currentHostCopy(root, device);
+            }
+            return null;
+        }));
+    }
+
+    /** The device copy was written by other means (a library that took the pointer): it is the newer one now. */
+    public static void markDeviceDirty(BufferCore buffer) {
+        BufferCore root = buffer.root();
+        synchronized (root) {
+            buffer.openBlock();
+            if (!root.isHostAccessible()) {
+                root.state = deviceWritten(root);
+            }
+        }
+    }
+
+    /** The host copy was written by other means: it is the newer one now. A discrete buffer must have a host copy. */
+    public static void markHostDirty(BufferCore buffer) {
+        BufferCore root = buffer.root();
+        synchronized (root) {
+            buffer.openBlock();
+            if (!root.isHostAccessible()) {
+                if (root.mirror == null) {
+                    throw new IllegalStateException(buffer + " has no host copy to be newer: it is made by hostView() or hostAccess()");
+                }
+                root.state = hostWritten(root);
+            }
+        }
+    }
+
+
+    /** The state after the device copy was written. */
+    static BufferState deviceWritten(BufferCore root) {
+        return root.isHostAccessible() ? BufferState.SYNCHRONIZED
+                : root.mirror == null ? BufferState.DEVICE_ONLY : BufferState.DEVICE_DIRTY;
+    }
+
+    /** The state after the host copy was written. */
+    static BufferState hostWritten(BufferCore root) {
+        if (root.isHostAccessible()) {
+            return BufferState.SYNCHRONIZED;
+        }
+        return root.state == BufferState.UNINITIALIZED || root.state == BufferState.HOST_ONLY ? BufferState.HOST_ONLY : BufferState.HOST_DIRTY;
+    }
+
+    /** Where a read of a discrete buffer comes from: the mirror when it is at least as new as the device. */
+    static boolean readsFromDevice(BufferCore root) {
+        return root.mirror == null || !(root.state.hostIsNewer() || root.state == BufferState.SYNCHRONIZED);
+    }
+
+    /** Copies the newer host mirror to the device. */
+    static void copyMirrorToDevice(BufferCore root, Block device) {
+        Block host = Objects.requireNonNull(root.mirror);
+        root.host.backend().copyToDevice(rootBytes(root, host), device.segment(), device.offset(), root.byteSize);
+        root.host.count(Transfer.HOST_TO_DEVICE, root.location, root.byteSize);
+        root.state = BufferState.SYNCHRONIZED;
+    }
+
+    /** The host copy as it should be read now: the memory itself, or the mirror after pulling newer device data (made on first need). */
+    static MemorySegment currentHostCopy(BufferCore root, Block device) {
+        if (root.isHostAccessible()) {
+            return rootBytes(root, device);
+        }
+        if (root.mirror == null) {
+            root.mirror = root.host.allocateMirror(root.byteSize);
+        }
+        MemorySegment host = rootBytes(root, root.mirror);
+        if (root.state.deviceIsNewer()) {
+            root.host.backend().copyToHost(device.segment(), device.offset(), host, root.byteSize);
+            root.host.count(Transfer.DEVICE_TO_HOST, root.location, root.byteSize);
+            root.state = BufferState.SYNCHRONIZED;
+        }
+        return host;
+    }
+
+    /** Writes {@code source} at {@code byteOffset} of {@code buffer} (the root or a slice of it) into its newer copy. */
+    static void write(BufferCore buffer, BufferCore root, Block device, long byteOffset, MemorySegment source) {
+        long length = source.byteSize();
+        long at = buffer.byteOffset() + byteOffset;
+        if (root.isHostAccessible()) {
+            MemorySegment.copy(source, 0, rootBytes(root, device), at, length);
+            root.state = BufferState.SYNCHRONIZED;
+        } else if (root.state.hostIsNewer()) {
+            MemorySegment.copy(source, 0, rootBytes(root, Objects.requireNonNull(root.mirror)), at, length);
+        } else {
+            root.host.backend().copyToDevice(source, device.segment(), device.offset() + at, length);
+            root.state = deviceWritten(root);
+        }
+        root.host.count(Transfer.HOST_TO_DEVICE, root.location, length);
+    }
+
+    /** Reads into {@code destination} from {@code byteOffset} of {@code buffer}, from its newer copy. */
+    static void read(BufferCore buffer, BufferCore root, Block device, long byteOffset, MemorySegment destination) {
+        long length = destination.byteSize();
+        long at = buffer.byteOffset() + byteOffset;
+        if (root.isHostAccessible()) {
+            MemorySegment.copy(rootBytes(root, device), at, destination, 0, length);
+        } else if (!readsFromDevice(root)) {
+            MemorySegment.copy(rootBytes(root, Objects.requireNonNull(root.mirror)), at, destination, 0, length);
+        } else {
+            root.host.backend().copyToHost(device.segment(), device.offset() + at, destination, length);
+        }
+        root.host.count(Transfer.DEVICE_TO_HOST, root.location, length);
+    }
+
+    /** The whole root's bytes in a host-accessible block. */
+    static MemorySegment rootBytes(BufferCore root, Block block) {
+        NativeAllocation segment = block.segment();
+        MemorySegment host = segment.hostSegment();
+        if (host == null) {
+            throw new IllegalStateException("memory at " + segment.location() + " is not host-accessible on this backend");
+        }
+        return host.asSlice(block.offset(), root.byteSize);
+    }
+}

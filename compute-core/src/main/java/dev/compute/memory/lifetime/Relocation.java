@@ -1,0 +1,60 @@
+package dev.compute.memory.lifetime;
+
+import dev.compute.memory.BufferState;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.DeviceWork;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * Compaction's step for one buffer: its block moves to a place the pool holds, if nothing holds the buffer (no op or
+ * copy under way, no view or access open, not closed). The move runs under the buffer's monitor, which every use takes
+ * to find the block: no use can start on the old place meanwhile, and the next one finds the new place.
+ */
+public final class Relocation {
+
+    /** What a compaction step did with a buffer. */
+    public enum Move { MOVED, IN_USE, NO_PLACE }
+
+    /** Whether the data goes with a moved block: not where no copy of it lives in the block yet. */
+    public enum Data { KEEP, DROP }
+
+    /** How compaction moves a block: true when it found a place and moved it there, copying the data when asked. */
+    @FunctionalInterface
+    public interface BlockMover {
+        boolean move(Block block, Data data);
+    }
+
+    private Relocation() {}
+
+    /**
+     * Moves {@code buffer}'s block with {@code mover} if nothing holds it. Device work still in flight on it (an access
+     * just ended, an async op) is waited for without the monitor, until {@code deadline} ({@link System#nanoTime()}) at
+     * most; past it the buffer counts as in use.
+     */
+    public static Move tryMove(BufferCore buffer, BlockMover mover, long deadline) {
+        CompletableFuture<?> pending;
+        synchronized (buffer) {
+            if (!buffer.unheld()) {
+                return Move.IN_USE;
+            }
+            pending = buffer.inFlight;
+            if (pending.isDone()) {
+                return moveLocked(buffer, mover);
+            }
+        }
+        if (!DeviceWork.awaitAll(List.of(pending), deadline)) {
+            return Move.IN_USE;
+        }
+        synchronized (buffer) {
+            return buffer.unheld() && buffer.inFlight.isDone() ? moveLocked(buffer, mover) : Move.IN_USE;
+        }
+    }
+
+    private static Move moveLocked(BufferCore buffer, BlockMover mover) {
+        buffer.inFlight = BufferCore.DONE;
+        Data data = buffer.state != BufferState.UNINITIALIZED && buffer.state != BufferState.HOST_ONLY ? Data.KEEP : Data.DROP;
+        return mover.move(Objects.requireNonNull(buffer.block), data) ? Move.MOVED : Move.NO_PLACE;
+    }
+}

@@ -1,0 +1,146 @@
+package dev.compute.memory.manager;
+
+import dev.compute.memory.AllocationAboveLimitException;
+import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.OutOfMemoryReason;
+import dev.compute.memory.resource.Block;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Blocks from a location's chain, as buffers may use them: one, or a batch all or none (placed together where the
+ * pool can, else one by one). Where the application's adaptors are in the chain each block is checked to be at least
+ * as large as asked and within its segment, since a buffer on a smaller one would reach memory that is not its own.
+ * An out-of-memory is told to listeners, except a waiting request's retries.
+ */
+public final class BlockAllocation {
+
+    /** Whether listeners hear of an out-of-memory: not of a waiting request's retries, only of its giving up. */
+    public enum Failure { REPORT, SILENT }
+
+    private final MemoryEventListener events;
+
+    public BlockAllocation(MemoryEventListener events) {
+        this.events = events;
+    }
+
+    /** The bytes of {@code count} elements, refused unless positive; an overflow says so. */
+    public static long elementBytes(DataType type, long count) {
+        if (count <= 0) {
+            throw new IllegalArgumentException("element count must be positive: " + count);
+        }
+        return type.bytesFor(count);
+    }
+
+    public Block block(LocationChain chain, long bytes, Failure failure) {
+        try {
+            Block block = chain.entry.allocate(bytes);
+            return chain.checksBlocks() ? checked(chain, block, bytes) : block;
+        } catch (DeviceOutOfMemoryException e) {
+            if (failure == Failure.REPORT) {
+                events.allocationFailed(chain.location(), bytes, e.reason());
+            }
+            throw e;
+        }
+    }
+
+    /** The bytes of each buffer of a batch, refused before anything is taken: a count that is not positive, or sizes whose sum overflows. */
+    public static long[] batchBytes(DataType type, long[] counts, MemoryLocation location) {
+        if (counts.length == 0) {
+            throw new IllegalArgumentException("a batch needs at least one buffer");
+        }
+        long[] bytes = new long[counts.length];
+        long total = 0;
+        for (int i = 0; i < counts.length; i++) {
+            if (counts[i] <= 0) {
+                throw new IllegalArgumentException("element count must be positive: counts[" + i + "] is " + counts[i]);
+            }
+            bytes[i] = type.bytesFor(counts[i]);
+            total += bytes[i];
+            if (total < 0) {
+                throw new AllocationAboveLimitException(location, Long.MAX_VALUE, OutOfMemoryReason.POOL_LIMIT, "a batch whose first "
+                        + (i + 1) + " of " + counts.length + " buffers of " + type + " already total more than " + Long.MAX_VALUE
+                        + " bytes is above every limit: nothing was allocated");
+            }
+        }
+        return bytes;
+    }
+
+    /** All or none: together where the chain's pool places them so, else one by one, giving back those taken when one fails. */
+    public List<Block> batch(LocationChain chain, long[] bytes) {
+        List<Block> blocks = chain.entry.allocateAdjacent(bytes);
+        if (blocks != null && chain.checksBlocks()) {
+            blocks = checkedBatch(chain, blocks, bytes);
+        }
+        return blocks != null ? blocks : each(chain, bytes);
+    }
+
+    private List<Block> each(LocationChain chain, long[] bytes) {
+        List<Block> blocks = new ArrayList<>(bytes.length);
+        try {
+            for (long size : bytes) {
+                blocks.add(block(chain, size, Failure.REPORT));
+            }
+            return blocks;
+        } catch (DeviceOutOfMemoryException e) {
+            blocks.forEach(chain.entry::deallocate);
+            int failed = blocks.size();
+            String message = "buffer " + (failed + 1) + " of a batch of " + bytes.length + " (" + bytes[failed] + " bytes) could not be"
+                    + " allocated, so the " + failed + " allocated before it were given back: " + e.getMessage();
+            DeviceOutOfMemoryException batchFailure = e instanceof AllocationAboveLimitException
+                    ? new AllocationAboveLimitException(chain.location(), bytes[failed], e.reason(), message)
+                    : new DeviceOutOfMemoryException(chain.location(), bytes[failed], e.reason(), message);
+            batchFailure.initCause(e);
+            throw batchFailure;
+        } catch (RuntimeException | Error e) {
+            blocks.forEach(chain.entry::deallocate);
+            throw e;
+        }
+    }
+
+    /**
+     * A block from a chain with the application's adaptors, as a buffer may use it: at least {@code bytes} long and
+     * within its segment. Otherwise it goes back and the allocation fails, rather than let the buffer reach memory
+     * that is not its own.
+     */
+    private static Block checked(LocationChain chain, Block block, long bytes) {
+        long segmentBytes = block.segment().sizeBytes();
+        if (block.size() >= bytes && block.offset() >= 0 && block.offset() <= segmentBytes - block.size()) {
+            return block;
+        }
+        IllegalStateException wrong = new IllegalStateException("a resource adaptor of the " + chain.location() + " chain handed out a block of "
+                + block.size() + " bytes at offset " + block.offset() + " of a " + segmentBytes + "-byte segment for a request of "
+                + bytes + " bytes: a buffer on it would reach memory that is not its own");
+        try {
+            chain.entry.deallocate(block);
+        } catch (Throwable e) {
+            wrong.addSuppressed(e);
+        }
+        throw wrong;
+    }
+
+    /** A batch placed together by a chain with the application's adaptors, each block {@link #checked}; all go back if one is wrong. */
+    private static List<Block> checkedBatch(LocationChain chain, List<Block> blocks, long[] bytes) {
+        if (blocks.size() != bytes.length) {
+            blocks.forEach(chain.entry::deallocate);
+            throw new IllegalStateException("a resource adaptor of the " + chain.location() + " chain placed " + blocks.size()
+                    + " blocks for a batch of " + bytes.length);
+        }
+        for (int i = 0; i < blocks.size(); i++) {
+            try {
+                checked(chain, blocks.get(i), bytes[i]);
+            } catch (IllegalStateException e) {
+                for (int j = 0; j < blocks.size(); j++) {
+                    if (j != i) {
+                        chain.entry.deallocate(blocks.get(j));
+                    }
+                }
+                throw e;
+            }
+        }
+        return blocks;
+    }
+}

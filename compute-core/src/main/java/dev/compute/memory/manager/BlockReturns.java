@@ -1,0 +1,94 @@
+package dev.compute.memory.manager;
+
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.DeviceWork;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Where a closed buffer's blocks go: to its location's chain (once its budget and compaction have let go of it), its
+ * host mirror to the mirror location's chain, a mapped file to be unmapped; and the requests waiting at those
+ * locations hear of it. Device work the blocks still wait for is remembered, so that the manager's close frees nothing
+ * before it is done.
+ */
+public final class BlockReturns {
+
+    private final LocationChains chains;
+    private final CallGate gate;
+    private final Compactor compactor;
+    private final MappedFiles mappedFiles;
+    private final AllocationWaiters<?> waiters;
+    /** Tells a budget its buffer's memory went back, before the pool may lend it again. */
+    private final Consumer<Block> budgetRelease;
+    /** Device work released blocks still wait for; the manager's close frees nothing before it is done (or keeps everything). */
+    private final Set<CompletableFuture<?>> releasedInFlight = ConcurrentHashMap.newKeySet();
+    private volatile boolean poolsFreed;
+
+    public BlockReturns(LocationChains chains, CallGate gate, Compactor compactor, MappedFiles mappedFiles, AllocationWaiters<?> waiters,
+                 Consumer<Block> budgetRelease) {
+        this.chains = chains;
+        this.gate = gate;
+        this.compactor = compactor;
+        this.mappedFiles = mappedFiles;
+        this.waiters = waiters;
+        this.budgetRelease = budgetRelease;
+    }
+
+    /**
+     * Gives a closed buffer's blocks back. Views ending while the manager closes still give theirs back (so the close
+     * report does not count them as open); once the pools are freed there is nothing to give back to. An application's
+     * adaptor may throw anything from its free: the mirror still goes back and the waiters still hear of it, and the
+     * caller gets the adaptor's exception after that.
+     */
+    public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
+        int stripe = gate.enterAlways();
+        try {
+            if (poolsFreed) {
+                return;
+            }
+            if (!inFlight.isDone()) {
+                releasedInFlight.add(inFlight);
+                inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
+            }
+            Throwable failure = null;
+            if (block instanceof MappedFile mapping) {
+                mappedFiles.release(mapping, inFlight);
+            } else {
+                budgetRelease.accept(block);
+                LocationChain chain = chains.of(location);
+                compactor.forget(chain, block);
+                failure = chain.deallocate(block, inFlight, null);
+                waiters.released(location, inFlight);
+            }
+            if (mirror != null) {
+                MemoryLocation mirrorLocation = chains.mirrorLocation();
+                LocationChain mirrorChain = chains.of(mirrorLocation);
+                compactor.mirrorReturned(mirrorChain, mirror);
+                failure = mirrorChain.deallocate(mirror, inFlight, failure);
+                waiters.released(mirrorLocation, inFlight);
+            }
+            if (failure instanceof RuntimeException unchecked) {
+                throw unchecked;
+            }
+            if (failure instanceof Error error) {
+                throw error;
+            }
+        } finally {
+            gate.exitQuietly(stripe);
+        }
+    }
+
+    /** Waits until the device work released blocks wait for is done, or {@code deadline} ({@link System#nanoTime()}). */
+    boolean awaitReleasedWork(long deadline) {
+        return DeviceWork.awaitAll(releasedInFlight, deadline);
+    }
+
+    /** The manager freed its pools: what closes from now on has nothing to give back to. */
+    void poolsFreed() {
+        poolsFreed = true;
+    }
+}

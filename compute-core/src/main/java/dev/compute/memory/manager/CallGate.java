@@ -1,0 +1,95 @@
+package dev.compute.memory.manager;
+
+import dev.compute.memory.lifetime.BufferCore;
+import dev.compute.memory.lifetime.ScopeRegistry;
+
+/**
+ * The one door of a manager: whether it is closed, the calls under way ({@link ActiveCalls}) that its close waits for
+ * before freeing anything, and the registry of open views and accesses, whose scopes handed to a thread it ends on the
+ * way in. Allocations, frees, copies, ops, views and accesses all pass here.
+ */
+public final class CallGate {
+
+    private final ActiveCalls calls = new ActiveCalls();
+    private final ScopeRegistry scopes = new ScopeRegistry();
+    private volatile boolean closed;
+
+    public ScopeRegistry scopes() {
+        return scopes;
+    }
+
+    public boolean isClosed() {
+        return closed;
+    }
+
+    /**
+     * Counts a call of the manager's own in (an allocation, a mapping), after ending the scopes other threads handed to
+     * this one; a thread told the manager is closed loses its views too. The call then finds the manager closed itself.
+     */
+    public int enter() {
+        scopes.endHandedOver();
+        if (closed) {
+            scopes.endAllOfCurrentThread();
+        }
+        return calls.enter();
+    }
+
+    /** Counts a call on {@code buffer} in; throws its {@link IllegalStateException} once the manager is closed. */
+    public int enter(BufferCore buffer) {
+        scopes.endHandedOver();
+        int stripe = calls.enter();
+        if (closed) {
+            calls.exit(stripe);
+            scopes.endAllOfCurrentThread(); // told the manager closed, this thread has lost its views too
+            throw new IllegalStateException(buffer.closedByManager());
+        }
+        return stripe;
+    }
+
+    /**
+     * Counts a call in that must finish before the manager frees anything, closed or not: the end of an access (its
+     * handle records device work), a release, a trim.
+     */
+    public int enterAlways() {
+        return calls.enter();
+    }
+
+    /** Counts a call out; a call the close overtook leaves this thread without views, as a refused one does. */
+    public void exit(int stripe) {
+        calls.exit(stripe);
+        if (closed) {
+            scopes.endAllOfCurrentThread();
+        }
+    }
+
+    /** Counts a call of {@link #enterAlways} out. */
+    public void exitQuietly(int stripe) {
+        calls.exit(stripe);
+    }
+
+    /** Marks the manager closed: new calls fail. False when it was closed already. */
+    synchronized boolean close() {
+        if (closed) {
+            return false;
+        }
+        closed = true;
+        return true;
+    }
+
+    /** Waits, spinning, until no call is under way or {@code deadline} ({@link System#nanoTime()}) passed; true when none is. */
+    boolean awaitCalls(long deadline) {
+        while (calls.any()) {
+            if (System.nanoTime() - deadline >= 0) {
+                return false;
+            }
+            Thread.onSpinWait();
+            Thread.yield();
+        }
+        return true;
+    }
+
+    /** The manager's message for a call on it once closed. */
+    static IllegalStateException closedManager() {
+        return new IllegalStateException("this UnifiedMemoryManager is closed");
+    }
+}

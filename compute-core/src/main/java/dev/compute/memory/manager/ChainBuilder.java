@@ -1,0 +1,125 @@
+package dev.compute.memory.manager;
+
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.ManagerSettings;
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemoryTimeline;
+import dev.compute.memory.OutOfMemoryHandler;
+import dev.compute.memory.WarmupBlocks;
+import dev.compute.memory.internal.ManagerLog;
+import dev.compute.memory.recording.AllocationRecorder;
+import dev.compute.memory.recording.RecordingResource;
+import dev.compute.memory.resource.BackendResource;
+import dev.compute.memory.resource.FailureCallbackResource;
+import dev.compute.memory.resource.MemoryResource;
+import dev.compute.memory.resource.PoolSettings;
+import dev.compute.memory.resource.ResourceAdaptor;
+import dev.compute.memory.resource.StatisticsResource;
+import dev.compute.memory.resource.pool.CachingPoolResource;
+import dev.compute.memory.spi.BackendSelection;
+import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.spi.ComputeBackend;
+import java.util.List;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Opens the backend and builds the chain of every location it offers, as the settings say, then warms the pools up.
+ * A chain, top-down: the recording adaptor (unless recording is off), the statistics, the application's out-of-memory
+ * handlers (where there are any), the compaction on out-of-memory (with pooling on, no adaptors of the application's,
+ * and {@code compact-on-out-of-memory}; an adaptor of its own, so that its one try does not take a handler's retry),
+ * the application's adaptors in the order given, the caching pool (unless pooling is off), and the backend's resource
+ * with the location's cap.
+ */
+public final class ChainBuilder {
+
+    private static final System.Logger LOG = ManagerLog.logger();
+
+    private ChainBuilder() {}
+
+    /** The backend given, or the provider {@code name} picks ({@code auto}: the best available), opened. */
+    public static ComputeBackend openBackend(String name, @Nullable ComputeBackend instance, BackendSettings settings) {
+        if (instance != null) {
+            return instance;
+        }
+        ClassLoader loader = Thread.currentThread().getContextClassLoader();
+        BackendSelection selection = BackendSelection.choose(name, settings,
+                BackendSelection.providers(loader != null ? loader : ChainBuilder.class.getClassLoader()));
+        LOG.log(System.Logger.Level.INFO, "compute backend '" + selection.provider().name() + "' chosen: " + selection.detail()
+                + (selection.passedOver().isEmpty() ? "" : "; passed over: " + selection.passedOver()));
+        return selection.provider().create(settings);
+    }
+
+    /**
+     * Adds to {@code chains} the chain of every location the backend offers (PINNED only with pinning on), warmed up;
+     * the default location checked against them. What was built is closed again when a later step fails.
+     */
+    public static void build(LocationChains chains, ComputeBackend backend, ManagerSettings settings, ManagerExtensions extensions,
+                      MemoryEventListener events, @Nullable AllocationRecorder recorder, OutOfMemoryHandler compaction) {
+        try {
+            for (MemoryLocation location : MemoryLocation.values()) {
+                if (location == MemoryLocation.PINNED && !settings.pinningEnabled()) {
+                    continue;
+                }
+                if (backend.supports(location).available()) {
+                    chains.add(location, chain(backend, location, settings, extensions, events, recorder, compaction));
+                }
+            }
+            if (!chains.offered().contains(settings.defaultLocation())) {
+                throw new InvalidSettingException("compute.memory.default-location", settings.defaultLocation(),
+                        "a location this backend (" + backend.info().backend() + ") offers: auto or one of " + chains.locations());
+            }
+            warmUp(chains, settings.warmup(), settings.releaseThreshold(), backend);
+        } catch (RuntimeException e) {
+            chains.closeAll();
+            throw e;
+        }
+    }
+
+    private static LocationChain chain(ComputeBackend backend, MemoryLocation location, ManagerSettings settings,
+                                       ManagerExtensions extensions, MemoryEventListener events, @Nullable AllocationRecorder recorder,
+                                       OutOfMemoryHandler compaction) {
+        BackendResource upstream = new BackendResource(backend, location, settings.capOf(location), ManagerSettings.capPropertyOf(location),
+                settings.deviceWaitTimeout(), events);
+        CachingPoolResource pool = null;
+        MemoryResource chain = upstream;
+        if (settings.poolingEnabled()) {
+            PoolSettings layout = settings.expandableSegments() ? PoolSettings.expandable() : PoolSettings.plainSegments();
+            pool = new CachingPoolResource(upstream, layout.withDeviceWaitTimeout(settings.deviceWaitTimeout()), events);
+            chain = pool;
+        }
+        for (ResourceAdaptor adaptor : extensions.resourceAdaptors()) {
+            MemoryResource wrapped = adaptor.wrap(chain, location);
+            if (wrapped == null) {
+                throw new IllegalStateException("the resource adaptor " + adaptor + " returned no resource for " + location
+                        + ": it must return one that wraps the upstream it was given");
+            }
+            chain = wrapped;
+        }
+        boolean composed = !extensions.resourceAdaptors().isEmpty();
+        if (pool != null && !composed && settings.compactOnOutOfMemory()) {
+            chain = new FailureCallbackResource(chain, location, List.of(compaction), 1, events);
+        }
+        if (!extensions.outOfMemoryHandlers().isEmpty()) {
+            chain = new FailureCallbackResource(chain, location, extensions.outOfMemoryHandlers(), settings.outOfMemoryRetries(), events);
+        }
+        StatisticsResource statistics = new StatisticsResource(chain);
+        MemoryResource entry = recorder != null ? new RecordingResource(statistics, location, recorder) : statistics;
+        return new LocationChain(entry, statistics, pool, upstream, new MemoryTimeline(settings.timelineCapacity()),
+                backend.hostAccessible(location), composed ? LocationChain.Adaptors.COMPOSED : LocationChain.Adaptors.NONE);
+    }
+
+    /** Each location's warm-up ({@link PoolWarmup}); a location this manager lacks is a bad setting. */
+    private static void warmUp(LocationChains chains, Map<MemoryLocation, List<WarmupBlocks>> warmup, long releaseThreshold,
+                               ComputeBackend backend) {
+        warmup.forEach((location, blocks) -> {
+            LocationChain chain = chains.of(location);
+            if (chain == null || chain.pool == null) {
+                throw new InvalidSettingException(PoolWarmup.property(location), blocks,
+                        "a warm-up of a location this backend (" + backend.info().backend() + ") offers: one of " + chains.offered());
+            }
+            PoolWarmup.warm(chain.pool, blocks, releaseThreshold);
+        });
+    }
+}

@@ -1,0 +1,110 @@
+package dev.compute.memory.manager;
+
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.ComputeBackend;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * The chain of each location the manager offers ({@link ChainBuilder} makes them), which location is the default and
+ * where discrete buffers keep their host mirrors (PINNED where it is host memory, else HOST).
+ */
+public final class LocationChains {
+
+    private final ComputeBackend backend;
+    private final CallGate gate;
+    private final EnumMap<MemoryLocation, LocationChain> chains = new EnumMap<>(MemoryLocation.class);
+    private List<MemoryLocation> locations = List.of();
+    private MemoryLocation mirrorLocation = MemoryLocation.HOST;
+
+    public LocationChains(ComputeBackend backend, CallGate gate) {
+        this.backend = backend;
+        this.gate = gate;
+    }
+
+    void add(MemoryLocation location, LocationChain chain) {
+        chains.put(location, chain);
+        List<MemoryLocation> all = new ArrayList<>(locations);
+        all.add(location);
+        locations = List.copyOf(all);
+        mirrorLocation = chains.containsKey(MemoryLocation.PINNED) && backend.hostAccessible(MemoryLocation.PINNED)
+                ? MemoryLocation.PINNED : MemoryLocation.HOST;
+    }
+
+    /** The locations, in {@link MemoryLocation}'s order. */
+    public List<MemoryLocation> locations() {
+        return locations;
+    }
+
+    public Collection<LocationChain> all() {
+        return chains.values();
+    }
+
+    Set<MemoryLocation> offered() {
+        return chains.keySet();
+    }
+
+    public MemoryLocation mirrorLocation() {
+        return mirrorLocation;
+    }
+
+    /** The chain to allocate from: refused once the manager is closed, or where this manager has no such location. */
+    public LocationChain open(MemoryLocation location) {
+        if (gate.isClosed()) {
+            throw CallGate.closedManager();
+        }
+        LocationChain chain = chains.get(location);
+        if (chain == null) {
+            throw new IllegalArgumentException(location + " memory is not available on this manager (" + backend.info().backend()
+                    + "): " + (location == MemoryLocation.PINNED && backend.supports(location).available()
+                    ? "pinning is disabled (compute.memory.pinning.enabled=false)"
+                    : backend.supports(location).detail()) + "; available: " + locations);
+        }
+        return chain;
+    }
+
+    /** The chain of a location this manager has, open or closed: for figures. */
+    public LocationChain known(MemoryLocation location) {
+        LocationChain chain = chains.get(location);
+        if (chain == null) {
+            throw new IllegalArgumentException(location + " memory is not available on this manager; available: " + locations);
+        }
+        return chain;
+    }
+
+    /** The chain of a location this manager has, or null: for a buffer's own location, which always has one. */
+    LocationChain of(MemoryLocation location) {
+        return chains.get(location);
+    }
+
+    public boolean hostAccessible(MemoryLocation location) {
+        LocationChain chain = chains.get(location);
+        return chain != null && chain.hostAccessible;
+    }
+
+    /** Trims every location to {@code keepBytes} of cache, stopping if the manager closes meanwhile; what went back. */
+    public long trimAll(long keepBytes, MemoryEventListener events) {
+        int stripe = gate.enterAlways();
+        try {
+            long released = 0;
+            for (LocationChain chain : chains.values()) {
+                if (gate.isClosed()) {
+                    break;
+                }
+                released += chain.trim(keepBytes, events);
+            }
+            return released;
+        } finally {
+            gate.exitQuietly(stripe);
+        }
+    }
+
+    /** Closes every chain, freeing what the pools hold. */
+    void closeAll() {
+        chains.values().forEach(LocationChain::close);
+    }
+}

@@ -1,0 +1,112 @@
+package dev.compute.memory.manager;
+
+import dev.compute.memory.LiveBufferReport;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemorySnapshot;
+import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.MemoryTimeline;
+import dev.compute.memory.lifetime.LeakDetector;
+import dev.compute.memory.resource.InspectableResource;
+import dev.compute.memory.resource.StatisticsResource;
+import dev.compute.memory.resource.pool.CachingPoolResource;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A manager's figures, each read from the part that owns it: counts from a chain's statistics adaptor, holdings from
+ * its pool or backend resource, transfers and trims from the chain, waiting requests from the queues, mapped files
+ * apart. Reading them changes nothing.
+ */
+public final class ManagerFigures {
+
+    private final LocationChains chains;
+    private final AllocationWaiters<?> waiters;
+    private final MappedFiles mappedFiles;
+    private final LeakDetector leakDetector;
+
+    public ManagerFigures(LocationChains chains, AllocationWaiters<?> waiters, MappedFiles mappedFiles, LeakDetector leakDetector) {
+        this.chains = chains;
+        this.waiters = waiters;
+        this.mappedFiles = mappedFiles;
+        this.leakDetector = leakDetector;
+    }
+
+    public MemoryStatistics statistics(MemoryLocation location) {
+        LocationChain chain = chains.known(location);
+        StatisticsResource.Counts counts = chain.top.counts();
+        InspectableResource holding = chain.holding;
+        long reserved = holding.reservedBytes();
+        long cached = Math.max(0, reserved - counts.allocatedBytes());
+        // read after the counts: a block freed in between (cached by the pool, its free not yet counted) can show here
+        // and not in cached; no free block is larger than what is cached, and fragmentation stays within 0 and 1
+        long largestFree = Math.min(holding.largestFreeBlockBytes(), cached);
+        CachingPoolResource pool = chain.pool;
+        AllocationWaiters.Figures waiting = waiters.figures(location);
+        return new MemoryStatistics(location,
+                counts.allocatedBytes(), counts.allocatedBytesPeak(), counts.requestedBytes(), counts.requestedBytesPeak(),
+                reserved, holding.reservedBytesPeak(), cached, largestFree,
+                counts.liveBlocks(), holding.segmentCount(), counts.allocations(), counts.frees(),
+                pool != null ? pool.poolHits() : 0, pool != null ? pool.poolMisses() : chain.backend.backendAllocations(),
+                chain.backend.backendAllocations(), chain.backend.backendFrees(), pool != null ? pool.oomRetries() : 0,
+                chain.trims(), chain.hostToDevice.sum(), chain.deviceToHost.sum(), chain.deviceToDevice.sum(),
+                waiting.waiting(), waiting.waits(), waiting.timeouts());
+    }
+
+    public Map<MemoryLocation, MemoryStatistics> statistics() {
+        Map<MemoryLocation, MemoryStatistics> all = new LinkedHashMap<>();
+        for (MemoryLocation location : chains.locations()) {
+            all.put(location, statistics(location));
+        }
+        return all;
+    }
+
+    public MemorySnapshot snapshot(MemoryLocation location) {
+        return new MemorySnapshot(location, leakDetector.withSites(location, chains.known(location).holding.segments()));
+    }
+
+    public List<MemoryTimeline.Sample> timeline(MemoryLocation location) {
+        return chains.known(location).timeline.samples();
+    }
+
+    /** Adds one sample per location to its timeline. */
+    void sampleTimeline() {
+        long now = System.currentTimeMillis();
+        for (MemoryLocation location : chains.locations()) {
+            MemoryStatistics s = statistics(location);
+            chains.known(location).timeline.add(new MemoryTimeline.Sample(now, s.reservedBytes(), s.allocatedBytes(), s.cachedBytes()));
+        }
+    }
+
+    /** Every live block of every pool, with its site where known, and every mapped file. */
+    public List<LiveBufferReport> liveBuffers() {
+        List<LiveBufferReport> live = new ArrayList<>();
+        for (MemoryLocation location : chains.locations()) {
+            for (MemorySnapshot.Segment segment : snapshot(location).segments()) {
+                for (MemorySnapshot.Block block : segment.blocks()) {
+                    if (block.state() == MemorySnapshot.BlockState.LIVE) {
+                        live.add(new LiveBufferReport(location, block.requestedBytes(), block.allocationSite()));
+                    }
+                }
+            }
+        }
+        for (MappedFile mapping : mappedFiles.open()) {
+            live.add(new LiveBufferReport(MemoryLocation.HOST, mapping.size(), mapping.allocationSite(), mapping.range().file()));
+        }
+        return live;
+    }
+
+    /** What every location reserves now, for a log line: a location that cannot say counts nothing. */
+    long reservedBytes() {
+        long reserved = 0;
+        for (MemoryLocation location : chains.locations()) {
+            try {
+                reserved += statistics(location).reservedBytes();
+            } catch (RuntimeException e) {
+                // a figure for the log only
+            }
+        }
+        return reserved;
+    }
+}

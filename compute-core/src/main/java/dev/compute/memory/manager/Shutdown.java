@@ -1,0 +1,114 @@
+package dev.compute.memory.manager;
+
+import dev.compute.memory.LiveBufferReport;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.internal.ManagerLog;
+import dev.compute.memory.spi.ComputeBackend;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+
+/**
+ * A manager's close, in an order that never frees memory a thread can still reach: mark closed (new calls fail),
+ * fail the waiting requests, wait for calls under way (one of them may be opening a view), end every view and access
+ * (this thread's and shared ones now, other threads' when they next call in or end), wait for device work, and only
+ * then free the pools and close the backend. The waits are bounded by the close timeout together; what is still held
+ * then is kept, not freed, and said in the log. A second close, on another thread, returns once the first is done,
+ * having ended its own views meanwhile.
+ */
+public final class Shutdown {
+
+    private static final System.Logger LOG = ManagerLog.logger();
+
+    /** The parts a close goes through, in its order. */
+    public record Parts(CallGate gate, AllocationWaiters<?> waiters, ComputeBackend backend, BlockReturns returns, Maintenance maintenance,
+                 LocationChains chains, MappedFiles mappedFiles, ManagerFigures figures) {}
+
+    private final Parts parts;
+    private final Duration closeTimeout;
+    /** Told whether the memory went back (the pools were freed) once the rest is done: the budgets close with the manager. */
+    private final Consumer<Boolean> budgetsClose;
+    private final CountDownLatch done = new CountDownLatch(1);
+
+    public Shutdown(Parts parts, Duration closeTimeout, Consumer<Boolean> budgetsClose) {
+        this.parts = parts;
+        this.closeTimeout = closeTimeout;
+        this.budgetsClose = budgetsClose;
+    }
+
+    public void close() {
+        CallGate gate = parts.gate();
+        if (!gate.close()) {
+            awaitOtherClose();
+            return;
+        }
+        parts.waiters().close();
+        long deadline = System.nanoTime() + closeTimeout.toNanos();
+        try {
+            boolean callsEnded = gate.awaitCalls(deadline);
+            boolean scopesEnded = gate.scopes().closeAll(deadline);
+            boolean deviceIdle = parts.backend().awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())))
+                    && parts.returns().awaitReleasedWork(deadline);
+            parts.maintenance().stop();
+            boolean memoryBack = callsEnded && scopesEnded && deviceIdle;
+            if (memoryBack) {
+                freeEverything(deadline);
+            }
+            budgetsClose.accept(memoryBack);
+            if (!memoryBack) {
+                LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager closed, but after " + closeTimeout.toMillis()
+                        + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + gate.scopes().holders() + "), ")
+                        + (callsEnded ? "" : "calls were still under way, ") + (deviceIdle ? "" : "device work was still running, ")
+                        + "so its pools keep their memory (reserved " + parts.figures().reservedBytes() + " bytes) and "
+                        + parts.mappedFiles().statistics().openMappings() + " mapped file(s) stay mapped, rather than be freed under their users; "
+                        + "it goes back to the system with the process. Raise compute.memory.close-timeout, or end views and "
+                        + "accesses before closing.");
+            }
+        } finally {
+            try {
+                parts.backend().close();
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.ERROR, "closing the compute backend failed", e);
+            } finally {
+                done.countDown();
+            }
+        }
+    }
+
+    /** Another thread is closing: end the views it hands to this one, until it is done. */
+    private void awaitOtherClose() {
+        try {
+            while (!done.await(1, TimeUnit.MILLISECONDS)) {
+                parts.gate().scopes().endHandedOver();
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        parts.gate().scopes().endHandedOver();
+    }
+
+    private void freeEverything(long deadline) {
+        List<LiveBufferReport> live = parts.figures().liveBuffers();
+        parts.returns().poolsFreed();
+        parts.gate().awaitCalls(deadline); // a release that saw the pools open finishes first
+        if (!live.isEmpty()) {
+            StringBuilder report = new StringBuilder("UnifiedMemoryManager closed with " + live.size()
+                    + " buffer(s) still open; their memory is freed now and the buffers can no longer be used:");
+            for (LiveBufferReport buffer : live) {
+                report.append("\n  ").append(buffer.location()).append(", ").append(buffer.sizeBytes()).append(" bytes")
+                        .append(buffer.mappedFile() != null ? ", mapped from " + buffer.mappedFile() : "")
+                        .append(buffer.allocationSite() != null ? ", allocated at:\n" + buffer.allocationSite() : "");
+            }
+            LOG.log(System.Logger.Level.WARNING, report.toString());
+        }
+        for (LocationChain chain : parts.chains().all()) {
+            chain.close();
+            if (chain.holding.reservedBytes() == 0) {
+                chain.top.countAllFreed(); // the buffers left open went back with everything
+            }
+        }
+        parts.mappedFiles().unmapAll();
+    }
+}
