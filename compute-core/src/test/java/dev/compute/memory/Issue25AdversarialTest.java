@@ -352,6 +352,46 @@ class Issue25AdversarialTest {
         }
     }
 
+    /**
+     * A budget's buffer closed while device work on it is still in flight (a kernel of one's own recorded on its
+     * access): its memory is not back (the pool keeps the block PENDING until the work ends), but the budget stops
+     * counting it at the close and lends the tenant its limit again, so the tenant holds twice its limit of device
+     * memory; the manager's figures likewise count the block as freed and cached ("ready for reuse") while it is not.
+     * {@code PooledMemoryManager.release} tells the budget and the statistics at once, not when {@code inFlight} completes.
+     */
+    @Test
+    void aBufferClosedWithDeviceWorkInFlightCountsUntilTheWorkEnds() {
+        SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backend).maxPoolSize(4 * BLOCK)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build();
+             MemoryBudget tenant = manager.budget("tenant", BLOCK)) {
+            CompletableFuture<Void> kernel = new CompletableFuture<>();
+            UnifiedBuffer buffer = tenant.allocate(BLOCK, DEVICE);
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+                access.inFlightUntil(kernel);
+            }
+            buffer.close();
+
+            MemoryBudget.Statistics budget = tenant.statistics();
+            MemoryStatistics pool = manager.statistics(DEVICE);
+            boolean lentAgain;
+            try (UnifiedBuffer second = tenant.allocate(BLOCK, DEVICE)) {
+                lentAgain = true;
+            } catch (DeviceOutOfMemoryException refused) {
+                lentAgain = false;
+            }
+            kernel.complete(null);
+            boolean refused = !lentAgain;
+            SoftAssertions.assertSoftly(soft -> {
+                soft.assertThat(budget.allocatedBytes()).as("the budget, while the kernel runs on the closed buffer").isEqualTo(BLOCK);
+                soft.assertThat(refused).as("a second buffer of the tenant's whole limit, while the first's memory is still in use")
+                        .isTrue();
+                soft.assertThat(pool.allocatedBytes()).as("the manager's allocated bytes, while the kernel runs").isEqualTo(BLOCK);
+                soft.assertThat(pool.cachedBytes()).as("cached (ready for reuse), while the kernel runs").isZero();
+            });
+        }
+    }
+
     private static void awaitBlocked(Thread thread) throws InterruptedException {
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (thread.getState() != Thread.State.BLOCKED) {
