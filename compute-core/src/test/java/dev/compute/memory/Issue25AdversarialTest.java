@@ -135,6 +135,33 @@ class Issue25AdversarialTest {
         }
     }
 
+    /**
+     * An out-of-memory handler that shuts the application down (a Spring handler bean that closes the context, and
+     * with it the manager) on the allocating thread: the close waits for the calls under way, its own thread's among
+     * them, so it waits out the whole close timeout and then keeps every pool's memory ("calls were still under way")
+     * for the life of the process. A close from inside a call of its own thread must not wait for that call.
+     */
+    @Test
+    void anOutOfMemoryHandlerThatClosesTheManagerClosesItPromptlyAndFreesItsMemory() {
+        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+        OutOfMemoryHandler shuttingDown = (location, bytes, attempt, failure) -> {
+            self.get().close();
+            return false;
+        };
+        UnifiedMemoryManager manager = fourBlocks().closeTimeout(Duration.ofSeconds(5)).outOfMemoryHandler(shuttingDown).build();
+        self.set(manager);
+        for (int i = 0; i < 4; i++) {
+            manager.allocate(BLOCK, DEVICE);
+        }
+        long start = System.nanoTime();
+        assertThatThrownBy(() -> manager.allocate(BLOCK, DEVICE)).isInstanceOf(RuntimeException.class);
+        Duration took = Duration.ofNanos(System.nanoTime() - start);
+
+        assertThat(manager.isClosed()).isTrue();
+        assertThat(took).as("the allocation whose handler closed the manager").isLessThan(Duration.ofSeconds(2));
+        assertThat(manager.statistics(DEVICE).reservedBytes()).as("the pools' memory, once the call that closed them ended").isZero();
+    }
+
     // ---- the registry of mappings --------------------------------------------------------------------------------
 
     /**
