@@ -240,6 +240,47 @@ class Issue25AdversarialTest {
         }
     }
 
+    /**
+     * A batch that fails part way gives back the blocks it took with {@code blocks.forEach(chain.entry::deallocate)}
+     * ({@code PooledMemoryManager.allocateEach}, also {@code checkedBatch} and the {@code RuntimeException | Error}
+     * branch): an adaptor whose free throws once (as in issue 25's own adaptor test) stops the loop at the first block,
+     * and every block after it stays LIVE in the pool with no buffer for ever; the batch fails with the adaptor's
+     * error instead of its out-of-memory. The release path was made to go on past a failing free; this one was not.
+     */
+    @Test
+    void aBatchThatFailsGivesBackEveryBlockItTookEvenIfAFreeThrows() {
+        AtomicInteger frees = new AtomicInteger();
+        try (UnifiedMemoryManager manager = fourBlocks().resourceAdaptor((upstream, location) -> new Forwarding(upstream) {
+            @Override
+            public @Nullable List<Block> allocateAdjacent(long[] bytes) {
+                return null; // one by one
+            }
+
+            @Override
+            public void deallocate(Block block, CompletableFuture<?> inFlight) {
+                upstream.deallocate(block, inFlight);
+                if (frees.incrementAndGet() == 1) {
+                    throw new AssertionError("the adaptor's free fails after giving the block back");
+                }
+            }
+        }).build()) {
+            UnifiedBuffer held = manager.allocate(BLOCK, DEVICE);
+
+            assertThatThrownBy(() -> manager.allocateBatch(DataType.INT8, new long[] {BLOCK, BLOCK, BLOCK, BLOCK}, DEVICE))
+                    .as("the batch's own failure, the adaptor's error added to it").isInstanceOf(DeviceOutOfMemoryException.class);
+            held.close();
+
+            long liveBlocks = manager.snapshot(DEVICE).segments().stream().flatMap(segment -> segment.blocks().stream())
+                    .filter(block -> block.state() == MemorySnapshot.BlockState.LIVE).count();
+            assertThat(liveBlocks).as("blocks live in the pool with every buffer closed").isZero();
+            List<UnifiedBuffer> whole = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                whole.add(manager.allocate(BLOCK, DEVICE));
+            }
+            whole.forEach(UnifiedBuffer::close);
+        }
+    }
+
     // ---- budgets: one buffer's bookkeeping in two steps ------------------------------------------------------------
 
     /**
