@@ -1,0 +1,509 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.MemoryResource;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.ManagerInvariants;
+import dev.compute.memory.spi.FileMappings;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import org.assertj.core.api.SoftAssertions;
+import org.jspecify.annotations.Nullable;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * An adversarial pass over what issue 25 fixed, from the public API: each test here is one finding that still
+ * fails on d6e6867 (the classes of issue 25: user code that throws, figures that describe a state that never existed).
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class Issue25AdversarialTest {
+
+    private static final long MiB = 1L << 20;
+    private static final long BLOCK = 16 * MiB;
+    private static final Duration LONG = Duration.ofSeconds(20);
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+
+    private static UnifiedMemoryManagerBuilder fourBlocks() {
+        return UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).maxPoolSize(4 * BLOCK)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO);
+    }
+
+    // ---- an adaptor's free that throws after giving the block back -----------------------------------------------
+
+    /**
+     * The adaptor gives the block back, then throws (an assertion in a test's adaptor, a metrics call that fails): the
+     * manager treats the memory as back (it wakes the waiters, whom the pool then serves from it), but the statistics
+     * count the free as undone. The buffer is counted for ever, and the waiter's buffer on top of it: more than the cap.
+     */
+    @Test
+    void anAdaptorWhoseFreeThrowsAfterGivingTheBlockBackLeavesTheFiguresRight() throws Exception {
+        AtomicInteger frees = new AtomicInteger();
+        try (UnifiedMemoryManager manager = fourBlocks().resourceAdaptor((upstream, location) -> new Forwarding(upstream) {
+            @Override
+            public void deallocate(Block block, CompletableFuture<?> inFlight) {
+                upstream.deallocate(block, inFlight);
+                if (frees.incrementAndGet() == 1) {
+                    throw new AssertionError("the adaptor's free fails after giving the block back");
+                }
+            }
+        }).build()) {
+            List<UnifiedBuffer> held = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                held.add(manager.allocate(BLOCK, DEVICE));
+            }
+            CompletableFuture<UnifiedBuffer> waiting = manager.allocateAsync(BLOCK, DEVICE, LONG);
+
+            assertThatThrownBy(held.removeFirst()::close).isInstanceOf(AssertionError.class);
+            UnifiedBuffer served = waiting.get(LONG.toSeconds(), TimeUnit.SECONDS);
+
+            MemoryStatistics during = manager.statistics(DEVICE);
+            served.close();
+            held.forEach(UnifiedBuffer::close);
+            MemoryStatistics after = manager.statistics(DEVICE);
+            SoftAssertions.assertSoftly(soft -> {
+                soft.assertThat(during.allocatedBytesPeak()).as("the peak under a cap of four blocks").isLessThanOrEqualTo(4 * BLOCK);
+                soft.assertThat(during.liveBuffers()).as("four buffers are open").isEqualTo(4);
+                soft.assertThat(after.allocatedBytes()).as("nothing is open").isZero();
+                soft.assertThat(after.liveBuffers()).as("nothing is open").isZero();
+            });
+            ManagerInvariants.checkQuiescent(manager);
+        }
+    }
+
+    // ---- user code the guards themselves call --------------------------------------------------------------------
+
+    /**
+     * A handler that gives up by rethrowing the failure it was handed (a natural way to say "no"): the resource adds
+     * the handler's exception to that failure as suppressed, which for the same object is {@code Throwable}'s
+     * "Self-suppression not permitted". The caller gets a raw {@link IllegalArgumentException}, and
+     * {@code tryAllocate}, which promises an empty result when memory runs out, throws it.
+     */
+    @Test
+    void anOutOfMemoryHandlerThatRethrowsTheFailureItWasGivenFailsAsOutOfMemory() {
+        OutOfMemoryHandler rethrowing = (location, bytes, attempt, failure) -> {
+            throw failure;
+        };
+        try (UnifiedMemoryManager manager = fourBlocks().outOfMemoryHandler(rethrowing).build()) {
+            List<UnifiedBuffer> held = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                held.add(manager.allocate(BLOCK, DEVICE));
+            }
+            assertThatThrownBy(() -> manager.allocate(BLOCK, DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(manager.tryAllocate(BLOCK, DEVICE)).as("out of memory, as tryAllocate says it").isEmpty();
+            held.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /**
+     * The listener guard logs a listener that threw by concatenating the listener into the message, which calls its
+     * {@code toString()}: a listener whose {@code toString()} throws too (a proxy of a closed context, a class that
+     * prints state it no longer has) takes its exception past the guard, out of the pool in the middle of an allocation.
+     */
+    @Test
+    void aListenerWhoseToStringThrowsIsStillGuarded() {
+        MemoryEventListener failing = new MemoryEventListener() {
+            @Override
+            public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
+                throw new AssertionError("allocated");
+            }
+
+            @Override
+            public String toString() {
+                throw new IllegalStateException("no description of this listener any more");
+            }
+        };
+        try (UnifiedMemoryManager manager = fourBlocks().eventListener(failing).build()) {
+            UnifiedBuffer buffer = manager.allocate(BLOCK, DEVICE);
+            buffer.close();
+            ManagerInvariants.checkQuiescent(manager);
+        }
+    }
+
+    /**
+     * An out-of-memory handler that shuts the application down (a Spring handler bean that closes the context, and
+     * with it the manager) on the allocating thread: the close waits for the calls under way, its own thread's among
+     * them, so it waits out the whole close timeout and then keeps every pool's memory ("calls were still under way")
+     * for the life of the process. A close from inside a call of its own thread must not wait for that call.
+     */
+    @Test
+    void anOutOfMemoryHandlerThatClosesTheManagerClosesItPromptlyAndFreesItsMemory() {
+        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+        OutOfMemoryHandler shuttingDown = (location, bytes, attempt, failure) -> {
+            self.get().close();
+            return false;
+        };
+        UnifiedMemoryManager manager = fourBlocks().closeTimeout(Duration.ofSeconds(5)).outOfMemoryHandler(shuttingDown).build();
+        self.set(manager);
+        for (int i = 0; i < 4; i++) {
+            manager.allocate(BLOCK, DEVICE);
+        }
+        long start = System.nanoTime();
+        assertThatThrownBy(() -> manager.allocate(BLOCK, DEVICE)).isInstanceOf(RuntimeException.class);
+        Duration took = Duration.ofNanos(System.nanoTime() - start);
+
+        assertThat(manager.isClosed()).isTrue();
+        assertThat(took).as("the allocation whose handler closed the manager").isLessThan(Duration.ofSeconds(2));
+        assertThat(manager.statistics(DEVICE).reservedBytes()).as("the pools' memory, once the call that closed them ended").isZero();
+    }
+
+    // ---- the registry of mappings --------------------------------------------------------------------------------
+
+    /**
+     * Two threads mapping and closing files of one size: the system hands a new mapping the addresses an unmap has
+     * just given back. {@code MappedFile.unmap} closes the arena (the unmap) and only then unregisters by address, so
+     * an unmap that loses the processor between the two removes the other thread's new registration: a live mapping
+     * whose views no backend knows as a mapping any more (OpenCL and CUDA hand them to the driver, whose read of a
+     * truncated file ends the process).
+     */
+    @Test
+    void everyLiveMappingStaysKnownWhileOthersAreUnmapped(@TempDir Path dir) throws Exception {
+        int threads = 4;
+        List<Path> files = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            files.add(Files.write(dir.resolve("file-" + t + ".bin"), new byte[1 << 16]));
+        }
+        AtomicInteger unknown = new AtomicInteger();
+        AtomicInteger checked = new AtomicInteger();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        try (UnifiedMemoryManager manager = fourBlocks().leakDetection(LeakDetectionLevel.DISABLED).build()) {
+            long end = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+            List<Thread> workers = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                Path file = files.get(t);
+                workers.add(Thread.ofPlatform().start(() -> {
+                    try {
+                        while (System.nanoTime() < end && unknown.get() == 0) {
+                            try (UnifiedBuffer mapped = manager.mapFile(file, DataType.INT8, FileMapMode.READ_ONLY)) {
+                                MemorySegment view = mapped.readOnlyHostView();
+                                for (int spin = 0; spin < 200; spin++) {
+                                    Thread.onSpinWait();
+                                }
+                                checked.incrementAndGet();
+                                if (!FileMappings.isOverMapping(view)) {
+                                    unknown.incrementAndGet();
+                                }
+                            }
+                            manager.allocate(64, MemoryLocation.HOST).close(); // a call in ends this thread's views
+                        }
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                    }
+                }));
+            }
+            for (Thread worker : workers) {
+                worker.join(30_000);
+            }
+        }
+        assertThat(failure.get()).isNull();
+        assertThat(unknown.get()).as("views of live mappings not known as over a mapping, of %d checked", checked.get()).isZero();
+    }
+
+    /**
+     * The root of the race above, step by step through the registry: a file is unmapped, the system maps another one
+     * at the same addresses and the manager registers it, then the first unmap's {@code unregister} runs, keyed by
+     * address alone, and takes the new mapping's entry away.
+     */
+    @Test
+    void unregisteringAnUnmappedFileLeavesTheMappingNowAtItsAddressKnown(@TempDir Path dir) throws Exception {
+        Path first = Files.write(dir.resolve("first.bin"), new byte[8192]);
+        Path second = Files.write(dir.resolve("second.bin"), new byte[8192]);
+        try (Arena arena = Arena.ofConfined()) {
+            long address = arena.allocate(8192, 4096).address(); // the addresses the system hands out twice
+            MemorySegment unmapped = MemorySegment.ofAddress(address).reinterpret(8192);
+            MemorySegment mappedNow = MemorySegment.ofAddress(address).reinterpret(8192);
+            FileMappings.register(unmapped, first, 0);
+            // MappedFile.unmap: the arena closed (the unmap) ... another thread maps second.bin there and registers it ...
+            FileMappings.register(mappedNow, second, 0);
+            FileMappings.unregister(unmapped); // ... and the first unmap unregisters
+            try {
+                assertThat(FileMappings.find(mappedNow.asSlice(100, 10))).as("the live mapping of second.bin").isNotNull()
+                        .satisfies(found -> assertThat(found.file()).isEqualTo(second));
+            } finally {
+                FileMappings.unregister(mappedNow);
+            }
+        }
+    }
+
+    /**
+     * A batch that fails part way gives back the blocks it took with {@code blocks.forEach(chain.entry::deallocate)}
+     * ({@code PooledMemoryManager.allocateEach}, also {@code checkedBatch} and the {@code RuntimeException | Error}
+     * branch): an adaptor whose free throws once (as in issue 25's own adaptor test) stops the loop at the first block,
+     * and every block after it stays LIVE in the pool with no buffer for ever; the batch fails with the adaptor's
+     * error instead of its out-of-memory. The release path was made to go on past a failing free; this one was not.
+     */
+    @Test
+    void aBatchThatFailsGivesBackEveryBlockItTookEvenIfAFreeThrows() {
+        AtomicInteger frees = new AtomicInteger();
+        try (UnifiedMemoryManager manager = fourBlocks().resourceAdaptor((upstream, location) -> new Forwarding(upstream) {
+            @Override
+            public @Nullable List<Block> allocateAdjacent(long[] bytes) {
+                return null; // one by one
+            }
+
+            @Override
+            public void deallocate(Block block, CompletableFuture<?> inFlight) {
+                upstream.deallocate(block, inFlight);
+                if (frees.incrementAndGet() == 1) {
+                    throw new AssertionError("the adaptor's free fails after giving the block back");
+                }
+            }
+        }).build()) {
+            UnifiedBuffer held = manager.allocate(BLOCK, DEVICE);
+
+            assertThatThrownBy(() -> manager.allocateBatch(DataType.INT8, new long[] {BLOCK, BLOCK, BLOCK, BLOCK}, DEVICE))
+                    .as("the batch's own failure, the adaptor's error added to it").isInstanceOf(DeviceOutOfMemoryException.class);
+            held.close();
+
+            long liveBlocks = manager.snapshot(DEVICE).segments().stream().flatMap(segment -> segment.blocks().stream())
+                    .filter(block -> block.state() == MemorySnapshot.BlockState.LIVE).count();
+            assertThat(liveBlocks).as("blocks live in the pool with every buffer closed").isZero();
+            List<UnifiedBuffer> whole = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                whole.add(manager.allocate(BLOCK, DEVICE));
+            }
+            whole.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    // ---- budgets: one buffer's bookkeeping in two steps ------------------------------------------------------------
+
+    /**
+     * Threads allocating and closing buffers of one size through a budget while another reads its figures: every
+     * reading must be a state the budget was in, so its bytes are its live buffers times the size. A buffer is
+     * registered as open (in the manager's call) before its bytes are counted (in {@code settle}), and unregistered
+     * before they are taken off, each outside the budget's lock, and {@code statistics()} reads the open count outside
+     * it too.
+     */
+    @Test
+    void aBudgetsFiguresAlwaysDescribeOneState() throws Exception {
+        long size = 64 << 10;
+        try (UnifiedMemoryManager manager = fourBlocks().build(); MemoryBudget tenant = manager.budget("tenant", 64 * MiB)) {
+            AtomicBoolean stop = new AtomicBoolean();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            List<Thread> workers = new ArrayList<>();
+            for (int t = 0; t < 3; t++) {
+                workers.add(Thread.ofPlatform().start(() -> {
+                    try {
+                        while (!stop.get()) {
+                            tenant.allocate(size, MemoryLocation.HOST).close();
+                        }
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                    }
+                }));
+            }
+            List<MemoryBudget.Statistics> impossible = new ArrayList<>();
+            long end = System.nanoTime() + Duration.ofSeconds(5).toNanos();
+            while (System.nanoTime() < end && impossible.size() < 5) {
+                MemoryBudget.Statistics s = tenant.statistics();
+                if (s.allocatedBytes() != s.liveBuffers() * size || s.allocatedBytes() < 0) {
+                    impossible.add(s);
+                }
+            }
+            stop.set(true);
+            for (Thread worker : workers) {
+                worker.join(10_000);
+            }
+            assertThat(failure.get()).isNull();
+            assertThat(impossible).as("readings where the bytes are not the live buffers' (each buffer is %d bytes)", size).isEmpty();
+        }
+    }
+
+    /**
+     * A budget's allocation whose thread is held between the manager handing it the buffer and the budget counting it
+     * (by a preemption; here by holding the budget's monitor, which its {@code settle} takes) while the manager closes
+     * and frees its pools: the manager's close zeroes the budget, then the allocation counts its buffer, whose memory
+     * is gone. The budget then reports bytes allocated for ever: issue 25's seventh case, by a race.
+     */
+    @Test
+    void aBudgetAllocationRacingTheManagersCloseLeavesNothingCounted() throws Exception {
+        CountDownLatch inPool = new CountDownLatch(1);
+        CountDownLatch goOn = new CountDownLatch(1);
+        AtomicReference<Thread> allocating = new AtomicReference<>();
+        MemoryEventListener pausing = new MemoryEventListener() {
+            @Override
+            public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
+                if (Thread.currentThread() == allocating.get()) {
+                    inPool.countDown();
+                    await(goOn);
+                }
+            }
+        };
+        UnifiedMemoryManager manager = fourBlocks().eventListener(pausing).build();
+        MemoryBudget tenant = manager.budget("tenant", 64 * MiB);
+        AtomicReference<Throwable> outcome = new AtomicReference<>();
+        Thread thread = Thread.ofPlatform().unstarted(() -> {
+            try {
+                tenant.allocate(BLOCK, DEVICE);
+            } catch (Throwable e) {
+                outcome.set(e);
+            }
+        });
+        allocating.set(thread);
+        thread.start();
+        assertThat(inPool.await(10, TimeUnit.SECONDS)).isTrue();
+        synchronized (tenant) {
+            goOn.countDown();
+            awaitBlocked(thread); // handed its buffer, about to count it
+            manager.close();
+        }
+        thread.join(10_000);
+
+        assertThat(outcome.get()).as("the allocation fails: the budget closed under it").isInstanceOf(IllegalStateException.class);
+        MemoryBudget.Statistics figures = tenant.statistics();
+        assertThat(manager.statistics(DEVICE).reservedBytes()).as("the pools were freed").isZero();
+        assertThat(figures.allocatedBytes()).as("its memory went back with the manager's").isZero();
+        assertThat(figures.liveBuffers()).isZero();
+    }
+
+    /**
+     * The same window, with the budget closed instead (a request scope ending): the close closes the buffer it finds
+     * open, whose free is taken off the budget before the allocation counted it, so the budget reads a negative
+     * allocation in that window.
+     */
+    @Test
+    void aBudgetClosedWhileAnAllocationIsUnderWayNeverReadsNegative() throws Exception {
+        CountDownLatch inPool = new CountDownLatch(1);
+        CountDownLatch goOn = new CountDownLatch(1);
+        AtomicReference<Thread> allocating = new AtomicReference<>();
+        MemoryEventListener pausing = new MemoryEventListener() {
+            @Override
+            public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
+                if (Thread.currentThread() == allocating.get()) {
+                    inPool.countDown();
+                    await(goOn);
+                }
+            }
+        };
+        try (UnifiedMemoryManager manager = fourBlocks().eventListener(pausing).build()) {
+            MemoryBudget tenant = manager.budget("tenant", 64 * MiB);
+            AtomicReference<Throwable> outcome = new AtomicReference<>();
+            Thread thread = Thread.ofPlatform().unstarted(() -> {
+                try {
+                    tenant.allocate(BLOCK, DEVICE);
+                } catch (Throwable e) {
+                    outcome.set(e);
+                }
+            });
+            allocating.set(thread);
+            thread.start();
+            assertThat(inPool.await(10, TimeUnit.SECONDS)).isTrue();
+            MemoryBudget.Statistics whileClosing;
+            synchronized (tenant) {
+                goOn.countDown();
+                awaitBlocked(thread);
+                tenant.close();
+                whileClosing = tenant.statistics();
+            }
+            thread.join(10_000);
+
+            assertThat(outcome.get()).isInstanceOf(IllegalStateException.class);
+            assertThat(whileClosing.allocatedBytes()).as("allocated bytes, read as the budget closed").isNotNegative();
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+            assertThat(manager.statistics(DEVICE).liveBuffers()).isZero();
+        }
+    }
+
+    /**
+     * A budget's buffer closed while device work on it is still in flight (a kernel of one's own recorded on its
+     * access): its memory is not back (the pool keeps the block PENDING until the work ends), but the budget stops
+     * counting it at the close and lends the tenant its limit again, so the tenant holds twice its limit of device
+     * memory; the manager's figures likewise count the block as freed and cached ("ready for reuse") while it is not.
+     * {@code PooledMemoryManager.release} tells the budget and the statistics at once, not when {@code inFlight} completes.
+     */
+    @Test
+    void aBufferClosedWithDeviceWorkInFlightCountsUntilTheWorkEnds() {
+        SimulatedDiscreteBackend backend = new SimulatedDiscreteBackend();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backend).maxPoolSize(4 * BLOCK)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build();
+             MemoryBudget tenant = manager.budget("tenant", BLOCK)) {
+            CompletableFuture<Void> kernel = new CompletableFuture<>();
+            UnifiedBuffer buffer = tenant.allocate(BLOCK, DEVICE);
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+                access.inFlightUntil(kernel);
+            }
+            buffer.close();
+
+            MemoryBudget.Statistics budget = tenant.statistics();
+            MemoryStatistics pool = manager.statistics(DEVICE);
+            boolean lentAgain;
+            try (UnifiedBuffer second = tenant.allocate(BLOCK, DEVICE)) {
+                lentAgain = true;
+            } catch (DeviceOutOfMemoryException refused) {
+                lentAgain = false;
+            }
+            kernel.complete(null);
+            boolean refused = !lentAgain;
+            SoftAssertions.assertSoftly(soft -> {
+                soft.assertThat(budget.allocatedBytes()).as("the budget, while the kernel runs on the closed buffer").isEqualTo(BLOCK);
+                soft.assertThat(refused).as("a second buffer of the tenant's whole limit, while the first's memory is still in use")
+                        .isTrue();
+                soft.assertThat(pool.allocatedBytes()).as("the manager's allocated bytes, while the kernel runs").isEqualTo(BLOCK);
+                soft.assertThat(pool.cachedBytes()).as("cached (ready for reuse), while the kernel runs").isZero();
+            });
+        }
+    }
+
+    private static void awaitBlocked(Thread thread) throws InterruptedException {
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (thread.getState() != Thread.State.BLOCKED) {
+            if (System.nanoTime() > end) {
+                throw new AssertionError("the allocating thread never reached the budget's lock: " + thread.getState());
+            }
+            Thread.sleep(1);
+        }
+    }
+
+    private static void await(CountDownLatch latch) {
+        try {
+            latch.await(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** An adaptor that passes everything through; tests override what they break. */
+    private static class Forwarding implements MemoryResource {
+        final MemoryResource upstream;
+
+        Forwarding(MemoryResource upstream) {
+            this.upstream = upstream;
+        }
+
+        @Override
+        public Block allocate(long bytes) {
+            return upstream.allocate(bytes);
+        }
+
+        @Override
+        public @Nullable List<Block> allocateAdjacent(long[] bytes) {
+            return upstream.allocateAdjacent(bytes);
+        }
+
+        @Override
+        public void deallocate(Block block, CompletableFuture<?> inFlight) {
+            upstream.deallocate(block, inFlight);
+        }
+
+        @Override
+        public void close() {
+            upstream.close();
+        }
+    }
+}

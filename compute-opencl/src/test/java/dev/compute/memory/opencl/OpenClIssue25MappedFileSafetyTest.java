@@ -1,0 +1,16 @@
+package dev.compute.memory.opencl;
+
+import dev.compute.memory.contract.Issue25MappedFileSafetyContractTest;
+
+/** Issue 25's adversarial mapped-file scenarios on the OpenCL device at hand: here a driver reading a truncated mapping would end the process. */
+class OpenClIssue25MappedFileSafetyTest extends Issue25MappedFileSafetyContractTest {
+    @Override
+    protected String backend() {
+        return "opencl";
+    }
+
+    @Override
+    protected void assumeBackend() {
+        OpenClTestSupport.requireOpenCl();
+    }
+}
