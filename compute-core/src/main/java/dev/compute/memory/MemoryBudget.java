@@ -3,9 +3,9 @@ package dev.compute.memory;
 import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.resource.Block;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A tenant's share of a manager, as Arrow's child allocators: buffers allocated through it come from the manager's
@@ -31,8 +31,9 @@ public final class MemoryBudget implements AutoCloseable {
     private final PooledMemoryManager manager;
     private final String name;
     private final long limitBytes;
-    private final Map<Block, UnifiedBuffer> open = new ConcurrentHashMap<>();
-    // guarded by this
+    // guarded by this: every figure changes with the others, so that a reading is always one state of the budget
+    /** The buffers allocated through this budget whose memory is not back, by block. */
+    private final Map<Block, UnifiedBuffer> open = new HashMap<>();
     /** Bytes of buffers allocated and not yet back: what the figures say. */
     private long allocated;
     /** Bytes of requests under way in the pool: counted against the limit, not in the figures. */
@@ -80,14 +81,14 @@ public final class MemoryBudget implements AutoCloseable {
         reserve(location, bytes);
         UnifiedBuffer buffer;
         try {
-            buffer = manager.allocateFor(this, type, count, location);
+            buffer = manager.allocate(type, count, location);
         } catch (Throwable e) {
-            settle(bytes, false);
+            unreserve(bytes);
             throw e;
         }
-        if (!settle(bytes, true)) {
+        if (!settle(buffer, bytes)) {
             buffer.close();
-            throw closedMeanwhile();
+            throw new IllegalStateException("memory budget '" + name + "' was closed while the allocation was under way");
         }
         return buffer;
     }
@@ -132,36 +133,36 @@ public final class MemoryBudget implements AutoCloseable {
         return bytes <= limitBytes - counted;
     }
 
-    /** A reserved request ended: counted as allocated when it got its buffer. False when the budget closed meanwhile. */
-    private synchronized boolean settle(long bytes, boolean allocatedNow) {
+    /** A reserved request failed in the pool: it counts no more. */
+    private synchronized void unreserve(long bytes) {
         pending -= bytes;
         requesting.remove(Thread.currentThread());
         notifyAll();
-        if (!allocatedNow) {
-            return true;
+    }
+
+    /**
+     * A reserved request got its buffer: counted from now, the buffer and its bytes together, until its memory goes
+     * back. False when the budget closed meanwhile: nothing is counted, and the caller closes the buffer.
+     */
+    private synchronized boolean settle(UnifiedBuffer buffer, long bytes) {
+        unreserve(bytes);
+        if (closed) {
+            return false;
         }
+        Block block = buffer.ownBlock();
+        open.put(block, buffer);
         allocated += bytes;
         peak = Math.max(peak, allocated);
         allocations++;
-        return !closed;
-    }
-
-    private IllegalStateException closedMeanwhile() {
-        return new IllegalStateException("memory budget '" + name + "' was closed while the allocation was under way");
-    }
-
-    /** A buffer of this budget was made over {@code block}. */
-    void opened(Block block, UnifiedBuffer buffer) {
-        open.put(block, buffer);
+        manager.budgetOwns(block, this);
+        return true;
     }
 
     /** The memory of the buffer over {@code block} went back to the pool: before the pool may lend it again. */
-    void released(Block block) {
+    synchronized void released(Block block) {
         UnifiedBuffer buffer = open.remove(block);
         if (buffer != null) {
-            synchronized (this) {
-                allocated -= buffer.byteSize();
-            }
+            allocated -= buffer.byteSize();
         }
     }
 
@@ -180,14 +181,15 @@ public final class MemoryBudget implements AutoCloseable {
      */
     @Override
     public void close() {
+        List<UnifiedBuffer> left;
         synchronized (this) {
             if (closed) {
                 return;
             }
             closed = true;
             notifyAll();
+            left = open.values().stream().filter(buffer -> !buffer.isClosed()).toList();
         }
-        List<UnifiedBuffer> left = open.values().stream().filter(buffer -> !buffer.isClosed()).toList();
         if (!left.isEmpty()) {
             long bytes = left.stream().mapToLong(UnifiedBuffer::byteSize).sum();
             LOG.log(System.Logger.Level.WARNING, "memory budget '" + name + "' closed with " + left.size() + " buffer(s) of "
@@ -201,15 +203,11 @@ public final class MemoryBudget implements AutoCloseable {
      * The manager closed: its buffers are closed with it. Where it freed its pools ({@code memoryBack}), their memory
      * went back with everything, so nothing counts any more; where it kept them, what the buffers held stays counted.
      */
-    void managerClosed(boolean memoryBack) {
-        synchronized (this) {
-            closed = true;
-            notifyAll();
-            if (memoryBack) {
-                allocated = 0;
-            }
-        }
+    synchronized void managerClosed(boolean memoryBack) {
+        closed = true;
+        notifyAll();
         if (memoryBack) {
+            allocated = 0;
             open.clear();
         }
     }

@@ -239,13 +239,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return List.copyOf(budgets);
     }
 
-    /** An allocation counted by {@code budget}: the block is known to it until its memory goes back. */
-    UnifiedBuffer allocateFor(MemoryBudget budget, DataType type, long count, MemoryLocation location) {
-        UnifiedBuffer buffer = allocate(type, count, location);
-        Block block = buffer.ownBlock();
+    /** {@code budget} counts the buffer over {@code block} until its memory goes back. */
+    void budgetOwns(Block block, MemoryBudget budget) {
         budgetOfBlock.put(block, budget);
-        budget.opened(block, buffer);
-        return buffer;
     }
 
     void budgetClosed(MemoryBudget budget) {

@@ -5,6 +5,7 @@ import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.internal.SafeEventListener;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -40,10 +41,14 @@ public final class MemoryEventRelays {
 
         Relay() {}
 
-        /** Adds {@code listener}; the returned handle detaches it. */
+        /**
+         * Adds {@code listener}, guarded on its own (what it throws is logged, and the listeners after it still hear
+         * the event); the returned handle detaches it.
+         */
         public AutoCloseable attach(MemoryEventListener listener) {
-            listeners.add(listener);
-            return () -> listeners.remove(listener);
+            MemoryEventListener guarded = SafeEventListener.guard(listener);
+            listeners.add(guarded);
+            return () -> listeners.remove(guarded);
         }
 
         @Override

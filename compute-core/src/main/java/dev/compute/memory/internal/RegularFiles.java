@@ -1,16 +1,42 @@
 package dev.compute.memory.internal;
 
 import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.OpenOption;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
+import java.util.HashSet;
+import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
- * Refuses what is not a regular file before it is opened: opening a named pipe blocks until its other end opens
+ * Opens only regular files, and never blocks on anything else: opening a named pipe waits until its other end opens
  * (for ever, if nobody does), and a device or a directory is nothing the library can map or write a trace to.
+ *
+ * <p>A check of the path before opening it leaves a window in which the file can be replaced, by a rename, with a
+ * pipe. On Linux the file is therefore opened without blocking ({@code O_NONBLOCK}, through the FFM API), what was
+ * opened is checked ({@code /proc/self/fd/N}, which names the open file, whatever happens to the path), and only that
+ * file is then opened for the channel. Elsewhere the path is checked, then opened.
  */
 public final class RegularFiles {
+
+    // Linux's flags, the same on x86_64 and aarch64
+    private static final int O_RDONLY = 0;
+    private static final int O_WRONLY = 1;
+    private static final int O_RDWR = 2;
+    private static final int O_CREAT = 0100;
+    private static final int O_NONBLOCK = 04000;
+    private static final int O_CLOEXEC = 02000000;
+    private static final Path OPEN_FILES = Path.of("/proc/self/fd");
 
     private RegularFiles() {}
 
@@ -22,17 +48,81 @@ public final class RegularFiles {
         }
     }
 
-    /** As {@link #require}, where a file that does not exist yet is fine (it will be created). */
-    public static void requireIfPresent(Path file, String use) throws IOException {
+    /**
+     * {@code file} opened with {@code options} ({@link StandardOpenOption#READ}, {@link StandardOpenOption#WRITE},
+     * {@link StandardOpenOption#CREATE}, {@link StandardOpenOption#TRUNCATE_EXISTING}), if it is a regular file, or
+     * one {@code CREATE} makes: refused with an {@link IllegalArgumentException} naming what it is otherwise.
+     */
+    public static FileChannel open(Path file, Set<StandardOpenOption> options, String use) throws IOException {
+        boolean create = options.contains(StandardOpenOption.CREATE);
         try {
             require(file, use);
         } catch (NoSuchFileException absent) {
-            // created when it is opened
+            if (!create) {
+                throw absent;
+            }
+        }
+        MethodHandle open = Posix.OPEN;
+        if (open == null || !Files.isDirectory(OPEN_FILES)) {
+            return FileChannel.open(file, options);
+        }
+        boolean reads = options.contains(StandardOpenOption.READ);
+        boolean writes = options.contains(StandardOpenOption.WRITE);
+        int flags = (reads && writes ? O_RDWR : writes ? O_WRONLY : O_RDONLY) | O_NONBLOCK | O_CLOEXEC | (create ? O_CREAT : 0);
+        int fd;
+        try (Arena arena = Arena.ofConfined()) {
+            fd = (int) open.invokeExact(arena.allocateFrom(file.toString()), flags, 0666);
+        } catch (Throwable e) {
+            throw new IOException("cannot open " + file, e);
+        }
+        if (fd < 0) {
+            // gone or changed since the check: what the path is now says why
+            require(file, use);
+            throw new IOException("cannot open " + file + " (it changed while it was opened)");
+        }
+        try {
+            Path opened = OPEN_FILES.resolve(Integer.toString(fd));
+            BasicFileAttributes attributes = Files.readAttributes(opened, BasicFileAttributes.class);
+            if (!attributes.isRegularFile()) {
+                throw notRegular(file, attributes, use);
+            }
+            Set<OpenOption> reopen = new HashSet<>(options);
+            reopen.remove(StandardOpenOption.CREATE);
+            return FileChannel.open(opened, reopen);
+        } finally {
+            Posix.close(fd);
         }
     }
 
     private static IllegalArgumentException notRegular(Path file, BasicFileAttributes attributes, String use) {
         String kind = attributes.isDirectory() ? "a directory" : "a named pipe, socket or device";
         return new IllegalArgumentException(file + " is " + kind + ", not a regular file; only regular files can be " + use);
+    }
+
+    /** The C library's {@code open} and {@code close}; null where the platform's library has none. */
+    private static final class Posix {
+        static final @Nullable MethodHandle OPEN = find("open", FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS,
+                ValueLayout.JAVA_INT, ValueLayout.JAVA_INT), Linker.Option.firstVariadicArg(2));
+        static final @Nullable MethodHandle CLOSE = find("close", FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT));
+
+        private static @Nullable MethodHandle find(String name, FunctionDescriptor descriptor, Linker.Option... options) {
+            if (!System.getProperty("os.name", "").startsWith("Linux")) {
+                return null;
+            }
+            Linker linker = Linker.nativeLinker();
+            return linker.defaultLookup().find(name).map(symbol -> linker.downcallHandle(symbol, descriptor, options)).orElse(null);
+        }
+
+        static void close(int fd) {
+            MethodHandle close = CLOSE;
+            if (close == null) {
+                return;
+            }
+            try {
+                int ignored = (int) close.invokeExact(fd);
+            } catch (Throwable e) {
+                throw new IllegalStateException("close(" + fd + ") failed", e);
+            }
+        }
     }
 }

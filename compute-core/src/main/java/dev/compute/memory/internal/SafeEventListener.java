@@ -34,11 +34,15 @@ public final class SafeEventListener implements MemoryEventListener {
 
     private void each(Consumer<MemoryEventListener> call) {
         for (MemoryEventListener listener : listeners) {
+            UserCode.enter();
             try {
                 call.accept(listener);
             } catch (Throwable e) {
-                // an Error too (an assertion in a test's listener): the pool is mid-change where most events are told
-                LOG.log(System.Logger.Level.WARNING, "memory event listener " + listener + " failed", e);
+                // an Error too (an assertion in a test's listener): the pool is mid-change where most events are told;
+                // named by its class, since its toString() is the application's code too
+                LOG.log(System.Logger.Level.WARNING, "memory event listener " + listener.getClass().getName() + " failed", e);
+            } finally {
+                UserCode.exit();
             }
         }
     }

@@ -260,8 +260,11 @@ public final class AllocationWaiters<B> {
                 // above a limit composed into the chain: no free can make room for it, and it would hold up those behind it
                 queue.remove(head);
                 if (head.settle()) {
-                    events.allocationFailed(head.location, head.bytes, e.reason());
-                    head.future.completeExceptionally(e);
+                    try {
+                        events.allocationFailed(head.location, head.bytes, e.reason());
+                    } finally {
+                        head.future.completeExceptionally(e);
+                    }
                 }
                 continue;
             } catch (DeviceOutOfMemoryException e) {

@@ -6,9 +6,12 @@ import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryReason;
+import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.NothingInFlight;
 import java.util.ArrayList;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Blocks from a location's chain, as buffers may use them: one, or a batch all or none (placed together where the
@@ -86,7 +89,7 @@ public final class BlockAllocation {
             }
             return blocks;
         } catch (DeviceOutOfMemoryException e) {
-            blocks.forEach(chain.entry::deallocate);
+            Throwable freeing = giveBack(chain, blocks);
             int failed = blocks.size();
             String message = "buffer " + (failed + 1) + " of a batch of " + bytes.length + " (" + bytes[failed] + " bytes) could not be"
                     + " allocated, so the " + failed + " allocated before it were given back: " + e.getMessage();
@@ -94,11 +97,29 @@ public final class BlockAllocation {
                     ? new AllocationAboveLimitException(chain.location(), bytes[failed], e.reason(), message)
                     : new DeviceOutOfMemoryException(chain.location(), bytes[failed], e.reason(), message);
             batchFailure.initCause(e);
+            if (freeing != null) {
+                batchFailure.addSuppressed(freeing);
+            }
             throw batchFailure;
         } catch (RuntimeException | Error e) {
-            blocks.forEach(chain.entry::deallocate);
+            Throwable freeing = giveBack(chain, blocks);
+            if (freeing != null) {
+                UserCode.suppress(e, freeing);
+            }
             throw e;
         }
+    }
+
+    /**
+     * Gives every block back, whatever one's free throws (an application's adaptor may throw anything): the first
+     * failure, with the others added to it, or null.
+     */
+    private static @Nullable Throwable giveBack(LocationChain chain, List<Block> blocks) {
+        Throwable failure = null;
+        for (Block block : blocks) {
+            failure = chain.deallocate(block, NothingInFlight.FUTURE, failure);
+        }
+        return failure;
     }
 
     /**
@@ -114,10 +135,9 @@ public final class BlockAllocation {
         IllegalStateException wrong = new IllegalStateException("a resource adaptor of the " + chain.location() + " chain handed out a block of "
                 + block.size() + " bytes at offset " + block.offset() + " of a " + segmentBytes + "-byte segment for a request of "
                 + bytes + " bytes: a buffer on it would reach memory that is not its own");
-        try {
-            chain.entry.deallocate(block);
-        } catch (Throwable e) {
-            wrong.addSuppressed(e);
+        Throwable freeing = chain.deallocate(block, NothingInFlight.FUTURE, null);
+        if (freeing != null) {
+            wrong.addSuppressed(freeing);
         }
         throw wrong;
     }
@@ -125,18 +145,23 @@ public final class BlockAllocation {
     /** A batch placed together by a chain with the application's adaptors, each block {@link #checked}; all go back if one is wrong. */
     private static List<Block> checkedBatch(LocationChain chain, List<Block> blocks, long[] bytes) {
         if (blocks.size() != bytes.length) {
-            blocks.forEach(chain.entry::deallocate);
-            throw new IllegalStateException("a resource adaptor of the " + chain.location() + " chain placed " + blocks.size()
-                    + " blocks for a batch of " + bytes.length);
+            IllegalStateException wrong = new IllegalStateException("a resource adaptor of the " + chain.location() + " chain placed "
+                    + blocks.size() + " blocks for a batch of " + bytes.length);
+            Throwable freeing = giveBack(chain, blocks);
+            if (freeing != null) {
+                wrong.addSuppressed(freeing);
+            }
+            throw wrong;
         }
         for (int i = 0; i < blocks.size(); i++) {
             try {
                 checked(chain, blocks.get(i), bytes[i]);
             } catch (IllegalStateException e) {
-                for (int j = 0; j < blocks.size(); j++) {
-                    if (j != i) {
-                        chain.entry.deallocate(blocks.get(j));
-                    }
+                List<Block> others = new ArrayList<>(blocks);
+                others.remove(i);
+                Throwable freeing = giveBack(chain, others);
+                if (freeing != null) {
+                    e.addSuppressed(freeing);
                 }
                 throw e;
             }

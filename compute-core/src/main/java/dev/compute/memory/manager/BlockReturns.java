@@ -58,11 +58,17 @@ public final class BlockReturns {
             if (block instanceof MappedFile mapping) {
                 mappedFiles.release(mapping, inFlight);
             } else {
-                budgetRelease.accept(block);
                 LocationChain chain = chains.of(location);
                 compactor.forget(chain, block);
-                failure = chain.deallocate(block, inFlight, null);
-                waiters.released(location, inFlight);
+                // until the device work on it is done the memory is neither free nor a buffer's: the budget counts it,
+                // and the chain says it is held, until it may be lent again
+                chain.heldByDeviceWork(block.size());
+                CompletableFuture<?> reusable = afterward(inFlight, () -> {
+                    chain.heldByDeviceWork(-block.size());
+                    budgetRelease.accept(block);
+                });
+                failure = chain.deallocate(block, reusable, null);
+                waiters.released(location, reusable);
             }
             if (mirror != null) {
                 MemoryLocation mirrorLocation = chains.mirrorLocation();
@@ -80,6 +86,15 @@ public final class BlockReturns {
         } finally {
             gate.exitQuietly(stripe);
         }
+    }
+
+    /** {@code work} with {@code then} run once it is done: at once if it is, else as it completes, before what depends on the result. */
+    private static CompletableFuture<?> afterward(CompletableFuture<?> work, Runnable then) {
+        if (work.isDone()) {
+            then.run();
+            return work;
+        }
+        return work.whenComplete((result, failure) -> then.run());
     }
 
     /** Waits until the device work released blocks wait for is done, or {@code deadline} ({@link System#nanoTime()}). */

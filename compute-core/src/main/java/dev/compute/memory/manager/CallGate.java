@@ -2,6 +2,8 @@ package dev.compute.memory.manager;
 
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.ScopeRegistry;
+import java.util.concurrent.atomic.AtomicReference;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The one door of a manager: whether it is closed, the calls under way ({@link ActiveCalls}) that its close waits for
@@ -13,6 +15,8 @@ public final class CallGate {
     private final ActiveCalls calls = new ActiveCalls();
     private final ScopeRegistry scopes = new ScopeRegistry();
     private volatile boolean closed;
+    /** The rest of a close started inside a call (by a listener or handler): run by the call that ends last. */
+    private final AtomicReference<@Nullable Runnable> whenCallsEnd = new AtomicReference<>();
 
     public ScopeRegistry scopes() {
         return scopes;
@@ -59,12 +63,41 @@ public final class CallGate {
         calls.exit(stripe);
         if (closed) {
             scopes.endAllOfCurrentThread();
+            finishCloseIfIdle();
         }
     }
 
     /** Counts a call of {@link #enterAlways} out. */
     public void exitQuietly(int stripe) {
         calls.exit(stripe);
+        if (closed) {
+            finishCloseIfIdle();
+        }
+    }
+
+    /**
+     * Runs {@code rest} of a close once no call is under way: at once if none is, else as the last one ends. For a
+     * close started inside a call (a listener or handler that closes the manager), which must not wait for the call it
+     * is inside of.
+     */
+    void finishCloseWhenIdle(Runnable rest) {
+        whenCallsEnd.set(rest);
+        finishCloseIfIdle();
+    }
+
+    /** Runs the rest of a close now if one waits and no call is under way; false when none was left to run. */
+    boolean finishCloseIfIdle() {
+        Runnable rest = whenCallsEnd.get();
+        if (rest != null && !calls.any() && whenCallsEnd.compareAndSet(rest, null)) {
+            rest.run();
+            return true;
+        }
+        return false;
+    }
+
+    /** Takes the rest of a close that still waits, to run it whatever calls are under way; null when none waits. */
+    @Nullable Runnable takeCloseRest() {
+        return whenCallsEnd.getAndSet(null);
     }
 
     /** Marks the manager closed: new calls fail. False when it was closed already. */

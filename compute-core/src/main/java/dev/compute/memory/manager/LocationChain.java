@@ -4,6 +4,7 @@ import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryTimeline;
 import dev.compute.memory.internal.ManagerLog;
+import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.InspectableResource;
@@ -40,6 +41,8 @@ public final class LocationChain {
     final LongAdder deviceToHost = new LongAdder();
     final LongAdder deviceToDevice = new LongAdder();
     private final LongAdder trims = new LongAdder();
+    /** Bytes of closed buffers' blocks that device work still uses: neither a buffer's nor free. */
+    private final LongAdder heldByDeviceWork = new LongAdder();
 
     LocationChain(MemoryResource entry, StatisticsResource top, @Nullable CachingPoolResource pool, BackendResource backend,
                   MemoryTimeline timeline, boolean hostAccessible, Adaptors adaptors) {
@@ -97,6 +100,14 @@ public final class LocationChain {
         return trims.sum();
     }
 
+    void heldByDeviceWork(long bytes) {
+        heldByDeviceWork.add(bytes);
+    }
+
+    long heldByDeviceWork() {
+        return Math.max(0, heldByDeviceWork.sum());
+    }
+
     /**
      * Frees a block through the chain; what the chain throws (an application's adaptor may throw anything) is returned,
      * added to an earlier failure if there is one.
@@ -109,7 +120,7 @@ public final class LocationChain {
             if (earlier == null) {
                 return e;
             }
-            earlier.addSuppressed(e);
+            UserCode.suppress(earlier, e);
             return earlier;
         }
     }

@@ -38,7 +38,8 @@ public final class ManagerFigures {
         StatisticsResource.Counts counts = chain.top.counts();
         InspectableResource holding = chain.holding;
         long reserved = holding.reservedBytes();
-        long cached = Math.max(0, reserved - counts.allocatedBytes());
+        // what closed buffers' device work still uses is no cache: nothing can be served from it until the work ends
+        long cached = Math.max(0, reserved - counts.allocatedBytes() - chain.heldByDeviceWork());
         // read after the counts: a block freed in between (cached by the pool, its free not yet counted) can show here
         // and not in cached; no free block is larger than what is cached, and fragmentation stays within 0 and 1
         long largestFree = Math.min(holding.largestFreeBlockBytes(), cached);

@@ -35,14 +35,17 @@ public final class MappedFile implements Block {
     private final FileRange range;
     private final Arena arena;
     private final MemorySegment mapping;
+    /** How {@link FileMappings} knows it; again after a failed unmap. */
+    private FileMappings.Mapping registered;
     private final NativeAllocation allocation;
     private final @Nullable String allocationSite;
     private boolean unmapped;
 
-    private MappedFile(FileRange range, Arena arena, MemorySegment mapping, @Nullable String allocationSite) {
+    private MappedFile(FileRange range, Arena arena, MemorySegment mapping, FileMappings.Mapping registered, @Nullable String allocationSite) {
         this.range = range;
         this.arena = arena;
         this.mapping = mapping;
+        this.registered = registered;
         this.allocation = new NativeAllocation(MemoryLocation.HOST, mapping.address(), range.length(), mapping, null);
         this.allocationSite = allocationSite;
     }
@@ -55,15 +58,13 @@ public final class MappedFile implements Block {
      */
     static MappedFile map(Path file, DataType type, FileMapMode mode, long offset, @Nullable Long length, @Nullable String site)
             throws IOException {
-        RegularFiles.require(file, "mapped"); // before it is opened: opening a named pipe would wait for a writer
-        try (FileChannel channel = FileChannel.open(file, openOptions(mode))) {
+        try (FileChannel channel = RegularFiles.open(file, openOptions(mode), "mapped")) {
             long fileSize = channel.size();
             FileRange range = new FileRange(file, mode, offset, checkedRange(file, type, fileSize, offset, length));
             Arena arena = Arena.ofShared();
             try {
                 MemorySegment mapping = channel.map(mode == FileMapMode.READ_ONLY ? FileChannel.MapMode.READ_ONLY : FileChannel.MapMode.READ_WRITE, offset, range.length(), arena);
-                FileMappings.register(mapping, file, offset);
-                return new MappedFile(range, arena, mapping, site);
+                return new MappedFile(range, arena, mapping, FileMappings.register(mapping, file, offset), site);
             } catch (IOException | RuntimeException | Error e) {
                 arena.close();
                 throw e;
@@ -116,14 +117,16 @@ public final class MappedFile implements Block {
         if (unmapped) {
             return false;
         }
+        // known no more before it is unmapped: after, the system may map another file at these addresses
+        FileMappings.unregister(registered);
         try {
             arena.close();
         } catch (IllegalStateException inUse) {
+            registered = FileMappings.register(mapping, range.file(), range.offset());
             LOG.log(System.Logger.Level.WARNING, "a native call still holds " + range + "; it stays mapped until the process ends", inUse);
             return false;
         }
         unmapped = true;
-        FileMappings.unregister(mapping);
         return true;
     }
 

@@ -3,6 +3,7 @@ package dev.compute.memory.manager;
 import dev.compute.memory.LiveBufferReport;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.internal.ManagerLog;
+import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.spi.ComputeBackend;
 import java.time.Duration;
 import java.util.List;
@@ -45,6 +46,33 @@ public final class Shutdown {
             return;
         }
         parts.waiters().close();
+        if (UserCode.running()) {
+            // a listener or handler of this manager, on a thread that may be inside a call of it: the close cannot wait
+            // for that call, so the call that ends last finishes it; should none end, the close timeout does
+            gate.finishCloseWhenIdle(this::finish);
+            Thread.ofPlatform().daemon().name("compute-memory-close").start(this::finishAfterTimeout);
+            return;
+        }
+        finish();
+    }
+
+    /** The rest of a close started inside a call, where no call ended to finish it within the close timeout. */
+    private void finishAfterTimeout() {
+        try {
+            if (done.await(closeTimeout.toMillis(), TimeUnit.MILLISECONDS)) {
+                return;
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        Runnable rest = parts.gate().takeCloseRest();
+        if (rest != null) {
+            rest.run();
+        }
+    }
+
+    private void finish() {
+        CallGate gate = parts.gate();
         long deadline = System.nanoTime() + closeTimeout.toNanos();
         try {
             boolean callsEnded = gate.awaitCalls(deadline);
@@ -66,6 +94,9 @@ public final class Shutdown {
                         + "it goes back to the system with the process. Raise compute.memory.close-timeout, or end views and "
                         + "accesses before closing.");
             }
+        } catch (RuntimeException | Error e) {
+            // a close that runs as a call ends must not take that call's own outcome away
+            LOG.log(System.Logger.Level.ERROR, "closing the UnifiedMemoryManager failed", e);
         } finally {
             try {
                 parts.backend().close();

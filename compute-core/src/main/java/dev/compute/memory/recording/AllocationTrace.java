@@ -5,14 +5,17 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.io.OutputStreamWriter;
 import java.io.Writer;
+import java.nio.channels.Channels;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.AbstractList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.stream.IntStream;
 import java.util.stream.Stream;
 import java.util.zip.GZIPOutputStream;
@@ -140,8 +143,8 @@ public final class AllocationTrace {
 
     /** Writes the trace to {@code file} in UTF-8, gzip'd when its name ends in {@code .gz}, as the replayer reads it. */
     public void writeTo(Path file) throws IOException {
-        RegularFiles.requireIfPresent(file, "written a trace to");
-        try (OutputStream raw = Files.newOutputStream(file);
+        try (OutputStream raw = Channels.newOutputStream(RegularFiles.open(file,
+                Set.of(StandardOpenOption.WRITE, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING), "written a trace to"));
              OutputStream out = file.getFileName().toString().endsWith(".gz") ? new GZIPOutputStream(raw) : raw;
              Writer writer = new OutputStreamWriter(out, StandardCharsets.UTF_8)) {
             writeTo(writer);

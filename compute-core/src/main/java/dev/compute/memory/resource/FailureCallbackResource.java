@@ -1,6 +1,7 @@
 package dev.compute.memory.resource;
 
 import dev.compute.memory.internal.SafeEventListener;
+import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
@@ -82,6 +83,7 @@ public final class FailureCallbackResource implements MemoryResource {
      */
     private boolean askHandlers(long bytes, int attempt, DeviceOutOfMemoryException failure) {
         IN_HANDLER.set(true);
+        UserCode.enter();
         try {
             for (OutOfMemoryHandler handler : handlers) {
                 if (handler.onOutOfMemory(location, bytes, attempt, failure)) {
@@ -90,12 +92,13 @@ public final class FailureCallbackResource implements MemoryResource {
             }
             return false;
         } catch (DeviceOutOfMemoryException e) {
-            failure.addSuppressed(e);
+            UserCode.suppress(failure, e); // a handler that rethrows the failure it was handed says no
             throw failure;
         } catch (RuntimeException | Error e) {
-            e.addSuppressed(failure);
+            UserCode.suppress(e, failure);
             throw e;
         } finally {
+            UserCode.exit();
             IN_HANDLER.set(false);
         }
     }

@@ -51,19 +51,12 @@ public final class StatisticsResource implements MemoryResource {
     /**
      * Counts the free before the block goes upstream: once there, the pool may lend the memory to another thread at
      * once, and counting that allocation before this free would raise the peak above anything ever held. A free the
-     * upstream refuses (it throws) is counted back.
+     * upstream throws from is counted all the same: the caller has given the block up.
      */
     @Override
     public void deallocate(Block block, CompletableFuture<?> inFlight) {
-        long size = block.size();
-        long requestedSize = block.requestedSize();
-        counters.freed(size, requestedSize);
-        try {
-            upstream.deallocate(block, inFlight);
-        } catch (Throwable e) {
-            counters.freeUndone(size, requestedSize);
-            throw e;
-        }
+        counters.freed(block.size(), block.requestedSize());
+        upstream.deallocate(block, inFlight);
     }
 
     public Counts counts() {

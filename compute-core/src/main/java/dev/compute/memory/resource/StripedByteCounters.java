@@ -47,16 +47,6 @@ final class StripedByteCounters {
     private final long[][] allocationsAtCollection = new long[2][ThreadStripes.COUNT];
 
     void allocated(long allocatedBytes, long requestedBytes) {
-        take(allocatedBytes, requestedBytes, ALLOCATIONS, 1);
-    }
-
-    /** Takes back a free counted by {@link #freed} whose block did not go back after all. */
-    void freeUndone(long allocatedBytes, long requestedBytes) {
-        take(allocatedBytes, requestedBytes, FREES, -1);
-    }
-
-    /** Counts bytes in use again, adding {@code delta} to the count {@code field}. */
-    private void take(long allocatedBytes, long requestedBytes, int field, long delta) {
         int stripe = ThreadStripes.ofCurrentThread();
         boolean allocatedTaken;
         boolean requestedTaken;
@@ -64,7 +54,7 @@ final class StripedByteCounters {
         try {
             allocatedTaken = takeHeld(stripe, ALLOCATED, allocatedBytes);
             requestedTaken = takeHeld(stripe, REQUESTED, requestedBytes);
-            addHeld(stripe, field, delta);
+            addHeld(stripe, ALLOCATIONS, 1);
         } finally {
             letGo(stripe);
         }

@@ -44,15 +44,21 @@ public final class FileMappings {
 
     private FileMappings() {}
 
-    /** The manager mapped {@code mapping}, bytes from {@code fileOffset} of {@code file}. */
-    public static void register(MemorySegment mapping, Path file, long fileOffset) {
-        MAPPINGS.put(mapping.address(), new Mapping(mapping.address(), mapping.byteSize(), file, fileOffset));
-        COUNT.incrementAndGet();
+    /** The manager mapped {@code mapping}, bytes from {@code fileOffset} of {@code file}: what to unregister it by. */
+    public static Mapping register(MemorySegment mapping, Path file, long fileOffset) {
+        Mapping registered = new Mapping(mapping.address(), mapping.byteSize(), file, fileOffset);
+        if (MAPPINGS.put(registered.address(), registered) == null) {
+            COUNT.incrementAndGet();
+        }
+        return registered;
     }
 
-    /** The manager unmapped {@code mapping}: its addresses may be reused for anything now. */
-    public static void unregister(MemorySegment mapping) {
-        if (MAPPINGS.remove(mapping.address()) != null) {
+    /**
+     * The manager is about to unmap {@code mapping}: it is known no more. Only that entry goes, never another mapping
+     * registered since at the same addresses (which only an unmap can give back).
+     */
+    public static void unregister(Mapping mapping) {
+        if (MAPPINGS.remove(mapping.address(), mapping)) {
             COUNT.decrementAndGet();
         }
     }

@@ -26,7 +26,7 @@ class FileMappingsTest {
             assertThat(view.isMapped()).isFalse();
             assertThat(FileMappings.isOverMapping(view)).as("unregistered").isFalse();
 
-            FileMappings.register(mapping, file, 0);
+            FileMappings.Mapping registered = FileMappings.register(mapping, file, 0);
             try {
                 assertThat(FileMappings.isOverMapping(view)).isTrue();
                 assertThat(FileMappings.find(view)).isNotNull().satisfies(found -> {
@@ -39,7 +39,7 @@ class FileMappingsTest {
                 }
                 assertThat(FileMappings.isOverMapping(mapping)).isTrue();
             } finally {
-                FileMappings.unregister(mapping);
+                FileMappings.unregister(registered);
             }
             assertThat(FileMappings.isOverMapping(view)).as("once unregistered").isFalse();
             assertThat(FileMappings.isOverMapping(mapping)).as("its own mapping still says so").isTrue();

@@ -6,8 +6,8 @@ import dev.compute.memory.testing.ChildJvm;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
 
-/** {@link Issue25MappedFileScenarios} on the simulated discrete device, and the one that needs no backend in particular. */
-class SimulatedIssue25MappedFileSafetyTest extends Issue25MappedFileSafetyContractTest {
+/** {@link MappedFileRaceScenarios} on the simulated discrete device, and the one that needs no backend in particular. */
+class SimulatedMappedFileRaceTest extends MappedFileRaceContractTest {
 
     @Override
     protected String backend() {
@@ -21,7 +21,7 @@ class SimulatedIssue25MappedFileSafetyTest extends Issue25MappedFileSafetyContra
     @Test
     void aPipeRenamedOverAMappedPathNeverHangsTheCall() throws Exception {
         String scenario = "aPipeRenamedOverTheFileBetweenTheCheckAndTheOpen";
-        ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(120), Issue25MappedFileScenarios.class, backend(), scenario);
+        ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(120), MappedFileRaceScenarios.class, backend(), scenario);
         assertThat(result.crashed()).as(result.describe()).isFalse();
         assertThat(result.output()).as(result.describe()).doesNotContain("HUNG");
         assertThat(result.exitCode()).as(result.describe()).isZero();

@@ -27,9 +27,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * a JVM of its own ({@code args}: the backend's name or {@code simulated}, then the scenario). Prints {@code OK <name>}
  * and exits 0 when the rule held; a failed check exits 1; a hang is killed by the parent; a crash shows as one.
  */
-public final class Issue25MappedFileScenarios {
+public final class MappedFileRaceScenarios {
 
-    private Issue25MappedFileScenarios() {}
+    private MappedFileRaceScenarios() {}
 
     public static void main(String[] args) throws Throwable {
         String backend = args[0];

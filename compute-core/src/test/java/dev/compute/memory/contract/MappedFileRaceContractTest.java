@@ -8,11 +8,12 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * The scenarios of {@link Issue25MappedFileScenarios} that depend on the backend, each in a JVM of its own: segments
- * over a mapping in the forms issue 25's tests did not try, after the file was truncated. These held on d6e6867;
+ * The scenarios of {@link MappedFileRaceScenarios} that depend on the backend, each in a JVM of its own: segments
+ * over a mapping in more forms (slices of views, shared and device accesses, other managers' mappings), after the
+ * file was truncated;
  * they guard the promise that no such copy ends the process or fails with a raw {@link InternalError}.
  */
-public abstract class Issue25MappedFileSafetyContractTest {
+public abstract class MappedFileRaceContractTest {
 
     protected abstract String backend();
 
@@ -22,7 +23,7 @@ public abstract class Issue25MappedFileSafetyContractTest {
     @ValueSource(strings = {"compiledCopiesThroughViewsOpsAndOtherMappings", "accessesAndOtherManagersMappingsAfterTruncation"})
     void theRuleHoldsAndTheJvmSurvives(String scenario) throws Exception {
         assumeBackend();
-        ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(180), Issue25MappedFileScenarios.class, backend(), scenario);
+        ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(180), MappedFileRaceScenarios.class, backend(), scenario);
         assertThat(result.crashed()).as(result.describe()).isFalse();
         assertThat(result.exitCode()).as(result.describe()).isZero();
         assertThat(result.output()).as(result.describe()).contains("OK " + scenario);

@@ -1,9 +1,9 @@
 package dev.compute.memory.cpu;
 
-import dev.compute.memory.contract.Issue25MappedFileSafetyContractTest;
+import dev.compute.memory.contract.MappedFileRaceContractTest;
 
 /** Issue 25's adversarial mapped-file scenarios on the CPU backend, each in a JVM of its own. */
-class CpuIssue25MappedFileSafetyTest extends Issue25MappedFileSafetyContractTest {
+class CpuMappedFileRaceTest extends MappedFileRaceContractTest {
     @Override
     protected String backend() {
         return "cpu";

@@ -1,9 +1,9 @@
 package dev.compute.memory.opencl;
 
-import dev.compute.memory.contract.Issue25MappedFileSafetyContractTest;
+import dev.compute.memory.contract.MappedFileRaceContractTest;
 
 /** Issue 25's adversarial mapped-file scenarios on the OpenCL device at hand: here a driver reading a truncated mapping would end the process. */
-class OpenClIssue25MappedFileSafetyTest extends Issue25MappedFileSafetyContractTest {
+class OpenClMappedFileRaceTest extends MappedFileRaceContractTest {
     @Override
     protected String backend() {
         return "opencl";
