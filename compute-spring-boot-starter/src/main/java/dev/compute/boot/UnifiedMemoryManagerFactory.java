@@ -1,11 +1,13 @@
 package dev.compute.boot;
 
+import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.OutOfMemoryHandler;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import java.util.List;
 import java.util.function.UnaryOperator;
+import java.util.regex.Matcher;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.springframework.beans.factory.ListableBeanFactory;
@@ -79,12 +81,15 @@ final class UnifiedMemoryManagerFactory {
         return manager;
     }
 
+    // The builder names compute.* properties, in the message's property and in what is allowed ("at most
+    // compute.memory.pooling.release-threshold"): each is renamed to where this manager's value was set.
     private static InvalidSettingException renamed(InvalidSettingException e, UnaryOperator<String> whereSet) {
         String property = whereSet.apply(BackendOptions.asProperty(e.property()).orElse(e.property()));
-        if (property.equals(e.property())) {
+        String allowed = InvalidSettingFailureAnalyzer.PROPERTY_IN_TEXT.matcher(e.allowed()).replaceAll(found -> Matcher.quoteReplacement(whereSet.apply(found.group())));
+        if (property.equals(e.property()) && allowed.equals(e.allowed())) {
             return e;
         }
-        InvalidSettingException renamed = new InvalidSettingException(property, e.value(), e.allowed());
+        InvalidSettingException renamed = new InvalidSettingException(property, e.value(), allowed);
         renamed.addSuppressed(e);
         return renamed;
     }
