@@ -14,6 +14,7 @@ import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.context.properties.bind.PropertySourcesPlaceholdersResolver;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySources;
 import org.springframework.core.env.ConfigurableEnvironment;
 
 /**
@@ -24,7 +25,7 @@ import org.springframework.core.env.ConfigurableEnvironment;
  * naming the property where the value was set ({@code compute.managers.gpu.memory.pooling.max-pool-size}, or the
  * inherited {@code compute.memory.pooling.max-pool-size}).
  */
-final class UnifiedMemoryManagerFactory {
+public final class UnifiedMemoryManagerFactory {
 
     private static final Log log = LogFactory.getLog(UnifiedMemoryManagerFactory.class);
 
@@ -60,6 +61,25 @@ final class UnifiedMemoryManagerFactory {
                 PoolSizeConverter.conversionService()); // as @ConfigurationPropertiesBinding gives compute.*
         ManagerProperties properties = binder.bindOrCreate("compute", ManagerProperties.class);
         return create(name, properties, source::whereSet);
+    }
+
+    /**
+     * A manager named {@code name} whose settings are read under {@code prefix} alone, with the keys of
+     * {@code compute.*} ({@code <prefix>.memory.pooling.max-pool-size}) and its defaults: nothing set under
+     * {@code compute.*} reaches it. For test support, which gives a test a manager that the application's own
+     * settings cannot break ({@code @AutoConfigureComputeMemory} reads {@code spring.test.compute.*}). A bad setting
+     * stops start-up naming the property under {@code prefix}. The application's handlers and customizers apply, as
+     * to every manager the starter builds.
+     *
+     * @param name how the observers and the customizers name the manager ({@code default} for the one manager)
+     * @param prefix where its settings are, a property name such as {@code spring.test.compute}
+     * @return the manager, which the caller closes
+     */
+    public UnifiedMemoryManager createFrom(String name, String prefix) {
+        Binder binder = new Binder(ConfigurationPropertySources.get(environment), new PropertySourcesPlaceholdersResolver(environment),
+                PoolSizeConverter.conversionService());
+        ManagerProperties properties = binder.bindOrCreate(prefix, ManagerProperties.class);
+        return create(name, properties, property -> property.startsWith("compute.") ? prefix + property.substring("compute".length()) : property);
     }
 
     private UnifiedMemoryManager create(String name, ManagerProperties properties, UnaryOperator<String> whereSet) {

@@ -26,8 +26,11 @@ import org.springframework.core.env.PropertySource;
  */
 public final class InvalidSettingFailureAnalyzer extends AbstractFailureAnalyzer<InvalidSettingException> implements Ordered {
 
-    /** A {@code compute.*} property named in a message: {@code compute.memory.pooling.release-threshold}. */
-    public static final Pattern PROPERTY_IN_TEXT = Pattern.compile("\\bcompute(\\.[a-z0-9][a-z0-9-]*)+");
+    /**
+     * A compute property named in a message: {@code compute.memory.pooling.release-threshold}, or the same key under
+     * another prefix ({@code spring.test.compute.memory.pooling.release-threshold}, a test's manager).
+     */
+    public static final Pattern PROPERTY_IN_TEXT = Pattern.compile("(?<![\\w.-])([a-z0-9][a-z0-9-]*\\.)*compute(\\.[a-z0-9][a-z0-9-]*)+");
 
     private final @Nullable Environment environment;
 
