@@ -6,6 +6,7 @@ import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.NoneNestedConditions;
@@ -28,6 +29,7 @@ import org.springframework.core.type.AnnotatedTypeMetadata;
  */
 @AutoConfiguration
 @ConditionalOnClass(UnifiedMemoryManager.class)
+@ConditionalOnBooleanProperty(name = ComputeMemoryAutoConfiguration.ENABLED_PROPERTY, matchIfMissing = true)
 @EnableConfigurationProperties(ComputeProperties.class)
 @Import(PoolSizeConverter.class)
 public final class ComputeMemoryAutoConfiguration {
@@ -41,7 +43,14 @@ public final class ComputeMemoryAutoConfiguration {
     /** The name of the one manager of {@code compute.*}, whose bean is {@code unifiedMemoryManager}. */
     public static final String DEFAULT_MANAGER_NAME = "default";
 
-    static final String FACTORY_BEAN = "unifiedMemoryManagerFactory";
+    /**
+     * {@code compute.enabled}: {@code false} turns the whole starter off, as Spring Boot's own integrations have a
+     * switch each: no manager, endpoint, health contributor or meters, and no {@code compute.*} setting is read.
+     */
+    public static final String ENABLED_PROPERTY = "compute.enabled";
+
+    /** The bean that builds the starter's managers; test support builds its own through it. */
+    public static final String FACTORY_BEAN = "unifiedMemoryManagerFactory";
 
     @Bean(FACTORY_BEAN)
     UnifiedMemoryManagerFactory unifiedMemoryManagerFactory(ConfigurableEnvironment environment, ListableBeanFactory beanFactory,

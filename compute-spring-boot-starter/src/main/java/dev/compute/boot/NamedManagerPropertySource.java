@@ -52,7 +52,8 @@ final class NamedManagerPropertySource implements IterableConfigurationPropertyS
 
     /**
      * Where the {@code compute.*} setting the builder named is set for this manager: its own property, else the
-     * inherited {@code compute.*} one; where neither is set (a default), its own, which is where to set it.
+     * inherited {@code compute.*} one; where neither is set (a default), its own, which is where to set it. A list or
+     * a map counts as set where any of its elements is.
      */
     String whereSet(String property) {
         if (!ConfigurationPropertyName.isValid(property)) {
@@ -63,7 +64,7 @@ final class NamedManagerPropertySource implements IterableConfigurationPropertyS
             return property;
         }
         ConfigurationPropertyName named = own.append(name.subName(1));
-        return find(named) == null && find(name) != null ? property : named.toString();
+        return !isSet(named) && isSet(name) ? property : named.toString();
     }
 
     private @Nullable ConfigurationProperty find(ConfigurationPropertyName name) {
@@ -74,6 +75,12 @@ final class NamedManagerPropertySource implements IterableConfigurationPropertyS
             }
         }
         return null;
+    }
+
+    // A list or a map (a warm-up's compute.memory.pooling.warmup.host) is set through its elements: host[0].size
+    private boolean isSet(ConfigurationPropertyName name) {
+        return find(name) != null || sources.stream().filter(IterableConfigurationPropertySource.class::isInstance)
+                .flatMap(source -> ((IterableConfigurationPropertySource) source).stream()).anyMatch(name::isAncestorOf);
     }
 
     private static boolean isManagerSetting(ConfigurationPropertyName name) {

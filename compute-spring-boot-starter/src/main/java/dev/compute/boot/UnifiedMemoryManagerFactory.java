@@ -1,17 +1,20 @@
 package dev.compute.boot;
 
+import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.OutOfMemoryHandler;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import java.util.List;
 import java.util.function.UnaryOperator;
+import java.util.regex.Matcher;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.context.properties.bind.PropertySourcesPlaceholdersResolver;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySources;
 import org.springframework.core.env.ConfigurableEnvironment;
 
 /**
@@ -22,7 +25,7 @@ import org.springframework.core.env.ConfigurableEnvironment;
  * naming the property where the value was set ({@code compute.managers.gpu.memory.pooling.max-pool-size}, or the
  * inherited {@code compute.memory.pooling.max-pool-size}).
  */
-final class UnifiedMemoryManagerFactory {
+public final class UnifiedMemoryManagerFactory {
 
     private static final Log log = LogFactory.getLog(UnifiedMemoryManagerFactory.class);
 
@@ -60,6 +63,25 @@ final class UnifiedMemoryManagerFactory {
         return create(name, properties, source::whereSet);
     }
 
+    /**
+     * A manager named {@code name} whose settings are read under {@code prefix} alone, with the keys of
+     * {@code compute.*} ({@code <prefix>.memory.pooling.max-pool-size}) and its defaults: nothing set under
+     * {@code compute.*} reaches it. For test support, which gives a test a manager that the application's own
+     * settings cannot break ({@code @AutoConfigureComputeMemory} reads {@code spring.test.compute.*}). A bad setting
+     * stops start-up naming the property under {@code prefix}. The application's handlers and customizers apply, as
+     * to every manager the starter builds.
+     *
+     * @param name how the observers and the customizers name the manager ({@code default} for the one manager)
+     * @param prefix where its settings are, a property name such as {@code spring.test.compute}
+     * @return the manager, which the caller closes
+     */
+    public UnifiedMemoryManager createFrom(String name, String prefix) {
+        Binder binder = new Binder(ConfigurationPropertySources.get(environment), new PropertySourcesPlaceholdersResolver(environment),
+                PoolSizeConverter.conversionService());
+        ManagerProperties properties = binder.bindOrCreate(prefix, ManagerProperties.class);
+        return create(name, properties, property -> property.startsWith("compute.") ? prefix + property.substring("compute".length()) : property);
+    }
+
     private UnifiedMemoryManager create(String name, ManagerProperties properties, UnaryOperator<String> whereSet) {
         UnifiedMemoryManager manager;
         MemoryEventRelays.Relay relay = new MemoryEventRelays.Relay();
@@ -79,12 +101,15 @@ final class UnifiedMemoryManagerFactory {
         return manager;
     }
 
+    // The builder names compute.* properties, in the message's property and in what is allowed ("at most
+    // compute.memory.pooling.release-threshold"): each is renamed to where this manager's value was set.
     private static InvalidSettingException renamed(InvalidSettingException e, UnaryOperator<String> whereSet) {
         String property = whereSet.apply(BackendOptions.asProperty(e.property()).orElse(e.property()));
-        if (property.equals(e.property())) {
+        String allowed = InvalidSettingFailureAnalyzer.PROPERTY_IN_TEXT.matcher(e.allowed()).replaceAll(found -> Matcher.quoteReplacement(whereSet.apply(found.group())));
+        if (property.equals(e.property()) && allowed.equals(e.allowed())) {
             return e;
         }
-        InvalidSettingException renamed = new InvalidSettingException(property, e.value(), e.allowed());
+        InvalidSettingException renamed = new InvalidSettingException(property, e.value(), allowed);
         renamed.addSuppressed(e);
         return renamed;
     }

@@ -3,6 +3,8 @@ package dev.compute.boot;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
 import dev.compute.boot.diagnostics.BackendUnavailableFailureAnalyzer;
 import dev.compute.boot.diagnostics.ComputeBindFailureAnalyzer;
 import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
@@ -20,14 +22,11 @@ import dev.compute.memory.spi.BackendSettings;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.logging.Handler;
-import java.util.logging.LogRecord;
-import java.util.logging.Logger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.slf4j.LoggerFactory;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.diagnostics.FailureAnalysis;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
@@ -73,27 +72,17 @@ class ComputeMemoryAutoConfigurationTests {
 
     @Test
     void autoLogsTheChosenBackendAndWhyTheOthersWerePassedOver() {
-        List<String> messages = new CopyOnWriteArrayList<>();
-        Logger logger = Logger.getLogger(UnifiedMemoryManager.class.getName());
-        Handler handler = new Handler() {
-            @Override
-            public void publish(LogRecord record) {
-                messages.add(record.getMessage());
-            }
-
-            @Override
-            public void flush() {}
-
-            @Override
-            public void close() {}
-        };
-        logger.addHandler(handler);
+        // the core's System.Logger goes to SLF4J (the starter brings its LoggerFinder), so Logback's logger has the record
+        ch.qos.logback.classic.Logger logger = (ch.qos.logback.classic.Logger) LoggerFactory.getLogger(UnifiedMemoryManager.class.getName());
+        ListAppender<ILoggingEvent> appender = new ListAppender<>();
+        appender.start();
+        logger.addAppender(appender);
         try {
             runner.run(context -> assertThat(context.getBean(UnifiedMemoryManager.class).backendInfo().backend()).isEqualTo("cpu"));
         } finally {
-            logger.removeHandler(handler);
+            logger.detachAppender(appender);
         }
-        assertThat(messages).anySatisfy(message -> assertThat(message)
+        assertThat(appender.list).extracting(ILoggingEvent::getFormattedMessage).anySatisfy(message -> assertThat(message)
                 .contains("'cpu' chosen").contains(UnattachedDeviceBackendProvider.NAME).contains(UnattachedDeviceBackendProvider.REASON));
     }
 

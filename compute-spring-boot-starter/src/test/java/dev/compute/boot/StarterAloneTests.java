@@ -14,15 +14,15 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * An application whose one dependency is the starter reads its {@code application.yml} and logs through Spring
- * Boot's logging: the starter brings {@code spring-boot-starter} (SnakeYAML, Logback, the bridge that carries the
- * manager's {@code System.Logger} records to it). The tests' own class path has all of that through the test
+ * Boot's logging, its shutdown included: the starter brings {@code spring-boot-starter} (SnakeYAML, Logback) and
+ * SLF4J's {@code System.LoggerFinder}, which carries the manager's {@code System.Logger} records to it. The tests' own class path has all of that through the test
  * dependencies, so the application runs in a JVM of its own on the class path a user gets (written by the build,
  * see the pom), the starter's classes, and a directory holding only the application's class and its YAML.
  */
 class StarterAloneTests {
 
     @Test
-    void anApplicationWithOnlyTheStarterReadsItsYamlAndLogsThroughLogback(@TempDir Path application) throws Exception {
+    void anApplicationWithOnlyTheStarterReadsItsYamlAndLogsThroughLogbackUntilItsLastLine(@TempDir Path application) throws Exception {
         Path classFile = application.resolve(StarterAloneApplication.class.getName().replace('.', '/') + ".class");
         Files.createDirectories(classFile.getParent());
         Files.copy(resource(StarterAloneApplication.class.getSimpleName() + ".class"), classFile);
@@ -36,6 +36,11 @@ class StarterAloneTests {
         // the pattern and the leak detection level come from application.yml; the line is the manager's, through Logback
         assertThat(result.output()).as(result.describe())
                 .containsPattern("(?m)^starter-alone INFO dev\\.compute\\.memory\\.UnifiedMemoryManager compute memory on .*leak detection PARANOID$");
+        // written while the context closes, after Boot has taken down its bridge from JUL: still the application's log
+        assertThat(result.output()).as(result.describe())
+                .containsPattern("(?m)^starter-alone WARN dev\\.compute\\.memory\\.UnifiedMemoryManager UnifiedMemoryManager closed with 1 buffer\\(s\\) still open;")
+                .contains("StarterAloneApplication.main(StarterAloneApplication.java")
+                .doesNotContain("java.util.logging", "WARNING:");
     }
 
     private static Path resource(String name) throws URISyntaxException {

@@ -1,10 +1,12 @@
 package dev.compute.sample;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
@@ -37,7 +39,7 @@ class LeakReportingTests {
     int port;
 
     @Test
-    void aBufferDroppedWithoutCloseIsLoggedWithItsSiteAndShownByTheEndpoint(CapturedOutput output) throws InterruptedException {
+    void aBufferDroppedWithoutCloseIsLoggedWithItsSiteAndShownByTheEndpoint(CapturedOutput output) {
         RestClient http = RestClient.builder().baseUrl("http://127.0.0.1:" + port).build();
         MemoryLocation location = manager.defaultLocation();
         long before = manager.leaksDetected();
@@ -50,11 +52,10 @@ class LeakReportingTests {
 
         forgotten = null;
 
-        for (int i = 0; i < 300 && manager.leaksDetected() == before; i++) {
+        await().atMost(Duration.ofSeconds(3)).pollInterval(Duration.ofMillis(10)).untilAsserted(() -> {
             System.gc();
-            Thread.sleep(10);
-        }
-        assertThat(manager.leaksDetected()).as("the Cleaner found the dropped buffer").isGreaterThan(before);
+            assertThat(manager.leaksDetected()).as("the Cleaner found the dropped buffer").isGreaterThan(before);
+        });
 
         assertThat(output).contains("LEAK: a UnifiedBuffer of " + LEAKED_BYTES + " bytes at " + location
                 + " was garbage-collected without close(); its memory goes back to the pool now. It was allocated at:")

@@ -1,6 +1,7 @@
 package dev.compute.sample;
 
 import static org.assertj.core.api.Assertions.fail;
+import static org.awaitility.Awaitility.await;
 
 import java.io.IOException;
 import java.net.ServerSocket;
@@ -13,9 +14,10 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.time.Instant;
 import java.util.Locale;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Predicate;
+import org.awaitility.core.ConditionTimeoutException;
 import org.junit.jupiter.api.Assumptions;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.containers.GenericContainer;
@@ -25,9 +27,10 @@ import org.testcontainers.utility.DockerImageName;
 
 /**
  * A real Prometheus that scrapes the sample every second: in a container when a Docker engine is there,
- * otherwise the {@code prometheus} binary (Debian's package, which {@code .ci/run} installs). Where neither is
- * there the test fails, saying what to install; only {@code -Dcompute.tests.prometheus=skip} skips it. The
- * property also forces a way: {@code docker} or {@code binary}.
+ * otherwise the {@code prometheus} binary (Debian's package, which {@code ./test} installs where it can). Where
+ * neither is there the test is skipped with the reason, unless the environment variable {@code CI} is set: there it
+ * fails, saying what to install. {@code -Dcompute.tests.prometheus=skip} skips it anywhere; {@code docker} or
+ * {@code binary} forces a way.
  */
 final class PrometheusServer implements AutoCloseable {
 
@@ -89,9 +92,13 @@ final class PrometheusServer implements AutoCloseable {
         if (Files.isExecutable(debian)) {
             return debian;
         }
-        return fail("no Docker engine and no 'prometheus' binary on PATH or at /usr/bin/prometheus: install it "
-                + "(apt-get install -y prometheus, or run .ci/run, which does), or skip this test explicitly with -D"
-                + MODE_PROPERTY + "=skip");
+        String reason = "no Docker engine and no 'prometheus' binary on PATH or at /usr/bin/prometheus: install it "
+                + "(apt-get install -y prometheus, or run ./test, which does where it can)";
+        if (System.getenv("CI") != null) {
+            return fail(reason + "; CI is set, so this test may not skip");
+        }
+        Assumptions.abort(reason);
+        throw new IllegalStateException("unreachable");
     }
 
     private static String config(String target, String metricsPath) {
@@ -136,40 +143,33 @@ final class PrometheusServer implements AutoCloseable {
         return new PrometheusServer(URI.create("http://" + container.getHost() + ":" + container.getMappedPort(9090)), container::stop);
     }
 
-    private void awaitReady(java.util.function.Supplier<String> deathNote) throws Exception {
-        Instant deadline = Instant.now().plus(READY_TIMEOUT);
-        while (Instant.now().isBefore(deadline)) {
-            String dead = deathNote.get();
-            if (!dead.isEmpty()) {
-                fail(dead);
-            }
-            try {
-                if (get("/-/ready").statusCode() == 200) {
-                    return;
-                }
-            } catch (IOException notListeningYet) {
-                // keep waiting
-            }
-            Thread.sleep(200);
-        }
-        fail("prometheus did not become ready within " + READY_TIMEOUT);
+    private void awaitReady(java.util.function.Supplier<String> deathNote) {
+        await("prometheus ready").atMost(READY_TIMEOUT).pollInterval(Duration.ofMillis(200))
+                .ignoreExceptionsInstanceOf(IOException.class) // not listening yet
+                .until(() -> {
+                    String dead = deathNote.get();
+                    if (!dead.isEmpty()) {
+                        fail(dead);
+                    }
+                    return get("/-/ready").statusCode() == 200;
+                });
     }
 
     /**
      * Runs an instant query until its JSON answer satisfies {@code accepted} or the wait is over; returns the
      * last answer either way, for the assertion to show.
      */
-    String queryUntil(String promql, Predicate<String> accepted, Duration wait) throws Exception {
-        Instant deadline = Instant.now().plus(wait);
-        String body = "";
-        while (Instant.now().isBefore(deadline)) {
-            body = get("/api/v1/query?query=" + URLEncoder.encode(promql, StandardCharsets.UTF_8)).body();
-            if (accepted.test(body)) {
-                return body;
-            }
-            Thread.sleep(500);
+    String queryUntil(String promql, Predicate<String> accepted, Duration wait) {
+        AtomicReference<String> body = new AtomicReference<>("");
+        try {
+            await().atMost(wait).pollInterval(Duration.ofMillis(500)).until(() -> {
+                body.set(get("/api/v1/query?query=" + URLEncoder.encode(promql, StandardCharsets.UTF_8)).body());
+                return accepted.test(body.get());
+            });
+        } catch (ConditionTimeoutException notYet) {
+            // the caller's assertion shows the last answer
         }
-        return body;
+        return body.get();
     }
 
     private HttpResponse<String> get(String path) throws IOException, InterruptedException {

@@ -1,9 +1,9 @@
 package dev.compute.sample;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import java.time.Duration;
-import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.IntStream;
@@ -75,7 +75,7 @@ class SampleServiceHttpTests {
     }
 
     @Test
-    void theComputeMemoryEndpointShowsThePoolAndTrimsIt() throws InterruptedException {
+    void theComputeMemoryEndpointShowsThePoolAndTrimsIt() {
         put("/api/vectors/http-endpoint", "{\"values\": [1, 2, 3]}");
         try {
             Map<String, Object> summary = get("/actuator/computememory").getBody();
@@ -85,12 +85,9 @@ class SampleServiceHttpTests {
             assertThat(figures).containsKeys("liveBuffers", "allocatedBytes", "reservedBytes", "cachedBytes", "reservedBytesPeak",
                     "hitRate", "fragmentation", "overhead", "counts", "copiedBytes");
             // the figures are at most a second old: the vector shows within that
-            Instant deadline = Instant.now().plus(Duration.ofSeconds(3));
-            while (((Number) figures.get("liveBuffers")).longValue() == 0 && Instant.now().isBefore(deadline)) {
-                Thread.sleep(100);
-                figures = (Map<String, Object>) ((Map<String, Object>) get("/actuator/computememory").getBody().get("locations")).get(location);
-            }
-            assertThat(((Number) figures.get("liveBuffers")).longValue()).isPositive();
+            await().atMost(Duration.ofSeconds(3)).pollInterval(Duration.ofMillis(100)).untilAsserted(() -> assertThat(((Number)
+                    ((Map<String, Object>) ((Map<String, Object>) get("/actuator/computememory").getBody().get("locations")).get(location))
+                            .get("liveBuffers")).longValue()).isPositive());
 
             Map<String, Object> detail = get("/actuator/computememory/" + location.toLowerCase()).getBody();
             assertThat(detail).containsEntry("location", location).containsKeys("summary", "segments", "timeline");
@@ -124,15 +121,10 @@ class SampleServiceHttpTests {
     }
 
     @Test
-    void theLoadGeneratorStartsMovesThePoolAndStopsFreeingItsBuffers() throws InterruptedException {
+    void theLoadGeneratorStartsMovesThePoolAndStopsFreeingItsBuffers() {
         assertThat(post("/api/load/start", "").getBody()).containsEntry("running", true);
-        Instant deadline = Instant.now().plus(Duration.ofSeconds(30));
-        long operations = 0;
-        while (operations < 50 && Instant.now().isBefore(deadline)) {
-            Thread.sleep(100);
-            operations = ((Number) get("/api/load").getBody().get("operations")).longValue();
-        }
-        assertThat(operations).as("operations within the wait").isGreaterThanOrEqualTo(50);
+        await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(100)).untilAsserted(() -> assertThat(
+                ((Number) get("/api/load").getBody().get("operations")).longValue()).as("operations").isGreaterThanOrEqualTo(50));
         Map<String, Object> stopped = post("/api/load/stop", "").getBody();
         assertThat(stopped).containsEntry("running", false).containsEntry("liveBuffers", 0);
     }

@@ -63,6 +63,23 @@ class ComputeActuatorAutoConfigurationTests {
     }
 
     @Test
+    void computeEnabledFalseTurnsTheWholeStarterOffAndReadsNoOtherSetting() {
+        runner.withPropertyValues("compute.enabled=false", "compute.memory.pooling.max-pool-size=-1", "compute.managers.gpu.backend=tpu",
+                "management.endpoints.web.exposure.include=computememory").run(context -> assertThat(context).hasNotFailed()
+                        .doesNotHaveBean(UnifiedMemoryManager.class).doesNotHaveBean(ObservedManagers.class)
+                        .doesNotHaveBean(ComputeHealthIndicator.class).doesNotHaveBean("computeHealthContributor")
+                        .doesNotHaveBean(ComputeMemoryMeterBinder.class).doesNotHaveBean(ComputeMemoryEndpoint.class));
+    }
+
+    @Test
+    void computeEnabledFalseLeavesAManagerOfTheApplicationsOwnUnobserved() {
+        runner.withPropertyValues("compute.enabled=false").withBean(UnifiedMemoryManager.class,
+                () -> UnifiedMemoryManager.builder().backend("cpu").build(), definition -> definition.setDestroyMethodName("close"))
+                .run(context -> assertThat(context).hasSingleBean(UnifiedMemoryManager.class).doesNotHaveBean(ObservedManagers.class)
+                        .doesNotHaveBean(ComputeMemoryMeterBinder.class));
+    }
+
+    @Test
     void theEndpointTheHealthContributorAndTheMetersReadOneCollectionOfTheFigures() {
         runner.withPropertyValues("management.endpoints.web.exposure.include=computememory")
                 .withUserConfiguration(FiguresThatNeverAge.class).run(context -> {

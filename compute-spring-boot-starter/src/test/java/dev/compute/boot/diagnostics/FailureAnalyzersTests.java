@@ -41,6 +41,32 @@ class FailureAnalyzersTests {
     }
 
     @Test
+    void aNamedManagersRuleBetweenAnInheritedAndAnOwnValueNamesEachWhereItWasSet(CapturedOutput output) {
+        assertThatThrownBy(() -> start("--compute.memory.pooling.warmup.host[0].size=2MB", "--compute.managers.x.backend=cpu",
+                "--compute.managers.x.memory.pooling.release-threshold=1MB")).isNotNull();
+        assertThat(output).contains("APPLICATION FAILED TO START")
+                .contains("Property: compute.memory.pooling.warmup.host\n")
+                .contains("Origin: \"compute.memory.pooling.warmup.host[0].size\" from property source \"commandLineArgs\"")
+                .contains("Allowed: at most compute.managers.x.memory.pooling.release-threshold (1048576 bytes)")
+                .contains("Related: compute.managers.x.memory.pooling.release-threshold (\"compute.managers.x.memory.pooling.release-threshold\""
+                        + " from property source \"commandLineArgs\")")
+                .doesNotContain("Property: compute.managers.x.memory.pooling.warmup.host", "at most compute.memory.pooling.release-threshold");
+    }
+
+    @Test
+    void aRuleWithADefaultSaysTheOtherValueIsTheDefault(CapturedOutput output) {
+        assertThatThrownBy(() -> start("--compute.memory.pooling.release-threshold=5GB")).isNotNull();
+        assertThat(output).contains("Property: compute.memory.pooling.release-threshold")
+                .contains("Related: compute.memory.pooling.max-pool-size (not set: its default)");
+    }
+
+    @Test
+    void aNamedManagerOptsOutOfTheInheritedWarmupWithAnEmptyList() {
+        start("--compute.memory.pooling.warmup.host[0].size=2MB", "--compute.managers.x.backend=cpu",
+                "--compute.managers.x.memory.pooling.release-threshold=1MB", "--compute.managers.x.memory.pooling.warmup.host=");
+    }
+
+    @Test
     void anUnknownEnumValueIsReportedWithTheAllowedValuesInsteadOfBootsGenericBindReport(CapturedOutput output) {
         assertThatThrownBy(() -> start("--compute.memory.leak-detection=verbose")).isNotNull();
         assertThat(output).contains("APPLICATION FAILED TO START")

@@ -11,51 +11,77 @@ import org.springframework.boot.autoconfigure.ImportAutoConfiguration;
 import org.springframework.boot.test.context.PropertyMapping;
 
 /**
- * Gives a test's application context the starter's {@link dev.compute.memory.UnifiedMemoryManager} bean, set up for
- * tests: on the CPU backend (there on every machine), leak detection {@code paranoid} (every buffer tracked, with
- * the stack it was allocated from) and a small pool, so a runaway allocation fails at once rather than taking the
- * machine's memory. Slice tests ({@code @WebMvcTest}, {@code @JsonTest}, ...) leave the starter's
- * auto-configuration out; this imports it, as Spring Boot's own {@code @AutoConfigure...} annotations import
- * theirs (the list is {@code META-INF/spring/dev.compute.boot.test.AutoConfigureComputeMemory.imports}). On a full
- * {@code @SpringBootTest}, which has the auto-configuration already, it sets the manager up for tests.
+ * Gives a test's application context a {@link dev.compute.memory.UnifiedMemoryManager} of its own that the
+ * application's settings cannot break, as {@code @AutoConfigureTestDatabase} replaces a production
+ * {@code DataSource}: on the CPU backend (there on every machine), leak detection {@code paranoid} (every buffer
+ * tracked, with the stack it was allocated from) and a small pool, so a runaway allocation fails at once rather than
+ * taking the machine's memory.
  *
- * <p>Each attribute sets a {@code compute.*} property, above {@code application.yml} and the test's own
- * properties: change a setting here, not there. The caps come with the settings that must stay below them (the
- * release threshold, the staging buffer), so an {@code application.yml} written for production cannot contradict
- * them. Pair it with {@link ComputeMemoryExtension} to fail a test that
- * leaves buffers open.
+ * <p>The test's manager reads its settings from {@code spring.test.compute.*} alone, which has the keys of
+ * {@code compute.*}: nothing under {@code compute.*} reaches it (a production warm-up, a GPU backend, named managers'
+ * settings). This annotation's attributes set the most common ones; set any other with the test's properties, as
+ * {@code @SpringBootTest(properties = "spring.test.compute.memory.pooling.warmup.host[0].size=1MB")}. A bad one stops
+ * the context naming the {@code spring.test.compute.*} property and where it was set. With {@link #replace()}
+ * {@link Replace#ANY} (the default) every manager bean is replaced, each keeping its bean name, qualifier and primary
+ * flag ({@code compute.managers.gpu} stays {@code @Qualifier("gpu")}, now a test manager); {@link Replace#NONE} keeps
+ * the application's own managers and settings.
+ *
+ * <p>Slice tests ({@code @WebMvcTest}, {@code @JsonTest}, ...) leave the starter's auto-configuration out; this
+ * imports it, as Spring Boot's own {@code @AutoConfigure...} annotations import theirs (the list is
+ * {@code META-INF/spring/dev.compute.boot.test.AutoConfigureComputeMemory.imports}). Pair it with
+ * {@link ComputeMemoryExtension} to fail a test that leaves buffers open, or use {@link ComputeMemoryTest}, which does
+ * both for a test of services alone.
  */
 @Target(ElementType.TYPE)
 @Retention(RetentionPolicy.RUNTIME)
 @Documented
 @Inherited
 @ImportAutoConfiguration
-@PropertyMapping("compute")
+@PropertyMapping(AutoConfigureComputeMemory.PREFIX)
 public @interface AutoConfigureComputeMemory {
 
+    /** Where the test's manager reads its settings: {@value}, with the keys of {@code compute.*}. */
+    String PREFIX = "spring.test.compute";
+
+    /** Which managers of the application the test's manager replaces. */
+    Replace replace() default Replace.ANY;
+
     /**
-     * {@code compute.backend}: {@code cpu}, there on every machine; {@code simulated}, a discrete device in software
-     * (memory the host cannot address, so buffers copy and sync as on a GPU); or any backend on the class path.
+     * {@code spring.test.compute.backend}: {@code cpu}, there on every machine; {@code simulated}, a discrete device in
+     * software (memory the host cannot address, so buffers copy and sync as on a GPU); or any backend on the class path.
      */
     String backend() default "cpu";
 
-    /** {@code compute.memory.leak-detection}: {@code PARANOID} records where every buffer was allocated. */
+    /** {@code spring.test.compute.memory.leak-detection}: {@code PARANOID} records where every buffer was allocated. */
     @PropertyMapping("memory.leak-detection")
     LeakDetectionLevel leakDetection() default LeakDetectionLevel.PARANOID;
 
-    /** {@code compute.memory.pooling.max-pool-size}: the cap on reserved bytes per location. */
+    /** {@code spring.test.compute.memory.pooling.max-pool-size}: the cap on reserved bytes per location. */
     @PropertyMapping("memory.pooling.max-pool-size")
     String maxPoolSize() default "64MB";
 
-    /** {@code compute.memory.pooling.release-threshold}: the cached bytes a trim keeps; at most {@link #maxPoolSize()}. */
+    /** {@code spring.test.compute.memory.pooling.release-threshold}: the cached bytes a trim keeps; at most {@link #maxPoolSize()}. */
     @PropertyMapping("memory.pooling.release-threshold")
     String releaseThreshold() default "16MB";
 
-    /** {@code compute.memory.pinning.max-pinned-size}: the cap on reserved {@code PINNED} bytes. */
+    /** {@code spring.test.compute.memory.pinning.max-pinned-size}: the cap on reserved {@code PINNED} bytes. */
     @PropertyMapping("memory.pinning.max-pinned-size")
     String maxPinnedSize() default "32MB";
 
-    /** {@code compute.memory.pinning.staging-buffer-size}: the one staging buffer's size; at most {@link #maxPinnedSize()}. */
+    /** {@code spring.test.compute.memory.pinning.staging-buffer-size}: the one staging buffer's size; at most {@link #maxPinnedSize()}. */
     @PropertyMapping("memory.pinning.staging-buffer-size")
     String stagingBufferSize() default "4MB";
+
+    /** Which managers a test's manager replaces. */
+    enum Replace {
+
+        /** Every {@code UnifiedMemoryManager} bean, the application's own as well as the starter's. */
+        ANY,
+
+        /** Only the managers the starter builds from {@code compute.*} and {@code compute.managers.*}. */
+        AUTO_CONFIGURED,
+
+        /** None: the application's managers, with their own settings ({@code compute.*}). */
+        NONE
+    }
 }

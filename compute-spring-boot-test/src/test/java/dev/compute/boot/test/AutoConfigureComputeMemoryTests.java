@@ -4,46 +4,215 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.WarmupBlocks;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.platform.engine.TestExecutionResult;
+import org.junit.platform.engine.discovery.DiscoverySelectors;
+import org.junit.platform.testkit.engine.EngineTestKit;
+import org.junit.platform.testkit.engine.Event;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
+import org.springframework.context.ApplicationContext;
+import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
 /**
- * A context without auto-configuration, as a slice test's is: the annotation alone brings the manager, on the CPU,
- * tracking every buffer's allocation site, with a small pool, whatever the application's own settings say (here,
- * those of a production service on a GPU, whose release threshold and staging buffer are above the test's caps).
+ * The test's manager, whatever the application's own settings say. Each test context here is given the settings of
+ * a production service on a GPU (an OpenCL backend, caps and a release threshold of gigabytes, a 512MB warm-up, the
+ * README's own example) and, where it says so, named managers: none of it reaches the test's manager.
  */
-@SpringBootTest(classes = AutoConfigureComputeMemoryTests.NoAutoConfiguration.class, properties = {"compute.backend=opencl",
-        "compute.memory.pooling.max-pool-size=8GB", "compute.memory.pooling.release-threshold=1GB",
-        "compute.memory.pinning.max-pinned-size=2GB", "compute.memory.pinning.staging-buffer-size=256MB"})
-@AutoConfigureComputeMemory
 class AutoConfigureComputeMemoryTests {
 
-    @Autowired
-    UnifiedMemoryManager manager;
+    /** A context without auto-configuration, as a slice test's is: the annotation alone brings the manager. */
+    @Nested
+    @SpringBootTest(classes = NoAutoConfiguration.class, properties = {"compute.backend=opencl", "compute.memory.pooling.max-pool-size=8GB",
+            "compute.memory.pooling.release-threshold=1GB", "compute.memory.pooling.warmup.device[0].size=512MB",
+            "compute.memory.pinning.max-pinned-size=2GB", "compute.memory.pinning.staging-buffer-size=256MB",
+            "compute.memory.leak-detection=simple"})
+    @AutoConfigureComputeMemory
+    class InASliceWithProductionSettings {
 
-    @Test
-    void aContextWithoutAutoConfigurationGetsTheManagerOnTheCpu() {
-        assertThat(manager.backendInfo().backend()).as("the annotation's setting wins over the test's own").isEqualTo("cpu");
-    }
+        @Autowired
+        UnifiedMemoryManager manager;
 
-    @Test
-    void everyBufferHasItsAllocationSite() {
-        try (UnifiedBuffer buffer = manager.allocate(4096)) {
-            assertThat(manager.liveBuffers()).singleElement().satisfies(live -> assertThat(live.allocationSite())
-                    .contains("AutoConfigureComputeMemoryTests.everyBufferHasItsAllocationSite"));
+        @Test
+        void theManagerIsOnTheCpuWithoutTheProductionWarmup() {
+            assertThat(manager.backendInfo().backend()).isEqualTo("cpu");
+            assertThat(manager.settings().warmup()).as("compute.memory.pooling.warmup is production's, not the test's").isEmpty();
+            assertThat(manager.settings().releaseThreshold()).isEqualTo(16L << 20);
+        }
+
+        @Test
+        void everyBufferHasItsAllocationSite() {
+            try (UnifiedBuffer buffer = manager.allocate(4096)) {
+                assertThat(manager.liveBuffers()).singleElement().satisfies(live -> assertThat(live.allocationSite())
+                        .contains("AutoConfigureComputeMemoryTests$InASliceWithProductionSettings.everyBufferHasItsAllocationSite"));
+            }
+        }
+
+        @Test
+        void thePoolIsSmallSoARunawayAllocationFailsAtOnce() {
+            assertThatThrownBy(() -> manager.allocate(65L << 20)).isInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageContaining("above compute.memory.pooling.max-pool-size (67108864 bytes)");
         }
     }
 
+    /** Settings of the test's own choosing: the annotation's attributes, then spring.test.compute.* for any other key. */
+    @Nested
+    @SpringBootTest(classes = NoAutoConfiguration.class, properties = {"compute.memory.pooling.warmup.device[0].size=512MB",
+            "spring.test.compute.memory.pooling.warmup.host[0].size=1MB", "spring.test.compute.memory.pooling.warmup.host[0].count=2"})
+    @AutoConfigureComputeMemory(maxPoolSize = "128MB", leakDetection = LeakDetectionLevel.SIMPLE)
+    class WithSettingsOfItsOwn {
+
+        @Autowired
+        UnifiedMemoryManager manager;
+
+        @Test
+        void theTestsSettingsAreTheOnlyOnes() {
+            assertThat(manager.settings().maxPoolSize()).isEqualTo(128L << 20);
+            assertThat(manager.settings().leakDetection()).isEqualTo(LeakDetectionLevel.SIMPLE);
+            assertThat(manager.settings().warmup()).isEqualTo(Map.of(MemoryLocation.HOST, List.of(new WarmupBlocks(1L << 20, 2))));
+        }
+    }
+
+    /** compute.managers names two managers: each is replaced, keeping its name, qualifier and primary flag. */
+    @Nested
+    @SpringBootTest(classes = NoAutoConfiguration.class, properties = {"compute.managers.gpu.backend=opencl",
+            "compute.managers.gpu.memory.pooling.warmup.device[0].size=512MB", "compute.managers.cpu.backend=cpu", "compute.primary=gpu"})
+    @AutoConfigureComputeMemory
+    class WithNamedManagers {
+
+        @Autowired
+        ApplicationContext context;
+
+        @Autowired
+        @Qualifier("cpu")
+        UnifiedMemoryManager cpu;
+
+        @Autowired
+        UnifiedMemoryManager primary;
+
+        @Test
+        void eachNamedManagerIsATestManagerUnderItsOwnNameAndQualifier() {
+            assertThat(context.getBeansOfType(UnifiedMemoryManager.class)).containsOnlyKeys("gpuUnifiedMemoryManager", "cpuUnifiedMemoryManager")
+                    .allSatisfy((name, manager) -> {
+                        assertThat(manager.backendInfo().backend()).isEqualTo("cpu");
+                        assertThat(manager.settings().warmup()).isEmpty();
+                        assertThat(manager.settings().maxPoolSize()).isEqualTo(64L << 20);
+                    });
+            assertThat(primary).isSameAs(context.getBean("gpuUnifiedMemoryManager")).isNotSameAs(cpu);
+            assertThat(cpu).isSameAs(context.getBean("cpuUnifiedMemoryManager"));
+        }
+    }
+
+    /** An application's own manager bean, qualified: replaced too under Replace.ANY, kept under AUTO_CONFIGURED. */
+    @Nested
+    @SpringBootTest(classes = OwnManager.class)
+    @AutoConfigureComputeMemory
+    class ReplacingAnyManager {
+
+        @Autowired
+        @Qualifier("mine")
+        UnifiedMemoryManager manager;
+
+        @Test
+        void theApplicationsOwnManagerIsATestManagerWithItsQualifier() {
+            assertThat(manager.settings().maxPoolSize()).isEqualTo(64L << 20);
+            assertThat(manager.settings().leakDetection()).isEqualTo(LeakDetectionLevel.PARANOID);
+        }
+    }
+
+    @Nested
+    @SpringBootTest(classes = OwnManager.class)
+    @AutoConfigureComputeMemory(replace = AutoConfigureComputeMemory.Replace.AUTO_CONFIGURED)
+    class ReplacingOnlyTheStartersManagers {
+
+        @Autowired
+        UnifiedMemoryManager manager;
+
+        @Test
+        void theApplicationsOwnManagerIsKept() {
+            assertThat(manager.settings().maxPoolSize()).isEqualTo(OwnManager.MAX_POOL_SIZE);
+        }
+    }
+
+    /** Replace.NONE: the application's manager with the application's settings; the annotation only imports it. */
+    @Nested
+    @SpringBootTest(classes = NoAutoConfiguration.class, properties = {"compute.backend=cpu", "compute.memory.pooling.max-pool-size=256MB",
+            "compute.memory.leak-detection=simple"})
+    @AutoConfigureComputeMemory(replace = AutoConfigureComputeMemory.Replace.NONE)
+    class ReplacingNone {
+
+        @Autowired
+        UnifiedMemoryManager manager;
+
+        @Test
+        void theManagerHasTheApplicationsSettings() {
+            assertThat(manager.settings().maxPoolSize()).isEqualTo(256L << 20);
+            assertThat(manager.settings().leakDetection()).isEqualTo(LeakDetectionLevel.SIMPLE);
+        }
+    }
+
+    /** A bad test setting stops the context naming the test's properties and where each was set. */
     @Test
-    void thePoolIsSmallSoARunawayAllocationFailsAtOnce() {
-        assertThatThrownBy(() -> manager.allocate(65L << 20)).isInstanceOf(DeviceOutOfMemoryException.class)
-                .hasMessageContaining("above compute.memory.pooling.max-pool-size (67108864 bytes)");
+    @ExtendWith(OutputCaptureExtension.class)
+    void aBadTestSettingIsReportedUnderTheTestsPropertiesWithTheirOrigins(CapturedOutput output) {
+        List<Event> failed = EngineTestKit.engine("junit-jupiter").selectors(DiscoverySelectors.selectClass(WarmsUpAboveTheTestsThreshold.class))
+               .execute().allEvents().failed().list();
+
+        assertThat(failed).singleElement().satisfies(event -> assertThat(event.getRequiredPayload(TestExecutionResult.class).getThrowable())
+                .get().satisfies(thrown -> assertThat(rootSetting(thrown)).satisfies(setting -> {
+                    assertThat(setting.property()).isEqualTo("spring.test.compute.memory.pooling.warmup.host");
+                    assertThat(setting.allowed()).startsWith("at most spring.test.compute.memory.pooling.release-threshold (16777216 bytes)");
+                })));
+        assertThat(output).contains("Property: spring.test.compute.memory.pooling.warmup.host\n")
+                .contains("Origin: \"spring.test.compute.memory.pooling.warmup.host[0].size\" from property source \"Inlined Test Properties\"")
+                .contains("Related: spring.test.compute.memory.pooling.release-threshold (\"spring.test.compute.memory.pooling.release-threshold\""
+                        + " from property source \"Annotations\")");
+    }
+
+    private static InvalidSettingException rootSetting(Throwable thrown) {
+        for (Throwable cause = thrown; cause != null; cause = cause.getCause()) {
+            if (cause instanceof InvalidSettingException setting) {
+                return setting;
+            }
+        }
+        throw new AssertionError("no InvalidSettingException in", thrown);
+    }
+
+    /** Run by the test above only (Surefire leaves a static nested class without @Nested alone). */
+    @SpringBootTest(classes = NoAutoConfiguration.class, properties = "spring.test.compute.memory.pooling.warmup.host[0].size=32MB")
+    @AutoConfigureComputeMemory
+    static class WarmsUpAboveTheTestsThreshold {
+
+        @Test
+        void starts() {}
     }
 
     @Configuration(proxyBeanMethods = false)
     static class NoAutoConfiguration {}
+
+    @Configuration(proxyBeanMethods = false)
+    static class OwnManager {
+
+        static final long MAX_POOL_SIZE = 96L << 20;
+
+        @Bean(destroyMethod = "close")
+        @Qualifier("mine")
+        UnifiedMemoryManager mine() {
+            return UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(MAX_POOL_SIZE).build();
+        }
+    }
 }

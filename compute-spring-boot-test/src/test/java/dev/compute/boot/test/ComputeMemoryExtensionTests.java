@@ -1,6 +1,7 @@
 package dev.compute.boot.test;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 import static org.junit.platform.engine.discovery.DiscoverySelectors.selectClass;
 
 import dev.compute.memory.LeakDetectionLevel;
@@ -17,18 +18,17 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.extension.ExtensionConfigurationException;
 import org.junit.jupiter.api.extension.RegisterExtension;
-import org.junit.platform.launcher.core.LauncherDiscoveryRequestBuilder;
-import org.junit.platform.launcher.core.LauncherFactory;
-import org.junit.platform.launcher.listeners.SummaryGeneratingListener;
-import org.junit.platform.launcher.listeners.TestExecutionSummary;
+import org.junit.platform.engine.TestExecutionResult;
+import org.junit.platform.testkit.engine.EngineTestKit;
+import org.junit.platform.testkit.engine.Events;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.test.annotation.DirtiesContext;
 
 /**
- * The extension on real test classes, run here through the JUnit launcher: the nested classes below are those
- * tests (Surefire leaves nested classes alone; only this class runs them).
+ * The extension on real test classes, run here through JUnit's {@link EngineTestKit}: the nested classes below are
+ * those tests (Surefire leaves nested classes alone; only this class runs them).
  */
 class ComputeMemoryExtensionTests {
 
@@ -45,9 +45,7 @@ class ComputeMemoryExtensionTests {
 
     @Test
     void aTestThatClosesWhatItOpensPassesAndSoDoesItsFixture() {
-        TestExecutionSummary summary = run(ClosesWhatItOpens.class);
-        assertThat(summary.getFailures()).isEmpty();
-        assertThat(summary.getTestsSucceededCount()).isEqualTo(2);
+        run(ClosesWhatItOpens.class).assertStatistics(statistics -> statistics.started(2).succeeded(2).failed(0));
     }
 
     @Test
@@ -74,15 +72,14 @@ class ComputeMemoryExtensionTests {
     }
 
     private static Throwable singleFailure(Class<?> testClass) {
-        List<TestExecutionSummary.Failure> failures = run(testClass).getFailures();
+        List<Throwable> failures = run(testClass).failed().stream()
+                .map(event -> event.getRequiredPayload(TestExecutionResult.class).getThrowable().orElseThrow()).toList();
         assertThat(failures).hasSize(1);
-        return failures.getFirst().getException();
+        return failures.getFirst();
     }
 
-    private static TestExecutionSummary run(Class<?> testClass) {
-        SummaryGeneratingListener listener = new SummaryGeneratingListener();
-        LauncherFactory.create().execute(LauncherDiscoveryRequestBuilder.request().selectors(selectClass(testClass)).build(), listener);
-        return listener.getSummary();
+    private static Events run(Class<?> testClass) {
+        return EngineTestKit.engine("junit-jupiter").selectors(selectClass(testClass)).execute().testEvents();
     }
 
     private static UnifiedMemoryManager paranoidCpuManager() {
@@ -170,12 +167,12 @@ class ComputeMemoryExtensionTests {
         }
 
         @Test
-        void dropsABuffer() throws InterruptedException {
+        void dropsABuffer() {
             manager.allocate(4096);
-            for (int i = 0; i < 300 && manager.leaksDetected() == 0; i++) {
+            await().atMost(Duration.ofSeconds(3)).pollInterval(Duration.ofMillis(10)).until(() -> {
                 System.gc();
-                Thread.sleep(10);
-            }
+                return manager.leaksDetected() > 0;
+            });
         }
     }
 

@@ -7,6 +7,7 @@ import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.health.autoconfigure.contributor.CompositeHealthContributorConfiguration;
@@ -23,6 +24,7 @@ import org.springframework.context.annotation.Bean;
 @AutoConfiguration(after = {ComputeMemoryAutoConfiguration.class, ComputeMemoryStatisticsAutoConfiguration.class})
 @ConditionalOnClass({HealthIndicator.class, ConditionalOnEnabledHealthIndicator.class})
 @ConditionalOnBean(ObservedManagers.class)
+@ConditionalOnBooleanProperty(name = ComputeMemoryAutoConfiguration.ENABLED_PROPERTY, matchIfMissing = true)
 public final class ComputeHealthContributorAutoConfiguration {
 
     // on the method, so the class condition above is decided before this condition's class is needed

@@ -7,6 +7,7 @@ import dev.compute.boot.actuate.ObservedManagers;
 import io.micrometer.core.instrument.binder.MeterBinder;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.context.annotation.Bean;
@@ -16,6 +17,7 @@ import org.springframework.context.annotation.Bean;
         afterName = "org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration")
 @ConditionalOnClass(MeterBinder.class)
 @ConditionalOnBean(ObservedManagers.class)
+@ConditionalOnBooleanProperty(name = ComputeMemoryAutoConfiguration.ENABLED_PROPERTY, matchIfMissing = true)
 public final class ComputeMemoryMetricsAutoConfiguration {
 
     @Bean

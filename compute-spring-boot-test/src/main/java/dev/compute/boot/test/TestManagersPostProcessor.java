@@ -1,0 +1,91 @@
+package dev.compute.boot.test;
+
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.boot.UnifiedMemoryManagerFactory;
+import dev.compute.boot.actuate.ObservedManagers;
+import dev.compute.boot.test.AutoConfigureComputeMemory.Replace;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.util.Objects;
+import org.jspecify.annotations.Nullable;
+import org.springframework.beans.factory.annotation.AnnotatedBeanDefinition;
+import org.springframework.beans.factory.annotation.Qualifier;
+import org.springframework.beans.factory.config.BeanDefinition;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
+import org.springframework.beans.factory.support.AbstractBeanDefinition;
+import org.springframework.beans.factory.support.AutowireCandidateQualifier;
+import org.springframework.beans.factory.support.BeanDefinitionRegistry;
+import org.springframework.beans.factory.support.BeanDefinitionRegistryPostProcessor;
+import org.springframework.beans.factory.support.RootBeanDefinition;
+import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.context.EnvironmentAware;
+import org.springframework.core.Ordered;
+import org.springframework.core.env.Environment;
+import org.springframework.core.type.MethodMetadata;
+
+/**
+ * Puts a test's manager in place of each {@link UnifiedMemoryManager} bean that {@link AutoConfigureComputeMemory#replace()}
+ * names, as Spring Boot's test support puts an embedded database in place of a {@code DataSource}: same bean name,
+ * qualifier and primary flag, built by the starter's {@link UnifiedMemoryManagerFactory#createFrom} from
+ * {@code spring.test.compute.*} alone, closed with the context. It runs after the configuration classes have
+ * registered every bean, the starter's named managers and the application's own among them.
+ */
+final class TestManagersPostProcessor implements BeanDefinitionRegistryPostProcessor, EnvironmentAware, Ordered {
+
+    private @Nullable Environment environment;
+
+    @Override
+    public void setEnvironment(Environment environment) {
+        this.environment = environment;
+    }
+
+    @Override
+    public void postProcessBeanDefinitionRegistry(BeanDefinitionRegistry registry) {
+        Replace replace = Binder.get(Objects.requireNonNull(environment, "environment"))
+                .bind(AutoConfigureComputeMemory.PREFIX + ".replace", Replace.class).orElse(Replace.ANY);
+        // no factory: the starter is off (compute.enabled=false), so there is nothing to replace and nothing to build with
+        if (replace == Replace.NONE || !registry.containsBeanDefinition(ComputeMemoryAutoConfiguration.FACTORY_BEAN)
+                || !(registry instanceof ConfigurableListableBeanFactory beans)) {
+            return;
+        }
+        for (String beanName : beans.getBeanNamesForType(UnifiedMemoryManager.class, true, false)) {
+            BeanDefinition existing = registry.getBeanDefinition(beanName);
+            if (replace == Replace.AUTO_CONFIGURED && !isTheStarters(existing)) {
+                continue;
+            }
+            registry.removeBeanDefinition(beanName);
+            registry.registerBeanDefinition(beanName, testManager(ObservedManagers.nameOf(beanName), existing));
+        }
+    }
+
+    private static RootBeanDefinition testManager(String name, BeanDefinition existing) {
+        RootBeanDefinition definition = new RootBeanDefinition();
+        definition.setTargetType(UnifiedMemoryManager.class);
+        definition.setFactoryBeanName(ComputeMemoryAutoConfiguration.FACTORY_BEAN);
+        definition.setFactoryMethodName("createFrom");
+        definition.getConstructorArgumentValues().addIndexedArgumentValue(0, name);
+        definition.getConstructorArgumentValues().addIndexedArgumentValue(1, AutoConfigureComputeMemory.PREFIX);
+        definition.setDestroyMethodName("close");
+        definition.setPrimary(existing.isPrimary());
+        if (existing instanceof AbstractBeanDefinition registered) {
+            definition.copyQualifiersFrom(registered); // compute.managers.<name>: @Qualifier("<name>")
+        }
+        MethodMetadata factoryMethod = existing instanceof AnnotatedBeanDefinition annotated ? annotated.getFactoryMethodMetadata() : null;
+        if (factoryMethod != null && factoryMethod.isAnnotated(Qualifier.class.getName())) { // an application's @Bean @Qualifier("...")
+            definition.addQualifier(new AutowireCandidateQualifier(Qualifier.class,
+                    factoryMethod.getAnnotations().get(Qualifier.class).getString("value")));
+        }
+        return definition;
+    }
+
+    // the one manager of compute.* (a @Bean of the starter's configuration) or one of compute.managers (made by its factory)
+    private static boolean isTheStarters(BeanDefinition definition) {
+        String factoryBean = definition.getFactoryBeanName();
+        return factoryBean != null && (factoryBean.equals(ComputeMemoryAutoConfiguration.FACTORY_BEAN)
+                || factoryBean.startsWith(ComputeMemoryAutoConfiguration.class.getName()));
+    }
+
+    @Override
+    public int getOrder() {
+        return Ordered.LOWEST_PRECEDENCE;
+    }
+}
