@@ -221,7 +221,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             throw new IllegalArgumentException("the limit of memory budget '" + name + "' must be positive: " + limitBytes + " bytes");
         }
         if (gate.isClosed()) {
-            throw new IllegalStateException("this UnifiedMemoryManager is closed");
+            throw CallGate.closedManager();
         }
         MemoryBudget budget = new MemoryBudget(this, name, limitBytes);
         budgetsMade = true;
@@ -229,7 +229,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         if (gate.isClosed()) { // closed as it was made: the close may not have seen it
             budgets.remove(budget);
             budget.managerClosed(true);
-            throw new IllegalStateException("this UnifiedMemoryManager is closed");
+            throw CallGate.closedManager();
         }
         return budget;
     }
@@ -374,7 +374,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     public void startRecording(RecordingOptions options) {
         AllocationRecorder on = recorder();
         if (gate.isClosed()) {
-            throw new IllegalStateException("this UnifiedMemoryManager is closed");
+            throw CallGate.closedManager();
         }
         on.start(options, settings.toString());
     }

@@ -66,15 +66,18 @@ final class BufferScopes {
      * until their holders end them.
      */
     void closeViews(Runnable release) {
-        endWhenEmpty(release, false);
+        endWhenEmpty(release, Ending.VIEWS);
     }
 
     /** The buffer was collected: as {@link #closeViews}, for its accesses too (nobody can end them any more). */
     void closeAll(Runnable release) {
-        endWhenEmpty(release, true);
+        endWhenEmpty(release, Ending.VIEWS_AND_ACCESSES);
     }
 
-    private void endWhenEmpty(Runnable release, boolean accessesToo) {
+    /** What a close ends at once: the views (accesses stay until their holders end them), or, for a leak, everything. */
+    private enum Ending { VIEWS, VIEWS_AND_ACCESSES }
+
+    private void endWhenEmpty(Runnable release, Ending ending) {
         MemoryScope[] toEnd;
         synchronized (this) {
             toEnd = open.toArray(MemoryScope[]::new);
@@ -87,7 +90,7 @@ final class BufferScopes {
             return;
         }
         for (MemoryScope scope : toEnd) {
-            if (accessesToo || scope.kind == MemoryScope.Kind.VIEW || scope.ownerHasEnded()) {
+            if (ending == Ending.VIEWS_AND_ACCESSES || scope.kind == MemoryScope.Kind.VIEW || scope.ownerHasEnded()) {
                 scope.endOrHandOver();
             }
         }

@@ -122,7 +122,7 @@ public final class CallGate {
     }
 
     /** The manager's message for a call on it once closed. */
-    static IllegalStateException closedManager() {
+    public static IllegalStateException closedManager() {
         return new IllegalStateException("this UnifiedMemoryManager is closed");
     }
 }

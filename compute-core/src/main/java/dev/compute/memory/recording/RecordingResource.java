@@ -3,9 +3,7 @@ package dev.compute.memory.recording;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.MemoryResource;
-import java.util.List;
-import java.util.concurrent.CompletableFuture;
-import org.jspecify.annotations.Nullable;
+import dev.compute.memory.resource.ObservingResource;
 
 /**
  * Tells an {@link AllocationRecorder} of every allocation and free that passes, as RMM's logging adaptor logs them.
@@ -15,44 +13,24 @@ import org.jspecify.annotations.Nullable;
  * refuses (a block given back twice) is in the trace all the same, as a free of an id no allocation has.
  * Thread-safe.
  */
-public final class RecordingResource implements MemoryResource {
+public final class RecordingResource extends ObservingResource {
 
-    private final MemoryResource upstream;
     private final MemoryLocation location;
     private final AllocationRecorder recorder;
 
     public RecordingResource(MemoryResource upstream, MemoryLocation location, AllocationRecorder recorder) {
-        this.upstream = upstream;
+        super(upstream);
         this.location = location;
         this.recorder = recorder;
     }
 
     @Override
-    public Block allocate(long bytes) {
-        Block block = upstream.allocate(bytes);
+    protected void allocated(Block block) {
         recorder.allocated(location, block);
-        return block;
     }
 
     @Override
-    public @Nullable List<Block> allocateAdjacent(long[] bytes) {
-        List<Block> blocks = upstream.allocateAdjacent(bytes);
-        if (blocks != null) {
-            for (Block block : blocks) {
-                recorder.allocated(location, block);
-            }
-        }
-        return blocks;
-    }
-
-    @Override
-    public void deallocate(Block block, CompletableFuture<?> inFlight) {
+    protected void freeing(Block block) {
         recorder.freed(location, block);
-        upstream.deallocate(block, inFlight);
-    }
-
-    @Override
-    public void close() {
-        upstream.close();
     }
 }

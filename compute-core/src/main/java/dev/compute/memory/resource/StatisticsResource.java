@@ -1,9 +1,5 @@
 package dev.compute.memory.resource;
 
-import java.util.List;
-import java.util.concurrent.CompletableFuture;
-import org.jspecify.annotations.Nullable;
-
 /**
  * Counts what passes through, as RMM's statistics adaptor: allocated bytes (as the upstream set them aside) and
  * requested bytes, current and peak, and the number of allocations and frees. Counted where blocks pass, striped
@@ -11,7 +7,7 @@ import org.jspecify.annotations.Nullable;
  * included, whichever thread frees what another allocated), so that counting costs two threads no more than one,
  * and reading them costs the upstream nothing. Thread-safe.
  */
-public final class StatisticsResource implements MemoryResource {
+public final class StatisticsResource extends ObservingResource {
 
     /** The figures of a {@link StatisticsResource}, read together. */
     public record Counts(long allocatedBytes, long allocatedBytesPeak, long requestedBytes, long requestedBytesPeak,
@@ -23,40 +19,25 @@ public final class StatisticsResource implements MemoryResource {
         }
     }
 
-    private final MemoryResource upstream;
     private final StripedByteCounters counters = new StripedByteCounters();
 
     public StatisticsResource(MemoryResource upstream) {
-        this.upstream = upstream;
+        super(upstream);
     }
 
     @Override
-    public Block allocate(long bytes) {
-        Block block = upstream.allocate(bytes);
+    protected void allocated(Block block) {
         counters.allocated(block.size(), block.requestedSize());
-        return block;
-    }
-
-    @Override
-    public @Nullable List<Block> allocateAdjacent(long[] bytes) {
-        List<Block> blocks = upstream.allocateAdjacent(bytes);
-        if (blocks != null) {
-            for (Block block : blocks) {
-                counters.allocated(block.size(), block.requestedSize());
-            }
-        }
-        return blocks;
     }
 
     /**
-     * Counts the free before the block goes upstream: once there, the pool may lend the memory to another thread at
-     * once, and counting that allocation before this free would raise the peak above anything ever held. A free the
-     * upstream throws from is counted all the same: the caller has given the block up.
+     * Counted before the block goes upstream: once there, the pool may lend the memory to another thread at once, and
+     * counting that allocation before this free would raise the peak above anything ever held. A free the upstream then
+     * throws from is counted all the same: the caller has given the block up.
      */
     @Override
-    public void deallocate(Block block, CompletableFuture<?> inFlight) {
+    protected void freeing(Block block) {
         counters.freed(block.size(), block.requestedSize());
-        upstream.deallocate(block, inFlight);
     }
 
     public Counts counts() {
@@ -70,10 +51,5 @@ public final class StatisticsResource implements MemoryResource {
      */
     public void countAllFreed() {
         counters.freeAll();
-    }
-
-    @Override
-    public void close() {
-        upstream.close();
     }
 }

@@ -198,11 +198,13 @@ public abstract class BufferLifetimeContractTest {
     void aConfinedAccessEndsOnlyOnItsThreadAndASharedOneAnywhere() throws Exception {
         try (UnifiedBuffer buffer = manager.allocate(SIZE, manager.defaultLocation())) {
             BufferAccess confined = buffer.hostAccess(AccessMode.READ);
+            assertThat(confined.isShared()).isFalse();
             assertThatThrownBy(() -> other.submit(confined::close).get()).hasCauseInstanceOf(WrongThreadException.class);
             assertThat(confined.isOpen()).isTrue();
             confined.close();
 
             BufferAccess shared = buffer.sharedHostAccess(AccessMode.WRITE);
+            assertThat(shared.isShared()).isTrue();
             MemorySegment bytes = shared.segment();
             other.submit(() -> bytes.fill((byte) 9)).get(10, TimeUnit.SECONDS);
             other.submit(shared::close).get(10, TimeUnit.SECONDS);

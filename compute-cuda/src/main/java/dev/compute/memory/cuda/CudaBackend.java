@@ -2,15 +2,11 @@ package dev.compute.memory.cuda;
 
 import static jcuda.driver.JCudaDriver.cuDeviceGetAttribute;
 import static jcuda.driver.JCudaDriver.cuDeviceTotalMem;
-import static jcuda.driver.JCudaDriver.cuEventRecord;
-import static jcuda.driver.JCudaDriver.cuEventSynchronize;
 import static jcuda.driver.JCudaDriver.cuMemAlloc;
 import static jcuda.driver.JCudaDriver.cuMemAllocManaged;
 import static jcuda.driver.JCudaDriver.cuMemFree;
 import static jcuda.driver.JCudaDriver.cuMemGetInfo;
 import static jcuda.driver.JCudaDriver.cuMemcpyAsync;
-import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
-import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
 import static jcuda.driver.JCudaDriver.cuStreamCreate;
 import static jcuda.driver.JCudaDriver.cuStreamDestroy;
 
@@ -23,7 +19,6 @@ import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
-import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.VirtualMemory;
@@ -96,6 +91,7 @@ public final class CudaBackend implements ComputeBackend {
     private final StagingBuffers staging;
     private final AtomicReferenceArray<CUstream> streams;
     private final CudaKernelOps ops;
+    private final CudaCopies copies;
     /** Our PINNED and UNIFIED allocations (base → end): host memory the device reads directly. */
     private final ConcurrentSkipListMap<Long, Long> deviceVisibleHost = new ConcurrentSkipListMap<>();
     private volatile boolean closed;
@@ -129,6 +125,7 @@ public final class CudaBackend implements ComputeBackend {
                     option(settings, "staging-lanes", 2), settings.pinningEnabled());
             this.streams = new AtomicReferenceArray<>(option(settings, "streams", 4));
             this.ops = new CudaKernelOps(this);
+            this.copies = new CudaCopies(this, completions, copier, staging);
         } catch (RuntimeException | Error e) {
             if (startedCompletions != null) {
                 startedCompletions.close();
@@ -337,190 +334,27 @@ public final class CudaBackend implements ComputeBackend {
 
     @Override
     public void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
-        toDevice(source, target, targetOffset, bytes, true);
+        copies.toDevice(source, target, targetOffset, bytes, CudaCopies.Completion.WAIT);
     }
 
     @Override
     public CompletableFuture<Void> copyToDeviceAsync(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
-        return toDevice(source, target, targetOffset, bytes, false);
+        return copies.toDevice(source, target, targetOffset, bytes, CudaCopies.Completion.QUEUE);
     }
 
     @Override
     public void copyToHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
-        toHost(source, sourceOffset, target, bytes, true);
+        copies.toHost(source, sourceOffset, target, bytes, CudaCopies.Completion.WAIT);
     }
 
     @Override
     public CompletableFuture<Void> copyToHostAsync(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
-        return toHost(source, sourceOffset, target, bytes, false);
+        return copies.toHost(source, sourceOffset, target, bytes, CudaCopies.Completion.QUEUE);
     }
 
     @Override
     public void copyWithinDevice(NativeAllocation source, long sourceOffset, NativeAllocation target, long targetOffset, long bytes) {
-        Checks.range(source, sourceOffset, bytes, "source");
-        Checks.range(target, targetOffset, bytes, "target");
-        if (bytes == 0) {
-            return;
-        }
-        if (target.location() == MemoryLocation.HOST) {
-            toHost(source, sourceOffset, hostSegment(target).asSlice(targetOffset, bytes), bytes, true);
-        } else if (source.location() == MemoryLocation.HOST) {
-            toDevice(hostSegment(source).asSlice(sourceOffset, bytes), target, targetOffset, bytes, true);
-        } else {
-            CUstream stream = enter();
-            CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address() + targetOffset), new DevicePointer(source.address() + sourceOffset),
-                    bytes, stream), "cuMemcpyAsync(" + bytes + " bytes, " + source.location() + " to " + target.location() + ")");
-            completions.await(stream);
-        }
-    }
-
-    private static MemorySegment hostSegment(NativeAllocation allocation) {
-        MemorySegment segment = allocation.hostSegment();
-        if (segment == null) {
-            throw new IllegalArgumentException(allocation.location() + " allocation has no host view");
-        }
-        return segment;
-    }
-
-    private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
-
-    private CompletableFuture<Void> toDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes, boolean wait) {
-        Checks.segment(source, bytes, "source");
-        Checks.range(target, targetOffset, bytes, "target");
-        if (bytes == 0) {
-            return DONE;
-        }
-        CUstream stream = enter();
-        if (target.location() == MemoryLocation.HOST || target.location() == MemoryLocation.PINNED) {
-            // host memory on both sides: a host copy, after this thread's queued device work on the target
-            completions.await(stream);
-            copier.copy(source, 0, hostSegment(target), targetOffset, bytes);
-            return DONE;
-        }
-        long destination = target.address() + targetOffset;
-        if (deviceVisible(source, bytes)) {
-            CudaResults.check(cuMemcpyAsync(new DevicePointer(destination), new DevicePointer(source.address()), bytes, stream),
-                    "cuMemcpyAsync(" + bytes + " bytes to " + target.location() + ")");
-            return finish(stream, wait);
-        }
-        if (source.isNative() && !staging.pinned() && !FileMappings.isOverMapping(source)) {
-            // pinning is off: the driver's own pageable path (it stages internally); never over a mapped file, whose
-            // truncation would fault in the driver and end the process, where a copy by Java throws
-            CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination), new HostPointer(source.address()), bytes, stream),
-                    "cuMemcpyHtoDAsync(" + bytes + " bytes, pageable)");
-            return finish(stream, wait);
-        }
-        return stagedToDevice(source, destination, bytes, stream, wait);
-    }
-
-    private CompletableFuture<Void> toHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes, boolean wait) {
-        Checks.range(source, sourceOffset, bytes, "source");
-        Checks.segment(target, bytes, "target");
-        if (bytes == 0) {
-            return DONE;
-        }
-        CUstream stream = enter();
-        if (source.location() == MemoryLocation.HOST || source.location() == MemoryLocation.PINNED) {
-            completions.await(stream);
-            copier.copy(hostSegment(source), sourceOffset, target, 0, bytes);
-            return DONE;
-        }
-        long origin = source.address() + sourceOffset;
-        if (deviceVisible(target, bytes)) {
-            CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address()), new DevicePointer(origin), bytes, stream),
-                    "cuMemcpyAsync(" + bytes + " bytes from " + source.location() + ")");
-            return finish(stream, wait);
-        }
-        if (target.isNative() && !staging.pinned() && !FileMappings.isOverMapping(target)) {
-            // returns once the bytes have landed: the driver copies to pageable memory synchronously
-            CudaResults.check(cuMemcpyDtoHAsync(new HostPointer(target.address()), new DevicePointer(origin), bytes, stream),
-                    "cuMemcpyDtoHAsync(" + bytes + " bytes, pageable)");
-            return finish(stream, true);
-        }
-        stagedToHost(origin, target, bytes, stream);
-        return DONE;
-    }
-
-    private CompletableFuture<Void> finish(CUstream stream, boolean wait) {
-        if (wait) {
-            completions.await(stream);
-            return DONE;
-        }
-        return completions.record(stream);
-    }
-
-    /**
-     * Pageable memory → device through a staging lane: host threads fill slot {@code k % slots} while the
-     * device copies the previous one; a slot is refilled once its event says the device has read it.
-     */
-    private CompletableFuture<Void> stagedToDevice(MemorySegment source, long destination, long bytes, CUstream stream, boolean wait) {
-        StagingBuffers.Lane lane = staging.acquire();
-        long chunk = lane.slotBytes();
-        long chunks = Math.ceilDiv(bytes, chunk);
-        try {
-            for (long k = 0; k < chunks; k++) {
-                int slot = (int) (k % lane.slots());
-                long offset = k * chunk;
-                long length = Math.min(chunk, bytes - offset);
-                if (k >= lane.slots()) {
-                    CudaResults.check(cuEventSynchronize(lane.event(slot)), "cuEventSynchronize(staging buffer)");
-                }
-                copier.copy(source, offset, lane.slot(slot), 0, length);
-                FileMappings.surfaceFaults(); // a fault of the copy (a truncated mapped file) is thrown here, in the try
-                CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination + offset), lane.pointer(slot), length, stream),
-                        "cuMemcpyHtoDAsync(" + length + " bytes, staged)");
-                CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
-            }
-            if (wait) {
-                completions.await(stream);
-                staging.release(lane);
-                return DONE;
-            }
-            CompletableFuture<Void> done = completions.record(stream);
-            done.whenComplete((ignored, failure) -> staging.release(lane));
-            return done;
-        } catch (RuntimeException | Error e) {
-            // the device may still be reading slots: the lane is reused only after what was queued has run
-            completions.awaitQuietly(stream);
-            staging.release(lane);
-            throw e;
-        }
-    }
-
-    /** Device → pageable memory: the first slots are queued at once, each is copied out and refilled as its event completes. */
-    private void stagedToHost(long origin, MemorySegment target, long bytes, CUstream stream) {
-        StagingBuffers.Lane lane = staging.acquire();
-        long chunk = lane.slotBytes();
-        long chunks = Math.ceilDiv(bytes, chunk);
-        try {
-            for (long k = 0; k < Math.min(lane.slots(), chunks); k++) {
-                queueToSlot(lane, k, origin, bytes, stream);
-            }
-            for (long k = 0; k < chunks; k++) {
-                int slot = (int) (k % lane.slots());
-                long offset = k * chunk;
-                CudaResults.check(cuEventSynchronize(lane.event(slot)), "cuEventSynchronize(staging buffer)");
-                copier.copy(lane.slot(slot), 0, target, offset, Math.min(chunk, bytes - offset));
-                FileMappings.surfaceFaults();
-                if (k + lane.slots() < chunks) {
-                    queueToSlot(lane, k + lane.slots(), origin, bytes, stream);
-                }
-            }
-        } catch (RuntimeException | Error e) {
-            completions.awaitQuietly(stream);
-            throw e;
-        } finally {
-            staging.release(lane);
-        }
-    }
-
-    private static void queueToSlot(StagingBuffers.Lane lane, long k, long origin, long bytes, CUstream stream) {
-        int slot = (int) (k % lane.slots());
-        long offset = k * lane.slotBytes();
-        long length = Math.min(lane.slotBytes(), bytes - offset);
-        CudaResults.check(cuMemcpyDtoHAsync(lane.pointer(slot), new DevicePointer(origin + offset), length, stream),
-                "cuMemcpyDtoHAsync(" + length + " bytes, staged)");
-        CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
+        copies.withinDevice(source, sourceOffset, target, targetOffset, bytes);
     }
 
     // ---- native handles -------------------------------------------------------------------------------------------

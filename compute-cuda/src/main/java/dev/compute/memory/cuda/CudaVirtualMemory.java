@@ -95,7 +95,7 @@ final class CudaVirtualMemory implements VirtualMemory {
         int count = (int) (length / granularity);
         makeCurrent.run();
         synchronized (r) {
-            requirePages(r, first, count, false);
+            requirePages(r, first, count, PageState.UNMAPPED);
             int mapped = 0;
             try (Arena arena = Arena.ofConfined()) {
                 MemorySegment out = arena.allocate(JAVA_LONG);
@@ -114,7 +114,7 @@ final class CudaVirtualMemory implements VirtualMemory {
                 CudaResults.check((int) driver.cuMemSetAccess.invokeExact(r.base + offset, length, access, 1L),
                         "cuMemSetAccess(" + length + " bytes)");
             } catch (Throwable t) {
-                unmapPages(r, first, mapped, false);
+                unmapPages(r, first, mapped, Failures.SWALLOW); // a failure of the map's own is the one to throw
                 throw DriverLibrary.rethrow(t);
             }
         }
@@ -127,8 +127,8 @@ final class CudaVirtualMemory implements VirtualMemory {
         int count = (int) (length / granularity);
         makeCurrent.run();
         synchronized (r) {
-            requirePages(r, first, count, true);
-            unmapPages(r, first, count, true);
+            requirePages(r, first, count, PageState.MAPPED);
+            unmapPages(r, first, count, Failures.THROW);
         }
     }
 
@@ -138,7 +138,7 @@ final class CudaVirtualMemory implements VirtualMemory {
         makeCurrent.run();
         synchronized (r) {
             // the SPI asks for every page unmapped first; unmapping leftovers keeps physical memory from leaking
-            unmapPages(r, 0, r.pageHandles.length, true);
+            unmapPages(r, 0, r.pageHandles.length, Failures.THROW);
             try {
                 CudaResults.check((int) driver.cuMemAddressFree.invokeExact(r.base, r.size), "cuMemAddressFree(" + r.size + " bytes)");
             } catch (Throwable t) {
@@ -147,8 +147,14 @@ final class CudaVirtualMemory implements VirtualMemory {
         }
     }
 
-    /** Unmaps and releases the mapped pages among {@code count} from {@code first}; reports the first failure if asked. */
-    private void unmapPages(ReservedRange r, int first, int count, boolean report) {
+    /** Whether a page must be mapped or unmapped before a call. */
+    private enum PageState { MAPPED, UNMAPPED }
+
+    /** What {@link #unmapPages} does with the driver's failures. */
+    private enum Failures { THROW, SWALLOW }
+
+    /** Unmaps and releases the mapped pages among {@code count} from {@code first}; the first failure is thrown where {@code failures} says so. */
+    private void unmapPages(ReservedRange r, int first, int count, Failures failures) {
         RuntimeException failure = null;
         for (int p = first; p < first + count; p++) {
             long handle = r.pageHandles[p];
@@ -171,13 +177,14 @@ final class CudaVirtualMemory implements VirtualMemory {
                 }
             }
         }
-        if (report && failure != null) {
+        if (failures == Failures.THROW && failure != null) {
             throw failure;
         }
     }
 
     /** Throws unless every one of {@code count} pages from {@code first} is mapped (or, if not {@code mapped}, unmapped). */
-    private static void requirePages(ReservedRange r, int first, int count, boolean mapped) {
+    private static void requirePages(ReservedRange r, int first, int count, PageState state) {
+        boolean mapped = state == PageState.MAPPED;
         for (int p = first; p < first + count; p++) {
             if ((r.pageHandles[p] != 0) != mapped) {
                 throw new IllegalStateException("page " + p + " of " + r + (mapped ? " is not mapped" : " is mapped already"));

@@ -17,7 +17,6 @@ import static org.jocl.CL.CL_MEM_ALLOC_HOST_PTR;
 import static org.jocl.CL.CL_MEM_READ_WRITE;
 import static org.jocl.CL.CL_MEM_SVM_FINE_GRAIN_BUFFER;
 import static org.jocl.CL.CL_MEM_USE_HOST_PTR;
-import static org.jocl.CL.CL_TRUE;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
@@ -135,7 +134,7 @@ public final class OpenClBackend implements ComputeBackend {
 
     private final OpenClDevice device;
     private final int deviceIndex;
-    private final long stagingBytes;
+    private final OpenClCopies copies;
     private final long alignment;
     private final long maxAllocation;
     private final long globalMemory;
@@ -168,7 +167,6 @@ public final class OpenClBackend implements ComputeBackend {
     OpenClBackend(OpenClDevice device, BackendSettings settings) {
         this.device = device;
         this.deviceIndex = settings.deviceIndex();
-        this.stagingBytes = settings.stagingBufferBytes();
         cl_device_id id = device.deviceId();
         this.alignment = Math.max(1, OpenClCalls.deviceLong(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
         this.nextDeviceAddress = new AtomicLong(alignment);
@@ -194,6 +192,7 @@ public final class OpenClBackend implements ComputeBackend {
         }
         this.queue = created;
         this.completions = new EventCompletions(device.deviceName());
+        this.copies = new OpenClCopies(this, context, queue, settings.stagingBufferBytes());
         this.recordedWork = new EventCompletions(device.deviceName() + " (recorded work)");
         this.ops = new OpenClKernelOps(this);
         String advice = signalChainingAdvice(device.platformName(), System.getenv("LD_PRELOAD"));
@@ -609,24 +608,14 @@ public final class OpenClBackend implements ComputeBackend {
     public void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
         checkOpen();
         checkRange(target, targetOffset, bytes);
-        MemorySegment host = target.hostSegment();
-        if (host != null) {
-            MemorySegment.copy(source, 0, host, targetOffset, bytes);
-            return;
-        }
-        write(memObject(target), targetOffset, source.asSlice(0, bytes));
+        copies.toDevice(source, target, targetOffset, bytes);
     }
 
     @Override
     public void copyToHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
         checkOpen();
         checkRange(source, sourceOffset, bytes);
-        MemorySegment host = source.hostSegment();
-        if (host != null) {
-            MemorySegment.copy(host, sourceOffset, target, 0, bytes);
-            return;
-        }
-        read(memObject(source), sourceOffset, target.asSlice(0, bytes));
+        copies.toHost(source, sourceOffset, target, bytes);
     }
 
     @Override
@@ -634,196 +623,21 @@ public final class OpenClBackend implements ComputeBackend {
         checkOpen();
         checkRange(source, sourceOffset, bytes);
         checkRange(target, targetOffset, bytes);
-        MemorySegment from = source.hostSegment();
-        MemorySegment to = target.hostSegment();
-        if (from != null && to != null) {
-            MemorySegment.copy(from, sourceOffset, to, targetOffset, bytes);
-        } else if (from != null) {
-            write(memObject(target), targetOffset, from.asSlice(sourceOffset, bytes));
-        } else if (to != null) {
-            read(memObject(source), sourceOffset, to.asSlice(targetOffset, bytes));
-        } else if (bytes > 0) {
-            copyBuffers(memObject(source), sourceOffset, memObject(target), targetOffset, bytes);
-        }
-    }
-
-    private void copyBuffers(cl_mem from, long fromOffset, cl_mem to, long toOffset, long bytes) {
-        boolean overlapping = from.equals(to) && fromOffset < toOffset + bytes && toOffset < fromOffset + bytes;
-        if (!overlapping) {
-            cl_event done = new cl_event();
-            OpenClCalls.check(CL.clEnqueueCopyBuffer(queue, from, to, fromOffset, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
-            awaitAndRelease(done, "clEnqueueCopyBuffer");
-            return;
-        }
-        // clEnqueueCopyBuffer refuses overlapping ranges of one buffer: go through a temporary buffer
-        int[] error = new int[1];
-        cl_mem temporary = CL.clCreateBuffer(context, CL_MEM_READ_WRITE, bytes, null, error);
-        OpenClCalls.check(error[0], "clCreateBuffer of a " + bytes + "-byte temporary for an overlapping copy");
-        try {
-            OpenClCalls.check(CL.clEnqueueCopyBuffer(queue, from, temporary, fromOffset, 0, bytes, 0, null, null), "clEnqueueCopyBuffer");
-            cl_event done = new cl_event();
-            OpenClCalls.check(CL.clEnqueueCopyBuffer(queue, temporary, to, 0, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
-            awaitAndRelease(done, "clEnqueueCopyBuffer");
-        } finally {
-            CL.clReleaseMemObject(temporary);
-        }
+        copies.withinDevice(source, sourceOffset, target, targetOffset, bytes);
     }
 
     @Override
     public CompletableFuture<Void> copyToDeviceAsync(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
         checkOpen();
         checkRange(target, targetOffset, bytes);
-        if (target.hostSegment() != null || bytes == 0) {
-            copyToDevice(source, target, targetOffset, bytes);
-            return CompletableFuture.completedFuture(null);
-        }
-        cl_mem memory = memObject(target);
-        if (FileMappings.isOverMapping(source)) {
-            write(memory, targetOffset, source.asSlice(0, bytes)); // staged by Java, never read by the driver
-            return CompletableFuture.completedFuture(null);
-        }
-        if (source.isNative()) {
-            return enqueueWrite(memory, targetOffset, source.address(), bytes);
-        }
-        // a Java array may move while a command reads it: stage it in native memory the command owns
-        Arena staging = Arena.ofShared();
-        try {
-            MemorySegment copy = staging.allocate(bytes, 64);
-            MemorySegment.copy(source, 0, copy, 0, bytes);
-            return enqueueWrite(memory, targetOffset, copy.address(), bytes).whenComplete((ignored, failure) -> staging.close());
-        } catch (RuntimeException | Error e) {
-            staging.close();
-            throw e;
-        }
+        return copies.toDeviceQueued(source, target, targetOffset, bytes);
     }
 
     @Override
     public CompletableFuture<Void> copyToHostAsync(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
         checkOpen();
         checkRange(source, sourceOffset, bytes);
-        if (source.hostSegment() != null || bytes == 0) {
-            copyToHost(source, sourceOffset, target, bytes);
-            return CompletableFuture.completedFuture(null);
-        }
-        checkWritable(target);
-        cl_mem memory = memObject(source);
-        if (FileMappings.isOverMapping(target)) {
-            read(memory, sourceOffset, target.asSlice(0, bytes)); // staged by Java, never written by the driver
-            return CompletableFuture.completedFuture(null);
-        }
-        if (target.isNative()) {
-            return enqueueRead(memory, sourceOffset, target.address(), bytes);
-        }
-        Arena staging = Arena.ofShared();
-        try {
-            MemorySegment landing = staging.allocate(bytes, 64);
-            return enqueueRead(memory, sourceOffset, landing.address(), bytes)
-                    .thenRun(() -> MemorySegment.copy(landing, 0, target, 0, bytes))
-                    .whenComplete((ignored, failure) -> staging.close());
-        } catch (RuntimeException | Error e) {
-            staging.close();
-            throw e;
-        }
-    }
-
-    private CompletableFuture<Void> enqueueWrite(cl_mem memory, long offset, long hostAddress, long bytes) {
-        cl_event done = new cl_event();
-        OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
-                "clEnqueueWriteBuffer of " + bytes + " bytes");
-        return track(done, "clEnqueueWriteBuffer of " + bytes + " bytes");
-    }
-
-    private CompletableFuture<Void> enqueueRead(cl_mem memory, long offset, long hostAddress, long bytes) {
-        cl_event done = new cl_event();
-        OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
-                "clEnqueueReadBuffer of " + bytes + " bytes");
-        return track(done, "clEnqueueReadBuffer of " + bytes + " bytes");
-    }
-
-    /**
-     * A blocking write from any segment: a native address, a Java array in place, or staged when it is a read-only
-     * heap segment or a mapped file. A mapped file is read by Java, one staging buffer at a time: if the file was
-     * truncated under its mapping, the read of the missing bytes fails with an exception there, where the driver
-     * reading the mapping itself would end the process.
-     */
-    private void write(cl_mem memory, long offset, MemorySegment source) {
-        long bytes = source.byteSize();
-        if (bytes == 0) {
-            return;
-        }
-        Pointer from = FileMappings.isOverMapping(source) ? null : hostPointer(source);
-        if (from != null) {
-            OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, CL_TRUE, offset, bytes, from, 0, null, null), "clEnqueueWriteBuffer of " + bytes + " bytes");
-            return;
-        }
-        try (Arena arena = Arena.ofConfined()) {
-            long chunk = Math.min(bytes, stagingBytes);
-            MemorySegment staging = arena.allocate(chunk, 64);
-            for (long done = 0; done < bytes; done += chunk) {
-                long length = Math.min(chunk, bytes - done);
-                MemorySegment.copy(source, done, staging, 0, length);
-                FileMappings.surfaceFaults(); // a fault of the copy is thrown here, before the chunk is written
-                OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
-                        "clEnqueueWriteBuffer of " + length + " bytes");
-            }
-        }
-    }
-
-    /** A blocking read into a native segment or a Java array; into a mapped file staged, as {@link #write} stages one. */
-    private void read(cl_mem memory, long offset, MemorySegment target) {
-        checkWritable(target);
-        long bytes = target.byteSize();
-        if (bytes == 0) {
-            return;
-        }
-        if (FileMappings.isOverMapping(target)) {
-            try (Arena arena = Arena.ofConfined()) {
-                long chunk = Math.min(bytes, stagingBytes);
-                MemorySegment staging = arena.allocate(chunk, 64);
-                for (long done = 0; done < bytes; done += chunk) {
-                    long length = Math.min(chunk, bytes - done);
-                    OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
-                            "clEnqueueReadBuffer of " + length + " bytes");
-                    MemorySegment.copy(staging, 0, target, done, length);
-                    FileMappings.surfaceFaults();
-                }
-            }
-            return;
-        }
-        Pointer to = hostPointer(target);
-        if (to == null) {
-            throw new IllegalArgumentException("cannot read into a segment that is neither native nor backed by a Java array: " + target);
-        }
-        OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, CL_TRUE, offset, bytes, to, 0, null, null), "clEnqueueReadBuffer of " + bytes + " bytes");
-    }
-
-    /**
-     * Where a blocking command may read or write a segment: its native address, or its Java array at the
-     * segment's offset (JOCL pins the array for the call); null for a read-only heap segment, which hides its array.
-     */
-    private static @Nullable Pointer hostPointer(MemorySegment segment) {
-        if (segment.isNative()) {
-            return OpenClCalls.pointerAt(segment.address());
-        }
-        Object base = segment.heapBase().orElse(null);
-        Pointer array = switch (base) {
-            case byte[] a -> Pointer.to(a);
-            case short[] a -> Pointer.to(a);
-            case char[] a -> Pointer.to(a);
-            case int[] a -> Pointer.to(a);
-            case long[] a -> Pointer.to(a);
-            case float[] a -> Pointer.to(a);
-            case double[] a -> Pointer.to(a);
-            case null, default -> null;
-        };
-        // a heap segment's address is its byte offset into the array
-        return array == null ? null : array.withByteOffset(segment.address());
-    }
-
-    private static void checkWritable(MemorySegment target) {
-        if (target.isReadOnly()) {
-            throw new IllegalArgumentException("cannot copy into a read-only segment");
-        }
+        return copies.toHostQueued(source, sourceOffset, target, bytes);
     }
 
     // ---- what the kernel ops use --------------------------------------------------------------------------------
@@ -846,14 +660,6 @@ public final class OpenClBackend implements ComputeBackend {
     CompletableFuture<Void> track(cl_event event, String what) {
         OpenClCalls.check(CL.clFlush(queue), "clFlush");
         return completions.completion(event, what);
-    }
-
-    private static void awaitAndRelease(cl_event event, String what) {
-        try {
-            OpenClCalls.check(CL.clWaitForEvents(1, new cl_event[] {event}), what);
-        } finally {
-            CL.clReleaseEvent(event);
-        }
     }
 
     void checkOpen() {

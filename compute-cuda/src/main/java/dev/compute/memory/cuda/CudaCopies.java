@@ -1,0 +1,210 @@
+package dev.compute.memory.cuda;
+
+import static jcuda.driver.JCudaDriver.cuEventRecord;
+import static jcuda.driver.JCudaDriver.cuEventSynchronize;
+import static jcuda.driver.JCudaDriver.cuMemcpyAsync;
+import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
+import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
+
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.FileMappings;
+import dev.compute.memory.spi.NativeAllocation;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.CompletableFuture;
+import jcuda.driver.CUstream;
+
+/**
+ * The backend's copies, each on the calling thread's stream. Between device, pinned and managed memory the driver
+ * copies directly ({@code cuMemcpyAsync}); host memory on both sides is copied by the host, after the thread's queued
+ * device work; anything else (heap arrays, pageable segments, mapped files) goes through a staging lane of
+ * {@link StagingBuffers}, whose slots host threads fill while the device empties the previous one. A segment over a
+ * mapped file ({@link FileMappings#isOverMapping}) always takes a lane, never the driver's pageable path, so a file
+ * truncated under its mapping fails the copy in Java instead of ending the process in the driver.
+ */
+final class CudaCopies {
+
+    /** Whether a copy returns once it is done, or once it is queued (a future says when it is done). */
+    enum Completion { WAIT, QUEUE }
+
+    private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
+
+    private final CudaBackend backend;
+    private final DeviceCompletions completions;
+    private final HostCopier copier;
+    private final StagingBuffers staging;
+
+    CudaCopies(CudaBackend backend, DeviceCompletions completions, HostCopier copier, StagingBuffers staging) {
+        this.backend = backend;
+        this.completions = completions;
+        this.copier = copier;
+        this.staging = staging;
+    }
+
+    /** A copy between two allocations: by the host or the driver, as they are; returns once it is done. */
+    void withinDevice(NativeAllocation source, long sourceOffset, NativeAllocation target, long targetOffset, long bytes) {
+        Checks.range(source, sourceOffset, bytes, "source");
+        Checks.range(target, targetOffset, bytes, "target");
+        if (bytes == 0) {
+            return;
+        }
+        if (target.location() == MemoryLocation.HOST) {
+            toHost(source, sourceOffset, hostSegment(target).asSlice(targetOffset, bytes), bytes, Completion.WAIT);
+        } else if (source.location() == MemoryLocation.HOST) {
+            toDevice(hostSegment(source).asSlice(sourceOffset, bytes), target, targetOffset, bytes, Completion.WAIT);
+        } else {
+            CUstream stream = backend.enter();
+            CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address() + targetOffset), new DevicePointer(source.address() + sourceOffset),
+                    bytes, stream), "cuMemcpyAsync(" + bytes + " bytes, " + source.location() + " to " + target.location() + ")");
+            completions.await(stream);
+        }
+    }
+
+    private static MemorySegment hostSegment(NativeAllocation allocation) {
+        MemorySegment segment = allocation.hostSegment();
+        if (segment == null) {
+            throw new IllegalArgumentException(allocation.location() + " allocation has no host view");
+        }
+        return segment;
+    }
+
+    /** A copy to an allocation: from pinned or managed memory by the driver, from anything else through a staging lane. */
+    CompletableFuture<Void> toDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes, Completion completion) {
+        Checks.segment(source, bytes, "source");
+        Checks.range(target, targetOffset, bytes, "target");
+        if (bytes == 0) {
+            return DONE;
+        }
+        CUstream stream = backend.enter();
+        if (target.location() == MemoryLocation.HOST || target.location() == MemoryLocation.PINNED) {
+            // host memory on both sides: a host copy, after this thread's queued device work on the target
+            completions.await(stream);
+            copier.copy(source, 0, hostSegment(target), targetOffset, bytes);
+            return DONE;
+        }
+        long destination = target.address() + targetOffset;
+        if (backend.deviceVisible(source, bytes)) {
+            CudaResults.check(cuMemcpyAsync(new DevicePointer(destination), new DevicePointer(source.address()), bytes, stream),
+                    "cuMemcpyAsync(" + bytes + " bytes to " + target.location() + ")");
+            return finish(stream, completion);
+        }
+        if (source.isNative() && !staging.pinned() && !FileMappings.isOverMapping(source)) {
+            // pinning is off: the driver's own pageable path (it stages internally); never over a mapped file, whose
+            // truncation would fault in the driver and end the process, where a copy by Java throws
+            CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination), new HostPointer(source.address()), bytes, stream),
+                    "cuMemcpyHtoDAsync(" + bytes + " bytes, pageable)");
+            return finish(stream, completion);
+        }
+        return stagedToDevice(source, destination, bytes, stream, completion);
+    }
+
+    /** A copy from an allocation, as {@link #toDevice}; a copy to pageable memory is done when this returns, whatever asked. */
+    CompletableFuture<Void> toHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes, Completion completion) {
+        Checks.range(source, sourceOffset, bytes, "source");
+        Checks.segment(target, bytes, "target");
+        if (bytes == 0) {
+            return DONE;
+        }
+        CUstream stream = backend.enter();
+        if (source.location() == MemoryLocation.HOST || source.location() == MemoryLocation.PINNED) {
+            completions.await(stream);
+            copier.copy(hostSegment(source), sourceOffset, target, 0, bytes);
+            return DONE;
+        }
+        long origin = source.address() + sourceOffset;
+        if (backend.deviceVisible(target, bytes)) {
+            CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address()), new DevicePointer(origin), bytes, stream),
+                    "cuMemcpyAsync(" + bytes + " bytes from " + source.location() + ")");
+            return finish(stream, completion);
+        }
+        if (target.isNative() && !staging.pinned() && !FileMappings.isOverMapping(target)) {
+            // returns once the bytes have landed: the driver copies to pageable memory synchronously
+            CudaResults.check(cuMemcpyDtoHAsync(new HostPointer(target.address()), new DevicePointer(origin), bytes, stream),
+                    "cuMemcpyDtoHAsync(" + bytes + " bytes, pageable)");
+            return finish(stream, Completion.WAIT);
+        }
+        stagedToHost(origin, target, bytes, stream);
+        return DONE;
+    }
+
+    private CompletableFuture<Void> finish(CUstream stream, Completion completion) {
+        if (completion == Completion.WAIT) {
+            completions.await(stream);
+            return DONE;
+        }
+        return completions.record(stream);
+    }
+
+    /**
+     * Pageable memory → device through a staging lane: host threads fill slot {@code k % slots} while the
+     * device copies the previous one; a slot is refilled once its event says the device has read it.
+     */
+    private CompletableFuture<Void> stagedToDevice(MemorySegment source, long destination, long bytes, CUstream stream, Completion completion) {
+        StagingBuffers.Lane lane = staging.acquire();
+        long chunk = lane.slotBytes();
+        long chunks = Math.ceilDiv(bytes, chunk);
+        try {
+            for (long k = 0; k < chunks; k++) {
+                int slot = (int) (k % lane.slots());
+                long offset = k * chunk;
+                long length = Math.min(chunk, bytes - offset);
+                if (k >= lane.slots()) {
+                    CudaResults.check(cuEventSynchronize(lane.event(slot)), "cuEventSynchronize(staging buffer)");
+                }
+                copier.copy(source, offset, lane.slot(slot), 0, length);
+                FileMappings.surfaceFaults(); // a fault of the copy (a truncated mapped file) is thrown here, in the try
+                CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination + offset), lane.pointer(slot), length, stream),
+                        "cuMemcpyHtoDAsync(" + length + " bytes, staged)");
+                CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
+            }
+            if (completion == Completion.WAIT) {
+                completions.await(stream);
+                staging.release(lane);
+                return DONE;
+            }
+            CompletableFuture<Void> done = completions.record(stream);
+            done.whenComplete((ignored, failure) -> staging.release(lane));
+            return done;
+        } catch (RuntimeException | Error e) {
+            // the device may still be reading slots: the lane is reused only after what was queued has run
+            completions.awaitQuietly(stream);
+            staging.release(lane);
+            throw e;
+        }
+    }
+
+    /** Device → pageable memory: the first slots are queued at once, each is copied out and refilled as its event completes. */
+    private void stagedToHost(long origin, MemorySegment target, long bytes, CUstream stream) {
+        StagingBuffers.Lane lane = staging.acquire();
+        long chunk = lane.slotBytes();
+        long chunks = Math.ceilDiv(bytes, chunk);
+        try {
+            for (long k = 0; k < Math.min(lane.slots(), chunks); k++) {
+                queueToSlot(lane, k, origin, bytes, stream);
+            }
+            for (long k = 0; k < chunks; k++) {
+                int slot = (int) (k % lane.slots());
+                long offset = k * chunk;
+                CudaResults.check(cuEventSynchronize(lane.event(slot)), "cuEventSynchronize(staging buffer)");
+                copier.copy(lane.slot(slot), 0, target, offset, Math.min(chunk, bytes - offset));
+                FileMappings.surfaceFaults();
+                if (k + lane.slots() < chunks) {
+                    queueToSlot(lane, k + lane.slots(), origin, bytes, stream);
+                }
+            }
+        } catch (RuntimeException | Error e) {
+            completions.awaitQuietly(stream);
+            throw e;
+        } finally {
+            staging.release(lane);
+        }
+    }
+
+    private static void queueToSlot(StagingBuffers.Lane lane, long k, long origin, long bytes, CUstream stream) {
+        int slot = (int) (k % lane.slots());
+        long offset = k * lane.slotBytes();
+        long length = Math.min(lane.slotBytes(), bytes - offset);
+        CudaResults.check(cuMemcpyDtoHAsync(lane.pointer(slot), new DevicePointer(origin + offset), length, stream),
+                "cuMemcpyDtoHAsync(" + length + " bytes, staged)");
+        CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
+    }
+}
