@@ -11,6 +11,8 @@ import dev.compute.memory.FileMapMode;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.Region;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
@@ -186,9 +188,9 @@ class BufferCoreTest {
             assertThat(released.location()).isEqualTo(DEVICE);
             assertThat(released.mirror()).isNull();
             assertThat(released.inFlight()).as("not waited for: given with the release").isNotDone();
-            first.complete(null);
-            assertThat(released.inFlight()).as("all the work recorded, not the last only").isNotDone();
             second.complete(null);
+            assertThat(released.inFlight()).as("all the work recorded, not the last only").isNotDone();
+            first.complete(null);
             assertThat(released.inFlight()).isDone();
         });
     }
@@ -250,6 +252,23 @@ class BufferCoreTest {
         slice.releaseHold(AccessMode.WRITE, kernel);
         assertThat(host.released).singleElement().satisfies(released -> assertThat(released.inFlight()).isSameAs(kernel));
         kernel.complete(null);
+    }
+
+    @Test
+    void aHoldForAKernelSyncsANewerHostCopyToTheDeviceFirst() {
+        BufferCore root = floats(4);
+        MemorySegment view = BufferViews.view(root, AccessMode.WRITE);
+        view.set(ValueLayout.JAVA_FLOAT, 4, 2.5f);
+
+        Region region = root.slice(1, 2).holdDeviceRegion(AccessMode.READ);
+
+        assertThat(root.state()).isEqualTo(BufferState.SYNCHRONIZED);
+        assertThat(host.transferred(BufferHost.Transfer.HOST_TO_DEVICE)).as("the whole mirror").isEqualTo(16);
+        MemorySegment onTheDevice = MemorySegment.ofArray(new float[2]);
+        host.backend.copyToHost(region.allocation(), region.offset(), onTheDevice, 8);
+        assertThat(onTheDevice.getAtIndex(ValueLayout.JAVA_FLOAT, 0)).isEqualTo(2.5f);
+        root.releaseHold(null, BufferCore.DONE);
+        host.scopes.endAllOfCurrentThread();
     }
 
     @Test

@@ -44,9 +44,12 @@ class EventCompletionsTest {
     }
 
     @AfterEach
-    void close() {
+    void close() throws InterruptedException {
         if (completions != null) {
-            completions.close();
+            // close() waits for every command and ignores interrupts: bounded here, so a broken waiter fails the test
+            Thread closer = Thread.ofPlatform().daemon().start(completions::close);
+            closer.join(10_000);
+            assertThat(closer.isAlive()).as("the completions closed within 10 s").isFalse();
         }
         if (context != null) {
             CL.clReleaseContext(context);
