@@ -7,9 +7,12 @@ import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.testing.AddressSpaceBackend;
 import dev.compute.memory.testing.ControlledBackend;
 import dev.compute.memory.testing.FaultInjectingBackend;
+import dev.compute.memory.testing.LogCapture;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -31,6 +34,7 @@ class BackendComputeOpsTest {
     private final ControlledBackend backend = new ControlledBackend(new SimulatedDiscreteBackend());
     private final UnifiedMemoryManager manager = manager(backend);
     private final ComputeOps ops = manager.ops();
+    private final List<UnifiedBuffer> buffers = new ArrayList<>();
 
     private static UnifiedMemoryManager manager(dev.compute.memory.spi.ComputeBackend backend) {
         return UnifiedMemoryManager.builder().backend(backend).timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO)
@@ -40,11 +44,13 @@ class BackendComputeOpsTest {
     @AfterEach
     void close() {
         backend.releaseDeviceWork();
+        buffers.forEach(UnifiedBuffer::close);
         manager.close();
     }
 
     private UnifiedBuffer floats(float... values) {
         UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, values.length, DEVICE);
+        buffers.add(buffer);
         buffer.copyFrom(values);
         return buffer;
     }
@@ -166,6 +172,7 @@ class BackendComputeOpsTest {
                     .withCauseInstanceOf(FaultInjectingBackend.InjectedFault.class);
             failing.ops().fill(x, 2);
             assertThat(failing.ops().sum(x)).isEqualTo(8.0);
+            x.close();
         }
     }
 
@@ -187,7 +194,9 @@ class BackendComputeOpsTest {
     @Test
     void noOpRunsOnceTheManagerIsClosed() {
         UnifiedBuffer x = floats(1, 2);
-        manager.close();
+        try (LogCapture closedWithABufferOpen = LogCapture.managerLog()) {
+            manager.close();
+        }
 
         assertThatThrownBy(() -> ops.sumAsync(x)).isInstanceOf(IllegalStateException.class)
                 .hasMessageEndingWith("because its UnifiedMemoryManager was closed");

@@ -289,7 +289,7 @@ class BufferViewsTest {
         BufferCore root = host.buffer(MemoryLocation.HOST, DataType.INT8, 64);
         Opened access = BufferViews.hostAccess(root, AccessMode.READ_WRITE, Sharing.SHARED);
         MemorySegment timespec = access.scope().bind(access.memory());
-        timespec.set(JAVA_LONG, 0, 1);
+        timespec.set(JAVA_LONG, 0, 2); // seconds
         timespec.set(JAVA_LONG, 8, 0);
         CountDownLatch calling = new CountDownLatch(1);
         Thread sleeper = Thread.ofPlatform().start(() -> {
@@ -302,7 +302,7 @@ class BufferViewsTest {
             }
         });
         assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
-        Thread.sleep(200); // inside its one-second sleep by now
+        Thread.sleep(500); // inside its two-second sleep by now
         AtomicInteger stillInUse = new AtomicInteger();
 
         assertThatThrownBy(() -> BufferViews.end(root, Side.HOST, AccessMode.READ_WRITE, access.scope(), access.handle(),

@@ -167,7 +167,7 @@ class MemoryScopeTest {
                 FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
         MemoryScope scope = open(Sharing.SHARED);
         MemorySegment timespec = scope.bind(memory);
-        timespec.set(JAVA_LONG, 0, 1);
+        timespec.set(JAVA_LONG, 0, 2); // seconds
         timespec.set(JAVA_LONG, 8, 0);
         CountDownLatch calling = new CountDownLatch(1);
         Thread sleeper = Thread.ofPlatform().start(() -> {
@@ -179,7 +179,7 @@ class MemoryScopeTest {
             }
         });
         assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
-        Thread.sleep(200); // inside its one-second sleep by now
+        Thread.sleep(500); // inside its two-second sleep by now
 
         assertThatThrownBy(scope::end).isInstanceOf(IllegalStateException.class)
                 .hasMessage("the memory of this shared access is still in use by a native call; end the access once the call has returned")

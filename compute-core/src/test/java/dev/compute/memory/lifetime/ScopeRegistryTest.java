@@ -224,7 +224,7 @@ class ScopeRegistryTest {
                 FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
         MemoryScope shared = open(Sharing.SHARED);
         MemorySegment timespec = shared.bind(Arena.ofAuto().allocate(16));
-        timespec.set(JAVA_LONG, 0, 1);
+        timespec.set(JAVA_LONG, 0, 2); // seconds
         timespec.set(JAVA_LONG, 8, 0);
         CountDownLatch calling = new CountDownLatch(1);
         Thread sleeper = Thread.ofPlatform().start(() -> {
@@ -236,7 +236,7 @@ class ScopeRegistryTest {
             }
         });
         assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
-        Thread.sleep(200);
+        Thread.sleep(500); // inside its two-second sleep by now
 
         assertThat(registry.closeAll(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100))).as("the call holds it").isFalse();
         assertThat(shared.isOpen()).isTrue();

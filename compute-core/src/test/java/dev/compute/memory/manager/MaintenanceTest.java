@@ -14,11 +14,13 @@ import dev.compute.memory.testing.FaultInjectingBackend;
 import dev.compute.memory.testing.LogCapture;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 import java.util.function.LongSupplier;
 import java.util.function.UnaryOperator;
+import java.util.stream.Collectors;
 import java.util.logging.Level;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -62,8 +64,15 @@ class MaintenanceTest {
         };
     }
 
-    private static long threads() {
-        return Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().equals(THREAD)).count();
+    private static Set<Thread> threads() {
+        return Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().equals(THREAD)).collect(Collectors.toSet());
+    }
+
+    /** The maintenance threads alive now that were not in {@code before}: another test's may be ending meanwhile. */
+    private static Set<Thread> startedSince(Set<Thread> before) {
+        Set<Thread> now = threads();
+        now.removeAll(before);
+        return now;
     }
 
     private static void within10s(BooleanSupplier condition, String what) throws InterruptedException {
@@ -76,25 +85,26 @@ class MaintenanceTest {
 
     @Test
     void withNothingScheduledThereIsNoThread() throws Exception {
-        long before = threads();
+        Set<Thread> before = threads();
 
         start(set -> set.compactionInterval(Duration.ZERO), countedTrim());
         Thread.sleep(200);
 
-        assertThat(threads()).isEqualTo(before);
+        assertThat(startedSince(before)).isEmpty();
         assertThat(trims).hasValue(0);
         assertThat(parts.figures.timeline(MemoryLocation.DEVICE)).isEmpty();
     }
 
     @Test
     void trimsRunOnTheirScheduleUntilStopped() throws Exception {
-        long before = threads();
+        Set<Thread> before = threads();
         start(set -> set.trimInterval(Duration.ofMillis(20)), countedTrim());
-        assertThat(threads()).isEqualTo(before + 1);
+        Set<Thread> started = startedSince(before);
+        assertThat(started).hasSize(1);
 
         within10s(() -> trims.get() >= 3, "three scheduled trims");
         maintenance.stop();
-        within10s(() -> threads() == before, "the thread ends");
+        within10s(() -> !started.iterator().next().isAlive(), "the thread ends");
         int stopped = trims.get();
         Thread.sleep(100);
 
@@ -142,7 +152,7 @@ class MaintenanceTest {
         within10s(() -> parts.events.compactions.size() >= 2, "scheduled compactions");
 
         parts.gate.close();
-        Thread.sleep(30); // one that had passed the check may still finish
+        Thread.sleep(200); // one that had passed the check may still finish
         int closed = parts.events.compactions.size();
         Thread.sleep(100);
 
@@ -154,10 +164,10 @@ class MaintenanceTest {
         try (ManagerParts unpooled = ManagerParts.on(new SimulatedDiscreteBackend()).settings(set -> set.poolingEnabled(false)).build()) {
             ManagerSettings settings = ResolvedSettings.of(UnifiedMemoryManager.builder().poolingEnabled(false).trimInterval(Duration.ZERO)
                     .timelineInterval(Duration.ZERO).compactionInterval(Duration.ofMillis(10)), backend);
-            long before = threads();
+            Set<Thread> before = threads();
             Maintenance none = new Maintenance(settings, unpooled.gate, unpooled.chains, unpooled.compactor, unpooled.figures, countedTrim());
             try {
-                assertThat(threads()).isEqualTo(before);
+                assertThat(startedSince(before)).isEmpty();
             } finally {
                 none.stop();
             }
@@ -171,7 +181,7 @@ class MaintenanceTest {
 
         within10s(() -> parts.figures.timeline(MemoryLocation.HOST).size() >= 3, "samples on schedule");
         parts.gate.close();
-        Thread.sleep(30);
+        Thread.sleep(200); // one that had passed the check may still finish
         int closed = parts.figures.timeline(MemoryLocation.HOST).size();
         maintenance.sampleTimeline();
         Thread.sleep(100);
