@@ -156,7 +156,7 @@ class DeviceCompletionsTest {
             CompletableFuture<Void> second = completions.record(stream);
             CompletableFuture<Void> blocking = first.thenRun(() -> {
                 completedOn.set(Thread.currentThread().getName());
-                second.join(); // waits for the next event: the waiter must not be the thread running this
+                second.orTimeout(10, TimeUnit.SECONDS).join(); // waits for the next event: the waiter must not be the one running this
             });
             Stub.release();
 

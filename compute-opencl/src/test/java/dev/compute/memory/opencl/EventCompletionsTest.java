@@ -7,6 +7,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.Sizeof;
@@ -135,14 +136,20 @@ class EventCompletionsTest {
         cl_event second = command();
         CompletableFuture<Void> firstDone = completions.completion(first, "first");
         CompletableFuture<Void> secondDone = completions.completion(second, "second");
-        CompletableFuture<Void> dependent = firstDone.thenRun(() -> secondDone.join()); // waits for a later command
+        AtomicReference<String> ranOn = new AtomicReference<>();
+        CompletableFuture<Void> dependent = firstDone.thenRun(() -> {
+            ranOn.set(Thread.currentThread().toString());
+            secondDone.orTimeout(10, TimeUnit.SECONDS).join(); // waits for a later command
+        });
 
+        // this thread waits on neither future until both commands ended: a thread waiting on a future may run its
+        // dependent actions itself, and this one must not be the one blocked in the dependent
         end(first, CL.CL_COMPLETE);
-        assertThat(firstDone).succeedsWithin(Duration.ofSeconds(10));
         end(second, CL.CL_COMPLETE);
 
         assertThat(secondDone).succeedsWithin(Duration.ofSeconds(10));
         assertThat(dependent).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(ranOn.get()).as("on a completing thread, not the waiter").doesNotContain("opencl-events");
     }
 
     @Test
