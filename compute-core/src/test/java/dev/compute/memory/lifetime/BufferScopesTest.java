@@ -1,0 +1,162 @@
+package dev.compute.memory.lifetime;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.memory.lifetime.BufferViews.Sharing;
+import dev.compute.memory.lifetime.MemoryScope.Kind;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The open views and accesses of one buffer: what a close ends (its views; a collected buffer's accesses too), what it
+ * leaves to other threads, and the release it runs exactly once, when the last scope has ended.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class BufferScopesTest {
+
+    private final ScopeRegistry registry = new ScopeRegistry();
+    private final BufferScopes scopes = new BufferScopes();
+    private final AtomicInteger releases = new AtomicInteger();
+    private final AtomicInteger releasedUnderTheLock = new AtomicInteger();
+
+    private void release() {
+        releases.incrementAndGet();
+        if (Thread.holdsLock(scopes)) {
+            releasedUnderTheLock.incrementAndGet();
+        }
+    }
+
+    private MemoryScope view(Object[] lineage) {
+        return registry.open(Kind.VIEW, lineage, Sharing.CONFINED, scopes);
+    }
+
+    private MemoryScope access(Sharing sharing) {
+        return registry.open(Kind.ACCESS, null, sharing, scopes);
+    }
+
+    @Test
+    void withNothingOpenTheReleaseRunsAtOnceAndOnce() {
+        assertThat(scopes.isEmpty()).isTrue();
+
+        scopes.closeViews(this::release);
+
+        assertThat(releases).hasValue(1);
+        MemoryScope later = access(Sharing.CONFINED);
+        later.end();
+        assertThat(releases).as("nothing was left waiting").hasValue(1);
+    }
+
+    @Test
+    void aViewIsFoundByItsThreadAndTheBufferOrSliceItIsOf() throws Exception {
+        Object[] sliceLineage = {new Object()};
+        MemoryScope ofBuffer = view(null);
+        MemoryScope ofSlice = view(sliceLineage);
+        access(Sharing.CONFINED);
+
+        assertThat(scopes.viewOf(Thread.currentThread(), null)).isSameAs(ofBuffer);
+        assertThat(scopes.viewOf(Thread.currentThread(), sliceLineage)).isSameAs(ofSlice);
+        assertThat(scopes.viewOf(Thread.currentThread(), new Object[] {sliceLineage[0]})).as("another slice's lineage").isNull();
+        AtomicReference<MemoryScope> seenElsewhere = new AtomicReference<>(ofBuffer);
+        Thread.ofPlatform().start(() -> seenElsewhere.set(scopes.viewOf(Thread.currentThread(), null))).join(10_000);
+        assertThat(seenElsewhere.get()).as("another thread has no view").isNull();
+        registry.endAllOfCurrentThread();
+        assertThat(scopes.isEmpty()).isTrue();
+    }
+
+    @Test
+    void closingTheBufferEndsItsViewsAndReleasesWhenTheLastAccessEnds() {
+        MemoryScope view = view(null);
+        MemoryScope access = access(Sharing.CONFINED);
+        MemoryScope shared = access(Sharing.SHARED);
+
+        scopes.closeViews(this::release);
+
+        assertThat(view.isOpen()).isFalse();
+        assertThat(access.isOpen()).as("an access is its holder's to end").isTrue();
+        assertThat(shared.isOpen()).isTrue();
+        access.end();
+        assertThat(releases).hasValue(0);
+        shared.end();
+        assertThat(releases).hasValue(1);
+        assertThat(releasedUnderTheLock).as("run outside the lock").hasValue(0);
+    }
+
+    @Test
+    void aCollectedBuffersAccessesEndToo() {
+        MemoryScope access = access(Sharing.CONFINED);
+        MemoryScope shared = access(Sharing.SHARED);
+
+        scopes.closeAll(this::release);
+
+        assertThat(access.isOpen()).isFalse();
+        assertThat(shared.isOpen()).isFalse();
+        assertThat(releases).hasValue(1);
+    }
+
+    @Test
+    void anAccessWhoseHolderHasEndedCannotBeEndedByItAndIsDropped() throws Exception {
+        AtomicReference<MemoryScope> orphan = new AtomicReference<>();
+        Thread holder = Thread.ofPlatform().start(() -> orphan.set(access(Sharing.CONFINED)));
+        holder.join(10_000);
+
+        scopes.closeViews(this::release);
+
+        assertThat(orphan.get().isOpen()).isFalse();
+        assertThat(releases).hasValue(1);
+    }
+
+    @Test
+    void anotherThreadsViewIsHandedToItAndTheReleaseWaitsForIt() throws Exception {
+        CountDownLatch opened = new CountDownLatch(1);
+        CountDownLatch callIn = new CountDownLatch(1);
+        AtomicReference<MemoryScope> theirs = new AtomicReference<>();
+        Thread other = Thread.ofPlatform().start(() -> {
+            theirs.set(view(null));
+            opened.countDown();
+            try {
+                callIn.await(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            registry.endHandedOver();
+        });
+        assertThat(opened.await(10, TimeUnit.SECONDS)).isTrue();
+        MemoryScope mine = view(null);
+
+        scopes.closeViews(this::release);
+
+        assertThat(mine.isOpen()).isFalse();
+        assertThat(theirs.get().isOpen()).isTrue();
+        assertThat(releases).hasValue(0);
+        callIn.countDown();
+        other.join(10_000);
+        assertThat(theirs.get().isOpen()).isFalse();
+        assertThat(releases).hasValue(1);
+    }
+
+    @Test
+    void closingASliceEndsTheViewsOfItAndOfItsSlicesOnly() {
+        Object slice = new Object();
+        Object other = new Object();
+        MemoryScope ofBuffer = view(null);
+        MemoryScope ofSlice = view(new Object[] {slice});
+        MemoryScope ofSubSlice = view(new Object[] {new Object(), slice});
+        MemoryScope ofOtherSlice = view(new Object[] {other});
+        MemoryScope access = access(Sharing.CONFINED);
+
+        scopes.endViewsOf(slice);
+
+        assertThat(ofSlice.isOpen()).isFalse();
+        assertThat(ofSubSlice.isOpen()).isFalse();
+        assertThat(ofBuffer.isOpen()).isTrue();
+        assertThat(ofOtherSlice.isOpen()).isTrue();
+        assertThat(access.isOpen()).isTrue();
+        assertThat(scopes.isEmpty()).isFalse();
+        registry.endAllOfCurrentThread();
+        assertThat(releases).as("no release was asked for").hasValue(0);
+    }
+}

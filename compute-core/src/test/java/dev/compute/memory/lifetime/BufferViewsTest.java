@@ -1,0 +1,321 @@
+package dev.compute.memory.lifetime;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.BufferState;
+import dev.compute.memory.DataType;
+import dev.compute.memory.FileMapMode;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.lifetime.BufferViews.Opened;
+import dev.compute.memory.lifetime.BufferViews.Sharing;
+import dev.compute.memory.lifetime.BufferViews.Side;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.ControlledBackend;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.nio.file.Path;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Views, host accesses and device accesses of a buffer on the simulated discrete device: each opens a scope whose
+ * segments stop working when it ends, brings the copy it reaches up to date and marks the copy it writes newer; ending
+ * a device access records the work its handle queued, and a shared access a native call still holds stays open.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class BufferViewsTest {
+
+    private final SimulatedDiscreteBackend device = new SimulatedDiscreteBackend();
+    private final ControlledBackend backend = new ControlledBackend(device);
+    private final TestHost host = new TestHost(backend);
+
+    private BufferCore deviceBuffer(int bytes) {
+        return host.buffer(MemoryLocation.DEVICE, DataType.INT8, bytes);
+    }
+
+    @Test
+    void aViewIsTheHostCopyForTheCallingThreadAndOneScopeServesAllItsViewsOfTheBuffer() {
+        BufferCore root = deviceBuffer(64);
+
+        MemorySegment read = BufferViews.view(root, AccessMode.READ);
+        assertThat(read.isReadOnly()).isTrue();
+        assertThat(root.state()).as("reading marks nothing").isEqualTo(BufferState.UNINITIALIZED);
+        MemorySegment written = BufferViews.view(root, AccessMode.WRITE);
+        assertThat(written.isReadOnly()).isFalse();
+        assertThat(root.state()).isEqualTo(BufferState.HOST_ONLY);
+        written.set(ValueLayout.JAVA_BYTE, 3, (byte) 42);
+
+        assertThat(read.get(ValueLayout.JAVA_BYTE, 3)).as("one host copy").isEqualTo((byte) 42);
+        assertThat(host.mirrors).as("the mirror is made once").hasValue(1);
+        assertThat(host.scopes.openScopes()).as("views on one thread share a scope").isEqualTo(1);
+        assertThat(host.callsIn).hasValue(0);
+    }
+
+    @Test
+    void aViewWorksOnlyOnItsThreadAndTheBufferWaitsForViewsOtherThreadsHold() throws Exception {
+        BufferCore root = deviceBuffer(64);
+        MemorySegment mine = BufferViews.view(root, AccessMode.WRITE);
+        CountDownLatch taken = new CountDownLatch(1);
+        CountDownLatch callIn = new CountDownLatch(1);
+        AtomicReference<MemorySegment> theirs = new AtomicReference<>();
+        AtomicReference<Throwable> afterwards = new AtomicReference<>();
+        Thread other = Thread.ofPlatform().start(() -> {
+            theirs.set(BufferViews.view(root, AccessMode.READ));
+            taken.countDown();
+            try {
+                callIn.await(10, TimeUnit.SECONDS);
+                host.scopes.endHandedOver(); // as its next call into the manager does
+                theirs.get().get(ValueLayout.JAVA_BYTE, 0);
+            } catch (Throwable t) {
+                afterwards.set(t);
+            }
+        });
+        assertThat(taken.await(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(host.scopes.openScopes()).isEqualTo(2);
+        assertThatThrownBy(() -> theirs.get().get(ValueLayout.JAVA_BYTE, 0)).isInstanceOf(WrongThreadException.class);
+
+        root.close();
+
+        assertThatThrownBy(() -> mine.get(ValueLayout.JAVA_BYTE, 0)).as("this thread's view ended with the close")
+                .isInstanceOf(IllegalStateException.class);
+        assertThat(host.released).as("the other thread's view still holds the memory").isEmpty();
+        callIn.countDown();
+        other.join(10_000);
+        assertThat(afterwards.get()).as("its view ended when it called in").isInstanceOf(IllegalStateException.class);
+        assertThat(host.released).hasSize(1);
+        assertThat(host.scopes.openScopes()).isZero();
+    }
+
+    @Test
+    void aViewOfASliceIsItsRangeAndEndsWithTheSliceOrTheSliceItWasCutFrom() {
+        BufferCore root = host.buffer(MemoryLocation.HOST, DataType.INT8, 64);
+        BufferCore slice = root.slice(16, 32);
+        BufferCore inner = slice.slice(8, 8);
+
+        MemorySegment whole = BufferViews.view(root, AccessMode.READ);
+        MemorySegment part = BufferViews.view(slice, AccessMode.READ);
+        MemorySegment innerPart = BufferViews.view(inner, AccessMode.READ);
+        assertThat(BufferViews.view(slice, AccessMode.WRITE).address()).as("the same scope's view").isEqualTo(part.address());
+
+        assertThat(part.byteSize()).isEqualTo(32);
+        assertThat(part.address()).isEqualTo(whole.address() + 16);
+        assertThat(innerPart.address()).isEqualTo(whole.address() + 24);
+        assertThat(host.scopes.openScopes()).as("one scope per buffer or slice and thread").isEqualTo(3);
+
+        slice.close();
+
+        assertThatThrownBy(() -> part.get(ValueLayout.JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> innerPart.get(ValueLayout.JAVA_BYTE, 0)).as("cut from the closed slice").isInstanceOf(IllegalStateException.class);
+        assertThat(whole.get(ValueLayout.JAVA_BYTE, 0)).as("the buffer's own view stays").isZero();
+        assertThat(host.scopes.openScopes()).isEqualTo(1);
+        assertThat(host.released).isEmpty();
+        root.close();
+        assertThat(host.released).hasSize(1);
+    }
+
+    @Test
+    void eachHostAccessHasAScopeOfItsOwnThatOutlivesTheBuffersClose() {
+        BufferCore root = deviceBuffer(64);
+        BufferCore slice = root.slice(8, 8);
+
+        Opened reading = BufferViews.hostAccess(slice, AccessMode.READ, Sharing.CONFINED);
+        assertThat(root.state()).isEqualTo(BufferState.UNINITIALIZED);
+        Opened writing = BufferViews.hostAccess(root, AccessMode.WRITE, Sharing.SHARED);
+
+        assertThat(root.state()).isEqualTo(BufferState.HOST_ONLY);
+        assertThat(reading.scope()).isNotSameAs(writing.scope());
+        assertThat(reading.scope().shared()).isFalse();
+        assertThat(reading.scope().owner()).isSameAs(Thread.currentThread());
+        assertThat(writing.scope().shared()).isTrue();
+        assertThat(reading.memory().byteSize()).isEqualTo(8);
+        assertThat(reading.memory().address()).isEqualTo(writing.memory().address() + 8);
+        assertThat(reading.offset()).isZero();
+        assertThat(host.scopes.openScopes()).isEqualTo(2);
+
+        root.close();
+        assertThat(reading.scope().isOpen()).as("an access is ended by its holder").isTrue();
+        BufferViews.end(root, Side.HOST, AccessMode.READ, reading.scope(), reading.handle(), BufferCore.DONE, () -> {});
+        assertThat(host.released).isEmpty();
+        BufferViews.end(root, Side.HOST, AccessMode.WRITE, writing.scope(), writing.handle(), BufferCore.DONE, () -> {});
+        assertThat(host.released).as("the last access gave the memory back").hasSize(1);
+        assertThat(host.endsEntered).hasValue(2);
+    }
+
+    @Test
+    void aWritingAccessToAFileMappedReadOnlyIsRefusedAndTheModeIsRequired() {
+        BufferCore mapped = BufferCore.mapped(host, DataType.INT8, host.block(MemoryLocation.HOST, 16),
+                new FileRange(Path.of("vocab.bin"), FileMapMode.READ_ONLY, 0, 16));
+
+        assertThatThrownBy(() -> BufferViews.hostAccess(mapped, AccessMode.READ_WRITE, Sharing.CONFINED))
+                .isInstanceOf(UnsupportedOperationException.class)
+                .hasMessageStartingWith("a READ_WRITE host access would write")
+                .hasMessageContaining("; open a READ access to read it");
+        assertThatThrownBy(() -> BufferViews.deviceAccess(mapped, AccessMode.WRITE)).isInstanceOf(UnsupportedOperationException.class)
+                .hasMessageStartingWith("a WRITE device access would write");
+        assertThatThrownBy(() -> BufferViews.hostAccess(mapped, null, Sharing.CONFINED)).isInstanceOf(NullPointerException.class).hasMessage("mode");
+        assertThatThrownBy(() -> BufferViews.deviceAccess(mapped, null)).isInstanceOf(NullPointerException.class).hasMessage("mode");
+        assertThat(host.scopes.openScopes()).isZero();
+        Opened read = BufferViews.hostAccess(mapped, AccessMode.READ, Sharing.CONFINED);
+        read.scope().end();
+    }
+
+    @Test
+    void aDeviceAccessSyncsANewerMirrorFirstAndAWritingOneMakesTheDeviceCopyNewer() {
+        BufferCore root = deviceBuffer(64);
+        BufferViews.view(root, AccessMode.WRITE).fill((byte) 5);
+        Block block = root.ownBlock();
+
+        Opened reading = BufferViews.deviceAccess(root.slice(16, 8), AccessMode.READ);
+
+        assertThat(device.hostToDeviceCopies()).isEqualTo(1);
+        assertThat(root.state()).isEqualTo(BufferState.SYNCHRONIZED);
+        assertThat(reading.memory()).as("device memory has no host bytes").isNull();
+        assertThat(reading.offset()).isEqualTo(block.offset() + 16);
+        assertThat(((SimulatedDiscreteBackend.SimulatedDeviceHandle) device.openDeviceHandle(block.segment(), 0, 64, AccessMode.READ))
+                .bytes().get(ValueLayout.JAVA_BYTE, 20)).isEqualTo((byte) 5);
+
+        Opened writing = BufferViews.deviceAccess(root, AccessMode.WRITE);
+        assertThat(root.state()).as("with a mirror").isEqualTo(BufferState.DEVICE_DIRTY);
+        assertThat(device.hostToDeviceCopies()).as("nothing newer to sync").isEqualTo(1);
+        assertThat(host.scopes.openScopes()).as("the view and two accesses").isEqualTo(3);
+
+        BufferCore pinned = host.buffer(MemoryLocation.PINNED, DataType.INT8, 64);
+        Opened onPinned = BufferViews.deviceAccess(pinned.slice(4, 4), AccessMode.READ);
+        assertThat(onPinned.memory().address()).isEqualTo(pinned.ownBlock().segment().address() + 4);
+        for (Opened opened : new Opened[] {reading, writing, onPinned}) {
+            opened.scope().end();
+        }
+    }
+
+    @Test
+    void aDeviceHandleThatCannotOpenLeavesNoScopeOpen() {
+        BufferCore root = deviceBuffer(64);
+        backend.failOpeningHandles(new IllegalArgumentException("no kernels reach this memory"));
+
+        assertThatThrownBy(() -> BufferViews.deviceAccess(root, AccessMode.WRITE)).hasMessage("no kernels reach this memory");
+
+        assertThat(host.scopes.openScopes()).isZero();
+        assertThat(root.state()).as("nothing was written").isEqualTo(BufferState.UNINITIALIZED);
+        root.close();
+        assertThat(host.released).hasSize(1);
+    }
+
+    @Test
+    void endingADeviceAccessRecordsTheWorkItsHandleQueuedAndTheWorkRecordedThroughIt() {
+        BufferCore root = deviceBuffer(64);
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+        CompletableFuture<Void> recorded = new CompletableFuture<>();
+        device.queueWork(kernel);
+        Opened access = BufferViews.deviceAccess(root, AccessMode.WRITE);
+
+        BufferViews.end(root, Side.DEVICE, AccessMode.WRITE, access.scope(), access.handle(), recorded, () -> {});
+
+        assertThat(access.scope().isOpen()).isFalse();
+        assertThat(backend.handlesEnded()).isEqualTo(1);
+        assertThat(root.state()).isEqualTo(BufferState.DEVICE_ONLY);
+        root.close();
+        CompletableFuture<?> inFlight = host.released.getFirst().inFlight();
+        kernel.complete(null);
+        assertThat(inFlight).as("the work recorded through the handle too").isNotDone();
+        recorded.complete(null);
+        assertThat(inFlight).isDone();
+        assertThat(host.callsIn).hasValue(0);
+    }
+
+    @Test
+    void aHandleThatCannotSayWhatItQueuedMakesTheEndWaitForTheWholeDevice() {
+        BufferCore root = deviceBuffer(64);
+        Opened access = BufferViews.deviceAccess(root, AccessMode.WRITE);
+        backend.failEndingHandles(new IllegalStateException("the stream is broken"));
+
+        assertThatThrownBy(() -> BufferViews.end(root, Side.DEVICE, AccessMode.WRITE, access.scope(), access.handle(), BufferCore.DONE, () -> {}))
+                .hasMessage("the stream is broken");
+
+        assertThat(host.deviceIdleWaits).hasValue(1);
+        assertThat(access.scope().isOpen()).as("ended all the same").isFalse();
+        assertThat(root.state()).isEqualTo(BufferState.DEVICE_ONLY);
+        assertThat(host.callsIn).hasValue(0);
+    }
+
+    @Test
+    void anAccessTheManagersCloseEndedFirstAsksNothingOfItsHandle() {
+        BufferCore root = deviceBuffer(64);
+        Opened access = BufferViews.deviceAccess(root, AccessMode.READ);
+        access.scope().end();
+        host.closed = true;
+
+        BufferViews.end(root, Side.DEVICE, AccessMode.READ, access.scope(), access.handle(), BufferCore.DONE, () -> {});
+
+        assertThat(backend.handlesEnded()).as("the backend may be gone").isZero();
+        assertThat(host.endsEntered).as("counted in on a closed manager too").hasValue(1);
+    }
+
+    @Test
+    void endingAHostAccessMarksTheHostCopyNewerOnlyWhenItWrote() {
+        BufferCore root = deviceBuffer(64);
+        BufferViews.deviceAccess(root, AccessMode.WRITE).scope().end();
+        Opened reading = BufferViews.hostAccess(root, AccessMode.READ, Sharing.CONFINED);
+        assertThat(root.state()).as("pulled into the mirror").isEqualTo(BufferState.SYNCHRONIZED);
+
+        BufferViews.end(root, Side.HOST, AccessMode.READ, reading.scope(), reading.handle(), BufferCore.DONE, () -> {});
+        assertThat(root.state()).isEqualTo(BufferState.SYNCHRONIZED);
+
+        Opened writing = BufferViews.hostAccess(root, AccessMode.WRITE, Sharing.CONFINED);
+        BufferViews.deviceAccess(root, AccessMode.READ).scope().end(); // syncs the mirror over while the access is open
+        assertThat(root.state()).isEqualTo(BufferState.SYNCHRONIZED);
+        BufferViews.end(root, Side.HOST, AccessMode.WRITE, writing.scope(), writing.handle(), BufferCore.DONE, () -> {});
+        assertThat(root.state()).as("what the access wrote since is newer").isEqualTo(BufferState.HOST_DIRTY);
+    }
+
+    @Test
+    void aSharedAccessANativeCallStillHoldsStaysOpenUntilItIsEndedAgain() throws Throwable {
+        Linker linker = Linker.nativeLinker();
+        MethodHandle nanosleep = linker.downcallHandle(linker.defaultLookup().find("nanosleep").orElseThrow(),
+                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
+        BufferCore root = host.buffer(MemoryLocation.HOST, DataType.INT8, 64);
+        Opened access = BufferViews.hostAccess(root, AccessMode.READ_WRITE, Sharing.SHARED);
+        MemorySegment timespec = access.scope().bind(access.memory());
+        timespec.set(JAVA_LONG, 0, 2); // seconds
+        timespec.set(JAVA_LONG, 8, 0);
+        CountDownLatch calling = new CountDownLatch(1);
+        Thread sleeper = Thread.ofPlatform().start(() -> {
+            calling.countDown();
+            try {
+                int result = (int) nanosleep.invokeExact(timespec, MemorySegment.NULL);
+                assertThat(result).isZero();
+            } catch (Throwable e) {
+                throw new AssertionError(e);
+            }
+        });
+        assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
+        Thread.sleep(500); // inside its two-second sleep by now
+        AtomicInteger stillInUse = new AtomicInteger();
+
+        assertThatThrownBy(() -> BufferViews.end(root, Side.HOST, AccessMode.READ_WRITE, access.scope(), access.handle(),
+                BufferCore.DONE, stillInUse::incrementAndGet))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("still in use by a native call");
+
+        assertThat(stillInUse).hasValue(1);
+        assertThat(access.scope().isOpen()).isTrue();
+        assertThat(host.callsIn).hasValue(0);
+        sleeper.join(10_000);
+        BufferViews.end(root, Side.HOST, AccessMode.READ_WRITE, access.scope(), access.handle(), BufferCore.DONE, stillInUse::incrementAndGet);
+        assertThat(access.scope().isOpen()).isFalse();
+        assertThat(stillInUse).hasValue(1);
+        assertThatThrownBy(() -> timespec.get(JAVA_LONG, 0)).isInstanceOf(IllegalStateException.class);
+    }
+}

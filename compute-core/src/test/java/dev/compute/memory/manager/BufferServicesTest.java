@@ -1,0 +1,146 @@
+package dev.compute.memory.manager;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemoryStatistics;
+import dev.compute.memory.OutOfMemoryReason;
+import dev.compute.memory.lifetime.BufferCore;
+import dev.compute.memory.lifetime.BufferHost.Transfer;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.ControlledBackend;
+import dev.compute.memory.testing.LogCapture;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.logging.Level;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * What a manager's buffers get of it: its gate as their door, its backend and chains, its figures for what they copy,
+ * a bounded wait for the device, host mirrors from the mirror location (a compaction they set off moves nothing), and
+ * block returns.
+ */
+class BufferServicesTest {
+
+    private static final long MiB = 1L << 20;
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+
+    private final ControlledBackend backend = new ControlledBackend(new SimulatedDiscreteBackend());
+    private final ManagerParts parts = ManagerParts.on(backend)
+            .settings(set -> set.maxPinnedSize(8 * MiB).deviceWaitTimeout(Duration.ofSeconds(7)).closeTimeout(Duration.ofMillis(300)))
+            .build();
+    private final BufferServices services = parts.services;
+
+    @AfterEach
+    void close() {
+        parts.close();
+    }
+
+    @Test
+    void theGateIsTheBuffersDoorAndTheEndOfAnAccessPassesItEvenOnceClosed() {
+        BufferCore buffer = parts.buffer(DEVICE, 4096);
+
+        int call = services.enter(buffer);
+        assertThat(parts.gate.awaitCalls(System.nanoTime())).as("counted in").isFalse();
+        services.exit(call);
+        assertThat(parts.gate.awaitCalls(System.nanoTime())).isTrue();
+        assertThat(services.isClosed()).isFalse();
+
+        parts.gate.close();
+
+        assertThat(services.isClosed()).isTrue();
+        assertThatThrownBy(() -> services.enter(buffer)).isInstanceOf(IllegalStateException.class).hasMessageEndingWith(
+                "because its UnifiedMemoryManager was closed");
+        int end = services.enterToEnd();
+        assertThat(parts.gate.awaitCalls(System.nanoTime())).isFalse();
+        services.exit(end);
+        assertThat(parts.gate.awaitCalls(System.nanoTime())).isTrue();
+    }
+
+    @Test
+    void itLendsTheManagersBackendScopesAndSettings() {
+        assertThat(services.backend()).isSameAs(backend);
+        assertThat(services.scopes()).isSameAs(parts.gate.scopes());
+        assertThat(services.deviceWaitTimeout()).isEqualTo(Duration.ofSeconds(7));
+        assertThat(services.hostAccessible(MemoryLocation.HOST)).isTrue();
+        assertThat(services.hostAccessible(DEVICE)).isFalse();
+    }
+
+    @Test
+    void eachTransferIsCountedInItsOwnFigureAtItsLocation() {
+        services.count(Transfer.HOST_TO_DEVICE, DEVICE, 1);
+        services.count(Transfer.DEVICE_TO_HOST, DEVICE, 20);
+        services.count(Transfer.DEVICE_TO_DEVICE, DEVICE, 300);
+        services.count(Transfer.DEVICE_TO_HOST, MemoryLocation.UNIFIED, 4000);
+
+        MemoryStatistics device = parts.figures.statistics(DEVICE);
+        assertThat(device.bytesHostToDevice()).isEqualTo(1);
+        assertThat(device.bytesDeviceToHost()).isEqualTo(20);
+        assertThat(device.bytesDeviceToDevice()).isEqualTo(300);
+        assertThat(parts.figures.statistics(MemoryLocation.UNIFIED).bytesDeviceToHost()).isEqualTo(4000);
+    }
+
+    @Test
+    void aWaitForTheDeviceIsBoundedByTheCloseTimeoutAndSaysWhenTheDeviceWasStillBusy() {
+        try (LogCapture log = LogCapture.managerLog()) {
+            services.awaitDeviceIdle();
+            assertThat(log.atLeast(Level.WARNING)).isEmpty();
+
+            backend.idle(false);
+            services.awaitDeviceIdle();
+
+            assertThat(backend.awaitIdleCalls()).isEqualTo(2);
+            assertThat(log.messages(Level.WARNING)).containsExactly("device work was still running after 300 ms while a device access"
+                    + " that could not record its work ended");
+        }
+    }
+
+    @Test
+    void aMirrorComesFromThePinnedPoolWhereThereIsOne() {
+        Block mirror = services.allocateMirror(4096);
+
+        assertThat(mirror.segment().location()).isEqualTo(MemoryLocation.PINNED);
+        assertThat(parts.figures.statistics(MemoryLocation.PINNED).liveBuffers()).isEqualTo(1);
+        assertThat(parts.gate.awaitCalls(System.nanoTime())).as("counted out").isTrue();
+
+        try (ManagerParts noPinning = ManagerParts.on(new SimulatedDiscreteBackend()).settings(set -> set.pinningEnabled(false)).build()) {
+            assertThat(noPinning.services.allocateMirror(4096).segment().location()).isEqualTo(MemoryLocation.HOST);
+        }
+    }
+
+    @Test
+    void aMirrorThatFindsNoMemoryIsToldAndTheCompactionItSetsOffMovesNothing() {
+        parts.block(MemoryLocation.PINNED, 6 * MiB);
+
+        assertThatThrownBy(() -> services.allocateMirror(4 * MiB)).isInstanceOf(DeviceOutOfMemoryException.class);
+
+        assertThat(parts.events.failures).containsExactly(new ManagerParts.Events.Failure(MemoryLocation.PINNED, 4 * MiB, OutOfMemoryReason.POOL_LIMIT));
+        assertThat(parts.events.compactions).as("no compaction while a mirror is allocated").isEmpty();
+        assertThat(parts.gate.awaitCalls(System.nanoTime())).isTrue();
+    }
+
+    @Test
+    void noMirrorOnceTheManagerIsClosed() {
+        parts.gate.close();
+
+        assertThatThrownBy(() -> services.allocateMirror(4096)).isInstanceOf(IllegalStateException.class)
+                .hasMessage("this UnifiedMemoryManager is closed");
+        assertThat(parts.gate.awaitCalls(System.nanoTime())).as("counted out after the failure").isTrue();
+    }
+
+    @Test
+    void aClosedBuffersBlocksGoBackThroughTheBlockReturns() {
+        Block block = parts.block(DEVICE, 4096);
+        Block mirror = services.allocateMirror(4096);
+
+        services.release(DEVICE, block, mirror, CompletableFuture.completedFuture(null));
+
+        assertThat(parts.figures.statistics(DEVICE).liveBuffers()).isZero();
+        assertThat(parts.figures.statistics(MemoryLocation.PINNED).liveBuffers()).isZero();
+        assertThat(parts.budgetReleases).containsExactly(block);
+    }
+}

@@ -1,0 +1,202 @@
+package dev.compute.memory.manager;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.DataType;
+import dev.compute.memory.FileMapMode;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.lifetime.BufferCore;
+import dev.compute.memory.lifetime.BufferViews;
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.ControlledBackend;
+import dev.compute.memory.testing.LogCapture;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.logging.Level;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A manager's close, through its parts: the waiting requests fail, calls under way, open views and device work are
+ * waited for within the close timeout, and only then is memory freed (the buffers left open reported) and the backend
+ * closed; what is still held at the timeout is kept and said, and the backend closed all the same. A second close
+ * returns once the first is done, ending the views handed to it meanwhile.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class ShutdownTest {
+
+    private static final long MiB = 1L << 20;
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+
+    private final SimulatedDiscreteBackend device = new SimulatedDiscreteBackend();
+    private final ControlledBackend backend = new ControlledBackend(device);
+    private final ManagerParts parts = ManagerParts.on(backend).settings(set -> set.maxPoolSize(64 * MiB).closeTimeout(Duration.ofMillis(300)))
+            .build();
+    private final LogCapture log = LogCapture.managerLog();
+    private final CountDownLatch letGo = new CountDownLatch(1);
+
+    @TempDir
+    Path dir;
+
+    @AfterEach
+    void end() {
+        letGo.countDown();
+        log.close();
+        parts.close();
+    }
+
+    /** The close's warning, if it wrote one. */
+    private String warning() {
+        return log.messages(Level.WARNING).stream().filter(m -> m.startsWith("UnifiedMemoryManager closed")).findFirst().orElse("");
+    }
+
+    /** Starts a thread that does {@code first}, then holds on until the test ends. */
+    private Thread holding(String name, Runnable first) throws InterruptedException {
+        CountDownLatch done = new CountDownLatch(1);
+        Thread thread = Thread.ofPlatform().name(name).start(() -> {
+            first.run();
+            done.countDown();
+            try {
+                letGo.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        assertThat(done.await(10, TimeUnit.SECONDS)).isTrue();
+        return thread;
+    }
+
+    @Test
+    void anIdleManagerFailsTheWaitersFreesEverythingAndClosesTheBackend() throws Exception {
+        parts.block(DEVICE, 4 * MiB); // left open
+        Block full = parts.block(DEVICE, 40 * MiB);
+        CompletableFuture<Block> waiting = parts.waiters.request(DataType.INT8, DEVICE, 32 * MiB, 64 * MiB, Duration.ofSeconds(30));
+        Path file = Files.write(dir.resolve("vocab.bin"), new byte[4096]);
+        parts.mappedFiles.map(file, DataType.INT8, FileMapMode.READ_ONLY, 0, null, null);
+        assertThat(waiting).isNotDone();
+
+        parts.shutdown.close();
+
+        assertThat(parts.gate.isClosed()).isTrue();
+        assertThat(waiting).isCompletedExceptionally();
+        assertThat(device.liveAllocations()).as("the pools are freed").isZero();
+        assertThat(parts.mappedFiles.statistics().openMappings()).isZero();
+        assertThat(parts.budgetsClosed).containsExactly(true);
+        assertThat(backend.closes()).isEqualTo(1);
+        assertThat(parts.figures.statistics(DEVICE).liveBuffers()).as("counted as freed with everything").isZero();
+        assertThat(warning()).startsWith("UnifiedMemoryManager closed with 3 buffer(s) still open; their memory is freed now")
+                .contains("\n  DEVICE, " + 4 * MiB + " bytes").contains("\n  DEVICE, " + 40 * MiB + " bytes")
+                .contains("\n  HOST, 4096 bytes, mapped from " + file);
+        assertThat(full).isNotNull();
+    }
+
+    @Test
+    void aCallStillUnderWayAtTheTimeoutKeepsTheMemoryAndTheBackendIsClosedAllTheSame() throws Exception {
+        parts.block(DEVICE, 4 * MiB);
+        holding("caller", () -> parts.gate.enter());
+
+        long start = System.nanoTime();
+        parts.shutdown.close();
+        long tookMillis = (System.nanoTime() - start) / 1_000_000;
+
+        assertThat(tookMillis).as("bounded by the close timeout").isBetween(250L, 10_000L);
+        assertThat(parts.budgetsClosed).containsExactly(false);
+        assertThat(device.liveAllocations()).as("kept, not freed under the call").isPositive();
+        assertThat(backend.closes()).isEqualTo(1);
+        assertThat(warning()).isEqualTo("UnifiedMemoryManager closed, but after 300 ms calls were still under way, so its pools keep their"
+                + " memory (reserved " + 20 * MiB + " bytes) and 0 mapped file(s) stay mapped, rather than be freed under their users; it goes"
+                + " back to the system with the process. Raise compute.memory.close-timeout, or end views and accesses before closing.");
+    }
+
+    @Test
+    void aViewAnotherThreadHoldsPastTheTimeoutKeepsTheMemoryAndItsThreadIsNamed() throws Exception {
+        BufferCore buffer = parts.buffer(MemoryLocation.HOST, 4096);
+        AtomicReference<MemorySegment> view = new AtomicReference<>();
+        holding("viewer", () -> view.set(BufferViews.view(buffer, AccessMode.READ)));
+
+        parts.shutdown.close();
+
+        assertThat(parts.budgetsClosed).containsExactly(false);
+        assertThat(warning()).contains("views or accesses were still open (held by [viewer]), ").doesNotContain("calls were still under way");
+        assertThat(device.liveAllocations()).isPositive();
+    }
+
+    @Test
+    void deviceWorkStillRunningKeepsTheMemory() {
+        parts.returns.release(DEVICE, parts.block(DEVICE, 4096), null, new CompletableFuture<>());
+
+        parts.shutdown.close();
+
+        assertThat(parts.budgetsClosed).containsExactly(false);
+        assertThat(warning()).contains("device work was still running, ").doesNotContain("views or accesses");
+        assertThat(device.liveAllocations()).isPositive();
+    }
+
+    @Test
+    void aDeviceThatDoesNotGoIdleKeepsTheMemoryToo() {
+        backend.idle(false);
+
+        parts.shutdown.close();
+
+        assertThat(backend.awaitIdleCalls()).isEqualTo(1);
+        assertThat(parts.budgetsClosed).containsExactly(false);
+        assertThat(warning()).contains("device work was still running, ");
+    }
+
+    @Test
+    void aSecondCloseReturnsOnceTheFirstIsDoneEndingTheViewsHandedToItMeanwhile() throws Exception {
+        try (ManagerParts patient = ManagerParts.on(new SimulatedDiscreteBackend()).settings(set -> set.closeTimeout(Duration.ofSeconds(20)))
+                .build()) {
+            BufferCore buffer = patient.buffer(MemoryLocation.HOST, 4096);
+            CountDownLatch viewTaken = new CountDownLatch(1);
+            AtomicReference<Object> secondSaw = new AtomicReference<>();
+            Thread second = Thread.ofPlatform().name("second-closer").start(() -> {
+                MemorySegment view = BufferViews.view(buffer, AccessMode.READ);
+                viewTaken.countDown();
+                while (!patient.gate.isClosed()) {
+                    Thread.onSpinWait();
+                }
+                patient.shutdown.close(); // the first close waits for this thread's view, which is handed to it
+                try {
+                    view.get(ValueLayout.JAVA_BYTE, 0);
+                    secondSaw.set("the view still works");
+                } catch (IllegalStateException ended) {
+                    secondSaw.set(!patient.budgetsClosed.isEmpty());
+                }
+            });
+            assertThat(viewTaken.await(10, TimeUnit.SECONDS)).isTrue();
+
+            patient.shutdown.close();
+            second.join(10_000);
+
+            assertThat(patient.budgetsClosed).as("the view ended in time: the memory went back").containsExactly(true);
+            assertThat(secondSaw.get()).as("the second close returned once the first was done, its view ended").isEqualTo(true);
+        }
+    }
+
+    @Test
+    void aBackendThatFailsToCloseIsLoggedAndTheCloseStillEnds() throws ExecutionException, InterruptedException, java.util.concurrent.TimeoutException {
+        backend.failClosing(new IllegalStateException("the driver failed"));
+
+        parts.shutdown.close();
+
+        assertThat(log.atLeast(Level.SEVERE)).singleElement().satisfies(record -> {
+            assertThat(record.getMessage()).isEqualTo("closing the compute backend failed");
+            assertThat(record.getThrown()).hasMessage("the driver failed");
+        });
+        CompletableFuture.runAsync(parts.shutdown::close).get(10, TimeUnit.SECONDS); // a second close is not left waiting
+        assertThat(backend.closes()).isEqualTo(1);
+    }
+}

@@ -1,0 +1,233 @@
+package dev.compute.memory.testing;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.BackendInfo;
+import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.BackendAvailability;
+import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.DeviceHandle;
+import dev.compute.memory.spi.KernelOps;
+import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.Region;
+import dev.compute.memory.spi.VirtualMemory;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Wraps a backend (the simulated discrete device, usually) and lets a test decide what the device does: async copies
+ * and kernels that stay queued until the test lets them run ({@link #holdDeviceWork()}, {@link #releaseDeviceWork()}),
+ * an {@link #awaitIdle} that answers what the test says, device handles that fail to open or to end, a close that
+ * throws, and locations it says it does not offer. Everything else goes to the wrapped backend unchanged.
+ */
+public final class ControlledBackend implements ComputeBackend {
+
+    private final ComputeBackend delegate;
+    private volatile CompletableFuture<Void> deviceWork = CompletableFuture.completedFuture(null);
+    private volatile boolean idle = true;
+    private volatile @Nullable RuntimeException openHandleFailure;
+    private volatile @Nullable RuntimeException endHandleFailure;
+    private volatile @Nullable RuntimeException closeFailure;
+    private final java.util.Map<MemoryLocation, String> refused = new java.util.concurrent.ConcurrentHashMap<>();
+    private final AtomicInteger awaitIdleCalls = new AtomicInteger();
+    private final AtomicInteger handlesEnded = new AtomicInteger();
+    private final AtomicInteger closes = new AtomicInteger();
+
+    public ControlledBackend(ComputeBackend delegate) {
+        this.delegate = delegate;
+    }
+
+    // ---- what the test decides ----------------------------------------------------------------------------------
+
+    /** Async copies and kernels queued from now on run only once {@link #releaseDeviceWork()} is called. */
+    public void holdDeviceWork() {
+        deviceWork = new CompletableFuture<>();
+    }
+
+    /** Runs the work held since {@link #holdDeviceWork()} (on this thread) and completes its futures. */
+    public void releaseDeviceWork() {
+        deviceWork.complete(null);
+    }
+
+    /** What {@link #awaitIdle} answers from now on. */
+    public void idle(boolean answer) {
+        idle = answer;
+    }
+
+    public void failOpeningHandles(@Nullable RuntimeException failure) {
+        openHandleFailure = failure;
+    }
+
+    public void failEndingHandles(@Nullable RuntimeException failure) {
+        endHandleFailure = failure;
+    }
+
+    public void failClosing(@Nullable RuntimeException failure) {
+        closeFailure = failure;
+    }
+
+    /** The backend says it has no memory at {@code location}, for {@code reason}. */
+    public ControlledBackend refuse(MemoryLocation location, String reason) {
+        refused.put(location, reason);
+        return this;
+    }
+
+    public int awaitIdleCalls() {
+        return awaitIdleCalls.get();
+    }
+
+    /** Device handles whose {@link DeviceHandle#end()} was called (whether it threw or not). */
+    public int handlesEnded() {
+        return handlesEnded.get();
+    }
+
+    public int closes() {
+        return closes.get();
+    }
+
+    public ComputeBackend delegate() {
+        return delegate;
+    }
+
+    private <T> CompletableFuture<T> queued(Supplier<CompletableFuture<T>> work) {
+        CompletableFuture<Void> gate = deviceWork;
+        return gate.isDone() ? work.get() : gate.thenCompose(ignored -> work.get());
+    }
+
+    // ---- the backend --------------------------------------------------------------------------------------------
+
+    @Override
+    public BackendInfo info() {
+        return delegate.info();
+    }
+
+    @Override
+    public DeviceMemoryInfo memoryInfo() {
+        return delegate.memoryInfo();
+    }
+
+    @Override
+    public MemoryLocation defaultLocation() {
+        return delegate.defaultLocation();
+    }
+
+    @Override
+    public BackendAvailability supports(MemoryLocation location) {
+        String reason = refused.get(location);
+        return reason != null ? BackendAvailability.unavailable(reason) : delegate.supports(location);
+    }
+
+    @Override
+    public boolean hostAccessible(MemoryLocation location) {
+        return delegate.hostAccessible(location);
+    }
+
+    @Override
+    public NativeAllocation allocate(MemoryLocation location, long sizeBytes) {
+        return delegate.allocate(location, sizeBytes);
+    }
+
+    @Override
+    public void free(NativeAllocation allocation) {
+        delegate.free(allocation);
+    }
+
+    @Override
+    public long maxAllocationBytes(MemoryLocation location) {
+        return delegate.maxAllocationBytes(location);
+    }
+
+    @Override
+    public Optional<VirtualMemory> virtualMemory(MemoryLocation location) {
+        return delegate.virtualMemory(location);
+    }
+
+    @Override
+    public void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
+        delegate.copyToDevice(source, target, targetOffset, bytes);
+    }
+
+    @Override
+    public void copyToHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
+        delegate.copyToHost(source, sourceOffset, target, bytes);
+    }
+
+    @Override
+    public void copyWithinDevice(NativeAllocation source, long sourceOffset, NativeAllocation target, long targetOffset, long bytes) {
+        delegate.copyWithinDevice(source, sourceOffset, target, targetOffset, bytes);
+    }
+
+    @Override
+    public CompletableFuture<Void> copyToDeviceAsync(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
+        return queued(() -> delegate.copyToDeviceAsync(source, target, targetOffset, bytes));
+    }
+
+    @Override
+    public CompletableFuture<Void> copyToHostAsync(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
+        return queued(() -> delegate.copyToHostAsync(source, sourceOffset, target, bytes));
+    }
+
+    @Override
+    public KernelOps ops() {
+        KernelOps ops = delegate.ops();
+        return new KernelOps() {
+            @Override
+            public CompletableFuture<Void> fill(Region target, double value) {
+                return queued(() -> ops.fill(target, value));
+            }
+
+            @Override
+            public CompletableFuture<Void> scale(Region x, double alpha) {
+                return queued(() -> ops.scale(x, alpha));
+            }
+
+            @Override
+            public CompletableFuture<Void> axpy(double alpha, Region x, Region y) {
+                return queued(() -> ops.axpy(alpha, x, y));
+            }
+
+            @Override
+            public CompletableFuture<Double> sum(Region x) {
+                return queued(() -> ops.sum(x));
+            }
+        };
+    }
+
+    @Override
+    public DeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
+        RuntimeException failure = openHandleFailure;
+        if (failure != null) {
+            throw failure;
+        }
+        DeviceHandle handle = delegate.openDeviceHandle(allocation, offset, bytes, mode);
+        return () -> {
+            handlesEnded.incrementAndGet();
+            RuntimeException endFailure = endHandleFailure;
+            if (endFailure != null) {
+                throw endFailure;
+            }
+            return handle.end();
+        };
+    }
+
+    @Override
+    public boolean awaitIdle(Duration timeout) {
+        awaitIdleCalls.incrementAndGet();
+        return idle && delegate.awaitIdle(timeout);
+    }
+
+    @Override
+    public void close() {
+        closes.incrementAndGet();
+        delegate.close();
+        RuntimeException failure = closeFailure;
+        if (failure != null) {
+            throw failure;
+        }
+    }
+}

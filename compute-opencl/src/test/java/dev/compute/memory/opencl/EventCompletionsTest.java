@@ -1,0 +1,205 @@
+package dev.compute.memory.opencl;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import org.jocl.CL;
+import org.jocl.Pointer;
+import org.jocl.Sizeof;
+import org.jocl.cl_context;
+import org.jocl.cl_context_properties;
+import org.jocl.cl_device_id;
+import org.jocl.cl_event;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * OpenCL events turned into futures, on the device the backend would choose (PoCL here): user events stand for
+ * commands, so the test decides when each ends and how. A future completes only once its command is complete, in the
+ * order the events were handed in; a failed command fails its future; a barrier waits for all before it; a dependent
+ * action that blocks holds up no other; the event is released once waited for; close waits for everything handed in.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class EventCompletionsTest {
+
+    private cl_context context;
+    private EventCompletions completions;
+
+    @BeforeEach
+    void open() {
+        OpenClTestSupport.requireOpenCl();
+        OpenClDevice device = OpenClDevices.choose(OpenClTestSupport.defaultSettings()).device();
+        cl_context_properties properties = new cl_context_properties();
+        properties.addProperty(CL.CL_CONTEXT_PLATFORM, device.platformId());
+        int[] error = new int[1];
+        context = CL.clCreateContext(properties, 1, new cl_device_id[] {device.deviceId()}, null, null, error);
+        OpenClCalls.check(error[0], "clCreateContext");
+        completions = new EventCompletions(device.deviceName());
+    }
+
+    @AfterEach
+    void close() throws InterruptedException {
+        if (completions != null) {
+            // close() waits for every command and ignores interrupts: bounded here, so a broken waiter fails the test
+            Thread closer = Thread.ofPlatform().daemon().start(completions::close);
+            closer.join(10_000);
+            assertThat(closer.isAlive()).as("the completions closed within 10 s").isFalse();
+        }
+        if (context != null) {
+            CL.clReleaseContext(context);
+        }
+    }
+
+    private cl_event command() {
+        int[] error = new int[1];
+        cl_event event = CL.clCreateUserEvent(context, error);
+        OpenClCalls.check(error[0], "clCreateUserEvent");
+        return event;
+    }
+
+    private static void end(cl_event command, int status) {
+        OpenClCalls.check(CL.clSetUserEventStatus(command, status), "clSetUserEventStatus");
+    }
+
+    private static void settle() throws InterruptedException {
+        Thread.sleep(100);
+    }
+
+    @Test
+    void aFutureCompletesOnlyOnceItsCommandIsComplete() throws Exception {
+        cl_event command = command();
+        CompletableFuture<Void> done = completions.completion(command, "a copy");
+
+        settle();
+        assertThat(done).isNotDone();
+        end(command, CL.CL_COMPLETE);
+
+        assertThat(done).succeedsWithin(Duration.ofSeconds(10));
+    }
+
+    @Test
+    void aFailedCommandFailsItsFutureNamingTheCommand() {
+        cl_event command = command();
+        CompletableFuture<Void> done = completions.completion(command, "the fill kernel");
+
+        end(command, CL.CL_INVALID_VALUE);
+
+        assertThat(done).failsWithin(Duration.ofSeconds(10)).withThrowableOfType(ExecutionException.class)
+                .havingCause().isInstanceOfSatisfying(OpenClException.class, e -> {
+                    assertThat(e.errorCode()).isEqualTo(CL.CL_INVALID_VALUE);
+                    assertThat(e).hasMessageStartingWith("the fill kernel failed: CL_INVALID_VALUE");
+                });
+    }
+
+    @Test
+    void futuresCompleteInTheOrderTheirEventsWereHandedInNeverEarlier() throws Exception {
+        cl_event first = command();
+        cl_event second = command();
+        CompletableFuture<Void> firstDone = completions.completion(first, "first");
+        CompletableFuture<Void> secondDone = completions.completion(second, "second");
+
+        end(second, CL.CL_COMPLETE);
+        settle();
+        assertThat(secondDone).as("complete, but waited for in turn: later, never earlier").isNotDone();
+        assertThat(firstDone).isNotDone();
+        end(first, CL.CL_COMPLETE);
+
+        assertThat(firstDone).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(secondDone).succeedsWithin(Duration.ofSeconds(10));
+    }
+
+    @Test
+    void aBarrierCompletesOnceEveryCommandHandedInBeforeItHasEnded() throws Exception {
+        assertThat(completions.barrier()).as("nothing before it").succeedsWithin(Duration.ofSeconds(10));
+        cl_event command = command();
+        CompletableFuture<Void> done = completions.completion(command, "a kernel");
+        CompletableFuture<Void> barrier = completions.barrier();
+
+        settle();
+        assertThat(barrier).isNotDone();
+        end(command, CL.CL_INVALID_VALUE); // a failed command is over too
+
+        assertThat(barrier).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(done).isCompletedExceptionally();
+    }
+
+    @Test
+    void aDependentActionThatBlocksHoldsUpNoOtherCompletion() throws Exception {
+        cl_event first = command();
+        cl_event second = command();
+        CompletableFuture<Void> firstDone = completions.completion(first, "first");
+        CompletableFuture<Void> secondDone = completions.completion(second, "second");
+        AtomicReference<String> ranOn = new AtomicReference<>();
+        CompletableFuture<Void> dependent = firstDone.thenRun(() -> {
+            ranOn.set(Thread.currentThread().toString());
+            secondDone.orTimeout(10, TimeUnit.SECONDS).join(); // waits for a later command
+        });
+
+        // this thread waits on neither future until both commands ended: a thread waiting on a future may run its
+        // dependent actions itself, and this one must not be the one blocked in the dependent
+        end(first, CL.CL_COMPLETE);
+        end(second, CL.CL_COMPLETE);
+
+        assertThat(secondDone).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(dependent).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(ranOn.get()).as("on a completing thread, not the waiter").doesNotContain("opencl-events");
+    }
+
+    @Test
+    void anEventIsReleasedOnceItsCommandWasWaitedFor() throws Exception {
+        cl_event command = command();
+        CL.clRetainEvent(command); // the test's own reference, beside the one handed over
+        CompletableFuture<Void> done = completions.completion(command, "a copy");
+
+        end(command, CL.CL_COMPLETE);
+        done.get(10, TimeUnit.SECONDS);
+        completions.barrier().get(10, TimeUnit.SECONDS);
+
+        int[] references = new int[1];
+        OpenClCalls.check(CL.clGetEventInfo(command, CL.CL_EVENT_REFERENCE_COUNT, Sizeof.cl_uint, Pointer.to(references), null),
+                "clGetEventInfo");
+        assertThat(references[0]).as("only the test's reference is left").isEqualTo(1);
+        CL.clReleaseEvent(command);
+    }
+
+    @Test
+    void closeWaitsForEveryCommandAndEveryDependentActionEvenWhenInterrupted() throws Exception {
+        cl_event command = command();
+        AtomicBoolean dependentRan = new AtomicBoolean();
+        CompletableFuture<Void> done = completions.completion(command, "the last kernel");
+        done.thenRun(() -> {
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            dependentRan.set(true);
+        });
+        Thread.ofPlatform().start(() -> {
+            try {
+                Thread.sleep(200);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            end(command, CL.CL_COMPLETE);
+        });
+
+        Thread.currentThread().interrupt();
+        long start = System.nanoTime();
+        completions.close();
+        boolean interrupted = Thread.interrupted();
+        completions = null;
+
+        assertThat(interrupted).as("the interrupt is kept for the caller").isTrue();
+        assertThat(System.nanoTime() - start).isGreaterThanOrEqualTo(TimeUnit.MILLISECONDS.toNanos(150));
+        assertThat(done).isDone();
+        assertThat(dependentRan).as("the dependent action ran before close returned").isTrue();
+    }
+}
