@@ -35,4 +35,10 @@ __global__ void iota2d(int* out, int width, int height) {
     }
 }
 
+// The README's example: x[i] clamped to [lo, hi] for i < n.
+__global__ void clamp_f64(double* x, long long n, double lo, double hi) {
+    long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = fmin(fmax(x[i], lo), hi);
+}
+
 }

@@ -64,7 +64,9 @@ import org.jspecify.annotations.Nullable;
  * device is done ({@link DeviceCompletions}).
  *
  * <p>Native handles: a device access gets a {@link CudaDeviceHandle} (pointer and stream) for DEVICE, PINNED and
- * UNIFIED memory; HOST memory is refused. {@link #awaitIdle} waits, bounded, for an event behind the work on every
+ * UNIFIED memory; HOST memory is refused. One's own kernels are PTX, loaded by {@link #compileKernel} for
+ * {@code manager.kernels()} ({@link CudaKernel}) and launched on the calling thread's stream; {@link #nativeDevice()}
+ * gives the context, device and stream to code that builds its own. {@link #awaitIdle} waits, bounded, for an event behind the work on every
  * stream.
  *
  * <p>Copies: between device, pinned and managed memory, the driver copies directly ({@code cuMemcpyAsync},

@@ -71,7 +71,7 @@ class CudaKernelTest {
                 });
         assertThatThrownBy(() -> manager.kernels().compile(KernelSource.ptx(KernelContractTest.PTX, "affine_typo")))
                 .isInstanceOf(KernelCompileException.class)
-                .hasMessage("PTX function 'affine_typo' is not in the PTX given: its .entry functions are [affine, scale_in_place, iota2d]"
+                .hasMessage("PTX function 'affine_typo' is not in the PTX given: its .entry functions are [affine, scale_in_place, iota2d, clamp_f64]"
                         + " (a C++ function's PTX name is mangled unless it is declared extern \"C\")");
     }
 

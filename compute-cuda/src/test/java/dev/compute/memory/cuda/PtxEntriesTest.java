@@ -11,7 +11,7 @@ class PtxEntriesTest {
 
     @Test
     void readsTheEntriesAndTheirParametersAsNvccWritesThem() {
-        assertThat(PtxEntries.read(KernelContractTest.PTX)).containsOnlyKeys("affine", "scale_in_place", "iota2d")
+        assertThat(PtxEntries.read(KernelContractTest.PTX)).containsOnlyKeys("affine", "scale_in_place", "iota2d", "clamp_f64")
                 .containsEntry("affine", List.of(PtxEntries.Kind.BITS64, PtxEntries.Kind.BITS64, PtxEntries.Kind.BITS64,
                         PtxEntries.Kind.FLOAT32, PtxEntries.Kind.FLOAT64, PtxEntries.Kind.BITS32))
                 .containsEntry("iota2d", List.of(PtxEntries.Kind.BITS64, PtxEntries.Kind.BITS32, PtxEntries.Kind.BITS32));

@@ -95,7 +95,10 @@ import org.jspecify.annotations.Nullable;
  * forms complete once their command is {@code CL_COMPLETE} ({@link EventCompletions}). {@link #memoryInfo()}
  * knows the device's total but not its free memory: OpenCL has no portable query for it.
  *
- * <p><b>One's own kernels.</b> A device access's handle ({@link #openDeviceHandle}) is an {@link OpenClDeviceHandle}:
+ * <p><b>One's own kernels.</b> {@link #compileKernel} builds an OpenCL C kernel for {@code manager.kernels()}
+ * ({@link OpenClKernel}: launches checked against its parameters, a {@code cl_kernel} per launch under way, unaligned
+ * slices staged); {@link #nativeDevice()} gives the context, device and queue to code that builds its own. A device
+ * access's handle ({@link #openDeviceHandle}) is an {@link OpenClDeviceHandle}:
  * the buffer, queue and context for the access's bytes. Its work is known by a marker on the queue, and work it
  * records from queues of one's own by a second waiter, so that slow foreign work never holds up the completions
  * of this queue. {@link #awaitIdle} waits for both.
