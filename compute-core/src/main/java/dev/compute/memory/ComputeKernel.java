@@ -33,7 +33,9 @@ public interface ComputeKernel {
      * </table>
      * A buffer passed alone is read and written; say {@link KernelArg#read} or {@link KernelArg#write} where the
      * kernel only reads or only writes it. Mind Java's literals: {@code 2.0} is a {@code Double}, {@code 2.0f} a
-     * {@code Float}, {@code n} of type {@code long} a {@code Long}.
+     * {@code Float}, {@code n} of type {@code long} a {@code Long}. One buffer may be passed twice (or a buffer and its
+     * slice) where the kernel only reads both or the backend is CUDA or the CPU; on OpenCL each is a sub-buffer of its
+     * own, and OpenCL leaves a kernel that writes through one of two overlapping sub-buffers undefined.
      *
      * <p>On the calling thread, before it returns, the launch takes a device access on each buffer
      * ({@link UnifiedBuffer#deviceAccess}): so a newer host copy is synced first, earlier device work on the buffer
