@@ -25,6 +25,7 @@ import dev.compute.memory.recording.AllocationTrace;
 import dev.compute.memory.recording.RecordingOptions;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.NativeDevice;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -64,6 +65,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final Maintenance maintenance;
     private final Shutdown shutdown;
     private final ComputeOps ops = new BackendComputeOps(this);
+    private final ManagerKernels kernels = new ManagerKernels(this);
     /** The budget of each block allocated through one; looked up on release only once a budget was made. */
     private final Map<Block, MemoryBudget> budgetOfBlock = new ConcurrentHashMap<>();
     private final Set<MemoryBudget> budgets = ConcurrentHashMap.newKeySet();
@@ -399,6 +401,16 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     @Override
     public ComputeOps ops() {
         return ops;
+    }
+
+    @Override
+    public Kernels kernels() {
+        return kernels;
+    }
+
+    @Override
+    public <T extends NativeDevice> T nativeDevice(Class<T> type) {
+        return kernels.nativeDevice(type);
     }
 
     // ---- close --------------------------------------------------------------------------------------------------

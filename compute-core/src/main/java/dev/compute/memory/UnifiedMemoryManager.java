@@ -2,6 +2,7 @@ package dev.compute.memory;
 
 import dev.compute.memory.recording.AllocationTrace;
 import dev.compute.memory.recording.RecordingOptions;
+import dev.compute.memory.spi.NativeDevice;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -259,6 +260,24 @@ public interface UnifiedMemoryManager extends AutoCloseable {
 
     /** The op set (fill, scale, axpy, sum) on this manager's buffers. */
     ComputeOps ops();
+
+    /**
+     * One's own kernels on this manager's buffers: compiled once per manager from OpenCL C, PTX or Java
+     * ({@link KernelSource}), launched with buffers, slices and scalars ({@link ComputeKernel#launch}), from any thread.
+     * The kernels are released when the manager closes.
+     */
+    Kernels kernels();
+
+    /**
+     * The device's native objects, for code that builds its own native work on this manager's device (its own
+     * programs, modules or library calls): {@code OpenClNativeDevice} (context, device, queue) on OpenCL,
+     * {@code CudaNativeDevice} (context, device, the calling thread's stream) on CUDA, as
+     * {@link BufferAccess#handle(Class)} gives them for one buffer. Valid until the manager closes; release what you
+     * make with them before that.
+     *
+     * @throws IllegalStateException the backend has no such type (the CPU has none), or the manager is closed
+     */
+    <T extends NativeDevice> T nativeDevice(Class<T> type);
 
     /**
      * Buffers still open, with their allocation sites where leak detection recorded them; mapped files among them

@@ -163,8 +163,8 @@ public record ComputeProperties(
     }
 
     /**
-     * @param platform The OpenCL platform to use, by index or by a part of its name (such as NVIDIA or
-     *     Portable Computing Language); unset, the first platform with a device of the wanted type.
+     * @param platform The OpenCL platform to use, by its index as clinfo -l numbers them, or by a part of its name or
+     *     vendor, any case (such as pocl or NVIDIA); unset, the first platform with a device of the wanted type.
      * @param deviceType The OpenCL device type to use: gpu, cpu, accelerator or
      *     all; unset, the backend's default.
      */

@@ -4,18 +4,23 @@ import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DataType;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.DeviceHandle;
+import dev.compute.memory.spi.JavaKernels;
+import dev.compute.memory.spi.KernelArgument;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.NativeKernel;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -26,7 +31,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * a GPU), and host-addressable {@code HOST}, {@code PINNED} and {@code UNIFIED} memory. It counts every copy per
  * direction and every allocation, so a test sees exactly what a buffer's state machine made the backend do
  * (the manager's {@link dev.compute.memory.MemoryStatistics} count the bytes as well). Device capacity is
- * limited, so out-of-memory paths can be driven. Ops run in Java on the calling thread; nothing is fast.
+ * limited, so out-of-memory paths can be driven. Ops run in Java on the calling thread; nothing is fast. One's own
+ * kernels are {@link KernelSource.Language#JAVA} kernels, run on the launching thread over the device copy's bytes
+ * (the host copy is synced to it first, as on a GPU); the work a launch leaves in flight is what {@link #queueWork}
+ * says, as for any device access.
  *
  * <p>Give it to a manager directly ({@code UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())})
  * or, in a Spring test with {@code compute-spring-boot-test} on the class path, by name
@@ -173,6 +181,24 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
     @Override
     public DeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
         return new SimulatedDeviceHandle(deviceMemory(allocation).asSlice(offset, bytes), queuedWork);
+    }
+
+    @Override
+    public Set<KernelSource.Language> kernelLanguages() {
+        return Set.of(KernelSource.Language.JAVA);
+    }
+
+    /** A Java kernel over the device copy's bytes: what {@link SimulatedDeviceHandle#bytes()} gives native code. */
+    @Override
+    public NativeKernel compileKernel(KernelSource source) {
+        if (source.language() != KernelSource.Language.JAVA) {
+            throw new UnsupportedOperationException("the simulated device runs Java kernels, not " + source);
+        }
+        return JavaKernels.compile(source, SimulatedDiscreteBackend::deviceBytes);
+    }
+
+    private static MemorySegment deviceBytes(KernelArgument.Buffer buffer) {
+        return ((SimulatedDeviceHandle) buffer.handle()).bytes();
     }
 
     /**

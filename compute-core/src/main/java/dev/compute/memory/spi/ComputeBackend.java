@@ -3,11 +3,14 @@ package dev.compute.memory.spi;
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Raw memory and transfers on one device. Every method may be called from any thread. The pool above it
@@ -85,6 +88,32 @@ public interface ComputeBackend extends AutoCloseable {
      */
     default DeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
         return DeviceHandle.NONE;
+    }
+
+    /** The languages {@link #compileKernel} takes; none by default. */
+    default Set<KernelSource.Language> kernelLanguages() {
+        return Set.of();
+    }
+
+    /**
+     * Compiles one's own kernel for this device, in a language of {@link #kernelLanguages()}. The manager compiles
+     * each source once and keeps the kernel until it closes; the backend releases what it compiled in {@link #close()}.
+     * Throws {@link dev.compute.memory.KernelCompileException} with the compiler's log where the source does not
+     * compile; the default, for a backend that runs no kernels of one's own, throws
+     * {@link UnsupportedOperationException} naming the backend.
+     */
+    default NativeKernel compileKernel(KernelSource source) {
+        throw new UnsupportedOperationException("the " + info().backend() + " backend compiles no kernels of one's own ("
+                + source + ")");
+    }
+
+    /**
+     * The device's native objects for code that builds its own work on it (an OpenCL context, device and queue; a
+     * CUDA context, device and the calling thread's stream), valid until the backend closes; null for a backend
+     * that has none (the CPU).
+     */
+    default @Nullable NativeDevice nativeDevice() {
+        return null;
     }
 
     /**

@@ -2,18 +2,24 @@ package dev.compute.memory.cpu;
 
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.JavaKernels;
+import dev.compute.memory.spi.KernelArgument;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.NativeKernel;
 import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.MemorySegment;
 import java.util.EnumMap;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -264,6 +270,27 @@ public final class CpuBackend implements ComputeBackend {
     @Override
     public KernelOps ops() {
         return ops;
+    }
+
+    @Override
+    public Set<KernelSource.Language> kernelLanguages() {
+        return Set.of(KernelSource.Language.JAVA);
+    }
+
+    /**
+     * One's own kernels are Java kernels here ({@link KernelSource#java}): run on the launching thread over the device
+     * access's segment, which is the memory itself at every location (read-only for a READ argument).
+     */
+    @Override
+    public NativeKernel compileKernel(KernelSource source) {
+        if (source.language() != KernelSource.Language.JAVA) {
+            throw new UnsupportedOperationException("the cpu backend runs Java kernels (KernelSource.java), not " + source);
+        }
+        return JavaKernels.compile(source, CpuBackend::hostBytes);
+    }
+
+    private static MemorySegment hostBytes(KernelArgument.Buffer buffer) {
+        return Objects.requireNonNull(buffer.hostSegment(), "every location of the cpu backend is host memory");
     }
 
     /**

@@ -14,6 +14,7 @@ import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
@@ -21,6 +22,7 @@ import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.NativeKernel;
 import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -29,7 +31,9 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -38,6 +42,7 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.ReadWriteLock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.Consumer;
 import jcuda.driver.CUdevice_attribute;
 import jcuda.driver.CUmemAttach_flags;
 import jcuda.driver.CUstream;
@@ -59,7 +64,9 @@ import org.jspecify.annotations.Nullable;
  * device is done ({@link DeviceCompletions}).
  *
  * <p>Native handles: a device access gets a {@link CudaDeviceHandle} (pointer and stream) for DEVICE, PINNED and
- * UNIFIED memory; HOST memory is refused. {@link #awaitIdle} waits, bounded, for an event behind the work on every
+ * UNIFIED memory; HOST memory is refused. One's own kernels are PTX, loaded by {@link #compileKernel} for
+ * {@code manager.kernels()} ({@link CudaKernel}) and launched on the calling thread's stream; {@link #nativeDevice()}
+ * gives the context, device and stream to code that builds its own. {@link #awaitIdle} waits, bounded, for an event behind the work on every
  * stream.
  *
  * <p>Copies: between device, pinned and managed memory, the driver copies directly ({@code cuMemcpyAsync},
@@ -92,6 +99,9 @@ public final class CudaBackend implements ComputeBackend {
     private final AtomicReferenceArray<CUstream> streams;
     private final CudaKernelOps ops;
     private final CudaCopies copies;
+    /** One's own kernels loaded on this backend, unloaded by close(). */
+    private final Set<CudaKernel> kernels = ConcurrentHashMap.newKeySet();
+    private final CudaNativeDevice nativeDevice = new CudaNativeDevice(this);
     /** Our PINNED and UNIFIED allocations (base → end): host memory the device reads directly. */
     private final ConcurrentSkipListMap<Long, Long> deviceVisibleHost = new ConcurrentSkipListMap<>();
     private volatile boolean closed;
@@ -460,6 +470,75 @@ public final class CudaBackend implements ComputeBackend {
         return new PtxModule(resource);
     }
 
+    /** One's own kernels are PTX ({@link KernelSource#ptx}). */
+    @Override
+    public Set<KernelSource.Language> kernelLanguages() {
+        return Set.of(KernelSource.Language.PTX);
+    }
+
+    /** Loads a PTX kernel into this device's primary context: see {@link CudaKernel}. Unloaded when the backend closes. */
+    @Override
+    public NativeKernel compileKernel(KernelSource source) {
+        if (source.language() != KernelSource.Language.PTX) {
+            throw new UnsupportedOperationException("the cuda backend loads PTX kernels (KernelSource.ptx), not " + source);
+        }
+        Lock read = lifecycle.readLock();
+        read.lock();
+        try {
+            if (closing) {
+                throw new IllegalStateException("this CUDA backend (device " + settings.deviceIndex() + ") is closed");
+            }
+            context.makeCurrent();
+            CudaKernel kernel = CudaKernel.load(this, source, settings.deviceIndex());
+            kernels.add(kernel);
+            return kernel;
+        } finally {
+            read.unlock();
+        }
+    }
+
+    /**
+     * Queues a launch on {@code stream} (the launch's device accesses' stream: the calling thread's), or on the calling
+     * thread's stream where the launch has no buffer, with the context current; the future completes when the device has
+     * run it. Under the lifecycle's read lock, so close() never unloads a kernel under a launch.
+     */
+    CompletableFuture<Void> launch(@Nullable CUstream stream, Consumer<CUstream> enqueue) {
+        Lock read = lifecycle.readLock();
+        read.lock();
+        try {
+            if (closing) {
+                throw new IllegalStateException("this CUDA backend (device " + settings.deviceIndex() + ") is closed");
+            }
+            CUstream own = enter();
+            CUstream on = stream != null ? stream : own;
+            enqueue.accept(on);
+            return completions.record(on);
+        } finally {
+            read.unlock();
+        }
+    }
+
+    /** The context, device and the calling thread's stream: see {@link CudaNativeDevice}. */
+    @Override
+    public CudaNativeDevice nativeDevice() {
+        return nativeDevice;
+    }
+
+    /** The primary context, made current on the calling thread; for {@link CudaNativeDevice}. */
+    ContextHandle currentContext() {
+        requireOpen();
+        context.makeCurrent();
+        return context.handle();
+    }
+
+    CudaContext context() {
+        return context;
+    }
+
+    int deviceOrdinal() {
+        return settings.deviceIndex();
+    }
+
     // ---- shutdown -------------------------------------------------------------------------------------------------
 
     /**
@@ -503,6 +582,7 @@ public final class CudaBackend implements ComputeBackend {
         copier.close();
         staging.close();
         ops.close();
+        kernels.forEach(CudaKernel::unload);
         for (int i = 0; i < streams.length(); i++) {
             CUstream stream = streams.get(i);
             if (stream != null) {

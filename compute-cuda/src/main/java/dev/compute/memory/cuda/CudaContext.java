@@ -45,6 +45,11 @@ final class CudaContext implements AutoCloseable {
         }
     }
 
+    /** The primary context's handle (a JCuda {@code CUcontext}). */
+    ContextHandle handle() {
+        return context;
+    }
+
     @Override
     public synchronized void close() {
         if (!closed) {

@@ -7,9 +7,16 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.AccessMode;
+import dev.compute.memory.ComputeKernel;
+import dev.compute.memory.DataType;
+import dev.compute.memory.KernelArg;
+import dev.compute.memory.KernelCompileException;
+import dev.compute.memory.KernelSource;
+import dev.compute.memory.LaunchShape;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.contract.KernelContractTest;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
 import java.io.File;
@@ -118,6 +125,16 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses");
     }
 
+    @Test
+    void ownKernelsLoadLaunchAndUnloadThroughJCuda() throws Exception {
+        inFakeDriverJvm("ownKernelsLoadLaunchAndUnloadThroughJCuda");
+    }
+
+    @Test
+    void aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel() throws Exception {
+        inFakeDriverJvm("aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     public static void main(String[] args) {
@@ -129,6 +146,8 @@ class CudaBackendOnFakeDriverTest {
                 case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
                 case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
                 case "closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses" -> Scenarios.closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses();
+                case "ownKernelsLoadLaunchAndUnloadThroughJCuda" -> Scenarios.ownKernelsLoadLaunchAndUnloadThroughJCuda();
+                case "aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel" -> Scenarios.aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -148,6 +167,7 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle RELEASE = stub("stub_release", FunctionDescriptor.ofVoid());
         private static final MethodHandle FAILING_STREAMS = stub("stub_failing_streams", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle COUNTERS = stub("stub_backend_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
+        private static final MethodHandle KERNEL_COUNTERS = stub("stub_kernel_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
             return Linker.nativeLinker().downcallHandle(FAKE.find(name).orElseThrow(
@@ -339,6 +359,122 @@ class CudaBackendOnFakeDriverTest {
                     .contains("did not finish within 300 ms").contains("keeps its streams"));
             release(); // lets the waiter thread end, so the JVM can exit
             stuck.get(5, TimeUnit.SECONDS);
+        }
+
+        /** Launches so far, live modules, and the last launch's grid and block, as the fake counts them. */
+        private static long[] kernelCounters() throws Throwable {
+            try (Arena scratch = Arena.ofConfined()) {
+                MemorySegment out = scratch.allocate(ValueLayout.JAVA_LONG, 8);
+                KERNEL_COUNTERS.invokeExact(out);
+                return out.toArray(ValueLayout.JAVA_LONG);
+            }
+        }
+
+        /**
+         * The kernel API through JCuda on the fake, which runs compute-core's contract kernels on the host: the PTX of
+         * the three sources chosen, loaded with the JIT's log asked for, launched on UNIFIED memory (which the fake
+         * maps for the host) with each scalar type, slices, two dimensions and the grids they need; launches checked
+         * against the PTX; the module unloaded by the close.
+         */
+        static void ownKernelsLoadLaunchAndUnloadThroughJCuda() throws Throwable {
+            CudaBackend backend = open();
+            long modulesBefore = kernelCounters()[1];
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
+            KernelSource[] affineSources = KernelContractTest.sources("affine", KernelContractTest.AFFINE);
+            ComputeKernel affine = manager.kernels().compile(affineSources[0], affineSources[1], affineSources[2]);
+            assertThat(affine.source().language()).isEqualTo(KernelSource.Language.PTX);
+            assertThat(kernelCounters()[1]).as("one module more").isEqualTo(modulesBefore + 1);
+
+            int n = 1000;
+            try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, n, MemoryLocation.UNIFIED);
+                 UnifiedBuffer y = manager.allocate(DataType.FLOAT32, n, MemoryLocation.UNIFIED)) {
+                float[] xs = new float[n];
+                for (int i = 0; i < n; i++) {
+                    xs[i] = i - 500;
+                }
+                x.copyFrom(xs);
+                affine.launch(LaunchShape.of(n), KernelArg.read(x), KernelArg.write(y), (long) n, 0.5f, 3.0, -1).get(5, TimeUnit.SECONDS);
+                long[] launched = kernelCounters();
+                assertThat(launched[0]).as("launches").isEqualTo(1);
+                assertThat(Arrays.copyOfRange(launched, 2, 8)).as("grid and block").containsExactly(4, 1, 1, 256, 1, 1);
+                float[] ys = new float[n];
+                y.copyTo(ys);
+                for (int i = 0; i < n; i++) {
+                    assertThat(ys[i]).as("y[%d]", i).isEqualTo(xs[i] * 0.5f + 2f);
+                }
+
+                // slices: the pointer is the slice's first byte, at any offset
+                affine.launch(LaunchShape.of(10), KernelArg.read(x.slice(3, 10)), KernelArg.write(y.slice(1, 10)), 10L, 1f, 0.0, 0).join();
+                y.copyTo(ys);
+                assertThat(ys[0]).isEqualTo(xs[0] * 0.5f + 2f);
+                for (int i = 1; i <= 10; i++) {
+                    assertThat(ys[i]).as("y[%d]", i).isEqualTo(xs[i + 2]);
+                }
+                assertThat(ys[11]).isEqualTo(xs[11] * 0.5f + 2f);
+
+                assertThatThrownBy(() -> affine.launch(LaunchShape.of(n), x, y, (long) n, 0.5, 3.0, -1))
+                        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 3 (a Double 0.5)").hasMessageContaining("pass a Float");
+                assertThat(kernelCounters()[0]).as("a refused launch reaches no driver").isEqualTo(2);
+            }
+
+            KernelSource[] iotaSources = KernelContractTest.sources("iota2d", KernelContractTest.IOTA_2D);
+            ComputeKernel iota = manager.kernels().compile(iotaSources[0], iotaSources[1], iotaSources[2]);
+            try (UnifiedBuffer out = manager.allocate(DataType.INT32, 37 * 19, MemoryLocation.UNIFIED)) {
+                iota.launch(LaunchShape.of(37, 19), out, 37, 19).join();
+                assertThat(Arrays.copyOfRange(kernelCounters(), 2, 8)).as("16 x 16 blocks by default").containsExactly(3, 2, 1, 16, 16, 1);
+                iota.launch(LaunchShape.of(37, 19).withWorkGroup(8, 4), out, 37, 19).join();
+                assertThat(Arrays.copyOfRange(kernelCounters(), 2, 8)).as("the blocks given").containsExactly(5, 5, 1, 8, 4, 1);
+                int[] values = new int[37 * 19];
+                out.copyTo(values);
+                assertThat(values[18 * 37 + 36]).isEqualTo(18 * 1000 + 36);
+                assertThat(values[37]).isEqualTo(1000);
+            }
+
+            // a PTX the JIT refuses: its error log, through JCuda's JIT options, in the message
+            assertThatThrownBy(() -> manager.kernels().compile(KernelSource.ptx(CudaKernelTest.BROKEN_PTX, "broken")))
+                    .isInstanceOfSatisfying(KernelCompileException.class, e -> {
+                        assertThat(e.getMessage()).contains("CUDA_ERROR_INVALID_PTX");
+                        assertThat(e.buildLog()).isEqualTo("ptxas fatal   : fake driver: unknown instruction 'bogus_instruction'");
+                    });
+
+            CudaNativeDevice cuda = manager.nativeDevice(CudaNativeDevice.class);
+            assertThat(cuda.stream()).isSameAs(backend.enter());
+            assertThat(cuda.deviceOrdinal()).isZero();
+
+            manager.close();
+            assertThat(kernelCounters()[1]).as("the close unloads every module").isZero();
+            Counters after = counters();
+            assertThat(after.callsWithoutContext()).as("calls made without the context current").isZero();
+            assertThat(after.rejected()).as("calls the fake rejected").isZero();
+            assertThatThrownBy(cuda::stream).isInstanceOf(IllegalStateException.class);
+        }
+
+        /** A launch's events held on the fake device: the buffer closed right after it keeps its block until they complete. */
+        static void aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel() throws Throwable {
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).build();
+            KernelSource[] sources = KernelContractTest.sources("scale_in_place", KernelContractTest.SCALE_IN_PLACE);
+            ComputeKernel scale = manager.kernels().compile(sources[0], sources[1], sources[2]);
+            UnifiedBuffer first = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.UNIFIED);
+            first.copyFrom(new float[1024]);
+            long firstAddress = first.readOnlyHostView().address();
+            hold(); // the device does not finish what is recorded from here on
+            CompletableFuture<Void> running = scale.launch(LaunchShape.of(1024), first, 1024L, 2f);
+            first.close();
+            try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.UNIFIED)) {
+                assertThat(running).isNotDone();
+                assertThat(next.readOnlyHostView().address()).as("the closed buffer's block waits for its kernel").isNotEqualTo(firstAddress);
+            }
+            release();
+            running.get(5, TimeUnit.SECONDS);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            boolean reused = false;
+            while (!reused && System.nanoTime() < deadline) {
+                try (UnifiedBuffer again = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.UNIFIED)) {
+                    reused = again.readOnlyHostView().address() == firstAddress;
+                }
+            }
+            assertThat(reused).as("once the kernel is done, the block goes back to the pool").isTrue();
+            manager.close();
         }
 
         static void closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive() throws Throwable {

@@ -21,6 +21,7 @@ import static org.jocl.CL.CL_MEM_USE_HOST_PTR;
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.internal.BytesLedger;
@@ -30,12 +31,15 @@ import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.NativeKernel;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -91,7 +95,10 @@ import org.jspecify.annotations.Nullable;
  * forms complete once their command is {@code CL_COMPLETE} ({@link EventCompletions}). {@link #memoryInfo()}
  * knows the device's total but not its free memory: OpenCL has no portable query for it.
  *
- * <p><b>One's own kernels.</b> A device access's handle ({@link #openDeviceHandle}) is an {@link OpenClDeviceHandle}:
+ * <p><b>One's own kernels.</b> {@link #compileKernel} builds an OpenCL C kernel for {@code manager.kernels()}
+ * ({@link OpenClKernel}: launches checked against its parameters, a {@code cl_kernel} per launch under way, unaligned
+ * slices staged); {@link #nativeDevice()} gives the context, device and queue to code that builds its own. A device
+ * access's handle ({@link #openDeviceHandle}) is an {@link OpenClDeviceHandle}:
  * the buffer, queue and context for the access's bytes. Its work is known by a marker on the queue, and work it
  * records from queues of one's own by a second waiter, so that slow foreign work never holds up the completions
  * of this queue. {@link #awaitIdle} waits for both.
@@ -151,6 +158,9 @@ public final class OpenClBackend implements ComputeBackend {
     /** Work that device handles recorded from queues of the user's own, waited for apart from this queue's. */
     private final EventCompletions recordedWork;
     private final OpenClKernelOps ops;
+    /** One's own kernels compiled on this backend, released by close(). */
+    private final Set<OpenClKernel> kernels = ConcurrentHashMap.newKeySet();
+    private final OpenClNativeDevice nativeDevice = new OpenClNativeDevice(this);
     /** Set, under {@link #lifecycle}, when close() begins: new work is refused. */
     private volatile boolean closed;
     /** Completes when close() has finished the queue and every recorded work. */
@@ -387,6 +397,36 @@ public final class OpenClBackend implements ComputeBackend {
         checkOpen();
         checkRange(allocation, offset, bytes);
         return OpenClDeviceHandle.open(this, allocation, offset, bytes, mode);
+    }
+
+    /** One's own kernels are OpenCL C ({@link KernelSource#openCl}). */
+    @Override
+    public Set<KernelSource.Language> kernelLanguages() {
+        return Set.of(KernelSource.Language.OPENCL_C);
+    }
+
+    /** Builds an OpenCL C kernel on this backend's device: see {@link OpenClKernel}. Released when the backend closes. */
+    @Override
+    public NativeKernel compileKernel(KernelSource source) {
+        if (source.language() != KernelSource.Language.OPENCL_C) {
+            throw new UnsupportedOperationException("the opencl backend builds OpenCL C kernels (KernelSource.openCl), not " + source);
+        }
+        checkOpen();
+        OpenClKernel kernel = OpenClKernel.build(this, source);
+        synchronized (lifecycle) {
+            if (!closed) {
+                kernels.add(kernel);
+                return kernel;
+            }
+        }
+        kernel.release();
+        throw new IllegalStateException("this OpenCL backend (" + device.describe() + ") closed while " + source + " was built");
+    }
+
+    /** The context, device and queue, for code that builds its own programs: see {@link OpenClNativeDevice}. */
+    @Override
+    public OpenClNativeDevice nativeDevice() {
+        return nativeDevice;
     }
 
     /**
@@ -713,6 +753,7 @@ public final class OpenClBackend implements ComputeBackend {
             synchronized (lifecycle) {
                 released = true;
                 ops.release();
+                kernels.forEach(OpenClKernel::release);
                 CL.clReleaseCommandQueue(queue);
                 CL.clReleaseContext(context);
             }

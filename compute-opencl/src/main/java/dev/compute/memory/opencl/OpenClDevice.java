@@ -7,9 +7,29 @@ import static org.jocl.CL.CL_DEVICE_TYPE_GPU;
 import org.jocl.cl_device_id;
 import org.jocl.cl_platform_id;
 
-/** One OpenCL device as enumerated: its platform, its ids and the names a user recognises. */
-record OpenClDevice(cl_platform_id platformId, String platformName, cl_device_id deviceId, String deviceName,
-                    long type, String version) {
+/**
+ * One OpenCL device as enumerated: its platform (its index in the ICD loader's order, as {@code clinfo -l} numbers
+ * them, its name and its vendor), its ids and the names a user recognises.
+ */
+record OpenClDevice(cl_platform_id platformId, int platformIndex, String platformName, String platformVendor,
+                    cl_device_id deviceId, String deviceName, long type, String version) {
+
+    /**
+     * Whether the {@code platform} option names this device's platform: its index (a whole number), or a fragment of
+     * its name or its vendor, ignoring case (PoCL's name is "Portable Computing Language", its vendor "The pocl
+     * project", so {@code pocl} finds it).
+     */
+    boolean platformMatches(String option) {
+        if (option.isEmpty()) {
+            return true;
+        }
+        if (option.chars().allMatch(Character::isDigit)) {
+            return option.length() < 10 && Integer.parseInt(option) == platformIndex;
+        }
+        String fragment = option.toLowerCase(java.util.Locale.ROOT);
+        return platformName.toLowerCase(java.util.Locale.ROOT).contains(fragment)
+                || platformVendor.toLowerCase(java.util.Locale.ROOT).contains(fragment);
+    }
 
     /** {@code gpu}, {@code accelerator}, {@code cpu} or {@code other}: the words of the {@code device-type} option. */
     String typeName() {

@@ -6,6 +6,7 @@ import static org.jocl.CL.CL_DEVICE_TYPE;
 import static org.jocl.CL.CL_DEVICE_TYPE_ALL;
 import static org.jocl.CL.CL_DEVICE_VERSION;
 import static org.jocl.CL.CL_PLATFORM_NAME;
+import static org.jocl.CL.CL_PLATFORM_VENDOR;
 
 import dev.compute.memory.spi.BackendSettings;
 import java.util.ArrayList;
@@ -20,8 +21,8 @@ import org.jocl.cl_platform_id;
 import org.jspecify.annotations.Nullable;
 
 /**
- * Enumerates OpenCL platforms and devices and picks the configured one: platforms whose name contains the
- * {@code platform} option (ignoring case), devices of the {@code device-type} option on them, numbered GPUs
+ * Enumerates OpenCL platforms and devices and picks the configured one: the platform the {@code platform} option
+ * names (its index in the ICD loader's order, or a fragment of its name or vendor, ignoring case), devices of the {@code device-type} option on them, numbered GPUs
  * first, then accelerators, then CPUs (in platform and device order within a type), and the device index
  * among those. Every way of finding nothing comes back as a reason naming what was found instead.
  */
@@ -63,12 +64,13 @@ final class OpenClDevices {
             return new Choice(null, "no OpenCL platform is installed (the ICD loader found none under /etc/OpenCL/vendors); "
                     + "install one: PoCL for the CPU ('apt-get install pocl-opencl-icd') or a GPU vendor's driver");
         }
-        List<String> platforms = all.stream().map(OpenClDevice::platformName).distinct().toList();
-        List<OpenClDevice> onPlatform = all.stream()
-                .filter(d -> platformOption.isEmpty() || d.platformName().toLowerCase(Locale.ROOT).contains(platformOption.toLowerCase(Locale.ROOT)))
-                .toList();
+        List<String> platforms = all.stream().map(d -> d.platformName() + " (index " + d.platformIndex() + ", vendor " + d.platformVendor() + ")")
+                .distinct().toList();
+        List<OpenClDevice> onPlatform = all.stream().filter(d -> d.platformMatches(platformOption)).toList();
         if (onPlatform.isEmpty()) {
-            return new Choice(null, "no OpenCL platform's name contains '" + platformOption + "' ("
+            boolean index = platformOption.chars().allMatch(Character::isDigit);
+            return new Choice(null, (index ? "no OpenCL platform with devices has index " + platformOption
+                    : "no OpenCL platform's name or vendor contains '" + platformOption + "'") + " ("
                     + OpenClBackendProvider.PLATFORM_OPTION + " option); platforms found: " + platforms);
         }
         List<OpenClDevice> matching = onPlatform.stream()
@@ -99,8 +101,10 @@ final class OpenClDevices {
         cl_platform_id[] platformIds = new cl_platform_id[count[0]];
         OpenClCalls.check(CL.clGetPlatformIDs(platformIds.length, platformIds, null), "clGetPlatformIDs");
         List<OpenClDevice> devices = new ArrayList<>();
-        for (cl_platform_id platform : platformIds) {
+        for (int index = 0; index < platformIds.length; index++) {
+            cl_platform_id platform = platformIds[index];
             String platformName = OpenClCalls.platformString(platform, CL_PLATFORM_NAME);
+            String platformVendor = OpenClCalls.platformString(platform, CL_PLATFORM_VENDOR);
             int[] deviceCount = new int[1];
             int found = CL.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, null, deviceCount);
             if (found == CL_DEVICE_NOT_FOUND || deviceCount[0] == 0) {
@@ -110,7 +114,7 @@ final class OpenClDevices {
             cl_device_id[] deviceIds = new cl_device_id[deviceCount[0]];
             OpenClCalls.check(CL.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, deviceIds.length, deviceIds, null), "clGetDeviceIDs");
             for (cl_device_id device : deviceIds) {
-                devices.add(new OpenClDevice(platform, platformName, device, OpenClCalls.deviceString(device, CL_DEVICE_NAME),
+                devices.add(new OpenClDevice(platform, index, platformName, platformVendor, device, OpenClCalls.deviceString(device, CL_DEVICE_NAME),
                         OpenClCalls.deviceLong(device, CL_DEVICE_TYPE), OpenClCalls.deviceString(device, CL_DEVICE_VERSION)));
             }
         }
@@ -135,7 +139,7 @@ final class OpenClDevices {
     }
 
     private static String describePlatforms(String fragment) {
-        return fragment.isEmpty() ? "any platform" : "platforms named like '" + fragment + "'";
+        return fragment.isEmpty() ? "any platform" : "platform(s) matching '" + fragment + "'";
     }
 
     private static String list(List<OpenClDevice> devices) {

@@ -50,12 +50,27 @@ class OpenClBackendProviderTest {
         requireOpenCl();
         BackendAvailability availability = provider.availability(settings(Map.of(OpenClBackendProvider.PLATFORM_OPTION, "no-such-platform")));
         assertThat(availability.available()).isFalse();
-        assertThat(availability.detail()).contains("no OpenCL platform's name contains 'no-such-platform'", "platforms found");
+        assertThat(availability.detail()).contains("no OpenCL platform's name or vendor contains 'no-such-platform'", "platforms found");
         for (OpenClDevice device : OpenClDevices.enumerate()) {
             assertThat(availability.detail()).contains(device.platformName());
         }
         assertThatThrownBy(() -> provider.create(settings(Map.of(OpenClBackendProvider.PLATFORM_OPTION, "no-such-platform"))))
                 .isInstanceOf(BackendUnavailableException.class).hasMessageContaining("no-such-platform");
+    }
+
+    @Test
+    void poclIsFoundByThePlatformOptionPoclWhereItIsInstalled() {
+        requireOpenCl();
+        OpenClDevice pocl = OpenClDevices.enumerate().stream().filter(d -> d.platformVendor().toLowerCase(Locale.ROOT).contains("pocl"))
+                .findFirst().orElse(null);
+        org.junit.jupiter.api.Assumptions.assumeTrue(pocl != null, "no PoCL platform here");
+        BackendAvailability byName = provider.availability(settings(Map.of(OpenClBackendProvider.PLATFORM_OPTION, "pocl")));
+        assertThat(byName.available()).as(byName.detail()).isTrue();
+        assertThat(byName.detail()).contains("Portable Computing Language");
+        BackendAvailability byIndex = provider.availability(settings(Map.of(OpenClBackendProvider.PLATFORM_OPTION,
+                String.valueOf(pocl.platformIndex()))));
+        assertThat(byIndex.available()).as(byIndex.detail()).isTrue();
+        assertThat(byIndex.detail()).contains("Portable Computing Language");
     }
 
     @Test

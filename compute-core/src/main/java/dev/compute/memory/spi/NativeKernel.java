@@ -1,0 +1,25 @@
+package dev.compute.memory.spi;
+
+import dev.compute.memory.LaunchShape;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * A kernel a backend compiled ({@link ComputeBackend#compileKernel}). The manager calls {@link #launch} with the
+ * device accesses of the buffer arguments open on the calling thread; the backend queues the kernel where those
+ * accesses' handles order work (the OpenCL queue, the thread's CUDA stream), so that the marker or event the handles
+ * record when the accesses end comes after it. The backend releases what it compiled when it closes. Thread-safe:
+ * any number of threads launch one kernel at once.
+ */
+public interface NativeKernel {
+
+    /** The kernel's name, for messages. */
+    String name();
+
+    /**
+     * Queues one launch (or, for a Java kernel, runs it) over {@code shape} with {@code arguments} in the kernel's
+     * parameter order, checked by the manager: buffers of this backend, with their handles open, and scalars of the
+     * four types {@link KernelArgument.Scalar} allows. The future completes when the kernel has finished.
+     */
+    CompletableFuture<Void> launch(LaunchShape shape, List<KernelArgument> arguments);
+}

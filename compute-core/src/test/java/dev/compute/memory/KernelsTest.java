@@ -1,0 +1,139 @@
+package dev.compute.memory;
+
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.spi.NativeDevice;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * What the kernel API does with the lifetime rule, on the simulated discrete device, whose device accesses can be
+ * made to leave work in flight ({@link SimulatedDiscreteBackend#queueWork}): a launch's kernel is recorded on every
+ * buffer, so a close right after it or a read waits for it; Java kernels' own rules.
+ */
+class KernelsTest {
+
+    private static final JavaKernel FILL = (shape, args) -> args.segment(0).elements(JAVA_FLOAT)
+            .forEach(element -> element.set(JAVA_FLOAT, 0, args.floatValue(1)));
+
+    private final SimulatedDiscreteBackend device = new SimulatedDiscreteBackend();
+    private final UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(device).timelineInterval(Duration.ZERO).build();
+    private final ExecutorService other = Executors.newSingleThreadExecutor();
+
+    @AfterEach
+    void close() {
+        other.shutdownNow();
+        manager.close();
+    }
+
+    @Test
+    void aCloseRightAfterTheLaunchFreesTheMemoryOnlyAfterTheKernel() throws Exception {
+        ComputeKernel fill = manager.kernels().compile(KernelSource.java("fill", FILL));
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+        long closedAt;
+        try (BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
+            closedAt = access.offset();
+        }
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+        device.queueWork(kernel); // the device is still running what the launch's accesses queued
+        try {
+            fill.launch(LaunchShape.of(1024), buffer, 7f).join();
+        } finally {
+            device.queueWork(CompletableFuture.completedFuture(null));
+        }
+        Future<?> read = other.submit(() -> buffer.copyTo(new float[1]));
+        assertThatThrownBy(() -> read.get(200, TimeUnit.MILLISECONDS)).as("a read waits for the kernel").isInstanceOf(TimeoutException.class);
+        buffer.close();
+        try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+             BufferAccess access = next.deviceAccess(AccessMode.READ)) {
+            assertThat(access.offset()).as("the closed buffer's block waits for its kernel").isNotEqualTo(closedAt);
+        }
+        long freesBefore = device.frees();
+        kernel.complete(null);
+        assertThatThrownBy(() -> read.get(10, TimeUnit.SECONDS)).as("the read ran once the kernel was done, on a closed buffer")
+                .isInstanceOf(ExecutionException.class).hasCauseInstanceOf(IllegalStateException.class);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        boolean reused = false;
+        while (!reused && System.nanoTime() < deadline) {
+            try (UnifiedBuffer again = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                 BufferAccess access = again.deviceAccess(AccessMode.READ)) {
+                reused = access.offset() == closedAt;
+            }
+        }
+        assertThat(reused).as("once the kernel is done, the block goes back to the pool").isTrue();
+        assertThat(device.frees()).as("to the pool, not the device").isEqualTo(freesBefore);
+    }
+
+    @Test
+    void aJavaKernelGetsItsReadArgumentsReadOnlyAndItsWrittenOnesWritable() {
+        JavaKernel copyInto = (shape, args) -> {
+            MemorySegment from = args.segment(0);
+            MemorySegment to = args.segment(1);
+            assertThat(from.isReadOnly()).isTrue();
+            assertThat(to.isReadOnly()).isFalse();
+            to.copyFrom(from);
+            from.set(JAVA_FLOAT, 0, 1f); // refused: the launch fails
+        };
+        ComputeKernel copy = manager.kernels().compile(KernelSource.java("copy_into", copyInto));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 4); UnifiedBuffer y = manager.allocate(DataType.FLOAT32, 4)) {
+            x.copyFrom(new float[] {1, 2, 3, 4});
+            CompletableFuture<Void> launched = copy.launch(LaunchShape.of(4), KernelArg.read(x), KernelArg.write(y));
+            assertThat(launched).failsWithin(Duration.ofSeconds(5)).withThrowableOfType(ExecutionException.class)
+                    .withCauseInstanceOf(IllegalArgumentException.class);
+            float[] result = new float[4];
+            y.copyTo(result);
+            assertThat(result).as("what the kernel wrote before it failed").containsExactly(1, 2, 3, 4);
+            x.copyTo(result);
+            assertThat(result).as("the read argument").containsExactly(1, 2, 3, 4);
+            try (BufferAccess access = x.deviceAccess(AccessMode.READ_WRITE)) {
+                assertThat(access.isOpen()).as("the failed launch ended its accesses").isTrue();
+            }
+        }
+    }
+
+    @Test
+    void aJavaKernelSeesTheShapeAsAskedAndItsArgumentsByPosition() {
+        long[] seen = new long[3];
+        JavaKernel look = (shape, args) -> {
+            seen[0] = shape.dimensions();
+            seen[1] = shape.size(0) * shape.size(1);
+            seen[2] = args.count();
+            assertThatThrownBy(() -> args.segment(1)).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("Java kernel 'look' reads argument 1 as buffer, but the launch passed a Long (5)");
+            assertThatThrownBy(() -> args.doubleValue(2)).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("Java kernel 'look' reads argument 2 as a Double (double), but the launch passed a Float (2.5)");
+            assertThatThrownBy(() -> args.intValue(0)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("a buffer (UnifiedBuffer[");
+            assertThatThrownBy(() -> args.intValue(3)).isInstanceOf(IndexOutOfBoundsException.class)
+                    .hasMessage("Java kernel 'look' asked for argument 3; the launch passed 3");
+        };
+        ComputeKernel kernel = manager.kernels().compile(KernelSource.java("look", look));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 4)) {
+            kernel.launch(LaunchShape.of(37, 3), x, 5L, 2.5f).join();
+        }
+        assertThat(seen).containsExactly(2, 111, 3);
+    }
+
+    @Test
+    void theSimulatedDeviceHasNoNativeDeviceAndCompilesOnlyJava() {
+        interface Anything extends NativeDevice {}
+        assertThatThrownBy(() -> manager.nativeDevice(Anything.class)).isInstanceOf(IllegalStateException.class)
+                .hasMessage("the simulated backend has no Anything; it has no native device objects (its memory is reached through host segments)");
+        assertThat(manager.kernels().languages()).containsExactly(KernelSource.Language.JAVA);
+        assertThatThrownBy(() -> manager.kernels().compile(KernelSource.openCl("__kernel void k() {}", "k")))
+                .isInstanceOf(UnsupportedOperationException.class)
+                .hasMessage("the simulated backend compiles kernels in [JAVA], and none of the sources given is: [OpenCL C kernel 'k'];"
+                        + " add a KernelSource.java(name, body)");
+    }
+}

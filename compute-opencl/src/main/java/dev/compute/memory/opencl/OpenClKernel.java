@@ -1,0 +1,424 @@
+package dev.compute.memory.opencl;
+
+import static org.jocl.CL.CL_BUILD_PROGRAM_FAILURE;
+import static org.jocl.CL.CL_INVALID_BUILD_OPTIONS;
+import static org.jocl.CL.CL_INVALID_KERNEL_NAME;
+import static org.jocl.CL.CL_KERNEL_ARG_ADDRESS_CONSTANT;
+import static org.jocl.CL.CL_KERNEL_ARG_ADDRESS_GLOBAL;
+import static org.jocl.CL.CL_KERNEL_ARG_ADDRESS_LOCAL;
+import static org.jocl.CL.CL_KERNEL_ARG_ADDRESS_QUALIFIER;
+import static org.jocl.CL.CL_KERNEL_ARG_NAME;
+import static org.jocl.CL.CL_KERNEL_ARG_TYPE_NAME;
+import static org.jocl.CL.CL_KERNEL_NUM_ARGS;
+import static org.jocl.CL.CL_KERNEL_WORK_GROUP_SIZE;
+import static org.jocl.CL.CL_MEM_READ_WRITE;
+import static org.jocl.CL.CL_PROGRAM_BUILD_LOG;
+import static org.jocl.CL.CL_PROGRAM_KERNEL_NAMES;
+import static org.jocl.CL.CL_SUCCESS;
+
+import dev.compute.memory.DataType;
+import dev.compute.memory.KernelCompileException;
+import dev.compute.memory.KernelSource;
+import dev.compute.memory.LaunchShape;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.KernelArgument;
+import dev.compute.memory.spi.NativeKernel;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import org.jocl.CL;
+import org.jocl.Pointer;
+import org.jocl.Sizeof;
+import org.jocl.cl_device_id;
+import org.jocl.cl_event;
+import org.jocl.cl_kernel;
+import org.jocl.cl_mem;
+import org.jocl.cl_program;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One's own OpenCL C kernel ({@link KernelSource.Language#OPENCL_C}), built once on the backend's context and
+ * device and launched on its in-order queue, where the launch's device accesses order their work.
+ *
+ * <p><b>Threads.</b> A {@code cl_kernel} holds its arguments, and {@code clSetKernelArg} on one kernel from two
+ * threads races; a launch therefore takes a {@code cl_kernel} of its own from a pool (made with
+ * {@code clCreateKernel} when none is idle), sets the arguments, enqueues and gives it back: the enqueue has taken
+ * the arguments, so the next launch may set new ones at once. The pool grows to the most launches under way at once.
+ *
+ * <p><b>Arguments, checked.</b> The program is built with {@code -cl-kernel-arg-info}, so each launch is checked
+ * against the kernel's parameters before anything is set: their number ({@code CL_KERNEL_NUM_ARGS}), a buffer for
+ * each {@code __global} or {@code __constant} pointer (of the pointer's element type, for typed buffers), and the
+ * scalar type of each other one ({@code int}/{@code uint} an Integer, {@code long}/{@code ulong} a Long, {@code float},
+ * {@code double}). A kernel reused with stale arguments, the failure mode of a wrong count, cannot happen.
+ *
+ * <p><b>Buffers.</b> The access's {@link OpenClDeviceHandle} gives the {@code cl_mem}: a sub-buffer over exactly the
+ * bytes for DEVICE memory at an aligned offset (every buffer, and slices at multiples of
+ * {@code CL_DEVICE_MEM_BASE_ADDR_ALIGN}), a buffer over the host memory for PINNED, the SVM pointer for UNIFIED. A
+ * DEVICE slice at any other offset has no sub-buffer; the kernel would need an offset argument to find its bytes in
+ * the pool's buffer. Instead the launch copies the slice into a temporary buffer of its size on the queue, runs the
+ * kernel on it and, for a writing argument, copies it back after the kernel: the kernel sees the slice at index 0
+ * as everywhere else, at the cost of a device copy of the slice in (and out). Allocate a buffer of its own where
+ * that matters.
+ */
+final class OpenClKernel implements NativeKernel {
+
+    /** A parameter as {@code clGetKernelArgInfo} describes it. */
+    private record Parameter(String name, String typeName, int addressQualifier) {
+        boolean isBuffer() {
+            return addressQualifier == CL_KERNEL_ARG_ADDRESS_GLOBAL || addressQualifier == CL_KERNEL_ARG_ADDRESS_CONSTANT;
+        }
+
+        String describe(int index) {
+            return "parameter " + index + (name.isEmpty() ? "" : " '" + name + "'") + " is "
+                    + (addressQualifier == CL_KERNEL_ARG_ADDRESS_LOCAL ? "__local " : isBuffer() ? "__global " : "") + typeName;
+        }
+    }
+
+    /** A DEVICE slice at an unaligned offset, staged through a temporary buffer for the launch. */
+    private record Staged(cl_mem temporary, OpenClDeviceHandle slice, boolean writes) {}
+
+    /** The element types of typed pointers, by the buffers' types they take. */
+    private static final Map<String, DataType> POINTER_TYPES = Map.of("char", DataType.INT8, "uchar", DataType.INT8,
+            "short", DataType.INT16, "ushort", DataType.INT16, "int", DataType.INT32, "uint", DataType.INT32,
+            "long", DataType.INT64, "ulong", DataType.INT64, "float", DataType.FLOAT32, "double", DataType.FLOAT64);
+
+    private final OpenClBackend backend;
+    private final String name;
+    private final cl_program program;
+    private final int parameterCount;
+    /** Null where the implementation keeps no argument info: only the count is checked then. */
+    private final @Nullable List<Parameter> parameters;
+    private final long maxWorkGroup;
+    /** Kernel objects not in a launch now; guarded by itself. */
+    private final ArrayDeque<cl_kernel> idle = new ArrayDeque<>();
+    private int created;
+    private boolean released;
+
+    private OpenClKernel(OpenClBackend backend, String name, cl_program program, cl_kernel first) {
+        this.backend = backend;
+        this.name = name;
+        this.program = program;
+        this.parameterCount = (int) kernelInt(first, CL_KERNEL_NUM_ARGS);
+        this.parameters = parameters(first, parameterCount);
+        long[] workGroup = new long[1];
+        OpenClCalls.check(CL.clGetKernelWorkGroupInfo(first, backend.deviceId(), CL_KERNEL_WORK_GROUP_SIZE, Sizeof.size_t,
+                Pointer.to(workGroup), null), "clGetKernelWorkGroupInfo of kernel '" + name + "'");
+        this.maxWorkGroup = Math.max(1, workGroup[0]);
+        this.idle.add(first);
+        this.created = 1;
+    }
+
+    /** Builds {@code source} on the backend's device; a failed build throws with its log. */
+    static OpenClKernel build(OpenClBackend backend, KernelSource source) {
+        int[] error = new int[1];
+        cl_program program = CL.clCreateProgramWithSource(backend.context(), 1, new String[] {source.text()}, null, error);
+        OpenClCalls.check(error[0], "clCreateProgramWithSource of kernel '" + source.name() + "'");
+        try {
+            cl_device_id device = backend.deviceId();
+            String options = (source.buildOptions() + " -cl-kernel-arg-info").trim();
+            int built = CL.clBuildProgram(program, 1, new cl_device_id[] {device}, options, null, null);
+            if (built == CL_INVALID_BUILD_OPTIONS) {
+                built = CL.clBuildProgram(program, 1, new cl_device_id[] {device}, source.buildOptions(), null, null);
+            }
+            if (built != CL_SUCCESS) {
+                throw new KernelCompileException("building " + source + " on OpenCL device " + backend.device().describe()
+                        + " failed: " + CL.stringFor_errorCode(built) + (built == CL_BUILD_PROGRAM_FAILURE ? "; the build log:" : ""),
+                        buildLog(program, device));
+            }
+            cl_kernel first = CL.clCreateKernel(program, source.name(), error);
+            if (error[0] == CL_INVALID_KERNEL_NAME) {
+                throw new KernelCompileException("the program of " + source + " has no __kernel named '" + source.name()
+                        + "'; it defines: " + programString(program, CL_PROGRAM_KERNEL_NAMES).replace(';', ' '), "");
+            }
+            OpenClCalls.check(error[0], "clCreateKernel '" + source.name() + "'");
+            return new OpenClKernel(backend, source.name(), program, first);
+        } catch (RuntimeException e) {
+            CL.clReleaseProgram(program);
+            throw e;
+        }
+    }
+
+    @Override
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public CompletableFuture<Void> launch(LaunchShape shape, List<KernelArgument> arguments) {
+        check(arguments);
+        long[] group = shape.workGroupOrDefault(maxWorkGroup);
+        long[] global = shape.roundedUpTo(group);
+        cl_kernel kernel = take();
+        List<Staged> staged = new ArrayList<>();
+        try {
+            for (int i = 0; i < arguments.size(); i++) {
+                switch (arguments.get(i)) {
+                    case KernelArgument.Buffer buffer -> setBuffer(kernel, i, buffer, staged);
+                    case KernelArgument.Scalar(Object value) -> setScalar(kernel, i, value);
+                }
+            }
+            cl_event done = new cl_event();
+            int code = CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel, shape.dimensions(), null, global, group, 0, null, done);
+            if (code != CL_SUCCESS) {
+                throw OpenClCalls.failure(code, "clEnqueueNDRangeKernel of kernel '" + name + "' over " + shape + " (work-groups of "
+                        + java.util.Arrays.toString(group) + ", at most " + maxWorkGroup + " work items for this kernel on "
+                        + backend.device().describe() + ")");
+            }
+            if (staged.isEmpty()) {
+                return backend.track(done, "kernel '" + name + "'");
+            }
+            CL.clReleaseEvent(done);
+            for (Staged slice : staged) {
+                if (slice.writes()) {
+                    OpenClCalls.check(CL.clEnqueueCopyBuffer(backend.commandQueue(), slice.temporary(), slice.slice().memory(), 0,
+                            slice.slice().offset(), slice.slice().byteSize(), 0, null, null), "clEnqueueCopyBuffer of kernel '" + name
+                            + "''s results back into an unaligned slice");
+                }
+            }
+            return backend.marker();
+        } finally {
+            give(kernel);
+            for (Staged slice : staged) {
+                CL.clReleaseMemObject(slice.temporary()); // OpenCL keeps it until the commands using it have finished
+            }
+        }
+    }
+
+    private void setBuffer(cl_kernel kernel, int index, KernelArgument.Buffer buffer, List<Staged> staged) {
+        OpenClDeviceHandle handle = (OpenClDeviceHandle) buffer.handle();
+        if (handle.location() == MemoryLocation.UNIFIED) {
+            OpenClCalls.check(CL.clSetKernelArgSVMPointer(kernel, index, handle.svmPointer()), "clSetKernelArgSVMPointer " + index
+                    + " of kernel '" + name + "'");
+            return;
+        }
+        cl_mem memory = handle.memory();
+        if (handle.offset() != 0) {
+            memory = stage(handle, buffer, staged);
+        }
+        OpenClCalls.check(CL.clSetKernelArg(kernel, index, Sizeof.cl_mem, Pointer.to(memory)), "clSetKernelArg " + index + " of kernel '"
+                + name + "'");
+    }
+
+    /** A temporary buffer holding the slice's bytes, copied in on the queue before the kernel. */
+    private cl_mem stage(OpenClDeviceHandle slice, KernelArgument.Buffer buffer, List<Staged> staged) {
+        int[] error = new int[1];
+        cl_mem temporary = CL.clCreateBuffer(backend.context(), CL_MEM_READ_WRITE, slice.byteSize(), null, error);
+        OpenClCalls.check(error[0], "clCreateBuffer of " + slice.byteSize() + " bytes to stage an unaligned slice for kernel '" + name + "'");
+        staged.add(new Staged(temporary, slice, buffer.mode().writes()));
+        OpenClCalls.check(CL.clEnqueueCopyBuffer(backend.commandQueue(), slice.memory(), temporary, slice.offset(), 0, slice.byteSize(),
+                0, null, null), "clEnqueueCopyBuffer of an unaligned slice for kernel '" + name + "'");
+        return temporary;
+    }
+
+    private void setScalar(cl_kernel kernel, int index, Object value) {
+        int code = switch (value) {
+            case Integer i -> CL.clSetKernelArg(kernel, index, Sizeof.cl_int, Pointer.to(new int[] {i}));
+            case Long l -> CL.clSetKernelArg(kernel, index, Sizeof.cl_long, Pointer.to(new long[] {l}));
+            case Float f -> CL.clSetKernelArg(kernel, index, Sizeof.cl_float, Pointer.to(new float[] {f}));
+            case Double d -> CL.clSetKernelArg(kernel, index, Sizeof.cl_double, Pointer.to(new double[] {d}));
+            default -> throw new IllegalArgumentException("kernel '" + name + "', argument " + index + ": no scalar type " + value.getClass());
+        };
+        if (code != CL_SUCCESS) {
+            throw new IllegalArgumentException("kernel '" + name + "', argument " + index + " (a " + value.getClass().getSimpleName()
+                    + "): clSetKernelArg failed with " + CL.stringFor_errorCode(code) + "; the kernel's parameter " + index
+                    + " is of another size");
+        }
+    }
+
+    // ---- checking a launch's arguments --------------------------------------------------------------------------
+
+    private void check(List<KernelArgument> arguments) {
+        if (arguments.size() != parameterCount) {
+            throw new IllegalArgumentException("kernel '" + name + "' takes " + parameterCount + " argument(s); the launch passed "
+                    + arguments.size());
+        }
+        if (parameters == null) {
+            return;
+        }
+        for (int i = 0; i < parameterCount; i++) {
+            Parameter parameter = parameters.get(i);
+            String mismatch = switch (arguments.get(i)) {
+                case KernelArgument.Buffer buffer -> bufferMismatch(parameter, buffer);
+                case KernelArgument.Scalar(Object value) -> scalarMismatch(parameter, value);
+            };
+            if (mismatch != null) {
+                throw new IllegalArgumentException("kernel '" + name + "', argument " + i + " (" + describe(arguments.get(i)) + "): the kernel's "
+                        + parameter.describe(i) + "; " + mismatch);
+            }
+        }
+    }
+
+    private static @Nullable String bufferMismatch(Parameter parameter, KernelArgument.Buffer buffer) {
+        if (parameter.addressQualifier() == CL_KERNEL_ARG_ADDRESS_LOCAL) {
+            return "__local parameters are not taken: declare the local array inside the kernel, of a fixed size";
+        }
+        if (!parameter.isBuffer()) {
+            return "pass " + scalarFor(parameter.typeName());
+        }
+        String element = parameter.typeName().replace("*", "").replace("const", "").trim();
+        DataType expected = POINTER_TYPES.get(element);
+        if (expected != null && buffer.type() != DataType.INT8 && buffer.type() != expected) {
+            return "pass a " + expected + " buffer (this one is " + buffer.type() + "), or one allocated by bytes";
+        }
+        return null;
+    }
+
+    private static @Nullable String scalarMismatch(Parameter parameter, Object value) {
+        if (parameter.isBuffer() || parameter.addressQualifier() == CL_KERNEL_ARG_ADDRESS_LOCAL) {
+            return parameter.isBuffer() ? "pass a UnifiedBuffer or a KernelArg" : "__local parameters are not taken";
+        }
+        String type = parameter.typeName().trim();
+        boolean fits = switch (value) {
+            case Integer ignored -> type.equals("int") || type.equals("uint");
+            case Long ignored -> type.equals("long") || type.equals("ulong");
+            case Float ignored -> type.equals("float");
+            case Double ignored -> type.equals("double");
+            default -> false;
+        };
+        return fits ? null : "pass " + scalarFor(type);
+    }
+
+    private static String scalarFor(String type) {
+        return switch (type.trim()) {
+            case "int", "uint" -> "an Integer";
+            case "long", "ulong" -> "a Long";
+            case "float" -> "a Float";
+            case "double" -> "a Double";
+            default -> "a value of a type no Java argument is passed as (" + type.trim() + "); change the parameter to int, long, float, "
+                    + "double or a __global pointer";
+        };
+    }
+
+    private static String describe(KernelArgument argument) {
+        return switch (argument) {
+            case KernelArgument.Buffer buffer -> "a buffer, " + buffer.description();
+            case KernelArgument.Scalar(Object value) -> "a " + value.getClass().getSimpleName() + " " + value;
+        };
+    }
+
+    // ---- the pool of kernel objects ------------------------------------------------------------------------------
+
+    private cl_kernel take() {
+        synchronized (idle) {
+            if (released) {
+                throw new IllegalStateException("kernel '" + name + "' was released: its OpenCL backend is closed");
+            }
+            cl_kernel kernel = idle.poll();
+            if (kernel != null) {
+                return kernel;
+            }
+            created++;
+        }
+        int[] error = new int[1];
+        cl_kernel kernel = CL.clCreateKernel(program, name, error);
+        OpenClCalls.check(error[0], "clCreateKernel '" + name + "' for a launch on another thread");
+        return kernel;
+    }
+
+    private void give(cl_kernel kernel) {
+        synchronized (idle) {
+            if (!released) {
+                idle.push(kernel);
+                return;
+            }
+        }
+        CL.clReleaseKernel(kernel);
+    }
+
+    /** The kernel objects made so far: the most launches that were under way at once (for the tests). */
+    int kernelObjects() {
+        synchronized (idle) {
+            return created;
+        }
+    }
+
+    /** Releases the idle kernel objects and the program; kernels in a launch now are released as they come back. */
+    void release() {
+        List<cl_kernel> toRelease;
+        synchronized (idle) {
+            if (released) {
+                return;
+            }
+            released = true;
+            toRelease = new ArrayList<>(idle);
+            idle.clear();
+        }
+        toRelease.forEach(CL::clReleaseKernel);
+        CL.clReleaseProgram(program); // OpenCL deletes it once its last kernel object is gone
+    }
+
+    // ---- info queries ------------------------------------------------------------------------------------------
+
+    private static long kernelInt(cl_kernel kernel, int param) {
+        ByteBuffer value = ByteBuffer.allocate(8).order(ByteOrder.nativeOrder());
+        long[] size = new long[1];
+        OpenClCalls.check(CL.clGetKernelInfo(kernel, param, 8, Pointer.to(value.array()), size), "clGetKernelInfo");
+        return size[0] == 4 ? Integer.toUnsignedLong(value.getInt(0)) : value.getLong(0);
+    }
+
+    /** Each parameter's name, type and address space; null where the implementation keeps no argument info. */
+    private static @Nullable List<Parameter> parameters(cl_kernel kernel, int count) {
+        List<Parameter> parameters = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            int[] qualifier = new int[1];
+            if (CL.clGetKernelArgInfo(kernel, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, Sizeof.cl_uint, Pointer.to(qualifier), null) != CL_SUCCESS) {
+                return null;
+            }
+            String type = argString(kernel, i, CL_KERNEL_ARG_TYPE_NAME);
+            String parameterName = argString(kernel, i, CL_KERNEL_ARG_NAME);
+            if (type == null) {
+                return null;
+            }
+            parameters.add(new Parameter(parameterName == null ? "" : parameterName, type, qualifier[0]));
+        }
+        return List.copyOf(parameters);
+    }
+
+    private static @Nullable String argString(cl_kernel kernel, int index, int param) {
+        long[] size = new long[1];
+        if (CL.clGetKernelArgInfo(kernel, index, param, 0, null, size) != CL_SUCCESS) {
+            return null;
+        }
+        byte[] bytes = new byte[(int) size[0]];
+        if (CL.clGetKernelArgInfo(kernel, index, param, bytes.length, Pointer.to(bytes), null) != CL_SUCCESS) {
+            return null;
+        }
+        return cString(bytes);
+    }
+
+    private static String programString(cl_program program, int param) {
+        long[] size = new long[1];
+        OpenClCalls.check(CL.clGetProgramInfo(program, param, 0, null, size), "clGetProgramInfo");
+        byte[] bytes = new byte[(int) size[0]];
+        OpenClCalls.check(CL.clGetProgramInfo(program, param, bytes.length, Pointer.to(bytes), null), "clGetProgramInfo");
+        return cString(bytes);
+    }
+
+    private static String buildLog(cl_program program, cl_device_id device) {
+        long[] size = new long[1];
+        if (CL.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, null, size) != CL_SUCCESS) {
+            return "";
+        }
+        byte[] log = new byte[(int) size[0]];
+        CL.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, log.length, Pointer.to(log), null);
+        return cString(log);
+    }
+
+    private static String cString(byte[] bytes) {
+        int end = 0;
+        while (end < bytes.length && bytes[end] != 0) {
+            end++;
+        }
+        return new String(bytes, 0, end, StandardCharsets.UTF_8).trim();
+    }
+
+    @Override
+    public String toString() {
+        return "OpenClKernel['" + name + "', " + parameterCount + " parameters]";
+    }
+}

@@ -1,0 +1,360 @@
+package dev.compute.memory.opencl;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.ComputeKernel;
+import dev.compute.memory.DataType;
+import dev.compute.memory.KernelArg;
+import dev.compute.memory.KernelCompileException;
+import dev.compute.memory.KernelSource;
+import dev.compute.memory.LaunchShape;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.spi.KernelArgument;
+import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.testing.ChildJvm;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.jocl.CL;
+import org.jocl.CLException;
+import org.jocl.cl_command_queue;
+import org.jocl.cl_context;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * What the OpenCL backend adds to the kernel contract ({@link OpenClKernelContractTest}): the compiler's log in a
+ * failed build, launches checked against the kernel's parameters, HOST memory refused by name, the kernel objects'
+ * pool, a close right after a launch on host-visible memory, the manager's native device, and what JOCL's exception
+ * mode does to the backend.
+ */
+class OpenClKernelTest {
+
+    /** Fills x with v after spinning: long enough that the test can act while it runs. */
+    private static final String SLOW_FILL = """
+            __kernel void slow_fill(__global float *x, long n, float v, int spins) {
+                long i = get_global_id(0);
+                float acc = 1.0f;
+                for (int k = 0; k < spins; k++) {
+                    acc = acc * 1.0000001f + 0.0000001f;
+                }
+                if (i < n) {
+                    x[i] = v + acc * 0.0f;
+                }
+            }
+            """;
+    private static final String TYPED = """
+            __kernel void typed(__global float *x, __global const double *d, uint count, ulong total) {
+                size_t i = get_global_id(0);
+                if (i < count) { x[i] = (float) d[i] + (float) total; }
+            }
+            __kernel void with_local(__global float *x, __local float *scratch) {
+                scratch[get_local_id(0)] = 1.0f;
+                x[get_global_id(0)] = scratch[get_local_id(0)];
+            }
+            """;
+
+    private UnifiedMemoryManager manager;
+
+    @BeforeEach
+    void open() {
+        OpenClTestSupport.requireOpenCl();
+        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build();
+    }
+
+    @AfterEach
+    void close() {
+        if (manager != null) {
+            manager.close();
+        }
+    }
+
+    /**
+     * A build that fails, in a JVM of its own: PoCL's compiler also prints its diagnostics to the process's standard
+     * error, which would otherwise land in the build's output.
+     */
+    @Test
+    void aBuildThatFailsCarriesTheCompilersLog() throws Exception {
+        ChildJvm.Result child = ChildJvm.run(Duration.ofMinutes(2), BrokenBuild.class);
+        assertThat(child.exitCode()).as(child.describe()).isZero();
+        assertThat(child.output()).as(child.describe())
+                .contains("type: " + KernelCompileException.class.getName())
+                .contains("message: building OpenCL C kernel 'broken' on OpenCL device", "CL_BUILD_PROGRAM_FAILURE")
+                .contains("log: ").contains("undeclared_name")
+                .contains("message ends with the log: true");
+    }
+
+    /** The child of {@link #aBuildThatFailsCarriesTheCompilersLog}: prints what the failed compile threw. */
+    static final class BrokenBuild {
+        public static void main(String[] args) {
+            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build()) {
+                manager.kernels().compile(KernelSource.openCl("__kernel void broken(__global float *x) { x[0] = undeclared_name; }", "broken"));
+                System.out.println("the broken kernel compiled");
+            } catch (KernelCompileException e) {
+                System.out.println("type: " + e.getClass().getName());
+                System.out.println("message: " + e.getMessage());
+                System.out.println("log: " + e.buildLog());
+                System.out.println("message ends with the log: " + e.getMessage().endsWith(e.buildLog()));
+            }
+        }
+    }
+
+    @Test
+    void aMisnamedKernelOrABadOptionIsACompileError() {
+        KernelSource misnamed = KernelSource.openCl(TYPED, "typo");
+        assertThatThrownBy(() -> manager.kernels().compile(misnamed)).isInstanceOf(KernelCompileException.class)
+                .hasMessageContaining("has no __kernel named 'typo'").hasMessageContaining("typed").hasMessageContaining("with_local");
+        KernelSource badOption = KernelSource.openCl(TYPED, "typed", "-cl-no-such-option");
+        assertThatThrownBy(() -> manager.kernels().compile(badOption)).isInstanceOf(KernelCompileException.class)
+                .hasMessageContaining("options '-cl-no-such-option'");
+    }
+
+    @Test
+    void launchesAreCheckedAgainstTheKernelsParameters() {
+        ComputeKernel typed = manager.kernels().compile(KernelSource.openCl(TYPED, "typed"));
+        ComputeKernel withLocal = manager.kernels().compile(KernelSource.openCl(TYPED, "with_local"));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 4); UnifiedBuffer d = manager.allocate(DataType.FLOAT64, 4);
+             UnifiedBuffer bytes = manager.allocate(32)) {
+            x.copyFrom(new float[4]);
+            d.copyFrom(new double[] {1, 2, 3, 4});
+            assertThatThrownBy(() -> typed.launch(LaunchShape.of(4), x, d, 4))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessage("kernel 'typed' takes 4 argument(s); the launch passed 3");
+            assertThatThrownBy(() -> typed.launch(LaunchShape.of(4), d, d, 4, 0L))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("kernel 'typed', argument 0 (a buffer, UnifiedBuffer[DEVICE, 32 bytes, FLOAT64")
+                    .hasMessageContaining("parameter 0 'x' is __global float*; pass a FLOAT32 buffer (this one is FLOAT64)");
+            assertThatThrownBy(() -> typed.launch(LaunchShape.of(4), x, d, 4L, 0L))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("argument 2 (a Long 4): the kernel's parameter 2 'count' is uint; pass an Integer");
+            assertThatThrownBy(() -> typed.launch(LaunchShape.of(4), x, 1.0, 4, 0L))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pass a UnifiedBuffer or a KernelArg");
+            assertThatThrownBy(() -> withLocal.launch(LaunchShape.of(4), x, x))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("__local parameters are not taken");
+
+            typed.launch(LaunchShape.of(4), KernelArg.write(x), KernelArg.read(d), 4, 10L).join();
+            typed.launch(LaunchShape.of(4), KernelArg.write(bytes), KernelArg.read(d), 4, 20L).join(); // a buffer by bytes fits any pointer
+            float[] result = new float[4];
+            x.copyTo(result);
+            assertThat(result).containsExactly(11, 12, 13, 14);
+            bytes.copyTo(0, result, 0, 4);
+            assertThat(result).containsExactly(21, 22, 23, 24);
+        }
+    }
+
+    @Test
+    void hostMemoryIsRefusedNamingTheKernelAndTheArgument() {
+        ComputeKernel fill = manager.kernels().compile(KernelSource.openCl(SLOW_FILL, "slow_fill"));
+        try (UnifiedBuffer host = manager.allocate(DataType.FLOAT32, 16, MemoryLocation.HOST)) {
+            assertThatThrownBy(() -> fill.launch(LaunchShape.of(16), host, 16L, 1f, 0))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("kernel 'slow_fill', argument 0 (UnifiedBuffer[HOST")
+                    .hasMessageContaining("HOST memory on OpenCL is plain host memory")
+                    .hasMessageContaining("allocate DEVICE (or PINNED) memory");
+        }
+    }
+
+    /**
+     * Host-visible memory (PINNED, and UNIFIED where the device has SVM) is where a kernel still running would
+     * write into the next buffer's bytes if the pool handed its block on at once; the launch's accesses record the
+     * kernel, so the block waits for it.
+     */
+    @Test
+    void aCloseRightAfterTheLaunchFreesTheMemoryOnlyAfterTheKernel() throws Exception {
+        ComputeKernel slowFill = manager.kernels().compile(KernelSource.openCl(SLOW_FILL, "slow_fill"));
+        int n = 4096;
+        int spins = spinsForAtLeast(slowFill, n, TimeUnit.MILLISECONDS.toNanos(500));
+        List<MemoryLocation> told = new ArrayList<>();
+        for (MemoryLocation location : List.of(MemoryLocation.PINNED, MemoryLocation.UNIFIED)) {
+            if (!manager.locations().contains(location)) {
+                continue;
+            }
+            UnifiedBuffer first = manager.allocate(DataType.FLOAT32, n, location);
+            long firstAddress = first.readOnlyHostView().address();
+            // a free block of the size beside first's, so that the next allocation needs no backend call: a new PINNED
+            // allocation maps its buffer with a blocking map, which waits for the queue, kernel included
+            manager.allocate(DataType.FLOAT32, n, location).close();
+            CompletableFuture<Void> running = slowFill.launch(LaunchShape.of(n), KernelArg.write(first), (long) n, 7f, spins);
+            first.close();
+            try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, n, location)) {
+                next.copyFrom(filled(n, 1f)); // a host copy: it does not queue behind the kernel
+                if (!running.isDone()) { // the kernel still runs: whatever the pool gave next, it is not first's block
+                    told.add(location);
+                    assertThat(next.readOnlyHostView().address()).as("%s: the closed buffer's block waits for its kernel", location)
+                            .isNotEqualTo(firstAddress);
+                }
+                running.get(60, TimeUnit.SECONDS);
+                float[] result = new float[n];
+                next.copyTo(result);
+                assertThat(result).as("%s: the kernel wrote only the closed buffer's memory", location).containsOnly(1f);
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            boolean reused = false;
+            while (!reused && System.nanoTime() < deadline) {
+                try (UnifiedBuffer again = manager.allocate(DataType.FLOAT32, n, location)) {
+                    reused = again.readOnlyHostView().address() == firstAddress;
+                }
+            }
+            assertThat(reused).as("%s: once the kernel is done, the block goes back to the pool", location).isTrue();
+        }
+        // where the launch returns only once its kernel has run (seen on NVIDIA's OpenCL for PINNED memory, H200, driver
+        // 580; the access's end maps the written buffer there), no close can come while the kernel runs
+        Assumptions.assumeFalse(told.isEmpty(), "on " + manager.backendInfo().deviceName() + " every launch on host-visible"
+                + " memory returned after its kernel had run, so no close could come while it ran");
+    }
+
+    /** The spins that keep slow_fill over {@code n} items running at least {@code nanos} on this device (a CPU or a GPU). */
+    private int spinsForAtLeast(ComputeKernel slowFill, int n, long nanos) {
+        long spins = 10_000;
+        try (UnifiedBuffer probe = manager.allocate(DataType.FLOAT32, n, MemoryLocation.DEVICE)) {
+            while (true) {
+                long start = System.nanoTime();
+                slowFill.launch(LaunchShape.of(n), KernelArg.write(probe), (long) n, 0f, (int) spins).join();
+                long took = System.nanoTime() - start;
+                if (took >= nanos || spins >= Integer.MAX_VALUE / 2) {
+                    return (int) spins;
+                }
+                spins = Math.min(Integer.MAX_VALUE / 2, spins * Math.clamp(2 * nanos / Math.max(1, took), 2, 1000));
+            }
+        }
+    }
+
+    @Test
+    void oneKernelObjectServesEveryLaunchOfAThreadAndThreadsGetTheirOwn() throws Exception {
+        OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings());
+        try {
+            OpenClKernel kernel = (OpenClKernel) backend.compileKernel(KernelSource.openCl(SLOW_FILL, "slow_fill"));
+            NativeAllocation allocation = backend.allocate(MemoryLocation.DEVICE, 8 * 1024 * Float.BYTES);
+            for (int i = 0; i < 50; i++) {
+                launchOn(backend, kernel, allocation, 0);
+            }
+            assertThat(kernel.kernelObjects()).as("launches one after another reuse one cl_kernel").isEqualTo(1);
+
+            int threads = 6;
+            CyclicBarrier start = new CyclicBarrier(threads);
+            ExecutorService pool = Executors.newFixedThreadPool(threads);
+            try {
+                List<Future<?>> done = new ArrayList<>();
+                for (int t = 0; t < threads; t++) {
+                    int slot = t;
+                    done.add(pool.submit(() -> {
+                        start.await();
+                        for (int i = 0; i < 30; i++) {
+                            launchOn(backend, kernel, allocation, slot);
+                        }
+                        return null;
+                    }));
+                }
+                for (Future<?> future : done) {
+                    future.get(2, TimeUnit.MINUTES);
+                }
+            } finally {
+                pool.shutdownNow();
+            }
+            assertThat(kernel.kernelObjects()).as("at most one cl_kernel per launch under way at once").isBetween(1, threads);
+            float[] values = new float[8 * 1024];
+            backend.copyToHost(allocation, 0, java.lang.foreign.MemorySegment.ofArray(values), (long) values.length * Float.BYTES);
+            for (int slot = 0; slot < threads; slot++) {
+                assertThat(values[slot * 1024]).as("slot %d", slot).isEqualTo(slot);
+                assertThat(values[slot * 1024 + 1023]).as("slot %d", slot).isEqualTo(slot);
+            }
+            backend.free(allocation);
+        } finally {
+            backend.close();
+        }
+    }
+
+    /** slow_fill of the 1024 floats of {@code slot} with the slot's number, through the SPI, with a handle of its own. */
+    private static void launchOn(OpenClBackend backend, OpenClKernel kernel, NativeAllocation allocation, int slot) {
+        long offset = slot * 1024L * Float.BYTES;
+        OpenClDeviceHandle handle = backend.openDeviceHandle(allocation, offset, 1024L * Float.BYTES, AccessMode.WRITE);
+        try {
+            kernel.launch(LaunchShape.of(1024), List.of(
+                    new KernelArgument.Buffer(handle, null, 1024L * Float.BYTES, DataType.FLOAT32, AccessMode.WRITE, "slot " + slot),
+                    new KernelArgument.Scalar(1024L), new KernelArgument.Scalar((float) slot), new KernelArgument.Scalar(1))).join();
+        } finally {
+            handle.end().join();
+        }
+    }
+
+    @Test
+    void theNativeDeviceIsTheBackendsContextDeviceAndQueue() {
+        OpenClNativeDevice cl = manager.nativeDevice(OpenClNativeDevice.class);
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 64);
+             var access = buffer.deviceAccess(AccessMode.READ)) {
+            OpenClDeviceHandle handle = access.handle(OpenClDeviceHandle.class);
+            assertThat(cl.context()).isEqualTo(handle.context());
+            assertThat(cl.device()).isEqualTo(handle.device());
+            assertThat(cl.queue()).isEqualTo(handle.queue());
+        }
+        assertThat(cl.describe()).contains(manager.backendInfo().deviceName().split(" \\(")[0]);
+        assertThat(cl.subBufferAlignment()).isPositive();
+        cl_context context = cl.context();
+        cl_command_queue queue = cl.queue();
+        assertThat(context).isNotNull();
+        assertThat(queue).isNotNull();
+        interface SomethingElse extends dev.compute.memory.spi.NativeDevice {}
+        assertThatThrownBy(() -> manager.nativeDevice(SomethingElse.class)).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("the opencl backend has no SomethingElse; it hands out OpenClNativeDevice");
+        manager.close();
+        assertThatThrownBy(cl::queue).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+        assertThatThrownBy(() -> manager.nativeDevice(OpenClNativeDevice.class)).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("closed");
+    }
+
+    /**
+     * Why the README says to leave JOCL's exception mode off beside the backend: it is one switch for the JVM, and
+     * with it on the backend's calls throw JOCL's {@link CLException} before the backend reads their codes, so the
+     * backend's own failures (here a kernel name the program lacks, with the names it has) become JOCL's.
+     */
+    @Test
+    void joclsExceptionModeTakesTheBackendsOwnFailuresAway() {
+        KernelSource misnamed = KernelSource.openCl(TYPED, "typo");
+        CL.setExceptionsEnabled(true);
+        try {
+            assertThatThrownBy(() -> manager.kernels().compile(misnamed)).isInstanceOf(CLException.class)
+                    .isNotInstanceOf(KernelCompileException.class).hasMessageContaining("CL_INVALID_KERNEL_NAME")
+                    .message().doesNotContain("with_local");
+        } finally {
+            CL.setExceptionsEnabled(false);
+        }
+        assertThatThrownBy(() -> manager.kernels().compile(misnamed)).isInstanceOf(KernelCompileException.class)
+                .hasMessageContaining("with_local");
+    }
+
+    @Test
+    void anUnalignedSliceIsStagedAndOnlyItsBytesChange() {
+        Assumptions.assumeTrue(manager.nativeDevice(OpenClNativeDevice.class).subBufferAlignment() > Float.BYTES,
+                "every float offset is a sub-buffer origin on this device");
+        ComputeKernel fill = manager.kernels().compile(KernelSource.openCl(SLOW_FILL, "slow_fill"));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 100, MemoryLocation.DEVICE)) {
+            x.copyFrom(filled(100, 5f));
+            try (UnifiedBuffer slice = x.slice(1, 10); var access = slice.deviceAccess(AccessMode.READ)) {
+                assertThat(access.handle(OpenClDeviceHandle.class).isSubBuffer()).as("no sub-buffer starts 4 bytes in").isFalse();
+            }
+            fill.launch(LaunchShape.of(10), x.slice(1, 10), 10L, 2f, 0).join();
+            float[] result = new float[100];
+            x.copyTo(result);
+            assertThat(result[0]).isEqualTo(5f);
+            assertThat(java.util.Arrays.copyOfRange(result, 1, 11)).containsOnly(2f);
+            assertThat(java.util.Arrays.copyOfRange(result, 11, 100)).containsOnly(5f);
+        }
+    }
+
+    private static float[] filled(int n, float value) {
+        float[] values = new float[n];
+        java.util.Arrays.fill(values, value);
+        return values;
+    }
+}
