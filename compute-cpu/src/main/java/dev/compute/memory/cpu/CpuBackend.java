@@ -7,6 +7,7 @@ import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.HostKernelOps;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.VirtualMemory;
@@ -78,7 +79,7 @@ public final class CpuBackend implements ComputeBackend {
     private final HostMemoryLedger ledger;
     private final long pageSize;
     private final BackendInfo info;
-    private final CpuKernelOps ops = new CpuKernelOps();
+    private final HostKernelOps ops = new HostKernelOps();
     private final Map<MemoryLocation, CpuVirtualMemory> virtualMemory = new EnumMap<>(MemoryLocation.class);
     private final Map<Long, NativeAllocation> live = new ConcurrentHashMap<>();
     private final AtomicLong lockedBytes = new AtomicLong();
