@@ -15,20 +15,39 @@ import static jcuda.driver.JCudaDriver.cuMemAllocHost;
 import static jcuda.driver.JCudaDriver.cuMemFree;
 import static jcuda.driver.JCudaDriver.cuMemFreeAsync;
 import static jcuda.driver.JCudaDriver.cuMemFreeHost;
+import static jcuda.driver.JCudaDriver.cuLaunchKernel;
+import static jcuda.driver.JCudaDriver.cuMemHostGetDevicePointer;
+import static jcuda.driver.JCudaDriver.cuEventCreate;
+import static jcuda.driver.JCudaDriver.cuEventDestroy;
+import static jcuda.driver.JCudaDriver.cuEventRecord;
+import static jcuda.driver.JCudaDriver.cuEventSynchronize;
+import static jcuda.driver.JCudaDriver.cuMemcpy;
+import static jcuda.driver.JCudaDriver.cuMemcpyAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoH;
+import static jcuda.driver.JCudaDriver.cuModuleGetFunction;
+import static jcuda.driver.JCudaDriver.cuModuleLoadData;
+import static jcuda.driver.JCudaDriver.cuModuleUnload;
 import static jcuda.driver.JCudaDriver.cuMemcpyHtoD;
 import static jcuda.driver.JCudaDriver.cuStreamCreate;
 import static jcuda.driver.JCudaDriver.cuStreamDestroy;
 import static jcuda.driver.JCudaDriver.cuStreamSynchronize;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.SymbolLookup;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import jcuda.CudaException;
 import jcuda.Pointer;
 import jcuda.driver.CUcontext;
 import jcuda.driver.CUdevice;
 import jcuda.driver.CUdeviceptr;
+import jcuda.driver.CUevent;
+import jcuda.driver.CUevent_flags;
+import jcuda.driver.CUfunction;
+import jcuda.driver.CUmodule;
 import jcuda.driver.CUstream;
 import jcuda.driver.CUstream_flags;
 import jcuda.driver.JCudaDriver;
@@ -154,6 +173,82 @@ final class RawCuda implements AutoCloseable {
 
     void copyToHost(Pointer target, CUdeviceptr source, long bytes) {
         cuMemcpyDtoH(target, source, bytes);
+    }
+
+    /** A copy between any two device-visible pointers (unified addressing: pinned host memory too). */
+    void copy(CUdeviceptr target, CUdeviceptr source, long bytes) {
+        cuMemcpy(target, source, bytes);
+    }
+
+    /**
+     * The backend's way: {@code cuMemcpyAsync} on a non-blocking stream, then a wait on a blocking-sync event
+     * ({@code blockingEvent}) or on the stream; to tell a wait's cost from the copy's.
+     */
+    void copyAsyncAndWait(CUdeviceptr target, CUdeviceptr source, long bytes, boolean blockingEvent) {
+        cuMemcpyAsync(target, source, bytes, stream);
+        if (!blockingEvent) {
+            cuStreamSynchronize(stream);
+            return;
+        }
+        CUevent event = new CUevent();
+        cuEventCreate(event, CUevent_flags.CU_EVENT_BLOCKING_SYNC | CUevent_flags.CU_EVENT_DISABLE_TIMING);
+        try {
+            cuEventRecord(event, stream);
+            cuEventSynchronize(event);
+        } finally {
+            cuEventDestroy(event);
+        }
+    }
+
+    /** The device's pointer to page-locked memory from {@link #pinnedAlloc}. */
+    CUdeviceptr devicePointerOf(Pointer pinned) {
+        CUdeviceptr pointer = new CUdeviceptr();
+        cuMemHostGetDevicePointer(pointer, pinned, 0);
+        return pointer;
+    }
+
+    /** {@code cuMemAllocHost} then {@code cuMemFreeHost}. */
+    void pinnedAllocFreePair(long bytes) {
+        pinnedFree(pinnedAlloc(bytes));
+    }
+
+    /** This benchmark's own stream (non-blocking), for the raw baselines. */
+    CUstream stream() {
+        return stream;
+    }
+
+    /** A PTX module from the class path, loaded into the primary context, so the backend's streams can launch it too. */
+    CUmodule loadModule(String resource) {
+        byte[] ptx;
+        try (InputStream in = RawCuda.class.getResourceAsStream(resource)) {
+            if (in == null) {
+                throw new IllegalStateException(resource + " is not on the class path");
+            }
+            ptx = in.readAllBytes();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        byte[] terminated = Arrays.copyOf(ptx, ptx.length + 1);
+        CUmodule module = new CUmodule();
+        makeCurrent();
+        cuModuleLoadData(module, terminated);
+        return module;
+    }
+
+    CUfunction function(CUmodule module, String name) {
+        CUfunction function = new CUfunction();
+        cuModuleGetFunction(function, module, name);
+        return function;
+    }
+
+    void unload(CUmodule module) {
+        makeCurrent();
+        cuModuleUnload(module);
+    }
+
+    /** One launch of {@code blocks} blocks of {@code threads} threads on {@code on}. */
+    static void launch(CUfunction function, int blocks, int threads, CUstream on, Pointer parameters) {
+        cuLaunchKernel(function, blocks, 1, 1, threads, 1, 1, 0, on, parameters, null);
     }
 
     @Override

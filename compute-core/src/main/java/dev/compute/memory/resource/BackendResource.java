@@ -160,11 +160,12 @@ public final class BackendResource implements MemoryResource, InspectableResourc
      * pool) ask this before touching anything.
      */
     public AllocationAboveLimitException aboveLimit(long requested, long rounded) {
-        if (rounded <= limitBytes) { // within the cap, so above the largest single allocation
+        if (rounded > maxAllocationBytes) { // the backend could never give it, so raising the cap would not help
             return new AllocationAboveLimitException(location, requested, OutOfMemoryReason.DEVICE_MEMORY, "out of " + location
                     + " memory: requested " + requested + " bytes" + (rounded != requested ? " (" + rounded + " after rounding)" : "")
                     + ", above the backend's largest single allocation at " + location + " (" + maxAllocationBytes
-                    + " bytes), whatever memory is free; ask for less, in several buffers");
+                    + " bytes)" + (rounded > limitBytes ? " and above " + limitProperty + " (" + limitBytes + " bytes)" : "")
+                    + ", whatever memory is free; ask for less, in several buffers");
         }
         return new AllocationAboveLimitException(location, requested, OutOfMemoryReason.POOL_LIMIT, "out of " + location
                 + " memory: requested " + requested + " bytes" + (rounded != requested ? " (" + rounded + " after rounding)" : "")

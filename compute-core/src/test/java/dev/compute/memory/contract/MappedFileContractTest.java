@@ -56,7 +56,7 @@ public abstract class MappedFileContractTest {
     /** A builder for the backend under test; the contract sets the staging buffer, leak detection and sampling itself. */
     protected abstract UnifiedMemoryManagerBuilder builder();
 
-    /** Whether the backend's ops run on HOST memory (CUDA's kernels cannot reach it, and refuse it). */
+    /** Whether the backend's ops run on HOST memory (every backend of this project does: CUDA's on the host). */
     protected boolean opsRunOnHostMemory() {
         return true;
     }

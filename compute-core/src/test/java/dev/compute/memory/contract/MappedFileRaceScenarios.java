@@ -70,7 +70,7 @@ public final class MappedFileRaceScenarios {
         int n = (1 << 20) / 4;
         Path file = Files.write(dir.resolve("shrinking.bin"), new byte[n * 4]);
         Path other = Files.write(dir.resolve("other.bin"), new byte[n * 4]);
-        boolean javaOps = backend.equals("cpu") || backend.equals("simulated");
+        boolean javaOps = backend.equals("cpu") || backend.equals("simulated") || backend.equals("cuda");
         try (UnifiedMemoryManager manager = manager(backend);
              UnifiedBuffer mapped = manager.mapFile(file, DataType.FLOAT32, FileMapMode.READ_WRITE);
              UnifiedBuffer target = manager.mapFile(other, DataType.FLOAT32, FileMapMode.READ_WRITE);

@@ -74,7 +74,7 @@ public final class ChildJvm {
         if (!ended) {
             output += "\n---- the child did not end within " + timeout + " and was killed ----";
         }
-        return new Result(ended ? process.exitValue() : -1, output, crashed || output.contains("SIGSEGV") || output.contains("A fatal error has been detected"));
+        return new Result(ended ? process.exitValue() : -1, output, crashed || output.contains("A fatal error has been detected"));
     }
 
     /** The child's output and any fatal error log are in the result; a test run leaves nothing in the temp directory. */

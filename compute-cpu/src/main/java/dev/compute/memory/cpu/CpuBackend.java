@@ -8,6 +8,7 @@ import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.HostKernelOps;
 import dev.compute.memory.spi.JavaKernels;
 import dev.compute.memory.spi.KernelArgument;
 import dev.compute.memory.spi.KernelOps;
@@ -84,7 +85,7 @@ public final class CpuBackend implements ComputeBackend {
     private final HostMemoryLedger ledger;
     private final long pageSize;
     private final BackendInfo info;
-    private final CpuKernelOps ops = new CpuKernelOps();
+    private final HostKernelOps ops = new HostKernelOps();
     private final Map<MemoryLocation, CpuVirtualMemory> virtualMemory = new EnumMap<>(MemoryLocation.class);
     private final Map<Long, NativeAllocation> live = new ConcurrentHashMap<>();
     private final AtomicLong lockedBytes = new AtomicLong();

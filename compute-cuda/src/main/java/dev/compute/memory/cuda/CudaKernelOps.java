@@ -9,6 +9,8 @@ import static jcuda.driver.JCudaDriver.cuMemHostAlloc;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
 
 import dev.compute.memory.DataType;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.HostKernelOps;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
@@ -26,6 +28,8 @@ import jcuda.driver.JCudaDriver;
  * each block writes a partial sum and the host adds the partials in block order, so a result is reproducible.
  */
 final class CudaKernelOps implements KernelOps, AutoCloseable {
+
+    private static final KernelOps HOST = new HostKernelOps();
 
     static final String PTX = "/dev/compute/memory/cuda/ops.ptx";
     /** Threads per block; sum's shared array in ops.cu is sized for it. */
@@ -62,6 +66,15 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
         return (int) Math.max(1, Math.min(maxBlocks, Math.ceilDiv(count, BLOCK)));
     }
 
+    /**
+     * HOST memory is ordinary off-heap memory, which a kernel cannot reach: its ops run on the caller's thread. No
+     * device work is under way on it then, as CUDA's copies from and to pageable memory return once the host bytes
+     * have been read or written.
+     */
+    private static boolean onHost(Region region) {
+        return region.allocation().location() == MemoryLocation.HOST;
+    }
+
     private static long address(Region region) {
         return region.allocation().address() + region.offset();
     }
@@ -72,12 +85,18 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
 
     @Override
     public CompletableFuture<Void> fill(Region target, double value) {
+        if (onHost(target)) {
+            return HOST.fill(target, value);
+        }
         Checks.region(target, "target");
         return inPlace(target.type() == DataType.FLOAT32 ? fillF32 : fillF64, target, value);
     }
 
     @Override
     public CompletableFuture<Void> scale(Region x, double alpha) {
+        if (onHost(x)) {
+            return HOST.scale(x, alpha);
+        }
         Checks.region(x, "x");
         return inPlace(x.type() == DataType.FLOAT32 ? scaleF32 : scaleF64, x, alpha);
     }
@@ -95,6 +114,9 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
 
     @Override
     public CompletableFuture<Void> axpy(double alpha, Region x, Region y) {
+        if (onHost(x) && onHost(y)) {
+            return HOST.axpy(alpha, x, y);
+        }
         Checks.region(x, "x");
         Checks.region(y, "y");
         Checks.sameShape(x, y);
@@ -110,6 +132,9 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
 
     @Override
     public CompletableFuture<Double> sum(Region x) {
+        if (onHost(x)) {
+            return HOST.sum(x);
+        }
         Checks.region(x, "x");
         if (x.count() == 0) {
             return CompletableFuture.completedFuture(0.0);

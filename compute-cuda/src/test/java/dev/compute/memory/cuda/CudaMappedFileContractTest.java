@@ -7,17 +7,12 @@ import dev.compute.memory.spi.BackendSettings;
 
 /**
  * Mapped files on CUDA, chosen by name as a user would; skips without a GPU. Copies to DEVICE memory go through the
- * pinned staging lanes; ops refuse HOST memory, a mapped file's included.
+ * pinned staging lanes; ops on HOST memory, a mapped file's included, run on the host, as CUDA's kernels cannot reach it.
  */
 class CudaMappedFileContractTest extends MappedFileContractTest {
     @Override
     protected UnifiedMemoryManagerBuilder builder() {
         CudaTestSupport.assumeCuda(BackendSettings.ofDevice(0));
         return UnifiedMemoryManager.builder().backend("cuda");
-    }
-
-    @Override
-    protected boolean opsRunOnHostMemory() {
-        return false;
     }
 }

@@ -100,12 +100,14 @@ class OpenClManagerTest {
     void aRequestAboveTheLargestSingleAllocationFailsAtOnceKeepingTheCacheAndAskingNoHandler() {
         OpenClTestSupport.requireOpenCl();
         AtomicInteger handlerCalls = new AtomicInteger();
+        long largest;
+        try (OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings())) {
+            largest = backend.maxAllocationBytes();
+        }
+        // the pool's cap above the backend's limit, which a large device's limit may pass (37.5 GB on an H200)
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .maxPoolSize(Math.max(4L << 30, largest + (64L << 20)))
                 .outOfMemoryHandler((location, bytes, attempt, failure) -> handlerCalls.incrementAndGet() < 3).build()) {
-            long largest;
-            try (OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings())) {
-                largest = backend.maxAllocationBytes();
-            }
             long tooLarge = largest + (2L << 20);
             manager.allocate(30L << 20).close();
             long cached = manager.statistics(MemoryLocation.DEVICE).cachedBytes();

@@ -1,16 +1,15 @@
-package dev.compute.memory.cpu;
+package dev.compute.memory.spi;
 
 import static java.lang.foreign.ValueLayout.JAVA_DOUBLE_UNALIGNED;
 import static java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED;
 
 import dev.compute.memory.DataType;
-import dev.compute.memory.spi.KernelOps;
-import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * The op set as plain loops over the memory, on the caller's thread; every future is complete when returned.
+ * The op set as plain loops over host memory, on the caller's thread; every future is complete when returned. The
+ * CPU backend's ops, and what a device backend runs for memory its kernels cannot reach (CUDA's HOST memory).
  * Counted loops over a segment are what C2 vectorises, so no Vector API (still incubating in Java 25) is
  * needed. Unaligned layouts, because the pool may place a block at any byte offset.
  *
@@ -18,7 +17,7 @@ import java.util.concurrent.CompletableFuture;
  * {@link #sum} accumulates in double, in four interleaved partial sums (which lets the loop pipeline; the
  * result may differ from a strict left-to-right sum in the last bits).
  */
-final class CpuKernelOps implements KernelOps {
+public final class HostKernelOps implements KernelOps {
 
     private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
 
@@ -120,7 +119,7 @@ final class CpuKernelOps implements KernelOps {
         }
         MemorySegment host = region.allocation().hostSegment();
         if (host == null) {
-            throw new IllegalArgumentException("not an allocation of the CPU backend (it has no host segment): " + region.allocation());
+            throw new IllegalArgumentException("not host memory (the allocation has no host segment): " + region.allocation());
         }
         return host.asSlice(region.offset(), region.byteSize());
     }

@@ -20,7 +20,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** Every op against a plain Java loop on fresh random data, at odd lengths and odd (unaligned) offsets. */
-class CpuKernelOpsTest {
+class CpuBackendOpsTest {
 
     private static final long OFFSET = 3;
 
