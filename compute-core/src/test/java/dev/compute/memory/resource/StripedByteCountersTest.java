@@ -55,21 +55,6 @@ class StripedByteCountersTest {
     }
 
     @Test
-    void aFreeTakenBackCountsTheBytesAsInUseAgain() {
-        counters.allocated(1024, 1000);
-        counters.freed(1024, 1000);
-
-        counters.freeUndone(1024, 1000);
-
-        StatisticsResource.Counts figures = counters.read();
-        assertThat(figures.allocatedBytes()).isEqualTo(1024);
-        assertThat(figures.requestedBytes()).isEqualTo(1000);
-        assertThat(figures.frees()).isZero();
-        assertThat(figures.allocations()).isEqualTo(1);
-        assertThat(figures.allocatedBytesPeak()).isEqualTo(1024);
-    }
-
-    @Test
     void freeingAllCountsEveryLiveBlockFreedAndKeepsThePeaks() {
         counters.allocated(1024, 1000);
         counters.allocated(2048, 2000);
