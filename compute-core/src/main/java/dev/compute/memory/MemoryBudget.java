@@ -1,63 +1,126 @@
 package dev.compute.memory;
 
+import dev.compute.memory.budget.BudgetAccount;
+import dev.compute.memory.budget.BudgetLedger;
 import dev.compute.memory.internal.ManagerLog;
-import dev.compute.memory.resource.Block;
+import dev.compute.memory.lifetime.BufferCore;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
 
 /**
- * A tenant's share of a manager, as Arrow's child allocators: buffers allocated through it come from the manager's
- * pool (no memory of its own, no second cache) but count against its own limit and in its own figures. Made by
- * {@link UnifiedMemoryManager#budget(String, long)}; in Spring, one per bean or per request scope (its
- * {@link #close()} is the bean's destroy method).
+ * A tenant's own allocator over a manager's pools, as Arrow's child allocators: buffers allocated through it come
+ * from the manager's pools (no memory of its own, no second cache) but count against its limits and in its figures,
+ * and in those of every budget above it. Made by {@link UnifiedMemoryManager#budget(BudgetSpec)} or
+ * {@link #child(BudgetSpec)}; in Spring, from {@code compute.budgets.*} or per request (see the starter's README).
  *
- * <p>What counts: the bytes each buffer asked for, from its allocation until its memory goes back to the pool (after
- * {@code close()}, once views and device work on it have ended). An allocation that would pass the limit fails with
- * {@link DeviceOutOfMemoryException} ({@link OutOfMemoryReason#ADAPTOR_LIMIT}) naming the budget, and takes nothing
- * from the pool. The budget holds its buffers until they are closed, so a buffer dropped without {@code close()} is
- * found when the budget closes (not by the leak detector): {@link #close()} reports and closes every buffer still open.
- * Thread-safe.
+ * <pre>{@code
+ * try (MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant-a", 1L << 30).withReservation(DEVICE, 256L << 20));
+ *      MemoryBudget request = tenant.child("request-42", 64L << 20)) {
+ *     UnifiedBuffer input = request.allocate(FLOAT32, n, DEVICE);   // counts in request-42 and in tenant-a
+ *     ...
+ * }                                                                 // closes what the request forgot, and says so
+ * }</pre>
+ *
+ * <p><b>Every allocation form.</b> {@code allocate} and {@code tryAllocate} as the manager's; {@code allocateAsync}
+ * waits first for room in this budget (and those above it), in the order requests came, then for the pool's room as
+ * the manager's does, within one timeout; {@code allocateBatch} is all or none against the budget as against the
+ * pool; {@code mapFile} maps as the manager does and counts the mapping apart ({@link BudgetStatistics#mappedFiles()}),
+ * against no limit. Slices and views of a budget's buffer share its memory and count nothing more.
+ *
+ * <p><b>What counts.</b> The bytes each buffer asked for, from its allocation until its memory goes back to the pool
+ * (after {@code close()}, once views and device work on it have ended), at the budget allocated through and at every
+ * budget above it. A request that would pass a limit fails with {@link BudgetExceededException} (reason
+ * {@link OutOfMemoryReason#BUDGET_LIMIT}), which says which budget refused and what it holds, and takes nothing from
+ * the pool; the manager's listeners hear of it as of any out-of-memory.
+ *
+ * <p><b>Reservations.</b> Bytes a budget reserves at a location ({@link BudgetSpec#withReservation}) count in its
+ * parent as held from the start, and for a root against the location's cap, which all roots share: a budget that would
+ * take memory another budget reserved and does not use is refused, so a noisy tenant cannot starve a reserved one, and
+ * reservations that do not fit are refused as the budget is made. This is accounting above the pool: memory allocated
+ * through the manager outside any budget, and host mirrors of device buffers, are no budget's; and the pool may still
+ * need its out-of-memory recovery (releasing its cache, compacting) to place a reserved request among other tenants'
+ * buffers.
+ *
+ * <p><b>Closing.</b> {@link #close()} closes the budgets under it first, refuses further requests, fails those
+ * waiting, gives its reservation back and closes every buffer still open through it or a budget under it, saying in
+ * the log which budget held how many (a request that forgot a buffer shows here). Thread-safe.
  */
 public final class MemoryBudget implements AutoCloseable {
 
     private static final System.Logger LOG = ManagerLog.logger();
 
-    /** The figures of one budget. */
-    public record Statistics(String name, long limitBytes, long allocatedBytes, long allocatedBytesPeak, long liveBuffers,
-                             long allocations, long refusals) {}
+    /** What a budget still held open as it closed: {@code buffers} buffers (mapped files among them) of {@code bytes} bytes. */
+    public record Leftover(String budget, int buffers, long bytes) {}
 
     private final PooledMemoryManager manager;
-    private final String name;
-    private final long limitBytes;
-    // guarded by this: every figure changes with the others, so that a reading is always one state of the budget
-    /** The buffers allocated through this budget whose memory is not back, by block. */
-    private final Map<Block, UnifiedBuffer> open = new HashMap<>();
-    /** Bytes of buffers allocated and not yet back: what the figures say. */
-    private long allocated;
-    /** Bytes of requests under way in the pool: counted against the limit, not in the figures. */
-    private long pending;
-    /** The threads whose requests are under way, for the wait in {@link #reserve}. */
-    private final List<Thread> requesting = new ArrayList<>();
-    private long peak;
-    private long allocations;
-    private long refusals;
-    private boolean closed;
+    private final BudgetLedger<BufferCore> ledger;
+    private final BudgetAccount<BufferCore> account;
+    private final BudgetSpec spec;
+    private final @Nullable MemoryBudget parent;
+    private final BudgetAllocations allocations;
 
-    MemoryBudget(PooledMemoryManager manager, String name, long limitBytes) {
+    MemoryBudget(PooledMemoryManager manager, BudgetLedger<BufferCore> ledger, @Nullable MemoryBudget parent, BudgetSpec spec) {
         this.manager = manager;
-        this.name = name;
-        this.limitBytes = limitBytes;
+        this.ledger = ledger;
+        this.parent = parent;
+        this.spec = spec;
+        this.account = ledger.open(parent == null ? null : parent.account, spec);
+        this.account.attach(this);
+        this.allocations = new BudgetAllocations(manager, ledger, account);
     }
 
+    /** Its name among its siblings. */
     public String name() {
-        return name;
+        return spec.name();
+    }
+
+    /** Its name after its ancestors', joined by {@code '/'}: {@code tenant-a/request-42}. */
+    public String path() {
+        return account.path();
+    }
+
+    public BudgetSpec spec() {
+        return spec;
     }
 
     public long limitBytes() {
-        return limitBytes;
+        return spec.limitBytes();
     }
+
+    /** The budget it was made under; empty for one made by the manager. */
+    public Optional<MemoryBudget> parent() {
+        return Optional.ofNullable(parent);
+    }
+
+    /** The budgets made under it and not yet closed, in the order they were made. */
+    public List<MemoryBudget> children() {
+        return ledger.children(account).stream().map(MemoryBudget.class::cast).toList();
+    }
+
+    /** A budget of {@code limitBytes} under this one, reserving nothing. */
+    public MemoryBudget child(String name, long limitBytes) {
+        return child(BudgetSpec.of(name, limitBytes));
+    }
+
+    /**
+     * A budget under this one: what it holds or reserves counts in this budget too, against this budget's limits.
+     *
+     * @throws IllegalStateException this budget is closed, or a reservation of the child does not fit beside what this
+     *                               budget and those above it hold and reserve
+     */
+    public MemoryBudget child(BudgetSpec childSpec) {
+        return new MemoryBudget(manager, ledger, this, childSpec);
+    }
+
+    // ---- allocation -------------------------------------------------------------------------------------------------
 
     /** {@code bytes} bytes at the manager's default location. */
     public UnifiedBuffer allocate(long bytes) {
@@ -73,147 +136,171 @@ public final class MemoryBudget implements AutoCloseable {
         return allocate(type, count, manager.defaultLocation());
     }
 
+    /**
+     * As {@link UnifiedMemoryManager#allocate(DataType, long, MemoryLocation)}, counted in this budget.
+     *
+     * @throws BudgetExceededException where this budget, one above it or the reservations of others leave no room
+     * @throws IllegalStateException   where the budget is closed, or closes while the allocation is under way
+     */
     public UnifiedBuffer allocate(DataType type, long count, MemoryLocation location) {
-        if (count <= 0) {
-            throw new IllegalArgumentException("element count must be positive: " + count);
-        }
-        long bytes = type.bytesFor(count);
-        reserve(location, bytes);
-        UnifiedBuffer buffer;
+        return allocations.allocate(type, count, location);
+    }
+
+    /** As {@link #allocate(long)}, but empty where this budget or the pool has no room for it (bad arguments still throw). */
+    public Optional<UnifiedBuffer> tryAllocate(long bytes) {
+        return tryAllocate(DataType.INT8, bytes, manager.defaultLocation());
+    }
+
+    public Optional<UnifiedBuffer> tryAllocate(long bytes, MemoryLocation location) {
+        return tryAllocate(DataType.INT8, bytes, location);
+    }
+
+    public Optional<UnifiedBuffer> tryAllocate(DataType type, long count) {
+        return tryAllocate(type, count, manager.defaultLocation());
+    }
+
+    /** As {@link #allocate(DataType, long, MemoryLocation)}, but empty where it would throw {@link DeviceOutOfMemoryException}. */
+    public Optional<UnifiedBuffer> tryAllocate(DataType type, long count, MemoryLocation location) {
         try {
-            buffer = manager.allocate(type, count, location);
-        } catch (Throwable e) {
-            unreserve(bytes);
-            throw e;
+            return Optional.of(allocate(type, count, location));
+        } catch (DeviceOutOfMemoryException e) {
+            return Optional.empty();
         }
-        if (!settle(buffer, bytes)) {
-            buffer.close();
-            throw new IllegalStateException("memory budget '" + name + "' was closed while the allocation was under way");
-        }
-        return buffer;
+    }
+
+    public CompletableFuture<UnifiedBuffer> allocateAsync(long bytes, Duration timeout) {
+        return allocateAsync(DataType.INT8, bytes, manager.defaultLocation(), timeout);
+    }
+
+    public CompletableFuture<UnifiedBuffer> allocateAsync(long bytes, MemoryLocation location, Duration timeout) {
+        return allocateAsync(DataType.INT8, bytes, location, timeout);
+    }
+
+    public CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, Duration timeout) {
+        return allocateAsync(type, count, manager.defaultLocation(), timeout);
     }
 
     /**
-     * Counts a request against the limit before it goes to the pool, so that threads allocating at once never pass it
-     * together. A request that fits beside what is allocated but not beside requests still under way waits for them
-     * (they end within the pool's own bounded waits), so that it is refused only for memory the budget really holds;
-     * it does not wait for its own thread's (an out-of-memory handler allocating through the budget).
+     * {@code count} elements of {@code type}, now or once memory comes back, within {@code timeout}: first room in this
+     * budget and those above it (requests waiting in this budget are served in the order they came, as
+     * {@link UnifiedMemoryManager#allocateAsync(long, MemoryLocation, Duration)} serves a location's queue), then, with
+     * the bytes counted here, the pool's room, through the manager's queue, for what is left of the timeout. The future
+     * fails at once for a request larger than this budget could ever hold, with {@link BudgetExceededException} when
+     * the wait for the budget's room times out, as the manager's fails when the wait for the pool's does, and with
+     * {@link IllegalStateException} when the budget or the manager closes. Cancelling it withdraws the request
+     * wherever it waits; a buffer that comes as it is cancelled is closed, not lost.
      */
-    private synchronized void reserve(MemoryLocation location, long bytes) {
-        long waitUntil = System.nanoTime() + manager.deviceWaitTimeout().toNanos();
-        while (true) {
-            if (closed) {
-                throw new IllegalStateException("memory budget '" + name + "' is closed");
-            }
-            if (fits(allocated + pending, bytes)) {
-                pending += bytes;
-                requesting.add(Thread.currentThread());
-                return;
-            }
-            long left = waitUntil - System.nanoTime();
-            if (!fits(allocated, bytes) || pending == 0 || requesting.contains(Thread.currentThread()) || left <= 0) {
-                refusals++;
-                throw new DeviceOutOfMemoryException(location, bytes, OutOfMemoryReason.ADAPTOR_LIMIT, "out of " + location
-                        + " memory: requested " + bytes + " bytes with " + allocated + " bytes allocated"
-                        + (pending == 0 ? "" : " and " + pending + " bytes being allocated") + " would pass the limit of "
-                        + limitBytes + " bytes of memory budget '" + name + "'");
-            }
-            try {
-                wait(Math.max(1, left / 1_000_000));
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                refusals++;
-                throw new DeviceOutOfMemoryException(location, bytes, OutOfMemoryReason.ADAPTOR_LIMIT, "interrupted while memory budget '"
-                        + name + "' waited for requests under way to see whether " + bytes + " bytes fit its limit");
-            }
-        }
+    public CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout) {
+        return allocations.allocateAsync(type, count, location, timeout);
     }
 
-    private boolean fits(long counted, long bytes) {
-        return bytes <= limitBytes - counted;
-    }
-
-    /** A reserved request failed in the pool: it counts no more. */
-    private synchronized void unreserve(long bytes) {
-        pending -= bytes;
-        requesting.remove(Thread.currentThread());
-        notifyAll();
+    public List<UnifiedBuffer> allocateBatch(DataType type, long[] counts) {
+        return allocateBatch(type, counts, manager.defaultLocation());
     }
 
     /**
-     * A reserved request got its buffer: counted from now, the buffer and its bytes together, until its memory goes
-     * back. False when the budget closed meanwhile: nothing is counted, and the caller closes the buffer.
+     * As {@link UnifiedMemoryManager#allocateBatch(DataType, long[], MemoryLocation)}, all or none against this
+     * budget too: the batch's bytes are checked together, and a refusal takes nothing from the pool.
      */
-    private synchronized boolean settle(UnifiedBuffer buffer, long bytes) {
-        unreserve(bytes);
-        if (closed) {
-            return false;
-        }
-        Block block = buffer.ownBlock();
-        open.put(block, buffer);
-        allocated += bytes;
-        peak = Math.max(peak, allocated);
-        allocations++;
-        manager.budgetOwns(block, this);
-        return true;
+    public List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location) {
+        return allocations.allocateBatch(type, counts, location);
     }
 
-    /** The memory of the buffer over {@code block} went back to the pool: before the pool may lend it again. */
-    synchronized void released(Block block) {
-        UnifiedBuffer buffer = open.remove(block);
-        if (buffer != null) {
-            allocated -= buffer.byteSize();
-        }
-    }
-
-    public synchronized Statistics statistics() {
-        return new Statistics(name, limitBytes, allocated, peak, open.size(), allocations, refusals);
-    }
-
-    public synchronized boolean isClosed() {
-        return closed;
+    /** As {@link UnifiedMemoryManager#mapFile(Path, DataType, FileMapMode)}, counted apart in this budget. */
+    public UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode) throws IOException {
+        return allocations.mapFile(file, type, mode, 0, null);
     }
 
     /**
-     * Refuses further allocations, then closes every buffer still open through this budget, saying in the log how
-     * many and how large (a request scope that forgot a buffer shows here). A buffer closed already whose memory waits
-     * for a view is not reported: it was closed. Closing twice is harmless.
+     * As {@link UnifiedMemoryManager#mapFile(Path, DataType, FileMapMode, long, long)}: the mapping is counted in this
+     * budget's {@link BudgetStatistics#mappedFiles()} and {@link BudgetStatistics#mappedBytes()} until it is unmapped,
+     * against no limit (a mapped file is no pooled memory), and closed with the budget.
+     */
+    public UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode, long byteOffset, long byteLength) throws IOException {
+        if (byteLength <= 0) {
+            throw new IllegalArgumentException("a mapping's length must be positive: " + byteLength + " bytes");
+        }
+        return allocations.mapFile(file, type, mode, byteOffset, byteLength);
+    }
+
+    // ---- figures and close ------------------------------------------------------------------------------------------
+
+    public BudgetStatistics statistics() {
+        return ledger.statistics(account);
+    }
+
+    public boolean isClosed() {
+        return ledger.isClosed(account);
+    }
+
+    /**
+     * Closes this budget and those under it, reporting in the log, for each, the buffers still open that it closes;
+     * closing twice is harmless. See {@link #closeAndReport()}.
      */
     @Override
     public void close() {
-        List<UnifiedBuffer> left;
-        synchronized (this) {
-            if (closed) {
-                return;
-            }
-            closed = true;
-            notifyAll();
-            left = open.values().stream().filter(buffer -> !buffer.isClosed()).toList();
+        Closed closed = closeAll();
+        for (Leftover left : closed.leftovers()) {
+            LOG.log(System.Logger.Level.WARNING, "memory budget '" + left.budget() + "' closed with " + left.buffers() + " buffer(s) of "
+                    + left.bytes() + " bytes still open; closing them now");
         }
-        if (!left.isEmpty()) {
-            long bytes = left.stream().mapToLong(UnifiedBuffer::byteSize).sum();
-            LOG.log(System.Logger.Level.WARNING, "memory budget '" + name + "' closed with " + left.size() + " buffer(s) of "
-                    + bytes + " bytes still open; closing them now");
-        }
-        left.forEach(UnifiedBuffer::close);
-        manager.budgetClosed(this);
+        closed.rethrow();
     }
 
     /**
-     * The manager closed: its buffers are closed with it. Where it freed its pools ({@code memoryBack}), their memory
-     * went back with everything, so nothing counts any more; where it kept them, what the buffers held stays counted.
+     * Closes this budget and those under it (the deepest first): each refuses further requests, fails those waiting and
+     * gives its reservation back; then every buffer still open through them is closed. Returns, for each budget that
+     * held any, how many and how large, logging nothing: for a caller that reports them its own way (a request scope).
+     * A buffer closed already whose memory waits for a view is not counted: it was closed. What a buffer's close throws
+     * (an application's resource adaptor may throw anything) comes after all are closed. Closing twice returns nothing.
      */
-    synchronized void managerClosed(boolean memoryBack) {
-        closed = true;
-        notifyAll();
-        if (memoryBack) {
-            allocated = 0;
-            open.clear();
+    public List<Leftover> closeAndReport() {
+        Closed closed = closeAll();
+        closed.rethrow();
+        return closed.leftovers();
+    }
+
+    /** What a close left, and the first failure of a buffer's close (the others added to it). */
+    private record Closed(List<Leftover> leftovers, @Nullable Throwable failure) {
+        void rethrow() {
+            if (failure instanceof RuntimeException unchecked) {
+                throw unchecked;
+            }
+            if (failure instanceof Error error) {
+                throw error;
+            }
         }
+    }
+
+    private Closed closeAll() {
+        List<BudgetLedger.Open<BufferCore>> open = ledger.close(account);
+        Map<String, Leftover> left = new LinkedHashMap<>();
+        List<BufferCore> closing = new ArrayList<>();
+        for (BudgetLedger.Open<BufferCore> each : open) {
+            if (!each.buffer().isClosed()) {
+                closing.add(each.buffer());
+                left.merge(each.budget(), new Leftover(each.budget(), 1, each.bytes()),
+                        (sum, one) -> new Leftover(sum.budget(), sum.buffers() + 1, sum.bytes() + one.bytes()));
+            }
+        }
+        Throwable failure = null;
+        for (BufferCore buffer : closing) {
+            try {
+                buffer.close();
+            } catch (Throwable e) {
+                if (failure == null) {
+                    failure = e;
+                } else {
+                    failure.addSuppressed(e);
+                }
+            }
+        }
+        return new Closed(List.copyOf(left.values()), failure);
     }
 
     @Override
     public String toString() {
-        return "MemoryBudget[" + name + ", " + statistics().allocatedBytes() + " of " + limitBytes + " bytes]";
+        BudgetStatistics figures = statistics();
+        return "MemoryBudget[" + figures.name() + ", " + figures.allocatedBytes() + " of " + figures.limitBytes() + " bytes]";
     }
 }

@@ -2,6 +2,7 @@ package dev.compute.memory;
 
 import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.internal.SafeEventListener;
+import dev.compute.memory.budget.BudgetLedger;
 import dev.compute.memory.jfr.JfrMemoryEvents;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.LeakDetector;
@@ -30,12 +31,11 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -66,10 +66,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     private final Shutdown shutdown;
     private final ComputeOps ops = new BackendComputeOps(this);
     private final ManagerKernels kernels = new ManagerKernels(this);
-    /** The budget of each block allocated through one; looked up on release only once a budget was made. */
-    private final Map<Block, MemoryBudget> budgetOfBlock = new ConcurrentHashMap<>();
-    private final Set<MemoryBudget> budgets = ConcurrentHashMap.newKeySet();
-    private volatile boolean budgetsMade;
+    /** The budgets' books; a release looks there only once a budget was made. */
+    private final BudgetLedger<BufferCore> budgetLedger;
 
     /** A manager on {@code backend}, opened for it, with the settings resolved; the backend is closed again if this fails. */
     PooledMemoryManager(ComputeBackend backend, ManagerSettings settings, ManagerExtensions extensions) {
@@ -96,6 +94,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             backend.close();
             throw e;
         }
+        this.budgetLedger = budgetLedger(chains.locations(), settings);
         this.maintenance = new Maintenance(settings, gate, chains, compactor, figures, this::trim);
         this.shutdown = new Shutdown(new Shutdown.Parts(gate, waiters, backend, returns, maintenance, chains, mappedFiles, figures),
                 settings.closeTimeout(), this::closeBudgets);
@@ -214,61 +213,56 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     // ---- budgets ------------------------------------------------------------------------------------------------
 
+    /** The books of this manager's budgets, against the cap of each of its locations. */
+    private static BudgetLedger<BufferCore> budgetLedger(List<MemoryLocation> locations, ManagerSettings settings) {
+        Map<MemoryLocation, Long> caps = new EnumMap<>(MemoryLocation.class);
+        Map<MemoryLocation, String> capProperties = new EnumMap<>(MemoryLocation.class);
+        for (MemoryLocation location : locations) {
+            caps.put(location, settings.capOf(location));
+            capProperties.put(location, ManagerSettings.capPropertyOf(location));
+        }
+        return new BudgetLedger<>(caps, capProperties, settings.deviceWaitTimeout());
+    }
+
     @Override
     public MemoryBudget budget(String name, long limitBytes) {
-        if (name == null || name.isBlank()) {
-            throw new IllegalArgumentException("a memory budget needs a name");
-        }
-        if (limitBytes <= 0) {
-            throw new IllegalArgumentException("the limit of memory budget '" + name + "' must be positive: " + limitBytes + " bytes");
-        }
+        return budget(BudgetSpec.of(name, limitBytes));
+    }
+
+    @Override
+    public MemoryBudget budget(BudgetSpec spec) {
+        Objects.requireNonNull(spec, "spec");
         if (gate.isClosed()) {
             throw CallGate.closedManager();
         }
-        MemoryBudget budget = new MemoryBudget(this, name, limitBytes);
-        budgetsMade = true;
-        budgets.add(budget);
-        if (gate.isClosed()) { // closed as it was made: the close may not have seen it
-            budgets.remove(budget);
-            budget.managerClosed(true);
-            throw CallGate.closedManager();
-        }
-        return budget;
+        return new MemoryBudget(this, budgetLedger, null, spec);
     }
 
     @Override
     public List<MemoryBudget> budgets() {
-        return List.copyOf(budgets);
-    }
-
-    /** {@code budget} counts the buffer over {@code block} until its memory goes back. */
-    void budgetOwns(Block block, MemoryBudget budget) {
-        budgetOfBlock.put(block, budget);
-    }
-
-    void budgetClosed(MemoryBudget budget) {
-        budgets.remove(budget);
+        return budgetLedger.roots().stream().map(MemoryBudget.class::cast).toList();
     }
 
     /** A block goes back: its budget, if any, counts it no more, before the pool may lend it again. */
     private void budgetRelease(Block block) {
-        if (budgetsMade) {
-            MemoryBudget budget = budgetOfBlock.remove(block);
-            if (budget != null) {
-                budget.released(block);
-            }
+        if (budgetLedger.inUse()) {
+            budgetLedger.released(block);
         }
     }
 
     /** Every budget closes with the manager; its figures count nothing more where the memory went back with the pools. */
     private void closeBudgets(boolean memoryBack) {
-        for (MemoryBudget budget : budgets) {
-            budget.managerClosed(memoryBack);
-        }
-        budgets.clear();
-        if (memoryBack) {
-            budgetOfBlock.clear();
-        }
+        budgetLedger.managerClosed(memoryBack);
+    }
+
+    /** Throws as an allocation at {@code location} would where this manager has no such location, or is closed. */
+    void requireLocation(MemoryLocation location) {
+        chains.open(location);
+    }
+
+    /** A budget refused a request: the listeners hear of it as of any out-of-memory. */
+    void budgetRefused(MemoryLocation location, long bytes) {
+        events.allocationFailed(location, bytes, OutOfMemoryReason.BUDGET_LIMIT);
     }
 
     // ---- what buffers, budgets and ops use ----------------------------------------------------------------------------

@@ -293,12 +293,23 @@ public interface UnifiedMemoryManager extends AutoCloseable {
     long leaksDetected();
 
     /**
-     * A budget of {@code limitBytes} over this manager's pools: buffers allocated through it share the pools but count
-     * against its limit and in its figures (see {@link MemoryBudget}).
+     * A budget of {@code limitBytes} over this manager's pools, reserving nothing: buffers allocated through it share
+     * the pools but count against its limit and in its figures (see {@link MemoryBudget}).
      */
     MemoryBudget budget(String name, long limitBytes);
 
-    /** The budgets made and not yet closed. */
+    /**
+     * A budget over this manager's pools as {@code spec} says: its limits, at all locations and per location, and the
+     * bytes reserved for it alone at a location, which the budgets together keep within that location's cap (see
+     * {@link MemoryBudget}). Budgets under it: {@link MemoryBudget#child(BudgetSpec)}.
+     *
+     * @throws IllegalStateException    the manager is closed, or a reservation does not fit beside those of the other
+     *                                  budgets and what they hold (the message says which)
+     * @throws IllegalArgumentException a reservation at a location this manager does not have
+     */
+    MemoryBudget budget(BudgetSpec spec);
+
+    /** The budgets made by {@link #budget} and not yet closed (not those under them: see {@link MemoryBudget#children()}). */
     List<MemoryBudget> budgets();
 
     /** True once {@link #close()} has begun. */

@@ -37,13 +37,13 @@ class MemoryBudgetTest {
             assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).as("from the manager's pool").isEqualTo(1);
 
             assertThatThrownBy(() -> tenant.allocate(2 * MiB, MemoryLocation.DEVICE))
-                    .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> assertThat(e.reason()).isEqualTo(OutOfMemoryReason.ADAPTOR_LIMIT))
+                    .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> assertThat(e.reason()).isEqualTo(OutOfMemoryReason.BUDGET_LIMIT))
                     .hasMessageContaining("memory budget 'tenant-a'");
             assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).as("a refusal takes nothing from the pool").isEqualTo(1);
             manager.allocate(10 * MiB, MemoryLocation.DEVICE).close(); // the manager itself is not limited by the budget
 
             first.close();
-            MemoryBudget.Statistics figures = tenant.statistics();
+            BudgetStatistics figures = tenant.statistics();
             assertThat(figures.allocatedBytes()).isZero();
             assertThat(figures.allocatedBytesPeak()).isEqualTo(2 * MiB);
             assertThat(figures.allocations()).isEqualTo(1);
@@ -150,7 +150,7 @@ class MemoryBudgetTest {
 
         assertThat(leftOpen.isClosed()).isTrue();
         assertThat(tenant.isClosed()).as("closed with its manager").isTrue();
-        MemoryBudget.Statistics figures = tenant.statistics();
+        BudgetStatistics figures = tenant.statistics();
         assertThat(figures.allocatedBytes()).as("its memory went back with the manager's").isZero();
         assertThat(figures.liveBuffers()).isZero();
         assertThat(figures.allocatedBytesPeak()).isEqualTo(2 * MiB);
@@ -211,7 +211,7 @@ class MemoryBudgetTest {
             });
             assertThat(inHandler.await(10, TimeUnit.SECONDS)).isTrue();
 
-            MemoryBudget.Statistics during = tenant.statistics();
+            BudgetStatistics during = tenant.statistics();
             assertThat(during.allocatedBytes()).as("the request under way holds nothing yet").isEqualTo(16 * MiB);
             assertThat(during.liveBuffers()).isEqualTo(1);
             assertThat(during.allocatedBytesPeak()).isEqualTo(16 * MiB);
@@ -221,7 +221,7 @@ class MemoryBudgetTest {
             assertThat(large.get(10, TimeUnit.SECONDS)).as("the pool refused it, not the budget").isNotNull()
                     .satisfies(e -> assertThat(e.reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT));
             UnifiedBuffer eight = fitting.get(10, TimeUnit.SECONDS);
-            MemoryBudget.Statistics after = tenant.statistics();
+            BudgetStatistics after = tenant.statistics();
             assertThat(after.allocatedBytes()).isEqualTo(24 * MiB);
             assertThat(after.allocatedBytesPeak()).as("never more than the tenant held").isEqualTo(24 * MiB);
             assertThat(after.refusals()).as("the budget refused nothing").isZero();

@@ -23,6 +23,6 @@ final class OutOfMemoryEvent extends Event {
     long requestedBytes;
 
     @Label("Reason")
-    @Description("Which limit was met: POOL_LIMIT, ADAPTOR_LIMIT, DEVICE_MEMORY or DEVICE_WORK_STUCK")
+    @Description("Which limit was met: POOL_LIMIT, ADAPTOR_LIMIT, BUDGET_LIMIT, DEVICE_MEMORY or DEVICE_WORK_STUCK")
     String reason;
 }

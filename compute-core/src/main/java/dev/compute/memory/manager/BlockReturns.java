@@ -22,7 +22,7 @@ public final class BlockReturns {
     private final Compactor compactor;
     private final MappedFiles mappedFiles;
     private final AllocationWaiters<?> waiters;
-    /** Tells a budget its buffer's memory went back, before the pool may lend it again. */
+    /** Tells a budget its buffer's memory went back (before the pool may lend it again) or its file was unmapped. */
     private final Consumer<Block> budgetRelease;
     /** Device work released blocks still wait for; the manager's close frees nothing before it is done (or keeps everything). */
     private final Set<CompletableFuture<?>> releasedInFlight = ConcurrentHashMap.newKeySet();
@@ -57,6 +57,7 @@ public final class BlockReturns {
             Throwable failure = null;
             if (block instanceof MappedFile mapping) {
                 mappedFiles.release(mapping, inFlight);
+                budgetRelease.accept(mapping);
             } else {
                 LocationChain chain = chains.of(location);
                 compactor.forget(chain, block);

@@ -17,6 +17,7 @@ import dev.compute.memory.CompactionReport;
 import dev.compute.memory.DataType;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.LiveBufferReport;
+import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
@@ -302,7 +303,7 @@ public abstract class CompactionHoldersContractTest {
                 }
             }
             MemoryStatistics before = manager.statistics(DEVICE);
-            MemoryBudget.Statistics budgetBefore = budget.statistics();
+            BudgetStatistics budgetBefore = budget.statistics();
 
             CompactionReport report = manager.compact(DEVICE);
 

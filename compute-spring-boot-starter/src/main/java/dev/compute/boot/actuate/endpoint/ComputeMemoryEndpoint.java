@@ -9,6 +9,7 @@ import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.CompactionReport;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.ManagerSettings;
+import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
@@ -224,7 +225,7 @@ public class ComputeMemoryEndpoint {
     /** One manager: its summary per location, its leaks, the settings it runs with and its open budgets. */
     public record ManagerDescriptor(String name, boolean primary, String backend, DeviceDescriptor device, MemoryLocation defaultLocation,
             Map<MemoryLocation, LocationSummary> locations, LeakDescriptor leaks, SettingsDescriptor settings,
-            List<MemoryBudget.Statistics> budgets, Map<String, String> definitions) implements Selection {}
+            List<BudgetStatistics> budgets, Map<String, String> definitions) implements Selection {}
 
     /** Leaks found so far, and where the open buffers come from (a site that keeps growing is a leak still reachable). */
     public record LeakDescriptor(long detected, List<OpenBuffersDescriptor> openBuffers) {}

@@ -1,0 +1,244 @@
+package dev.compute.memory;
+
+import dev.compute.memory.budget.BudgetAccount;
+import dev.compute.memory.budget.BudgetLedger;
+import dev.compute.memory.budget.BudgetLedger.Claimant;
+import dev.compute.memory.lifetime.BufferCore;
+import dev.compute.memory.manager.BlockAllocation;
+import dev.compute.memory.resource.Block;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * How a {@link MemoryBudget} allocates, in every form: the bytes claimed in the budget's books first (refused there
+ * without touching the pool), then the manager's own allocation, then the buffer counted, or the claim given back
+ * whatever the manager threw. A buffer made while its budget closed is closed again, not lost.
+ */
+final class BudgetAllocations {
+
+    private final PooledMemoryManager manager;
+    private final BudgetLedger<BufferCore> ledger;
+    private final BudgetAccount<BufferCore> account;
+
+    BudgetAllocations(PooledMemoryManager manager, BudgetLedger<BufferCore> ledger, BudgetAccount<BufferCore> account) {
+        this.manager = manager;
+        this.ledger = ledger;
+        this.account = account;
+    }
+
+    UnifiedBuffer allocate(DataType type, long count, MemoryLocation location) {
+        Objects.requireNonNull(type, "type");
+        long bytes = BlockAllocation.elementBytes(type, count);
+        manager.requireLocation(location);
+        claim(location, bytes, 1);
+        UnifiedBuffer buffer;
+        try {
+            buffer = manager.allocate(type, count, location);
+        } catch (Throwable e) {
+            ledger.cancel(account, location, bytes, Claimant.THIS_THREAD);
+            throw e;
+        }
+        settle(location, Claimant.THIS_THREAD, buffer, bytes);
+        return buffer;
+    }
+
+    List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location) {
+        Objects.requireNonNull(type, "type");
+        long[] bytes = BlockAllocation.batchBytes(type, counts, location);
+        manager.requireLocation(location);
+        long total = 0;
+        for (long each : bytes) {
+            total += each;
+        }
+        claim(location, total, counts.length);
+        List<UnifiedBuffer> batch;
+        try {
+            batch = manager.allocateBatch(type, counts, location);
+        } catch (Throwable e) {
+            ledger.cancel(account, location, total, Claimant.THIS_THREAD);
+            throw e;
+        }
+        settleAll(location, batch, bytes);
+        return batch;
+    }
+
+    CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout) {
+        Objects.requireNonNull(type, "type");
+        long bytes = BlockAllocation.elementBytes(type, count);
+        if (Objects.requireNonNull(timeout, "timeout").isNegative()) {
+            throw new IllegalArgumentException("the wait for memory must not be negative: " + timeout);
+        }
+        manager.requireLocation(location);
+        Deadline deadline = Deadline.after(timeout);
+        CompletableFuture<Void> admitted = ledger.claimLater(account, location, bytes, timeout);
+        CompletableFuture<UnifiedBuffer> result = new CompletableFuture<>();
+        result.whenComplete((buffer, failure) -> {
+            if (result.isCancelled()) {
+                admitted.cancel(false);
+            }
+        });
+        admitted.whenComplete((room, refusal) -> {
+            if (refusal != null) {
+                refused(location, bytes, unwrapped(refusal));
+                result.completeExceptionally(unwrapped(refusal));
+            } else {
+                fromThePool(type, count, location, bytes, deadline, result);
+            }
+        });
+        return result;
+    }
+
+    /** With the bytes counted in the budget: the pool's room, through the manager's queue, for the rest of the wait. */
+    private void fromThePool(DataType type, long count, MemoryLocation location, long bytes, Deadline deadline, CompletableFuture<UnifiedBuffer> result) {
+        if (result.isDone()) { // cancelled as it was let in
+            ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
+            return;
+        }
+        CompletableFuture<UnifiedBuffer> pool;
+        try {
+            pool = manager.allocateAsync(type, count, location, deadline.left());
+        } catch (Throwable e) {
+            ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
+            result.completeExceptionally(e);
+            return;
+        }
+        result.whenComplete((buffer, failure) -> {
+            if (result.isCancelled()) {
+                pool.cancel(false);
+            }
+        });
+        pool.whenComplete((buffer, failure) -> {
+            if (failure != null) {
+                ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
+                result.completeExceptionally(unwrapped(failure));
+                return;
+            }
+            try {
+                settle(location, Claimant.QUEUED_REQUEST, buffer, bytes);
+            } catch (IllegalStateException closed) {
+                result.completeExceptionally(closed);
+                return;
+            }
+            if (!result.complete(buffer)) {
+                buffer.close(); // cancelled while it came
+            }
+        });
+    }
+
+    UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode, long byteOffset, @Nullable Long byteLength) throws IOException {
+        if (ledger.isClosed(account)) {
+            throw closed();
+        }
+        UnifiedBuffer buffer = byteLength == null ? manager.mapFile(file, type, mode) : manager.mapFile(file, type, mode, byteOffset, byteLength);
+        Block mapping = blockOf(buffer);
+        if (mapping == null || !ledger.settleMapped(account, buffer.core(), mapping, buffer.byteSize())) {
+            throw closedAgain(List.of(buffer));
+        }
+        return buffer;
+    }
+
+    /** Claims the bytes now, telling the manager's listeners of a refusal as of any out-of-memory. */
+    private void claim(MemoryLocation location, long bytes, int buffers) {
+        try {
+            ledger.claim(account, location, bytes, buffers);
+        } catch (DeviceOutOfMemoryException e) {
+            refused(location, bytes, e);
+            throw e;
+        }
+    }
+
+    private void refused(MemoryLocation location, long bytes, Throwable failure) {
+        if (failure instanceof DeviceOutOfMemoryException refusal && refusal.reason() == OutOfMemoryReason.BUDGET_LIMIT) {
+            manager.budgetRefused(location, bytes);
+        }
+    }
+
+    /** Counts the buffer a claim got; where the budget closed meanwhile (or the manager, taking its block), closes it again and throws. */
+    private void settle(MemoryLocation location, Claimant claimant, UnifiedBuffer buffer, long bytes) {
+        Block block = blockOf(buffer);
+        if (block == null) {
+            ledger.cancel(account, location, bytes, claimant);
+        }
+        if (block == null || !ledger.settle(account, location, claimant, buffer.core(), block, bytes)) {
+            throw closedAgain(List.of(buffer));
+        }
+    }
+
+    /** {@link #settle} for a batch: all of it is counted, or all of it is closed again. */
+    private void settleAll(MemoryLocation location, List<UnifiedBuffer> buffers, long[] bytes) {
+        List<BufferCore> cores = new ArrayList<>(buffers.size());
+        List<Block> blocks = new ArrayList<>(buffers.size());
+        long total = 0;
+        for (int i = 0; i < buffers.size(); i++) {
+            Block block = blockOf(buffers.get(i));
+            if (block != null) {
+                blocks.add(block);
+                cores.add(buffers.get(i).core());
+            }
+            total += bytes[i];
+        }
+        if (blocks.size() < buffers.size()) {
+            ledger.cancel(account, location, total, Claimant.THIS_THREAD);
+        }
+        if (blocks.size() < buffers.size() || !ledger.settleAll(account, location, Claimant.THIS_THREAD, cores, blocks, bytes)) {
+            throw closedAgain(buffers);
+        }
+    }
+
+    /** Closes buffers made for a budget that closed meanwhile; the exception to throw, with whatever their close threw. */
+    private IllegalStateException closedAgain(List<UnifiedBuffer> buffers) {
+        IllegalStateException closed = closedMeanwhile();
+        for (UnifiedBuffer buffer : buffers) {
+            try {
+                buffer.close();
+            } catch (Throwable e) {
+                closed.addSuppressed(e);
+            }
+        }
+        return closed;
+    }
+
+    /** The block of a buffer just made; null where the manager closed and took it meanwhile. */
+    private static @Nullable Block blockOf(UnifiedBuffer buffer) {
+        try {
+            return buffer.ownBlock();
+        } catch (IllegalStateException closedByTheManager) {
+            return null;
+        }
+    }
+
+    private IllegalStateException closed() {
+        return new IllegalStateException("memory budget '" + account.path() + "' is closed");
+    }
+
+    private IllegalStateException closedMeanwhile() {
+        return new IllegalStateException("memory budget '" + account.path() + "' was closed while the allocation was under way");
+    }
+
+    private static Throwable unwrapped(Throwable failure) {
+        return failure instanceof CompletionException && failure.getCause() != null ? failure.getCause() : failure;
+    }
+
+    /** When a wait ends; a timeout too long for nanoseconds never ends. */
+    private record Deadline(long atNanos, @Nullable Duration forever) {
+
+        static Deadline after(Duration timeout) {
+            try {
+                return new Deadline(Math.addExact(System.nanoTime(), timeout.toNanos()), null);
+            } catch (ArithmeticException tooLong) {
+                return new Deadline(0, timeout);
+            }
+        }
+
+        Duration left() {
+            return forever != null ? forever : Duration.ofNanos(Math.max(0, atNanos - System.nanoTime()));
+        }
+    }
+}

@@ -1,0 +1,149 @@
+package dev.compute.memory.budget;
+
+import dev.compute.memory.BudgetSpec;
+import dev.compute.memory.MemoryLocation;
+import java.util.ArrayList;
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One budget's entry in its {@link BudgetLedger}: its limits and reservation, what it and the budgets under it hold,
+ * and the buffers allocated through it. Every field but the identity is guarded by the ledger's lock.
+ *
+ * <p><b>Held, and occupied.</b> Per location, {@code content} is what counts against this budget's limits: the bytes
+ * of requests made through it (allocated, or under way in the pool) and, for each child, what the child
+ * <em>occupies</em>: its content, or its reservation where that is more. A child's reservation so counts in its parent
+ * as held from the moment the child is made, as Arrow allocates a child's reservation from its parent. What this budget
+ * occupies in turn, {@code max(reserved, content)}, is what its parent counts, and for a root what the
+ * {@link BudgetLedger} counts against the location's cap. {@code allocated} and {@code pending} are the figures:
+ * bytes of buffers made and of requests under way, through this budget and every budget under it.
+ *
+ * @param <B> the buffer handle the ledger keeps, to close what is still open when the budget closes
+ */
+public final class BudgetAccount<B> {
+
+    static final int LOCATIONS = MemoryLocation.values().length;
+
+    final @Nullable BudgetAccount<B> parent;
+    final String name;
+    final String path;
+    final long limit;
+    final long[] locationLimit = new long[LOCATIONS];
+    /** Reservations; set to 0 as the budget closes, which gives them back to its parent or the cap. */
+    final long[] reserved = new long[LOCATIONS];
+    /** Bytes of requests made through this budget itself, allocated or under way. */
+    final long[] direct = new long[LOCATIONS];
+    /** {@link #direct} plus what each child occupies: what the limits count. */
+    final long[] content = new long[LOCATIONS];
+    final long[] allocated = new long[LOCATIONS];
+    final long[] pending = new long[LOCATIONS];
+    final long[] locationPeak = new long[LOCATIONS];
+    /** Whether a location has ever held memory here: the figures list it from then on. */
+    final boolean[] used = new boolean[LOCATIONS];
+    long allocatedInAll;
+    long peak;
+    long liveBuffers;
+    long allocations;
+    long refusals;
+    long mappedFiles;
+    long mappedBytes;
+    long waitingRequests;
+    /** The children still open, in the order they were made. */
+    final List<BudgetAccount<B>> children = new ArrayList<>();
+    /** The buffers allocated through this budget itself whose memory is not back: a list through {@link BudgetEntry}. */
+    @Nullable BudgetEntry<B> firstOpen;
+    boolean closed;
+    /** The budget's public handle, for listing children; set once as it is made. */
+    private @Nullable Object handle;
+
+    BudgetAccount(@Nullable BudgetAccount<B> parent, BudgetSpec spec) {
+        this.parent = parent;
+        this.name = spec.name();
+        this.path = parent == null ? spec.name() : parent.path + "/" + spec.name();
+        this.limit = spec.limitBytes();
+        for (MemoryLocation location : MemoryLocation.values()) {
+            locationLimit[location.ordinal()] = spec.limitBytes(location);
+            reserved[location.ordinal()] = spec.reservedBytes(location);
+        }
+    }
+
+    public String path() {
+        return path;
+    }
+
+    public long limitBytes() {
+        return limit;
+    }
+
+    public long limitBytes(MemoryLocation location) {
+        return locationLimit[location.ordinal()];
+    }
+
+    /** The public handle given to {@link #attach}; null only while the budget is being made. */
+    public @Nullable Object handle() {
+        return handle;
+    }
+
+    /** Ties the public handle to this account, once, before anyone else can see it. */
+    public void attach(Object handle) {
+        if (this.handle != null) {
+            throw new IllegalStateException("budget '" + path + "' already has a handle");
+        }
+        this.handle = handle;
+    }
+
+    /** What this budget takes of its parent's limits, or of the cap where it is a root: its content, or its reservation where more. */
+    long occupied(int location) {
+        return Math.max(reserved[location], content[location]);
+    }
+
+    long contentInAll() {
+        long sum = 0;
+        for (long bytes : content) {
+            sum += bytes;
+        }
+        return sum;
+    }
+
+    long pendingInAll() {
+        long sum = 0;
+        for (long bytes : pending) {
+            sum += bytes;
+        }
+        return sum;
+    }
+
+    long reservedInAll() {
+        long sum = 0;
+        for (long bytes : reserved) {
+            sum += bytes;
+        }
+        return sum;
+    }
+
+    void link(BudgetEntry<B> entry) {
+        entry.next = firstOpen;
+        if (firstOpen != null) {
+            firstOpen.previous = entry;
+        }
+        firstOpen = entry;
+    }
+
+    void unlink(BudgetEntry<B> entry) {
+        if (entry.previous != null) {
+            entry.previous.next = entry.next;
+        } else if (firstOpen == entry) {
+            firstOpen = entry.next;
+        }
+        if (entry.next != null) {
+            entry.next.previous = entry.previous;
+        }
+        entry.previous = null;
+        entry.next = null;
+    }
+
+    @Override
+    public String toString() {
+        return "BudgetAccount[" + path + "]";
+    }
+}

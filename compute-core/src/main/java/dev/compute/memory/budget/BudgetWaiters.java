@@ -1,0 +1,245 @@
+package dev.compute.memory.budget;
+
+import dev.compute.memory.BudgetExceededException;
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.OutOfMemoryReason;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Requests waiting for room in a budget ({@code MemoryBudget.allocateAsync}), the budget's half of the wait: a
+ * first-in, first-out queue per budget, whose heads are tried again whenever memory counted in the budgets comes
+ * back (a buffer's, a request the pool refused, a reservation given back as a budget closes). Only a queue's head is
+ * tried, so a later small request never takes the room an earlier large one waits for. A request let in has its
+ * bytes counted as under way, as {@link BudgetLedger#claim} counts them, and its future completes on a thread of its
+ * own, never on the thread that gave the memory back; the caller then waits for the pool's room.
+ *
+ * <p>Everything here but the futures' completion runs under the ledger's lock. Each request is bounded by its
+ * timeout, timed by the JDK's delayer ({@link CompletableFuture#orTimeout}); cancelling its future takes it off the queue.
+ */
+final class BudgetWaiters<B> {
+
+    /** Where a request let in completes: a virtual thread each, so that whatever runs on its future never runs on a freeing thread. */
+    private static final Executor COMPLETIONS = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("compute-budget-waiter-", 0).factory());
+
+    /** One queued request; its fields are guarded by the ledger's lock. */
+    static final class Waiter {
+        final BudgetAccount<?> account;
+        final MemoryLocation location;
+        final long bytes;
+        final Duration timeout;
+        final CompletableFuture<Void> future = new CompletableFuture<>();
+        /** Let in or given up: off the queue, and no timeout or close touches it again. */
+        boolean settled;
+
+        Waiter(BudgetAccount<?> account, MemoryLocation location, long bytes, Duration timeout) {
+            this.account = account;
+            this.location = location;
+            this.bytes = bytes;
+            this.timeout = timeout;
+        }
+    }
+
+    private final BudgetLedger<B> ledger;
+    private final Map<BudgetAccount<B>, ArrayDeque<Waiter>> queues = new LinkedHashMap<>();
+
+    BudgetWaiters(BudgetLedger<B> ledger) {
+        this.ledger = ledger;
+    }
+
+    /**
+     * The request's future: completed now where nobody waits before it and it fits; failed now where it could never
+     * fit (above a limit of its budget, of one above it, or the cap), where the timeout is zero and it does not fit,
+     * or where the budget is closed; else queued until it fits, times out or is cancelled.
+     */
+    CompletableFuture<Void> request(BudgetAccount<B> account, MemoryLocation location, long bytes, Duration timeout) {
+        int l = location.ordinal();
+        Waiter waiter;
+        ledger.lock().lock();
+        try {
+            if (account.closed) {
+                return CompletableFuture.failedFuture(new IllegalStateException("memory budget '" + account.path + "' is closed"));
+            }
+            long most = ledger.mostEver(account, l);
+            if (bytes > most) {
+                ledger.countRefusal(account);
+                return CompletableFuture.failedFuture(new BudgetExceededException(location, bytes, account.path, account.path, "out of "
+                        + location + " memory: " + bytes + " bytes are more than memory budget '" + account.path + "' could ever hold at "
+                        + location + " (" + most + " bytes, under its limits, those of the budgets above it and the cap); no memory given back can make room"));
+            }
+            ArrayDeque<Waiter> queue = queues.get(account);
+            BudgetLedger.Refusal refusal = queue == null ? ledger.refusal(account, l, bytes, BudgetLedger.Pending.COUNTED) : null;
+            if (queue == null && refusal == null) {
+                ledger.commit(account, l, bytes);
+                return CompletableFuture.completedFuture(null);
+            }
+            if (timeout.isZero()) {
+                return CompletableFuture.failedFuture(refusal != null ? ledger.refused(account, refusal, location, bytes, 1) : timedOut(account, location, bytes, timeout));
+            }
+            waiter = new Waiter(account, location, bytes, timeout);
+            queues.computeIfAbsent(account, key -> new ArrayDeque<>()).addLast(waiter);
+            account.waitingRequests++;
+        } finally {
+            ledger.lock().unlock();
+        }
+        // the JDK's delayer fires the timer, and cancels its task once the request ends otherwise; the timeout runs here
+        CompletableFuture<Void> timer = new CompletableFuture<Void>().orTimeout(saturatedNanos(timeout), TimeUnit.NANOSECONDS);
+        timer.whenCompleteAsync((done, expired) -> {
+            if (expired != null) {
+                timeOut(waiter);
+            }
+        }, COMPLETIONS);
+        waiter.future.whenComplete((done, failure) -> {
+            timer.complete(null);
+            if (waiter.future.isCancelled()) {
+                withdraw(waiter);
+            }
+        });
+        return waiter.future;
+    }
+
+    /** Under the lock: each queue's heads that fit now, let in (their bytes counted as under way) and off their queue. */
+    List<Waiter> serve() {
+        if (queues.isEmpty()) {
+            return List.of();
+        }
+        List<Waiter> admitted = new ArrayList<>();
+        for (Iterator<Map.Entry<BudgetAccount<B>, ArrayDeque<Waiter>>> each = queues.entrySet().iterator(); each.hasNext(); ) {
+            Map.Entry<BudgetAccount<B>, ArrayDeque<Waiter>> entry = each.next();
+            BudgetAccount<B> account = entry.getKey();
+            ArrayDeque<Waiter> queue = entry.getValue();
+            for (Waiter head; (head = queue.peekFirst()) != null; ) {
+                int l = head.location.ordinal();
+                if (ledger.refusal(account, l, head.bytes, BudgetLedger.Pending.COUNTED) != null) {
+                    break;
+                }
+                ledger.commit(account, l, head.bytes);
+                queue.removeFirst();
+                account.waitingRequests--;
+                head.settled = true;
+                admitted.add(head);
+            }
+            if (queue.isEmpty()) {
+                each.remove();
+            }
+        }
+        return admitted;
+    }
+
+    /**
+     * Completes each request let in, on a thread of its own. One cancelled meanwhile has its bytes given back.
+     * Not under the lock.
+     */
+    @SuppressWarnings("unchecked") // the waiters of this object are of its ledger's accounts
+    void dispatch(List<Waiter> admitted) {
+        for (Waiter waiter : admitted) {
+            COMPLETIONS.execute(() -> {
+                if (!waiter.future.complete(null)) {
+                    ledger.cancel((BudgetAccount<B>) waiter.account, waiter.location, waiter.bytes, BudgetLedger.Claimant.QUEUED_REQUEST);
+                }
+            });
+        }
+    }
+
+    /** Under the lock: the requests queued in a closing budget, off their queue, to be failed once the lock is let go. */
+    void withdrawAll(BudgetAccount<B> account, List<Waiter> failed) {
+        ArrayDeque<Waiter> queue = queues.remove(account);
+        if (queue != null) {
+            for (Waiter waiter : queue) {
+                waiter.settled = true;
+                failed.add(waiter);
+            }
+            account.waitingRequests = 0;
+        }
+    }
+
+    /** Fails the requests of closed budgets. Not under the lock. */
+    void failClosed(List<Waiter> failed) {
+        for (Waiter waiter : failed) {
+            waiter.future.completeExceptionally(new IllegalStateException("memory budget '" + waiter.account.path
+                    + "' was closed while the request waited for room in it"));
+        }
+    }
+
+    /** A cancelled request leaves its queue; the next may fit now. */
+    private void withdraw(Waiter waiter) {
+        List<Waiter> admitted = List.of();
+        ledger.lock().lock();
+        try {
+            if (!waiter.settled && remove(waiter)) {
+                admitted = serve();
+            }
+        } finally {
+            ledger.lock().unlock();
+        }
+        dispatch(admitted);
+    }
+
+    /** The timeout passed: a request still queued fails with the budget's refusal as it stands now, counted. */
+    private void timeOut(Waiter waiter) {
+        DeviceOutOfMemoryException failure;
+        List<Waiter> admitted;
+        ledger.lock().lock();
+        try {
+            if (waiter.settled || !remove(waiter)) {
+                return;
+            }
+            @SuppressWarnings("unchecked") // the waiters of this object are of its ledger's accounts
+            BudgetAccount<B> account = (BudgetAccount<B>) waiter.account;
+            failure = timedOut(account, waiter.location, waiter.bytes, waiter.timeout);
+            admitted = serve();
+        } finally {
+            ledger.lock().unlock();
+        }
+        waiter.future.completeExceptionally(failure);
+        dispatch(admitted);
+    }
+
+    /** Under the lock: takes a queued request off its queue; false where it was not there. */
+    private boolean remove(Waiter waiter) {
+        ArrayDeque<Waiter> queue = queues.get(waiter.account);
+        if (queue == null || !queue.removeFirstOccurrence(waiter)) {
+            return false;
+        }
+        waiter.settled = true;
+        waiter.account.waitingRequests--;
+        if (queue.isEmpty()) {
+            queues.remove(waiter.account);
+        }
+        return true;
+    }
+
+    /** Under the lock: the failure of a request that waited {@code timeout} in vain, counted as the budget's refusal. */
+    private DeviceOutOfMemoryException timedOut(BudgetAccount<B> account, MemoryLocation location, long bytes, Duration timeout) {
+        BudgetLedger.Refusal refusal = ledger.refusal(account, location.ordinal(), bytes, BudgetLedger.Pending.COUNTED);
+        if (refusal == null) { // it fits now, but earlier requests wait before it
+            ledger.countRefusal(account);
+            return new DeviceOutOfMemoryException(location, bytes, OutOfMemoryReason.BUDGET_LIMIT, "no room in memory budget '" + account.path
+                    + "' for " + bytes + " bytes of " + location + " within the wait of " + timeout.toMillis() + " ms, behind earlier requests, which are served first");
+        }
+        BudgetExceededException last = ledger.refused(account, refusal, location, bytes, 1);
+        BudgetExceededException failure = new BudgetExceededException(location, bytes, last.budget(), last.refusedBy(), "no room in memory budget '"
+                + account.path + "' for " + bytes + " bytes of " + location + " within the wait of " + timeout.toMillis() + " ms; the last attempt: "
+                + last.getMessage());
+        failure.initCause(last);
+        return failure;
+    }
+
+    private static long saturatedNanos(Duration timeout) {
+        try {
+            return timeout.toNanos();
+        } catch (ArithmeticException e) {
+            return Long.MAX_VALUE;
+        }
+    }
+}

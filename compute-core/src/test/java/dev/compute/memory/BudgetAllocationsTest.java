@@ -1,0 +1,157 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.MemoryResource;
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.LogCapture;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicReference;
+import org.jspecify.annotations.Nullable;
+import org.junit.jupiter.api.Test;
+
+/** What a budget does around the manager's own allocation: refusals heard, bad input refused, a failing close survived. */
+class BudgetAllocationsTest {
+
+    private static final long MiB = 1L << 20;
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+
+    private static UnifiedMemoryManagerBuilder builder() {
+        return UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).maxPoolSize(64 * MiB);
+    }
+
+    @Test
+    void theManagersListenersHearABudgetsRefusal() {
+        List<OutOfMemoryReason> heard = new CopyOnWriteArrayList<>();
+        MemoryEventListener listener = new MemoryEventListener() {
+            @Override
+            public void allocationFailed(MemoryLocation location, long bytes, OutOfMemoryReason reason) {
+                heard.add(reason);
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().eventListener(listener).build(); MemoryBudget tenant = manager.budget("tenant", MiB)) {
+            assertThat(tenant.tryAllocate(2 * MiB, DEVICE)).isEmpty();
+            assertThat(tenant.allocateAsync(2 * MiB, DEVICE, Duration.ofSeconds(1))).isCompletedExceptionally();
+
+            assertThat(heard).containsExactly(OutOfMemoryReason.BUDGET_LIMIT, OutOfMemoryReason.BUDGET_LIMIT);
+        }
+    }
+
+    @Test
+    void anOutOfMemoryHandlerAllocatingThroughTheBudgetItsRequestCameThroughIsRefusedNotStuck() {
+        AtomicReference<MemoryBudget> budget = new AtomicReference<>();
+        AtomicReference<Throwable> inHandler = new AtomicReference<>();
+        OutOfMemoryHandler reentering = (location, bytes, attempt, failure) -> {
+            try {
+                budget.get().allocate(24 * MiB, DEVICE).close();
+            } catch (Throwable e) {
+                inHandler.set(e);
+            }
+            return false;
+        };
+        try (UnifiedMemoryManager manager = builder().outOfMemoryHandler(reentering).build();
+             UnifiedBuffer others = manager.allocate(48 * MiB, DEVICE);
+             MemoryBudget tenant = manager.budget("tenant", 40 * MiB)) {
+            budget.set(tenant);
+
+            assertThatThrownBy(() -> tenant.allocate(32 * MiB, DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
+
+            assertThat(inHandler.get()).as("its own request under way is not waited for").isInstanceOf(BudgetExceededException.class)
+                    .hasMessageContaining("33554432 being allocated");
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+        }
+    }
+
+    @Test
+    void badInputIsRefusedAndCountsNothing() {
+        try (UnifiedMemoryManager manager = builder().pinningEnabled(false).build(); MemoryBudget tenant = manager.budget("tenant", MiB)) {
+            assertThatThrownBy(() -> tenant.allocate(0)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> tenant.allocate(DataType.FLOAT64, Long.MAX_VALUE / 4, DEVICE)).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("overflow");
+            assertThatThrownBy(() -> tenant.allocate(16, MemoryLocation.PINNED)).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("pinning is disabled");
+            assertThatThrownBy(() -> tenant.allocateAsync(16, DEVICE, Duration.ofSeconds(-1))).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> tenant.allocateBatch(DataType.INT8, new long[0], DEVICE)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> tenant.allocateBatch(DataType.INT8, new long[] {16, -1}, DEVICE)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> tenant.mapFile(java.nio.file.Path.of("/nonexistent/file"), DataType.INT8, FileMapMode.READ_ONLY, 0, 0))
+                    .isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> tenant.child(" ", 1)).isInstanceOf(IllegalArgumentException.class);
+
+            BudgetStatistics figures = tenant.statistics();
+            assertThat(figures.allocatedBytes()).isZero();
+            assertThat(figures.refusals()).isZero();
+            assertThat(tenant.allocate(MiB, DEVICE).byteSize()).as("nothing was left claimed").isEqualTo(MiB);
+        }
+    }
+
+    @Test
+    void aBufferWhoseFreeThrowsAsItsBudgetClosesDoesNotKeepTheOthersOpen() {
+        AtomicReference<Block> refusing = new AtomicReference<>();
+        try (UnifiedMemoryManager manager = builder().resourceAdaptor((upstream, location) -> new FailingFree(upstream, refusing)).build();
+             LogCapture log = LogCapture.managerLog()) {
+            MemoryBudget tenant = manager.budget("tenant", 8 * MiB);
+            UnifiedBuffer first = tenant.allocate(MiB, DEVICE);
+            UnifiedBuffer failing = tenant.allocate(MiB, DEVICE);
+            UnifiedBuffer last = tenant.allocate(MiB, DEVICE);
+            refusing.set(failing.ownBlock());
+
+            assertThatThrownBy(tenant::close).isInstanceOf(IllegalStateException.class).hasMessage("the adaptor refuses this free");
+
+            assertThat(List.of(first, failing, last)).allSatisfy(buffer -> assertThat(buffer.isClosed()).isTrue());
+            assertThat(tenant.isClosed()).isTrue();
+            assertThat(log.messages(java.util.logging.Level.WARNING)).singleElement().asString().contains("3 buffer(s)");
+        }
+    }
+
+    @Test
+    void aDroppedBuffersBytesGoBackWhenTheLeakDetectorFindsIt() throws InterruptedException {
+        try (UnifiedMemoryManager manager = builder().leakDetection(LeakDetectionLevel.PARANOID).build(); LogCapture log = LogCapture.managerLog();
+             MemoryBudget tenant = manager.budget("tenant", 8 * MiB)) {
+            drop(tenant);
+            for (int i = 0; i < 100 && tenant.statistics().allocatedBytes() != 0; i++) {
+                System.gc();
+                Thread.sleep(20);
+            }
+
+            assertThat(tenant.statistics().allocatedBytes()).as("the budget holds the buffer's core, not its handle").isZero();
+            assertThat(manager.leaksDetected()).isEqualTo(1);
+        }
+    }
+
+    @SuppressWarnings("resource")
+    private static void drop(MemoryBudget tenant) {
+        tenant.allocate(MiB, DEVICE).copyFrom(new byte[] {1});
+    }
+
+    /** Passes everything through, but throws from the free of one block (after giving it back). */
+    private record FailingFree(MemoryResource upstream, AtomicReference<Block> refusing) implements MemoryResource {
+        @Override
+        public Block allocate(long bytes) {
+            return upstream.allocate(bytes);
+        }
+
+        @Override
+        public @Nullable List<Block> allocateAdjacent(long[] bytes) {
+            return upstream.allocateAdjacent(bytes);
+        }
+
+        @Override
+        public void deallocate(Block block, CompletableFuture<?> inFlight) {
+            upstream.deallocate(block, inFlight);
+            if (block == refusing.get()) {
+                throw new IllegalStateException("the adaptor refuses this free");
+            }
+        }
+
+        @Override
+        public void close() {
+            upstream.close();
+        }
+    }
+}
