@@ -30,6 +30,7 @@ public final class Benchmarks {
         SUBCOMMANDS.put("heap-cost", BufferHeapCost::run);
         SUBCOMMANDS.put("gpu", GpuBenchmark::run);
         SUBCOMMANDS.put("compaction", CompactionBenchmark::run);
+        SUBCOMMANDS.put("big-pool-read", BigPoolRead::run);
     }
 
     private Benchmarks() {}

@@ -61,6 +61,11 @@ final class SafeEventListener implements MemoryEventListener {
     }
 
     @Override
+    public void snapshotRead(MemoryLocation location, int blocks, int holds, long longestHoldNanos, long nanos) {
+        each(l -> l.snapshotRead(location, blocks, holds, longestHoldNanos, nanos));
+    }
+
+    @Override
     public void leakDetected(MemoryLocation location, long bytes, @Nullable String allocationSite) {
         each(l -> l.leakDetected(location, bytes, allocationSite));
     }
