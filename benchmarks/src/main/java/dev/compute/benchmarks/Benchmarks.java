@@ -31,6 +31,7 @@ public final class Benchmarks {
         SUBCOMMANDS.put("gpu", GpuBenchmark::run);
         SUBCOMMANDS.put("compaction", CompactionBenchmark::run);
         SUBCOMMANDS.put("big-pool-read", BigPoolRead::run);
+        SUBCOMMANDS.put("pinned-waste", PinnedWaste::run);
     }
 
     private Benchmarks() {}
