@@ -65,7 +65,10 @@ import org.jspecify.annotations.Nullable;
  * move takes the two largest runs of free pages at most: each run unmapped is likely mapped again later, a call each,
  * and the largest give most of the bytes. The chunk is for growth: an arena that holds two chunks or more of free
  * whole mapped pages is fragmented rather than growing (the request fitted none of its free space), and there the
- * chunk may raise the reserved peak by a quarter of a chunk at most. Without
+ * chunk may raise the reserved peak by a quarter of a chunk at most. Why chunks, and not the next 20 MiB page as
+ * PyTorch maps: on a climb (blocks allocated and none freed) no policy makes fewer calls than one a page without
+ * reserving more at some point of the climb, and none reserves no more at every point without calling as often; chunks
+ * trade the slack at a climb's end for a few calls a doubling (the argument and the figures: docs/benchmarks.md). Without
  * page mapping the pool allocates plain segments: 2 MiB ones for small blocks, 20 MiB ones for large
  * requests under 10 MiB, and the request rounded up to 2 MiB beyond.
  *
