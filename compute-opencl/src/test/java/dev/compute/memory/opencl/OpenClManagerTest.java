@@ -100,12 +100,15 @@ class OpenClManagerTest {
     void aRequestAboveTheLargestSingleAllocationFailsAtOnceKeepingTheCacheAndAskingNoHandler() {
         OpenClTestSupport.requireOpenCl();
         AtomicInteger handlerCalls = new AtomicInteger();
+        long largest;
+        try (OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings())) {
+            largest = backend.maxAllocationBytes();
+        }
+        // the cap above the largest single allocation, which a device may make as large as the default cap (PoCL: 4 GiB
+        // on a machine of 24 GiB): the request must pass the cap to meet the backend's limit
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .maxPoolSize(Math.max(4L << 30, 2 * largest))
                 .outOfMemoryHandler((location, bytes, attempt, failure) -> handlerCalls.incrementAndGet() < 3).build()) {
-            long largest;
-            try (OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings())) {
-                largest = backend.maxAllocationBytes();
-            }
             long tooLarge = largest + (2L << 20);
             manager.allocate(30L << 20).close();
             long cached = manager.statistics(MemoryLocation.DEVICE).cachedBytes();
