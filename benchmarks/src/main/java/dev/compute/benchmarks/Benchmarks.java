@@ -30,6 +30,8 @@ public final class Benchmarks {
         SUBCOMMANDS.put("heap-cost", BufferHeapCost::run);
         SUBCOMMANDS.put("gpu", GpuBenchmark::run);
         SUBCOMMANDS.put("compaction", CompactionBenchmark::run);
+        SUBCOMMANDS.put("big-pool-read", BigPoolRead::run);
+        SUBCOMMANDS.put("pinned-waste", PinnedWaste::run);
     }
 
     private Benchmarks() {}

@@ -16,6 +16,8 @@ import org.jspecify.annotations.Nullable;
  * @param compactionInterval how often every location is compacted; zero: only when asked
  * @param compactOnOutOfMemory whether an allocation that finds no memory compacts its location and tries once more
  * @param warmup           the blocks each location reserved and cached at start; empty without a warm-up
+ * @param heldMemoryWarning how long a closed buffer's memory may wait for views or accesses before the log names
+ *                         their threads; zero: never
  */
 public record ManagerSettings(
         String backend, int device, Map<String, String> backendOptions,
@@ -24,7 +26,7 @@ public record ManagerSettings(
         Duration compactionInterval, boolean compactOnOutOfMemory, boolean expandableSegments, Map<MemoryLocation, List<WarmupBlocks>> warmup,
         boolean pinningEnabled, long maxPinnedSize, long stagingBufferSize,
         LeakDetectionLevel leakDetection, int timelineCapacity, Duration timelineInterval,
-        Duration closeTimeout, Duration deviceWaitTimeout, int outOfMemoryRetries, int maxOpenMappedFiles,
+        Duration closeTimeout, Duration deviceWaitTimeout, Duration heldMemoryWarning, int outOfMemoryRetries, int maxOpenMappedFiles,
         boolean allocationRecording) {
 
     public ManagerSettings {

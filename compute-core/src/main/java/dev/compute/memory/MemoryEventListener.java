@@ -48,6 +48,13 @@ public interface MemoryEventListener {
     /** A compaction ({@link UnifiedMemoryManager#compact(MemoryLocation)}) ended; what it moved and gave back. */
     default void compacted(CompactionReport report) {}
 
+    /**
+     * The pool's segments and blocks were read ({@link UnifiedMemoryManager#snapshot(MemoryLocation)}, the endpoint's view
+     * of a location): {@code blocks} blocks in {@code nanos}, in {@code holds} stretches under the pool's lock, the
+     * longest {@code longestHoldNanos}.
+     */
+    default void snapshotRead(MemoryLocation location, int blocks, int holds, long longestHoldNanos, long nanos) {}
+
     /** A buffer was garbage-collected without {@code close()}; its site where leak detection recorded one. */
     default void leakDetected(MemoryLocation location, long bytes, @Nullable String allocationSite) {}
 }

@@ -31,6 +31,11 @@ public record MemorySnapshot(MemoryLocation location, List<Segment> segments) {
         /** Free and not backed: address space of an expandable segment whose pages are unmapped. */
         UNMAPPED,
         /** Freed by its buffer, but device work queued on it has not finished; not reusable yet. */
-        PENDING
+        PENDING,
+        /**
+         * Its buffer was closed, but a view, an access or an op still holds it (a thread that took a view and has not
+         * let go); not reusable yet: it goes back when they end.
+         */
+        HELD
     }
 }

@@ -10,6 +10,9 @@ package dev.compute.memory;
  *   <li>cached: reserved but not allocated, ready for reuse without a backend call;
  *   <li>waiting requests: {@link UnifiedMemoryManager#allocateAsync} requests queued for memory now; waits: those
  *       that ever had to queue; wait timeouts: those that gave up when their timeout passed.
+ *   <li>held: closed buffers whose memory is not back yet, because a view, an access or an op still holds it, or
+ *       device work queued on it has not finished; neither live (no buffer is open over it) nor cached (nothing can
+ *       be served from it until then). Live buffers, allocated and requested bytes count open buffers only.
  * </ul>
  *
  * Both fragmentation figures are defined here once, and the endpoint, the metrics and the docs use these.
@@ -26,7 +29,8 @@ public record MemoryStatistics(
         long backendAllocations, long backendFrees,
         long oomRetries, long trims,
         long bytesHostToDevice, long bytesDeviceToHost, long bytesDeviceToDevice,
-        long waitingRequests, long waits, long waitTimeouts) {
+        long waitingRequests, long waits, long waitTimeouts,
+        long heldBuffers, long heldBytes) {
 
     /** {@code 1 − largestFreeBlock / cachedBytes}: 0 when all cached memory is one block (or nothing is cached). */
     public double fragmentation() {

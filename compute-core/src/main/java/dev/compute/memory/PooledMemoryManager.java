@@ -88,6 +88,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         BlockReturns returns = new BlockReturns(chains, gate, compactor, mappedFiles, waiters, this::budgetRelease);
         this.buffers = new BufferServices(gate, backend, chains, allocation, compactor, returns, settings.deviceWaitTimeout(),
                 settings.closeTimeout());
+        figures.heldFrom(buffers);
         try {
             ChainBuilder.build(chains, backend, settings, extensions, events, recorder, compactor::compactForRoom);
         } catch (RuntimeException e) {
@@ -95,7 +96,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             throw e;
         }
         this.budgetLedger = budgetLedger(chains.locations(), settings);
-        this.maintenance = new Maintenance(settings, gate, chains, compactor, figures, this::trim);
+        this.maintenance = new Maintenance(settings, gate, chains, compactor, figures, buffers, this::trim);
         this.shutdown = new Shutdown(new Shutdown.Parts(gate, waiters, backend, returns, maintenance, chains, mappedFiles, figures),
                 settings.closeTimeout(), this::closeBudgets);
         LOG.log(System.Logger.Level.INFO, "compute memory on " + backend.info() + ", locations " + chains.locations()

@@ -34,6 +34,7 @@ public final class UnifiedMemoryManagerBuilder {
     public static final int DEFAULT_TIMELINE_CAPACITY = 720;
     public static final Duration DEFAULT_TIMELINE_INTERVAL = Duration.ofSeconds(5);
     public static final Duration DEFAULT_CLOSE_TIMEOUT = Duration.ofSeconds(5);
+    public static final Duration DEFAULT_HELD_MEMORY_WARNING = Duration.ofSeconds(1);
     /** The most timeline samples a location may keep (a day at one a second). */
     public static final int MAX_TIMELINE_CAPACITY = 86_400;
     public static final int DEFAULT_OUT_OF_MEMORY_RETRIES = 3;
@@ -73,6 +74,7 @@ public final class UnifiedMemoryManagerBuilder {
     private Duration timelineInterval = DEFAULT_TIMELINE_INTERVAL;
     private Duration closeTimeout = DEFAULT_CLOSE_TIMEOUT;
     private Duration deviceWaitTimeout = PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT;
+    private Duration heldMemoryWarning = DEFAULT_HELD_MEMORY_WARNING;
     private final List<MemoryEventListener> eventListeners = new ArrayList<>();
     private final List<OutOfMemoryHandler> outOfMemoryHandlers = new ArrayList<>();
     private int outOfMemoryRetries = DEFAULT_OUT_OF_MEMORY_RETRIES;
@@ -241,6 +243,16 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
+    /**
+     * {@code compute.memory.held-memory-warning}: how long a closed buffer's memory may wait for views or accesses
+     * that still hold it before the log names the threads that hold them (a thread that took a view outside a view
+     * scope and went idle); zero turns the warning off. Default one second.
+     */
+    public UnifiedMemoryManagerBuilder heldMemoryWarning(Duration warning) {
+        this.heldMemoryWarning = warning;
+        return this;
+    }
+
     /** Adds a listener to what happens off the pool's fast path (backend calls, failures, trims, leaks). */
     public UnifiedMemoryManagerBuilder eventListener(MemoryEventListener listener) {
         eventListeners.add(Objects.requireNonNull(listener, "listener"));
@@ -367,6 +379,7 @@ public final class UnifiedMemoryManagerBuilder {
             throw new InvalidSettingException("compute.memory.mapped-files.max-open", maxOpenMappedFiles,
                     "a number of files from 0 (mapping off) up, such as " + DEFAULT_MAX_OPEN_MAPPED_FILES);
         }
+        interval("compute.memory.held-memory-warning", heldMemoryWarning);
         requireNonNull("compute.memory.device-wait-timeout", deviceWaitTimeout);
         if (deviceWaitTimeout.isNegative() || deviceWaitTimeout.compareTo(MAX_DURATION) > 0 || deviceWaitTimeout.toMillis() == 0) {
             throw new InvalidSettingException("compute.memory.device-wait-timeout", deviceWaitTimeout,
@@ -463,7 +476,7 @@ public final class UnifiedMemoryManagerBuilder {
         return new ManagerSettings(backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSizeBytes,
                 maxPoolSize instanceof PoolSize.Share(double share) ? share : null, releaseThresholdUnder(maxPoolSizeBytes), trimInterval,
                 compactionInterval, compactOnOutOfMemory, expandableSegments, warmupCopy, pinningEnabled, maxPinnedSize, stagingBufferSize(), leakDetection, timelineCapacity,
-                timelineInterval, closeTimeout, deviceWaitTimeout, outOfMemoryRetries, maxOpenMappedFiles, allocationRecording);
+                timelineInterval, closeTimeout, deviceWaitTimeout, heldMemoryWarning, outOfMemoryRetries, maxOpenMappedFiles, allocationRecording);
     }
 
     /**

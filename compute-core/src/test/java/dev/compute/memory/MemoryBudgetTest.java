@@ -78,14 +78,15 @@ class MemoryBudgetTest {
             CountDownLatch viewing = new CountDownLatch(1);
             CountDownLatch done = new CountDownLatch(1);
             Thread reader = Thread.ofPlatform().start(() -> {
-                buffer.hostView();
-                viewing.countDown();
-                try {
-                    done.await();
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
+                try (ViewScope scope = ViewScope.open()) { // the view lasts the scope, whoever closes the buffer
+                    buffer.hostView();
+                    viewing.countDown();
+                    try {
+                        done.await();
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
                 }
-                manager.allocate(1, MemoryLocation.HOST).close(); // a call in ends the views handed to this thread
             });
             try {
                 viewing.await();
@@ -168,9 +169,11 @@ class MemoryBudgetTest {
             CountDownLatch viewing = new CountDownLatch(1);
             CountDownLatch done = new CountDownLatch(1);
             Thread reader = Thread.ofPlatform().start(() -> {
-                viewed.hostView();
-                viewing.countDown();
-                awaitQuietly(done);
+                try (ViewScope scope = ViewScope.open()) {
+                    viewed.hostView();
+                    viewing.countDown();
+                    awaitQuietly(done);
+                }
             });
             viewing.await();
             viewed.close(); // its memory waits for the reader's view

@@ -23,17 +23,19 @@ class PooledMemoryManagerTest {
         CountDownLatch letGo = new CountDownLatch(1);
         AtomicReference<RuntimeException> refused = new AtomicReference<>();
         Thread holder = Thread.ofPlatform().start(() -> {
-            held.hostView();
-            viewing.countDown();
-            try {
-                letGo.await();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            try {
-                manager.allocate(1).close();
-            } catch (IllegalStateException closed) {
-                refused.set(closed); // told the manager closed, this thread has lost its views
+            try (ViewScope scope = ViewScope.open()) { // a request's views: confined to the thread, ended with the scope
+                held.hostView();
+                viewing.countDown();
+                try {
+                    letGo.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                try {
+                    manager.allocate(1).close();
+                } catch (IllegalStateException closed) {
+                    refused.set(closed); // told the manager closed, this thread has lost its views
+                }
             }
         });
         viewing.await();

@@ -34,6 +34,7 @@ import org.springframework.util.unit.DataSize;
  * @param health Thresholds of the compute health contributor.
  * @param primary With several managers (compute.managers), the name of the one injected where a single
  *     UnifiedMemoryManager is asked for; unset, the first one configured.
+ * @param scopes The stretches of work that host views end with, for every manager.
  */
 @ConfigurationProperties("compute")
 public record ComputeProperties(
@@ -43,7 +44,8 @@ public record ComputeProperties(
         @DefaultValue OpenCl opencl,
         @DefaultValue Map<String, String> backendOptions,
         @DefaultValue Health health,
-        @Nullable String primary) {
+        @Nullable String primary,
+        @DefaultValue Scopes scopes) {
 
     public ComputeProperties {
         backendOptions = new LinkedHashMap<>(backendOptions);
@@ -66,6 +68,8 @@ public record ComputeProperties(
      *     threads still hold, calls under way and device work; memory still held then is kept, not freed. 0: no wait.
      * @param deviceWaitTimeout The longest a call waits for device work it depends on (a read after a kernel, an
      *     allocation needing memory that work on a freed buffer still uses) before it fails saying the work may be stuck.
+     * @param heldMemoryWarning How long a closed buffer's memory may wait for a view another thread still holds before
+     *     a warning names that thread (the memory is counted as held, not live, meanwhile).
      * @param outOfMemoryRetries How many times one allocation is retried after the application's OutOfMemoryHandler
      *     beans freed memory, 0 to 100; 0 turns them off.
      * @param mappedFiles Files mapped as buffers (UnifiedMemoryManager.mapFile).
@@ -79,9 +83,19 @@ public record ComputeProperties(
             @DefaultValue Timeline timeline,
             @DefaultValue("5s") Duration closeTimeout,
             @DefaultValue("60s") Duration deviceWaitTimeout,
+            @DefaultValue("1s") Duration heldMemoryWarning,
             @DefaultValue("3") int outOfMemoryRetries,
             @DefaultValue MappedFiles mappedFiles,
             @DefaultValue Recording recording) {}
+
+    /**
+     * @param requests Whether each web request (servlet) runs in a view scope: the host views its thread takes end when
+     *     the request does, so a buffer closed on another thread gets its memory back then, however long the request's
+     *     thread idles after.
+     * @param tasks Whether each task of Spring Boot's task executors and schedulers runs in a view scope (a TaskDecorator,
+     *     composed with the application's own).
+     */
+    public record Scopes(@DefaultValue("true") boolean requests, @DefaultValue("true") boolean tasks) {}
 
     /**
      * @param maxOpen The most files (or ranges of files) mapped at once; 0 turns mapping off. Each mapping takes an

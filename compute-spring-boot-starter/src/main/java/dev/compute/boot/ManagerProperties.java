@@ -60,6 +60,7 @@ public record ManagerProperties(
                 .timelineInterval(required("compute.memory.timeline.interval", memory.timeline().interval()))
                 .closeTimeout(required("compute.memory.close-timeout", memory.closeTimeout()))
                 .deviceWaitTimeout(required("compute.memory.device-wait-timeout", memory.deviceWaitTimeout()))
+                .heldMemoryWarning(required("compute.memory.held-memory-warning", memory.heldMemoryWarning()))
                 .outOfMemoryRetries(memory.outOfMemoryRetries())
                 .maxOpenMappedFiles(memory.mappedFiles().maxOpen())
                 .allocationRecording(memory.recording().enabled());

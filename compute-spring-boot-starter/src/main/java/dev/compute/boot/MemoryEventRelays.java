@@ -85,5 +85,10 @@ public final class MemoryEventRelays {
         public void leakDetected(MemoryLocation location, long bytes, @Nullable String allocationSite) {
             listeners.forEach(listener -> listener.leakDetected(location, bytes, allocationSite));
         }
+
+        @Override
+        public void snapshotRead(MemoryLocation location, int blocks, int holds, long longestHoldNanos, long nanos) {
+            listeners.forEach(listener -> listener.snapshotRead(location, blocks, holds, longestHoldNanos, nanos));
+        }
     }
 }

@@ -7,6 +7,8 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.lang.reflect.Method;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.jspecify.annotations.Nullable;
@@ -25,10 +27,20 @@ class MemoryEventRelaysTests {
         relay.allocationFailed(MemoryLocation.HOST, 6, OutOfMemoryReason.POOL_LIMIT);
         relay.trimmed(MemoryLocation.PINNED, 7);
         relay.leakDetected(MemoryLocation.UNIFIED, 8, null);
+        relay.snapshotRead(MemoryLocation.DEVICE, 11, 2, 12, 13);
         attached.close();
         relay.backendAllocated(MemoryLocation.DEVICE, 9, 10);
         assertThat(heard).containsExactly("allocated DEVICE 1 2", "freed DEVICE 1 3", "recovery HOST 4 RECOVERED 5", "failed HOST 6 POOL_LIMIT",
-                "trimmed PINNED 7", "leak UNIFIED 8 null");
+                "trimmed PINNED 7", "leak UNIFIED 8 null", "snapshot DEVICE 11 2 12 13");
+    }
+
+    @Test
+    void theRelayPassesOnEveryMethodOfTheListenerInterface() {
+        for (Method method : MemoryEventListener.class.getMethods()) {
+            assertThat(Arrays.stream(MemoryEventRelays.Relay.class.getDeclaredMethods())
+                    .anyMatch(own -> own.getName().equals(method.getName()) && Arrays.equals(own.getParameterTypes(), method.getParameterTypes())))
+                    .as("the relay passes on %s", method.getName()).isTrue();
+        }
     }
 
     @Test
@@ -71,6 +83,11 @@ class MemoryEventRelaysTests {
         @Override
         public void leakDetected(MemoryLocation location, long bytes, @Nullable String allocationSite) {
             heard.add("leak " + location + " " + bytes + " " + allocationSite);
+        }
+
+        @Override
+        public void snapshotRead(MemoryLocation location, int blocks, int holds, long longestHoldNanos, long nanos) {
+            heard.add("snapshot " + location + " " + blocks + " " + holds + " " + longestHoldNanos + " " + nanos);
         }
     }
 }

@@ -25,6 +25,19 @@ import java.util.SplittableRandom;
  * prefix of a doubling at or under 1 + g makes at least ln 2 / ln(1 + g) calls in it (36 for 1.02, where s is small
  * beside h), whatever it does otherwise. The last line prints that bound. Exit status: 0 printed; 2 a wrong command
  * line.
+ *
+ * <p><b>Against PyTorch's calls: no policy has fewer without reserving more somewhere.</b> Each window also counts its
+ * prefixes where our calls (maps and unmaps, counted as PyTorch's map calls are) are fewer than PyTorch's, and those
+ * where we reserve more, and a line before the bound names the first prefix of each kind. Why the first of the second
+ * kind never comes after the first of the first: on a climb of blocks no larger than its page P (20 MiB for large blocks,
+ * 2 MiB for small ones), PyTorch fills its segment from the bottom and maps a page each time the live bytes L pass a
+ * multiple of P, so after n allocations it reserves P·⌈L(n)/P⌉ with ⌈L(n)/P⌉ calls. Take any policy A. At the
+ * allocation n(j) that takes L past (j−1)·P, A must reserve at least L(n(j)) > (j−1)·P; if A reserved no more than
+ * PyTorch one allocation before, at most (j−1)·P, A's reserve grew, which takes a call. So a policy that reserves no
+ * more than PyTorch at every prefix calls at every such allocation: at least as often as PyTorch, at every prefix. A
+ * policy that makes fewer calls at some prefix reserves more than PyTorch at some prefix no later. No online policy
+ * knows which prefix the trace stops at, so on climbs "no more calls and no more reserved than PyTorch" can only be met
+ * by calling exactly when PyTorch does and mapping no further than its page: by PyTorch's own growth.
  */
 public final class ClimbCommand {
 
@@ -40,13 +53,29 @@ public final class ClimbCommand {
 
     /** One doubling's figures: ours and PyTorch's model, over the prefixes whose live bytes lie in {@code [fromBytes, toBytes)}. */
     record Window(long fromBytes, long toBytes, int prefixes, double worst, int overGoal, long firstCalls, long lastCalls,
-                  double pytorchWorst, int pytorchOverGoal, long pytorchFirstCalls, long pytorchLastCalls) {
+                  double pytorchWorst, int pytorchOverGoal, long pytorchFirstCalls, long pytorchLastCalls, int fewerCallsThanPyTorch,
+                  int moreReservedThanPyTorch) {
 
         String line() {
             return String.format(Locale.ROOT, "climb window_mib=%d..%d prefixes=%d worst=%.3f over_%.2f=%d calls=%d..%d"
-                            + " pytorch_worst=%.3f pytorch_over_%.2f=%d pytorch_calls=%d..%d",
+                            + " pytorch_worst=%.3f pytorch_over_%.2f=%d pytorch_calls=%d..%d fewer_calls_than_pytorch=%d"
+                            + " more_reserved_than_pytorch=%d",
                     fromBytes / MiB, toBytes / MiB, prefixes, worst, GOAL, overGoal, firstCalls, lastCalls, pytorchWorst, GOAL,
-                    pytorchOverGoal, pytorchFirstCalls, pytorchLastCalls);
+                    pytorchOverGoal, pytorchFirstCalls, pytorchLastCalls, fewerCallsThanPyTorch, moreReservedThanPyTorch);
+        }
+    }
+
+    /**
+     * The windows of a climb, and the live bytes of its first prefix (from the window's start) where our calls are fewer
+     * than PyTorch's and of its first where we reserve more (-1 where there is none).
+     */
+    record Climb(List<Window> windows, long firstFewerCallsAt, long firstMoreReservedAt) {
+
+        String line() {
+            return String.format(Locale.ROOT, "pytorch: fewer calls than PyTorch's first at %s, more reserved than PyTorch's first at %s;"
+                            + " a policy with fewer calls than PyTorch's at some prefix of a climb reserves more at one no later, whatever the policy",
+                    firstFewerCallsAt < 0 ? "no prefix" : firstFewerCallsAt / MiB + " MiB live",
+                    firstMoreReservedAt < 0 ? "no prefix" : firstMoreReservedAt / MiB + " MiB live");
         }
     }
 
@@ -71,9 +100,11 @@ public final class ClimbCommand {
             err.println(USAGE);
             return 2;
         }
-        for (Window window : windows(from * MiB, to * MiB)) {
+        Climb climb = climbFigures(from * MiB, to * MiB);
+        for (Window window : climb.windows()) {
             out.println(window.line());
         }
+        out.println(climb.line());
         out.printf(Locale.ROOT, "bound: every prefix of a doubling at or under %.2f takes at least %d backend calls within it, whatever the policy%n",
                 GOAL, callsPerDoubling(GOAL));
         return 0;
@@ -86,11 +117,18 @@ public final class ClimbCommand {
 
     /** The climb's figures per doubling from {@code fromBytes}, the last window cut at {@code toBytes}. */
     static List<Window> windows(long fromBytes, long toBytes) {
+        return climbFigures(fromBytes, toBytes).windows();
+    }
+
+    /** The climb's figures per doubling, and where it first has fewer calls or more reserved than PyTorch's. */
+    static Climb climbFigures(long fromBytes, long toBytes) {
         long[] sizes = climb(toBytes);
         TraceReplayer replayer = new TraceReplayer(AddressSpaceBackend::new, true, ReplaySettings.defaults());
         List<Window> windows = new ArrayList<>();
         WindowFigures window = null;
         long live = 0;
+        long firstFewer = -1;
+        long firstMore = -1;
         for (int n = 1; n <= sizes.length; n++) {
             live += sizes[n - 1];
             if (live < fromBytes || live >= toBytes) {
@@ -107,12 +145,19 @@ public final class ClimbCommand {
             TraceReplayer.Run ours = replayer.replay(prefix, 2 * toBytes);
             PyTorchExpandableSegments.Figures pytorch = PyTorchExpandableSegments.replay(prefix);
             window.add((double) ours.reservedPeak() / prefix.livePeak(), ours.backendCalls(),
-                    (double) pytorch.reservedPeak() / prefix.livePeak(), pytorch.mapCalls());
+                    (double) pytorch.reservedPeak() / prefix.livePeak(), pytorch.mapCalls(), ours.mapsAndUnmaps() < pytorch.mapCalls(),
+                    ours.reservedPeak() > pytorch.reservedPeak());
+            if (firstFewer < 0 && ours.mapsAndUnmaps() < pytorch.mapCalls()) {
+                firstFewer = live;
+            }
+            if (firstMore < 0 && ours.reservedPeak() > pytorch.reservedPeak()) {
+                firstMore = live;
+            }
         }
         if (window != null) {
             windows.add(window.build());
         }
-        return windows;
+        return new Climb(windows, firstFewer, firstMore);
     }
 
     /** The figures of one window as its prefixes are replayed. */
@@ -128,13 +173,17 @@ public final class ClimbCommand {
         int pytorchOverGoal;
         long pytorchFirstCalls = -1;
         long pytorchLastCalls;
+        int fewerCalls;
+        int moreReserved;
 
         WindowFigures(long fromBytes, long toBytes) {
             this.fromBytes = fromBytes;
             this.toBytes = toBytes;
         }
 
-        void add(double overhead, long calls, double pytorchOverhead, long pytorchCalls) {
+        void add(double overhead, long calls, double pytorchOverhead, long pytorchCalls, boolean fewer, boolean more) {
+            fewerCalls += fewer ? 1 : 0;
+            moreReserved += more ? 1 : 0;
             prefixes++;
             worst = Math.max(worst, overhead);
             overGoal += overhead > GOAL ? 1 : 0;
@@ -148,7 +197,7 @@ public final class ClimbCommand {
 
         Window build() {
             return new Window(fromBytes, toBytes, prefixes, worst, overGoal, firstCalls, lastCalls, pytorchWorst, pytorchOverGoal,
-                    pytorchFirstCalls, pytorchLastCalls);
+                    pytorchFirstCalls, pytorchLastCalls, fewerCalls, moreReserved);
         }
     }
 

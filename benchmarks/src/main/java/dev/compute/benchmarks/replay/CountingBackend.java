@@ -15,12 +15,17 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * Counts the calls that get or give back memory on any backend (allocations, frees, range reservations and
  * releases, page maps and unmaps), refused ones included: what each costs on a real device is the reason to
- * make few. Everything else passes straight through. Thread-safe as the backend it wraps.
+ * make few. Apart, the calls that back memory ({@link #maps}: allocations and page maps) and those that give it back
+ * ({@link #unmaps}: frees and page unmaps), without the reservations and releases of address ranges, which back
+ * nothing: what PyTorch's {@code num_device_alloc} counts on its side. Everything else passes straight through.
+ * Thread-safe as the backend it wraps.
  */
 final class CountingBackend implements ComputeBackend {
 
     private final ComputeBackend backend;
     private final AtomicLong calls = new AtomicLong();
+    private final AtomicLong maps = new AtomicLong();
+    private final AtomicLong unmaps = new AtomicLong();
 
     CountingBackend(ComputeBackend backend) {
         this.backend = backend;
@@ -30,15 +35,27 @@ final class CountingBackend implements ComputeBackend {
         return calls.get();
     }
 
+    /** Segment allocations and page maps. */
+    long maps() {
+        return maps.get();
+    }
+
+    /** Segment frees and page unmaps. */
+    long unmaps() {
+        return unmaps.get();
+    }
+
     @Override
     public NativeAllocation allocate(MemoryLocation location, long sizeBytes) {
         calls.incrementAndGet();
+        maps.incrementAndGet();
         return backend.allocate(location, sizeBytes);
     }
 
     @Override
     public void free(NativeAllocation allocation) {
         calls.incrementAndGet();
+        unmaps.incrementAndGet();
         backend.free(allocation);
     }
 
@@ -59,12 +76,14 @@ final class CountingBackend implements ComputeBackend {
             @Override
             public void map(NativeAllocation range, long offset, long length) {
                 calls.incrementAndGet();
+                maps.incrementAndGet();
                 pages.map(range, offset, length);
             }
 
             @Override
             public void unmap(NativeAllocation range, long offset, long length) {
                 calls.incrementAndGet();
+                unmaps.incrementAndGet();
                 pages.unmap(range, offset, length);
             }
 

@@ -139,9 +139,9 @@ public final class ReplayCommand {
         long minCapacity = PyTorchExpandableSegments.smallestCapacity(trace);
         String location = String.join("+", trace.locations());
         return String.format(Locale.ROOT, "pytorch trace=%s%s policy=expandable_segments reserved_peak=%d overhead=%.3f min_capacity=%d"
-                        + " capacity_ratio=%.3f backend_calls=%d",
+                        + " capacity_ratio=%.3f backend_calls=%d maps=%d unmaps=0",
                 trace.name(), location.isEmpty() ? "" : " location=" + location, figures.reservedPeak(),
-                (double) figures.reservedPeak() / trace.livePeak(), minCapacity, (double) minCapacity / trace.livePeak(), figures.mapCalls());
+                (double) figures.reservedPeak() / trace.livePeak(), minCapacity, (double) minCapacity / trace.livePeak(), figures.mapCalls(), figures.mapCalls());
     }
 
     /** The trace, or its events at {@code location}, or, where it names several locations, each location's in turn. */

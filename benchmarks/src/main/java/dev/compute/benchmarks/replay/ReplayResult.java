@@ -12,7 +12,7 @@ import java.util.Map;
  * rounding).
  */
 public record ReplayResult(String trace, String location, int events, long livePeak, long reservedPeak, long minCapacity,
-                           long backendCalls, double eventsPerSecond, int skippedFrees, long trims,
+                           long backendCalls, long maps, long unmaps, double eventsPerSecond, int skippedFrees, long trims,
                            Map<String, Long> livePeakByStream, Map<String, Long> livePeakByThread) {
 
     /** How many streams and threads the table lists, those of most live bytes first. */
@@ -29,9 +29,9 @@ public record ReplayResult(String trace, String location, int events, long liveP
     /** The one line per trace (and location) that scripts read. */
     public String line() {
         return String.format(Locale.ROOT, "replay trace=%s%s events=%d live_peak=%d reserved_peak=%d overhead=%.3f min_capacity=%d"
-                        + " capacity_ratio=%.3f backend_calls=%d ops_per_s=%d skipped_frees=%d trims=%d",
+                        + " capacity_ratio=%.3f backend_calls=%d maps=%d unmaps=%d ops_per_s=%d skipped_frees=%d trims=%d",
                 trace, location.isEmpty() ? "" : " location=" + location, events, livePeak, reservedPeak, overhead(), minCapacity,
-                capacityRatio(), backendCalls, Math.round(eventsPerSecond), skippedFrees, trims);
+                capacityRatio(), backendCalls, maps, unmaps, Math.round(eventsPerSecond), skippedFrees, trims);
     }
 
     /** The same figures for people, with what each means, then the live peaks by stream and by thread. */
@@ -44,13 +44,15 @@ public record ReplayResult(String trace, String location, int events, long liveP
                   %-16s %,18d   smallest device capacity in which the whole trace replays (%.3f GB)
                   %-16s %18.3f   min capacity / live peak
                   %-16s %,18d   segment allocations and frees, range reservations, page maps and unmaps
+                  %-16s %,18d   of which segment allocations and page maps (what PyTorch's map calls count)
+                  %-16s %,18d   of which segment frees and page unmaps
                   %-16s %,18d   events replayed per second, at these settings
                   %-16s %,18d   frees in the file of ids not live (blocks allocated before the recording started), skipped
                   %-16s %,18d   scheduled trims, each time the trace's time passed a trim interval
                 """,
                 "events", events, "live peak", livePeak, livePeak / 1e9, "reserved peak", reservedPeak, reservedPeak / 1e9,
                 "overhead", overhead(), "min capacity", minCapacity, minCapacity / 1e9, "capacity ratio", capacityRatio(),
-                "backend calls", backendCalls, "ops/s", Math.round(eventsPerSecond), "skipped frees", skippedFrees, "trims", trims));
+                "backend calls", backendCalls, "maps", maps, "unmaps", unmaps, "ops/s", Math.round(eventsPerSecond), "skipped frees", skippedFrees, "trims", trims));
         peaks(table, "stream", livePeakByStream);
         peaks(table, "thread", livePeakByThread);
         return table.toString();

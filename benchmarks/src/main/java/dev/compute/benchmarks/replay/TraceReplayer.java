@@ -46,7 +46,13 @@ public final class TraceReplayer {
      * peak, its backend calls and scheduled trims, and the replay's time.
      */
     public record Run(boolean fitted, int failedEvent, @Nullable String failure, long reservedPeak, long backendCalls,
-                      long oomRetries, long trims, long nanos) {}
+                      long maps, long unmaps, long oomRetries, long trims, long nanos) {
+
+        /** The calls counted as PyTorch's {@code num_device_alloc} is, on the other side: maps and unmaps, no range reservations. */
+        public long mapsAndUnmaps() {
+            return maps + unmaps;
+        }
+    }
 
     public Run replay(Trace trace, long capacity) {
         ComputeBackend device = backendWithCapacity.apply(capacity);
@@ -89,6 +95,8 @@ public final class TraceReplayer {
             }
             long nanos = System.nanoTime() - start;
             long calls = backend.memoryCalls();
+            long maps = backend.maps();
+            long unmaps = backend.unmaps();
             long reservedPeak = pool.reservedBytesPeak();
             long oomRetries = pool.oomRetries();
             for (Block block : live) {
@@ -96,7 +104,7 @@ public final class TraceReplayer {
                     pool.deallocate(block);
                 }
             }
-            return new Run(failedEvent < 0, failedEvent, failure, reservedPeak, calls, oomRetries, trims, nanos);
+            return new Run(failedEvent < 0, failedEvent, failure, reservedPeak, calls, maps, unmaps, oomRetries, trims, nanos);
         } finally {
             if (closeBackends) {
                 device.close();
@@ -146,7 +154,7 @@ public final class TraceReplayer {
         double eventsPerSecond = trace.events() / (nanos[nanos.length / 2] / 1e9);
         long minCapacity = smallestCapacity(trace, Math.min(capacity, roundUp(run.reservedPeak())), capacity);
         return new ReplayResult(trace.name(), String.join("+", trace.locations()), trace.events(), trace.livePeak(), run.reservedPeak(),
-                minCapacity, run.backendCalls(), eventsPerSecond, trace.skippedFrees(), run.trims(), trace.livePeakByStream(),
+                minCapacity, run.backendCalls(), run.maps(), run.unmaps(), eventsPerSecond, trace.skippedFrees(), run.trims(), trace.livePeakByStream(),
                 trace.livePeakByThread());
     }
 

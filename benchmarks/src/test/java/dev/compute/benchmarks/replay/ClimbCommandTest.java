@@ -81,8 +81,77 @@ class ClimbCommandTest {
         assertThat(status).isZero();
         assertThat(out.toString(StandardCharsets.UTF_8).lines().toList()).satisfiesExactly(
                 line -> assertThat(line).startsWith("climb window_mib=256..512 prefixes="),
-                line -> assertThat(line).startsWith("climb window_mib=512..1024 prefixes=").contains(" pytorch_worst="),
+                line -> assertThat(line).startsWith("climb window_mib=512..1024 prefixes=").contains(" pytorch_worst=")
+                        .contains(" fewer_calls_than_pytorch=").contains(" more_reserved_than_pytorch="),
+                line -> assertThat(line).startsWith("pytorch: fewer calls than PyTorch's first at "),
                 line -> assertThat(line).isEqualTo("bound: every prefix of a doubling at or under 1.02 takes at least 36 backend calls within it, whatever the policy"));
+    }
+
+    /**
+     * Our growth makes fewer calls than PyTorch's on the climb (six a doubling against one a 20 MiB page), and, as the
+     * argument in {@link ClimbCommand} says of any policy, it reserves more than PyTorch's at a prefix no later than the
+     * first where it calls less.
+     */
+    @Test
+    void ourPolicyReservesMoreThanPyTorchsNoLaterThanItFirstCallsLess() {
+        ClimbCommand.Climb climb = ClimbCommand.climbFigures(16 * MiB, 1024 * MiB);
+
+        assertThat(climb.firstFewerCallsAt()).as("ours calls less at some prefix").isPositive();
+        assertThat(climb.firstMoreReservedAt()).as("and reserves more at one no later").isPositive().isLessThanOrEqualTo(climb.firstFewerCallsAt());
+        assertThat(climb.windows()).allSatisfy(w -> assertThat(w.fewerCallsThanPyTorch() == 0 || w.moreReservedThanPyTorch() > 0
+                || climb.firstMoreReservedAt() < w.fromBytes()).as(w.line()).isTrue());
+    }
+
+    /**
+     * The argument itself, on policies of every kind against PyTorch's model on the same climb: a call maps what the live
+     * bytes need and any slack the policy draws (whole 2 MiB pages, from none to far more than PyTorch's 20 MiB page,
+     * some policies a fixed amount, some growing, some random). Each that makes fewer calls than PyTorch's at a prefix
+     * reserves more at one no later; and the policy that maps to PyTorch's next 20 MiB boundary matches it call for call.
+     */
+    @Test
+    void noPolicyCallsLessThanPyTorchOnAClimbWithoutReservingMoreAtAPrefixNoLater() {
+        long[] sizes = java.util.Arrays.copyOf(ClimbCommand.climb(600 * MiB), 70);
+        int n = sizes.length;
+        long[] pytorchReserved = new long[n + 1];
+        long[] pytorchCalls = new long[n + 1];
+        long[] live = new long[n + 1];
+        for (int k = 1; k <= n; k++) {
+            PyTorchExpandableSegments.Figures figures = PyTorchExpandableSegments.replay(ClimbCommand.prefix(sizes, k));
+            pytorchReserved[k] = figures.reservedPeak();
+            pytorchCalls[k] = figures.mapCalls();
+            live[k] = live[k - 1] + PyTorchExpandableSegments.roundSize(sizes[k - 1]);
+            assertThat(pytorchReserved[k]).as("PyTorch's pages on a climb").isEqualTo(Math.ceilDiv(live[k], 20 * MiB) * 20 * MiB);
+        }
+        java.util.SplittableRandom random = new java.util.SplittableRandom(5);
+        int calledLess = 0;
+        for (int policy = 0; policy < 2000; policy++) {
+            long reserved = 0;
+            long calls = 0;
+            int firstMore = Integer.MAX_VALUE;
+            long fixedSlack = random.nextInt(40) * 2 * MiB;
+            boolean growing = policy % 3 == 1;
+            boolean pytorchLike = policy == 0;
+            for (int k = 1; k <= n; k++) {
+                if (live[k] > reserved) {
+                    calls++;
+                    long slack = pytorchLike ? Math.ceilDiv(live[k], 20 * MiB) * 20 * MiB - Math.ceilDiv(live[k], 2 * MiB) * 2 * MiB
+                            : policy % 3 == 0 ? random.nextInt(64) * 2 * MiB : growing ? Math.ceilDiv(reserved / 8, 2 * MiB) * 2 * MiB : fixedSlack;
+                    reserved = Math.ceilDiv(live[k], 2 * MiB) * 2 * MiB + slack;
+                }
+                if (reserved > pytorchReserved[k]) {
+                    firstMore = Math.min(firstMore, k);
+                }
+                if (calls < pytorchCalls[k]) {
+                    calledLess++;
+                    assertThat(firstMore).as("policy %d calls less than PyTorch at prefix %d", policy, k).isLessThanOrEqualTo(k);
+                }
+                if (pytorchLike) {
+                    assertThat(calls).isEqualTo(pytorchCalls[k]);
+                    assertThat(reserved).isEqualTo(pytorchReserved[k]);
+                }
+            }
+        }
+        assertThat(calledLess).as("prefixes where a policy called less than PyTorch").isPositive();
     }
 
     @Test

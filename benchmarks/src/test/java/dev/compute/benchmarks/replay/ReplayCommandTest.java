@@ -65,7 +65,7 @@ class ReplayCommandTest {
         assertThat(replay("--pytorch", file.toString())).isZero();
         // two 10 MiB blocks fill one of PyTorch's 20 MiB large pages: one map call, nothing over the live peak
         assertThat(out()).containsPattern("(?m)^replay trace=fits.csv .*\npytorch trace=fits.csv policy=expandable_segments"
-                + " reserved_peak=20971520 overhead=1.000 min_capacity=20971520 capacity_ratio=1.000 backend_calls=1$");
+                + " reserved_peak=20971520 overhead=1.000 min_capacity=20971520 capacity_ratio=1.000 backend_calls=1 maps=1 unmaps=0$");
         assertThat(err()).isEmpty();
     }
 

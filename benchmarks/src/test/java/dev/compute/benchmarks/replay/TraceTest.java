@@ -145,14 +145,14 @@ class TraceTest {
 
     @Test
     void theReplayLineHasEveryFigureInItsFormat() {
-        ReplayResult result = new ReplayResult("t.csv.gz", "", 69272, 7_304_230_788L, 7_426_015_232L, 7_345_142_748L, 165, 5_257_725.4,
+        ReplayResult result = new ReplayResult("t.csv.gz", "", 69272, 7_304_230_788L, 7_426_015_232L, 7_345_142_748L, 165, 140, 23, 5_257_725.4,
                 0, 0, Map.of("0", 7_304_230_788L), Map.of("", 7_304_230_788L));
 
         assertThat(result.line()).isEqualTo("replay trace=t.csv.gz events=69272 live_peak=7304230788 reserved_peak=7426015232"
-                + " overhead=1.017 min_capacity=7345142748 capacity_ratio=1.006 backend_calls=165 ops_per_s=5257725 skipped_frees=0 trims=0");
+                + " overhead=1.017 min_capacity=7345142748 capacity_ratio=1.006 backend_calls=165 maps=140 unmaps=23 ops_per_s=5257725 skipped_frees=0 trims=0");
         assertThat(result.table()).contains("overhead").contains("1.017").contains("7,345,142,748")
                 .contains("live peak by stream").doesNotContain("live peak by thread");
-        ReplayResult located = new ReplayResult("r.csv", "DEVICE", 10, 100, 200, 150, 2, 1e6, 3, 1, Map.of("0", 100L),
+        ReplayResult located = new ReplayResult("r.csv", "DEVICE", 10, 100, 200, 150, 2, 1, 0, 1e6, 3, 1, Map.of("0", 100L),
                 Map.of("1 (main)", 100L));
         assertThat(located.line()).startsWith("replay trace=r.csv location=DEVICE events=10 ").endsWith("skipped_frees=3 trims=1");
         assertThat(located.table()).contains("live peak by thread").contains("1 (main)");

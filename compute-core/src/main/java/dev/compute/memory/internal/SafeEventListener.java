@@ -78,6 +78,11 @@ public final class SafeEventListener implements MemoryEventListener {
     }
 
     @Override
+    public void snapshotRead(MemoryLocation location, int blocks, int holds, long longestHoldNanos, long nanos) {
+        each(l -> l.snapshotRead(location, blocks, holds, longestHoldNanos, nanos));
+    }
+
+    @Override
     public void leakDetected(MemoryLocation location, long bytes, @Nullable String allocationSite) {
         each(l -> l.leakDetected(location, bytes, allocationSite));
     }

@@ -94,4 +94,17 @@ final class JfrMemoryEventListener implements MemoryEventListener {
             event.commit();
         }
     }
+
+    @Override
+    public void snapshotRead(MemoryLocation location, int blocks, int holds, long longestHoldNanos, long nanos) {
+        SnapshotReadEvent event = new SnapshotReadEvent();
+        if (event.shouldCommit()) {
+            event.location = location.name();
+            event.blocks = blocks;
+            event.holds = holds;
+            event.longestHold = longestHoldNanos;
+            event.readDuration = nanos;
+            event.commit();
+        }
+    }
 }

@@ -10,6 +10,7 @@ import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -58,9 +59,13 @@ public final class BufferCore {
     @Nullable Block block;
     @Nullable Block mirror;
     BufferState state;
-    CompletableFuture<?> inFlight = DONE;
+    /** Device work queued on the memory; made on the first that is not done at once. */
+    @Nullable WorkInFlight inFlight;
     /** Open views and accesses; made on the first. */
     private @Nullable BufferScopes scopes;
+    /** The thread that allocated a root, by id, and whether another thread has used it since (set, never cleared). */
+    private final long allocatingThread = Thread.currentThread().threadId();
+    private volatile boolean usedElsewhere;
     /** The leak detector's watch, where this root is tracked; told of the close. */
     LeakDetector.@Nullable Watch leakWatch;
 
@@ -198,6 +203,7 @@ public final class BufferCore {
      * here.
      */
     public <T> T call(@Nullable MemorySegment other, @Nullable BufferCore second, Supplier<T> body) {
+        notice(Thread.currentThread());
         int call = host.enter(this);
         try {
             T result = body.get();
@@ -217,6 +223,19 @@ public final class BufferCore {
         } finally {
             host.exit(call);
         }
+    }
+
+    /** Notes a use on {@code thread}: from another thread than the allocating one, the root is shared from then on. */
+    private void notice(Thread thread) {
+        BufferCore root = root();
+        if (!root.usedElsewhere && thread.threadId() != root.allocatingThread) {
+            root.usedElsewhere = true;
+        }
+    }
+
+    /** True while only {@code thread}, which allocated this root, has used it: its views may be confined. Root only. */
+    boolean usedByOneThread(Thread thread) {
+        return !usedElsewhere && thread.threadId() == allocatingThread;
     }
 
     private void failIfTruncated(Throwable failure) {
@@ -273,14 +292,39 @@ public final class BufferCore {
             CompletableFuture<?> pending;
             synchronized (root) {
                 openBlock();
-                pending = root.inFlight;
+                pending = root.inFlightAll();
                 if (pending.isDone()) {
-                    root.inFlight = DONE;
+                    root.inFlight = null;
                     return action.apply(root);
                 }
             }
             awaitBounded(pending);
         }
+    }
+
+    /**
+     * As {@link #whenIdle}, for device work of the calling thread (an op, a device access): work in flight that the
+     * backend orders the thread's queue after on the device needs no wait; only what it cannot order (work of a queue
+     * it does not know) is waited for on the host.
+     */
+    <T> T whenOrdered(Function<BufferCore, T> action) {
+        BufferCore root = root();
+        while (true) {
+            CompletableFuture<?> unordered;
+            synchronized (root) {
+                openBlock();
+                unordered = root.inFlight == null ? null : root.inFlight.orderOnDevice(host.backend());
+                if (unordered == null) {
+                    return action.apply(root);
+                }
+            }
+            awaitBounded(unordered);
+        }
+    }
+
+    /** Every piece of device work in flight on the memory, as one future. Root only, under its monitor. */
+    CompletableFuture<?> inFlightAll() {
+        return inFlight == null ? DONE : inFlight.all();
     }
 
     /** Waits for device work at most the device wait timeout, without the monitor; failed work is over too. */
@@ -306,7 +350,10 @@ public final class BufferCore {
         if (work.isDone()) {
             return;
         }
-        inFlight = inFlight.isDone() ? work : CompletableFuture.allOf(inFlight, work);
+        if (inFlight == null) {
+            inFlight = new WorkInFlight();
+        }
+        inFlight.add(work, host.backend());
     }
 
     /** The root's block, if this buffer may be used; under the root's monitor. */
@@ -355,8 +402,8 @@ public final class BufferCore {
         if (mode.writes()) {
             requireWritable("an op that writes its argument", "");
         }
-        // work queued by another thread may sit on another stream: a kernel must not overtake it
-        return whenIdle(root -> {
+        // work queued on another stream or queue must not be overtaken: ordered on the device, or waited for
+        return whenOrdered(root -> {
             Block device = openBlock();
             if (root.state.hostIsNewer()) {
                 Coherence.copyMirrorToDevice(root, device);
@@ -402,6 +449,7 @@ public final class BufferCore {
      * only the slice (and its views, and its slices' views).
      */
     public void close() {
+        notice(Thread.currentThread());
         host.scopes().endHandedOver();
         if (slice != null) {
             BufferScopes open;
@@ -430,10 +478,12 @@ public final class BufferCore {
             if (open == null && lifecycle == CLOSED) { // the common case, released under the one lock
                 device = block;
                 hostCopy = mirror;
-                pending = inFlight;
+                pending = inFlightAll();
                 block = null;
                 mirror = null;
-                inFlight = DONE;
+                inFlight = null;
+            } else if (block != null) {
+                host.held(this, block);
             }
         }
         LeakDetector.Watch watch = leakWatch;
@@ -459,6 +509,9 @@ public final class BufferCore {
             }
             lifecycle |= CLOSED;
             open = scopes;
+            if (block != null && (open != null || lifecycle != CLOSED)) {
+                host.held(this, block);
+            }
         }
         if (open != null) {
             open.closeAll(this::releaseIfUnused);
@@ -478,12 +531,21 @@ public final class BufferCore {
             }
             device = block;
             hostCopy = mirror;
-            pending = inFlight;
+            pending = inFlightAll();
             block = null;
             mirror = null;
-            inFlight = DONE;
+            inFlight = null;
         }
         host.release(location, device, hostCopy, pending);
+    }
+
+    /** The threads whose views or accesses hold this root open, by name: for a warning about memory that waits for them. */
+    public List<String> holders() {
+        BufferScopes open;
+        synchronized (this) {
+            open = scopes;
+        }
+        return open == null ? List.of() : open.holders();
     }
 
     /** The open views and accesses of this root; made on the first. Root only, under its monitor. */

@@ -50,6 +50,13 @@ public interface BufferHost {
     /** Memory for a discrete buffer's host copy, from the mirror location's chain. */
     Block allocateMirror(long bytes);
 
+    /**
+     * {@code buffer}, a root, was closed, but views, accesses or ops still hold its {@code block}: it is no buffer of
+     * the figures any more, and its memory is held until {@link #release} gives it back. Called under the buffer's
+     * monitor, so that the release comes after.
+     */
+    void held(BufferCore buffer, Block block);
+
     /** A closed buffer's blocks go back: to their chains, or a mapped file to be unmapped, once {@code inFlight} is done. */
     void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight);
 }

@@ -2,6 +2,7 @@ package dev.compute.memory.lifetime;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -31,6 +32,29 @@ final class BufferScopes {
             }
         }
         return null;
+    }
+
+    /** The buffer's (or the slice {@code lineage} names) shared view scope, open to every thread, if any. */
+    synchronized @Nullable MemoryScope sharedViewOf(Object @Nullable [] lineage) {
+        for (MemoryScope scope : open) {
+            if (scope.kind == MemoryScope.Kind.VIEW && scope.shared() && scope.lineage == lineage) {
+                return scope;
+            }
+        }
+        return null;
+    }
+
+    /** The threads holding confined views or accesses open, by name, for a warning about memory that waits for them. */
+    synchronized List<String> holders() {
+        List<String> names = new ArrayList<>();
+        for (MemoryScope scope : open) {
+            Thread owner = scope.owner();
+            String name = owner == null ? "a shared " + scope.kind.name().toLowerCase(Locale.ROOT) : "'" + owner.getName() + "'";
+            if (!names.contains(name)) {
+                names.add(name);
+            }
+        }
+        return names;
     }
 
     /** A slice was closed: ends the views taken of it or of slices cut from it (or hands them to their owners). */

@@ -42,14 +42,34 @@ public final class BufferViews {
             if (mode.writes()) {
                 root.state = Coherence.hostWritten(root);
             }
-            Object[] lineage = buffer.lineage();
-            MemoryScope scope = root.scopes().viewOf(Thread.currentThread(), lineage);
-            if (scope == null) {
-                scope = root.host.scopes().open(MemoryScope.Kind.VIEW, lineage, Sharing.CONFINED, root.scopes());
-            }
-            MemorySegment view = scope.bind(host.asSlice(buffer.byteOffset(), buffer.byteSize));
+            MemorySegment view = viewScope(root, buffer.lineage()).bind(host.asSlice(buffer.byteOffset(), buffer.byteSize));
             return mode.writes() ? view : view.asReadOnly();
         }));
+    }
+
+    /**
+     * The scope a view of the root (or of the slice {@code lineage} names) taken on this thread lives in, made on the
+     * first: inside a {@link ViewRegions region}, a confined one the region ends; outside any, confined where this
+     * thread allocated the buffer and no other thread has used it (its close here ends it at once), else the buffer's
+     * shared one, which any thread can end, so that closing the buffer anywhere gives its memory back at once. Under
+     * the root's monitor.
+     */
+    private static MemoryScope viewScope(BufferCore root, Object @Nullable [] lineage) {
+        Thread current = Thread.currentThread();
+        MemoryScope confined = root.scopes().viewOf(current, lineage);
+        if (confined != null) {
+            return confined;
+        }
+        ViewRegions.Region region = ViewRegions.current();
+        if (region != null || root.usedByOneThread(current)) {
+            MemoryScope opened = root.host.scopes().open(MemoryScope.Kind.VIEW, lineage, Sharing.CONFINED, root.scopes());
+            if (region != null) {
+                region.add(opened);
+            }
+            return opened;
+        }
+        MemoryScope shared = root.scopes().sharedViewOf(lineage);
+        return shared != null ? shared : root.host.scopes().open(MemoryScope.Kind.VIEW, lineage, Sharing.SHARED, root.scopes());
     }
 
     /** An access to the host copy, brought up to date first; a writing one marks the host copy newer. */
@@ -69,8 +89,9 @@ public final class BufferViews {
     }
 
     /**
-     * An access to the device copy for one's own native code, on the calling thread: a newer host copy is synced first
-     * and device work queued by other threads on the buffer is waited for; a writing one marks the device copy newer.
+     * An access to the device copy for one's own native code, on the calling thread: a newer host copy is synced first,
+     * and the thread's queue is ordered after device work in flight on the buffer (on the device where the backend can,
+     * else by waiting on the host); a writing one marks the device copy newer.
      */
     public static Opened deviceAccess(BufferCore buffer, AccessMode mode) {
         Objects.requireNonNull(mode, "mode");
@@ -80,7 +101,7 @@ public final class BufferViews {
         return buffer.call(null, null, () -> {
             BufferCore root = buffer.root();
             record Held(Block device, MemoryScope scope) {}
-            Held held = buffer.whenIdle(locked -> {
+            Held held = buffer.whenOrdered(locked -> {
                 Block open = buffer.openBlock();
                 if (locked.state.hostIsNewer()) {
                     Coherence.copyMirrorToDevice(locked, open);

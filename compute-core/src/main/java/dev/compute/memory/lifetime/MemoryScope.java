@@ -51,6 +51,10 @@ public final class MemoryScope {
         this.registry = registry;
     }
 
+    ScopeRegistry registry() {
+        return registry;
+    }
+
     /** The thread whose segments these are; null when shared. */
     public @Nullable Thread owner() {
         return list == null ? null : list.owner;

@@ -39,7 +39,7 @@ public final class Relocation {
             if (!buffer.unheld()) {
                 return Move.IN_USE;
             }
-            pending = buffer.inFlight;
+            pending = buffer.inFlightAll();
             if (pending.isDone()) {
                 return moveLocked(buffer, mover);
             }
@@ -48,12 +48,12 @@ public final class Relocation {
             return Move.IN_USE;
         }
         synchronized (buffer) {
-            return buffer.unheld() && buffer.inFlight.isDone() ? moveLocked(buffer, mover) : Move.IN_USE;
+            return buffer.unheld() && buffer.inFlightAll().isDone() ? moveLocked(buffer, mover) : Move.IN_USE;
         }
     }
 
     private static Move moveLocked(BufferCore buffer, BlockMover mover) {
-        buffer.inFlight = BufferCore.DONE;
+        buffer.inFlight = null;
         Data data = buffer.state != BufferState.UNINITIALIZED && buffer.state != BufferState.HOST_ONLY ? Data.KEEP : Data.DROP;
         return mover.move(Objects.requireNonNull(buffer.block), data) ? Move.MOVED : Move.NO_PLACE;
     }

@@ -63,9 +63,9 @@ public final class BlockReturns {
                 compactor.forget(chain, block);
                 // until the device work on it is done the memory is neither free nor a buffer's: the budget counts it,
                 // and the chain says it is held, until it may be lent again
-                chain.heldByDeviceWork(block.size());
+                chain.heldByDeviceWork(block, +1);
                 CompletableFuture<?> reusable = afterward(inFlight, () -> {
-                    chain.heldByDeviceWork(-block.size());
+                    chain.heldByDeviceWork(block, -1);
                     budgetRelease.accept(block);
                 });
                 failure = chain.deallocate(block, reusable, null);

@@ -8,7 +8,11 @@ import dev.compute.memory.lifetime.ScopeRegistry;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.ComputeBackend;
 import java.time.Duration;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import org.jspecify.annotations.Nullable;
 
 /** What a manager's buffers get of it ({@link BufferHost}): its gate, backend, chains, figures and block returns. */
@@ -24,6 +28,7 @@ public final class BufferServices implements BufferHost {
     private final Duration closeTimeout;
     private final Compactor compactor;
     private final BlockReturns returns;
+    private final Map<Block, Held> held = new ConcurrentHashMap<>();
 
     public BufferServices(CallGate gate, ComputeBackend backend, LocationChains chains, BlockAllocation allocation, Compactor compactor,
                    BlockReturns returns, Duration deviceWaitTimeout, Duration closeTimeout) {
@@ -111,7 +116,79 @@ public final class BufferServices implements BufferHost {
     }
 
     @Override
+    public void held(BufferCore buffer, Block block) {
+        held.put(block, new Held(buffer, block, System.nanoTime()));
+    }
+
+    @Override
     public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
+        held.remove(block);
         returns.release(location, block, mirror, inFlight);
     }
+
+    /** What closed buffers held by views, accesses or ops hold at {@code location} (mapped files apart). */
+    HeldFigures heldAt(MemoryLocation location) {
+        long buffers = 0;
+        long bytes = 0;
+        long requested = 0;
+        for (Held entry : held.values()) {
+            if (entry.pooled() && entry.buffer.location() == location) {
+                buffers++;
+                bytes += entry.block.size();
+                requested += entry.block.requestedSize();
+            }
+        }
+        return new HeldFigures(buffers, bytes, requested);
+    }
+
+    /** Where the blocks held at {@code location} lie, as {@code segmentAddress:offset}, to mark them in a snapshot. */
+    Set<String> heldPlaces(MemoryLocation location) {
+        Set<String> places = new HashSet<>();
+        for (Held entry : held.values()) {
+            if (entry.pooled() && entry.buffer.location() == location) {
+                places.add(entry.block.segment().address() + ":" + entry.block.offset());
+            }
+        }
+        return places;
+    }
+
+    /**
+     * Warns, once per buffer, of memory a closed buffer has held for longer than {@code bound}, naming the threads whose
+     * views or accesses hold it: a thread that took a view outside a view scope and has not called into the manager
+     * since (an idle pool's thread), or an access nobody ended.
+     */
+    void warnAboutHeld(Duration bound) {
+        long now = System.nanoTime();
+        for (Held entry : held.values()) {
+            if (!entry.warned && now - entry.since > bound.toNanos()) {
+                entry.warned = true;
+                LOG.log(System.Logger.Level.WARNING, "a closed " + entry.buffer + " has waited " + Duration.ofNanos(now - entry.since).toMillis()
+                        + " ms for views or accesses held by " + String.join(", ", entry.buffer.holders()) + " to end; its "
+                        + entry.block.size() + " bytes go back only then. Take views inside a view scope (ViewScope.open(), or a web"
+                        + " request or task with the starter), end accesses, or close buffers on the thread that views them.");
+            }
+        }
+    }
+
+    /** A closed buffer's block that views, accesses or ops still hold. */
+    private static final class Held {
+        final BufferCore buffer;
+        final Block block;
+        final long since;
+        volatile boolean warned;
+
+        Held(BufferCore buffer, Block block, long since) {
+            this.buffer = buffer;
+            this.block = block;
+            this.since = since;
+        }
+
+        /** A pool's block (a mapped file has figures of its own). */
+        boolean pooled() {
+            return !(block instanceof MappedFile);
+        }
+    }
+
+    /** The figures of held memory at one location. */
+    record HeldFigures(long buffers, long bytes, long requestedBytes) {}
 }

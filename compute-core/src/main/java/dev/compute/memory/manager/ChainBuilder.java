@@ -77,6 +77,18 @@ public final class ChainBuilder {
         }
     }
 
+    /**
+     * A release threshold under the page size is allowed (zero gives back every free page) but cannot be met exactly: a
+     * trim unmaps whole free pages, and a page that still holds a live block, however small, stays mapped.
+     */
+    private static void explainThresholdUnderPage(MemoryLocation location, long releaseThreshold, long pageBytes) {
+        if (releaseThreshold > 0 && releaseThreshold < pageBytes) {
+            LOG.log(System.Logger.Level.INFO, "compute.memory.pooling.release-threshold (" + releaseThreshold + " bytes) is under the page size at "
+                    + location + " (" + pageBytes + " bytes): the pool maps and unmaps whole pages, so a trim gives back free pages only, and"
+                    + " a page that holds any open buffer stays mapped; cached memory can stay above the threshold by up to a page per segment");
+        }
+    }
+
     private static LocationChain chain(ComputeBackend backend, MemoryLocation location, ManagerSettings settings,
                                        ManagerExtensions extensions, MemoryEventListener events, @Nullable AllocationRecorder recorder,
                                        OutOfMemoryHandler compaction) {
@@ -88,6 +100,9 @@ public final class ChainBuilder {
             PoolSettings layout = settings.expandableSegments() ? PoolSettings.expandable() : PoolSettings.plainSegments();
             pool = new CachingPoolResource(upstream, layout.withDeviceWaitTimeout(settings.deviceWaitTimeout()), events);
             chain = pool;
+            if (settings.expandableSegments()) {
+                backend.virtualMemory(location).ifPresent(pages -> explainThresholdUnderPage(location, settings.releaseThreshold(), pages.granularity()));
+            }
         }
         for (ResourceAdaptor adaptor : extensions.resourceAdaptors()) {
             MemoryResource wrapped = adaptor.wrap(chain, location);

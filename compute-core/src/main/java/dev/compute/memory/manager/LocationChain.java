@@ -41,8 +41,9 @@ public final class LocationChain {
     final LongAdder deviceToHost = new LongAdder();
     final LongAdder deviceToDevice = new LongAdder();
     private final LongAdder trims = new LongAdder();
-    /** Bytes of closed buffers' blocks that device work still uses: neither a buffer's nor free. */
+    /** Closed buffers' blocks that device work still uses, and their bytes: neither a buffer's nor free. */
     private final LongAdder heldByDeviceWork = new LongAdder();
+    private final LongAdder blocksHeldByDeviceWork = new LongAdder();
 
     LocationChain(MemoryResource entry, StatisticsResource top, @Nullable CachingPoolResource pool, BackendResource backend,
                   MemoryTimeline timeline, boolean hostAccessible, Adaptors adaptors) {
@@ -100,12 +101,18 @@ public final class LocationChain {
         return trims.sum();
     }
 
-    void heldByDeviceWork(long bytes) {
-        heldByDeviceWork.add(bytes);
+    /** A block device work holds ({@code +1}), or let go of ({@code -1}). */
+    void heldByDeviceWork(Block block, int change) {
+        heldByDeviceWork.add(change * block.size());
+        blocksHeldByDeviceWork.add(change);
     }
 
     long heldByDeviceWork() {
         return Math.max(0, heldByDeviceWork.sum());
+    }
+
+    long blocksHeldByDeviceWork() {
+        return Math.max(0, blocksHeldByDeviceWork.sum());
     }
 
     /**

@@ -25,24 +25,29 @@ public final class Maintenance {
     private final Compactor compactor;
     private final ManagerFigures figures;
     private final LongSupplier trim;
+    private final BufferServices buffers;
     private final @Nullable ScheduledExecutorService executor;
 
     /** Starts the thread where the settings ask for anything; {@code trim} trims every location to the release threshold. */
-    public Maintenance(ManagerSettings settings, CallGate gate, LocationChains chains, Compactor compactor, ManagerFigures figures, LongSupplier trim) {
+    public Maintenance(ManagerSettings settings, CallGate gate, LocationChains chains, Compactor compactor, ManagerFigures figures,
+                       BufferServices buffers, LongSupplier trim) {
         this.gate = gate;
         this.chains = chains;
         this.compactor = compactor;
         this.figures = figures;
+        this.buffers = buffers;
         this.trim = trim;
         this.executor = start(settings.trimInterval(), settings.poolingEnabled() ? settings.compactionInterval() : Duration.ZERO,
-                settings.timelineInterval());
+                settings.timelineInterval(), settings.heldMemoryWarning());
     }
 
-    private @Nullable ScheduledExecutorService start(Duration trimInterval, Duration compactionInterval, Duration sampleInterval) {
+    private @Nullable ScheduledExecutorService start(Duration trimInterval, Duration compactionInterval, Duration sampleInterval,
+                                                     Duration heldWarning) {
         long trimMillis = trimInterval.toMillis();
         long compactionMillis = compactionInterval.toMillis();
         long sampleMillis = sampleInterval.toMillis();
-        if (trimMillis <= 0 && compactionMillis <= 0 && sampleMillis <= 0) {
+        long heldMillis = heldWarning.toMillis();
+        if (trimMillis <= 0 && compactionMillis <= 0 && sampleMillis <= 0 && heldMillis <= 0) {
             return null;
         }
         ScheduledExecutorService started = Executors.newSingleThreadScheduledExecutor(
@@ -56,6 +61,10 @@ public final class Maintenance {
         if (sampleMillis > 0) {
             sampleTimeline();
             started.scheduleAtFixedRate(this::sampleTimeline, sampleMillis, sampleMillis, TimeUnit.MILLISECONDS);
+        }
+        if (heldMillis > 0) {
+            long every = Math.max(1, heldMillis / 2);
+            started.scheduleWithFixedDelay(() -> warnAboutHeld(heldWarning), every, every, TimeUnit.MILLISECONDS);
         }
         return started;
     }
@@ -87,6 +96,14 @@ public final class Maintenance {
             // the manager closed between the check and the compaction: nothing left to compact
         } catch (RuntimeException e) {
             LOG.log(System.Logger.Level.WARNING, "scheduled compaction failed", e);
+        }
+    }
+
+    private void warnAboutHeld(Duration bound) {
+        try {
+            buffers.warnAboutHeld(bound);
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "checking closed buffers' held memory failed", e);
         }
     }
 

@@ -13,6 +13,8 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A manager's figures, each read from the part that owns it: counts from a chain's statistics adaptor, holdings from
@@ -25,6 +27,7 @@ public final class ManagerFigures {
     private final AllocationWaiters<?> waiters;
     private final MappedFiles mappedFiles;
     private final LeakDetector leakDetector;
+    private @Nullable BufferServices buffers;
 
     public ManagerFigures(LocationChains chains, AllocationWaiters<?> waiters, MappedFiles mappedFiles, LeakDetector leakDetector) {
         this.chains = chains;
@@ -33,26 +36,43 @@ public final class ManagerFigures {
         this.leakDetector = leakDetector;
     }
 
+    /** The buffers' host, which knows what closed buffers still hold; made after this (it needs the compactor, which needs this). */
+    public void heldFrom(BufferServices buffers) {
+        this.buffers = buffers;
+    }
+
+    private BufferServices.HeldFigures held(MemoryLocation location) {
+        BufferServices known = buffers;
+        return known == null ? new BufferServices.HeldFigures(0, 0, 0) : known.heldAt(location);
+    }
+
+
+
     public MemoryStatistics statistics(MemoryLocation location) {
         LocationChain chain = chains.known(location);
         StatisticsResource.Counts counts = chain.top.counts();
         InspectableResource holding = chain.holding;
         long reserved = holding.reservedBytes();
         // what closed buffers' device work still uses is no cache: nothing can be served from it until the work ends
-        long cached = Math.max(0, reserved - counts.allocatedBytes() - chain.heldByDeviceWork());
+        long heldByDeviceWork = chain.heldByDeviceWork();
+        long cached = Math.max(0, reserved - counts.allocatedBytes() - heldByDeviceWork);
+        // a closed buffer that views, accesses or ops still hold is no live buffer: its bytes are held, apart
+        BufferServices.HeldFigures held = held(location);
         // read after the counts: a block freed in between (cached by the pool, its free not yet counted) can show here
         // and not in cached; no free block is larger than what is cached, and fragmentation stays within 0 and 1
         long largestFree = Math.min(holding.largestFreeBlockBytes(), cached);
         CachingPoolResource pool = chain.pool;
         AllocationWaiters.Figures waiting = waiters.figures(location);
         return new MemoryStatistics(location,
-                counts.allocatedBytes(), counts.allocatedBytesPeak(), counts.requestedBytes(), counts.requestedBytesPeak(),
+                Math.max(0, counts.allocatedBytes() - held.bytes()), counts.allocatedBytesPeak(),
+                Math.max(0, counts.requestedBytes() - held.requestedBytes()), counts.requestedBytesPeak(),
                 reserved, holding.reservedBytesPeak(), cached, largestFree,
-                counts.liveBlocks(), holding.segmentCount(), counts.allocations(), counts.frees(),
+                Math.max(0, counts.liveBlocks() - held.buffers()), holding.segmentCount(), counts.allocations(), counts.frees(),
                 pool != null ? pool.poolHits() : 0, pool != null ? pool.poolMisses() : chain.backend.backendAllocations(),
                 chain.backend.backendAllocations(), chain.backend.backendFrees(), pool != null ? pool.oomRetries() : 0,
                 chain.trims(), chain.hostToDevice.sum(), chain.deviceToHost.sum(), chain.deviceToDevice.sum(),
-                waiting.waiting(), waiting.waits(), waiting.timeouts());
+                waiting.waiting(), waiting.waits(), waiting.timeouts(),
+                held.buffers() + chain.blocksHeldByDeviceWork(), held.bytes() + heldByDeviceWork);
     }
 
     public Map<MemoryLocation, MemoryStatistics> statistics() {
@@ -63,8 +83,26 @@ public final class ManagerFigures {
         return all;
     }
 
+    /** The location's segments and blocks; a block a closed buffer's views still hold is HELD, not LIVE. */
     public MemorySnapshot snapshot(MemoryLocation location) {
-        return new MemorySnapshot(location, leakDetector.withSites(location, chains.known(location).holding.segments()));
+        List<MemorySnapshot.Segment> segments = leakDetector.withSites(location, chains.known(location).holding.segments());
+        BufferServices known = buffers;
+        Set<String> held = known == null ? Set.of() : known.heldPlaces(location);
+        if (held.isEmpty()) {
+            return new MemorySnapshot(location, segments);
+        }
+        List<MemorySnapshot.Segment> marked = new ArrayList<>(segments.size());
+        for (MemorySnapshot.Segment segment : segments) {
+            List<MemorySnapshot.Block> blocks = new ArrayList<>(segment.blocks().size());
+            for (MemorySnapshot.Block block : segment.blocks()) {
+                blocks.add(block.state() == MemorySnapshot.BlockState.LIVE && held.contains(segment.address() + ":" + block.offset())
+                        ? new MemorySnapshot.Block(block.offset(), block.sizeBytes(), MemorySnapshot.BlockState.HELD, block.requestedBytes(),
+                                block.allocationSite())
+                        : block);
+            }
+            marked.add(new MemorySnapshot.Segment(segment.address(), segment.sizeBytes(), segment.expandable(), blocks));
+        }
+        return new MemorySnapshot(location, marked);
     }
 
     public List<MemoryTimeline.Sample> timeline(MemoryLocation location) {

@@ -81,6 +81,25 @@ public interface ComputeBackend extends AutoCloseable {
     KernelOps ops();
 
     /**
+     * Orders the calling thread's next device work (what it queues on the queue or stream this backend hands it, an op
+     * of {@link #ops()} included) after {@code work}, on the device, without the host waiting: true when done so, or
+     * when there is nothing to do (the work is done, or queued on that same in-order queue or stream); false where the
+     * backend cannot (a future it did not make), and the caller then waits for {@code work} on the host. The default,
+     * for backends whose work is done when its call returns, orders nothing and is true for completed work only.
+     */
+    default boolean orderAfter(CompletableFuture<?> work) {
+        return work.isDone();
+    }
+
+    /**
+     * Whether {@code later}, recorded on a buffer after {@code earlier}, completes only after it (work of one in-order
+     * queue or stream): the manager then keeps only {@code later} as the buffer's work in flight.
+     */
+    default boolean supersedes(CompletableFuture<?> later, CompletableFuture<?> earlier) {
+        return false;
+    }
+
+    /**
      * What native code needs to work on {@code bytes} bytes at {@code offset} of {@code allocation} (a CUDA device
      * pointer and the calling thread's stream, an OpenCL buffer and queue), opened by a device access on the
      * calling thread. The default, for backends whose memory Java reaches directly, has no native objects.

@@ -10,6 +10,7 @@ import dev.compute.memory.BufferAccess;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.lang.foreign.MemorySegment;
@@ -105,14 +106,62 @@ public abstract class BufferLifetimeContractTest {
         assertThat(manager.statistics(manager.defaultLocation()).liveBuffers()).isZero();
     }
 
+    /**
+     * A view on the thread that allocated the buffer, while no other thread has used it, is confined to that thread (no
+     * handshake to end it); a view another thread takes is shared, so that closing the buffer anywhere ends it at once.
+     */
     @Test
-    void aViewBelongsToItsThread() throws Exception {
-        try (UnifiedBuffer buffer = manager.allocate(SIZE, manager.defaultLocation())) {
-            MemorySegment view = buffer.hostView();
-            Future<?> elsewhere = other.submit(() -> view.get(JAVA_BYTE, 0));
-            assertThatThrownBy(elsewhere::get).hasCauseInstanceOf(WrongThreadException.class);
-            MemorySegment theirs = other.submit(buffer::readOnlyHostView).get(10, TimeUnit.SECONDS);
-            assertThatThrownBy(() -> theirs.get(JAVA_BYTE, 0)).isInstanceOf(WrongThreadException.class);
+    void aViewOnTheAllocatingThreadIsItsOwnAndOneTakenElsewhereIsShared() throws Exception {
+        UnifiedBuffer buffer = manager.allocate(SIZE, manager.defaultLocation());
+        buffer.copyFrom(filled(SIZE, (byte) 3));
+        MemorySegment view = buffer.hostView();
+        Future<?> elsewhere = other.submit(() -> view.get(JAVA_BYTE, 0));
+        assertThatThrownBy(elsewhere::get).hasCauseInstanceOf(WrongThreadException.class);
+
+        MemorySegment theirs = other.submit(buffer::readOnlyHostView).get(10, TimeUnit.SECONDS);
+        assertThat(theirs.get(JAVA_BYTE, 0)).as("a shared view reads on any thread").isEqualTo((byte) 3);
+        buffer.close();
+        assertThatThrownBy(() -> theirs.get(JAVA_BYTE, 0)).as("ended with its buffer, whoever closed it").isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> view.get(JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        assertThat(manager.statistics(manager.defaultLocation()).heldBuffers()).isZero();
+    }
+
+    /**
+     * Another thread's view of a buffer, idle ever after (a pool's worker that never calls in again): closing the buffer
+     * gives its memory back at once, and no figure counts it.
+     */
+    @Test
+    void aBufferViewedByAnIdleThreadGivesItsMemoryBackWhenClosed() throws Exception {
+        MemoryLocation location = manager.defaultLocation();
+        UnifiedBuffer buffer = manager.allocate(SIZE, location);
+        buffer.copyFrom(filled(SIZE, (byte) 4));
+        CountDownLatch viewing = new CountDownLatch(1);
+        CountDownLatch done = new CountDownLatch(1);
+        MemorySegment[] kept = new MemorySegment[1];
+        Thread idle = Thread.ofPlatform().daemon().start(() -> {
+            kept[0] = buffer.readOnlyHostView();
+            viewing.countDown();
+            awaitQuietly(done); // idle, holding its view, never calling in
+        });
+        try {
+            viewing.await();
+            buffer.close();
+            MemoryStatistics after = manager.statistics(location);
+            assertThat(after.liveBuffers()).isZero();
+            assertThat(after.heldBuffers()).as("nothing waits for the idle thread").isZero();
+            assertThat(after.allocatedBytes()).isZero();
+            assertThatThrownBy(() -> kept[0].get(JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        } finally {
+            done.countDown();
+            idle.join(10_000);
+        }
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await(30, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
@@ -127,7 +176,8 @@ public abstract class BufferLifetimeContractTest {
             assertThat(buffer.isClosed()).isTrue();
             assertThatThrownBy(() -> buffer.hostAccess(AccessMode.READ)).isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("is closed");
-            assertThat(manager.statistics(location).liveBuffers()).as("%s: held by the access", location).isEqualTo(1);
+            assertThat(manager.statistics(location).liveBuffers()).as("%s: closed, no live buffer", location).isZero();
+            assertThat(manager.statistics(location).heldBuffers()).as("%s: held by the access", location).isEqualTo(1);
             manager.releaseCachedMemory();
             try (UnifiedBuffer next = manager.allocate(SIZE, location)) {
                 next.copyFrom(filled(SIZE, (byte) 8));

@@ -24,6 +24,7 @@ import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.ViewScope;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import dev.compute.memory.recording.AllocationTrace;
 import dev.compute.memory.recording.RecordingOptions;
@@ -171,8 +172,8 @@ public abstract class CompactionHoldersContractTest {
     }
 
     /**
-     * A slice closed on one thread while another still has a view of it: the view lasts until its thread next calls
-     * into the manager, and until then the buffer must stay where the view reads it.
+     * A slice closed on one thread while another, inside a view scope, still has a view of it: the view lasts until the
+     * scope ends, and until then the buffer must stay where the view reads it.
      */
     @Test
     void aViewOfASliceClosedByAnotherThreadStillHoldsTheBufferUntilItsThreadLetsGo() throws Exception {
@@ -185,7 +186,7 @@ public abstract class CompactionHoldersContractTest {
             CountDownLatch sliceClosedAndCompacted = new CountDownLatch(1);
             AtomicReference<Throwable> failure = new AtomicReference<>();
             Thread holder = Thread.ofPlatform().start(() -> {
-                try {
+                try (ViewScope scope = ViewScope.open()) {
                     MemorySegment view = tail.hostView();
                     viewTaken.countDown();
                     sliceClosedAndCompacted.await();

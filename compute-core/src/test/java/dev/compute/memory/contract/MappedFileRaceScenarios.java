@@ -197,6 +197,7 @@ public final class MappedFileRaceScenarios {
             }
         } finally {
             stop.set(true);
+            swapper.join(10_000); // it may be between two renames: the directory is deleted after it has stopped
         }
         watchdog.interrupt();
     }

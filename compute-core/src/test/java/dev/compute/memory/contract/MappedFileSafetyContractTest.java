@@ -25,6 +25,7 @@ public abstract class MappedFileSafetyContractTest {
             "readOnlyMappingRefusesEveryWrite",
             "closedWhileAnotherThreadReadsThroughAView",
             "managerClosedWhileAnotherThreadReadsThroughAView",
+            "sharedViewEndsWithTheBufferWhileAnotherThreadReads",
             "truncatedWhileMapped",
             "copiesThroughTheMappingsOwnViewsAfterTruncation",
             "compiledCopiesOfATruncatedFile",

@@ -12,6 +12,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
+import dev.compute.memory.ViewScope;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
@@ -50,6 +51,7 @@ public final class MappedFileScenarios {
                 case "readOnlyMappingRefusesEveryWrite" -> readOnlyMappingRefusesEveryWrite(backend, dir);
                 case "closedWhileAnotherThreadReadsThroughAView" -> closedWhileAnotherThreadReadsThroughAView(backend, dir);
                 case "managerClosedWhileAnotherThreadReadsThroughAView" -> managerClosedWhileAnotherThreadReadsThroughAView(backend, dir);
+                case "sharedViewEndsWithTheBufferWhileAnotherThreadReads" -> sharedViewEndsWithTheBufferWhileAnotherThreadReads(backend, dir);
                 case "truncatedWhileMapped" -> truncatedWhileMapped(backend, dir);
                 case "copiesThroughTheMappingsOwnViewsAfterTruncation" -> copiesThroughTheMappingsOwnViewsAfterTruncation(backend, dir);
                 case "compiledCopiesOfATruncatedFile" -> compiledCopiesOfATruncatedFile(backend, dir);
@@ -134,9 +136,10 @@ public final class MappedFileScenarios {
     }
 
     /**
-     * A reader thread reads through its view while the main thread closes the buffer: the file stays mapped under the
-     * view, every byte it reads is the file's, and once the reader calls into the manager its view ends and the file
-     * is unmapped.
+     * A reader thread reads through its view, taken in a view scope, while the main thread closes the buffer: the file
+     * stays mapped under the view, every byte it reads is the file's, and once the reader's scope ends its view ends and
+     * the file is unmapped. (A view taken outside a scope by a thread that did not map the file is shared: the close
+     * ends it at once, see {@link #sharedViewEndsWithTheBufferWhileAnotherThreadReads}.)
      */
     static void closedWhileAnotherThreadReadsThroughAView(String backend, Path dir) throws Throwable {
         Path file = patternFile(dir);
@@ -147,15 +150,17 @@ public final class MappedFileScenarios {
             AtomicReference<Throwable> failure = new AtomicReference<>();
             Thread reader = Thread.ofPlatform().name("reader").start(() -> {
                 try {
-                    MemorySegment view = mapped.readOnlyHostView();
-                    viewing.countDown();
-                    while (closed.getCount() > 0) {
+                    MemorySegment view;
+                    try (ViewScope scope = ViewScope.open()) {
+                        view = mapped.readOnlyHostView();
+                        viewing.countDown();
+                        while (closed.getCount() > 0) {
+                            readAll(view);
+                        }
                         readAll(view);
+                        check(manager.mappedFileStatistics().openMappings() == 1, "the file stays mapped while the view is open");
                     }
-                    readAll(view);
-                    check(manager.mappedFileStatistics().openMappings() == 1, "the file stays mapped while the view is open");
-                    manager.allocate(64, MemoryLocation.HOST).close(); // a call in ends the views handed to this thread
-                    expectEnded(() -> view.get(JAVA_BYTE, 0), "a read through the view after the call");
+                    expectEnded(() -> view.get(JAVA_BYTE, 0), "a read through the view after its scope");
                 } catch (Throwable t) {
                     failure.set(t);
                     viewing.countDown();
@@ -185,7 +190,7 @@ public final class MappedFileScenarios {
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Throwable> failure = new AtomicReference<>();
         Thread reader = Thread.ofPlatform().name("reader").start(() -> {
-            try {
+            try (ViewScope scope = ViewScope.open()) {
                 MemorySegment view = mapped.readOnlyHostView();
                 viewing.countDown();
                 while (!stop.get()) {
@@ -209,6 +214,42 @@ public final class MappedFileScenarios {
         check(manager.mappedFileStatistics().openMappings() == 1, "still mapped: nothing closed the buffer");
         mapped.close();
         check(manager.mappedFileStatistics().openMappings() == 0, "unmapped once closed with its reader gone");
+    }
+
+    /**
+     * A reader thread that did not map the file reads through a view taken outside any scope (a shared one) while the
+     * main thread closes the buffer: the close ends the view at once and unmaps the file; the reader's next read fails
+     * with an {@link IllegalStateException}, never a fault, and every byte it read before was the file's.
+     */
+    static void sharedViewEndsWithTheBufferWhileAnotherThreadReads(String backend, Path dir) throws Throwable {
+        Path file = patternFile(dir);
+        try (UnifiedMemoryManager manager = manager(backend, Duration.ofSeconds(5))) {
+            UnifiedBuffer mapped = manager.mapFile(file, DataType.INT8, FileMapMode.READ_ONLY);
+            CountDownLatch viewing = new CountDownLatch(1);
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            Thread reader = Thread.ofPlatform().name("reader").start(() -> {
+                MemorySegment view = mapped.readOnlyHostView();
+                viewing.countDown();
+                try {
+                    while (true) {
+                        readAll(view);
+                    }
+                } catch (IllegalStateException ended) {
+                    // the buffer was closed: the view ended under the loop, cleanly
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+            viewing.await();
+            Thread.sleep(20);
+            mapped.close();
+            check(manager.mappedFileStatistics().openMappings() == 0, "unmapped at the close, whatever the reader does");
+            reader.join(10_000);
+            check(!reader.isAlive(), "the reader stopped");
+            if (failure.get() != null) {
+                throw failure.get();
+            }
+        }
     }
 
     /**

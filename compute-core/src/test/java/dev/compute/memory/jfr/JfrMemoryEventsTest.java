@@ -29,7 +29,7 @@ class JfrMemoryEventsTest {
 
     private static final long MiB = 1L << 20;
     private static final List<String> EVENTS = List.of("BackendAllocation", "BackendFree", "OutOfMemory", "OutOfMemoryRecovery",
-            "Trim", "Compaction", "Leak");
+            "Trim", "Compaction", "Leak", "SnapshotRead");
 
     @SuppressWarnings("resource")
     private static void leak(UnifiedMemoryManager manager) {
@@ -49,6 +49,8 @@ class JfrMemoryEventsTest {
                 manager.allocate(5 * MiB, MemoryLocation.DEVICE).close();
                 assertThat(manager.releaseCachedMemory()).isPositive();
                 manager.compact(MemoryLocation.DEVICE);
+                manager.allocate(3 * MiB, MemoryLocation.DEVICE).close();
+                manager.snapshot(MemoryLocation.DEVICE);
                 leak(manager);
                 for (int i = 0; i < 200 && manager.leaksDetected() == 0; i++) {
                     System.gc();
@@ -88,6 +90,12 @@ class JfrMemoryEventsTest {
             assertThat(e.getString("location")).isEqualTo("DEVICE");
             assertThat(e.getLong("buffersMoved")).isZero();
             assertThat(e.getDuration("compactionDuration")).isPositive();
+        });
+        assertThat(ofType(events, "SnapshotRead")).anySatisfy(e -> {
+            assertThat(e.getString("location")).isEqualTo("DEVICE");
+            assertThat(e.getInt("blocks")).isPositive();
+            assertThat(e.getInt("holds")).isPositive();
+            assertThat(e.getDuration("longestHold")).isPositive().isLessThanOrEqualTo(e.getDuration("readDuration"));
         });
         assertThat(ofType(events, "Leak")).anySatisfy(e -> {
             assertThat(e.getString("location")).isEqualTo("HOST");

@@ -11,6 +11,7 @@ import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
 import dev.compute.memory.FileMapMode;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.ViewScope;
 import dev.compute.memory.lifetime.BufferViews.Opened;
 import dev.compute.memory.lifetime.BufferViews.Sharing;
 import dev.compute.memory.lifetime.BufferViews.Side;
@@ -74,9 +75,9 @@ class BufferViewsTest {
         AtomicReference<MemorySegment> theirs = new AtomicReference<>();
         AtomicReference<Throwable> afterwards = new AtomicReference<>();
         Thread other = Thread.ofPlatform().start(() -> {
-            theirs.set(BufferViews.view(root, AccessMode.READ));
-            taken.countDown();
-            try {
+            try (ViewScope scope = ViewScope.open()) { // a view scope's view is its thread's own, as a request's is
+                theirs.set(BufferViews.view(root, AccessMode.READ));
+                taken.countDown();
                 callIn.await(10, TimeUnit.SECONDS);
                 host.scopes.endHandedOver(); // as its next call into the manager does
                 theirs.get().get(ValueLayout.JAVA_BYTE, 0);

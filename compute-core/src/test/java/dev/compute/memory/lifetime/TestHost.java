@@ -134,6 +134,14 @@ final class TestHost implements BufferHost {
         return block(MemoryLocation.HOST, bytes);
     }
 
+    /** Blocks of closed buffers whose memory waits for views other threads hold, in the order they were held. */
+    final List<Block> held = new CopyOnWriteArrayList<>();
+
+    @Override
+    public void held(BufferCore buffer, Block block) {
+        held.add(block);
+    }
+
     @Override
     public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
         released.add(new Released(location, block, mirror, inFlight));

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.ViewScope;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.BufferViews;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
@@ -139,23 +140,28 @@ class CallGateTest {
         CountDownLatch closed = new CountDownLatch(1);
         AtomicReference<Object> managersCall = new AtomicReference<>();
         AtomicReference<Object> buffersCall = new AtomicReference<>();
+        // views in view scopes: each thread's own (confined), which only it can end, as a request's are
         Thread allocating = Thread.ofPlatform().start(() -> {
-            MemorySegment view = BufferViews.view(buffer, AccessMode.READ);
-            viewsTaken.countDown();
-            await(closed);
-            int call = gate.enter(); // the call then finds the manager closed itself
-            managersCall.set(ended(view));
-            gate.exitQuietly(call);
+            try (ViewScope scope = ViewScope.open()) {
+                MemorySegment view = BufferViews.view(buffer, AccessMode.READ);
+                viewsTaken.countDown();
+                await(closed);
+                int call = gate.enter(); // the call then finds the manager closed itself
+                managersCall.set(ended(view));
+                gate.exitQuietly(call);
+            }
         });
         Thread copying = Thread.ofPlatform().start(() -> {
-            MemorySegment view = BufferViews.view(buffer, AccessMode.READ);
-            viewsTaken.countDown();
-            await(closed);
-            try {
-                gate.enter(buffer);
-                buffersCall.set("not refused");
-            } catch (IllegalStateException refused) {
-                buffersCall.set(ended(view));
+            try (ViewScope scope = ViewScope.open()) {
+                MemorySegment view = BufferViews.view(buffer, AccessMode.READ);
+                viewsTaken.countDown();
+                await(closed);
+                try {
+                    gate.enter(buffer);
+                    buffersCall.set("not refused");
+                } catch (IllegalStateException refused) {
+                    buffersCall.set(ended(view));
+                }
             }
         });
         assertThat(viewsTaken.await(10, TimeUnit.SECONDS)).isTrue();
@@ -177,16 +183,19 @@ class CallGateTest {
         CountDownLatch callIn = new CountDownLatch(1);
         AtomicReference<Boolean> viewEnded = new AtomicReference<>();
         Thread viewer = Thread.ofPlatform().start(() -> {
-            MemorySegment view = BufferViews.view(buffer, AccessMode.READ);
-            viewTaken.countDown();
-            await(callIn);
-            gate.exit(gate.enter());
-            viewEnded.set(ended(view));
+            try (ViewScope scope = ViewScope.open()) { // the view is the thread's own, as a request's is
+                MemorySegment view = BufferViews.view(buffer, AccessMode.READ);
+                viewTaken.countDown();
+                await(callIn);
+                gate.exit(gate.enter());
+                viewEnded.set(ended(view));
+            }
         });
         assertThat(viewTaken.await(10, TimeUnit.SECONDS)).isTrue();
 
         buffer.close(); // on this thread: the viewer's view is handed to it
-        assertThat(parts.figures.statistics(MemoryLocation.HOST).liveBuffers()).as("the view holds the memory").isEqualTo(1);
+        assertThat(parts.figures.statistics(MemoryLocation.HOST).liveBuffers()).as("closed, so not live").isZero();
+        assertThat(parts.figures.statistics(MemoryLocation.HOST).heldBuffers()).as("the view holds the memory").isEqualTo(1);
         callIn.countDown();
         viewer.join(10_000);
 

@@ -134,9 +134,7 @@ class LocationChainTest {
         assertThat(alone).isSameAs(refused);
         assertThat(added).isSameAs(earlier);
         assertThat(earlier.getSuppressed()).containsExactly(refused);
-        failing.onFree = null;
-        assertThat(chain.deallocate(first, CompletableFuture.completedFuture(null), null)).isNull();
-        assertThat(chain.deallocate(second, CompletableFuture.completedFuture(null), earlier)).as("nothing new").isSameAs(earlier);
+        // a free the adaptor refused still counts as done: the buffer is closed, and its caller cannot free it again
         assertThat(chain.top.counts().liveBlocks()).isZero();
         chain.close();
     }

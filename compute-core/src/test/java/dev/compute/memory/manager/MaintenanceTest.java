@@ -53,7 +53,7 @@ class MaintenanceTest {
     private Maintenance start(UnaryOperator<UnifiedMemoryManagerBuilder> schedule, LongSupplier trim) {
         ManagerSettings settings = ResolvedSettings.of(schedule.apply(UnifiedMemoryManager.builder()
                 .trimInterval(Duration.ZERO).timelineInterval(Duration.ZERO)), backend);
-        maintenance = new Maintenance(settings, parts.gate, parts.chains, parts.compactor, parts.figures, trim);
+        maintenance = new Maintenance(settings, parts.gate, parts.chains, parts.compactor, parts.figures, parts.services, trim);
         return maintenance;
     }
 
@@ -87,7 +87,7 @@ class MaintenanceTest {
     void withNothingScheduledThereIsNoThread() throws Exception {
         Set<Thread> before = threads();
 
-        start(set -> set.compactionInterval(Duration.ZERO), countedTrim());
+        start(set -> set.compactionInterval(Duration.ZERO).heldMemoryWarning(Duration.ZERO), countedTrim());
         Thread.sleep(200);
 
         assertThat(startedSince(before)).isEmpty();
@@ -163,9 +163,9 @@ class MaintenanceTest {
     void withoutPoolingNoCompactionIsScheduled() throws Exception {
         try (ManagerParts unpooled = ManagerParts.on(new SimulatedDiscreteBackend()).settings(set -> set.poolingEnabled(false)).build()) {
             ManagerSettings settings = ResolvedSettings.of(UnifiedMemoryManager.builder().poolingEnabled(false).trimInterval(Duration.ZERO)
-                    .timelineInterval(Duration.ZERO).compactionInterval(Duration.ofMillis(10)), backend);
+                    .timelineInterval(Duration.ZERO).heldMemoryWarning(Duration.ZERO).compactionInterval(Duration.ofMillis(10)), backend);
             Set<Thread> before = threads();
-            Maintenance none = new Maintenance(settings, unpooled.gate, unpooled.chains, unpooled.compactor, unpooled.figures, countedTrim());
+            Maintenance none = new Maintenance(settings, unpooled.gate, unpooled.chains, unpooled.compactor, unpooled.figures, unpooled.services, countedTrim());
             try {
                 assertThat(startedSince(before)).isEmpty();
             } finally {

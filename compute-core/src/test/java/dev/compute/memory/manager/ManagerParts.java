@@ -132,9 +132,10 @@ final class ManagerParts implements AutoCloseable {
         compactor = new Compactor(chains, gate, backend, figures, waiters, events, settings.releaseThreshold(), settings.deviceWaitTimeout());
         returns = new BlockReturns(chains, gate, compactor, mappedFiles, waiters, budgetReleases::add);
         services = new BufferServices(gate, backend, chains, allocation, compactor, returns, settings.deviceWaitTimeout(), settings.closeTimeout());
+        figures.heldFrom(services);
         ChainBuilder.build(chains, backend, settings, new ManagerExtensions(List.of(), recipe.handlers, recipe.adaptors), events, null,
                 compactor::compactForRoom);
-        maintenance = new Maintenance(settings, gate, chains, compactor, figures, () -> chains.trimAll(settings.releaseThreshold(), events));
+        maintenance = new Maintenance(settings, gate, chains, compactor, figures, services, () -> chains.trimAll(settings.releaseThreshold(), events));
         shutdown = new Shutdown(new Shutdown.Parts(gate, waiters, backend, returns, maintenance, chains, mappedFiles, figures),
                 settings.closeTimeout(), budgetsClosed::add);
     }

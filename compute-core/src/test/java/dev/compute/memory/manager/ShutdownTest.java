@@ -6,6 +6,7 @@ import dev.compute.memory.AccessMode;
 import dev.compute.memory.DataType;
 import dev.compute.memory.FileMapMode;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.ViewScope;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.BufferViews;
 import dev.compute.memory.resource.Block;
@@ -65,10 +66,11 @@ class ShutdownTest {
     /** Starts a thread that does {@code first}, then holds on until the test ends. */
     private Thread holding(String name, Runnable first) throws InterruptedException {
         CountDownLatch done = new CountDownLatch(1);
+        // in a view scope: a view it takes is its own (confined), which only it can end, as a request's is
         Thread thread = Thread.ofPlatform().name(name).start(() -> {
-            first.run();
-            done.countDown();
-            try {
+            try (ViewScope scope = ViewScope.open()) {
+                first.run();
+                done.countDown();
                 letGo.await(30, TimeUnit.SECONDS);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();

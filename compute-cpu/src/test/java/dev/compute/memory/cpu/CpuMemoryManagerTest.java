@@ -11,18 +11,35 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.testing.LogCapture;
 import dev.compute.memory.testing.ManagerInvariants;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.logging.Level;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** The CPU backend as a user meets it: through the manager's builder, by name. */
 class CpuMemoryManagerTest {
+
+    @Test
+    void aReleaseThresholdUnderThePageSizeIsExplainedAtStart() {
+        try (LogCapture log = LogCapture.managerLog();
+             UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu").releaseThreshold(1 << 20).build()) {
+            assertThat(manager.settings().expandableSegments()).isTrue();
+            assertThat(log.messages(Level.INFO)).anySatisfy(message -> assertThat(message)
+                    .contains("compute.memory.pooling.release-threshold (1048576 bytes) is under the page size at HOST")
+                    .contains("a page that holds any open buffer stays mapped"));
+        }
+        try (LogCapture log = LogCapture.managerLog();
+             UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu").releaseThreshold(0).build()) {
+            assertThat(log.messages(Level.INFO)).noneSatisfy(message -> assertThat(message).contains("under the page size"));
+        }
+    }
 
     @Test
     void allocateWriteComputeReadClose() {

@@ -190,6 +190,24 @@ public final class CudaBackend implements ComputeBackend {
         return stream != null ? stream : createStream(index);
     }
 
+    /**
+     * Orders this thread's stream after {@code work} on the device: nothing to do for work of the same stream, else
+     * {@code cuStreamWaitEvent} on the event recorded behind it. Futures this backend did not make are waited for on the host.
+     */
+    @Override
+    public boolean orderAfter(CompletableFuture<?> work) {
+        if (work.isDone()) {
+            return true;
+        }
+        return work instanceof DeviceCompletions.StreamWork<?> onStream && onStream.orderStream(enter());
+    }
+
+    /** Work on one stream completes in the order it was queued. */
+    @Override
+    public boolean supersedes(CompletableFuture<?> later, CompletableFuture<?> earlier) {
+        return later instanceof DeviceCompletions.StreamWork<?> a && earlier instanceof DeviceCompletions.StreamWork<?> b && a.sameStream(b);
+    }
+
     /** Which of the streams a thread works on. */
     int streamIndex(Thread thread) {
         return (int) Math.floorMod(thread.threadId(), (long) streams.length());
@@ -391,6 +409,22 @@ public final class CudaBackend implements ComputeBackend {
      * context made current); {@code null} once the backend is closing, when its streams and events are being
      * destroyed. {@link #close()} waits for a record under way.
      */
+    /** Makes {@code waiting} wait on the device for the work queued on {@code on} so far; false once closing. */
+    boolean orderStreamWhileOpen(CUstream waiting, CUstream on) {
+        Lock read = lifecycle.readLock();
+        read.lock();
+        try {
+            if (closing) {
+                return false;
+            }
+            context.makeCurrent();
+            completions.makeWait(waiting, on);
+            return true;
+        } finally {
+            read.unlock();
+        }
+    }
+
     @Nullable CompletableFuture<Void> recordWhileOpen(CUstream stream) {
         Lock read = lifecycle.readLock();
         read.lock();

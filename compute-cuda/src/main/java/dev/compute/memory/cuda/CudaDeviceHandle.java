@@ -1,6 +1,7 @@
 package dev.compute.memory.cuda;
 
 import dev.compute.memory.spi.DeviceHandle;
+import dev.compute.memory.spi.WorkGroup;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
@@ -32,9 +33,11 @@ import jcuda.driver.CUstream;
  * finished it. The handle's own methods fail with an {@link IllegalStateException} once the access has ended.
  *
  * <p><b>Ordering.</b> Queue work on {@link #stream()}: it is the stream this backend orders the calling thread's
- * copies and kernels on, so the work runs after whatever brought the bytes to the device and before the copies
- * that follow the access. Work queued on a stream of one's own (of this device's primary context) is not known to
- * the backend: call {@link #recordWork} after queueing it, and the access's end waits for it too.
+ * copies and kernels on, and the access has ordered it, on the device, after the buffer's earlier work on other
+ * streams ({@code cuStreamWaitEvent}; the host does not wait), so the work runs after whatever brought the bytes to
+ * the device and before the copies that follow the access. On a stream of one's own (of this device's primary
+ * context), call {@link #orderStream} first, so it waits for the same, and {@link #recordWork} after queueing: the
+ * access's end then waits for that work too.
  *
  * <p>Thread-safe; {@link #stream()} is the stream of the thread that opened the access.
  */
@@ -100,6 +103,19 @@ public final class CudaDeviceHandle implements DeviceHandle {
     }
 
     /**
+     * Makes {@code yours}, a stream of one's own, wait on the device for what {@link #stream()} has queued so far (and so
+     * for the buffer's earlier work, which the access ordered that stream after): call it before queueing work on the
+     * bytes on {@code yours}. The host does not wait.
+     */
+    public synchronized void orderStream(CUstream yours) {
+        Objects.requireNonNull(yours, "yours");
+        checkOpen();
+        if (yours != stream && !backend.orderStreamWhileOpen(yours, stream)) {
+            throw new IllegalStateException("the CUDA backend (device " + deviceOrdinal + ") is closed; no stream can be ordered");
+        }
+    }
+
+    /**
      * Ends the handle (the access calls it once, as it ends): an event recorded on {@link #stream()} now, joined
      * with the events of {@link #recordWork}; the future completes when the device has finished all of it.
      */
@@ -117,7 +133,7 @@ public final class CudaDeviceHandle implements DeviceHandle {
             return queued;
         }
         recorded.add(queued);
-        return CompletableFuture.allOf(recorded.toArray(CompletableFuture[]::new));
+        return WorkGroup.of(recorded);
     }
 
     private void checkOpen() {

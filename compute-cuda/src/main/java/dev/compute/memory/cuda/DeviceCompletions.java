@@ -4,6 +4,7 @@ import static jcuda.driver.JCudaDriver.cuEventCreate;
 import static jcuda.driver.JCudaDriver.cuEventDestroy;
 import static jcuda.driver.JCudaDriver.cuEventRecord;
 import static jcuda.driver.JCudaDriver.cuEventSynchronize;
+import static jcuda.driver.JCudaDriver.cuStreamWaitEvent;
 
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
@@ -28,9 +29,47 @@ import jcuda.driver.CUstream;
  */
 final class DeviceCompletions implements AutoCloseable {
 
-    private record Pending(CUevent event, Runnable onDone, Consumer<Throwable> onError) {}
+    private record Pending(CUevent event, StreamWork<?> work, Runnable onDone, Consumer<Throwable> onError) {}
 
-    private static final Pending STOP = new Pending(new CUevent(), () -> {}, e -> {});
+    private static final Pending STOP = new Pending(new CUevent(), new StreamWork<>(new CUstream(), new CUevent()), () -> {}, e -> {});
+
+    /**
+     * A future for work queued on a stream, with the event recorded behind it, so that another stream can be ordered
+     * after the work on the device ({@link #orderStream}). The event goes back to the pool once the device is past it,
+     * under this future's monitor; the future completes a little later, on the callback thread.
+     */
+    static final class StreamWork<T> extends CompletableFuture<T> {
+        private final CUstream stream;
+        private final CUevent event;
+        private boolean passed;
+
+        StreamWork(CUstream stream, CUevent event) {
+            this.stream = stream;
+            this.event = event;
+        }
+
+        /**
+         * Makes what {@code next} runs from now on wait for this work, on the device: nothing to do on the same stream
+         * (a stream runs in order) or once the work is done; else {@code cuStreamWaitEvent}.
+         */
+        boolean orderStream(CUstream next) {
+            if (next == stream || isDone()) {
+                return true;
+            }
+            synchronized (this) {
+                return passed || cuStreamWaitEvent(next, event, 0) == CudaResults.SUCCESS;
+            }
+        }
+
+        boolean sameStream(StreamWork<?> other) {
+            return stream == other.stream;
+        }
+
+        /** The device is past the event: it may be recorded for other work from now on. */
+        private synchronized void passed() {
+            passed = true;
+        }
+    }
 
     private final CudaContext context;
     private final ConcurrentLinkedQueue<CUevent> idleEvents = new ConcurrentLinkedQueue<>();
@@ -62,14 +101,14 @@ final class DeviceCompletions implements AutoCloseable {
 
     /** A future completing with {@code value.get()} once the work queued on {@code stream} so far has finished. */
     <T> CompletableFuture<T> record(CUstream stream, Supplier<T> value) {
-        CompletableFuture<T> future = new CompletableFuture<>();
         CUevent event = acquireEvent();
+        StreamWork<T> future = new StreamWork<>(stream, event);
         int result = cuEventRecord(event, stream);
         if (result != CudaResults.SUCCESS) {
             releaseEvent(event);
             throw CudaResults.failure(result, "cuEventRecord");
         }
-        whenDone(event, () -> {
+        whenDone(event, future, () -> {
             try {
                 future.complete(value.get());
             } catch (RuntimeException e) {
@@ -82,6 +121,17 @@ final class DeviceCompletions implements AutoCloseable {
     /** A future for the work queued on {@code stream} so far. */
     CompletableFuture<Void> record(CUstream stream) {
         return record(stream, () -> null);
+    }
+
+    /** Makes {@code waiting} wait, on the device, for the work queued on {@code on} so far. */
+    void makeWait(CUstream waiting, CUstream on) {
+        CUevent event = acquireEvent();
+        try {
+            CudaResults.check(cuEventRecord(event, on), "cuEventRecord");
+            CudaResults.check(cuStreamWaitEvent(waiting, event, 0), "cuStreamWaitEvent");
+        } finally {
+            releaseEvent(event); // a stream waits for the event as it was recorded when it was asked to: reusable at once
+        }
     }
 
     /** Waits, on the calling thread, for the work queued on {@code stream} so far. */
@@ -105,12 +155,12 @@ final class DeviceCompletions implements AutoCloseable {
     }
 
     /** Runs {@code onDone} once {@code event} has completed; {@code onError} gets the failure when waiting fails. */
-    private void whenDone(CUevent event, Runnable onDone, Consumer<Throwable> onError) {
+    private void whenDone(CUevent event, StreamWork<?> work, Runnable onDone, Consumer<Throwable> onError) {
         if (closed) {
             releaseEvent(event);
             throw new IllegalStateException("this CUDA backend is closed");
         }
-        pending.add(new Pending(event, onDone, onError));
+        pending.add(new Pending(event, work, onDone, onError));
     }
 
     private void waitLoop() {
@@ -135,6 +185,7 @@ final class DeviceCompletions implements AutoCloseable {
             } catch (RuntimeException e) {
                 failure = e;
             }
+            next.work().passed(); // no stream is made to wait on the event after this, so it can be reused
             releaseEvent(next.event());
             RuntimeException reported = failure;
             callbacks.execute(reported == null ? next.onDone() : () -> next.onError().accept(reported));

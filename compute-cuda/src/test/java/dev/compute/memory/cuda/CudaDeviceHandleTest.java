@@ -1,5 +1,9 @@
 package dev.compute.memory.cuda;
 
+import static jcuda.driver.JCudaDriver.cuEventCreate;
+import static jcuda.driver.JCudaDriver.cuEventDestroy;
+import static jcuda.driver.JCudaDriver.cuEventQuery;
+import static jcuda.driver.JCudaDriver.cuEventRecord;
 import static jcuda.driver.JCudaDriver.cuLaunchKernel;
 import static jcuda.driver.JCudaDriver.cuStreamCreate;
 import static jcuda.driver.JCudaDriver.cuStreamDestroy;
@@ -17,9 +21,13 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.IntToDoubleFunction;
 import jcuda.Pointer;
+import jcuda.driver.CUevent;
+import jcuda.driver.CUevent_flags;
 import jcuda.driver.CUfunction;
+import jcuda.driver.CUresult;
 import jcuda.driver.CUstream;
 import jcuda.driver.CUstream_flags;
 import org.junit.jupiter.api.AfterEach;
@@ -222,6 +230,46 @@ class CudaDeviceHandleTest {
             }
             assertThatThrownBy(cuda::pointer).isInstanceOf(IllegalStateException.class).hasMessageContaining("ended");
             assertThatThrownBy(cuda::stream).isInstanceOf(IllegalStateException.class);
+        }
+    }
+
+    /**
+     * A kernel queued behind a spin of about a second on this thread's stream, then an access and a kernel on another
+     * thread's: that access opens at once (its stream waits on the device, not the host) and its kernel runs after the
+     * first, as the result shows: 3 (2x + i) + i, not 2 (3x + i) + i.
+     */
+    @Test
+    void anotherThreadsAccessIsOrderedOnTheDeviceAfterTheFirstKernel() throws Exception {
+        int n = 100_003;
+        float[] x = data(n);
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, n, MemoryLocation.DEVICE)) {
+            buffer.copyFrom(x);
+            CUevent afterSpin = new CUevent();
+            CudaResults.check(cuEventCreate(afterSpin, CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+            try {
+                try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
+                    CudaDeviceHandle cuda = access.handle(CudaDeviceHandle.class);
+                    spin(cuda.stream(), 2_000_000_000L);
+                    CudaResults.check(cuEventRecord(afterSpin, cuda.stream()), "cuEventRecord");
+                    scaleAddIndex(cuda, cuda.stream(), 2);
+                }
+                AtomicReference<Integer> spinWhenOpened = new AtomicReference<>();
+                Thread other = Thread.ofPlatform().start(() -> {
+                    try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
+                        spinWhenOpened.set(cuEventQuery(afterSpin));
+                        CudaDeviceHandle cuda = access.handle(CudaDeviceHandle.class);
+                        scaleAddIndex(cuda, cuda.stream(), 3);
+                    }
+                });
+                other.join(30_000);
+                assertThat(spinWhenOpened.get()).as("the spin still ran when the other thread's access opened")
+                        .isEqualTo(CUresult.CUDA_ERROR_NOT_READY);
+                float[] back = new float[n];
+                buffer.copyTo(back);
+                assertThat(firstMismatch(back, i -> 3 * (2 * x[i] + i) + i)).isEqualTo(-1);
+            } finally {
+                cuEventDestroy(afterSpin);
+            }
         }
     }
 

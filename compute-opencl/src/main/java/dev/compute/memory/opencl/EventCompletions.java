@@ -3,6 +3,8 @@ package dev.compute.memory.opencl;
 import static org.jocl.CL.CL_EVENT_COMMAND_EXECUTION_STATUS;
 import static org.jocl.CL.CL_SUCCESS;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
@@ -11,6 +13,7 @@ import java.util.concurrent.LinkedBlockingQueue;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.Sizeof;
+import org.jocl.cl_command_queue;
 import org.jocl.cl_event;
 import org.jspecify.annotations.Nullable;
 
@@ -18,8 +21,9 @@ import org.jspecify.annotations.Nullable;
  * Turns OpenCL events into futures that complete only once the command is {@code CL_COMPLETE} (the pool keeps
  * a closed buffer's memory until then, so completing early would hand out memory a command still uses).
  *
- * <p>One waiter thread takes events in the order they were handed in and blocks in {@code clWaitForEvents} on
- * each. For the backend's one in-order queue, commands finish in that order and waiting in turn loses nothing;
+ * <p>One waiter thread takes events in the order they were handed in and blocks in {@code clWaitForEvents}. For the
+ * backend's one in-order queue, commands finish in that order: it takes every event handed in so far and waits for
+ * the last, which means the others have ended too (one wake-up for a chain of commands, not one each);
  * for work recorded from users' own queues (a second instance) a future may complete later than its command,
  * never earlier. Unlike {@code clSetEventCallback} it needs no native thread attached to the JVM and behaves the
  * same on every driver. Futures are completed on virtual threads, so a caller's dependent action that waits for
@@ -28,52 +32,146 @@ import org.jspecify.annotations.Nullable;
  */
 final class EventCompletions implements AutoCloseable {
 
-    private record Pending(@Nullable cl_event event, CompletableFuture<Void> done, String what) {}
+    private static final System.Logger LOG = System.getLogger(EventCompletions.class.getName());
 
-    private static final Pending STOP = new Pending(null, new CompletableFuture<>(), "stop");
+    private record Pending(@Nullable cl_event event, EventWork done, String what) {}
+
+    private static final Pending STOP = new Pending(null, new EventWork(null, true), "stop");
+    private static final Pending WAKE = new Pending(null, new EventWork(null, true), "wake");
+
+    /**
+     * A future for a command with the event that marks it, so that the backend's queue can be ordered after the command
+     * on the device ({@link #orderQueue}). The event is released once the command has ended, under this future's
+     * monitor; {@code null} then (and for a barrier).
+     */
+    static final class EventWork extends CompletableFuture<Void> {
+        private @Nullable cl_event event;
+        private final boolean onBackendQueue;
+
+        EventWork(@Nullable cl_event event, boolean onBackendQueue) {
+            this.event = event;
+            this.onBackendQueue = onBackendQueue;
+        }
+
+        /**
+         * Makes what {@code queue} (the backend's in-order queue) runs next wait for this command, on the device: nothing
+         * to do for a command of that queue or one that has ended; else a barrier with the command's event in its wait
+         * list. False where the device cannot (no OpenCL 1.2 barrier): the caller waits on the host.
+         */
+        boolean orderQueue(cl_command_queue queue) {
+            if (onBackendQueue || isDone()) {
+                return true;
+            }
+            synchronized (this) {
+                if (event == null) {
+                    return true;
+                }
+                try {
+                    return CL.clEnqueueBarrierWithWaitList(queue, 1, new cl_event[] {event}, null) == CL_SUCCESS;
+                } catch (RuntimeException | LinkageError noBarrier) {
+                    return false;
+                }
+            }
+        }
+
+        boolean onBackendQueue() {
+            return onBackendQueue;
+        }
+
+        private synchronized void releaseEvent() {
+            if (event != null) {
+                CL.clReleaseEvent(event);
+                event = null;
+            }
+        }
+    }
+
+    private final boolean onBackendQueue;
+    /** What the waiter does, after waiting for what it took, when it was asked to wake ({@link #wake}). */
+    private volatile Runnable onWake = () -> { };
 
     private final BlockingQueue<Pending> pending = new LinkedBlockingQueue<>();
     private final Thread waiter;
     private final ExecutorService completer = Executors.newVirtualThreadPerTaskExecutor();
 
-    EventCompletions(String deviceName) {
+    /** {@code onBackendQueue}: the events handed in mark commands of the backend's own in-order queue. */
+    EventCompletions(String deviceName, boolean onBackendQueue) {
+        this.onBackendQueue = onBackendQueue;
         waiter = Thread.ofPlatform().daemon().name("opencl-events " + deviceName).start(this::waitInTurn);
     }
 
     /** A future for {@code event}'s command; takes over the event and releases it once the command ends. */
-    CompletableFuture<Void> completion(cl_event event, String what) {
-        CompletableFuture<Void> done = new CompletableFuture<>();
+    EventWork completion(cl_event event, String what) {
+        EventWork done = new EventWork(event, onBackendQueue);
         pending.add(new Pending(event, done, what));
         return done;
     }
 
+    /** Asks the waiter to run {@code action} once it has waited for every command handed in so far. */
+    void onWake(Runnable action) {
+        onWake = action;
+    }
+
+    /** Wakes the waiter (cheap when it is busy): it runs the {@link #onWake} action after the commands it holds. */
+    void wake() {
+        pending.add(WAKE);
+    }
+
     /** A future that completes once every command handed in before it has ended. */
     CompletableFuture<Void> barrier() {
-        CompletableFuture<Void> done = new CompletableFuture<>();
+        EventWork done = new EventWork(null, onBackendQueue);
         pending.add(new Pending(null, done, "barrier"));
         return done;
     }
 
     private void waitInTurn() {
+        List<Pending> batch = new ArrayList<>();
         while (true) {
-            Pending next;
             try {
-                next = pending.take();
+                batch.add(pending.take());
             } catch (InterruptedException e) {
                 // only close() stops this thread, after every pending command has finished
                 continue;
             }
-            if (next == STOP) {
+            pending.drainTo(batch);
+            int stop = batch.indexOf(STOP);
+            List<Pending> commands = stop < 0 ? batch : batch.subList(0, stop);
+            boolean woken = commands.removeIf(next -> next == WAKE);
+            if (onBackendQueue) {
+                awaitLast(commands); // an in-order queue: once the last has ended, every command before it has too
+            }
+            for (Pending next : commands) {
+                RuntimeException failure = await(next);
+                completer.execute(() -> {
+                    if (failure == null) {
+                        next.done().complete(null);
+                    } else {
+                        next.done().completeExceptionally(failure);
+                    }
+                });
+            }
+            if (woken) {
+                try {
+                    onWake.run();
+                } catch (RuntimeException e) {
+                    LOG.log(System.Logger.Level.WARNING, "marking the queue's positions failed", e);
+                }
+            }
+            if (stop >= 0) {
                 return;
             }
-            RuntimeException failure = await(next);
-            completer.execute(() -> {
-                if (failure == null) {
-                    next.done().complete(null);
-                } else {
-                    next.done().completeExceptionally(failure);
-                }
-            });
+            batch.clear();
+        }
+    }
+
+    /** Waits for the last command of {@code commands} that has an event, so that the rest need no wait of their own. */
+    private static void awaitLast(List<Pending> commands) {
+        for (int i = commands.size() - 1; i >= 0; i--) {
+            cl_event event = commands.get(i).event();
+            if (event != null) {
+                CL.clWaitForEvents(1, new cl_event[] {event}); // its status, and any failure, is read in await
+                return;
+            }
         }
     }
 
@@ -99,7 +197,7 @@ final class EventCompletions implements AutoCloseable {
         } catch (RuntimeException e) {
             return e;
         } finally {
-            CL.clReleaseEvent(event);
+            next.done().releaseEvent();
         }
     }
 

@@ -157,6 +157,8 @@ public final class OpenClBackend implements ComputeBackend {
     private final EventCompletions completions;
     /** Work that device handles recorded from queues of the user's own, waited for apart from this queue's. */
     private final EventCompletions recordedWork;
+    /** Positions on {@link #queue} for kernels and accesses, known done by markers the waiter queues. */
+    private final QueuePositions positions;
     private final OpenClKernelOps ops;
     /** One's own kernels compiled on this backend, released by close(). */
     private final Set<OpenClKernel> kernels = ConcurrentHashMap.newKeySet();
@@ -201,9 +203,11 @@ public final class OpenClBackend implements ComputeBackend {
             OpenClCalls.check(error[0], "clCreateCommandQueue on " + device.describe());
         }
         this.queue = created;
-        this.completions = new EventCompletions(device.deviceName());
+        this.completions = new EventCompletions(device.deviceName(), true);
         this.copies = new OpenClCopies(this, context, queue, settings.stagingBufferBytes());
-        this.recordedWork = new EventCompletions(device.deviceName() + " (recorded work)");
+        this.recordedWork = new EventCompletions(device.deviceName() + " (recorded work)", false);
+        this.positions = new QueuePositions(this::marker, completions::wake);
+        completions.onWake(positions::markUncovered);
         this.ops = new OpenClKernelOps(this);
         String advice = signalChainingAdvice(device.platformName(), System.getenv("LD_PRELOAD"));
         if (advice != null && SIGNAL_ADVICE_GIVEN.compareAndSet(false, true)) {
@@ -433,6 +437,40 @@ public final class OpenClBackend implements ComputeBackend {
      * A future for the commands queued so far: a marker, which completes after every command before it on this
      * in-order queue. On a closed backend nothing is enqueued and the future is close's, which finishes the queue.
      */
+    /** A marker on the queue after everything queued so far, flushed, for a wait list of the caller's; it releases it. */
+    cl_event markerEvent() {
+        synchronized (lifecycle) {
+            checkOpen();
+            cl_event marker = new cl_event();
+            @SuppressWarnings("deprecation") // clEnqueueMarker is the OpenCL 1.0 and 1.1 form
+            int code = markersTakeWaitLists ? CL.clEnqueueMarkerWithWaitList(queue, 0, null, marker) : CL.clEnqueueMarker(queue, marker);
+            OpenClCalls.check(code, "clEnqueueMarker");
+            OpenClCalls.check(CL.clFlush(queue), "clFlush");
+            return marker;
+        }
+    }
+
+    /**
+     * A future for everything queued so far (flushed, so it starts), with no command or event of its own: it completes
+     * once a marker queued after it has ended ({@link QueuePositions}). For kernels and device accesses, whose
+     * failures their enqueue call reports.
+     */
+    CompletableFuture<Void> position() {
+        synchronized (lifecycle) {
+            if (closed) {
+                return drained;
+            }
+            OpenClCalls.check(CL.clFlush(queue), "clFlush");
+        }
+        return positions.next();
+    }
+
+    /** As {@link #position()}, for a command whose event the caller made: released here. */
+    CompletableFuture<Void> position(cl_event queued) {
+        CL.clReleaseEvent(queued);
+        return position();
+    }
+
     CompletableFuture<Void> marker() {
         synchronized (lifecycle) {
             return closed ? drained : markerLocked();
@@ -686,6 +724,32 @@ public final class OpenClBackend implements ComputeBackend {
     public KernelOps ops() {
         checkOpen();
         return ops;
+    }
+
+    /**
+     * Every command of this backend goes through its one in-order queue, so work of the backend's (copies, ops, a device
+     * access's marker) needs no ordering; work a handle recorded from a queue of the user's own gets a barrier with its
+     * event on this queue. Other futures are waited for on the host.
+     */
+    @Override
+    public boolean orderAfter(CompletableFuture<?> work) {
+        if (work.isDone() || onQueue(work)) {
+            return true;
+        }
+        synchronized (lifecycle) {
+            checkOpen();
+            return work instanceof EventCompletions.EventWork events && events.orderQueue(queue);
+        }
+    }
+
+    /** Work on this backend's one in-order queue completes in the order it was queued. */
+    @Override
+    public boolean supersedes(CompletableFuture<?> later, CompletableFuture<?> earlier) {
+        return onQueue(later) && onQueue(earlier);
+    }
+
+    private static boolean onQueue(CompletableFuture<?> work) {
+        return work instanceof QueuePositions.Position || work instanceof EventCompletions.EventWork events && events.onBackendQueue();
     }
 
     OpenClDevice device() {

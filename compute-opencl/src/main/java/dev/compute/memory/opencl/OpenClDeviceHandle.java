@@ -8,6 +8,7 @@ import dev.compute.memory.AccessMode;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.DeviceHandle;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.WorkGroup;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
@@ -54,12 +55,13 @@ import org.jspecify.annotations.Nullable;
  *       memory is no OpenCL buffer. Allocate DEVICE or PINNED memory for kernels, or use a host access</td></tr>
  * </table>
  *
- * <p><b>Ordering.</b> Queue work on {@link #queue()}, the backend's in-order queue: it then runs after every copy
- * and op before it, and when the access ends a marker on that queue says when it is done. Work on a queue of one's
- * own (in {@link #context()}) runs beside the backend's queue; hand its event to {@link #recordWork}, or nothing
- * keeps the memory for it. Its completion then joins what {@link #end()} returns, so the buffer's memory is not
- * reused, nor read by the host, before it completes. On a queue of one's own, wait for what the buffer's earlier
- * work needs yourself: the access has waited for the buffer's work in flight, not for commands queued later.
+ * <p><b>Ordering.</b> Queue work on {@link #queue()}, the backend's in-order queue: it then runs after every copy,
+ * op and kernel before it (work recorded from other queues included: the access put a barrier on their events in
+ * the queue; the host does not wait), and when the access ends a marker on that queue says when it is done. Work on
+ * a queue of one's own (in {@link #context()}) runs beside the backend's queue: give its commands {@link #waitList()}
+ * as their wait list, so they run after the buffer's earlier work, and hand its event to {@link #recordWork}, or
+ * nothing keeps the memory for it. Its completion then joins what {@link #end()} returns, so the buffer's memory is
+ * not reused, nor read by the host, before it completes.
  *
  * <p>Everything here stops working when the access ends: the methods throw {@link IllegalStateException}, and a
  * {@code cl_mem} taken earlier must not be used (a sub-buffer or host-pointer buffer is released then; OpenCL keeps
@@ -88,6 +90,8 @@ public final class OpenClDeviceHandle implements DeviceHandle {
     /** Their events, retained for the map that publishes a host-memory buffer after them; released at the end. */
     private final List<cl_event> publishAfter = new ArrayList<>();
     private boolean ended;
+    /** The marker {@link #waitList()} gives, made on the first call. */
+    private @Nullable cl_event ready;
 
     private OpenClDeviceHandle(OpenClBackend backend, MemoryLocation location, AccessMode mode, Kind kind,
                                @Nullable cl_mem memory, OpenClBackend.@Nullable SharedVirtualMemory svm, long offset, long bytes) {
@@ -192,6 +196,19 @@ public final class OpenClDeviceHandle implements DeviceHandle {
     }
 
     /**
+     * The wait list for commands on these bytes queued on a queue of one's own: a marker on the backend's queue after
+     * everything queued there so far (the buffer's earlier copies, ops and kernels). The handle owns the event and
+     * releases it when the access ends; OpenCL keeps it for the commands that wait on it.
+     */
+    public synchronized cl_event[] waitList() {
+        checkUsable();
+        if (ready == null) {
+            ready = backend.markerEvent();
+        }
+        return new cl_event[] {ready};
+    }
+
+    /**
      * Work on these bytes queued on a queue of one's own (in {@link #context()}): the handle retains
      * {@code event}, flushes its queue, and the buffer's memory is neither reused nor read by the host before the
      * command completes. Record it as soon as it is queued.
@@ -226,11 +243,14 @@ public final class OpenClDeviceHandle implements DeviceHandle {
         try {
             work.add(kind == Kind.HOST_MEMORY_BUFFER && mode.writes()
                     ? backend.publishToHostThenMarker(Objects.requireNonNull(memory), bytes, after)
-                    : backend.marker());
-            return CompletableFuture.allOf(work.toArray(CompletableFuture[]::new));
+                    : backend.position());
+            return work.size() == 1 ? work.getFirst() : WorkGroup.of(work);
         } finally {
             for (cl_event event : after) {
                 CL.clReleaseEvent(event);
+            }
+            if (ready != null) {
+                CL.clReleaseEvent(ready);
             }
             if (kind == Kind.SUB_BUFFER || kind == Kind.HOST_MEMORY_BUFFER) {
                 CL.clReleaseMemObject(memory);

@@ -170,7 +170,7 @@ final class OpenClKernel implements NativeKernel {
                         + backend.device().describe() + ")");
             }
             if (staged.isEmpty()) {
-                return backend.track(done, "kernel '" + name + "'");
+                return backend.position(done);
             }
             CL.clReleaseEvent(done);
             for (Staged slice : staged) {
@@ -180,7 +180,7 @@ final class OpenClKernel implements NativeKernel {
                             + "''s results back into an unaligned slice");
                 }
             }
-            return backend.marker();
+            return backend.position();
         } finally {
             give(kernel);
             for (Staged slice : staged) {

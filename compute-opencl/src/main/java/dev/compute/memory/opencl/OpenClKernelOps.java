@@ -169,7 +169,7 @@ final class OpenClKernelOps implements KernelOps {
     /** The future of a kernel that wrote {@code written}: after a map and unmap where it is host memory wrapped for the launch. */
     private CompletableFuture<Void> complete(cl_event kernelDone, Argument written, String what) {
         if (!written.wrapsHostMemory()) {
-            return backend.track(kernelDone, what);
+            return backend.position(kernelDone);
         }
         CL.clReleaseEvent(kernelDone);
         cl_event unmapped = new cl_event();

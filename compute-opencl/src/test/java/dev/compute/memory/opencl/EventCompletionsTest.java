@@ -41,7 +41,7 @@ class EventCompletionsTest {
         int[] error = new int[1];
         context = CL.clCreateContext(properties, 1, new cl_device_id[] {device.deviceId()}, null, null, error);
         OpenClCalls.check(error[0], "clCreateContext");
-        completions = new EventCompletions(device.deviceName());
+        completions = new EventCompletions(device.deviceName(), true);
     }
 
     @AfterEach

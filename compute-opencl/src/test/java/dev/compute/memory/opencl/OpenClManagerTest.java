@@ -104,7 +104,8 @@ class OpenClManagerTest {
         try (OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings())) {
             largest = backend.maxAllocationBytes();
         }
-        // the pool's cap above the backend's limit, which a large device's limit may pass (37.5 GB on an H200)
+        // the pool's cap above the backend's limit, which a device's limit may reach or pass (PoCL: 4 GiB on a machine of
+        // 24 GiB, the default cap; 37.5 GB on an H200)
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
                 .maxPoolSize(Math.max(4L << 30, largest + (64L << 20)))
                 .outOfMemoryHandler((location, bytes, attempt, failure) -> handlerCalls.incrementAndGet() < 3).build()) {

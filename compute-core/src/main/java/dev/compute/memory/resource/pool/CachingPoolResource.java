@@ -16,6 +16,7 @@ import dev.compute.memory.resource.PageMapping;
 import dev.compute.memory.resource.PoolSettings;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -65,7 +66,10 @@ import org.jspecify.annotations.Nullable;
  * move takes the two largest runs of free pages at most: each run unmapped is likely mapped again later, a call each,
  * and the largest give most of the bytes. The chunk is for growth: an arena that holds two chunks or more of free
  * whole mapped pages is fragmented rather than growing (the request fitted none of its free space), and there the
- * chunk may raise the reserved peak by a quarter of a chunk at most. Without
+ * chunk may raise the reserved peak by a quarter of a chunk at most. Why chunks, and not the next 20 MiB page as
+ * PyTorch maps: on a climb (blocks allocated and none freed) no policy makes fewer calls than one a page without
+ * reserving more at some point of the climb, and none reserves no more at every point without calling as often; chunks
+ * trade the slack at a climb's end for a few calls a doubling (the argument and the figures: docs/benchmarks.md). Without
  * page mapping the pool allocates plain segments: 2 MiB ones for small blocks, 20 MiB ones for large
  * requests under 10 MiB, and the request rounded up to 2 MiB beyond.
  *
@@ -125,7 +129,9 @@ import org.jspecify.annotations.Nullable;
  * and read without the pool's lock. Reading them, a snapshot or the segments changes nothing in the pool: no
  * completion is drained, no cached block flushed. Only the largest free block is found under the lock, in the
  * free blocks largest first (most often the first one answers), and in the cache's stacks, each under its own
- * lock for a moment.
+ * lock for a moment. The segments and their blocks (a snapshot) are read a stretch at a time, a fraction of a
+ * millisecond under the lock each, however many blocks there are, and come out as they were at one moment: while a
+ * reader runs, the slow path logs each block it changes ({@link PoolSnapshotReader} says how and why that is exact).
  *
  * <p>Thread-safe: any thread may allocate and free. The fast path takes one cache stack's lock; everything
  * else takes the pool's one lock, held also across the rare backend calls that get or give back memory,
@@ -159,6 +165,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     /** The slow path's hits, misses and retries, per thread stripe (the fast path's hits are counted by the cache's stacks). */
     private final StripedLongs counts = new StripedLongs();
     private volatile boolean closed;
+    /** A log per snapshot reader running ({@link #segments}) of the blocks changed; none while no reader runs. Under the lock. */
+    private ChangeLog[] changes = new ChangeLog[0];
 
     /** Device work on a pending block has completed; the pair, because the block may have been freed again since. */
     private record Completion(PoolBlock block, CompletableFuture<?> work) {}
@@ -635,20 +643,89 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     }
 
     /**
-     * The segments as they are: blocks the cache holds show as free, blocks whose device work completed since the
-     * last allocate, free or trim as pending. After a close, what the pool kept (if device work did not finish),
-     * else nothing.
+     * The segments as they were at one moment: blocks the cache holds show as free, blocks whose device work completed
+     * since the last allocate, free or trim as pending. After a close, what the pool kept (if device work did not
+     * finish), else nothing. Read a stretch at a time ({@link PoolSnapshotReader}): however many blocks the pool has,
+     * the lock is held for a fraction of a millisecond at a time.
      */
     @Override
     public List<MemorySnapshot.Segment> segments() {
+        return new PoolSnapshotReader(this).read();
+    }
+
+    /** Every segment with its blocks, walked under the lock, which the caller holds. */
+    List<MemorySnapshot.Segment> walk() {
+        List<MemorySnapshot.Segment> out = new ArrayList<>();
+        small.snapshot(out);
+        large.snapshot(out);
+        return out;
+    }
+
+    /** {@link #walk} under one hold of the lock, as {@link #segments} read the pool before it read in stretches. */
+    List<MemorySnapshot.Segment> walkUnderLock() {
         lock.lock();
         try {
-            List<MemorySnapshot.Segment> out = new ArrayList<>();
-            small.snapshot(out);
-            large.snapshot(out);
-            return out;
+            return walk();
         } finally {
             lock.unlock();
+        }
+    }
+
+    /** The segments and ranges of both arenas, in the order {@link #walk} lists them. Under the lock. */
+    void segmentsInto(List<PoolSegment> into) {
+        small.segmentsInto(into);
+        large.segmentsInto(into);
+    }
+
+    ReentrantLock lock() {
+        return lock;
+    }
+
+    MemoryEventListener events() {
+        return events;
+    }
+
+    MemoryLocation location() {
+        return location;
+    }
+
+    boolean isClosed() {
+        return closed;
+    }
+
+    /** The blocks changed since a snapshot reader last took them, in the order changed, each as often as changed. Under the lock. */
+    static final class ChangeLog {
+        private ArrayList<PoolBlock> blocks = new ArrayList<>();
+
+        /** The blocks logged since the last call, and an empty log from now on. */
+        List<PoolBlock> take() {
+            List<PoolBlock> taken = blocks;
+            blocks = new ArrayList<>();
+            return taken;
+        }
+    }
+
+    /** Starts logging changed blocks for a snapshot reader (one log each). Under the lock. */
+    ChangeLog startChangeLog() {
+        ChangeLog log = new ChangeLog();
+        ChangeLog[] logs = Arrays.copyOf(changes, changes.length + 1);
+        logs[changes.length] = log;
+        changes = logs;
+        return log;
+    }
+
+    /** Stops a reader's log. Under the lock. */
+    void stopChangeLog(ChangeLog log) {
+        changes = Arrays.stream(changes).filter(other -> other != log).toArray(ChangeLog[]::new);
+    }
+
+    /**
+     * Logs a block whose place, size or state changed, or a free block whose pages were mapped or unmapped, while
+     * snapshot readers run. Under the lock; the slow path only (the fast path's cache changes no block's place).
+     */
+    void touched(PoolBlock block) {
+        for (ChangeLog log : changes) {
+            log.blocks.add(block);
         }
     }
 

@@ -145,6 +145,7 @@ final class PoolArena {
         PoolBlock block = split(fit, size);
         block.state = PoolBlock.LIVE;
         block.requested = requested;
+        pool.touched(block);
         if (block.home.expandable()) {
             try {
                 mapPagesOf(block, growth);
@@ -182,6 +183,7 @@ final class PoolArena {
             block.next = remainder;
             block.size = size;
             free.add(remainder);
+            pool.touched(remainder);
         }
         return block;
     }
@@ -192,6 +194,8 @@ final class PoolArena {
      */
     static @Nullable PoolBlock cut(PoolBlock block, long size, long requested) {
         block.requested = requested;
+        CachingPoolResource pool = block.arena().pool();
+        pool.touched(block);
         long rest = block.size - size;
         if (rest < SizeClasses.ALIGNMENT) {
             return null;
@@ -204,6 +208,7 @@ final class PoolArena {
         }
         block.next = after;
         block.size = size;
+        pool.touched(after);
         return after;
     }
 
@@ -232,6 +237,7 @@ final class PoolArena {
     private void adopt(PoolSegment segment) {
         segments.add(segment);
         free.add(segment.first);
+        pool.touched(segment.first);
     }
 
     /**
@@ -344,12 +350,14 @@ final class PoolArena {
             unlink(after);
         }
         free.add(merged);
+        pool.touched(merged);
         return merged;
     }
 
     /** Marks a live block as waiting for device work: neither reused nor unmapped until {@link #release}. */
     void pend(PoolBlock block) {
         block.state = PoolBlock.PENDING;
+        pool.touched(block);
     }
 
     private static void unlink(PoolBlock block) {
@@ -388,11 +396,12 @@ final class PoolArena {
     }
 
     private void freePlainSegment(PoolSegment segment) {
+        segment.retired = true;
         upstream.deallocate(segment.upstreamBlock());
         plainBytes -= segment.allocation.sizeBytes();
     }
 
-    private record Run(PoolSegment segment, int from, int to) {
+    private record Run(PoolBlock block, PoolSegment segment, int from, int to) {
         int pages() {
             return to - from;
         }
@@ -411,7 +420,7 @@ final class PoolArena {
             int hi = (int) (block.end() / g);
             for (int from = segment.mapped.nextSetBit(lo); from >= 0 && from < hi; ) {
                 int to = Math.min(hi, segment.mapped.nextClearBit(from));
-                runs.add(new Run(segment, from, to));
+                runs.add(new Run(block, segment, from, to));
                 from = to < hi ? segment.mapped.nextSetBit(to) : -1;
             }
         }
@@ -434,6 +443,7 @@ final class PoolArena {
             long wanted = Math.ceilDiv(bytes - released, g);
             int from = unmapping == Unmapping.WHOLE_RUNS || wanted >= run.pages() ? run.from() : run.to() - (int) wanted;
             unmap(run.segment(), from, run.to());
+            pool.touched(run.block());
             released += (run.to() - from) * g;
         }
         return released;
@@ -502,6 +512,7 @@ final class PoolArena {
         PoolBlock place = split(best, block.size);
         place.state = PoolBlock.LIVE;
         place.requested = block.requested;
+        pool.touched(place);
         if (place.home.expandable()) {
             try {
                 mapPagesOf(place, Growth.EXACT);
@@ -569,6 +580,7 @@ final class PoolArena {
         long oldOffset = block.offset;
         long oldEnd = block.end();
         exchange(block, place);
+        pool.touched(block);
         PoolBlock freed = release(place);
         if (unmapOldPlace && segment.expandable()) {
             long g = segment.granularity;
@@ -701,24 +713,46 @@ final class PoolArena {
     void snapshot(List<MemorySnapshot.Segment> into) {
         for (PoolSegment segment : segments) {
             List<MemorySnapshot.Block> blocks = new ArrayList<>();
+            Pieces sink = (offset, size, state, requested) -> blocks.add(new MemorySnapshot.Block(offset, size, state, requested, null));
             for (PoolBlock b = segment.first; b != null; b = b.next) {
-                switch (b.state) {
-                    case PoolBlock.LIVE -> blocks.add(new MemorySnapshot.Block(b.offset, b.size, MemorySnapshot.BlockState.LIVE, b.requested, null));
-                    case PoolBlock.PENDING -> blocks.add(new MemorySnapshot.Block(b.offset, b.size, MemorySnapshot.BlockState.PENDING, b.requested, null));
-                    default -> blocks.addAll(pieces(b));
-                }
+                describe(b, sink);
             }
             into.add(new MemorySnapshot.Segment(segment.base, segment.size(), segment.expandable(), blocks));
         }
     }
 
+    /** Adds this arena's segments and ranges, in the order {@link #snapshot} lists them. */
+    void segmentsInto(List<PoolSegment> into) {
+        into.addAll(segments);
+    }
+
+    /** Where {@link #describe} puts the pieces of a block. */
+    @FunctionalInterface
+    interface Pieces {
+        void piece(long offset, long size, MemorySnapshot.BlockState state, long requested);
+    }
+
+    /** A block as the snapshot shows it: live or pending as it is; free or cached as its FREE (backed) and UNMAPPED pieces. */
+    static void describe(PoolBlock b, Pieces into) {
+        switch (b.state) {
+            case PoolBlock.LIVE -> into.piece(b.offset, b.size, MemorySnapshot.BlockState.LIVE, b.requested);
+            case PoolBlock.PENDING -> into.piece(b.offset, b.size, MemorySnapshot.BlockState.PENDING, b.requested);
+            default -> freePieces(b, into);
+        }
+    }
+
+    /** Whether a block is in its segment's list (not merged into a neighbour since). */
+    static boolean linked(PoolBlock b) {
+        return b.prev == null ? b.home.first == b : b.prev.next == b;
+    }
+
     /** A free block as FREE (backed) and UNMAPPED pieces, by its pages. */
-    private static List<MemorySnapshot.Block> pieces(PoolBlock block) {
+    private static void freePieces(PoolBlock block, Pieces into) {
         PoolSegment segment = block.home;
         if (!segment.expandable()) {
-            return List.of(new MemorySnapshot.Block(block.offset, block.size, MemorySnapshot.BlockState.FREE, 0, null));
+            into.piece(block.offset, block.size, MemorySnapshot.BlockState.FREE, 0);
+            return;
         }
-        List<MemorySnapshot.Block> pieces = new ArrayList<>(2);
         long g = segment.granularity;
         long at = block.offset;
         while (at < block.end()) {
@@ -726,10 +760,9 @@ final class PoolArena {
             boolean backed = segment.mapped.get(page);
             int nextPage = backed ? segment.mapped.nextClearBit(page) : segment.mapped.nextSetBit(page);
             long until = nextPage < 0 ? block.end() : Math.min(block.end(), nextPage * g);
-            pieces.add(new MemorySnapshot.Block(at, until - at, backed ? MemorySnapshot.BlockState.FREE : MemorySnapshot.BlockState.UNMAPPED, 0, null));
+            into.piece(at, until - at, backed ? MemorySnapshot.BlockState.FREE : MemorySnapshot.BlockState.UNMAPPED, 0);
             at = until;
         }
-        return pieces;
     }
 
     // ---- closing ------------------------------------------------------------------------------------------------
@@ -738,6 +771,7 @@ final class PoolArena {
     void close() {
         RuntimeException failure = null;
         for (PoolSegment segment : segments) {
+            segment.retired = true;
             try {
                 if (segment.expandable()) {
                     for (int from = segment.mapped.nextSetBit(0); from >= 0; from = segment.mapped.nextSetBit(from)) {

@@ -26,6 +26,8 @@ final class PoolSegment {
      * segment made since is {@link Integer#MAX_VALUE}, the last place a block would move to.
      */
     int compactionRank = Integer.MAX_VALUE;
+    /** Set when the segment is given back (a trim, close): its arena no longer holds it. Under the pool's lock. */
+    boolean retired;
 
     /** A plain allocation from the upstream, given back whole. */
     static PoolSegment plain(Block upstreamBlock, PoolArena arena) {

@@ -294,7 +294,7 @@ final class SizeClassCache {
     void flush(Consumer<PoolBlock> sink) {
         CACHING.setOpaque(this, 0L); // first: a stripe that caches while the stacks drain is counted again
         for (Stack stack = holding.poll(); stack != null; stack = holding.poll()) {
-            drain(stack, sink, false);
+            drain(stack, sink, AfterDrain.KEEP_CACHING);
         }
     }
 
@@ -306,14 +306,17 @@ final class SizeClassCache {
             }
             for (Stack stack : stripe) {
                 if (stack != null) {
-                    drain(stack, sink, true);
+                    drain(stack, sink, AfterDrain.REFUSE);
                 }
             }
         }
         holding.clear();
     }
 
-    private static void drain(Stack stack, Consumer<PoolBlock> sink, boolean close) {
+    /** What a stack does once drained: cache blocks again (a flush), or refuse them from now on (a close). */
+    private enum AfterDrain { KEEP_CACHING, REFUSE }
+
+    private static void drain(Stack stack, Consumer<PoolBlock> sink, AfterDrain after) {
         stack.hold();
         try {
             for (int i = 0; i < stack.count; i++) {
@@ -322,7 +325,7 @@ final class SizeClassCache {
             }
             stack.count = 0;
             stack.listed = false;
-            stack.closed |= close;
+            stack.closed |= after == AfterDrain.REFUSE;
         } finally {
             stack.letGo();
         }

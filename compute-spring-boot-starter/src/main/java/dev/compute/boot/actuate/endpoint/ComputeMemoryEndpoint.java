@@ -244,24 +244,28 @@ public class ComputeMemoryEndpoint {
             boolean poolingEnabled, long maxPoolSizeBytes, long releaseThresholdBytes, String trimInterval, String compactionInterval,
             boolean compactOnOutOfMemory, boolean expandableSegments,
             boolean pinningEnabled, long maxPinnedSizeBytes, long stagingBufferSizeBytes, LeakDetectionLevel leakDetection,
-            int timelineCapacity, String timelineInterval, String closeTimeout, String deviceWaitTimeout, int outOfMemoryRetries) {
+            int timelineCapacity, String timelineInterval, String closeTimeout, String deviceWaitTimeout, String heldMemoryWarning,
+            int outOfMemoryRetries) {
 
         static SettingsDescriptor of(ManagerSettings s) {
             return new SettingsDescriptor(s.backend(), s.device(), s.backendOptions(), s.defaultLocation(), s.poolingEnabled(),
                     s.maxPoolSize(), s.releaseThreshold(), s.trimInterval().toString(), s.compactionInterval().toString(),
                     s.compactOnOutOfMemory(), s.expandableSegments(), s.pinningEnabled(),
                     s.maxPinnedSize(), s.stagingBufferSize(), s.leakDetection(), s.timelineCapacity(), s.timelineInterval().toString(),
-                    s.closeTimeout().toString(), s.deviceWaitTimeout().toString(), s.outOfMemoryRetries());
+                    s.closeTimeout().toString(), s.deviceWaitTimeout().toString(), s.heldMemoryWarning().toString(), s.outOfMemoryRetries());
         }
     }
 
+    /** {@code heldBuffers} and {@code heldBytes}: closed buffers whose memory waits for a view another thread holds. */
     public record LocationSummary(long liveBuffers, long allocatedBytes, long allocatedBytesPeak, long requestedBytes,
-            long requestedBytesPeak, long reservedBytes, long reservedBytesPeak, long cachedBytes, long largestFreeBlockBytes,
-            long segments, double hitRate, double fragmentation, double overhead, Counts counts, CopiedBytes copiedBytes) {
+            long requestedBytesPeak, long reservedBytes, long reservedBytesPeak, long cachedBytes, long heldBuffers, long heldBytes,
+            long largestFreeBlockBytes, long segments, double hitRate, double fragmentation, double overhead, Counts counts,
+            CopiedBytes copiedBytes) {
 
         static LocationSummary of(MemoryStatistics s) {
             return new LocationSummary(s.liveBuffers(), s.allocatedBytes(), s.allocatedBytesPeak(), s.requestedBytes(),
-                    s.requestedBytesPeak(), s.reservedBytes(), s.reservedBytesPeak(), s.cachedBytes(), s.largestFreeBlockBytes(),
+                    s.requestedBytesPeak(), s.reservedBytes(), s.reservedBytesPeak(), s.cachedBytes(), s.heldBuffers(), s.heldBytes(),
+                    s.largestFreeBlockBytes(),
                     s.segments(), s.hitRate(), s.fragmentation(), s.overhead(),
                     new Counts(s.allocations(), s.frees(), s.poolHits(), s.poolMisses(), s.backendAllocations(),
                             s.backendFrees(), s.oomRetries(), s.trims()),

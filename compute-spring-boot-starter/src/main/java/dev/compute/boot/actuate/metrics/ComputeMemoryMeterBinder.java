@@ -72,6 +72,8 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                 figures.gauge(ComputeMeters.FRAGMENTATION, MemoryStatistics::fragmentation);
                 figures.gauge(ComputeMeters.OVERHEAD, MemoryStatistics::overhead);
                 figures.gauge(ComputeMeters.LIVE_BUFFERS, MemoryStatistics::liveBuffers);
+                figures.gauge(ComputeMeters.HELD, MemoryStatistics::heldBytes);
+                figures.gauge(ComputeMeters.HELD_BUFFERS, MemoryStatistics::heldBuffers);
                 figures.gauge(ComputeMeters.SEGMENTS, MemoryStatistics::segments);
                 figures.counter(ComputeMeters.ALLOCATIONS, MemoryStatistics::allocations);
                 figures.counter(ComputeMeters.FREES, MemoryStatistics::frees);

@@ -1,0 +1,91 @@
+package dev.compute.memory.lifetime;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The stretches of a thread's work its views end with: a web request, a task, or any {@code try} block of the
+ * application's ({@link dev.compute.memory.ViewScope}). A view taken inside one is confined to the thread (cheap, no
+ * handshake) and ends, with every other view taken in it, when the region closes, whoever closes its buffer meanwhile:
+ * so a closed buffer's memory never waits longer than the work that viewed it. Regions nest; a view belongs to the
+ * innermost. One thread's regions live in a thread-local stack, touched only by that thread.
+ */
+public final class ViewRegions {
+
+    /** One open region: the views taken in it, on its thread. */
+    public static final class Region {
+        private final @Nullable Region outer;
+        private final Thread owner;
+        private final List<MemoryScope> views = new ArrayList<>();
+        private boolean closed;
+
+        private Region(@Nullable Region outer, Thread owner) {
+            this.outer = outer;
+            this.owner = owner;
+        }
+
+        void add(MemoryScope view) {
+            views.add(view);
+        }
+
+        /**
+         * Ends every view taken in this region (and in regions opened inside it and left open), then makes the outer
+         * region current again. Only the thread that opened it may close it; closing twice is harmless.
+         */
+        public void close() {
+            if (Thread.currentThread() != owner) {
+                throw new WrongThreadException("a view scope belongs to thread '" + owner.getName() + "', which opened it, and only it may close it");
+            }
+            if (closed) {
+                return;
+            }
+            Region top = CURRENT.get();
+            while (top != null && top != this) { // inner regions left open end with this one
+                top.endViews();
+                top = top.outer;
+            }
+            endViews();
+            CURRENT.set(outer);
+        }
+
+        private void endViews() {
+            closed = true;
+            RuntimeException failure = null;
+            Set<ScopeRegistry> registries = new HashSet<>();
+            for (MemoryScope view : views) {
+                try {
+                    view.end();
+                } catch (RuntimeException e) {
+                    failure = failure == null ? e : failure;
+                }
+                registries.add(view.registry());
+            }
+            views.clear();
+            for (ScopeRegistry registry : registries) {
+                registry.endHandedOver(); // what other threads handed this one among them: ended now, no longer waiting
+            }
+            if (failure != null) {
+                throw failure;
+            }
+        }
+    }
+
+    private static final ThreadLocal<@Nullable Region> CURRENT = new ThreadLocal<>();
+
+    private ViewRegions() {}
+
+    /** Opens a region on the calling thread, inside the one open there, if any. */
+    public static Region open() {
+        Region region = new Region(CURRENT.get(), Thread.currentThread());
+        CURRENT.set(region);
+        return region;
+    }
+
+    /** The calling thread's innermost open region, or null. */
+    static @Nullable Region current() {
+        return CURRENT.get();
+    }
+}

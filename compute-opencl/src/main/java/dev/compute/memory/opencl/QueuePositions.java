@@ -1,0 +1,110 @@
+package dev.compute.memory.opencl;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
+
+/**
+ * Futures for "everything queued on the backend's in-order queue so far", without a command or an event each: a
+ * kernel op's or a device access's work is known done once a marker queued after it has ended, and one marker
+ * serves every position made before it. So a chain of kernels and accesses costs the device one marker per
+ * wake-up of the waiter thread rather than an event per step.
+ *
+ * <p>Each new position asks the waiter to wake ({@code wake}); once it has waited for what it held, it marks every
+ * position still uncovered ({@link #markUncovered}). A caller that waits on a position itself ({@link Position#get},
+ * {@link Position#join}) marks at once rather than wait for the waiter's turn.
+ */
+final class QueuePositions {
+
+    /** A position on the queue: completes once a marker queued after it has ended. */
+    static final class Position extends CompletableFuture<Void> {
+        private final QueuePositions owner;
+
+        private Position(QueuePositions owner) {
+            this.owner = owner;
+        }
+
+        @Override
+        public Void get() throws InterruptedException, ExecutionException {
+            owner.markUnlessDone(this);
+            return super.get();
+        }
+
+        @Override
+        public Void get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException, TimeoutException {
+            owner.markUnlessDone(this);
+            return super.get(timeout, unit);
+        }
+
+        @Override
+        public Void join() {
+            owner.markUnlessDone(this);
+            return super.join();
+        }
+    }
+
+    private final ArrayDeque<Position> uncovered = new ArrayDeque<>();
+    /** Whether the waiter has been asked to mark and has not started yet: one wake-up serves every position meanwhile. */
+    private final AtomicBoolean wakeAsked = new AtomicBoolean();
+    /** Queues a marker on the backend's queue and returns its future; null once the backend is closed. */
+    private final Supplier<CompletableFuture<Void>> marker;
+    private final Runnable wake;
+
+    QueuePositions(Supplier<CompletableFuture<Void>> marker, Runnable wake) {
+        this.marker = marker;
+        this.wake = wake;
+    }
+
+    /** A position after everything queued so far (the caller has flushed the queue). */
+    Position next() {
+        Position position = new Position(this);
+        synchronized (this) {
+            uncovered.add(position);
+        }
+        if (!wakeAsked.getAndSet(true)) {
+            wake.run();
+        }
+        return position;
+    }
+
+    /**
+     * Queues one marker after every uncovered position and completes them with it. Positions made while the marker
+     * is queued wait for the next. A marker that cannot be queued (the backend closing) completes them at once: the
+     * close waits for the whole queue before it frees anything.
+     */
+    void markUncovered() {
+        wakeAsked.set(false); // before taking: a position made after this asks again
+        List<Position> covered;
+        synchronized (this) {
+            if (uncovered.isEmpty()) {
+                return;
+            }
+            covered = new ArrayList<>(uncovered);
+            uncovered.clear();
+        }
+        CompletableFuture<Void> done = marker.get(); // queued after every position taken: it covers them
+        if (done == null) {
+            covered.forEach(position -> position.complete(null));
+            return;
+        }
+        done.whenComplete((ignored, failure) -> covered.forEach(position -> {
+            if (failure == null) {
+                position.complete(null);
+            } else {
+                position.completeExceptionally(failure);
+            }
+        }));
+    }
+
+    private void markUnlessDone(Position position) {
+        if (!position.isDone()) {
+            markUncovered();
+        }
+    }
+}

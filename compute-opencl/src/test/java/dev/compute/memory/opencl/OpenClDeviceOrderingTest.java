@@ -1,0 +1,170 @@
+package dev.compute.memory.opencl;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.jocl.CL.CL_COMPLETE;
+import static org.jocl.CL.CL_SUCCESS;
+
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.BufferAccess;
+import dev.compute.memory.DataType;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.jocl.CL;
+import org.jocl.Pointer;
+import org.jocl.Sizeof;
+import org.jocl.cl_command_queue;
+import org.jocl.cl_event;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Device work is ordered on the device: an access or an op after work still waiting on the backend's queue (a command
+ * held back by a user event nobody has set yet) opens and queues at once, and runs after it; work recorded from a queue
+ * of one's own is waited for by a barrier on the backend's queue; only host reads and frees wait on the host. With
+ * the old host wait each of these would block until the device wait timeout and fail.
+ */
+class OpenClDeviceOrderingTest {
+
+    private static final int N = 4096;
+
+    private UnifiedMemoryManager manager;
+
+    @BeforeEach
+    void open() {
+        OpenClTestSupport.requireOpenCl();
+        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .deviceWaitTimeout(Duration.ofSeconds(5)).build();
+    }
+
+    @AfterEach
+    void close() {
+        if (manager != null) {
+            manager.close();
+        }
+    }
+
+    @Test
+    void accessesAndOpsAfterWorkStillQueuedOpenAtOnceAndRunAfterIt() throws Exception {
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+            x.copyFrom(new float[N]);
+            cl_event gate = userEvent();
+            try {
+                try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
+                    OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                    fill(cl.queue(), cl, 5f, gate, null); // held back until the gate opens
+                }
+                CompletableFuture<Void> scaled = manager.ops().scaleAsync(x, 2);
+                try (BufferAccess again = x.deviceAccess(AccessMode.READ_WRITE)) {
+                    assertThat(again.handle(OpenClDeviceHandle.class).queue()).isNotNull();
+                }
+                CompletableFuture<Void> scaledAgain = manager.ops().scaleAsync(x, 3);
+                assertThat(scaled).as("queued behind the held fill, not waited for").isNotDone();
+                assertThat(scaledAgain).isNotDone();
+
+                CompletableFuture<float[]> read = CompletableFuture.supplyAsync(() -> {
+                    float[] back = new float[N];
+                    x.copyTo(back);
+                    return back;
+                });
+                Thread.sleep(200);
+                assertThat(read).as("a host read waits for the work").isNotDone();
+
+                open(gate);
+                float[] back = read.get(10, TimeUnit.SECONDS);
+                assertThat(back).containsOnly(30f); // the fill, then both scales, in order
+                assertThat(scaledAgain).succeedsWithin(Duration.ofSeconds(10));
+            } finally {
+                CL.clReleaseEvent(gate);
+            }
+        }
+    }
+
+    @Test
+    void workRecordedFromAQueueOfOnesOwnIsWaitedForByTheBackendsQueue() throws Exception {
+        OpenClNativeDevice device = manager.nativeDevice(OpenClNativeDevice.class);
+        int[] error = new int[1];
+        @SuppressWarnings("deprecation")
+        cl_command_queue own = CL.clCreateCommandQueue(device.context(), device.device(), 0, error);
+        assertThat(error[0]).isEqualTo(CL_SUCCESS);
+        cl_event gate = userEvent();
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+            x.copyFrom(new float[N]);
+            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
+                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                cl_event filled = new cl_event();
+                fill(own, cl, 7f, gate, filled); // after the gate, and after the buffer's earlier work (its wait list)
+                cl.recordWork(filled);
+                CL.clReleaseEvent(filled);
+            }
+            CompletableFuture<Void> scaled = manager.ops().scaleAsync(x, 2);
+            assertThat(scaled).as("a barrier on the recorded work, not a host wait").isNotDone();
+
+            open(gate);
+            float[] back = new float[N];
+            x.copyTo(back);
+            assertThat(back).containsOnly(14f);
+        } finally {
+            CL.clReleaseEvent(gate);
+            CL.clReleaseCommandQueue(own);
+        }
+    }
+
+    @Test
+    void aBufferClosedWithWorkStillQueuedGivesItsMemoryBackOnceTheWorkIsDone() throws Exception {
+        cl_event gate = userEvent();
+        try {
+            UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
+                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                fill(cl.queue(), cl, 1f, gate, null);
+            }
+            manager.ops().scaleAsync(x, 2);
+            x.close();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isZero();
+            UnifiedBuffer next = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+            try {
+                open(gate);
+                next.copyFrom(filled(N, 9f));
+                float[] back = new float[N];
+                next.copyTo(back);
+                assertThat(back).as("the held work never wrote into the next buffer").containsOnly(9f);
+            } finally {
+                next.close();
+            }
+        } finally {
+            CL.clReleaseEvent(gate);
+        }
+    }
+
+    private cl_event userEvent() {
+        int[] error = new int[1];
+        cl_event event = CL.clCreateUserEvent(manager.nativeDevice(OpenClNativeDevice.class).context(), error);
+        assertThat(error[0]).isEqualTo(CL_SUCCESS);
+        return event;
+    }
+
+    private static void open(cl_event gate) {
+        assertThat(CL.clSetUserEventStatus(gate, CL_COMPLETE)).isEqualTo(CL_SUCCESS);
+    }
+
+    /** Every float of the handle's bytes set to {@code value} on {@code queue}, after {@code gate} and the handle's wait list. */
+    private static void fill(cl_command_queue queue, OpenClDeviceHandle cl, float value, cl_event gate, cl_event done) {
+        cl_event[] waits = done == null ? new cl_event[] {gate} : new cl_event[] {gate, cl.waitList()[0]};
+        int code = CL.clEnqueueFillBuffer(queue, cl.memory(), Pointer.to(new float[] {value}), Sizeof.cl_float, cl.offset(),
+                cl.byteSize(), waits.length, waits, done);
+        assertThat(code).isEqualTo(CL_SUCCESS);
+        assertThat(CL.clFlush(queue)).isEqualTo(CL_SUCCESS);
+    }
+
+    private static float[] filled(int n, float value) {
+        float[] values = new float[n];
+        Arrays.fill(values, value);
+        return values;
+    }
+}

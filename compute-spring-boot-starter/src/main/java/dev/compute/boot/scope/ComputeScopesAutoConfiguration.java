@@ -1,0 +1,55 @@
+package dev.compute.boot.scope;
+
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.memory.ViewScope;
+import jakarta.servlet.DispatcherType;
+import jakarta.servlet.Filter;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.core.Ordered;
+
+/**
+ * View scopes for web requests ({@code compute.scopes.requests}) and for the tasks of Spring's executors and schedulers
+ * ({@code compute.scopes.tasks}), both on by default. Without them a view taken on a request thread lives until its
+ * buffer closes, and a buffer closed on another thread keeps its memory until that thread calls in again.
+ */
+@AutoConfiguration
+@ConditionalOnClass(ViewScope.class)
+@ConditionalOnBooleanProperty(name = ComputeMemoryAutoConfiguration.ENABLED_PROPERTY, matchIfMissing = true)
+public final class ComputeScopesAutoConfiguration {
+
+    /** The filter's bean; it runs first among the application's filters, so every filter after it is inside the scope. */
+    public static final String REQUEST_SCOPE_FILTER = "computeRequestScopeFilter";
+
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
+    @ConditionalOnClass(Filter.class)
+    @ConditionalOnBooleanProperty(name = "compute.scopes.requests", matchIfMissing = true)
+    static final class RequestScopes {
+
+        @Bean(REQUEST_SCOPE_FILTER)
+        FilterRegistrationBean<RequestScopeFilter> computeRequestScopeFilter() {
+            FilterRegistrationBean<RequestScopeFilter> registration = new FilterRegistrationBean<>(new RequestScopeFilter());
+            registration.setName(REQUEST_SCOPE_FILTER);
+            registration.setOrder(Ordered.HIGHEST_PRECEDENCE);
+            registration.setDispatcherTypes(DispatcherType.REQUEST, DispatcherType.ASYNC, DispatcherType.ERROR);
+            registration.setAsyncSupported(true);
+            return registration;
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnBooleanProperty(name = "compute.scopes.tasks", matchIfMissing = true)
+    static final class TaskScopes {
+
+        @Bean
+        TaskScopeDecorator computeTaskScopeDecorator() {
+            return new TaskScopeDecorator();
+        }
+    }
+}

@@ -1,0 +1,24 @@
+package dev.compute.boot.scope;
+
+import dev.compute.memory.ViewScope;
+import jakarta.servlet.Filter;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletResponse;
+import java.io.IOException;
+
+/**
+ * Runs each dispatch of a request in a {@link ViewScope}: the views its thread takes end when the dispatch returns.
+ * An asynchronous request's later dispatches (registered for {@code ASYNC}) get scopes of their own on their threads;
+ * a forward, include or error dispatch on the same thread nests inside the request's.
+ */
+public final class RequestScopeFilter implements Filter {
+
+    @Override
+    public void doFilter(ServletRequest request, ServletResponse response, FilterChain chain) throws IOException, ServletException {
+        try (ViewScope scope = ViewScope.open()) {
+            chain.doFilter(request, response);
+        }
+    }
+}
