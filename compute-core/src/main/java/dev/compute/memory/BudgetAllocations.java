@@ -1,15 +1,15 @@
 package dev.compute.memory;
 
 import dev.compute.memory.budget.BudgetAccount;
+import dev.compute.memory.budget.BudgetEntry;
 import dev.compute.memory.budget.BudgetLedger;
 import dev.compute.memory.budget.BudgetLedger.Claimant;
+import dev.compute.memory.budget.BudgetNode;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.manager.BlockAllocation;
-import dev.compute.memory.resource.Block;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
@@ -17,9 +17,12 @@ import java.util.concurrent.CompletionException;
 import org.jspecify.annotations.Nullable;
 
 /**
- * How a {@link MemoryBudget} allocates, in every form: the bytes claimed in the budget's books first (refused there
- * without touching the pool), then the manager's own allocation, then the buffer counted, or the claim given back
- * whatever the manager threw. A buffer made while its budget closed is closed again, not lost.
+ * How a {@link MemoryBudget} allocates, in every form. The common case first: a request that fits in the room the
+ * budget keeps on the thread's stripe is let in there (counted against every limit already) and goes to the manager
+ * with what the budget counts it by, which the buffer hands back with its memory. Else the bytes are claimed in the
+ * budget's books first (refused there without touching the pool), then the manager's own allocation, then the buffer
+ * counted, or the claim given back whatever the manager threw. A buffer made while its budget closed is closed again,
+ * not lost.
  */
 final class BudgetAllocations {
 
@@ -36,6 +39,20 @@ final class BudgetAllocations {
     UnifiedBuffer allocate(DataType type, long count, MemoryLocation location) {
         Objects.requireNonNull(type, "type");
         long bytes = BlockAllocation.elementBytes(type, count);
+        BudgetNode<BufferCore> node = ledger.take(account, location, bytes);
+        if (node != null) {
+            UnifiedBuffer buffer;
+            try {
+                buffer = manager.allocate(type, count, location, node);
+            } catch (Throwable e) {
+                ledger.failed(node);
+                throw e;
+            }
+            if (!ledger.settled(node, buffer.core())) {
+                throw closedAgain(List.of(buffer));
+            }
+            return buffer;
+        }
         manager.requireLocation(location);
         claim(location, bytes, 1);
         UnifiedBuffer buffer;
@@ -45,18 +62,38 @@ final class BudgetAllocations {
             ledger.cancel(account, location, bytes, Claimant.THIS_THREAD);
             throw e;
         }
-        settle(location, Claimant.THIS_THREAD, buffer, bytes);
+        count(location, Claimant.THIS_THREAD, List.of(buffer), new long[] {bytes});
         return buffer;
     }
 
     List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location) {
         Objects.requireNonNull(type, "type");
         long[] bytes = BlockAllocation.batchBytes(type, counts, location);
-        manager.requireLocation(location);
         long total = 0;
         for (long each : bytes) {
             total += each;
         }
+        BudgetNode<BufferCore>[] nodes = ledger.takeAll(account, location, bytes, total);
+        if (nodes != null) {
+            List<UnifiedBuffer> batch;
+            try {
+                batch = manager.allocateBatch(type, counts, location, nodes);
+            } catch (Throwable e) {
+                for (BudgetNode<BufferCore> node : nodes) {
+                    ledger.failed(node);
+                }
+                throw e;
+            }
+            boolean open = true;
+            for (int i = 0; i < nodes.length; i++) {
+                open &= ledger.settled(nodes[i], batch.get(i).core());
+            }
+            if (!open) {
+                throw closedAgain(batch);
+            }
+            return batch;
+        }
+        manager.requireLocation(location);
         claim(location, total, counts.length);
         List<UnifiedBuffer> batch;
         try {
@@ -65,7 +102,7 @@ final class BudgetAllocations {
             ledger.cancel(account, location, total, Claimant.THIS_THREAD);
             throw e;
         }
-        settleAll(location, batch, bytes);
+        count(location, Claimant.THIS_THREAD, batch, bytes);
         return batch;
     }
 
@@ -121,7 +158,7 @@ final class BudgetAllocations {
                 return;
             }
             try {
-                settle(location, Claimant.QUEUED_REQUEST, buffer, bytes);
+                count(location, Claimant.QUEUED_REQUEST, List.of(buffer), new long[] {bytes});
             } catch (IllegalStateException closed) {
                 result.completeExceptionally(closed);
                 return;
@@ -137,8 +174,12 @@ final class BudgetAllocations {
             throw closed();
         }
         UnifiedBuffer buffer = byteLength == null ? manager.mapFile(file, type, mode) : manager.mapFile(file, type, mode, byteOffset, byteLength);
-        Block mapping = blockOf(buffer);
-        if (mapping == null || !ledger.settleMapped(account, buffer.core(), mapping, buffer.byteSize())) {
+        BudgetEntry<BufferCore> entry = ledger.settleMapped(account, buffer.core(), buffer.byteSize());
+        if (entry == null) {
+            throw closedAgain(List.of(buffer));
+        }
+        if (!buffer.core().countedAs(entry)) { // the manager closed and unmapped it meanwhile
+            ledger.released(entry);
             throw closedAgain(List.of(buffer));
         }
         return buffer;
@@ -160,34 +201,27 @@ final class BudgetAllocations {
         }
     }
 
-    /** Counts the buffer a claim got; where the budget closed meanwhile (or the manager, taking its block), closes it again and throws. */
-    private void settle(MemoryLocation location, Claimant claimant, UnifiedBuffer buffer, long bytes) {
-        Block block = blockOf(buffer);
-        if (block == null) {
-            ledger.cancel(account, location, bytes, claimant);
+    /**
+     * Counts the buffers a claim got, each carrying what the budget counts it by from now; where the budget closed
+     * meanwhile (or the manager, taking their memory back), closes them again and throws.
+     */
+    private void count(MemoryLocation location, Claimant claimant, List<UnifiedBuffer> buffers, long[] bytes) {
+        BufferCore[] cores = new BufferCore[buffers.size()];
+        for (int i = 0; i < cores.length; i++) {
+            cores[i] = buffers.get(i).core();
         }
-        if (block == null || !ledger.settle(account, location, claimant, buffer.core(), block, bytes)) {
-            throw closedAgain(List.of(buffer));
+        BudgetNode<BufferCore>[] nodes = ledger.settleAll(account, location, claimant, cores, bytes);
+        if (nodes == null) {
+            throw closedAgain(buffers);
         }
-    }
-
-    /** {@link #settle} for a batch: all of it is counted, or all of it is closed again. */
-    private void settleAll(MemoryLocation location, List<UnifiedBuffer> buffers, long[] bytes) {
-        List<BufferCore> cores = new ArrayList<>(buffers.size());
-        List<Block> blocks = new ArrayList<>(buffers.size());
-        long total = 0;
-        for (int i = 0; i < buffers.size(); i++) {
-            Block block = blockOf(buffers.get(i));
-            if (block != null) {
-                blocks.add(block);
-                cores.add(buffers.get(i).core());
+        boolean carried = true;
+        for (int i = 0; i < nodes.length; i++) {
+            if (!cores[i].countedAs(nodes[i])) {
+                ledger.released(nodes[i]);
+                carried = false;
             }
-            total += bytes[i];
         }
-        if (blocks.size() < buffers.size()) {
-            ledger.cancel(account, location, total, Claimant.THIS_THREAD);
-        }
-        if (blocks.size() < buffers.size() || !ledger.settleAll(account, location, Claimant.THIS_THREAD, cores, blocks, bytes)) {
+        if (!carried) {
             throw closedAgain(buffers);
         }
     }
@@ -203,15 +237,6 @@ final class BudgetAllocations {
             }
         }
         return closed;
-    }
-
-    /** The block of a buffer just made; null where the manager closed and took it meanwhile. */
-    private static @Nullable Block blockOf(UnifiedBuffer buffer) {
-        try {
-            return buffer.ownBlock();
-        } catch (IllegalStateException closedByTheManager) {
-            return null;
-        }
     }
 
     private IllegalStateException closed() {

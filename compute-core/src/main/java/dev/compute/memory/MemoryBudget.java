@@ -2,6 +2,7 @@ package dev.compute.memory;
 
 import dev.compute.memory.budget.BudgetAccount;
 import dev.compute.memory.budget.BudgetLedger;
+import dev.compute.memory.budget.BudgetNode;
 import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.lifetime.BufferCore;
 import java.io.IOException;
@@ -13,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.locks.LockSupport;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -56,6 +58,8 @@ import org.jspecify.annotations.Nullable;
 public final class MemoryBudget implements AutoCloseable {
 
     private static final System.Logger LOG = ManagerLog.logger();
+    /** How often a close looks again for the buffer of a request under way: 0.1 ms. */
+    private static final long AWAIT_STEP_NANOS = 100_000;
 
     /** What a budget still held open as it closed: {@code buffers} buffers (mapped files among them) of {@code bytes} bytes. */
     public record Leftover(String budget, int buffers, long bytes) {}
@@ -276,9 +280,21 @@ public final class MemoryBudget implements AutoCloseable {
         List<BudgetLedger.Open<BufferCore>> open = ledger.close(account);
         Map<String, Leftover> left = new LinkedHashMap<>();
         List<BufferCore> closing = new ArrayList<>();
+        long deadline = 0;
         for (BudgetLedger.Open<BufferCore> each : open) {
-            if (!each.buffer().isClosed()) {
-                closing.add(each.buffer());
+            BufferCore buffer = each.buffer();
+            BudgetNode<BufferCore> underWay = each.node();
+            if (buffer == null && underWay != null) {
+                // a request under way in the pool: its caller hears that the budget closed; its buffer, once it comes, is closed here
+                if (deadline == 0) {
+                    deadline = System.nanoTime() + manager.settings().closeTimeout().toNanos();
+                }
+                BufferCore coming = awaitBuffer(underWay, deadline);
+                if (coming != null) {
+                    closing.add(coming);
+                }
+            } else if (buffer != null && !buffer.isClosed()) {
+                closing.add(buffer);
                 left.merge(each.budget(), new Leftover(each.budget(), 1, each.bytes()),
                         (sum, one) -> new Leftover(sum.budget(), sum.buffers() + 1, sum.bytes() + one.bytes()));
             }
@@ -296,6 +312,19 @@ public final class MemoryBudget implements AutoCloseable {
             }
         }
         return new Closed(List.copyOf(left.values()), failure);
+    }
+
+    /**
+     * The buffer of a request under way, once the pool gives it, or null at {@code deadline}: then the request sees the
+     * budget closed as it counts the buffer, and closes it itself.
+     */
+    private static @Nullable BufferCore awaitBuffer(BudgetNode<BufferCore> node, long deadline) {
+        for (BufferCore buffer = node.buffer(); ; buffer = node.buffer()) {
+            if (buffer != null || System.nanoTime() - deadline >= 0) {
+                return buffer;
+            }
+            LockSupport.parkNanos(AWAIT_STEP_NANOS);
+        }
     }
 
     @Override

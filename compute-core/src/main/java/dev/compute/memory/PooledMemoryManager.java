@@ -119,20 +119,30 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     private UnifiedBuffer allocate(DataType type, MemoryLocation location, long bytes, BlockAllocation.Failure failure) {
+        return allocate(type, location, bytes, failure, null);
+    }
+
+    /** {@code count} elements for a budget, which counts the buffer as {@code budgetCount} (handed back with its memory). */
+    UnifiedBuffer allocate(DataType type, long count, MemoryLocation location, Object budgetCount) {
+        return allocate(type, location, BlockAllocation.elementBytes(type, count), BlockAllocation.Failure.REPORT, budgetCount);
+    }
+
+    private UnifiedBuffer allocate(DataType type, MemoryLocation location, long bytes, BlockAllocation.Failure failure, @Nullable Object budgetCount) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
         int stripe = gate.enter();
         try {
             LocationChain chain = chains.open(location);
-            return newBuffer(chain, location, type, bytes, allocation.block(chain, bytes, failure));
+            return newBuffer(chain, location, type, bytes, allocation.block(chain, bytes, failure), budgetCount);
         } finally {
             gate.exit(stripe);
         }
     }
 
-    private UnifiedBuffer newBuffer(LocationChain chain, MemoryLocation location, DataType type, long bytes, Block block) {
-        BufferCore core = BufferCore.of(buffers, location, type, bytes, block);
+    private UnifiedBuffer newBuffer(LocationChain chain, MemoryLocation location, DataType type, long bytes, Block block,
+                                    @Nullable Object budgetCount) {
+        BufferCore core = BufferCore.of(buffers, location, type, bytes, block, budgetCount);
         UnifiedBuffer buffer = new UnifiedBuffer(this, core);
         compactor.entered(chain, block, core);
         leakDetector.track(buffer, core);
@@ -162,6 +172,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     /** All or none: together where the chain's pool places them so, else one by one, giving back those taken when one fails. */
     @Override
     public List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location) {
+        return allocateBatch(type, counts, location, null);
+    }
+
+    /** {@link #allocateBatch(DataType, long[], MemoryLocation)} for a budget, which counts each buffer as the same element of {@code budgetCounts}. */
+    List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location, Object @Nullable [] budgetCounts) {
         Objects.requireNonNull(type, "type");
         long[] bytes = BlockAllocation.batchBytes(type, counts, location);
         int stripe = gate.enter();
@@ -170,7 +185,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             List<Block> blocks = allocation.batch(chain, bytes);
             List<UnifiedBuffer> made = new ArrayList<>(blocks.size());
             for (int i = 0; i < blocks.size(); i++) {
-                made.add(newBuffer(chain, location, type, bytes[i], blocks.get(i)));
+                made.add(newBuffer(chain, location, type, bytes[i], blocks.get(i), budgetCounts == null ? null : budgetCounts[i]));
             }
             return List.copyOf(made);
         } finally {
@@ -244,11 +259,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return budgetLedger.roots().stream().map(MemoryBudget.class::cast).toList();
     }
 
-    /** A block goes back: its budget, if any, counts it no more, before the pool may lend it again. */
-    private void budgetRelease(Block block) {
-        if (budgetLedger.inUse()) {
-            budgetLedger.released(block);
-        }
+    /** A budget's buffer's memory goes back: the budget counts it no more, before the pool may lend it again. */
+    private void budgetRelease(Object budgetCount) {
+        budgetLedger.released(budgetCount);
     }
 
     /** Every budget closes with the manager; its figures count nothing more where the memory went back with the pools. */

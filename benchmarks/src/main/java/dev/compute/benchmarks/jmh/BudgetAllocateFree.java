@@ -26,6 +26,11 @@ public class BudgetAllocateFree extends AllocateFreePairs {
     @Param({"disabled", "simple"})
     public String leakDetection;
 
+    @Param({"kept", "escaping"})
+    public String handle;
+
+    private UnifiedBuffer last;
+
     private UnifiedMemoryManager manager;
     private MemoryBudget budget;
 
@@ -50,6 +55,9 @@ public class BudgetAllocateFree extends AllocateFreePairs {
     protected long pair(long bytes) {
         UnifiedBuffer buffer = through.equals("manager") ? manager.allocate(bytes, MemoryLocation.HOST) : budget.allocate(bytes, MemoryLocation.HOST);
         long size = buffer.byteSize();
+        if (handle.equals("escaping")) {
+            last = buffer;
+        }
         buffer.close();
         return size;
     }

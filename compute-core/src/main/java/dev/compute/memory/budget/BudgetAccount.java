@@ -2,21 +2,23 @@ package dev.compute.memory.budget;
 
 import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.internal.ThreadStripes;
 import java.util.ArrayList;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
 
 /**
  * One budget's entry in its {@link BudgetLedger}: its limits and reservation, what it and the budgets under it hold,
- * and the buffers allocated through it. Every field but the identity is guarded by the ledger's lock.
+ * and the buffers allocated through it. The limits' books are guarded by the ledger's lock; the figures and the open
+ * buffers are kept per thread stripe ({@link #cells}, see {@link BudgetStripes}).
  *
  * <p><b>Held, and occupied.</b> Per location, {@code content} is what counts against this budget's limits: the bytes
- * of requests made through it (allocated, or under way in the pool) and, for each child, what the child
- * <em>occupies</em>: its content, or its reservation where that is more. A child's reservation so counts in its parent
- * as held from the moment the child is made, as Arrow allocates a child's reservation from its parent. What this budget
- * occupies in turn, {@code max(reserved, content)}, is what its parent counts, and for a root what the
- * {@link BudgetLedger} counts against the location's cap. {@code allocated} and {@code pending} are the figures:
- * bytes of buffers made and of requests under way, through this budget and every budget under it.
+ * the ledger let in through it (buffers, requests under way, and room its stripes keep for the next requests) and, for
+ * each child, what the child <em>occupies</em>: its content, or its reservation where that is more. A child's
+ * reservation so counts in its parent as held from the moment the child is made, as Arrow allocates a child's
+ * reservation from its parent. What this budget occupies in turn, {@code max(reserved, content)}, is what its parent
+ * counts, and for a root what the {@link BudgetLedger} counts against the location's cap. {@code pending} is the part
+ * of requests the ledger let in and the pool has not answered, through this budget and every budget under it.
  *
  * @param <B> the buffer handle the ledger keeps, to close what is still open when the budget closes
  */
@@ -29,30 +31,30 @@ public final class BudgetAccount<B> {
     final String path;
     final long limit;
     final long[] locationLimit = new long[LOCATIONS];
+    /** The most room one stripe keeps per location: a sliver of the limit, so that parked room is little to take back. */
+    final long[] keepMost = new long[LOCATIONS];
     /** Reservations; set to 0 as the budget closes, which gives them back to its parent or the cap. */
     final long[] reserved = new long[LOCATIONS];
-    /** Bytes of requests made through this budget itself, allocated or under way. */
+    /** Bytes let in through this budget itself: buffers, requests under way, its stripes' room. */
     final long[] direct = new long[LOCATIONS];
     /** {@link #direct} plus what each child occupies: what the limits count. */
     final long[] content = new long[LOCATIONS];
-    final long[] allocated = new long[LOCATIONS];
     final long[] pending = new long[LOCATIONS];
-    final long[] locationPeak = new long[LOCATIONS];
-    /** Whether a location has ever held memory here: the figures list it from then on. */
-    final boolean[] used = new boolean[LOCATIONS];
-    long allocatedInAll;
-    long peak;
-    long liveBuffers;
-    long allocations;
     long refusals;
     long mappedFiles;
     long mappedBytes;
     long waitingRequests;
     /** The children still open, in the order they were made. */
     final List<BudgetAccount<B>> children = new ArrayList<>();
-    /** The buffers allocated through this budget itself whose memory is not back: a list through {@link BudgetEntry}. */
-    @Nullable BudgetEntry<B> firstOpen;
-    boolean closed;
+    /** The mapped files through this budget itself not yet unmapped: a list through {@link BudgetEntry}. */
+    @Nullable BudgetEntry<B> firstMapped;
+    /** Written under the ledger's lock; read by the stripes' fast path, under a stripe's hold. */
+    volatile boolean closed;
+    /** The figures and open buffers per thread stripe, each guarded by its stripe's hold. */
+    @SuppressWarnings("unchecked") // an array of this handle's cells
+    final @Nullable BudgetCells<B>[] cells = new BudgetCells[ThreadStripes.COUNT];
+    /** Peaks per location, then of all locations together; guarded by this array's monitor (see {@link BudgetStripes}). */
+    final long[] peaks = new long[LOCATIONS + 1];
     /** The budget's public handle, for listing children; set once as it is made. */
     private @Nullable Object handle;
 
@@ -63,6 +65,7 @@ public final class BudgetAccount<B> {
         this.limit = spec.limitBytes();
         for (MemoryLocation location : MemoryLocation.values()) {
             locationLimit[location.ordinal()] = spec.limitBytes(location);
+            keepMost[location.ordinal()] = spec.limitBytes(location) / (2L * ThreadStripes.COUNT);
             reserved[location.ordinal()] = spec.reservedBytes(location);
         }
     }
@@ -122,18 +125,18 @@ public final class BudgetAccount<B> {
     }
 
     void link(BudgetEntry<B> entry) {
-        entry.next = firstOpen;
-        if (firstOpen != null) {
-            firstOpen.previous = entry;
+        entry.next = firstMapped;
+        if (firstMapped != null) {
+            firstMapped.previous = entry;
         }
-        firstOpen = entry;
+        firstMapped = entry;
     }
 
     void unlink(BudgetEntry<B> entry) {
         if (entry.previous != null) {
             entry.previous.next = entry.next;
-        } else if (firstOpen == entry) {
-            firstOpen = entry.next;
+        } else if (firstMapped == entry) {
+            firstMapped = entry.next;
         }
         if (entry.next != null) {
             entry.next.previous = entry.previous;

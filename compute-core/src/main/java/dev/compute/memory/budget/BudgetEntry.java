@@ -3,26 +3,23 @@ package dev.compute.memory.budget;
 import org.jspecify.annotations.Nullable;
 
 /**
- * One buffer a budget counts, from its allocation until its memory goes back: where it is held and how many bytes,
- * linked into its budget's list of open buffers (unlinked in constant time as its memory goes back). Guarded by the
- * ledger's lock.
+ * One file a budget mapped, from its mapping until it is unmapped: counted apart, against no limit, and linked into
+ * its budget's list of mapped files (unlinked in constant time as it is unmapped). The buffer carries it, as a pooled
+ * buffer carries its {@link BudgetNode}. Guarded by the ledger's lock.
  */
-final class BudgetEntry<B> {
+public final class BudgetEntry<B> {
 
     final BudgetAccount<B> account;
     final B buffer;
-    final int location;
     final long bytes;
-    /** A mapped file: counted apart, against no limit. */
-    final boolean mapped;
+    /** Linked, until the file is unmapped or the manager forgets every count. */
+    boolean open = true;
     @Nullable BudgetEntry<B> previous;
     @Nullable BudgetEntry<B> next;
 
-    BudgetEntry(BudgetAccount<B> account, B buffer, int location, long bytes, boolean mapped) {
+    BudgetEntry(BudgetAccount<B> account, B buffer, long bytes) {
         this.account = account;
         this.buffer = buffer;
-        this.location = location;
         this.bytes = bytes;
-        this.mapped = mapped;
     }
 }

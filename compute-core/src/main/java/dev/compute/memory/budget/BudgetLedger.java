@@ -6,12 +6,12 @@ import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryReason;
-import dev.compute.memory.resource.Block;
+import dev.compute.memory.budget.BudgetLimits.Pending;
+import dev.compute.memory.budget.BudgetLimits.Refusal;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.EnumMap;
-import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -20,24 +20,26 @@ import java.util.concurrent.locks.ReentrantLock;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The books of a manager's budgets: every budget's limits, reservation and figures ({@link BudgetAccount}), the
- * buffers each counts, and, per location, what the root budgets occupy against the location's cap. One lock guards
- * all of it, so that a request is checked against its budget, every budget above it and the cap in one step, and a
- * reading is one state of the books. Nothing under the lock calls out: no pool, no buffer, no user code.
+ * The books of a manager's budgets: every budget's limits and reservation ({@link BudgetAccount}) and, per location,
+ * what the root budgets occupy against the location's cap, under one lock, so that a request is checked against its
+ * budget, every budget above it and the cap in one step; and, per thread stripe ({@link BudgetStripes}), each budget's
+ * figures, open buffers and the room it keeps for its next requests. Nothing under the lock calls out: no pool, no
+ * buffer, no user code.
  *
- * <p><b>A request.</b> {@link #claim} counts its bytes as under way in its budget and every ancestor before it goes to
- * the pool, so that requests made at once never pass a limit together; {@link #settle} counts the buffer it got, or
- * {@link #cancel} gives the bytes back when the pool refused. A request that fits beside what is held but not beside
- * requests still under way waits for them (they end within the pool's own bounded waits), so that it is refused only
- * for memory really held; a thread does not wait for its own requests (an out-of-memory handler that allocates through a
- * budget). {@link #released} counts a buffer's memory back, before the pool may lend it again.
+ * <p><b>A request.</b> One that fits in the room its stripe keeps for its budget is let in there, without the lock
+ * ({@link #take}): those bytes are counted against every limit already. Else {@link #claim} counts its bytes as under
+ * way in its budget and every ancestor before it goes to the pool, so that requests made at once never pass a limit
+ * together; {@link #settle} counts the buffer it got, or {@link #cancel} gives the bytes back when the pool refused.
+ * A request that would pass a limit first takes back the room the stripes keep under that limit (so parked room never
+ * refuses anyone); one that then fits beside what is held but not beside requests still under way waits for them
+ * (they end within the pool's own bounded waits), so that it is refused only for memory really held; a thread does not
+ * wait for its own requests (an out-of-memory handler that allocates through a budget). {@link #released} counts a
+ * buffer's memory back, before the pool may lend it again: to its stripe's room, the rest to the books.
  *
- * <p><b>Reservations.</b> The walk up from a budget adds what each level comes to occupy (see {@link BudgetAccount}): a
- * request within a budget's unused reservation changes nothing above it, and the rest is checked against each
- * ancestor's limits and, at the top, against the cap, which every root's occupancy (its reservation, or what it holds
- * where more) shares. So the reservations never add up past the cap, and no budget can take memory that another
- * reserved and does not use. This is accounting above the pool: memory allocated through the manager outside any
- * budget, and the host mirrors of device buffers, are no budget's and take from the pool whatever is reserved.
+ * <p><b>Reservations</b> ({@link BudgetLimits}): a budget's reservation counts in its parent, and a root's at the cap, from
+ * the moment it is made, so reservations never add up past the cap and no budget can take memory another reserved and
+ * does not use. This is accounting above the pool: memory allocated through the manager outside any budget, and the
+ * host mirrors of device buffers, are no budget's and take from the pool whatever is reserved.
  *
  * @param <B> the buffer handle kept for each counted buffer
  */
@@ -46,29 +48,27 @@ public final class BudgetLedger<B> {
     /** Who waits for a claim's settling: a thread allocating now, or a queued request (served on another thread). */
     public enum Claimant { THIS_THREAD, QUEUED_REQUEST }
 
-    /** A buffer still open in a budget as it closed; {@code budget} is the path of the budget it was allocated through. */
-    public record Open<B>(String budget, B buffer, long bytes, boolean mapped) {}
+    /**
+     * A buffer still counted in a budget as it closed: {@code budget} is the path of the budget it was allocated
+     * through; {@code buffer} is null for a request still under way in the pool, whose {@code node} gets it.
+     */
+    public record Open<B>(String budget, long bytes, boolean mapped, @Nullable B buffer, @Nullable BudgetNode<B> node) {}
 
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition requestsSettled = lock.newCondition();
-    /** Per location: the cap the root budgets share; -1 where the manager has no such location. */
-    private final long[] cap;
-    private final String[] capProperty;
-    /** Per location: what the roots occupy, and the part of it that requests under way hold. */
-    private final long[] occupied = new long[BudgetAccount.LOCATIONS];
-    private final long[] pendingAtRoots = new long[BudgetAccount.LOCATIONS];
+    private final BudgetLimits<B> limits;
     private final List<BudgetAccount<B>> roots = new ArrayList<>();
-    private final IdentityHashMap<Block, BudgetEntry<B>> byBlock = new IdentityHashMap<>();
     /** Threads with a claim under way, which must not wait for their own. */
     private final List<Thread> requesting = new ArrayList<>();
+    private final BudgetStripes<B> stripes = new BudgetStripes<>(this);
     private final BudgetWaiters<B> waiters = new BudgetWaiters<>(this);
     private final long settleWaitNanos;
-    private int awaitingSettle;
+    /** Claims waiting for requests under way, and requests queued for room: while any, freed bytes come back here. */
+    private volatile int awaitingSettle;
+    private volatile int queuedRequests;
     private boolean managerClosed;
-    /** The manager freed its pools as it closed: every count went with them, and nothing under way counts any more. */
-    private boolean countsForgotten;
-    /** Set once a budget is made: until then a free of the manager's need not look here. */
-    private volatile boolean inUse;
+    /** The manager freed its pools: every count went with them, and nothing under way counts any more. */
+    private volatile boolean countsForgotten;
 
     /**
      * Books against {@code caps}, each location's cap (a location missing has none, and no budget may reserve or
@@ -76,12 +76,7 @@ public final class BudgetLedger<B> {
      * {@code settleWait}.
      */
     public BudgetLedger(Map<MemoryLocation, Long> caps, Map<MemoryLocation, String> capProperties, Duration settleWait) {
-        this.cap = new long[BudgetAccount.LOCATIONS];
-        this.capProperty = new String[BudgetAccount.LOCATIONS];
-        for (MemoryLocation location : MemoryLocation.values()) {
-            cap[location.ordinal()] = caps.getOrDefault(location, -1L);
-            capProperty[location.ordinal()] = capProperties.getOrDefault(location, "the cap");
-        }
+        this.limits = new BudgetLimits<>(caps, capProperties);
         this.settleWaitNanos = settleWait.toNanos();
     }
 
@@ -90,7 +85,7 @@ public final class BudgetLedger<B> {
     /**
      * A new budget under {@code parent} (a root where null), holding its reservations from now on. Refused when the
      * parent or the manager is closed, where a reserved location is not the manager's, or where a reservation would
-     * pass a limit above it or the cap: then nothing is counted.
+     * pass a limit above it or the cap (after taking back the room kept under them): then nothing is counted.
      */
     public BudgetAccount<B> open(@Nullable BudgetAccount<B> parent, BudgetSpec spec) {
         lock.lock();
@@ -109,35 +104,27 @@ public final class BudgetLedger<B> {
                 if (reserving[l] == 0) {
                     continue;
                 }
-                if (cap[l] < 0) {
-                    giveBackReservations(account);
+                if (limits.cap(l) < 0) {
+                    limits.giveBackReservations(account);
                     throw new IllegalArgumentException("memory budget '" + account.path + "' cannot reserve " + location
                             + " memory: this manager has none");
                 }
-                Refusal refusal = refusal(parent, l, reserving[l], Pending.COUNTED);
+                Refusal refusal = limits.refusal(parent, l, reserving[l], Pending.COUNTED);
+                if (refusal != null && takeRoomBack(refusal)) {
+                    refusal = limits.refusal(parent, l, reserving[l], Pending.COUNTED);
+                }
                 if (refusal != null) {
-                    giveBackReservations(account);
+                    limits.giveBackReservations(account);
                     throw new IllegalStateException("memory budget '" + account.path + "' cannot reserve " + reserving[l] + " bytes of "
                             + location + ": " + (refusal.budget() != null ? "it " : "") + BudgetRefusals.why(refusal, this, l, reserving[l]));
                 }
                 account.reserved[l] = reserving[l];
-                propagate(parent, l, reserving[l]);
+                limits.reserve(account, l, reserving[l]);
             }
             (parent == null ? roots : parent.children).add(account);
-            inUse = true;
             return account;
         } finally {
             lock.unlock();
-        }
-    }
-
-    /** Gives back the reservations counted so far for a budget that could not be made. */
-    private void giveBackReservations(BudgetAccount<B> account) {
-        for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
-            if (account.reserved[l] > 0) {
-                propagate(account.parent, l, -account.reserved[l]);
-                account.reserved[l] = 0;
-            }
         }
     }
 
@@ -173,20 +160,35 @@ public final class BudgetLedger<B> {
     }
 
     public boolean isClosed(BudgetAccount<B> account) {
-        lock.lock();
-        try {
-            return account.closed;
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /** True once a budget was made: until then no free need look here. */
-    public boolean inUse() {
-        return inUse;
+        return account.closed;
     }
 
     // ---- a request --------------------------------------------------------------------------------------------------
+
+    /**
+     * A buffer of {@code bytes} at {@code location} through {@code account} from the room its thread's stripe keeps,
+     * counted from now; null where the room is short (or the budget closed): then {@link #claim}. The caller hands the
+     * node to the buffer it gets ({@link #settled}), or to {@link #failed} where the pool refused.
+     */
+    public @Nullable BudgetNode<B> take(BudgetAccount<B> account, MemoryLocation location, long bytes) {
+        return stripes.take(account, location.ordinal(), bytes);
+    }
+
+    /** {@link #take} for a batch, all of it from the room or none. */
+    public BudgetNode<B> @Nullable [] takeAll(BudgetAccount<B> account, MemoryLocation location, long[] bytes, long total) {
+        return stripes.takeAll(account, location.ordinal(), bytes, total);
+    }
+
+    /** A request let in from the room got its buffer: false where the budget closed meanwhile (the caller closes it). */
+    public boolean settled(BudgetNode<B> node, B buffer) {
+        node.buffer(buffer);
+        return !node.account.closed;
+    }
+
+    /** A request let in from the room failed in the pool: it counts no more, and was no allocation. */
+    public void failed(BudgetNode<B> node) {
+        giveBack(node.account, node.location, stripes.release(node, true));
+    }
 
     /**
      * Counts {@code bytes} at {@code location} as under way in {@code account} and its ancestors, waiting a bounded
@@ -200,23 +202,26 @@ public final class BudgetLedger<B> {
         int l = location.ordinal();
         Thread self = Thread.currentThread();
         long waitUntil = 0;
-        boolean waited = false; // the clock is read only once there is something to wait for (a read is a visible part of a pair)
+        boolean waited = false; // the clock is read only once there is something to wait for
         lock.lock();
         try {
             while (true) {
                 requireOpen(account);
-                Refusal refusal = refusal(account, l, bytes, Pending.COUNTED);
+                Refusal refusal = limits.refusal(account, l, bytes, Pending.COUNTED);
                 if (refusal == null) {
-                    commit(account, l, bytes);
+                    limits.commit(account, l, bytes);
                     requesting.add(self);
                     return;
+                }
+                if (takeRoomBack(refusal)) {
+                    continue;
                 }
                 if (!waited) {
                     waitUntil = System.nanoTime() + settleWaitNanos;
                     waited = true;
                 }
                 long left = waitUntil - System.nanoTime();
-                if (left <= 0 || requesting.contains(self) || refusal(account, l, bytes, Pending.IGNORED) != null) {
+                if (left <= 0 || requesting.contains(self) || limits.refusal(account, l, bytes, Pending.IGNORED) != null) {
                     throw refused(account, refusal, location, bytes, buffers);
                 }
                 awaitingSettle++;
@@ -247,56 +252,27 @@ public final class BudgetLedger<B> {
     }
 
     /**
-     * Counts a claim's buffer from now until its memory goes back ({@link #released}), looked up by {@code block}.
-     * False where the budget closed meanwhile: nothing is counted, and the caller closes the buffer.
+     * Counts the buffers a claim got (one, or a batch claimed together) from now until their memory goes back
+     * ({@link #released} with each one's node, which the buffer carries): all of them, or, where the budget closed
+     * meanwhile, none, and null: the caller closes them.
      */
-    public boolean settle(BudgetAccount<B> account, MemoryLocation location, Claimant claimant, B buffer, Block block, long bytes) {
-        int l = location.ordinal();
-        boolean counted;
-        List<BudgetWaiters.Waiter> admitted = List.of();
-        lock.lock();
-        try {
-            settled(account, l, bytes, claimant);
-            counted = !account.closed;
-            if (counted) {
-                count(account, l, buffer, block, bytes);
-            } else {
-                uncount(account, l, bytes);
-                admitted = roomFreed();
-            }
-        } finally {
-            lock.unlock();
-        }
-        waiters.dispatch(admitted);
-        return counted;
-    }
-
-    /** {@link #settle} for the buffers of a batch, claimed together: all of them are counted, or none. */
-    public boolean settleAll(BudgetAccount<B> account, MemoryLocation location, Claimant claimant, List<B> buffers, List<Block> blocks, long[] bytes) {
+    public BudgetNode<B> @Nullable [] settleAll(BudgetAccount<B> account, MemoryLocation location, Claimant claimant, B[] buffers, long[] bytes) {
         int l = location.ordinal();
         long total = 0;
         for (long each : bytes) {
             total += each;
         }
-        boolean counted;
-        List<BudgetWaiters.Waiter> admitted = List.of();
         lock.lock();
         try {
             settled(account, l, total, claimant);
-            counted = !account.closed;
-            if (counted) {
-                for (int i = 0; i < buffers.size(); i++) {
-                    count(account, l, buffers.get(i), blocks.get(i), bytes[i]);
-                }
-            } else {
-                uncount(account, l, total);
-                admitted = roomFreed();
-            }
         } finally {
             lock.unlock();
         }
-        waiters.dispatch(admitted);
-        return counted;
+        BudgetNode<B>[] nodes = account.closed ? null : stripes.counted(account, l, buffers, bytes, total);
+        if (nodes == null) {
+            giveBack(account, l, total);
+        }
+        return nodes;
     }
 
     /** A claim whose request failed or was given up: its bytes count no more. */
@@ -315,68 +291,87 @@ public final class BudgetLedger<B> {
     }
 
     /**
-     * Counts a mapped file from now until it is unmapped ({@link #released}), apart from the limits. False where the
-     * budget is closed: nothing is counted, and the caller closes the buffer.
+     * Counts a mapped file from now until it is unmapped ({@link #released} with the entry returned), apart from the
+     * limits. Null where the budget is closed: nothing is counted, and the caller closes the buffer.
      */
-    public boolean settleMapped(BudgetAccount<B> account, B buffer, Block mapping, long bytes) {
+    public @Nullable BudgetEntry<B> settleMapped(BudgetAccount<B> account, B buffer, long bytes) {
         lock.lock();
         try {
             if (account.closed) {
-                return false;
+                return null;
             }
             for (BudgetAccount<B> x = account; x != null; x = x.parent) {
                 x.mappedFiles++;
                 x.mappedBytes += bytes;
             }
-            BudgetEntry<B> entry = new BudgetEntry<>(account, buffer, MemoryLocation.HOST.ordinal(), bytes, true);
+            BudgetEntry<B> entry = new BudgetEntry<>(account, buffer, bytes);
             account.link(entry);
-            byBlock.put(mapping, entry);
-            return true;
+            return entry;
         } finally {
             lock.unlock();
         }
     }
 
-    /** The memory over {@code block} went back (or the file was unmapped): its budget, if any, counts it no more. */
-    public void released(Block block) {
-        List<BudgetWaiters.Waiter> admitted = List.of();
+    /** The memory of the buffer that carries {@code counted} (a node or an entry) went back, or its file was unmapped. */
+    @SuppressWarnings("unchecked") // what a buffer carries is its ledger's
+    public void released(Object counted) {
+        if (counted instanceof BudgetNode<?> node) {
+            BudgetNode<B> mine = (BudgetNode<B>) node;
+            giveBack(mine.account, mine.location, stripes.release(mine, false));
+        } else if (counted instanceof BudgetEntry<?> entry) {
+            unmapped((BudgetEntry<B>) entry);
+        }
+    }
+
+    private void unmapped(BudgetEntry<B> entry) {
         lock.lock();
         try {
-            BudgetEntry<B> entry = byBlock.remove(block);
-            if (entry != null) {
-                entry.account.unlink(entry);
-                admitted = entry.mapped ? unmapped(entry) : freed(entry);
+            if (!entry.open) {
+                return;
             }
+            entry.open = false;
+            entry.account.unlink(entry);
+            for (BudgetAccount<B> x = entry.account; x != null; x = x.parent) {
+                x.mappedFiles--;
+                x.mappedBytes -= entry.bytes;
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Bytes a budget's stripe does not keep as room count no more, from it up to the cap; requests waiting may fit now. */
+    private void giveBack(BudgetAccount<B> account, int l, long bytes) {
+        if (bytes == 0) {
+            return;
+        }
+        List<BudgetWaiters.Waiter> admitted;
+        lock.lock();
+        try {
+            uncount(account, l, bytes);
+            admitted = roomFreed();
         } finally {
             lock.unlock();
         }
         waiters.dispatch(admitted);
     }
 
-    private List<BudgetWaiters.Waiter> unmapped(BudgetEntry<B> entry) {
-        for (BudgetAccount<B> x = entry.account; x != null; x = x.parent) {
-            x.mappedFiles--;
-            x.mappedBytes -= entry.bytes;
-        }
-        return List.of();
+    /** True while freed bytes should come back to the books at once: a claim or a queued request waits for room. */
+    boolean wantsRoomBack() {
+        return awaitingSettle + queuedRequests > 0;
     }
 
-    private List<BudgetWaiters.Waiter> freed(BudgetEntry<B> entry) {
-        for (BudgetAccount<B> x = entry.account; x != null; x = x.parent) {
-            x.allocated[entry.location] -= entry.bytes;
-            x.allocatedInAll -= entry.bytes;
-            x.liveBuffers--;
-        }
-        uncount(entry.account, entry.location, entry.bytes);
-        return roomFreed();
+    boolean countsForgotten() {
+        return countsForgotten;
     }
 
     // ---- closing ----------------------------------------------------------------------------------------------------
 
     /**
      * Closes {@code account} and every budget under it: each refuses further requests, its waiting requests fail, its
-     * reservation goes back; it counts its buffers until their memory is back. Returns the buffers still counted, for
-     * the caller to close (some may be closed already, their memory waiting for a view). Closing twice returns nothing.
+     * room and reservation go back; it counts its buffers until their memory is back. Returns the buffers still
+     * counted, the deepest budgets' first, for the caller to close (some may be closed already, their memory waiting
+     * for a view; some still under way in the pool). Closing twice returns nothing.
      */
     public List<Open<B>> close(BudgetAccount<B> account) {
         List<Open<B>> open = new ArrayList<>();
@@ -405,17 +400,18 @@ public final class BudgetLedger<B> {
         }
         closed.add(account);
         account.children.clear();
-        account.closed = true;
-        for (BudgetEntry<B> entry = account.firstOpen; entry != null; entry = entry.next) {
-            open.add(new Open<>(account.path, entry.buffer, entry.bytes, entry.mapped));
+        account.closed = true; // before the stripes are read: a request let in on one after this sees it
+        for (BudgetEntry<B> entry = account.firstMapped; entry != null; entry = entry.next) {
+            open.add(new Open<>(account.path, entry.bytes, true, entry.buffer, null));
         }
-        for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
-            if (account.reserved[l] > 0) {
-                long before = account.occupied(l);
-                account.reserved[l] = 0;
-                propagate(account.parent, l, account.occupied(l) - before);
-            }
+        List<BudgetNode<B>> nodes = new ArrayList<>();
+        stripes.openBuffers(account, nodes);
+        for (BudgetNode<B> node : nodes) {
+            B buffer = node.buffer();
+            open.add(new Open<>(account.path, node.bytes, false, buffer, buffer == null ? node : null));
         }
+        takeRoomOf(account);
+        limits.giveBackReservations(account);
         waiters.withdrawAll(account, failed);
     }
 
@@ -434,15 +430,13 @@ public final class BudgetLedger<B> {
                 closeTree(root, new ArrayList<>(), failed, closed);
             }
             if (memoryBack) {
-                countsForgotten = true;
-                closed.forEach(BudgetLedger::forget);
+                countsForgotten = true; // before the stripes are cleared: a release holding one after this counts nothing
+                for (BudgetAccount<B> account : closed) {
+                    forget(account);
+                }
+                limits.forget();
             }
             roots.clear();
-            if (memoryBack) {
-                byBlock.clear();
-                Arrays.fill(occupied, 0);
-                Arrays.fill(pendingAtRoots, 0);
-            }
             if (awaitingSettle > 0) {
                 requestsSettled.signalAll();
             }
@@ -453,16 +447,17 @@ public final class BudgetLedger<B> {
     }
 
     /** Under the lock: a budget whose memory went back with the manager's counts nothing, nor does any budget under it. */
-    private static <B> void forget(BudgetAccount<B> account) {
+    private void forget(BudgetAccount<B> account) {
+        stripes.forget(account);
         Arrays.fill(account.direct, 0);
         Arrays.fill(account.content, 0);
-        Arrays.fill(account.allocated, 0);
         Arrays.fill(account.pending, 0);
-        account.allocatedInAll = 0;
-        account.liveBuffers = 0;
         account.mappedFiles = 0;
         account.mappedBytes = 0;
-        account.firstOpen = null;
+        for (BudgetEntry<B> entry = account.firstMapped; entry != null; entry = entry.next) {
+            entry.open = false;
+        }
+        account.firstMapped = null;
     }
 
     // ---- figures ----------------------------------------------------------------------------------------------------
@@ -470,71 +465,69 @@ public final class BudgetLedger<B> {
     public BudgetStatistics statistics(BudgetAccount<B> account) {
         lock.lock();
         try {
+            BudgetStripes.Figures figures = stripes.figures(account);
             Map<MemoryLocation, BudgetStatistics.Location> locations = new EnumMap<>(MemoryLocation.class);
             for (MemoryLocation location : MemoryLocation.values()) {
                 int l = location.ordinal();
-                if (account.used[l] || account.reserved[l] > 0 || account.locationLimit[l] < account.limit) {
+                if (figures.peaks()[l] > 0 || account.reserved[l] > 0 || account.locationLimit[l] < account.limit) {
                     locations.put(location, new BudgetStatistics.Location(account.locationLimit[l], account.reserved[l],
-                            account.allocated[l], account.locationPeak[l]));
+                            figures.used()[l], figures.peaks()[l]));
                 }
             }
-            return new BudgetStatistics(account.path, account.limit, account.allocatedInAll, account.peak, account.liveBuffers,
-                    account.allocations, account.refusals, account.reservedInAll(), account.waitingRequests, account.mappedFiles,
+            return new BudgetStatistics(account.path, account.limit, figures.usedInAll(), figures.peaks()[BudgetCells.ALL], figures.buffers(),
+                    figures.allocations(), account.refusals, account.reservedInAll(), account.waitingRequests, account.mappedFiles,
                     account.mappedBytes, locations);
         } finally {
             lock.unlock();
         }
     }
 
+    /** Under the lock: what {@code account} holds in buffers, for a refusal's message. */
+    BudgetStripes.Figures figures(BudgetAccount<?> account) {
+        @SuppressWarnings("unchecked") // every account a message names is this ledger's
+        BudgetAccount<B> mine = (BudgetAccount<B>) account;
+        return stripes.figures(mine);
+    }
+
     // ---- the walk (under the lock) ------------------------------------------------------------------------------------
 
-    /** Whether requests under way count in a check: they do, except when asking whether waiting for them could help. */
-    enum Pending { COUNTED, IGNORED }
-
-    /** What refused a request: a budget's limit at all or at the location, or (budget null) the cap the roots share. */
-    record Refusal(@Nullable BudgetAccount<?> budget, boolean atLocation) {}
-
     /**
-     * The first limit, from {@code from} up to the cap, that {@code bytes} more at {@code l} would pass; null where
-     * they fit. Each level is checked for what the level below comes to occupy.
+     * Takes back the room the stripes keep in the budgets under the limit that refused (every budget, for the cap):
+     * true where there was any, so that the request is checked again.
      */
-    @Nullable Refusal refusal(@Nullable BudgetAccount<B> from, int l, long bytes, Pending pending) {
-        long more = bytes;
-        for (BudgetAccount<B> x = from; x != null && more > 0; x = x.parent) {
-            long content = x.content[l] - (pending == Pending.COUNTED ? 0 : x.pending[l]);
-            long inAll = x.contentInAll() - (pending == Pending.COUNTED ? 0 : x.pendingInAll());
-            if (more > x.locationLimit[l] - content) {
-                return new Refusal(x, x.locationLimit[l] < x.limit);
+    @SuppressWarnings("unchecked") // a refusal names one of this ledger's accounts
+    boolean takeRoomBack(Refusal refusal) {
+        boolean any = false;
+        if (refusal.budget() != null) {
+            any = takeRoomUnder((BudgetAccount<B>) refusal.budget());
+        } else {
+            for (BudgetAccount<B> root : roots) {
+                any |= takeRoomUnder(root);
             }
-            if (more > x.limit - inAll) {
-                return new Refusal(x, false);
-            }
-            more = Math.max(x.reserved[l], content + more) - Math.max(x.reserved[l], content);
         }
-        long roots = occupied[l] - (pending == Pending.COUNTED ? 0 : pendingAtRoots[l]);
-        return more > 0 && more > cap[l] - roots ? new Refusal(null, true) : null;
+        return any;
     }
 
-    /** The most {@code account} could ever hold at {@code l}, whatever comes back: its limits, its ancestors' and the cap. */
-    long mostEver(BudgetAccount<B> account, int l) {
-        long most = Math.max(0, cap[l]);
-        for (BudgetAccount<B> x = account; x != null; x = x.parent) {
-            most = Math.min(most, x.locationLimit[l]);
+    private boolean takeRoomUnder(BudgetAccount<B> account) {
+        boolean any = takeRoomOf(account);
+        for (BudgetAccount<B> child : account.children) {
+            any |= takeRoomUnder(child);
         }
-        return most;
+        return any;
     }
 
-    /** Counts a claim's bytes as under way from {@code account} up. */
-    void commit(BudgetAccount<B> account, int l, long bytes) {
-        account.direct[l] += bytes;
-        for (BudgetAccount<B> x = account; x != null; x = x.parent) {
-            x.pending[l] += bytes;
+    private boolean takeRoomOf(BudgetAccount<B> account) {
+        long[] taken = new long[BudgetAccount.LOCATIONS];
+        if (stripes.takeRoom(account, taken) == 0) {
+            return false;
         }
-        pendingAtRoots[l] += bytes;
-        propagate(account, l, bytes);
+        for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
+            uncount(account, l, taken[l]);
+        }
+        return true;
     }
 
-    /** A claim's bytes are under way no more (counted as allocated next, or given back). */
+    /** A claim's bytes are under way no more (counted as a buffer's next, or given back). */
     private void settled(BudgetAccount<B> account, int l, long bytes, Claimant claimant) {
         if (claimant == Claimant.THIS_THREAD) {
             requesting.remove(Thread.currentThread());
@@ -542,60 +535,22 @@ public final class BudgetLedger<B> {
         if (countsForgotten) {
             return;
         }
-        for (BudgetAccount<B> x = account; x != null; x = x.parent) {
-            x.pending[l] -= bytes;
-        }
-        pendingAtRoots[l] -= bytes;
+        limits.underWayNoMore(account, l, bytes);
         if (awaitingSettle > 0) {
             requestsSettled.signalAll();
         }
     }
 
-    /** Bytes a request through {@code account} held count no more, from it up to the cap. */
+    /** Bytes let in through {@code account} count no more, from it up to the cap. */
     private void uncount(BudgetAccount<B> account, int l, long bytes) {
-        if (countsForgotten) {
-            return;
-        }
-        account.direct[l] -= bytes;
-        propagate(account, l, -bytes);
-    }
-
-    /** Counts a buffer as allocated from {@code account} up, and keeps it, found by its block. */
-    private void count(BudgetAccount<B> account, int l, B buffer, Block block, long bytes) {
-        countAllocated(account, l, bytes);
-        BudgetEntry<B> entry = new BudgetEntry<>(account, buffer, l, bytes, false);
-        account.link(entry);
-        byBlock.put(block, entry);
-    }
-
-    private void countAllocated(BudgetAccount<B> account, int l, long bytes) {
-        for (BudgetAccount<B> x = account; x != null; x = x.parent) {
-            x.allocated[l] += bytes;
-            x.allocatedInAll += bytes;
-            x.used[l] = true;
-            x.locationPeak[l] = Math.max(x.locationPeak[l], x.allocated[l]);
-            x.peak = Math.max(x.peak, x.allocatedInAll);
-            x.liveBuffers++;
-            x.allocations++;
+        if (!countsForgotten && bytes != 0) {
+            limits.uncount(account, l, bytes);
         }
     }
 
     void countRefusal(BudgetAccount<B> account) {
         for (BudgetAccount<B> x = account; x != null; x = x.parent) {
             x.refusals++;
-        }
-    }
-
-    /** Adds {@code delta} to the content of {@code x} and what each level comes to occupy to the level above, up to the cap. */
-    private void propagate(@Nullable BudgetAccount<B> x, int l, long delta) {
-        long change = delta;
-        for (; x != null && change != 0; x = x.parent) {
-            long before = x.occupied(l);
-            x.content[l] += change;
-            change = x.occupied(l) - before;
-        }
-        if (x == null) {
-            occupied[l] += change;
         }
     }
 
@@ -624,16 +579,13 @@ public final class BudgetLedger<B> {
         return lock;
     }
 
-    long cap(int l) {
-        return cap[l];
+    /** The waiters' queues hold {@code delta} more requests (or fewer). */
+    void queued(int delta) {
+        queuedRequests += delta;
     }
 
-    String capProperty(int l) {
-        return capProperty[l];
-    }
-
-    long occupied(int l) {
-        return occupied[l];
+    BudgetLimits<B> limits() {
+        return limits;
     }
 
     List<BudgetAccount<B>> rootAccounts() {

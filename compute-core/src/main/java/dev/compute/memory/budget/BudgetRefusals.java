@@ -17,7 +17,7 @@ final class BudgetRefusals {
 
     private BudgetRefusals() {}
 
-    static BudgetExceededException exceeded(BudgetAccount<?> through, BudgetLedger.Refusal refusal, BudgetLedger<?> ledger, MemoryLocation location,
+    static BudgetExceededException exceeded(BudgetAccount<?> through, BudgetLimits.Refusal refusal, BudgetLedger<?> ledger, MemoryLocation location,
                                             long bytes, int buffers) {
         BudgetAccount<?> by = refusal.budget();
         String asked = bytes + " bytes" + (buffers > 1 ? " for a batch of " + buffers + " buffers (none was allocated)" : "");
@@ -34,22 +34,23 @@ final class BudgetRefusals {
      * What stands in the way of {@code bytes} more at location {@code l}: the limit met and what counts against it
      * ("would pass the limit of ..." for a budget's, to follow a subject; a sentence of its own at the cap).
      */
-    static String why(BudgetLedger.Refusal refusal, BudgetLedger<?> ledger, int l, long bytes) {
+    static String why(BudgetLimits.Refusal refusal, BudgetLedger<?> ledger, int l, long bytes) {
         BudgetAccount<?> by = refusal.budget();
         if (by == null) {
             return atTheCap(ledger, l);
         }
         MemoryLocation location = MemoryLocation.values()[l];
+        BudgetStripes.Figures figures = ledger.figures(by);
         long limit = refusal.atLocation() ? by.locationLimit[l] : by.limit;
         long counted = refusal.atLocation() ? by.content[l] : by.contentInAll();
-        long held = refusal.atLocation() ? by.allocated[l] : by.allocatedInAll;
+        long held = refusal.atLocation() ? figures.used()[l] : figures.usedInAll();
         long pending = refusal.atLocation() ? by.pending[l] : by.pendingInAll();
         String text = "would pass the limit of memory budget '" + by.path + "'"
                 + (refusal.atLocation() ? " at " + location : "") + " of " + limit + " bytes, against which it counts " + counted + " bytes: "
-                + held + " held in " + by.liveBuffers + " buffer(s)" + (pending > 0 ? ", " + pending + " being allocated" : "");
+                + held + " held in " + figures.buffers() + " buffer(s)" + (pending > 0 ? ", " + pending + " being allocated" : "");
         long unused = counted - held - pending;
         if (unused > 0) {
-            text += ", " + unused + " reserved by budgets under it and not in use (" + reservations(by.children, refusal.atLocation() ? l : -1) + ")";
+            text += ", " + unused + " reserved by budgets under it and not in use (" + reservations(by.children, ledger, refusal.atLocation() ? l : -1) + ")";
         }
         return text;
     }
@@ -62,12 +63,12 @@ final class BudgetRefusals {
             if (root.reserved[l] > 0) {
                 unused += Math.max(0, root.reserved[l] - root.content[l]);
                 if (reserving.size() < NAMED) {
-                    reserving.add(root.path + " reserves " + root.reserved[l] + ", holds " + root.allocated[l]);
+                    reserving.add(root.path + " reserves " + root.reserved[l] + ", holds " + ledger.figures(root).used()[l]);
                 }
             }
         }
-        String text = "the budgets together would take more than the " + ledger.cap(l) + " bytes of " + location + " memory ("
-                + ledger.capProperty(l) + "): they count " + ledger.occupied(l) + " bytes against it";
+        String text = "the budgets together would take more than the " + ledger.limits().cap(l) + " bytes of " + location + " memory ("
+                + ledger.limits().capProperty(l) + "): they count " + ledger.limits().occupied(l) + " bytes against it";
         if (!reserving.isEmpty()) {
             text += ", " + unused + " of them reserved for budgets and not in use (" + String.join("; ", reserving)
                     + "); memory reserved for a budget is kept for it alone";
@@ -76,14 +77,15 @@ final class BudgetRefusals {
     }
 
     /** The budgets among {@code children} (and under them) that reserve at {@code l}, or at any location where {@code l} is -1. */
-    private static String reservations(List<? extends BudgetAccount<?>> children, int l) {
+    private static String reservations(List<? extends BudgetAccount<?>> children, BudgetLedger<?> ledger, int l) {
         List<String> named = new ArrayList<>();
         int more = 0;
         for (BudgetAccount<?> child : children) {
             long reserved = l >= 0 ? child.reserved[l] : child.reservedInAll();
             if (reserved > 0) {
                 if (named.size() < NAMED) {
-                    named.add(child.path + " reserves " + reserved + ", holds " + (l >= 0 ? child.allocated[l] : child.allocatedInAll));
+                    BudgetStripes.Figures figures = ledger.figures(child);
+                    named.add(child.path + " reserves " + reserved + ", holds " + (l >= 0 ? figures.used()[l] : figures.usedInAll()));
                 } else {
                     more++;
                 }

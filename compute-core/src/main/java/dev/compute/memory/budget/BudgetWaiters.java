@@ -20,7 +20,9 @@ import java.util.concurrent.TimeUnit;
  * Requests waiting for room in a budget ({@code MemoryBudget.allocateAsync}), the budget's half of the wait: a
  * first-in, first-out queue per budget, whose heads are tried again whenever memory counted in the budgets comes
  * back (a buffer's, a request the pool refused, a reservation given back as a budget closes). Only a queue's head is
- * tried, so a later small request never takes the room an earlier large one waits for. A request let in has its
+ * tried, so a later small request never takes the room an earlier large one waits for; while any request waits, freed
+ * bytes come back to the books rather than to a stripe's room, and room a stripe kept is taken back before a head is
+ * left waiting. A request let in has its
  * bytes counted as under way, as {@link BudgetLedger#claim} counts them, and its future completes on a thread of its
  * own, never on the thread that gave the memory back; the caller then waits for the pool's room.
  *
@@ -70,17 +72,20 @@ final class BudgetWaiters<B> {
             if (account.closed) {
                 return CompletableFuture.failedFuture(new IllegalStateException("memory budget '" + account.path + "' is closed"));
             }
-            long most = ledger.mostEver(account, l);
+            long most = ledger.limits().mostEver(account, l);
             if (bytes > most) {
                 ledger.countRefusal(account);
                 return CompletableFuture.failedFuture(new BudgetExceededException(location, bytes, account.path, account.path, "out of "
                         + location + " memory: " + bytes + " bytes are more than memory budget '" + account.path + "' could ever hold at "
-                        + location + " (" + most + " bytes, under its limits, those of the budgets above it and the cap); no memory given back can make room"));
+                        + location + " (" + most + " bytes, under its limits and those of the budgets above it); no memory given back can make room"));
             }
             ArrayDeque<Waiter> queue = queues.get(account);
-            BudgetLedger.Refusal refusal = queue == null ? ledger.refusal(account, l, bytes, BudgetLedger.Pending.COUNTED) : null;
+            BudgetLimits.Refusal refusal = queue == null ? ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED) : null;
+            if (refusal != null && ledger.takeRoomBack(refusal)) {
+                refusal = ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED);
+            }
             if (queue == null && refusal == null) {
-                ledger.commit(account, l, bytes);
+                ledger.limits().commit(account, l, bytes);
                 return CompletableFuture.completedFuture(null);
             }
             if (timeout.isZero()) {
@@ -89,6 +94,7 @@ final class BudgetWaiters<B> {
             waiter = new Waiter(account, location, bytes, timeout);
             queues.computeIfAbsent(account, key -> new ArrayDeque<>()).addLast(waiter);
             account.waitingRequests++;
+            ledger.queued(1);
         } finally {
             ledger.lock().unlock();
         }
@@ -120,12 +126,17 @@ final class BudgetWaiters<B> {
             ArrayDeque<Waiter> queue = entry.getValue();
             for (Waiter head; (head = queue.peekFirst()) != null; ) {
                 int l = head.location.ordinal();
-                if (ledger.refusal(account, l, head.bytes, BudgetLedger.Pending.COUNTED) != null) {
+                BudgetLimits.Refusal refusal = ledger.limits().refusal(account, l, head.bytes, BudgetLimits.Pending.COUNTED);
+                if (refusal != null && ledger.takeRoomBack(refusal)) {
+                    refusal = ledger.limits().refusal(account, l, head.bytes, BudgetLimits.Pending.COUNTED);
+                }
+                if (refusal != null) {
                     break;
                 }
-                ledger.commit(account, l, head.bytes);
+                ledger.limits().commit(account, l, head.bytes);
                 queue.removeFirst();
                 account.waitingRequests--;
+                ledger.queued(-1);
                 head.settled = true;
                 admitted.add(head);
             }
@@ -160,6 +171,7 @@ final class BudgetWaiters<B> {
                 failed.add(waiter);
             }
             account.waitingRequests = 0;
+            ledger.queued(-queue.size());
         }
     }
 
@@ -213,6 +225,7 @@ final class BudgetWaiters<B> {
         }
         waiter.settled = true;
         waiter.account.waitingRequests--;
+        ledger.queued(-1);
         if (queue.isEmpty()) {
             queues.remove(waiter.account);
         }
@@ -221,7 +234,7 @@ final class BudgetWaiters<B> {
 
     /** Under the lock: the failure of a request that waited {@code timeout} in vain, counted as the budget's refusal. */
     private DeviceOutOfMemoryException timedOut(BudgetAccount<B> account, MemoryLocation location, long bytes, Duration timeout) {
-        BudgetLedger.Refusal refusal = ledger.refusal(account, location.ordinal(), bytes, BudgetLedger.Pending.COUNTED);
+        BudgetLimits.Refusal refusal = ledger.limits().refusal(account, location.ordinal(), bytes, BudgetLimits.Pending.COUNTED);
         if (refusal == null) { // it fits now, but earlier requests wait before it
             ledger.countRefusal(account);
             return new DeviceOutOfMemoryException(location, bytes, OutOfMemoryReason.BUDGET_LIMIT, "no room in memory budget '" + account.path

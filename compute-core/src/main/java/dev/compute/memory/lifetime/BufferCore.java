@@ -68,6 +68,8 @@ public final class BufferCore {
     private volatile boolean usedElsewhere;
     /** The leak detector's watch, where this root is tracked; told of the close. */
     LeakDetector.@Nullable Watch leakWatch;
+    /** What a budget counts this root by, handed back with its memory; guarded by its monitor. */
+    private @Nullable Object budgetCount;
 
     private BufferCore(BufferHost host, MemoryLocation location, DataType dataType, long byteSize, Block block,
                        @Nullable FileRange mappedFrom, BufferState state) {
@@ -98,6 +100,28 @@ public final class BufferCore {
     /** A buffer of pooled memory, over {@code block}. */
     public static BufferCore of(BufferHost host, MemoryLocation location, DataType dataType, long byteSize, Block block) {
         return new BufferCore(host, location, dataType, byteSize, block, null, BufferState.UNINITIALIZED);
+    }
+
+    /** {@link #of}, counted by a budget as {@code budgetCount} (null: no budget's), which its release hands back. */
+    public static BufferCore of(BufferHost host, MemoryLocation location, DataType dataType, long byteSize, Block block,
+                                @Nullable Object budgetCount) {
+        BufferCore core = new BufferCore(host, location, dataType, byteSize, block, null, BufferState.UNINITIALIZED);
+        core.budgetCount = budgetCount; // published with the core, as its block is
+        return core;
+    }
+
+    /**
+     * A root just made (and not yet handed out) is counted by a budget as {@code budgetCount} from now: false where its
+     * memory went back already (its manager closed meanwhile), so that the budget counts it no more.
+     */
+    public boolean countedAs(Object budgetCount) {
+        synchronized (this) {
+            if (block == null || slice != null) {
+                return false;
+            }
+            this.budgetCount = budgetCount;
+            return true;
+        }
     }
 
     /** A buffer over a mapped file: HOST memory whose one copy, the file's bytes, holds data from the start. */
@@ -468,6 +492,7 @@ public final class BufferCore {
         BufferScopes open;
         Block device = null;
         Block hostCopy = null;
+        Object counted = null;
         CompletableFuture<?> pending = DONE;
         synchronized (this) {
             if ((lifecycle & CLOSED) != 0) {
@@ -478,6 +503,7 @@ public final class BufferCore {
             if (open == null && lifecycle == CLOSED) { // the common case, released under the one lock
                 device = block;
                 hostCopy = mirror;
+                counted = budgetCount;
                 pending = inFlightAll();
                 block = null;
                 mirror = null;
@@ -491,7 +517,7 @@ public final class BufferCore {
             watch.closed();
         }
         if (device != null) {
-            host.release(location, device, hostCopy, pending);
+            host.release(location, device, hostCopy, pending, counted);
         } else if (open != null) {
             open.closeViews(this::releaseIfUnused);
         }
@@ -524,6 +550,7 @@ public final class BufferCore {
     void releaseIfUnused() {
         Block device;
         Block hostCopy;
+        Object counted;
         CompletableFuture<?> pending;
         synchronized (this) {
             if (lifecycle != CLOSED || block == null || (scopes != null && !scopes.isEmpty())) {
@@ -531,12 +558,13 @@ public final class BufferCore {
             }
             device = block;
             hostCopy = mirror;
+            counted = budgetCount;
             pending = inFlightAll();
             block = null;
             mirror = null;
             inFlight = null;
         }
-        host.release(location, device, hostCopy, pending);
+        host.release(location, device, hostCopy, pending, counted);
     }
 
     /** The threads whose views or accesses hold this root open, by name: for a warning about memory that waits for them. */

@@ -57,6 +57,9 @@ public interface BufferHost {
      */
     void held(BufferCore buffer, Block block);
 
-    /** A closed buffer's blocks go back: to their chains, or a mapped file to be unmapped, once {@code inFlight} is done. */
-    void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight);
+    /**
+     * A closed buffer's blocks go back: to their chains, or a mapped file to be unmapped, once {@code inFlight} is done;
+     * {@code budgetCount} is what the buffer's budget counts it by (null for a buffer of no budget), to be told then.
+     */
+    void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight, @Nullable Object budgetCount);
 }

@@ -22,14 +22,17 @@ public final class BlockReturns {
     private final Compactor compactor;
     private final MappedFiles mappedFiles;
     private final AllocationWaiters<?> waiters;
-    /** Tells a budget its buffer's memory went back (before the pool may lend it again) or its file was unmapped. */
-    private final Consumer<Block> budgetRelease;
+    /**
+     * Tells a budget its buffer's memory went back (before the pool may lend it again) or its file was unmapped, by
+     * what the budget counts the buffer by.
+     */
+    private final Consumer<Object> budgetRelease;
     /** Device work released blocks still wait for; the manager's close frees nothing before it is done (or keeps everything). */
     private final Set<CompletableFuture<?>> releasedInFlight = ConcurrentHashMap.newKeySet();
     private volatile boolean poolsFreed;
 
     public BlockReturns(LocationChains chains, CallGate gate, Compactor compactor, MappedFiles mappedFiles, AllocationWaiters<?> waiters,
-                 Consumer<Block> budgetRelease) {
+                 Consumer<Object> budgetRelease) {
         this.chains = chains;
         this.gate = gate;
         this.compactor = compactor;
@@ -42,9 +45,11 @@ public final class BlockReturns {
      * Gives a closed buffer's blocks back. Views ending while the manager closes still give theirs back (so the close
      * report does not count them as open); once the pools are freed there is nothing to give back to. An application's
      * adaptor may throw anything from its free: the mirror still goes back and the waiters still hear of it, and the
-     * caller gets the adaptor's exception after that.
+     * caller gets the adaptor's exception after that. {@code budgetCount}: what the buffer's budget counts it by, or
+     * null.
      */
-    public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
+    public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight,
+                        @Nullable Object budgetCount) {
         int stripe = gate.enterAlways();
         try {
             if (poolsFreed) {
@@ -57,7 +62,9 @@ public final class BlockReturns {
             Throwable failure = null;
             if (block instanceof MappedFile mapping) {
                 mappedFiles.release(mapping, inFlight);
-                budgetRelease.accept(mapping);
+                if (budgetCount != null) {
+                    budgetRelease.accept(budgetCount);
+                }
             } else {
                 LocationChain chain = chains.of(location);
                 compactor.forget(chain, block);
@@ -66,7 +73,9 @@ public final class BlockReturns {
                 chain.heldByDeviceWork(block, +1);
                 CompletableFuture<?> reusable = afterward(inFlight, () -> {
                     chain.heldByDeviceWork(block, -1);
-                    budgetRelease.accept(block);
+                    if (budgetCount != null) {
+                        budgetRelease.accept(budgetCount);
+                    }
                 });
                 failure = chain.deallocate(block, reusable, null);
                 waiters.released(location, reusable);

@@ -121,9 +121,10 @@ public final class BufferServices implements BufferHost {
     }
 
     @Override
-    public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
+    public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight,
+                        @Nullable Object budgetCount) {
         held.remove(block);
-        returns.release(location, block, mirror, inFlight);
+        returns.release(location, block, mirror, inFlight, budgetCount);
     }
 
     /** What closed buffers held by views, accesses or ops hold at {@code location} (mapped files apart). */

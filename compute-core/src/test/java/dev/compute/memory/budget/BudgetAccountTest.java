@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.internal.ThreadStripes;
 import org.junit.jupiter.api.Test;
 
 class BudgetAccountTest {
@@ -31,21 +32,28 @@ class BudgetAccountTest {
     }
 
     @Test
-    void itsOpenBuffersUnlinkFromAnyPlaceInTheList() {
-        BudgetEntry<String> first = new BudgetEntry<>(account, "first", 0, 1, false);
-        BudgetEntry<String> second = new BudgetEntry<>(account, "second", 0, 1, false);
-        BudgetEntry<String> third = new BudgetEntry<>(account, "third", 0, 1, false);
+    void itsMappedFilesUnlinkFromAnyPlaceInTheList() {
+        BudgetEntry<String> first = new BudgetEntry<>(account, "first", 1);
+        BudgetEntry<String> second = new BudgetEntry<>(account, "second", 1);
+        BudgetEntry<String> third = new BudgetEntry<>(account, "third", 1);
         account.link(first);
         account.link(second);
         account.link(third);
 
         account.unlink(second);
-        assertThat(account.firstOpen).isSameAs(third);
+        assertThat(account.firstMapped).isSameAs(third);
         assertThat(third.next).isSameAs(first);
         account.unlink(third);
-        assertThat(account.firstOpen).isSameAs(first);
+        assertThat(account.firstMapped).isSameAs(first);
         account.unlink(first);
-        assertThat(account.firstOpen).isNull();
+        assertThat(account.firstMapped).isNull();
+    }
+
+    @Test
+    void eachStripeKeepsAtMostASliverOfTheLimitAsRoom() {
+        long stripes = ThreadStripes.COUNT;
+        assertThat(account.keepMost[MemoryLocation.HOST.ordinal()]).isEqualTo(10 / (2 * stripes));
+        assertThat(account.keepMost[MemoryLocation.DEVICE.ordinal()]).isEqualTo(50 / (2 * stripes));
     }
 
     @Test

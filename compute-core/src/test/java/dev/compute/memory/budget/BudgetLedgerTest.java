@@ -7,8 +7,6 @@ import dev.compute.memory.BudgetExceededException;
 import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.MemoryLocation;
-import dev.compute.memory.resource.Block;
-import dev.compute.memory.spi.NativeAllocation;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -24,24 +22,6 @@ class BudgetLedgerTest {
     static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
     static final MemoryLocation HOST = MemoryLocation.HOST;
 
-    /** A block for the books: only its identity matters to them. */
-    record TestBlock(long size) implements Block {
-        @Override
-        public NativeAllocation segment() {
-            throw new UnsupportedOperationException("the books never read a block's memory");
-        }
-
-        @Override
-        public long offset() {
-            return 0;
-        }
-
-        @Override
-        public long requestedSize() {
-            return size;
-        }
-    }
-
     /** Books against a cap of 64 MiB at DEVICE and HOST; a claim waits up to {@code settleWait} for requests under way. */
     static BudgetLedger<String> ledger(Duration settleWait) {
         return new BudgetLedger<>(Map.of(DEVICE, 64 * MiB, HOST, 64 * MiB),
@@ -52,12 +32,13 @@ class BudgetLedgerTest {
         return ledger(Duration.ofSeconds(10));
     }
 
-    /** A buffer through {@code account}: claimed, then settled with a block of its own. */
-    static Block allocate(BudgetLedger<String> ledger, BudgetAccount<String> account, MemoryLocation location, long bytes) {
-        TestBlock block = new TestBlock(bytes);
+    /** A buffer through {@code account}: claimed, then settled; what the buffer would carry. */
+    static BudgetNode<String> allocate(BudgetLedger<String> ledger, BudgetAccount<String> account, MemoryLocation location, long bytes) {
         ledger.claim(account, location, bytes, 1);
-        assertThat(ledger.settle(account, location, BudgetLedger.Claimant.THIS_THREAD, "buffer of " + bytes, block, bytes)).isTrue();
-        return block;
+        BudgetNode<String>[] nodes = ledger.settleAll(account, location, BudgetLedger.Claimant.THIS_THREAD, new String[] {"buffer of " + bytes},
+                new long[] {bytes});
+        assertThat(nodes).isNotNull().hasSize(1);
+        return nodes[0];
     }
 
     @Test
@@ -68,9 +49,9 @@ class BudgetLedgerTest {
 
         assertThatThrownBy(() -> ledger.claim(parent, DEVICE, 17 * MiB, 1)).as("16 of the parent's 32 are its child's")
                 .isInstanceOf(BudgetExceededException.class).hasMessageContaining("reserved by budgets under it and not in use");
-        Block inChild = allocate(ledger, child, DEVICE, 16 * MiB);
+        BudgetNode<String> inChild = allocate(ledger, child, DEVICE, 16 * MiB);
         assertThat(ledger.statistics(parent).allocatedBytes()).isEqualTo(16 * MiB);
-        Block inParent = allocate(ledger, parent, DEVICE, 16 * MiB);
+        BudgetNode<String> inParent = allocate(ledger, parent, DEVICE, 16 * MiB);
         ledger.released(inChild);
         assertThatThrownBy(() -> ledger.claim(parent, DEVICE, MiB, 1)).as("the child's memory is back, but still kept for it")
                 .isInstanceOf(BudgetExceededException.class);
@@ -147,11 +128,11 @@ class BudgetLedgerTest {
         BudgetLedger<String> ledger = ledger();
         BudgetAccount<String> tenant = ledger.open(null, BudgetSpec.of("tenant", 64 * MiB));
         ledger.claim(tenant, DEVICE, 16 * MiB, 1);
-        CompletableFuture<Boolean> settling;
+        CompletableFuture<BudgetNode<String>[]> settling;
         ledger.lock().lock();
         try {
-            settling = CompletableFuture.supplyAsync(() -> ledger.settle(tenant, DEVICE, BudgetLedger.Claimant.QUEUED_REQUEST, "late",
-                    new TestBlock(16 * MiB), 16 * MiB));
+            settling = CompletableFuture.supplyAsync(() -> ledger.settleAll(tenant, DEVICE, BudgetLedger.Claimant.QUEUED_REQUEST,
+                    new String[] {"late"}, new long[] {16 * MiB}));
             while (!ledger.lock().hasQueuedThreads()) {
                 Thread.onSpinWait();
             }
@@ -160,7 +141,7 @@ class BudgetLedgerTest {
             ledger.lock().unlock();
         }
 
-        assertThat(settling.get(10, TimeUnit.SECONDS)).as("the caller closes the buffer").isFalse();
+        assertThat(settling.get(10, TimeUnit.SECONDS)).as("the caller closes the buffer").isNull();
         BudgetStatistics figures = ledger.statistics(tenant);
         assertThat(figures.allocatedBytes()).isZero();
         assertThat(figures.liveBuffers()).isZero();
@@ -180,25 +161,25 @@ class BudgetLedgerTest {
         BudgetLedger<String> freed = ledger();
         BudgetAccount<String> tenant = freed.open(null, BudgetSpec.of("tenant", 64 * MiB));
         BudgetAccount<String> child = freed.open(tenant, BudgetSpec.of("child", 64 * MiB));
-        Block block = allocate(freed, child, DEVICE, 8 * MiB);
+        BudgetNode<String> node = allocate(freed, child, DEVICE, 8 * MiB);
         freed.managerClosed(true);
         assertThat(freed.statistics(child).allocatedBytes()).isZero();
         assertThat(freed.statistics(tenant).allocatedBytes()).isZero();
-        freed.released(block); // its memory going back after all changes nothing
+        freed.released(node); // its memory going back after all changes nothing
         assertThat(freed.statistics(tenant).allocatedBytes()).isZero();
         assertThat(freed.roots()).isEmpty();
     }
 
     @Test
-    void aBlockNoBudgetCountsIsNoneOfTheBooksAndReleasingTwiceCountsOnce() {
+    void whatNoBudgetCountsIsNoneOfTheBooksAndReleasingTwiceCountsOnce() {
         BudgetLedger<String> ledger = ledger();
         BudgetAccount<String> tenant = ledger.open(null, BudgetSpec.of("tenant", 64 * MiB));
-        Block block = allocate(ledger, tenant, DEVICE, 8 * MiB);
+        BudgetNode<String> node = allocate(ledger, tenant, DEVICE, 8 * MiB);
 
-        ledger.released(new TestBlock(8 * MiB));
+        ledger.released("what no budget counts");
         assertThat(ledger.statistics(tenant).allocatedBytes()).isEqualTo(8 * MiB);
-        ledger.released(block);
-        ledger.released(block);
+        ledger.released(node);
+        ledger.released(node);
         assertThat(ledger.statistics(tenant).allocatedBytes()).isZero();
         assertThat(ledger.statistics(tenant).allocatedBytesPeak()).isEqualTo(8 * MiB);
     }
@@ -210,16 +191,16 @@ class BudgetLedgerTest {
         BudgetAccount<String> request = ledger.open(tenant, BudgetSpec.of("request", 64 * MiB));
         allocate(ledger, tenant, DEVICE, MiB);
         allocate(ledger, request, HOST, 2 * MiB);
-        assertThat(ledger.settleMapped(request, "mapped", new TestBlock(4096), 4096)).isTrue();
+        assertThat(ledger.settleMapped(request, "mapped", 4096)).isNotNull();
 
         List<BudgetLedger.Open<String>> open = ledger.close(tenant);
 
-        assertThat(open).containsExactly(new BudgetLedger.Open<>("tenant/request", "mapped", 4096, true),
-                new BudgetLedger.Open<>("tenant/request", "buffer of 2097152", 2 * MiB, false),
-                new BudgetLedger.Open<>("tenant", "buffer of 1048576", MiB, false));
+        assertThat(open).containsExactly(new BudgetLedger.Open<>("tenant/request", 4096, true, "mapped", null),
+                new BudgetLedger.Open<>("tenant/request", 2 * MiB, false, "buffer of 2097152", null),
+                new BudgetLedger.Open<>("tenant", MiB, false, "buffer of 1048576", null));
         assertThat(ledger.isClosed(request)).isTrue();
         assertThat(ledger.close(tenant)).isEmpty();
-        assertThat(ledger.settleMapped(request, "late", new TestBlock(1), 1)).isFalse();
+        assertThat(ledger.settleMapped(request, "late", 1)).isNull();
         assertThatThrownBy(() -> ledger.claim(request, DEVICE, 1, 1)).isInstanceOf(IllegalStateException.class)
                 .hasMessage("memory budget 'tenant/request' is closed");
     }

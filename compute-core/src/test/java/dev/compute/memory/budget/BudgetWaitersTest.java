@@ -8,7 +8,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.BudgetExceededException;
 import dev.compute.memory.BudgetSpec;
-import dev.compute.memory.resource.Block;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -36,7 +35,7 @@ class BudgetWaitersTest {
 
     @Test
     void headsAreServedInTheOrderTheyCameAndALaterSmallOneDoesNotPassAnEarlierLargeOne() throws Exception {
-        Block held = allocate(ledger, tenant, DEVICE, 12 * MiB);
+        BudgetNode<String> held = allocate(ledger, tenant, DEVICE, 12 * MiB);
         CompletableFuture<Void> large = ledger.claimLater(tenant, DEVICE, 8 * MiB, LONG);
         CompletableFuture<Void> small = ledger.claimLater(tenant, DEVICE, 2 * MiB, LONG);
         assertThat(ledger.statistics(tenant).waitingRequests()).isEqualTo(2);
@@ -51,7 +50,7 @@ class BudgetWaitersTest {
 
     @Test
     void aLetInRequestCompletesOnAThreadOfItsOwnNotTheOneThatGaveTheMemoryBack() throws Exception {
-        Block held = allocate(ledger, tenant, DEVICE, 16 * MiB);
+        BudgetNode<String> held = allocate(ledger, tenant, DEVICE, 16 * MiB);
         CompletableFuture<Void> waiting = ledger.claimLater(tenant, DEVICE, 8 * MiB, LONG);
         AtomicReference<Thread> completedOn = new AtomicReference<>();
         CountDownLatch done = new CountDownLatch(1);
@@ -69,7 +68,7 @@ class BudgetWaitersTest {
 
     @Test
     void aCancelledHeadLeavesAndTheNextIsTried() throws Exception {
-        Block held = allocate(ledger, tenant, DEVICE, 12 * MiB);
+        BudgetNode<String> held = allocate(ledger, tenant, DEVICE, 12 * MiB);
         CompletableFuture<Void> large = ledger.claimLater(tenant, DEVICE, 8 * MiB, LONG);
         CompletableFuture<Void> small = ledger.claimLater(tenant, DEVICE, 4 * MiB, LONG);
 
@@ -117,7 +116,7 @@ class BudgetWaitersTest {
 
     @Test
     void aRequestCancelledAsItIsLetInGivesItsBytesBack() throws Exception {
-        Block held = allocate(ledger, tenant, DEVICE, 16 * MiB);
+        BudgetNode<String> held = allocate(ledger, tenant, DEVICE, 16 * MiB);
         CompletableFuture<Void> waiting = ledger.claimLater(tenant, DEVICE, 16 * MiB, LONG);
         ledger.lock().lock();
         try {
@@ -137,7 +136,7 @@ class BudgetWaitersTest {
     private boolean fits(long bytes) {
         ledger.lock().lock();
         try {
-            return ledger.refusal(tenant, DEVICE.ordinal(), bytes, BudgetLedger.Pending.COUNTED) == null;
+            return ledger.limits().refusal(tenant, DEVICE.ordinal(), bytes, BudgetLimits.Pending.COUNTED) == null;
         } finally {
             ledger.lock().unlock();
         }

@@ -143,7 +143,8 @@ final class TestHost implements BufferHost {
     }
 
     @Override
-    public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight) {
+    public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight,
+                        @Nullable Object budgetCount) {
         released.add(new Released(location, block, mirror, inFlight));
         inFlight.whenComplete((result, failure) -> {
             backend.free(block.segment());

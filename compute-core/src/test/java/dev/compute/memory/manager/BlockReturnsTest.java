@@ -66,7 +66,7 @@ class BlockReturnsTest {
         BlockReturns returns = new BlockReturns(parts.chains, parts.gate, parts.compactor, parts.mappedFiles, parts.waiters,
                 released -> liveWhenTheBudgetHeard.add(live(DEVICE)));
 
-        returns.release(DEVICE, block, null, DONE);
+        returns.release(DEVICE, block, null, DONE, "its budget's count");
 
         assertThat(liveWhenTheBudgetHeard).as("told before the pool may lend the block again").containsExactly(1L);
         assertThat(live(DEVICE)).isZero();
@@ -79,18 +79,18 @@ class BlockReturnsTest {
         Block mirror = parts.block(parts.chains.mirrorLocation(), 4096);
         assertThat(parts.chains.mirrorLocation()).isEqualTo(MemoryLocation.PINNED);
 
-        parts.returns.release(DEVICE, block, mirror, DONE);
+        parts.returns.release(DEVICE, block, mirror, DONE, "its budget's count");
 
         assertThat(live(DEVICE)).isZero();
         assertThat(live(MemoryLocation.PINNED)).isZero();
-        assertThat(parts.budgetReleases).as("a mirror is no budget's").containsExactly(block);
+        assertThat(parts.budgetReleases).as("a mirror is no budget's").containsExactly("its budget's count");
     }
 
     @Test
     void deviceWorkTheBlocksWaitForIsRememberedUntilItIsDone() {
         CompletableFuture<Void> kernel = new CompletableFuture<>();
-        parts.returns.release(DEVICE, parts.block(DEVICE, 4096), null, kernel);
-        parts.returns.release(DEVICE, parts.block(DEVICE, 4096), null, DONE);
+        parts.returns.release(DEVICE, parts.block(DEVICE, 4096), null, kernel, null);
+        parts.returns.release(DEVICE, parts.block(DEVICE, 4096), null, DONE, null);
 
         long start = System.nanoTime();
         assertThat(parts.returns.awaitReleasedWork(start + TimeUnit.MILLISECONDS.toNanos(100))).isFalse();
@@ -106,7 +106,7 @@ class BlockReturnsTest {
         CompletableFuture<Block> waiting = parts.waiters.request(DataType.INT8, DEVICE, 32 * MiB, 64 * MiB, Duration.ofSeconds(20));
         assertThat(waiting).isNotDone();
 
-        parts.returns.release(DEVICE, full.getFirst(), null, DONE);
+        parts.returns.release(DEVICE, full.getFirst(), null, DONE, null);
 
         assertThat(waiting).succeedsWithin(Duration.ofSeconds(20)).satisfies(block -> assertThat(block.requestedSize()).isEqualTo(32 * MiB));
     }
@@ -116,7 +116,7 @@ class BlockReturnsTest {
         Block block = parts.block(DEVICE, 4096);
 
         parts.returns.poolsFreed();
-        parts.returns.release(DEVICE, block, null, DONE);
+        parts.returns.release(DEVICE, block, null, DONE, "its budget's count");
 
         assertThat(live(DEVICE)).as("nothing to give back to").isEqualTo(1);
         assertThat(parts.budgetReleases).isEmpty();
@@ -129,11 +129,11 @@ class BlockReturnsTest {
         assertThat(parts.mappedFiles.statistics().openMappings()).isEqualTo(1);
         long hostFrees = parts.figures.statistics(MemoryLocation.HOST).frees();
 
-        parts.returns.release(MemoryLocation.HOST, mapping, null, DONE);
+        parts.returns.release(MemoryLocation.HOST, mapping, null, DONE, "the mapping's count");
 
         assertThat(parts.mappedFiles.statistics().openMappings()).isZero();
         assertThat(parts.figures.statistics(MemoryLocation.HOST).frees()).isEqualTo(hostFrees);
-        assertThat(parts.budgetReleases).as("its budget, if any, counts it no more").containsExactly(mapping);
+        assertThat(parts.budgetReleases).as("its budget, if any, counts it no more").containsExactly("the mapping's count");
     }
 
     @Test
@@ -170,18 +170,18 @@ class BlockReturnsTest {
         CompletableFuture<Block> waiting = composed.waiters.request(DataType.INT8, DEVICE, 32 * MiB, 64 * MiB, Duration.ofSeconds(20));
         refuse.add(full.getFirst());
 
-        assertThatThrownBy(() -> composed.returns.release(DEVICE, full.getFirst(), mirror, DONE)).isInstanceOf(IllegalStateException.class)
+        assertThatThrownBy(() -> composed.returns.release(DEVICE, full.getFirst(), mirror, DONE, null)).isInstanceOf(IllegalStateException.class)
                 .hasMessage("the adaptor refused DEVICE");
 
         assertThat(composed.figures.statistics(MemoryLocation.PINNED).liveBuffers()).as("the mirror went back").isZero();
         assertThat(freedInsideACall).as("each free counted in as a call").containsExactly(true, true);
         assertThat(composed.gate.awaitCalls(System.nanoTime())).isTrue();
-        composed.returns.release(DEVICE, full.get(1), null, DONE);
+        composed.returns.release(DEVICE, full.get(1), null, DONE, null);
         assertThat(waiting).succeedsWithin(Duration.ofSeconds(20));
 
         Block another = composed.block(MemoryLocation.HOST, 4096);
         breakOn.add(another);
-        assertThatThrownBy(() -> composed.returns.release(MemoryLocation.HOST, another, null, DONE)).isInstanceOf(AssertionError.class)
+        assertThatThrownBy(() -> composed.returns.release(MemoryLocation.HOST, another, null, DONE, null)).isInstanceOf(AssertionError.class)
                 .hasMessage("an adaptor's assertion");
         assertThat(composed.gate.awaitCalls(System.nanoTime())).isTrue();
     }

@@ -137,10 +137,10 @@ class BufferServicesTest {
         Block block = parts.block(DEVICE, 4096);
         Block mirror = services.allocateMirror(4096);
 
-        services.release(DEVICE, block, mirror, CompletableFuture.completedFuture(null));
+        services.release(DEVICE, block, mirror, CompletableFuture.completedFuture(null), "its budget's count");
 
         assertThat(parts.figures.statistics(DEVICE).liveBuffers()).isZero();
         assertThat(parts.figures.statistics(MemoryLocation.PINNED).liveBuffers()).isZero();
-        assertThat(parts.budgetReleases).containsExactly(block);
+        assertThat(parts.budgetReleases).containsExactly("its budget's count");
     }
 }

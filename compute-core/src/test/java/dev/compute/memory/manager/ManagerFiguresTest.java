@@ -93,7 +93,7 @@ class ManagerFiguresTest {
         assertThat(figure.waitTimeouts()).isZero();
         assertThat(figures.statistics(MemoryLocation.HOST).bytesHostToDevice()).isEqualTo(7);
         waiting.cancel(true);
-        full.forEach(block -> parts.returns.release(DEVICE, block, null, CompletableFuture.completedFuture(null)));
+        full.forEach(block -> parts.returns.release(DEVICE, block, null, CompletableFuture.completedFuture(null), null));
     }
 
     @Test

@@ -105,8 +105,8 @@ final class ManagerParts implements AutoCloseable {
     final LeakDetector leakDetector;
     final ManagerFigures figures;
     final Compactor compactor;
-    /** The blocks whose budget was told they went back, in order. */
-    final List<Block> budgetReleases = new CopyOnWriteArrayList<>();
+    /** What budgets were told went back (what they count each buffer by), in order. */
+    final List<Object> budgetReleases = new CopyOnWriteArrayList<>();
     final BlockReturns returns;
     final BufferServices services;
     final Maintenance maintenance;
@@ -125,7 +125,7 @@ final class ManagerParts implements AutoCloseable {
         chains = new LocationChains(backend, gate);
         allocation = new BlockAllocation(events);
         waiters = new AllocationWaiters<>((type, location, bytes) -> allocation.block(chains.open(location), bytes, BlockAllocation.Failure.SILENT),
-                block -> returns().release(block.segment().location(), block, null, CompletableFuture.completedFuture(null)), events);
+                block -> returns().release(block.segment().location(), block, null, CompletableFuture.completedFuture(null), null), events);
         mappedFiles = new MappedFiles(settings.maxOpenMappedFiles());
         leakDetector = new LeakDetector(gate::isClosed, settings.leakDetection(), events);
         figures = new ManagerFigures(chains, waiters, mappedFiles, leakDetector);

@@ -137,7 +137,7 @@ class ShutdownTest {
 
     @Test
     void deviceWorkStillRunningKeepsTheMemory() {
-        parts.returns.release(DEVICE, parts.block(DEVICE, 4096), null, new CompletableFuture<>());
+        parts.returns.release(DEVICE, parts.block(DEVICE, 4096), null, new CompletableFuture<>(), null);
 
         parts.shutdown.close();
 

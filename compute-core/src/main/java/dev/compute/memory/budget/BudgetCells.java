@@ -1,0 +1,60 @@
+package dev.compute.memory.budget;
+
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One budget's books on one thread stripe ({@link BudgetStripes}): plain fields, written only by the thread holding
+ * the stripe, so that an allocation through a budget takes one atomic step however deep the budget is. A budget's
+ * figure is the sum over its stripes.
+ *
+ * <p>{@code room} is memory the ledger already counts against the budget (and every budget above it) that no buffer
+ * holds: a request that fits in its stripe's room is let in without the ledger. A freed buffer's bytes go back to the
+ * room, up to {@code keep} (about twice the largest request seen on the stripe); the rest goes back to the ledger, and
+ * a request the ledger would refuse first takes every room back, so parked room never refuses anyone.
+ * {@code peakRoom} is the figures' headroom below the peak, as in {@code StripedByteCounters}: at every moment the
+ * bytes held plus the headroom of every stripe make the peak, so a peak stays exact at the cost of one subtraction.
+ */
+final class BudgetCells<B> {
+
+    /** The index of the figures of all locations together, after one per location. */
+    static final int ALL = BudgetAccount.LOCATIONS;
+
+    final long[] room = new long[BudgetAccount.LOCATIONS];
+    final long[] keep = new long[BudgetAccount.LOCATIONS];
+    /** Bytes of buffers counted here, through this budget and every budget under it, per location. */
+    final long[] used = new long[BudgetAccount.LOCATIONS];
+    final long[] peakRoom = new long[BudgetAccount.LOCATIONS + 1];
+    long buffers;
+    long allocations;
+    /** The open buffers allocated on this stripe through this budget itself. */
+    @Nullable BudgetNode<B> first;
+
+    void link(BudgetNode<B> node) {
+        node.next = first;
+        if (first != null) {
+            first.previous = node;
+        }
+        first = node;
+    }
+
+    void unlink(BudgetNode<B> node) {
+        if (node.previous != null) {
+            node.previous.next = node.next;
+        } else if (first == node) {
+            first = node.next;
+        }
+        if (node.next != null) {
+            node.next.previous = node.previous;
+        }
+        node.previous = null;
+        node.next = null;
+    }
+
+    long usedInAll() {
+        long sum = 0;
+        for (long bytes : used) {
+            sum += bytes;
+        }
+        return sum;
+    }
+}

@@ -1,0 +1,141 @@
+package dev.compute.memory.budget;
+
+import dev.compute.memory.MemoryLocation;
+import java.util.Arrays;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The walk that checks bytes against a budget, every budget above it and the cap, and counts them where they fit: the
+ * limits' half of a {@link BudgetLedger}, under its lock. Each level is checked for what the level below comes to
+ * occupy (see {@link BudgetAccount}), so a request within a budget's unused reservation changes nothing above it, and
+ * the rest meets each ancestor's limits and, at the top, the cap every root's occupancy shares.
+ */
+final class BudgetLimits<B> {
+
+    /** Whether requests under way count in a check: they do, except when asking whether waiting for them could help. */
+    enum Pending { COUNTED, IGNORED }
+
+    /** What refused a request: a budget's limit at all or at the location, or (budget null) the cap the roots share. */
+    record Refusal(@Nullable BudgetAccount<?> budget, boolean atLocation) {}
+
+    /** Per location: the cap the root budgets share; -1 where the manager has no such location. */
+    private final long[] cap = new long[BudgetAccount.LOCATIONS];
+    private final String[] capProperty = new String[BudgetAccount.LOCATIONS];
+    /** Per location: what the roots occupy, and the part of it that requests under way hold. */
+    private final long[] occupied = new long[BudgetAccount.LOCATIONS];
+    private final long[] pendingAtRoots = new long[BudgetAccount.LOCATIONS];
+
+    BudgetLimits(Map<MemoryLocation, Long> caps, Map<MemoryLocation, String> capProperties) {
+        for (MemoryLocation location : MemoryLocation.values()) {
+            cap[location.ordinal()] = caps.getOrDefault(location, -1L);
+            capProperty[location.ordinal()] = capProperties.getOrDefault(location, "the cap");
+        }
+    }
+
+    /**
+     * The first limit, from {@code from} up to the cap, that {@code bytes} more at {@code l} would pass; null where
+     * they fit.
+     */
+    @Nullable Refusal refusal(@Nullable BudgetAccount<B> from, int l, long bytes, Pending pending) {
+        long more = bytes;
+        for (BudgetAccount<B> x = from; x != null && more > 0; x = x.parent) {
+            long content = x.content[l] - (pending == Pending.COUNTED ? 0 : x.pending[l]);
+            long inAll = x.contentInAll() - (pending == Pending.COUNTED ? 0 : x.pendingInAll());
+            if (more > x.locationLimit[l] - content) {
+                return new Refusal(x, x.locationLimit[l] < x.limit);
+            }
+            if (more > x.limit - inAll) {
+                return new Refusal(x, false);
+            }
+            more = Math.max(x.reserved[l], content + more) - Math.max(x.reserved[l], content);
+        }
+        if (bytes > cap[l]) {
+            // above the cap by itself: no budget's memory coming back could make room, so the pool refuses it with its own
+            // message (AllocationAboveLimitException, naming the cap's property), as it would outside a budget
+            return null;
+        }
+        long roots = occupied[l] - (pending == Pending.COUNTED ? 0 : pendingAtRoots[l]);
+        return more > 0 && more > cap[l] - roots ? new Refusal(null, true) : null;
+    }
+
+    /** The most {@code account} could ever hold at {@code l}, whatever comes back: its limits and its ancestors'. */
+    long mostEver(BudgetAccount<B> account, int l) {
+        long most = Long.MAX_VALUE;
+        for (BudgetAccount<B> x = account; x != null; x = x.parent) {
+            most = Math.min(most, x.locationLimit[l]);
+        }
+        return most;
+    }
+
+    /** Counts a claim's bytes as under way from {@code account} up. */
+    void commit(BudgetAccount<B> account, int l, long bytes) {
+        account.direct[l] += bytes;
+        for (BudgetAccount<B> x = account; x != null; x = x.parent) {
+            x.pending[l] += bytes;
+        }
+        pendingAtRoots[l] += bytes;
+        propagate(account, l, bytes);
+    }
+
+    /** A claim's bytes are under way no more: a buffer's next, or given back. */
+    void underWayNoMore(BudgetAccount<B> account, int l, long bytes) {
+        for (BudgetAccount<B> x = account; x != null; x = x.parent) {
+            x.pending[l] -= bytes;
+        }
+        pendingAtRoots[l] -= bytes;
+    }
+
+    /** Bytes let in through {@code account} count no more, from it up to the cap. */
+    void uncount(BudgetAccount<B> account, int l, long bytes) {
+        account.direct[l] -= bytes;
+        propagate(account, l, -bytes);
+    }
+
+    /** Counts a reservation of {@code bytes} at {@code l} in the budgets above {@code account} (or gives it back, negative). */
+    void reserve(BudgetAccount<B> account, int l, long bytes) {
+        propagate(account.parent, l, bytes);
+    }
+
+    /** A closing budget's reservations go back to its parent or the cap. */
+    void giveBackReservations(BudgetAccount<B> account) {
+        for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
+            if (account.reserved[l] > 0) {
+                long before = account.occupied(l);
+                account.reserved[l] = 0;
+                propagate(account.parent, l, account.occupied(l) - before);
+            }
+        }
+    }
+
+    /** Adds {@code delta} to the content of {@code x} and what each level comes to occupy to the level above, up to the cap. */
+    private void propagate(@Nullable BudgetAccount<B> x, int l, long delta) {
+        long change = delta;
+        for (; x != null && change != 0; x = x.parent) {
+            long before = x.occupied(l);
+            x.content[l] += change;
+            change = x.occupied(l) - before;
+        }
+        if (x == null) {
+            occupied[l] += change;
+        }
+    }
+
+    /** The manager's memory went back with its pools: nothing counts at the cap any more. */
+    void forget() {
+        Arrays.fill(occupied, 0);
+        Arrays.fill(pendingAtRoots, 0);
+    }
+
+    long cap(int l) {
+        return cap[l];
+    }
+
+    String capProperty(int l) {
+        return capProperty[l];
+    }
+
+    long occupied(int l) {
+        return occupied[l];
+    }
+}

@@ -1,0 +1,352 @@
+package dev.compute.memory.budget;
+
+import dev.compute.memory.internal.StripedLongs;
+import dev.compute.memory.internal.ThreadStripes;
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The books of a ledger's budgets kept per thread stripe ({@link ThreadStripes}), so that a request through a budget
+ * that fits in the room its stripe holds ({@link BudgetCells}) takes one atomic step (holding the stripe) however deep
+ * the budget is, and giving it back one more: the budget's bytes, buffers and peaks are counted at every level on the
+ * thread's own cache lines, and the ledger's lock is not taken. A request the room cannot hold goes to the ledger,
+ * which counts it against every limit; its buffer's bytes come to the room when it is freed.
+ *
+ * <p><b>Holding.</b> A thread holds one stripe at a time and takes no lock while it holds one, so the ledger (under its
+ * lock) and the peak collection (under a budget's monitor) may hold stripes one after the other; reading figures
+ * holds them all, in order. A hold is a compare-and-set on the stripe's own line and a release store to let go, as
+ * {@code StripedByteCounters} holds its stripes.
+ */
+final class BudgetStripes<B> {
+
+    private static final int HELD = 0;
+    /** Bits of a request's peak check per level: its location's, then all locations'. */
+    private static final int PEAK_BITS = 2;
+    /** Levels checked bit by bit; deeper levels share the last two bits. */
+    private static final int DEPTH_BITS = 31;
+
+    private final StripedLongs holds = new StripedLongs();
+    private final BudgetLedger<B> ledger;
+
+    BudgetStripes(BudgetLedger<B> ledger) {
+        this.ledger = ledger;
+    }
+
+    // ---- holding ----------------------------------------------------------------------------------------------------
+
+    void hold(int stripe) {
+        for (int spins = 0; holds.compareAndExchange(stripe, HELD, 0, 1) != 0; spins++) {
+            if (spins < 64) {
+                Thread.onSpinWait();
+            } else {
+                Thread.yield(); // the holder was descheduled
+            }
+        }
+    }
+
+    /** Holds the calling thread's own stripe; one that finds it held moves the thread elsewhere for next time. */
+    private void holdOwn(int stripe) {
+        if (holds.compareAndExchange(stripe, HELD, 0, 1) != 0) {
+            ThreadStripes.contended();
+            hold(stripe);
+        }
+    }
+
+    void letGo(int stripe) {
+        holds.setRelease(stripe, HELD, 0);
+    }
+
+    /** Under {@code stripe}'s hold: the budget's books on it, made on first use. */
+    static <B> BudgetCells<B> cells(BudgetAccount<B> account, int stripe) {
+        BudgetCells<B> cells = account.cells[stripe];
+        if (cells == null) {
+            cells = new BudgetCells<>();
+            account.cells[stripe] = cells;
+        }
+        return cells;
+    }
+
+    // ---- a request --------------------------------------------------------------------------------------------------
+
+    /**
+     * A buffer of {@code bytes} at location {@code l} through {@code account}, from its stripe's room: counted from now.
+     * Null where the room is short or the budget is closed: then the ledger decides.
+     */
+    @Nullable BudgetNode<B> take(BudgetAccount<B> account, int l, long bytes) {
+        int stripe = ThreadStripes.ofCurrentThread();
+        BudgetNode<B> node = new BudgetNode<>(account, l, bytes, stripe); // made before the hold: nothing allocates while holding
+        long lacking;
+        holdOwn(stripe);
+        try {
+            BudgetCells<B> cells = account.cells[stripe];
+            if (cells == null || cells.room[l] < bytes || account.closed) {
+                return null;
+            }
+            cells.room[l] -= bytes;
+            lacking = count(account, stripe, l, bytes, 1);
+            cells.link(node);
+            node.open = true;
+        } finally {
+            letGo(stripe);
+        }
+        collectPeaks(account, stripe, l, bytes, lacking);
+        return node;
+    }
+
+    /** {@link #take} for the buffers of a batch, all from the room or none. */
+    @SuppressWarnings("unchecked") // an array of nodes of this ledger's handle
+    BudgetNode<B> @Nullable [] takeAll(BudgetAccount<B> account, int l, long[] bytes, long total) {
+        int stripe = ThreadStripes.ofCurrentThread();
+        BudgetNode<B>[] nodes = new BudgetNode[bytes.length];
+        for (int i = 0; i < bytes.length; i++) {
+            nodes[i] = new BudgetNode<>(account, l, bytes[i], stripe);
+        }
+        long lacking;
+        holdOwn(stripe);
+        try {
+            BudgetCells<B> cells = account.cells[stripe];
+            if (cells == null || cells.room[l] < total || account.closed) {
+                return null;
+            }
+            cells.room[l] -= total;
+            lacking = count(account, stripe, l, total, bytes.length);
+            for (BudgetNode<B> node : nodes) {
+                cells.link(node);
+                node.open = true;
+            }
+        } finally {
+            letGo(stripe);
+        }
+        collectPeaks(account, stripe, l, total, lacking);
+        return nodes;
+    }
+
+    /**
+     * Counts buffers the ledger let in (their bytes counted against the limits already), each with its buffer. Null,
+     * counting nothing, where the budget closed meanwhile: the caller gives the bytes back and closes the buffers.
+     */
+    @SuppressWarnings("unchecked") // an array of nodes of this ledger's handle
+    BudgetNode<B> @Nullable [] counted(BudgetAccount<B> account, int l, B[] buffers, long[] bytes, long total) {
+        int stripe = ThreadStripes.ofCurrentThread();
+        BudgetNode<B>[] nodes = new BudgetNode[bytes.length];
+        for (int i = 0; i < bytes.length; i++) {
+            nodes[i] = new BudgetNode<>(account, l, bytes[i], stripe);
+            nodes[i].buffer(buffers[i]);
+        }
+        long lacking;
+        holdOwn(stripe);
+        try {
+            if (account.closed) {
+                return null;
+            }
+            BudgetCells<B> cells = cells(account, stripe);
+            lacking = count(account, stripe, l, total, bytes.length);
+            for (BudgetNode<B> node : nodes) {
+                cells.link(node);
+                node.open = true;
+            }
+        } finally {
+            letGo(stripe);
+        }
+        collectPeaks(account, stripe, l, total, lacking);
+        return nodes;
+    }
+
+    /**
+     * A counted buffer's memory went back ({@code failed}: its request failed in the pool, so it was no allocation):
+     * it counts no more, and its bytes go to its stripe's room, up to what the room keeps. Returns the bytes the ledger
+     * takes back: the rest, or all of them where the budget is closed or a request waits for room there.
+     */
+    long release(BudgetNode<B> node, boolean failed) {
+        int stripe = node.stripe;
+        BudgetAccount<B> account = node.account;
+        int l = node.location;
+        hold(stripe);
+        try {
+            if (!node.open || ledger.countsForgotten()) { // twice, or the manager forgot every count
+                return 0;
+            }
+            node.open = false;
+            BudgetCells<B> cells = account.cells[stripe];
+            cells.unlink(node);
+            for (BudgetAccount<B> x = account; x != null; x = x.parent) {
+                BudgetCells<B> at = x.cells[stripe];
+                at.used[l] -= node.bytes;
+                at.buffers--;
+                at.allocations -= failed ? 1 : 0;
+                at.peakRoom[l] += node.bytes;
+                at.peakRoom[BudgetCells.ALL] += node.bytes;
+            }
+            if (account.closed || ledger.wantsRoomBack()) {
+                return node.bytes;
+            }
+            long room = cells.room[l] + node.bytes;
+            long back = Math.max(0, room - cells.keep[l]);
+            cells.room[l] = room - back;
+            return back;
+        } finally {
+            letGo(stripe);
+        }
+    }
+
+    /**
+     * Under {@code stripe}'s hold: counts {@code buffers} buffers of {@code bytes} in all at every level from
+     * {@code account} up, and raises what the room keeps. Returns the levels whose peak headroom was short, to collect
+     * once the stripe is let go.
+     */
+    private long count(BudgetAccount<B> account, int stripe, int l, long bytes, int buffers) {
+        BudgetCells<B> own = cells(account, stripe);
+        own.keep[l] = Math.min(Math.max(own.keep[l], Math.min(bytes, Long.MAX_VALUE / 2) * 2), account.keepMost[l]);
+        long lacking = 0;
+        int depth = 0;
+        for (BudgetAccount<B> x = account; x != null; x = x.parent, depth++) {
+            BudgetCells<B> at = cells(x, stripe);
+            at.used[l] += bytes;
+            at.buffers += buffers;
+            at.allocations += buffers;
+            int bit = Math.min(depth, DEPTH_BITS - 1) * PEAK_BITS;
+            if (depth < DEPTH_BITS - 1 && at.peakRoom[l] >= bytes) {
+                at.peakRoom[l] -= bytes;
+            } else {
+                lacking |= 1L << bit;
+            }
+            if (depth < DEPTH_BITS - 1 && at.peakRoom[BudgetCells.ALL] >= bytes) {
+                at.peakRoom[BudgetCells.ALL] -= bytes;
+            } else {
+                lacking |= 1L << (bit + 1);
+            }
+        }
+        return lacking;
+    }
+
+    // ---- peaks ------------------------------------------------------------------------------------------------------
+
+    /** Not holding a stripe: for each level whose headroom was short, collects it or raises the peak. */
+    private void collectPeaks(BudgetAccount<B> account, int stripe, int l, long bytes, long lacking) {
+        if (lacking == 0) {
+            return;
+        }
+        int depth = 0;
+        for (BudgetAccount<B> x = account; x != null; x = x.parent, depth++) {
+            int bit = Math.min(depth, DEPTH_BITS - 1) * PEAK_BITS;
+            if ((lacking & (1L << bit)) != 0) {
+                collect(x, stripe, l, bytes);
+            }
+            if ((lacking & (1L << (bit + 1))) != 0) {
+                collect(x, stripe, BudgetCells.ALL, bytes);
+            }
+        }
+    }
+
+    /**
+     * Takes every stripe's headroom of figure {@code index}; if it is less than {@code bytes}, what is held now is more
+     * than any peak before, and the peak rises to it; else the rest goes back to {@code stripe}.
+     */
+    private void collect(BudgetAccount<B> account, int stripe, int index, long bytes) {
+        synchronized (account.peaks) {
+            long collected = 0;
+            for (int s = 0; s < ThreadStripes.COUNT; s++) {
+                hold(s);
+                BudgetCells<B> cells = account.cells[s];
+                if (cells != null) {
+                    collected += cells.peakRoom[index];
+                    cells.peakRoom[index] = 0;
+                }
+                letGo(s);
+            }
+            if (collected < bytes) {
+                account.peaks[index] += bytes - collected;
+            } else {
+                hold(stripe);
+                cells(account, stripe).peakRoom[index] += collected - bytes;
+                letGo(stripe);
+            }
+        }
+    }
+
+    // ---- what the ledger does with the stripes (under its lock) -------------------------------------------------------
+
+    /** Takes back the room every stripe holds for {@code account} at each location into {@code taken}; returns the sum. */
+    long takeRoom(BudgetAccount<B> account, long[] taken) {
+        long sum = 0;
+        for (int s = 0; s < ThreadStripes.COUNT; s++) {
+            hold(s);
+            BudgetCells<B> cells = account.cells[s];
+            if (cells != null) {
+                for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
+                    taken[l] += cells.room[l];
+                    sum += cells.room[l];
+                    cells.room[l] = 0;
+                }
+            }
+            letGo(s);
+        }
+        return sum;
+    }
+
+    /** Adds the open buffers of {@code account} itself (not those under it) to {@code open}. */
+    void openBuffers(BudgetAccount<B> account, List<BudgetNode<B>> open) {
+        for (int s = 0; s < ThreadStripes.COUNT; s++) {
+            hold(s);
+            BudgetCells<B> cells = account.cells[s];
+            for (BudgetNode<B> node = cells == null ? null : cells.first; node != null; node = node.next) {
+                open.add(node);
+            }
+            letGo(s);
+        }
+    }
+
+    /** The manager freed its pools: every count of {@code account} is gone with them, and no node counts any more. */
+    void forget(BudgetAccount<B> account) {
+        for (int s = 0; s < ThreadStripes.COUNT; s++) {
+            hold(s);
+            BudgetCells<B> cells = account.cells[s];
+            if (cells != null) {
+                for (BudgetNode<B> node = cells.first; node != null; node = node.next) {
+                    node.open = false;
+                }
+                account.cells[s] = null;
+            }
+            letGo(s);
+        }
+    }
+
+    /** What {@code account} holds now, read holding every stripe at once (in order), so that it is one state. */
+    Figures figures(BudgetAccount<B> account) {
+        long[] used = new long[BudgetAccount.LOCATIONS];
+        long buffers = 0;
+        long allocations = 0;
+        synchronized (account.peaks) {
+            for (int s = 0; s < ThreadStripes.COUNT; s++) {
+                hold(s);
+            }
+            try {
+                for (int s = 0; s < ThreadStripes.COUNT; s++) {
+                    BudgetCells<B> cells = account.cells[s];
+                    if (cells != null) {
+                        for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
+                            used[l] += cells.used[l];
+                        }
+                        buffers += cells.buffers;
+                        allocations += cells.allocations;
+                    }
+                }
+            } finally {
+                for (int s = ThreadStripes.COUNT - 1; s >= 0; s--) {
+                    letGo(s);
+                }
+            }
+            long[] peaks = account.peaks.clone();
+            long inAll = 0;
+            for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
+                inAll += used[l];
+                peaks[l] = Math.max(peaks[l], used[l]); // a request between its count and its peak's collection
+            }
+            peaks[BudgetCells.ALL] = Math.max(peaks[BudgetCells.ALL], inAll);
+            return new Figures(used, inAll, peaks, buffers, allocations);
+        }
+    }
+
+    /** One budget's figures, from its stripes: bytes held per location and in all, peaks (per location, then all), buffers. */
+    record Figures(long[] used, long usedInAll, long[] peaks, long buffers, long allocations) {}
+}
