@@ -117,8 +117,9 @@ public final class MemoryBudget implements AutoCloseable {
     /**
      * A budget under this one: what it holds or reserves counts in this budget too, against this budget's limits.
      *
-     * @throws IllegalStateException this budget is closed, or a reservation of the child does not fit beside what this
-     *                               budget and those above it hold and reserve
+     * @throws BudgetReservationException a reservation of the child does not fit beside what this budget and those above
+     *                                    it hold and reserve
+     * @throws IllegalStateException      this budget is closed
      */
     public MemoryBudget child(BudgetSpec childSpec) {
         return new MemoryBudget(manager, ledger, this, childSpec);

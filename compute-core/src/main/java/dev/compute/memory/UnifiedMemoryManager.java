@@ -303,8 +303,9 @@ public interface UnifiedMemoryManager extends AutoCloseable {
      * bytes reserved for it alone at a location, which the budgets together keep within that location's cap (see
      * {@link MemoryBudget}). Budgets under it: {@link MemoryBudget#child(BudgetSpec)}.
      *
-     * @throws IllegalStateException    the manager is closed, or a reservation does not fit beside those of the other
-     *                                  budgets and what they hold (the message says which)
+     * @throws BudgetReservationException a reservation does not fit beside those of the other budgets and what they
+     *                                  hold (the message says which)
+     * @throws IllegalStateException    the manager is closed
      * @throws IllegalArgumentException a reservation at a location this manager does not have
      */
     MemoryBudget budget(BudgetSpec spec);

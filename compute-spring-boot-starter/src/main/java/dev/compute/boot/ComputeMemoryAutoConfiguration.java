@@ -25,7 +25,8 @@ import org.springframework.core.type.AnnotatedTypeMetadata;
  * application's own replaces. With {@code compute.managers.<name>.*}, one per name (see
  * {@link NamedManagersRegistrar}), beside any of the application's own. Each manager chooses and logs its backend,
  * and runs its own trim and sampling thread, so nothing here depends on the application enabling scheduling. On
- * shutdown each reports buffers still open and frees all memory.
+ * shutdown each reports buffers still open and frees all memory. The budgets configured for each are made with it
+ * ({@link ComputeBudgets}).
  */
 @AutoConfiguration
 @ConditionalOnClass(UnifiedMemoryManager.class)
@@ -55,13 +56,19 @@ public final class ComputeMemoryAutoConfiguration {
     @Bean(FACTORY_BEAN)
     UnifiedMemoryManagerFactory unifiedMemoryManagerFactory(ConfigurableEnvironment environment, ListableBeanFactory beanFactory,
             ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers, ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers,
-            MemoryEventRelays memoryEventRelays) {
-        return new UnifiedMemoryManagerFactory(environment, beanFactory, outOfMemoryHandlers, customizers, memoryEventRelays);
+            MemoryEventRelays memoryEventRelays, ComputeBudgets computeBudgets) {
+        return new UnifiedMemoryManagerFactory(environment, beanFactory, outOfMemoryHandlers, customizers, memoryEventRelays, computeBudgets);
     }
 
     @Bean
     MemoryEventRelays memoryEventRelays() {
         return new MemoryEventRelays();
+    }
+
+    /** The budgets of compute.budgets and compute.managers.&lt;name&gt;.budgets, made with their managers. */
+    @Bean
+    ComputeBudgets computeBudgets() {
+        return new ComputeBudgets();
     }
 
     @Configuration(proxyBeanMethods = false)

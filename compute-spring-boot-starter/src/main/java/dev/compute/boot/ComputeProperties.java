@@ -34,7 +34,10 @@ import org.springframework.util.unit.DataSize;
  * @param health Thresholds of the compute health contributor.
  * @param primary With several managers (compute.managers), the name of the one injected where a single
  *     UnifiedMemoryManager is asked for; unset, the first one configured.
- * @param scopes The stretches of work that host views end with, for every manager.
+ * @param scopes The stretches of work that host views end with, and that may each get a budget of their own.
+ * @param budgets Named budgets of the one manager of compute.*, by name (tenant-a): each a tenant's own allocator over
+ *     the manager's pools, with its limits and reserved minimum, made as the manager is and closed with it. With
+ *     compute.managers, each manager's are compute.managers.&lt;name&gt;.budgets, not inherited from here.
  */
 @ConfigurationProperties("compute")
 public record ComputeProperties(
@@ -45,10 +48,12 @@ public record ComputeProperties(
         @DefaultValue Map<String, String> backendOptions,
         @DefaultValue Health health,
         @Nullable String primary,
-        @DefaultValue Scopes scopes) {
+        @DefaultValue Scopes scopes,
+        @DefaultValue Map<String, BudgetProperties> budgets) {
 
     public ComputeProperties {
         backendOptions = new LinkedHashMap<>(backendOptions);
+        budgets = new LinkedHashMap<>(budgets);
     }
 
     /** The settings of the one manager that {@code compute.*} alone describes. */
@@ -94,8 +99,18 @@ public record ComputeProperties(
      *     thread idles after.
      * @param tasks Whether each task of Spring Boot's task executors and schedulers runs in a view scope (a TaskDecorator,
      *     composed with the application's own).
+     * @param requestBudgets Whether each web request (servlet) whose budget a RequestBudgetResolver names (by default,
+     *     the configured budget named by the budget-header) runs in a budget of its own under it, BudgetScope.current()
+     *     on its threads, closed as the request ends: what the request forgot to close is closed then and logged.
+     * @param taskBudgets Whether each task of Spring Boot's task executors and schedulers submitted where a budget is
+     *     current (a request's) runs in a budget of its own under that budget's tenant, closed as the task ends.
+     * @param budgetHeader The request header that names the configured budget a request's own budget goes under, for the
+     *     default RequestBudgetResolver: a budget's name (on the primary manager) or manager/name. Meant for callers the
+     *     service trusts (a gateway sets it); a RequestBudgetResolver bean of your own replaces it.
      */
-    public record Scopes(@DefaultValue("true") boolean requests, @DefaultValue("true") boolean tasks) {}
+    public record Scopes(@DefaultValue("true") boolean requests, @DefaultValue("true") boolean tasks,
+            @DefaultValue("false") boolean requestBudgets, @DefaultValue("false") boolean taskBudgets,
+            @DefaultValue("X-Compute-Budget") String budgetHeader) {}
 
     /**
      * @param maxOpen The most files (or ranges of files) mapped at once; 0 turns mapping off. Each mapping takes an
@@ -191,6 +206,8 @@ public record ComputeProperties(
      *     details carry a warning; between 0 and 1.
      * @param capWarningThreshold Share of a location's cap (max-pool-size, max-pinned-size for PINNED) that the pool
      *     has reserved above which the health details carry a warning; between 0 and 1.
+     * @param budgetWarningThreshold Share of a budget's limit (at all locations, or at one where it has a limit there)
+     *     that the budget holds above which the health details carry a warning; between 0 and 1.
      * @param statusOnWarning The health status when any threshold is passed: UP (the warning is a detail), a status
      *     of your own such as WARNING (add it to management.endpoint.health.status.order), OUT_OF_SERVICE or DOWN.
      */
@@ -198,12 +215,14 @@ public record ComputeProperties(
             @DefaultValue("0.5") double fragmentationWarningThreshold,
             @DefaultValue("0.9") double deviceMemoryWarningThreshold,
             @DefaultValue("0.9") double capWarningThreshold,
+            @DefaultValue("0.9") double budgetWarningThreshold,
             @DefaultValue("UP") String statusOnWarning) {
 
         public Health {
             ratio("compute.health.fragmentation-warning-threshold", fragmentationWarningThreshold);
             ratio("compute.health.device-memory-warning-threshold", deviceMemoryWarningThreshold);
             ratio("compute.health.cap-warning-threshold", capWarningThreshold);
+            ratio("compute.health.budget-warning-threshold", budgetWarningThreshold);
             if (statusOnWarning.isBlank()) {
                 throw new InvalidSettingException("compute.health.status-on-warning", statusOnWarning,
                         "a health status: UP, OUT_OF_SERVICE, DOWN or one of your own such as WARNING");

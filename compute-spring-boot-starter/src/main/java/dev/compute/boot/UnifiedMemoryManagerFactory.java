@@ -6,12 +6,14 @@ import dev.compute.memory.OutOfMemoryHandler;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import java.util.List;
+import java.util.Map;
 import java.util.function.UnaryOperator;
 import java.util.regex.Matcher;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.context.properties.bind.Bindable;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.context.properties.bind.PropertySourcesPlaceholdersResolver;
 import org.springframework.boot.context.properties.source.ConfigurationPropertySources;
@@ -21,28 +23,33 @@ import org.springframework.core.env.ConfigurableEnvironment;
  * Builds the managers of the starter: from their properties, then the application's {@link OutOfMemoryHandler}
  * beans (looked up when memory runs out, {@link OutOfMemoryHandlerBeans}, so that they may depend on the manager),
  * then its {@link UnifiedMemoryManagerBuilderCustomizer} beans (each in its order), and a
- * {@link MemoryEventRelays.Relay} for listeners that come later. A setting the builder refuses stops start-up
- * naming the property where the value was set ({@code compute.managers.gpu.memory.pooling.max-pool-size}, or the
- * inherited {@code compute.memory.pooling.max-pool-size}).
+ * {@link MemoryEventRelays.Relay} for listeners that come later; then its configured budgets ({@link ComputeBudgets}). A
+ * setting the builder refuses stops start-up naming the property where the value was set
+ * ({@code compute.managers.gpu.memory.pooling.max-pool-size}, or the inherited
+ * {@code compute.memory.pooling.max-pool-size}); so does a budget's, the manager closed again.
  */
 public final class UnifiedMemoryManagerFactory {
 
     private static final Log log = LogFactory.getLog(UnifiedMemoryManagerFactory.class);
+    /** Where the one manager's budgets are set. */
+    static final String BUDGETS = "compute.budgets";
 
     private final ConfigurableEnvironment environment;
     private final ListableBeanFactory beans;
     private final ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers;
     private final ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers;
     private final MemoryEventRelays relays;
+    private final ComputeBudgets budgets;
 
     UnifiedMemoryManagerFactory(ConfigurableEnvironment environment, ListableBeanFactory beans,
             ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers, ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers,
-            MemoryEventRelays relays) {
+            MemoryEventRelays relays, ComputeBudgets budgets) {
         this.environment = environment;
         this.beans = beans;
         this.outOfMemoryHandlers = outOfMemoryHandlers;
         this.customizers = customizers;
         this.relays = relays;
+        this.budgets = budgets;
     }
 
     /** The one manager of {@code compute.*}. */
@@ -51,7 +58,8 @@ public final class UnifiedMemoryManagerFactory {
         if (primary != null && !primary.isBlank()) {
             throw new InvalidSettingException("compute.primary", primary, "unset: it names one of " + NamedManagers.PREFIX + ", and none is configured");
         }
-        return create(ComputeMemoryAutoConfiguration.DEFAULT_MANAGER_NAME, properties.manager(), UnaryOperator.identity());
+        return create(ComputeMemoryAutoConfiguration.DEFAULT_MANAGER_NAME, properties.manager(), UnaryOperator.identity(),
+                new Budgets(properties.budgets(), BUDGETS, true));
     }
 
     /** The manager {@code compute.managers.<name>}, each setting it does not have taken from {@code compute.*}. */
@@ -60,7 +68,15 @@ public final class UnifiedMemoryManagerFactory {
         Binder binder = new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment),
                 PoolSizeConverter.conversionService()); // as @ConfigurationPropertiesBinding gives compute.*
         ManagerProperties properties = binder.bindOrCreate("compute", ManagerProperties.class);
-        return create(name, properties, source::whereSet);
+        Binder own = Binder.get(environment);
+        Map<String, BudgetProperties> inherited = own.bind(BUDGETS, Bindable.mapOf(String.class, BudgetProperties.class)).orElse(Map.of());
+        if (!inherited.isEmpty()) {
+            throw new InvalidSettingException(BUDGETS, String.join(", ", inherited.keySet()), "unset where " + NamedManagers.PREFIX
+                    + " names the managers: each manager's budgets are its own, under " + NamedManagers.PREFIX + "." + name + ".budgets");
+        }
+        String prefix = NamedManagers.PREFIX + "." + name + ".budgets";
+        Map<String, BudgetProperties> budgetProperties = own.bind(prefix, Bindable.mapOf(String.class, BudgetProperties.class)).orElse(Map.of());
+        return create(name, properties, source::whereSet, new Budgets(budgetProperties, prefix, NamedManagers.of(environment).primary().equals(name)));
     }
 
     /**
@@ -79,10 +95,14 @@ public final class UnifiedMemoryManagerFactory {
         Binder binder = new Binder(ConfigurationPropertySources.get(environment), new PropertySourcesPlaceholdersResolver(environment),
                 PoolSizeConverter.conversionService());
         ManagerProperties properties = binder.bindOrCreate(prefix, ManagerProperties.class);
-        return create(name, properties, property -> property.startsWith("compute.") ? prefix + property.substring("compute".length()) : property);
+        return create(name, properties, property -> property.startsWith("compute.") ? prefix + property.substring("compute".length()) : property,
+                new Budgets(Map.of(), prefix + ".budgets", false));
     }
 
-    private UnifiedMemoryManager create(String name, ManagerProperties properties, UnaryOperator<String> whereSet) {
+    /** A manager's configured budgets, set under {@code prefix}; {@code primary}: the manager is the one injected where one is asked for. */
+    private record Budgets(Map<String, BudgetProperties> properties, String prefix, boolean primary) {}
+
+    private UnifiedMemoryManager create(String name, ManagerProperties properties, UnaryOperator<String> whereSet, Budgets configured) {
         UnifiedMemoryManager manager;
         MemoryEventRelays.Relay relay = new MemoryEventRelays.Relay();
         try {
@@ -95,6 +115,12 @@ public final class UnifiedMemoryManagerFactory {
             manager = builder.build();
         } catch (InvalidSettingException e) {
             throw renamed(e, whereSet);
+        }
+        try {
+            budgets.make(name, configured.primary(), manager, configured.properties(), configured.prefix());
+        } catch (RuntimeException e) {
+            manager.close();
+            throw e instanceof InvalidSettingException invalid ? renamed(invalid, whereSet) : e;
         }
         relays.register(manager, relay);
         warnOfUnreadOptions(name, properties, manager, whereSet);

@@ -1,6 +1,7 @@
 package dev.compute.memory.budget;
 
 import dev.compute.memory.BudgetExceededException;
+import dev.compute.memory.BudgetReservationException;
 import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.DeviceOutOfMemoryException;
@@ -113,10 +114,14 @@ public final class BudgetLedger<B> {
                 if (refusal != null && takeRoomBack(refusal)) {
                     refusal = limits.refusal(parent, l, reserving[l], Pending.COUNTED);
                 }
+                if (refusal == null && reserving[l] > limits.cap(l)) { // the walk leaves a request above the cap to the pool; a reservation is ours
+                    refusal = new Refusal(null, true);
+                }
                 if (refusal != null) {
                     limits.giveBackReservations(account);
-                    throw new IllegalStateException("memory budget '" + account.path + "' cannot reserve " + reserving[l] + " bytes of "
-                            + location + ": " + (refusal.budget() != null ? "it " : "") + BudgetRefusals.why(refusal, this, l, reserving[l]));
+                    throw new BudgetReservationException(location, reserving[l], "memory budget '" + account.path + "' cannot reserve "
+                            + reserving[l] + " bytes of " + location + ": " + (refusal.budget() != null ? "it " : "")
+                            + BudgetRefusals.why(refusal, this, l, reserving[l]));
                 }
                 account.reserved[l] = reserving[l];
                 limits.reserve(account, l, reserving[l]);

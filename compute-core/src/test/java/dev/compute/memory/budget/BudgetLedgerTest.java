@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.BudgetExceededException;
+import dev.compute.memory.BudgetReservationException;
 import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.MemoryLocation;
@@ -91,6 +92,18 @@ class BudgetLedgerTest {
         assertThat(ledger.statistics(device).reservedBytes()).as("the failed budget's DEVICE reservation went back").isEqualTo(64 * MiB);
         assertThatThrownBy(() -> ledger.open(null, BudgetSpec.of("pinned", MiB).withReservation(MemoryLocation.PINNED, MiB)))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("this manager has none");
+    }
+
+    @Test
+    void aReservationAboveTheCapByItselfIsRefusedNamingItsLocation() {
+        BudgetLedger<String> ledger = ledger();
+
+        assertThatThrownBy(() -> ledger.open(null, BudgetSpec.of("huge", 128 * MiB).withReservation(DEVICE, 65 * MiB)))
+                .isInstanceOfSatisfying(BudgetReservationException.class, e -> {
+                    assertThat(e.location()).isEqualTo(DEVICE);
+                    assertThat(e.reservedBytes()).isEqualTo(65 * MiB);
+                }).hasMessageContaining("the budgets together would take more than the 67108864 bytes of DEVICE memory");
+        assertThat(ledger.roots()).isEmpty();
     }
 
     @Test

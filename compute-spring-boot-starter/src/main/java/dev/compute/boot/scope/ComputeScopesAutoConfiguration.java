@@ -1,12 +1,16 @@
 package dev.compute.boot.scope;
 
+import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.boot.ComputeProperties;
 import dev.compute.memory.ViewScope;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.Filter;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.annotation.Bean;
@@ -16,15 +20,20 @@ import org.springframework.core.Ordered;
 /**
  * View scopes for web requests ({@code compute.scopes.requests}) and for the tasks of Spring's executors and schedulers
  * ({@code compute.scopes.tasks}), both on by default. Without them a view taken on a request thread lives until its
- * buffer closes, and a buffer closed on another thread keeps its memory until that thread calls in again.
+ * buffer closes, and a buffer closed on another thread keeps its memory until that thread calls in again. And, where
+ * switched on, a budget of their own for web requests ({@code compute.scopes.request-budgets}) and tasks
+ * ({@code compute.scopes.task-budgets}) under the configured budgets ({@link ComputeBudgets}).
  */
-@AutoConfiguration
+@AutoConfiguration(after = ComputeMemoryAutoConfiguration.class)
 @ConditionalOnClass(ViewScope.class)
 @ConditionalOnBooleanProperty(name = ComputeMemoryAutoConfiguration.ENABLED_PROPERTY, matchIfMissing = true)
 public final class ComputeScopesAutoConfiguration {
 
     /** The filter's bean; it runs first among the application's filters, so every filter after it is inside the scope. */
     public static final String REQUEST_SCOPE_FILTER = "computeRequestScopeFilter";
+
+    /** The request budgets' filter's bean; it runs right after the view scope's, so the request's views end before its budget closes. */
+    public static final String REQUEST_BUDGET_FILTER = "computeRequestBudgetFilter";
 
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
@@ -50,6 +59,42 @@ public final class ComputeScopesAutoConfiguration {
         @Bean
         TaskScopeDecorator computeTaskScopeDecorator() {
             return new TaskScopeDecorator();
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
+    @ConditionalOnClass(Filter.class)
+    @ConditionalOnBean(ComputeBudgets.class)
+    @ConditionalOnBooleanProperty(name = "compute.scopes.request-budgets")
+    static final class RequestBudgets {
+
+        @Bean
+        @ConditionalOnMissingBean
+        RequestBudgetResolver computeRequestBudgetResolver(ComputeBudgets budgets, ComputeProperties properties) {
+            return new HeaderRequestBudgetResolver(budgets, properties.scopes().budgetHeader());
+        }
+
+        @Bean(REQUEST_BUDGET_FILTER)
+        FilterRegistrationBean<RequestBudgetFilter> computeRequestBudgetFilter(RequestBudgetResolver resolver, ComputeBudgets budgets) {
+            FilterRegistrationBean<RequestBudgetFilter> registration = new FilterRegistrationBean<>(
+                    new RequestBudgetFilter(resolver, new ScopedBudgets(budgets)));
+            registration.setName(REQUEST_BUDGET_FILTER);
+            registration.setOrder(Ordered.HIGHEST_PRECEDENCE + 1);
+            registration.setDispatcherTypes(DispatcherType.REQUEST, DispatcherType.ASYNC);
+            registration.setAsyncSupported(true);
+            return registration;
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnBean(ComputeBudgets.class)
+    @ConditionalOnBooleanProperty(name = "compute.scopes.task-budgets")
+    static final class TaskBudgets {
+
+        @Bean
+        TaskBudgetDecorator computeTaskBudgetDecorator(ComputeBudgets budgets) {
+            return new TaskBudgetDecorator(new ScopedBudgets(budgets));
         }
     }
 }

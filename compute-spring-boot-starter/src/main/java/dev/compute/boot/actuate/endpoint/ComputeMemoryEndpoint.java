@@ -1,5 +1,6 @@
 package dev.compute.boot.actuate.endpoint;
 
+import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import dev.compute.boot.actuate.RecentMemoryStatistics;
@@ -35,8 +36,9 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  * <ul>
  *   <li>GET: the managers by name, and the primary manager's summary (per location, and the leaks found) as it was
  *       when there was only one;</li>
- *   <li>GET {@code /{name}}: one manager's summary and the settings it runs with; for a name that is no manager's but a
- *       location's, that location of the primary manager, as before there were several;</li>
+ *   <li>GET {@code /{name}}: one manager's summary, the settings it runs with and its budgets (each with its figures,
+ *       whether {@code compute.budgets} configured it, and the budgets under it: requests' and tasks' own); for a name
+ *       that is no manager's but a location's, that location of the primary manager, as before there were several;</li>
  *   <li>GET {@code /{name}/{location}}: one location's segments, blocks and timeline;</li>
  *   <li>POST trims every manager, or the one {@code name}d (with {@code "all": true}, releases all cached memory;
  *       with {@code "compact": true}, defragments first and reports what moved).
@@ -63,10 +65,20 @@ public class ComputeMemoryEndpoint {
     /** How many allocation sites the summary lists: enough to find a leak, bounded however many buffers are open. */
     static final int LEAK_SITES = 10;
 
+    /** How many budgets under one budget (requests' and tasks' own) a manager's description lists. */
+    static final int BUDGETS_UNDER = 20;
+
     private final ObservedManagers managers;
+    private final ComputeBudgets configured;
 
     public ComputeMemoryEndpoint(ObservedManagers managers) {
+        this(managers, new ComputeBudgets());
+    }
+
+    /** With the budgets the starter configured, which the description marks as such. */
+    public ComputeMemoryEndpoint(ObservedManagers managers, ComputeBudgets configured) {
         this.managers = managers;
+        this.configured = configured;
     }
 
     @ReadOperation
@@ -167,7 +179,13 @@ public class ComputeMemoryEndpoint {
         observed.statistics().statistics().forEach((location, figures) -> locations.put(location, LocationSummary.of(figures)));
         return new ManagerDescriptor(observed.name(), observed.primary(), manager.backendInfo().backend(), device(observed),
                 manager.defaultLocation(), locations, leaks(manager), SettingsDescriptor.of(manager.settings()),
-                manager.budgets().stream().map(MemoryBudget::statistics).toList(), DEFINITIONS);
+                manager.budgets().stream().map(this::budget).toList(), DEFINITIONS);
+    }
+
+    private BudgetDescriptor budget(MemoryBudget budget) {
+        List<MemoryBudget> under = budget.children();
+        return BudgetDescriptor.of(budget.statistics(), configured.isConfigured(budget), under.size(),
+                under.stream().limit(BUDGETS_UNDER).map(this::budget).toList());
     }
 
     private static DeviceDescriptor device(ObservedManager observed) {
@@ -222,10 +240,28 @@ public class ComputeMemoryEndpoint {
     public record ManagerEntry(String backend, DeviceDescriptor device, MemoryLocation defaultLocation, List<MemoryLocation> locations,
             boolean primary) {}
 
-    /** One manager: its summary per location, its leaks, the settings it runs with and its open budgets. */
+    /** One manager: its summary per location, its leaks, the settings it runs with and its open budgets (those it made). */
     public record ManagerDescriptor(String name, boolean primary, String backend, DeviceDescriptor device, MemoryLocation defaultLocation,
             Map<MemoryLocation, LocationSummary> locations, LeakDescriptor leaks, SettingsDescriptor settings,
-            List<BudgetStatistics> budgets, Map<String, String> definitions) implements Selection {}
+            List<BudgetDescriptor> budgets, Map<String, String> definitions) implements Selection {}
+
+    /**
+     * An open budget ({@link BudgetStatistics}: a child's bytes count in every budget above it), whether the starter
+     * configured it ({@code compute.budgets}), the share of its fullest limit it holds, and the budgets under it (a
+     * request's or a task's own): how many, and the first {@value ComputeMemoryEndpoint#BUDGETS_UNDER}.
+     *
+     * @param name its path: {@code tenant-a/request-17}
+     */
+    public record BudgetDescriptor(String name, boolean configured, long limitBytes, long allocatedBytes, long allocatedBytesPeak,
+            double usedShare, long liveBuffers, long allocations, long refusals, long reservedBytes, long waitingRequests, long mappedFiles,
+            long mappedBytes, Map<MemoryLocation, BudgetStatistics.Location> locations, int budgetsUnder, List<BudgetDescriptor> budgets) {
+
+        static BudgetDescriptor of(BudgetStatistics s, boolean configured, int budgetsUnder, List<BudgetDescriptor> budgets) {
+            return new BudgetDescriptor(s.name(), configured, s.limitBytes(), s.allocatedBytes(), s.allocatedBytesPeak(), s.usedShare(),
+                    s.liveBuffers(), s.allocations(), s.refusals(), s.reservedBytes(), s.waitingRequests(), s.mappedFiles(), s.mappedBytes(),
+                    s.locations(), budgetsUnder, budgets);
+        }
+    }
 
     /** Leaks found so far, and where the open buffers come from (a site that keeps growing is a leak still reachable). */
     public record LeakDescriptor(long detected, List<OpenBuffersDescriptor> openBuffers) {}

@@ -1,8 +1,10 @@
 package dev.compute.boot.actuate.endpoint;
 
+import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
 import dev.compute.boot.actuate.ObservedManagers;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -24,7 +26,7 @@ public final class ComputeMemoryEndpointAutoConfiguration {
     @Bean
     @ConditionalOnMissingBean
     @ConditionalOnAvailableEndpoint
-    ComputeMemoryEndpoint computeMemoryEndpoint(ObservedManagers managers) {
-        return new ComputeMemoryEndpoint(managers);
+    ComputeMemoryEndpoint computeMemoryEndpoint(ObservedManagers managers, ObjectProvider<ComputeBudgets> budgets) {
+        return new ComputeMemoryEndpoint(managers, budgets.getIfAvailable(ComputeBudgets::new));
     }
 }

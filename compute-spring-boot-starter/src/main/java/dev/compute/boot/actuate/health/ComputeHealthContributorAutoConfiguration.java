@@ -1,10 +1,12 @@
 package dev.compute.boot.actuate.health;
 
+import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.ComputeProperties;
 import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
 import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
@@ -31,13 +33,13 @@ public final class ComputeHealthContributorAutoConfiguration {
     @Bean
     @ConditionalOnEnabledHealthIndicator("compute")
     @ConditionalOnMissingBean(name = {"computeHealthIndicator", "computeHealthContributor"})
-    HealthContributor computeHealthContributor(ObservedManagers managers, ComputeProperties properties) {
-        return new PerManager(properties.health()).contributor(managers);
+    HealthContributor computeHealthContributor(ObservedManagers managers, ComputeProperties properties, ObjectProvider<ComputeBudgets> budgets) {
+        return new PerManager(properties.health(), budgets.getIfAvailable(ComputeBudgets::new)).contributor(managers);
     }
 
     private static final class PerManager extends CompositeHealthContributorConfiguration<ComputeHealthIndicator, ObservedManager> {
-        PerManager(ComputeProperties.Health thresholds) {
-            super(observed -> new ComputeHealthIndicator(observed, thresholds));
+        PerManager(ComputeProperties.Health thresholds, ComputeBudgets budgets) {
+            super(observed -> new ComputeHealthIndicator(observed, thresholds, budgets));
         }
 
         HealthContributor contributor(ObservedManagers managers) {

@@ -1,9 +1,11 @@
 package dev.compute.boot.actuate.health;
 
+import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.ComputeProperties;
 import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.BackendInfo;
+import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.ManagerSettings;
 import dev.compute.memory.MemoryLocation;
@@ -21,7 +23,8 @@ import org.springframework.boot.health.contributor.Status;
 /**
  * The health of one manager: UP with the backend, the device and each location's memory; DOWN when the manager is
  * closed or the backend fails to answer. A location's pool near its cap, its fragmentation or the device's memory in
- * use above the thresholds ({@code compute.health.*}) adds a warning to the details and sets
+ * use above the thresholds ({@code compute.health.*}), or a configured budget ({@code compute.budgets}) holding more
+ * of a limit than {@code compute.health.budget-warning-threshold}, adds a warning to the details and sets
  * {@code compute.health.status-on-warning}: UP by default, since each is a reason to look rather than to take the
  * instance out of a load balancer; a status of the operator's choice otherwise. The memory figures are the shared
  * collection at most a second old ({@link RecentMemoryStatistics}); the device's free memory is asked each time, so
@@ -32,12 +35,21 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
     private final UnifiedMemoryManager manager;
     private final RecentMemoryStatistics statistics;
     private final ComputeProperties.Health thresholds;
+    private final String name;
+    private final ComputeBudgets budgets;
 
     public ComputeHealthIndicator(ObservedManager observed, ComputeProperties.Health thresholds) {
+        this(observed, thresholds, new ComputeBudgets());
+    }
+
+    /** With the budgets the starter configured: those of this manager are in the details, and warn near a limit. */
+    public ComputeHealthIndicator(ObservedManager observed, ComputeProperties.Health thresholds, ComputeBudgets budgets) {
         super("Compute memory health check failed");
         this.manager = observed.manager();
         this.statistics = observed.statistics();
         this.thresholds = thresholds;
+        this.name = observed.name();
+        this.budgets = budgets;
     }
 
     @Override
@@ -90,10 +102,40 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
                         + "a trim, or fewer mixed-size long-lived buffers, helps", location, s.fragmentation(), thresholds.fragmentationWarningThreshold()));
             }
         });
+        Map<String, Map<String, Object>> budgetDetails = budgets(warnings);
         builder.status(warnings.isEmpty() ? Status.UP : new Status(thresholds.statusOnWarning()))
                 .withDetail("backend", info.backend()).withDetail("device", deviceDetails).withDetail("locations", locations);
+        if (!budgetDetails.isEmpty()) {
+            builder.withDetail("budgets", budgetDetails);
+        }
         if (!warnings.isEmpty()) {
             builder.withDetail("warnings", warnings);
         }
+    }
+
+    /** The configured budgets of this manager, by name; one holding more of a limit than the threshold adds a warning. */
+    private Map<String, Map<String, Object>> budgets(List<String> warnings) {
+        Map<String, Map<String, Object>> details = new LinkedHashMap<>();
+        for (ComputeBudgets.Configured configured : budgets.all()) {
+            if (!configured.manager().equals(name) || configured.budget().isClosed()) {
+                continue;
+            }
+            BudgetStatistics figures = configured.budget().statistics();
+            double used = figures.usedShare();
+            Map<String, Object> detail = new LinkedHashMap<>();
+            detail.put("limitBytes", figures.limitBytes());
+            detail.put("allocatedBytes", figures.allocatedBytes());
+            detail.put("usedShare", used);
+            detail.put("reservedBytes", figures.reservedBytes());
+            detail.put("liveBuffers", figures.liveBuffers());
+            detail.put("refusals", figures.refusals());
+            details.put(configured.name(), detail);
+            if (used > thresholds.budgetWarningThreshold()) {
+                warnings.add(String.format(Locale.ROOT, "memory budget '%s' holds %.0f%% of a limit (%d of %d bytes in all), above "
+                        + "compute.health.budget-warning-threshold (%.0f%%): its requests beyond the limit are refused", configured.name(),
+                        used * 100, figures.allocatedBytes(), figures.limitBytes(), thresholds.budgetWarningThreshold() * 100));
+            }
+        }
+        return details;
     }
 }

@@ -1,11 +1,14 @@
 package dev.compute.boot.actuate.metrics;
 
+import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.MemoryEventRelays;
 import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.BackendInfo;
+import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -20,6 +23,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.ToDoubleFunction;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The meters of {@link ComputeMeters} for every observed manager, tagged with its name, backend and device. Sizes
@@ -28,20 +32,29 @@ import java.util.function.ToDoubleFunction;
  * ({@code compute_memory_fragmentation_ratio}). The figure meters read the manager's one collection of figures that
  * is at most a second old ({@link RecentMemoryStatistics}), so a scrape of every meter collects them once; after the
  * manager closed they read NaN. The event meters ({@link MemoryEventMeters}) hear the managers the starter built,
- * through their {@link MemoryEventRelays.Relay}. Closing the binder (with the context, before the managers close)
- * detaches them and removes every meter it registered.
+ * through their {@link MemoryEventRelays.Relay}. The budget meters cover the configured budgets ({@link ComputeBudgets})
+ * only, tagged with the budget's name: a bounded set, whatever budgets requests and tasks open and close; each reads the
+ * budget's figures at most once a second. Closing the binder (with the context, before the managers close) detaches them
+ * and removes every meter it registered.
  */
 public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
 
     private final ObservedManagers managers;
     private final MemoryEventRelays relays;
+    private final ComputeBudgets budgets;
     private final List<Bound> bound = new CopyOnWriteArrayList<>();
 
     private record Bound(MeterRegistry registry, List<Meter> meters, List<AutoCloseable> listeners) {}
 
     public ComputeMemoryMeterBinder(ObservedManagers managers, MemoryEventRelays relays) {
+        this(managers, relays, new ComputeBudgets());
+    }
+
+    /** With the budgets the starter configured, each metered under its name. */
+    public ComputeMemoryMeterBinder(ObservedManagers managers, MemoryEventRelays relays, ComputeBudgets budgets) {
         this.managers = managers;
         this.relays = relays;
+        this.budgets = budgets;
     }
 
     @Override
@@ -90,6 +103,11 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                 meters.add(Gauge.builder(ComputeMeters.CAP.getName(), manager, m -> m.isClosed() ? Double.NaN : cap)
                         .baseUnit(ComputeMeters.CAP.getBaseUnit()).tags(at).description(ComputeMeters.CAP.description()).register(registry));
             }
+            for (ComputeBudgets.Configured configured : budgets.all()) {
+                if (configured.manager().equals(observed.name())) {
+                    budgetMeters(registry, configured.budget(), tags.and(ComputeMeters.Tag.BUDGET.asString(), configured.name()), meters);
+                }
+            }
             relays.of(manager).ifPresent(relay -> {
                 MemoryEventMeters events = new MemoryEventMeters(registry, tags, manager.locations());
                 meters.addAll(events.meters());
@@ -109,6 +127,55 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
             each.meters().forEach(each.registry()::remove);
         }
         bound.clear();
+    }
+
+    private static void budgetMeters(MeterRegistry registry, MemoryBudget budget, Tags tags, List<Meter> meters) {
+        RecentBudgetStatistics recent = new RecentBudgetStatistics(budget);
+        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_ALLOCATED, tags, BudgetStatistics::allocatedBytes));
+        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_ALLOCATED_PEAK, tags, BudgetStatistics::allocatedBytesPeak));
+        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_LIMIT, tags, BudgetStatistics::limitBytes));
+        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_RESERVED, tags, BudgetStatistics::reservedBytes));
+        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_LIVE_BUFFERS, tags, BudgetStatistics::liveBuffers));
+        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_WAITING, tags, BudgetStatistics::waitingRequests));
+        meters.add(recent.counter(registry, ComputeMeters.BUDGET_ALLOCATIONS, tags, BudgetStatistics::allocations));
+        meters.add(recent.counter(registry, ComputeMeters.BUDGET_REFUSALS, tags, BudgetStatistics::refusals));
+    }
+
+    /** A budget's figures read at most once a second, however many meters a scrape reads; NaN once the budget closed. */
+    private static final class RecentBudgetStatistics {
+
+        /** How old the figures may be: a second, as the manager's. */
+        private static final long MAX_AGE_NANOS = 1_000_000_000L;
+
+        private final MemoryBudget budget;
+        private @Nullable BudgetStatistics last;
+        private long readAt;
+
+        RecentBudgetStatistics(MemoryBudget budget) {
+            this.budget = budget;
+        }
+
+        synchronized double read(ToDoubleFunction<BudgetStatistics> figure) {
+            if (budget.isClosed()) {
+                return Double.NaN;
+            }
+            long now = System.nanoTime();
+            if (last == null || now - readAt > MAX_AGE_NANOS) {
+                last = budget.statistics();
+                readAt = now;
+            }
+            return figure.applyAsDouble(last);
+        }
+
+        Gauge gauge(MeterRegistry registry, ComputeMeters meter, Tags tags, ToDoubleFunction<BudgetStatistics> figure) {
+            return Gauge.builder(meter.getName(), this, recent -> recent.read(figure)).baseUnit(meter.getBaseUnit()).tags(tags)
+                    .description(meter.description()).register(registry);
+        }
+
+        FunctionCounter counter(MeterRegistry registry, ComputeMeters meter, Tags tags, ToDoubleFunction<BudgetStatistics> figure) {
+            return FunctionCounter.builder(meter.getName(), this, recent -> recent.read(figure)).baseUnit(meter.getBaseUnit()).tags(tags)
+                    .description(meter.description()).register(registry);
+        }
     }
 
     /** A tag value: lower case, words joined by dashes ({@code host}, {@code pool-limit}). */

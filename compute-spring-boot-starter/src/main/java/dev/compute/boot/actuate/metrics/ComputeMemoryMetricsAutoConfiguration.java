@@ -1,10 +1,12 @@
 package dev.compute.boot.actuate.metrics;
 
+import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.MemoryEventRelays;
 import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
 import dev.compute.boot.actuate.ObservedManagers;
 import io.micrometer.core.instrument.binder.MeterBinder;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
@@ -22,7 +24,7 @@ public final class ComputeMemoryMetricsAutoConfiguration {
 
     @Bean
     @ConditionalOnMissingBean
-    ComputeMemoryMeterBinder computeMemoryMeterBinder(ObservedManagers managers, MemoryEventRelays relays) {
-        return new ComputeMemoryMeterBinder(managers, relays);
+    ComputeMemoryMeterBinder computeMemoryMeterBinder(ObservedManagers managers, MemoryEventRelays relays, ObjectProvider<ComputeBudgets> budgets) {
+        return new ComputeMemoryMeterBinder(managers, relays, budgets.getIfAvailable(ComputeBudgets::new));
     }
 }

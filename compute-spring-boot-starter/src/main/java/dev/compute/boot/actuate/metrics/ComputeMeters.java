@@ -44,7 +44,7 @@ public enum ComputeMeters implements MeterDocumentation {
     COPIED("compute.memory.copied", Meter.Type.COUNTER, BaseUnits.BYTES,
             "Bytes copied for buffers at this location, by direction: host-to-device, device-to-host, device-to-device", Tag.LOCATION, Tag.DIRECTION),
     ALLOCATION_FAILURES("compute.memory.allocation.failures", Meter.Type.COUNTER, null,
-            "Allocations that failed for good (DeviceOutOfMemoryException), by reason: pool-limit, adaptor-limit, device-memory, device-work-stuck",
+            "Allocations that failed for good (DeviceOutOfMemoryException), by reason: pool-limit, adaptor-limit, budget-limit, device-memory, device-work-stuck",
             Tag.LOCATION, Tag.REASON),
     BACKEND_ALLOCATE("compute.memory.backend.allocate", Meter.Type.TIMER, null,
             "Time the backend took to give the pool memory (a segment, or pages mapped); never a pool hit", Tag.LOCATION),
@@ -53,6 +53,21 @@ public enum ComputeMeters implements MeterDocumentation {
     OOM_RECOVERY("compute.memory.oom.recovery", Meter.Type.TIMER, null,
             "Time spent making room after out-of-memory, one record per step taken or declined (the cache released, the location compacted, OutOfMemoryHandlers asked), by outcome: recovered, failed",
             Tag.LOCATION, Tag.OUTCOME),
+    BUDGET_ALLOCATED("compute.memory.budget.allocated", Meter.Type.GAUGE, BaseUnits.BYTES,
+            "Bytes a configured budget holds, with the budgets under it (requests', tasks'), at all locations", Tag.BUDGET),
+    BUDGET_ALLOCATED_PEAK("compute.memory.budget.allocated.peak", Meter.Type.GAUGE, BaseUnits.BYTES, "Peak of a configured budget's allocated bytes",
+            Tag.BUDGET),
+    BUDGET_LIMIT("compute.memory.budget.limit", Meter.Type.GAUGE, BaseUnits.BYTES, "The most a configured budget may hold at all locations",
+            Tag.BUDGET),
+    BUDGET_RESERVED("compute.memory.budget.reserved", Meter.Type.GAUGE, BaseUnits.BYTES, "Bytes kept for a configured budget alone", Tag.BUDGET),
+    BUDGET_LIVE_BUFFERS("compute.memory.budget.live.buffers", Meter.Type.GAUGE, "buffers",
+            "Buffers a configured budget holds, with the budgets under it", Tag.BUDGET),
+    BUDGET_WAITING("compute.memory.budget.waiting", Meter.Type.GAUGE, "requests",
+            "allocateAsync requests queued for a configured budget's room", Tag.BUDGET),
+    BUDGET_ALLOCATIONS("compute.memory.budget.allocations", Meter.Type.COUNTER, null,
+            "Buffers allocated through a configured budget or a budget under it", Tag.BUDGET),
+    BUDGET_REFUSALS("compute.memory.budget.refusals", Meter.Type.COUNTER, null,
+            "Requests through a configured budget or a budget under it refused for want of room in it or under it", Tag.BUDGET),
     LEAKS("compute.memory.leaks", Meter.Type.COUNTER, null, "Buffers garbage-collected without close(), each logged as a LEAK"),
     DEVICE_MEMORY_TOTAL("compute.device.memory.total", Meter.Type.GAUGE, BaseUnits.BYTES, "The device's memory, as the backend tells it"),
     DEVICE_MEMORY_FREE("compute.device.memory.free", Meter.Type.GAUGE, BaseUnits.BYTES, "The device's free memory (used by anyone), as the backend tells it");
@@ -108,10 +123,15 @@ public enum ComputeMeters implements MeterDocumentation {
         LOCATION("location"),
         /** {@code host-to-device}, {@code device-to-host}, {@code device-to-device}. */
         DIRECTION("direction"),
-        /** Why an allocation failed: {@code pool-limit}, {@code adaptor-limit}, {@code device-memory}, {@code device-work-stuck}. */
+        /** Why an allocation failed: {@code pool-limit}, {@code adaptor-limit}, {@code budget-limit}, {@code device-memory}, {@code device-work-stuck}. */
         REASON("reason"),
         /** {@code recovered} or {@code failed}. */
-        OUTCOME("outcome");
+        OUTCOME("outcome"),
+        /**
+         * A configured budget's name ({@code compute.budgets.<name>}): only those are metered, never the budgets of requests
+         * and tasks, so the tag's values are a bounded set.
+         */
+        BUDGET("budget");
 
         private final String key;
 

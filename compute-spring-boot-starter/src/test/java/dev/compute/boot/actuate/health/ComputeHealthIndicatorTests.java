@@ -31,7 +31,7 @@ class ComputeHealthIndicatorTests {
 
     @Test
     void upWithBackendDeviceAndMemoryDetailsAndNoWarningsBelowTheThresholds() {
-        Health health = indicator(new ComputeProperties.Health(0.5, 0.9, 0.9, "UP")).health(true);
+        Health health = indicator(new ComputeProperties.Health(0.5, 0.9, 0.9, 1.0, "UP")).health(true);
         assertThat(health.getStatus()).isEqualTo(Status.UP);
         assertThat(health.getDetails()).containsEntry("backend", "simulated").containsKeys("device", "locations")
                 .doesNotContainKey("warnings");
@@ -51,7 +51,7 @@ class ComputeHealthIndicatorTests {
         }
         assertThat(manager.statistics(MemoryLocation.DEVICE).fragmentation()).isPositive();
 
-        Health health = indicator(new ComputeProperties.Health(0.0, 0.0, 1.0, "UP")).health(true);
+        Health health = indicator(new ComputeProperties.Health(0.0, 0.0, 1.0, 1.0, "UP")).health(true);
 
         assertThat(health.getStatus()).isEqualTo(Status.UP);
         assertThat((List<?>) health.getDetails().get("warnings")).anySatisfy(w -> assertThat(w.toString())
@@ -63,7 +63,7 @@ class ComputeHealthIndicatorTests {
     @Test
     void downOnceTheManagerIsClosed() {
         manager.close();
-        Health health = indicator(new ComputeProperties.Health(0.5, 0.9, 0.9, "UP")).health(true);
+        Health health = indicator(new ComputeProperties.Health(0.5, 0.9, 0.9, 1.0, "UP")).health(true);
         assertThat(health.getStatus()).isEqualTo(Status.DOWN);
         assertThat(health.getDetails()).containsEntry("reason", "the UnifiedMemoryManager is closed");
     }
@@ -73,7 +73,7 @@ class ComputeHealthIndicatorTests {
         try (UnifiedMemoryManager capped = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(64L << 20))
                 .maxPoolSize(8L << 20).pinningEnabled(false).build();
                 UnifiedBuffer buffer = capped.allocate(7L << 20, MemoryLocation.DEVICE)) {
-            Health health = new ComputeHealthIndicator(observed(capped), new ComputeProperties.Health(1.0, 1.0, 0.75, "UP")).health(true);
+            Health health = new ComputeHealthIndicator(observed(capped), new ComputeProperties.Health(1.0, 1.0, 0.75, 1.0, "UP")).health(true);
             assertThat(health.getStatus()).isEqualTo(Status.UP);
             assertThat(castMap(castMap(health.getDetails().get("locations")).get(MemoryLocation.DEVICE)))
                     .containsEntry("capBytes", 8L << 20).extractingByKey("capUsedRatio").satisfies(ratio -> assertThat((double) ratio).isGreaterThan(0.75));
@@ -86,10 +86,10 @@ class ComputeHealthIndicatorTests {
     @ValueSource(strings = {"WARNING", "OUT_OF_SERVICE", "DOWN"})
     void aPassedThresholdSetsTheStatusTheOperatorChose(String status) {
         try (UnifiedBuffer buffer = manager.allocate(1 << 20, MemoryLocation.DEVICE)) {
-            Health health = indicator(new ComputeProperties.Health(0.5, 0.0, 0.9, status)).health(true);
+            Health health = indicator(new ComputeProperties.Health(0.5, 0.0, 0.9, 1.0, status)).health(true);
             assertThat(health.getStatus()).isEqualTo(new Status(status));
             assertThat((List<?>) health.getDetails().get("warnings")).singleElement().asString().startsWith("device memory is");
-            assertThat(indicator(new ComputeProperties.Health(0.5, 1.0, 0.9, status)).health(true).getStatus())
+            assertThat(indicator(new ComputeProperties.Health(0.5, 1.0, 0.9, 1.0, status)).health(true).getStatus())
                     .as("no threshold passed").isEqualTo(Status.UP);
         }
     }

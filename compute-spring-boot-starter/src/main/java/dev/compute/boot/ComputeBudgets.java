@@ -1,0 +1,121 @@
+package dev.compute.boot;
+
+import dev.compute.memory.BudgetReservationException;
+import dev.compute.memory.BudgetSpec;
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.ManagerSettings;
+import dev.compute.memory.MemoryBudget;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The budgets configured under {@code compute.budgets} (or {@code compute.managers.<manager>.budgets}), made with
+ * their managers: the tenants. Inject it to allocate through one ({@code budgets.budget("tenant-a")}); the request and
+ * task scopes make each request's and task's own budget under one; the endpoint, health and meters show them. Only these
+ * budgets are metered, so the meters' tags stay a bounded set, whatever budgets the application makes at run time.
+ */
+public final class ComputeBudgets {
+
+    /**
+     * A configured budget.
+     *
+     * @param manager the name of its manager, as the observers name it ({@code default} for the one manager of {@code compute.*})
+     * @param requestLimitBytes the limit of each request's or task's own budget under it
+     */
+    public record Configured(String manager, MemoryBudget budget, long requestLimitBytes) {
+        public String name() {
+            return budget.name();
+        }
+    }
+
+    private final List<Configured> all = new CopyOnWriteArrayList<>();
+    private volatile @Nullable String primary;
+
+    /** Every configured budget, in the order of the managers and then of the configuration. */
+    public List<Configured> all() {
+        return List.copyOf(all);
+    }
+
+    /** The configured budget {@code name} of the primary manager (the only one, or {@code compute.primary}). */
+    public Optional<MemoryBudget> budget(String name) {
+        String manager = primary;
+        return manager == null ? Optional.empty() : budget(manager, name);
+    }
+
+    /** The configured budget {@code name} of the manager {@code manager}. */
+    public Optional<MemoryBudget> budget(String manager, String name) {
+        return find(manager, name).map(Configured::budget);
+    }
+
+    /** The configured budget {@code name} of the manager {@code manager}, with its request limit. */
+    public Optional<Configured> find(String manager, String name) {
+        return all.stream().filter(each -> each.manager().equals(manager) && each.name().equals(name)).findFirst();
+    }
+
+    /** The configured budget that {@code budget} is, or is under (a request's or a task's own); empty for any other. */
+    public Optional<Configured> configuredFor(MemoryBudget budget) {
+        MemoryBudget top = budget;
+        while (top.parent().isPresent()) {
+            top = top.parent().get();
+        }
+        MemoryBudget root = top;
+        return all.stream().filter(each -> each.budget() == root).findFirst();
+    }
+
+    /** Whether {@code budget} is one of the configured budgets itself. */
+    public boolean isConfigured(MemoryBudget budget) {
+        return all.stream().anyMatch(each -> each.budget() == budget);
+    }
+
+    /**
+     * Makes the budgets {@code properties} describe (set under {@code prefix}) on {@code manager}, named {@code name}
+     * by the observers; {@code primary}: whether it is the manager injected where one is asked for. A reservation that
+     * does not fit fails with an {@link InvalidSettingException} naming it; the budgets made before it are closed again.
+     */
+    void make(String name, boolean primary, UnifiedMemoryManager manager, Map<String, BudgetProperties> properties, String prefix) {
+        List<Configured> made = new ArrayList<>();
+        try {
+            for (Map.Entry<String, BudgetProperties> entry : properties.entrySet()) {
+                BudgetSpec spec = entry.getValue().toSpec(entry.getKey(), prefix);
+                made.add(new Configured(name, open(manager, spec, prefix), entry.getValue().requestLimitBytes()));
+            }
+        } catch (RuntimeException e) {
+            made.forEach(each -> each.budget().close());
+            throw e;
+        }
+        all.addAll(made);
+        if (primary) {
+            this.primary = name;
+        }
+    }
+
+    private static MemoryBudget open(UnifiedMemoryManager manager, BudgetSpec spec, String prefix) {
+        String at = prefix + "." + spec.name();
+        for (MemoryLocation location : spec.reservations().keySet()) {
+            if (!manager.locations().contains(location)) {
+                throw new InvalidSettingException(at + ".reservations." + key(location), spec.reservedBytes(location) + " bytes",
+                        "a reservation at a location this manager has: " + String.join(", ", manager.locations().stream().map(ComputeBudgets::key).toList()));
+            }
+        }
+        try {
+            return manager.budget(spec);
+        } catch (BudgetReservationException e) {
+            InvalidSettingException invalid = new InvalidSettingException(at + ".reservations." + key(e.location()), e.reservedBytes() + " bytes",
+                    "a reservation that fits, with the other budgets' reservations, under " + ManagerSettings.capPropertyOf(e.location())
+                            + " (" + manager.settings().capOf(e.location()) + " bytes): " + e.getMessage());
+            invalid.initCause(e);
+            throw invalid;
+        }
+    }
+
+    private static String key(MemoryLocation location) {
+        return location.name().toLowerCase(Locale.ROOT);
+    }
+}

@@ -1,0 +1,92 @@
+package dev.compute.boot.scope;
+
+import dev.compute.memory.MemoryBudget;
+import jakarta.servlet.AsyncEvent;
+import jakarta.servlet.AsyncListener;
+import jakarta.servlet.DispatcherType;
+import jakarta.servlet.Filter;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletResponse;
+import jakarta.servlet.http.HttpServletRequest;
+import java.io.IOException;
+
+/**
+ * Runs each web request whose budget the {@link RequestBudgetResolver} names in a budget of its own under it
+ * ({@code tenant-a/request-17}, limited by the tenant's {@code request-limit}), current on the request's threads
+ * ({@link BudgetScope}), and closes it as the request ends: when its first dispatch returns, or, for an asynchronous
+ * request, when it completes, times out or fails. What the request forgot to close is closed then and logged with the
+ * request's method and path. A request the resolver names no budget for runs as it would without this filter.
+ */
+public final class RequestBudgetFilter implements Filter {
+
+    /** The request attribute holding the request's budget, for its later dispatches. */
+    public static final String BUDGET_ATTRIBUTE = RequestBudgetFilter.class.getName() + ".budget";
+
+    private final RequestBudgetResolver resolver;
+    private final ScopedBudgets budgets;
+
+    RequestBudgetFilter(RequestBudgetResolver resolver, ScopedBudgets budgets) {
+        this.resolver = resolver;
+        this.budgets = budgets;
+    }
+
+    @Override
+    public void doFilter(ServletRequest request, ServletResponse response, FilterChain chain) throws IOException, ServletException {
+        if (!(request instanceof HttpServletRequest http)) {
+            chain.doFilter(request, response);
+            return;
+        }
+        if (request.getDispatcherType() == DispatcherType.ASYNC) {
+            if (request.getAttribute(BUDGET_ATTRIBUTE) instanceof MemoryBudget budget && !budget.isClosed()) {
+                try (BudgetScope scope = BudgetScope.open(budget)) {
+                    chain.doFilter(request, response);
+                }
+            } else {
+                chain.doFilter(request, response);
+            }
+            return;
+        }
+        MemoryBudget tenant = resolver.budgetFor(http);
+        if (tenant == null) {
+            chain.doFilter(request, response);
+            return;
+        }
+        MemoryBudget budget = budgets.open(tenant, "request");
+        request.setAttribute(BUDGET_ATTRIBUTE, budget);
+        try (BudgetScope scope = BudgetScope.open(budget)) {
+            chain.doFilter(request, response);
+        } finally {
+            String work = "request " + http.getMethod() + " " + http.getRequestURI();
+            if (request.isAsyncStarted()) {
+                request.getAsyncContext().addListener(new ClosingAtTheEnd(budget, work));
+            } else {
+                ScopedBudgets.close(budget, work);
+            }
+        }
+    }
+
+    /** Closes an asynchronous request's budget however the request ends. */
+    private record ClosingAtTheEnd(MemoryBudget budget, String work) implements AsyncListener {
+        @Override
+        public void onComplete(AsyncEvent event) {
+            ScopedBudgets.close(budget, work);
+        }
+
+        @Override
+        public void onTimeout(AsyncEvent event) {
+            ScopedBudgets.close(budget, work);
+        }
+
+        @Override
+        public void onError(AsyncEvent event) {
+            ScopedBudgets.close(budget, work);
+        }
+
+        @Override
+        public void onStartAsync(AsyncEvent event) {
+            event.getAsyncContext().addListener(this); // a new cycle of the same request: still closes at its end
+        }
+    }
+}

@@ -1,0 +1,60 @@
+package dev.compute.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.BudgetSpec;
+import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.MemoryLocation;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.springframework.util.unit.DataSize;
+
+class BudgetPropertiesTests {
+
+    private static final String PREFIX = "compute.budgets";
+
+    private static BudgetProperties budget(String limit, Map<String, DataSize> limits, Map<String, DataSize> reservations, String requestLimit) {
+        return new BudgetProperties(limit == null ? null : DataSize.parse(limit), limits, reservations,
+                requestLimit == null ? null : DataSize.parse(requestLimit));
+    }
+
+    @Test
+    void itsSizesBecomeTheSpecsLimitsAndReservations() {
+        BudgetProperties properties = budget("1GB", Map.of("HOST", DataSize.ofMegabytes(256)), Map.of("device", DataSize.ofMegabytes(128)), "64MB");
+
+        BudgetSpec spec = properties.toSpec("tenant-a", PREFIX);
+
+        assertThat(spec).isEqualTo(BudgetSpec.of("tenant-a", 1L << 30).withLocationLimit(MemoryLocation.HOST, 256L << 20)
+                .withReservation(MemoryLocation.DEVICE, 128L << 20));
+        assertThat(properties.requestLimitBytes()).isEqualTo(64L << 20);
+        assertThat(budget("1GB", Map.of(), Map.of(), null).requestLimitBytes()).as("unset: the budget's own limit").isEqualTo(1L << 30);
+    }
+
+    @Test
+    void eachBadValueNamesItsProperty() {
+        assertThatThrownBy(() -> budget(null, Map.of(), Map.of(), null).toSpec("tenant-a", PREFIX)).isInstanceOfSatisfying(InvalidSettingException.class,
+                e -> assertThat(e.property()).isEqualTo("compute.budgets.tenant-a.limit"));
+        assertThatThrownBy(() -> budget("0B", Map.of(), Map.of(), null).toSpec("tenant-a", PREFIX)).isInstanceOfSatisfying(InvalidSettingException.class,
+                e -> assertThat(e.allowed()).contains("a positive size"));
+        assertThatThrownBy(() -> budget("1GB", Map.of(), Map.of(), null).toSpec("Tenant_A", PREFIX)).isInstanceOfSatisfying(InvalidSettingException.class,
+                e -> assertThat(e.property()).isEqualTo("compute.budgets.Tenant_A"));
+        assertThatThrownBy(() -> budget("1GB", Map.of("gpu", DataSize.ofMegabytes(1)), Map.of(), null).toSpec("a", PREFIX))
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.budgets.a.location-limits.gpu");
+                    assertThat(e.allowed()).isEqualTo("a location: device, host, pinned or unified");
+                });
+        assertThatThrownBy(() -> budget("1GB", Map.of("host", DataSize.ofMegabytes(64)), Map.of("host", DataSize.ofMegabytes(65)), null)
+                .toSpec("a", PREFIX)).isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.budgets.a.reservations.host");
+                    assertThat(e.allowed()).contains("compute.budgets.a.location-limits.host");
+                });
+        assertThatThrownBy(() -> budget("100MB", Map.of(), Map.of("host", DataSize.ofMegabytes(60), "device", DataSize.ofMegabytes(60)), null)
+                .toSpec("a", PREFIX)).isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.budgets.a.reservations");
+                    assertThat(e.allowed()).startsWith("at most compute.budgets.a.limit (104857600 bytes)");
+                });
+        assertThatThrownBy(() -> budget("1GB", Map.of(), Map.of(), "2GB").toSpec("a", PREFIX)).isInstanceOfSatisfying(InvalidSettingException.class,
+                e -> assertThat(e.property()).isEqualTo("compute.budgets.a.request-limit"));
+    }
+}

@@ -1,0 +1,97 @@
+package dev.compute.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
+import dev.compute.memory.BudgetStatistics;
+import dev.compute.memory.MemoryBudget;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.diagnostics.FailureAnalysis;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.core.env.Environment;
+
+/** Budgets from compute.budgets.* and compute.managers.<name>.budgets.*: made with their managers, and what stops start-up. */
+class ComputeBudgetsTests {
+
+    private static final long MiB = 1L << 20;
+
+    private final ApplicationContextRunner runner = new ApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(ComputeMemoryAutoConfiguration.class))
+            .withPropertyValues("compute.backend=cpu", "compute.memory.timeline.interval=0", "compute.memory.pooling.max-pool-size=64MB");
+
+    @Test
+    void theOneManagersBudgetsAreMadeWithItAndCloseWithIt() {
+        AtomicReference<MemoryBudget> kept = new AtomicReference<>();
+        runner.withPropertyValues("compute.budgets.tenant-a.limit=16MB", "compute.budgets.tenant-a.reservations.host=8MB",
+                "compute.budgets.tenant-a.location-limits.host=12MB", "compute.budgets.tenant-a.request-limit=4MB",
+                "compute.budgets.tenant-b.limit=32MB").run(context -> {
+                    ComputeBudgets budgets = context.getBean(ComputeBudgets.class);
+                    UnifiedMemoryManager manager = context.getBean(UnifiedMemoryManager.class);
+                    assertThat(manager.budgets()).extracting(MemoryBudget::name).containsExactly("tenant-a", "tenant-b");
+                    MemoryBudget tenant = budgets.budget("tenant-a").orElseThrow();
+                    kept.set(tenant);
+                    BudgetStatistics figures = tenant.statistics();
+                    assertThat(figures.limitBytes()).isEqualTo(16 * MiB);
+                    assertThat(figures.reservedBytes()).isEqualTo(8 * MiB);
+                    assertThat(figures.locations().get(MemoryLocation.HOST).limitBytes()).isEqualTo(12 * MiB);
+                    assertThat(budgets.find("default", "tenant-a").orElseThrow().requestLimitBytes()).isEqualTo(4 * MiB);
+                    assertThat(budgets.find("default", "tenant-b").orElseThrow().requestLimitBytes()).isEqualTo(32 * MiB);
+                    assertThat(budgets.isConfigured(tenant)).isTrue();
+                    try (MemoryBudget request = tenant.child("request", MiB)) {
+                        assertThat(budgets.isConfigured(request)).isFalse();
+                        assertThat(budgets.configuredFor(request)).map(ComputeBudgets.Configured::name).hasValue("tenant-a");
+                    }
+                });
+        assertThat(kept.get().isClosed()).as("closed with its manager").isTrue();
+    }
+
+    @Test
+    void eachNamedManagerHasItsOwnBudgetsAndNoneInherited() {
+        runner.withPropertyValues("compute.managers.cpu.backend=cpu", "compute.managers.gpu.backend=cpu",
+                "compute.managers.gpu.budgets.tenant-a.limit=8MB", "compute.primary=gpu").run(context -> {
+                    ComputeBudgets budgets = context.getBean(ComputeBudgets.class);
+                    assertThat(context.getBean("cpuUnifiedMemoryManager", UnifiedMemoryManager.class).budgets()).isEmpty();
+                    assertThat(budgets.budget("gpu", "tenant-a")).isPresent();
+                    assertThat(budgets.budget("tenant-a")).as("on the primary manager").isPresent();
+                    assertThat(budgets.budget("cpu", "tenant-a")).isEmpty();
+                });
+    }
+
+    @Test
+    void budgetsUnderComputeWithNamedManagersStopStartUp() {
+        assertFailure(runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.budgets.tenant-a.limit=8MB"), "compute.budgets",
+                "tenant-a", "compute.managers.gpu.budgets");
+    }
+
+    @Test
+    void aReservationThatDoesNotFitUnderTheCapStopsStartUpNamingItAndTheCap() {
+        assertFailure(runner.withPropertyValues("compute.budgets.gold.limit=64MB", "compute.budgets.gold.reservations.host=48MB",
+                        "compute.budgets.silver.limit=64MB", "compute.budgets.silver.reservations.host=32MB"),
+                "compute.budgets.silver.reservations.host", "33554432 bytes", "compute.memory.pooling.max-pool-size (67108864 bytes)");
+        assertFailure(runner.withPropertyValues("compute.memory.pinning.enabled=false", "compute.budgets.gold.limit=64MB",
+                "compute.budgets.gold.reservations.pinned=1MB"), "compute.budgets.gold.reservations.pinned", "1048576 bytes", "a location this manager has");
+    }
+
+    @Test
+    void aNamedManagersReservationIsReportedUnderItsNameAndItsOwnCap() {
+        assertFailure(runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.managers.gpu.memory.pooling.max-pool-size=16MB",
+                        "compute.managers.gpu.budgets.gold.limit=64MB", "compute.managers.gpu.budgets.gold.reservations.host=32MB"),
+                "compute.managers.gpu.budgets.gold.reservations.host", "33554432 bytes", "compute.managers.gpu.memory.pooling.max-pool-size");
+    }
+
+    private static void assertFailure(ApplicationContextRunner runner, String property, String value, String allowed) {
+        AtomicReference<Environment> environment = new AtomicReference<>();
+        runner.withInitializer(context -> environment.set(context.getEnvironment())).run(context -> {
+            assertThat(context).hasFailed();
+            FailureAnalysis analysis = new InvalidSettingFailureAnalyzer(environment.get()).analyze(context.getStartupFailure());
+            assertThat(analysis).as("%s", context.getStartupFailure()).isNotNull();
+            assertThat(analysis.getDescription()).contains("Property: " + property + "\n").contains("Value: \"" + value + "\"")
+                    .contains(allowed);
+            assertThat(analysis.getAction()).startsWith("Change " + property + " to ");
+        });
+    }
+}
