@@ -43,10 +43,17 @@ public final class ComputeBudgets {
         return List.copyOf(all);
     }
 
-    /** The configured budget {@code name} of the primary manager (the only one, or {@code compute.primary}). */
+    /**
+     * The configured budget {@code name} of the primary manager (the only one, or {@code compute.primary}); where the
+     * starter made no manager, the one budget of that name, if only one manager has one.
+     */
     public Optional<MemoryBudget> budget(String name) {
         String manager = primary;
-        return manager == null ? Optional.empty() : budget(manager, name);
+        if (manager != null) {
+            return budget(manager, name);
+        }
+        List<Configured> named = all.stream().filter(each -> each.name().equals(name)).toList();
+        return named.size() == 1 ? Optional.of(named.getFirst().budget()) : Optional.empty();
     }
 
     /** The configured budget {@code name} of the manager {@code manager}. */
@@ -72,6 +79,22 @@ public final class ComputeBudgets {
     /** Whether {@code budget} is one of the configured budgets itself. */
     public boolean isConfigured(MemoryBudget budget) {
         return all.stream().anyMatch(each -> each.budget() == budget);
+    }
+
+    /**
+     * Observes a budget the application made itself on a manager the observers name {@code manager} as a configured one:
+     * metered under its name, in health, and a parent for the budgets of requests and tasks. Keep such budgets few and
+     * long-lived (tenants), as configured ones are: each adds meters.
+     *
+     * @throws IllegalArgumentException for a budget made under another (a request's): only the top ones are observed
+     */
+    public Configured add(String manager, MemoryBudget budget, long requestLimitBytes) {
+        if (budget.parent().isPresent()) {
+            throw new IllegalArgumentException("memory budget '" + budget.path() + "' is under another: only budgets a manager made are observed");
+        }
+        Configured configured = new Configured(manager, budget, requestLimitBytes);
+        all.add(configured);
+        return configured;
     }
 
     /**

@@ -3,6 +3,7 @@ package dev.compute.boot.actuate.endpoint;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.memory.DataType;
 import dev.compute.memory.LeakDetectionLevel;
@@ -109,6 +110,28 @@ class ComputeMemoryEndpointTests {
         });
         assertThat(endpoint.manager("pinned")).as("a location the primary does not have").isNull();
         assertThat(endpoint.manager("nowhere")).isNull();
+    }
+
+    @Test
+    void aConfiguredBudgetIsMarkedSoAndTheBudgetsUnderItAreShownUnderIt() {
+        ComputeBudgets budgets = new ComputeBudgets();
+        ComputeMemoryEndpoint described = new ComputeMemoryEndpoint(new ObservedManagers(Map.of("unifiedMemoryManager", manager), manager), budgets);
+        try (MemoryBudget tenant = manager.budget("tenant-a", 1 << 20); MemoryBudget request = tenant.child("request-1", 1 << 19);
+             UnifiedBuffer held = request.allocate(4096, MemoryLocation.HOST)) {
+            budgets.add("default", tenant, 1 << 19);
+            assertThat(described.manager("default")).isInstanceOfSatisfying(ComputeMemoryEndpoint.ManagerDescriptor.class,
+                    selected -> assertThat(selected.budgets()).singleElement().satisfies(budget -> {
+                        assertThat(budget.configured()).isTrue();
+                        assertThat(budget.allocatedBytes()).as("the request's bytes count in it").isEqualTo(4096);
+                        assertThat(budget.budgetsUnder()).isEqualTo(1);
+                        assertThat(budget.budgets()).singleElement().satisfies(under -> {
+                            assertThat(under.name()).isEqualTo("tenant-a/request-1");
+                            assertThat(under.configured()).isFalse();
+                            assertThat(under.limitBytes()).isEqualTo(1 << 19);
+                            assertThat(under.liveBuffers()).isEqualTo(1);
+                        });
+                    }));
+        }
     }
 
     @Test

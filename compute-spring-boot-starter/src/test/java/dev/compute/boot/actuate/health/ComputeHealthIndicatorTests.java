@@ -2,9 +2,12 @@ package dev.compute.boot.actuate.health;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.ComputeProperties;
 import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import dev.compute.boot.actuate.RecentMemoryStatistics;
+import dev.compute.memory.BudgetSpec;
+import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -92,6 +95,30 @@ class ComputeHealthIndicatorTests {
             assertThat(indicator(new ComputeProperties.Health(0.5, 1.0, 0.9, 1.0, status)).health(true).getStatus())
                     .as("no threshold passed").isEqualTo(Status.UP);
         }
+    }
+
+    @Test
+    void aConfiguredBudgetNearItsLimitWarnsAndEveryConfiguredBudgetIsInTheDetails() {
+        ComputeBudgets budgets = new ComputeBudgets();
+        MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant-a", 1 << 20).withReservation(MemoryLocation.DEVICE, 256 << 10));
+        budgets.add("default", tenant, 1 << 20);
+        budgets.add("another-manager", manager.budget("elsewhere", 1 << 20), 1 << 20);
+        try (MemoryBudget unconfigured = manager.budget("made-at-run-time", 1 << 20);
+             UnifiedBuffer held = tenant.allocate(900 << 10, MemoryLocation.DEVICE);
+             UnifiedBuffer full = unconfigured.allocate(1 << 20, MemoryLocation.DEVICE)) {
+            Health health = new ComputeHealthIndicator(observed(manager), new ComputeProperties.Health(1.0, 1.0, 1.0, 0.8, "WARNING"), budgets)
+                    .health(true);
+
+            assertThat(health.getStatus()).isEqualTo(new Status("WARNING"));
+            assertThat(castMap(health.getDetails().get("budgets"))).containsOnlyKeys("tenant-a");
+            assertThat(castMap(castMap(health.getDetails().get("budgets")).get("tenant-a"))).containsEntry("allocatedBytes", 900L << 10)
+                    .containsEntry("limitBytes", 1L << 20).containsEntry("reservedBytes", 256L << 10);
+            assertThat((List<?>) health.getDetails().get("warnings")).singleElement().asString()
+                    .startsWith("memory budget 'tenant-a' holds 88% of a limit").contains("compute.health.budget-warning-threshold (80%)");
+        }
+        tenant.close();
+        assertThat(new ComputeHealthIndicator(observed(manager), new ComputeProperties.Health(1.0, 1.0, 1.0, 0.8, "WARNING"), budgets)
+                .health(true).getDetails()).as("a closed budget is no more").doesNotContainKey("budgets");
     }
 
     private ComputeHealthIndicator indicator(ComputeProperties.Health thresholds) {

@@ -2,9 +2,12 @@ package dev.compute.boot.actuate.metrics;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.MemoryEventRelays;
 import dev.compute.boot.actuate.ObservedManagers;
+import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.DataType;
+import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
@@ -33,6 +36,28 @@ class ComputeMemoryMeterBinderTests {
 
     private static ComputeMemoryMeterBinder binderOf(UnifiedMemoryManager manager) {
         return new ComputeMemoryMeterBinder(new ObservedManagers(Map.of("unifiedMemoryManager", manager), manager), new MemoryEventRelays());
+    }
+
+    @Test
+    void eachConfiguredBudgetHasMetersUnderItsNameAndTheBudgetsUnderItNone() {
+        ComputeBudgets budgets = new ComputeBudgets();
+        MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant-a", 8L << 20).withReservation(MemoryLocation.DEVICE, 1L << 20));
+        budgets.add("default", tenant, 1L << 20);
+        new ComputeMemoryMeterBinder(new ObservedManagers(Map.of("unifiedMemoryManager", manager), manager), new MemoryEventRelays(), budgets)
+                .bindTo(registry);
+        try (MemoryBudget request = tenant.child("request-1", 1L << 20); UnifiedBuffer held = request.allocate(4096, MemoryLocation.DEVICE)) {
+            assertThat(registry.get("compute.memory.budget.allocated").tags("budget", "tenant-a", "name", "default", "backend", "simulated",
+                    "device", "0").gauge().value()).isEqualTo(4096);
+            assertThat(registry.get("compute.memory.budget.limit").tag("budget", "tenant-a").gauge().value()).isEqualTo(8L << 20);
+            assertThat(registry.get("compute.memory.budget.reserved").tag("budget", "tenant-a").gauge().value()).isEqualTo(1L << 20);
+            assertThat(registry.get("compute.memory.budget.live.buffers").tag("budget", "tenant-a").gauge().value()).isEqualTo(1);
+            assertThat(registry.get("compute.memory.budget.allocations").tag("budget", "tenant-a").functionCounter().count()).isEqualTo(1);
+            assertThat(registry.find("compute.memory.budget.allocated").gauges()).as("the request's budget is not metered").hasSize(1);
+            assertThat(registry.scrape()).contains("compute_memory_budget_allocated_bytes{backend=\"simulated\",budget=\"tenant-a\"")
+                    .doesNotContain("request-1");
+        }
+        tenant.close();
+        assertThat(registry.get("compute.memory.budget.allocated").tag("budget", "tenant-a").gauge().value()).as("closed").isNaN();
     }
 
     @Test
