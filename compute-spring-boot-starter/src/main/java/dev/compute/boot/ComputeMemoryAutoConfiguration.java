@@ -65,7 +65,7 @@ public final class ComputeMemoryAutoConfiguration {
         return new MemoryEventRelays();
     }
 
-    /** The budgets of compute.budgets and compute.managers.&lt;name&gt;.budgets, made with their managers. */
+    /** The budgets of compute.budgets and compute.managers.NAME.budgets, made with their managers. */
     @Bean
     ComputeBudgets computeBudgets() {
         return new ComputeBudgets();

@@ -37,7 +37,7 @@ import org.springframework.util.unit.DataSize;
  * @param scopes The stretches of work that host views end with, and that may each get a budget of their own.
  * @param budgets Named budgets of the one manager of compute.*, by name (tenant-a): each a tenant's own allocator over
  *     the manager's pools, with its limits and reserved minimum, made as the manager is and closed with it. With
- *     compute.managers, each manager's are compute.managers.&lt;name&gt;.budgets, not inherited from here.
+ *     compute.managers, each manager's are compute.managers.NAME.budgets, not inherited from here.
  */
 @ConfigurationProperties("compute")
 public record ComputeProperties(
