@@ -17,6 +17,11 @@ import org.openjdk.jmh.annotations.TearDown;
  * through a budget made by the manager, {@code child} through a budget under that one (two levels deep: the bytes count
  * in both). The budgets' limits are far above what a pair takes, so that none refuses: what is measured is what the
  * books cost a pair that fits. Leak detection {@code disabled} and {@code simple} (the default).
+ *
+ * <p>{@code handle}: {@code local}, the buffer never leaves the pair, so the JIT may take the manager's buffer off the
+ * heap altogether (a budget cannot let it: it keeps each open buffer to close it should the tenant forget); or
+ * {@code stored}, the buffer is stored in a field before its close, as a service keeps the buffers it works on, so that
+ * every path makes its buffer and the pairs differ by the budget's books alone.
  */
 public class BudgetAllocateFree extends AllocateFreePairs {
 
@@ -26,13 +31,14 @@ public class BudgetAllocateFree extends AllocateFreePairs {
     @Param({"disabled", "simple"})
     public String leakDetection;
 
-    @Param({"kept", "escaping"})
+    @Param({"local", "stored"})
     public String handle;
-
-    private UnifiedBuffer last;
 
     private UnifiedMemoryManager manager;
     private MemoryBudget budget;
+    private boolean store;
+    /** Where a {@code stored} pair keeps its buffer until the next one. */
+    private UnifiedBuffer last;
 
     @Setup(Level.Trial)
     public void open() {
@@ -44,6 +50,11 @@ public class BudgetAllocateFree extends AllocateFreePairs {
             case "child" -> manager.budget("tenant", 1L << 30).child("request", 1L << 30);
             default -> throw new IllegalArgumentException("through is 'manager', 'budget' or 'child', not '" + through + "'");
         };
+        store = switch (handle) {
+            case "local" -> false;
+            case "stored" -> true;
+            default -> throw new IllegalArgumentException("handle is 'local' or 'stored', not '" + handle + "'");
+        };
     }
 
     @TearDown(Level.Trial)
@@ -53,9 +64,9 @@ public class BudgetAllocateFree extends AllocateFreePairs {
 
     @Override
     protected long pair(long bytes) {
-        UnifiedBuffer buffer = through.equals("manager") ? manager.allocate(bytes, MemoryLocation.HOST) : budget.allocate(bytes, MemoryLocation.HOST);
+        UnifiedBuffer buffer = budget == null ? manager.allocate(bytes, MemoryLocation.HOST) : budget.allocate(bytes, MemoryLocation.HOST);
         long size = buffer.byteSize();
-        if (handle.equals("escaping")) {
+        if (store) {
             last = buffer;
         }
         buffer.close();
