@@ -28,6 +28,34 @@ final class BudgetCells<B> {
     long allocations;
     /** The open buffers allocated on this stripe through this budget itself. */
     @Nullable BudgetNode<B> first;
+    /** Nodes whose buffers' memory is back, for the next requests here: a list through {@code next}, at most {@link #SPARES}. */
+    @Nullable BudgetNode<B> spare;
+    int spares;
+
+    /** How many spare nodes a stripe keeps for a budget. */
+    static final int SPARES = 16;
+
+    /** A spare node for a buffer of {@code bytes} at {@code location}, or null where there is none. */
+    @Nullable BudgetNode<B> reuse(int location, long bytes) {
+        BudgetNode<B> node = spare;
+        if (node != null) {
+            spare = node.next;
+            spares--;
+            node.next = null;
+            node.location = location;
+            node.bytes = bytes;
+        }
+        return node;
+    }
+
+    /** Keeps a node whose buffer's memory is back (unlinked, its buffer forgotten) for the next request here. */
+    void keep(BudgetNode<B> node) {
+        if (spares < SPARES) {
+            node.next = spare;
+            spare = node;
+            spares++;
+        }
+    }
 
     void link(BudgetNode<B> node) {
         node.next = first;

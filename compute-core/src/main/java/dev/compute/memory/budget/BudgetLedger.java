@@ -192,7 +192,8 @@ public final class BudgetLedger<B> {
 
     /** A request let in from the room failed in the pool: it counts no more, and was no allocation. */
     public void failed(BudgetNode<B> node) {
-        giveBack(node.account, node.location, stripes.release(node, true));
+        int l = node.location; // read first: once released, the node may serve another request
+        giveBack(node.account, l, stripes.release(node, l, true));
     }
 
     /**
@@ -322,7 +323,8 @@ public final class BudgetLedger<B> {
     public void released(Object counted) {
         if (counted instanceof BudgetNode<?> node) {
             BudgetNode<B> mine = (BudgetNode<B>) node;
-            giveBack(mine.account, mine.location, stripes.release(mine, false));
+            int l = mine.location; // read first: once released, the node may serve another request
+            giveBack(mine.account, l, stripes.release(mine, l, false));
         } else if (counted instanceof BudgetEntry<?> entry) {
             unmapped((BudgetEntry<B>) entry);
         }
@@ -361,14 +363,6 @@ public final class BudgetLedger<B> {
         waiters.dispatch(admitted);
     }
 
-    /** True while freed bytes should come back to the books at once: a claim or a queued request waits for room. */
-    boolean wantsRoomBack() {
-        return awaitingSettle + queuedRequests > 0;
-    }
-
-    boolean countsForgotten() {
-        return countsForgotten;
-    }
 
     // ---- closing ----------------------------------------------------------------------------------------------------
 
@@ -488,10 +482,9 @@ public final class BudgetLedger<B> {
     }
 
     /** Under the lock: what {@code account} holds in buffers, for a refusal's message. */
+    @SuppressWarnings("unchecked") // every account a message names is this ledger's
     BudgetStripes.Figures figures(BudgetAccount<?> account) {
-        @SuppressWarnings("unchecked") // every account a message names is this ledger's
-        BudgetAccount<B> mine = (BudgetAccount<B>) account;
-        return stripes.figures(mine);
+        return stripes.figures((BudgetAccount<B>) account);
     }
 
     // ---- the walk (under the lock) ------------------------------------------------------------------------------------
@@ -582,6 +575,15 @@ public final class BudgetLedger<B> {
 
     ReentrantLock lock() {
         return lock;
+    }
+
+    /** True while freed bytes should come back to the books at once: a claim or a queued request waits for room. */
+    boolean wantsRoomBack() {
+        return awaitingSettle + queuedRequests > 0;
+    }
+
+    boolean countsForgotten() {
+        return countsForgotten;
     }
 
     /** The waiters' queues hold {@code delta} more requests (or fewer). */

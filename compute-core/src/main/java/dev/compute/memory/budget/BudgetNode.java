@@ -25,9 +25,10 @@ public final class BudgetNode<B> {
     }
 
     final BudgetAccount<B> account;
-    final int location;
-    final long bytes;
     final int stripe;
+    /** Where and how many bytes; set under the stripe's hold as a spare node is taken again (see {@link BudgetCells#spare}). */
+    int location;
+    long bytes;
     /** Counted and linked, until its memory goes back (or its request fails, or the manager forgets every count); under the stripe's hold. */
     boolean open;
     @Nullable BudgetNode<B> previous;
@@ -58,7 +59,7 @@ public final class BudgetNode<B> {
         return (B) BUFFER.getAcquire(this);
     }
 
-    void buffer(B value) {
+    void buffer(@Nullable B value) {
         BUFFER.setRelease(this, value);
     }
 

@@ -74,13 +74,17 @@ final class BudgetStripes<B> {
      */
     @Nullable BudgetNode<B> take(BudgetAccount<B> account, int l, long bytes) {
         int stripe = ThreadStripes.ofCurrentThread();
-        BudgetNode<B> node = new BudgetNode<>(account, l, bytes, stripe); // made before the hold: nothing allocates while holding
+        BudgetNode<B> node;
         long lacking;
         holdOwn(stripe);
         try {
             BudgetCells<B> cells = account.cells[stripe];
             if (cells == null || cells.room[l] < bytes || account.closed) {
                 return null;
+            }
+            node = cells.reuse(l, bytes);
+            if (node == null) {
+                node = new BudgetNode<>(account, l, bytes, stripe); // the first few only: then the spares of those whose memory came back
             }
             cells.room[l] -= bytes;
             lacking = count(account, stripe, l, bytes, 1);
@@ -155,12 +159,13 @@ final class BudgetStripes<B> {
     /**
      * A counted buffer's memory went back ({@code failed}: its request failed in the pool, so it was no allocation):
      * it counts no more, and its bytes go to its stripe's room, up to what the room keeps. Returns the bytes the ledger
-     * takes back: the rest, or all of them where the budget is closed or a request waits for room there.
+     * takes back at {@code l}, the node's location as the caller read it before (the node may be taken again for
+     * another request as soon as the stripe is let go): the rest, or all of them where the budget is closed or a
+     * request waits for room there.
      */
-    long release(BudgetNode<B> node, boolean failed) {
+    long release(BudgetNode<B> node, int l, boolean failed) {
         int stripe = node.stripe;
         BudgetAccount<B> account = node.account;
-        int l = node.location;
         hold(stripe);
         try {
             if (!node.open || ledger.countsForgotten()) { // twice, or the manager forgot every count
@@ -169,6 +174,10 @@ final class BudgetStripes<B> {
             node.open = false;
             BudgetCells<B> cells = account.cells[stripe];
             cells.unlink(node);
+            node.buffer(null);
+            if (!account.closed) { // a closed budget's nodes may still be waited on by its close: never taken again
+                cells.keep(node);
+            }
             for (BudgetAccount<B> x = account; x != null; x = x.parent) {
                 BudgetCells<B> at = x.cells[stripe];
                 at.used[l] -= node.bytes;

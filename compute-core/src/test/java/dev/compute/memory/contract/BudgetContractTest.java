@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.BudgetExceededException;
+import dev.compute.memory.BudgetReservationException;
 import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.CompactionReport;
@@ -287,13 +288,13 @@ public abstract class BudgetContractTest {
             MemoryBudget first = manager.budget(BudgetSpec.of("first", 48 * MiB).withReservation(DEVICE, 48 * MiB));
 
             assertThatThrownBy(() -> manager.budget(BudgetSpec.of("second", 24 * MiB).withReservation(DEVICE, 24 * MiB)))
-                    .isInstanceOf(IllegalStateException.class)
+                    .isInstanceOfSatisfying(BudgetReservationException.class, e -> assertThat(e.location()).isEqualTo(DEVICE))
                     .hasMessageContaining("memory budget 'second' cannot reserve 25165824 bytes of DEVICE")
                     .hasMessageContaining("67108864 bytes of DEVICE memory (compute.memory.pooling.max-pool-size)")
                     .hasMessageContaining("first reserves 50331648, holds 0");
             assertThat(manager.budgets()).containsExactly(first);
             assertThatThrownBy(() -> first.child(BudgetSpec.of("too-much", 56 * MiB).withReservation(DEVICE, 56 * MiB)))
-                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("the limit of memory budget 'first'");
+                    .isInstanceOf(BudgetReservationException.class).hasMessageContaining("the limit of memory budget 'first'");
             MemoryBudget within = first.child(BudgetSpec.of("within", 16 * MiB).withReservation(DEVICE, 16 * MiB));
             assertThat(first.statistics().reservedBytes()).isEqualTo(48 * MiB);
             assertThat(within.statistics().locations().get(DEVICE).reservedBytes()).isEqualTo(16 * MiB);
