@@ -124,6 +124,14 @@ public final class BudgetAccount<B> {
         return sum;
     }
 
+    /** Counts {@code files} mapped files (-1: one no more) of {@code bytes} each here and in every budget above. */
+    void countMapped(int files, long bytes) {
+        for (BudgetAccount<B> x = this; x != null; x = x.parent) {
+            x.mappedFiles += files;
+            x.mappedBytes += files * bytes;
+        }
+    }
+
     void link(BudgetEntry<B> entry) {
         entry.next = firstMapped;
         if (firstMapped != null) {

@@ -306,10 +306,7 @@ public final class BudgetLedger<B> {
             if (account.closed) {
                 return null;
             }
-            for (BudgetAccount<B> x = account; x != null; x = x.parent) {
-                x.mappedFiles++;
-                x.mappedBytes += bytes;
-            }
+            account.countMapped(1, bytes);
             BudgetEntry<B> entry = new BudgetEntry<>(account, buffer, bytes);
             account.link(entry);
             return entry;
@@ -338,10 +335,7 @@ public final class BudgetLedger<B> {
             }
             entry.open = false;
             entry.account.unlink(entry);
-            for (BudgetAccount<B> x = entry.account; x != null; x = x.parent) {
-                x.mappedFiles--;
-                x.mappedBytes -= entry.bytes;
-            }
+            entry.account.countMapped(-1, entry.bytes);
         } finally {
             lock.unlock();
         }
