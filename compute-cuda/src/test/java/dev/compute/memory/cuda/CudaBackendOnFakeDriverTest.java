@@ -16,6 +16,7 @@ import dev.compute.memory.LaunchShape;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.ViewScope;
 import dev.compute.memory.contract.KernelContractTest;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
@@ -521,7 +522,7 @@ class CudaBackendOnFakeDriverTest {
             CountDownLatch managerClosed = new CountDownLatch(1);
             AtomicReference<Object> seen = new AtomicReference<>();
             Thread holder = Thread.ofPlatform().start(() -> {
-                try {
+                try (ViewScope views = ViewScope.open()) { // a confined view: only its thread can end it
                     MemorySegment view = buffer.hostView();
                     view.fill((byte) 7);
                     viewTaken.countDown();
