@@ -224,7 +224,7 @@ class CudaBackendOnFakeDriverTest {
         private static Thread onAnotherStream(CudaBackend backend, Runnable work) {
             for (int tries = 0; tries < 100; tries++) {
                 Thread thread = Thread.ofPlatform().unstarted(work);
-                if (backend.streamIndex(thread) != backend.streamIndex(Thread.currentThread())) {
+                if (backend.streams().index(thread) != backend.streams().index(Thread.currentThread())) {
                     thread.start();
                     return thread;
                 }
@@ -347,7 +347,7 @@ class CudaBackendOnFakeDriverTest {
             CudaBackend backend = open();
             CUstream stream = backend.enter();
             hold(); // the device never finishes what is recorded from here on
-            CompletableFuture<Void> stuck = backend.recordWhileOpen(stream);
+            CompletableFuture<Void> stuck = backend.streams().recordWhileOpen(stream);
             long start = System.nanoTime();
             backend.close(Duration.ofMillis(300));
             long tookMillis = (System.nanoTime() - start) / 1_000_000;
