@@ -11,7 +11,7 @@ import java.util.Map;
 
 /**
  * Turns the CSV that {@code JmhMain -rf csv -rff FILE} writes for {@link ManagerAllocateFree} and
- * {@link PeerAllocateFree} into the table of {@code docs/benchmarks.md}: nanoseconds per allocate+free pair for
+ * {@link PeerAllocateFree} into the tables of {@code docs/benchmarks-log.md}: nanoseconds per allocate+free pair for
  * every allocator and shape, each as a ratio against the raw backend ({@code backend}) and against Netty's pooled
  * allocator of the same run, then the goals with met or NOT met: issue 6's (at most 100 ns a same-size pair, faster
  * than Netty's pooled allocator) and, where the run has it, issue 13's (faster than Netty's adaptive allocator).

@@ -473,8 +473,7 @@ public final class BufferCore {
      * only the slice (and its views, and its slices' views).
      */
     public void close() {
-        notice(Thread.currentThread());
-        host.scopes().endHandedOver();
+        host.scopes().endHandedOver(); // no notice of the thread: after the close no view can be taken
         if (slice != null) {
             BufferScopes open;
             synchronized (slice.root()) {
@@ -508,8 +507,6 @@ public final class BufferCore {
                 block = null;
                 mirror = null;
                 inFlight = null;
-            } else if (block != null) {
-                host.held(this, block);
             }
         }
         LeakDetector.Watch watch = leakWatch;
@@ -518,8 +515,24 @@ public final class BufferCore {
         }
         if (device != null) {
             host.release(location, device, hostCopy, pending, counted);
-        } else if (open != null) {
+            return;
+        }
+        if (open != null) {
             open.closeViews(this::releaseIfUnused);
+        }
+        reportHeldIfUnreleased();
+    }
+
+    /**
+     * Tells the host the closed root's memory is held, if what this thread could end (its own views) did not free it:
+     * so the common close, with only this thread's views open, never enters the held figures. Under the monitor, so a
+     * release by the last holder comes either before (nothing to report) or after.
+     */
+    private void reportHeldIfUnreleased() {
+        synchronized (this) {
+            if (block != null) {
+                host.held(this, block);
+            }
         }
     }
 
@@ -535,15 +548,13 @@ public final class BufferCore {
             }
             lifecycle |= CLOSED;
             open = scopes;
-            if (block != null && (open != null || lifecycle != CLOSED)) {
-                host.held(this, block);
-            }
         }
         if (open != null) {
             open.closeAll(this::releaseIfUnused);
         } else {
             releaseIfUnused();
         }
+        reportHeldIfUnreleased();
     }
 
     /** Gives the memory back once closed and nothing holds it; exactly once. Root only. */

@@ -15,7 +15,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>It is also where threads that share a stripe find out: a thread that finds its stripe claimed by another
  * moves to another stripe ({@link ThreadStripes#contended()}), and with it out of every striped structure it
  * shared: two busy threads on one stripe make each other's calls several times slower (the figures:
- * docs/benchmarks.md).
+ * docs/benchmarks-log.md).
  */
 final class ActiveCalls {
 

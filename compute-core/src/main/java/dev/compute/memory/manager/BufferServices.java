@@ -123,7 +123,9 @@ public final class BufferServices implements BufferHost {
     @Override
     public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight,
                         @Nullable Object budgetCount) {
-        held.remove(block);
+        if (!held.isEmpty()) { // held memory is rare: the common free reads a count, not the map
+            held.remove(block);
+        }
         returns.release(location, block, mirror, inFlight, budgetCount);
     }
 

@@ -18,6 +18,7 @@ class LifetimeRuleInChildJvmTest {
             "staleViewAfterCloseAndTrim",
             "viewClosedElsewhereThenTrimmed",
             "managerClosedUnderAWritingView",
+            "managerClosedUnderASharedWritingView",
             "managerClosedUnderAViewThatCallsBack",
             "managerClosedUnderANativeCall",
             "opsAndCopiesRaceCloseAndTrim",

@@ -15,6 +15,7 @@ import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.ViewScope;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
@@ -43,6 +44,7 @@ public final class LifetimeScenarios {
             case "staleViewAfterCloseAndTrim" -> staleViewAfterCloseAndTrim();
             case "viewClosedElsewhereThenTrimmed" -> viewClosedElsewhereThenTrimmed();
             case "managerClosedUnderAWritingView" -> managerClosedUnderAWritingView();
+            case "managerClosedUnderASharedWritingView" -> managerClosedUnderASharedWritingView();
             case "managerClosedUnderAViewThatCallsBack" -> managerClosedUnderAViewThatCallsBack();
             case "managerClosedUnderANativeCall" -> managerClosedUnderANativeCall();
             case "opsAndCopiesRaceCloseAndTrim" -> opsAndCopiesRaceCloseAndTrim();
@@ -93,8 +95,9 @@ public final class LifetimeScenarios {
     }
 
     /**
-     * The manager closes while another thread writes through a view and never calls the manager: the close waits
-     * its timeout, then keeps that memory rather than unmap it under the writer.
+     * The manager closes while another thread writes through a view it took inside its own {@link ViewScope} (a
+     * confined view) and never calls the manager: the close waits its timeout, then keeps that memory rather than
+     * unmap it under the writer.
      */
     static void managerClosedUnderAWritingView() throws Exception {
         UnifiedMemoryManager manager = manager(Duration.ofMillis(300), LeakDetectionLevel.PARANOID);
@@ -103,11 +106,13 @@ public final class LifetimeScenarios {
         AtomicBoolean stop = new AtomicBoolean();
         AtomicLong writes = new AtomicLong();
         Thread writer = Thread.ofPlatform().start(() -> {
-            MemorySegment view = buffer.hostView();
-            writing.countDown();
-            while (!stop.get()) {
-                view.set(JAVA_BYTE, ThreadLocalRandom.current().nextLong(BIG), (byte) 1);
-                writes.incrementAndGet();
+            try (ViewScope views = ViewScope.open()) {
+                MemorySegment view = buffer.hostView();
+                writing.countDown();
+                while (!stop.get()) {
+                    view.set(JAVA_BYTE, ThreadLocalRandom.current().nextLong(BIG), (byte) 1);
+                    writes.incrementAndGet();
+                }
             }
         });
         writing.await();
@@ -123,25 +128,64 @@ public final class LifetimeScenarios {
         writer.join();
     }
 
-    /** As above, but the writer calls into the manager now and then: it is told the manager closed, and its view ends. */
-    static void managerClosedUnderAViewThatCallsBack() throws Exception {
-        UnifiedMemoryManager manager = manager(Duration.ofSeconds(10), LeakDetectionLevel.PARANOID);
-        UnifiedBuffer buffer = manager.allocate(BIG, MemoryLocation.DEVICE);
+    /**
+     * The manager closes while another thread writes through a view it took outside any scope, of a buffer it did not
+     * allocate: that view is shared, so the close ends it at once (no wait for the timeout) and the writer's next
+     * write fails cleanly; the memory is freed.
+     */
+    static void managerClosedUnderASharedWritingView() throws Exception {
+        UnifiedMemoryManager manager = manager(Duration.ofSeconds(30), LeakDetectionLevel.PARANOID);
+        UnifiedBuffer buffer = manager.allocate(BIG, MemoryLocation.HOST);
         CountDownLatch writing = new CountDownLatch(1);
-        AtomicBoolean viewEnded = new AtomicBoolean();
+        AtomicLong writes = new AtomicLong();
+        AtomicBoolean ended = new AtomicBoolean();
         Thread writer = Thread.ofPlatform().start(() -> {
             MemorySegment view = buffer.hostView();
             writing.countDown();
             try {
                 while (true) {
                     view.set(JAVA_BYTE, ThreadLocalRandom.current().nextLong(BIG), (byte) 1);
-                    buffer.copyTo(0, new byte[8], 0, 8);
+                    writes.incrementAndGet();
                 }
-            } catch (IllegalStateException managerClosed) {
+            } catch (IllegalStateException closed) {
+                ended.set(true);
+            }
+        });
+        writing.await();
+        long started = System.nanoTime();
+        manager.close();
+        long tookMillis = (System.nanoTime() - started) / 1_000_000;
+        writer.join(10_000);
+        check(manager.isClosed(), "the manager is closed");
+        check(tookMillis < 10_000, "close() did not wait out its 30 s timeout for a shared view, took " + tookMillis + " ms");
+        check(ended.get(), "the writer's shared view ended with the close");
+        check(!writer.isAlive(), "the writer stopped");
+    }
+
+    /**
+     * As the first, a confined view (taken in the writer's scope), but the writer calls into the manager now and
+     * then: it is told the manager closed, and its view ends on that call.
+     */
+    static void managerClosedUnderAViewThatCallsBack() throws Exception {
+        UnifiedMemoryManager manager = manager(Duration.ofSeconds(10), LeakDetectionLevel.PARANOID);
+        UnifiedBuffer buffer = manager.allocate(BIG, MemoryLocation.DEVICE);
+        CountDownLatch writing = new CountDownLatch(1);
+        AtomicBoolean viewEnded = new AtomicBoolean();
+        Thread writer = Thread.ofPlatform().start(() -> {
+            try (ViewScope views = ViewScope.open()) { // the close, not the scope's end, must end the view
+                MemorySegment view = buffer.hostView();
+                writing.countDown();
                 try {
-                    view.get(JAVA_BYTE, 0);
-                } catch (IllegalStateException ended) {
-                    viewEnded.set(true);
+                    while (true) {
+                        view.set(JAVA_BYTE, ThreadLocalRandom.current().nextLong(BIG), (byte) 1);
+                        buffer.copyTo(0, new byte[8], 0, 8);
+                    }
+                } catch (IllegalStateException managerClosed) {
+                    try {
+                        view.get(JAVA_BYTE, 0);
+                    } catch (IllegalStateException ended) {
+                        viewEnded.set(true);
+                    }
                 }
             }
         });

@@ -2,13 +2,7 @@ package dev.compute.memory.cuda;
 
 import static jcuda.driver.JCudaDriver.cuDeviceGetAttribute;
 import static jcuda.driver.JCudaDriver.cuDeviceTotalMem;
-import static jcuda.driver.JCudaDriver.cuMemAlloc;
-import static jcuda.driver.JCudaDriver.cuMemAllocManaged;
-import static jcuda.driver.JCudaDriver.cuMemFree;
 import static jcuda.driver.JCudaDriver.cuMemGetInfo;
-import static jcuda.driver.JCudaDriver.cuMemcpyAsync;
-import static jcuda.driver.JCudaDriver.cuStreamCreate;
-import static jcuda.driver.JCudaDriver.cuStreamDestroy;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
@@ -17,37 +11,20 @@ import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
-import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.NativeKernel;
 import dev.compute.memory.spi.VirtualMemory;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentSkipListMap;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicReferenceArray;
-import java.util.concurrent.locks.Lock;
-import java.util.concurrent.locks.ReadWriteLock;
-import java.util.concurrent.locks.ReentrantReadWriteLock;
-import java.util.function.Consumer;
 import jcuda.driver.CUdevice_attribute;
-import jcuda.driver.CUmemAttach_flags;
 import jcuda.driver.CUstream;
-import jcuda.driver.CUstream_flags;
-import jcuda.driver.JCudaDriver;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -56,12 +33,12 @@ import org.jspecify.annotations.Nullable;
  * <p>Locations: DEVICE is {@code cuMemAlloc} memory, or pages mapped into reserved ranges through
  * {@link #virtualMemory} for expandable segments; PINNED is {@code cuMemHostAlloc} memory (portable, mapped into
  * the device's address space), UNIFIED is {@code cuMemAllocManaged} memory, both host-accessible; HOST is
- * ordinary off-heap memory, which kernels cannot reach.
+ * ordinary off-heap memory, which kernels cannot reach ({@link CudaAllocator}).
  *
  * <p>Streams: each thread works on one of a few non-blocking streams ({@code streams} option, 4 by default),
  * picked by thread id, so one thread's copies and kernels run in the order it issued them while other threads'
  * work overlaps. Synchronous calls wait for an event behind their own work only. Futures complete when the
- * device is done ({@link DeviceCompletions}).
+ * device is done ({@link DeviceCompletions}). {@link CudaStreams} holds the streams and whether the backend is open.
  *
  * <p>Native handles: a device access gets a {@link CudaDeviceHandle} (pointer and stream) for DEVICE, PINNED and
  * UNIFIED memory; HOST memory is refused. One's own kernels are PTX, loaded by {@link #compileKernel} for
@@ -96,21 +73,13 @@ public final class CudaBackend implements ComputeBackend {
     private final DeviceCompletions completions;
     private final HostCopier copier;
     private final StagingBuffers staging;
-    private final AtomicReferenceArray<CUstream> streams;
+    private final CudaStreams streams;
+    private final CudaAllocator allocator;
     private final CudaKernelOps ops;
     private final CudaCopies copies;
     /** One's own kernels loaded on this backend, unloaded by close(). */
     private final Set<CudaKernel> kernels = ConcurrentHashMap.newKeySet();
     private final CudaNativeDevice nativeDevice = new CudaNativeDevice(this);
-    /** Our PINNED and UNIFIED allocations (base → end): host memory the device reads directly. */
-    private final ConcurrentSkipListMap<Long, Long> deviceVisibleHost = new ConcurrentSkipListMap<>();
-    private volatile boolean closed;
-    /**
-     * Set first thing in {@link #close()}, under {@link #lifecycle}'s write lock: after it nothing more is recorded
-     * on the streams, which close destroys. Guarded by {@link #lifecycle}.
-     */
-    private boolean closing;
-    private final ReadWriteLock lifecycle = new ReentrantReadWriteLock();
 
     CudaBackend(DriverLibrary driver, BackendSettings settings) {
         this.settings = settings;
@@ -133,9 +102,10 @@ public final class CudaBackend implements ComputeBackend {
             this.copier = startedCopier;
             this.staging = new StagingBuffers(context, settings.stagingBufferBytes(), option(settings, "staging-buffers", 2, StagingBuffers.MIN_SLOTS),
                     option(settings, "staging-lanes", 2), settings.pinningEnabled());
-            this.streams = new AtomicReferenceArray<>(option(settings, "streams", 4));
+            this.streams = new CudaStreams(context, completions, option(settings, "streams", 4));
+            this.allocator = new CudaAllocator(context);
             this.ops = new CudaKernelOps(this);
-            this.copies = new CudaCopies(this, completions, copier, staging);
+            this.copies = new CudaCopies(streams, allocator, completions, copier, staging);
         } catch (RuntimeException | Error e) {
             if (startedCompletions != null) {
                 startedCompletions.close();
@@ -183,11 +153,7 @@ public final class CudaBackend implements ComputeBackend {
 
     /** Checks the backend is open, makes the context current and returns this thread's stream. */
     CUstream enter() {
-        requireOpen();
-        context.makeCurrent();
-        int index = streamIndex(Thread.currentThread());
-        CUstream stream = streams.get(index);
-        return stream != null ? stream : createStream(index);
+        return streams.enter();
     }
 
     /**
@@ -196,38 +162,18 @@ public final class CudaBackend implements ComputeBackend {
      */
     @Override
     public boolean orderAfter(CompletableFuture<?> work) {
-        if (work.isDone()) {
-            return true;
-        }
-        return work instanceof DeviceCompletions.StreamWork<?> onStream && onStream.orderStream(enter());
+        return streams.orderAfter(work);
     }
 
     /** Work on one stream completes in the order it was queued. */
     @Override
     public boolean supersedes(CompletableFuture<?> later, CompletableFuture<?> earlier) {
-        return later instanceof DeviceCompletions.StreamWork<?> a && earlier instanceof DeviceCompletions.StreamWork<?> b && a.sameStream(b);
+        return CudaStreams.supersedes(later, earlier);
     }
 
-    /** Which of the streams a thread works on. */
-    int streamIndex(Thread thread) {
-        return (int) Math.floorMod(thread.threadId(), (long) streams.length());
-    }
-
-    private synchronized CUstream createStream(int index) {
-        CUstream existing = streams.get(index);
-        if (existing != null) {
-            return existing;
-        }
-        CUstream stream = new CUstream();
-        CudaResults.check(cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-        streams.set(index, stream);
-        return stream;
-    }
-
-    private void requireOpen() {
-        if (closed) {
-            throw new IllegalStateException("this CUDA backend (device " + settings.deviceIndex() + ") is closed");
-        }
+    /** The streams and whether the backend is open: where device handles and kernels record their work. */
+    CudaStreams streams() {
+        return streams;
     }
 
     DeviceCompletions completions() {
@@ -243,7 +189,7 @@ public final class CudaBackend implements ComputeBackend {
 
     @Override
     public DeviceMemoryInfo memoryInfo() {
-        requireOpen();
+        streams.requireOpen();
         context.makeCurrent();
         long[] free = new long[1];
         long[] total = new long[1];
@@ -290,72 +236,14 @@ public final class CudaBackend implements ComputeBackend {
         if (!supported.available()) {
             throw new IllegalArgumentException(location + " memory is not available on " + info.deviceName() + ": " + supported.detail());
         }
-        requireOpen();
-        context.makeCurrent();
-        String where = sizeBytes + " bytes on device " + settings.deviceIndex();
-        switch (location) {
-            case DEVICE -> {
-                DevicePointer pointer = new DevicePointer();
-                CudaResults.check(cuMemAlloc(pointer, sizeBytes), "cuMemAlloc(" + where + ")");
-                return new NativeAllocation(location, pointer.address(), sizeBytes, null, pointer);
-            }
-            case PINNED -> {
-                // through FFM: JCuda's cuMemHostAlloc fails (and leaks the memory) from 2 GiB on, see DriverLibrary.hostAlloc
-                long address = context.driver.hostAlloc(sizeBytes, JCudaDriver.CU_MEMHOSTALLOC_PORTABLE | JCudaDriver.CU_MEMHOSTALLOC_DEVICEMAP,
-                        "cuMemHostAlloc(" + sizeBytes + " bytes)");
-                HostPointer pointer = new HostPointer(address);
-                deviceVisibleHost.put(address, address + sizeBytes);
-                return new NativeAllocation(location, address, sizeBytes, MemorySegment.ofAddress(address).reinterpret(sizeBytes), pointer);
-            }
-            case UNIFIED -> {
-                DevicePointer pointer = new DevicePointer();
-                CudaResults.check(cuMemAllocManaged(pointer, sizeBytes, CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged(" + where + ")");
-                long address = pointer.address();
-                deviceVisibleHost.put(address, address + sizeBytes);
-                return new NativeAllocation(location, address, sizeBytes, MemorySegment.ofAddress(address).reinterpret(sizeBytes), pointer);
-            }
-            case HOST -> {
-                Arena arena = Arena.ofShared();
-                try {
-                    MemorySegment segment = arena.allocate(sizeBytes, 256);
-                    return new NativeAllocation(location, segment.address(), sizeBytes, segment, arena);
-                } catch (OutOfMemoryError e) {
-                    arena.close();
-                    throw new BackendOutOfMemoryException("no host memory for " + sizeBytes + " bytes: " + e.getMessage(), e);
-                }
-            }
-            default -> throw new IllegalArgumentException("unknown location " + location);
-        }
+        streams.requireOpen();
+        return allocator.allocate(location, sizeBytes);
     }
 
     @Override
     public void free(NativeAllocation allocation) {
-        requireOpen();
-        context.makeCurrent();
-        switch (allocation.handle()) {
-            case CudaVirtualMemory.ReservedRange range ->
-                    throw new IllegalArgumentException(range + " is a reserved range: give it back with virtualMemory(DEVICE).release");
-            case DevicePointer pointer -> {
-                deviceVisibleHost.remove(allocation.address());
-                CudaResults.check(cuMemFree(pointer), "cuMemFree(" + allocation.sizeBytes() + " bytes)");
-            }
-            case HostPointer pointer -> {
-                deviceVisibleHost.remove(allocation.address());
-                CudaResults.check(context.driver.freeHost(pointer.address()), "cuMemFreeHost(" + allocation.sizeBytes() + " bytes)");
-            }
-            case Arena arena -> arena.close();
-            case null, default -> throw new IllegalArgumentException("not an allocation of this backend: " + allocation);
-        }
-    }
-
-    /** Whether {@code bytes} of {@code segment} lie in our pinned or managed memory, which the device reads directly. */
-    boolean deviceVisible(MemorySegment segment, long bytes) {
-        if (!segment.isNative()) {
-            return false;
-        }
-        long start = segment.address();
-        Map.Entry<Long, Long> owner = deviceVisibleHost.floorEntry(start);
-        return owner != null && start + bytes <= owner.getValue();
+        streams.requireOpen();
+        allocator.free(allocation);
     }
 
     // ---- copies ---------------------------------------------------------------------------------------------------
@@ -401,93 +289,17 @@ public final class CudaBackend implements ComputeBackend {
         }
         Checks.range(allocation, offset, bytes, "access");
         CUstream stream = enter();
-        return new CudaDeviceHandle(this, allocation.address() + offset, bytes, stream, settings.deviceIndex());
-    }
-
-    /**
-     * A future for the work queued on {@code stream} so far, from an event recorded on the calling thread (the
-     * context made current); {@code null} once the backend is closing, when its streams and events are being
-     * destroyed. {@link #close()} waits for a record under way.
-     */
-    /** Makes {@code waiting} wait on the device for the work queued on {@code on} so far; false once closing. */
-    boolean orderStreamWhileOpen(CUstream waiting, CUstream on) {
-        Lock read = lifecycle.readLock();
-        read.lock();
-        try {
-            if (closing) {
-                return false;
-            }
-            context.makeCurrent();
-            completions.makeWait(waiting, on);
-            return true;
-        } finally {
-            read.unlock();
-        }
-    }
-
-    @Nullable CompletableFuture<Void> recordWhileOpen(CUstream stream) {
-        Lock read = lifecycle.readLock();
-        read.lock();
-        try {
-            if (closing) {
-                return null;
-            }
-            context.makeCurrent();
-            return completions.record(stream);
-        } finally {
-            read.unlock();
-        }
+        return new CudaDeviceHandle(streams, allocation.address() + offset, bytes, stream, settings.deviceIndex());
     }
 
     /**
      * Records an event on every stream made so far and waits, at most {@code timeout}, until all have completed;
-     * false when the time ran out first (or the thread was interrupted). Never an unbounded synchronize: the events
-     * complete through {@link DeviceCompletions}, which reports events in the order they were recorded, so these
-     * complete only after every event recorded before them too (work the users recorded on their own streams).
+     * false when the time ran out first (or the thread was interrupted). Never an unbounded synchronize: see
+     * {@link CudaStreams#awaitIdle}.
      */
     @Override
     public boolean awaitIdle(Duration timeout) {
-        List<CompletableFuture<Void>> queued = new ArrayList<>();
-        Lock read = lifecycle.readLock();
-        read.lock();
-        try {
-            if (closing) {
-                throw new IllegalStateException("this CUDA backend (device " + settings.deviceIndex() + ") is closed");
-            }
-            context.makeCurrent();
-            for (int i = 0; i < streams.length(); i++) {
-                CUstream stream = streams.get(i);
-                if (stream != null) {
-                    queued.add(completions.record(stream));
-                }
-            }
-        } finally {
-            read.unlock();
-        }
-        if (queued.isEmpty()) {
-            return true;
-        }
-        try {
-            CompletableFuture.allOf(queued.toArray(CompletableFuture[]::new)).get(nanos(timeout), TimeUnit.NANOSECONDS);
-            return true;
-        } catch (TimeoutException e) {
-            return false;
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return false;
-        } catch (ExecutionException e) {
-            // the device reported an error (a sticky one stops the context): nothing on it runs any more, and the
-            // error comes back from the next call that needs the device
-            return true;
-        }
-    }
-
-    private static long nanos(Duration timeout) {
-        try {
-            return Math.max(0, timeout.toNanos());
-        } catch (ArithmeticException beyondLong) {
-            return Long.MAX_VALUE;
-        }
+        return streams.awaitIdle(timeout);
     }
 
     // ---- kernels --------------------------------------------------------------------------------------------------
@@ -499,7 +311,7 @@ public final class CudaBackend implements ComputeBackend {
 
     /** Loads a PTX resource into this device's context (the tests' own kernels). */
     PtxModule loadModule(String resource) {
-        requireOpen();
+        streams.requireOpen();
         context.makeCurrent();
         return new PtxModule(resource);
     }
@@ -516,40 +328,12 @@ public final class CudaBackend implements ComputeBackend {
         if (source.language() != KernelSource.Language.PTX) {
             throw new UnsupportedOperationException("the cuda backend loads PTX kernels (KernelSource.ptx), not " + source);
         }
-        Lock read = lifecycle.readLock();
-        read.lock();
-        try {
-            if (closing) {
-                throw new IllegalStateException("this CUDA backend (device " + settings.deviceIndex() + ") is closed");
-            }
+        return streams.whileOpen(() -> {
             context.makeCurrent();
-            CudaKernel kernel = CudaKernel.load(this, source, settings.deviceIndex());
+            CudaKernel kernel = CudaKernel.load(streams, source, settings.deviceIndex());
             kernels.add(kernel);
             return kernel;
-        } finally {
-            read.unlock();
-        }
-    }
-
-    /**
-     * Queues a launch on {@code stream} (the launch's device accesses' stream: the calling thread's), or on the calling
-     * thread's stream where the launch has no buffer, with the context current; the future completes when the device has
-     * run it. Under the lifecycle's read lock, so close() never unloads a kernel under a launch.
-     */
-    CompletableFuture<Void> launch(@Nullable CUstream stream, Consumer<CUstream> enqueue) {
-        Lock read = lifecycle.readLock();
-        read.lock();
-        try {
-            if (closing) {
-                throw new IllegalStateException("this CUDA backend (device " + settings.deviceIndex() + ") is closed");
-            }
-            CUstream own = enter();
-            CUstream on = stream != null ? stream : own;
-            enqueue.accept(on);
-            return completions.record(on);
-        } finally {
-            read.unlock();
-        }
+        });
     }
 
     /** The context, device and the calling thread's stream: see {@link CudaNativeDevice}. */
@@ -560,7 +344,7 @@ public final class CudaBackend implements ComputeBackend {
 
     /** The primary context, made current on the calling thread; for {@link CudaNativeDevice}. */
     ContextHandle currentContext() {
-        requireOpen();
+        streams.requireOpen();
         context.makeCurrent();
         return context.handle();
     }
@@ -593,19 +377,12 @@ public final class CudaBackend implements ComputeBackend {
     static final Duration DEVICE_WAIT_AT_CLOSE = Duration.ofSeconds(10);
 
     synchronized void close(Duration deviceWait) {
-        Lock write = lifecycle.writeLock();
-        write.lock();
-        try {
-            if (closing) {
-                return;
-            }
-            closing = true;
-        } finally {
-            write.unlock();
+        if (!streams.beginClose()) {
+            return;
         }
         context.makeCurrent();
         boolean finished = completions.close(deviceWait);
-        closed = true;
+        streams.markClosed();
         if (!finished) {
             LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": recorded device work did not finish"
                     + " within " + deviceWait.toMillis() + " ms of close; the backend keeps its streams, staging buffers, kernels"
@@ -617,12 +394,7 @@ public final class CudaBackend implements ComputeBackend {
         staging.close();
         ops.close();
         kernels.forEach(CudaKernel::unload);
-        for (int i = 0; i < streams.length(); i++) {
-            CUstream stream = streams.get(i);
-            if (stream != null) {
-                cuStreamDestroy(stream);
-            }
-        }
+        streams.destroy();
         if (virtualMemory != null) {
             virtualMemory.close();
         }
@@ -630,18 +402,13 @@ public final class CudaBackend implements ComputeBackend {
     }
 
     private void releaseContextUnlessHostMemoryIsLive() {
-        if (deviceVisibleHost.isEmpty()) {
+        CudaAllocator.LiveHostMemory live = allocator.liveHostMemory();
+        if (live.allocations() == 0) {
             context.close();
             return;
         }
-        int live = 0;
-        long bytes = 0;
-        for (Map.Entry<Long, Long> allocation : deviceVisibleHost.entrySet()) {
-            live++;
-            bytes += allocation.getValue() - allocation.getKey();
-        }
-        LOG.log(System.Logger.Level.WARNING, "CUDA backend (device " + settings.deviceIndex() + ") closed with " + live
-                + " PINNED or UNIFIED allocation(s) of " + bytes + " bytes in all still live, which a thread may still reach "
+        LOG.log(System.Logger.Level.WARNING, "CUDA backend (device " + settings.deviceIndex() + ") closed with " + live.allocations()
+                + " PINNED or UNIFIED allocation(s) of " + live.bytes() + " bytes in all still live, which a thread may still reach "
                 + "(the manager keeps memory when a view or access is still open at its close timeout). The backend keeps its "
                 + "reference to the device's primary context instead of releasing it: releasing the last reference resets the "
                 + "context, which would unmap that memory under the thread. Memory and context go back with the process.");

@@ -28,13 +28,16 @@ final class CudaCopies {
 
     private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
 
-    private final CudaBackend backend;
+    private final CudaStreams streams;
+    /** Which host memory the device reads directly: the backend's PINNED and UNIFIED allocations. */
+    private final CudaAllocator allocations;
     private final DeviceCompletions completions;
     private final HostCopier copier;
     private final StagingBuffers staging;
 
-    CudaCopies(CudaBackend backend, DeviceCompletions completions, HostCopier copier, StagingBuffers staging) {
-        this.backend = backend;
+    CudaCopies(CudaStreams streams, CudaAllocator allocations, DeviceCompletions completions, HostCopier copier, StagingBuffers staging) {
+        this.streams = streams;
+        this.allocations = allocations;
         this.completions = completions;
         this.copier = copier;
         this.staging = staging;
@@ -52,7 +55,7 @@ final class CudaCopies {
         } else if (source.location() == MemoryLocation.HOST) {
             toDevice(hostSegment(source).asSlice(sourceOffset, bytes), target, targetOffset, bytes, Completion.WAIT);
         } else {
-            CUstream stream = backend.enter();
+            CUstream stream = streams.enter();
             CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address() + targetOffset), new DevicePointer(source.address() + sourceOffset),
                     bytes, stream), "cuMemcpyAsync(" + bytes + " bytes, " + source.location() + " to " + target.location() + ")");
             completions.await(stream);
@@ -74,7 +77,7 @@ final class CudaCopies {
         if (bytes == 0) {
             return DONE;
         }
-        CUstream stream = backend.enter();
+        CUstream stream = streams.enter();
         if (target.location() == MemoryLocation.HOST || target.location() == MemoryLocation.PINNED) {
             // host memory on both sides: a host copy, after this thread's queued device work on the target
             completions.await(stream);
@@ -82,7 +85,7 @@ final class CudaCopies {
             return DONE;
         }
         long destination = target.address() + targetOffset;
-        if (backend.deviceVisible(source, bytes)) {
+        if (allocations.deviceVisible(source, bytes)) {
             CudaResults.check(cuMemcpyAsync(new DevicePointer(destination), new DevicePointer(source.address()), bytes, stream),
                     "cuMemcpyAsync(" + bytes + " bytes to " + target.location() + ")");
             return finish(stream, completion);
@@ -104,14 +107,14 @@ final class CudaCopies {
         if (bytes == 0) {
             return DONE;
         }
-        CUstream stream = backend.enter();
+        CUstream stream = streams.enter();
         if (source.location() == MemoryLocation.HOST || source.location() == MemoryLocation.PINNED) {
             completions.await(stream);
             copier.copy(hostSegment(source), sourceOffset, target, 0, bytes);
             return DONE;
         }
         long origin = source.address() + sourceOffset;
-        if (backend.deviceVisible(target, bytes)) {
+        if (allocations.deviceVisible(target, bytes)) {
             CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address()), new DevicePointer(origin), bytes, stream),
                     "cuMemcpyAsync(" + bytes + " bytes from " + source.location() + ")");
             return finish(stream, completion);

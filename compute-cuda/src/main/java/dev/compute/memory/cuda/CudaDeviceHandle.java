@@ -43,7 +43,8 @@ import jcuda.driver.CUstream;
  */
 public final class CudaDeviceHandle implements DeviceHandle {
 
-    private final CudaBackend backend;
+    /** The backend's streams, where the access's end and the work of one's own are recorded while it is open. */
+    private final CudaStreams streams;
     private final long address;
     private final long byteSize;
     private final CUstream stream;
@@ -52,8 +53,8 @@ public final class CudaDeviceHandle implements DeviceHandle {
     private final List<CompletableFuture<Void>> recorded = new ArrayList<>();
     private boolean open = true;
 
-    CudaDeviceHandle(CudaBackend backend, long address, long byteSize, CUstream stream, int deviceOrdinal) {
-        this.backend = backend;
+    CudaDeviceHandle(CudaStreams streams, long address, long byteSize, CUstream stream, int deviceOrdinal) {
+        this.streams = streams;
         this.address = address;
         this.byteSize = byteSize;
         this.stream = stream;
@@ -95,7 +96,7 @@ public final class CudaDeviceHandle implements DeviceHandle {
     public synchronized void recordWork(CUstream userStream) {
         Objects.requireNonNull(userStream, "userStream");
         checkOpen();
-        CompletableFuture<Void> done = backend.recordWhileOpen(userStream);
+        CompletableFuture<Void> done = streams.recordWhileOpen(userStream);
         if (done == null) {
             throw new IllegalStateException("the CUDA backend (device " + deviceOrdinal + ") is closed; no work can be recorded");
         }
@@ -110,7 +111,7 @@ public final class CudaDeviceHandle implements DeviceHandle {
     public synchronized void orderStream(CUstream yours) {
         Objects.requireNonNull(yours, "yours");
         checkOpen();
-        if (yours != stream && !backend.orderStreamWhileOpen(yours, stream)) {
+        if (yours != stream && !streams.orderStreamWhileOpen(yours, stream)) {
             throw new IllegalStateException("the CUDA backend (device " + deviceOrdinal + ") is closed; no stream can be ordered");
         }
     }
@@ -123,7 +124,7 @@ public final class CudaDeviceHandle implements DeviceHandle {
     public synchronized CompletableFuture<Void> end() {
         checkOpen();
         open = false;
-        CompletableFuture<Void> queued = backend.recordWhileOpen(stream);
+        CompletableFuture<Void> queued = streams.recordWhileOpen(stream);
         if (queued == null) {
             // the backend closed while this access was open: its streams are gone and nothing can be recorded; a
             // manager closes its backend under an open access only after keeping the buffer's memory, unfreed

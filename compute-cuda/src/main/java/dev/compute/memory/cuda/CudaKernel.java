@@ -44,7 +44,8 @@ final class CudaKernel implements NativeKernel {
     private static final long MAX_GRID_X = Integer.MAX_VALUE;
     private static final long MAX_GRID_YZ = 65_535;
 
-    private final CudaBackend backend;
+    /** The backend's streams, which a launch goes on while the backend is open. */
+    private final CudaStreams streams;
     private final String name;
     private final CUmodule module;
     private final CUfunction function;
@@ -52,9 +53,9 @@ final class CudaKernel implements NativeKernel {
     private final int maxThreadsPerBlock;
     private boolean unloaded;
 
-    private CudaKernel(CudaBackend backend, String name, CUmodule module, CUfunction function, List<PtxEntries.Kind> parameters,
+    private CudaKernel(CudaStreams streams, String name, CUmodule module, CUfunction function, List<PtxEntries.Kind> parameters,
                        int maxThreadsPerBlock) {
-        this.backend = backend;
+        this.streams = streams;
         this.name = name;
         this.module = module;
         this.function = function;
@@ -63,7 +64,7 @@ final class CudaKernel implements NativeKernel {
     }
 
     /** Loads {@code source} into the context current on this thread. */
-    static CudaKernel load(CudaBackend backend, KernelSource source, int deviceOrdinal) {
+    static CudaKernel load(CudaStreams streams, KernelSource source, int deviceOrdinal) {
         Map<String, List<PtxEntries.Kind>> entries = PtxEntries.read(source.text());
         List<PtxEntries.Kind> parameters = entries.get(source.name());
         if (parameters == null) {
@@ -88,7 +89,7 @@ final class CudaKernel implements NativeKernel {
             int[] maxThreads = new int[1];
             CudaResults.check(cuFuncGetAttribute(maxThreads, CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function),
                     "cuFuncGetAttribute(MAX_THREADS_PER_BLOCK of " + source.name() + ")");
-            return new CudaKernel(backend, source.name(), module, function, parameters, Math.max(1, maxThreads[0]));
+            return new CudaKernel(streams, source.name(), module, function, parameters, Math.max(1, maxThreads[0]));
         } catch (RuntimeException e) {
             cuModuleUnload(module);
             throw e;
@@ -137,7 +138,7 @@ final class CudaKernel implements NativeKernel {
                         + ": no scalar type " + scalar.value().getClass());
             };
         }
-        return backend.launch(stream, queued -> {
+        return streams.launch(stream, queued -> {
             synchronized (this) {
                 if (unloaded) {
                     throw new IllegalStateException("kernel '" + name + "' was unloaded: its CUDA backend is closed");

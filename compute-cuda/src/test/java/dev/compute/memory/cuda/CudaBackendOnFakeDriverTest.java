@@ -16,6 +16,7 @@ import dev.compute.memory.LaunchShape;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.ViewScope;
 import dev.compute.memory.contract.KernelContractTest;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
@@ -223,7 +224,7 @@ class CudaBackendOnFakeDriverTest {
         private static Thread onAnotherStream(CudaBackend backend, Runnable work) {
             for (int tries = 0; tries < 100; tries++) {
                 Thread thread = Thread.ofPlatform().unstarted(work);
-                if (backend.streamIndex(thread) != backend.streamIndex(Thread.currentThread())) {
+                if (backend.streams().index(thread) != backend.streams().index(Thread.currentThread())) {
                     thread.start();
                     return thread;
                 }
@@ -346,7 +347,7 @@ class CudaBackendOnFakeDriverTest {
             CudaBackend backend = open();
             CUstream stream = backend.enter();
             hold(); // the device never finishes what is recorded from here on
-            CompletableFuture<Void> stuck = backend.recordWhileOpen(stream);
+            CompletableFuture<Void> stuck = backend.streams().recordWhileOpen(stream);
             long start = System.nanoTime();
             backend.close(Duration.ofMillis(300));
             long tookMillis = (System.nanoTime() - start) / 1_000_000;
@@ -521,7 +522,7 @@ class CudaBackendOnFakeDriverTest {
             CountDownLatch managerClosed = new CountDownLatch(1);
             AtomicReference<Object> seen = new AtomicReference<>();
             Thread holder = Thread.ofPlatform().start(() -> {
-                try {
+                try (ViewScope views = ViewScope.open()) { // a confined view: only its thread can end it
                     MemorySegment view = buffer.hostView();
                     view.fill((byte) 7);
                     viewTaken.countDown();

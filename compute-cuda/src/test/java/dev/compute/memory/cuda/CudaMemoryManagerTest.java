@@ -191,7 +191,7 @@ class CudaMemoryManagerTest {
                 second.set(buffer);
             });
             // the writer must work on another stream than this thread, or stream order alone would protect it
-            for (int tries = 0; backend.streamIndex(writer) == backend.streamIndex(Thread.currentThread()); tries++) {
+            for (int tries = 0; backend.streams().index(writer) == backend.streams().index(Thread.currentThread()); tries++) {
                 assertThat(tries).isLessThan(100);
                 writer = Thread.ofPlatform().unstarted(writer::run);
             }

@@ -124,6 +124,9 @@ final class EventCompletions implements AutoCloseable {
         return done;
     }
 
+    /** Every future the waiter has handed to the completer so far, as one; the waiter's own. */
+    private CompletableFuture<?> handedOut = CompletableFuture.completedFuture(null);
+
     private void waitInTurn() {
         List<Pending> batch = new ArrayList<>();
         while (true) {
@@ -141,6 +144,11 @@ final class EventCompletions implements AutoCloseable {
                 awaitLast(commands); // an in-order queue: once the last has ended, every command before it has too
             }
             for (Pending next : commands) {
+                if (next.event() == null) { // a barrier: done once every future handed out before it is, whatever the completer's order
+                    CompletableFuture.allOf(handedOut).handle((ignored, failed) -> next.done().complete(null));
+                    handedOut = next.done();
+                    continue;
+                }
                 RuntimeException failure = await(next);
                 completer.execute(() -> {
                     if (failure == null) {
@@ -149,6 +157,7 @@ final class EventCompletions implements AutoCloseable {
                         next.done().completeExceptionally(failure);
                     }
                 });
+                handedOut = CompletableFuture.allOf(handedOut, next.done());
             }
             if (woken) {
                 try {

@@ -28,15 +28,16 @@ import org.jspecify.annotations.Nullable;
  */
 final class OpenClCopies {
 
-    private final OpenClBackend backend;
+    /** The backend's queue, which tracks the queued copies' events. */
+    private final OpenClQueue commands;
     private final cl_context context;
     private final cl_command_queue queue;
     private final long stagingBytes;
 
-    OpenClCopies(OpenClBackend backend, cl_context context, cl_command_queue queue, long stagingBytes) {
-        this.backend = backend;
-        this.context = context;
-        this.queue = queue;
+    OpenClCopies(OpenClQueue commands, long stagingBytes) {
+        this.commands = commands;
+        this.context = commands.context();
+        this.queue = commands.commandQueue();
         this.stagingBytes = stagingBytes;
     }
 
@@ -157,14 +158,14 @@ final class OpenClCopies {
         cl_event done = new cl_event();
         OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
                 "clEnqueueWriteBuffer of " + bytes + " bytes");
-        return backend.track(done, "clEnqueueWriteBuffer of " + bytes + " bytes");
+        return commands.track(done, "clEnqueueWriteBuffer of " + bytes + " bytes");
     }
 
     private CompletableFuture<Void> enqueueRead(cl_mem memory, long offset, long hostAddress, long bytes) {
         cl_event done = new cl_event();
         OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
                 "clEnqueueReadBuffer of " + bytes + " bytes");
-        return backend.track(done, "clEnqueueReadBuffer of " + bytes + " bytes");
+        return commands.track(done, "clEnqueueReadBuffer of " + bytes + " bytes");
     }
 
     /**

@@ -111,10 +111,10 @@ public final class OpenClDeviceHandle implements DeviceHandle {
         return switch (location) {
             case DEVICE -> offset % backend.subBufferAlignment() == 0
                     ? new OpenClDeviceHandle(backend, location, mode, Kind.SUB_BUFFER,
-                            backend.subBuffer(allocation, offset, bytes, accessFlags(mode)), null, 0, bytes)
+                            backend.allocator().subBuffer(allocation, offset, bytes, accessFlags(mode)), null, 0, bytes)
                     : new OpenClDeviceHandle(backend, location, mode, Kind.POOL_BUFFER, OpenClBackend.memObject(allocation), null, offset, bytes);
             case PINNED -> new OpenClDeviceHandle(backend, location, mode, Kind.HOST_MEMORY_BUFFER,
-                    backend.hostMemoryBuffer(allocation, offset, bytes, accessFlags(mode)), null, 0, bytes);
+                    backend.allocator().hostMemoryBuffer(allocation, offset, bytes, accessFlags(mode)), null, 0, bytes);
             case UNIFIED -> new OpenClDeviceHandle(backend, location, mode, Kind.SHARED_VIRTUAL_MEMORY, null,
                     (OpenClBackend.SharedVirtualMemory) Objects.requireNonNull(allocation.handle()), offset, bytes);
             case HOST -> throw new IllegalArgumentException("HOST memory on OpenCL is plain host memory, no OpenCL buffer, so "
@@ -203,7 +203,7 @@ public final class OpenClDeviceHandle implements DeviceHandle {
     public synchronized cl_event[] waitList() {
         checkUsable();
         if (ready == null) {
-            ready = backend.markerEvent();
+            ready = backend.queue().markerEvent();
         }
         return new cl_event[] {ready};
     }
@@ -216,7 +216,7 @@ public final class OpenClDeviceHandle implements DeviceHandle {
     public synchronized void recordWork(cl_event event) {
         Objects.requireNonNull(event, "event");
         checkUsable();
-        recorded.add(backend.trackRecorded(event));
+        recorded.add(backend.queue().trackRecorded(event));
         if (kind == Kind.HOST_MEMORY_BUFFER && mode.writes()) {
             OpenClCalls.check(CL.clRetainEvent(event), "clRetainEvent");
             publishAfter.add(event);
@@ -242,8 +242,8 @@ public final class OpenClDeviceHandle implements DeviceHandle {
         }
         try {
             work.add(kind == Kind.HOST_MEMORY_BUFFER && mode.writes()
-                    ? backend.publishToHostThenMarker(Objects.requireNonNull(memory), bytes, after)
-                    : backend.position());
+                    ? backend.queue().publishToHostThenMarker(Objects.requireNonNull(memory), bytes, after)
+                    : backend.queue().position());
             return work.size() == 1 ? work.getFirst() : WorkGroup.of(work);
         } finally {
             for (cl_event event : after) {

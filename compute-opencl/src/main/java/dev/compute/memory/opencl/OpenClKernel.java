@@ -170,7 +170,7 @@ final class OpenClKernel implements NativeKernel {
                         + backend.device().describe() + ")");
             }
             if (staged.isEmpty()) {
-                return backend.position(done);
+                return backend.queue().position(done);
             }
             CL.clReleaseEvent(done);
             for (Staged slice : staged) {
@@ -180,7 +180,7 @@ final class OpenClKernel implements NativeKernel {
                             + "''s results back into an unaligned slice");
                 }
             }
-            return backend.position();
+            return backend.queue().position();
         } finally {
             give(kernel);
             for (Staged slice : staged) {

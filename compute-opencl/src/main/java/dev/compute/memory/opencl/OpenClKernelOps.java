@@ -140,7 +140,7 @@ final class OpenClKernelOps implements KernelOps {
             cl_event read = new cl_event();
             OpenClCalls.check(CL.clEnqueueReadBuffer(backend.commandQueue(), partial, false, 0, partialBytes, Pointer.to(partials), 0, null, read),
                     "clEnqueueReadBuffer of sum's partial sums");
-            return backend.track(read, "sum").thenApply(ignored -> {
+            return backend.queue().track(read, "sum").thenApply(ignored -> {
                 double total = 0;
                 for (int g = 0; g < groups; g++) {
                     total += accumulatorBytes == Sizeof.cl_double ? partials.getDouble(g * Sizeof.cl_double) : partials.getFloat(g * Sizeof.cl_float);
@@ -169,12 +169,12 @@ final class OpenClKernelOps implements KernelOps {
     /** The future of a kernel that wrote {@code written}: after a map and unmap where it is host memory wrapped for the launch. */
     private CompletableFuture<Void> complete(cl_event kernelDone, Argument written, String what) {
         if (!written.wrapsHostMemory()) {
-            return backend.position(kernelDone);
+            return backend.queue().position(kernelDone);
         }
         CL.clReleaseEvent(kernelDone);
         cl_event unmapped = new cl_event();
-        backend.enqueuePublishToHost(written.memory(), written.bytes(), NO_EVENTS, unmapped);
-        return backend.track(unmapped, what);
+        backend.queue().enqueuePublishToHost(written.memory(), written.bytes(), NO_EVENTS, unmapped);
+        return backend.queue().track(unmapped, what);
     }
 
     private static long elementwiseGlobalSize(long n) {
@@ -238,7 +238,7 @@ final class OpenClKernelOps implements KernelOps {
     }
 
     private Argument wrapHostMemory(Region region) {
-        cl_mem wrapper = backend.hostMemoryBuffer(region.allocation(), region.offset(), region.byteSize(), CL_MEM_READ_WRITE);
+        cl_mem wrapper = backend.allocator().hostMemoryBuffer(region.allocation(), region.offset(), region.byteSize(), CL_MEM_READ_WRITE);
         return new Argument(wrapper, null, 0, region.byteSize(), true);
     }
 

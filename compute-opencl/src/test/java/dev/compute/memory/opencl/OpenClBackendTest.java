@@ -460,16 +460,6 @@ class OpenClBackendTest {
         }
     }
 
-    @Test
-    void deviceVersionsAreComparedByMajorThenMinor() {
-        assertThat(OpenClBackend.openClVersionAtLeast("OpenCL 1.2 CUDA", 1, 2)).isTrue();
-        assertThat(OpenClBackend.openClVersionAtLeast("OpenCL 1.1 Mesa", 1, 2)).isFalse();
-        assertThat(OpenClBackend.openClVersionAtLeast("OpenCL 3.0 PoCL HSTR: pthread", 2, 0)).isTrue();
-        assertThat(OpenClBackend.openClVersionAtLeast("OpenCL 2.1", 3, 0)).isFalse();
-        assertThat(OpenClBackend.openClVersionAtLeast("unreadable", 1, 0)).isTrue();
-        assertThat(OpenClBackend.openClVersionAtLeast("unreadable", 1, 1)).isFalse();
-    }
-
     // ---- helpers ------------------------------------------------------------------------------------------------
 
     private List<DataType> doubleTypesIfPresent() {

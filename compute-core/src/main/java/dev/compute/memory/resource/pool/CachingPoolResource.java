@@ -69,7 +69,7 @@ import org.jspecify.annotations.Nullable;
  * chunk may raise the reserved peak by a quarter of a chunk at most. Why chunks, and not the next 20 MiB page as
  * PyTorch maps: on a climb (blocks allocated and none freed) no policy makes fewer calls than one a page without
  * reserving more at some point of the climb, and none reserves no more at every point without calling as often; chunks
- * trade the slack at a climb's end for a few calls a doubling (the argument and the figures: docs/benchmarks.md). Without
+ * trade the slack at a climb's end for a few calls a doubling (the argument and the figures: docs/benchmarks-log.md). Without
  * page mapping the pool allocates plain segments: 2 MiB ones for small blocks, 20 MiB ones for large
  * requests under 10 MiB, and the request rounded up to 2 MiB beyond.
  *

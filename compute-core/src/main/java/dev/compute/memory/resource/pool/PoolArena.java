@@ -52,7 +52,7 @@ final class PoolArena {
 
     /**
      * Mapping grows by chunks of 1/8 of what the arena has mapped, 2 to 128 MiB: smaller chunks trade backend calls
-     * for a lower reserved peak, larger ones the reverse (the figures: docs/benchmarks.md).
+     * for a lower reserved peak, larger ones the reverse (the figures: docs/benchmarks-log.md).
      */
     static final int MAP_CHUNK_SHIFT = 3;
     static final long MIN_MAP_CHUNK = 2L << 20;
@@ -68,7 +68,7 @@ final class PoolArena {
 
     /**
      * Before a new peak, at most this many runs of free pages are unmapped, the largest: each is likely mapped again
-     * later, one call each, and the largest give most of the bytes (the figures: docs/benchmarks.md).
+     * later, one call each, and the largest give most of the bytes (the figures: docs/benchmarks-log.md).
      */
     static final int MAX_RUNS_MOVED = 2;
 

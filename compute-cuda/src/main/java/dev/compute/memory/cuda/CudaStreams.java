@@ -1,0 +1,236 @@
+package dev.compute.memory.cuda;
+
+import static jcuda.driver.JCudaDriver.cuStreamCreate;
+import static jcuda.driver.JCudaDriver.cuStreamDestroy;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.concurrent.locks.Lock;
+import java.util.concurrent.locks.ReadWriteLock;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+import jcuda.driver.CUstream;
+import jcuda.driver.CUstream_flags;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The few non-blocking streams the backend's threads work on, picked by thread id, so that one thread's copies and
+ * kernels run in the order it issued them while other threads' work overlaps; the ordering of a stream after work on
+ * another; and whether the backend is still open. Work is recorded on a stream only under the lifecycle's read lock,
+ * and close takes the write lock before anything else, so nothing is recorded on the streams once close has begun to
+ * wait for them and destroy them.
+ */
+final class CudaStreams {
+
+    private final CudaContext context;
+    private final DeviceCompletions completions;
+    private final AtomicReferenceArray<CUstream> streams;
+    private volatile boolean closed;
+    /**
+     * Set first thing in the backend's close, under {@link #lifecycle}'s write lock: after it nothing more is recorded
+     * on the streams, which close destroys. Guarded by {@link #lifecycle}.
+     */
+    private boolean closing;
+    private final ReadWriteLock lifecycle = new ReentrantReadWriteLock();
+
+    CudaStreams(CudaContext context, DeviceCompletions completions, int count) {
+        this.context = context;
+        this.completions = completions;
+        this.streams = new AtomicReferenceArray<>(count);
+    }
+
+    /** Checks the backend is open, makes the context current and returns this thread's stream, made on first use. */
+    CUstream enter() {
+        requireOpen();
+        context.makeCurrent();
+        int index = index(Thread.currentThread());
+        CUstream stream = streams.get(index);
+        return stream != null ? stream : create(index);
+    }
+
+    /** Which of the streams a thread works on. */
+    int index(Thread thread) {
+        return (int) Math.floorMod(thread.threadId(), (long) streams.length());
+    }
+
+    private synchronized CUstream create(int index) {
+        CUstream existing = streams.get(index);
+        if (existing != null) {
+            return existing;
+        }
+        CUstream stream = new CUstream();
+        CudaResults.check(cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+        streams.set(index, stream);
+        return stream;
+    }
+
+    void requireOpen() {
+        if (closed) {
+            throw new IllegalStateException("this CUDA backend (device " + context.ordinal + ") is closed");
+        }
+    }
+
+    /**
+     * Orders this thread's stream after {@code work} on the device: nothing to do for work of the same stream, else
+     * {@code cuStreamWaitEvent} on the event recorded behind it. False for futures the backend did not make, which
+     * the caller waits for on the host.
+     */
+    boolean orderAfter(CompletableFuture<?> work) {
+        if (work.isDone()) {
+            return true;
+        }
+        return work instanceof DeviceCompletions.StreamWork<?> onStream && onStream.orderStream(enter());
+    }
+
+    /** Work on one stream completes in the order it was queued. */
+    static boolean supersedes(CompletableFuture<?> later, CompletableFuture<?> earlier) {
+        return later instanceof DeviceCompletions.StreamWork<?> a && earlier instanceof DeviceCompletions.StreamWork<?> b && a.sameStream(b);
+    }
+
+    /** Makes {@code waiting} wait on the device for the work queued on {@code on} so far; false once closing. */
+    boolean orderStreamWhileOpen(CUstream waiting, CUstream on) {
+        Lock read = lifecycle.readLock();
+        read.lock();
+        try {
+            if (closing) {
+                return false;
+            }
+            context.makeCurrent();
+            completions.makeWait(waiting, on);
+            return true;
+        } finally {
+            read.unlock();
+        }
+    }
+
+    /**
+     * A future for the work queued on {@code stream} so far, from an event recorded on the calling thread (the
+     * context made current); {@code null} once the backend is closing, when its streams and events are being
+     * destroyed. The close waits for a record under way.
+     */
+    @Nullable CompletableFuture<Void> recordWhileOpen(CUstream stream) {
+        Lock read = lifecycle.readLock();
+        read.lock();
+        try {
+            if (closing) {
+                return null;
+            }
+            context.makeCurrent();
+            return completions.record(stream);
+        } finally {
+            read.unlock();
+        }
+    }
+
+    /**
+     * Runs {@code work} under the lifecycle's read lock, so that close does not begin under it; refused with an
+     * {@link IllegalStateException} once close has begun.
+     */
+    <T> T whileOpen(Supplier<T> work) {
+        Lock read = lifecycle.readLock();
+        read.lock();
+        try {
+            if (closing) {
+                throw new IllegalStateException("this CUDA backend (device " + context.ordinal + ") is closed");
+            }
+            return work.get();
+        } finally {
+            read.unlock();
+        }
+    }
+
+    /**
+     * Queues a launch on {@code stream} (the launch's device accesses' stream: the calling thread's), or on the calling
+     * thread's stream where the launch has no buffer, with the context current; the future completes when the device has
+     * run it. Under the lifecycle's read lock, so close never unloads a kernel under a launch.
+     */
+    CompletableFuture<Void> launch(@Nullable CUstream stream, Consumer<CUstream> enqueue) {
+        return whileOpen(() -> {
+            CUstream own = enter();
+            CUstream on = stream != null ? stream : own;
+            enqueue.accept(on);
+            return completions.record(on);
+        });
+    }
+
+    /**
+     * Records an event on every stream made so far and waits, at most {@code timeout}, until all have completed;
+     * false when the time ran out first (or the thread was interrupted). Never an unbounded synchronize: the events
+     * complete through {@link DeviceCompletions}, which reports events in the order they were recorded, so these
+     * complete only after every event recorded before them too (work the users recorded on their own streams).
+     */
+    boolean awaitIdle(Duration timeout) {
+        List<CompletableFuture<Void>> queued = whileOpen(() -> {
+            context.makeCurrent();
+            List<CompletableFuture<Void>> recorded = new ArrayList<>();
+            for (int i = 0; i < streams.length(); i++) {
+                CUstream stream = streams.get(i);
+                if (stream != null) {
+                    recorded.add(completions.record(stream));
+                }
+            }
+            return recorded;
+        });
+        if (queued.isEmpty()) {
+            return true;
+        }
+        try {
+            CompletableFuture.allOf(queued.toArray(CompletableFuture[]::new)).get(nanos(timeout), TimeUnit.NANOSECONDS);
+            return true;
+        } catch (TimeoutException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        } catch (ExecutionException e) {
+            // the device reported an error (a sticky one stops the context): nothing on it runs any more, and the
+            // error comes back from the next call that needs the device
+            return true;
+        }
+    }
+
+    private static long nanos(Duration timeout) {
+        try {
+            return Math.max(0, timeout.toNanos());
+        } catch (ArithmeticException beyondLong) {
+            return Long.MAX_VALUE;
+        }
+    }
+
+    /** Begins the close: from now on nothing is recorded on the streams. False where it had begun already. */
+    boolean beginClose() {
+        Lock write = lifecycle.writeLock();
+        write.lock();
+        try {
+            if (closing) {
+                return false;
+            }
+            closing = true;
+            return true;
+        } finally {
+            write.unlock();
+        }
+    }
+
+    /** Marks the backend closed, once close has waited for the recorded work: every entry point refuses from now on. */
+    void markClosed() {
+        closed = true;
+    }
+
+    /** Destroys every stream made; the close has waited for the work recorded on them. */
+    void destroy() {
+        for (int i = 0; i < streams.length(); i++) {
+            CUstream stream = streams.get(i);
+            if (stream != null) {
+                cuStreamDestroy(stream);
+            }
+        }
+    }
+}

@@ -1,0 +1,330 @@
+package dev.compute.memory.opencl;
+
+import static org.jocl.CL.CL_EVENT_COMMAND_QUEUE;
+import static org.jocl.CL.CL_EVENT_CONTEXT;
+import static org.jocl.CL.CL_MAP_READ;
+
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.jocl.CL;
+import org.jocl.Pointer;
+import org.jocl.Sizeof;
+import org.jocl.cl_command_queue;
+import org.jocl.cl_context;
+import org.jocl.cl_context_properties;
+import org.jocl.cl_device_id;
+import org.jocl.cl_event;
+import org.jocl.cl_mem;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The backend's context and its one in-order command queue, from their creation to their release, and what is known
+ * of the work on them: futures for commands ({@link EventCompletions}), positions known done by markers
+ * ({@link QueuePositions}), work recorded from queues of the user's own (waited for apart from this queue's, so that
+ * slow foreign work never holds up its completions), and the ordering of other work after all of it. Every command
+ * of the backend goes through this one queue, so its work completes in the order it was queued.
+ *
+ * <p>Closing refuses new work, waits, bounded, for the queue and the recorded work, then releases queue and context;
+ * the lifecycle lock keeps a late free from using them once released.
+ */
+final class OpenClQueue {
+
+    /** The backend's logger: a close that keeps the queue is the backend's to report. */
+    private static final System.Logger LOG = System.getLogger(OpenClBackend.class.getName());
+
+    private final String describe;
+    private final cl_context context;
+    private final cl_command_queue queue;
+    /** Markers: {@code clEnqueueMarkerWithWaitList} from OpenCL 1.2, the deprecated {@code clEnqueueMarker} before. */
+    private final boolean markersTakeWaitLists;
+    private final EventCompletions completions;
+    /** Work that device handles recorded from queues of the user's own, waited for apart from this queue's. */
+    private final EventCompletions recordedWork;
+    /** Positions on {@link #queue} for kernels and accesses, known done by markers the waiter queues. */
+    private final QueuePositions positions;
+    /** Guards the queue and context: {@link #closed} and {@link #released} are set under this lock. */
+    private final Object lifecycle = new Object();
+    /** Set, under {@link #lifecycle}, when close() begins: new work is refused. */
+    private volatile boolean closed;
+    private boolean released;
+    /** Completes when close() has finished the queue and every recorded work. */
+    private final CompletableFuture<Void> drained = new CompletableFuture<>();
+
+    /** Creates a context on {@code device} and an in-order queue in it. */
+    OpenClQueue(OpenClDevice device, boolean markersTakeWaitLists) {
+        this.describe = device.describe();
+        this.markersTakeWaitLists = markersTakeWaitLists;
+        cl_device_id id = device.deviceId();
+        cl_context_properties properties = new cl_context_properties();
+        properties.addProperty(CL.CL_CONTEXT_PLATFORM, device.platformId());
+        int[] error = new int[1];
+        this.context = CL.clCreateContext(properties, 1, new cl_device_id[] {id}, null, null, error);
+        OpenClCalls.check(error[0], "clCreateContext on " + describe);
+        @SuppressWarnings("deprecation") // clCreateCommandQueueWithProperties is absent on OpenCL 1.x devices
+        cl_command_queue created = CL.clCreateCommandQueue(context, id, 0, error);
+        if (error[0] != CL.CL_SUCCESS) {
+            CL.clReleaseContext(context);
+            OpenClCalls.check(error[0], "clCreateCommandQueue on " + describe);
+        }
+        this.queue = created;
+        this.completions = new EventCompletions(device.deviceName(), true);
+        this.recordedWork = new EventCompletions(device.deviceName() + " (recorded work)", false);
+        this.positions = new QueuePositions(this::marker, completions::wake);
+        completions.onWake(positions::markUncovered);
+    }
+
+    cl_context context() {
+        return context;
+    }
+
+    cl_command_queue commandQueue() {
+        return queue;
+    }
+
+    void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("this OpenCL backend (" + describe + ") is closed");
+        }
+    }
+
+    /** Flushes the queue so the command starts, and returns a future for its event. */
+    CompletableFuture<Void> track(cl_event event, String what) {
+        OpenClCalls.check(CL.clFlush(queue), "clFlush");
+        return completions.completion(event, what);
+    }
+
+    /** A marker on the queue after everything queued so far, flushed, for a wait list of the caller's; it releases it. */
+    cl_event markerEvent() {
+        synchronized (lifecycle) {
+            checkOpen();
+            cl_event marker = new cl_event();
+            @SuppressWarnings("deprecation") // clEnqueueMarker is the OpenCL 1.0 and 1.1 form
+            int code = markersTakeWaitLists ? CL.clEnqueueMarkerWithWaitList(queue, 0, null, marker) : CL.clEnqueueMarker(queue, marker);
+            OpenClCalls.check(code, "clEnqueueMarker");
+            OpenClCalls.check(CL.clFlush(queue), "clFlush");
+            return marker;
+        }
+    }
+
+    /**
+     * A future for everything queued so far (flushed, so it starts), with no command or event of its own: it completes
+     * once a marker queued after it has ended ({@link QueuePositions}). For kernels and device accesses, whose
+     * failures their enqueue call reports.
+     */
+    CompletableFuture<Void> position() {
+        synchronized (lifecycle) {
+            if (closed) {
+                return drained;
+            }
+            OpenClCalls.check(CL.clFlush(queue), "clFlush");
+        }
+        return positions.next();
+    }
+
+    /** As {@link #position()}, for a command whose event the caller made: released here. */
+    CompletableFuture<Void> position(cl_event queued) {
+        CL.clReleaseEvent(queued);
+        return position();
+    }
+
+    /**
+     * A future for the commands queued so far: a marker, which completes after every command before it on this
+     * in-order queue. On a closed backend nothing is enqueued and the future is close's, which finishes the queue.
+     */
+    CompletableFuture<Void> marker() {
+        synchronized (lifecycle) {
+            return closed ? drained : markerLocked();
+        }
+    }
+
+    /**
+     * Maps and unmaps a host-memory buffer ({@code CL_MEM_USE_HOST_PTR}) once {@code after} are complete: an
+     * implementation that copied the host memory for a kernel copies the results back then (on PoCL and integrated GPUs
+     * it costs nothing).
+     */
+    void enqueuePublishToHost(cl_mem buffer, long bytes, cl_event[] after, @Nullable cl_event unmapped) {
+        int[] error = new int[1];
+        ByteBuffer mapping = CL.clEnqueueMapBuffer(queue, buffer, false, CL_MAP_READ, 0, bytes, after.length, after.length == 0 ? null : after, null, error);
+        OpenClCalls.check(error[0], "clEnqueueMapBuffer of " + bytes + " bytes of host memory after a kernel");
+        OpenClCalls.check(CL.clEnqueueUnmapMemObject(queue, buffer, mapping, 0, null, unmapped), "clEnqueueUnmapMemObject after a kernel");
+    }
+
+    /**
+     * As {@link #marker()}, after publishing a host-memory buffer's contents to host memory once {@code after} are
+     * complete ({@link #enqueuePublishToHost}). A failure to publish fails the future, once the marker has completed.
+     */
+    CompletableFuture<Void> publishToHostThenMarker(cl_mem buffer, long bytes, cl_event[] after) {
+        synchronized (lifecycle) {
+            if (closed) {
+                return drained;
+            }
+            RuntimeException unpublished = null;
+            try {
+                enqueuePublishToHost(buffer, bytes, after, null);
+            } catch (RuntimeException e) {
+                unpublished = e;
+            }
+            CompletableFuture<Void> marked = markerLocked();
+            RuntimeException failure = unpublished;
+            return failure == null ? marked : marked.thenCompose(ignored -> CompletableFuture.failedFuture(failure));
+        }
+    }
+
+    private CompletableFuture<Void> markerLocked() {
+        cl_event marker = new cl_event();
+        @SuppressWarnings("deprecation") // clEnqueueMarker is the OpenCL 1.0 and 1.1 form
+        int code = markersTakeWaitLists ? CL.clEnqueueMarkerWithWaitList(queue, 0, null, marker) : CL.clEnqueueMarker(queue, marker);
+        if (code != CL.CL_SUCCESS) {
+            // nothing else would say when the queue is done with the memory: wait for it here rather than let it go early
+            OpenClCalls.check(CL.clFinish(queue), "clFinish after clEnqueueMarker failed");
+            return CompletableFuture.failedFuture(OpenClCalls.failure(code, "clEnqueueMarker"));
+        }
+        return track(marker, "a marker");
+    }
+
+    /**
+     * A future for work queued on a queue of the user's own in this context: retains {@code event} (released once it
+     * completes) and flushes its queue, so the work starts. Waited for apart from this queue, in the order recorded: a
+     * future completes no earlier than its command, perhaps later.
+     */
+    CompletableFuture<Void> trackRecorded(cl_event event) {
+        long[] owner = new long[1];
+        OpenClCalls.check(CL.clGetEventInfo(event, CL_EVENT_CONTEXT, Sizeof.cl_context, Pointer.to(owner), null), "clGetEventInfo(CL_EVENT_CONTEXT)");
+        if (owner[0] != context.getNativePointer()) {
+            throw new IllegalArgumentException("this event belongs to another OpenCL context; record work queued on a queue of "
+                    + "this backend's context (OpenClDeviceHandle.context()), where the handle's memory lives");
+        }
+        cl_command_queue itsQueue = new cl_command_queue();
+        OpenClCalls.check(CL.clGetEventInfo(event, CL_EVENT_COMMAND_QUEUE, Sizeof.cl_command_queue, Pointer.to(itsQueue), null),
+                "clGetEventInfo(CL_EVENT_COMMAND_QUEUE)");
+        if (itsQueue.getNativePointer() != 0) { // a user event has no queue
+            OpenClCalls.check(CL.clFlush(itsQueue), "clFlush of the recorded work's queue");
+        }
+        synchronized (lifecycle) {
+            checkOpen();
+            OpenClCalls.check(CL.clRetainEvent(event), "clRetainEvent");
+            return recordedWork.completion(event, "work recorded on an OpenCL device handle");
+        }
+    }
+
+    /**
+     * Waits, at most {@code timeout}, for every command queued so far (a marker, never an unbounded {@code clFinish})
+     * and every recorded work; true when all of it has ended, failed commands included. Once closed: whether close
+     * has finished them.
+     */
+    boolean awaitIdle(Duration timeout) {
+        CompletableFuture<Void> idle;
+        synchronized (lifecycle) {
+            idle = closed ? drained : CompletableFuture.allOf(markerLocked(), recordedWork.barrier());
+        }
+        try {
+            idle.get(Math.max(0, timeout.toNanos()), TimeUnit.NANOSECONDS);
+            return true;
+        } catch (ExecutionException failed) {
+            return true; // a failed command has ended too: nothing runs on the memory any more
+        } catch (TimeoutException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    /**
+     * Orders what this queue runs next after {@code work}: nothing to do for work of this queue (copies, ops, a device
+     * access's marker) or work that has ended; work recorded from a queue of the user's own gets a barrier with its
+     * event on this queue. False for other futures, which the caller waits for on the host.
+     */
+    boolean orderAfter(CompletableFuture<?> work) {
+        if (work.isDone() || onQueue(work)) {
+            return true;
+        }
+        synchronized (lifecycle) {
+            checkOpen();
+            return work instanceof EventCompletions.EventWork events && events.orderQueue(queue);
+        }
+    }
+
+    /** Work on this one in-order queue completes in the order it was queued. */
+    static boolean supersedes(CompletableFuture<?> later, CompletableFuture<?> earlier) {
+        return onQueue(later) && onQueue(earlier);
+    }
+
+    private static boolean onQueue(CompletableFuture<?> work) {
+        return work instanceof QueuePositions.Position || work instanceof EventCompletions.EventWork events && events.onBackendQueue();
+    }
+
+    /** Runs {@code action} under the lifecycle lock unless close has begun; whether it ran. */
+    boolean runWhileOpen(Runnable action) {
+        synchronized (lifecycle) {
+            if (closed) {
+                return false;
+            }
+            action.run();
+            return true;
+        }
+    }
+
+    /** Runs {@code action}, which uses the queue or context, under the lifecycle lock unless close has released them. */
+    void runUnlessReleased(Runnable action) {
+        synchronized (lifecycle) {
+            if (!released) {
+                action.run();
+            }
+        }
+    }
+
+    /**
+     * Refuses new work, waits for every queued command, every recorded work and every future's dependent actions,
+     * then runs {@code releaseFirst} (what uses the queue: kernels, programs) and releases the queue and context.
+     * Closing twice is harmless. Work that does not finish within {@code deviceWait} keeps the queue, the context and
+     * the threads waiting on events, and a warning says so.
+     */
+    void close(Duration deviceWait, Runnable releaseFirst) {
+        CompletableFuture<Void> idle;
+        synchronized (lifecycle) {
+            if (closed) {
+                return;
+            }
+            idle = CompletableFuture.allOf(markerLocked(), recordedWork.barrier());
+            closed = true;
+        }
+        if (!finishedWithin(idle, deviceWait)) {
+            LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe
+                    + ": queued or recorded work did not finish within " + deviceWait.toMillis() + " ms of close; the backend"
+                    + " keeps its queue and context rather than release them under it (the device may be hung)");
+            return;
+        }
+        try {
+            CL.clFinish(queue);
+        } finally {
+            completions.close();
+            recordedWork.close();
+            synchronized (lifecycle) {
+                released = true;
+                releaseFirst.run();
+                CL.clReleaseCommandQueue(queue);
+                CL.clReleaseContext(context);
+            }
+            drained.complete(null);
+        }
+    }
+
+    private static boolean finishedWithin(CompletableFuture<Void> work, Duration bound) {
+        try {
+            work.get(Math.max(0, bound.toNanos()), TimeUnit.NANOSECONDS);
+            return true;
+        } catch (ExecutionException failed) {
+            return true; // a failed command has ended too
+        } catch (TimeoutException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+}
