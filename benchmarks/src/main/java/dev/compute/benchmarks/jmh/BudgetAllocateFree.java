@@ -20,8 +20,9 @@ import org.openjdk.jmh.annotations.TearDown;
  *
  * <p>{@code handle}: {@code local}, the buffer never leaves the pair, so the JIT may take the manager's buffer off the
  * heap altogether (a budget cannot let it: it keeps each open buffer to close it should the tenant forget); or
- * {@code stored}, the buffer is stored in a field before its close, as a service keeps the buffers it works on, so that
- * every path makes its buffer and the pairs differ by the budget's books alone.
+ * {@code stored}, the buffer is stored before its close (in a slot of the thread's own, 128 bytes from any other
+ * thread's, so that two threads storing do not share a cache line), as a service keeps the buffers it works on, so
+ * that every path makes its buffer and the pairs differ by the budget's books alone.
  */
 public class BudgetAllocateFree extends AllocateFreePairs {
 
@@ -37,8 +38,9 @@ public class BudgetAllocateFree extends AllocateFreePairs {
     private UnifiedMemoryManager manager;
     private MemoryBudget budget;
     private boolean store;
-    /** Where a {@code stored} pair keeps its buffer until the next one. */
-    private UnifiedBuffer last;
+    /** Where a {@code stored} pair keeps its buffer until the next one: a slot per thread, 32 references (128 bytes) apart. */
+    private final UnifiedBuffer[] kept = new UnifiedBuffer[64 * SLOT];
+    private static final int SLOT = 32;
 
     @Setup(Level.Trial)
     public void open() {
@@ -67,7 +69,7 @@ public class BudgetAllocateFree extends AllocateFreePairs {
         UnifiedBuffer buffer = budget == null ? manager.allocate(bytes, MemoryLocation.HOST) : budget.allocate(bytes, MemoryLocation.HOST);
         long size = buffer.byteSize();
         if (store) {
-            last = buffer;
+            kept[(int) (Thread.currentThread().threadId() & 63) * SLOT] = buffer;
         }
         buffer.close();
         return size;

@@ -248,28 +248,42 @@ final class BudgetStripes<B> {
     }
 
     /**
-     * Takes every stripe's headroom of figure {@code index}; if it is less than {@code bytes}, what is held now is more
-     * than any peak before, and the peak rises to it; else the rest goes back to {@code stripe}.
+     * Collects {@code bytes} of headroom of figure {@code index} for {@code stripe}: all of its own, then from the other
+     * stripes only what it still lacks, so that threads working alike keep the headroom each needs rather than take it
+     * from each other in turns (as {@code StripedByteCounters} collects). Where all of it is less than {@code bytes},
+     * what is held now is more than any peak before, and the peak rises to it.
      */
     private void collect(BudgetAccount<B> account, int stripe, int index, long bytes) {
         synchronized (account.peaks) {
-            long collected = 0;
-            for (int s = 0; s < ThreadStripes.COUNT; s++) {
-                hold(s);
-                BudgetCells<B> cells = account.cells[s];
-                if (cells != null) {
-                    collected += cells.peakRoom[index];
-                    cells.peakRoom[index] = 0;
+            long collected = takeUpTo(account, stripe, index, Long.MAX_VALUE);
+            for (int s = 0; s < ThreadStripes.COUNT && collected < bytes; s++) {
+                if (s != stripe) {
+                    collected += takeUpTo(account, s, index, bytes - collected);
                 }
-                letGo(s);
             }
             if (collected < bytes) {
                 account.peaks[index] += bytes - collected;
-            } else {
+            } else if (collected > bytes) {
                 hold(stripe);
                 cells(account, stripe).peakRoom[index] += collected - bytes;
                 letGo(stripe);
             }
+        }
+    }
+
+    /** Takes up to {@code most} of a stripe's headroom of figure {@code index}; returns how much it took. */
+    private long takeUpTo(BudgetAccount<B> account, int stripe, int index, long most) {
+        hold(stripe);
+        try {
+            BudgetCells<B> cells = account.cells[stripe];
+            if (cells == null) {
+                return 0;
+            }
+            long taken = Math.clamp(cells.peakRoom[index], 0, most);
+            cells.peakRoom[index] -= taken;
+            return taken;
+        } finally {
+            letGo(stripe);
         }
     }
 
