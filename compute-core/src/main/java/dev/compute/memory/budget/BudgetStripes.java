@@ -15,7 +15,9 @@ import org.jspecify.annotations.Nullable;
  * <p><b>Holding.</b> A thread holds one stripe at a time and takes no lock while it holds one, so the ledger (under its
  * lock) and the peak collection (under a budget's monitor) may hold stripes one after the other; reading figures
  * holds them all, in order. A hold is a compare-and-set on the stripe's own line and a release store to let go, as
- * {@code StripedByteCounters} holds its stripes.
+ * {@code StripedByteCounters} holds its stripes. Finding a stripe held moves no thread: a collection holds other
+ * threads' stripes for a moment, and a move it caused would send the thread to a stripe without room or headroom, whose
+ * collection would move the next one; the manager's call gate moves threads that really share a stripe.
  */
 final class BudgetStripes<B> {
 
@@ -44,14 +46,6 @@ final class BudgetStripes<B> {
         }
     }
 
-    /** Holds the calling thread's own stripe; one that finds it held moves the thread elsewhere for next time. */
-    private void holdOwn(int stripe) {
-        if (holds.compareAndExchange(stripe, HELD, 0, 1) != 0) {
-            ThreadStripes.contended();
-            hold(stripe);
-        }
-    }
-
     void letGo(int stripe) {
         holds.setRelease(stripe, HELD, 0);
     }
@@ -76,7 +70,7 @@ final class BudgetStripes<B> {
         int stripe = ThreadStripes.ofCurrentThread();
         BudgetNode<B> node;
         long lacking;
-        holdOwn(stripe);
+        hold(stripe);
         try {
             BudgetCells<B> cells = account.cells[stripe];
             if (cells == null || cells.room[l] < bytes || account.closed) {
@@ -106,7 +100,7 @@ final class BudgetStripes<B> {
             nodes[i] = new BudgetNode<>(account, l, bytes[i], stripe);
         }
         long lacking;
-        holdOwn(stripe);
+        hold(stripe);
         try {
             BudgetCells<B> cells = account.cells[stripe];
             if (cells == null || cells.room[l] < total || account.closed) {
@@ -138,7 +132,7 @@ final class BudgetStripes<B> {
             nodes[i].buffer(buffers[i]);
         }
         long lacking;
-        holdOwn(stripe);
+        hold(stripe);
         try {
             if (account.closed) {
                 return null;
