@@ -30,7 +30,7 @@ import org.jspecify.annotations.Nullable;
  * <p><b>A request.</b> One that fits in the room its stripe keeps for its budget is let in there, without the lock
  * ({@link #take}): those bytes are counted against every limit already. Else {@link #claim} counts its bytes as under
  * way in its budget and every ancestor before it goes to the pool, so that requests made at once never pass a limit
- * together; {@link #settle} counts the buffer it got, or {@link #cancel} gives the bytes back when the pool refused.
+ * together; {@link #settled} counts the buffer it got, or {@link #failed} gives the bytes back when the pool refused.
  * A request that would pass a limit first takes back the room the stripes keep under that limit (so parked room never
  * refuses anyone); one that then fits beside what is held but not beside requests still under way waits for them
  * (they end within the pool's own bounded waits), so that it is refused only for memory really held; a thread does not
