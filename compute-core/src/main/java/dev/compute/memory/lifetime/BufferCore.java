@@ -110,18 +110,13 @@ public final class BufferCore {
         return core;
     }
 
-    /**
-     * A root just made (and not yet handed out) is counted by a budget as {@code budgetCount} from now: false where its
-     * memory went back already (its manager closed meanwhile), so that the budget counts it no more.
-     */
-    public boolean countedAs(Object budgetCount) {
-        synchronized (this) {
-            if (block == null || slice != null) {
-                return false;
-            }
-            this.budgetCount = budgetCount;
-            return true;
+    /** A root not yet handed out is counted by a budget as {@code budgetCount} from now; false where its memory is back. */
+    public synchronized boolean countedAs(Object budgetCount) {
+        if (block == null || slice != null) {
+            return false;
         }
+        this.budgetCount = budgetCount;
+        return true;
     }
 
     /** A buffer over a mapped file: HOST memory whose one copy, the file's bytes, holds data from the start. */
