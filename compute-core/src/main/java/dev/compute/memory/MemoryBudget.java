@@ -37,9 +37,9 @@ import org.jspecify.annotations.Nullable;
  * pool; {@code mapFile} maps as the manager does and counts the mapping apart ({@link BudgetStatistics#mappedFiles()}),
  * against no limit. Slices and views of a budget's buffer share its memory and count nothing more.
  *
- * <p><b>What counts.</b> The bytes each buffer asked for, from its allocation until its memory goes back to the pool
- * (after {@code close()}, once views and device work on it have ended), at the budget allocated through and at every
- * budget above it. A request that would pass a limit fails with {@link BudgetExceededException} (reason
+ * <p><b>What counts.</b> The bytes each buffer asked for, from when the budget lets it in until its memory goes back to
+ * the pool (after {@code close()}, once views and device work on it have ended), at the budget allocated through and at
+ * every budget above it (see the core's README for requests under way). A request that would pass a limit fails with {@link BudgetExceededException} (reason
  * {@link OutOfMemoryReason#BUDGET_LIMIT}), which says which budget refused and what it holds, and takes nothing from
  * the pool; the manager's listeners hear of it as of any out-of-memory.
  *
