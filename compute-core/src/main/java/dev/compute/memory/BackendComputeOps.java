@@ -1,6 +1,7 @@
 package dev.compute.memory;
 
 import dev.compute.memory.lifetime.BufferCore;
+import dev.compute.memory.lifetime.Holds;
 import dev.compute.memory.spi.Region;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Function;
@@ -44,17 +45,17 @@ final class BackendComputeOps implements ComputeOps {
         BufferCore from = x.core();
         BufferCore to = y.core();
         return to.call(null, from, () -> {
-            Region xs = from.holdDeviceRegion(AccessMode.READ);
+            Region xs = Holds.deviceRegion(from, AccessMode.READ);
             CompletableFuture<Void> done = DONE;
             try {
-                Region ys = to.holdDeviceRegion(AccessMode.READ_WRITE);
+                Region ys = Holds.deviceRegion(to, AccessMode.READ_WRITE);
                 try {
                     done = manager.computeBackend().ops().axpy(alpha, xs, ys);
                 } finally {
-                    to.releaseHold(AccessMode.READ_WRITE, done);
+                    Holds.release(to, AccessMode.READ_WRITE, done);
                 }
             } finally {
-                from.releaseHold(null, done);
+                Holds.release(from, null, done);
             }
             return done;
         });
@@ -69,13 +70,13 @@ final class BackendComputeOps implements ComputeOps {
     private <T> CompletableFuture<T> onOne(UnifiedBuffer buffer, AccessMode mode, Function<Region, CompletableFuture<T>> kernel) {
         BufferCore core = buffer.core();
         return core.call(null, null, () -> {
-            Region region = core.holdDeviceRegion(mode);
+            Region region = Holds.deviceRegion(core, mode);
             CompletableFuture<T> done = null;
             try {
                 done = kernel.apply(region);
                 return done;
             } finally {
-                core.releaseHold(mode, done == null ? DONE : done);
+                Holds.release(core, mode, done == null ? DONE : done);
             }
         });
     }

@@ -92,32 +92,32 @@ public final class BufferCopies {
         target.checkRange(targetOffset, bytes);
         target.call(null, source, () -> {
             if (source.isHostAccessible()) {
-                MemorySegment from = source.holdHostBytes();
+                MemorySegment from = Holds.hostBytes(source);
                 try {
                     write(target, targetOffset, from.asSlice(sourceOffset, bytes));
                 } finally {
-                    source.releaseHold(null, BufferCore.DONE);
+                    Holds.release(source, null, BufferCore.DONE);
                 }
             } else if (target.isHostAccessible()) {
-                MemorySegment to = target.holdHostBytes();
+                MemorySegment to = Holds.hostBytes(target);
                 try {
                     read(source, sourceOffset, to.asSlice(targetOffset, bytes));
                 } finally {
-                    target.releaseHold(AccessMode.WRITE, BufferCore.DONE);
+                    Holds.release(target, AccessMode.WRITE, BufferCore.DONE);
                 }
             } else {
-                Region from = source.holdDeviceRegion(AccessMode.READ);
+                Region from = Holds.deviceRegion(source, AccessMode.READ);
                 try {
-                    Region to = target.holdDeviceRegion(AccessMode.WRITE);
+                    Region to = Holds.deviceRegion(target, AccessMode.WRITE);
                     try {
                         target.host.backend().copyWithinDevice(from.allocation(), from.offset() + sourceOffset,
                                 to.allocation(), to.offset() + targetOffset, bytes);
                         target.host.count(Transfer.DEVICE_TO_DEVICE, target.location, bytes);
                     } finally {
-                        target.releaseHold(AccessMode.WRITE, BufferCore.DONE);
+                        Holds.release(target, AccessMode.WRITE, BufferCore.DONE);
                     }
                 } finally {
-                    source.releaseHold(null, BufferCore.DONE);
+                    Holds.release(source, null, BufferCore.DONE);
                 }
             }
             return null;

@@ -1,21 +1,12 @@
 package dev.compute.memory.lifetime;
 
-import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
-import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.resource.Block;
-import dev.compute.memory.spi.FileMappings;
-import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
-import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
@@ -38,13 +29,6 @@ public final class BufferCore {
     private static final int CLOSED = 1;
     /** In {@link #lifecycle}: one op or copy under way holds the memory (the count is kept above the flag). */
     private static final int HOLD = 2;
-
-    /**
-     * What a slice is a range of: the root that owns the memory, where in it the slice starts, the slice it was cut
-     * from (if any), and the tokens that name its views: its own first, then its ancestors' (tokens, not the slices:
-     * open views must not keep a slice, nor its buffer, from being collected).
-     */
-    private record SliceOf(BufferCore root, long byteOffset, @Nullable BufferCore parent, Object[] lineage) {}
 
     final BufferHost host;
     final MemoryLocation location;
@@ -88,11 +72,7 @@ public final class BufferCore {
         this.location = cutFrom.location;
         this.dataType = cutFrom.dataType;
         this.byteSize = byteSize;
-        Object[] ancestors = cutFrom.slice == null ? new Object[0] : cutFrom.slice.lineage();
-        Object[] lineage = new Object[ancestors.length + 1];
-        lineage[0] = new Object();
-        System.arraycopy(ancestors, 0, lineage, 1, ancestors.length);
-        this.slice = new SliceOf(cutFrom.root(), byteOffset, cutFrom.slice == null ? null : cutFrom, lineage);
+        this.slice = SliceOf.cut(cutFrom, byteOffset);
         this.mappedFrom = cutFrom.mappedFrom;
         this.state = BufferState.UNINITIALIZED; // a slice answers with its root's
     }
@@ -209,7 +189,7 @@ public final class BufferCore {
     }
 
     private String extent() {
-        return slice == null ? byteSize + " bytes" : byteSize + " bytes at " + slice.byteOffset() + " of " + slice.root().byteSize;
+        return slice == null ? byteSize + " bytes" : slice.extent(byteSize);
     }
 
     // ---- the door -----------------------------------------------------------------------------------------------
@@ -218,7 +198,7 @@ public final class BufferCore {
      * The door every use of this buffer's memory passes: counted in as a call (the manager's close waits for it), and
      * a fault on a file truncated under its mapping (this buffer's, {@code second}'s, or {@code other}, a segment that
      * may lie over one) thrown as {@link dev.compute.memory.MappedFileTruncatedException}, inside the call: once the
-     * JIT has compiled a copy, the JVM delivers its fault late, and {@link FileMappings#surfaceFaults} makes it arrive
+     * JIT has compiled a copy, the JVM delivers its fault late, and {@link FileRange#surfaceFaults} makes it arrive
      * here.
      */
     public <T> T call(@Nullable MemorySegment other, @Nullable BufferCore second, Supplier<T> body) {
@@ -226,18 +206,10 @@ public final class BufferCore {
         int call = host.enter(this);
         try {
             T result = body.get();
-            if (mappedFrom != null || (second != null && second.mappedFrom != null) || (other != null && FileMappings.isOverMapping(other))) {
-                FileMappings.surfaceFaults();
-            }
+            FileRange.surfaceFaults(mappedFrom, second == null ? null : second.mappedFrom, other);
             return result;
         } catch (RuntimeException | InternalError failure) {
-            if (other != null) {
-                FileRange.failIfTruncated(failure, other);
-            }
-            failIfTruncated(failure);
-            if (second != null) {
-                second.failIfTruncated(failure);
-            }
+            FileRange.failIfTruncated(failure, mappedFrom, second == null ? null : second.mappedFrom, other);
             throw failure;
         } finally {
             host.exit(call);
@@ -255,12 +227,6 @@ public final class BufferCore {
     /** True while only {@code thread}, which allocated this root, has used it: its views may be confined. Root only. */
     boolean usedByOneThread(Thread thread) {
         return !usedElsewhere && thread.threadId() == allocatingThread;
-    }
-
-    private void failIfTruncated(Throwable failure) {
-        if (mappedFrom != null) {
-            mappedFrom.failIfTruncated(failure);
-        }
     }
 
     /**
@@ -306,19 +272,7 @@ public final class BufferCore {
      * (which a thread blocked on them might be the one to complete). A closed buffer fails at once, without waiting.
      */
     <T> T whenIdle(Function<BufferCore, T> action) {
-        BufferCore root = root();
-        while (true) {
-            CompletableFuture<?> pending;
-            synchronized (root) {
-                openBlock();
-                pending = root.inFlightAll();
-                if (pending.isDone()) {
-                    root.inFlight = null;
-                    return action.apply(root);
-                }
-            }
-            awaitBounded(pending);
-        }
+        return after(WorkInFlight::pending, action);
     }
 
     /**
@@ -327,17 +281,24 @@ public final class BufferCore {
      * it does not know) is waited for on the host.
      */
     <T> T whenOrdered(Function<BufferCore, T> action) {
+        return after(WorkInFlight::unordered, action);
+    }
+
+    private <T> T after(Function<WorkInFlight, @Nullable CompletableFuture<?>> waitFor, Function<BufferCore, T> action) {
         BufferCore root = root();
         while (true) {
-            CompletableFuture<?> unordered;
+            CompletableFuture<?> work;
             synchronized (root) {
                 openBlock();
-                unordered = root.inFlight == null ? null : root.inFlight.orderOnDevice(host.backend());
-                if (unordered == null) {
+                work = root.inFlight == null ? null : waitFor.apply(root.inFlight);
+                if (work == null) {
+                    if (root.inFlight != null && root.inFlight.isDone()) {
+                        root.inFlight = null;
+                    }
                     return action.apply(root);
                 }
             }
-            awaitBounded(unordered);
+            WorkInFlight.await(work, host.deviceWaitTimeout(), this);
         }
     }
 
@@ -346,33 +307,15 @@ public final class BufferCore {
         return inFlight == null ? DONE : inFlight.all();
     }
 
-    /** Waits for device work at most the device wait timeout, without the monitor; failed work is over too. */
-    private void awaitBounded(CompletableFuture<?> work) {
-        Duration limit = host.deviceWaitTimeout();
-        try {
-            work.get(limit.toNanos(), TimeUnit.NANOSECONDS);
-        } catch (ExecutionException | CancellationException failedWorkIsOverToo) {
-            // the memory is free of it either way
-        } catch (TimeoutException e) {
-            throw new DeviceTimeoutException("device work queued on " + this + " did not finish within " + limit.toMillis()
-                    + " ms (compute.memory.device-wait-timeout): a kernel that runs longer, or a device or a future recorded"
-                    + " on the buffer that never completes; nothing was changed, and the buffer's memory stays held until"
-                    + " the work is over", limit);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new DeviceTimeoutException("interrupted while waiting for device work queued on " + this, limit);
-        }
-    }
-
     /** Remembers device work queued on the memory. Root only, under its monitor. */
     void recordInFlight(CompletableFuture<?> work) {
         if (work.isDone()) {
             return;
         }
         if (inFlight == null) {
-            inFlight = new WorkInFlight();
+            inFlight = new WorkInFlight(host.backend());
         }
-        inFlight.add(work, host.backend());
+        inFlight.add(work);
     }
 
     /** The root's block, if this buffer may be used; under the root's monitor. */
@@ -411,53 +354,14 @@ public final class BufferCore {
         return "UnifiedBuffer[" + location + ", " + extent() + ", " + dataType + (mappedFrom == null ? "" : ", " + mappedFrom) + "] is closed" + why;
     }
 
-    // ---- holds for ops and copies ---------------------------------------------------------------------------------
-
-    /**
-     * Holds the memory for a kernel and returns where it is: the device copy, synced first if the host copy is newer,
-     * after device work queued by others. Give it back with {@link #releaseHold} and the kernel's future.
-     */
-    public Region holdDeviceRegion(AccessMode mode) {
-        if (mode.writes()) {
-            requireWritable("an op that writes its argument", "");
-        }
-        // work queued on another stream or queue must not be overtaken: ordered on the device, or waited for
-        return whenOrdered(root -> {
-            Block device = openBlock();
-            if (root.state.hostIsNewer()) {
-                Coherence.copyMirrorToDevice(root, device);
-            }
-            if (mode.writes()) {
-                root.state = Coherence.deviceWritten(root);
-            }
-            root.lifecycle += HOLD;
-            return new Region(device.segment(), device.offset() + byteOffset(), elementCount(), dataType);
-        });
+    /** Under the root's monitor: one more op or copy holds the memory, until {@link #unhold} (see {@link Holds}). */
+    void hold() {
+        lifecycle += HOLD;
     }
 
-    /** The host bytes of host-accessible memory, held until {@link #releaseHold}. */
-    MemorySegment holdHostBytes() {
-        return whenIdle(root -> {
-            Block device = openBlock();
-            root.lifecycle += HOLD;
-            return Coherence.rootBytes(root, device).asSlice(byteOffset(), byteSize);
-        });
-    }
-
-    /**
-     * Ends a hold: records {@code work} as device work in flight on the memory and, when {@code wrote} is a writing
-     * mode, marks the device copy newer; gives the memory back if the buffer was closed meanwhile.
-     */
-    public void releaseHold(@Nullable AccessMode wrote, CompletableFuture<?> work) {
-        BufferCore root = root();
-        synchronized (root) {
-            root.recordInFlight(work);
-            if (wrote != null && wrote.writes()) {
-                root.state = Coherence.deviceWritten(root);
-            }
-            root.lifecycle -= HOLD;
-        }
-        root.releaseIfUnused();
+    /** Under the root's monitor: a hold taken with {@link #hold} ended; the caller then calls {@link #releaseIfUnused}. */
+    void unhold() {
+        lifecycle -= HOLD;
     }
 
     // ---- close and release ------------------------------------------------------------------------------------------

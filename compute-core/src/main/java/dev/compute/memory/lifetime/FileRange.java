@@ -7,6 +7,7 @@ import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import org.jspecify.annotations.Nullable;
 
 /** Which bytes of which file a mapped buffer is, and how they were mapped. */
 public record FileRange(Path file, FileMapMode mode, long offset, long length) {
@@ -29,6 +30,30 @@ public record FileRange(Path file, FileMapMode mode, long offset, long length) {
         FileMappings.Mapping mapping = FileMappings.find(segment);
         if (mapping != null) {
             failIfTruncated(failure, mapping.file(), mapping.fileOffset(), mapping.byteSize());
+        }
+    }
+
+    /**
+     * After a call that touched a buffer mapped over {@code mine}, one mapped over {@code second}, or {@code other} (a
+     * segment that may lie over a mapping): makes a fault the JVM delivers late (once the JIT has compiled a copy)
+     * arrive now, inside the call ({@link FileMappings#surfaceFaults}). Nothing to do where no file is involved.
+     */
+    static void surfaceFaults(@Nullable FileRange mine, @Nullable FileRange second, @Nullable MemorySegment other) {
+        if (mine != null || second != null || (other != null && FileMappings.isOverMapping(other))) {
+            FileMappings.surfaceFaults();
+        }
+    }
+
+    /** {@link #failIfTruncated(Throwable)} for each of a call's files that is there: the buffers' and {@code other}'s. */
+    static void failIfTruncated(Throwable failure, @Nullable FileRange mine, @Nullable FileRange second, @Nullable MemorySegment other) {
+        if (other != null) {
+            failIfTruncated(failure, other);
+        }
+        if (mine != null) {
+            mine.failIfTruncated(failure);
+        }
+        if (second != null) {
+            second.failIfTruncated(failure);
         }
     }
 

@@ -1,29 +1,41 @@
 package dev.compute.memory.lifetime;
 
+import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.WorkGroup;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.jspecify.annotations.Nullable;
 
 /**
- * Device work queued on one root's memory and not known to be done, each piece apart: a device access or an op orders
- * its thread's queue after each piece on the device where the backend can ({@link ComputeBackend#orderAfter}), so it
- * waits on the host only for what the backend cannot order; host reads, moves and frees wait for every piece. Under
- * the root's monitor.
+ * Device work queued on one root's memory and not known to be done, each piece apart, and how a use of the memory
+ * waits for it: a device access or an op orders its thread's queue after each piece on the device where the backend
+ * can ({@link ComputeBackend#orderAfter}), so it waits on the host only for what the backend cannot order
+ * ({@link #unordered}); host reads, moves and frees wait for every piece ({@link #pending}). Every wait is bounded
+ * ({@link #await}). Under the root's monitor, but for {@link #await}, which runs without it.
  */
 final class WorkInFlight {
 
+    private final ComputeBackend backend;
     private final List<CompletableFuture<?>> pieces = new ArrayList<>(2);
 
+    WorkInFlight(ComputeBackend backend) {
+        this.backend = backend;
+    }
+
     /** Adds work recorded on the buffer; pieces it supersedes (on the same in-order queue or stream) are dropped. */
-    void add(CompletableFuture<?> work, ComputeBackend backend) {
+    void add(CompletableFuture<?> work) {
         prune();
         if (work instanceof WorkGroup group) {
             for (CompletableFuture<?> piece : group.pieces()) {
                 if (!piece.isDone()) {
-                    add(piece, backend);
+                    add(piece);
                 }
             }
         } else {
@@ -47,11 +59,16 @@ final class WorkInFlight {
         };
     }
 
+    /** Every piece as one future, or null when all are done: what a host read, move or free waits for. */
+    @Nullable CompletableFuture<?> pending() {
+        return isDone() ? null : all();
+    }
+
     /**
      * Orders the calling thread's queue after every piece the backend can order it after; the others, as one future
      * the caller must wait for on the host, or null when there are none.
      */
-    @Nullable CompletableFuture<?> orderOnDevice(ComputeBackend backend) {
+    @Nullable CompletableFuture<?> unordered() {
         prune();
         List<CompletableFuture<?>> unordered = null;
         for (CompletableFuture<?> piece : pieces) {
@@ -66,6 +83,28 @@ final class WorkInFlight {
             return null;
         }
         return unordered.size() == 1 ? unordered.getFirst() : CompletableFuture.allOf(unordered.toArray(CompletableFuture[]::new));
+    }
+
+    /**
+     * Waits for {@code work} queued on {@code buffer} at most {@code limit}, holding no monitor; failed or cancelled
+     * work is over too (the memory is free of it either way).
+     *
+     * @throws DeviceTimeoutException past the limit or when interrupted, saying nothing was changed
+     */
+    static void await(CompletableFuture<?> work, Duration limit, Object buffer) {
+        try {
+            work.get(limit.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (ExecutionException | CancellationException failedWorkIsOverToo) {
+            // the memory is free of it either way
+        } catch (TimeoutException e) {
+            throw new DeviceTimeoutException("device work queued on " + buffer + " did not finish within " + limit.toMillis()
+                    + " ms (compute.memory.device-wait-timeout): a kernel that runs longer, or a device or a future recorded"
+                    + " on the buffer that never completes; nothing was changed, and the buffer's memory stays held until"
+                    + " the work is over", limit);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new DeviceTimeoutException("interrupted while waiting for device work queued on " + buffer, limit);
+        }
     }
 
     private void prune() {

@@ -11,12 +11,9 @@ import dev.compute.memory.FileMapMode;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.Region;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -24,7 +21,7 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * A buffer's core on a {@link TestHost} over the simulated discrete device: its identity and slices, the door every use
- * passes, holds, the wait for device work, and the lifetime rule (unusable at once on close, the block back exactly
+ * passes, the wait for device work, and the lifetime rule (unusable at once on close, the block back exactly
  * once, when nothing holds it any more).
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -132,9 +129,9 @@ class BufferCoreTest {
                 .hasMessageContaining("a copy into it would write UnifiedBuffer[HOST, 8 bytes at 0 of 64")
                 .hasMessageContaining("whose file is mapped read-only")
                 .hasMessageContaining("map the file FileMapMode.READ_WRITE to change it");
-        assertThatThrownBy(() -> mapped.holdDeviceRegion(AccessMode.WRITE)).isInstanceOf(UnsupportedOperationException.class);
-        mapped.holdDeviceRegion(AccessMode.READ);
-        mapped.releaseHold(null, BufferCore.DONE);
+        assertThatThrownBy(() -> Holds.deviceRegion(mapped, AccessMode.WRITE)).isInstanceOf(UnsupportedOperationException.class);
+        Holds.deviceRegion(mapped, AccessMode.READ);
+        Holds.release(mapped, null, BufferCore.DONE);
 
         BufferCore writable = BufferCore.mapped(host, DataType.FLOAT32, host.block(MemoryLocation.HOST, 64),
                 new FileRange(Path.of("weights.bin"), FileMapMode.READ_WRITE, 0, 64));
@@ -162,7 +159,7 @@ class BufferCoreTest {
                 .hasMessage("UnifiedBuffer[DEVICE, 16 bytes, FLOAT32] is closed because its UnifiedMemoryManager was closed");
         assertThat(ran.get()).isFalse();
         assertThat(root.isClosed()).as("a buffer of a closed manager is closed").isTrue();
-        assertThatThrownBy(() -> root.holdDeviceRegion(AccessMode.READ)).hasMessageContaining("because its UnifiedMemoryManager was closed");
+        assertThatThrownBy(() -> Holds.deviceRegion(root, AccessMode.READ)).hasMessageContaining("because its UnifiedMemoryManager was closed");
     }
 
     // ---- close and release ------------------------------------------------------------------------------------------
@@ -203,7 +200,7 @@ class BufferCoreTest {
         assertThat(root).hasToString("UnifiedBuffer[DEVICE, 16 bytes, FLOAT32, closed]");
         assertThatThrownBy(() -> root.slice(0, 1)).isInstanceOf(IllegalStateException.class)
                 .hasMessage("UnifiedBuffer[DEVICE, 16 bytes, FLOAT32] is closed");
-        assertThatThrownBy(() -> root.holdDeviceRegion(AccessMode.READ)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> Holds.deviceRegion(root, AccessMode.READ)).isInstanceOf(IllegalStateException.class);
         assertThatThrownBy(root::ownBlock).isInstanceOf(IllegalStateException.class).hasMessageContaining("has no block of its own");
         assertThatThrownBy(() -> root.slice(0, 1).ownBlock()).isInstanceOf(IllegalStateException.class);
     }
@@ -229,90 +226,6 @@ class BufferCoreTest {
         root.close();
         assertThatThrownBy(() -> sibling.slice(0, 1)).hasMessageEndingWith("is closed (the buffer it is a slice of was closed)");
         assertThat(host.released).hasSize(1);
-    }
-
-    @Test
-    void aHoldKeepsTheMemoryPastCloseAndItsReleaseGivesItBackWithTheKernelsWork() {
-        BufferCore root = floats(16);
-        BufferCore slice = root.slice(4, 8);
-        Block block = root.ownBlock();
-
-        Region region = slice.holdDeviceRegion(AccessMode.WRITE);
-        assertThat(region.allocation()).isSameAs(block.segment());
-        assertThat(region.offset()).isEqualTo(block.offset() + 16);
-        assertThat(region.count()).isEqualTo(8);
-        assertThat(region.type()).isEqualTo(DataType.FLOAT32);
-        assertThat(root.state()).as("a writing hold makes the device copy newer").isEqualTo(BufferState.DEVICE_ONLY);
-        assertThat(unheld(root)).isFalse();
-
-        root.close();
-        assertThat(host.released).as("held by the kernel").isEmpty();
-
-        CompletableFuture<Void> kernel = new CompletableFuture<>();
-        slice.releaseHold(AccessMode.WRITE, kernel);
-        assertThat(host.released).singleElement().satisfies(released -> assertThat(released.inFlight()).isSameAs(kernel));
-        kernel.complete(null);
-    }
-
-    @Test
-    void aHoldForAKernelSyncsANewerHostCopyToTheDeviceFirst() {
-        BufferCore root = floats(4);
-        MemorySegment view = BufferViews.view(root, AccessMode.WRITE);
-        view.set(ValueLayout.JAVA_FLOAT, 4, 2.5f);
-
-        Region region = root.slice(1, 2).holdDeviceRegion(AccessMode.READ);
-
-        assertThat(root.state()).isEqualTo(BufferState.SYNCHRONIZED);
-        assertThat(host.transferred(BufferHost.Transfer.HOST_TO_DEVICE)).as("the whole mirror").isEqualTo(16);
-        MemorySegment onTheDevice = MemorySegment.ofArray(new float[2]);
-        host.backend.copyToHost(region.allocation(), region.offset(), onTheDevice, 8);
-        assertThat(onTheDevice.getAtIndex(ValueLayout.JAVA_FLOAT, 0)).isEqualTo(2.5f);
-        root.releaseHold(null, BufferCore.DONE);
-        host.scopes.endAllOfCurrentThread();
-    }
-
-    @Test
-    void aReadingHoldChangesNoStateAndHoldsAdd() {
-        BufferCore root = floats(4);
-
-        root.holdDeviceRegion(AccessMode.READ);
-        root.holdDeviceRegion(AccessMode.READ);
-        root.releaseHold(null, BufferCore.DONE);
-        assertThat(unheld(root)).as("one hold still out").isFalse();
-        root.releaseHold(null, BufferCore.DONE);
-
-        assertThat(unheld(root)).isTrue();
-        assertThat(root.state()).isEqualTo(BufferState.UNINITIALIZED);
-    }
-
-    @Test
-    void whenCloseRacesTheLastHoldTheBlockGoesBackExactlyOnce() throws Exception {
-        for (int round = 0; round < 200; round++) {
-            TestHost racing = new TestHost();
-            BufferCore root = racing.buffer(DEVICE, DataType.INT8, 64);
-            root.holdDeviceRegion(AccessMode.READ);
-            CyclicBarrier start = new CyclicBarrier(2);
-            Thread closer = Thread.ofPlatform().start(() -> {
-                await(start);
-                root.close();
-            });
-            Thread releaser = Thread.ofPlatform().start(() -> {
-                await(start);
-                root.releaseHold(null, BufferCore.DONE);
-            });
-            closer.join(10_000);
-            releaser.join(10_000);
-            assertThat(closer.isAlive() || releaser.isAlive()).isFalse();
-            assertThat(racing.released).as("round %d", round).hasSize(1);
-        }
-    }
-
-    private static void await(CyclicBarrier barrier) {
-        try {
-            barrier.await(10, TimeUnit.SECONDS);
-        } catch (Exception e) {
-            throw new AssertionError(e);
-        }
     }
 
     @Test
@@ -365,7 +278,7 @@ class BufferCoreTest {
         AtomicReference<Object> held = new AtomicReference<>();
         Thread user = Thread.ofPlatform().start(() -> {
             try {
-                held.set(root.holdDeviceRegion(AccessMode.READ));
+                held.set(Holds.deviceRegion(root, AccessMode.READ));
             } catch (Throwable t) {
                 held.set(t);
             }
@@ -379,7 +292,7 @@ class BufferCoreTest {
         user.join(10_000);
 
         assertThat(held.get()).isInstanceOf(Region.class);
-        root.releaseHold(null, BufferCore.DONE);
+        Holds.release(root, null, BufferCore.DONE);
     }
 
     @Test
@@ -392,9 +305,9 @@ class BufferCoreTest {
             kernel.completeExceptionally(new IllegalStateException("the kernel faulted"));
         });
 
-        root.holdDeviceRegion(AccessMode.READ);
+        Holds.deviceRegion(root, AccessMode.READ);
 
-        root.releaseHold(null, BufferCore.DONE);
+        Holds.release(root, null, BufferCore.DONE);
         root.close();
         assertThat(host.released.getFirst().inFlight()).as("the failed work is forgotten once waited for").isDone();
     }
@@ -406,7 +319,7 @@ class BufferCoreTest {
         inFlight(root, new CompletableFuture<>());
 
         long start = System.nanoTime();
-        assertThatThrownBy(() -> root.holdDeviceRegion(AccessMode.WRITE)).isInstanceOf(DeviceTimeoutException.class)
+        assertThatThrownBy(() -> Holds.deviceRegion(root, AccessMode.WRITE)).isInstanceOf(DeviceTimeoutException.class)
                 .hasMessageContaining("device work queued on UnifiedBuffer[DEVICE, 16 bytes, FLOAT32, UNINITIALIZED]")
                 .hasMessageContaining("did not finish within 100 ms (compute.memory.device-wait-timeout)");
         assertThat(Duration.ofNanos(System.nanoTime() - start)).isGreaterThanOrEqualTo(Duration.ofMillis(90));
@@ -415,7 +328,7 @@ class BufferCoreTest {
 
         Thread.currentThread().interrupt();
         try {
-            assertThatThrownBy(() -> root.holdDeviceRegion(AccessMode.READ)).isInstanceOf(DeviceTimeoutException.class)
+            assertThatThrownBy(() -> Holds.deviceRegion(root, AccessMode.READ)).isInstanceOf(DeviceTimeoutException.class)
                     .hasMessageStartingWith("interrupted while waiting for device work queued on");
             assertThat(Thread.currentThread().isInterrupted()).as("the interrupt is kept").isTrue();
         } finally {

@@ -87,9 +87,9 @@ class RelocationTest {
         Mover mover = new Mover(true);
 
         BufferCore held = buffer();
-        held.holdDeviceRegion(AccessMode.READ);
+        Holds.deviceRegion(held, AccessMode.READ);
         assertThat(Relocation.tryMove(held, mover, soon())).as("an op holds it").isEqualTo(Move.IN_USE);
-        held.releaseHold(null, BufferCore.DONE);
+        Holds.release(held, null, BufferCore.DONE);
         assertThat(Relocation.tryMove(held, mover, soon())).isEqualTo(Move.MOVED);
 
         BufferCore viewed = host.buffer(MemoryLocation.HOST, DataType.INT8, 64);

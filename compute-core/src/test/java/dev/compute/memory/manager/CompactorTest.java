@@ -10,6 +10,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.lifetime.BufferCopies;
 import dev.compute.memory.lifetime.BufferCore;
+import dev.compute.memory.lifetime.Holds;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.testing.FaultInjectingBackend;
@@ -100,14 +101,14 @@ class CompactorTest {
     void aHeldBufferStaysWhereItIsAndIsCountedInUse() {
         BufferCore buffer = behindAGap();
         long offset = buffer.ownBlock().offset();
-        buffer.holdDeviceRegion(AccessMode.READ);
+        Holds.deviceRegion(buffer, AccessMode.READ);
 
         CompactionReport report = compactor.compact(DEVICE);
 
         assertThat(report.buffersMoved()).isZero();
         assertThat(report.buffersInUse()).isEqualTo(1);
         assertThat(buffer.ownBlock().offset()).isEqualTo(offset);
-        buffer.releaseHold(null, java.util.concurrent.CompletableFuture.completedFuture(null));
+        Holds.release(buffer, null, java.util.concurrent.CompletableFuture.completedFuture(null));
         assertThat(compactor.compact(DEVICE).buffersMoved()).isEqualTo(1);
     }
 
