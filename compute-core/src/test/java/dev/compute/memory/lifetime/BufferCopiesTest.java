@@ -51,12 +51,6 @@ class BufferCopiesTest {
         return counting(from, count).toArray(ValueLayout.JAVA_BYTE);
     }
 
-    private static boolean unheld(BufferCore root) {
-        synchronized (root) {
-            return root.unheld();
-        }
-    }
-
     @ParameterizedTest
     @EnumSource(value = MemoryLocation.class, names = {"DEVICE", "HOST"})
     void whatIsWrittenThroughASliceIsReadBackAtItsPlaceInTheBuffer(MemoryLocation location) {
@@ -190,7 +184,7 @@ class BufferCopiesTest {
         assertThat(read(deviceB, 2, 10)).containsExactly(range(5, 10));
         assertThat(deviceB.state()).as("the target's device copy was written").isEqualTo(BufferState.DEVICE_ONLY);
         for (BufferCore buffer : new BufferCore[] {hostSide, deviceA, deviceB}) {
-            assertThat(unheld(buffer)).as("%s is let go after the copy", buffer).isTrue();
+            assertThat(TestHost.unheld(buffer)).as("%s is let go after the copy", buffer).isTrue();
         }
         assertThat(host.callsIn).hasValue(0);
     }
@@ -209,7 +203,7 @@ class BufferCopiesTest {
         assertThatThrownBy(() -> BufferCopies.copy(source, 0, target, 0, 4)).isInstanceOf(IllegalStateException.class).hasMessageContaining("is closed");
 
         assertThat(device.deviceToDeviceCopies()).isZero();
-        assertThat(unheld(source)).as("the source was let go when the target could not be held").isTrue();
+        assertThat(TestHost.unheld(source)).as("the source was let go when the target could not be held").isTrue();
         assertThat(host.callsIn).hasValue(0);
     }
 }

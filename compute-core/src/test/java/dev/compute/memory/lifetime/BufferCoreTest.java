@@ -41,12 +41,6 @@ class BufferCoreTest {
         }
     }
 
-    private static boolean unheld(BufferCore root) {
-        synchronized (root) {
-            return root.unheld();
-        }
-    }
-
     // ---- identity and slices ----------------------------------------------------------------------------------------
 
     @Test
@@ -231,22 +225,22 @@ class BufferCoreTest {
     @Test
     void onlyAnOpenRootThatNothingHoldsIsUnheld() {
         BufferCore root = host.buffer(MemoryLocation.HOST, DataType.INT8, 64);
-        assertThat(unheld(root)).isTrue();
+        assertThat(TestHost.unheld(root)).isTrue();
 
         BufferViews.view(root, AccessMode.READ);
-        assertThat(unheld(root)).as("a view is open").isFalse();
+        assertThat(TestHost.unheld(root)).as("a view is open").isFalse();
         host.scopes.endAllOfCurrentThread();
-        assertThat(unheld(root)).isTrue();
+        assertThat(TestHost.unheld(root)).isTrue();
 
         BufferCore slice = root.slice(0, 8);
         synchronized (root) {
             assertThat(slice.unheld()).as("a slice is never moved on its own").isFalse();
         }
         host.closed = true;
-        assertThat(unheld(root)).as("the manager is closed").isFalse();
+        assertThat(TestHost.unheld(root)).as("the manager is closed").isFalse();
         host.closed = false;
         root.close();
-        assertThat(unheld(root)).isFalse();
+        assertThat(TestHost.unheld(root)).isFalse();
     }
 
     @Test
@@ -324,7 +318,7 @@ class BufferCoreTest {
                 .hasMessageContaining("did not finish within 100 ms (compute.memory.device-wait-timeout)");
         assertThat(Duration.ofNanos(System.nanoTime() - start)).isGreaterThanOrEqualTo(Duration.ofMillis(90));
         assertThat(root.state()).as("nothing was changed").isEqualTo(BufferState.UNINITIALIZED);
-        assertThat(unheld(root)).as("no hold was taken").isTrue();
+        assertThat(TestHost.unheld(root)).as("no hold was taken").isTrue();
 
         Thread.currentThread().interrupt();
         try {

@@ -32,12 +32,6 @@ class HoldsTest {
         return host.buffer(DEVICE, DataType.FLOAT32, count);
     }
 
-    private static boolean unheld(BufferCore root) {
-        synchronized (root) {
-            return root.unheld();
-        }
-    }
-
     @Test
     void aHoldKeepsTheMemoryPastCloseAndItsReleaseGivesItBackWithTheKernelsWork() {
         BufferCore root = floats(16);
@@ -50,7 +44,7 @@ class HoldsTest {
         assertThat(region.count()).isEqualTo(8);
         assertThat(region.type()).isEqualTo(DataType.FLOAT32);
         assertThat(root.state()).as("a writing hold makes the device copy newer").isEqualTo(BufferState.DEVICE_ONLY);
-        assertThat(unheld(root)).isFalse();
+        assertThat(TestHost.unheld(root)).isFalse();
 
         root.close();
         assertThat(host.released).as("held by the kernel").isEmpty();
@@ -85,10 +79,10 @@ class HoldsTest {
         Holds.deviceRegion(root, AccessMode.READ);
         Holds.deviceRegion(root, AccessMode.READ);
         Holds.release(root, null, BufferCore.DONE);
-        assertThat(unheld(root)).as("one hold still out").isFalse();
+        assertThat(TestHost.unheld(root)).as("one hold still out").isFalse();
         Holds.release(root, null, BufferCore.DONE);
 
-        assertThat(unheld(root)).isTrue();
+        assertThat(TestHost.unheld(root)).isTrue();
         assertThat(root.state()).isEqualTo(BufferState.UNINITIALIZED);
     }
 

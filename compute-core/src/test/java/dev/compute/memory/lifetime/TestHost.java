@@ -64,6 +64,13 @@ final class TestHost implements BufferHost {
         return BufferCore.of(this, location, type, bytes, block(location, bytes));
     }
 
+    /** Whether nothing holds {@code root} now ({@link BufferCore#unheld}), read under its monitor as the manager reads it. */
+    static boolean unheld(BufferCore root) {
+        synchronized (root) {
+            return root.unheld();
+        }
+    }
+
     long transferred(Transfer transfer) {
         return transfers.get(transfer).get();
     }
