@@ -16,6 +16,7 @@ import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.contract.KernelContractTest;
 import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.testing.LaunchRounds;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.concurrent.CompletableFuture;
@@ -33,8 +34,6 @@ import jcuda.driver.CUstream;
 public final class CudaKernelLaunchTiming {
 
     private static final int N = 4096;
-    private static final int LAUNCHES = 2_000;
-    private static final int ROUNDS = 7;
 
     public static void main(String[] args) {
         try (UnifiedMemoryManager manager = CudaTestSupport.managerOn(
@@ -82,11 +81,11 @@ public final class CudaKernelLaunchTiming {
             };
             System.out.println("device: " + manager.backendInfo());
             System.out.printf("%-44s %12s%n", "launch of scale_in_place over 4096 floats", "us/launch");
-            report("raw cuLaunchKernel + cuStreamSynchronize", rawAndSync, 1);
-            report("device access by hand + raw launch + sync", accessByHand, 1);
-            report("kernel.launch(...).join()", apiAndJoin, 1);
-            report("raw: 10 launches, then sync", raw10, 10);
-            report("kernel.launch x 10, then join the last", api10, 10);
+            LaunchRounds.report("raw cuLaunchKernel + cuStreamSynchronize", rawAndSync, 1);
+            LaunchRounds.report("device access by hand + raw launch + sync", accessByHand, 1);
+            LaunchRounds.report("kernel.launch(...).join()", apiAndJoin, 1);
+            LaunchRounds.report("raw: 10 launches, then sync", raw10, 10);
+            LaunchRounds.report("kernel.launch x 10, then join the last", api10, 10);
             CudaResults.check(cuModuleUnload(module), "cuModuleUnload");
         }
     }
@@ -94,22 +93,5 @@ public final class CudaKernelLaunchTiming {
     private static void rawLaunch(CUfunction function, CUstream stream, long address) {
         Pointer parameters = Pointer.to(Pointer.to(new long[] {address}), Pointer.to(new long[] {N}), Pointer.to(new float[] {1.0f}));
         CudaResults.check(cuLaunchKernel(function, (N + 255) / 256, 1, 1, 256, 1, 1, 0, stream, parameters, null), "cuLaunchKernel");
-    }
-
-    /** The median over {@link #ROUNDS} rounds of {@link #LAUNCHES} launches, after one round of warm-up. */
-    private static void report(String what, Runnable work, int launchesPerRun) {
-        double[] rounds = new double[ROUNDS];
-        for (int round = -1; round < ROUNDS; round++) {
-            long start = System.nanoTime();
-            for (int i = 0; i < LAUNCHES / launchesPerRun; i++) {
-                work.run();
-            }
-            long elapsed = System.nanoTime() - start;
-            if (round >= 0) {
-                rounds[round] = elapsed / 1_000.0 / LAUNCHES;
-            }
-        }
-        Arrays.sort(rounds);
-        System.out.printf("%-44s %12.2f   (rounds %.2f .. %.2f)%n", what, rounds[ROUNDS / 2], rounds[0], rounds[ROUNDS - 1]);
     }
 }

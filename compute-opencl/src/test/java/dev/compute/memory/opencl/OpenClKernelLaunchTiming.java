@@ -8,8 +8,8 @@ import dev.compute.memory.KernelSource;
 import dev.compute.memory.LaunchShape;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.testing.LaunchRounds;
 import java.time.Duration;
-import java.util.Arrays;
 import java.util.concurrent.CompletableFuture;
 import org.jocl.CL;
 import org.jocl.Pointer;
@@ -36,8 +36,6 @@ public final class OpenClKernelLaunchTiming {
                 if (i < n) x[i] *= a;
             }""";
     private static final int N = 4096;
-    private static final int LAUNCHES = 2_000;
-    private static final int ROUNDS = 7;
 
     public static void main(String[] args) {
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build();
@@ -89,12 +87,12 @@ public final class OpenClKernelLaunchTiming {
             };
             System.out.println("device: " + manager.backendInfo());
             System.out.printf("%-44s %12s%n", "launch of scale over 4096 floats", "us/launch");
-            report("raw clEnqueueNDRangeKernel + wait", rawAndWait, 1);
-            report("raw, clCreateKernel per launch + wait", newKernelAndWait, 1);
-            report("device access by hand + raw launch + wait", accessByHand, 1);
-            report("kernel.launch(...).join()", apiAndJoin, 1);
-            report("raw: 10 launches, then wait", raw10, 10);
-            report("kernel.launch x 10, then join the last", api10, 10);
+            LaunchRounds.report("raw clEnqueueNDRangeKernel + wait", rawAndWait, 1);
+            LaunchRounds.report("raw, clCreateKernel per launch + wait", newKernelAndWait, 1);
+            LaunchRounds.report("device access by hand + raw launch + wait", accessByHand, 1);
+            LaunchRounds.report("kernel.launch(...).join()", apiAndJoin, 1);
+            LaunchRounds.report("raw: 10 launches, then wait", raw10, 10);
+            LaunchRounds.report("kernel.launch x 10, then join the last", api10, 10);
             CL.clFinish(queue);
             CL.clReleaseMemObject(memory);
             CL.clReleaseKernel(raw);
@@ -121,22 +119,5 @@ public final class OpenClKernelLaunchTiming {
         if (code != CL.CL_SUCCESS) {
             throw new IllegalStateException(CL.stringFor_errorCode(code));
         }
-    }
-
-    /** The median over {@link #ROUNDS} rounds of {@link #LAUNCHES} launches, after one round of warm-up. */
-    private static void report(String what, Runnable work, int launchesPerRun) {
-        double[] rounds = new double[ROUNDS];
-        for (int round = -1; round < ROUNDS; round++) {
-            long start = System.nanoTime();
-            for (int i = 0; i < LAUNCHES / launchesPerRun; i++) {
-                work.run();
-            }
-            long elapsed = System.nanoTime() - start;
-            if (round >= 0) {
-                rounds[round] = elapsed / 1_000.0 / LAUNCHES;
-            }
-        }
-        Arrays.sort(rounds);
-        System.out.printf("%-44s %12.2f   (rounds %.2f .. %.2f)%n", what, rounds[ROUNDS / 2], rounds[0], rounds[ROUNDS - 1]);
     }
 }
