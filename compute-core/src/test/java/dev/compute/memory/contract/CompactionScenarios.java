@@ -66,6 +66,17 @@ public final class CompactionScenarios {
         return manager.allocate(DataType.FLOAT32, bytes / 4, DEVICE);
     }
 
+    /**
+     * How long a race runs: four seconds, and on a loaded machine (where the users may hold every buffer whenever a
+     * compaction looks) longer, until a compaction has moved something, thirty seconds at most.
+     */
+    record Window(long started, AtomicLong moved) {
+        boolean open() {
+            long elapsed = System.nanoTime() - started;
+            return elapsed < Duration.ofSeconds(4).toNanos() || (moved.get() == 0 && elapsed < Duration.ofSeconds(30).toNanos());
+        }
+    }
+
     /** Ends the scenario with exit status 1, saying what failed, unless {@code condition} holds. */
     static void check(boolean condition, String what) {
         if (!condition) {
@@ -89,9 +100,9 @@ public final class CompactionScenarios {
      * finds); a fourth compacts all the while. Every read must see exactly what its thread wrote.
      */
     private static void usersAndCompactionRace(String backend) throws Exception {
-        long until = System.nanoTime() + Duration.ofSeconds(4).toNanos();
         AtomicReference<Throwable> failure = new AtomicReference<>();
         AtomicLong moved = new AtomicLong();
+        Window until = new Window(System.nanoTime(), moved);
         try (UnifiedMemoryManager manager = manager(backend)) {
             List<Thread> threads = new ArrayList<>();
             for (int t = 0; t < 3; t++) {
@@ -106,7 +117,7 @@ public final class CompactionScenarios {
             }
             threads.add(Thread.ofPlatform().name("compactor").start(() -> {
                 try {
-                    while (System.nanoTime() < until && failure.get() == null) {
+                    while (until.open() && failure.get() == null) {
                         for (CompactionReport report : manager.compact()) {
                             moved.addAndGet(report.buffersMoved());
                         }
@@ -140,14 +151,14 @@ public final class CompactionScenarios {
         check(Arrays.equals(read, written), "a whole read saw other bytes than its thread wrote");
     }
 
-    private static void useBuffers(UnifiedMemoryManager manager, Random random, long until) {
+    private static void useBuffers(UnifiedMemoryManager manager, Random random, Window until) {
         UnifiedBuffer[] buffers = new UnifiedBuffer[4];
         byte[][] contents = new byte[4][];
         for (int i = 0; i < buffers.length; i++) {
             buffers[i] = floats(manager, BYTES + 4 * random.nextInt(1 << 18));
             contents[i] = null;
         }
-        while (System.nanoTime() < until) {
+        while (until.open()) {
             int i = random.nextInt(buffers.length);
             UnifiedBuffer buffer = buffers[i];
             int size = (int) buffer.byteSize();
@@ -205,9 +216,9 @@ public final class CompactionScenarios {
      * read must see exactly what its thread wrote, and some allocation must have compacted.
      */
     private static void allocationsCompactUnderUsers(String backend) throws Exception {
-        long until = System.nanoTime() + Duration.ofSeconds(4).toNanos();
         AtomicReference<Throwable> failure = new AtomicReference<>();
         AtomicLong moved = new AtomicLong();
+        Window until = new Window(System.nanoTime(), moved);
         AtomicLong refused = new AtomicLong();
         MemoryEventListener compactions = new MemoryEventListener() {
             @Override
@@ -236,7 +247,7 @@ public final class CompactionScenarios {
         System.out.println("buffers moved: " + moved.get() + ", allocations refused: " + refused.get());
     }
 
-    private static void replaceUnderPressure(UnifiedMemoryManager manager, Random random, long until, AtomicLong refused) {
+    private static void replaceUnderPressure(UnifiedMemoryManager manager, Random random, Window until, AtomicLong refused) {
         UnifiedBuffer[] buffers = new UnifiedBuffer[4];
         byte[][] contents = new byte[4][];
         for (int i = 0; i < buffers.length; i++) {
@@ -244,7 +255,7 @@ public final class CompactionScenarios {
             contents[i] = new byte[BYTES];
             buffers[i].copyFrom(contents[i]);
         }
-        while (System.nanoTime() < until) {
+        while (until.open()) {
             int i = random.nextInt(buffers.length);
             UnifiedBuffer buffer = buffers[i];
             int size = (int) buffer.byteSize();
