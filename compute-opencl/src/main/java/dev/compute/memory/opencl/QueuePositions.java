@@ -3,12 +3,8 @@ package dev.compute.memory.opencl;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.function.Supplier;
+import java.util.function.Predicate;
 
 /**
  * Futures for "everything queued on the backend's in-order queue so far", without a command or an event each: a
@@ -23,7 +19,7 @@ import java.util.function.Supplier;
 final class QueuePositions {
 
     /** A position on the queue: completes once a marker queued after it has ended. */
-    static final class Position extends CompletableFuture<Void> {
+    static final class Position extends EventCompletions.Awaited {
         private final QueuePositions owner;
 
         private Position(QueuePositions owner) {
@@ -31,32 +27,22 @@ final class QueuePositions {
         }
 
         @Override
-        public Void get() throws InterruptedException, ExecutionException {
+        void beforeBlocking() {
             owner.markUnlessDone(this);
-            return super.get();
-        }
-
-        @Override
-        public Void get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException, TimeoutException {
-            owner.markUnlessDone(this);
-            return super.get(timeout, unit);
-        }
-
-        @Override
-        public Void join() {
-            owner.markUnlessDone(this);
-            return super.join();
         }
     }
 
     private final ArrayDeque<Position> uncovered = new ArrayDeque<>();
     /** Whether the waiter has been asked to mark and has not started yet: one wake-up serves every position meanwhile. */
     private final AtomicBoolean wakeAsked = new AtomicBoolean();
-    /** Queues a marker on the backend's queue and returns its future; null once the backend is closed. */
-    private final Supplier<CompletableFuture<Void>> marker;
+    /**
+     * Queues a marker on the backend's queue whose end completes the positions given; false once the backend is
+     * closed, when nothing was queued.
+     */
+    private final Predicate<List<Position>> marker;
     private final Runnable wake;
 
-    QueuePositions(Supplier<CompletableFuture<Void>> marker, Runnable wake) {
+    QueuePositions(Predicate<List<Position>> marker, Runnable wake) {
         this.marker = marker;
         this.wake = wake;
     }
@@ -88,18 +74,10 @@ final class QueuePositions {
             covered = new ArrayList<>(uncovered);
             uncovered.clear();
         }
-        CompletableFuture<Void> done = marker.get(); // queued after every position taken: it covers them
-        if (done == null) {
+        // the marker is queued after every position taken, so it covers them
+        if (!marker.test(covered)) {
             covered.forEach(position -> position.complete(null));
-            return;
         }
-        done.whenComplete((ignored, failure) -> covered.forEach(position -> {
-            if (failure == null) {
-                position.complete(null);
-            } else {
-                position.completeExceptionally(failure);
-            }
-        }));
     }
 
     private void markUnlessDone(Position position) {
