@@ -49,6 +49,8 @@ final class EventCompletions implements AutoCloseable {
 
     /** How long the waiter may stay inside one completion before another waiter takes over. */
     private static final long STALL_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+    /** How long after a {@link #wakeSoon} the waiter runs the {@link #onWake} action at the latest. */
+    static final long WAKE_SOON_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
     /** A command handed in, with the futures its end completes besides its own ({@code covered}: queue positions). */
     private record Pending(@Nullable cl_event event, EventWork done, String what, List<? extends CompletableFuture<Void>> covered) {
@@ -65,6 +67,7 @@ final class EventCompletions implements AutoCloseable {
 
     private static final Pending STOP = new Pending(null, new EventWork(null, true), "stop");
     private static final Pending WAKE = new Pending(null, new EventWork(null, true), "wake");
+    private static final Pending WAKE_SOON = new Pending(null, new EventWork(null, true), "wake soon");
 
     /**
      * A future the waiter completes. It counts the threads blocked in its {@code get} or {@code join}, so that the
@@ -234,12 +237,23 @@ final class EventCompletions implements AutoCloseable {
         pending.add(WAKE);
     }
 
+    /**
+     * Asks the waiter to run the {@link #onWake} action within {@link #WAKE_SOON_NANOS}, or sooner on a {@link #wake}:
+     * what is asked for meanwhile shares one run.
+     */
+    void wakeSoon() {
+        pending.add(WAKE_SOON);
+    }
+
     /** A future that completes once every command handed in before it has ended. */
     CompletableFuture<Void> barrier() {
         EventWork done = new EventWork(null, onBackendQueue);
         pending.add(new Pending(null, done, "barrier"));
         return done;
     }
+
+    /** When the waiter runs the {@link #onWake} action that {@link #wakeSoon} asked for; 0 when none is asked for. */
+    private volatile long wakeDue;
 
     /** Every future the waiters have handed to the completer so far, as one; the current waiter's. */
     private volatile CompletableFuture<?> handedOut = CompletableFuture.completedFuture(null);
@@ -248,15 +262,25 @@ final class EventCompletions implements AutoCloseable {
         List<Pending> batch = new ArrayList<>();
         while (settle()) {
             try {
-                batch.add(pending.take());
+                Pending first = next(wakeDue);
+                if (first != null) {
+                    batch.add(first);
+                    pending.drainTo(batch);
+                }
             } catch (InterruptedException e) {
                 // only close() stops this thread, after every pending command has finished
                 continue;
             }
-            pending.drainTo(batch);
             int stop = batch.indexOf(STOP);
             List<Pending> commands = stop < 0 ? batch : batch.subList(0, stop);
             boolean woken = commands.removeIf(next -> next == WAKE);
+            if (commands.removeIf(next -> next == WAKE_SOON) && wakeDue == 0) {
+                wakeDue = System.nanoTime() + WAKE_SOON_NANOS | 1; // never 0
+            }
+            if (wakeDue != 0 && (woken || stop >= 0 || System.nanoTime() - wakeDue >= 0)) {
+                woken = true;
+                wakeDue = 0;
+            }
             if (onBackendQueue) {
                 awaitLast(commands); // an in-order queue: once the last has ended, every command before it has too
             }
@@ -271,6 +295,15 @@ final class EventCompletions implements AutoCloseable {
             }
             batch.clear();
         }
+    }
+
+    /** The next command handed in, waiting until {@code due} at most (when not 0): null then. */
+    private @Nullable Pending next(long due) throws InterruptedException {
+        if (due == 0) {
+            return pending.take();
+        }
+        long left = due - System.nanoTime();
+        return left <= 0 ? pending.poll() : pending.poll(left, TimeUnit.NANOSECONDS);
     }
 
     /**

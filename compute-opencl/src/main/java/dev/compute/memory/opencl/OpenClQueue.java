@@ -74,7 +74,7 @@ final class OpenClQueue {
         this.queue = created;
         this.completions = new EventCompletions(device.deviceName(), true);
         this.recordedWork = new EventCompletions(device.deviceName() + " (recorded work)", false);
-        this.positions = new QueuePositions(this::markCovering, completions::wake);
+        this.positions = new QueuePositions(this::markCovering, completions::wake, completions::wakeSoon);
         completions.onWake(positions::markUncovered);
     }
 

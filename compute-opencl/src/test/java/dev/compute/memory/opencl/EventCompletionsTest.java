@@ -8,6 +8,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jocl.CL;
 import org.jocl.Pointer;
@@ -199,6 +200,25 @@ class EventCompletionsTest {
         assertThat(watched).succeedsWithin(Duration.ofSeconds(10));
         assertThat(bare).isDone();
         assertThat(watchedOn.get()).as("a dependent action runs on a thread of its own").doesNotStartWith("opencl-events");
+    }
+
+    @Test
+    void aWakeSoonRunsTheWakeActionOnceWithinItsWhileAndBeforeClose() throws Exception {
+        AtomicInteger runs = new AtomicInteger();
+        completions.onWake(runs::incrementAndGet);
+
+        completions.wakeSoon();
+        completions.wakeSoon();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (runs.get() == 0 && System.nanoTime() < deadline) {
+            Thread.sleep(1);
+        }
+        assertThat(runs).as("once for both, without a wake-up at once").hasValue(1);
+
+        completions.wakeSoon();
+        completions.close(); // long before the while is over
+        completions = null;
+        assertThat(runs).as("close runs what was asked for first").hasValue(2);
     }
 
     @Test
