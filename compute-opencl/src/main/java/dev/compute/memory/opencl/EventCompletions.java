@@ -40,8 +40,9 @@ import org.jspecify.annotations.Nullable;
  * dependent actions is completed on a virtual thread of its own; one with none (or only threads blocked in its
  * {@code get} or {@code join}) is completed by the waiter itself, which spares a thread hand-off per command. An
  * action attached in the very instant of that completion may still run on the waiter: a watch thread sees a waiter
- * held that long inside a completion and starts another waiter, which takes over the rest. {@link #close()} waits for
- * every completion and action, so the pool's deferred frees have run before the backend releases its context.
+ * held inside one completion for {@link #STALL_NANOS} and starts another waiter, which settles the rest and goes on.
+ * {@link #close()} waits for every completion and action, so the pool's deferred frees have run before the backend
+ * releases its context.
  */
 final class EventCompletions implements AutoCloseable {
 
