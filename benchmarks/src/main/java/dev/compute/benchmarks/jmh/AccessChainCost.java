@@ -24,6 +24,7 @@ import org.jocl.cl_event;
 import org.jocl.cl_kernel;
 import org.jocl.cl_mem;
 import org.jocl.cl_program;
+import org.openjdk.jmh.annotations.AuxCounters;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -49,7 +50,9 @@ import org.openjdk.jmh.annotations.Warmup;
  * <li>{@code accessChain}: 50 times a device access with the same launch on its handle, then
  *     {@code ops().scaleAsync}; then the last op's future joined.</li>
  * </ul>
- * Time per launch.
+ * Time per launch. {@code pairedChains} runs one chain of each per call, in turns which first, and counts the
+ * nanoseconds of each apart ({@code rawNanos}, {@code accessNanos}): on a machine whose load changes from second to
+ * second their ratio is the steadier figure, the two measured within the same millisecond.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
@@ -140,6 +143,40 @@ public class AccessChainCost {
             last = manager.ops().scaleAsync(buffer, 1.0);
         }
         last.join();
+    }
+
+    /** The nanoseconds {@code pairedChains} spent in each chain, this iteration. */
+    @State(Scope.Thread)
+    @AuxCounters(AuxCounters.Type.EVENTS)
+    public static class Paired {
+        public long rawNanos;
+        public long accessNanos;
+        private boolean rawFirst;
+
+        @Setup(Level.Iteration)
+        public void reset() {
+            rawNanos = 0;
+            accessNanos = 0;
+        }
+    }
+
+    @Benchmark
+    @OperationsPerInvocation(2 * STEPS)
+    public void pairedChains(Paired paired) {
+        paired.rawFirst = !paired.rawFirst;
+        if (paired.rawFirst) {
+            paired.rawNanos += timed(this::rawChain);
+            paired.accessNanos += timed(this::accessChain);
+        } else {
+            paired.accessNanos += timed(this::accessChain);
+            paired.rawNanos += timed(this::rawChain);
+        }
+    }
+
+    private static long timed(Runnable chain) {
+        long start = System.nanoTime();
+        chain.run();
+        return System.nanoTime() - start;
     }
 
     /** The op set's {@code scale_f32} with 1 as the backend launches it: global size the count rounded up to 64, local left to the device. */

@@ -1,5 +1,6 @@
 package dev.compute.memory.opencl;
 
+import static org.jocl.CL.CL_COMPLETE;
 import static org.jocl.CL.CL_EVENT_COMMAND_EXECUTION_STATUS;
 import static org.jocl.CL.CL_SUCCESS;
 
@@ -7,9 +8,16 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.Sizeof;
@@ -26,25 +34,108 @@ import org.jspecify.annotations.Nullable;
  * the last, which means the others have ended too (one wake-up for a chain of commands, not one each);
  * for work recorded from users' own queues (a second instance) a future may complete later than its command,
  * never earlier. Unlike {@code clSetEventCallback} it needs no native thread attached to the JVM and behaves the
- * same on every driver. Futures are completed on virtual threads, so a caller's dependent action that waits for
- * a later command cannot stall the waiter behind it; {@link #close()} waits for those too, so the pool's deferred
- * frees have run before the backend releases its context.
+ * same on every driver.
+ *
+ * <p>A caller's dependent action that waits for a later command must not stall the waiter behind it. A future with
+ * dependent actions is completed on a virtual thread of its own; one with none (or only threads blocked in its
+ * {@code get} or {@code join}) is completed by the waiter itself, which spares a thread hand-off per command. An
+ * action attached in the very instant of that completion may still run on the waiter: a watch thread sees a waiter
+ * held inside one completion for {@link #STALL_NANOS} and starts another waiter, which settles the rest and goes on.
+ * {@link #close()} waits for every completion and action, so the pool's deferred frees have run before the backend
+ * releases its context.
  */
 final class EventCompletions implements AutoCloseable {
 
     private static final System.Logger LOG = System.getLogger(EventCompletions.class.getName());
 
-    private record Pending(@Nullable cl_event event, EventWork done, String what) {}
+    /** How long the waiter may stay inside one completion before another waiter takes over. */
+    private static final long STALL_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+    /** How long after a {@link #wakeSoon} the waiter runs the {@link #onWake} action at the latest. */
+    static final long WAKE_SOON_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+
+    /** A command handed in, with the futures its end completes besides its own ({@code covered}: queue positions). */
+    private record Pending(@Nullable cl_event event, EventWork done, String what, List<? extends CompletableFuture<Void>> covered) {
+        Pending(@Nullable cl_event event, EventWork done, String what) {
+            this(event, done, what, List.of());
+        }
+    }
+
+    /** A command waited for, to be settled in turn: its futures completed, or failed with {@code failure}. */
+    private record Ended(Pending command, @Nullable RuntimeException failure) {}
+
+    /** The waiter inside a completion, since when. */
+    private record Inside(Thread waiter, long since) {}
 
     private static final Pending STOP = new Pending(null, new EventWork(null, true), "stop");
     private static final Pending WAKE = new Pending(null, new EventWork(null, true), "wake");
+    private static final Pending WAKE_SOON = new Pending(null, new EventWork(null, true), "wake soon");
+
+    /**
+     * A future the waiter completes. It counts the threads blocked in its {@code get} or {@code join}, so that the
+     * waiter can tell a future that only wakes them from one with dependent actions.
+     */
+    abstract static class Awaited extends CompletableFuture<Void> {
+        private static final AtomicIntegerFieldUpdater<Awaited> BLOCKED = AtomicIntegerFieldUpdater.newUpdater(Awaited.class, "blocked");
+        private volatile int blocked;
+
+        /** Runs before a thread blocks on this future. */
+        void beforeBlocking() {
+        }
+
+        /** Whether completing it runs nothing but the wake-up of threads blocked on it (as far as can be seen now). */
+        final boolean onlyBlockedOn() {
+            return getNumberOfDependents() <= blocked;
+        }
+
+        @Override
+        public final Void get() throws InterruptedException, ExecutionException {
+            if (isDone()) {
+                return super.get();
+            }
+            beforeBlocking();
+            BLOCKED.incrementAndGet(this);
+            try {
+                return super.get();
+            } finally {
+                BLOCKED.decrementAndGet(this);
+            }
+        }
+
+        @Override
+        public final Void get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException, TimeoutException {
+            if (isDone()) {
+                return super.get(timeout, unit);
+            }
+            beforeBlocking();
+            BLOCKED.incrementAndGet(this);
+            try {
+                return super.get(timeout, unit);
+            } finally {
+                BLOCKED.decrementAndGet(this);
+            }
+        }
+
+        @Override
+        public final Void join() {
+            if (isDone()) {
+                return super.join();
+            }
+            beforeBlocking();
+            BLOCKED.incrementAndGet(this);
+            try {
+                return super.join();
+            } finally {
+                BLOCKED.decrementAndGet(this);
+            }
+        }
+    }
 
     /**
      * A future for a command with the event that marks it, so that the backend's queue can be ordered after the command
      * on the device ({@link #orderQueue}). The event is released once the command has ended, under this future's
      * monitor; {@code null} then (and for a barrier).
      */
-    static final class EventWork extends CompletableFuture<Void> {
+    static final class EventWork extends Awaited {
         private @Nullable cl_event event;
         private final boolean onBackendQueue;
 
@@ -87,17 +178,37 @@ final class EventCompletions implements AutoCloseable {
     }
 
     private final boolean onBackendQueue;
+    private final String deviceName;
     /** What the waiter does, after waiting for what it took, when it was asked to wake ({@link #wake}). */
     private volatile Runnable onWake = () -> { };
 
     private final BlockingQueue<Pending> pending = new LinkedBlockingQueue<>();
-    private final Thread waiter;
+    /** Commands waited for and not settled yet, in turn: whichever waiter is current settles them. */
+    private final ConcurrentLinkedQueue<Ended> ended = new ConcurrentLinkedQueue<>();
+    /** The waiter that takes pending commands now; another replaces it when a completion holds it ({@link #watch}). */
+    private volatile Thread waiter;
+    /** Every waiter started, for close() to wait for. */
+    private final List<Thread> waiters = new ArrayList<>();
+    /** Set while the waiter completes a future itself. */
+    private final AtomicReference<@Nullable Inside> inside = new AtomicReference<>();
+    private final Thread watch;
+    private volatile boolean stopped;
     private final ExecutorService completer = Executors.newVirtualThreadPerTaskExecutor();
 
     /** {@code onBackendQueue}: the events handed in mark commands of the backend's own in-order queue. */
     EventCompletions(String deviceName, boolean onBackendQueue) {
         this.onBackendQueue = onBackendQueue;
-        waiter = Thread.ofPlatform().daemon().name("opencl-events " + deviceName).start(this::waitInTurn);
+        this.deviceName = deviceName;
+        this.waiter = startWaiter();
+        watch = Thread.ofPlatform().daemon().name("opencl-events watch " + deviceName).start(this::watch);
+    }
+
+    private synchronized Thread startWaiter() {
+        Thread started = Thread.ofPlatform().daemon().name("opencl-events " + deviceName).unstarted(this::waitInTurn);
+        waiters.add(started);
+        waiter = started;
+        started.start();
+        return started;
     }
 
     /** A future for {@code event}'s command; takes over the event and releases it once the command ends. */
@@ -105,6 +216,16 @@ final class EventCompletions implements AutoCloseable {
         EventWork done = new EventWork(event, onBackendQueue);
         pending.add(new Pending(event, done, what));
         return done;
+    }
+
+    /** As {@link #completion(cl_event, String)}, and completes {@code covered} with it, in its place. */
+    void completion(cl_event event, String what, List<? extends CompletableFuture<Void>> covered) {
+        pending.add(new Pending(event, new EventWork(event, onBackendQueue), what, covered));
+    }
+
+    /** Fails {@code futures} with {@code failure}, off the caller's thread (their dependent actions may block). */
+    void fail(List<? extends CompletableFuture<Void>> futures, RuntimeException failure) {
+        completer.execute(() -> futures.forEach(future -> future.completeExceptionally(failure)));
     }
 
     /** Asks the waiter to run {@code action} once it has waited for every command handed in so far. */
@@ -117,6 +238,14 @@ final class EventCompletions implements AutoCloseable {
         pending.add(WAKE);
     }
 
+    /**
+     * Asks the waiter to run the {@link #onWake} action within {@link #WAKE_SOON_NANOS}, or sooner on a {@link #wake}:
+     * what is asked for meanwhile shares one run.
+     */
+    void wakeSoon() {
+        pending.add(WAKE_SOON);
+    }
+
     /** A future that completes once every command handed in before it has ended. */
     CompletableFuture<Void> barrier() {
         EventWork done = new EventWork(null, onBackendQueue);
@@ -124,52 +253,136 @@ final class EventCompletions implements AutoCloseable {
         return done;
     }
 
-    /** Every future the waiter has handed to the completer so far, as one; the waiter's own. */
-    private CompletableFuture<?> handedOut = CompletableFuture.completedFuture(null);
+    /** When the waiter runs the {@link #onWake} action that {@link #wakeSoon} asked for; 0 when none is asked for. */
+    private volatile long wakeDue;
+
+    /** Every future the waiters have handed to the completer so far, as one; the current waiter's. */
+    private volatile CompletableFuture<?> handedOut = CompletableFuture.completedFuture(null);
 
     private void waitInTurn() {
         List<Pending> batch = new ArrayList<>();
-        while (true) {
+        while (settle()) {
             try {
-                batch.add(pending.take());
+                Pending first = next(wakeDue);
+                if (first != null) {
+                    batch.add(first);
+                    pending.drainTo(batch);
+                }
             } catch (InterruptedException e) {
                 // only close() stops this thread, after every pending command has finished
                 continue;
             }
-            pending.drainTo(batch);
             int stop = batch.indexOf(STOP);
             List<Pending> commands = stop < 0 ? batch : batch.subList(0, stop);
             boolean woken = commands.removeIf(next -> next == WAKE);
+            if (commands.removeIf(next -> next == WAKE_SOON) && wakeDue == 0) {
+                wakeDue = System.nanoTime() + WAKE_SOON_NANOS | 1; // never 0
+            }
+            if (wakeDue != 0 && (woken || stop >= 0 || System.nanoTime() - wakeDue >= 0)) {
+                woken = true;
+                wakeDue = 0;
+            }
             if (onBackendQueue) {
                 awaitLast(commands); // an in-order queue: once the last has ended, every command before it has too
             }
             for (Pending next : commands) {
-                if (next.event() == null) { // a barrier: done once every future handed out before it is, whatever the completer's order
-                    CompletableFuture.allOf(handedOut).handle((ignored, failed) -> next.done().complete(null));
-                    handedOut = next.done();
-                    continue;
-                }
-                RuntimeException failure = await(next);
-                completer.execute(() -> {
-                    if (failure == null) {
-                        next.done().complete(null);
-                    } else {
-                        next.done().completeExceptionally(failure);
-                    }
-                });
-                handedOut = CompletableFuture.allOf(handedOut, next.done());
+                ended.add(new Ended(next, await(next)));
             }
             if (woken) {
+                ended.add(new Ended(WAKE, null));
+            }
+            if (stop >= 0) {
+                ended.add(new Ended(STOP, null));
+            }
+            batch.clear();
+        }
+    }
+
+    /** The next command handed in, waiting until {@code due} at most (when not 0): null then. */
+    private @Nullable Pending next(long due) throws InterruptedException {
+        if (due == 0) {
+            return pending.take();
+        }
+        long left = due - System.nanoTime();
+        return left <= 0 ? pending.poll() : pending.poll(left, TimeUnit.NANOSECONDS);
+    }
+
+    /**
+     * Settles the commands waited for, in turn; false once it settled the stop, or when another waiter has taken over
+     * from this one.
+     */
+    private boolean settle() {
+        Ended next;
+        while (Thread.currentThread() == waiter && (next = ended.poll()) != null) {
+            Pending command = next.command();
+            if (command == STOP) {
+                return false;
+            }
+            if (command == WAKE) {
                 try {
                     onWake.run();
                 } catch (RuntimeException e) {
                     LOG.log(System.Logger.Level.WARNING, "marking the queue's positions failed", e);
                 }
+            } else if (command.event() == null) { // a barrier: done once every future handed out before it is, whatever the completer's order
+                EventWork barrier = command.done();
+                handedOut.handle((ignored, failed) -> barrier.complete(null));
+                handedOut = barrier;
+            } else {
+                complete(command.done(), next.failure());
+                for (CompletableFuture<Void> covered : command.covered()) {
+                    complete(covered, next.failure());
+                }
             }
-            if (stop >= 0) {
-                return;
+        }
+        return Thread.currentThread() == waiter;
+    }
+
+    /** Completes {@code future} here when that runs no dependent action; else on a virtual thread of its own. */
+    private void complete(CompletableFuture<Void> future, @Nullable RuntimeException failure) {
+        boolean here = future instanceof Awaited awaited ? awaited.onlyBlockedOn() : future.getNumberOfDependents() == 0;
+        if (!here) {
+            completer.execute(() -> settle(future, failure));
+            handedOut = CompletableFuture.allOf(handedOut, future);
+            return;
+        }
+        Inside mark = new Inside(Thread.currentThread(), System.nanoTime());
+        inside.set(mark);
+        try {
+            settle(future, failure);
+        } finally {
+            inside.compareAndSet(mark, null);
+        }
+    }
+
+    private static void settle(CompletableFuture<Void> future, @Nullable RuntimeException failure) {
+        if (failure == null) {
+            future.complete(null);
+        } else {
+            future.completeExceptionally(failure);
+        }
+    }
+
+    /**
+     * Looks at the waiter now and then: one held inside a completion (an action attached in its instant runs there and
+     * blocks) is replaced by a new waiter, which settles the rest and goes on; the old one ends once it returns.
+     */
+    private void watch() {
+        Inside seen = null;
+        while (!stopped) {
+            LockSupport.parkNanos(STALL_NANOS);
+            Inside now = inside.get();
+            if (now != null && now == seen && System.nanoTime() - now.since() >= STALL_NANOS) {
+                takeOver(now.waiter());
             }
-            batch.clear();
+            seen = now;
+        }
+    }
+
+    private synchronized void takeOver(Thread held) {
+        if (waiter == held && !stopped) {
+            LOG.log(System.Logger.Level.DEBUG, () -> "an action dependent on an OpenCL command holds " + held.getName() + "; another waiter goes on");
+            startWaiter();
         }
     }
 
@@ -184,15 +397,20 @@ final class EventCompletions implements AutoCloseable {
         }
     }
 
+    /** Waits for {@code next}'s command unless its status says it has ended; its failure, or null. Releases the event. */
     private static @Nullable RuntimeException await(Pending next) {
         cl_event event = next.event();
         if (event == null) {
             return null; // a barrier: reaching it is all it waits for
         }
         try {
-            int waited = CL.clWaitForEvents(1, new cl_event[] {event});
             int[] status = new int[1];
-            int asked = CL.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, Sizeof.cl_int, Pointer.to(status), null);
+            int asked = status(event, status);
+            int waited = CL_SUCCESS;
+            if (asked == CL_SUCCESS && status[0] > CL_COMPLETE) { // not ended yet
+                waited = CL.clWaitForEvents(1, new cl_event[] {event});
+                asked = status(event, status);
+            }
             if (asked != CL_SUCCESS) {
                 return OpenClCalls.failure(asked, "clGetEventInfo for " + next.what());
             }
@@ -210,6 +428,10 @@ final class EventCompletions implements AutoCloseable {
         }
     }
 
+    private static int status(cl_event event, int[] status) {
+        return CL.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, Sizeof.cl_int, Pointer.to(status), null);
+    }
+
     /**
      * Stops the waiter once every command handed to it has completed (the caller has finished the queue) and
      * waits until every future has been completed and its dependent actions have run.
@@ -218,13 +440,26 @@ final class EventCompletions implements AutoCloseable {
     public void close() {
         pending.add(STOP);
         boolean interrupted = false;
-        while (waiter.isAlive()) {
-            try {
-                waiter.join();
-            } catch (InterruptedException e) {
-                interrupted = true;
+        int joined = 0;
+        while (true) {
+            Thread next;
+            synchronized (this) {
+                if (joined == waiters.size()) {
+                    stopped = true;
+                    break;
+                }
+                next = waiters.get(joined);
             }
+            while (next.isAlive()) {
+                try {
+                    next.join();
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            joined++;
         }
+        LockSupport.unpark(watch);
         completer.close();
         if (interrupted) {
             Thread.currentThread().interrupt();

@@ -6,6 +6,7 @@ import static org.jocl.CL.CL_MAP_READ;
 
 import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -73,7 +74,7 @@ final class OpenClQueue {
         this.queue = created;
         this.completions = new EventCompletions(device.deviceName(), true);
         this.recordedWork = new EventCompletions(device.deviceName() + " (recorded work)", false);
-        this.positions = new QueuePositions(this::marker, completions::wake);
+        this.positions = new QueuePositions(this::markCovering, completions::wake, completions::wakeSoon);
         completions.onWake(positions::markUncovered);
     }
 
@@ -102,9 +103,7 @@ final class OpenClQueue {
         synchronized (lifecycle) {
             checkOpen();
             cl_event marker = new cl_event();
-            @SuppressWarnings("deprecation") // clEnqueueMarker is the OpenCL 1.0 and 1.1 form
-            int code = markersTakeWaitLists ? CL.clEnqueueMarkerWithWaitList(queue, 0, null, marker) : CL.clEnqueueMarker(queue, marker);
-            OpenClCalls.check(code, "clEnqueueMarker");
+            OpenClCalls.check(enqueueMarker(marker), "clEnqueueMarker");
             OpenClCalls.check(CL.clFlush(queue), "clFlush");
             return marker;
         }
@@ -142,6 +141,30 @@ final class OpenClQueue {
     }
 
     /**
+     * Queues a marker after everything queued so far, flushed, whose end completes {@code covered} (positions): the
+     * waiter completes them in its place, with no future of the marker's own in between. False on a closed backend,
+     * where nothing is queued. A marker that cannot be queued waits for the queue and fails them.
+     */
+    boolean markCovering(List<? extends CompletableFuture<Void>> covered) {
+        synchronized (lifecycle) {
+            if (closed) {
+                return false;
+            }
+            cl_event marker = new cl_event();
+            int code = enqueueMarker(marker);
+            if (code != CL.CL_SUCCESS) {
+                // nothing else would say when the queue is done with the memory: wait for it here rather than let it go early
+                OpenClCalls.check(CL.clFinish(queue), "clFinish after clEnqueueMarker failed");
+                completions.fail(covered, OpenClCalls.failure(code, "clEnqueueMarker"));
+                return true;
+            }
+            OpenClCalls.check(CL.clFlush(queue), "clFlush");
+            completions.completion(marker, "a marker", covered);
+            return true;
+        }
+    }
+
+    /**
      * Maps and unmaps a host-memory buffer ({@code CL_MEM_USE_HOST_PTR}) once {@code after} are complete: an
      * implementation that copied the host memory for a kernel copies the results back then (on PoCL and integrated GPUs
      * it costs nothing).
@@ -174,10 +197,14 @@ final class OpenClQueue {
         }
     }
 
+    @SuppressWarnings("deprecation") // clEnqueueMarker is the OpenCL 1.0 and 1.1 form
+    private int enqueueMarker(cl_event marker) {
+        return markersTakeWaitLists ? CL.clEnqueueMarkerWithWaitList(queue, 0, null, marker) : CL.clEnqueueMarker(queue, marker);
+    }
+
     private CompletableFuture<Void> markerLocked() {
         cl_event marker = new cl_event();
-        @SuppressWarnings("deprecation") // clEnqueueMarker is the OpenCL 1.0 and 1.1 form
-        int code = markersTakeWaitLists ? CL.clEnqueueMarkerWithWaitList(queue, 0, null, marker) : CL.clEnqueueMarker(queue, marker);
+        int code = enqueueMarker(marker);
         if (code != CL.CL_SUCCESS) {
             // nothing else would say when the queue is done with the memory: wait for it here rather than let it go early
             OpenClCalls.check(CL.clFinish(queue), "clFinish after clEnqueueMarker failed");

@@ -3,10 +3,12 @@ package dev.compute.memory.opencl;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jocl.CL;
 import org.jocl.Pointer;
@@ -24,7 +26,8 @@ import org.junit.jupiter.api.Timeout;
  * OpenCL events turned into futures, on the device the backend would choose (PoCL here): user events stand for
  * commands, so the test decides when each ends and how. A future completes only once its command is complete, in the
  * order the events were handed in; a failed command fails its future; a barrier waits for all before it; a dependent
- * action that blocks holds up no other; the event is released once waited for; close waits for everything handed in.
+ * action that blocks holds up no other, even one the waiter ran itself; the event is released once waited for; close
+ * waits for everything handed in.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class EventCompletionsTest {
@@ -150,6 +153,72 @@ class EventCompletionsTest {
         assertThat(secondDone).succeedsWithin(Duration.ofSeconds(10));
         assertThat(dependent).succeedsWithin(Duration.ofSeconds(10));
         assertThat(ranOn.get()).as("on a completing thread, not the waiter").doesNotContain("opencl-events");
+    }
+
+    @Test
+    void aWaiterHeldByAnActionItRanIsReplacedAndTheLaterCommandsStillComplete() throws Exception {
+        // hides its dependent from the count, as the waiter sees an action attached in the instant it completes a future
+        CompletableFuture<Void> covered = new CompletableFuture<>() {
+            @Override
+            public int getNumberOfDependents() {
+                return 0;
+            }
+        };
+        cl_event first = command();
+        cl_event second = command();
+        completions.completion(first, "first", List.of(covered));
+        CompletableFuture<Void> secondDone = completions.completion(second, "second");
+        AtomicReference<String> ranOn = new AtomicReference<>();
+        CompletableFuture<Void> dependent = covered.thenRun(() -> {
+            ranOn.set(Thread.currentThread().getName());
+            secondDone.orTimeout(10, TimeUnit.SECONDS).join(); // waits for a later command
+        });
+
+        end(first, CL.CL_COMPLETE);
+        settle();
+        end(second, CL.CL_COMPLETE);
+
+        assertThat(secondDone).as("completed by the waiter that took over").succeedsWithin(Duration.ofSeconds(5));
+        assertThat(dependent).succeedsWithin(Duration.ofSeconds(5));
+        assertThat(ranOn.get()).as("the waiter completes a future with no dependents itself").startsWith("opencl-events ");
+    }
+
+    @Test
+    void aFutureWithoutDependentsIsCompletedByTheWaiterAndOneWithDependentsOffIt() throws Exception {
+        cl_event first = command();
+        cl_event second = command();
+        CompletableFuture<Void> bare = new CompletableFuture<>();
+        CompletableFuture<Void> watched = new CompletableFuture<>();
+        AtomicReference<String> watchedOn = new AtomicReference<>();
+        watched.thenRun(() -> watchedOn.set(Thread.currentThread().getName()));
+        completions.completion(first, "first", List.of(bare));
+        completions.completion(second, "second", List.of(watched));
+
+        end(first, CL.CL_COMPLETE);
+        end(second, CL.CL_COMPLETE);
+
+        assertThat(watched).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(bare).isDone();
+        assertThat(watchedOn.get()).as("a dependent action runs on a thread of its own").doesNotStartWith("opencl-events");
+    }
+
+    @Test
+    void aWakeSoonRunsTheWakeActionOnceWithinItsWhileAndBeforeClose() throws Exception {
+        AtomicInteger runs = new AtomicInteger();
+        completions.onWake(runs::incrementAndGet);
+
+        completions.wakeSoon();
+        completions.wakeSoon();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (runs.get() == 0 && System.nanoTime() < deadline) {
+            Thread.sleep(1);
+        }
+        assertThat(runs).as("once for both, without a wake-up at once").hasValue(1);
+
+        completions.wakeSoon();
+        completions.close(); // long before the while is over
+        completions = null;
+        assertThat(runs).as("close runs what was asked for first").hasValue(2);
     }
 
     @Test

@@ -74,6 +74,29 @@ class OpenClQueueTest {
     }
 
     @Test
+    void aPositionNothingWaitsOnCompletesSoonAfterItsCommandsWithoutAWaitOfItsOwn() throws Exception {
+        cl_event gate = userEvent(queue.context());
+        try {
+            holdAt(gate);
+            CompletableFuture<Void> position = queue.position();
+            CompletableFuture<Void> combined = CompletableFuture.allOf(position); // attaches without the position's own methods
+            settle();
+            assertThat(position).isNotDone();
+
+            complete(gate);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (!combined.isDone() && System.nanoTime() < deadline) {
+                Thread.sleep(1);
+            }
+            assertThat(combined).as("the waiter marked it on its own").isDone();
+            assertThat(position).isDone();
+        } finally {
+            CL.clSetUserEventStatus(gate, CL.CL_COMPLETE);
+            CL.clReleaseEvent(gate);
+        }
+    }
+
+    @Test
     void positionsAndMarkersCompleteOnlyAfterWhatWasQueuedBeforeThem() throws Exception {
         cl_event gate = userEvent(queue.context());
         try {

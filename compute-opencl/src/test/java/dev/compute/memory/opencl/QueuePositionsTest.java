@@ -1,0 +1,66 @@
+package dev.compute.memory.opencl;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/**
+ * When positions ask the waiter to mark, without a device: the markers here complete what they cover at once. The
+ * first position after a marker asks for a mark soon, the rest share it; a dependent action attached to a position
+ * wakes the waiter at once; a caller that blocks on a position marks itself.
+ */
+class QueuePositionsTest {
+
+    private final List<List<QueuePositions.Position>> markers = new ArrayList<>();
+    private final AtomicInteger wakes = new AtomicInteger();
+    private final AtomicInteger wakesSoon = new AtomicInteger();
+    private final QueuePositions positions = new QueuePositions(covered -> {
+        markers.add(covered);
+        covered.forEach(position -> position.complete(null));
+        return true;
+    }, wakes::incrementAndGet, wakesSoon::incrementAndGet);
+
+    @Test
+    void theFirstPositionAfterAMarkerAsksForAMarkSoonAndTheRestShareIt() {
+        QueuePositions.Position first = positions.next();
+        QueuePositions.Position second = positions.next();
+
+        assertThat(wakesSoon).hasValue(1);
+        assertThat(wakes).as("no wake-up at once for a position nothing waits on").hasValue(0);
+        positions.markUncovered();
+        assertThat(markers).containsExactly(List.of(first, second));
+        assertThat(first).isDone();
+
+        positions.next();
+        assertThat(wakesSoon).as("the next position after the marker asks again").hasValue(2);
+    }
+
+    @Test
+    void aDependentActionAttachedToAPositionWakesTheWaiterAtOnce() {
+        QueuePositions.Position position = positions.next();
+
+        CompletableFuture<Void> dependent = position.thenRun(() -> { });
+        position.whenComplete((ignored, failure) -> { });
+
+        assertThat(wakes).as("one wake-up serves both").hasValue(1);
+        assertThat(dependent).isNotDone();
+        positions.markUncovered();
+        assertThat(dependent).isDone();
+        position.thenRun(() -> { });
+        assertThat(wakes).as("nothing to wake for once the position is done").hasValue(1);
+    }
+
+    @Test
+    void aCallerThatBlocksOnAPositionMarksItself() {
+        QueuePositions.Position position = positions.next();
+
+        position.join();
+
+        assertThat(markers).containsExactly(List.of(position));
+        assertThat(wakes).hasValue(0);
+    }
+}
