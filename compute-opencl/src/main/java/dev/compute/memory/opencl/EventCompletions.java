@@ -40,7 +40,8 @@ import org.jspecify.annotations.Nullable;
  * dependent actions is completed on a virtual thread of its own; one with none (or only threads blocked in its
  * {@code get} or {@code join}) is completed by the waiter itself, which spares a thread hand-off per command. An
  * action attached in the very instant of that completion may still run on the waiter: a watch thread sees a waiter
- * held inside one completion for {@link #STALL_NANOS} and starts another waiter, which settles the rest and goes on.
+ * held inside one completion for {@link #STALL_NANOS} and starts another waiter, which settles the rest and goes on;
+ * on an idle device it sleeps until the next completion a waiter runs itself.
  * {@link #close()} waits for every completion and action, so the pool's deferred frees have run before the backend
  * releases its context.
  */
@@ -50,6 +51,8 @@ final class EventCompletions implements AutoCloseable {
 
     /** How long the waiter may stay inside one completion before another waiter takes over. */
     private static final long STALL_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+    /** Looks of the watch without a completion on a waiter (a second) after which it sleeps until the next one. */
+    private static final int IDLE_LOOKS = 20;
     /** How long after a {@link #wakeSoon} the waiter runs the {@link #onWake} action at the latest. */
     static final long WAKE_SOON_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
@@ -192,6 +195,10 @@ final class EventCompletions implements AutoCloseable {
     /** Set while the waiter completes a future itself. */
     private final AtomicReference<@Nullable Inside> inside = new AtomicReference<>();
     private final Thread watch;
+    /** Completions the waiters ran themselves so far; the watch sleeps once {@link #IDLE_LOOKS} looks saw none. */
+    private volatile long inlineCompletions;
+    /** Set while the watch sleeps for want of completions; the next completion run on a waiter wakes it. */
+    private volatile boolean watchIdle;
     private volatile boolean stopped;
     private final ExecutorService completer = Executors.newVirtualThreadPerTaskExecutor();
 
@@ -348,6 +355,11 @@ final class EventCompletions implements AutoCloseable {
         }
         Inside mark = new Inside(Thread.currentThread(), System.nanoTime());
         inside.set(mark);
+        inlineCompletions++; // the waiters take turns: a count the watch only compares, so a lost step does no harm
+        if (watchIdle) { // read after inside is set: the watch sets watchIdle before it reads inside, so one of us sees the other
+            watchIdle = false;
+            LockSupport.unpark(watch);
+        }
         try {
             settle(future, failure);
         } finally {
@@ -369,6 +381,8 @@ final class EventCompletions implements AutoCloseable {
      */
     private void watch() {
         Inside seen = null;
+        long countSeen = -1;
+        int quietLooks = 0;
         while (!stopped) {
             LockSupport.parkNanos(STALL_NANOS);
             Inside now = inside.get();
@@ -376,6 +390,17 @@ final class EventCompletions implements AutoCloseable {
                 takeOver(now.waiter());
             }
             seen = now;
+            long count = inlineCompletions;
+            quietLooks = now == null && count == countSeen ? quietLooks + 1 : 0;
+            countSeen = count;
+            if (quietLooks >= IDLE_LOOKS) { // an idle device: sleep until the next completion the waiter runs itself
+                watchIdle = true;
+                if (inside.get() == null && !stopped) {
+                    LockSupport.park(this);
+                }
+                watchIdle = false;
+                quietLooks = 0;
+            }
         }
     }
 

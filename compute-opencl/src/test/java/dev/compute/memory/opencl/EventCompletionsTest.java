@@ -3,6 +3,7 @@ package dev.compute.memory.opencl;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.time.Duration;
+import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -157,6 +158,24 @@ class EventCompletionsTest {
 
     @Test
     void aWaiterHeldByAnActionItRanIsReplacedAndTheLaterCommandsStillComplete() throws Exception {
+        heldWaiterIsReplaced();
+    }
+
+    @Test
+    void onAnIdleDeviceTheWatchSleepsAndTheNextCompletionWakesItToReplaceAHeldWaiter() throws Exception {
+        Thread watch = Thread.getAllStackTraces().keySet().stream()
+                .filter(thread -> thread.getName().startsWith("opencl-events watch ") && thread.isAlive())
+                .max(Comparator.comparingLong(Thread::threadId)).orElseThrow(); // this test's: the newest
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (watch.getState() != Thread.State.WAITING) { // parked for good, not looking every so often
+            assertThat(System.nanoTime() - deadline).as("the watch sleeps within 10 s on an idle device").isNegative();
+            Thread.sleep(50);
+        }
+
+        heldWaiterIsReplaced();
+    }
+
+    private void heldWaiterIsReplaced() throws Exception {
         // hides its dependent from the count, as the waiter sees an action attached in the instant it completes a future
         CompletableFuture<Void> covered = new CompletableFuture<>() {
             @Override
