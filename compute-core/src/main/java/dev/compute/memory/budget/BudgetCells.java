@@ -16,21 +16,32 @@ import org.jspecify.annotations.Nullable;
  */
 final class BudgetCells<B> {
 
+    private static final int LOCATIONS = BudgetAccount.LOCATIONS;
     /** The index of the figures of all locations together, after one per location. */
-    static final int ALL = BudgetAccount.LOCATIONS;
+    static final int ALL = LOCATIONS;
 
-    final long[] room = new long[BudgetAccount.LOCATIONS];
-    final long[] keep = new long[BudgetAccount.LOCATIONS];
+    // Where each figure lies in the books: one array, so that counting a request at a level touches one object.
+    static final int ROOM = 0;
+    static final int KEEP = LOCATIONS;
     /** Bytes of buffers counted here, through this budget and every budget under it, per location. */
-    final long[] used = new long[BudgetAccount.LOCATIONS];
-    final long[] peakRoom = new long[BudgetAccount.LOCATIONS + 1];
-    long buffers;
-    long allocations;
+    static final int USED = 2 * LOCATIONS;
+    /** Per location, then {@link #ALL}. */
+    static final int PEAK_ROOM = 3 * LOCATIONS;
+    static final int BUFFERS = 4 * LOCATIONS + 1;
+    static final int ALLOCATIONS = 4 * LOCATIONS + 2;
+
+    final long[] books = new long[4 * LOCATIONS + 3];
+    /** The parent budget's books on the same stripe (null for a root): a request counts at every level along it. */
+    final @Nullable BudgetCells<B> up;
     /** The open buffers allocated on this stripe through this budget itself. */
     @Nullable BudgetNode<B> first;
     /** Nodes whose buffers' memory is back, for the next requests here: a list through {@code next}, at most {@link #SPARES}. */
     @Nullable BudgetNode<B> spare;
     int spares;
+
+    BudgetCells(@Nullable BudgetCells<B> up) {
+        this.up = up;
+    }
 
     /** How many spare nodes a stripe keeps for a budget. */
     static final int SPARES = 16;
@@ -80,8 +91,8 @@ final class BudgetCells<B> {
 
     long usedInAll() {
         long sum = 0;
-        for (long bytes : used) {
-            sum += bytes;
+        for (int l = 0; l < LOCATIONS; l++) {
+            sum += books[USED + l];
         }
         return sum;
     }

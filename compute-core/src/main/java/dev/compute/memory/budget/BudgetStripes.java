@@ -1,5 +1,13 @@
 package dev.compute.memory.budget;
 
+import static dev.compute.memory.budget.BudgetCells.ALL;
+import static dev.compute.memory.budget.BudgetCells.ALLOCATIONS;
+import static dev.compute.memory.budget.BudgetCells.BUFFERS;
+import static dev.compute.memory.budget.BudgetCells.KEEP;
+import static dev.compute.memory.budget.BudgetCells.PEAK_ROOM;
+import static dev.compute.memory.budget.BudgetCells.ROOM;
+import static dev.compute.memory.budget.BudgetCells.USED;
+
 import dev.compute.memory.internal.StripedLongs;
 import dev.compute.memory.internal.ThreadStripes;
 import java.util.List;
@@ -50,11 +58,11 @@ final class BudgetStripes<B> {
         holds.setRelease(stripe, HELD, 0);
     }
 
-    /** Under {@code stripe}'s hold: the budget's books on it, made on first use. */
+    /** Under {@code stripe}'s hold: the budget's books on it, made on first use (and its ancestors', which they lead up to). */
     static <B> BudgetCells<B> cells(BudgetAccount<B> account, int stripe) {
         BudgetCells<B> cells = account.cells[stripe];
         if (cells == null) {
-            cells = new BudgetCells<>();
+            cells = new BudgetCells<>(account.parent == null ? null : cells(account.parent, stripe));
             account.cells[stripe] = cells;
         }
         return cells;
@@ -73,15 +81,15 @@ final class BudgetStripes<B> {
         hold(stripe);
         try {
             BudgetCells<B> cells = account.cells[stripe];
-            if (cells == null || cells.room[l] < bytes || account.closed) {
+            if (cells == null || cells.books[ROOM + l] < bytes || account.closed) {
                 return null;
             }
             node = cells.reuse(l, bytes);
             if (node == null) {
                 node = new BudgetNode<>(account, l, bytes, stripe); // the first few only: then the spares of those whose memory came back
             }
-            cells.room[l] -= bytes;
-            lacking = count(account, stripe, l, bytes, 1);
+            cells.books[ROOM + l] -= bytes;
+            lacking = count(cells, account.keepMost[l], l, bytes, 1);
             cells.link(node);
             node.open = true;
         } finally {
@@ -103,11 +111,11 @@ final class BudgetStripes<B> {
         hold(stripe);
         try {
             BudgetCells<B> cells = account.cells[stripe];
-            if (cells == null || cells.room[l] < total || account.closed) {
+            if (cells == null || cells.books[ROOM + l] < total || account.closed) {
                 return null;
             }
-            cells.room[l] -= total;
-            lacking = count(account, stripe, l, total, bytes.length);
+            cells.books[ROOM + l] -= total;
+            lacking = count(cells, account.keepMost[l], l, total, bytes.length);
             for (BudgetNode<B> node : nodes) {
                 cells.link(node);
                 node.open = true;
@@ -138,7 +146,7 @@ final class BudgetStripes<B> {
                 return null;
             }
             BudgetCells<B> cells = cells(account, stripe);
-            lacking = count(account, stripe, l, total, bytes.length);
+            lacking = count(cells, account.keepMost[l], l, total, bytes.length);
             for (BudgetNode<B> node : nodes) {
                 cells.link(node);
                 node.open = true;
@@ -172,20 +180,22 @@ final class BudgetStripes<B> {
             if (!account.closed) { // a closed budget's nodes may still be waited on by its close: never taken again
                 cells.keep(node);
             }
-            for (BudgetAccount<B> x = account; x != null; x = x.parent) {
-                BudgetCells<B> at = x.cells[stripe];
-                at.used[l] -= node.bytes;
-                at.buffers--;
-                at.allocations -= failed ? 1 : 0;
-                at.peakRoom[l] += node.bytes;
-                at.peakRoom[BudgetCells.ALL] += node.bytes;
+            long bytes = node.bytes;
+            for (BudgetCells<B> at = cells; at != null; at = at.up) {
+                long[] books = at.books;
+                books[USED + l] -= bytes;
+                books[BUFFERS]--;
+                books[ALLOCATIONS] -= failed ? 1 : 0;
+                books[PEAK_ROOM + l] += bytes;
+                books[PEAK_ROOM + ALL] += bytes;
             }
             if (account.closed || ledger.wantsRoomBack()) {
-                return node.bytes;
+                return bytes;
             }
-            long room = cells.room[l] + node.bytes;
-            long back = Math.max(0, room - cells.keep[l]);
-            cells.room[l] = room - back;
+            long[] own = cells.books;
+            long room = own[ROOM + l] + bytes;
+            long back = Math.max(0, room - own[KEEP + l]);
+            own[ROOM + l] = room - back;
             return back;
         } finally {
             letGo(stripe);
@@ -193,28 +203,27 @@ final class BudgetStripes<B> {
     }
 
     /**
-     * Under {@code stripe}'s hold: counts {@code buffers} buffers of {@code bytes} in all at every level from
-     * {@code account} up, and raises what the room keeps. Returns the levels whose peak headroom was short, to collect
-     * once the stripe is let go.
+     * Under the stripe's hold: counts {@code buffers} buffers of {@code bytes} in all at every level from {@code own} (a
+     * budget's books on the stripe) up, and raises what the room keeps, to {@code keepMost} at most. Returns the levels
+     * whose peak headroom was short, to collect once the stripe is let go.
      */
-    private long count(BudgetAccount<B> account, int stripe, int l, long bytes, int buffers) {
-        BudgetCells<B> own = cells(account, stripe);
-        own.keep[l] = Math.min(Math.max(own.keep[l], Math.min(bytes, Long.MAX_VALUE / 2) * 2), account.keepMost[l]);
+    private static long count(BudgetCells<?> own, long keepMost, int l, long bytes, int buffers) {
+        own.books[KEEP + l] = Math.min(Math.max(own.books[KEEP + l], Math.min(bytes, Long.MAX_VALUE / 2) * 2), keepMost);
         long lacking = 0;
         int depth = 0;
-        for (BudgetAccount<B> x = account; x != null; x = x.parent, depth++) {
-            BudgetCells<B> at = cells(x, stripe);
-            at.used[l] += bytes;
-            at.buffers += buffers;
-            at.allocations += buffers;
+        for (BudgetCells<?> at = own; at != null; at = at.up, depth++) {
+            long[] books = at.books;
+            books[USED + l] += bytes;
+            books[BUFFERS] += buffers;
+            books[ALLOCATIONS] += buffers;
             int bit = Math.min(depth, DEPTH_BITS - 1) * PEAK_BITS;
-            if (depth < DEPTH_BITS - 1 && at.peakRoom[l] >= bytes) {
-                at.peakRoom[l] -= bytes;
+            if (depth < DEPTH_BITS - 1 && books[PEAK_ROOM + l] >= bytes) {
+                books[PEAK_ROOM + l] -= bytes;
             } else {
                 lacking |= 1L << bit;
             }
-            if (depth < DEPTH_BITS - 1 && at.peakRoom[BudgetCells.ALL] >= bytes) {
-                at.peakRoom[BudgetCells.ALL] -= bytes;
+            if (depth < DEPTH_BITS - 1 && books[PEAK_ROOM + ALL] >= bytes) {
+                books[PEAK_ROOM + ALL] -= bytes;
             } else {
                 lacking |= 1L << (bit + 1);
             }
@@ -236,7 +245,7 @@ final class BudgetStripes<B> {
                 collect(x, stripe, l, bytes);
             }
             if ((lacking & (1L << (bit + 1))) != 0) {
-                collect(x, stripe, BudgetCells.ALL, bytes);
+                collect(x, stripe, ALL, bytes);
             }
         }
     }
@@ -259,7 +268,7 @@ final class BudgetStripes<B> {
                 account.peaks[index] += bytes - collected;
             } else if (collected > bytes) {
                 hold(stripe);
-                cells(account, stripe).peakRoom[index] += collected - bytes;
+                cells(account, stripe).books[PEAK_ROOM + index] += collected - bytes;
                 letGo(stripe);
             }
         }
@@ -273,8 +282,8 @@ final class BudgetStripes<B> {
             if (cells == null) {
                 return 0;
             }
-            long taken = Math.clamp(cells.peakRoom[index], 0, most);
-            cells.peakRoom[index] -= taken;
+            long taken = Math.clamp(cells.books[PEAK_ROOM + index], 0, most);
+            cells.books[PEAK_ROOM + index] -= taken;
             return taken;
         } finally {
             letGo(stripe);
@@ -291,9 +300,9 @@ final class BudgetStripes<B> {
             BudgetCells<B> cells = account.cells[s];
             if (cells != null) {
                 for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
-                    taken[l] += cells.room[l];
-                    sum += cells.room[l];
-                    cells.room[l] = 0;
+                    taken[l] += cells.books[ROOM + l];
+                    sum += cells.books[ROOM + l];
+                    cells.books[ROOM + l] = 0;
                 }
             }
             letGo(s);
@@ -342,10 +351,10 @@ final class BudgetStripes<B> {
                     BudgetCells<B> cells = account.cells[s];
                     if (cells != null) {
                         for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
-                            used[l] += cells.used[l];
+                            used[l] += cells.books[USED + l];
                         }
-                        buffers += cells.buffers;
-                        allocations += cells.allocations;
+                        buffers += cells.books[BUFFERS];
+                        allocations += cells.books[ALLOCATIONS];
                     }
                 }
             } finally {
@@ -359,7 +368,7 @@ final class BudgetStripes<B> {
                 inAll += used[l];
                 peaks[l] = Math.max(peaks[l], used[l]); // a request between its count and its peak's collection
             }
-            peaks[BudgetCells.ALL] = Math.max(peaks[BudgetCells.ALL], inAll);
+            peaks[ALL] = Math.max(peaks[ALL], inAll);
             return new Figures(used, inAll, peaks, buffers, allocations);
         }
     }

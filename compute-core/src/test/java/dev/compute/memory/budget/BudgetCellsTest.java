@@ -9,7 +9,7 @@ import org.junit.jupiter.api.Test;
 class BudgetCellsTest {
 
     private final BudgetAccount<String> account = new BudgetAccount<>(null, BudgetSpec.of("tenant", 1 << 20));
-    private final BudgetCells<String> cells = new BudgetCells<>();
+    private final BudgetCells<String> cells = new BudgetCells<>(null);
 
     @Test
     void itsOpenBuffersUnlinkFromAnyPlaceInTheList() {
@@ -32,8 +32,8 @@ class BudgetCellsTest {
 
     @Test
     void itsBytesInAllAreThoseOfEveryLocation() {
-        cells.used[MemoryLocation.DEVICE.ordinal()] = 3;
-        cells.used[MemoryLocation.HOST.ordinal()] = 4;
+        cells.books[BudgetCells.USED + MemoryLocation.DEVICE.ordinal()] = 3;
+        cells.books[BudgetCells.USED + MemoryLocation.HOST.ordinal()] = 4;
 
         assertThat(cells.usedInAll()).isEqualTo(7);
     }
