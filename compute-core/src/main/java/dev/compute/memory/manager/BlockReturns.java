@@ -68,15 +68,22 @@ public final class BlockReturns {
             } else {
                 LocationChain chain = chains.of(location);
                 compactor.forget(chain, block);
-                // until the device work on it is done the memory is neither free nor a buffer's: the budget counts it,
-                // and the chain says it is held, until it may be lent again
-                chain.heldByDeviceWork(block, +1);
-                CompletableFuture<?> reusable = afterward(inFlight, () -> {
-                    chain.heldByDeviceWork(block, -1);
+                CompletableFuture<?> reusable = inFlight;
+                if (inFlight.isDone()) { // the common free: the budget lets go before the pool may lend the memory again
                     if (budgetCount != null) {
                         budgetRelease.accept(budgetCount);
                     }
-                });
+                } else {
+                    // until the device work on it is done the memory is neither free nor a buffer's: the budget counts
+                    // it, and the chain says it is held, until it may be lent again
+                    chain.heldByDeviceWork(block, +1);
+                    reusable = inFlight.whenComplete((result, workFailed) -> {
+                        chain.heldByDeviceWork(block, -1);
+                        if (budgetCount != null) {
+                            budgetRelease.accept(budgetCount);
+                        }
+                    });
+                }
                 failure = chain.deallocate(block, reusable, null);
                 waiters.released(location, reusable);
             }
@@ -96,15 +103,6 @@ public final class BlockReturns {
         } finally {
             gate.exitQuietly(stripe);
         }
-    }
-
-    /** {@code work} with {@code then} run once it is done: at once if it is, else as it completes, before what depends on the result. */
-    private static CompletableFuture<?> afterward(CompletableFuture<?> work, Runnable then) {
-        if (work.isDone()) {
-            then.run();
-            return work;
-        }
-        return work.whenComplete((result, failure) -> then.run());
     }
 
     /** Waits until the device work released blocks wait for is done, or {@code deadline} ({@link System#nanoTime()}). */
