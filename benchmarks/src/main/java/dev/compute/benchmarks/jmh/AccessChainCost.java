@@ -1,5 +1,7 @@
 package dev.compute.benchmarks.jmh;
 
+import static dev.compute.benchmarks.jmh.KernelLaunchCost.check;
+
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferAccess;
 import dev.compute.memory.DataType;
@@ -196,18 +198,6 @@ public class AccessChainCost {
         if (offset != 0) {
             throw new IllegalStateException("the benchmark's buffer starts a block: its handle is a sub-buffer at offset 0");
         }
-        check(CL.clSetKernelArg(kernel, 0, Sizeof.cl_mem, Pointer.to(memory)));
-        check(CL.clSetKernelArg(kernel, 1, Sizeof.cl_long, Pointer.to(new long[] {N})));
-        check(CL.clSetKernelArg(kernel, 2, Sizeof.cl_float, Pointer.to(new float[] {1.0f})));
-        cl_event done = new cl_event();
-        check(CL.clEnqueueNDRangeKernel(queue, kernel, 1, null, new long[] {N}, new long[] {256}, 0, null, done));
-        check(CL.clFlush(queue));
-        return done;
-    }
-
-    private static void check(int code) {
-        if (code != CL.CL_SUCCESS) {
-            throw new IllegalStateException(CL.stringFor_errorCode(code));
-        }
+        return KernelLaunchCost.rawLaunch(queue, kernel, memory);
     }
 }

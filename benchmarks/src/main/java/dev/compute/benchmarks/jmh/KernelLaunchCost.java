@@ -161,6 +161,11 @@ public class KernelLaunchCost {
     }
 
     private cl_event rawLaunch(cl_kernel k, cl_mem memory) {
+        return rawLaunch(queue, k, memory);
+    }
+
+    /** {@code x[i] *= 1} over {@link #N} floats of {@code memory}, launched on {@code queue} in raw JOCL and flushed: its event. */
+    static cl_event rawLaunch(cl_command_queue queue, cl_kernel k, cl_mem memory) {
         check(CL.clSetKernelArg(k, 0, Sizeof.cl_mem, Pointer.to(memory)));
         check(CL.clSetKernelArg(k, 1, Sizeof.cl_long, Pointer.to(new long[] {N})));
         check(CL.clSetKernelArg(k, 2, Sizeof.cl_float, Pointer.to(new float[] {1.0f})));
@@ -175,7 +180,7 @@ public class KernelLaunchCost {
         CL.clReleaseEvent(event);
     }
 
-    private static void check(int code) {
+    static void check(int code) {
         if (code != CL.CL_SUCCESS) {
             throw new IllegalStateException(CL.stringFor_errorCode(code));
         }
