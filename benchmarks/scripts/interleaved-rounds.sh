@@ -16,7 +16,8 @@ java=${JAVA_HOME:+$JAVA_HOME/bin/}java
 mkdir -p "$out"
 run() { # jar, csv
   LD_PRELOAD=${JAVA_HOME:+$JAVA_HOME/lib/libjsig.so} "$java" -Djmh.ignoreLock=true --enable-native-access=ALL-UNNAMED \
-    -jar "$1" jmh -f 1 -wi 2 -i 3 -w 1s -r 1s -rf csv -rff "$2" "${jmh_args[@]}" > "${2%.csv}.log" 2>&1
+    -jar "$1" jmh -f 1 -wi 2 -i 3 -w 1s -r 1s -rf csv -rff "$2" "${jmh_args[@]}" > "${2%.csv}.log" 2>&1 \
+    || { echo "JMH failed on $1 (JAVA_HOME must be a JDK 25); the end of ${2%.csv}.log:" >&2; tail -5 "${2%.csv}.log" >&2; exit 1; }
 }
 for r in $(seq 1 "$rounds"); do
   if (( r % 2 )); then order="before after"; else order="after before"; fi
