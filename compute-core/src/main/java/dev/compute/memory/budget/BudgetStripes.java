@@ -100,53 +100,54 @@ final class BudgetStripes<B> {
     }
 
     /** {@link #take} for the buffers of a batch, all from the room or none. */
-    @SuppressWarnings("unchecked") // an array of nodes of this ledger's handle
     BudgetNode<B> @Nullable [] takeAll(BudgetAccount<B> account, int l, long[] bytes, long total) {
         int stripe = ThreadStripes.ofCurrentThread();
-        BudgetNode<B>[] nodes = new BudgetNode[bytes.length];
-        for (int i = 0; i < bytes.length; i++) {
-            nodes[i] = new BudgetNode<>(account, l, bytes[i], stripe);
-        }
-        long lacking;
-        hold(stripe);
-        try {
-            BudgetCells<B> cells = account.cells[stripe];
-            if (cells == null || cells.books[ROOM + l] < total || account.closed) {
-                return null;
-            }
-            cells.books[ROOM + l] -= total;
-            lacking = count(cells, account.keepMost[l], l, total, bytes.length);
-            for (BudgetNode<B> node : nodes) {
-                cells.link(node);
-                node.open = true;
-            }
-        } finally {
-            letGo(stripe);
-        }
-        collectPeaks(account, stripe, l, total, lacking);
-        return nodes;
+        return countAll(account, stripe, l, nodes(account, stripe, l, bytes, null), total, From.ROOM);
     }
 
     /**
      * Counts buffers the ledger let in (their bytes counted against the limits already), each with its buffer. Null,
      * counting nothing, where the budget closed meanwhile: the caller gives the bytes back and closes the buffers.
      */
-    @SuppressWarnings("unchecked") // an array of nodes of this ledger's handle
     BudgetNode<B> @Nullable [] counted(BudgetAccount<B> account, int l, B[] buffers, long[] bytes, long total) {
         int stripe = ThreadStripes.ofCurrentThread();
+        return countAll(account, stripe, l, nodes(account, stripe, l, bytes, buffers), total, From.LEDGER);
+    }
+
+    /** Where the bytes of buffers being counted come from: the stripe's room, or the ledger, which counted them already. */
+    private enum From { ROOM, LEDGER }
+
+    @SuppressWarnings("unchecked") // an array of nodes of this ledger's handle
+    private BudgetNode<B>[] nodes(BudgetAccount<B> account, int stripe, int l, long[] bytes, B @Nullable [] buffers) {
         BudgetNode<B>[] nodes = new BudgetNode[bytes.length];
         for (int i = 0; i < bytes.length; i++) {
             nodes[i] = new BudgetNode<>(account, l, bytes[i], stripe);
-            nodes[i].buffer(buffers[i]);
+            if (buffers != null) {
+                nodes[i].buffer(buffers[i]);
+            }
         }
+        return nodes;
+    }
+
+    /** Counts {@code nodes} ({@code total} bytes) at every level and links them; null where the room is short or the budget closed. */
+    private BudgetNode<B> @Nullable [] countAll(BudgetAccount<B> account, int stripe, int l, BudgetNode<B>[] nodes, long total, From from) {
         long lacking;
         hold(stripe);
         try {
-            if (account.closed) {
-                return null;
+            BudgetCells<B> cells;
+            if (from == From.ROOM) {
+                cells = account.cells[stripe];
+                if (cells == null || cells.books[ROOM + l] < total || account.closed) {
+                    return null;
+                }
+                cells.books[ROOM + l] -= total;
+            } else {
+                if (account.closed) {
+                    return null;
+                }
+                cells = cells(account, stripe);
             }
-            BudgetCells<B> cells = cells(account, stripe);
-            lacking = count(cells, account.keepMost[l], l, total, bytes.length);
+            lacking = count(cells, account.keepMost[l], l, total, nodes.length);
             for (BudgetNode<B> node : nodes) {
                 cells.link(node);
                 node.open = true;

@@ -99,7 +99,7 @@ final class BudgetWaiters<B> {
             ledger.lock().unlock();
         }
         // the JDK's delayer fires the timer, and cancels its task once the request ends otherwise; the timeout runs here
-        CompletableFuture<Void> timer = new CompletableFuture<Void>().orTimeout(saturatedNanos(timeout), TimeUnit.NANOSECONDS);
+        CompletableFuture<Void> timer = new CompletableFuture<Void>().orTimeout(TimeUnit.NANOSECONDS.convert(timeout), TimeUnit.NANOSECONDS);
         timer.whenCompleteAsync((done, expired) -> {
             if (expired != null) {
                 timeOut(waiter);
@@ -246,13 +246,5 @@ final class BudgetWaiters<B> {
                 + last.getMessage());
         failure.initCause(last);
         return failure;
-    }
-
-    private static long saturatedNanos(Duration timeout) {
-        try {
-            return timeout.toNanos();
-        } catch (ArithmeticException e) {
-            return Long.MAX_VALUE;
-        }
     }
 }

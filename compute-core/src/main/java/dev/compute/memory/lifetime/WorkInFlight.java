@@ -52,16 +52,21 @@ final class WorkInFlight {
     /** Every piece as one future. */
     CompletableFuture<?> all() {
         prune();
+        return joined();
+    }
+
+    /** Every piece as one future, or null when all are done: what a host read, move or free waits for. */
+    @Nullable CompletableFuture<?> pending() {
+        prune();
+        return pieces.isEmpty() ? null : joined();
+    }
+
+    private CompletableFuture<?> joined() {
         return switch (pieces.size()) {
             case 0 -> BufferCore.DONE;
             case 1 -> pieces.getFirst();
             default -> CompletableFuture.allOf(pieces.toArray(CompletableFuture[]::new));
         };
-    }
-
-    /** Every piece as one future, or null when all are done: what a host read, move or free waits for. */
-    @Nullable CompletableFuture<?> pending() {
-        return isDone() ? null : all();
     }
 
     /**

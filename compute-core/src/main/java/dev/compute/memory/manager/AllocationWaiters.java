@@ -157,7 +157,7 @@ public final class AllocationWaiters<B> {
         queue.add(waiter);
         waiter.future.whenComplete((buffer, failure) -> left(queue, waiter));
         try {
-            waiter.timer = timer().schedule(() -> timeOut(queue, waiter), saturatedNanos(timeout), TimeUnit.NANOSECONDS);
+            waiter.timer = timer().schedule(() -> timeOut(queue, waiter), TimeUnit.NANOSECONDS.convert(timeout), TimeUnit.NANOSECONDS);
         } catch (RejectedExecutionException e) {
             if (waiter.settle()) {
                 waiter.future.completeExceptionally(closedWhileWaiting()); // closed as it joined
@@ -333,14 +333,6 @@ public final class AllocationWaiters<B> {
                 + (own ? "" : ", behind earlier requests, which are served first") + "; the last attempt: " + last.getMessage());
         failure.initCause(last);
         return failure;
-    }
-
-    private static long saturatedNanos(Duration timeout) {
-        try {
-            return timeout.toNanos();
-        } catch (ArithmeticException e) {
-            return Long.MAX_VALUE;
-        }
     }
 
     private synchronized ScheduledThreadPoolExecutor timer() {
