@@ -1,7 +1,6 @@
 package dev.compute.memory.budget;
 
 import dev.compute.memory.BudgetExceededException;
-import dev.compute.memory.BudgetReservationException;
 import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.DeviceOutOfMemoryException;
@@ -11,7 +10,6 @@ import dev.compute.memory.budget.BudgetLimits.Pending;
 import dev.compute.memory.budget.BudgetLimits.Refusal;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
@@ -24,8 +22,9 @@ import org.jspecify.annotations.Nullable;
  * The books of a manager's budgets: every budget's limits and reservation ({@link BudgetAccount}) and, per location,
  * what the root budgets occupy against the location's cap, under one lock, so that a request is checked against its
  * budget, every budget above it and the cap in one step; and, per thread stripe ({@link BudgetStripes}), each budget's
- * figures, open buffers and the room it keeps for its next requests. Nothing under the lock calls out: no pool, no
- * buffer, no user code.
+ * figures, open buffers and the room it keeps for its next requests. The budgets' tree, their opening and closing, and
+ * the walk that takes back the room kept under a limit are {@link BudgetTree}'s, under the same lock. Nothing under the
+ * lock calls out: no pool, no buffer, no user code.
  *
  * <p><b>A request.</b> One that fits in the room its stripe keeps for its budget is let in there, without the lock
  * ({@link #take}): those bytes are counted against every limit already. Else {@link #claim} counts its bytes as under
@@ -58,16 +57,15 @@ public final class BudgetLedger<B> {
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition requestsSettled = lock.newCondition();
     private final BudgetLimits<B> limits;
-    private final List<BudgetAccount<B>> roots = new ArrayList<>();
     /** Threads with a claim under way, which must not wait for their own. */
     private final List<Thread> requesting = new ArrayList<>();
     private final BudgetStripes<B> stripes = new BudgetStripes<>(this);
     private final BudgetWaiters<B> waiters = new BudgetWaiters<>(this);
+    private final BudgetTree<B> tree;
     private final long settleWaitNanos;
     /** Claims waiting for requests under way, and requests queued for room: while any, freed bytes come back here. */
     private volatile int awaitingSettle;
     private volatile int queuedRequests;
-    private boolean managerClosed;
     /** The manager freed its pools: every count went with them, and nothing under way counts any more. */
     private volatile boolean countsForgotten;
 
@@ -79,6 +77,7 @@ public final class BudgetLedger<B> {
     public BudgetLedger(Map<MemoryLocation, Long> caps, Map<MemoryLocation, String> capProperties, Duration settleWait) {
         this.limits = new BudgetLimits<>(caps, capProperties);
         this.settleWaitNanos = settleWait.toNanos();
+        this.tree = new BudgetTree<>(this, limits, stripes, waiters);
     }
 
     // ---- budgets ----------------------------------------------------------------------------------------------------
@@ -89,79 +88,17 @@ public final class BudgetLedger<B> {
      * pass a limit above it or the cap (after taking back the room kept under them): then nothing is counted.
      */
     public BudgetAccount<B> open(@Nullable BudgetAccount<B> parent, BudgetSpec spec) {
-        lock.lock();
-        try {
-            if (managerClosed) {
-                throw new IllegalStateException("this UnifiedMemoryManager is closed");
-            }
-            if (parent != null && parent.closed) {
-                throw new IllegalStateException("memory budget '" + parent.path + "' is closed: no budget can be made under it");
-            }
-            BudgetAccount<B> account = new BudgetAccount<>(parent, spec);
-            long[] reserving = account.reserved.clone();
-            Arrays.fill(account.reserved, 0); // counted location by location below, each checked against what the others took
-            for (MemoryLocation location : MemoryLocation.values()) {
-                int l = location.ordinal();
-                if (reserving[l] == 0) {
-                    continue;
-                }
-                if (limits.cap(l) < 0) {
-                    limits.giveBackReservations(account);
-                    throw new IllegalArgumentException("memory budget '" + account.path + "' cannot reserve " + location
-                            + " memory: this manager has none");
-                }
-                Refusal refusal = limits.refusal(parent, l, reserving[l], Pending.COUNTED);
-                if (refusal != null && takeRoomBack(refusal)) {
-                    refusal = limits.refusal(parent, l, reserving[l], Pending.COUNTED);
-                }
-                if (refusal == null && reserving[l] > limits.cap(l)) { // the walk leaves a request above the cap to the pool; a reservation is ours
-                    refusal = new Refusal(null, true);
-                }
-                if (refusal != null) {
-                    limits.giveBackReservations(account);
-                    throw new BudgetReservationException(location, reserving[l], "memory budget '" + account.path + "' cannot reserve "
-                            + reserving[l] + " bytes of " + location + ": " + (refusal.budget() != null ? "it " : "")
-                            + BudgetRefusals.why(refusal, this, l, reserving[l]));
-                }
-                account.reserved[l] = reserving[l];
-                limits.reserve(account, l, reserving[l]);
-            }
-            (parent == null ? roots : parent.children).add(account);
-            return account;
-        } finally {
-            lock.unlock();
-        }
+        return tree.open(parent, spec);
     }
 
     /** The handles of the root budgets still open, in the order they were made. */
     public List<Object> roots() {
-        lock.lock();
-        try {
-            return handles(roots);
-        } finally {
-            lock.unlock();
-        }
+        return tree.roots();
     }
 
     /** The handles of {@code account}'s children still open, in the order they were made. */
     public List<Object> children(BudgetAccount<B> account) {
-        lock.lock();
-        try {
-            return handles(account.children);
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    private List<Object> handles(List<BudgetAccount<B>> accounts) {
-        List<Object> handles = new ArrayList<>(accounts.size());
-        for (BudgetAccount<B> account : accounts) {
-            Object handle = account.handle();
-            if (handle != null) {
-                handles.add(handle);
-            }
-        }
-        return handles;
+        return tree.children(account);
     }
 
     public boolean isClosed(BudgetAccount<B> account) {
@@ -219,7 +156,7 @@ public final class BudgetLedger<B> {
                     requesting.add(self);
                     return;
                 }
-                if (takeRoomBack(refusal)) {
+                if (tree.takeRoomBack(refusal)) {
                     continue;
                 }
                 if (!waited) {
@@ -357,7 +294,6 @@ public final class BudgetLedger<B> {
         waiters.dispatch(admitted);
     }
 
-
     // ---- closing ----------------------------------------------------------------------------------------------------
 
     /**
@@ -367,45 +303,7 @@ public final class BudgetLedger<B> {
      * for a view; some still under way in the pool). Closing twice returns nothing.
      */
     public List<Open<B>> close(BudgetAccount<B> account) {
-        List<Open<B>> open = new ArrayList<>();
-        List<BudgetWaiters.Waiter> failed = new ArrayList<>();
-        List<BudgetWaiters.Waiter> admitted;
-        lock.lock();
-        try {
-            if (account.closed) {
-                return open;
-            }
-            closeTree(account, open, failed, new ArrayList<>());
-            (account.parent == null ? roots : account.parent.children).remove(account);
-            admitted = roomFreed();
-        } finally {
-            lock.unlock();
-        }
-        waiters.failClosed(failed);
-        waiters.dispatch(admitted);
-        return open;
-    }
-
-    /** Under the lock: the children first, so that each reservation given back reaches the parent before it gives back its own. */
-    private void closeTree(BudgetAccount<B> account, List<Open<B>> open, List<BudgetWaiters.Waiter> failed, List<BudgetAccount<B>> closed) {
-        for (BudgetAccount<B> child : account.children) {
-            closeTree(child, open, failed, closed);
-        }
-        closed.add(account);
-        account.children.clear();
-        account.closed = true; // before the stripes are read: a request let in on one after this sees it
-        for (BudgetEntry<B> entry = account.firstMapped; entry != null; entry = entry.next) {
-            open.add(new Open<>(account.path, entry.bytes, true, entry.buffer, null));
-        }
-        List<BudgetNode<B>> nodes = new ArrayList<>();
-        stripes.openBuffers(account, nodes);
-        for (BudgetNode<B> node : nodes) {
-            B buffer = node.buffer();
-            open.add(new Open<>(account.path, node.bytes, false, buffer, buffer == null ? node : null));
-        }
-        takeRoomOf(account);
-        limits.giveBackReservations(account);
-        waiters.withdrawAll(account, failed);
+        return tree.close(account);
     }
 
     /**
@@ -414,43 +312,7 @@ public final class BudgetLedger<B> {
      * what the buffers held stays counted.
      */
     public void managerClosed(boolean memoryBack) {
-        List<BudgetWaiters.Waiter> failed = new ArrayList<>();
-        lock.lock();
-        try {
-            managerClosed = true;
-            List<BudgetAccount<B>> closed = new ArrayList<>();
-            for (BudgetAccount<B> root : roots) {
-                closeTree(root, new ArrayList<>(), failed, closed);
-            }
-            if (memoryBack) {
-                countsForgotten = true; // before the stripes are cleared: a release holding one after this counts nothing
-                for (BudgetAccount<B> account : closed) {
-                    forget(account);
-                }
-                limits.forget();
-            }
-            roots.clear();
-            if (awaitingSettle > 0) {
-                requestsSettled.signalAll();
-            }
-        } finally {
-            lock.unlock();
-        }
-        waiters.failClosed(failed);
-    }
-
-    /** Under the lock: a budget whose memory went back with the manager's counts nothing, nor does any budget under it. */
-    private void forget(BudgetAccount<B> account) {
-        stripes.forget(account);
-        Arrays.fill(account.direct, 0);
-        Arrays.fill(account.content, 0);
-        Arrays.fill(account.pending, 0);
-        account.mappedFiles = 0;
-        account.mappedBytes = 0;
-        for (BudgetEntry<B> entry = account.firstMapped; entry != null; entry = entry.next) {
-            entry.open = false;
-        }
-        account.firstMapped = null;
+        tree.managerClosed(memoryBack);
     }
 
     // ---- figures ----------------------------------------------------------------------------------------------------
@@ -481,43 +343,7 @@ public final class BudgetLedger<B> {
         return stripes.figures((BudgetAccount<B>) account);
     }
 
-    // ---- the walk (under the lock) ------------------------------------------------------------------------------------
-
-    /**
-     * Takes back the room the stripes keep in the budgets under the limit that refused (every budget, for the cap):
-     * true where there was any, so that the request is checked again.
-     */
-    @SuppressWarnings("unchecked") // a refusal names one of this ledger's accounts
-    boolean takeRoomBack(Refusal refusal) {
-        boolean any = false;
-        if (refusal.budget() != null) {
-            any = takeRoomUnder((BudgetAccount<B>) refusal.budget());
-        } else {
-            for (BudgetAccount<B> root : roots) {
-                any |= takeRoomUnder(root);
-            }
-        }
-        return any;
-    }
-
-    private boolean takeRoomUnder(BudgetAccount<B> account) {
-        boolean any = takeRoomOf(account);
-        for (BudgetAccount<B> child : account.children) {
-            any |= takeRoomUnder(child);
-        }
-        return any;
-    }
-
-    private boolean takeRoomOf(BudgetAccount<B> account) {
-        long[] taken = new long[BudgetAccount.LOCATIONS];
-        if (stripes.takeRoom(account, taken) == 0) {
-            return false;
-        }
-        for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
-            uncount(account, l, taken[l]);
-        }
-        return true;
-    }
+    // ---- under the lock ---------------------------------------------------------------------------------------------
 
     /** A claim's bytes are under way no more (counted as a buffer's next, or given back). */
     private void settled(BudgetAccount<B> account, int l, long bytes, Claimant claimant) {
@@ -534,7 +360,7 @@ public final class BudgetLedger<B> {
     }
 
     /** Bytes let in through {@code account} count no more, from it up to the cap. */
-    private void uncount(BudgetAccount<B> account, int l, long bytes) {
+    void uncount(BudgetAccount<B> account, int l, long bytes) {
         if (!countsForgotten && bytes != 0) {
             limits.uncount(account, l, bytes);
         }
@@ -547,10 +373,8 @@ public final class BudgetLedger<B> {
     }
 
     /** Under the lock, where memory was given back: waiters that fit now, to be dispatched once it is let go; signals claims. */
-    private List<BudgetWaiters.Waiter> roomFreed() {
-        if (awaitingSettle > 0) {
-            requestsSettled.signalAll();
-        }
+    List<BudgetWaiters.Waiter> roomFreed() {
+        signalClaims();
         return waiters.serve();
     }
 
@@ -589,7 +413,19 @@ public final class BudgetLedger<B> {
         return limits;
     }
 
-    List<BudgetAccount<B>> rootAccounts() {
-        return roots;
+    BudgetTree<B> tree() {
+        return tree;
+    }
+
+    /** The manager freed its pools: from now on nothing counts, and nothing under way does any more. */
+    void forgetCounts() {
+        countsForgotten = true;
+    }
+
+    /** Wakes the claims waiting for requests under way. */
+    void signalClaims() {
+        if (awaitingSettle > 0) {
+            requestsSettled.signalAll();
+        }
     }
 }

@@ -59,7 +59,7 @@ final class BudgetRefusals {
         MemoryLocation location = MemoryLocation.values()[l];
         List<String> reserving = new ArrayList<>();
         long unused = 0;
-        for (BudgetAccount<?> root : ledger.rootAccounts()) {
+        for (BudgetAccount<?> root : ledger.tree().rootAccounts()) {
             if (root.reserved[l] > 0) {
                 unused += Math.max(0, root.reserved[l] - root.content[l]);
                 if (reserving.size() < NAMED) {

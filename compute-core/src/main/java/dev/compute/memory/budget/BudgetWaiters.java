@@ -81,7 +81,7 @@ final class BudgetWaiters<B> {
             }
             ArrayDeque<Waiter> queue = queues.get(account);
             BudgetLimits.Refusal refusal = queue == null ? ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED) : null;
-            if (refusal != null && ledger.takeRoomBack(refusal)) {
+            if (refusal != null && ledger.tree().takeRoomBack(refusal)) {
                 refusal = ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED);
             }
             if (queue == null && refusal == null) {
@@ -127,7 +127,7 @@ final class BudgetWaiters<B> {
             for (Waiter head; (head = queue.peekFirst()) != null; ) {
                 int l = head.location.ordinal();
                 BudgetLimits.Refusal refusal = ledger.limits().refusal(account, l, head.bytes, BudgetLimits.Pending.COUNTED);
-                if (refusal != null && ledger.takeRoomBack(refusal)) {
+                if (refusal != null && ledger.tree().takeRoomBack(refusal)) {
                     refusal = ledger.limits().refusal(account, l, head.bytes, BudgetLimits.Pending.COUNTED);
                 }
                 if (refusal != null) {

@@ -1,0 +1,247 @@
+package dev.compute.memory.budget;
+
+import dev.compute.memory.BudgetReservationException;
+import dev.compute.memory.BudgetSpec;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.budget.BudgetLimits.Pending;
+import dev.compute.memory.budget.BudgetLimits.Refusal;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.locks.ReentrantLock;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The tree of a ledger's budgets: the roots still open and their children, a budget's opening (its reservation checked
+ * against every limit above it and the cap) and closing (its whole subtree, the deepest first, each one's room and
+ * reservation given back), the manager's close, and the walk that takes back the room the stripes keep under a limit
+ * that refused a request. Under the ledger's lock throughout, as the ledger's counts are.
+ */
+final class BudgetTree<B> {
+
+    private final BudgetLedger<B> ledger;
+    private final ReentrantLock lock;
+    private final BudgetLimits<B> limits;
+    private final BudgetStripes<B> stripes;
+    private final BudgetWaiters<B> waiters;
+    private final List<BudgetAccount<B>> roots = new ArrayList<>();
+    private boolean managerClosed;
+
+    BudgetTree(BudgetLedger<B> ledger, BudgetLimits<B> limits, BudgetStripes<B> stripes, BudgetWaiters<B> waiters) {
+        this.ledger = ledger;
+        this.lock = ledger.lock();
+        this.limits = limits;
+        this.stripes = stripes;
+        this.waiters = waiters;
+    }
+
+    /** See {@link BudgetLedger#open}. */
+    BudgetAccount<B> open(@Nullable BudgetAccount<B> parent, BudgetSpec spec) {
+        lock.lock();
+        try {
+            if (managerClosed) {
+                throw new IllegalStateException("this UnifiedMemoryManager is closed");
+            }
+            if (parent != null && parent.closed) {
+                throw new IllegalStateException("memory budget '" + parent.path + "' is closed: no budget can be made under it");
+            }
+            BudgetAccount<B> account = new BudgetAccount<>(parent, spec);
+            long[] reserving = account.reserved.clone();
+            Arrays.fill(account.reserved, 0); // counted location by location below, each checked against what the others took
+            for (MemoryLocation location : MemoryLocation.values()) {
+                int l = location.ordinal();
+                if (reserving[l] != 0) {
+                    reserve(parent, account, location, reserving[l]);
+                }
+            }
+            (parent == null ? roots : parent.children).add(account);
+            return account;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Under the lock: {@code bytes} of {@code location} reserved for {@code account}, or every reservation it made given back and a refusal thrown. */
+    private void reserve(@Nullable BudgetAccount<B> parent, BudgetAccount<B> account, MemoryLocation location, long bytes) {
+        int l = location.ordinal();
+        if (limits.cap(l) < 0) {
+            limits.giveBackReservations(account);
+            throw new IllegalArgumentException("memory budget '" + account.path + "' cannot reserve " + location
+                    + " memory: this manager has none");
+        }
+        Refusal refusal = limits.refusal(parent, l, bytes, Pending.COUNTED);
+        if (refusal != null && takeRoomBack(refusal)) {
+            refusal = limits.refusal(parent, l, bytes, Pending.COUNTED);
+        }
+        if (refusal == null && bytes > limits.cap(l)) { // the walk leaves a request above the cap to the pool; a reservation is ours
+            refusal = new Refusal(null, true);
+        }
+        if (refusal != null) {
+            limits.giveBackReservations(account);
+            throw new BudgetReservationException(location, bytes, "memory budget '" + account.path + "' cannot reserve "
+                    + bytes + " bytes of " + location + ": " + (refusal.budget() != null ? "it " : "")
+                    + BudgetRefusals.why(refusal, ledger, l, bytes));
+        }
+        account.reserved[l] = bytes;
+        limits.reserve(account, l, bytes);
+    }
+
+    /** The handles of the root budgets still open, in the order they were made. */
+    List<Object> roots() {
+        lock.lock();
+        try {
+            return handles(roots);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The handles of {@code account}'s children still open, in the order they were made. */
+    List<Object> children(BudgetAccount<B> account) {
+        lock.lock();
+        try {
+            return handles(account.children);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private List<Object> handles(List<BudgetAccount<B>> accounts) {
+        List<Object> handles = new ArrayList<>(accounts.size());
+        for (BudgetAccount<B> account : accounts) {
+            Object handle = account.handle();
+            if (handle != null) {
+                handles.add(handle);
+            }
+        }
+        return handles;
+    }
+
+    /** Under the lock: the root budgets still open, for a refusal's message. */
+    List<BudgetAccount<B>> rootAccounts() {
+        return roots;
+    }
+
+    // ---- closing ----------------------------------------------------------------------------------------------------
+
+    /** See {@link BudgetLedger#close}. */
+    List<BudgetLedger.Open<B>> close(BudgetAccount<B> account) {
+        List<BudgetLedger.Open<B>> open = new ArrayList<>();
+        List<BudgetWaiters.Waiter> failed = new ArrayList<>();
+        List<BudgetWaiters.Waiter> admitted;
+        lock.lock();
+        try {
+            if (account.closed) {
+                return open;
+            }
+            closeTree(account, open, failed, new ArrayList<>());
+            (account.parent == null ? roots : account.parent.children).remove(account);
+            admitted = ledger.roomFreed();
+        } finally {
+            lock.unlock();
+        }
+        waiters.failClosed(failed);
+        waiters.dispatch(admitted);
+        return open;
+    }
+
+    /** Under the lock: the children first, so that each reservation given back reaches the parent before it gives back its own. */
+    private void closeTree(BudgetAccount<B> account, List<BudgetLedger.Open<B>> open, List<BudgetWaiters.Waiter> failed,
+                           List<BudgetAccount<B>> closed) {
+        for (BudgetAccount<B> child : account.children) {
+            closeTree(child, open, failed, closed);
+        }
+        closed.add(account);
+        account.children.clear();
+        account.closed = true; // before the stripes are read: a request let in on one after this sees it
+        for (BudgetEntry<B> entry = account.firstMapped; entry != null; entry = entry.next) {
+            open.add(new BudgetLedger.Open<>(account.path, entry.bytes, true, entry.buffer, null));
+        }
+        List<BudgetNode<B>> nodes = new ArrayList<>();
+        stripes.openBuffers(account, nodes);
+        for (BudgetNode<B> node : nodes) {
+            B buffer = node.buffer();
+            open.add(new BudgetLedger.Open<>(account.path, node.bytes, false, buffer, buffer == null ? node : null));
+        }
+        takeRoomOf(account);
+        limits.giveBackReservations(account);
+        waiters.withdrawAll(account, failed);
+    }
+
+    /** See {@link BudgetLedger#managerClosed}. */
+    void managerClosed(boolean memoryBack) {
+        List<BudgetWaiters.Waiter> failed = new ArrayList<>();
+        lock.lock();
+        try {
+            managerClosed = true;
+            List<BudgetAccount<B>> closed = new ArrayList<>();
+            for (BudgetAccount<B> root : roots) {
+                closeTree(root, new ArrayList<>(), failed, closed);
+            }
+            if (memoryBack) {
+                ledger.forgetCounts(); // before the stripes are cleared: a release holding one after this counts nothing
+                for (BudgetAccount<B> account : closed) {
+                    forget(account);
+                }
+                limits.forget();
+            }
+            roots.clear();
+            ledger.signalClaims();
+        } finally {
+            lock.unlock();
+        }
+        waiters.failClosed(failed);
+    }
+
+    /** Under the lock: a budget whose memory went back with the manager's counts nothing, nor does any budget under it. */
+    private void forget(BudgetAccount<B> account) {
+        stripes.forget(account);
+        Arrays.fill(account.direct, 0);
+        Arrays.fill(account.content, 0);
+        Arrays.fill(account.pending, 0);
+        account.mappedFiles = 0;
+        account.mappedBytes = 0;
+        for (BudgetEntry<B> entry = account.firstMapped; entry != null; entry = entry.next) {
+            entry.open = false;
+        }
+        account.firstMapped = null;
+    }
+
+    // ---- the walk (under the lock) ------------------------------------------------------------------------------------
+
+    /**
+     * Takes back the room the stripes keep in the budgets under the limit that refused (every budget, for the cap):
+     * true where there was any, so that the request is checked again.
+     */
+    @SuppressWarnings("unchecked") // a refusal names one of this ledger's accounts
+    boolean takeRoomBack(Refusal refusal) {
+        boolean any = false;
+        if (refusal.budget() != null) {
+            any = takeRoomUnder((BudgetAccount<B>) refusal.budget());
+        } else {
+            for (BudgetAccount<B> root : roots) {
+                any |= takeRoomUnder(root);
+            }
+        }
+        return any;
+    }
+
+    private boolean takeRoomUnder(BudgetAccount<B> account) {
+        boolean any = takeRoomOf(account);
+        for (BudgetAccount<B> child : account.children) {
+            any |= takeRoomUnder(child);
+        }
+        return any;
+    }
+
+    private boolean takeRoomOf(BudgetAccount<B> account) {
+        long[] taken = new long[BudgetAccount.LOCATIONS];
+        if (stripes.takeRoom(account, taken) == 0) {
+            return false;
+        }
+        for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
+            ledger.uncount(account, l, taken[l]);
+        }
+        return true;
+    }
+}
