@@ -142,7 +142,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     private UnifiedBuffer newBuffer(LocationChain chain, MemoryLocation location, DataType type, long bytes, Block block,
                                     @Nullable Object budgetCount) {
-        BufferCore core = BufferCore.of(buffers, location, type, bytes, block, budgetCount);
+        BufferCore core = BufferCore.of(buffers, location, chain.hostAccessible(), type, bytes, block, budgetCount);
         UnifiedBuffer buffer = new UnifiedBuffer(this, core);
         compactor.entered(chain, block, core);
         leakDetector.track(buffer, core);

@@ -25,6 +25,9 @@ import org.jspecify.annotations.Nullable;
 public final class BufferCore {
 
     static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
+    /** For {@link #after}: all device work in flight on the memory, or only what the thread's queue is not ordered after. */
+    static final Function<WorkInFlight, @Nullable CompletableFuture<?>> ALL_WORK = WorkInFlight::pending;
+    static final Function<WorkInFlight, @Nullable CompletableFuture<?>> UNORDERED_WORK = WorkInFlight::unordered;
     /** In {@link #lifecycle}: close() was called. */
     private static final int CLOSED = 1;
     /** In {@link #lifecycle}: one op or copy under way holds the memory (the count is kept above the flag). */
@@ -34,6 +37,8 @@ public final class BufferCore {
     final MemoryLocation location;
     final DataType dataType;
     final long byteSize;
+    /** Whether the host addresses this memory itself (no mirror); fixed by its location and backend, so asked once. */
+    private final boolean hostAccessible;
     private final @Nullable SliceOf slice;
     /** The file range this buffer's memory maps, for a buffer from {@code mapFile} and its slices; else null. */
     final @Nullable FileRange mappedFrom;
@@ -55,10 +60,11 @@ public final class BufferCore {
     /** What a budget counts this root by, handed back with its memory; guarded by its monitor. */
     private @Nullable Object budgetCount;
 
-    private BufferCore(BufferHost host, MemoryLocation location, DataType dataType, long byteSize, Block block,
-                       @Nullable FileRange mappedFrom, BufferState state) {
+    private BufferCore(BufferHost host, MemoryLocation location, boolean hostAccessible, DataType dataType, long byteSize,
+                       Block block, @Nullable FileRange mappedFrom, BufferState state) {
         this.host = host;
         this.location = location;
+        this.hostAccessible = hostAccessible;
         this.dataType = dataType;
         this.byteSize = byteSize;
         this.slice = null;
@@ -70,6 +76,7 @@ public final class BufferCore {
     private BufferCore(BufferCore cutFrom, long byteOffset, long byteSize) {
         this.host = cutFrom.host;
         this.location = cutFrom.location;
+        this.hostAccessible = cutFrom.hostAccessible;
         this.dataType = cutFrom.dataType;
         this.byteSize = byteSize;
         this.slice = SliceOf.cut(cutFrom, byteOffset);
@@ -79,13 +86,16 @@ public final class BufferCore {
 
     /** A buffer of pooled memory, over {@code block}. */
     public static BufferCore of(BufferHost host, MemoryLocation location, DataType dataType, long byteSize, Block block) {
-        return new BufferCore(host, location, dataType, byteSize, block, null, BufferState.UNINITIALIZED);
+        return of(host, location, host.hostAccessible(location), dataType, byteSize, block, null);
     }
 
-    /** {@link #of}, counted by a budget as {@code budgetCount} (null: no budget's), which its release hands back. */
-    public static BufferCore of(BufferHost host, MemoryLocation location, DataType dataType, long byteSize, Block block,
-                                @Nullable Object budgetCount) {
-        BufferCore core = new BufferCore(host, location, dataType, byteSize, block, null, BufferState.UNINITIALIZED);
+    /**
+     * {@link #of}, where the caller knows whether the location is host-accessible, counted by a budget as
+     * {@code budgetCount} (null: no budget's), which its release hands back.
+     */
+    public static BufferCore of(BufferHost host, MemoryLocation location, boolean hostAccessible, DataType dataType, long byteSize,
+                                Block block, @Nullable Object budgetCount) {
+        BufferCore core = new BufferCore(host, location, hostAccessible, dataType, byteSize, block, null, BufferState.UNINITIALIZED);
         core.budgetCount = budgetCount; // published with the core, as its block is
         return core;
     }
@@ -101,7 +111,8 @@ public final class BufferCore {
 
     /** A buffer over a mapped file: HOST memory whose one copy, the file's bytes, holds data from the start. */
     public static BufferCore mapped(BufferHost host, DataType dataType, Block mapping, FileRange range) {
-        return new BufferCore(host, MemoryLocation.HOST, dataType, mapping.size(), mapping, range, BufferState.SYNCHRONIZED);
+        return new BufferCore(host, MemoryLocation.HOST, host.hostAccessible(MemoryLocation.HOST), dataType, mapping.size(), mapping,
+                range, BufferState.SYNCHRONIZED);
     }
 
     // ---- identity -----------------------------------------------------------------------------------------------
@@ -140,7 +151,7 @@ public final class BufferCore {
     }
 
     public boolean isHostAccessible() {
-        return host.hostAccessible(location);
+        return hostAccessible;
     }
 
     public boolean belongsTo(BufferHost owner) {
@@ -202,10 +213,19 @@ public final class BufferCore {
      * here.
      */
     public <T> T call(@Nullable MemorySegment other, @Nullable BufferCore second, Supplier<T> body) {
+        return call(other, second, body, (buffer, supplier) -> supplier.get());
+    }
+
+    /**
+     * {@link #call(MemorySegment, BufferCore, Supplier)} for a body given this buffer and {@code argument}, for the hot
+     * paths (a view): a body that captures nothing allocates nothing, and one level less of calls leaves the JIT room
+     * to inline down to the segments a view makes, and so to make only the one it returns.
+     */
+    public <A, T> T call(@Nullable MemorySegment other, @Nullable BufferCore second, A argument, CallBody<A, T> body) {
         notice(Thread.currentThread());
         int call = host.enter(this);
         try {
-            T result = body.get();
+            T result = body.run(this, argument);
             FileRange.surfaceFaults(mappedFrom, second == null ? null : second.mappedFrom, other);
             return result;
         } catch (RuntimeException | InternalError failure) {
@@ -272,7 +292,7 @@ public final class BufferCore {
      * (which a thread blocked on them might be the one to complete). A closed buffer fails at once, without waiting.
      */
     <T> T whenIdle(Function<BufferCore, T> action) {
-        return after(WorkInFlight::pending, action);
+        return after(ALL_WORK, action, (buffer, root, function) -> function.apply(root));
     }
 
     /**
@@ -281,10 +301,15 @@ public final class BufferCore {
      * it does not know) is waited for on the host.
      */
     <T> T whenOrdered(Function<BufferCore, T> action) {
-        return after(WorkInFlight::unordered, action);
+        return after(UNORDERED_WORK, action, (buffer, root, function) -> function.apply(root));
     }
 
-    private <T> T after(Function<WorkInFlight, @Nullable CompletableFuture<?>> waitFor, Function<BufferCore, T> action) {
+    /**
+     * Runs {@code action} under the root's monitor, given this buffer, its root and {@code argument}, once the work
+     * {@code waitFor} picks ({@link #ALL_WORK} for {@link #whenIdle}, {@link #UNORDERED_WORK} for {@link #whenOrdered})
+     * is done: their form for the hot paths, whose actions capture nothing.
+     */
+    <A, T> T after(Function<WorkInFlight, @Nullable CompletableFuture<?>> waitFor, A argument, Locked<A, T> action) {
         BufferCore root = root();
         while (true) {
             CompletableFuture<?> work;
@@ -295,11 +320,23 @@ public final class BufferCore {
                     if (root.inFlight != null && root.inFlight.isDone()) {
                         root.inFlight = null;
                     }
-                    return action.apply(root);
+                    return action.apply(this, root, argument);
                 }
             }
             WorkInFlight.await(work, host.deviceWaitTimeout(), this);
         }
+    }
+
+    /** The body of a {@link #call}: given the buffer called and the call's argument. */
+    @FunctionalInterface
+    public interface CallBody<A, T> {
+        T run(BufferCore buffer, A argument);
+    }
+
+    /** An action under the root's monitor: given the buffer (a root or a slice), its root and an argument. */
+    @FunctionalInterface
+    interface Locked<A, T> {
+        T apply(BufferCore buffer, BufferCore root, A argument);
     }
 
     /** Every piece of device work in flight on the memory, as one future. Root only, under its monitor. */

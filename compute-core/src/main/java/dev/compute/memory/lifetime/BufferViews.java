@@ -37,14 +37,16 @@ public final class BufferViews {
      * one marks the host copy newer. Several views of one buffer on one thread share one scope.
      */
     public static MemorySegment view(BufferCore buffer, AccessMode mode) {
-        return buffer.call(null, null, () -> buffer.whenIdle(root -> {
-            MemorySegment host = Coherence.currentHostCopy(root, buffer.openBlock());
-            if (mode.writes()) {
-                root.state = Coherence.hostWritten(root);
-            }
-            MemorySegment view = viewScope(root, buffer.lineage()).bind(host.asSlice(buffer.byteOffset(), buffer.byteSize));
-            return mode.writes() ? view : view.asReadOnly();
-        }));
+        return buffer.call(null, null, mode, (called, viewMode) -> called.after(BufferCore.ALL_WORK, viewMode, BufferViews::viewWhenIdle));
+    }
+
+    private static MemorySegment viewWhenIdle(BufferCore buffer, BufferCore root, AccessMode mode) {
+        MemorySegment host = Coherence.currentHostCopy(root, Objects.requireNonNull(root.block)); // after() found it open, under this hold
+        if (mode.writes()) {
+            root.state = Coherence.hostWritten(root);
+        }
+        MemorySegment view = viewScope(root, buffer.lineage()).bind(host.asSlice(buffer.byteOffset(), buffer.byteSize));
+        return mode.writes() ? view : view.asReadOnly();
     }
 
     /**
