@@ -338,7 +338,7 @@ public final class UnifiedMemoryManagerBuilder {
         if (releaseThreshold != null) {
             notNegative("compute.memory.pooling.release-threshold", releaseThreshold);
         }
-        validateWarmup();
+        PoolWarmup.validate(warmup, poolingEnabled, pinningEnabled);
         switch (maxPoolSize) {
             case PoolSize.Bytes(long bytes) -> {
                 positive(MAX_POOL_SIZE, bytes);
@@ -387,32 +387,6 @@ public final class UnifiedMemoryManagerBuilder {
         }
     }
 
-    /** What a warm-up needs whatever the device: a pool, positive sizes and counts, a total that fits in a long. */
-    private void validateWarmup() {
-        if (!warmup.isEmpty() && !poolingEnabled) {
-            throw new InvalidSettingException("compute.memory.pooling.warmup", warmup,
-                    "no warm-up while compute.memory.pooling.enabled is false: without the pool nothing stays cached");
-        }
-        if (warmup.containsKey(MemoryLocation.PINNED) && !pinningEnabled) {
-            throw new InvalidSettingException(PoolWarmup.property(MemoryLocation.PINNED), warmup.get(MemoryLocation.PINNED),
-                    "no PINNED warm-up while compute.memory.pinning.enabled is false: the manager has no PINNED memory");
-        }
-        warmup.forEach((location, entries) -> {
-            long total = 0;
-            for (WarmupBlocks entry : entries) {
-                if (entry.sizeBytes() <= 0 || entry.count() <= 0) {
-                    throw new InvalidSettingException(PoolWarmup.property(location), entry,
-                            "blocks of a positive size and a count of 1 or more, such as size 4MB, count 16");
-                }
-                try {
-                    total = Math.addExact(total, entry.totalBytes());
-                } catch (ArithmeticException e) {
-                    throw new InvalidSettingException(PoolWarmup.property(location), entries, "a total of at most " + Long.MAX_VALUE + " bytes");
-                }
-            }
-        });
-    }
-
     /**
      * The cap in bytes on a device of {@code device}'s memory: as set, or the share of its total. Checks what depends
      * on the cap (the release threshold, the warm-up) and fails as {@link #build()} does.
@@ -445,28 +419,7 @@ public final class UnifiedMemoryManagerBuilder {
                     "at most " + MAX_POOL_SIZE + " (" + cap + " bytes" + (maxPoolSize instanceof PoolSize.Share ? ", " + maxPoolSize + " of the device" : "")
                     + "): a pool cannot keep more cache than it may reserve");
         }
-        long threshold = releaseThresholdUnder(cap);
-        warmup.forEach((location, entries) -> {
-            long total = warmupBytes(entries);
-            long locationCap = location == MemoryLocation.PINNED ? maxPinnedSize : cap;
-            if (total > locationCap) {
-                throw new InvalidSettingException(PoolWarmup.property(location), total + " bytes in all", "at most "
-                        + ManagerSettings.capPropertyOf(location) + " (" + locationCap + " bytes): the pool may not reserve more");
-            }
-            if (total > threshold) {
-                throw new InvalidSettingException(PoolWarmup.property(location), total + " bytes in all",
-                        "at most compute.memory.pooling.release-threshold (" + threshold + " bytes): a trim gives cached memory beyond it back, so"
-                        + " the rest of the warm-up would not stay; raise compute.memory.pooling.release-threshold or warm up less");
-            }
-        });
-    }
-
-    private static long warmupBytes(List<WarmupBlocks> entries) {
-        long total = 0;
-        for (WarmupBlocks entry : entries) {
-            total += entry.totalBytes();
-        }
-        return total;
+        PoolWarmup.checkAgainstCaps(warmup, cap, maxPinnedSize, releaseThresholdUnder(cap));
     }
 
     /** The settings as the manager runs with them, once the backend is open, the cap resolved and the default location chosen. */
@@ -487,11 +440,7 @@ public final class UnifiedMemoryManagerBuilder {
         if (releaseThreshold != null) {
             return releaseThreshold;
         }
-        long largestWarmup = 0;
-        for (List<WarmupBlocks> entries : warmup.values()) {
-            largestWarmup = Math.max(largestWarmup, warmupBytes(entries));
-        }
-        return Math.min(Math.max(DEFAULT_RELEASE_THRESHOLD, largestWarmup), cap);
+        return Math.min(Math.max(DEFAULT_RELEASE_THRESHOLD, PoolWarmup.largestTotal(warmup)), cap);
     }
 
     /** The staging buffer size set, or the default where that fits under max-pinned-size, else max-pinned-size. */

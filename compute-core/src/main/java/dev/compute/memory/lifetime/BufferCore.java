@@ -25,9 +25,6 @@ import org.jspecify.annotations.Nullable;
 public final class BufferCore {
 
     static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
-    /** For {@link #after}: all device work in flight on the memory, or only what the thread's queue is not ordered after. */
-    static final Function<WorkInFlight, @Nullable CompletableFuture<?>> ALL_WORK = WorkInFlight::pending;
-    static final Function<WorkInFlight, @Nullable CompletableFuture<?>> UNORDERED_WORK = WorkInFlight::unordered;
     /** In {@link #lifecycle}: close() was called. */
     private static final int CLOSED = 1;
     /** In {@link #lifecycle}: one op or copy under way holds the memory (the count is kept above the flag). */
@@ -292,7 +289,7 @@ public final class BufferCore {
      * (which a thread blocked on them might be the one to complete). A closed buffer fails at once, without waiting.
      */
     <T> T whenIdle(Function<BufferCore, T> action) {
-        return after(ALL_WORK, action, (buffer, root, function) -> function.apply(root));
+        return WorkInFlight.after(this, WorkInFlight.ALL, action, (buffer, root, function) -> function.apply(root));
     }
 
     /**
@@ -301,42 +298,13 @@ public final class BufferCore {
      * it does not know) is waited for on the host.
      */
     <T> T whenOrdered(Function<BufferCore, T> action) {
-        return after(UNORDERED_WORK, action, (buffer, root, function) -> function.apply(root));
-    }
-
-    /**
-     * Runs {@code action} under the root's monitor, given this buffer, its root and {@code argument}, once the work
-     * {@code waitFor} picks ({@link #ALL_WORK} for {@link #whenIdle}, {@link #UNORDERED_WORK} for {@link #whenOrdered})
-     * is done: their form for the hot paths, whose actions capture nothing.
-     */
-    <A, T> T after(Function<WorkInFlight, @Nullable CompletableFuture<?>> waitFor, A argument, Locked<A, T> action) {
-        BufferCore root = root();
-        while (true) {
-            CompletableFuture<?> work;
-            synchronized (root) {
-                openBlock();
-                work = root.inFlight == null ? null : waitFor.apply(root.inFlight);
-                if (work == null) {
-                    if (root.inFlight != null && root.inFlight.isDone()) {
-                        root.inFlight = null;
-                    }
-                    return action.apply(this, root, argument);
-                }
-            }
-            WorkInFlight.await(work, host.deviceWaitTimeout(), this);
-        }
+        return WorkInFlight.after(this, WorkInFlight.UNORDERED, action, (buffer, root, function) -> function.apply(root));
     }
 
     /** The body of a {@link #call}: given the buffer called and the call's argument. */
     @FunctionalInterface
     public interface CallBody<A, T> {
         T run(BufferCore buffer, A argument);
-    }
-
-    /** An action under the root's monitor: given the buffer (a root or a slice), its root and an argument. */
-    @FunctionalInterface
-    interface Locked<A, T> {
-        T apply(BufferCore buffer, BufferCore root, A argument);
     }
 
     /** Every piece of device work in flight on the memory, as one future. Root only, under its monitor. */

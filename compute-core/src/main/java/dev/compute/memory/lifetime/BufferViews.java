@@ -37,11 +37,11 @@ public final class BufferViews {
      * one marks the host copy newer. Several views of one buffer on one thread share one scope.
      */
     public static MemorySegment view(BufferCore buffer, AccessMode mode) {
-        return buffer.call(null, null, mode, (called, viewMode) -> called.after(BufferCore.ALL_WORK, viewMode, BufferViews::viewWhenIdle));
+        return buffer.call(null, null, mode, (called, viewMode) -> WorkInFlight.after(called, WorkInFlight.ALL, viewMode, BufferViews::viewWhenIdle));
     }
 
     private static MemorySegment viewWhenIdle(BufferCore buffer, BufferCore root, AccessMode mode) {
-        MemorySegment host = Coherence.currentHostCopy(root, Objects.requireNonNull(root.block)); // after() found it open, under this hold
+        MemorySegment host = Coherence.currentHostCopy(root, Objects.requireNonNull(root.block)); // WorkInFlight.after found it open, under this hold
         if (mode.writes()) {
             root.state = Coherence.hostWritten(root);
         }
@@ -80,14 +80,34 @@ public final class BufferViews {
         if (mode.writes()) {
             buffer.requireWritable("a " + mode + " host access", "; open a READ access to read it");
         }
-        return buffer.call(null, null, () -> buffer.whenIdle(root -> {
-            MemorySegment host = Coherence.currentHostCopy(root, buffer.openBlock());
-            if (mode.writes()) {
-                root.state = Coherence.hostWritten(root);
+        return buffer.call(null, null, HostAccess.of(mode, sharing),
+                (called, asked) -> WorkInFlight.after(called, WorkInFlight.ALL, asked, BufferViews::hostAccessWhenIdle));
+    }
+
+    /** What a host access asks for, one constant per mode and sharing: as a call's argument, it allocates nothing. */
+    private record HostAccess(AccessMode mode, Sharing sharing) {
+        private static final HostAccess[][] ALL = new HostAccess[AccessMode.values().length][Sharing.values().length];
+
+        static {
+            for (AccessMode mode : AccessMode.values()) {
+                for (Sharing sharing : Sharing.values()) {
+                    ALL[mode.ordinal()][sharing.ordinal()] = new HostAccess(mode, sharing);
+                }
             }
-            MemoryScope scope = root.host.scopes().open(MemoryScope.Kind.ACCESS, null, sharing, root.scopes());
-            return new Opened(scope, host.asSlice(buffer.byteOffset(), buffer.byteSize), 0, DeviceHandle.NONE);
-        }));
+        }
+
+        static HostAccess of(AccessMode mode, Sharing sharing) {
+            return ALL[mode.ordinal()][sharing.ordinal()];
+        }
+    }
+
+    private static Opened hostAccessWhenIdle(BufferCore buffer, BufferCore root, HostAccess asked) {
+        MemorySegment host = Coherence.currentHostCopy(root, Objects.requireNonNull(root.block)); // WorkInFlight.after found it open, under this hold
+        if (asked.mode.writes()) {
+            root.state = Coherence.hostWritten(root);
+        }
+        MemoryScope scope = root.host.scopes().open(MemoryScope.Kind.ACCESS, null, asked.sharing, root.scopes());
+        return new Opened(scope, host.asSlice(buffer.byteOffset(), buffer.byteSize), 0, DeviceHandle.NONE);
     }
 
     /**

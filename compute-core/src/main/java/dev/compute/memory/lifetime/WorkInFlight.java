@@ -11,6 +11,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -22,8 +23,43 @@ import org.jspecify.annotations.Nullable;
  */
 final class WorkInFlight {
 
+    /** For {@link #after}: a use waits for all the work in flight, or only for what its thread's queue cannot be ordered after. */
+    static final Function<WorkInFlight, @Nullable CompletableFuture<?>> ALL = WorkInFlight::pending;
+    static final Function<WorkInFlight, @Nullable CompletableFuture<?>> UNORDERED = WorkInFlight::unordered;
+
     private final ComputeBackend backend;
     private final List<CompletableFuture<?>> pieces = new ArrayList<>(2);
+
+    /** An action under the root's monitor: given the buffer (a root or a slice), its root and an argument. */
+    @FunctionalInterface
+    interface Locked<A, T> {
+        T apply(BufferCore buffer, BufferCore root, A argument);
+    }
+
+    /**
+     * Runs {@code action} under the root's monitor, given {@code buffer}, its root and {@code argument}, once the work
+     * {@code waitFor} picks is done ({@link #ALL} for {@link BufferCore#whenIdle}, {@link #UNORDERED} for
+     * {@link BufferCore#whenOrdered}); an action that captures nothing allocates nothing (the hot paths). The wait
+     * happens without the monitor ({@link #await}); a closed buffer fails at once.
+     */
+    static <A, T> T after(BufferCore buffer, Function<WorkInFlight, @Nullable CompletableFuture<?>> waitFor, A argument,
+                          Locked<A, T> action) {
+        BufferCore root = buffer.root();
+        while (true) {
+            CompletableFuture<?> work;
+            synchronized (root) {
+                buffer.openBlock();
+                work = root.inFlight == null ? null : waitFor.apply(root.inFlight);
+                if (work == null) {
+                    if (root.inFlight != null && root.inFlight.isDone()) {
+                        root.inFlight = null;
+                    }
+                    return action.apply(buffer, root, argument);
+                }
+            }
+            await(work, buffer.host.deviceWaitTimeout(), buffer);
+        }
+    }
 
     WorkInFlight(ComputeBackend backend) {
         this.backend = backend;

@@ -2,6 +2,7 @@ package dev.compute.memory.manager;
 
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.ManagerSettings;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.WarmupBlocks;
 import dev.compute.memory.internal.ManagerLog;
@@ -10,6 +11,7 @@ import dev.compute.memory.resource.pool.CachingPoolResource;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 
 /**
  * A location's warm-up at start ({@code compute.memory.pooling.warmup}), as RMM's initial pool size and Genesis's
@@ -29,6 +31,69 @@ public final class PoolWarmup {
     /** {@code compute.memory.pooling.warmup.<location>}, as messages name it. */
     public static String property(MemoryLocation location) {
         return "compute.memory.pooling.warmup." + location.name().toLowerCase(Locale.ROOT);
+    }
+
+    /** What a warm-up needs whatever the device: a pool, positive sizes and counts, a total that fits in a long. */
+    public static void validate(Map<MemoryLocation, List<WarmupBlocks>> warmup, boolean poolingEnabled, boolean pinningEnabled) {
+        if (!warmup.isEmpty() && !poolingEnabled) {
+            throw new InvalidSettingException("compute.memory.pooling.warmup", warmup,
+                    "no warm-up while compute.memory.pooling.enabled is false: without the pool nothing stays cached");
+        }
+        if (warmup.containsKey(MemoryLocation.PINNED) && !pinningEnabled) {
+            throw new InvalidSettingException(property(MemoryLocation.PINNED), warmup.get(MemoryLocation.PINNED),
+                    "no PINNED warm-up while compute.memory.pinning.enabled is false: the manager has no PINNED memory");
+        }
+        warmup.forEach((location, entries) -> {
+            long total = 0;
+            for (WarmupBlocks entry : entries) {
+                if (entry.sizeBytes() <= 0 || entry.count() <= 0) {
+                    throw new InvalidSettingException(property(location), entry,
+                            "blocks of a positive size and a count of 1 or more, such as size 4MB, count 16");
+                }
+                try {
+                    total = Math.addExact(total, entry.totalBytes());
+                } catch (ArithmeticException e) {
+                    throw new InvalidSettingException(property(location), entries, "a total of at most " + Long.MAX_VALUE + " bytes");
+                }
+            }
+        });
+    }
+
+    /**
+     * Once the cap is known in bytes: each location's warm-up at most its cap ({@code pinnedCap} for PINNED, else
+     * {@code cap}) and at most the release threshold, which a trim would cut it down to.
+     */
+    public static void checkAgainstCaps(Map<MemoryLocation, List<WarmupBlocks>> warmup, long cap, long pinnedCap, long releaseThreshold) {
+        warmup.forEach((location, entries) -> {
+            long total = total(entries);
+            long locationCap = location == MemoryLocation.PINNED ? pinnedCap : cap;
+            if (total > locationCap) {
+                throw new InvalidSettingException(property(location), total + " bytes in all", "at most "
+                        + ManagerSettings.capPropertyOf(location) + " (" + locationCap + " bytes): the pool may not reserve more");
+            }
+            if (total > releaseThreshold) {
+                throw new InvalidSettingException(property(location), total + " bytes in all",
+                        "at most compute.memory.pooling.release-threshold (" + releaseThreshold + " bytes): a trim gives cached memory beyond it"
+                        + " back, so the rest of the warm-up would not stay; raise compute.memory.pooling.release-threshold or warm up less");
+            }
+        });
+    }
+
+    /** The largest location's warm-up in bytes; 0 with none. */
+    public static long largestTotal(Map<MemoryLocation, List<WarmupBlocks>> warmup) {
+        long largest = 0;
+        for (List<WarmupBlocks> entries : warmup.values()) {
+            largest = Math.max(largest, total(entries));
+        }
+        return largest;
+    }
+
+    private static long total(List<WarmupBlocks> entries) {
+        long total = 0;
+        for (WarmupBlocks entry : entries) {
+            total += entry.totalBytes();
+        }
+        return total;
     }
 
     static void warm(CachingPoolResource pool, List<WarmupBlocks> warmup, long releaseThreshold) {
