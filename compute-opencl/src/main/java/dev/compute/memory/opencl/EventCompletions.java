@@ -4,6 +4,7 @@ import static org.jocl.CL.CL_COMPLETE;
 import static org.jocl.CL.CL_EVENT_COMMAND_EXECUTION_STATUS;
 import static org.jocl.CL.CL_SUCCESS;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
@@ -42,10 +43,10 @@ import org.jspecify.annotations.Nullable;
  * action attached in the very instant of that completion may still run on the waiter: a watch thread sees a waiter
  * held inside one completion for {@link #STALL_NANOS} and starts another waiter, which settles the rest and goes on;
  * on an idle device it sleeps until the next completion a waiter runs itself.
- * {@link #close()} waits for every completion and action, so the pool's deferred frees have run before the backend
- * releases its context.
+ * {@link #close} waits (within a bound) for every completion and action, so the pool's deferred frees have run before
+ * the backend releases its context.
  */
-final class EventCompletions implements AutoCloseable {
+final class EventCompletions {
 
     private static final System.Logger LOG = System.getLogger(EventCompletions.class.getName());
 
@@ -458,36 +459,53 @@ final class EventCompletions implements AutoCloseable {
     }
 
     /**
-     * Stops the waiter once every command handed to it has completed (the caller has finished the queue) and
-     * waits until every future has been completed and its dependent actions have run.
+     * Stops the waiter once every command handed to it has completed (the caller has finished the queue) and waits, at
+     * most {@code bound}, until every future has been completed and its dependent actions have run. False when a
+     * waiter or an action was still running then (a caller's action that blocks): the caller keeps what they may use.
+     * An interrupt does not cut the wait short; it is kept for the caller.
      */
-    @Override
-    public void close() {
+    boolean close(Duration bound) {
+        long deadline = System.nanoTime() + bound.toNanos();
         pending.add(STOP);
         boolean interrupted = false;
+        boolean settled = true;
         int joined = 0;
-        while (true) {
-            Thread next;
-            synchronized (this) {
-                if (joined == waiters.size()) {
-                    stopped = true;
-                    break;
+        try {
+            while (settled) {
+                Thread next;
+                synchronized (this) {
+                    if (joined == waiters.size()) {
+                        stopped = true;
+                        break;
+                    }
+                    next = waiters.get(joined);
                 }
-                next = waiters.get(joined);
+                long left;
+                while (next.isAlive() && (left = deadline - System.nanoTime()) > 0) {
+                    try {
+                        next.join(Duration.ofNanos(left));
+                    } catch (InterruptedException e) {
+                        interrupted = true;
+                    }
+                }
+                settled = !next.isAlive();
+                joined++;
             }
-            while (next.isAlive()) {
+            LockSupport.unpark(watch);
+            completer.shutdown();
+            long left;
+            while (settled && !completer.isTerminated() && (left = deadline - System.nanoTime()) > 0) {
                 try {
-                    next.join();
+                    completer.awaitTermination(left, TimeUnit.NANOSECONDS);
                 } catch (InterruptedException e) {
                     interrupted = true;
                 }
             }
-            joined++;
-        }
-        LockSupport.unpark(watch);
-        completer.close();
-        if (interrupted) {
-            Thread.currentThread().interrupt();
+            return settled && completer.isTerminated();
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 }

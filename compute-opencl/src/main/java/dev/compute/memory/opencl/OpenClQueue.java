@@ -308,8 +308,8 @@ final class OpenClQueue {
     /**
      * Refuses new work, waits for every queued command, every recorded work and every future's dependent actions,
      * then runs {@code releaseFirst} (what uses the queue: kernels, programs) and releases the queue and context.
-     * Closing twice is harmless. Work that does not finish within {@code deviceWait} keeps the queue, the context and
-     * the threads waiting on events, and a warning says so.
+     * Closing twice is harmless. Work, or a dependent action, that does not finish within {@code deviceWait} keeps the
+     * queue, the context and the threads waiting on events, and a warning says so.
      */
     void close(Duration deviceWait, Runnable releaseFirst) {
         CompletableFuture<Void> idle;
@@ -329,15 +329,20 @@ final class OpenClQueue {
         try {
             CL.clFinish(queue);
         } finally {
-            completions.close();
-            recordedWork.close();
-            synchronized (lifecycle) {
-                released = true;
-                releaseFirst.run();
-                CL.clReleaseCommandQueue(queue);
-                CL.clReleaseContext(context);
+            boolean settled = completions.close(deviceWait) & recordedWork.close(deviceWait);
+            if (settled) {
+                synchronized (lifecycle) {
+                    released = true;
+                    releaseFirst.run();
+                    CL.clReleaseCommandQueue(queue);
+                    CL.clReleaseContext(context);
+                }
+                drained.complete(null);
+            } else {
+                LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": an action that depends on finished work (the"
+                        + " application's, on a future the backend completed) was still running " + deviceWait.toMillis() + " ms after"
+                        + " the queue finished; the backend keeps its queue and context rather than release them under it");
             }
-            drained.complete(null);
         }
     }
 

@@ -6,6 +6,7 @@ import java.time.Duration;
 import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -51,9 +52,10 @@ class EventCompletionsTest {
     @AfterEach
     void close() throws InterruptedException {
         if (completions != null) {
-            // close() waits for every command and ignores interrupts: bounded here, so a broken waiter fails the test
-            Thread closer = Thread.ofPlatform().daemon().start(completions::close);
-            closer.join(10_000);
+            // close waits for every command and ignores interrupts: bounded here, so a broken waiter fails the test
+            EventCompletions closing = completions;
+            Thread closer = Thread.ofPlatform().daemon().start(() -> closing.close(Duration.ofSeconds(10)));
+            closer.join(15_000);
             assertThat(closer.isAlive()).as("the completions closed within 10 s").isFalse();
         }
         if (context != null) {
@@ -235,7 +237,7 @@ class EventCompletionsTest {
         assertThat(runs).as("once for both, without a wake-up at once").hasValue(1);
 
         completions.wakeSoon();
-        completions.close(); // long before the while is over
+        assertThat(completions.close(Duration.ofSeconds(10))).isTrue(); // long before the while is over
         completions = null;
         assertThat(runs).as("close runs what was asked for first").hasValue(2);
     }
@@ -281,13 +283,40 @@ class EventCompletionsTest {
 
         Thread.currentThread().interrupt();
         long start = System.nanoTime();
-        completions.close();
+        boolean settled = completions.close(Duration.ofSeconds(10));
         boolean interrupted = Thread.interrupted();
         completions = null;
 
+        assertThat(settled).isTrue();
         assertThat(interrupted).as("the interrupt is kept for the caller").isTrue();
         assertThat(System.nanoTime() - start).isGreaterThanOrEqualTo(TimeUnit.MILLISECONDS.toNanos(150));
         assertThat(done).isDone();
         assertThat(dependentRan).as("the dependent action ran before close returned").isTrue();
+    }
+
+    @Test
+    void closeWaitsForADependentActionThatBlocksNoLongerThanItsBoundAndSaysSo() throws Exception {
+        cl_event command = command();
+        CountDownLatch release = new CountDownLatch(1);
+        CountDownLatch running = new CountDownLatch(1);
+        completions.completion(command, "a kernel").thenRun(() -> {
+            running.countDown();
+            try {
+                release.await(); // the application's action, blocked on something of its own
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        end(command, CL.CL_COMPLETE);
+        assertThat(running.await(10, TimeUnit.SECONDS)).isTrue();
+
+        long start = System.nanoTime();
+        boolean settled = completions.close(Duration.ofMillis(200));
+        long took = System.nanoTime() - start;
+        release.countDown();
+        completions = null;
+
+        assertThat(settled).as("the action was still running").isFalse();
+        assertThat(took).as("no longer than the bound, give or take").isBetween(TimeUnit.MILLISECONDS.toNanos(150), TimeUnit.SECONDS.toNanos(5));
     }
 }
