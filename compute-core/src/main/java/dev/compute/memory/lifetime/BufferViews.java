@@ -41,11 +41,12 @@ public final class BufferViews {
     }
 
     private static MemorySegment viewWhenIdle(BufferCore buffer, BufferCore root, AccessMode mode) {
-        MemorySegment host = Coherence.currentHostCopy(root, Objects.requireNonNull(root.block)); // WorkInFlight.after found it open, under this hold
+        // WorkInFlight.after found the block open, under this hold
+        MemorySegment bytes = Coherence.currentHostRange(root, Objects.requireNonNull(root.block), buffer.byteOffset(), buffer.byteSize);
         if (mode.writes()) {
             root.state = Coherence.hostWritten(root);
         }
-        MemorySegment view = viewScope(root, buffer.lineage()).bind(host.asSlice(buffer.byteOffset(), buffer.byteSize));
+        MemorySegment view = viewScope(root, buffer.lineage()).bind(bytes);
         return mode.writes() ? view : view.asReadOnly();
     }
 
@@ -102,12 +103,13 @@ public final class BufferViews {
     }
 
     private static Opened hostAccessWhenIdle(BufferCore buffer, BufferCore root, HostAccess asked) {
-        MemorySegment host = Coherence.currentHostCopy(root, Objects.requireNonNull(root.block)); // WorkInFlight.after found it open, under this hold
+        // WorkInFlight.after found the block open, under this hold
+        MemorySegment bytes = Coherence.currentHostRange(root, Objects.requireNonNull(root.block), buffer.byteOffset(), buffer.byteSize);
         if (asked.mode.writes()) {
             root.state = Coherence.hostWritten(root);
         }
         MemoryScope scope = root.host.scopes().open(MemoryScope.Kind.ACCESS, null, asked.sharing, root.scopes());
-        return new Opened(scope, host.asSlice(buffer.byteOffset(), buffer.byteSize), 0, DeviceHandle.NONE);
+        return new Opened(scope, bytes, 0, DeviceHandle.NONE);
     }
 
     /**

@@ -33,7 +33,7 @@ public final class Coherence {
         buffer.call(null, null, () -> buffer.whenIdle(root -> {
             Block device = buffer.openBlock();
             if (!root.isHostAccessible() && root.state.deviceIsNewer()) {
-                currentHostCopy(root, device);
+                currentHostBlock(root, device);
             }
             return null;
         }));
@@ -92,21 +92,30 @@ public final class Coherence {
         root.state = BufferState.SYNCHRONIZED;
     }
 
-    /** The host copy as it should be read now: the memory itself, or the mirror after pulling newer device data (made on first need). */
-    static MemorySegment currentHostCopy(BufferCore root, Block device) {
+    /**
+     * {@code byteSize} bytes at {@code byteOffset} of the host copy as it should be read now ({@link #currentHostBlock}),
+     * cut in one step: a view or an access makes only the segment it hands out, where a slice of the root's slice would
+     * cost one more (escape analysis gives up on it at the depth a view's call reaches).
+     */
+    static MemorySegment currentHostRange(BufferCore root, Block device, long byteOffset, long byteSize) {
+        Block copy = currentHostBlock(root, device);
+        return hostSegment(copy).asSlice(copy.offset() + byteOffset, byteSize);
+    }
+
+    /** The block of the host copy as it should be read now: the memory itself, or the mirror after pulling newer device data (made on first need). */
+    private static Block currentHostBlock(BufferCore root, Block device) {
         if (root.isHostAccessible()) {
-            return rootBytes(root, device);
+            return device;
         }
         if (root.mirror == null) {
             root.mirror = root.host.allocateMirror(root.byteSize);
         }
-        MemorySegment host = rootBytes(root, root.mirror);
         if (root.state.deviceIsNewer()) {
-            root.host.backend().copyToHost(device.segment(), device.offset(), host, root.byteSize);
+            root.host.backend().copyToHost(device.segment(), device.offset(), rootBytes(root, root.mirror), root.byteSize);
             root.host.count(Transfer.DEVICE_TO_HOST, root.location, root.byteSize);
             root.state = BufferState.SYNCHRONIZED;
         }
-        return host;
+        return root.mirror;
     }
 
     /** Writes {@code source} at {@code byteOffset} of {@code buffer} (the root or a slice of it) into its newer copy. */
@@ -141,11 +150,15 @@ public final class Coherence {
 
     /** The whole root's bytes in a host-accessible block. */
     static MemorySegment rootBytes(BufferCore root, Block block) {
+        return hostSegment(block).asSlice(block.offset(), root.byteSize);
+    }
+
+    private static MemorySegment hostSegment(Block block) {
         NativeAllocation segment = block.segment();
         MemorySegment host = segment.hostSegment();
         if (host == null) {
             throw new IllegalStateException("memory at " + segment.location() + " is not host-accessible on this backend");
         }
-        return host.asSlice(block.offset(), root.byteSize);
+        return host;
     }
 }

@@ -53,7 +53,7 @@ class CoherenceTest {
     /** The host copy made current, under the root's monitor, as a view takes it. */
     private static MemorySegment hostCopy(BufferCore root) {
         synchronized (root) {
-            return Coherence.currentHostCopy(root, root.openBlock());
+            return Coherence.currentHostRange(root, root.openBlock(), 0, root.byteSize);
         }
     }
 
