@@ -5,18 +5,22 @@
 #
 #   benchmarks/scripts/interleaved-rounds.sh BEFORE.jar AFTER.jar ROUNDS OUT_DIR [JMH arguments: -p ..., the regexp]
 #
+# Each fork runs with JMH_FORK (default: -f 1 -wi 2 -i 3 -w 1s -r 1s); longer iterations where GC pauses make one
+# second too short, for example JMH_FORK='-f 1 -wi 3 -i 5 -w 1s -r 2s'.
+#
 # Writes OUT_DIR/round-N-{before,after}.csv (and .log, JMH's output) and prints one line per benchmark and parameter set: the rounds' ratios,
 # then their median.
 set -euo pipefail
-[ $# -ge 5 ] || { sed -n '2,9p' "$0"; exit 2; }
+[ $# -ge 5 ] || { sed -n '2,12p' "$0"; exit 2; }
 before=$1 after=$2 rounds=$3 out=$4
 shift 4
 jmh_args=("$@")
 java=${JAVA_HOME:+$JAVA_HOME/bin/}java
+fork=${JMH_FORK:--f 1 -wi 2 -i 3 -w 1s -r 1s}
 mkdir -p "$out"
 run() { # jar, csv
   LD_PRELOAD=${JAVA_HOME:+$JAVA_HOME/lib/libjsig.so} "$java" -Djmh.ignoreLock=true --enable-native-access=ALL-UNNAMED \
-    -jar "$1" jmh -f 1 -wi 2 -i 3 -w 1s -r 1s -rf csv -rff "$2" "${jmh_args[@]}" > "${2%.csv}.log" 2>&1 \
+    -jar "$1" jmh $fork -rf csv -rff "$2" "${jmh_args[@]}" > "${2%.csv}.log" 2>&1 \
     || { echo "JMH failed on $1 (JAVA_HOME must be a JDK 25); the end of ${2%.csv}.log:" >&2; tail -5 "${2%.csv}.log" >&2; exit 1; }
 }
 for r in $(seq 1 "$rounds"); do
