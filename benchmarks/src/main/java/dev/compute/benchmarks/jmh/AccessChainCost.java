@@ -50,7 +50,8 @@ import org.openjdk.jmh.annotations.Warmup;
  *     {@code ops.cl}, launched as the backend launches it), on the backend's queue ({@code clSetKernelArg},
  *     {@code clEnqueueNDRangeKernel}, {@code clFlush}), then {@code clWaitForEvents} on the last;</li>
  * <li>{@code accessChain}: 50 times a device access with the same launch on its handle, then
- *     {@code ops().scaleAsync}; then the last op's future joined.</li>
+ *     {@code ops().scaleAsync}; then the last op's future joined. The launch inside the access does not flush: the
+ *     access's end does, as {@code OpenClDeviceHandle}'s example says, so each chain flushes once per launch.</li>
  * </ul>
  * Time per launch. {@code pairedChains} runs one chain of each per call, in turns which first, and counts the
  * nanoseconds of each apart ({@code rawNanos}, {@code accessNanos}): on a machine whose load changes from second to
@@ -123,7 +124,7 @@ public class AccessChainCost {
     public void rawChain() {
         cl_event last = null;
         for (int i = 0; i < STEPS / 2; i++) {
-            CL.clReleaseEvent(launch(rawBuffer, 0));
+            CL.clReleaseEvent(KernelLaunchCost.rawLaunch(queue, kernel, rawBuffer));
             if (last != null) {
                 CL.clReleaseEvent(last);
             }
@@ -140,7 +141,7 @@ public class AccessChainCost {
         for (int i = 0; i < STEPS / 2; i++) {
             try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
                 OpenClDeviceHandle handle = access.handle(OpenClDeviceHandle.class);
-                CL.clReleaseEvent(launch(handle.memory(), handle.offset()));
+                CL.clReleaseEvent(launchInAccess(handle.memory(), handle.offset()));
             }
             last = manager.ops().scaleAsync(buffer, 1.0);
         }
@@ -193,11 +194,14 @@ public class AccessChainCost {
         return done;
     }
 
-    /** {@code x[i] *= 1} over the floats of {@code memory} from {@code offset} bytes (0 here: a sub-buffer or the raw one). */
-    private cl_event launch(cl_mem memory, long offset) {
+    /**
+     * {@code x[i] *= 1} over the floats of an access's sub-buffer: {@code rawChain}'s launch without its flush, which the
+     * access's end does (the handle's documented use).
+     */
+    private cl_event launchInAccess(cl_mem memory, long offset) {
         if (offset != 0) {
             throw new IllegalStateException("the benchmark's buffer starts a block: its handle is a sub-buffer at offset 0");
         }
-        return KernelLaunchCost.rawLaunch(queue, kernel, memory);
+        return KernelLaunchCost.enqueueLaunch(queue, kernel, memory);
     }
 }

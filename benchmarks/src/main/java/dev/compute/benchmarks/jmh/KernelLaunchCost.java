@@ -166,12 +166,18 @@ public class KernelLaunchCost {
 
     /** {@code x[i] *= 1} over {@link #N} floats of {@code memory}, launched on {@code queue} in raw JOCL and flushed: its event. */
     static cl_event rawLaunch(cl_command_queue queue, cl_kernel k, cl_mem memory) {
+        cl_event done = enqueueLaunch(queue, k, memory);
+        check(CL.clFlush(queue));
+        return done;
+    }
+
+    /** The launch without the flush: inside a device access, whose end flushes the queue. */
+    static cl_event enqueueLaunch(cl_command_queue queue, cl_kernel k, cl_mem memory) {
         check(CL.clSetKernelArg(k, 0, Sizeof.cl_mem, Pointer.to(memory)));
         check(CL.clSetKernelArg(k, 1, Sizeof.cl_long, Pointer.to(new long[] {N})));
         check(CL.clSetKernelArg(k, 2, Sizeof.cl_float, Pointer.to(new float[] {1.0f})));
         cl_event done = new cl_event();
         check(CL.clEnqueueNDRangeKernel(queue, k, 1, null, new long[] {N}, new long[] {256}, 0, null, done));
-        check(CL.clFlush(queue));
         return done;
     }
 

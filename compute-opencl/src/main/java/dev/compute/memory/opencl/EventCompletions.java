@@ -86,6 +86,14 @@ final class EventCompletions {
         void beforeBlocking() {
         }
 
+        /**
+         * Runs before a thread blocks in {@link #join()}, which no interrupt ends (nor a timeout): as before any other
+         * wait, unless the future can wait for its command on the joining thread itself.
+         */
+        void beforeJoining() {
+            beforeBlocking();
+        }
+
         /** Whether completing it runs nothing but the wake-up of threads blocked on it (as far as can be seen now). */
         final boolean onlyBlockedOn() {
             return getNumberOfDependents() <= blocked;
@@ -124,7 +132,10 @@ final class EventCompletions {
             if (isDone()) {
                 return super.join();
             }
-            beforeBlocking();
+            beforeJoining();
+            if (isDone()) {
+                return super.join();
+            }
             BLOCKED.incrementAndGet(this);
             try {
                 return super.join();
@@ -452,6 +463,15 @@ final class EventCompletions {
         } finally {
             next.done().releaseEvent();
         }
+    }
+
+    /**
+     * Waits on the calling thread for {@code event}'s command: true once it has ended well; false when it failed or
+     * could not be waited for, which the waiter, holding the event too, reports on the futures.
+     */
+    static boolean awaitHere(cl_event event) {
+        int[] status = new int[1];
+        return CL.clWaitForEvents(1, new cl_event[] {event}) == CL_SUCCESS && status(event, status) == CL_SUCCESS && status[0] == CL_COMPLETE;
     }
 
     private static int status(cl_event event, int[] status) {

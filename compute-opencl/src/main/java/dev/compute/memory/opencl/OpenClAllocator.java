@@ -39,6 +39,8 @@ final class OpenClAllocator {
      * of the allocation's size that are never reused, so that allocations never overlap in the pool's view.
      */
     private final AtomicLong nextDeviceAddress;
+    /** The sub-buffers device accesses use, kept from one access to the next. */
+    private final SubBuffers keptSubBuffers = new SubBuffers();
 
     OpenClAllocator(OpenClDeviceProperties properties, OpenClQueue queue) {
         this.properties = properties;
@@ -141,6 +143,7 @@ final class OpenClAllocator {
     void free(NativeAllocation allocation) {
         switch (allocation.handle()) {
             case cl_mem memory -> {
+                keptSubBuffers.dropAll(memory);
                 OpenClCalls.check(CL.clReleaseMemObject(memory), "clReleaseMemObject");
                 deviceBytes.giveBack(allocation.sizeBytes());
             }
@@ -175,6 +178,26 @@ final class OpenClAllocator {
                 new cl_buffer_region(offset, bytes), error);
         OpenClCalls.check(error[0], "clCreateSubBuffer at offset " + offset + ", " + bytes + " bytes");
         return sub;
+    }
+
+    /**
+     * As {@link #subBuffer}, kept for later accesses to the same bytes ({@link SubBuffers}): the caller releases its
+     * reference, not the sub-buffer.
+     */
+    SubBuffers.Shared keptSubBuffer(NativeAllocation allocation, long offset, long bytes, long accessFlags) {
+        queue.checkOpen();
+        return keptSubBuffers.acquire(OpenClBackend.memObject(allocation), offset, bytes, accessFlags,
+                () -> subBuffer(allocation, offset, bytes, accessFlags));
+    }
+
+    /** Drops the kept sub-buffers: the backend is closing (one an access still uses goes when the access ends). */
+    void dropKeptSubBuffers() {
+        keptSubBuffers.dropAll();
+    }
+
+    /** Sub-buffers kept for accesses now. */
+    int keptSubBuffers() {
+        return keptSubBuffers.size();
     }
 
     /**

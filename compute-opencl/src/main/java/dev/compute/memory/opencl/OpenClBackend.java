@@ -412,6 +412,7 @@ public final class OpenClBackend implements ComputeBackend {
 
     void close(Duration deviceWait) {
         queue.close(deviceWait, () -> {
+            allocator.dropKeptSubBuffers();
             ops.release();
             kernels.forEach(OpenClKernel::release);
         });

@@ -64,8 +64,9 @@ import org.jspecify.annotations.Nullable;
  * not reused, nor read by the host, before it completes.
  *
  * <p>Everything here stops working when the access ends: the methods throw {@link IllegalStateException}, and a
- * {@code cl_mem} taken earlier must not be used (a sub-buffer or host-pointer buffer is released then; OpenCL keeps
- * it alive for commands already queued). Do not release what the handle gives: it owns it, or the pool does.
+ * {@code cl_mem} taken earlier must not be used (a host-pointer buffer is released then, OpenCL keeping it alive for
+ * commands already queued; a sub-buffer is kept by the backend for the next access to the same bytes, which may then
+ * belong to another buffer). Do not release what the handle gives: it owns it, the backend or the pool does.
  * Thread-safe.
  */
 public final class OpenClDeviceHandle implements DeviceHandle {
@@ -82,6 +83,8 @@ public final class OpenClDeviceHandle implements DeviceHandle {
     private final AccessMode mode;
     private final Kind kind;
     private final @Nullable cl_mem memory;
+    /** The kept sub-buffer {@link #memory} is, whose reference the end lets go of. */
+    private final SubBuffers.@Nullable Shared subBuffer;
     private final OpenClBackend.@Nullable SharedVirtualMemory svm;
     private final long offset;
     private final long bytes;
@@ -95,11 +98,21 @@ public final class OpenClDeviceHandle implements DeviceHandle {
 
     private OpenClDeviceHandle(OpenClBackend backend, MemoryLocation location, AccessMode mode, Kind kind,
                                @Nullable cl_mem memory, OpenClBackend.@Nullable SharedVirtualMemory svm, long offset, long bytes) {
+        this(backend, location, mode, kind, memory, null, svm, offset, bytes);
+    }
+
+    private OpenClDeviceHandle(OpenClBackend backend, AccessMode mode, SubBuffers.Shared subBuffer, long bytes) {
+        this(backend, MemoryLocation.DEVICE, mode, Kind.SUB_BUFFER, subBuffer.memory(), subBuffer, null, 0, bytes);
+    }
+
+    private OpenClDeviceHandle(OpenClBackend backend, MemoryLocation location, AccessMode mode, Kind kind, @Nullable cl_mem memory,
+                               SubBuffers.@Nullable Shared subBuffer, OpenClBackend.@Nullable SharedVirtualMemory svm, long offset, long bytes) {
         this.backend = backend;
         this.location = location;
         this.mode = mode;
         this.kind = kind;
         this.memory = memory;
+        this.subBuffer = subBuffer;
         this.svm = svm;
         this.offset = offset;
         this.bytes = bytes;
@@ -110,8 +123,7 @@ public final class OpenClDeviceHandle implements DeviceHandle {
         MemoryLocation location = allocation.location();
         return switch (location) {
             case DEVICE -> offset % backend.subBufferAlignment() == 0
-                    ? new OpenClDeviceHandle(backend, location, mode, Kind.SUB_BUFFER,
-                            backend.allocator().subBuffer(allocation, offset, bytes, accessFlags(mode)), null, 0, bytes)
+                    ? new OpenClDeviceHandle(backend, mode, backend.allocator().keptSubBuffer(allocation, offset, bytes, accessFlags(mode)), bytes)
                     : new OpenClDeviceHandle(backend, location, mode, Kind.POOL_BUFFER, OpenClBackend.memObject(allocation), null, offset, bytes);
             case PINNED -> new OpenClDeviceHandle(backend, location, mode, Kind.HOST_MEMORY_BUFFER,
                     backend.allocator().hostMemoryBuffer(allocation, offset, bytes, accessFlags(mode)), null, 0, bytes);
@@ -149,7 +161,7 @@ public final class OpenClDeviceHandle implements DeviceHandle {
         return offset;
     }
 
-    /** True when {@link #memory()} is a sub-buffer over exactly the bytes, made for this access. */
+    /** True when {@link #memory()} is a sub-buffer over exactly the bytes (kept by the backend for later accesses to them). */
     public synchronized boolean isSubBuffer() {
         checkUsable();
         return kind == Kind.SUB_BUFFER;
@@ -225,8 +237,8 @@ public final class OpenClDeviceHandle implements DeviceHandle {
 
     /**
      * Ends the handle, once (its access calls it): a marker on the backend's queue (after publishing a written
-     * host-memory buffer), joined with the recorded work; then releases the sub-buffer or host-memory buffer, which
-     * OpenCL keeps alive for the commands already queued.
+     * host-memory buffer), joined with the recorded work; then releases the host-memory buffer, which OpenCL keeps
+     * alive for the commands already queued, or lets go of the kept sub-buffer.
      */
     @Override
     public CompletableFuture<Void> end() {
@@ -252,7 +264,9 @@ public final class OpenClDeviceHandle implements DeviceHandle {
             if (ready != null) {
                 CL.clReleaseEvent(ready);
             }
-            if (kind == Kind.SUB_BUFFER || kind == Kind.HOST_MEMORY_BUFFER) {
+            if (subBuffer != null) {
+                subBuffer.release();
+            } else if (kind == Kind.HOST_MEMORY_BUFFER) {
                 CL.clReleaseMemObject(memory);
             }
         }

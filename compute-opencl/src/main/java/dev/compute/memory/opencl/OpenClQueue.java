@@ -74,7 +74,17 @@ final class OpenClQueue {
         this.queue = created;
         this.completions = new EventCompletions(device.deviceName(), true);
         this.recordedWork = new EventCompletions(device.deviceName() + " (recorded work)", false);
-        this.positions = new QueuePositions(this::markCovering, completions::wake, completions::wakeSoon);
+        this.positions = new QueuePositions(new QueuePositions.Markers() {
+            @Override
+            public boolean mark(List<QueuePositions.Position> covered) {
+                return markCovering(covered, false) != null;
+            }
+
+            @Override
+            public QueuePositions.Marked markAndAwaitHere(List<QueuePositions.Position> covered) {
+                return awaitMarkerHere(covered);
+            }
+        }, completions::wake, completions::wakeSoon);
         completions.onWake(positions::markUncovered);
     }
 
@@ -142,13 +152,14 @@ final class OpenClQueue {
 
     /**
      * Queues a marker after everything queued so far, flushed, whose end completes {@code covered} (positions): the
-     * waiter completes them in its place, with no future of the marker's own in between. False on a closed backend,
-     * where nothing is queued. A marker that cannot be queued waits for the queue and fails them.
+     * waiter completes them in its place, with no future of the marker's own in between. Null on a closed backend,
+     * where nothing is queued; {@link #NO_MARKER} where none could be queued (then this waits for the queue and fails
+     * them); else the marker, retained for the caller, who releases it, where {@code retain} asks for that.
      */
-    boolean markCovering(List<? extends CompletableFuture<Void>> covered) {
+    private @Nullable cl_event markCovering(List<? extends CompletableFuture<Void>> covered, boolean retain) {
         synchronized (lifecycle) {
             if (closed) {
-                return false;
+                return null;
             }
             cl_event marker = new cl_event();
             int code = enqueueMarker(marker);
@@ -156,11 +167,33 @@ final class OpenClQueue {
                 // nothing else would say when the queue is done with the memory: wait for it here rather than let it go early
                 OpenClCalls.check(CL.clFinish(queue), "clFinish after clEnqueueMarker failed");
                 completions.fail(covered, OpenClCalls.failure(code, "clEnqueueMarker"));
-                return true;
+                return NO_MARKER;
             }
             OpenClCalls.check(CL.clFlush(queue), "clFlush");
+            if (retain) {
+                OpenClCalls.check(CL.clRetainEvent(marker), "clRetainEvent"); // the caller's, beside the waiter's
+            }
             completions.completion(marker, "a marker", covered);
-            return true;
+            return marker;
+        }
+    }
+
+    /** What {@link #markCovering} returns where no marker could be queued. */
+    private static final cl_event NO_MARKER = new cl_event();
+
+    /** As {@link #markCovering}, then waits for the marker on the calling thread rather than for the waiter. */
+    private QueuePositions.Marked awaitMarkerHere(List<QueuePositions.Position> covered) {
+        cl_event marker = markCovering(covered, true);
+        if (marker == null) {
+            return QueuePositions.Marked.NOT_QUEUED;
+        }
+        if (marker == NO_MARKER) {
+            return QueuePositions.Marked.LEFT_TO_WAITER;
+        }
+        try {
+            return EventCompletions.awaitHere(marker) ? QueuePositions.Marked.ENDED : QueuePositions.Marked.LEFT_TO_WAITER;
+        } finally {
+            CL.clReleaseEvent(marker);
         }
     }
 

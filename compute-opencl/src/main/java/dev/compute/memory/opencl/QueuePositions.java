@@ -5,7 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.function.Predicate;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Futures for "everything queued on the backend's in-order queue so far", without a command or an event each: a
@@ -26,6 +26,8 @@ final class QueuePositions {
     /** A position on the queue: completes once a marker queued after it has ended. */
     static final class Position extends EventCompletions.Awaited {
         private final QueuePositions owner;
+        /** Set, under the owner's monitor, once a marker covers it. */
+        private boolean covered;
 
         private Position(QueuePositions owner) {
             this.owner = owner;
@@ -36,12 +38,39 @@ final class QueuePositions {
             owner.markUnlessDone(this);
         }
 
+        @Override
+        void beforeJoining() {
+            owner.markAndAwaitHere(this);
+        }
+
         /** Every dependent action attached through this future's own methods comes here first: its waiter wakes now. */
         @Override
         public <U> CompletableFuture<U> newIncompleteFuture() {
             owner.wakeUnlessDone(this);
             return new CompletableFuture<>();
         }
+    }
+
+    /** How a marker is queued after positions and waited for. */
+    interface Markers {
+        /**
+         * Queues a marker after every position of {@code covered}, whose end completes them; false once the backend is
+         * closed, when nothing was queued.
+         */
+        boolean mark(List<Position> covered);
+
+        /** As {@link #mark}, then waits for the marker's end on the calling thread. */
+        Marked markAndAwaitHere(List<Position> covered);
+    }
+
+    /** What became of a marker waited for on the calling thread. */
+    enum Marked {
+        /** It ended well: the positions it covers are done. */
+        ENDED,
+        /** It was queued and did not end well, or could not be waited for: the waiter settles its positions. */
+        LEFT_TO_WAITER,
+        /** Nothing was queued: the backend is closed. */
+        NOT_QUEUED
     }
 
     private final ArrayDeque<Position> uncovered = new ArrayDeque<>();
@@ -51,12 +80,12 @@ final class QueuePositions {
      * Queues a marker on the backend's queue whose end completes the positions given; false once the backend is
      * closed, when nothing was queued.
      */
-    private final Predicate<List<Position>> marker;
+    private final Markers markers;
     private final Runnable wake;
     private final Runnable wakeSoon;
 
-    QueuePositions(Predicate<List<Position>> marker, Runnable wake, Runnable wakeSoon) {
-        this.marker = marker;
+    QueuePositions(Markers markers, Runnable wake, Runnable wakeSoon) {
+        this.markers = markers;
         this.wake = wake;
         this.wakeSoon = wakeSoon;
     }
@@ -82,18 +111,47 @@ final class QueuePositions {
      */
     void markUncovered() {
         wakeAsked.set(false); // before taking: a position made after this asks again
-        List<Position> covered;
-        synchronized (this) {
-            if (uncovered.isEmpty()) {
-                return;
-            }
-            covered = new ArrayList<>(uncovered);
-            uncovered.clear();
-        }
+        List<Position> covered = takeUncovered(null);
         // the marker is queued after every position taken, so it covers them
-        if (!marker.test(covered)) {
+        if (covered != null && !markers.mark(covered)) {
             covered.forEach(position -> position.complete(null));
         }
+    }
+
+    /**
+     * For a thread about to block in {@code join} on {@code position}: marks the uncovered positions, it among them,
+     * and waits for the marker's end on this thread, then completes {@code position} itself when that runs no
+     * dependent action, so that the waiter thread is not between the device and the caller. The waiter still settles
+     * the rest. A position already covered by a marker under way is left to the waiter.
+     */
+    void markAndAwaitHere(Position position) {
+        if (position.isDone()) {
+            return;
+        }
+        List<Position> covered = takeUncovered(position);
+        if (covered == null) {
+            return;
+        }
+        switch (markers.markAndAwaitHere(covered)) {
+            case ENDED -> {
+                if (position.onlyBlockedOn()) {
+                    position.complete(null);
+                }
+            }
+            case NOT_QUEUED -> covered.forEach(each -> each.complete(null)); // as markUncovered: the close waits for the queue
+            case LEFT_TO_WAITER -> { }
+        }
+    }
+
+    /** The uncovered positions, now covered; null when there are none, or when {@code needed} is not among them. */
+    private synchronized @Nullable List<Position> takeUncovered(@Nullable Position needed) {
+        if (uncovered.isEmpty() || needed != null && needed.covered) {
+            return null;
+        }
+        List<Position> covered = new ArrayList<>(uncovered);
+        uncovered.clear();
+        covered.forEach(each -> each.covered = true);
+        return covered;
     }
 
     private void wakeUnlessDone(Position position) {

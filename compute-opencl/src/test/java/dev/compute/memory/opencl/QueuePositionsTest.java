@@ -18,10 +18,22 @@ class QueuePositionsTest {
     private final List<List<QueuePositions.Position>> markers = new ArrayList<>();
     private final AtomicInteger wakes = new AtomicInteger();
     private final AtomicInteger wakesSoon = new AtomicInteger();
-    private final QueuePositions positions = new QueuePositions(covered -> {
-        markers.add(covered);
-        covered.forEach(position -> position.complete(null));
-        return true;
+    private final List<List<QueuePositions.Position>> awaitedHere = new ArrayList<>();
+    /** What a marker waited for on the joining thread comes to. */
+    private QueuePositions.Marked awaitedMarker = QueuePositions.Marked.ENDED;
+    private final QueuePositions positions = new QueuePositions(new QueuePositions.Markers() {
+        @Override
+        public boolean mark(List<QueuePositions.Position> covered) {
+            markers.add(covered);
+            covered.forEach(position -> position.complete(null));
+            return true;
+        }
+
+        @Override
+        public QueuePositions.Marked markAndAwaitHere(List<QueuePositions.Position> covered) {
+            awaitedHere.add(covered); // the waiter would complete them later; only the joined one completes here
+            return awaitedMarker;
+        }
     }, wakes::incrementAndGet, wakesSoon::incrementAndGet);
 
     @Test
@@ -55,12 +67,57 @@ class QueuePositionsTest {
     }
 
     @Test
-    void aCallerThatBlocksOnAPositionMarksItself() {
+    void aCallerThatBlocksOnAPositionMarksItself() throws Exception {
         QueuePositions.Position position = positions.next();
 
-        position.join();
+        position.get();
 
         assertThat(markers).containsExactly(List.of(position));
         assertThat(wakes).hasValue(0);
+    }
+
+    @Test
+    void aJoinWaitsForItsMarkerOnItsOwnThreadAndCompletesOnlyItsPosition() throws Exception {
+        QueuePositions.Position earlier = positions.next();
+        QueuePositions.Position joined = positions.next();
+
+        joined.join();
+
+        assertThat(awaitedHere).containsExactly(List.of(earlier, joined));
+        assertThat(markers).isEmpty();
+        assertThat(earlier).as("left to the waiter, which settles the marker too").isNotDone();
+        Thread joiner = Thread.ofPlatform().start(earlier::join);
+        joiner.join(200);
+        assertThat(joiner.isAlive()).as("a covered position waits for the waiter").isTrue();
+        assertThat(awaitedHere).as("and is not marked again").hasSize(1);
+        earlier.complete(null); // the waiter's settling
+        joiner.join(5_000);
+        assertThat(joiner.isAlive()).isFalse();
+    }
+
+    @Test
+    void aJoinOnAPositionWithADependentActionLeavesItToTheWaiter() throws Exception {
+        QueuePositions.Position position = positions.next();
+        CompletableFuture<Void> dependent = position.thenRun(() -> { });
+        Thread joiner = Thread.ofPlatform().start(position::join);
+
+        joiner.join(200);
+        assertThat(joiner.isAlive()).as("the action must not run on the joining thread: it waits for the waiter").isTrue();
+        assertThat(awaitedHere).hasSize(1);
+        position.complete(null); // the waiter's settling
+        joiner.join(5_000);
+        assertThat(joiner.isAlive()).isFalse();
+        assertThat(dependent).isDone();
+    }
+
+    @Test
+    void aJoinOnAClosedBackendCompletesWhatItWouldHaveMarked() {
+        awaitedMarker = QueuePositions.Marked.NOT_QUEUED;
+        QueuePositions.Position earlier = positions.next();
+        QueuePositions.Position joined = positions.next();
+
+        joined.join();
+
+        assertThat(earlier).isDone();
     }
 }
