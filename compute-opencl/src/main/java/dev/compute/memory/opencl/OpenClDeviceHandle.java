@@ -89,9 +89,9 @@ public final class OpenClDeviceHandle implements DeviceHandle {
     private final long offset;
     private final long bytes;
     /** Futures of the work recorded from other queues. */
-    private final List<CompletableFuture<Void>> recorded = new ArrayList<>();
+    private @Nullable List<CompletableFuture<Void>> recorded;
     /** Their events, retained for the map that publishes a host-memory buffer after them; released at the end. */
-    private final List<cl_event> publishAfter = new ArrayList<>();
+    private @Nullable List<cl_event> publishAfter;
     private boolean ended;
     /** The marker {@link #waitList()} gives, made on the first call. */
     private @Nullable cl_event ready;
@@ -228,9 +228,15 @@ public final class OpenClDeviceHandle implements DeviceHandle {
     public synchronized void recordWork(cl_event event) {
         Objects.requireNonNull(event, "event");
         checkUsable();
+        if (recorded == null) {
+            recorded = new ArrayList<>();
+        }
         recorded.add(backend.queue().trackRecorded(event));
         if (kind == Kind.HOST_MEMORY_BUFFER && mode.writes()) {
             OpenClCalls.check(CL.clRetainEvent(event), "clRetainEvent");
+            if (publishAfter == null) {
+                publishAfter = new ArrayList<>();
+            }
             publishAfter.add(event);
         }
     }
@@ -242,21 +248,26 @@ public final class OpenClDeviceHandle implements DeviceHandle {
      */
     @Override
     public CompletableFuture<Void> end() {
-        List<CompletableFuture<Void>> work;
+        @Nullable List<CompletableFuture<Void>> work;
         cl_event[] after;
         synchronized (this) {
             if (ended) {
                 throw new IllegalStateException("this OpenCL device handle has ended already");
             }
             ended = true;
-            work = new ArrayList<>(recorded);
-            after = publishAfter.toArray(NO_EVENTS);
+            work = recorded;
+            after = publishAfter == null ? NO_EVENTS : publishAfter.toArray(NO_EVENTS);
         }
         try {
-            work.add(kind == Kind.HOST_MEMORY_BUFFER && mode.writes()
+            CompletableFuture<Void> queued = kind == Kind.HOST_MEMORY_BUFFER && mode.writes()
                     ? backend.queue().publishToHostThenMarker(Objects.requireNonNull(memory), bytes, after)
-                    : backend.queue().position());
-            return work.size() == 1 ? work.getFirst() : WorkGroup.of(work);
+                    : backend.queue().position();
+            if (work == null) {
+                return queued;
+            }
+            List<CompletableFuture<Void>> all = new ArrayList<>(work);
+            all.add(queued);
+            return WorkGroup.of(all);
         } finally {
             for (cl_event event : after) {
                 CL.clReleaseEvent(event);
