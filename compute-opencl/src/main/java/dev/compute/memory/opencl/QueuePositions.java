@@ -122,10 +122,15 @@ final class QueuePositions {
      * For a thread about to block in {@code join} on {@code position}: marks the uncovered positions, it among them,
      * and waits for the marker's end on this thread, then completes {@code position} itself when that runs no
      * dependent action, so that the waiter thread is not between the device and the caller. The waiter still settles
-     * the rest. A position already covered by a marker under way is left to the waiter.
+     * the rest. A position already covered by a marker under way is left to the waiter, and so is a virtual thread's
+     * join: a wait in native code would hold its carrier thread for the whole wait.
      */
     void markAndAwaitHere(Position position) {
         if (position.isDone()) {
+            return;
+        }
+        if (Thread.currentThread().isVirtual()) {
+            markUnlessDone(position);
             return;
         }
         List<Position> covered = takeUncovered(position);

@@ -96,6 +96,17 @@ class QueuePositionsTest {
     }
 
     @Test
+    void aVirtualThreadsJoinLeavesTheWaitToTheWaiterSoThatNoCarrierWaitsInNativeCode() throws Exception {
+        QueuePositions.Position position = positions.next();
+
+        Thread.ofVirtual().start(position::join).join(5_000);
+
+        assertThat(position).isDone();
+        assertThat(awaitedHere).isEmpty();
+        assertThat(markers).containsExactly(List.of(position));
+    }
+
+    @Test
     void aJoinOnAPositionWithADependentActionLeavesItToTheWaiter() throws Exception {
         QueuePositions.Position position = positions.next();
         CompletableFuture<Void> dependent = position.thenRun(() -> { });
