@@ -76,10 +76,7 @@ final class QueuePositions {
     private final ArrayDeque<Position> uncovered = new ArrayDeque<>();
     /** Whether the waiter has been asked to mark at once and has not started yet: one wake-up serves every position meanwhile. */
     private final AtomicBoolean wakeAsked = new AtomicBoolean();
-    /**
-     * Queues a marker on the backend's queue whose end completes the positions given; false once the backend is
-     * closed, when nothing was queued.
-     */
+    /** Queues markers on the backend's queue whose end completes the positions given. */
     private final Markers markers;
     private final Runnable wake;
     private final Runnable wakeSoon;
