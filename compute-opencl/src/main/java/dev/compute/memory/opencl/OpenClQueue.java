@@ -77,12 +77,12 @@ final class OpenClQueue {
         this.positions = new QueuePositions(new QueuePositions.Markers() {
             @Override
             public boolean mark(List<QueuePositions.Position> covered) {
-                return markCovering(covered, false) != null;
+                return markCovering(covered, false) != QueuePositions.Marked.NOT_QUEUED;
             }
 
             @Override
             public QueuePositions.Marked markAndAwaitHere(List<QueuePositions.Position> covered) {
-                return awaitMarkerHere(covered);
+                return markCovering(covered, true);
             }
         }, completions::wake, completions::wakeSoon);
         completions.onWake(positions::markUncovered);
@@ -152,42 +152,30 @@ final class OpenClQueue {
 
     /**
      * Queues a marker after everything queued so far, flushed, whose end completes {@code covered} (positions): the
-     * waiter completes them in its place, with no future of the marker's own in between. Null on a closed backend,
-     * where nothing is queued; {@link #NO_MARKER} where none could be queued (then this waits for the queue and fails
-     * them); else the marker, retained for the caller, who releases it, where {@code retain} asks for that.
+     * waiter completes them in its place, with no future of the marker's own in between. With {@code awaitHere} the
+     * calling thread also waits for the marker itself, outside the lifecycle lock. On a closed backend nothing is
+     * queued; a marker that cannot be queued waits for the queue and fails them.
      */
-    private @Nullable cl_event markCovering(List<? extends CompletableFuture<Void>> covered, boolean retain) {
+    private QueuePositions.Marked markCovering(List<? extends CompletableFuture<Void>> covered, boolean awaitHere) {
+        cl_event marker = new cl_event();
         synchronized (lifecycle) {
             if (closed) {
-                return null;
+                return QueuePositions.Marked.NOT_QUEUED;
             }
-            cl_event marker = new cl_event();
             int code = enqueueMarker(marker);
             if (code != CL.CL_SUCCESS) {
                 // nothing else would say when the queue is done with the memory: wait for it here rather than let it go early
                 OpenClCalls.check(CL.clFinish(queue), "clFinish after clEnqueueMarker failed");
                 completions.fail(covered, OpenClCalls.failure(code, "clEnqueueMarker"));
-                return NO_MARKER;
+                return QueuePositions.Marked.LEFT_TO_WAITER;
             }
             OpenClCalls.check(CL.clFlush(queue), "clFlush");
-            if (retain) {
-                OpenClCalls.check(CL.clRetainEvent(marker), "clRetainEvent"); // the caller's, beside the waiter's
+            if (awaitHere) {
+                OpenClCalls.check(CL.clRetainEvent(marker), "clRetainEvent"); // this thread's, beside the waiter's
             }
             completions.completion(marker, "a marker", covered);
-            return marker;
         }
-    }
-
-    /** What {@link #markCovering} returns where no marker could be queued. */
-    private static final cl_event NO_MARKER = new cl_event();
-
-    /** As {@link #markCovering}, then waits for the marker on the calling thread rather than for the waiter. */
-    private QueuePositions.Marked awaitMarkerHere(List<QueuePositions.Position> covered) {
-        cl_event marker = markCovering(covered, true);
-        if (marker == null) {
-            return QueuePositions.Marked.NOT_QUEUED;
-        }
-        if (marker == NO_MARKER) {
+        if (!awaitHere) {
             return QueuePositions.Marked.LEFT_TO_WAITER;
         }
         try {

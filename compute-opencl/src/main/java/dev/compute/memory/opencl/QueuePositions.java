@@ -67,7 +67,7 @@ final class QueuePositions {
     enum Marked {
         /** It ended well: the positions it covers are done. */
         ENDED,
-        /** It was queued and did not end well, or could not be waited for: the waiter settles its positions. */
+        /** Left to the waiter: queued and not waited for here, or it did not end well, or none could be queued (failed). */
         LEFT_TO_WAITER,
         /** Nothing was queued: the backend is closed. */
         NOT_QUEUED

@@ -4,6 +4,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
+import java.util.function.Predicate;
 import java.util.function.Supplier;
 import org.jocl.CL;
 import org.jocl.cl_mem;
@@ -29,7 +30,8 @@ final class SubBuffers {
     static final class Shared {
         private final cl_mem memory;
         private final Consumer<cl_mem> releaser;
-        private final AtomicInteger references = new AtomicInteger(1);
+        /** From the start, the cache's and its first caller's. */
+        private final AtomicInteger references = new AtomicInteger(2);
 
         private Shared(cl_mem memory, Consumer<cl_mem> releaser) {
             this.memory = memory;
@@ -58,7 +60,7 @@ final class SubBuffers {
 
         /** The cache's reference, if it still keeps it, and one per access using it. */
         int references() {
-            return Math.max(0, references.get());
+            return references.get();
         }
     }
 
@@ -85,40 +87,44 @@ final class SubBuffers {
             Shared found = kept.get(range);
             if (found == null) {
                 Shared made = new Shared(create.get(), releaser);
-                made.retain(); // the caller's
-                Shared raced = kept.putIfAbsent(range, made);
-                if (raced == null) {
+                if (kept.putIfAbsent(range, made) == null) {
                     trim(range);
                     return made;
                 }
-                made.release();
-                made.release();
-                continue;
-            }
-            if (found.retain()) {
+                releaser.accept(made.memory()); // another thread kept one first: use that
+            } else if (found.retain()) {
                 return found;
             }
-            kept.remove(range, found); // released meanwhile: dropped by another thread
+            // else dropped (out of the map) and released since the lookup: look again
         }
     }
 
     /** Drops the entries of {@code parent}, which is about to be released. */
     void dropAll(cl_mem parent) {
         long pointer = parent.getNativePointer();
-        kept.forEach((range, shared) -> {
-            if (range.parent() == pointer && kept.remove(range, shared)) {
-                shared.release();
-            }
-        });
+        dropIf(range -> range.parent() == pointer);
     }
 
     /** Drops every entry: the backend is closing. */
     void dropAll() {
+        dropIf(range -> true);
+    }
+
+    private void dropIf(Predicate<Range> which) {
         kept.forEach((range, shared) -> {
-            if (kept.remove(range, shared)) {
-                shared.release();
+            if (which.test(range)) {
+                drop(range, shared);
             }
         });
+    }
+
+    /** Out of the cache, then the cache's reference let go: whoever finds it afterwards cannot retain it. */
+    private boolean drop(Range range, Shared shared) {
+        if (!kept.remove(range, shared)) {
+            return false;
+        }
+        shared.release();
+        return true;
     }
 
     /** Entries kept now. */
@@ -135,8 +141,7 @@ final class SubBuffers {
             if (excess <= 0) {
                 return;
             }
-            if (!entry.getKey().equals(keep) && kept.remove(entry.getKey(), entry.getValue())) {
-                entry.getValue().release();
+            if (!entry.getKey().equals(keep) && drop(entry.getKey(), entry.getValue())) {
                 excess--;
             }
         }
