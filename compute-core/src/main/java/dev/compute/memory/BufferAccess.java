@@ -2,6 +2,7 @@ package dev.compute.memory;
 
 import dev.compute.memory.lifetime.BufferViews;
 import dev.compute.memory.lifetime.MemoryScope;
+import dev.compute.memory.resource.NothingInFlight;
 import dev.compute.memory.spi.DeviceHandle;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
@@ -37,7 +38,7 @@ public final class BufferAccess implements AutoCloseable {
     private final long offset;
     private final DeviceHandle handle;
     private @Nullable MemorySegment segment;
-    private CompletableFuture<?> recorded = CompletableFuture.completedFuture(null);
+    private CompletableFuture<?> recorded = NothingInFlight.FUTURE;
     private boolean closed;
 
     BufferAccess(UnifiedBuffer buffer, AccessMode mode, BufferViews.Side side, BufferViews.Opened opened) {

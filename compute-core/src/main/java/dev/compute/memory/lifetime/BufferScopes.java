@@ -10,23 +10,31 @@ import org.jspecify.annotations.Nullable;
  * tracker, it never refers to the buffer itself: a registry of open scopes must not keep a dropped buffer from
  * being found out as a leak. Once the buffer is closed (or collected), {@link #closeAll} ends what it can and the
  * last scope to end runs the release it was given.
+ *
+ * <p>The open scopes are a list through their own links ({@link MemoryScope#bufferNext}), guarded by this object's
+ * monitor: a buffer has one or two at a time, and a view taken and dropped is the commonest way to reach bytes, so
+ * keeping them costs no list or array of its own.
  */
 final class BufferScopes {
 
-    private final List<MemoryScope> open = new ArrayList<>(2);
+    private @Nullable MemoryScope first;
     private @Nullable Runnable whenEmpty;
 
     synchronized void add(MemoryScope scope) {
-        open.add(scope);
+        scope.bufferNext = first;
+        if (first != null) {
+            first.bufferPrevious = scope;
+        }
+        first = scope;
     }
 
     synchronized boolean isEmpty() {
-        return open.isEmpty();
+        return first == null;
     }
 
     /** The calling thread's open view scope of the buffer or slice {@code lineage} names (null: the buffer), if any. */
     synchronized @Nullable MemoryScope viewOf(Thread thread, Object @Nullable [] lineage) {
-        for (MemoryScope scope : open) {
+        for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
             if (scope.kind == MemoryScope.Kind.VIEW && scope.owner() == thread && scope.lineage == lineage) {
                 return scope;
             }
@@ -36,7 +44,7 @@ final class BufferScopes {
 
     /** The buffer's (or the slice {@code lineage} names) shared view scope, open to every thread, if any. */
     synchronized @Nullable MemoryScope sharedViewOf(Object @Nullable [] lineage) {
-        for (MemoryScope scope : open) {
+        for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
             if (scope.kind == MemoryScope.Kind.VIEW && scope.shared() && scope.lineage == lineage) {
                 return scope;
             }
@@ -47,7 +55,7 @@ final class BufferScopes {
     /** The threads holding confined views or accesses open, by name, for a warning about memory that waits for them. */
     synchronized List<String> holders() {
         List<String> names = new ArrayList<>();
-        for (MemoryScope scope : open) {
+        for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
             Thread owner = scope.owner();
             String name = owner == null ? "a shared " + scope.kind.name().toLowerCase(Locale.ROOT) : "'" + owner.getName() + "'";
             if (!names.contains(name)) {
@@ -61,7 +69,7 @@ final class BufferScopes {
     void endViewsOf(Object slice) {
         MemoryScope[] snapshot;
         synchronized (this) {
-            snapshot = open.toArray(MemoryScope[]::new);
+            snapshot = snapshot();
         }
         for (MemoryScope scope : snapshot) {
             if (scope.kind == MemoryScope.Kind.VIEW && scope.isOf(slice)) {
@@ -73,8 +81,8 @@ final class BufferScopes {
     void ended(MemoryScope scope) {
         Runnable release = null;
         synchronized (this) {
-            open.remove(scope);
-            if (open.isEmpty()) {
+            unlink(scope);
+            if (first == null) {
                 release = whenEmpty;
                 whenEmpty = null;
             }
@@ -102,21 +110,63 @@ final class BufferScopes {
     private enum Ending { VIEWS, VIEWS_AND_ACCESSES }
 
     private void endWhenEmpty(Runnable release, Ending ending) {
-        MemoryScope[] toEnd;
+        MemoryScope only;
+        MemoryScope @Nullable [] toEnd = null;
         synchronized (this) {
-            toEnd = open.toArray(MemoryScope[]::new);
-            if (toEnd.length > 0) {
+            only = first;
+            if (only != null) {
                 whenEmpty = release;
+                if (only.bufferNext != null) {
+                    toEnd = snapshot();
+                }
             }
         }
-        if (toEnd.length == 0) {
+        if (only == null) {
             release.run();
+        } else if (toEnd == null) { // the common case: one view, ended without a copy of the list
+            endAsClosed(only, ending);
+        } else {
+            for (MemoryScope scope : toEnd) {
+                endAsClosed(scope, ending);
+            }
+        }
+    }
+
+    private static void endAsClosed(MemoryScope scope, Ending ending) {
+        if (ending == Ending.VIEWS_AND_ACCESSES || scope.kind == MemoryScope.Kind.VIEW || scope.ownerHasEnded()) {
+            scope.endOrHandOver();
+        }
+    }
+
+    /** Under this monitor: the open scopes, to end outside it (ending one changes the list). */
+    private MemoryScope[] snapshot() {
+        int count = 0;
+        for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
+            count++;
+        }
+        MemoryScope[] all = new MemoryScope[count];
+        int i = 0;
+        for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
+            all[i++] = scope;
+        }
+        return all;
+    }
+
+    /** Under this monitor; a scope not in the list (ended twice) is left alone. */
+    private void unlink(MemoryScope scope) {
+        MemoryScope previous = scope.bufferPrevious;
+        MemoryScope next = scope.bufferNext;
+        if (previous != null) {
+            previous.bufferNext = next;
+        } else if (first == scope) {
+            first = next;
+        } else {
             return;
         }
-        for (MemoryScope scope : toEnd) {
-            if (ending == Ending.VIEWS_AND_ACCESSES || scope.kind == MemoryScope.Kind.VIEW || scope.ownerHasEnded()) {
-                scope.endOrHandOver();
-            }
+        if (next != null) {
+            next.bufferPrevious = previous;
         }
+        scope.bufferPrevious = null;
+        scope.bufferNext = null;
     }
 }

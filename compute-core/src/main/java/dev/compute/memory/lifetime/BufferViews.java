@@ -42,11 +42,11 @@ public final class BufferViews {
 
     private static MemorySegment viewWhenIdle(BufferCore buffer, BufferCore root, AccessMode mode) {
         // WorkInFlight.after found the block open, under this hold
-        MemorySegment bytes = Coherence.currentHostRange(root, Objects.requireNonNull(root.block), buffer.byteOffset(), buffer.byteSize);
+        long address = Coherence.currentHostAddress(root, Objects.requireNonNull(root.block), buffer.byteOffset());
         if (mode.writes()) {
             root.state = Coherence.hostWritten(root);
         }
-        MemorySegment view = viewScope(root, buffer.lineage()).bind(bytes);
+        MemorySegment view = viewScope(root, buffer.lineage()).bind(address, buffer.byteSize);
         return mode.writes() ? view : view.asReadOnly();
     }
 

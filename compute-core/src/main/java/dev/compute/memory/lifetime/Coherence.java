@@ -102,6 +102,15 @@ public final class Coherence {
         return hostSegment(copy).asSlice(copy.offset() + byteOffset, byteSize);
     }
 
+    /**
+     * Where {@link #currentHostRange} starts, for a view that binds its bytes to a scope straight from the address
+     * (one segment made, not a slice and then its rebinding).
+     */
+    static long currentHostAddress(BufferCore root, Block device, long byteOffset) {
+        Block copy = currentHostBlock(root, device);
+        return hostSegment(copy).address() + copy.offset() + byteOffset;
+    }
+
     /** The block of the host copy as it should be read now: the memory itself, or the mirror after pulling newer device data (made on first need). */
     private static Block currentHostBlock(BufferCore root, Block device) {
         if (root.isHostAccessible()) {

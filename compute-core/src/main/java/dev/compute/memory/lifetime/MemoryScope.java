@@ -41,6 +41,9 @@ public final class MemoryScope {
     /** Links in the owner's list of open scopes, guarded by that list. */
     @Nullable MemoryScope previous;
     @Nullable MemoryScope next;
+    /** Links in its buffer's list of open scopes ({@link BufferScopes}), guarded by that list. */
+    @Nullable MemoryScope bufferPrevious;
+    @Nullable MemoryScope bufferNext;
 
     MemoryScope(Kind kind, Object @Nullable [] lineage, ScopeRegistry.@Nullable ThreadScopes list, BufferScopes buffer,
                 ScopeRegistry registry) {
@@ -87,6 +90,16 @@ public final class MemoryScope {
 
     /** {@code memory} as a segment that works only while this scope is open (and, when confined, only on its owner). */
     public synchronized MemorySegment bind(MemorySegment memory) {
+        return memory.reinterpret(arena(), null);
+    }
+
+    /** {@code byteSize} bytes at {@code address} (memory a buffer's block holds), bound as {@link #bind(MemorySegment)} binds. */
+    synchronized MemorySegment bind(long address, long byteSize) {
+        return MemorySegment.ofAddress(address).reinterpret(byteSize, arena(), null);
+    }
+
+    /** Under this monitor: the arena of this scope's segments, made on first need, on the owner only. */
+    private Arena arena() {
         if (ended) {
             throw new IllegalStateException("this access has ended");
         }
@@ -94,10 +107,12 @@ public final class MemoryScope {
             throw new WrongThreadException("this access belongs to thread '" + list.owner.getName()
                     + "'; its memory can be reached only there (take a shared access for several threads)");
         }
-        if (arena == null) {
-            arena = list == null ? Arena.ofShared() : Arena.ofConfined();
+        Arena bound = arena;
+        if (bound == null) {
+            bound = list == null ? Arena.ofShared() : Arena.ofConfined();
+            arena = bound;
         }
-        return memory.reinterpret(arena, null);
+        return bound;
     }
 
     /**

@@ -159,4 +159,36 @@ class BufferScopesTest {
         registry.endAllOfCurrentThread();
         assertThat(releases).as("no release was asked for").hasValue(0);
     }
+
+    @Test
+    void scopesEndedInAnyOrderLeaveTheOthersFoundAndReleaseOnceAtTheLast() {
+        Object[] first = {new Object()};
+        Object[] second = {new Object()};
+        Object[] third = {new Object()};
+        MemoryScope a = view(first);
+        MemoryScope b = view(second);
+        MemoryScope c = view(third);
+        MemoryScope access = access(Sharing.CONFINED);
+        Thread self = Thread.currentThread();
+
+        b.end(); // from the middle of the list
+        b.end(); // twice: nothing else is unlinked
+        assertThat(scopes.viewOf(self, second)).isNull();
+        assertThat(scopes.viewOf(self, first)).isSameAs(a);
+        assertThat(scopes.viewOf(self, third)).isSameAs(c);
+        access.end(); // the newest, at the head
+        a.end(); // the oldest, at the tail
+        assertThat(scopes.viewOf(self, third)).isSameAs(c);
+        assertThat(scopes.isEmpty()).isFalse();
+
+        scopes.closeViews(this::release);
+
+        assertThat(c.isOpen()).isFalse();
+        assertThat(scopes.isEmpty()).isTrue();
+        assertThat(releases).hasValue(1);
+        MemoryScope later = view(first);
+        assertThat(scopes.viewOf(self, first)).isSameAs(later);
+        later.end();
+        assertThat(releases).as("the release was given once").hasValue(1);
+    }
 }
