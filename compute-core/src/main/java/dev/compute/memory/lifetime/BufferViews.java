@@ -42,7 +42,7 @@ public final class BufferViews {
 
     private static MemorySegment viewWhenIdle(BufferCore buffer, BufferCore root, AccessMode mode) {
         // WorkInFlight.after found the block open, under this hold
-        long address = Coherence.currentHostAddress(root, Objects.requireNonNull(root.block), buffer.byteOffset());
+        long address = Coherence.currentHostAddress(root, Objects.requireNonNull(root.block), buffer.byteOffset(), buffer.byteSize);
         if (mode.writes()) {
             root.state = Coherence.hostWritten(root);
         }

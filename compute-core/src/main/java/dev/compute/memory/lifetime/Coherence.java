@@ -104,11 +104,13 @@ public final class Coherence {
 
     /**
      * Where {@link #currentHostRange} starts, for a view that binds its bytes to a scope straight from the address
-     * (one segment made, not a slice and then its rebinding).
+     * (one segment made, not a slice and then its rebinding); checked to lie within the host copy's memory, as the
+     * slice would be.
      */
-    static long currentHostAddress(BufferCore root, Block device, long byteOffset) {
+    static long currentHostAddress(BufferCore root, Block device, long byteOffset, long byteSize) {
         Block copy = currentHostBlock(root, device);
-        return hostSegment(copy).address() + copy.offset() + byteOffset;
+        MemorySegment memory = hostSegment(copy);
+        return memory.address() + Objects.checkFromIndexSize(copy.offset() + byteOffset, byteSize, memory.byteSize());
     }
 
     /** The block of the host copy as it should be read now: the memory itself, or the mirror after pulling newer device data (made on first need). */

@@ -172,7 +172,7 @@ class BufferScopesTest {
         Thread self = Thread.currentThread();
 
         b.end(); // from the middle of the list
-        b.end(); // twice: nothing else is unlinked
+        scopes.ended(b); // told twice: nothing else is unlinked, and nothing is released
         assertThat(scopes.viewOf(self, second)).isNull();
         assertThat(scopes.viewOf(self, first)).isSameAs(a);
         assertThat(scopes.viewOf(self, third)).isSameAs(c);
