@@ -158,6 +158,7 @@ final class OpenClQueue {
      */
     private QueuePositions.Marked markCovering(List<? extends CompletableFuture<Void>> covered, boolean awaitHere) {
         cl_event marker = new cl_event();
+        boolean waitHere;
         synchronized (lifecycle) {
             if (closed) {
                 return QueuePositions.Marked.NOT_QUEUED;
@@ -170,12 +171,12 @@ final class OpenClQueue {
                 return QueuePositions.Marked.LEFT_TO_WAITER;
             }
             OpenClCalls.check(CL.clFlush(queue), "clFlush");
-            if (awaitHere) {
-                OpenClCalls.check(CL.clRetainEvent(marker), "clRetainEvent"); // this thread's, beside the waiter's
-            }
+            // this thread's reference, beside the waiter's, taken before the waiter may release its own; without it the
+            // waiter alone settles the marker (a throw here would leave the queued marker to nobody)
+            waitHere = awaitHere && CL.clRetainEvent(marker) == CL.CL_SUCCESS;
             completions.completion(marker, "a marker", covered);
         }
-        if (!awaitHere) {
+        if (!waitHere) {
             return QueuePositions.Marked.LEFT_TO_WAITER;
         }
         try {
