@@ -211,7 +211,7 @@ class EventCompletionsTest {
         CompletableFuture<Void> bare = new CompletableFuture<>();
         CompletableFuture<Void> watched = new CompletableFuture<>();
         AtomicReference<String> watchedOn = new AtomicReference<>();
-        watched.thenRun(() -> watchedOn.set(Thread.currentThread().getName()));
+        CompletableFuture<Void> ran = watched.thenRun(() -> watchedOn.set(Thread.currentThread().getName()));
         completions.completion(first, "first", List.of(bare));
         completions.completion(second, "second", List.of(watched));
 
@@ -219,6 +219,7 @@ class EventCompletionsTest {
         end(second, CL.CL_COMPLETE);
 
         assertThat(watched).succeedsWithin(Duration.ofSeconds(10));
+        ran.get(10, TimeUnit.SECONDS); // the action runs off the waiter, after the future it depends on completed
         assertThat(bare).isDone();
         assertThat(watchedOn.get()).as("a dependent action runs on a thread of its own").doesNotStartWith("opencl-events");
     }
