@@ -1,6 +1,7 @@
 package dev.compute.memory.internal;
 
-import java.util.concurrent.atomic.AtomicLongArray;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 
 /**
  * A few long counters, one set per thread stripe ({@link ThreadStripes}), each set on 128 bytes of its own
@@ -16,7 +17,10 @@ public final class StripedLongs {
     /** Longs per stripe: 128 bytes. */
     private static final int STRIDE = 16;
 
-    private final AtomicLongArray cells = new AtomicLongArray((ThreadStripes.COUNT + 2) * STRIDE);
+    /** Each long read and written through {@link #CELLS}, with the ordering its method names. */
+    private static final VarHandle CELLS = MethodHandles.arrayElementVarHandle(long[].class);
+
+    private final long[] cells = new long[(ThreadStripes.COUNT + 2) * STRIDE];
 
     /** Room for up to 16 counters per stripe, numbered from 0. */
     public StripedLongs() {}
@@ -31,7 +35,7 @@ public final class StripedLongs {
      * {@link #add} does, for a caller that must add and later subtract in the same stripe.
      */
     public long addAt(int stripe, int field, long delta) {
-        return cells.addAndGet(cell(stripe, field), delta);
+        return (long) CELLS.getAndAdd(cells, cell(stripe, field), delta) + delta;
     }
 
     /**
@@ -39,7 +43,7 @@ public final class StripedLongs {
      * before: for a counter only its owner writes (a release store, no atomic step).
      */
     public void setRelease(int stripe, int field, long value) {
-        cells.setRelease(cell(stripe, field), value);
+        CELLS.setRelease(cells, cell(stripe, field), value);
     }
 
     /**
@@ -47,12 +51,12 @@ public final class StripedLongs {
      * writes: for a counter written by one thread at a time, which hands it on with {@link #setRelease}.
      */
     public void setOpaque(int stripe, int field, long value) {
-        cells.setOpaque(cell(stripe, field), value);
+        CELLS.setOpaque(cells, cell(stripe, field), value);
     }
 
     /** Counter {@code field} of stripe {@code stripe}. */
     public long get(int stripe, int field) {
-        return cells.get(cell(stripe, field));
+        return (long) CELLS.getVolatile(cells, cell(stripe, field));
     }
 
     /**
@@ -60,14 +64,14 @@ public final class StripedLongs {
      * it was (the set happened when that is {@code expected}).
      */
     public long compareAndExchange(int stripe, int field, long expected, long value) {
-        return cells.compareAndExchange(cell(stripe, field), expected, value);
+        return (long) CELLS.compareAndExchange(cells, cell(stripe, field), expected, value);
     }
 
     /** Counter {@code field} summed over the stripes: exact when no thread is adding. */
     public long sum(int field) {
         long sum = 0;
         for (int stripe = 0; stripe < ThreadStripes.COUNT; stripe++) {
-            sum += cells.get(cell(stripe, field));
+            sum += (long) CELLS.getVolatile(cells, cell(stripe, field));
         }
         return sum;
     }
@@ -75,7 +79,7 @@ public final class StripedLongs {
     /** True when counter {@code field} is not zero in some stripe. */
     public boolean anyNonZero(int field) {
         for (int stripe = 0; stripe < ThreadStripes.COUNT; stripe++) {
-            if (cells.get(cell(stripe, field)) != 0) {
+            if ((long) CELLS.getVolatile(cells, cell(stripe, field)) != 0) {
                 return true;
             }
         }

@@ -38,6 +38,11 @@ public final class ThreadStripes {
         return STRIPE_OF_BUCKET[bucketOfCurrentThread()];
     }
 
+    /** The stripe of the thread whose {@link Thread#threadId()} is {@code threadId}, for a caller that has the id already. */
+    public static int of(long threadId) {
+        return STRIPE_OF_BUCKET[(int) threadId & (BUCKETS - 1)];
+    }
+
     /** Moves the calling thread to another stripe, chosen at random so that two colliding threads do not move in step. */
     public static void contended() {
         if (COUNT > 1) {

@@ -59,14 +59,12 @@ public final class LeakDetector {
      * not tracked.
      */
     public void track(Object handle, BufferCore core) {
-        switch (level) {
-            case DISABLED -> { }
-            case SIMPLE -> {
-                if (ThreadLocalRandom.current().nextInt(LeakDetectionLevel.SIMPLE_SAMPLING_INTERVAL) == 0) {
-                    watch(handle, core, null);
-                }
+        if (level == LeakDetectionLevel.SIMPLE) {
+            if (ThreadLocalRandom.current().nextInt(LeakDetectionLevel.SIMPLE_SAMPLING_INTERVAL) == 0) {
+                watch(handle, core, null);
             }
-            case PARANOID -> watch(handle, core, allocationSite());
+        } else if (level == LeakDetectionLevel.PARANOID) {
+            watch(handle, core, allocationSite());
         }
     }
 

@@ -10,8 +10,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 import org.jspecify.annotations.Nullable;
 
@@ -80,7 +80,9 @@ public final class ScopeRegistry {
     /** Shared scopes whose arena a native call held when they were to end; any thread retries them. */
     private final Set<MemoryScope> sharedToRetry = ConcurrentHashMap.newKeySet();
     /** Scopes waiting for their owner (or a retry): while zero, a call into the manager checks nothing more. */
-    private final AtomicInteger waiting = new AtomicInteger();
+    private volatile int waiting;
+    /** Updates {@link #waiting} in place: every call into the manager reads it, one load fewer than through an AtomicInteger. */
+    private static final AtomicIntegerFieldUpdater<ScopeRegistry> WAITING = AtomicIntegerFieldUpdater.newUpdater(ScopeRegistry.class, "waiting");
     /** How often scopes waiting for their owners are checked for owners that ended. */
     private static final long SWEEP_PERIOD_MILLIS = 200;
     private int ownersAtLastSweep = 16;
@@ -121,7 +123,7 @@ public final class ScopeRegistry {
         } else {
             shared.remove(scope);
             if (sharedToRetry.remove(scope)) {
-                waiting.decrementAndGet();
+                WAITING.decrementAndGet(this);
             }
         }
     }
@@ -131,7 +133,7 @@ public final class ScopeRegistry {
         synchronized (list) {
             list.handedOver.add(scope);
         }
-        waiting.incrementAndGet();
+        WAITING.incrementAndGet(this);
         // the owner may have died meanwhile, or may end without calling in again: sweep until nothing waits
         if (!list.owner.isAlive()) {
             sweepDeadOwners();
@@ -148,7 +150,7 @@ public final class ScopeRegistry {
     private final AtomicBoolean watching = new AtomicBoolean();
 
     private void watchForEndedOwners() {
-        if (waiting.get() > 0 && watching.compareAndSet(false, true)) {
+        if (waiting > 0 && watching.compareAndSet(false, true)) {
             Sweeper.THREAD.schedule(this::sweepWhileWaiting, SWEEP_PERIOD_MILLIS, TimeUnit.MILLISECONDS);
         }
     }
@@ -164,7 +166,7 @@ public final class ScopeRegistry {
 
     void retryLater(MemoryScope scope) {
         if (sharedToRetry.add(scope)) {
-            waiting.incrementAndGet();
+            WAITING.incrementAndGet(this);
         }
     }
 
@@ -173,13 +175,13 @@ public final class ScopeRegistry {
      * Called on the way into the manager; one volatile read when there is nothing to do.
      */
     public void endHandedOver() {
-        if (waiting.get() == 0) {
+        if (waiting == 0) {
             return;
         }
         ThreadScopes own = mine.get();
         if (own != null) {
             for (MemoryScope scope; (scope = own.pollHandedOver()) != null; ) {
-                waiting.decrementAndGet();
+                WAITING.decrementAndGet(this);
                 scope.end();
             }
         }
@@ -217,7 +219,7 @@ public final class ScopeRegistry {
                     handed = List.copyOf(list.handedOver);
                     list.handedOver.clear();
                 }
-                waiting.addAndGet(-handed.size());
+                WAITING.addAndGet(this, -handed.size());
                 for (MemoryScope scope : list.openScopes()) {
                     scope.abandon();
                 }

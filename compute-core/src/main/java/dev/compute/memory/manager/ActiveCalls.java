@@ -29,8 +29,8 @@ final class ActiveCalls {
 
     /** Counts the calling thread in; returns what to give {@link #exit}. */
     int enter() {
-        int stripe = ThreadStripes.ofCurrentThread();
         long self = Thread.currentThread().threadId();
+        int stripe = ThreadStripes.of(self);
         long claimedBy = stripes.compareAndExchange(stripe, ACTIVE, 0, self);
         if (claimedBy == 0) {
             return stripe;

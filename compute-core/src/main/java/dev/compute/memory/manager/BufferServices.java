@@ -13,6 +13,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 
 /** What a manager's buffers get of it ({@link BufferHost}): its gate, backend, chains, figures and block returns. */
@@ -29,6 +30,8 @@ public final class BufferServices implements BufferHost {
     private final Compactor compactor;
     private final BlockReturns returns;
     private final Map<Block, Held> held = new ConcurrentHashMap<>();
+    /** How many entries {@link #held} has: the common free reads this one field, not the map's count cells. */
+    private final AtomicInteger heldCount = new AtomicInteger();
 
     public BufferServices(CallGate gate, ComputeBackend backend, LocationChains chains, BlockAllocation allocation, Compactor compactor,
                    BlockReturns returns, Duration deviceWaitTimeout, Duration closeTimeout) {
@@ -117,14 +120,16 @@ public final class BufferServices implements BufferHost {
 
     @Override
     public void held(BufferCore buffer, Block block) {
-        held.put(block, new Held(buffer, block, System.nanoTime()));
+        if (held.put(block, new Held(buffer, block, System.nanoTime())) == null) {
+            heldCount.incrementAndGet();
+        }
     }
 
     @Override
     public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight,
                         @Nullable Object budgetCount) {
-        if (!held.isEmpty()) { // held memory is rare: the common free reads a count, not the map
-            held.remove(block);
+        if (heldCount.get() != 0 && held.remove(block) != null) { // held memory is rare: the common free reads a count, not the map
+            heldCount.decrementAndGet();
         }
         returns.release(location, block, mirror, inFlight, budgetCount);
     }

@@ -75,7 +75,7 @@ public final class Compactor {
 
     /** A buffer was made over {@code block}: compaction may move it, where its chain lets blocks move. */
     public void entered(LocationChain chain, Block block, BufferCore buffer) {
-        if (chain.movable(block)) {
+        if (chain.mayMove(buffer.byteSize()) && chain.movable(block)) {
             Movables at = movables.get(chain.location());
             at.buffers.put(block, buffer);
             at.changes.incrementAndGet();

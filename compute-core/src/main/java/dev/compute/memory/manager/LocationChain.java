@@ -37,6 +37,8 @@ public final class LocationChain {
     final MemoryTimeline timeline;
     final boolean hostAccessible;
     final Adaptors adaptors;
+    /** The smallest block compaction may move here ({@link #movable}); {@code Long.MAX_VALUE} where none may move. */
+    private final long smallestMovable;
     final LongAdder hostToDevice = new LongAdder();
     final LongAdder deviceToHost = new LongAdder();
     final LongAdder deviceToDevice = new LongAdder();
@@ -55,6 +57,7 @@ public final class LocationChain {
         this.timeline = timeline;
         this.hostAccessible = hostAccessible;
         this.adaptors = adaptors;
+        this.smallestMovable = adaptors == Adaptors.NONE && pool != null ? pool.smallestMovableBytes() : Long.MAX_VALUE;
     }
 
     MemoryLocation location() {
@@ -84,7 +87,16 @@ public final class LocationChain {
      * in it, since one may keep a block's place (as RMM's tracking adaptors key blocks by address) and would see it change.
      */
     boolean movable(Block block) {
-        return adaptors == Adaptors.NONE && pool != null && pool.movable(block);
+        return mayMove(block.size()) && pool != null && pool.movable(block);
+    }
+
+    /**
+     * False where a block for a request of {@code bytes} can never move: most requests answer here without looking at
+     * their block. A request below the smallest movable size never gets a movable block, since the pool rounds sizes
+     * up to its alignment, a divisor of that size's predecessor.
+     */
+    boolean mayMove(long bytes) {
+        return bytes >= smallestMovable;
     }
 
     /** Gives cached memory beyond {@code keepBytes} back; told to listeners when something went. */

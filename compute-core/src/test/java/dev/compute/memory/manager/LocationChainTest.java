@@ -78,6 +78,28 @@ class LocationChainTest {
     }
 
     @Test
+    void aRequestBelowTheSmallestMovableSizeNeverGetsAMovableBlock() {
+        LocationChain plain = pooled(LocationChain.Adaptors.NONE);
+        LocationChain composed = pooled(LocationChain.Adaptors.COMPOSED);
+        long smallest = plain.pool.smallestMovableBytes();
+        for (long bytes : new long[] {1, 512, smallest - 513, smallest - 512, smallest - 2, smallest - 1}) {
+            Block block = plain.entry.allocate(bytes);
+            assertThat(plain.mayMove(bytes)).as("%d bytes", bytes).isFalse();
+            assertThat(plain.movable(block)).as("the block of a %d-byte request (%d bytes)", bytes, block.size()).isFalse();
+            plain.entry.deallocate(block);
+        }
+        for (long bytes : new long[] {smallest, smallest + 1, 4 * MiB}) {
+            Block block = plain.entry.allocate(bytes);
+            assertThat(plain.mayMove(bytes)).as("%d bytes", bytes).isTrue();
+            assertThat(plain.movable(block)).as("the block of a %d-byte request", bytes).isTrue();
+            plain.entry.deallocate(block);
+        }
+        assertThat(composed.mayMove(4 * MiB)).as("nothing moves where the application's adaptors are").isFalse();
+        plain.close();
+        composed.close();
+    }
+
+    @Test
     void onlyThePoolsLargeBlocksMoveAndOnlyWithoutTheApplicationsAdaptors() {
         LocationChain plain = pooled(LocationChain.Adaptors.NONE);
         LocationChain composed = pooled(LocationChain.Adaptors.COMPOSED);

@@ -499,7 +499,12 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * come and go on the fast path, where registering a user for each would cost more than their moves win.
      */
     public boolean movable(Block block) {
-        return block instanceof PoolBlock poolBlock && poolBlock.ownedBy(this) && !SizeClasses.small(poolBlock.size);
+        return block instanceof PoolBlock poolBlock && !SizeClasses.small(poolBlock.size) && poolBlock.ownedBy(this);
+    }
+
+    /** The size of the smallest block {@link #movable} may accept: anything smaller never moves. */
+    public long smallestMovableBytes() {
+        return SizeClasses.SMALL_LIMIT + 1;
     }
 
     /**

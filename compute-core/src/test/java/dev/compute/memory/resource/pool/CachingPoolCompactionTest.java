@@ -267,6 +267,9 @@ class CachingPoolCompactionTest {
         assertThat(pool.movable(pool.allocate(MiB))).isFalse();
         assertThat(pool.movable(pool.allocate(MiB + 1))).isTrue();
         assertThat(pool.movable(pool(backend, true).allocate(4 * MiB))).as("another pool's block").isFalse();
+        assertThat(pool.smallestMovableBytes()).isEqualTo(MiB + 1);
+        assertThat((pool.smallestMovableBytes() - 1) % SizeClasses.ALIGNMENT)
+                .as("a request below the smallest movable size is rounded to a block below it").isZero();
     }
 
     @ParameterizedTest(name = "expandable={0}")
