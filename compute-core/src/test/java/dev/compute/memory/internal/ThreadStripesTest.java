@@ -31,6 +31,7 @@ class ThreadStripesTest {
         int stripe = ThreadStripes.ofCurrentThread();
         assertThat(stripe).isBetween(0, ThreadStripes.COUNT - 1);
         assertThat(ThreadStripes.ofCurrentThread()).isEqualTo(stripe);
+        assertThat(ThreadStripes.of(Thread.currentThread().threadId())).as("by the thread's id").isEqualTo(stripe);
 
         Set<Integer> visited = new HashSet<>();
         for (int move = 0; move < 200; move++) {
@@ -69,5 +70,6 @@ class ThreadStripesTest {
 
         assertThat(seen.get(1)).isNotEqualTo(seen.get(0));
         assertThat(seen.get(2)).as("the other thread of the bucket moved with it").isEqualTo(seen.get(1));
+        assertThat(ThreadStripes.of(first.threadId())).as("the stripe found by the id after the move").isEqualTo(seen.get(1));
     }
 }
