@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.EnumMap;
 import java.util.List;
+import java.util.Objects;
 import java.util.Set;
 import org.jspecify.annotations.Nullable;
 
@@ -61,7 +62,7 @@ public final class LocationChains {
         if (gate.isClosed()) {
             throw CallGate.closedManager();
         }
-        LocationChain chain = location == null ? null : byOrdinal[location.ordinal()];
+        LocationChain chain = byOrdinal[Objects.requireNonNull(location, "location").ordinal()];
         if (chain == null) {
             throw new IllegalArgumentException(location + " memory is not available on this manager (" + backend.info().backend()
                     + "): " + (location == MemoryLocation.PINNED && backend.supports(location).available()
