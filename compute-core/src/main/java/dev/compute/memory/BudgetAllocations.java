@@ -12,8 +12,10 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -29,6 +31,11 @@ final class BudgetAllocations {
     private final PooledMemoryManager manager;
     private final BudgetLedger<BufferCore> ledger;
     private final BudgetAccount<BufferCore> account;
+    /** Requests let into the budget and waiting for the pool's room: a close of the budget fails them and gives their bytes back. */
+    private final Set<PoolWait> waitingForThePool = ConcurrentHashMap.newKeySet();
+
+    /** A request's wait in the manager's queue ({@code pool}) and what its caller holds ({@code result}). */
+    private record PoolWait(CompletableFuture<UnifiedBuffer> pool, CompletableFuture<UnifiedBuffer> result) {}
 
     BudgetAllocations(PooledMemoryManager manager, BudgetLedger<BufferCore> ledger, BudgetAccount<BufferCore> account) {
         this.manager = manager;
@@ -151,7 +158,13 @@ final class BudgetAllocations {
                 pool.cancel(false);
             }
         });
+        PoolWait wait = new PoolWait(pool, result);
+        waitingForThePool.add(wait);
+        if (ledger.isClosed(account)) { // closed after the claim was let in and before the close could see this wait
+            endWait(wait);
+        }
         pool.whenComplete((buffer, failure) -> {
+            waitingForThePool.remove(wait);
             if (failure != null) {
                 ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
                 result.completeExceptionally(unwrapped(failure));
@@ -167,6 +180,22 @@ final class BudgetAllocations {
                 buffer.close(); // cancelled while it came
             }
         });
+    }
+
+    /**
+     * The budget closed: its requests waiting for the pool's room fail now, with the budget's close, and their bytes go
+     * back to the budgets above it at once; a buffer the pool gives meanwhile is closed, as for any request under way.
+     */
+    void budgetClosed() {
+        for (PoolWait wait : waitingForThePool) {
+            endWait(wait);
+        }
+    }
+
+    private void endWait(PoolWait wait) {
+        wait.result().completeExceptionally(new IllegalStateException("memory budget '" + account.path()
+                + "' was closed while the request waited for the pool's room"));
+        wait.pool().cancel(false); // its failure gives the claim back; a buffer that came first is closed by its count
     }
 
     UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode, long byteOffset, @Nullable Long byteLength) throws IOException {

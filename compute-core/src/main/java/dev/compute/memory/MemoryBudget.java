@@ -278,7 +278,7 @@ public final class MemoryBudget implements AutoCloseable {
     }
 
     private Closed closeAll() {
-        List<BudgetLedger.Open<BufferCore>> open = ledger.close(account);
+        List<BudgetLedger.Open<BufferCore>> open = ledger.close(account, handle -> ((MemoryBudget) handle).allocations.budgetClosed());
         Map<String, Leftover> left = new LinkedHashMap<>();
         List<BufferCore> closing = new ArrayList<>();
         long deadline = 0;

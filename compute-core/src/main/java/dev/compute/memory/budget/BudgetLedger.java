@@ -16,6 +16,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -304,6 +305,22 @@ public final class BudgetLedger<B> {
      */
     public List<Open<B>> close(BudgetAccount<B> account) {
         return tree.close(account);
+    }
+
+    /**
+     * {@link #close(BudgetAccount)}, then tells {@code closedHandle} the handle of every budget it closed (this one and
+     * those under it, the deepest first), once the books are let go.
+     */
+    public List<Open<B>> close(BudgetAccount<B> account, Consumer<Object> closedHandle) {
+        List<BudgetAccount<B>> closed = new ArrayList<>();
+        List<Open<B>> open = tree.close(account, closed);
+        for (BudgetAccount<B> each : closed) {
+            Object handle = each.handle();
+            if (handle != null) {
+                closedHandle.accept(handle);
+            }
+        }
+        return open;
     }
 
     /**

@@ -126,6 +126,11 @@ final class BudgetTree<B> {
 
     /** See {@link BudgetLedger#close}. */
     List<BudgetLedger.Open<B>> close(BudgetAccount<B> account) {
+        return close(account, new ArrayList<>());
+    }
+
+    /** {@link #close(BudgetAccount)}, adding to {@code closed} every budget this close closed, the deepest first. */
+    List<BudgetLedger.Open<B>> close(BudgetAccount<B> account, List<BudgetAccount<B>> closed) {
         List<BudgetLedger.Open<B>> open = new ArrayList<>();
         List<BudgetWaiters.Waiter> failed = new ArrayList<>();
         List<BudgetWaiters.Waiter> admitted;
@@ -134,7 +139,7 @@ final class BudgetTree<B> {
             if (account.closed) {
                 return open;
             }
-            closeTree(account, open, failed, new ArrayList<>());
+            closeTree(account, open, failed, closed);
             (account.parent == null ? roots : account.parent.children).remove(account);
             admitted = ledger.roomFreed();
         } finally {

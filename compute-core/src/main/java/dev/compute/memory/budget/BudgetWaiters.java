@@ -1,9 +1,7 @@
 package dev.compute.memory.budget;
 
 import dev.compute.memory.BudgetExceededException;
-import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
-import dev.compute.memory.OutOfMemoryReason;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -199,7 +197,7 @@ final class BudgetWaiters<B> {
 
     /** The timeout passed: a request still queued fails with the budget's refusal as it stands now, counted. */
     private void timeOut(Waiter waiter) {
-        DeviceOutOfMemoryException failure;
+        BudgetExceededException failure;
         List<Waiter> admitted;
         ledger.lock().lock();
         try {
@@ -233,11 +231,11 @@ final class BudgetWaiters<B> {
     }
 
     /** Under the lock: the failure of a request that waited {@code timeout} in vain, counted as the budget's refusal. */
-    private DeviceOutOfMemoryException timedOut(BudgetAccount<B> account, MemoryLocation location, long bytes, Duration timeout) {
+    private BudgetExceededException timedOut(BudgetAccount<B> account, MemoryLocation location, long bytes, Duration timeout) {
         BudgetLimits.Refusal refusal = ledger.limits().refusal(account, location.ordinal(), bytes, BudgetLimits.Pending.COUNTED);
-        if (refusal == null) { // it fits now, but earlier requests wait before it
+        if (refusal == null) { // it fits now, but earlier requests wait before it: the budget's own queue refused it
             ledger.countRefusal(account);
-            return new DeviceOutOfMemoryException(location, bytes, OutOfMemoryReason.BUDGET_LIMIT, "no room in memory budget '" + account.path
+            return new BudgetExceededException(location, bytes, account.path, account.path, "no room in memory budget '" + account.path
                     + "' for " + bytes + " bytes of " + location + " within the wait of " + timeout.toMillis() + " ms, behind earlier requests, which are served first");
         }
         BudgetExceededException last = ledger.refused(account, refusal, location, bytes, 1);

@@ -126,6 +126,51 @@ public abstract class BudgetAllocationFormsContractTest {
     }
 
     @Test
+    void aClosedBudgetFailsItsRequestsWaitingForThePoolAtOnceAndItsRoomGoesBackToTheBudgetAbove() throws Exception {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(64 * MiB).build(); MemoryBudget tenant = manager.budget("tenant", 16 * MiB)) {
+            List<UnifiedBuffer> others = fill(manager, 16 * MiB);
+            MemoryBudget request = tenant.child("request", 16 * MiB);
+            CompletableFuture<UnifiedBuffer> waiting = request.allocateAsync(16 * MiB, DEVICE, LONG);
+            assertThat(manager.statistics(DEVICE).waitingRequests()).as("let in by the budgets, in the pool's queue").isEqualTo(1);
+
+            request.close();
+
+            assertThatThrownBy(() -> waiting.get(10, TimeUnit.SECONDS)).as("failed with the close, not at the end of its wait")
+                    .isInstanceOf(ExecutionException.class).cause().isInstanceOf(IllegalStateException.class)
+                    .hasMessage("memory budget 'tenant/request' was closed while the request waited for the pool's room");
+            assertThat(manager.statistics(DEVICE).waitingRequests()).as("withdrawn from the pool's queue").isZero();
+            others.removeFirst().close();
+            try (UnifiedBuffer all = tenant.tryAllocate(16 * MiB, DEVICE).orElseThrow()) {
+                assertThat(tenant.statistics().allocatedBytes()).as("the closed request's claim holds none of the limit").isEqualTo(16 * MiB);
+            }
+            assertThat(manager.statistics(DEVICE).liveBuffers()).isEqualTo(others.size());
+            others.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    @Test
+    void aRequestThatTimesOutBehindAnEarlierOneIsTheBudgetsRefusal() throws Exception {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(256 * MiB).build(); MemoryBudget tenant = manager.budget("tenant", 16 * MiB);
+             UnifiedBuffer held = tenant.allocate(12 * MiB, DEVICE)) {
+            CompletableFuture<UnifiedBuffer> ahead = tenant.allocateAsync(8 * MiB, DEVICE, LONG);
+            CompletableFuture<UnifiedBuffer> behind = tenant.allocateAsync(MiB, DEVICE, Duration.ofMillis(50));
+            CompletableFuture<UnifiedBuffer> now = tenant.allocateAsync(MiB, DEVICE, Duration.ZERO);
+
+            for (CompletableFuture<UnifiedBuffer> refused : List.of(behind, now)) {
+                assertThatThrownBy(() -> refused.get(30, TimeUnit.SECONDS)).isInstanceOf(ExecutionException.class).cause()
+                        .isInstanceOfSatisfying(BudgetExceededException.class, e -> {
+                            assertThat(e.budget()).isEqualTo("tenant");
+                            assertThat(e.refusedBy()).isEqualTo("tenant");
+                        })
+                        .hasMessageContaining("behind earlier requests, which are served first");
+            }
+            assertThat(ahead).isNotDone();
+            ahead.cancel(false);
+            assertThat(tenant.statistics().waitingRequests()).isZero();
+        }
+    }
+
+    @Test
     void aWaitThatEndsInVainSaysWhichBudgetRefusedAndOneThatCouldNeverFitFailsAtOnce() throws Exception {
         try (UnifiedMemoryManager manager = builder().maxPoolSize(256 * MiB).build(); MemoryBudget tenant = manager.budget("tenant", 16 * MiB);
              UnifiedBuffer held = tenant.allocate(16 * MiB, DEVICE)) {
