@@ -35,12 +35,12 @@ public final class ThreadStripes {
 
     /** The calling thread's stripe, 0 to {@link #COUNT} − 1. */
     public static int ofCurrentThread() {
-        return STRIPE_OF_BUCKET[bucketOfCurrentThread()];
+        return of(Thread.currentThread().threadId());
     }
 
     /** The stripe of the thread whose {@link Thread#threadId()} is {@code threadId}, for a caller that has the id already. */
     public static int of(long threadId) {
-        return STRIPE_OF_BUCKET[(int) threadId & (BUCKETS - 1)];
+        return STRIPE_OF_BUCKET[bucketOf(threadId)];
     }
 
     /** Moves the calling thread to another stripe, chosen at random so that two colliding threads do not move in step. */
@@ -53,6 +53,10 @@ public final class ThreadStripes {
     }
 
     private static int bucketOfCurrentThread() {
-        return (int) Thread.currentThread().threadId() & (BUCKETS - 1);
+        return bucketOf(Thread.currentThread().threadId());
+    }
+
+    private static int bucketOf(long threadId) {
+        return (int) threadId & (BUCKETS - 1);
     }
 }

@@ -4,8 +4,9 @@ import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.ComputeBackend;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
-import java.util.EnumMap;
+import java.util.EnumSet;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
@@ -19,8 +20,7 @@ public final class LocationChains {
 
     private final ComputeBackend backend;
     private final CallGate gate;
-    private final EnumMap<MemoryLocation, LocationChain> chains = new EnumMap<>(MemoryLocation.class);
-    /** The same chains by the location's ordinal: what every allocation looks up, in one array load. */
+    /** The chains by their location's ordinal: what every allocation looks up, in one array load. */
     private final @Nullable LocationChain[] byOrdinal = new LocationChain[MemoryLocation.values().length];
     private List<MemoryLocation> locations = List.of();
     private MemoryLocation mirrorLocation = MemoryLocation.HOST;
@@ -31,12 +31,11 @@ public final class LocationChains {
     }
 
     void add(MemoryLocation location, LocationChain chain) {
-        chains.put(location, chain);
         byOrdinal[location.ordinal()] = chain;
         List<MemoryLocation> all = new ArrayList<>(locations);
         all.add(location);
         locations = List.copyOf(all);
-        mirrorLocation = chains.containsKey(MemoryLocation.PINNED) && backend.hostAccessible(MemoryLocation.PINNED)
+        mirrorLocation = chainOf(MemoryLocation.PINNED) != null && backend.hostAccessible(MemoryLocation.PINNED)
                 ? MemoryLocation.PINNED : MemoryLocation.HOST;
     }
 
@@ -45,12 +44,13 @@ public final class LocationChains {
         return locations;
     }
 
+    /** The chains, in {@link MemoryLocation}'s order. */
     public Collection<LocationChain> all() {
-        return chains.values();
+        return Arrays.stream(byOrdinal).filter(Objects::nonNull).toList();
     }
 
     Set<MemoryLocation> offered() {
-        return chains.keySet();
+        return locations.isEmpty() ? EnumSet.noneOf(MemoryLocation.class) : EnumSet.copyOf(locations);
     }
 
     public MemoryLocation mirrorLocation() {
@@ -74,7 +74,7 @@ public final class LocationChains {
 
     /** The chain of a location this manager has, open or closed: for figures. */
     public LocationChain known(MemoryLocation location) {
-        LocationChain chain = chains.get(location);
+        LocationChain chain = chainOf(location);
         if (chain == null) {
             throw new IllegalArgumentException(location + " memory is not available on this manager; available: " + locations);
         }
@@ -87,8 +87,13 @@ public final class LocationChains {
     }
 
     public boolean hostAccessible(MemoryLocation location) {
-        LocationChain chain = chains.get(location);
+        LocationChain chain = chainOf(location);
         return chain != null && chain.hostAccessible;
+    }
+
+    /** The chain of {@code location}, or null where there is none (or no location). */
+    private @Nullable LocationChain chainOf(@Nullable MemoryLocation location) {
+        return location == null ? null : byOrdinal[location.ordinal()];
     }
 
     /** Trims every location to {@code keepBytes} of cache, stopping if the manager closes meanwhile; what went back. */
@@ -96,7 +101,7 @@ public final class LocationChains {
         int stripe = gate.enterAlways();
         try {
             long released = 0;
-            for (LocationChain chain : chains.values()) {
+            for (LocationChain chain : all()) {
                 if (gate.isClosed()) {
                     break;
                 }
@@ -110,6 +115,6 @@ public final class LocationChains {
 
     /** Closes every chain, freeing what the pools hold. */
     void closeAll() {
-        chains.values().forEach(LocationChain::close);
+        all().forEach(LocationChain::close);
     }
 }
