@@ -45,6 +45,7 @@ final class BudgetAllocations {
 
     UnifiedBuffer allocate(DataType type, long count, MemoryLocation location) {
         Objects.requireNonNull(type, "type");
+        Objects.requireNonNull(location, "location"); // refused as the manager refuses it, before the room is looked at
         long bytes = BlockAllocation.elementBytes(type, count);
         BudgetNode<BufferCore> node = ledger.take(account, location, bytes);
         if (node != null) {
@@ -75,6 +76,7 @@ final class BudgetAllocations {
 
     List<UnifiedBuffer> allocateBatch(DataType type, long[] counts, MemoryLocation location) {
         Objects.requireNonNull(type, "type");
+        Objects.requireNonNull(location, "location");
         long[] bytes = BlockAllocation.batchBytes(type, counts, location);
         long total = 0;
         for (long each : bytes) {
@@ -123,11 +125,9 @@ final class BudgetAllocations {
         Deadline deadline = Deadline.after(timeout);
         CompletableFuture<Void> admitted = ledger.claimLater(account, location, bytes, timeout);
         CompletableFuture<UnifiedBuffer> result = new CompletableFuture<>();
-        result.whenComplete((buffer, failure) -> {
-            if (result.isCancelled()) {
-                admitted.cancel(false);
-            }
-        });
+        // completed anyhow (cancelled, or by its caller: orTimeout, completeExceptionally), the request leaves the
+        // budget's queue, as the manager's leaves its own; completed here, the wait is over already and this does nothing
+        result.whenComplete((buffer, failure) -> admitted.cancel(false));
         admitted.whenComplete((room, refusal) -> {
             if (refusal != null) {
                 refused(location, bytes, unwrapped(refusal));
@@ -153,11 +153,7 @@ final class BudgetAllocations {
             result.completeExceptionally(e);
             return;
         }
-        result.whenComplete((buffer, failure) -> {
-            if (result.isCancelled()) {
-                pool.cancel(false);
-            }
-        });
+        result.whenComplete((buffer, failure) -> pool.cancel(false)); // however it completed: see allocateAsync
         PoolWait wait = new PoolWait(pool, result);
         waitingForThePool.add(wait);
         if (ledger.isClosed(account)) { // closed after the claim was let in and before the close could see this wait

@@ -192,8 +192,9 @@ public final class MemoryBudget implements AutoCloseable {
      * the bytes counted here, the pool's room, through the manager's queue, for what is left of the timeout. The future
      * fails at once for a request larger than this budget could ever hold, with {@link BudgetExceededException} when
      * the wait for the budget's room times out, as the manager's fails when the wait for the pool's does, and with
-     * {@link IllegalStateException} when the budget or the manager closes. Cancelling it withdraws the request
-     * wherever it waits; a buffer that comes as it is cancelled is closed, not lost.
+     * {@link IllegalStateException} when the budget or the manager closes. Cancelling it, or completing it otherwise
+     * (as {@code orTimeout} does), withdraws the request wherever it waits; a buffer that comes as it is cancelled is
+     * closed, not lost.
      */
     public CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout) {
         return allocations.allocateAsync(type, count, location, timeout);
@@ -316,16 +317,14 @@ public final class MemoryBudget implements AutoCloseable {
     }
 
     /**
-     * The buffer of a request under way, once the pool gives it, or null at {@code deadline}: then the request sees the
-     * budget closed as it counts the buffer, and closes it itself.
+     * The buffer of a request under way, once the pool gives it; null where the pool refused it (nothing to close), or
+     * at {@code deadline}: then the request sees the budget closed as it counts the buffer, and closes it itself.
      */
-    private static @Nullable BufferCore awaitBuffer(BudgetNode<BufferCore> node, long deadline) {
-        for (BufferCore buffer = node.buffer(); ; buffer = node.buffer()) {
-            if (buffer != null || System.nanoTime() - deadline >= 0) {
-                return buffer;
-            }
+    private @Nullable BufferCore awaitBuffer(BudgetNode<BufferCore> node, long deadline) {
+        while (ledger.underWay(node) && System.nanoTime() - deadline < 0) {
             LockSupport.parkNanos(AWAIT_STEP_NANOS);
         }
+        return node.buffer();
     }
 
     @Override

@@ -40,6 +40,11 @@ public final class BudgetAccount<B> {
     /** {@link #direct} plus what each child occupies: what the limits count. */
     final long[] content = new long[LOCATIONS];
     final long[] pending = new long[LOCATIONS];
+    /**
+     * The part of {@link #pending} that requests let in from a budget's queue hold ({@code allocateAsync}): they may
+     * wait for the pool's room as long as their callers allow, so a claim does not wait for them.
+     */
+    final long[] queuedPending = new long[LOCATIONS];
     long refusals;
     long mappedFiles;
     long mappedBytes;
@@ -111,6 +116,14 @@ public final class BudgetAccount<B> {
     long pendingInAll() {
         long sum = 0;
         for (long bytes : pending) {
+            sum += bytes;
+        }
+        return sum;
+    }
+
+    long queuedPendingInAll() {
+        long sum = 0;
+        for (long bytes : queuedPending) {
             sum += bytes;
         }
         return sum;

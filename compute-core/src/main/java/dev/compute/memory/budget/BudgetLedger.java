@@ -34,8 +34,10 @@ import org.jspecify.annotations.Nullable;
  * A request that would pass a limit first takes back the room the stripes keep under that limit (so parked room never
  * refuses anyone); one that then fits beside what is held but not beside requests still under way waits for them
  * (they end within the pool's own bounded waits), so that it is refused only for memory really held; a thread does not
- * wait for its own requests (an out-of-memory handler that allocates through a budget). {@link #released} counts a
- * buffer's memory back, before the pool may lend it again: to its stripe's room, the rest to the books.
+ * wait for its own requests (an out-of-memory handler that allocates through a budget), nor for requests let in from a
+ * budget's queue ({@link #claimLater}), which may wait for the pool's room as long as their callers allow.
+ * {@link #released} counts a buffer's memory back, before the pool may lend it again: to its stripe's room, the rest
+ * to the books.
  *
  * <p><b>Reservations</b> ({@link BudgetLimits}): a budget's reservation counts in its parent, and a root's at the cap, from
  * the moment it is made, so reservations never add up past the cap and no budget can take memory another reserved and
@@ -128,6 +130,15 @@ public final class BudgetLedger<B> {
         return !node.account.closed;
     }
 
+    /**
+     * Whether the request {@code node} counts (one {@link Open} of a closing budget names) is still under way in the
+     * pool: false once its buffer came ({@link BudgetNode#buffer()}) or once the pool refused it, so that a close
+     * waits for nothing that will not come.
+     */
+    public boolean underWay(BudgetNode<B> node) {
+        return stripes.underWay(node);
+    }
+
     /** A request let in from the room failed in the pool: it counts no more, and was no allocation. */
     public void failed(BudgetNode<B> node) {
         int l = node.location; // read first: once released, the node may serve another request
@@ -153,7 +164,7 @@ public final class BudgetLedger<B> {
                 requireOpen(account);
                 Refusal refusal = limits.refusal(account, l, bytes, Pending.COUNTED);
                 if (refusal == null) {
-                    limits.commit(account, l, bytes);
+                    limits.commit(account, l, bytes, false);
                     requesting.add(self);
                     return;
                 }
@@ -370,7 +381,7 @@ public final class BudgetLedger<B> {
         if (countsForgotten) {
             return;
         }
-        limits.underWayNoMore(account, l, bytes);
+        limits.underWayNoMore(account, l, bytes, claimant == Claimant.QUEUED_REQUEST);
         if (awaitingSettle > 0) {
             requestsSettled.signalAll();
         }

@@ -25,6 +25,8 @@ final class BudgetLimits<B> {
     /** Per location: what the roots occupy, and the part of it that requests under way hold. */
     private final long[] occupied = new long[BudgetAccount.LOCATIONS];
     private final long[] pendingAtRoots = new long[BudgetAccount.LOCATIONS];
+    /** Per location: the part of {@link #pendingAtRoots} that queued requests hold (see {@link BudgetAccount#queuedPending}). */
+    private final long[] queuedPendingAtRoots = new long[BudgetAccount.LOCATIONS];
 
     BudgetLimits(Map<MemoryLocation, Long> caps, Map<MemoryLocation, String> capProperties) {
         for (MemoryLocation location : MemoryLocation.values()) {
@@ -40,8 +42,8 @@ final class BudgetLimits<B> {
     @Nullable Refusal refusal(@Nullable BudgetAccount<B> from, int l, long bytes, Pending pending) {
         long more = bytes;
         for (BudgetAccount<B> x = from; x != null && more > 0; x = x.parent) {
-            long content = x.content[l] - (pending == Pending.COUNTED ? 0 : x.pending[l]);
-            long inAll = x.contentInAll() - (pending == Pending.COUNTED ? 0 : x.pendingInAll());
+            long content = x.content[l] - (pending == Pending.COUNTED ? 0 : x.pending[l] - x.queuedPending[l]);
+            long inAll = x.contentInAll() - (pending == Pending.COUNTED ? 0 : x.pendingInAll() - x.queuedPendingInAll());
             if (more > x.locationLimit[l] - content) {
                 return new Refusal(x, x.locationLimit[l] < x.limit);
             }
@@ -55,7 +57,7 @@ final class BudgetLimits<B> {
             // message (AllocationAboveLimitException, naming the cap's property), as it would outside a budget
             return null;
         }
-        long roots = occupied[l] - (pending == Pending.COUNTED ? 0 : pendingAtRoots[l]);
+        long roots = occupied[l] - (pending == Pending.COUNTED ? 0 : pendingAtRoots[l] - queuedPendingAtRoots[l]);
         return more > 0 && more > cap[l] - roots ? new Refusal(null, true) : null;
     }
 
@@ -68,22 +70,26 @@ final class BudgetLimits<B> {
         return most;
     }
 
-    /** Counts a claim's bytes as under way from {@code account} up. */
-    void commit(BudgetAccount<B> account, int l, long bytes) {
+    /** Counts the bytes of a claim ({@code queued}: of a request let in from a budget's queue) as under way from {@code account} up. */
+    void commit(BudgetAccount<B> account, int l, long bytes, boolean queued) {
         account.direct[l] += bytes;
         for (BudgetAccount<B> x = account; x != null; x = x.parent) {
             x.pending[l] += bytes;
+            x.queuedPending[l] += queued ? bytes : 0;
         }
         pendingAtRoots[l] += bytes;
+        queuedPendingAtRoots[l] += queued ? bytes : 0;
         propagate(account, l, bytes);
     }
 
-    /** A claim's bytes are under way no more: a buffer's next, or given back. */
-    void underWayNoMore(BudgetAccount<B> account, int l, long bytes) {
+    /** A claim's bytes are under way no more (a buffer's next, or given back), {@code queued} as it was committed. */
+    void underWayNoMore(BudgetAccount<B> account, int l, long bytes, boolean queued) {
         for (BudgetAccount<B> x = account; x != null; x = x.parent) {
             x.pending[l] -= bytes;
+            x.queuedPending[l] -= queued ? bytes : 0;
         }
         pendingAtRoots[l] -= bytes;
+        queuedPendingAtRoots[l] -= queued ? bytes : 0;
     }
 
     /** Bytes let in through {@code account} count no more, from it up to the cap. */
@@ -125,6 +131,7 @@ final class BudgetLimits<B> {
     void forget() {
         Arrays.fill(occupied, 0);
         Arrays.fill(pendingAtRoots, 0);
+        Arrays.fill(queuedPendingAtRoots, 0);
     }
 
     long cap(int l) {

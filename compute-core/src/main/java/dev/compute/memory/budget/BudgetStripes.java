@@ -311,6 +311,20 @@ final class BudgetStripes<B> {
         return sum;
     }
 
+    /**
+     * Whether {@code node}'s request is still under way: counted, and its buffer not yet given. False once the buffer
+     * came, or once the pool refused the request (a closed budget's nodes are never taken again, so this stays false).
+     */
+    boolean underWay(BudgetNode<B> node) {
+        int stripe = node.stripe;
+        hold(stripe);
+        try {
+            return node.open && node.buffer() == null;
+        } finally {
+            letGo(stripe);
+        }
+    }
+
     /** Adds the open buffers of {@code account} itself (not those under it) to {@code open}. */
     void openBuffers(BudgetAccount<B> account, List<BudgetNode<B>> open) {
         for (int s = 0; s < ThreadStripes.COUNT; s++) {

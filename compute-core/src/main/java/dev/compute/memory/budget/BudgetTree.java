@@ -204,6 +204,7 @@ final class BudgetTree<B> {
         Arrays.fill(account.direct, 0);
         Arrays.fill(account.content, 0);
         Arrays.fill(account.pending, 0);
+        Arrays.fill(account.queuedPending, 0);
         account.mappedFiles = 0;
         account.mappedBytes = 0;
         for (BudgetEntry<B> entry = account.firstMapped; entry != null; entry = entry.next) {

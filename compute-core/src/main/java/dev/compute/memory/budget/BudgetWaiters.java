@@ -83,7 +83,7 @@ final class BudgetWaiters<B> {
                 refusal = ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED);
             }
             if (queue == null && refusal == null) {
-                ledger.limits().commit(account, l, bytes);
+                ledger.limits().commit(account, l, bytes, true);
                 return CompletableFuture.completedFuture(null);
             }
             if (timeout.isZero()) {
@@ -131,7 +131,7 @@ final class BudgetWaiters<B> {
                 if (refusal != null) {
                     break;
                 }
-                ledger.limits().commit(account, l, head.bytes);
+                ledger.limits().commit(account, l, head.bytes, true);
                 queue.removeFirst();
                 account.waitingRequests--;
                 ledger.queued(-1);

@@ -25,11 +25,11 @@ class BudgetLimitsTest {
         limits.reserve(kept, device, 8 * MiB);
         assertThat(tenant.content[device]).as("the reservation counts in the parent from the start").isEqualTo(8 * MiB);
 
-        limits.commit(kept, device, 6 * MiB);
+        limits.commit(kept, device, 6 * MiB, false);
 
         assertThat(tenant.content[device]).isEqualTo(8 * MiB);
         assertThat(tenant.pending[device]).as("under way is a figure of every level").isEqualTo(6 * MiB);
-        limits.commit(kept, device, 4 * MiB);
+        limits.commit(kept, device, 4 * MiB, false);
         assertThat(tenant.content[device]).as("2 MiB past the reservation").isEqualTo(10 * MiB);
         assertThat(limits.occupied(device)).isEqualTo(10 * MiB);
     }
@@ -37,13 +37,13 @@ class BudgetLimitsTest {
     @Test
     void theFirstLimitPassedRefusesAndRequestsUnderWayCanBeLeftOutOfTheCheck() {
         BudgetAccount<String> request = new BudgetAccount<>(tenant, BudgetSpec.of("request", 16 * MiB));
-        limits.commit(tenant, device, 30 * MiB);
+        limits.commit(tenant, device, 30 * MiB, false);
 
         Refusal refusal = limits.refusal(request, device, 4 * MiB, Pending.COUNTED);
         assertThat(refusal).isEqualTo(new Refusal(tenant, false));
         assertThat(limits.refusal(request, device, 4 * MiB, Pending.IGNORED)).as("were the requests under way to fail").isNull();
         assertThat(limits.refusal(kept, device, 4 * MiB, Pending.COUNTED)).as("within kept's own reservation").isNull();
-        limits.underWayNoMore(tenant, device, 30 * MiB);
+        limits.underWayNoMore(tenant, device, 30 * MiB, false);
         assertThat(limits.refusal(request, device, 4 * MiB, Pending.IGNORED)).as("held now").isEqualTo(refusal);
     }
 
@@ -52,7 +52,7 @@ class BudgetLimitsTest {
         BudgetAccount<String> huge = new BudgetAccount<>(null, BudgetSpec.of("huge", Long.MAX_VALUE));
 
         assertThat(limits.refusal(huge, device, 65 * MiB, Pending.COUNTED)).isNull();
-        limits.commit(huge, device, 60 * MiB);
+        limits.commit(huge, device, 60 * MiB, false);
         assertThat(limits.refusal(huge, device, 8 * MiB, Pending.COUNTED)).isEqualTo(new Refusal(null, true));
         assertThat(limits.cap(HOST.ordinal())).isEqualTo(-1);
         assertThat(limits.mostEver(kept, device)).isEqualTo(16 * MiB);
@@ -61,7 +61,7 @@ class BudgetLimitsTest {
     @Test
     void aClosingBudgetsReservationGoesBackToItsParent() {
         limits.reserve(kept, device, 8 * MiB);
-        limits.commit(kept, device, 2 * MiB);
+        limits.commit(kept, device, 2 * MiB, false);
 
         limits.giveBackReservations(kept);
 

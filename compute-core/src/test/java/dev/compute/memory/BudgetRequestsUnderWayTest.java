@@ -1,0 +1,185 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Requests through a budget that their callers abandon, that the pool refuses, or that wait for the pool: nothing waits
+ * for them longer than it must.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class BudgetRequestsUnderWayTest {
+
+    private static final long MiB = 1L << 20;
+    private static final long KiB = 1L << 10;
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+    private static final Duration LONG = Duration.ofMinutes(5);
+
+    private static UnifiedMemoryManagerBuilder builder() {
+        return UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).maxPoolSize(64 * MiB);
+    }
+
+    private static List<UnifiedBuffer> fill(UnifiedMemoryManager manager, long size) {
+        List<UnifiedBuffer> held = new ArrayList<>();
+        for (Optional<UnifiedBuffer> next; (next = manager.tryAllocate(size, DEVICE)).isPresent(); ) {
+            held.add(next.get());
+        }
+        return held;
+    }
+
+    /**
+     * A caller who gives up on a budget's future the usual way ({@code orTimeout}, {@code completeExceptionally}, a
+     * framework completing it) is withdrawn from the manager's queue, but not from the budget's: the abandoned request
+     * keeps the head of the budget's queue for its whole timeout and blocks every request behind it (no barging).
+     */
+    @Test
+    void aRequestWhoseFutureTheCallerCompletedLeavesTheBudgetsQueueAsItLeavesTheManagers() throws Exception {
+        try (UnifiedMemoryManager manager = builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+            // the manager itself, as the baseline: a future completed by its caller leaves the queue
+            List<UnifiedBuffer> others = fill(manager, 16 * MiB);
+            CompletableFuture<UnifiedBuffer> direct = manager.allocateAsync(16 * MiB, DEVICE, LONG);
+            assertThat(manager.statistics(DEVICE).waitingRequests()).isEqualTo(1);
+            direct.completeExceptionally(new TimeoutException("the caller gave up"));
+            assertThat(manager.statistics(DEVICE).waitingRequests()).as("the manager withdraws it").isZero();
+            others.forEach(UnifiedBuffer::close);
+
+            UnifiedBuffer large = tenant.allocate(30 * MiB, DEVICE);
+            UnifiedBuffer small = tenant.allocate(2 * MiB, DEVICE);
+            CompletableFuture<UnifiedBuffer> abandoned = tenant.allocateAsync(16 * MiB, DEVICE, LONG);
+            assertThat(tenant.statistics().waitingRequests()).isEqualTo(1);
+            abandoned.completeExceptionally(new TimeoutException("the caller gave up")); // what orTimeout(...) does
+
+            assertThat(tenant.statistics().waitingRequests()).as("the budget withdraws it too").isZero();
+            CompletableFuture<UnifiedBuffer> next = tenant.allocateAsync(MiB, DEVICE, LONG);
+            Thread.ofPlatform().start(small::close).join();
+            try (UnifiedBuffer served = next.get(30, TimeUnit.SECONDS)) {
+                assertThat(served.byteSize()).isEqualTo(MiB);
+            }
+            large.close();
+        }
+    }
+
+    /** The same, once the budget let the request in and it waits for the pool's room: it stays in the pool's queue. */
+    @Test
+    void aRequestWhoseFutureTheCallerCompletedWhileItWaitsForThePoolLeavesThePoolsQueue() throws Exception {
+        try (UnifiedMemoryManager manager = builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+            List<UnifiedBuffer> others = fill(manager, 16 * MiB);
+            CompletableFuture<UnifiedBuffer> abandoned = tenant.allocateAsync(16 * MiB, DEVICE, LONG);
+            assertThat(manager.statistics(DEVICE).waitingRequests()).as("let in by the budget, in the pool's queue").isEqualTo(1);
+
+            abandoned.completeExceptionally(new TimeoutException("the caller gave up"));
+
+            assertThat(manager.statistics(DEVICE).waitingRequests()).as("withdrawn from the pool's queue").isZero();
+            // its 16 MiB no longer count as under way in the budget: 32 MiB fit at once once the pool has room
+            Thread.ofPlatform().start(() -> others.forEach(UnifiedBuffer::close)).join();
+            try (UnifiedBuffer all = tenant.tryAllocate(32 * MiB, DEVICE).orElseThrow()) {
+                assertThat(tenant.statistics().allocatedBytes()).isEqualTo(32 * MiB);
+            }
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+        }
+    }
+
+    /**
+     * A budget's close waits (up to close-timeout) for the buffer of each request still under way; a request let in
+     * from its stripe's room that the pool then refuses never gets one, yet the close waits out the whole timeout for it.
+     */
+    @Test
+    void aCloseDoesNotWaitOutItsTimeoutForARequestThatAlreadyFailedInThePool() throws Exception {
+        CountDownLatch inHandler = new CountDownLatch(1);
+        CountDownLatch giveUp = new CountDownLatch(1);
+        AtomicBoolean armed = new AtomicBoolean();
+        OutOfMemoryHandler blocking = (location, bytes, attempt, failure) -> {
+            if (armed.compareAndSet(true, false)) {
+                inHandler.countDown();
+                try {
+                    giveUp.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            return false;
+        };
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(16 * MiB).closeTimeout(Duration.ofMinutes(5)).outOfMemoryHandler(blocking).build()) {
+            MemoryBudget tenant = manager.budget("tenant", 64 * MiB);
+            AtomicReference<Throwable> allocation = new AtomicReference<>();
+            CountDownLatch filled = new CountDownLatch(1);
+            List<UnifiedBuffer> others = new ArrayList<>();
+            Thread allocating = Thread.ofPlatform().daemon().start(() -> {
+                tenant.allocate(64 * KiB, DEVICE).close(); // its bytes stay in this thread's stripe's room
+                others.addAll(fill(manager, MiB));
+                others.addAll(fill(manager, 64 * KiB));
+                filled.countDown();
+                armed.set(true);
+                try {
+                    tenant.allocate(64 * KiB, DEVICE); // let in from the room; the pool is full
+                } catch (Throwable e) {
+                    allocation.set(e);
+                }
+            });
+            assertThat(inHandler.await(30, TimeUnit.SECONDS)).isTrue();
+            Thread closer = Thread.ofPlatform().daemon().start(tenant::close);
+            for (int i = 0; i < 3000 && !tenant.isClosed(); i++) {
+                Thread.sleep(1);
+            }
+            assertThat(tenant.isClosed()).isTrue();
+            giveUp.countDown();
+            allocating.join(30_000);
+            assertThat(allocation.get()).isInstanceOf(DeviceOutOfMemoryException.class);
+
+            closer.join(20_000);
+            assertThat(closer.isAlive()).as("the close still waits for a buffer that will never come").isFalse();
+            others.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /**
+     * {@code tryAllocate} (and {@code allocate}) through a budget blocks up to device-wait-timeout (60 s by default)
+     * where the bytes fit beside what the budget holds but not beside a request of {@code allocateAsync} that waits in
+     * the pool's queue, however long that request may wait: "plain allocate and tryAllocate do not queue".
+     */
+    @Test
+    void tryAllocateDoesNotBlockBehindAnAsyncRequestWaitingForThePool() throws Exception {
+        try (UnifiedMemoryManager manager = builder().deviceWaitTimeout(Duration.ofMinutes(5)).build();
+             MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+            List<UnifiedBuffer> others = fill(manager, 16 * MiB);
+            CompletableFuture<UnifiedBuffer> waiting = tenant.allocateAsync(24 * MiB, DEVICE, LONG);
+            assertThat(manager.statistics(DEVICE).waitingRequests()).isEqualTo(1);
+
+            CompletableFuture<Optional<UnifiedBuffer>> attempt = CompletableFuture.supplyAsync(() -> tenant.tryAllocate(16 * MiB, DEVICE));
+            Optional<UnifiedBuffer> got = attempt.get(20, TimeUnit.SECONDS); // a TimeoutException here: it blocked
+            assertThat(got).as("the pool is full: empty, at once").isEmpty();
+
+            waiting.cancel(false);
+            others.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /** A null location through a budget is refused as through the manager: a NullPointerException naming it. */
+    @Test
+    void aNullLocationIsRefusedAsTheManagerRefusesIt() {
+        try (UnifiedMemoryManager manager = builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+            assertThatThrownBy(() -> manager.allocate(16, null)).isInstanceOf(NullPointerException.class).hasMessage("location");
+            assertThatThrownBy(() -> tenant.allocateAsync(16, null, LONG)).isInstanceOf(NullPointerException.class).hasMessage("location");
+            assertThatThrownBy(() -> tenant.allocate(16, null)).isInstanceOf(NullPointerException.class).hasMessage("location");
+            assertThatThrownBy(() -> tenant.tryAllocate(16, null)).isInstanceOf(NullPointerException.class).hasMessage("location");
+            assertThatThrownBy(() -> tenant.allocateBatch(DataType.INT8, new long[] {16}, null)).isInstanceOf(NullPointerException.class)
+                    .hasMessage("location");
+        }
+    }
+}
