@@ -34,8 +34,16 @@ final class BufferScopes {
 
     /** The calling thread's open view scope of the buffer or slice {@code lineage} names (null: the buffer), if any. */
     synchronized @Nullable MemoryScope viewOf(Thread thread, Object @Nullable [] lineage) {
+        return viewOf(thread, lineage, null);
+    }
+
+    /**
+     * The calling thread's open view scope of the buffer or slice {@code lineage} names taken in {@code region} (null:
+     * outside any), if any: a view belongs to the innermost view scope open when it was taken.
+     */
+    synchronized @Nullable MemoryScope viewOf(Thread thread, Object @Nullable [] lineage, ViewRegions.@Nullable Region region) {
         for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
-            if (scope.kind == MemoryScope.Kind.VIEW && scope.owner() == thread && scope.lineage == lineage) {
+            if (scope.kind == MemoryScope.Kind.VIEW && scope.owner() == thread && scope.lineage == lineage && scope.region == region) {
                 return scope;
             }
         }

@@ -59,14 +59,15 @@ public final class BufferViews {
      */
     private static MemoryScope viewScope(BufferCore root, Object @Nullable [] lineage) {
         Thread current = Thread.currentThread();
-        MemoryScope confined = root.scopes().viewOf(current, lineage);
+        ViewRegions.Region region = ViewRegions.current();
+        MemoryScope confined = root.scopes().viewOf(current, lineage, region);
         if (confined != null) {
             return confined;
         }
-        ViewRegions.Region region = ViewRegions.current();
         if (region != null || root.usedByOneThread(current)) {
             MemoryScope opened = root.host.scopes().open(MemoryScope.Kind.VIEW, lineage, Sharing.CONFINED, root.scopes());
             if (region != null) {
+                opened.region = region;
                 region.add(opened);
             }
             return opened;

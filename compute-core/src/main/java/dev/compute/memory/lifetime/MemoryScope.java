@@ -41,6 +41,12 @@ public final class MemoryScope {
     /** Links in the owner's list of open scopes, guarded by that list. */
     @Nullable MemoryScope previous;
     @Nullable MemoryScope next;
+    /**
+     * The view scope ({@link ViewRegions.Region}) a confined view was taken in, null outside any: a view taken in a
+     * region belongs to it, so a view of the same buffer taken outside it (or in another) is another scope. Written
+     * and read by the owner thread only.
+     */
+    ViewRegions.@Nullable Region region;
     /** Links in its buffer's list of open scopes ({@link BufferScopes}), guarded by that list. */
     @Nullable MemoryScope bufferPrevious;
     @Nullable MemoryScope bufferNext;

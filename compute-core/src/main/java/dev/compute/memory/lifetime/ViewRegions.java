@@ -19,7 +19,11 @@ public final class ViewRegions {
     public static final class Region {
         private final @Nullable Region outer;
         private final Thread owner;
+        /** The fewest views kept before ended ones are dropped. */
+        private static final int PRUNE_AT_LEAST = 64;
+        /** The views taken in this region and maybe still open: a long-lived region drops ended ones as it grows. */
         private final List<MemoryScope> views = new ArrayList<>();
+        private int pruneAt = PRUNE_AT_LEAST;
         private boolean closed;
 
         private Region(@Nullable Region outer, Thread owner) {
@@ -27,7 +31,16 @@ public final class ViewRegions {
             this.owner = owner;
         }
 
+        /** How many views the region still keeps (some may have ended since the last drop). */
+        int viewsKept() {
+            return views.size();
+        }
+
         void add(MemoryScope view) {
+            if (views.size() >= pruneAt) { // views ended meanwhile (their buffers closed) are dropped, amortized
+                views.removeIf(ended -> !ended.isOpen());
+                pruneAt = Math.max(PRUNE_AT_LEAST, 2 * views.size());
+            }
             views.add(view);
         }
 

@@ -24,6 +24,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.nio.file.Path;
+import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -318,5 +319,47 @@ class BufferViewsTest {
         assertThat(access.scope().isOpen()).isFalse();
         assertThat(stillInUse).hasValue(1);
         assertThatThrownBy(() -> timespec.get(JAVA_LONG, 0)).isInstanceOf(IllegalStateException.class);
+    }
+
+    @Test
+    void aViewTakenInAScopeEndsWithItThoughTheThreadViewedTheBufferOutsideBefore() {
+        BufferCore root = deviceBuffer(64);
+        BufferViews.view(root, AccessMode.WRITE).set(ValueLayout.JAVA_BYTE, 0, (byte) 7); // outside any scope: the thread's own
+        MemorySegment inScope;
+        try (ViewScope scope = ViewScope.open()) {
+            inScope = BufferViews.view(root, AccessMode.READ);
+            assertThat(inScope.get(ValueLayout.JAVA_BYTE, 0)).isEqualTo((byte) 7);
+        }
+        assertThatThrownBy(() -> inScope.get(ValueLayout.JAVA_BYTE, 0)).as("a view belongs to the scope it was taken in")
+                .isInstanceOf(IllegalStateException.class);
+        assertThat(BufferViews.view(root, AccessMode.READ).get(ValueLayout.JAVA_BYTE, 0)).as("the view taken outside still works")
+                .isEqualTo((byte) 7);
+    }
+
+    @Test
+    void aViewTakenInAnInnerScopeEndsWithTheInnerScope() {
+        BufferCore root = deviceBuffer(64);
+        try (ViewScope outer = ViewScope.open()) {
+            MemorySegment outerView = BufferViews.view(root, AccessMode.WRITE);
+            MemorySegment innerView;
+            try (ViewScope inner = ViewScope.open()) {
+                innerView = BufferViews.view(root, AccessMode.READ);
+            }
+            assertThatThrownBy(() -> innerView.get(ValueLayout.JAVA_BYTE, 0)).as("a view belongs to the innermost scope")
+                    .isInstanceOf(IllegalStateException.class);
+            outerView.set(ValueLayout.JAVA_BYTE, 0, (byte) 1);
+        }
+    }
+
+    @Test
+    void aLongScopeDropsTheViewsOfBuffersClosedInIt() {
+        try (ViewScope scope = ViewScope.open()) {
+            for (int i = 0; i < 10_000; i++) {
+                BufferCore root = host.buffer(MemoryLocation.HOST, DataType.INT64, 16);
+                BufferViews.view(root, AccessMode.WRITE).set(JAVA_LONG, 0, i);
+                root.close();
+            }
+            assertThat(Objects.requireNonNull(ViewRegions.current()).viewsKept()).as("views a long-lived scope keeps after their buffers closed").isLessThan(200);
+        }
     }
 }
