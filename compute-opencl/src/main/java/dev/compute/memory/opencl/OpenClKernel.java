@@ -28,9 +28,12 @@ import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.Sizeof;
@@ -82,6 +85,9 @@ final class OpenClKernel implements NativeKernel {
     /** A DEVICE slice at an unaligned offset, staged through a temporary buffer for the launch. */
     private record Staged(cl_mem temporary, OpenClDeviceHandle slice, boolean writes) {}
 
+    /** A simple scalar {@code typedef} of the source ({@code typedef double real;}): the argument info names the typedef, not its type. */
+    private static final Pattern TYPEDEF = Pattern.compile(
+            "typedef\\s+(?:const\\s+)?((?:unsigned\\s+)?\\w+)\\s+(\\w+)\\s*;");
     /** The element types of typed pointers, by the buffers' types they take. */
     private static final Map<String, DataType> POINTER_TYPES = Map.of("char", DataType.INT8, "uchar", DataType.INT8,
             "short", DataType.INT16, "ushort", DataType.INT16, "int", DataType.INT32, "uint", DataType.INT32,
@@ -99,12 +105,12 @@ final class OpenClKernel implements NativeKernel {
     private int created;
     private boolean released;
 
-    private OpenClKernel(OpenClBackend backend, String name, cl_program program, cl_kernel first) {
+    private OpenClKernel(OpenClBackend backend, String name, cl_program program, cl_kernel first, Map<String, String> typedefs) {
         this.backend = backend;
         this.name = name;
         this.program = program;
         this.parameterCount = (int) kernelInt(first, CL_KERNEL_NUM_ARGS);
-        this.parameters = parameters(first, parameterCount);
+        this.parameters = parameters(first, parameterCount, typedefs);
         long[] workGroup = new long[1];
         OpenClCalls.check(CL.clGetKernelWorkGroupInfo(first, backend.deviceId(), CL_KERNEL_WORK_GROUP_SIZE, Sizeof.size_t,
                 Pointer.to(workGroup), null), "clGetKernelWorkGroupInfo of kernel '" + name + "'");
@@ -136,7 +142,7 @@ final class OpenClKernel implements NativeKernel {
                         + "'; it defines: " + programString(program, CL_PROGRAM_KERNEL_NAMES).replace(';', ' '), "");
             }
             OpenClCalls.check(error[0], "clCreateKernel '" + source.name() + "'");
-            return new OpenClKernel(backend, source.name(), program, first);
+            return new OpenClKernel(backend, source.name(), program, first, typedefs(source.text()));
         } catch (RuntimeException e) {
             CL.clReleaseProgram(program);
             throw e;
@@ -362,7 +368,7 @@ final class OpenClKernel implements NativeKernel {
     }
 
     /** Each parameter's name, type and address space; null where the implementation keeps no argument info. */
-    private static @Nullable List<Parameter> parameters(cl_kernel kernel, int count) {
+    private static @Nullable List<Parameter> parameters(cl_kernel kernel, int count, Map<String, String> typedefs) {
         List<Parameter> parameters = new ArrayList<>(count);
         for (int i = 0; i < count; i++) {
             int[] qualifier = new int[1];
@@ -374,9 +380,34 @@ final class OpenClKernel implements NativeKernel {
             if (type == null) {
                 return null;
             }
-            parameters.add(new Parameter(parameterName == null ? "" : parameterName, type, qualifier[0]));
+            parameters.add(new Parameter(parameterName == null ? "" : parameterName, resolved(type, typedefs), qualifier[0]));
         }
         return List.copyOf(parameters);
+    }
+
+    /** The source's simple typedefs, name to type, unsigned C spellings as OpenCL's short names. */
+    static Map<String, String> typedefs(String source) {
+        Map<String, String> typedefs = new HashMap<>();
+        Matcher matcher = TYPEDEF.matcher(source);
+        while (matcher.find()) {
+            String type = matcher.group(1).replaceAll("^unsigned\\s+(char|short|int|long)$", "u$1");
+            typedefs.put(matcher.group(2), type);
+        }
+        return typedefs;
+    }
+
+    /** {@code type} with typedefs of the source resolved (a pointer keeps its star); unknown names as they are. */
+    private static String resolved(String type, Map<String, String> typedefs) {
+        String bare = type.trim();
+        String suffix = "";
+        while (bare.endsWith("*")) {
+            suffix += "*";
+            bare = bare.substring(0, bare.length() - 1).trim();
+        }
+        for (int depth = 0; depth < 8 && typedefs.containsKey(bare); depth++) {
+            bare = typedefs.get(bare);
+        }
+        return bare + suffix;
     }
 
     private static @Nullable String argString(cl_kernel kernel, int index, int param) {

@@ -154,6 +154,29 @@ class OpenClKernelTest {
     }
 
     @Test
+    void aScalarDeclaredThroughATypedefIsCheckedAsItsType() {
+        ComputeKernel scale = manager.kernels().compile(KernelSource.openCl("""
+                typedef float real;
+                typedef unsigned int count_t;
+                __kernel void scale(__global float *x, const count_t n, real a) {
+                    uint i = get_global_id(0);
+                    if (i < n) { x[i] *= a; }
+                }
+                """, "scale"));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 8)) {
+            float[] values = {1, 2, 3, 4, 5, 6, 7, 8};
+            x.copyFrom(values);
+            scale.launch(LaunchShape.of(8), x, 8, 2f).join();
+            x.copyTo(values);
+            assertThat(values).containsExactly(2, 4, 6, 8, 10, 12, 14, 16);
+            assertThatThrownBy(() -> scale.launch(LaunchShape.of(8), x, 8, 2.0)).as("a Double for a typedef of float")
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 2").hasMessageContaining("pass a Float");
+            assertThatThrownBy(() -> scale.launch(LaunchShape.of(8), x, 8L, 2f)).as("a Long for a typedef of unsigned int")
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 1");
+        }
+    }
+
+    @Test
     void hostMemoryIsRefusedNamingTheKernelAndTheArgument() {
         ComputeKernel fill = manager.kernels().compile(KernelSource.openCl(SLOW_FILL, "slow_fill"));
         try (UnifiedBuffer host = manager.allocate(DataType.FLOAT32, 16, MemoryLocation.HOST)) {
