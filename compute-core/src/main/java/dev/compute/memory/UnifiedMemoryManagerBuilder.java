@@ -313,7 +313,7 @@ public final class UnifiedMemoryManagerBuilder {
     public UnifiedMemoryManager build() {
         validate();
         ComputeBackend opened = ChainBuilder.openBackend(backend, backendInstance,
-                new BackendSettings(device, pinningEnabled, stagingBufferSize(), backendOptions));
+                new BackendSettings(device, pinningEnabled, stagingBufferSize(), backendOptions, deviceWaitTimeout));
         ManagerSettings settings;
         try {
             String backendName = opened.info().backend();

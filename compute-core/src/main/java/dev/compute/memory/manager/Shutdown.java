@@ -74,10 +74,11 @@ public final class Shutdown {
     private void finish() {
         CallGate gate = parts.gate();
         long deadline = System.nanoTime() + closeTimeout.toNanos();
+        boolean deviceIdle = true;
         try {
             boolean callsEnded = gate.awaitCalls(deadline);
             boolean scopesEnded = gate.scopes().closeAll(deadline);
-            boolean deviceIdle = parts.backend().awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())))
+            deviceIdle = parts.backend().awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())))
                     && parts.returns().awaitReleasedWork(deadline);
             parts.maintenance().stop();
             boolean memoryBack = callsEnded && scopesEnded && deviceIdle;
@@ -99,7 +100,11 @@ public final class Shutdown {
             LOG.log(System.Logger.Level.ERROR, "closing the UnifiedMemoryManager failed", e);
         } finally {
             try {
-                parts.backend().close();
+                if (deviceIdle) {
+                    parts.backend().close();
+                } else { // the close timeout is spent on work that did not end: the backend keeps what it may use at once
+                    parts.backend().close(Duration.ZERO);
+                }
             } catch (RuntimeException e) {
                 LOG.log(System.Logger.Level.ERROR, "closing the compute backend failed", e);
             } finally {

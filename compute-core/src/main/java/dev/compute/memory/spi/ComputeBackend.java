@@ -150,4 +150,13 @@ public interface ComputeBackend extends AutoCloseable {
      */
     @Override
     void close();
+
+    /**
+     * As {@link #close()}, waiting at most {@code deviceWait} for device work still running before it keeps what that
+     * work may use: the manager gives nothing more where its own close found the device busy past its close timeout.
+     * The default ignores the bound.
+     */
+    default void close(Duration deviceWait) {
+        close();
+    }
 }

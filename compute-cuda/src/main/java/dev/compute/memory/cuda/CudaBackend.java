@@ -376,7 +376,8 @@ public final class CudaBackend implements ComputeBackend {
     /** How long close() waits for recorded device work before it keeps what that work may use. */
     static final Duration DEVICE_WAIT_AT_CLOSE = Duration.ofSeconds(10);
 
-    synchronized void close(Duration deviceWait) {
+    @Override
+    public synchronized void close(Duration deviceWait) {
         if (!streams.beginClose()) {
             return;
         }

@@ -474,6 +474,39 @@ final class EventCompletions {
         return CL.clWaitForEvents(1, new cl_event[] {event}) == CL_SUCCESS && status(event, status) == CL_SUCCESS && status[0] == CL_COMPLETE;
     }
 
+    /**
+     * Polls {@code event}'s status on the calling thread until its command has ended (well or not) or {@code bound} has
+     * passed: a bounded wait, which {@code clWaitForEvents} is not. Spins a little first (an idle queue ends a marker in
+     * microseconds), then parks for growing steps up to a millisecond.
+     */
+    static boolean endsWithin(cl_event event, Duration bound) {
+        long start = System.nanoTime();
+        long deadline = start + bound.toNanos();
+        int[] status = new int[1];
+        long park = 0;
+        while (true) {
+            if (status(event, status) != CL_SUCCESS || status[0] <= CL_COMPLETE) {
+                return true; // ended, or failed: either way nothing of it runs any more
+            }
+            long now = System.nanoTime();
+            if (now - deadline >= 0) {
+                return false;
+            }
+            if (now - start < SPIN_NANOS) {
+                Thread.onSpinWait();
+            } else if (now - start < YIELD_NANOS) {
+                Thread.yield(); // the device's own threads may need this core
+            } else {
+                park = Math.min(Math.max(2 * park, 50_000), 1_000_000);
+                LockSupport.parkNanos(park);
+            }
+        }
+    }
+
+    /** How long {@link #endsWithin} spins, then yields, before it parks (a park sleeps 50 µs or more on Linux). */
+    private static final long SPIN_NANOS = 20_000;
+    private static final long YIELD_NANOS = 1_000_000;
+
     private static int status(cl_event event, int[] status) {
         return CL.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, Sizeof.cl_int, Pointer.to(status), null);
     }

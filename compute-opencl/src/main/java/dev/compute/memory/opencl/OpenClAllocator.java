@@ -98,6 +98,12 @@ final class OpenClAllocator {
         int[] error = new int[1];
         cl_mem memory = CL.clCreateBuffer(queue.context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size, null, error);
         OpenClCalls.check(error[0], "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of " + size + " bytes");
+        try {
+            queue.awaitQueuedWork("a blocking clEnqueueMapBuffer of " + size + " pinned bytes");
+        } catch (RuntimeException e) {
+            CL.clReleaseMemObject(memory);
+            throw e;
+        }
         ByteBuffer mapping = CL.clEnqueueMapBuffer(queue.commandQueue(), memory, true, CL_MAP_READ | CL_MAP_WRITE, 0, size, 0, null, null, error);
         if (error[0] != CL.CL_SUCCESS || mapping == null) {
             CL.clReleaseMemObject(memory);
@@ -154,8 +160,13 @@ final class OpenClAllocator {
             }
             case Arena arena -> arena.close();
             case OpenClBackend.SharedVirtualMemory svm -> queue.runUnlessReleased(() -> {
-                OpenClCalls.check(CL.clFinish(queue.commandQueue()), "clFinish before clSVMFree");
-                CL.clSVMFree(queue.context(), svm.pointer());
+                if (queue.queuedWorkEnds("clSVMFree")) {
+                    CL.clSVMFree(queue.context(), svm.pointer());
+                } else { // a command queued earlier may still use it: kept, as the close keeps what stuck work may use
+                    System.getLogger(OpenClBackend.class.getName()).log(System.Logger.Level.WARNING, "device work queued before the free"
+                            + " of " + allocation.sizeBytes() + " bytes of shared virtual memory had not ended within the device wait;"
+                            + " the memory is kept, not freed under it");
+                }
             });
             case null, default -> throw new IllegalArgumentException("not an allocation of this backend: " + allocation);
         }

@@ -127,7 +127,7 @@ public final class OpenClBackend implements ComputeBackend {
         this.device = device;
         this.deviceIndex = settings.deviceIndex();
         this.properties = OpenClDeviceProperties.read(device);
-        this.queue = new OpenClQueue(device, properties.markersTakeWaitLists());
+        this.queue = new OpenClQueue(device, properties.markersTakeWaitLists(), settings.deviceWaitTimeout());
         this.allocator = new OpenClAllocator(properties, queue);
         this.copies = new OpenClCopies(queue, settings.stagingBufferBytes());
         this.ops = new OpenClKernelOps(this);
@@ -410,7 +410,8 @@ public final class OpenClBackend implements ComputeBackend {
     /** How long close() waits for queued and recorded work before it keeps what that work may use. */
     static final Duration DEVICE_WAIT_AT_CLOSE = Duration.ofSeconds(10);
 
-    void close(Duration deviceWait) {
+    @Override
+    public void close(Duration deviceWait) {
         queue.close(deviceWait, () -> {
             allocator.dropKeptSubBuffers();
             ops.release();

@@ -77,6 +77,7 @@ final class OpenClCopies {
     }
 
     private void copyBuffers(cl_mem from, long fromOffset, cl_mem to, long toOffset, long bytes) {
+        commands.awaitQueuedWork("a clEnqueueCopyBuffer of " + bytes + " bytes waited for");
         boolean overlapping = from.equals(to) && fromOffset < toOffset + bytes && toOffset < fromOffset + bytes;
         if (!overlapping) {
             cl_event done = new cl_event();
@@ -179,6 +180,7 @@ final class OpenClCopies {
         if (bytes == 0) {
             return;
         }
+        commands.awaitQueuedWork("a blocking clEnqueueWriteBuffer of " + bytes + " bytes");
         Pointer from = FileMappings.isOverMapping(source) ? null : hostPointer(source);
         if (from != null) {
             OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, CL_TRUE, offset, bytes, from, 0, null, null), "clEnqueueWriteBuffer of " + bytes + " bytes");
@@ -204,6 +206,7 @@ final class OpenClCopies {
         if (bytes == 0) {
             return;
         }
+        commands.awaitQueuedWork("a blocking clEnqueueReadBuffer of " + bytes + " bytes");
         if (FileMappings.isOverMapping(target)) {
             try (Arena arena = Arena.ofConfined()) {
                 long chunk = Math.min(bytes, stagingBytes);

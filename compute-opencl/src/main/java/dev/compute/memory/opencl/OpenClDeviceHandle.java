@@ -120,6 +120,12 @@ public final class OpenClDeviceHandle implements DeviceHandle {
 
     /** The handle for {@code bytes} at {@code offset} of {@code allocation}, by the table in the class comment. */
     static OpenClDeviceHandle open(OpenClBackend backend, NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
+        OpenClDeviceHandle handle = of(backend, allocation, offset, bytes, mode);
+        backend.queue().handleOpened(); // until it ends, its holder may queue what it likes on the backend's queue
+        return handle;
+    }
+
+    private static OpenClDeviceHandle of(OpenClBackend backend, NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
         MemoryLocation location = allocation.location();
         return switch (location) {
             case DEVICE -> offset % backend.subBufferAlignment() == 0
@@ -269,6 +275,7 @@ public final class OpenClDeviceHandle implements DeviceHandle {
             all.add(queued);
             return WorkGroup.of(all);
         } finally {
+            backend.queue().handleEnded(); // after the position above counted what the holder queued
             for (cl_event event : after) {
                 CL.clReleaseEvent(event);
             }

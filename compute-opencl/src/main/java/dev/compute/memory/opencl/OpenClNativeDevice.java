@@ -41,10 +41,14 @@ public final class OpenClNativeDevice implements NativeDevice {
         return backend.deviceId();
     }
 
-    /** The backend's in-order queue: what runs here is ordered with the backend's copies, ops and kernels. */
+    /**
+     * The backend's in-order queue: what runs here is ordered with the backend's copies, ops and kernels. Once it is
+     * handed out, each blocking copy of the backend first waits (bounded by the device wait) for what is queued ahead
+     * of it, since anything may be; work queued inside a device access needs no such care (use its handle's queue).
+     */
     public cl_command_queue queue() {
         backend.checkOpen();
-        return backend.commandQueue();
+        return backend.queue().handOut();
     }
 
     /** {@code CL_DEVICE_MEM_BASE_ADDR_ALIGN} in bytes: a sub-buffer's origin must be a multiple of it. */

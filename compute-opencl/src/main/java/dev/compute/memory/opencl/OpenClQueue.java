@@ -4,13 +4,17 @@ import static org.jocl.CL.CL_EVENT_COMMAND_QUEUE;
 import static org.jocl.CL.CL_EVENT_CONTEXT;
 import static org.jocl.CL.CL_MAP_READ;
 
+import dev.compute.memory.DeviceTimeoutException;
 import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.Sizeof;
@@ -38,6 +42,15 @@ final class OpenClQueue {
     private static final System.Logger LOG = System.getLogger(OpenClBackend.class.getName());
 
     private final String describe;
+    private final Duration deviceWait;
+    /** Commands this queue has been given so far, counted once each is in it (a blocking command's own excepted). */
+    private final AtomicLong queuedCount = new AtomicLong();
+    /** {@link #queuedCount} as a marker read it before it found every command ahead of it ended. */
+    private final AtomicLong idleUpTo = new AtomicLong();
+    /** Device handles open now: their holders may queue anything on this queue meanwhile. */
+    private final AtomicInteger openHandles = new AtomicInteger();
+    /** Set once the queue was handed to the application as it is ({@link OpenClNativeDevice#queue()}). */
+    private volatile boolean handedOut;
     private final cl_context context;
     private final cl_command_queue queue;
     /** Markers: {@code clEnqueueMarkerWithWaitList} from OpenCL 1.2, the deprecated {@code clEnqueueMarker} before. */
@@ -55,9 +68,13 @@ final class OpenClQueue {
     /** Completes when close() has finished the queue and every recorded work. */
     private final CompletableFuture<Void> drained = new CompletableFuture<>();
 
-    /** Creates a context on {@code device} and an in-order queue in it. */
-    OpenClQueue(OpenClDevice device, boolean markersTakeWaitLists) {
+    /**
+     * Creates a context on {@code device} and an in-order queue in it; {@code deviceWait} bounds the backend's blocking
+     * commands' wait for the work queued before them ({@link #awaitQueuedWork}).
+     */
+    OpenClQueue(OpenClDevice device, boolean markersTakeWaitLists, Duration deviceWait) {
         this.describe = device.describe();
+        this.deviceWait = deviceWait;
         this.markersTakeWaitLists = markersTakeWaitLists;
         cl_device_id id = device.deviceId();
         cl_context_properties properties = new cl_context_properties();
@@ -105,6 +122,7 @@ final class OpenClQueue {
     /** Flushes the queue so the command starts, and returns a future for its event. */
     CompletableFuture<Void> track(cl_event event, String what) {
         OpenClCalls.check(CL.clFlush(queue), "clFlush");
+        queuedCount.incrementAndGet();
         return completions.completion(event, what);
     }
 
@@ -131,6 +149,7 @@ final class OpenClQueue {
             }
             OpenClCalls.check(CL.clFlush(queue), "clFlush");
         }
+        queuedCount.incrementAndGet();
         return positions.next();
     }
 
@@ -138,6 +157,68 @@ final class OpenClQueue {
     CompletableFuture<Void> position(cl_event queued) {
         CL.clReleaseEvent(queued);
         return position();
+    }
+
+    /**
+     * Waits on the calling thread, at most the device wait, for every command queued so far on this queue, so that a
+     * blocking command queued next does not wait for them without a bound (a kernel that never ends, a command behind a
+     * user event never set): a marker, its status polled. Throws {@link DeviceTimeoutException} when they have not ended
+     * by then. A failed command has ended too.
+     */
+    void awaitQueuedWork(String before) {
+        if (!mayHoldWork()) {
+            return;
+        }
+        if (!queuedWorkEnds(before)) {
+            throw new DeviceTimeoutException("device work queued earlier on the OpenCL queue of " + describe + " had not ended "
+                    + deviceWait.toMillis() + " ms later (compute.memory.device-wait-timeout), so " + before + " was not queued behind it:"
+                    + " a kernel that does not end, or a command waiting for an event nobody sets", deviceWait);
+        }
+    }
+
+    /**
+     * Whether anything may still run on the queue: false only when no command was counted since a marker last found it
+     * idle, no device handle is open (its holder queues what it likes) and the queue was never handed out as it is
+     * ({@link #handOut}). Commands are counted once they are in the queue, so what a marker found done stays done.
+     */
+    private boolean mayHoldWork() {
+        return handedOut || openHandles.get() > 0 || queuedCount.get() != idleUpTo.get();
+    }
+
+    /** A device handle opens: its holder may queue work of its own until it ends ({@link #handleEnded}). */
+    void handleOpened() {
+        openHandles.incrementAndGet();
+    }
+
+    void handleEnded() {
+        openHandles.decrementAndGet();
+    }
+
+    /** The queue itself, for the application's own code: anything may be queued on it from now on. */
+    cl_command_queue handOut() {
+        handedOut = true;
+        return queue;
+    }
+
+    /** As {@link #awaitQueuedWork}: false where the work queued so far has not ended within the device wait. */
+    boolean queuedWorkEnds(String before) {
+        long seen = queuedCount.get(); // read before the marker: what it counts is in the queue ahead of it
+        cl_event marker = new cl_event();
+        synchronized (lifecycle) {
+            checkOpen();
+            int code = enqueueMarker(marker);
+            OpenClCalls.check(code, "clEnqueueMarker before " + before);
+            OpenClCalls.check(CL.clFlush(queue), "clFlush");
+        }
+        try {
+            if (!EventCompletions.endsWithin(marker, deviceWait)) {
+                return false;
+            }
+            idleUpTo.accumulateAndGet(seen, Math::max);
+            return true;
+        } finally {
+            CL.clReleaseEvent(marker); // a marker still queued runs and ends without this reference
+        }
     }
 
     /**
@@ -159,6 +240,13 @@ final class OpenClQueue {
     private QueuePositions.Marked markCovering(List<? extends CompletableFuture<Void>> covered, boolean awaitHere) {
         cl_event marker = new cl_event();
         boolean waitHere;
+        // when the marker ends well, every command counted before it has ended: a blocking command next needs no marker
+        // of its own; completed first, so that whoever a position wakes sees it
+        long seen = queuedCount.get();
+        CompletableFuture<Void> idle = new IdleUpTo(seen);
+        List<CompletableFuture<Void>> settled = new ArrayList<>(covered.size() + 1);
+        settled.add(idle);
+        settled.addAll(covered);
         synchronized (lifecycle) {
             if (closed) {
                 return QueuePositions.Marked.NOT_QUEUED;
@@ -167,22 +255,45 @@ final class OpenClQueue {
             if (code != CL.CL_SUCCESS) {
                 // nothing else would say when the queue is done with the memory: wait for it here rather than let it go early
                 OpenClCalls.check(CL.clFinish(queue), "clFinish after clEnqueueMarker failed");
-                completions.fail(covered, OpenClCalls.failure(code, "clEnqueueMarker"));
+                completions.fail(settled, OpenClCalls.failure(code, "clEnqueueMarker"));
                 return QueuePositions.Marked.LEFT_TO_WAITER;
             }
             OpenClCalls.check(CL.clFlush(queue), "clFlush");
             // this thread's reference, beside the waiter's, taken before the waiter may release its own; without it the
             // waiter alone settles the marker (a throw here would leave the queued marker to nobody)
             waitHere = awaitHere && CL.clRetainEvent(marker) == CL.CL_SUCCESS;
-            completions.completion(marker, "a marker", covered);
+            completions.completion(marker, "a marker", settled);
         }
         if (!waitHere) {
             return QueuePositions.Marked.LEFT_TO_WAITER;
         }
         try {
-            return EventCompletions.awaitHere(marker) ? QueuePositions.Marked.ENDED : QueuePositions.Marked.LEFT_TO_WAITER;
+            if (!EventCompletions.awaitHere(marker)) {
+                return QueuePositions.Marked.LEFT_TO_WAITER;
+            }
+            idleUpTo.accumulateAndGet(seen, Math::max);
+            return QueuePositions.Marked.ENDED;
         } finally {
             CL.clReleaseEvent(marker);
+        }
+    }
+
+    /**
+     * Completed by the waiter as a marker ends well: every command counted before the marker ({@code seen}) has ended.
+     * The count is raised in {@code complete} itself, not in a dependent action, which the waiter would hand to
+     * another thread.
+     */
+    private final class IdleUpTo extends CompletableFuture<Void> {
+        private final long seen;
+
+        IdleUpTo(long seen) {
+            this.seen = seen;
+        }
+
+        @Override
+        public boolean complete(Void value) {
+            idleUpTo.accumulateAndGet(seen, Math::max);
+            return super.complete(value);
         }
     }
 
@@ -294,7 +405,9 @@ final class OpenClQueue {
         }
         synchronized (lifecycle) {
             checkOpen();
-            return work instanceof EventCompletions.EventWork events && events.orderQueue(queue);
+            boolean ordered = work instanceof EventCompletions.EventWork events && events.orderQueue(queue);
+            queuedCount.incrementAndGet(); // a barrier on work of another queue, which may never end
+            return ordered;
         }
     }
 

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
+import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -42,7 +43,7 @@ class OpenClAllocatorTest {
         OpenClTestSupport.requireOpenCl();
         OpenClDevice device = OpenClDevices.choose(OpenClTestSupport.defaultSettings()).device();
         properties = OpenClDeviceProperties.read(device);
-        queue = new OpenClQueue(device, properties.markersTakeWaitLists());
+        queue = new OpenClQueue(device, properties.markersTakeWaitLists(), BackendSettings.DEFAULT_DEVICE_WAIT_TIMEOUT);
         allocator = new OpenClAllocator(properties, queue);
     }
 

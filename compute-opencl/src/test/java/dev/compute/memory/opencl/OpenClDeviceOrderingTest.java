@@ -1,19 +1,23 @@
 package dev.compute.memory.opencl;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.jocl.CL.CL_COMPLETE;
 import static org.jocl.CL.CL_SUCCESS;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferAccess;
 import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.testing.LogCapture;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.logging.Level;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.Sizeof;
@@ -138,6 +142,57 @@ class OpenClDeviceOrderingTest {
                 next.close();
             }
         } finally {
+            CL.clReleaseEvent(gate);
+        }
+    }
+
+    @Test
+    void aBlockingCopyOfAnotherBufferBehindStuckWorkFailsAfterTheDeviceWaitInsteadOfHanging() throws Exception {
+        manager.close();
+        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .deviceWaitTimeout(Duration.ofMillis(500)).build();
+        cl_event gate = userEvent();
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+             UnifiedBuffer y = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+            y.copyFrom(filled(N, 4f));
+            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
+                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                fill(cl.queue(), cl, 1f, gate, null); // held back, and everything queued behind it on the in-order queue
+            }
+            CompletableFuture<Void> read = CompletableFuture.runAsync(() -> y.copyTo(new float[N]));
+            assertThatThrownBy(() -> read.get(30, TimeUnit.SECONDS)).as("y has no work of its own: it fails after the device wait")
+                    .hasCauseInstanceOf(DeviceTimeoutException.class).hasMessageContaining("device-wait-timeout");
+            assertThatThrownBy(() -> y.copyFrom(filled(N, 5f))).isInstanceOf(DeviceTimeoutException.class);
+
+            open(gate);
+            float[] back = new float[N];
+            y.copyTo(back);
+            assertThat(back).as("nothing was written behind the stuck work").containsOnly(4f);
+            x.copyTo(back);
+            assertThat(back).containsOnly(1f);
+        } finally {
+            CL.clReleaseEvent(gate);
+        }
+    }
+
+    @Test
+    void aCloseThatFindsWorkStuckPastItsTimeoutDoesNotWaitAgainInTheBackend() throws Exception {
+        manager.close();
+        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .closeTimeout(Duration.ofMillis(300)).build();
+        cl_event gate = userEvent();
+        try (LogCapture backendLog = LogCapture.of(OpenClBackend.class.getName())) {
+            UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
+                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                fill(cl.queue(), cl, 1f, gate, null);
+            }
+            x.close();
+            manager.close();
+            assertThat(backendLog.messages(Level.WARNING)).as("the backend keeps its queue at once, its own wait not added to the close's")
+                    .anyMatch(message -> message.contains("did not finish within 0 ms of close"));
+        } finally {
+            open(gate);
             CL.clReleaseEvent(gate);
         }
     }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 
+import dev.compute.memory.spi.BackendSettings;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -36,7 +37,7 @@ class OpenClQueueTest {
     void open() {
         OpenClTestSupport.requireOpenCl();
         device = OpenClDevices.choose(OpenClTestSupport.defaultSettings()).device();
-        queue = new OpenClQueue(device, OpenClDeviceProperties.read(device).markersTakeWaitLists());
+        queue = new OpenClQueue(device, OpenClDeviceProperties.read(device).markersTakeWaitLists(), BackendSettings.DEFAULT_DEVICE_WAIT_TIMEOUT);
     }
 
     @AfterEach

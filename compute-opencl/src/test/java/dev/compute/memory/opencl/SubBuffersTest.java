@@ -8,6 +8,7 @@ import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -48,7 +49,7 @@ class SubBuffersTest {
         OpenClTestSupport.requireOpenCl();
         OpenClDevice device = OpenClDevices.choose(OpenClTestSupport.defaultSettings()).device();
         OpenClDeviceProperties properties = OpenClDeviceProperties.read(device);
-        queue = new OpenClQueue(device, properties.markersTakeWaitLists());
+        queue = new OpenClQueue(device, properties.markersTakeWaitLists(), BackendSettings.DEFAULT_DEVICE_WAIT_TIMEOUT);
         allocator = new OpenClAllocator(properties, queue);
         alignment = properties.alignment();
         parent = allocator.allocate(MemoryLocation.DEVICE, 4 * alignment);
