@@ -13,6 +13,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -36,7 +37,23 @@ public final class ComputeBudgets {
     }
 
     private final List<Configured> all = new CopyOnWriteArrayList<>();
+    private final List<Consumer<Configured>> listeners = new CopyOnWriteArrayList<>();
     private volatile @Nullable String primary;
+
+    /**
+     * Calls {@code listener} with each budget observed from now on: one {@link #add added} at run time, or made with a
+     * manager. The meters use it, so that a budget added after they were bound is metered too. The handle stops it.
+     */
+    public AutoCloseable onAdded(Consumer<Configured> listener) {
+        listeners.add(listener);
+        return () -> listeners.remove(listener);
+    }
+
+    private void added(Configured configured) {
+        for (Consumer<Configured> listener : listeners) {
+            listener.accept(configured);
+        }
+    }
 
     /** Every configured budget, in the order of the managers and then of the configuration. */
     public List<Configured> all() {
@@ -94,6 +111,7 @@ public final class ComputeBudgets {
         }
         Configured configured = new Configured(manager, budget, requestLimitBytes);
         all.add(configured);
+        added(configured);
         return configured;
     }
 
@@ -117,6 +135,7 @@ public final class ComputeBudgets {
         if (primary) {
             this.primary = name;
         }
+        made.forEach(this::added);
     }
 
     private static MemoryBudget open(UnifiedMemoryManager manager, BudgetSpec spec, String prefix) {

@@ -37,7 +37,7 @@ final class NamedManagerPropertySource implements IterableConfigurationPropertyS
         if (!isManagerSetting(name)) {
             return null;
         }
-        ConfigurationProperty named = find(own.append(name.subName(1)));
+        ConfigurationProperty named = find(under(own, name, 1));
         return named != null ? named : find(name);
     }
 
@@ -45,7 +45,7 @@ final class NamedManagerPropertySource implements IterableConfigurationPropertyS
     public Stream<ConfigurationPropertyName> stream() {
         return sources.stream().filter(IterableConfigurationPropertySource.class::isInstance)
                 .flatMap(source -> ((IterableConfigurationPropertySource) source).stream())
-                .map(name -> own.isAncestorOf(name) ? COMPUTE.append(name.subName(own.getNumberOfElements())) : name)
+                .map(name -> own.isAncestorOf(name) ? under(COMPUTE, name, own.getNumberOfElements()) : name)
                 .filter(NamedManagerPropertySource::isManagerSetting)
                 .distinct();
     }
@@ -63,8 +63,18 @@ final class NamedManagerPropertySource implements IterableConfigurationPropertyS
         if (!isManagerSetting(name)) {
             return property;
         }
-        ConfigurationPropertyName named = own.append(name.subName(1));
+        ConfigurationPropertyName named = under(own, name, 1);
         return !isSet(named) && isSet(name) ? property : named.toString();
+    }
+
+    /**
+     * {@code name} less its first {@code from} elements, under {@code prefix}. Not {@code prefix.append(name.subName(from))}:
+     * in Spring Boot 4.1 a name made by appending a name fails when the binder cuts it again, as it does a list
+     * element's ({@code memory.pooling.warmup.host[0].size}: an ArrayIndexOutOfBoundsException out of
+     * {@code ConfigurationPropertyName.subName}), so a named manager's own warm-up could not be bound.
+     */
+    private static ConfigurationPropertyName under(ConfigurationPropertyName prefix, ConfigurationPropertyName name, int from) {
+        return ConfigurationPropertyName.adapt(prefix + "." + name.subName(from), '.');
     }
 
     private @Nullable ConfigurationProperty find(ConfigurationPropertyName name) {

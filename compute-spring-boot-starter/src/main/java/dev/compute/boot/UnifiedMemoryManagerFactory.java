@@ -5,6 +5,7 @@ import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.OutOfMemoryHandler;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.function.UnaryOperator;
@@ -14,8 +15,12 @@ import org.apache.commons.logging.LogFactory;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.context.properties.bind.Bindable;
+import org.springframework.boot.context.properties.bind.BindHandler;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.context.properties.bind.PropertySourcesPlaceholdersResolver;
+import org.springframework.boot.context.properties.bind.handler.NoUnboundElementsBindHandler;
+import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySource;
 import org.springframework.boot.context.properties.source.ConfigurationPropertySources;
 import org.springframework.core.env.ConfigurableEnvironment;
 
@@ -58,6 +63,9 @@ public final class UnifiedMemoryManagerFactory {
         if (primary != null && !primary.isBlank()) {
             throw new InvalidSettingException("compute.primary", primary, "unset: it names one of " + NamedManagers.PREFIX + ", and none is configured");
         }
+        // bound by ComputeProperties, which ignores a key it does not know: a budget with a typo, or a dot in its name
+        // (compute.budgets.a.b.limit), would silently not be made
+        Binder.get(environment).bind(BUDGETS, Bindable.mapOf(String.class, BudgetProperties.class), new NoUnboundElementsBindHandler(BindHandler.DEFAULT));
         return create(ComputeMemoryAutoConfiguration.DEFAULT_MANAGER_NAME, properties.manager(), UnaryOperator.identity(),
                 new Budgets(properties.budgets(), BUDGETS, true));
     }
@@ -68,14 +76,16 @@ public final class UnifiedMemoryManagerFactory {
         Binder binder = new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment),
                 PoolSizeConverter.conversionService()); // as @ConfigurationPropertiesBinding gives compute.*
         ManagerProperties properties = binder.bindOrCreate("compute", ManagerProperties.class);
+        String prefix = NamedManagers.PREFIX + "." + name + ".budgets";
+        checkNoUnknownKeys(NamedManagers.PREFIX + "." + name, prefix);
         Binder own = Binder.get(environment);
         Map<String, BudgetProperties> inherited = own.bind(BUDGETS, Bindable.mapOf(String.class, BudgetProperties.class)).orElse(Map.of());
         if (!inherited.isEmpty()) {
             throw new InvalidSettingException(BUDGETS, String.join(", ", inherited.keySet()), "unset where " + NamedManagers.PREFIX
                     + " names the managers: each manager's budgets are its own, under " + NamedManagers.PREFIX + "." + name + ".budgets");
         }
-        String prefix = NamedManagers.PREFIX + "." + name + ".budgets";
-        Map<String, BudgetProperties> budgetProperties = own.bind(prefix, Bindable.mapOf(String.class, BudgetProperties.class)).orElse(Map.of());
+        Map<String, BudgetProperties> budgetProperties = own.bind(prefix, Bindable.mapOf(String.class, BudgetProperties.class),
+                new NoUnboundElementsBindHandler(BindHandler.DEFAULT)).orElse(Map.of());
         return create(name, properties, source::whereSet, new Budgets(budgetProperties, prefix, NamedManagers.of(environment).primary().equals(name)));
     }
 
@@ -92,11 +102,37 @@ public final class UnifiedMemoryManagerFactory {
      * @return the manager, which the caller closes
      */
     public UnifiedMemoryManager createFrom(String name, String prefix) {
+        return createFrom(name, prefix, ComputeMemoryAutoConfiguration.DEFAULT_MANAGER_NAME.equals(name));
+    }
+
+    /**
+     * As {@link #createFrom(String, String)}, with the budgets set under {@code <prefix>.budgets} (the keys of
+     * {@code compute.budgets}) made with it; {@code primary}: whether it is the manager injected where one is asked for,
+     * whose budgets {@link ComputeBudgets#budget(String)} finds by name alone.
+     */
+    public UnifiedMemoryManager createFrom(String name, String prefix, boolean primary) {
         Binder binder = new Binder(ConfigurationPropertySources.get(environment), new PropertySourcesPlaceholdersResolver(environment),
                 PoolSizeConverter.conversionService());
         ManagerProperties properties = binder.bindOrCreate(prefix, ManagerProperties.class);
+        String budgetsPrefix = prefix + ".budgets";
+        Map<String, BudgetProperties> budgetProperties = binder.bind(budgetsPrefix, Bindable.mapOf(String.class, BudgetProperties.class),
+                new NoUnboundElementsBindHandler(BindHandler.DEFAULT)).orElse(Map.of());
         return create(name, properties, property -> property.startsWith("compute.") ? prefix + property.substring("compute".length()) : property,
-                new Budgets(Map.of(), prefix + ".budgets", false));
+                new Budgets(budgetProperties, budgetsPrefix, primary));
+    }
+
+    /**
+     * A key under {@code compute.managers.<name>} that no manager setting has stops start-up naming it, as Boot reports
+     * unbound properties: a typo ({@code backnd}), a setting that is not a manager's ({@code health.*}), or a name with a
+     * dot ({@code compute.managers.my.gpu.backend}, which names a manager {@code my} with the key {@code gpu.backend}),
+     * none of which may start a manager with settings other than those written. Its budgets are checked as they are bound.
+     */
+    private void checkNoUnknownKeys(String managerPrefix, String budgetsPrefix) {
+        ConfigurationPropertyName budgets = ConfigurationPropertyName.of(budgetsPrefix);
+        List<ConfigurationPropertySource> sources = new ArrayList<>();
+        ConfigurationPropertySources.get(environment).forEach(source -> sources.add(source.filter(property -> !budgets.isAncestorOf(property))));
+        new Binder(sources, new PropertySourcesPlaceholdersResolver(environment), PoolSizeConverter.conversionService())
+                .bind(managerPrefix, Bindable.of(ManagerProperties.class), new NoUnboundElementsBindHandler(BindHandler.DEFAULT));
     }
 
     /** A manager's configured budgets, set under {@code prefix}; {@code primary}: the manager is the one injected where one is asked for. */

@@ -5,6 +5,7 @@ import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.MemoryBudget;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 
@@ -33,8 +34,22 @@ final class ScopedBudgets {
 
     /** Closes the work's budget, logging what it forgot to close ({@code work}: what it was, for the log). */
     static void close(MemoryBudget budget, String work) {
+        close(budget, () -> work);
+    }
+
+    /**
+     * As {@link #close(MemoryBudget, String)}, the work described only where something was left: the description is the
+     * application's code (a task's toString()), which may throw, and must not keep the budget from closing.
+     */
+    static void close(MemoryBudget budget, Supplier<String> describe) {
         List<MemoryBudget.Leftover> leftovers = budget.closeAndReport();
         if (!leftovers.isEmpty() && log.isWarnEnabled()) {
+            String work;
+            try {
+                work = describe.get();
+            } catch (RuntimeException e) {
+                work = "work whose description failed (" + e + ")";
+            }
             long buffers = leftovers.stream().mapToLong(MemoryBudget.Leftover::buffers).sum();
             long bytes = leftovers.stream().mapToLong(MemoryBudget.Leftover::bytes).sum();
             log.warn(work + " ended with " + buffers + " buffer(s) of " + bytes + " bytes still open in memory budget '" + budget.path()

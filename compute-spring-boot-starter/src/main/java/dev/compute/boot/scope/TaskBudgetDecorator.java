@@ -33,7 +33,7 @@ public final class TaskBudgetDecorator implements TaskDecorator {
             try (BudgetScope scope = BudgetScope.open(budget)) {
                 task.run();
             } finally {
-                ScopedBudgets.close(budget, "task " + task);
+                ScopedBudgets.close(budget, () -> "task " + task); // described only where it left something open
             }
         };
     }

@@ -47,23 +47,26 @@ final class TestManagersPostProcessor implements BeanDefinitionRegistryPostProce
                 || !(registry instanceof ConfigurableListableBeanFactory beans)) {
             return;
         }
-        for (String beanName : beans.getBeanNamesForType(UnifiedMemoryManager.class, true, false)) {
+        String[] managers = beans.getBeanNamesForType(UnifiedMemoryManager.class, true, false);
+        for (String beanName : managers) {
             BeanDefinition existing = registry.getBeanDefinition(beanName);
             if (replace == Replace.AUTO_CONFIGURED && !isTheStarters(existing)) {
                 continue;
             }
             registry.removeBeanDefinition(beanName);
-            registry.registerBeanDefinition(beanName, testManager(ObservedManagers.nameOf(beanName), existing));
+            registry.registerBeanDefinition(beanName, testManager(ObservedManagers.nameOf(beanName), existing,
+                    existing.isPrimary() || managers.length == 1));
         }
     }
 
-    private static RootBeanDefinition testManager(String name, BeanDefinition existing) {
+    private static RootBeanDefinition testManager(String name, BeanDefinition existing, boolean primary) {
         RootBeanDefinition definition = new RootBeanDefinition();
         definition.setTargetType(UnifiedMemoryManager.class);
         definition.setFactoryBeanName(ComputeMemoryAutoConfiguration.FACTORY_BEAN);
         definition.setFactoryMethodName("createFrom");
         definition.getConstructorArgumentValues().addIndexedArgumentValue(0, name);
         definition.getConstructorArgumentValues().addIndexedArgumentValue(1, AutoConfigureComputeMemory.PREFIX);
+        definition.getConstructorArgumentValues().addIndexedArgumentValue(2, primary); // spring.test.compute.budgets by name alone
         definition.setDestroyMethodName("close");
         definition.setPrimary(existing.isPrimary());
         if (existing instanceof AbstractBeanDefinition registered) {

@@ -59,14 +59,15 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
 
     @Override
     public void bindTo(MeterRegistry registry) {
-        List<Meter> meters = new ArrayList<>();
+        List<Meter> meters = new CopyOnWriteArrayList<>(); // a budget added at run time adds its meters from another thread
         List<AutoCloseable> listeners = new ArrayList<>();
+        // first, so that no budget added meanwhile is missed (one metered twice is the same meters: Micrometer keeps one per id)
+        listeners.add(budgets.onAdded(configured -> managers.get(configured.manager()).ifPresent(observed -> budgetMeters(registry,
+                configured.budget(), tagsOf(observed).and(ComputeMeters.Tag.BUDGET.asString(), configured.name()), meters))));
         for (ObservedManager observed : managers.all()) {
             UnifiedMemoryManager manager = observed.manager();
             RecentMemoryStatistics statistics = observed.statistics();
-            BackendInfo info = manager.backendInfo();
-            Tags tags = Tags.of(ComputeMeters.Tag.NAME.asString(), observed.name(), ComputeMeters.Tag.BACKEND.asString(), info.backend(),
-                    ComputeMeters.Tag.DEVICE.asString(), Integer.toString(info.deviceIndex()));
+            Tags tags = tagsOf(observed);
             // The leak detector counts for the whole manager, and the device is the manager's: no location tag.
             meters.add(FunctionCounter.builder(ComputeMeters.LEAKS.getName(), manager, m -> m.isClosed() ? Double.NaN : m.leaksDetected())
                     .tags(tags).description(ComputeMeters.LEAKS.description()).register(registry));
@@ -115,6 +116,12 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
             });
         }
         bound.add(new Bound(registry, meters, listeners));
+    }
+
+    private static Tags tagsOf(ObservedManager observed) {
+        BackendInfo info = observed.manager().backendInfo();
+        return Tags.of(ComputeMeters.Tag.NAME.asString(), observed.name(), ComputeMeters.Tag.BACKEND.asString(), info.backend(),
+                ComputeMeters.Tag.DEVICE.asString(), Integer.toString(info.deviceIndex()));
     }
 
     /** Detaches the event meters and removes every meter registered, from every registry bound to. */

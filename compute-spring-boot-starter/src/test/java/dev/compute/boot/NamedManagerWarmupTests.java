@@ -1,0 +1,32 @@
+package dev.compute.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedMemoryManager;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+
+/**
+ * A named manager's own warm-up (README, "Several managers": each takes every key of compute.*): before the fix its
+ * start failed with an ArrayIndexOutOfBoundsException out of NamedManagerPropertySource.getConfigurationProperty.
+ */
+class NamedManagerWarmupTests {
+
+    private final ApplicationContextRunner runner = new ApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(ComputeMemoryAutoConfiguration.class))
+            .withPropertyValues("compute.memory.timeline.interval=0", "compute.memory.pooling.max-pool-size=64MB");
+
+    @Test
+    void aNamedManagerWarmsUpWhatItsOwnSettingsSay() {
+        runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.managers.gpu.memory.pooling.warmup.host[0].size=1MB",
+                "compute.managers.gpu.memory.pooling.warmup.host[0].count=2", "compute.managers.cpu.backend=cpu").run(context -> {
+                    assertThat(context).hasNotFailed();
+                    UnifiedMemoryManager gpu = context.getBean("gpuUnifiedMemoryManager", UnifiedMemoryManager.class);
+                    assertThat(gpu.settings().warmup().get(MemoryLocation.HOST)).singleElement().hasToString("2 x 1048576 bytes");
+                    assertThat(context.getBean("cpuUnifiedMemoryManager", UnifiedMemoryManager.class).settings().warmup()).isEmpty();
+                });
+    }
+}
