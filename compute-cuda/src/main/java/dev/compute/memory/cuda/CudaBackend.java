@@ -95,7 +95,7 @@ public final class CudaBackend implements ComputeBackend {
             startedVmm = attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) != 0
                     ? new CudaVirtualMemory(context) : null;
             this.virtualMemory = startedVmm;
-            startedCompletions = new DeviceCompletions(context);
+            startedCompletions = new DeviceCompletions(context, settings.deviceWaitTimeout());
             this.completions = startedCompletions;
             int copyThreads = option(settings, "copy-threads", Math.min(4, Runtime.getRuntime().availableProcessors()));
             startedCopier = new HostCopier(copyThreads, "compute-cuda-" + settings.deviceIndex() + "-copy-");
@@ -248,29 +248,35 @@ public final class CudaBackend implements ComputeBackend {
 
     // ---- copies ---------------------------------------------------------------------------------------------------
 
+    // Each copy runs under the streams' lifecycle read lock (whileOpen): close frees the staging buffers and destroys
+    // the streams and events a copy uses, so it must not begin while one is under way.
+
     @Override
     public void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
-        copies.toDevice(source, target, targetOffset, bytes, CudaCopies.Completion.WAIT);
+        streams.whileOpen(() -> copies.toDevice(source, target, targetOffset, bytes, CudaCopies.Completion.WAIT));
     }
 
     @Override
     public CompletableFuture<Void> copyToDeviceAsync(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
-        return copies.toDevice(source, target, targetOffset, bytes, CudaCopies.Completion.QUEUE);
+        return streams.whileOpen(() -> copies.toDevice(source, target, targetOffset, bytes, CudaCopies.Completion.QUEUE));
     }
 
     @Override
     public void copyToHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
-        copies.toHost(source, sourceOffset, target, bytes, CudaCopies.Completion.WAIT);
+        streams.whileOpen(() -> copies.toHost(source, sourceOffset, target, bytes, CudaCopies.Completion.WAIT));
     }
 
     @Override
     public CompletableFuture<Void> copyToHostAsync(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
-        return copies.toHost(source, sourceOffset, target, bytes, CudaCopies.Completion.QUEUE);
+        return streams.whileOpen(() -> copies.toHost(source, sourceOffset, target, bytes, CudaCopies.Completion.QUEUE));
     }
 
     @Override
     public void copyWithinDevice(NativeAllocation source, long sourceOffset, NativeAllocation target, long targetOffset, long bytes) {
-        copies.withinDevice(source, sourceOffset, target, targetOffset, bytes);
+        streams.whileOpen(() -> {
+            copies.withinDevice(source, sourceOffset, target, targetOffset, bytes);
+            return null;
+        });
     }
 
     // ---- native handles -------------------------------------------------------------------------------------------
@@ -288,7 +294,7 @@ public final class CudaBackend implements ComputeBackend {
                     + "to work on it from Java");
         }
         Checks.range(allocation, offset, bytes, "access");
-        CUstream stream = enter();
+        CUstream stream = streams.whileOpen(this::enter); // never a stream made after close destroyed the others
         return new CudaDeviceHandle(streams, allocation.address() + offset, bytes, stream, settings.deviceIndex());
     }
 
@@ -381,8 +387,18 @@ public final class CudaBackend implements ComputeBackend {
         if (!streams.beginClose()) {
             return;
         }
+        long deadline = System.nanoTime() + Math.min(deviceWait.toMillis(), Long.MAX_VALUE / 4_000_000L) * 1_000_000L;
+        if (!streams.awaitCallsEnded(deviceWait)) {
+            // a copy, op or launch is still inside the backend (waiting for the device, or a long staged copy): it
+            // uses staging buffers, streams and events, so nothing is freed; the work it recorded is not waited for
+            streams.markClosed();
+            LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": a call into the backend was still"
+                    + " under way " + deviceWait.toMillis() + " ms after close began; the backend keeps its streams, staging"
+                    + " buffers, kernels and context rather than free them under it");
+            return;
+        }
         context.makeCurrent();
-        boolean finished = completions.close(deviceWait);
+        boolean finished = completions.close(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())));
         streams.markClosed();
         if (!finished) {
             LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": recorded device work did not finish"

@@ -1,11 +1,11 @@
 package dev.compute.memory.cuda;
 
 import static jcuda.driver.JCudaDriver.cuEventRecord;
-import static jcuda.driver.JCudaDriver.cuEventSynchronize;
 import static jcuda.driver.JCudaDriver.cuMemcpyAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
 
+import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.NativeAllocation;
@@ -56,6 +56,7 @@ final class CudaCopies {
             toDevice(hostSegment(source).asSlice(sourceOffset, bytes), target, targetOffset, bytes, Completion.WAIT);
         } else {
             CUstream stream = streams.enter();
+            completions.await(stream); // bounded, before anything is queued: see toDevice
             CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address() + targetOffset), new DevicePointer(source.address() + sourceOffset),
                     bytes, stream), "cuMemcpyAsync(" + bytes + " bytes, " + source.location() + " to " + target.location() + ")");
             completions.await(stream);
@@ -86,13 +87,20 @@ final class CudaCopies {
         }
         long destination = target.address() + targetOffset;
         if (allocations.deviceVisible(source, bytes)) {
+            if (completion == Completion.WAIT) {
+                // a synchronous copy first waits, bounded, for the work queued ahead of it (a kernel that never ends,
+                // a wait on an event nobody records): timing out then leaves nothing queued that writes the target later
+                completions.await(stream);
+            }
             CudaResults.check(cuMemcpyAsync(new DevicePointer(destination), new DevicePointer(source.address()), bytes, stream),
                     "cuMemcpyAsync(" + bytes + " bytes to " + target.location() + ")");
             return finish(stream, completion);
         }
         if (source.isNative() && !staging.pinned() && !FileMappings.isOverMapping(source)) {
             // pinning is off: the driver's own pageable path (it stages internally); never over a mapped file, whose
-            // truncation would fault in the driver and end the process, where a copy by Java throws
+            // truncation would fault in the driver and end the process, where a copy by Java throws. The driver may
+            // block in the call until earlier work is done: the bounded wait first
+            completions.await(stream);
             CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination), new HostPointer(source.address()), bytes, stream),
                     "cuMemcpyHtoDAsync(" + bytes + " bytes, pageable)");
             return finish(stream, completion);
@@ -115,12 +123,17 @@ final class CudaCopies {
         }
         long origin = source.address() + sourceOffset;
         if (allocations.deviceVisible(target, bytes)) {
+            if (completion == Completion.WAIT) {
+                completions.await(stream); // bounded, before anything is queued: see toDevice
+            }
             CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address()), new DevicePointer(origin), bytes, stream),
                     "cuMemcpyAsync(" + bytes + " bytes from " + source.location() + ")");
             return finish(stream, completion);
         }
         if (target.isNative() && !staging.pinned() && !FileMappings.isOverMapping(target)) {
-            // returns once the bytes have landed: the driver copies to pageable memory synchronously
+            // returns once the bytes have landed: the driver copies to pageable memory synchronously, so the work
+            // queued ahead is waited for first, bounded
+            completions.await(stream);
             CudaResults.check(cuMemcpyDtoHAsync(new HostPointer(target.address()), new DevicePointer(origin), bytes, stream),
                     "cuMemcpyDtoHAsync(" + bytes + " bytes, pageable)");
             return finish(stream, Completion.WAIT);
@@ -131,7 +144,7 @@ final class CudaCopies {
 
     private CompletableFuture<Void> finish(CUstream stream, Completion completion) {
         if (completion == Completion.WAIT) {
-            completions.await(stream);
+            completions.await(stream); // the copy itself, after the bounded wait for what was queued ahead
             return DONE;
         }
         return completions.record(stream);
@@ -142,7 +155,16 @@ final class CudaCopies {
      * device copies the previous one; a slot is refilled once its event says the device has read it.
      */
     private CompletableFuture<Void> stagedToDevice(MemorySegment source, long destination, long bytes, CUstream stream, Completion completion) {
-        StagingBuffers.Lane lane = staging.acquire();
+        long deadline = completions.deadline();
+        long chunk0 = staging.slotBytes();
+        if (completion == Completion.WAIT || Math.ceilDiv(bytes, chunk0) > staging.slotsPerLane()) {
+            // this call will wait for the device: first, bounded, for the work queued ahead of it, with nothing queued yet
+            completions.await(stream, deadline);
+        }
+        StagingBuffers.Lane lane = staging.acquire(deadline);
+        if (lane == null) {
+            throw completions.timeout("staged copies holding every staging lane");
+        }
         long chunk = lane.slotBytes();
         long chunks = Math.ceilDiv(bytes, chunk);
         try {
@@ -150,8 +172,8 @@ final class CudaCopies {
                 int slot = (int) (k % lane.slots());
                 long offset = k * chunk;
                 long length = Math.min(chunk, bytes - offset);
-                if (k >= lane.slots()) {
-                    CudaResults.check(cuEventSynchronize(lane.event(slot)), "cuEventSynchronize(staging buffer)");
+                if (k >= lane.slots() && !DeviceCompletions.awaitEvent(lane.event(slot), deadline, "cuEventQuery(staging buffer)")) {
+                    throw completions.timeout("a staged copy's earlier chunk");
                 }
                 copier.copy(source, offset, lane.slot(slot), 0, length);
                 FileMappings.surfaceFaults(); // a fault of the copy (a truncated mapped file) is thrown here, in the try
@@ -160,7 +182,7 @@ final class CudaCopies {
                 CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
             }
             if (completion == Completion.WAIT) {
-                completions.await(stream);
+                completions.await(stream, deadline);
                 staging.release(lane);
                 return DONE;
             }
@@ -168,16 +190,30 @@ final class CudaCopies {
             done.whenComplete((ignored, failure) -> staging.release(lane));
             return done;
         } catch (RuntimeException | Error e) {
-            // the device may still be reading slots: the lane is reused only after what was queued has run
-            completions.awaitQuietly(stream);
-            staging.release(lane);
+            // the device may still be reading slots: the lane is reused only after what was queued has run, and never
+            // where that did not happen within the device wait
+            giveBack(lane, stream, e);
             throw e;
+        }
+    }
+
+    /** Returns a lane after a failure once the device is past what was queued on it, or takes it out of use for good. */
+    private void giveBack(StagingBuffers.Lane lane, CUstream stream, Throwable failure) {
+        if (!(failure instanceof DeviceTimeoutException) && completions.awaitQuietly(stream)) {
+            staging.release(lane);
+        } else {
+            staging.abandon(lane);
         }
     }
 
     /** Device → pageable memory: the first slots are queued at once, each is copied out and refilled as its event completes. */
     private void stagedToHost(long origin, MemorySegment target, long bytes, CUstream stream) {
-        StagingBuffers.Lane lane = staging.acquire();
+        long deadline = completions.deadline();
+        completions.await(stream, deadline); // bounded, with nothing queued yet: see toDevice
+        StagingBuffers.Lane lane = staging.acquire(deadline);
+        if (lane == null) {
+            throw completions.timeout("staged copies holding every staging lane");
+        }
         long chunk = lane.slotBytes();
         long chunks = Math.ceilDiv(bytes, chunk);
         try {
@@ -187,7 +223,9 @@ final class CudaCopies {
             for (long k = 0; k < chunks; k++) {
                 int slot = (int) (k % lane.slots());
                 long offset = k * chunk;
-                CudaResults.check(cuEventSynchronize(lane.event(slot)), "cuEventSynchronize(staging buffer)");
+                if (!DeviceCompletions.awaitEvent(lane.event(slot), deadline, "cuEventQuery(staging buffer)")) {
+                    throw completions.timeout("a staged copy's chunk");
+                }
                 copier.copy(lane.slot(slot), 0, target, offset, Math.min(chunk, bytes - offset));
                 FileMappings.surfaceFaults();
                 if (k + lane.slots() < chunks) {
@@ -195,11 +233,10 @@ final class CudaCopies {
                 }
             }
         } catch (RuntimeException | Error e) {
-            completions.awaitQuietly(stream);
+            giveBack(lane, stream, e);
             throw e;
-        } finally {
-            staging.release(lane);
         }
+        staging.release(lane);
     }
 
     private static void queueToSlot(StagingBuffers.Lane lane, long k, long origin, long bytes, CUstream stream) {

@@ -116,6 +116,12 @@ final class CudaKernel implements NativeKernel {
             grid[d] = Math.ceilDiv(shape.size(d), block[d]);
             threads[d] = block[d];
         }
+        if (threads[0] > maxThreadsPerBlock || threads[1] > maxThreadsPerBlock || threads[2] > maxThreadsPerBlock
+                || threads[0] * threads[1] * threads[2] > maxThreadsPerBlock) {
+            // checked here, not left to the driver: (int) of a block size from 2^32 on is another, valid block
+            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a block of " + Arrays.toString(threads)
+                    + " threads is more than the " + maxThreadsPerBlock + " this kernel can run per block");
+        }
         if (grid[0] > MAX_GRID_X || grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ) {
             throw new IllegalArgumentException("kernel '" + name + "' over " + shape + " needs a grid of " + Arrays.toString(grid)
                     + " blocks of " + Arrays.toString(threads) + ", beyond CUDA's grid (2^31-1 x 65535 x 65535): launch larger blocks"

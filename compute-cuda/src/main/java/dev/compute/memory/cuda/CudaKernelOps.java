@@ -106,10 +106,13 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
         if (region.count() == 0) {
             return CompletableFuture.completedFuture(null);
         }
-        CUstream stream = backend.enter();
-        launch(function, grid(region.count(), MAX_GRID), stream,
-                Pointer.to(Pointer.to(new long[] {address(region)}), Pointer.to(new long[] {region.count()}), scalar(region.type(), scalar)));
-        return backend.completions().record(stream);
+        // under the lifecycle's read lock: close unloads the module and frees the scratch only once no op is under way
+        return backend.streams().whileOpen(() -> {
+            CUstream stream = backend.enter();
+            launch(function, grid(region.count(), MAX_GRID), stream,
+                    Pointer.to(Pointer.to(new long[] {address(region)}), Pointer.to(new long[] {region.count()}), scalar(region.type(), scalar)));
+            return backend.completions().record(stream);
+        });
     }
 
     @Override
@@ -123,11 +126,13 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
         if (x.count() == 0) {
             return CompletableFuture.completedFuture(null);
         }
-        CUstream stream = backend.enter();
-        launch(x.type() == DataType.FLOAT32 ? axpyF32 : axpyF64, grid(x.count(), MAX_GRID), stream,
-                Pointer.to(Pointer.to(new long[] {address(x)}), Pointer.to(new long[] {address(y)}),
-                        Pointer.to(new long[] {x.count()}), scalar(x.type(), alpha)));
-        return backend.completions().record(stream);
+        return backend.streams().whileOpen(() -> {
+            CUstream stream = backend.enter();
+            launch(x.type() == DataType.FLOAT32 ? axpyF32 : axpyF64, grid(x.count(), MAX_GRID), stream,
+                    Pointer.to(Pointer.to(new long[] {address(x)}), Pointer.to(new long[] {address(y)}),
+                            Pointer.to(new long[] {x.count()}), scalar(x.type(), alpha)));
+            return backend.completions().record(stream);
+        });
     }
 
     @Override
@@ -139,6 +144,10 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
         if (x.count() == 0) {
             return CompletableFuture.completedFuture(0.0);
         }
+        return backend.streams().whileOpen(() -> sumOnDevice(x));
+    }
+
+    private CompletableFuture<Double> sumOnDevice(Region x) {
         CUstream stream = backend.enter();
         int blocks = grid(x.count(), SUM_BLOCKS);
         SumScratch scratch = scratch();
@@ -157,9 +166,13 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
                 return total;
             });
         } catch (RuntimeException e) {
-            // the scratch may still be written by a launched kernel; wait before another sum reuses it
-            backend.completions().awaitQuietly(stream);
-            idleScratch.add(scratch);
+            // the scratch may still be written by a launched kernel; wait (bounded) before another sum reuses it, and
+            // where the device did not get there, neither reuse nor free it
+            if (backend.completions().awaitQuietly(stream)) {
+                idleScratch.add(scratch);
+            } else {
+                allScratch.remove(scratch);
+            }
             throw e;
         }
     }

@@ -34,10 +34,10 @@ final class CudaStreams {
     private final AtomicReferenceArray<CUstream> streams;
     private volatile boolean closed;
     /**
-     * Set first thing in the backend's close, under {@link #lifecycle}'s write lock: after it nothing more is recorded
-     * on the streams, which close destroys. Guarded by {@link #lifecycle}.
+     * Set first thing in the backend's close: after it no call starts under {@link #lifecycle}'s read lock, and close
+     * then takes the write lock, bounded, to know that the calls under way have ended before it destroys what they use.
      */
-    private boolean closing;
+    private volatile boolean closing;
     private final ReadWriteLock lifecycle = new ReentrantReadWriteLock();
 
     CudaStreams(CudaContext context, DeviceCompletions completions, int count) {
@@ -86,7 +86,17 @@ final class CudaStreams {
         if (work.isDone()) {
             return true;
         }
-        return work instanceof DeviceCompletions.StreamWork<?> onStream && onStream.orderStream(enter());
+        if (!(work instanceof DeviceCompletions.StreamWork<?> onStream)) {
+            return false;
+        }
+        Lock read = lifecycle.readLock();
+        read.lock();
+        try {
+            // once closing, the caller waits on the host (bounded) rather than touch a stream close may destroy
+            return !closing && onStream.orderStream(enter());
+        } finally {
+            read.unlock();
+        }
     }
 
     /** Work on one stream completes in the order it was queued. */
@@ -204,19 +214,31 @@ final class CudaStreams {
         }
     }
 
-    /** Begins the close: from now on nothing is recorded on the streams. False where it had begun already. */
-    boolean beginClose() {
+    /** Begins the close: from now on no call starts and nothing is recorded on the streams. False where it had begun already. */
+    synchronized boolean beginClose() {
+        if (closing) {
+            return false;
+        }
+        closing = true;
+        return true;
+    }
+
+    /**
+     * Waits, at most {@code wait}, until the calls that began before {@link #beginClose} (copies, ops, launches, records)
+     * have ended: true when they have, and then none uses the streams, staging buffers or kernels any more.
+     */
+    boolean awaitCallsEnded(Duration wait) {
         Lock write = lifecycle.writeLock();
-        write.lock();
         try {
-            if (closing) {
+            if (!write.tryLock(nanos(wait), TimeUnit.NANOSECONDS)) {
                 return false;
             }
-            closing = true;
-            return true;
-        } finally {
-            write.unlock();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
         }
+        write.unlock();
+        return true;
     }
 
     /** Marks the backend closed, once close has waited for the recorded work: every entry point refuses from now on. */

@@ -2,10 +2,13 @@ package dev.compute.memory.cuda;
 
 import static jcuda.driver.JCudaDriver.cuEventCreate;
 import static jcuda.driver.JCudaDriver.cuEventDestroy;
+import static jcuda.driver.JCudaDriver.cuEventQuery;
 import static jcuda.driver.JCudaDriver.cuEventRecord;
 import static jcuda.driver.JCudaDriver.cuEventSynchronize;
 import static jcuda.driver.JCudaDriver.cuStreamWaitEvent;
 
+import dev.compute.memory.DeviceTimeoutException;
+import dev.compute.memory.spi.BackendSettings;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -13,6 +16,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 import jcuda.driver.CUevent;
@@ -71,6 +75,8 @@ final class DeviceCompletions implements AutoCloseable {
         }
     }
 
+    /** How long a wait on the calling thread polls before it gives up: {@code compute.memory.device-wait-timeout}. */
+    private final Duration deviceWait;
     private final CudaContext context;
     private final ConcurrentLinkedQueue<CUevent> idleEvents = new ConcurrentLinkedQueue<>();
     private final LinkedBlockingQueue<Pending> pending = new LinkedBlockingQueue<>();
@@ -79,7 +85,12 @@ final class DeviceCompletions implements AutoCloseable {
     private volatile boolean closed;
 
     DeviceCompletions(CudaContext context) {
+        this(context, BackendSettings.DEFAULT_DEVICE_WAIT_TIMEOUT);
+    }
+
+    DeviceCompletions(CudaContext context, Duration deviceWait) {
         this.context = context;
+        this.deviceWait = deviceWait;
         this.callbacks = Executors.newCachedThreadPool(Thread.ofPlatform().daemon()
                 .name("compute-cuda-" + context.ordinal + "-callbacks-", 0).factory());
         this.waiter = Thread.ofPlatform().daemon().name("compute-cuda-" + context.ordinal + "-events").start(this::waitLoop);
@@ -134,23 +145,93 @@ final class DeviceCompletions implements AutoCloseable {
         }
     }
 
-    /** Waits, on the calling thread, for the work queued on {@code stream} so far. */
+    /** The deadline ({@link System#nanoTime}) of a wait on the calling thread that begins now. */
+    long deadline() {
+        long wait;
+        try {
+            wait = Math.min(Math.max(0, deviceWait.toNanos()), Long.MAX_VALUE >> 2);
+        } catch (ArithmeticException beyondLong) {
+            wait = Long.MAX_VALUE >> 2;
+        }
+        return System.nanoTime() + wait;
+    }
+
+    /**
+     * Waits, on the calling thread and at most until {@link #deadline()}, for the work queued on {@code stream} so far;
+     * a {@link DeviceTimeoutException} past it. Called before a synchronous call queues anything, so that a timeout
+     * leaves nothing queued that could still write memory after the call has failed.
+     */
     void await(CUstream stream) {
+        await(stream, deadline());
+    }
+
+    void await(CUstream stream, long deadline) {
         CUevent event = acquireEvent();
         try {
             CudaResults.check(cuEventRecord(event, stream), "cuEventRecord");
-            CudaResults.check(cuEventSynchronize(event), "cuEventSynchronize");
+            if (!awaitEvent(event, deadline, "cuEventQuery")) {
+                throw timeout("device work queued ahead on this thread's stream");
+            }
         } finally {
-            releaseEvent(event);
+            releaseEvent(event); // nothing else waits on this record: a later cuEventRecord may move the event at once
         }
     }
 
-    /** As {@link #await}, for cleanup after a failure: a second failure must not hide the first. */
-    void awaitQuietly(CUstream stream) {
+    /** As {@link #await}, for cleanup after a failure: a second failure must not hide the first. True when the stream got there. */
+    boolean awaitQuietly(CUstream stream) {
         try {
             await(stream);
+            return true;
         } catch (RuntimeException ignored) {
             // a failed context reports the first error again; the caller is already throwing it
+            return false;
+        }
+    }
+
+    /** A wait that ran past {@code compute.memory.device-wait-timeout}. */
+    DeviceTimeoutException timeout(String what) {
+        return new DeviceTimeoutException(what + " did not finish within " + deviceWait.toMillis() + " ms"
+                + " (compute.memory.device-wait-timeout): a kernel that runs longer or never ends, or a stream waiting on an"
+                + " event that is never recorded; what the device may still use is kept, not reused", deviceWait);
+    }
+
+    private static final long SPIN_NANOS = 20_000;
+    private static final long MAX_PAUSE_NANOS = 100_000;
+
+    /**
+     * Polls {@code event} ({@code cuEventQuery}) until it has completed, true, or {@code deadline} has passed, false:
+     * never {@code cuEventSynchronize}, which cannot be bounded. Spins briefly, then parks between queries. An
+     * interrupt does not cut the wait short (the caller's memory may still be in use); it is kept for the caller.
+     */
+    static boolean awaitEvent(CUevent event, long deadline, String call) {
+        long start = System.nanoTime();
+        long pause = 5_000;
+        boolean interrupted = false;
+        try {
+            while (true) {
+                int result = cuEventQuery(event);
+                if (result == CudaResults.SUCCESS) {
+                    return true;
+                }
+                if (result != CudaResults.NOT_READY) {
+                    throw CudaResults.failure(result, call);
+                }
+                long now = System.nanoTime();
+                if (now - deadline >= 0) {
+                    return false;
+                }
+                if (now - start < SPIN_NANOS) {
+                    Thread.onSpinWait();
+                    continue;
+                }
+                LockSupport.parkNanos(Math.min(pause, deadline - now));
+                pause = Math.min(pause * 2, MAX_PAUSE_NANOS);
+                interrupted |= Thread.interrupted();
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 

@@ -8,6 +8,7 @@ import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUevent_flags;
 import jcuda.driver.JCudaDriver;
@@ -130,31 +131,70 @@ final class StagingBuffers implements AutoCloseable {
         return pinned;
     }
 
-    /** A lane for one copy; waits while {@code maxLanes} copies are staging. The caller's context is current. */
+    long slotBytes() {
+        return slotBytes;
+    }
+
+    int slotsPerLane() {
+        return slotsPerLane;
+    }
+
+    /** {@link #acquire(long)} without a deadline, for a caller whose lanes' work is known to end (the tests'). */
     Lane acquire() {
-        Lane lane = idle.poll();
-        if (lane != null) {
-            return lane;
+        Lane lane = acquire(System.nanoTime() + (Long.MAX_VALUE >> 2));
+        if (lane == null) {
+            throw new IllegalStateException("no staging lane");
         }
-        synchronized (this) {
-            if (all.size() < maxLanes) {
-                context.makeCurrent();
-                Lane created = new Lane(context.driver, slotsPerLane, slotBytes, pinned);
-                all.add(created);
-                return created;
+        return lane;
+    }
+
+    /**
+     * A lane for one copy, waiting while {@code maxLanes} copies are staging, at most until {@code deadline}
+     * ({@link System#nanoTime}); null past it. A lane is held until its copy's device work is done, which may be
+     * never (a copy queued behind a kernel that never ends), so the wait must be bounded.
+     */
+    @Nullable Lane acquire(long deadline) {
+        while (true) {
+            Lane lane = idle.poll();
+            if (lane != null) {
+                return lane;
             }
-        }
-        try {
-            return idle.take();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while waiting for a staging buffer", e);
+            synchronized (this) {
+                if (all.size() < maxLanes) {
+                    context.makeCurrent();
+                    Lane created = new Lane(context.driver, slotsPerLane, slotBytes, pinned);
+                    all.add(created);
+                    return created;
+                }
+            }
+            long left = deadline - System.nanoTime();
+            if (left <= 0) {
+                return null;
+            }
+            try {
+                // in slices: a lane abandoned meanwhile makes room for a new one, which no release announces
+                lane = idle.poll(Math.min(left, TimeUnit.MILLISECONDS.toNanos(10)), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted while waiting for a staging buffer", e);
+            }
+            if (lane != null) {
+                return lane;
+            }
         }
     }
 
     /** Gives a lane back; the device must be done with all of its slots. */
     void release(Lane lane) {
         idle.add(lane);
+    }
+
+    /**
+     * Takes a lane out of use for good: the device may still read or write its slots (copies queued behind work that
+     * did not end in time), so it is neither reused nor freed, not even by {@link #close()}; a new lane may take its place.
+     */
+    synchronized void abandon(Lane lane) {
+        all.remove(lane);
     }
 
     /** Frees every lane; no copy may be staging. */

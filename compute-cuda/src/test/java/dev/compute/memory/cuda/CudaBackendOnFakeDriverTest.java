@@ -127,6 +127,16 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aBlockingCopyBehindStuckWorkIsBounded() throws Exception {
+        inFakeDriverJvm("aBlockingCopyBehindStuckWorkIsBounded");
+    }
+
+    @Test
+    void closeUnderACopyKeepsWhatTheCopyUses() throws Exception {
+        inFakeDriverJvm("closeUnderACopyKeepsWhatTheCopyUses");
+    }
+
+    @Test
     void ownKernelsLoadLaunchAndUnloadThroughJCuda() throws Exception {
         inFakeDriverJvm("ownKernelsLoadLaunchAndUnloadThroughJCuda");
     }
@@ -148,6 +158,8 @@ class CudaBackendOnFakeDriverTest {
                 case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
                 case "closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses" -> Scenarios.closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses();
                 case "ownKernelsLoadLaunchAndUnloadThroughJCuda" -> Scenarios.ownKernelsLoadLaunchAndUnloadThroughJCuda();
+                case "aBlockingCopyBehindStuckWorkIsBounded" -> Scenarios.aBlockingCopyBehindStuckWorkIsBounded();
+                case "closeUnderACopyKeepsWhatTheCopyUses" -> Scenarios.closeUnderACopyKeepsWhatTheCopyUses();
                 case "aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel" -> Scenarios.aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
@@ -360,6 +372,68 @@ class CudaBackendOnFakeDriverTest {
                     .contains("did not finish within 300 ms").contains("keeps its streams"));
             release(); // lets the waiter thread end, so the JVM can exit
             stuck.get(5, TimeUnit.SECONDS);
+        }
+
+        /**
+         * A blocking copy (a Java array into PINNED memory: a host copy after the thread's queued work) behind work that
+         * never ends on the thread's stream fails with a DeviceTimeoutException after the device wait, having copied
+         * nothing, instead of blocking in cuEventSynchronize for as long as the device does.
+         */
+        static void aBlockingCopyBehindStuckWorkIsBounded() throws Throwable {
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)));
+            NativeAllocation pinned = backend.allocate(MemoryLocation.PINNED, 4096);
+            CUstream stream = backend.enter();
+            hold(); // the device never finishes what is recorded from here on
+            CompletableFuture<Void> stuck = backend.streams().recordWhileOpen(stream);
+            byte[] ones = new byte[4096];
+            Arrays.fill(ones, (byte) 1);
+            long start = System.nanoTime();
+            assertThatThrownBy(() -> backend.copyToDevice(MemorySegment.ofArray(ones), pinned, 0, 4096))
+                    .isInstanceOf(dev.compute.memory.DeviceTimeoutException.class);
+            long tookMillis = (System.nanoTime() - start) / 1_000_000;
+            assertThat(tookMillis).as("the copy waited about the device wait").isBetween(250L, 5_000L);
+            assertThat(pinned.hostSegment().get(ValueLayout.JAVA_BYTE, 0)).as("nothing was copied").isZero();
+            release();
+            stuck.get(5, TimeUnit.SECONDS);
+            backend.copyToDevice(MemorySegment.ofArray(ones), pinned, 0, 4096);
+            assertThat(pinned.hostSegment().get(ValueLayout.JAVA_BYTE, 4095)).isEqualTo((byte) 1);
+            backend.free(pinned);
+            backend.close();
+        }
+
+        /**
+         * A close that begins while a copy is inside the backend (here waiting for stuck work) frees nothing the copy
+         * uses: the streams and the context stay, and a warning says so.
+         */
+        static void closeUnderACopyKeepsWhatTheCopyUses() throws Throwable {
+            List<LogRecord> warnings = backendWarnings();
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofSeconds(3)));
+            NativeAllocation pinned = backend.allocate(MemoryLocation.PINNED, 4096);
+            CountDownLatch copying = new CountDownLatch(1);
+            AtomicReference<Throwable> copyFailure = new AtomicReference<>();
+            hold();
+            Thread copier = Thread.ofPlatform().start(() -> {
+                CUstream stream = backend.enter();
+                backend.streams().recordWhileOpen(stream);
+                copying.countDown();
+                try {
+                    backend.copyToDevice(MemorySegment.ofArray(new byte[4096]), pinned, 0, 4096);
+                } catch (Throwable t) {
+                    copyFailure.set(t);
+                }
+            });
+            copying.await();
+            Thread.sleep(100); // the copy is waiting for the stuck work
+            backend.close(Duration.ofMillis(300));
+            Counters after = counters();
+            assertThat(after.streams()).as("streams kept under the copy").isPositive();
+            assertThat(after.contextReferences()).as("the context kept").isEqualTo(1);
+            assertThat(warnings).singleElement().satisfies(warning -> assertThat(warning.getMessage()).contains("still under way"));
+            copier.join(10_000);
+            assertThat(copyFailure.get()).isInstanceOf(dev.compute.memory.DeviceTimeoutException.class);
+            release();
         }
 
         /** Launches so far, live modules, and the last launch's grid and block, as the fake counts them. */

@@ -135,7 +135,7 @@ class DeviceCompletionsTest {
                     .havingCause().isInstanceOf(CudaException.class).withMessageContaining("CUDA_ERROR_ILLEGAL_ADDRESS");
             assertThat(next).as("the waiter goes on after a failure").succeedsWithin(Duration.ofSeconds(10));
             assertThatThrownBy(() -> completions.await(failing)).isInstanceOf(CudaException.class)
-                    .hasMessageContaining("cuEventSynchronize").hasMessageContaining("CUDA_ERROR_ILLEGAL_ADDRESS");
+                    .hasMessageContaining("cuEventQuery").hasMessageContaining("CUDA_ERROR_ILLEGAL_ADDRESS");
             completions.awaitQuietly(failing);
 
             assertThat(completions.close(Duration.ofSeconds(10))).isTrue();
