@@ -4,9 +4,15 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.StructLayout;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
+import java.lang.invoke.VarHandle;
 import java.nio.channels.FileChannel;
+import java.nio.file.AccessDeniedException;
+import java.nio.file.FileSystemException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.OpenOption;
@@ -69,15 +75,18 @@ public final class RegularFiles {
         boolean writes = options.contains(StandardOpenOption.WRITE);
         int flags = (reads && writes ? O_RDWR : writes ? O_WRONLY : O_RDONLY) | O_NONBLOCK | O_CLOEXEC | (create ? O_CREAT : 0);
         int fd;
+        int errno;
         try (Arena arena = Arena.ofConfined()) {
-            fd = (int) open.invokeExact(arena.allocateFrom(file.toString()), flags, 0666);
+            MemorySegment state = arena.allocate(Posix.CALL_STATE);
+            fd = (int) open.invokeExact(state, arena.allocateFrom(file.toString()), flags, 0666);
+            errno = (int) Posix.ERRNO.get(state, 0L);
         } catch (Throwable e) {
             throw new IOException("cannot open " + file, e);
         }
         if (fd < 0) {
-            // gone or changed since the check: what the path is now says why
+            // changed since the check (into a pipe, say): what the path is now says why; else the system's own reason
             require(file, use);
-            throw new IOException("cannot open " + file + " (it changed while it was opened)");
+            throw Posix.failure(file, errno);
         }
         try {
             Path opened = OPEN_FILES.resolve(Integer.toString(fd));
@@ -100,9 +109,36 @@ public final class RegularFiles {
 
     /** The C library's {@code open} and {@code close}; null where the platform's library has none. */
     private static final class Posix {
+        static final StructLayout CALL_STATE = Linker.Option.captureStateLayout();
+        static final VarHandle ERRNO = CALL_STATE.varHandle(MemoryLayout.PathElement.groupElement("errno"));
         static final @Nullable MethodHandle OPEN = find("open", FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS,
-                ValueLayout.JAVA_INT, ValueLayout.JAVA_INT), Linker.Option.firstVariadicArg(2));
+                ValueLayout.JAVA_INT, ValueLayout.JAVA_INT), Linker.Option.firstVariadicArg(2), Linker.Option.captureCallState("errno"));
         static final @Nullable MethodHandle CLOSE = find("close", FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT));
+        static final @Nullable MethodHandle STRERROR = find("strerror", FunctionDescriptor.of(ValueLayout.ADDRESS, ValueLayout.JAVA_INT));
+
+        /** Why {@code open} refused {@code file}, as the JDK would say it: the errno's own exception and message. */
+        static IOException failure(Path file, int errno) {
+            return switch (errno) {
+                case 2 -> new NoSuchFileException(file.toString()); // ENOENT
+                case 1, 13 -> new AccessDeniedException(file.toString()); // EPERM, EACCES
+                default -> new FileSystemException(file.toString(), null, describe(errno));
+            };
+        }
+
+        private static String describe(int errno) {
+            MethodHandle strerror = STRERROR;
+            if (strerror != null) {
+                try {
+                    MemorySegment text = (MemorySegment) strerror.invokeExact(errno);
+                    if (!text.equals(MemorySegment.NULL)) {
+                        return text.reinterpret(256).getString(0) + " (errno " + errno + ")";
+                    }
+                } catch (Throwable ignored) {
+                    // the number says it still
+                }
+            }
+            return "errno " + errno;
+        }
 
         private static @Nullable MethodHandle find(String name, FunctionDescriptor descriptor, Linker.Option... options) {
             if (!System.getProperty("os.name", "").startsWith("Linux")) {

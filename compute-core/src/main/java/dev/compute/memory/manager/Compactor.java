@@ -176,17 +176,22 @@ public final class Compactor {
             long moved = 0;
             long bytesMoved = 0;
             long inUse = 0;
+            long[] releasedByMoves = {0};
             List<Block> order = ALLOCATING_MIRROR.isBound() ? List.of() : pool.compactionOrder(); // moves none, trims
             for (Block block : order) {
                 BufferCore buffer = known.get(block);
                 if (buffer == null || gate.isClosed()) {
                     continue;
                 }
-                Relocation.Move move = Relocation.tryMove(buffer, (own, data) -> pool.relocate(own, (from, to) -> {
-                    if (data == Relocation.Data.KEEP) {
-                        backend.copyWithinDevice(from.segment(), from.offset(), to.segment(), to.offset(), from.size());
-                    }
-                }), waitUntil);
+                Relocation.Move move = Relocation.tryMove(buffer, (own, data) -> {
+                    long released = pool.relocateReleasing(own, (from, to) -> {
+                        if (data == Relocation.Data.KEEP) {
+                            backend.copyWithinDevice(from.segment(), from.offset(), to.segment(), to.offset(), from.size());
+                        }
+                    });
+                    releasedByMoves[0] += Math.max(0, released); // pages a move unmapped at the old place went back too
+                    return released >= 0;
+                }, waitUntil);
                 switch (move) {
                     case MOVED -> {
                         moved++;
@@ -196,7 +201,7 @@ public final class Compactor {
                     case NO_PLACE -> { }
                 }
             }
-            long released = gate.isClosed() ? 0 : chain.trim(releaseThreshold, events);
+            long released = releasedByMoves[0] + (gate.isClosed() ? 0 : chain.trim(releaseThreshold, events));
             if (moved > 0) {
                 // free space coalesced, and what emptied was given back under the cap: a waiting request may fit now
                 waiters.released(location, CompletableFuture.completedFuture(null));

@@ -544,6 +544,14 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * {@link IllegalStateException} once closed; a failing copy leaves the block where it was.
      */
     public boolean relocate(Block block, BlockCopy copy) {
+        return relocateReleasing(block, copy) >= 0;
+    }
+
+    /**
+     * As {@link #relocate}, saying what the move gave back: -1 where it found no place, else the bytes the pool reserves
+     * less after it (the pages it unmapped at the old place beyond those it mapped at the new one; 0 for most moves).
+     */
+    public long relocateReleasing(Block block, BlockCopy copy) {
         if (!(block instanceof PoolBlock poolBlock) || !poolBlock.ownedBy(this)) {
             throw new IllegalArgumentException("this block was not allocated by this pool: " + block);
         }
@@ -557,7 +565,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             long reserved = arena.reservedBytes();
             PoolBlock place = arena.takePlaceBefore(poolBlock);
             if (place == null) {
-                return false;
+                return -1;
             }
             try {
                 copy.copy(poolBlock, place);
@@ -566,7 +574,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 throw e;
             }
             arena.completeMove(poolBlock, place, arena.reservedBytes() > reserved);
-            return true;
+            return Math.max(0, reserved - arena.reservedBytes());
         } finally {
             lock.unlock();
         }
