@@ -26,7 +26,7 @@ public final class AllocationRecorder {
         if (current != null) {
             throw new IllegalStateException("a recording is under way already (started " + current.startedAt() + "): stop it first");
         }
-        EventLog log = new EventLog(options, description.replace('\n', ' '));
+        EventLog log = new EventLog(options, AllocationTrace.oneLine(description));
         current = log;
         taking = log;
     }

@@ -126,9 +126,14 @@ public final class AllocationTrace {
                 "# earlier-block-frees=" + earlierBlockFrees + ": frees of blocks allocated before the recording started;"
                         + " no allocation in this trace has their ids");
         Stream<String> threads = threadNames.entrySet().stream().sorted(Map.Entry.comparingByKey())
-                .map(thread -> "# thread," + thread.getKey() + "," + thread.getValue().replace('\n', ' '));
+                .map(thread -> "# thread," + thread.getKey() + "," + oneLine(thread.getValue()));
         Stream<String> body = IntStream.range(0, events.size()).mapToObj(i -> events.get(i).line());
         return Stream.of(header, threads, body).flatMap(lines -> lines);
+    }
+
+    /** {@code text} with its line ends made spaces: the replayer's readLine ends a line at '\r' as well as at '\n'. */
+    static String oneLine(String text) {
+        return text.replace('\n', ' ').replace('\r', ' ');
     }
 
     /** Writes {@link #lines()}, each ended by {@code \n}. */

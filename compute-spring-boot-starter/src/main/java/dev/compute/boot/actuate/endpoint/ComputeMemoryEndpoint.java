@@ -153,7 +153,7 @@ public class ComputeMemoryEndpoint {
         for (ObservedManager observed : chosen) {
             Map<MemoryLocation, LocationCompaction> byLocation = new LinkedHashMap<>();
             long released = 0;
-            for (CompactionReport report : observed.manager().compact()) {
+            for (CompactionReport report : compactUnlessClosed(observed.manager())) {
                 byLocation.put(report.location(), LocationCompaction.of(report));
                 released += report.bytesReleased();
             }
@@ -164,6 +164,24 @@ public class ComputeMemoryEndpoint {
             total += released;
         }
         return new CompactionDescriptor(releaseAll ? "all" : "beyond-release-threshold", total, results);
+    }
+
+    /**
+     * The manager's compaction; none for a closed manager (closed before, or while, it is asked), which has nothing left
+     * to move, as its trim releases nothing: one closed manager does not fail the request for the others.
+     */
+    private static List<CompactionReport> compactUnlessClosed(UnifiedMemoryManager manager) {
+        if (manager.isClosed()) {
+            return List.of();
+        }
+        try {
+            return manager.compact();
+        } catch (IllegalStateException e) {
+            if (manager.isClosed()) {
+                return List.of();
+            }
+            throw e;
+        }
     }
 
     /** Each location's reserved bytes, collected anew (the shared collection is older than what was just changed). */
@@ -220,6 +238,10 @@ public class ComputeMemoryEndpoint {
     }
 
     private static LeakDescriptor leaks(UnifiedMemoryManager manager) {
+        if (manager.settings().leakDetection() != LeakDetectionLevel.PARANOID) {
+            // only paranoid keeps allocation sites: the snapshot of every live buffer would be read for nothing
+            return new LeakDescriptor(manager.leaksDetected(), List.of());
+        }
         List<OpenBuffersDescriptor> open = AllocationSites.summarize(manager.liveBuffers(), LEAK_SITES).stream()
                 .map(site -> new OpenBuffersDescriptor(site.location(), site.buffers(), site.sizeBytes(), site.allocationSite())).toList();
         return new LeakDescriptor(manager.leaksDetected(), open);
