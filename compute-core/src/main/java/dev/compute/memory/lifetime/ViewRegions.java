@@ -87,11 +87,16 @@ public final class ViewRegions {
     }
 
     private static final ThreadLocal<@Nullable Region> CURRENT = new ThreadLocal<>();
+    /** Set by the first region opened in the JVM: until then no thread is in one, and a view need not look. */
+    private static volatile boolean anyOpened;
 
     private ViewRegions() {}
 
     /** Opens a region on the calling thread, inside the one open there, if any. */
     public static Region open() {
+        if (!anyOpened) {
+            anyOpened = true;
+        }
         Region region = new Region(CURRENT.get(), Thread.currentThread());
         CURRENT.set(region);
         return region;
@@ -99,6 +104,6 @@ public final class ViewRegions {
 
     /** The calling thread's innermost open region, or null. */
     static @Nullable Region current() {
-        return CURRENT.get();
+        return anyOpened ? CURRENT.get() : null;
     }
 }
