@@ -7,7 +7,6 @@ import static org.jocl.CL.CL_MAP_READ;
 import dev.compute.memory.DeviceTimeoutException;
 import java.nio.ByteBuffer;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -101,7 +100,7 @@ final class OpenClQueue {
             public QueuePositions.Marked markAndAwaitHere(List<QueuePositions.Position> covered) {
                 return markCovering(covered, true);
             }
-        }, completions::wake, completions::wakeSoon);
+        }, completions::wake, completions::wakeSoon, count -> idleUpTo.accumulateAndGet(count, Math::max));
         completions.onWake(positions::markUncovered);
     }
 
@@ -149,8 +148,7 @@ final class OpenClQueue {
             }
             OpenClCalls.check(CL.clFlush(queue), "clFlush");
         }
-        queuedCount.incrementAndGet();
-        return positions.next();
+        return positions.next(queuedCount.incrementAndGet());
     }
 
     /** As {@link #position()}, for a command whose event the caller made: released here. */
@@ -240,13 +238,6 @@ final class OpenClQueue {
     private QueuePositions.Marked markCovering(List<? extends CompletableFuture<Void>> covered, boolean awaitHere) {
         cl_event marker = new cl_event();
         boolean waitHere;
-        // when the marker ends well, every command counted before it has ended: a blocking command next needs no marker
-        // of its own; completed first, so that whoever a position wakes sees it
-        long seen = queuedCount.get();
-        CompletableFuture<Void> idle = new IdleUpTo(seen);
-        List<CompletableFuture<Void>> settled = new ArrayList<>(covered.size() + 1);
-        settled.add(idle);
-        settled.addAll(covered);
         synchronized (lifecycle) {
             if (closed) {
                 return QueuePositions.Marked.NOT_QUEUED;
@@ -255,45 +246,22 @@ final class OpenClQueue {
             if (code != CL.CL_SUCCESS) {
                 // nothing else would say when the queue is done with the memory: wait for it here rather than let it go early
                 OpenClCalls.check(CL.clFinish(queue), "clFinish after clEnqueueMarker failed");
-                completions.fail(settled, OpenClCalls.failure(code, "clEnqueueMarker"));
+                completions.fail(covered, OpenClCalls.failure(code, "clEnqueueMarker"));
                 return QueuePositions.Marked.LEFT_TO_WAITER;
             }
             OpenClCalls.check(CL.clFlush(queue), "clFlush");
             // this thread's reference, beside the waiter's, taken before the waiter may release its own; without it the
             // waiter alone settles the marker (a throw here would leave the queued marker to nobody)
             waitHere = awaitHere && CL.clRetainEvent(marker) == CL.CL_SUCCESS;
-            completions.completion(marker, "a marker", settled);
+            completions.completion(marker, "a marker", covered);
         }
         if (!waitHere) {
             return QueuePositions.Marked.LEFT_TO_WAITER;
         }
         try {
-            if (!EventCompletions.awaitHere(marker)) {
-                return QueuePositions.Marked.LEFT_TO_WAITER;
-            }
-            idleUpTo.accumulateAndGet(seen, Math::max);
-            return QueuePositions.Marked.ENDED;
+            return EventCompletions.awaitHere(marker) ? QueuePositions.Marked.ENDED : QueuePositions.Marked.LEFT_TO_WAITER;
         } finally {
             CL.clReleaseEvent(marker);
-        }
-    }
-
-    /**
-     * Completed by the waiter as a marker ends well: every command counted before the marker ({@code seen}) has ended.
-     * The count is raised in {@code complete} itself, not in a dependent action, which the waiter would hand to
-     * another thread.
-     */
-    private final class IdleUpTo extends CompletableFuture<Void> {
-        private final long seen;
-
-        IdleUpTo(long seen) {
-            this.seen = seen;
-        }
-
-        @Override
-        public boolean complete(Void value) {
-            idleUpTo.accumulateAndGet(seen, Math::max);
-            return super.complete(value);
         }
     }
 

@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.LongConsumer;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -26,11 +27,21 @@ final class QueuePositions {
     /** A position on the queue: completes once a marker queued after it has ended. */
     static final class Position extends EventCompletions.Awaited {
         private final QueuePositions owner;
+        /** The queue's count of commands when it was made: once it ends well, every command counted up to there has ended. */
+        private final long count;
         /** Set, under the owner's monitor, once a marker covers it. */
         private boolean covered;
 
-        private Position(QueuePositions owner) {
+        private Position(QueuePositions owner, long count) {
             this.owner = owner;
+            this.count = count;
+        }
+
+        /** Ended well: says so to the queue ({@link QueuePositions#QueuePositions}'s {@code ended}) before any waiter wakes. */
+        @Override
+        public boolean complete(Void value) {
+            owner.ended.accept(count);
+            return super.complete(value);
         }
 
         @Override
@@ -80,16 +91,19 @@ final class QueuePositions {
     private final Markers markers;
     private final Runnable wake;
     private final Runnable wakeSoon;
+    /** Told the count of each position that ends well. */
+    private final LongConsumer ended;
 
-    QueuePositions(Markers markers, Runnable wake, Runnable wakeSoon) {
+    QueuePositions(Markers markers, Runnable wake, Runnable wakeSoon, LongConsumer ended) {
+        this.ended = ended;
         this.markers = markers;
         this.wake = wake;
         this.wakeSoon = wakeSoon;
     }
 
-    /** A position after everything queued so far (the caller has flushed the queue). */
-    Position next() {
-        Position position = new Position(this);
+    /** A position after everything queued so far (the caller has flushed the queue), the {@code count}th command counted. */
+    Position next(long count) {
+        Position position = new Position(this, count);
         boolean first;
         synchronized (this) {
             first = uncovered.isEmpty();

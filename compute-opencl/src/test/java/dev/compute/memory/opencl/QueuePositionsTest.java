@@ -21,6 +21,9 @@ class QueuePositionsTest {
     private final List<List<QueuePositions.Position>> awaitedHere = new ArrayList<>();
     /** What a marker waited for on the joining thread comes to. */
     private QueuePositions.Marked awaitedMarker = QueuePositions.Marked.ENDED;
+    /** The counts of the positions that ended well, as the queue is told them; and the count the next one is made with. */
+    private final List<Long> ended = new ArrayList<>();
+    private long counted;
     private final QueuePositions positions = new QueuePositions(new QueuePositions.Markers() {
         @Override
         public boolean mark(List<QueuePositions.Position> covered) {
@@ -34,12 +37,12 @@ class QueuePositionsTest {
             awaitedHere.add(covered); // the waiter would complete them later; only the joined one completes here
             return awaitedMarker;
         }
-    }, wakes::incrementAndGet, wakesSoon::incrementAndGet);
+    }, wakes::incrementAndGet, wakesSoon::incrementAndGet, ended::add);
 
     @Test
     void theFirstPositionAfterAMarkerAsksForAMarkSoonAndTheRestShareIt() {
-        QueuePositions.Position first = positions.next();
-        QueuePositions.Position second = positions.next();
+        QueuePositions.Position first = positions.next(++counted);
+        QueuePositions.Position second = positions.next(++counted);
 
         assertThat(wakesSoon).hasValue(1);
         assertThat(wakes).as("no wake-up at once for a position nothing waits on").hasValue(0);
@@ -47,13 +50,13 @@ class QueuePositionsTest {
         assertThat(markers).containsExactly(List.of(first, second));
         assertThat(first).isDone();
 
-        positions.next();
+        positions.next(++counted);
         assertThat(wakesSoon).as("the next position after the marker asks again").hasValue(2);
     }
 
     @Test
     void aDependentActionAttachedToAPositionWakesTheWaiterAtOnce() {
-        QueuePositions.Position position = positions.next();
+        QueuePositions.Position position = positions.next(++counted);
 
         CompletableFuture<Void> dependent = position.thenRun(() -> { });
         position.whenComplete((ignored, failure) -> { });
@@ -68,7 +71,7 @@ class QueuePositionsTest {
 
     @Test
     void aCallerThatBlocksOnAPositionMarksItself() throws Exception {
-        QueuePositions.Position position = positions.next();
+        QueuePositions.Position position = positions.next(++counted);
 
         position.get();
 
@@ -78,8 +81,8 @@ class QueuePositionsTest {
 
     @Test
     void aJoinWaitsForItsMarkerOnItsOwnThreadAndCompletesOnlyItsPosition() throws Exception {
-        QueuePositions.Position earlier = positions.next();
-        QueuePositions.Position joined = positions.next();
+        QueuePositions.Position earlier = positions.next(++counted);
+        QueuePositions.Position joined = positions.next(++counted);
 
         joined.join();
 
@@ -97,7 +100,7 @@ class QueuePositionsTest {
 
     @Test
     void aVirtualThreadsJoinLeavesTheWaitToTheWaiterSoThatNoCarrierWaitsInNativeCode() throws Exception {
-        QueuePositions.Position position = positions.next();
+        QueuePositions.Position position = positions.next(++counted);
 
         Thread.ofVirtual().start(position::join).join(5_000);
 
@@ -108,7 +111,7 @@ class QueuePositionsTest {
 
     @Test
     void aJoinOnAPositionWithADependentActionLeavesItToTheWaiter() throws Exception {
-        QueuePositions.Position position = positions.next();
+        QueuePositions.Position position = positions.next(++counted);
         CompletableFuture<Void> dependent = position.thenRun(() -> { });
         Thread joiner = Thread.ofPlatform().start(position::join);
 
@@ -124,11 +127,20 @@ class QueuePositionsTest {
     @Test
     void aJoinOnAClosedBackendCompletesWhatItWouldHaveMarked() {
         awaitedMarker = QueuePositions.Marked.NOT_QUEUED;
-        QueuePositions.Position earlier = positions.next();
-        QueuePositions.Position joined = positions.next();
+        QueuePositions.Position earlier = positions.next(++counted);
+        QueuePositions.Position joined = positions.next(++counted);
 
         joined.join();
 
         assertThat(earlier).isDone();
+    }
+
+    @Test
+    void aPositionThatEndsWellTellsItsCountAndOneThatFailsDoesNot() {
+        QueuePositions.Position failed = positions.next(++counted);
+        QueuePositions.Position done = positions.next(++counted);
+        failed.completeExceptionally(new IllegalStateException("the queue failed"));
+        done.complete(null);
+        assertThat(ended).as("what the queue learns has ended").containsExactly(2L);
     }
 }
