@@ -3,13 +3,10 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -27,25 +24,12 @@ class BudgetCallbacksAndClosesTest {
     @TempDir
     Path dir;
 
-    private static UnifiedMemoryManager manager() {
-        return UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
-                .trimInterval(Duration.ZERO).maxPoolSize(64 * MiB).build();
-    }
-
-    private static List<UnifiedBuffer> fill(UnifiedMemoryManager manager, long size) {
-        List<UnifiedBuffer> held = new ArrayList<>();
-        for (Optional<UnifiedBuffer> next; (next = manager.tryAllocate(size, DEVICE)).isPresent(); ) {
-            held.add(next.get());
-        }
-        return held;
-    }
-
     @Test
     void aBudgetClosedFromTheCallbackOfItsOwnRequestOnTheWaiterThreadClosesEverything() throws Exception {
-        try (UnifiedMemoryManager manager = manager(); MemoryBudget tenant = manager.budget("tenant", 64 * MiB)) {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 64 * MiB)) {
             MemoryBudget request = tenant.child("request", 32 * MiB);
             UnifiedBuffer kept = request.allocate(8 * MiB, DEVICE);
-            List<UnifiedBuffer> others = fill(manager, 8 * MiB);
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 8 * MiB);
             CompletableFuture<UnifiedBuffer> waiting = request.allocateAsync(8 * MiB, DEVICE, Duration.ofSeconds(30));
             CompletableFuture<List<MemoryBudget.Leftover>> closedInCallback = waiting.thenApply(buffer -> request.closeAndReport());
             Thread.ofPlatform().start(others.removeFirst()::close).join();
@@ -60,12 +44,12 @@ class BudgetCallbacksAndClosesTest {
 
     @Test
     void theManagerClosingUnderRequestsWaitingInBothQueuesFailsThemAndLeavesNothingCounted() throws Exception {
-        UnifiedMemoryManager manager = manager();
+        UnifiedMemoryManager manager = SmallSimulatedPools.builder().build();
         MemoryBudget tenant = manager.budget("tenant", 16 * MiB);
         UnifiedBuffer held = tenant.allocate(16 * MiB, DEVICE);
         CompletableFuture<UnifiedBuffer> inBudgetQueue = tenant.allocateAsync(8 * MiB, DEVICE, Duration.ofMinutes(5));
         MemoryBudget other = manager.budget("other", 64 * MiB);
-        List<UnifiedBuffer> others = fill(manager, 8 * MiB);
+        List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 8 * MiB);
         CompletableFuture<UnifiedBuffer> inPoolQueue = other.allocateAsync(8 * MiB, DEVICE, Duration.ofMinutes(5));
         assertThat(tenant.statistics().waitingRequests()).isEqualTo(1);
         assertThat(manager.statistics(DEVICE).waitingRequests()).isEqualTo(1);
@@ -88,7 +72,7 @@ class BudgetCallbacksAndClosesTest {
     @Test
     void aViewAndAMappingOutliveTheirBudgetsCloseSafely() throws Exception {
         Path file = Files.write(dir.resolve("weights.bin"), new byte[] {1, 2, 3, 4, 5, 6, 7, 8});
-        try (UnifiedMemoryManager manager = manager(); MemoryBudget tenant = manager.budget("tenant", 16 * MiB)) {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 16 * MiB)) {
             MemoryBudget request = tenant.child("request", 8 * MiB);
             UnifiedBuffer buffer = request.allocate(4 * MiB, DEVICE);
             buffer.copyFrom(new byte[] {42});

@@ -3,14 +3,12 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -30,29 +28,16 @@ class BudgetRequestsUnderWayTest {
     private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
     private static final Duration LONG = Duration.ofMinutes(5);
 
-    private static UnifiedMemoryManagerBuilder builder() {
-        return UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
-                .trimInterval(Duration.ZERO).maxPoolSize(64 * MiB);
-    }
-
-    private static List<UnifiedBuffer> fill(UnifiedMemoryManager manager, long size) {
-        List<UnifiedBuffer> held = new ArrayList<>();
-        for (Optional<UnifiedBuffer> next; (next = manager.tryAllocate(size, DEVICE)).isPresent(); ) {
-            held.add(next.get());
-        }
-        return held;
-    }
-
     /**
      * A caller who gives up on a budget's future the usual way ({@code orTimeout}, {@code completeExceptionally}, a
-     * framework completing it) is withdrawn from the manager's queue, but not from the budget's: the abandoned request
-     * keeps the head of the budget's queue for its whole timeout and blocks every request behind it (no barging).
+     * framework completing it) leaves the budget's queue as it leaves the manager's: an abandoned request kept at the
+     * head of the queue would block every request behind it (no barging) for its whole timeout.
      */
     @Test
     void aRequestWhoseFutureTheCallerCompletedLeavesTheBudgetsQueueAsItLeavesTheManagers() throws Exception {
-        try (UnifiedMemoryManager manager = builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
             // the manager itself, as the baseline: a future completed by its caller leaves the queue
-            List<UnifiedBuffer> others = fill(manager, 16 * MiB);
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 16 * MiB);
             CompletableFuture<UnifiedBuffer> direct = manager.allocateAsync(16 * MiB, DEVICE, LONG);
             assertThat(manager.statistics(DEVICE).waitingRequests()).isEqualTo(1);
             direct.completeExceptionally(new TimeoutException("the caller gave up"));
@@ -78,8 +63,8 @@ class BudgetRequestsUnderWayTest {
     /** The same, once the budget let the request in and it waits for the pool's room: it stays in the pool's queue. */
     @Test
     void aRequestWhoseFutureTheCallerCompletedWhileItWaitsForThePoolLeavesThePoolsQueue() throws Exception {
-        try (UnifiedMemoryManager manager = builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
-            List<UnifiedBuffer> others = fill(manager, 16 * MiB);
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 16 * MiB);
             CompletableFuture<UnifiedBuffer> abandoned = tenant.allocateAsync(16 * MiB, DEVICE, LONG);
             assertThat(manager.statistics(DEVICE).waitingRequests()).as("let in by the budget, in the pool's queue").isEqualTo(1);
 
@@ -96,8 +81,8 @@ class BudgetRequestsUnderWayTest {
     }
 
     /**
-     * A budget's close waits (up to close-timeout) for the buffer of each request still under way; a request let in
-     * from its stripe's room that the pool then refuses never gets one, yet the close waits out the whole timeout for it.
+     * A budget's close waits (up to close-timeout) for the buffer of each request still under way, but not for a request
+     * let in from its stripe's room that the pool then refused: that one never gets a buffer.
      */
     @Test
     void aCloseDoesNotWaitOutItsTimeoutForARequestThatAlreadyFailedInThePool() throws Exception {
@@ -115,15 +100,15 @@ class BudgetRequestsUnderWayTest {
             }
             return false;
         };
-        try (UnifiedMemoryManager manager = builder().maxPoolSize(16 * MiB).closeTimeout(Duration.ofMinutes(5)).outOfMemoryHandler(blocking).build()) {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().maxPoolSize(16 * MiB).closeTimeout(Duration.ofMinutes(5)).outOfMemoryHandler(blocking).build()) {
             MemoryBudget tenant = manager.budget("tenant", 64 * MiB);
             AtomicReference<Throwable> allocation = new AtomicReference<>();
             CountDownLatch filled = new CountDownLatch(1);
             List<UnifiedBuffer> others = new ArrayList<>();
             Thread allocating = Thread.ofPlatform().daemon().start(() -> {
                 tenant.allocate(64 * KiB, DEVICE).close(); // its bytes stay in this thread's stripe's room
-                others.addAll(fill(manager, MiB));
-                others.addAll(fill(manager, 64 * KiB));
+                others.addAll(SmallSimulatedPools.fill(manager, MiB));
+                others.addAll(SmallSimulatedPools.fill(manager, 64 * KiB));
                 filled.countDown();
                 armed.set(true);
                 try {
@@ -149,15 +134,15 @@ class BudgetRequestsUnderWayTest {
     }
 
     /**
-     * {@code tryAllocate} (and {@code allocate}) through a budget blocks up to device-wait-timeout (60 s by default)
-     * where the bytes fit beside what the budget holds but not beside a request of {@code allocateAsync} that waits in
-     * the pool's queue, however long that request may wait: "plain allocate and tryAllocate do not queue".
+     * {@code tryAllocate} (and {@code allocate}) through a budget does not wait for a request of {@code allocateAsync}
+     * waiting in the pool's queue, however long that request may wait ("plain allocate and tryAllocate do not queue"),
+     * where the bytes fit beside what the budget holds but not beside that request.
      */
     @Test
     void tryAllocateDoesNotBlockBehindAnAsyncRequestWaitingForThePool() throws Exception {
-        try (UnifiedMemoryManager manager = builder().deviceWaitTimeout(Duration.ofMinutes(5)).build();
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().deviceWaitTimeout(Duration.ofMinutes(5)).build();
              MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
-            List<UnifiedBuffer> others = fill(manager, 16 * MiB);
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 16 * MiB);
             CompletableFuture<UnifiedBuffer> waiting = tenant.allocateAsync(24 * MiB, DEVICE, LONG);
             assertThat(manager.statistics(DEVICE).waitingRequests()).isEqualTo(1);
 
@@ -173,7 +158,7 @@ class BudgetRequestsUnderWayTest {
     /** A null location through a budget is refused as through the manager: a NullPointerException naming it. */
     @Test
     void aNullLocationIsRefusedAsTheManagerRefusesIt() {
-        try (UnifiedMemoryManager manager = builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
             assertThatThrownBy(() -> manager.allocate(16, null)).isInstanceOf(NullPointerException.class).hasMessage("location");
             assertThatThrownBy(() -> tenant.allocateAsync(16, null, LONG)).isInstanceOf(NullPointerException.class).hasMessage("location");
             assertThatThrownBy(() -> tenant.allocate(16, null)).isInstanceOf(NullPointerException.class).hasMessage("location");

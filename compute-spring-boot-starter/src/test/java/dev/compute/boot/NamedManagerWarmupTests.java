@@ -10,8 +10,9 @@ import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 
 /**
- * A named manager's own warm-up (README, "Several managers": each takes every key of compute.*): before the fix its
- * start failed with an ArrayIndexOutOfBoundsException out of NamedManagerPropertySource.getConfigurationProperty.
+ * A named manager's own warm-up (README, "Several managers": each takes every key of compute.*), a list whose elements
+ * the binder cuts out of the manager's names (an ArrayIndexOutOfBoundsException at start when those names were made by
+ * appending one name to another).
  */
 class NamedManagerWarmupTests {
 

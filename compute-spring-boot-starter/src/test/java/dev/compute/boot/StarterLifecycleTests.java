@@ -27,6 +27,11 @@ import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
+/**
+ * Contexts started and closed again and again in one JVM leave no threads behind; a customizer that throws an Error
+ * fails the start and the next context starts; handlers and listeners that throw leave no count or lock behind; a
+ * budget added at run time is metered.
+ */
 class StarterLifecycleTests {
 
     @SpringBootConfiguration

@@ -44,7 +44,10 @@ final class OpenClQueue {
     private final Duration deviceWait;
     /** Commands this queue has been given so far, counted once each is in it (a blocking command's own excepted). */
     private final AtomicLong queuedCount = new AtomicLong();
-    /** {@link #queuedCount} as a marker read it before it found every command ahead of it ended. */
+    /**
+     * A count of {@link #queuedCount} up to which every command has ended: as a marker read it before it found the
+     * commands ahead of it ended, or as a position that ended well was counted.
+     */
     private final AtomicLong idleUpTo = new AtomicLong();
     /** Device handles open now: their holders may queue anything on this queue meanwhile. */
     private final AtomicInteger openHandles = new AtomicInteger();
@@ -175,8 +178,8 @@ final class OpenClQueue {
     }
 
     /**
-     * Whether anything may still run on the queue: false only when no command was counted since a marker last found it
-     * idle, no device handle is open (its holder queues what it likes) and the queue was never handed out as it is
+     * Whether anything may still run on the queue: false only when no command was counted since the queue was last
+     * known idle ({@link #idleUpTo}), no device handle is open (its holder queues what it likes) and the queue was never handed out as it is
      * ({@link #handOut}). Commands are counted once they are in the queue, so what a marker found done stays done.
      */
     private boolean mayHoldWork() {

@@ -18,8 +18,8 @@ import org.springframework.web.client.RestClient;
 
 /**
  * The starter's README: "A budget of your own, made at run time, can join them with budgets.add(manager, budget,
- * requestLimit)", and ComputeBudgets.add: "metered under its name, in health". Endpoint and health see such a budget;
- * the meters only if it was added before the registry bound them (start-up).
+ * requestLimit)", and ComputeBudgets.add: "metered under its name, in health": the endpoint, health and the meters
+ * scraped over HTTP all show it, though the registry bound the meters at start-up.
  */
 @SpringBootTest(classes = RuntimeBudgetMetersHttpTests.Application.class, webEnvironment = WebEnvironment.RANDOM_PORT, properties = {
         "management.endpoints.web.exposure.include=health,computememory,prometheus", "management.endpoint.health.show-details=always",

@@ -1,6 +1,7 @@
 package dev.compute.boot.scope;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.boot.ComputeBudgets;
 import dev.compute.memory.MemoryBudget;
@@ -57,5 +58,29 @@ class TaskBudgetDecoratorTests {
     void aTaskSubmittedWhereNoBudgetIsCurrentRunsAsItIs() {
         Runnable task = () -> {};
         assertThat(decorator.decorate(task)).isSameAs(task);
+    }
+
+    /** The work is described only where it left something open, and a description that throws keeps nothing open. */
+    @Test
+    void aTaskWhoseToStringThrowsStillHasItsBudgetClosed() {
+        Runnable task = new Runnable() {
+            @Override
+            public void run() {
+                BudgetScope.current().orElseThrow().allocate(4096, MemoryLocation.HOST); // forgotten
+                throw new IllegalStateException("the task's own failure");
+            }
+
+            @Override
+            public String toString() {
+                throw new UnsupportedOperationException("toString");
+            }
+        };
+        Runnable decorated;
+        try (MemoryBudget request = tenant.child("request-1", 1 << 20); BudgetScope scope = BudgetScope.open(request)) {
+            decorated = decorator.decorate(task);
+        }
+        assertThatThrownBy(decorated::run).as("the task's own failure").hasMessage("the task's own failure");
+        assertThat(tenant.children()).as("the task's budget is closed").isEmpty();
+        assertThat(tenant.statistics().allocatedBytes()).isZero();
     }
 }
