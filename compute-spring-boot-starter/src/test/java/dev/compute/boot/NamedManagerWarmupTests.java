@@ -2,7 +2,6 @@ package dev.compute.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedMemoryManager;
 import org.junit.jupiter.api.Test;

@@ -3,7 +3,6 @@ package dev.compute.boot.test;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.boot.ComputeBudgets;
-import dev.compute.boot.test.AutoConfigureComputeMemory;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.UnifiedMemoryManager;
 import org.junit.jupiter.api.Test;
