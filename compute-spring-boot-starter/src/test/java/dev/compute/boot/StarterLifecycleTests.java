@@ -59,7 +59,7 @@ class StarterLifecycleTests {
             runOnce();
         }
         // threads of a closed context may take a moment to end after its close returned
-        await().atMost(Duration.ofSeconds(20)).untilAsserted(() -> assertThat(grown(before, threadsByName()))
+        await().pollInSameThread().atMost(Duration.ofSeconds(20)).untilAsserted(() -> assertThat(grown(before, threadsByName()))
                 .as("threads left behind by 12 closed contexts").isEmpty());
     }
 
