@@ -18,6 +18,7 @@ import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.MemoryTimeline;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -219,10 +220,13 @@ public class ComputeMemoryEndpoint {
         }
         MemorySnapshot snapshot = manager.snapshot(location);
         List<SegmentDescriptor> segments = new ArrayList<>(snapshot.segments().size());
+        // many blocks share a site (paranoid keeps one per block): each distinct one is shortened once per answer
+        Map<String, String> shortened = new HashMap<>();
         int index = 0;
         for (MemorySnapshot.Segment segment : snapshot.segments()) {
             List<BlockDescriptor> blocks = segment.blocks().stream().map(b -> new BlockDescriptor(b.offset(), b.sizeBytes(),
-                    b.requestedBytes(), b.state(), AllocationSites.shorten(b.allocationSite()))).toList();
+                    b.requestedBytes(), b.state(), b.allocationSite() == null ? null
+                            : shortened.computeIfAbsent(b.allocationSite(), AllocationSites::shorten))).toList();
             segments.add(new SegmentDescriptor(index++, segment.sizeBytes(), segment.expandable(), blocks));
         }
         return new LocationDescriptor(observed.name(), location, LocationSummary.of(observed.statistics().statistics(location)), segments,

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.boot.ComputeBudgets;
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.memory.DataType;
 import dev.compute.memory.LeakDetectionLevel;
@@ -17,6 +18,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
@@ -256,6 +258,12 @@ class ComputeMemoryEndpointTests {
                 assertThat(site.allocationSite()).contains("allocateInALoop");
             });
             assertThat(open.openBuffers().get(1).allocationSite()).contains("allocateOnce");
+            List<String> blockSites = leakEndpoint.location(ComputeMemoryAutoConfiguration.DEFAULT_MANAGER_NAME, MemoryLocation.DEVICE).segments().stream()
+                    .flatMap(segment -> segment.blocks().stream()).map(ComputeMemoryEndpoint.BlockDescriptor::allocationSite)
+                    .filter(Objects::nonNull).toList();
+            assertThat(blockSites).as("each live block's site in the location view, shortened as the summary's")
+                    .hasSize(4).filteredOn(site -> site.contains("allocateInALoop")).hasSize(3)
+                    .allSatisfy(site -> assertThat(site).isEqualTo(open.openBuffers().getFirst().allocationSite()));
 
             dropUnclosed(paranoid);
             for (int i = 0; i < 200 && paranoid.leaksDetected() == 0; i++) {
