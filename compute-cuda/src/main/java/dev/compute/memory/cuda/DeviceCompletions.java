@@ -9,6 +9,7 @@ import static jcuda.driver.JCudaDriver.cuStreamWaitEvent;
 
 import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.spi.DeviceWaits;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -16,7 +17,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 import jcuda.driver.CUevent;
@@ -195,44 +195,18 @@ final class DeviceCompletions implements AutoCloseable {
                 + " event that is never recorded; what the device may still use is kept, not reused", deviceWait);
     }
 
-    private static final long SPIN_NANOS = 20_000;
-    private static final long MAX_PAUSE_NANOS = 100_000;
-
     /**
      * Polls {@code event} ({@code cuEventQuery}) until it has completed, true, or {@code deadline} has passed, false:
-     * never {@code cuEventSynchronize}, which cannot be bounded. Spins briefly, then parks between queries. An
-     * interrupt does not cut the wait short (the caller's memory may still be in use); it is kept for the caller.
+     * never {@code cuEventSynchronize}, which cannot be bounded ({@link DeviceWaits}).
      */
     static boolean awaitEvent(CUevent event, long deadline, String call) {
-        long start = System.nanoTime();
-        long pause = 5_000;
-        boolean interrupted = false;
-        try {
-            while (true) {
-                int result = cuEventQuery(event);
-                if (result == CudaResults.SUCCESS) {
-                    return true;
-                }
-                if (result != CudaResults.NOT_READY) {
-                    throw CudaResults.failure(result, call);
-                }
-                long now = System.nanoTime();
-                if (now - deadline >= 0) {
-                    return false;
-                }
-                if (now - start < SPIN_NANOS) {
-                    Thread.onSpinWait();
-                    continue;
-                }
-                LockSupport.parkNanos(Math.min(pause, deadline - now));
-                pause = Math.min(pause * 2, MAX_PAUSE_NANOS);
-                interrupted |= Thread.interrupted();
+        return DeviceWaits.until(() -> {
+            int result = cuEventQuery(event);
+            if (result != CudaResults.SUCCESS && result != CudaResults.NOT_READY) {
+                throw CudaResults.failure(result, call);
             }
-        } finally {
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
-        }
+            return result == CudaResults.SUCCESS;
+        }, deadline);
     }
 
     /** Runs {@code onDone} once {@code event} has completed; {@code onError} gets the failure when waiting fails. */

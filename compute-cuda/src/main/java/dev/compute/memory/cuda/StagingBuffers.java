@@ -139,15 +139,6 @@ final class StagingBuffers implements AutoCloseable {
         return slotsPerLane;
     }
 
-    /** {@link #acquire(long)} without a deadline, for a caller whose lanes' work is known to end (the tests'). */
-    Lane acquire() {
-        Lane lane = acquire(System.nanoTime() + (Long.MAX_VALUE >> 2));
-        if (lane == null) {
-            throw new IllegalStateException("no staging lane");
-        }
-        return lane;
-    }
-
     /**
      * A lane for one copy, waiting while {@code maxLanes} copies are staging, at most until {@code deadline}
      * ({@link System#nanoTime}); null past it. A lane is held until its copy's device work is done, which may be

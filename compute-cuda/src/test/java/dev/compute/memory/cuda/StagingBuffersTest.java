@@ -63,7 +63,7 @@ class StagingBuffersTest {
              StagingBuffers staging = new StagingBuffers(context, CudaTestSupport.ODD_STAGING_BYTES, 2, 1, true)) {
             CUstream stream = new CUstream();
             CudaResults.check(cuStreamCreate(stream, 0), "cuStreamCreate");
-            StagingBuffers.Lane lane = staging.acquire();
+            StagingBuffers.Lane lane = acquire(staging);
             lane.slot(1).fill((byte) 9);
             CudaResults.check(cuEventRecord(lane.event(1), stream), "cuEventRecord");
             CudaResults.check(cuEventSynchronize(lane.event(1)), "cuEventSynchronize");
@@ -99,7 +99,7 @@ class StagingBuffersTest {
             CompletableFuture<StagingBuffers.Lane> made = new CompletableFuture<>();
             Thread.ofPlatform().start(() -> {
                 try {
-                    made.complete(staging.acquire());
+                    made.complete(acquire(staging));
                 } catch (Throwable t) {
                     made.completeExceptionally(t);
                 }
@@ -122,8 +122,8 @@ class StagingBuffersTest {
             assertThat(addresses).as("slots of their own").hasSize(3);
 
             staging.release(first);
-            assertThat(staging.acquire()).as("an idle lane is reused").isSameAs(first);
-            StagingBuffers.Lane second = staging.acquire();
+            assertThat(acquire(staging)).as("an idle lane is reused").isSameAs(first);
+            StagingBuffers.Lane second = acquire(staging);
             assertThat(second).isNotSameAs(first);
             assertThat(Stub.counters().pinned()).isEqualTo(6);
 
@@ -141,9 +141,9 @@ class StagingBuffersTest {
         static void aCopyBeyondTheMostLanesWaitsForOneAndAnInterruptedWaitSaysSo() throws Throwable {
             CudaContext context = Stub.context();
             StagingBuffers staging = new StagingBuffers(context, 4096, 2, 1, true);
-            StagingBuffers.Lane only = staging.acquire();
+            StagingBuffers.Lane only = acquire(staging);
 
-            CompletableFuture<StagingBuffers.Lane> waiting = CompletableFuture.supplyAsync(staging::acquire);
+            CompletableFuture<StagingBuffers.Lane> waiting = CompletableFuture.supplyAsync(() -> acquire(staging));
             Thread.sleep(200);
             assertThat(waiting).as("the one lane is in use").isNotDone();
             staging.release(only);
@@ -151,7 +151,7 @@ class StagingBuffersTest {
             assertThat(Stub.counters().pinned()).as("no second lane was made").isEqualTo(2);
 
             Thread.currentThread().interrupt();
-            assertThatThrownBy(staging::acquire).isInstanceOf(IllegalStateException.class)
+            assertThatThrownBy(() -> acquire(staging)).isInstanceOf(IllegalStateException.class)
                     .hasMessage("interrupted while waiting for a staging buffer").hasCauseInstanceOf(InterruptedException.class);
             assertThat(Thread.interrupted()).as("the interrupt is kept").isTrue();
 
@@ -164,7 +164,7 @@ class StagingBuffersTest {
             CudaContext context = Stub.context();
             StagingBuffers staging = new StagingBuffers(context, 8192, 2, 1, false);
 
-            StagingBuffers.Lane lane = staging.acquire();
+            StagingBuffers.Lane lane = acquire(staging);
 
             assertThat(staging.pinned()).isFalse();
             assertThat(Stub.counters().pinned()).isZero();
@@ -178,5 +178,10 @@ class StagingBuffersTest {
             assertThat(Stub.counters().rejected()).isZero();
             context.close();
         }
+    }
+
+    /** A lane, waiting as long as a test may. */
+    private static StagingBuffers.Lane acquire(StagingBuffers staging) {
+        return staging.acquire(System.nanoTime() + TimeUnit.MINUTES.toNanos(1));
     }
 }

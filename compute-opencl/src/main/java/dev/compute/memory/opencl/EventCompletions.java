@@ -4,6 +4,7 @@ import static org.jocl.CL.CL_COMPLETE;
 import static org.jocl.CL.CL_EVENT_COMMAND_EXECUTION_STATUS;
 import static org.jocl.CL.CL_SUCCESS;
 
+import dev.compute.memory.spi.DeviceWaits;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -476,36 +477,14 @@ final class EventCompletions {
 
     /**
      * Polls {@code event}'s status on the calling thread until its command has ended (well or not) or {@code bound} has
-     * passed: a bounded wait, which {@code clWaitForEvents} is not. Spins a little first (an idle queue ends a marker in
-     * microseconds), then parks for growing steps up to a millisecond.
+     * passed: a bounded wait, which {@code clWaitForEvents} is not ({@link DeviceWaits}).
      */
     static boolean endsWithin(cl_event event, Duration bound) {
-        long start = System.nanoTime();
-        long deadline = start + bound.toNanos();
         int[] status = new int[1];
-        long park = 0;
-        while (true) {
-            if (status(event, status) != CL_SUCCESS || status[0] <= CL_COMPLETE) {
-                return true; // ended, or failed: either way nothing of it runs any more
-            }
-            long now = System.nanoTime();
-            if (now - deadline >= 0) {
-                return false;
-            }
-            if (now - start < SPIN_NANOS) {
-                Thread.onSpinWait();
-            } else if (now - start < YIELD_NANOS) {
-                Thread.yield(); // the device's own threads may need this core
-            } else {
-                park = Math.min(Math.max(2 * park, 50_000), 1_000_000);
-                LockSupport.parkNanos(park);
-            }
-        }
+        // a status that cannot be read ends the wait too: nothing would say when the command ends
+        return DeviceWaits.until(() -> status(event, status) != CL_SUCCESS || status[0] <= CL_COMPLETE,
+                System.nanoTime() + bound.toNanos());
     }
-
-    /** How long {@link #endsWithin} spins, then yields, before it parks (a park sleeps 50 µs or more on Linux). */
-    private static final long SPIN_NANOS = 20_000;
-    private static final long YIELD_NANOS = 1_000_000;
 
     private static int status(cl_event event, int[] status) {
         return CL.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, Sizeof.cl_int, Pointer.to(status), null);
