@@ -11,11 +11,13 @@ import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.DeviceWaits;
 import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.IdentityHashMap;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
@@ -25,17 +27,22 @@ import jcuda.driver.CUstream;
 
 /**
  * Futures that complete when device work has finished. {@link #record} puts an event behind the work on its
- * stream; one thread per backend waits on the events in the order they were recorded
- * ({@code cuEventSynchronize} on blocking-sync events: the thread sleeps, it does not spin) and only then
- * completes the future, on a separate callback thread so that whatever runs on completion (the pool giving a
- * block back, user continuations that block) never holds up the next event. A future therefore never completes
- * before the device is done; it may complete a little late when an earlier event on another stream is slower.
+ * stream; each stream's events are waited on in the order they were recorded, by a thread of a shared pool that
+ * serves the stream while it has events pending ({@code cuEventSynchronize} on blocking-sync events: the thread
+ * sleeps, it does not spin), so work that never ends on one stream holds up no other stream's futures. A future
+ * completes on a separate callback thread, so that whatever runs on completion (the pool giving a block back, user
+ * continuations that block) never holds up the next event. A future therefore never completes before the device
+ * is done.
  */
 final class DeviceCompletions implements AutoCloseable {
 
     private record Pending(CUevent event, StreamWork<?> work, Runnable onDone, Consumer<Throwable> onError) {}
 
-    private static final Pending STOP = new Pending(new CUevent(), new StreamWork<>(new CUstream(), new CUevent()), () -> {}, e -> {});
+    /** A stream's events not yet reported, and whether a waiter thread is serving them. */
+    private static final class StreamEvents {
+        final ArrayDeque<Pending> pending = new ArrayDeque<>();
+        boolean served;
+    }
 
     /**
      * A future for work queued on a stream, with the event recorded behind it, so that another stream can be ordered
@@ -79,9 +86,10 @@ final class DeviceCompletions implements AutoCloseable {
     private final Duration deviceWait;
     private final CudaContext context;
     private final ConcurrentLinkedQueue<CUevent> idleEvents = new ConcurrentLinkedQueue<>();
-    private final LinkedBlockingQueue<Pending> pending = new LinkedBlockingQueue<>();
+    /** Streams with events pending, under this object's monitor. */
+    private final Map<CUstream, StreamEvents> streams = new IdentityHashMap<>();
+    private final ExecutorService waiters;
     private final ExecutorService callbacks;
-    private final Thread waiter;
     private volatile boolean closed;
 
     DeviceCompletions(CudaContext context) {
@@ -93,7 +101,8 @@ final class DeviceCompletions implements AutoCloseable {
         this.deviceWait = deviceWait;
         this.callbacks = Executors.newCachedThreadPool(Thread.ofPlatform().daemon()
                 .name("compute-cuda-" + context.ordinal + "-callbacks-", 0).factory());
-        this.waiter = Thread.ofPlatform().daemon().name("compute-cuda-" + context.ordinal + "-events").start(this::waitLoop);
+        this.waiters = Executors.newCachedThreadPool(Thread.ofPlatform().daemon()
+                .name("compute-cuda-" + context.ordinal + "-events-", 0).factory());
     }
 
     private CUevent acquireEvent() {
@@ -147,13 +156,17 @@ final class DeviceCompletions implements AutoCloseable {
 
     /** The deadline ({@link System#nanoTime}) of a wait on the calling thread that begins now. */
     long deadline() {
-        long wait;
+        return deadline(deviceWait);
+    }
+
+    private static long deadline(Duration wait) {
+        long nanos;
         try {
-            wait = Math.min(Math.max(0, deviceWait.toNanos()), Long.MAX_VALUE >> 2);
+            nanos = Math.min(Math.max(0, wait.toNanos()), Long.MAX_VALUE >> 2);
         } catch (ArithmeticException beyondLong) {
-            wait = Long.MAX_VALUE >> 2;
+            nanos = Long.MAX_VALUE >> 2;
         }
-        return System.nanoTime() + wait;
+        return System.nanoTime() + nanos;
     }
 
     /**
@@ -211,24 +224,35 @@ final class DeviceCompletions implements AutoCloseable {
 
     /** Runs {@code onDone} once {@code event} has completed; {@code onError} gets the failure when waiting fails. */
     private void whenDone(CUevent event, StreamWork<?> work, Runnable onDone, Consumer<Throwable> onError) {
-        if (closed) {
-            releaseEvent(event);
-            throw new IllegalStateException("this CUDA backend is closed");
+        StreamEvents events;
+        synchronized (this) {
+            if (closed) {
+                releaseEvent(event);
+                throw new IllegalStateException("this CUDA backend is closed");
+            }
+            events = streams.computeIfAbsent(work.stream, stream -> new StreamEvents());
+            events.pending.add(new Pending(event, work, onDone, onError));
+            if (events.served) {
+                return;
+            }
+            events.served = true;
         }
-        pending.add(new Pending(event, work, onDone, onError));
+        waiters.execute(() -> serve(work.stream, events));
     }
 
-    private void waitLoop() {
+    /** Reports a stream's events in the order they were recorded, until none is pending. */
+    private void serve(CUstream stream, StreamEvents events) {
         boolean current = false;
         while (true) {
             Pending next;
-            try {
-                next = pending.take();
-            } catch (InterruptedException e) {
-                continue; // only STOP ends the loop: recorded device work must still be reported
-            }
-            if (next == STOP) {
-                return;
+            synchronized (this) {
+                next = events.pending.poll();
+                if (next == null) {
+                    events.served = false;
+                    streams.remove(stream);
+                    notifyAll();
+                    return;
+                }
             }
             RuntimeException failure = null;
             try {
@@ -259,19 +283,24 @@ final class DeviceCompletions implements AutoCloseable {
      * {@code cuEventSynchronize} (it cannot be interrupted) and the events stay allocated: false.
      */
     boolean close(Duration bound) {
-        if (closed) {
-            return true;
+        long deadline = deadline(bound);
+        synchronized (this) {
+            if (closed && streams.isEmpty() && waiters.isShutdown()) {
+                return true;
+            }
+            closed = true;
+            try {
+                for (long left; !streams.isEmpty() && (left = deadline - System.nanoTime()) > 0; ) {
+                    TimeUnit.NANOSECONDS.timedWait(this, left);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            if (!streams.isEmpty()) {
+                return false; // a waiter is still in its cuEventSynchronize (it cannot be interrupted): events kept
+            }
         }
-        closed = true;
-        pending.add(STOP);
-        try {
-            waiter.join(bound);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        if (waiter.isAlive()) {
-            return false;
-        }
+        waiters.shutdown();
         callbacks.shutdown();
         try {
             callbacks.awaitTermination(10, TimeUnit.SECONDS);

@@ -42,6 +42,11 @@ class DeviceCompletionsTest {
     }
 
     @Test
+    void workThatNeverEndsOnOneStreamHoldsUpNoOtherStreamsFutures() throws Exception {
+        FakeDriverScenarios.run(DeviceCompletionsTest.class, "workThatNeverEndsOnOneStreamHoldsUpNoOtherStreamsFutures");
+    }
+
+    @Test
     void closeIsBoundedAndFreesTheEventsOnceTheDeviceIsDone() throws Exception {
         FakeDriverScenarios.run(DeviceCompletionsTest.class, "closeIsBoundedAndFreesTheEventsOnceTheDeviceIsDone");
     }
@@ -65,6 +70,7 @@ class DeviceCompletionsTest {
                 case "aFailureOnTheDeviceFailsTheFutureAndTheWaitButNotTheQuietWait" -> Scenarios.aFailureOnTheDeviceFailsTheFutureAndTheWaitButNotTheQuietWait();
                 case "whatRunsOnCompletionRunsElsewhereAndHoldsUpNoOtherEvent" -> Scenarios.whatRunsOnCompletionRunsElsewhereAndHoldsUpNoOtherEvent();
                 case "closeIsBoundedAndFreesTheEventsOnceTheDeviceIsDone" -> Scenarios.closeIsBoundedAndFreesTheEventsOnceTheDeviceIsDone();
+                case "workThatNeverEndsOnOneStreamHoldsUpNoOtherStreamsFutures" -> Scenarios.workThatNeverEndsOnOneStreamHoldsUpNoOtherStreamsFutures();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         });
@@ -167,6 +173,35 @@ class DeviceCompletionsTest {
             assertThat(completions.close(Duration.ofSeconds(10))).isTrue();
             CudaResults.check(cuStreamDestroy(stream), "cuStreamDestroy");
             context.close();
+        }
+
+        /**
+         * A kernel that never ends on one stream (a user's stream, or one thread's) leaves the futures of every other
+         * stream to complete as their own work does, and a close bounded by the stuck one still says so.
+         */
+        static void workThatNeverEndsOnOneStreamHoldsUpNoOtherStreamsFutures() throws Throwable {
+            CudaContext context = Stub.context();
+            DeviceCompletions completions = new DeviceCompletions(context);
+            CUstream stuckStream = stream();
+            CUstream other = stream();
+
+            Stub.hold();
+            CompletableFuture<Void> stuck = completions.record(stuckStream);
+            CompletableFuture<Void> behindStuck = completions.record(stuckStream);
+            Stub.stopHolding();
+            for (int i = 0; i < 20; i++) {
+                assertThat(completions.record(other, () -> "done")).as("work on another stream, round " + i)
+                        .succeedsWithin(Duration.ofSeconds(10)).isEqualTo("done");
+            }
+            assertThat(stuck).isNotDone();
+            assertThat(behindStuck).as("a stream's futures complete in its order").isNotDone();
+
+            assertThat(completions.close(Duration.ofMillis(300))).as("the stuck stream's work is not done").isFalse();
+            Stub.release();
+            assertThat(stuck).succeedsWithin(Duration.ofSeconds(10));
+            assertThat(behindStuck).succeedsWithin(Duration.ofSeconds(10));
+            CudaResults.check(cuStreamDestroy(stuckStream), "cuStreamDestroy");
+            CudaResults.check(cuStreamDestroy(other), "cuStreamDestroy");
         }
 
         static void closeIsBoundedAndFreesTheEventsOnceTheDeviceIsDone() throws Throwable {

@@ -108,6 +108,11 @@ final class FakeDriverScenarios {
             HOLD.invokeExact(1);
         }
 
+        /** Events recorded from now on complete at once; those recorded while holding still wait for {@link #release()}. */
+        static void stopHolding() throws Throwable {
+            HOLD.invokeExact(0);
+        }
+
         static void release() throws Throwable {
             RELEASE.invokeExact();
         }
