@@ -38,6 +38,7 @@ public final class ComputeBudgets {
 
     private final List<Configured> all = new CopyOnWriteArrayList<>();
     private final List<Consumer<Configured>> listeners = new CopyOnWriteArrayList<>();
+    private final List<Consumer<Configured>> removalListeners = new CopyOnWriteArrayList<>();
     private volatile @Nullable String primary;
 
     /**
@@ -47,6 +48,16 @@ public final class ComputeBudgets {
     public AutoCloseable onAdded(Consumer<Configured> listener) {
         listeners.add(listener);
         return () -> listeners.remove(listener);
+    }
+
+    /**
+     * Calls {@code listener} with each budget no longer observed: a closed one whose name a budget {@link #add added}
+     * later takes. The meters use it to drop the closed budget's meters, so that the new one's are registered under the
+     * same name. The handle stops it.
+     */
+    public AutoCloseable onRemoved(Consumer<Configured> listener) {
+        removalListeners.add(listener);
+        return () -> removalListeners.remove(listener);
     }
 
     private void added(Configured configured) {
@@ -103,14 +114,36 @@ public final class ComputeBudgets {
      * metered under its name, in health, and a parent for the budgets of requests and tasks. Keep such budgets few and
      * long-lived (tenants), as configured ones are: each adds meters.
      *
-     * @throws IllegalArgumentException for a budget made under another (a request's): only the top ones are observed
+     * A closed budget of the same name on that manager (a tenant that left and came back) is no longer observed: the new
+     * one takes its name, its meters and its place.
+     *
+     * @throws IllegalArgumentException for a budget made under another (a request's): only the top ones are observed; for
+     *     a name that an open budget observed on that manager has already
      */
     public Configured add(String manager, MemoryBudget budget, long requestLimitBytes) {
         if (budget.parent().isPresent()) {
             throw new IllegalArgumentException("memory budget '" + budget.path() + "' is under another: only budgets a manager made are observed");
         }
         Configured configured = new Configured(manager, budget, requestLimitBytes);
-        all.add(configured);
+        List<Configured> replaced = new ArrayList<>();
+        synchronized (all) {
+            for (Configured each : all) {
+                if (each.manager().equals(manager) && each.name().equals(budget.name())) {
+                    if (!each.budget().isClosed()) {
+                        throw new IllegalArgumentException("memory budget '" + budget.name() + "' of manager '" + manager + "' is observed already"
+                                + (each.budget() == budget ? "" : " (another budget of that name, still open)"));
+                    }
+                    replaced.add(each);
+                }
+            }
+            all.removeAll(replaced);
+            all.add(configured);
+        }
+        for (Configured gone : replaced) {
+            for (Consumer<Configured> listener : removalListeners) {
+                listener.accept(gone);
+            }
+        }
         added(configured);
         return configured;
     }

@@ -64,6 +64,15 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         // first, so that no budget added meanwhile is missed (one metered twice is the same meters: Micrometer keeps one per id)
         listeners.add(budgets.onAdded(configured -> managers.get(configured.manager()).ifPresent(observed -> budgetMeters(registry,
                 configured.budget(), tagsOf(observed).and(ComputeMeters.Tag.BUDGET.asString(), configured.name()), meters))));
+        // a closed budget whose name a new one takes: its meters go, so that the new one's are registered, not the old ones found
+        listeners.add(budgets.onRemoved(gone -> meters.removeIf(meter -> {
+            boolean its = gone.name().equals(meter.getId().getTag(ComputeMeters.Tag.BUDGET.asString()))
+                    && gone.manager().equals(meter.getId().getTag(ComputeMeters.Tag.NAME.asString()));
+            if (its) {
+                registry.remove(meter);
+            }
+            return its;
+        })));
         for (ObservedManager observed : managers.all()) {
             UnifiedMemoryManager manager = observed.manager();
             RecentMemoryStatistics statistics = observed.statistics();

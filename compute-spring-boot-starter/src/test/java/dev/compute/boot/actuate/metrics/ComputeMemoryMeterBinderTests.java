@@ -1,6 +1,7 @@
 package dev.compute.boot.actuate.metrics;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.MemoryEventRelays;
@@ -58,6 +59,29 @@ class ComputeMemoryMeterBinderTests {
         }
         tenant.close();
         assertThat(registry.get("compute.memory.budget.allocated").tag("budget", "tenant-a").gauge().value()).as("closed").isNaN();
+    }
+
+    @Test
+    void aTenantThatLeftAndCameBackIsMeteredAsTheNewBudget() {
+        ComputeBudgets budgets = new ComputeBudgets();
+        new ComputeMemoryMeterBinder(new ObservedManagers(Map.of("unifiedMemoryManager", manager), manager), new MemoryEventRelays(), budgets)
+                .bindTo(registry);
+        MemoryBudget first = manager.budget("tenant-b", 8L << 20);
+        budgets.add("default", first, 1L << 20);
+        assertThatThrownBy(() -> budgets.add("default", manager.budget("tenant-b", 1L << 20), 1L << 20))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'tenant-b'").hasMessageContaining("observed already");
+        first.close();
+
+        MemoryBudget again = manager.budget("tenant-b", 4L << 20);
+        budgets.add("default", again, 1L << 20);
+        try (UnifiedBuffer held = again.allocate(4096, MemoryLocation.DEVICE)) {
+            assertThat(registry.get("compute.memory.budget.limit").tag("budget", "tenant-b").gauge().value()).isEqualTo(4L << 20);
+            assertThat(registry.get("compute.memory.budget.allocated").tag("budget", "tenant-b").gauge().value()).isEqualTo(4096);
+            assertThat(registry.find("compute.memory.budget.allocated").tag("budget", "tenant-b").gauges()).hasSize(1);
+        }
+        assertThat(budgets.budget("default", "tenant-b")).containsSame(again);
+        assertThat(budgets.all()).extracting(ComputeBudgets.Configured::budget).containsExactly(again);
+        again.close();
     }
 
     @Test
