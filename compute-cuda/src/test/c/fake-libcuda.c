@@ -6,7 +6,7 @@
 // it is passed the way the real driver would reject it, and counts; stub_counters and stub_backend_counters
 // report the counts. cuMemCreate fails with CUDA_ERROR_OUT_OF_MEMORY once 10 pages are live, to exercise the
 // rollback. Events complete at once unless stub_hold is on when they are recorded (then they wait for
-// stub_release), or their stream was made while stub_failing_streams was on (then they report
+// stub_release; their stream is busy until then), or their stream was made while stub_failing_streams was on (then they report
 // CUDA_ERROR_ILLEGAL_ADDRESS, as after a faulting kernel). Host, managed and device memory is mmap'd, and the last
 // release of the primary context unmaps what is still allocated, as the real driver's context reset does.
 #include <string.h>
@@ -49,7 +49,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t eventsDone = PTHREAD_COND_INITIALIZER;
 static int holding, failingStreams;
 static long holdGeneration = 1, releasedGeneration;
-typedef struct { int fails; } stream;
+typedef struct { int fails; long until; } stream;
 typedef struct { long until; int fails; } event;
 
 static int needContext(void){ if(current!=CONTEXT){ __sync_fetch_and_add(&noContextCalls,1); return 1; } return 0; }
@@ -98,7 +98,7 @@ int cuStreamWaitEvent(void* s, void* e, unsigned flags){ if(needContext()) retur
 int cuEventRecord(void* e, void* s){
   if(needContext()) return 201;
   if(!e||!s){errors++;return 400;} // the backend never records on the legacy default stream
-  event* ev=e; pthread_mutex_lock(&lock); ev->until=holding?holdGeneration:0; ev->fails=((stream*)s)->fails; eventsRecorded++; pthread_mutex_unlock(&lock);
+  event* ev=e; stream* st=s; pthread_mutex_lock(&lock); ev->until=holding?holdGeneration:0; ev->fails=st->fails; if(ev->until>st->until) st->until=ev->until; eventsRecorded++; pthread_mutex_unlock(&lock);
   return 0;
 }
 int cuEventSynchronize(void* e){
@@ -106,6 +106,8 @@ int cuEventSynchronize(void* e){
   event* ev=e; pthread_mutex_lock(&lock); while(ev->until>releasedGeneration) pthread_cond_wait(&eventsDone,&lock); int fails=ev->fails; pthread_mutex_unlock(&lock);
   return fails?700:0; // CUDA_ERROR_ILLEGAL_ADDRESS
 }
+// a stream is busy while an event recorded on it waits for stub_release: the work before that event has not ended
+int cuStreamQuery(void* s){ if(needContext()) return 201; if(!s){errors++;return 400;} stream* st=s; pthread_mutex_lock(&lock); int r=st->until>releasedGeneration?600:st->fails?700:0; pthread_mutex_unlock(&lock); return r; }
 int cuEventQuery(void* e){ event* ev=e; pthread_mutex_lock(&lock); int r=ev->until>releasedGeneration?600:ev->fails?700:0; pthread_mutex_unlock(&lock); return r; }
 
 // ---- modules and launches: a module keeps its PTX, a function its name; cuLaunchKernel runs the kernels of

@@ -5,6 +5,7 @@ import static jcuda.driver.JCudaDriver.cuEventDestroy;
 import static jcuda.driver.JCudaDriver.cuEventQuery;
 import static jcuda.driver.JCudaDriver.cuEventRecord;
 import static jcuda.driver.JCudaDriver.cuEventSynchronize;
+import static jcuda.driver.JCudaDriver.cuStreamQuery;
 import static jcuda.driver.JCudaDriver.cuStreamWaitEvent;
 
 import dev.compute.memory.DeviceTimeoutException;
@@ -179,6 +180,9 @@ final class DeviceCompletions implements AutoCloseable {
     }
 
     void await(CUstream stream, long deadline) {
+        if (cuStreamQuery(stream) == CudaResults.SUCCESS) {
+            return; // idle: nothing queued ahead (a failure or work under way takes the event's path, which reports it)
+        }
         CUevent event = acquireEvent();
         try {
             CudaResults.check(cuEventRecord(event, stream), "cuEventRecord");

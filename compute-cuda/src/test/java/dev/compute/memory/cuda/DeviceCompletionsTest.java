@@ -107,6 +107,8 @@ class DeviceCompletionsTest {
             assertThat(waited).succeedsWithin(Duration.ofSeconds(10));
             assertThat(completions.record(stream)).succeedsWithin(Duration.ofSeconds(10));
             assertThat(Stub.counters().eventsRecorded() - recorded).isEqualTo(3);
+            completions.await(stream);
+            assertThat(Stub.counters().eventsRecorded() - recorded).as("a wait on an idle stream records no event").isEqualTo(3);
 
             for (int i = 0; i < 100; i++) {
                 completions.record(stream).get(10, TimeUnit.SECONDS);
