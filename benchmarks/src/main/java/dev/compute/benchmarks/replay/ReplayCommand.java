@@ -37,6 +37,7 @@ public final class ReplayCommand {
     static final long DEFAULT_CAPACITY = 80L << 30;
     static final int MIN_WARMUPS = 20;
     static final long WARMUP_EVENTS = 2_000_000;
+    private static final Duration LONGEST_DURATION = Duration.ofNanos(Long.MAX_VALUE);
     static final String USAGE = "usage: replay [--backend " + ADDRESS_SPACE + "|cpu|cuda|opencl] [--capacity BYTES]"
             + " [--max-pool-size BYTES] [--max-pinned-size BYTES] [--release-threshold BYTES] [--trim-interval DURATION]"
             + " [--expandable|--no-expandable] [--compact-on-oom|--no-compact-on-oom] [--location DEVICE|HOST|PINNED|UNIFIED] [--strict] [--pytorch] [--warmups N] [--runs N]"
@@ -255,14 +256,18 @@ public final class ReplayCommand {
                 case 'd' -> Duration.ofDays(amount);
                 default -> throw new IllegalArgumentException("not a duration: " + text);
             });
-        } catch (NumberFormatException | DateTimeParseException | StringIndexOutOfBoundsException e) {
+        } catch (NumberFormatException | DateTimeParseException | StringIndexOutOfBoundsException | ArithmeticException e) {
             throw new IllegalArgumentException("not a duration: " + text + " (such as 30s, 5m, 1h or 0)");
         }
     }
 
+    /** A trim interval is compared with the trace's nanoseconds: at most a long of them (about 292 years). */
     private static Duration nonNegative(String text, Duration duration) {
         if (duration.isNegative()) {
             throw new IllegalArgumentException("not a duration of 0 or more: " + text);
+        }
+        if (duration.compareTo(LONGEST_DURATION) > 0) {
+            throw new IllegalArgumentException("not a duration of at most " + LONGEST_DURATION.toDays() + " days (a trace's time is in nanoseconds): " + text);
         }
         return duration;
     }

@@ -118,6 +118,19 @@ class ReplayCommandTest {
         assertThat(err()).contains("--runs needs a value");
     }
 
+    /** A trim interval is counted in the trace's nanoseconds: one longer than a long of them is a wrong command line, not a crash. */
+    @Test
+    void aTrimIntervalBeyondWhatNanosecondsHoldIsAWrongCommandLine() throws IOException {
+        Path file = trace("timed.csv", "a,1,4096,0,DEVICE,1,5\nf,1,1,10\n");
+
+        assertThat(replay("--trim-interval", "999999999999999999d", file.toString())).isEqualTo(2);
+        assertThat(err()).contains("replay: not a duration").contains("usage: replay");
+        assertThat(replay("--trim-interval", "1000000d", file.toString())).isEqualTo(2);
+        assertThat(err()).contains("1000000d");
+        assertThat(replay("--trim-interval", "100000d", file.toString())).isZero();
+        assertThat(ReplayCommand.parseDuration("PT2562047H")).isEqualTo(Duration.ofHours(2_562_047));
+    }
+
     @Test
     void aMissingFileOrLocationExitsOne() throws IOException {
         assertThat(replay(dir.resolve("absent.csv.gz").toString())).isEqualTo(1);
