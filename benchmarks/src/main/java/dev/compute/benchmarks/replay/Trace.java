@@ -144,10 +144,22 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
         return read(file, false);
     }
 
-    /** {@code strict}: a free of an id that is not live is refused rather than skipped. */
+    /**
+     * {@code strict}: a free of an id that is not live is refused rather than skipped. A file that cannot be read fails
+     * naming it (and the line, where it broke off in the middle), as a malformed line does.
+     */
     public static Trace read(Path file, boolean strict) throws IOException {
+        if (Files.isDirectory(file)) {
+            throw new IOException(file + " is a directory, not a trace");
+        }
         try (InputStream in = Files.newInputStream(file)) {
-            return read(file.getFileName().toString(), file.toString().endsWith(".gz") ? new GZIPInputStream(in) : in, strict);
+            InputStream text;
+            try {
+                text = file.toString().endsWith(".gz") ? new GZIPInputStream(in) : in;
+            } catch (IOException e) {
+                throw new IOException(file + " cannot be read: " + e, e);
+            }
+            return read(file.getFileName().toString(), text, strict);
         }
     }
 
@@ -159,7 +171,7 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
         Parser parser = new Parser(name, strict);
         BufferedReader reader = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8));
         int lineNumber = 0;
-        for (String line; (line = reader.readLine()) != null; ) {
+        for (String line; (line = readLine(reader, name, lineNumber + 1)) != null; ) {
             lineNumber++;
             line = line.strip();
             if (line.startsWith(THREAD_NAME)) {
@@ -169,6 +181,15 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
             }
         }
         return parser.trace();
+    }
+
+    /** The next line; a failure to read it (a gzip stream cut short, say) names the trace and the line. */
+    private static String readLine(BufferedReader reader, String name, int lineNumber) throws IOException {
+        try {
+            return reader.readLine();
+        } catch (IOException e) {
+            throw new IOException(name + " line " + lineNumber + " cannot be read: " + e, e);
+        }
     }
 
     /** The arrays a trace is made of, grown as lines come. */

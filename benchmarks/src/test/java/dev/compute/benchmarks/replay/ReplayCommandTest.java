@@ -17,7 +17,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.zip.GZIPOutputStream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -138,6 +140,31 @@ class ReplayCommandTest {
         Path file = trace("t.csv", "a,1,4096,0,HOST\n");
         assertThat(replay("--location", "device", file.toString())).isEqualTo(1);
         assertThat(err()).contains("t.csv has no events at DEVICE; it has HOST");
+    }
+
+    /**
+     * A trace that cannot be read (a gzip file cut short, a plain file named .gz, a directory) fails naming the file, and
+     * where it broke off, the line: with several files given, the message says which one.
+     */
+    @Test
+    void aTraceThatCannotBeReadIsNamedInTheMessage() throws IOException {
+        ByteArrayOutputStream gzipped = new ByteArrayOutputStream();
+        try (GZIPOutputStream gzip = new GZIPOutputStream(gzipped)) {
+            gzip.write("a,1,4096,0\nf,1\n".repeat(10_000).getBytes(StandardCharsets.UTF_8));
+        }
+        Path cut = Files.write(dir.resolve("cut.csv.gz"), Arrays.copyOf(gzipped.toByteArray(), gzipped.size() / 2));
+        Path plain = trace("plain.csv.gz", "a,1,4096,0\n");
+        Path directory = Files.createDirectory(dir.resolve("traces.csv"));
+        Path fine = trace("fine.csv", "a,1,4096,0\n");
+
+        assertThat(replay(fine.toString(), cut.toString())).isEqualTo(1);
+        assertThat(err()).contains("replay failed: ").contains("cut.csv.gz line ").contains("Unexpected end of ZLIB input stream");
+        err.reset();
+        assertThat(replay(plain.toString())).isEqualTo(1);
+        assertThat(err()).contains("plain.csv.gz").contains("Not in GZIP format");
+        err.reset();
+        assertThat(replay(directory.toString())).isEqualTo(1);
+        assertThat(err()).contains("traces.csv").contains("directory");
     }
 
     /**
