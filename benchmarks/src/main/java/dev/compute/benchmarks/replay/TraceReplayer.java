@@ -135,9 +135,14 @@ public final class TraceReplayer {
     /**
      * The figures of a trace: a replay at {@code capacity}, which must fit (else {@link ReplayFailedException} naming
      * the event that failed), {@code warmups} more to let the JIT compile the pool, {@code timedRuns} timed ones (the
-     * median gives events per second), then the capacity search.
+     * median gives events per second), then the capacity search. A trace without allocations has no live peak to measure
+     * against: {@link ReplayFailedException} saying so.
      */
     public ReplayResult measure(Trace trace, long capacity, int warmups, int timedRuns) {
+        if (trace.livePeak() == 0) {
+            throw new ReplayFailedException(trace.name() + " has no allocations to replay"
+                    + (trace.skippedFrees() > 0 ? ", only " + trace.skippedFrees() + " frees of ids not live" : ""));
+        }
         Run run = replay(trace, capacity);
         if (!run.fitted()) {
             throw new ReplayFailedException(trace.describe(run.failedEvent()) + " failed with a device of " + capacity

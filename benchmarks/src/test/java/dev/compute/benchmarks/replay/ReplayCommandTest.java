@@ -143,6 +143,22 @@ class ReplayCommandTest {
     }
 
     /**
+     * A trace with no allocation (an empty file, a recording of a quiet minute that holds only frees of earlier blocks)
+     * has no live peak to measure against: the replay says so, naming the file, rather than failing on a device of 0 bytes.
+     */
+    @Test
+    void aTraceWithoutAllocationsFailsSayingSo() throws IOException {
+        Path empty = trace("empty.csv", "");
+        Path onlyFrees = trace("frees.csv", "# thread,1,main\nf,7,1,10\nf,8,1,20\n");
+
+        assertThat(replay(empty.toString())).isEqualTo(1);
+        assertThat(err()).contains("replay failed: empty.csv has no allocations to replay").doesNotContain("capacity must be positive");
+        err.reset();
+        assertThat(replay("--pytorch", onlyFrees.toString())).isEqualTo(1);
+        assertThat(err()).contains("replay failed: frees.csv has no allocations to replay").contains("2 frees of ids not live");
+    }
+
+    /**
      * A trace that cannot be read (a gzip file cut short, a plain file named .gz, a directory) fails naming the file, and
      * where it broke off, the line: with several files given, the message says which one.
      */
