@@ -194,6 +194,7 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
 
     /** The arrays a trace is made of, grown as lines come. */
     private static final class Parser {
+        private static final int QUOTED = 200;
         private final String name;
         private final boolean strict;
         private int[] slots = new int[1024];
@@ -343,8 +344,10 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
             throw malformed(lineNumber, line, "nanos must be a number of 0 or more, or empty");
         }
 
+        /** The line quoted as far as {@link #QUOTED} characters: a file that is no trace may have a line of megabytes. */
         private IllegalArgumentException malformed(int lineNumber, String line, String why) {
-            return new IllegalArgumentException(name + " line " + lineNumber + " (" + line + "): " + why);
+            String quoted = line.length() <= QUOTED ? line : line.substring(0, QUOTED) + "... (" + line.length() + " characters)";
+            return new IllegalArgumentException(name + " line " + lineNumber + " (" + quoted + "): " + why);
         }
     }
 

@@ -75,6 +75,20 @@ class TraceTest {
         assertThatThrownBy(() -> parse("a,1,100,0\nf,1,7,12,extra\n")).hasMessageContaining("a free is f,<id>[,<thread>,<nanos>]");
     }
 
+    /**
+     * A file that is not a trace (binary junk, a dump with no line ends) is refused on its first line; the message quotes
+     * the start of that line, not all of it: a megabyte of junk is no one-line error.
+     */
+    @Test
+    void aMalformedLineIsQuotedShortened() {
+        String junk = "\u0001\u0002junk".repeat(200_000);
+
+        assertThatThrownBy(() -> parse(junk)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("test line 1 (\u0001\u0002junk")
+                .hasMessageContaining("an event is").satisfies(e -> assertThat(e.getMessage()).hasSizeLessThan(400));
+        assertThatThrownBy(() -> parse("a,1," + "9".repeat(100_000) + ",0\n")).hasMessageContaining("bytes must be a positive number")
+                .satisfies(e -> assertThat(e.getMessage()).hasSizeLessThan(400));
+    }
+
     @Test
     void aFreeOfAnIdThatIsNotLiveIsSkippedAndCountedOrRefusedWhenStrict() throws IOException {
         Trace lenient = parse("a,1,100,0\nf,2\nf,1\nf,1\n");
