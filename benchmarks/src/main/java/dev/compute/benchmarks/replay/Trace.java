@@ -1,5 +1,6 @@
 package dev.compute.benchmarks.replay;
 
+import dev.compute.memory.MemoryLocation;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -13,7 +14,10 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import java.util.zip.GZIPInputStream;
 
@@ -195,6 +199,7 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
     /** The arrays a trace is made of, grown as lines come. */
     private static final class Parser {
         private static final int QUOTED = 200;
+        private static final Set<String> LOCATIONS = Arrays.stream(MemoryLocation.values()).map(Enum::name).collect(Collectors.toUnmodifiableSet());
         private final String name;
         private final boolean strict;
         private int[] slots = new int[1024];
@@ -247,6 +252,7 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
                         throw malformed(lineNumber, line, "an allocation is a,<id>,<bytes>,<stream>[,<location>,<thread>,<nanos>,<call site>]");
                     }
                     long size = parseSize(lineNumber, line, fields[2]);
+                    String location = location(lineNumber, line, field(fields, 4));
                     if (slotOfId.containsKey(fields[1])) {
                         throw malformed(lineNumber, line, "id " + fields[1] + " is live already");
                     }
@@ -254,7 +260,7 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
                     slotOfId.put(fields[1], slot);
                     liveSize.put(slot, size);
                     streamOfSlot.put(slot, streamNames.indexOf(fields[3]));
-                    locationOfSlot.put(slot, locationNames.indexOf(field(fields, 4)));
+                    locationOfSlot.put(slot, locationNames.indexOf(location));
                     add(lineNumber, fields[1], slot, size, streamOfSlot.get(slot), locationOfSlot.get(slot), field(fields, 5),
                             nanos(lineNumber, line, field(fields, 6)));
                     live += size;
@@ -327,6 +333,18 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
                 // reported below
             }
             throw malformed(lineNumber, line, "bytes must be a positive number");
+        }
+
+        /** A {@link MemoryLocation}'s name, in any case; empty where the trace does not say. */
+        private String location(int lineNumber, String line, String field) {
+            if (field.isEmpty()) {
+                return field;
+            }
+            String name = field.toUpperCase(Locale.ROOT);
+            if (!LOCATIONS.contains(name)) {
+                throw malformed(lineNumber, line, "the location must be one of " + Arrays.toString(MemoryLocation.values()) + ", or empty");
+            }
+            return name;
         }
 
         private long nanos(int lineNumber, String line, String field) {

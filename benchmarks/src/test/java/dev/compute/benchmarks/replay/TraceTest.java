@@ -89,6 +89,18 @@ class TraceTest {
                 .satisfies(e -> assertThat(e.getMessage()).hasSizeLessThan(400));
     }
 
+    /**
+     * The location column names a {@code MemoryLocation}: a name that is none is refused on its line, not replayed as a
+     * location of its own, and a lower-case one is the location it names (a PINNED trace is capped by max-pinned-size).
+     */
+    @Test
+    void aLocationIsAMemoryLocationName() throws IOException {
+        assertThatThrownBy(() -> parse("a,1,100,0,GPU0\n")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("test line 1 (a,1,100,0,GPU0)").hasMessageContaining("location");
+        assertThat(parse("a,1,100,0,pinned\nf,1\n").locations()).containsExactly("PINNED");
+        assertThat(parse("a,1,100,0,,7\n").locations()).as("an empty column: unknown").isEmpty();
+    }
+
     @Test
     void aFreeOfAnIdThatIsNotLiveIsSkippedAndCountedOrRefusedWhenStrict() throws IOException {
         Trace lenient = parse("a,1,100,0\nf,2\nf,1\nf,1\n");
