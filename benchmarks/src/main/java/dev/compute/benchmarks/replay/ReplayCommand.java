@@ -35,6 +35,8 @@ public final class ReplayCommand {
 
     static final String ADDRESS_SPACE = "address-space";
     static final long DEFAULT_CAPACITY = 80L << 30;
+    /** The backends {@code --backend} names: ours, and those {@link BackendSelection} chooses among ({@code auto}: the best). */
+    private static final List<String> BACKENDS = List.of(ADDRESS_SPACE, "auto", "cpu", "cuda", "opencl");
     static final int MIN_WARMUPS = 20;
     static final long WARMUP_EVENTS = 2_000_000;
     private static final Duration LONGEST_DURATION = Duration.ofNanos(Long.MAX_VALUE);
@@ -90,6 +92,9 @@ public final class ReplayCommand {
                         files.add(Path.of(args[i]));
                     }
                 }
+            }
+            if (!BACKENDS.contains(backendName)) {
+                throw new IllegalArgumentException("unknown backend " + backendName + ": one of " + String.join(", ", BACKENDS));
             }
             if (files.isEmpty()) {
                 throw new IllegalArgumentException("no trace file given");

@@ -120,6 +120,16 @@ class ReplayCommandTest {
         assertThat(err()).contains("--runs needs a value");
     }
 
+    /** A backend the usage does not name is a wrong command line, said before anything is printed or opened. */
+    @Test
+    void anUnknownBackendIsAWrongCommandLine() throws IOException {
+        Path file = trace("t.csv", "a,1,4096,0\n");
+
+        assertThat(replay("--backend", "gpu", file.toString())).isEqualTo(2);
+        assertThat(err()).startsWith("replay: unknown backend gpu").contains("usage: replay");
+        assertThat(out()).isEmpty();
+    }
+
     /** A trim interval is counted in the trace's nanoseconds: one longer than a long of them is a wrong command line, not a crash. */
     @Test
     void aTrimIntervalBeyondWhatNanosecondsHoldIsAWrongCommandLine() throws IOException {
