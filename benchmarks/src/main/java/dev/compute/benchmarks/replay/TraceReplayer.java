@@ -80,7 +80,11 @@ public final class TraceReplayer {
                     if (trimEvery > 0 && times[i] >= nextTrim) {
                         pool.trim(keepOnTrim);
                         trims++;
-                        nextTrim = (times[i] / trimEvery + 1) * trimEvery;
+                        long next = times[i] / trimEvery + 1;
+                        if (next > Long.MAX_VALUE / trimEvery) {
+                            trimEvery = 0; // the next interval starts past any time a trace can say: no more trims
+                        }
+                        nextTrim = next * trimEvery;
                     }
                     if (bytes[i] > 0) {
                         live[slots[i]] = allocate(pool, bytes[i]);

@@ -130,6 +130,17 @@ class TraceReplayerTest {
                 .isEqualTo(neverTrimmed.backendCalls());
     }
 
+    /** Times at the far end of what the nanos column holds: events at one instant pass one interval, once. */
+    @Test
+    void eventsAtOneInstantNearTheEndOfTimeAreTrimmedOnce() throws IOException {
+        long late = Long.MAX_VALUE - 1;
+        Trace trace = parse("a,1,4096,0,DEVICE,1," + late + "\nf,1,1," + late + "\na,2,4096,0,DEVICE,1," + late + "\nf,2,1," + late + "\n");
+
+        TraceReplayer.Run run = replayer(settings(null, 0L, Duration.ofMinutes(5), true)).replay(trace, 64 * MiB);
+
+        assertThat(run.trims()).isEqualTo(1);
+    }
+
     private static TraceReplayer replayer(ReplaySettings settings) {
         return new TraceReplayer(AddressSpaceBackend::new, true, settings);
     }
