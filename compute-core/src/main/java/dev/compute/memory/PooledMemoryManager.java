@@ -382,6 +382,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     @Override
     public void startRecording(RecordingOptions options) {
+        Objects.requireNonNull(options, "options");
         AllocationRecorder on = recorder();
         if (gate.isClosed()) {
             throw CallGate.closedManager();

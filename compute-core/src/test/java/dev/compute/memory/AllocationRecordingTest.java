@@ -72,6 +72,14 @@ class AllocationRecordingTest {
     }
 
     @Test
+    void noOptionsIsRefusedNamingThemAndStartsNothing() {
+        try (UnifiedMemoryManager manager = builder().build()) {
+            assertThatThrownBy(() -> manager.startRecording(null)).isInstanceOf(NullPointerException.class).hasMessage("options");
+            assertThat(manager.isRecording()).isFalse();
+        }
+    }
+
+    @Test
     void aClosedManagerStartsNoRecordingButGivesBackTheOneUnderWay() {
         UnifiedMemoryManager manager = builder().build();
         assertThat(manager.settings().allocationRecording()).as("on by default").isTrue();
