@@ -104,6 +104,43 @@ class KernelsTest {
     }
 
     @Test
+    void aJavaKernelsSegmentsEndWithTheLaunchSoThatNoneReachesMemoryTheBufferGaveBack() throws Exception {
+        MemorySegment[] kept = new MemorySegment[2];
+        ComputeKernel keep = manager.kernels().compile(KernelSource.java("keep", (shape, args) -> {
+            kept[0] = args.segment(0);
+            kept[1] = args.segment(1);
+        }));
+        UnifiedBuffer device = manager.allocate(DataType.FLOAT32, 4, MemoryLocation.DEVICE);
+        UnifiedBuffer host = manager.allocate(DataType.FLOAT32, 4, MemoryLocation.HOST);
+        keep.launch(LaunchShape.of(4), device, KernelArg.read(host)).join();
+        device.close();
+        host.close();
+
+        try (UnifiedBuffer reused = manager.allocate(DataType.FLOAT32, 4, MemoryLocation.DEVICE)) {
+            reused.copyFrom(new float[] {1, 2, 3, 4});
+            assertThatThrownBy(() -> kept[0].set(JAVA_FLOAT, 0, 42f)).as("a segment kept past the launch")
+                    .isInstanceOf(IllegalStateException.class);
+            assertThatThrownBy(() -> kept[1].get(JAVA_FLOAT, 0)).isInstanceOf(IllegalStateException.class);
+            float[] values = new float[4];
+            reused.copyTo(values);
+            assertThat(values).containsExactly(1, 2, 3, 4);
+        }
+        JavaKernel handOver = (shape, args) -> {
+            MemorySegment x = args.segment(0);
+            try {
+                other.submit(() -> x.set(JAVA_FLOAT, 0, 42f)).get();
+            } catch (InterruptedException | ExecutionException e) {
+                throw new IllegalStateException(e.getCause());
+            }
+        };
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 4, MemoryLocation.DEVICE)) {
+            assertThat(manager.kernels().compile(KernelSource.java("hand_over", handOver)).launch(LaunchShape.of(4), x))
+                    .as("confined to the launching thread").failsWithin(Duration.ofSeconds(5))
+                    .withThrowableOfType(ExecutionException.class).havingCause().havingCause().isInstanceOf(WrongThreadException.class);
+        }
+    }
+
+    @Test
     void aJavaKernelSeesTheShapeAsAskedAndItsArgumentsByPosition() {
         long[] seen = new long[3];
         JavaKernel look = (shape, args) -> {

@@ -3,6 +3,7 @@ package dev.compute.memory.spi;
 import dev.compute.memory.JavaKernel;
 import dev.compute.memory.KernelSource;
 import dev.compute.memory.LaunchShape;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.Objects;
@@ -12,7 +13,9 @@ import java.util.function.Function;
 /**
  * {@link KernelSource.Language#JAVA} kernels for a backend whose memory the host reaches: the kernel runs on the
  * launching thread, over each buffer argument's bytes, which {@code bytes} finds for the backend (the access's host
- * segment on the CPU; the device copy on the simulated device). READ arguments are handed over read-only.
+ * segment on the CPU; the device copy on the simulated device). READ arguments are handed over read-only, and every
+ * segment is bound to the launch (a confined arena closed when the body returns): one kept past the launch, or handed
+ * to another thread, fails rather than reach memory the buffer may have given back.
  */
 public final class JavaKernels {
     private JavaKernels() {}
@@ -30,8 +33,8 @@ public final class JavaKernels {
 
             @Override
             public CompletableFuture<Void> launch(LaunchShape shape, List<KernelArgument> arguments) {
-                try {
-                    body.run(shape, new Arguments(name, arguments, bytes));
+                try (Arena launch = Arena.ofConfined()) {
+                    body.run(shape, new Arguments(name, arguments, bytes, launch));
                     return CompletableFuture.completedFuture(null);
                 } catch (RuntimeException | Error e) {
                     return CompletableFuture.failedFuture(e);
@@ -45,8 +48,8 @@ public final class JavaKernels {
         };
     }
 
-    private record Arguments(String kernel, List<KernelArgument> arguments, Function<KernelArgument.Buffer, MemorySegment> bytes)
-            implements JavaKernel.Arguments {
+    private record Arguments(String kernel, List<KernelArgument> arguments, Function<KernelArgument.Buffer, MemorySegment> bytes,
+                             Arena launch) implements JavaKernel.Arguments {
 
         @Override
         public int count() {
@@ -58,7 +61,7 @@ public final class JavaKernels {
             if (!(argument(index) instanceof KernelArgument.Buffer buffer)) {
                 throw notA(index, "buffer");
             }
-            MemorySegment segment = bytes.apply(buffer);
+            MemorySegment segment = bytes.apply(buffer).reinterpret(launch, null);
             return buffer.mode().writes() ? segment : segment.asReadOnly();
         }
 
