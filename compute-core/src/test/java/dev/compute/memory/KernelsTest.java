@@ -141,6 +141,24 @@ class KernelsTest {
     }
 
     @Test
+    void aCheckedExceptionThrownByAJavaKernelFailsTheLaunchsFutureAsAnyOtherDoes() {
+        ComputeKernel sneaky = manager.kernels().compile(KernelSource.java("sneaky", (shape, args) -> sneak(new java.io.IOException("disk"))));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 4)) {
+            CompletableFuture<Void> launched = sneaky.launch(LaunchShape.of(4), x);
+            assertThat(launched).failsWithin(Duration.ofSeconds(5)).withThrowableOfType(ExecutionException.class)
+                    .withCauseInstanceOf(java.io.IOException.class);
+            try (BufferAccess access = x.deviceAccess(AccessMode.READ_WRITE)) {
+                assertThat(access.isOpen()).as("the failed launch ended its accesses").isTrue();
+            }
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <T extends Throwable> void sneak(Throwable checked) throws T {
+        throw (T) checked; // what Lombok's @SneakyThrows, Kotlin or Groovy code throws where Java would not compile it
+    }
+
+    @Test
     void aJavaKernelSeesTheShapeAsAskedAndItsArgumentsByPosition() {
         long[] seen = new long[3];
         JavaKernel look = (shape, args) -> {

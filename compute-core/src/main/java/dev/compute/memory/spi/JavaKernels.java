@@ -36,7 +36,7 @@ public final class JavaKernels {
                 try (Arena launch = Arena.ofConfined()) {
                     body.run(shape, new Arguments(name, arguments, bytes, launch));
                     return CompletableFuture.completedFuture(null);
-                } catch (RuntimeException | Error e) {
+                } catch (Throwable e) { // any: a checked exception thrown where javac does not see it (Kotlin, @SneakyThrows) too
                     return CompletableFuture.failedFuture(e);
                 }
             }
