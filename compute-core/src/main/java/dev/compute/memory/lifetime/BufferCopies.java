@@ -48,7 +48,7 @@ public final class BufferCopies {
                 Block device = buffer.openBlock();
                 if (root.isHostAccessible() || root.state.hostIsNewer()) {
                     Coherence.write(buffer, root, device, byteOffset, source);
-                    return BufferCore.DONE;
+                    return CompletableFuture.completedFuture(null); // the caller's own: what it does to it touches no other call
                 }
                 CompletableFuture<Void> done = root.host.backend().copyToDeviceAsync(source, device.segment(),
                         device.offset() + buffer.byteOffset() + byteOffset, source.byteSize());
@@ -68,7 +68,7 @@ public final class BufferCopies {
                 Block device = buffer.openBlock();
                 if (root.isHostAccessible() || !Coherence.readsFromDevice(root)) {
                     Coherence.read(buffer, root, device, byteOffset, destination);
-                    return BufferCore.DONE;
+                    return CompletableFuture.completedFuture(null);
                 }
                 CompletableFuture<Void> done = root.host.backend().copyToHostAsync(device.segment(),
                         device.offset() + buffer.byteOffset() + byteOffset, destination, destination.byteSize());

@@ -19,8 +19,6 @@ import java.util.concurrent.CompletableFuture;
  */
 public final class HostKernelOps implements KernelOps {
 
-    private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
-
     @Override
     public CompletableFuture<Void> fill(Region target, double value) {
         MemorySegment s = segment(target);
@@ -37,7 +35,7 @@ public final class HostKernelOps implements KernelOps {
                 s.setAtIndex(JAVA_DOUBLE_UNALIGNED, i, value);
             }
         }
-        return DONE;
+        return done();
     }
 
     @Override
@@ -54,7 +52,7 @@ public final class HostKernelOps implements KernelOps {
                 s.setAtIndex(JAVA_DOUBLE_UNALIGNED, i, alpha * s.getAtIndex(JAVA_DOUBLE_UNALIGNED, i));
             }
         }
-        return DONE;
+        return done();
     }
 
     @Override
@@ -76,7 +74,7 @@ public final class HostKernelOps implements KernelOps {
                 ys.setAtIndex(JAVA_DOUBLE_UNALIGNED, i, alpha * xs.getAtIndex(JAVA_DOUBLE_UNALIGNED, i) + ys.getAtIndex(JAVA_DOUBLE_UNALIGNED, i));
             }
         }
-        return DONE;
+        return done();
     }
 
     @Override
@@ -110,6 +108,14 @@ public final class HostKernelOps implements KernelOps {
             }
         }
         return CompletableFuture.completedFuture((s0 + s1) + (s2 + s3));
+    }
+
+    /**
+     * A completed future of its own for each call: the caller may do anything to it ({@code obtrudeException} in its
+     * error recovery), which must not fail every other caller's op, as one shared instance would.
+     */
+    private static CompletableFuture<Void> done() {
+        return CompletableFuture.completedFuture(null);
     }
 
     /** The region's bytes; FLOAT32 and FLOAT64 only. */

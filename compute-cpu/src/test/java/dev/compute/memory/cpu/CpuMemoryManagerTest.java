@@ -166,4 +166,26 @@ class CpuMemoryManagerTest {
         }
         assertThat(HostMemoryLedger.PROCESS.heldBytes()).as("the closed manager's memory is counted back").isLessThanOrEqualTo(heldBefore);
     }
+
+    @Test
+    void eachCallerGetsAFutureOfItsOwnSoThatWhatOneDoesToItsFutureFailsNoOtherCall() {
+        try (UnifiedMemoryManager one = UnifiedMemoryManager.builder().backend("cpu").timelineInterval(Duration.ZERO).build();
+             UnifiedMemoryManager another = UnifiedMemoryManager.builder().backend("cpu").timelineInterval(Duration.ZERO).build();
+             UnifiedBuffer x = one.allocate(DataType.FLOAT32, 4);
+             UnifiedBuffer y = another.allocate(DataType.FLOAT32, 4)) {
+            MemorySegment zeros = MemorySegment.ofArray(new float[4]);
+            one.ops().fillAsync(x, 1).obtrudeException(new IllegalStateException("the caller's own recovery"));
+            one.ops().scaleAsync(x, 2).obtrudeException(new IllegalStateException("the caller's own recovery"));
+            x.copyFromAsync(0, zeros).obtrudeException(new IllegalStateException("the caller's own recovery"));
+            x.copyToAsync(0, MemorySegment.ofArray(new float[4])).obtrudeException(new IllegalStateException("the caller's own recovery"));
+
+            another.ops().fill(y, 2);
+            another.ops().scale(y, 2);
+            another.ops().axpy(1, y, y);
+            assertThat(another.ops().sum(y)).isEqualTo(32.0);
+            y.copyFromAsync(0, zeros).join();
+            y.copyToAsync(0, MemorySegment.ofArray(new float[4])).join();
+            assertThat(one.ops().fillAsync(x, 1)).isCompleted().isNotCompletedExceptionally();
+        }
+    }
 }
