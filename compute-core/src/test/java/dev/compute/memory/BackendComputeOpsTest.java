@@ -81,6 +81,18 @@ class BackendComputeOpsTest {
     }
 
     @Test
+    void floatsAreComputedInFloatWithAlphaRoundedToFloatAsOnEveryRealBackend() {
+        UnifiedBuffer x = floats(1e30f, 1e-20f);
+        UnifiedBuffer y = floats(0, 2);
+
+        ops.scale(x, 1e-50); // (float) 1e-50 is 0
+        assertThat(read(x)).containsExactly(0, 0);
+        x.copyFrom(new float[] {0, 1e-20f});
+        ops.axpy(1e40, x, y); // (float) 1e40 is infinite: inf * 0 is NaN, inf * 1e-20 inf
+        assertThat(read(y)).containsExactly(Float.NaN, Float.POSITIVE_INFINITY);
+    }
+
+    @Test
     void anOpOnASliceWorksOnItsRangeOnly() {
         UnifiedBuffer x = floats(1, 2, 3, 4, 5, 6);
 

@@ -31,7 +31,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * a GPU), and host-addressable {@code HOST}, {@code PINNED} and {@code UNIFIED} memory. It counts every copy per
  * direction and every allocation, so a test sees exactly what a buffer's state machine made the backend do
  * (the manager's {@link dev.compute.memory.MemoryStatistics} count the bytes as well). Device capacity is
- * limited, so out-of-memory paths can be driven. Ops run in Java on the calling thread; nothing is fast. One's own
+ * limited, so out-of-memory paths can be driven. Ops run in Java on the calling thread; nothing is fast. FLOAT32 is
+ * computed in float with {@code alpha} rounded to float, as every real backend's kernels compute it. One's own
  * kernels are {@link KernelSource.Language#JAVA} kernels, run on the launching thread over the device copy's bytes
  * (the host copy is synced to it first, as on a GPU); the work a launch leaves in flight is what {@link #queueWork}
  * says, as for any device access.
@@ -252,7 +253,7 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
             public CompletableFuture<Void> scale(Region x, double alpha) {
                 MemorySegment m = slice(x);
                 for (long i = 0; i < x.count(); i++) {
-                    set(m, x.type(), i, alpha * get(m, x.type(), i));
+                    set(m, x.type(), i, x.type() == DataType.FLOAT32 ? (float) alpha * (float) get(m, x.type(), i) : alpha * get(m, x.type(), i));
                 }
                 return CompletableFuture.completedFuture(null);
             }
@@ -262,7 +263,9 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
                 MemorySegment mx = slice(x);
                 MemorySegment my = slice(y);
                 for (long i = 0; i < x.count(); i++) {
-                    set(my, y.type(), i, alpha * get(mx, x.type(), i) + get(my, y.type(), i));
+                    set(my, y.type(), i, y.type() == DataType.FLOAT32
+                            ? (float) alpha * (float) get(mx, x.type(), i) + (float) get(my, y.type(), i)
+                            : alpha * get(mx, x.type(), i) + get(my, y.type(), i));
                 }
                 return CompletableFuture.completedFuture(null);
             }
