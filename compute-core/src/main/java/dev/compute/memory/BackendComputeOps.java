@@ -2,6 +2,7 @@ package dev.compute.memory;
 
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.Holds;
+import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.Region;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Function;
@@ -9,7 +10,8 @@ import java.util.function.Function;
 /**
  * The op set on a manager's buffers: checks the arguments, holds each buffer's memory for the span of the queueing
  * (syncing what the kernel reads), runs the backend's kernel and records it as device work in flight, so that a
- * close meanwhile never gives the memory to another buffer under the kernel. A kernel that faults on a mapped file
+ * close meanwhile never gives the memory to another buffer under the kernel; the caller gets a future of its own
+ * ({@link CallerFutures}), so that what it does to it cannot end that record. A kernel that faults on a mapped file
  * truncated under it fails with {@link MappedFileTruncatedException} where the fault reaches Java (a kernel run in Java).
  */
 final class BackendComputeOps implements ComputeOps {
@@ -57,7 +59,7 @@ final class BackendComputeOps implements ComputeOps {
             } finally {
                 Holds.release(from, null, done);
             }
-            return done;
+            return CallerFutures.forCaller(done);
         });
     }
 
@@ -74,10 +76,10 @@ final class BackendComputeOps implements ComputeOps {
             CompletableFuture<T> done = null;
             try {
                 done = kernel.apply(region);
-                return done;
             } finally {
                 Holds.release(core, mode, done == null ? DONE : done);
             }
+            return CallerFutures.forCaller(done);
         });
     }
 

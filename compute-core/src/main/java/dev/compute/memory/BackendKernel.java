@@ -1,5 +1,6 @@
 package dev.compute.memory;
 
+import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.DeviceHandle;
 import dev.compute.memory.spi.KernelArgument;
 import dev.compute.memory.spi.NativeKernel;
@@ -67,7 +68,7 @@ final class BackendKernel implements ComputeKernel {
             for (BufferAccess access : accesses) {
                 access.inFlightUntil(done);
             }
-            return done;
+            return CallerFutures.forCaller(done);
         } catch (RuntimeException | Error e) {
             failure = e;
             throw e;

@@ -169,6 +169,38 @@ class BackendComputeOpsTest {
                 .extracting(MemorySnapshot.Block::state).doesNotContain(MemorySnapshot.BlockState.PENDING);
     }
 
+    /**
+     * The future an op or an async copy hands its caller is the caller's own: cancelling it, completing it, failing it
+     * or timing it out (what a caller's error handling does) says nothing about the device, so a buffer closed after it
+     * still keeps its memory out of the pool until the work has really run.
+     */
+    @Test
+    void whatACallerDoesToItsFutureNeverLetsTheMemoryGoBackUnderRunningWork() throws Exception {
+        UnifiedBuffer filled = floats(0, 0, 0, 0);
+        UnifiedBuffer scaled = floats(1, 1, 1, 1);
+        UnifiedBuffer written = floats(0, 0, 0, 0);
+        UnifiedBuffer timedOut = floats(0, 0, 0, 0);
+        backend.holdDeviceWork();
+
+        assertThat(ops.fillAsync(filled, 7).cancel(true)).isTrue();
+        assertThat(ops.scaleAsync(scaled, 2).complete(null)).isTrue();
+        CompletableFuture<Void> copy = written.copyFromAsync(0, MemorySegment.ofArray(new float[] {1, 2, 3, 4}));
+        copy.obtrudeException(new IllegalStateException("the caller's own"));
+        CompletableFuture<Void> bounded = ops.fillAsync(timedOut, 3).orTimeout(1, TimeUnit.MILLISECONDS);
+        assertThat(bounded).failsWithin(Duration.ofSeconds(10));
+        for (UnifiedBuffer each : List.of(filled, scaled, written, timedOut)) {
+            each.close();
+        }
+
+        assertThat(manager.snapshot(DEVICE).segments()).flatExtracting(MemorySnapshot.Segment::blocks)
+                .extracting(MemorySnapshot.Block::state).as("each block waits for the work queued on it")
+                .filteredOn(MemorySnapshot.BlockState.PENDING::equals).hasSize(4);
+        backend.releaseDeviceWork();
+        manager.trim();
+        assertThat(manager.snapshot(DEVICE).segments()).flatExtracting(MemorySnapshot.Segment::blocks)
+                .extracting(MemorySnapshot.Block::state).doesNotContain(MemorySnapshot.BlockState.PENDING);
+    }
+
     @Test
     void aKernelThatFailsOnTheDeviceFailsItsFutureAndTheBufferGoesOn() {
         FaultInjectingBackend faulty = new FaultInjectingBackend(new SimulatedDiscreteBackend(), 3);

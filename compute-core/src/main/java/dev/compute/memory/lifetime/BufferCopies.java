@@ -3,6 +3,7 @@ package dev.compute.memory.lifetime;
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.lifetime.BufferHost.Transfer;
 import dev.compute.memory.resource.Block;
+import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
@@ -55,7 +56,7 @@ public final class BufferCopies {
                 root.host.count(Transfer.HOST_TO_DEVICE, root.location, source.byteSize());
                 root.state = Coherence.deviceWritten(root);
                 root.recordInFlight(done);
-                return done;
+                return CallerFutures.forCaller(done);
             });
         });
     }
@@ -74,7 +75,7 @@ public final class BufferCopies {
                         device.offset() + buffer.byteOffset() + byteOffset, destination, destination.byteSize());
                 root.host.count(Transfer.DEVICE_TO_HOST, root.location, destination.byteSize());
                 root.recordInFlight(done);
-                return done;
+                return CallerFutures.forCaller(done);
             });
         });
     }

@@ -4,12 +4,15 @@ import static org.jocl.CL.CL_COMPLETE;
 import static org.jocl.CL.CL_EVENT_COMMAND_EXECUTION_STATUS;
 import static org.jocl.CL.CL_SUCCESS;
 
+import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.DeviceWaits;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -79,9 +82,49 @@ final class EventCompletions {
      * A future the waiter completes. It counts the threads blocked in its {@code get} or {@code join}, so that the
      * waiter can tell a future that only wakes them from one with dependent actions.
      */
-    abstract static class Awaited extends CompletableFuture<Void> {
+    abstract static class Awaited extends CompletableFuture<Void> implements CallerFutures.Source<Void> {
         private static final AtomicIntegerFieldUpdater<Awaited> BLOCKED = AtomicIntegerFieldUpdater.newUpdater(Awaited.class, "blocked");
         private volatile int blocked;
+        /** The future its caller was handed ({@link #forCaller}): completed after this one, never the other way. */
+        private volatile @Nullable CallersFuture caller;
+
+        /**
+         * The caller's own future, made once: completed by whoever completes this one, right after it, so that it costs
+         * no dependent action here (one would mark a queue position at once); its waits go through this one's.
+         */
+        @Override
+        public final synchronized CompletableFuture<Void> forCaller() {
+            CallersFuture mine = caller;
+            if (mine == null) {
+                mine = new CallersFuture(this);
+                caller = mine; // then look: a completion that did not see it yet is seen here
+                if (isDone()) {
+                    mine.follow(this);
+                }
+            }
+            return mine;
+        }
+
+        @Override
+        public boolean complete(Void value) {
+            boolean completed = super.complete(value);
+            followed();
+            return completed;
+        }
+
+        @Override
+        public boolean completeExceptionally(Throwable failure) {
+            boolean completed = super.completeExceptionally(failure);
+            followed();
+            return completed;
+        }
+
+        private void followed() {
+            CallersFuture mine = caller; // read after this one completed: forCaller either sees it done or is seen here
+            if (mine != null) {
+                mine.follow(this);
+            }
+        }
 
         /** Runs before a thread blocks on this future. */
         void beforeBlocking() {
@@ -95,9 +138,13 @@ final class EventCompletions {
             beforeBlocking();
         }
 
-        /** Whether completing it runs nothing but the wake-up of threads blocked on it (as far as can be seen now). */
+        /**
+         * Whether completing it runs nothing but the wake-up of threads blocked on it (as far as can be seen now), its
+         * caller's future included.
+         */
         final boolean onlyBlockedOn() {
-            return getNumberOfDependents() <= blocked;
+            CallersFuture mine = caller;
+            return getNumberOfDependents() <= blocked && (mine == null || mine.onlyBlockedOn());
         }
 
         @Override
@@ -143,6 +190,48 @@ final class EventCompletions {
             } finally {
                 BLOCKED.decrementAndGet(this);
             }
+        }
+    }
+
+    /**
+     * What a caller holds of a command or a queue position ({@link Awaited#forCaller}): completes with it; a wait on it
+     * waits as one on the command does, and a dependent action attached to it asks for the command as one attached to
+     * the command would. Cancelling or completing it touches the command's own future in nothing.
+     */
+    static final class CallersFuture extends Awaited {
+        private final Awaited work;
+
+        private CallersFuture(Awaited work) {
+            this.work = work;
+        }
+
+        /** Completes as {@code done} (complete) did. */
+        private void follow(Awaited done) {
+            try {
+                done.join();
+            } catch (CompletionException failed) {
+                super.completeExceptionally(failed.getCause());
+                return;
+            } catch (CancellationException cancelled) {
+                super.completeExceptionally(cancelled);
+                return;
+            }
+            super.complete(null);
+        }
+
+        @Override
+        void beforeBlocking() {
+            work.beforeBlocking();
+        }
+
+        @Override
+        void beforeJoining() {
+            work.beforeJoining();
+        }
+
+        @Override
+        public <U> CompletableFuture<U> newIncompleteFuture() {
+            return work.newIncompleteFuture();
         }
     }
 

@@ -10,6 +10,7 @@ import dev.compute.memory.BufferAccess;
 import dev.compute.memory.DataType;
 import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.testing.LogCapture;
@@ -146,6 +147,40 @@ class OpenClDeviceOrderingTest {
         }
     }
 
+    /**
+     * An op's future is the caller's own: cancelling it or completing it while the op is still queued (behind held work)
+     * neither ends the op nor lets a buffer closed after it give its memory back before the work has run.
+     */
+    @Test
+    void whatACallerDoesToAnOpsFutureLeavesTheBuffersMemoryWithTheWorkStillQueued() throws Exception {
+        cl_event gate = userEvent();
+        try {
+            UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+            UnifiedBuffer y = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
+                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                fill(cl.queue(), cl, 1f, gate, null);
+            }
+            CompletableFuture<Void> scaled = manager.ops().scaleAsync(x, 2);
+            CompletableFuture<Void> filled = manager.ops().fillAsync(y, 3);
+            assertThat(scaled.cancel(true)).isTrue();
+            assertThat(filled.complete(null)).isTrue();
+            x.close();
+            y.close();
+            assertThat(pendingBlocks()).as("both blocks wait for the work queued on them").isEqualTo(2);
+
+            open(gate);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (pendingBlocks() > 0 && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+                manager.trim(); // blocks whose work has ended go back at the pool's next call
+            }
+            assertThat(pendingBlocks()).as("back once the work has run").isZero();
+        } finally {
+            CL.clReleaseEvent(gate);
+        }
+    }
+
     @Test
     void aBlockingCopyOfAnotherBufferBehindStuckWorkFailsAfterTheDeviceWaitInsteadOfHanging() throws Exception {
         manager.close();
@@ -195,6 +230,11 @@ class OpenClDeviceOrderingTest {
             open(gate);
             CL.clReleaseEvent(gate);
         }
+    }
+
+    private long pendingBlocks() {
+        return manager.snapshot(MemoryLocation.DEVICE).segments().stream().flatMap(segment -> segment.blocks().stream())
+                .filter(block -> block.state() == MemorySnapshot.BlockState.PENDING).count();
     }
 
     private cl_event userEvent() {
