@@ -164,6 +164,28 @@ class FailureAndFigureAttacksTest {
         assertThat(manager.statistics(DEVICE).reservedBytes()).as("the pools' memory, once the call that closed them ended").isZero();
     }
 
+    /**
+     * {@code close()} fails every waiting request at once, on the closing thread, so a function added to such a future
+     * without {@code Async} runs inside the close; one that closes the manager too (a service that shuts down when it
+     * can get no memory) is a second close on the closing thread, which waited for the first to be done: for ever, the
+     * first being the close it was inside of. The pools' memory was never freed nor the backend closed.
+     */
+    @Test
+    void aWaitingRequestsFunctionThatClosesTheManagerDoesNotHangTheClose() throws Exception {
+        UnifiedMemoryManager manager = fourBlocks().build();
+        for (int i = 0; i < 4; i++) {
+            manager.allocate(BLOCK, DEVICE);
+        }
+        CompletableFuture<UnifiedBuffer> waiting = manager.allocateAsync(BLOCK, DEVICE, LONG);
+        waiting.whenComplete((buffer, failure) -> manager.close());
+
+        Thread closing = Thread.ofPlatform().daemon().name("closing").start(manager::close);
+
+        assertThat(closing.join(Duration.ofSeconds(10))).as("the close whose waiter's function closed the manager again returned").isTrue();
+        assertThat(waiting).isCompletedExceptionally();
+        assertThat(manager.statistics(DEVICE).reservedBytes()).as("the pools' memory, freed by the close").isZero();
+    }
+
     // ---- the registry of mappings --------------------------------------------------------------------------------
 
     /**

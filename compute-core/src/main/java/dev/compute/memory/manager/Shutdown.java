@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A manager's close, in an order that never frees memory a thread can still reach: mark closed (new calls fail),
@@ -17,7 +18,8 @@ import java.util.function.Consumer;
  * (this thread's and shared ones now, other threads' when they next call in or end), wait for device work, and only
  * then free the pools and close the backend. The waits are bounded by the close timeout together; what is still held
  * then is kept, not freed, and said in the log. A second close, on another thread, returns once the first is done,
- * having ended its own views meanwhile.
+ * having ended its own views meanwhile; one on the closing thread itself (a function of a waiting request's future,
+ * which fails there) returns at once, and the first goes on.
  */
 public final class Shutdown {
 
@@ -32,6 +34,8 @@ public final class Shutdown {
     /** Told whether the memory went back (the pools were freed) once the rest is done: the budgets close with the manager. */
     private final Consumer<Boolean> budgetsClose;
     private final CountDownLatch done = new CountDownLatch(1);
+    /** The thread inside the first close while it runs: a close it makes meanwhile (a waiting request's function) cannot wait for it. */
+    private volatile @Nullable Thread closing;
 
     public Shutdown(Parts parts, Duration closeTimeout, Consumer<Boolean> budgetsClose) {
         this.parts = parts;
@@ -42,18 +46,25 @@ public final class Shutdown {
     public void close() {
         CallGate gate = parts.gate();
         if (!gate.close()) {
-            awaitOtherClose();
+            if (closing != Thread.currentThread()) { // else a close inside this thread's own close, which goes on after it
+                awaitOtherClose();
+            }
             return;
         }
-        parts.waiters().close();
-        if (UserCode.running()) {
-            // a listener or handler of this manager, on a thread that may be inside a call of it: the close cannot wait
-            // for that call, so the call that ends last finishes it; should none end, the close timeout does
-            gate.finishCloseWhenIdle(this::finish);
-            Thread.ofPlatform().daemon().name("compute-memory-close").start(this::finishAfterTimeout);
-            return;
+        closing = Thread.currentThread();
+        try {
+            parts.waiters().close(); // the waiting requests' functions run here, on this thread
+            if (UserCode.running()) {
+                // a listener or handler of this manager, on a thread that may be inside a call of it: the close cannot wait
+                // for that call, so the call that ends last finishes it; should none end, the close timeout does
+                gate.finishCloseWhenIdle(this::finish);
+                Thread.ofPlatform().daemon().name("compute-memory-close").start(this::finishAfterTimeout);
+                return;
+            }
+            finish();
+        } finally {
+            closing = null;
         }
-        finish();
     }
 
     /** The rest of a close started inside a call, where no call ended to finish it within the close timeout. */
