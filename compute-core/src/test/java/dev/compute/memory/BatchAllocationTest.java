@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -40,8 +41,9 @@ class BatchAllocationTest {
 
     @Test
     void whenOneCannotBeHadThoseBeforeItAreGivenBackAndTheExceptionSaysWhichFailed() {
-        UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder().maxPoolSize(64 * MiB));
+        UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder().maxPoolSize(80 * MiB));
         long perMiB = MiB / DataType.FLOAT32.byteSize();
+        UnifiedBuffer elsewhere = manager.allocate(16 * MiB, DEVICE); // the batch fits the cap, but not beside it
 
         assertThatThrownBy(() -> manager.allocateBatch(DataType.FLOAT32, new long[] {16 * perMiB, 16 * perMiB, 16 * perMiB, 32 * perMiB}, DEVICE))
                 .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> {
@@ -51,13 +53,43 @@ class BatchAllocationTest {
                             .hasMessageContaining("max-pool-size");
                 });
 
+        elsewhere.close();
         MemoryStatistics figures = manager.statistics(DEVICE);
         assertThat(figures.liveBuffers()).isZero();
         assertThat(figures.allocatedBytes()).isZero();
-        assertThat(figures.allocations()).isEqualTo(figures.frees()).isEqualTo(3);
+        assertThat(figures.allocations()).isEqualTo(figures.frees()).isEqualTo(1 + 3);
         List<UnifiedBuffer> fits = manager.allocateBatch(DataType.FLOAT32, new long[] {16 * perMiB, 16 * perMiB, 32 * perMiB}, DEVICE);
         assertThat(fits).hasSize(3);
         fits.forEach(UnifiedBuffer::close);
+    }
+
+    /**
+     * A batch whose buffers together pass the location's cap can never be had, whatever is freed; it was allocated one
+     * buffer after another up to the cap, so the pool gave back its whole cache (the warm-up too), compacted the
+     * location and asked the application's out-of-memory handlers to free memory of their own, all for nothing. It fails
+     * at once, as a single request above the cap does.
+     */
+    @Test
+    void aBatchAboveTheCapFailsAtOnceWithTheCacheKeptAndNoHandlerAsked() {
+        AtomicInteger asked = new AtomicInteger();
+        UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder().maxPoolSize(64 * MiB).warmup(DEVICE, 32 * MiB, 1)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> asked.incrementAndGet() < 0));
+        MemoryStatistics before = manager.statistics(DEVICE);
+
+        assertThatThrownBy(() -> manager.allocateBatch(DataType.INT8, new long[] {16 * MiB, 16 * MiB, 16 * MiB, 32 * MiB}, DEVICE))
+                .isInstanceOfSatisfying(AllocationAboveLimitException.class, e -> {
+                    assertThat(e.requestedBytes()).isEqualTo(80 * MiB);
+                    assertThat(e.reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT);
+                    assertThat(e).hasMessageContaining("a batch of 4 buffers totalling " + 80 * MiB + " bytes")
+                            .hasMessageContaining("max-pool-size (" + 64 * MiB + " bytes)").hasMessageContaining("nothing was allocated");
+                });
+
+        MemoryStatistics after = manager.statistics(DEVICE);
+        assertThat(asked).as("out-of-memory handlers asked").hasValue(0);
+        assertThat(after.allocations()).as("buffers allocated and given back again").isZero();
+        assertThat(after.oomRetries()).as("the pool's recoveries (its cache given back)").isZero();
+        assertThat(after.reservedBytes()).as("the warm-up, still cached").isEqualTo(before.reservedBytes());
+        assertThat(after.backendAllocations()).isEqualTo(before.backendAllocations());
     }
 
     @Test

@@ -72,13 +72,42 @@ public final class BlockAllocation {
         return bytes;
     }
 
-    /** All or none: together where the chain's pool places them so, else one by one, giving back those taken when one fails. */
+    /**
+     * All or none: together where the chain's pool places them so, else one by one, giving back those taken when one
+     * fails. A batch that together passes the location's cap fails at once ({@link #refuseAboveCap}).
+     */
     public List<Block> batch(LocationChain chain, long[] bytes) {
+        refuseAboveCap(chain, bytes);
         List<Block> blocks = chain.entry.allocateAdjacent(bytes);
         if (blocks != null && chain.checksBlocks()) {
             blocks = checkedBatch(chain, blocks, bytes);
         }
         return blocks != null ? blocks : each(chain, bytes);
+    }
+
+    /**
+     * Refuses, before anything is taken, a batch whose buffers together pass the location's cap: no memory freed could
+     * make room for it, so the pool's cache is kept and neither a compaction nor the out-of-memory handlers run for it,
+     * as for a single request above the cap. A buffer above a limit by itself is left to its own refusal, which names it.
+     */
+    private void refuseAboveCap(LocationChain chain, long[] bytes) {
+        long total = 0;
+        for (long size : bytes) {
+            if (size > chain.largestPossibleBytes()) {
+                return;
+            }
+            total += size; // batchBytes refused sums that overflow
+        }
+        long cap = chain.backend.limitBytes();
+        if (total > cap) {
+            String property = chain.backend.limitProperty();
+            AllocationAboveLimitException e = new AllocationAboveLimitException(chain.location(), total, OutOfMemoryReason.POOL_LIMIT,
+                    "out of " + chain.location() + " memory: a batch of " + bytes.length + " buffers totalling " + total + " bytes is above "
+                    + property + " (" + cap + " bytes), the most this location may ever hold: nothing was allocated; raise " + property
+                    + " or ask for less");
+            events.allocationFailed(chain.location(), total, e.reason());
+            throw e;
+        }
     }
 
     private List<Block> each(LocationChain chain, long[] bytes) {

@@ -105,6 +105,11 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         return limitBytes;
     }
 
+    /** The setting that gave {@link #limitBytes()}, as messages name it. */
+    public String limitProperty() {
+        return limitProperty;
+    }
+
     /**
      * The largest request that memory given back could ever make room for: the limit, or the backend's largest single
      * allocation ({@link ComputeBackend#maxAllocationBytes}) where that is smaller. {@link #aboveLimit} refuses larger ones.

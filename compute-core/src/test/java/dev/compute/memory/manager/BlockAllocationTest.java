@@ -13,6 +13,7 @@ import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.MemoryResource;
+import dev.compute.memory.resource.NothingInFlight;
 import dev.compute.memory.resource.PoolSettings;
 import dev.compute.memory.resource.StatisticsResource;
 import dev.compute.memory.resource.pool.CachingPoolResource;
@@ -199,8 +200,9 @@ class BlockAllocationTest {
 
     @Test
     void aBatchTakenOneByOneGivesBackWhatItTookWhenOneFails() {
-        BackendResource limited = backendResource(3 * MiB);
+        BackendResource limited = backendResource(4 * MiB);
         LocationChain chain = chain(limited, null, limited, LocationChain.Adaptors.NONE);
+        Block elsewhere = limited.allocate(MiB); // the batch fits the cap, but not beside it
 
         assertThatThrownBy(() -> allocation.batch(chain, new long[] {MiB, MiB, 2 * MiB}))
                 .isExactlyInstanceOf(DeviceOutOfMemoryException.class)
@@ -208,8 +210,9 @@ class BlockAllocationTest {
                         + " were given back: ")
                 .hasCauseInstanceOf(DeviceOutOfMemoryException.class)
                 .satisfies(e -> assertThat(((DeviceOutOfMemoryException) e).requestedBytes()).isEqualTo(2 * MiB));
-        assertThat(limited.reservedBytes()).isZero();
+        assertThat(limited.reservedBytes()).isEqualTo(MiB);
         assertThat(chain.top.counts().liveBlocks()).isZero();
+        limited.deallocate(elsewhere, NothingInFlight.FUTURE);
 
         assertThatThrownBy(() -> allocation.batch(chain, new long[] {MiB, 8 * MiB})).as("above the cap: no free could make room")
                 .isInstanceOf(AllocationAboveLimitException.class).hasMessageStartingWith("buffer 2 of a batch of 2");
