@@ -195,9 +195,16 @@ public final class BackendResource implements MemoryResource, InspectableResourc
      * A pool over this resource puts its own figures (live, cached, largest free block) before it.
      */
     private DeviceOutOfMemoryException refusal(OutOfMemoryReason reason, long bytes, String why) {
-        DeviceMemoryInfo device = backend.memoryInfo();
         return new DeviceOutOfMemoryException(location, bytes, reason, "out of " + location + " memory: " + bytes + " more bytes "
-                + why + "; device free " + device.freeBytes() + " of " + device.totalBytes() + " bytes");
+                + why + "; " + deviceMemory(backend.memoryInfo()));
+    }
+
+    /** The device's free memory as the backend tells it; -1 is a figure it cannot tell (OpenCL's free memory), not one to print. */
+    private static String deviceMemory(DeviceMemoryInfo device) {
+        if (device.freeBytes() >= 0) {
+            return "device free " + device.freeBytes() + " of " + device.totalBytes() + " bytes";
+        }
+        return "the backend does not report the device's free memory" + (device.totalBytes() >= 0 ? " (of " + device.totalBytes() + " bytes)" : "");
     }
 
     // ---- freeing ----------------------------------------------------------------------------------------------

@@ -160,4 +160,26 @@ class OpenClManagerTest {
             held.forEach(UnifiedBuffer::close);
         }
     }
+
+    /**
+     * OpenCL has no portable query for free device memory, so the backend reports it as -1; every out-of-memory message
+     * said "device free -1 of 9489821696 bytes", a figure that reads as a device more than full.
+     */
+    @Test
+    void anOutOfMemoryMessageDoesNotGiveTheFreeMemoryOpenClCannotTell() {
+        OpenClTestSupport.requireOpenCl();
+        long mib = 1L << 20;
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").maxPoolSize(32 * mib)
+                .timelineInterval(Duration.ZERO).build();
+             UnifiedBuffer first = manager.allocate(16 * mib, MemoryLocation.DEVICE);
+             UnifiedBuffer second = manager.allocate(16 * mib, MemoryLocation.DEVICE)) {
+            assertThat(manager.deviceMemory().freeBytes()).as("what OpenCL tells of free memory").isNegative();
+
+            assertThatThrownBy(() -> manager.allocate(16 * mib, MemoryLocation.DEVICE))
+                    .isInstanceOfSatisfying(DeviceOutOfMemoryException.class, e -> assertThat(e.reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT))
+                    .hasMessageContaining("compute.memory.pooling.max-pool-size (" + 32 * mib + " bytes)")
+                    .hasMessageNotContaining("-1")
+                    .hasMessageContaining("the backend does not report the device's free memory (of " + manager.backendInfo().deviceTotalBytes() + " bytes)");
+        }
+    }
 }
