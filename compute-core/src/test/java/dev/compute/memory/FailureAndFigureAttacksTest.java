@@ -186,6 +186,84 @@ class FailureAndFigureAttacksTest {
         assertThat(manager.statistics(DEVICE).reservedBytes()).as("the pools' memory, freed by the close").isZero();
     }
 
+    /**
+     * A listener that allocates when it hears of a failure (a fallback, a smaller try) at the same location: its own
+     * allocation fails too and is told to it again, inside itself, until the thread's stack overflows (635 levels
+     * here, each running the pool's recovery and a compaction), the {@link StackOverflowError} thrown at whatever point
+     * of the manager it struck. An allocation from inside a listener is refused, as the listener's contract says.
+     */
+    @Test
+    void aListenerThatAllocatesWhenAnAllocationFailsIsNotReenteredWithoutEnd() {
+        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+        AtomicInteger told = new AtomicInteger();
+        List<Throwable> refused = new ArrayList<>();
+        UnifiedMemoryManager manager = fourBlocks().eventListener(new MemoryEventListener() {
+            @Override
+            public void allocationFailed(MemoryLocation location, long bytes, OutOfMemoryReason reason) {
+                told.incrementAndGet();
+                try {
+                    self.get().tryAllocate(bytes, location).ifPresent(UnifiedBuffer::close);
+                } catch (RuntimeException e) {
+                    refused.add(e);
+                }
+            }
+        }).build();
+        self.set(manager);
+        List<UnifiedBuffer> held = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            held.add(manager.allocate(BLOCK, DEVICE));
+        }
+
+        assertThat(manager.tryAllocate(BLOCK, DEVICE)).isEmpty();
+
+        assertThat(told).as("the listener, told of the failure once").hasValue(1);
+        assertThat(refused).singleElement().isInstanceOf(IllegalStateException.class)
+                .satisfies(e -> assertThat(e).hasMessageContaining("from within a MemoryEventListener"));
+        held.forEach(UnifiedBuffer::close);
+        assertThat(manager.liveBuffers()).isEmpty();
+        assertThat(manager.statistics(DEVICE).allocatedBytes()).isZero();
+        manager.close();
+    }
+
+    /**
+     * Listeners of backend calls are told under the pool's lock. One that allocates at another location (the same one
+     * is refused) takes that pool's lock while holding its own: two threads doing so the other way round, one from a
+     * DEVICE backend call and one from a HOST one, each waited for the other's lock for ever.
+     */
+    @Test
+    void listenersOfBackendCallsThatAllocateAtAnotherLocationDoNotDeadlock() throws Exception {
+        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+        CountDownLatch inDevice = new CountDownLatch(1);
+        CountDownLatch inHost = new CountDownLatch(1);
+        List<Throwable> refused = new java.util.concurrent.CopyOnWriteArrayList<>();
+        UnifiedMemoryManager manager = fourBlocks().eventListener(new MemoryEventListener() {
+            @Override
+            public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
+                if (!Thread.currentThread().getName().startsWith("allocating-")) {
+                    return;
+                }
+                boolean device = location == DEVICE;
+                (device ? inDevice : inHost).countDown();
+                await(device ? inHost : inDevice); // both threads under their pool's lock
+                try {
+                    self.get().allocate(BLOCK, device ? MemoryLocation.HOST : DEVICE).close();
+                } catch (RuntimeException e) {
+                    refused.add(e);
+                }
+            }
+        }).build();
+        self.set(manager);
+        Thread toDevice = Thread.ofPlatform().daemon().name("allocating-device").start(() -> manager.allocate(BLOCK, DEVICE).close());
+        Thread toHost = Thread.ofPlatform().daemon().name("allocating-host").start(() -> manager.allocate(BLOCK, MemoryLocation.HOST).close());
+
+        assertThat(toDevice.join(Duration.ofSeconds(10))).as("the DEVICE allocation returned").isTrue();
+        assertThat(toHost.join(Duration.ofSeconds(10))).as("the HOST allocation returned").isTrue();
+        assertThat(refused).hasSize(2).allSatisfy(e -> assertThat(e).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("from within a MemoryEventListener"));
+        assertThat(manager.liveBuffers()).isEmpty();
+        manager.close();
+    }
+
     // ---- the registry of mappings --------------------------------------------------------------------------------
 
     /**

@@ -34,7 +34,7 @@ public final class SafeEventListener implements MemoryEventListener {
 
     private void each(Consumer<MemoryEventListener> call) {
         for (MemoryEventListener listener : listeners) {
-            UserCode.enter();
+            UserCode.enterListener();
             try {
                 call.accept(listener);
             } catch (Throwable e) {
@@ -42,7 +42,7 @@ public final class SafeEventListener implements MemoryEventListener {
                 // named by its class, since its toString() is the application's code too
                 LOG.log(System.Logger.Level.WARNING, "memory event listener " + listener.getClass().getName() + " failed", e);
             } finally {
-                UserCode.exit();
+                UserCode.exitListener();
             }
         }
     }

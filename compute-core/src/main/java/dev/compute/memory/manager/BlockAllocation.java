@@ -39,6 +39,7 @@ public final class BlockAllocation {
     }
 
     public Block block(LocationChain chain, long bytes, Failure failure) {
+        refuseFromListener(chain);
         try {
             Block block = chain.entry.allocate(bytes);
             return chain.checksBlocks() ? checked(chain, block, bytes) : block;
@@ -77,12 +78,26 @@ public final class BlockAllocation {
      * fails. A batch that together passes the location's cap fails at once ({@link #refuseAboveCap}).
      */
     public List<Block> batch(LocationChain chain, long[] bytes) {
+        refuseFromListener(chain);
         refuseAboveCap(chain, bytes);
         List<Block> blocks = chain.entry.allocateAdjacent(bytes);
         if (blocks != null && chain.checksBlocks()) {
             blocks = checkedBatch(chain, blocks, bytes);
         }
         return blocks != null ? blocks : each(chain, bytes);
+    }
+
+    /**
+     * Refuses an allocation from within a {@link MemoryEventListener}: backend calls are told under a pool's lock, and
+     * taking another pool's there could deadlock with a thread doing the reverse; a listener of failures would be told
+     * of its own allocation's failure inside itself, again and again, until the stack overflows.
+     */
+    private static void refuseFromListener(LocationChain chain) {
+        if (UserCode.inListener()) {
+            throw new IllegalStateException(chain.location() + " memory: allocation from within a MemoryEventListener, which may be told"
+                    + " under a pool's lock (taking another's there could deadlock with a thread doing the reverse) or of the failure"
+                    + " of this very allocation; allocate after the call returns instead");
+        }
     }
 
     /**

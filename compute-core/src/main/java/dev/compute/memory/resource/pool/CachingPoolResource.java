@@ -7,6 +7,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.internal.StripedLongs;
+import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.DeviceWork;
@@ -515,9 +516,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * listed. Empty when the calling thread holds the pool's lock already.
      */
     public List<Block> compactionOrder() {
-        if (lock.isHeldByCurrentThread()) {
-            // asked from under the pool's own lock (a listener of a backend call): moving would take users' locks
-            // while holding it, the reverse of a move's order, so nothing is offered
+        if (lock.isHeldByCurrentThread() || UserCode.inListener()) {
+            // asked from under the pool's own lock, or another's (a listener of a backend call): moving would take users'
+            // locks while holding it, the reverse of a move's order, so nothing is offered
             return List.of();
         }
         lock.lock();
@@ -582,10 +583,13 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     // ---- trimming and figures ---------------------------------------------------------------------------------
 
-    /** Nothing, when the calling thread holds the pool's lock already (a listener of a backend call trims). */
+    /**
+     * Nothing, when the calling thread holds the pool's lock already (a listener of a backend call trims), or runs a
+     * listener, which may be told under another pool's lock.
+     */
     @Override
     public long trim(long keepBytes) {
-        if (lock.isHeldByCurrentThread()) {
+        if (lock.isHeldByCurrentThread() || UserCode.inListener()) {
             return 0; // the pool is mid-change on this thread: giving back pages now would unmap those it is mapping
         }
         lock.lock();
