@@ -314,8 +314,11 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             refusal = e;
         }
         boolean stuck = false;
+        boolean interrupted = false;
         if (!pending.isEmpty()) {
-            stuck = !awaitPending();
+            boolean finished = awaitPending();
+            interrupted = !finished && Thread.currentThread().isInterrupted(); // a wait cut short, not work that did not finish
+            stuck = !finished && !interrupted;
             ensureOpen();
             drainCompleted();
             releaseAllCached();
@@ -326,7 +329,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             }
         }
         events.outOfMemoryRecovery(location, requested, MemoryEventListener.RecoveryOutcome.FAILED, System.nanoTime() - recoveryStart);
-        throw outOfMemory(requested, size, refusal, stuck);
+        throw outOfMemory(requested, size, refusal, stuck, interrupted);
     }
 
     private PoolBlock recovered(PoolBlock block, long requested, long recoveryStart) {
@@ -429,12 +432,15 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * The pool's figures before the upstream's refusal: together, what was asked, what is live and cached, the
      * largest free block, what is pending, the cap and what the device has free.
      */
-    private DeviceOutOfMemoryException outOfMemory(long requested, long size, DeviceOutOfMemoryException refusal, boolean stuck) {
+    private DeviceOutOfMemoryException outOfMemory(long requested, long size, DeviceOutOfMemoryException refusal, boolean stuck,
+                                                   boolean interrupted) {
         long live = small.liveBytes() + large.liveBytes();
         long reserved = upstream.reservedBytes();
         String why = stuck ? "; device work that " + pending.size() + " freed block(s) wait on did not finish within "
                 + deviceWaitTimeout.toMillis() + " ms (compute.memory.device-wait-timeout): the device, or a future recorded on"
-                + " a buffer, may be stuck" : "";
+                + " a buffer, may be stuck"
+                : interrupted ? "; the wait for device work that " + pending.size() + " freed block(s) wait on was interrupted"
+                + " (the thread's interrupt is kept)" : "";
         return new DeviceOutOfMemoryException(location, requested, stuck ? OutOfMemoryReason.DEVICE_WORK_STUCK : refusal.reason(),
                 "out of " + location + " memory: requested " + requested + " bytes (" + size + " after rounding); " + live
                 + " bytes live (allocated), " + Math.max(0, reserved - live) + " bytes cached, " + reserved + " bytes reserved; largest free block "

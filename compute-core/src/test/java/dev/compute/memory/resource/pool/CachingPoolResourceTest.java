@@ -3,11 +3,13 @@ package dev.compute.memory.resource.pool;
 import static dev.compute.memory.resource.pool.PoolFigures.figures;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.catchThrowable;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.internal.ThreadStripes;
 import java.time.Duration;
 import dev.compute.memory.resource.BackendResource;
@@ -377,6 +379,32 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         assertThatThrownBy(() -> pool.allocate(24 * MiB)).isInstanceOf(DeviceOutOfMemoryException.class)
                 .hasMessageContaining("did not finish within 200 ms").hasMessageContaining("may be stuck");
         stuck.complete(null);
+        pool.deallocate(pool.allocate(24 * MiB));
+        pool.close();
+    }
+
+    /**
+     * An allocating thread that is interrupted (a request's thread its server cancels) does not wait for the device work
+     * that freed memory waits on: the wait ends at once, and the allocation failed as {@code DEVICE_WORK_STUCK}, saying
+     * the work "did not finish within 60000 ms" and "may be stuck", of a wait it never made and work that was running fine.
+     */
+    @Test
+    void anInterruptedAllocationDoesNotCallDeviceWorkStuck() {
+        AddressSpaceBackend backend = backend(32 * MiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+        pool.deallocate(pool.allocate(24 * MiB), kernel);
+
+        Thread.currentThread().interrupt();
+        Throwable failure = catchThrowable(() -> pool.allocate(24 * MiB));
+        boolean interrupted = Thread.interrupted();
+
+        assertThat(interrupted).as("the thread's interrupt, kept").isTrue();
+        assertThat(failure).isInstanceOfSatisfying(DeviceOutOfMemoryException.class,
+                        e -> assertThat(e.reason()).isEqualTo(OutOfMemoryReason.DEVICE_MEMORY))
+                .hasMessageContaining("the wait for device work that 1 freed block(s) wait on was interrupted")
+                .hasMessageNotContaining("may be stuck");
+        kernel.complete(null);
         pool.deallocate(pool.allocate(24 * MiB));
         pool.close();
     }
