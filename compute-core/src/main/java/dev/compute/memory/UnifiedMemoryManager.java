@@ -89,7 +89,8 @@ public interface UnifiedMemoryManager extends AutoCloseable {
      *
      * <p>The future fails with the {@link DeviceOutOfMemoryException} of the last attempt (its reason kept, the wait
      * said in its message) when the timeout passes, at once when the request is larger than the location's cap or
-     * the timeout is zero, and with an {@link IllegalStateException} when the manager closes. Cancelling it takes the
+     * the timeout is zero, and with an {@link IllegalStateException} when the manager closes; with what an
+     * {@link OutOfMemoryHandler} throws, whichever thread the attempt ran on (the caller's first, then the waiter thread). Cancelling it takes the
      * request off the queue; a buffer that comes as it is cancelled or times out is closed, not lost. What a trim or
      * another process frees wakes nobody; the next close does. Functions added to the future without {@code Async}
      * run on the thread that completes it (the waiter thread): keep them short. Waits and timeouts are counted in

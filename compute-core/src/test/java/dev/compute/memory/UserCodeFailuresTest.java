@@ -138,6 +138,28 @@ class UserCodeFailuresTest {
         }
     }
 
+    /**
+     * The same handler failing on the first attempt, which runs on the caller's thread: the exception came out of
+     * {@code allocateAsync} itself (whose contract throws only for bad arguments and a closed manager), so a caller that
+     * handles failures through the future, as it must on the waiter thread, met it only in its own stack.
+     */
+    @Test
+    void anOutOfMemoryHandlerThatThrowsOnTheFirstAttemptFailsTheFutureNotTheCall() throws Exception {
+        OutOfMemoryHandler failing = (location, bytes, attempt, failure) -> {
+            throw new IllegalStateException("a handler fails");
+        };
+        try (UnifiedMemoryManager manager = fourBlocks().outOfMemoryHandler(failing).build()) {
+            List<UnifiedBuffer> held = fill(manager);
+
+            CompletableFuture<UnifiedBuffer> request = manager.allocateAsync(BLOCK, DEVICE, LONG);
+
+            assertThat(failureOf(request)).isInstanceOf(IllegalStateException.class).hasMessage("a handler fails");
+            assertThat(manager.statistics(DEVICE).waitingRequests()).isZero();
+            held.forEach(UnifiedBuffer::close);
+            manager.allocateAsync(BLOCK, DEVICE, LONG).get(LONG.toSeconds(), TimeUnit.SECONDS).close();
+        }
+    }
+
     @Test
     void anAdaptorWhoseFreeThrowsAnErrorStillWakesTheWaitersAndLeavesNoCallCounted() throws Exception {
         AtomicInteger frees = new AtomicInteger();

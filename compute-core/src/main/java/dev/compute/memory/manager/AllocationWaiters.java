@@ -132,7 +132,8 @@ public final class AllocationWaiters<B> {
      * once for a request above {@code capBytes} (the cap, or the backend's largest single allocation where smaller) or
      * above a limit composed into the chain ({@link AllocationAboveLimitException}: no free can make room for either), or
      * with a zero timeout. The caller
-     * has checked the arguments.
+     * has checked the arguments. Whatever else the first attempt throws (an out-of-memory handler's own failure) fails
+     * the future, as it does on the waiter thread.
      */
     public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {
         LocationQueue queue = queues[location.ordinal()];
@@ -144,6 +145,8 @@ public final class AllocationWaiters<B> {
             } catch (DeviceOutOfMemoryException e) {
                 refusal = e;
                 tried = true;
+            } catch (RuntimeException | Error e) {
+                return CompletableFuture.failedFuture(e); // an out-of-memory handler's own failure: the request's, as on the waiter thread
             }
             if (bytes > capBytes || refusal instanceof AllocationAboveLimitException) {
                 return failed(location, bytes, refusal);
