@@ -84,8 +84,8 @@ public class VectorController {
 
     @GetMapping("/api/vectors/{name}")
     public Vector get(@PathVariable String name) {
-        VectorStore.VectorInfo info = store.info(name);
-        return new Vector(name, info.length(), info.location(), store.get(name));
+        VectorStore.StoredVector stored = store.get(name);
+        return new Vector(name, stored.info().length(), stored.info().location(), stored.values());
     }
 
     @DeleteMapping("/api/vectors/{name}")

@@ -6,6 +6,7 @@ import dev.compute.memory.UnifiedMemoryManager;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.DisposableBean;
@@ -26,6 +27,8 @@ public class VectorStore implements DisposableBean {
     private static final Pattern NAME = Pattern.compile("[A-Za-z0-9_.-]{1,64}");
 
     public record VectorInfo(String name, long length, String location, long sizeBytes) {}
+
+    public record StoredVector(VectorInfo info, double[] values) {}
 
     private final UnifiedMemoryManager manager;
     private final VectorStoreProperties limits;
@@ -68,14 +71,13 @@ public class VectorStore implements DisposableBean {
         return previous == null;
     }
 
-    public double[] get(String name) {
-        UnifiedBuffer buffer = find(name);
-        synchronized (buffer) {
-            ensureOpen(name, buffer);
+    /** The vector's figures and its values, read from one buffer, so that a concurrent replace cannot mix two. */
+    public StoredVector get(String name) {
+        return locked(name, buffer -> {
             double[] values = new double[Math.toIntExact(buffer.elementCount())];
             buffer.copyTo(values);
-            return values;
-        }
+            return new StoredVector(info(name, buffer), values);
+        });
     }
 
     public boolean delete(String name) {
@@ -105,42 +107,39 @@ public class VectorStore implements DisposableBean {
     /** {@code name = alpha * name}. */
     public VectorInfo scale(String name, double alpha) {
         checkFinite("alpha", alpha);
-        UnifiedBuffer buffer = find(name);
-        synchronized (buffer) {
-            ensureOpen(name, buffer);
+        return locked(name, buffer -> {
             manager.ops().scale(buffer, alpha);
-        }
-        return info(name, buffer);
+            return info(name, buffer);
+        });
     }
 
     /** {@code y = alpha * x + y}, both stored vectors of the same length. */
     public VectorInfo axpy(double alpha, String x, String y) {
         checkFinite("alpha", alpha);
-        UnifiedBuffer xs = find(x);
-        UnifiedBuffer ys = find(y);
-        if (xs.elementCount() != ys.elementCount()) {
-            throw new IllegalArgumentException("vectors '" + x + "' (" + xs.elementCount() + " elements) and '" + y + "' ("
-                    + ys.elementCount() + " elements) differ in length");
-        }
-        // Both locks, always in name order, so two crossed axpy calls cannot deadlock.
-        UnifiedBuffer first = x.compareTo(y) <= 0 ? xs : ys;
-        UnifiedBuffer second = first == xs ? ys : xs;
-        synchronized (first) {
-            synchronized (second) {
-                ensureOpen(x, xs);
-                ensureOpen(y, ys);
-                manager.ops().axpy(alpha, xs, ys);
+        while (true) {
+            UnifiedBuffer xs = find(x);
+            UnifiedBuffer ys = find(y);
+            if (xs.elementCount() != ys.elementCount()) {
+                throw new IllegalArgumentException("vectors '" + x + "' (" + xs.elementCount() + " elements) and '" + y + "' ("
+                        + ys.elementCount() + " elements) differ in length");
             }
+            // Both locks, always in name order, so two crossed axpy calls cannot deadlock.
+            UnifiedBuffer first = x.compareTo(y) <= 0 ? xs : ys;
+            UnifiedBuffer second = first == xs ? ys : xs;
+            synchronized (first) {
+                synchronized (second) {
+                    if (!xs.isClosed() && !ys.isClosed()) {
+                        manager.ops().axpy(alpha, xs, ys);
+                        return info(y, ys);
+                    }
+                }
+            }
+            // one was replaced (or deleted) after we found it: look both up again, as locked(...) does
         }
-        return info(y, ys);
     }
 
     public double sum(String name) {
-        UnifiedBuffer buffer = find(name);
-        synchronized (buffer) {
-            ensureOpen(name, buffer);
-            return manager.ops().sum(buffer);
-        }
+        return locked(name, buffer -> manager.ops().sum(buffer));
     }
 
     /** Refuses a vector of {@code bytes} under {@code name} that would take the store past its limits; holds {@link #changes}. */
@@ -158,19 +157,29 @@ public class VectorStore implements DisposableBean {
         }
     }
 
-    private UnifiedBuffer find(String name) {
+    /**
+     * Runs {@code action} on the vector's buffer under the buffer's lock. A buffer closed after we found it was
+     * replaced or deleted: a delete or replace takes it out of {@link #vectors} before it closes it, so looking the
+     * name up again finds the vector in its new buffer, or that it is gone (404), never a vector missing that is there.
+     */
+    private <T> T locked(String name, Function<UnifiedBuffer, T> action) {
+        while (true) {
+            UnifiedBuffer buffer = find(name);
+            synchronized (buffer) {
+                if (!buffer.isClosed()) {
+                    return action.apply(buffer);
+                }
+            }
+        }
+    }
+
+    // package-private for the tests, which hold a buffer's lock to order a read and a replace
+    UnifiedBuffer find(String name) {
         UnifiedBuffer buffer = vectors.get(name);
         if (buffer == null) {
             throw new VectorNotFoundException(name);
         }
         return buffer;
-    }
-
-    // A concurrent delete or replace closed it after we found it: to the caller the vector is gone.
-    private static void ensureOpen(String name, UnifiedBuffer buffer) {
-        if (buffer.isClosed()) {
-            throw new VectorNotFoundException(name);
-        }
     }
 
     private static VectorInfo info(String name, UnifiedBuffer buffer) {

@@ -1,0 +1,74 @@
+package dev.compute.sample;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.compute.memory.UnifiedBuffer;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Supplier;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+
+/**
+ * A vector replaced (PUT again) while a request on it waits for its buffer: the vector is there all along, so the
+ * request reads or changes it in its new buffer, never answers 404, and never mixes the old buffer's figures with
+ * the new one's values. The test holds the old buffer's lock, so the request finds that buffer and waits; it replaces
+ * the vector under that lock (the store closes the old buffer under it), then lets the request go on.
+ */
+@SampleServiceTest
+class VectorStoreReplaceTests {
+
+    @Autowired
+    VectorStore store;
+
+    @Autowired
+    VectorController controller;
+
+    @Test
+    void aSumWaitingForAReplacedVectorSumsItsNewValues() throws Exception {
+        assertThat(whileReplaced("replaced-sum", () -> store.sum("replaced-sum"))).isEqualTo(36.0);
+    }
+
+    @Test
+    void aScaleWaitingForAReplacedVectorScalesItsNewValues() throws Exception {
+        double[] scaled = whileReplaced("replaced-scale", () -> {
+            store.scale("replaced-scale", 2);
+            return store.get("replaced-scale").values();
+        });
+        assertThat(scaled).containsExactly(2, 4, 6, 8, 10, 12, 14, 16);
+    }
+
+    @Test
+    void aGetWaitingForAReplacedVectorAnswersItsNewLengthAndValuesTogether() throws Exception {
+        VectorController.Vector vector = whileReplaced("replaced-get", () -> controller.get("replaced-get"));
+        assertThat(vector.length()).isEqualTo(8);
+        assertThat(vector.values()).containsExactly(1, 2, 3, 4, 5, 6, 7, 8);
+    }
+
+    /** Stores 4 values under {@code name}, starts {@code read} on a thread of its own and replaces them with 8 while it waits. */
+    private <T> T whileReplaced(String name, Supplier<T> read) throws Exception {
+        store.put(name, new double[] {1, 2, 3, 4});
+        try {
+            UnifiedBuffer old = store.find(name);
+            CompletableFuture<T> result = new CompletableFuture<>();
+            Thread reader;
+            synchronized (old) {
+                reader = Thread.ofPlatform().name("reader-" + name).start(() -> {
+                    try {
+                        result.complete(read.get());
+                    } catch (Throwable e) {
+                        result.completeExceptionally(e);
+                    }
+                });
+                await().atMost(Duration.ofSeconds(5)).until(() -> reader.getState() == Thread.State.BLOCKED);
+                store.put(name, new double[] {1, 2, 3, 4, 5, 6, 7, 8});
+                assertThat(old.isClosed()).as("the old buffer closed under the lock the reader waits for").isTrue();
+            }
+            reader.join(Duration.ofSeconds(5));
+            return result.get();
+        } finally {
+            store.delete(name);
+        }
+    }
+}
