@@ -34,7 +34,7 @@ public class VectorMath {
             manager.ops().axpy(alpha, xs, ys);
             double[] result = new double[y.length];
             ys.copyTo(result);
-            return result;
+            return VectorStore.checkResult("alpha * x + y", result);
         }
     }
 
@@ -45,14 +45,14 @@ public class VectorMath {
             manager.ops().scale(xs, alpha);
             double[] result = new double[x.length];
             xs.copyTo(result);
-            return result;
+            return VectorStore.checkResult("alpha * x", result);
         }
     }
 
     public double sum(double @Nullable [] x) {
         VectorStore.checkValues("x", x);
         try (UnifiedBuffer xs = load(x)) {
-            return manager.ops().sum(xs);
+            return VectorStore.checkResult("the sum of 'x'", manager.ops().sum(xs));
         }
     }
 

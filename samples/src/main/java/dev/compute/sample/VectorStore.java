@@ -73,11 +73,13 @@ public class VectorStore implements DisposableBean {
 
     /** The vector's figures and its values, read from one buffer, so that a concurrent replace cannot mix two. */
     public StoredVector get(String name) {
-        return locked(name, buffer -> {
-            double[] values = new double[Math.toIntExact(buffer.elementCount())];
-            buffer.copyTo(values);
-            return new StoredVector(info(name, buffer), values);
-        });
+        return locked(name, buffer -> new StoredVector(info(name, buffer), read(buffer)));
+    }
+
+    private static double[] read(UnifiedBuffer buffer) {
+        double[] values = new double[Math.toIntExact(buffer.elementCount())];
+        buffer.copyTo(values);
+        return values;
     }
 
     public boolean delete(String name) {
@@ -108,6 +110,10 @@ public class VectorStore implements DisposableBean {
     public VectorInfo scale(String name, double alpha) {
         checkFinite("alpha", alpha);
         return locked(name, buffer -> {
+            double[] values = read(buffer);
+            for (int i = 0; i < values.length; i++) {
+                checkStoredResult("scaling '" + name + "' by " + alpha, i, alpha * values[i]);
+            }
             manager.ops().scale(buffer, alpha);
             return info(name, buffer);
         });
@@ -129,6 +135,14 @@ public class VectorStore implements DisposableBean {
             synchronized (first) {
                 synchronized (second) {
                     if (!xs.isClosed() && !ys.isClosed()) {
+                        double[] xv = read(xs);
+                        double[] yv = read(ys);
+                        String operation = "'" + y + "' + " + alpha + " * '" + x + "'";
+                        for (int i = 0; i < yv.length; i++) {
+                            // a device may fuse the multiply-add or not: neither may overflow
+                            checkStoredResult(operation, i, alpha * xv[i] + yv[i]);
+                            checkStoredResult(operation, i, Math.fma(alpha, xv[i], yv[i]));
+                        }
                         manager.ops().axpy(alpha, xs, ys);
                         return info(y, ys);
                     }
@@ -139,7 +153,7 @@ public class VectorStore implements DisposableBean {
     }
 
     public double sum(String name) {
-        return locked(name, buffer -> manager.ops().sum(buffer));
+        return locked(name, buffer -> checkResult("the sum of '" + name + "'", manager.ops().sum(buffer)));
     }
 
     /** Refuses a vector of {@code bytes} under {@code name} that would take the store past its limits; holds {@link #changes}. */
@@ -209,6 +223,35 @@ public class VectorStore implements DisposableBean {
             if (!Double.isFinite(values[i])) {
                 throw new IllegalArgumentException("'" + field + "' must hold finite numbers; element " + i + " is " + values[i]);
             }
+        }
+    }
+
+    /**
+     * Refuses a result that is no FLOAT64 number (an overflow, or infinity times 0): JSON has no number for it and the
+     * service takes none, so it is a 400, not a string {@code "Infinity"} where a number belongs.
+     */
+    static double checkResult(String what, double result) {
+        if (!Double.isFinite(result)) {
+            throw new IllegalArgumentException(what + " overflows FLOAT64 (" + result + "); use smaller numbers");
+        }
+        return result;
+    }
+
+    static double[] checkResult(String what, double[] result) {
+        for (int i = 0; i < result.length; i++) {
+            if (!Double.isFinite(result[i])) {
+                throw new IllegalArgumentException(what + " overflows FLOAT64: element " + i + " of the result is " + result[i]
+                        + "; use smaller numbers");
+            }
+        }
+        return result;
+    }
+
+    // before the op, on the host (IEEE arithmetic, as every backend's): a stored vector is left as it was
+    private static void checkStoredResult(String operation, int index, double result) {
+        if (!Double.isFinite(result)) {
+            throw new IllegalArgumentException(operation + " overflows FLOAT64 at element " + index
+                    + "; the vector is unchanged, and holds finite numbers only");
         }
     }
 

@@ -94,6 +94,44 @@ class VectorControllerWebMvcTests {
         assertThat(mvc.delete().uri("/api/vectors/v")).hasStatus(HttpStatus.NO_CONTENT);
     }
 
+    static Stream<Arguments> overflowingResults() {
+        return Stream.of(
+                arguments("/api/math/axpy", "{\"alpha\": 2, \"x\": [1, 1e308], \"y\": [1, 1e308]}",
+                        "alpha * x + y overflows FLOAT64: element 1 of the result is Infinity"),
+                arguments("/api/math/scale", "{\"alpha\": -1e10, \"x\": [1e300]}",
+                        "alpha * x overflows FLOAT64: element 0 of the result is -Infinity"),
+                arguments("/api/math/sum", "{\"x\": [1e308, 1e308]}", "the sum of 'x' overflows FLOAT64 (Infinity)"));
+    }
+
+    @ParameterizedTest
+    @MethodSource("overflowingResults")
+    void aResultBeyondFloat64IsRefusedNotAnsweredAsTheStringInfinity(String path, String body, String message) {
+        assertBadRequest(post(path, body), message);
+        assertThat(manager).hasNoOpenBuffers();
+    }
+
+    @Test
+    void anOperationThatWouldOverflowAStoredVectorIsRefusedAndTheVectorKeepsItsValues() {
+        assertThat(put("big", "[1e308, 1]")).hasStatus(HttpStatus.CREATED);
+        assertThat(put("ones", "[1, 1]")).hasStatus(HttpStatus.CREATED);
+        try {
+            assertBadRequest(post("/api/vectors/big/scale", "{\"alpha\": 10}"), "scaling 'big' by 10.0 overflows FLOAT64 at element 0");
+            assertBadRequest(post("/api/vectors/big/axpy", "{\"alpha\": 1, \"x\": \"big\"}"), "'big' + 1.0 * 'big' overflows FLOAT64 at element 0");
+            assertBadRequest(post("/api/vectors/ones/axpy", "{\"alpha\": 1e300, \"x\": \"big\"}"),
+                    "'ones' + 1.0E300 * 'big' overflows FLOAT64 at element 0");
+            assertThat(mvc.get().uri("/api/vectors/big")).as("unchanged, finite").hasStatusOk()
+                    .bodyJson().extractingPath("$.values").asArray().containsExactly(1e308, 1.0);
+            assertThat(mvc.get().uri("/api/vectors/ones")).hasStatusOk().bodyJson().extractingPath("$.values").asArray().containsExactly(1.0, 1.0);
+            assertThat(post("/api/vectors/big/scale", "{\"alpha\": 1.5}")).as("what fits is taken").hasStatusOk();
+
+            assertThat(put("ones", "[1e308, 1e308]")).hasStatusOk();
+            assertBadRequest(mvc.get().uri("/api/vectors/ones/sum"), "the sum of 'ones' overflows FLOAT64 (Infinity)");
+        } finally {
+            assertThat(mvc.delete().uri("/api/vectors/big")).hasStatus(HttpStatus.NO_CONTENT);
+            assertThat(mvc.delete().uri("/api/vectors/ones")).hasStatus(HttpStatus.NO_CONTENT);
+        }
+    }
+
     @Test
     void aLargeFiniteNumberIsAFloat64AndTaken() {
         assertThat(post("/api/math/sum", "{\"x\": [1e39, 1e39]}")).hasStatusOk().bodyJson().extractingPath("$.sum").isEqualTo(2e39);
