@@ -78,8 +78,8 @@ public class VectorController {
 
     @PutMapping("/api/vectors/{name}")
     public ResponseEntity<VectorStore.VectorInfo> put(@PathVariable String name, @RequestBody PutVectorRequest request) {
-        boolean created = store.put(name, request.values());
-        return ResponseEntity.status(created ? HttpStatus.CREATED : HttpStatus.OK).body(store.info(name));
+        VectorStore.Stored stored = store.put(name, request.values());
+        return ResponseEntity.status(stored.created() ? HttpStatus.CREATED : HttpStatus.OK).body(stored.info());
     }
 
     @GetMapping("/api/vectors/{name}")

@@ -30,6 +30,9 @@ public class VectorStore implements DisposableBean {
 
     public record StoredVector(VectorInfo info, double[] values) {}
 
+    /** What a {@link #put} stored, and whether the name was new. */
+    public record Stored(VectorInfo info, boolean created) {}
+
     private final UnifiedMemoryManager manager;
     private final VectorStoreProperties limits;
     // vectors and storedBytes change together under this lock; vectors is read without it
@@ -42,8 +45,12 @@ public class VectorStore implements DisposableBean {
         this.limits = limits;
     }
 
-    /** Stores {@code values} under {@code name}, replacing (and freeing) what was there; true when it is new. */
-    public boolean put(String name, double @Nullable [] values) {
+    /**
+     * Stores {@code values} under {@code name}, replacing (and freeing) what was there. Answers what it stored, whether
+     * the name was new, from its own buffer: a concurrent delete or replace of the name changes what is stored next,
+     * not what this call did.
+     */
+    public Stored put(String name, double @Nullable [] values) {
         checkName(name);
         checkValues("values", values);
         long bytes = (long) values.length * Double.BYTES;
@@ -68,7 +75,7 @@ public class VectorStore implements DisposableBean {
                 previous.close();
             }
         }
-        return previous == null;
+        return new Stored(info(name, buffer), previous == null);
     }
 
     /** The vector's figures and its values, read from one buffer, so that a concurrent replace cannot mix two. */

@@ -5,10 +5,17 @@ import static org.awaitility.Awaitility.await;
 
 import dev.compute.memory.UnifiedBuffer;
 import java.time.Duration;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.core.ParameterizedTypeReference;
+import org.springframework.http.MediaType;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.client.RestClient;
 
 /**
  * A vector replaced (PUT again) while a request on it waits for its buffer: the vector is there all along, so the
@@ -19,11 +26,16 @@ import org.springframework.beans.factory.annotation.Autowired;
 @SampleServiceTest
 class VectorStoreReplaceTests {
 
+    private static final ParameterizedTypeReference<Map<String, Object>> JSON = new ParameterizedTypeReference<>() {};
+
     @Autowired
     VectorStore store;
 
     @Autowired
     VectorController controller;
+
+    @Value("${local.server.port}")
+    int port;
 
     @Test
     void aSumWaitingForAReplacedVectorSumsItsNewValues() throws Exception {
@@ -44,6 +56,25 @@ class VectorStoreReplaceTests {
         VectorController.Vector vector = whileReplaced("replaced-get", () -> controller.get("replaced-get"));
         assertThat(vector.length()).isEqualTo(8);
         assertThat(vector.values()).containsExactly(1, 2, 3, 4, 5, 6, 7, 8);
+    }
+
+    @Test
+    void aPutDeletedBeforeItAnswersStillAnswersWhatItStored() throws Exception {
+        RestClient http = RestClient.builder().baseUrl("http://127.0.0.1:" + port).defaultStatusHandler(status -> true, (request, response) -> {})
+                .build();
+        store.put("put-then-deleted", new double[] {1, 2, 3, 4});
+        UnifiedBuffer old = store.find("put-then-deleted");
+        CompletableFuture<ResponseEntity<Map<String, Object>>> replaced;
+        synchronized (old) {
+            // the PUT stores its buffer, then waits for this lock to close the old one
+            replaced = CompletableFuture.supplyAsync(() -> http.put().uri("/api/vectors/put-then-deleted").contentType(MediaType.APPLICATION_JSON)
+                    .body("{\"values\": [1, 2, 3, 4, 5, 6, 7, 8]}").retrieve().toEntity(JSON));
+            await().atMost(Duration.ofSeconds(5)).until(() -> store.find("put-then-deleted") != old);
+            assertThat(http.delete().uri("/api/vectors/put-then-deleted").retrieve().toBodilessEntity().getStatusCode().value()).isEqualTo(204);
+        }
+        ResponseEntity<Map<String, Object>> response = replaced.get(5, TimeUnit.SECONDS);
+        assertThat(response.getStatusCode().value()).as("the PUT replaced the vector").isEqualTo(200);
+        assertThat(response.getBody()).containsEntry("name", "put-then-deleted").containsEntry("length", 8).containsEntry("sizeBytes", 64);
     }
 
     /** Stores 4 values under {@code name}, starts {@code read} on a thread of its own and replaces them with 8 while it waits. */
