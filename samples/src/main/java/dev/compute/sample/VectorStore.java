@@ -24,7 +24,8 @@ public class VectorStore implements DisposableBean {
 
     /** Bounds a request's size: 16 Mi elements, 128 MiB of FLOAT64. */
     public static final int MAX_LENGTH = 1 << 24;
-    private static final Pattern NAME = Pattern.compile("[A-Za-z0-9_.-]{1,64}");
+    // not "." or "..": clients drop such a path segment from a URL (RFC 3986), so no curl could read or delete it
+    private static final Pattern NAME = Pattern.compile("(?!\\.\\.?$)[A-Za-z0-9_.-]{1,64}");
 
     public record VectorInfo(String name, long length, String location, long sizeBytes) {}
 
@@ -209,7 +210,7 @@ public class VectorStore implements DisposableBean {
 
     static void checkName(String name) {
         if (!NAME.matcher(name).matches()) {
-            throw new IllegalArgumentException("vector name '" + name + "' is not allowed: use 1 to 64 letters, digits, '_', '.' or '-'");
+            throw new IllegalArgumentException("vector name '" + name + "' is not allowed: use 1 to 64 letters, digits, '_', '.' or '-', other than '.' and '..'");
         }
     }
 

@@ -3,6 +3,7 @@ package dev.compute.sample;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import java.net.URI;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -72,6 +73,20 @@ class SampleServiceHttpTests {
         assertBadRequest(post("/api/math/sum", "{\"x\": [1e999]}"), "'x' must hold finite numbers; element 0 is Infinity");
         assertBadRequest(post("/api/math/sum", "{\"x\": [1, \"two\"]}"), "the request body is not the JSON this operation takes");
         assertBadRequest(put("/api/vectors/bad!name", "{\"values\": [1]}"), "vector name 'bad!name' is not allowed");
+    }
+
+    @Test
+    void dotSegmentsAreNoVectorNamesSinceClientsDropThemFromTheirUrls() {
+        // curl and browsers turn /api/vectors/. into /api/vectors/: a vector so named could be listed but not read or deleted
+        for (String name : List.of("%2E", "%2E%2E")) {
+            ResponseEntity<Map<String, Object>> response = http.put().uri(URI.create("http://127.0.0.1:" + port + "/api/vectors/" + name))
+                    .contentType(MediaType.APPLICATION_JSON).body("{\"values\": [1]}").retrieve().toEntity(JSON);
+            assertBadRequest(response, "is not allowed");
+        }
+        assertThat(http.get().uri("/api/vectors").retrieve().body(List.class)).extracting(v -> ((Map<String, Object>) v).get("name"))
+                .doesNotContain(".", "..");
+        assertThat(put("/api/vectors/...", "{\"values\": [1]}").getStatusCode().value()).as("three dots are a name").isEqualTo(201);
+        http.delete().uri("/api/vectors/...").retrieve().toBodilessEntity();
     }
 
     @Test
