@@ -16,8 +16,9 @@ import org.springframework.stereotype.Service;
  * Named FLOAT64 vectors kept in compute memory between requests, at the manager's default location (the GPU's
  * memory on an accelerator). Each buffer is used under its own lock, so a delete never closes a buffer under a
  * running operation. How many vectors and bytes it keeps is limited ({@link VectorStoreProperties}): a vector past
- * the limits is refused before its memory is allocated, and checked again, under the lock that guards the count,
- * before it is kept, so concurrent stores cannot pass the limits together.
+ * the limits, counting the room that stores under way hold, is refused before its memory is allocated, and checked
+ * again, under the lock that guards the count, before it is kept, so concurrent stores can neither keep nor allocate
+ * past the limits together.
  */
 @Service
 public class VectorStore implements DisposableBean {
@@ -40,6 +41,10 @@ public class VectorStore implements DisposableBean {
     private final Object changes = new Object();
     private final Map<String, UnifiedBuffer> vectors = new ConcurrentHashMap<>();
     private long storedBytes;
+    // the room puts under way hold between their first check and keeping their vector (or failing), so that
+    // concurrent puts cannot allocate past the limits together; guarded by changes, as storedBytes
+    private long reservedBytes;
+    private int reservedVectors;
 
     public VectorStore(UnifiedMemoryManager manager, VectorStoreProperties limits) {
         this.manager = manager;
@@ -55,21 +60,31 @@ public class VectorStore implements DisposableBean {
         checkName(name);
         checkValues("values", values);
         long bytes = (long) values.length * Double.BYTES;
+        Reservation reservation;
         synchronized (changes) {
             checkRoom(name, bytes);
+            reservation = new Reservation(name, bytes);
         }
-        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT64, values.length);
+        UnifiedBuffer buffer = null;
         UnifiedBuffer previous;
         try {
+            buffer = manager.allocate(DataType.FLOAT64, values.length);
             buffer.copyFrom(values);
             synchronized (changes) {
+                reservation.release();
                 checkRoom(name, bytes);
                 previous = vectors.put(name, buffer);
                 storedBytes += bytes - (previous == null ? 0 : previous.byteSize());
             }
         } catch (RuntimeException e) {
-            buffer.close();
+            if (buffer != null) {
+                buffer.close();
+            }
             throw e;
+        } finally {
+            synchronized (changes) {
+                reservation.release();
+            }
         }
         if (previous != null) {
             synchronized (previous) {
@@ -167,15 +182,42 @@ public class VectorStore implements DisposableBean {
     /** Refuses a vector of {@code bytes} under {@code name} that would take the store past its limits; holds {@link #changes}. */
     private void checkRoom(String name, long bytes) {
         UnifiedBuffer replaced = vectors.get(name);
-        if (replaced == null && vectors.size() >= limits.maxCount()) {
+        if (replaced == null && vectors.size() + reservedVectors >= limits.maxCount()) {
             throw new VectorLimitExceededException("the service keeps at most " + limits.maxCount() + " vectors "
-                    + "(sample.vectors.max-count) and has as many; delete one (DELETE /api/vectors/{name}) to store '" + name + "'");
+                    + "(sample.vectors.max-count) and has as many" + (reservedVectors > 0 ? " (" + reservedVectors + " being stored)" : "")
+                    + "; delete one (DELETE /api/vectors/{name}) to store '" + name + "'");
         }
-        long after = storedBytes - (replaced == null ? 0 : replaced.byteSize()) + bytes;
+        long after = storedBytes + reservedBytes - (replaced == null ? 0 : replaced.byteSize()) + bytes;
         if (after > limits.maxBytes().toBytes()) {
             throw new VectorLimitExceededException("'" + name + "' (" + bytes + " bytes) does not fit: the service keeps at most "
                     + limits.maxBytes().toBytes() + " bytes of vectors (sample.vectors.max-bytes) and holds " + storedBytes
+                    + (reservedBytes > 0 ? " (and " + reservedBytes + " being stored)" : "")
                     + "; delete some (DELETE /api/vectors/{name}) or store a shorter one");
+        }
+    }
+
+    /**
+     * The room one put under way holds, from its first check until it keeps its vector or fails: a new name's place and
+     * the bytes it adds (a replacement only what it adds to the vector it replaces). Made and released under {@link #changes}.
+     */
+    private final class Reservation {
+        private int places;
+        private long bytes;
+
+        Reservation(String name, long bytes) {
+            UnifiedBuffer replaced = vectors.get(name);
+            this.places = replaced == null ? 1 : 0;
+            this.bytes = Math.max(0, bytes - (replaced == null ? 0 : replaced.byteSize()));
+            reservedVectors += places;
+            reservedBytes += this.bytes;
+        }
+
+        /** Gives the room back; a second call does nothing. */
+        void release() {
+            reservedVectors -= places;
+            reservedBytes -= bytes;
+            places = 0;
+            bytes = 0;
         }
     }
 
