@@ -12,7 +12,9 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.context.ApplicationListener;
 import org.springframework.context.SmartLifecycle;
+import org.springframework.context.event.ContextClosedEvent;
 import org.springframework.stereotype.Component;
 
 /**
@@ -23,7 +25,7 @@ import org.springframework.stereotype.Component;
  * and stopped over {@code /api/load}. Stopping closes every buffer it holds.
  */
 @Component
-public class LoadGenerator implements SmartLifecycle {
+public class LoadGenerator implements SmartLifecycle, ApplicationListener<ContextClosedEvent> {
 
     private static final Logger LOG = LoggerFactory.getLogger(LoadGenerator.class);
 
@@ -37,6 +39,9 @@ public class LoadGenerator implements SmartLifecycle {
     private final ArrayDeque<UnifiedBuffer> held = new ArrayDeque<>();
     private @Nullable Thread worker;
     private volatile boolean running;
+    // the context is closing: it stops this generator before the web server stops taking requests, so a start
+    // arriving meanwhile would run the load on while the manager closes under it
+    private volatile boolean closing;
 
     public LoadGenerator(UnifiedMemoryManager manager, LoadProperties properties) {
         this.manager = manager;
@@ -50,7 +55,7 @@ public class LoadGenerator implements SmartLifecycle {
 
     @Override
     public synchronized void start() {
-        if (running) {
+        if (running || closing) {
             return;
         }
         running = true;
@@ -75,6 +80,12 @@ public class LoadGenerator implements SmartLifecycle {
             }
         }
         LOG.info("load generator stopped after {} operations", operations.get());
+    }
+
+    /** Published before the context stops its lifecycle beans: from then on, {@link #start()} starts nothing. */
+    @Override
+    public void onApplicationEvent(ContextClosedEvent event) {
+        closing = true;
     }
 
     @Override
