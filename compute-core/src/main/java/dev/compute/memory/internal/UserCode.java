@@ -60,6 +60,18 @@ public final class UserCode {
         return LISTENING.get() != 0 && DEPTH.get()[1] > 0;
     }
 
+    /**
+     * Refuses an allocation from within a listener ({@link #inListener()}) at {@code location}: asked where an allocation
+     * would take a pool's lock or call the backend, so that one the pool's cache serves at once costs nothing more.
+     */
+    public static void refuseInListener(Object location) {
+        if (inListener()) {
+            throw new IllegalStateException(location + " memory: allocation from within a MemoryEventListener, which may be told"
+                    + " under a pool's lock (taking another's there could deadlock with a thread doing the reverse) or of the failure"
+                    + " of this very allocation; allocate after the call returns instead");
+        }
+    }
+
     /** Adds {@code extra} to {@code target}'s suppressed failures, unless they are one (self-suppression throws). */
     public static void suppress(Throwable target, Throwable extra) {
         if (target != extra) {

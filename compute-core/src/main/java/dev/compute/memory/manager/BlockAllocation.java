@@ -39,7 +39,6 @@ public final class BlockAllocation {
     }
 
     public Block block(LocationChain chain, long bytes, Failure failure) {
-        refuseFromListener(chain);
         try {
             Block block = chain.entry.allocate(bytes);
             return chain.checksBlocks() ? checked(chain, block, bytes) : block;
@@ -88,16 +87,11 @@ public final class BlockAllocation {
     }
 
     /**
-     * Refuses an allocation from within a {@link MemoryEventListener}: backend calls are told under a pool's lock, and
-     * taking another pool's there could deadlock with a thread doing the reverse; a listener of failures would be told
-     * of its own allocation's failure inside itself, again and again, until the stack overflows.
+     * Refuses a batch from within a {@link MemoryEventListener} ({@link UserCode#refuseInListener}; a single allocation is
+     * refused where it would take a lock or reach the backend, past the pool's cache).
      */
     private static void refuseFromListener(LocationChain chain) {
-        if (UserCode.inListener()) {
-            throw new IllegalStateException(chain.location() + " memory: allocation from within a MemoryEventListener, which may be told"
-                    + " under a pool's lock (taking another's there could deadlock with a thread doing the reverse) or of the failure"
-                    + " of this very allocation; allocate after the call returns instead");
-        }
+        UserCode.refuseInListener(chain.location());
     }
 
     /**

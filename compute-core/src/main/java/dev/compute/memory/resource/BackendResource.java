@@ -1,6 +1,7 @@
 package dev.compute.memory.resource;
 
 import dev.compute.memory.internal.SafeEventListener;
+import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.DeviceOutOfMemoryException;
@@ -130,9 +131,14 @@ public final class BackendResource implements MemoryResource, InspectableResourc
 
     // ---- allocation -------------------------------------------------------------------------------------------
 
-    /** A whole backend allocation of {@code bytes}. */
+    /** A whole backend allocation of {@code bytes}; refused from within a listener, before this resource's lock is taken. */
     @Override
-    public synchronized Block allocate(long bytes) {
+    public Block allocate(long bytes) {
+        UserCode.refuseInListener(location);
+        return allocateLocked(bytes);
+    }
+
+    private synchronized Block allocateLocked(long bytes) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }

@@ -290,6 +290,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * map it a second time and leave reserved bytes that nothing holds.
      */
     private void refuseReentry() {
+        UserCode.refuseInListener(location);
         if (lock.isHeldByCurrentThread()) {
             throw new IllegalStateException(location + " memory pool: allocation from within a backend call's listener"
                     + " (MemoryEventListener.backendAllocated or backendFreed), told under the pool's lock while the pool is"
