@@ -11,7 +11,7 @@ import org.jspecify.annotations.Nullable;
  * The CPU backend's own options ({@link BackendSettings#options()}):
  * <ul>
  *   <li>{@code page-size}: the granularity of page mapping for expandable segments, a multiple of the OS page
- *       size: {@code 2MB} (default, as GPUs map), {@code 64KB}, {@code 4096};</li>
+ *       size of at most 1GB: {@code 2MB} (default, as GPUs map), {@code 64KB}, {@code 4096};</li>
  *   <li>{@code pinned-fallback}: what a PINNED allocation does when {@code mlock} is refused (the memlock
  *       limit, {@code ulimit -l}): {@code unlocked} (default: ordinary memory, with one warning) or
  *       {@code fail} (a {@link dev.compute.memory.spi.BackendOutOfMemoryException} naming the limit).</li>
@@ -22,6 +22,11 @@ record CpuBackendOptions(long pageMappingGranularity, boolean failWhenUnlockable
     static final String PAGE_SIZE = "page-size";
     static final String PINNED_FALLBACK = "pinned-fallback";
     static final long DEFAULT_GRANULARITY = 2L << 20;
+    /**
+     * The largest page size: Linux's largest huge page. The pool reserves ranges of up to 2^30 pages, which a page
+     * above it can overflow, and a page that large would map (and charge) a gigabyte for the smallest buffer.
+     */
+    static final long MAX_GRANULARITY = 1L << 30;
 
     private static final Pattern SIZE = Pattern.compile("(\\d+)\\s*(B|KB|KIB|MB|MIB|GB|GIB)?");
 
@@ -31,8 +36,8 @@ record CpuBackendOptions(long pageMappingGranularity, boolean failWhenUnlockable
         String pageSize = settings.option(PAGE_SIZE);
         if (pageSize != null) {
             granularity = parseSize(pageSize);
-            if (granularity <= 0 || granularity % osPageSize != 0) {
-                throw invalid(PAGE_SIZE, pageSize, "a positive multiple of the OS page size (" + osPageSize + " bytes), such as 2MB or 64KB");
+            if (granularity <= 0 || granularity % osPageSize != 0 || granularity > MAX_GRANULARITY) {
+                throw invalid(PAGE_SIZE, pageSize, "a positive multiple of the OS page size (" + osPageSize + " bytes) of at most 1GB, such as 2MB or 64KB");
             }
         }
         String fallback = settings.option(PINNED_FALLBACK);

@@ -11,6 +11,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
@@ -178,6 +179,20 @@ class CpuVirtualMemoryTest {
             BackendSettings settings = new BackendSettings(0, true, BackendSettings.DEFAULT_STAGING_BUFFER_BYTES, Map.of("page-size", bad));
             assertThatThrownBy(() -> new CpuBackend(settings)).as(bad).isInstanceOf(InvalidSettingException.class)
                     .hasMessageContaining("page-size").hasMessageContaining("multiple of the OS page size");
+        }
+    }
+
+    @Test
+    void aPageSizeTooLargeForAnyRangeIsRefusedAtStartNamingTheOption() {
+        // 8GB is a multiple of the OS page, but the pool's reserved range (up to 2^30 pages) overflowed a long: start-up
+        // failed with Math.clamp's "549755813888 > -9223372036854775808", naming neither the option nor what is allowed
+        for (String huge : new String[] {"8GB", "1024GB", "2GB"}) {
+            Throwable failure = catchThrowable(() -> UnifiedMemoryManager.builder().backend("cpu").backendOption("page-size", huge).build().close());
+            assertThat(failure).as(huge).isInstanceOf(InvalidSettingException.class)
+                    .hasMessageContaining("page-size").hasMessageContaining("at most 1GB");
+        }
+        try (UnifiedMemoryManager largest = UnifiedMemoryManager.builder().backend("cpu").backendOption("page-size", "1GB").build()) {
+            assertThat(largest.settings().backendOptions()).containsEntry("page-size", "1GB");
         }
     }
 
