@@ -39,6 +39,10 @@ public final class CpuBackendProvider implements ComputeBackendProvider {
         if (settings.deviceIndex() != 0) {
             return BackendAvailability.unavailable("the CPU backend has one device, index 0; compute.device is " + settings.deviceIndex());
         }
+        String missing = missingModule();
+        if (missing != null) {
+            return BackendAvailability.unavailable(missing);
+        }
         DeviceMemoryInfo memory = LinuxHost.memory();
         return BackendAvailability.available(Runtime.getRuntime().availableProcessors() + " processors, "
                 + mebibytes(memory.totalBytes()) + " memory (" + mebibytes(memory.freeBytes()) + " available)");
@@ -59,6 +63,19 @@ public final class CpuBackendProvider implements ComputeBackendProvider {
         String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
         if (!os.toLowerCase(Locale.ROOT).startsWith("linux") || !ARCHITECTURES.contains(arch)) {
             return "the CPU backend calls Linux's mmap, mprotect and mlock (x86-64 and AArch64); this is " + os + " on " + arch;
+        }
+        return null;
+    }
+
+    /**
+     * Why this runtime cannot run the backend, or null: it reads the machine's and the container's memory (the cgroup's
+     * limit, as the JDK sees it) through {@code jdk.management}, which a trimmed runtime image ({@code jlink},
+     * {@code --limit-modules}) may lack; without it the container's limit would go unseen, so the backend refuses to run.
+     */
+    static @Nullable String missingModule() {
+        if (ModuleLayer.boot().findModule("jdk.management").isEmpty()) {
+            return "the CPU backend reads the machine's and the container's memory through the jdk.management module, which this"
+                    + " runtime lacks; add it to the runtime image (jlink --add-modules jdk.management)";
         }
         return null;
     }
