@@ -89,6 +89,19 @@ public final class ChainBuilder {
         }
     }
 
+    /**
+     * An expandable segment maps whole pages: under a cap smaller than one page no allocation could succeed, as under a
+     * cap below the least a plain segment takes (which the builder refuses before the backend is open).
+     */
+    private static void requirePageUnderCap(MemoryLocation location, long cap, long pageBytes) {
+        if (cap < pageBytes) {
+            throw new InvalidSettingException(ManagerSettings.capPropertyOf(location), cap + " bytes", "at least the page size at " + location
+                    + " (" + pageBytes + " bytes) while expandable segments are on: a segment maps whole pages, so under a smaller cap no"
+                    + " allocation could succeed; raise it, use smaller pages (a backend option, such as the cpu backend's page-size),"
+                    + " or turn expandable segments off (compute.memory.pooling.expandable-segments=false)");
+        }
+    }
+
     private static LocationChain chain(ComputeBackend backend, MemoryLocation location, ManagerSettings settings,
                                        ManagerExtensions extensions, MemoryEventListener events, @Nullable AllocationRecorder recorder,
                                        OutOfMemoryHandler compaction) {
@@ -97,12 +110,15 @@ public final class ChainBuilder {
         CachingPoolResource pool = null;
         MemoryResource chain = upstream;
         if (settings.poolingEnabled()) {
+            if (settings.expandableSegments()) {
+                backend.virtualMemory(location).ifPresent(pages -> {
+                    requirePageUnderCap(location, settings.capOf(location), pages.granularity());
+                    explainThresholdUnderPage(location, settings.releaseThreshold(), pages.granularity());
+                });
+            }
             PoolSettings layout = settings.expandableSegments() ? PoolSettings.expandable() : PoolSettings.plainSegments();
             pool = new CachingPoolResource(upstream, layout.withDeviceWaitTimeout(settings.deviceWaitTimeout()), events);
             chain = pool;
-            if (settings.expandableSegments()) {
-                backend.virtualMemory(location).ifPresent(pages -> explainThresholdUnderPage(location, settings.releaseThreshold(), pages.granularity()));
-            }
         }
         for (ResourceAdaptor adaptor : extensions.resourceAdaptors()) {
             MemoryResource wrapped = adaptor.wrap(chain, location);

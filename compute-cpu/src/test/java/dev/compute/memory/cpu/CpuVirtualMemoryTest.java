@@ -196,6 +196,17 @@ class CpuVirtualMemoryTest {
         }
     }
 
+    @Test
+    void aCapUnderThePageSizeIsRefusedAtStartNamingBoth() {
+        // a 512MB cap under 1GB pages started, and then every allocation failed: a segment maps at least one whole page
+        Throwable failure = catchThrowable(() -> UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(512L << 20)
+                .backendOption("page-size", "1GB").build().close());
+        assertThat(failure).isInstanceOf(InvalidSettingException.class).hasMessageContaining("compute.memory.pooling.max-pool-size")
+                .hasMessageContaining("page size").hasMessageContaining("expandable-segments");
+        UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(512L << 20).backendOption("page-size", "1GB").expandableSegments(false)
+                .build().close();
+    }
+
     /**
      * Skips unless the kernel refuses a plain mapping of {@code bytes} (untouched, and given back at once when it is
      * not refused): it does not under {@code vm.overcommit_memory=1}, nor on a machine with that much RAM and swap.
