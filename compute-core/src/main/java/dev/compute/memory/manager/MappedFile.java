@@ -95,7 +95,8 @@ public final class MappedFile implements Block {
                     + unit + " bytes each)" + (length == null ? "; map a range of it with mapFile(file, type, mode, offset, length)" : ""));
         }
         if (offset > fileSize - bytes) {
-            throw new IllegalArgumentException("bytes [" + offset + ", " + (offset + bytes) + ") are outside " + file + ", which has "
+            String end = bytes > Long.MAX_VALUE - offset ? offset + " + " + bytes : String.valueOf(offset + bytes);
+            throw new IllegalArgumentException("bytes [" + offset + ", " + end + ") are outside " + file + ", which has "
                     + fileSize + " bytes; a mapping never extends a file: set its length first");
         }
         return bytes;

@@ -44,6 +44,15 @@ class MappedFileTest {
     }
 
     @Test
+    void aRangeWhoseEndPassesLongMaxValueIsRefusedWithoutANegativeEnd() throws IOException {
+        // the message said "bytes [5, -9223372036854775804) are outside": the end overflowed
+        Path file = Files.write(dir.resolve("ten.bin"), new byte[10]);
+        assertThatThrownBy(() -> MappedFile.map(file, DataType.INT8, FileMapMode.READ_ONLY, 5, Long.MAX_VALUE, null))
+                .isInstanceOf(IllegalArgumentException.class).hasMessage("bytes [5, 5 + " + Long.MAX_VALUE + ") are outside " + file
+                        + ", which has 10 bytes; a mapping never extends a file: set its length first");
+    }
+
+    @Test
     void aWholeFileMustBeWholeElementsAndARangeMustLieInIt() throws IOException {
         Path file = Files.write(dir.resolve("six.bin"), new byte[6]);
         assertThatThrownBy(() -> MappedFile.map(file, DataType.INT32, FileMapMode.READ_ONLY, 0, null, null))
