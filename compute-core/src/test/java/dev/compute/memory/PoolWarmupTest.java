@@ -27,6 +27,9 @@ class PoolWarmupTest {
             assertThat(atStart.reservedBytes()).isEqualTo(64 * MiB + 2 * MiB);
             assertThat(atStart.cachedBytes()).isEqualTo(atStart.reservedBytes());
             assertThat(atStart.allocations()).as("the warm-up is the pool's, not an allocation").isZero();
+            assertThat(atStart.poolHits()).as("nor a hit or a miss: no caller asked for it").isZero();
+            assertThat(atStart.poolMisses()).isZero();
+            assertThat(atStart.backendAllocations()).as("the segments it took").isPositive();
             assertThat(manager.settings().warmup()).isEqualTo(Map.of(DEVICE, List.of(new WarmupBlocks(16 * MiB, 4), new WarmupBlocks(64 * 1024, 16))));
             MemoryStatistics host = manager.statistics(MemoryLocation.HOST);
             assertThat(host.reservedBytes()).as("other locations are left alone").isZero();
@@ -37,7 +40,8 @@ class PoolWarmupTest {
             }
 
             assertThat(manager.statistics(DEVICE).backendAllocations()).isEqualTo(atStart.backendAllocations());
-            assertThat(manager.statistics(DEVICE).poolHits() - atStart.poolHits()).isEqualTo(8);
+            assertThat(manager.statistics(DEVICE).poolHits()).isEqualTo(8);
+            assertThat(manager.statistics(DEVICE).hitRate()).as("what the warm-up is for").isEqualTo(1.0);
         }
     }
 

@@ -20,7 +20,8 @@ import java.util.Map;
  * reserved then is what later trims keep while the cache holds nothing else: if it is less than the warm-up (the
  * pool's segments round up, and a trim gives back whole segments), the manager does not start, naming both
  * properties. The blocks go to the pool itself, beneath the manager's statistics and the application's adaptors:
- * they show in reserved and cached bytes and the pool's misses, not as allocations.
+ * they show in reserved and cached bytes and as backend allocations, not as allocations, pool hits or misses, so that
+ * the hit rate says what the callers' requests found.
  */
 public final class PoolWarmup {
 
@@ -102,6 +103,8 @@ public final class PoolWarmup {
         long asked = 0;
         long start = System.nanoTime();
         List<Block> blocks = new ArrayList<>();
+        long hits = pool.poolHits();
+        long misses = pool.poolMisses();
         try {
             for (WarmupBlocks entry : warmup) {
                 asked += entry.totalBytes();
@@ -113,6 +116,7 @@ public final class PoolWarmup {
             throw new InvalidSettingException(property, warmup, "what the device gives at start; it refused: " + e.getMessage());
         } finally {
             blocks.forEach(pool::deallocate);
+            pool.uncount(pool.poolHits() - hits, pool.poolMisses() - misses);
         }
         pool.trim(releaseThreshold);
         long kept = pool.reservedBytes();

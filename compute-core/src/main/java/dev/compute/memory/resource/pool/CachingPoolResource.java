@@ -620,6 +620,15 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         }
     }
 
+    /**
+     * Takes requests out of the hit and miss counts: those of a warm-up, which no caller made (its segments still count
+     * as backend allocations).
+     */
+    public void uncount(long hits, long misses) {
+        counts.add(POOL_HITS, -hits);
+        counts.add(POOL_MISSES, -misses);
+    }
+
     /** Allocations served from memory held: from the size-class cache or an arena, without a backend call. */
     public long poolHits() {
         return counts.sum(POOL_HITS) + cache.hits();
