@@ -14,9 +14,8 @@ public final class CallerFutures {
     private CallerFutures() {}
 
     /**
-     * A backend's future that makes its callers' futures itself, where a plain {@link CompletableFuture#copy} would cost
-     * more (OpenCL's queue positions, which a dependent action marks at once, and whose {@code join} waits on the
-     * joining thread).
+     * A backend's future that makes its callers' futures itself, where a dependent action on it would cost more (OpenCL's
+     * queue positions, which a dependent action marks at once, and whose {@code join} waits on the joining thread).
      */
     public interface Source<T> {
         /** A future of the caller's own that completes as this one does, with its result or its failure. */
@@ -29,6 +28,15 @@ public final class CallerFutures {
         if (work instanceof Source<?> source) {
             return (CompletableFuture<T>) source.forCaller();
         }
-        return work.copy();
+        CompletableFuture<T> caller = new CompletableFuture<>();
+        // not copy(): its failures come wrapped in a CompletionException, where the work's own come as they were thrown
+        work.whenComplete((value, failure) -> {
+            if (failure == null) {
+                caller.complete(value);
+            } else {
+                caller.completeExceptionally(failure);
+            }
+        });
+        return caller;
     }
 }
