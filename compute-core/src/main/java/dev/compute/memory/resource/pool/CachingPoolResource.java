@@ -287,15 +287,16 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     /**
      * Refuses an allocation from under the pool's own lock: a listener of a backend call, told while the pool is mid-change
      * on this thread (a block taken, its pages being mapped), would take memory the pool has not yet recorded as mapped,
-     * map it a second time and leave reserved bytes that nothing holds.
+     * map it a second time and leave reserved bytes that nothing holds. And one from any listener
+     * ({@link UserCode#refuseInListener}), asked here rather than before the cache, which takes no lock.
      */
     private void refuseReentry() {
-        UserCode.refuseInListener(location);
         if (lock.isHeldByCurrentThread()) {
             throw new IllegalStateException(location + " memory pool: allocation from within a backend call's listener"
                     + " (MemoryEventListener.backendAllocated or backendFreed), told under the pool's lock while the pool is"
                     + " mid-change on this thread; allocate after the call returns instead");
         }
+        UserCode.refuseInListener(location);
     }
 
     private PoolBlock allocateLocked(long size, long requested) {
