@@ -192,7 +192,8 @@ class ChainBuilderTest {
 
         assertThat(chain.pool.reservedBytes()).isGreaterThanOrEqualTo(8 * MiB);
         assertThat(chain.top.counts().allocations()).isZero();
-        assertThat(chain.pool.poolMisses()).isPositive();
+        assertThat(chain.pool.poolHits() + chain.pool.poolMisses()).as("nor a pool request: no caller made it").isZero();
+        assertThat(chain.backend.backendAllocations()).as("its segments").isPositive();
         chains.closeAll();
     }
 
