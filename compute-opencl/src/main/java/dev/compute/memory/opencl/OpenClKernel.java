@@ -83,7 +83,12 @@ final class OpenClKernel implements NativeKernel {
     }
 
     /** A DEVICE slice at an unaligned offset, staged through a temporary buffer for the launch. */
-    private record Staged(cl_mem temporary, OpenClDeviceHandle slice, boolean writes) {}
+    private record Staged(cl_mem temporary, OpenClDeviceHandle slice, boolean writes) {
+        /** Whether {@code other} is the same bytes, passed again: it shares this temporary, as it would share the memory. */
+        boolean sameBytes(OpenClDeviceHandle other) {
+            return slice.memory().equals(other.memory()) && slice.offset() == other.offset() && slice.byteSize() == other.byteSize();
+        }
+    }
 
     /** A simple scalar {@code typedef} of the source ({@code typedef double real;}): the argument info names the typedef, not its type. */
     private static final Pattern TYPEDEF = Pattern.compile(
@@ -210,8 +215,21 @@ final class OpenClKernel implements NativeKernel {
                 + name + "'");
     }
 
-    /** A temporary buffer holding the slice's bytes, copied in on the queue before the kernel. */
+    /**
+     * A temporary buffer holding the slice's bytes, copied in on the queue before the kernel. The same slice passed
+     * again (an in-place kernel's output and input) gets the same temporary, copied back once if either argument writes:
+     * a temporary each would copy the unchanged one back over the other's results.
+     */
     private cl_mem stage(OpenClDeviceHandle slice, KernelArgument.Buffer buffer, List<Staged> staged) {
+        for (int i = 0; i < staged.size(); i++) {
+            Staged earlier = staged.get(i);
+            if (earlier.sameBytes(slice)) {
+                if (buffer.mode().writes() && !earlier.writes()) {
+                    staged.set(i, new Staged(earlier.temporary(), earlier.slice(), true));
+                }
+                return earlier.temporary();
+            }
+        }
         int[] error = new int[1];
         cl_mem temporary = CL.clCreateBuffer(backend.context(), CL_MEM_READ_WRITE, slice.byteSize(), null, error);
         OpenClCalls.check(error[0], "clCreateBuffer of " + slice.byteSize() + " bytes to stage an unaligned slice for kernel '" + name + "'");

@@ -375,6 +375,32 @@ class OpenClKernelTest {
         }
     }
 
+    /**
+     * One unaligned slice passed as two arguments (an in-place kernel written as out and in) is one memory to the kernel,
+     * as it is at an aligned offset: a staged copy per argument would copy the unchanged input back over the output.
+     */
+    @Test
+    void anUnalignedSlicePassedTwiceIsOneMemoryToTheKernel() {
+        Assumptions.assumeTrue(manager.nativeDevice(OpenClNativeDevice.class).subBufferAlignment() > Float.BYTES,
+                "every float offset is a sub-buffer origin on this device");
+        ComputeKernel twice = manager.kernels().compile(KernelSource.openCl("""
+                __kernel void twice(__global float *out, __global const float *in, long n) {
+                    long i = get_global_id(0);
+                    if (i < n) { out[i] = 2 * in[i]; }
+                }
+                """, "twice"));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 100, MemoryLocation.DEVICE)) {
+            for (int offset : new int[] {0, 1}) {
+                x.copyFrom(filled(100, 5f));
+                UnifiedBuffer slice = x.slice(offset, 10);
+                twice.launch(LaunchShape.of(10), slice, slice, 10L).join();
+                float[] result = new float[10];
+                slice.copyTo(result);
+                assertThat(result).as("a slice at element %d, passed as out and in", offset).containsOnly(10f);
+            }
+        }
+    }
+
     private static float[] filled(int n, float value) {
         float[] values = new float[n];
         java.util.Arrays.fill(values, value);
