@@ -8,6 +8,7 @@ import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.DeviceWaits;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Iterator;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CancellationException;
@@ -36,10 +37,12 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>One waiter thread takes events in the order they were handed in and blocks in {@code clWaitForEvents}. For the
  * backend's one in-order queue, commands finish in that order: it takes every event handed in so far and waits for
- * the last, which means the others have ended too (one wake-up for a chain of commands, not one each);
- * for work recorded from users' own queues (a second instance) a future may complete later than its command,
- * never earlier. Unlike {@code clSetEventCallback} it needs no native thread attached to the JVM and behaves the
- * same on every driver.
+ * the last, which means the others have ended too (one wake-up for a chain of commands, not one each).
+ * Work recorded from users' own queues (a second instance) comes from queues that run apart, one of which may never
+ * end a command (one behind a user event nobody sets): the waiter polls those events' statuses instead, in growing
+ * pauses while none has ended, and settles each as it ends, in any order, so that a stuck queue holds up no other
+ * queue's work (a barrier still waits for everything handed in before it). Unlike {@code clSetEventCallback} it needs
+ * no native thread attached to the JVM and behaves the same on every driver.
  *
  * <p>A caller's dependent action that waits for a later command must not stall the waiter behind it. A future with
  * dependent actions is completed on a virtual thread of its own; one with none (or only threads blocked in its
@@ -60,6 +63,9 @@ final class EventCompletions {
     private static final int IDLE_LOOKS = 20;
     /** How long after a {@link #wakeSoon} the waiter runs the {@link #onWake} action at the latest. */
     static final long WAKE_SOON_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+    /** The first and the longest pause between two polls of recorded work that has not ended. */
+    private static final long FIRST_POLL_NANOS = 20_000;
+    private static final long LONGEST_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
     /** A command handed in, with the futures its end completes besides its own ({@code covered}: queue positions). */
     private record Pending(@Nullable cl_event event, EventWork done, String what, List<? extends CompletableFuture<Void>> covered) {
@@ -365,6 +371,14 @@ final class EventCompletions {
     /** When the waiter runs the {@link #onWake} action that {@link #wakeSoon} asked for; 0 when none is asked for. */
     private volatile long wakeDue;
 
+    /**
+     * Recorded work handed in and not settled yet, in the order handed in (work of users' queues only): the current
+     * waiter's, handed on to the next one with the rest of its state when the watch replaces it.
+     */
+    private final List<Pending> outstanding = new ArrayList<>();
+    /** The pause before the next poll of {@link #outstanding}: doubled after each poll that found nothing ended. */
+    private long pollPause = FIRST_POLL_NANOS;
+
     /** Every future the waiters have handed to the completer so far, as one; the current waiter's. */
     private volatile CompletableFuture<?> handedOut = CompletableFuture.completedFuture(null);
 
@@ -372,7 +386,7 @@ final class EventCompletions {
         List<Pending> batch = new ArrayList<>();
         while (settle()) {
             try {
-                Pending first = next(wakeDue);
+                Pending first = next(nextDue());
                 if (first != null) {
                     batch.add(first);
                     pending.drainTo(batch);
@@ -393,9 +407,12 @@ final class EventCompletions {
             }
             if (onBackendQueue) {
                 awaitLast(commands); // an in-order queue: once the last has ended, every command before it has too
-            }
-            for (Pending next : commands) {
-                ended.add(new Ended(next, await(next)));
+                for (Pending next : commands) {
+                    ended.add(new Ended(next, await(next)));
+                }
+            } else {
+                outstanding.addAll(commands);
+                settleEnded(stop >= 0);
             }
             if (woken) {
                 ended.add(new Ended(WAKE, null));
@@ -405,6 +422,43 @@ final class EventCompletions {
             }
             batch.clear();
         }
+    }
+
+    /** When the waiter stops waiting for the next command: the wake asked for, or the next poll of recorded work; 0: never. */
+    private long nextDue() {
+        long due = wakeDue;
+        if (outstanding.isEmpty()) {
+            return due;
+        }
+        long poll = System.nanoTime() + pollPause | 1; // never 0
+        return due == 0 || poll - due < 0 ? poll : due;
+    }
+
+    /**
+     * Hands the recorded work that has ended to be settled, in any order (a barrier once everything before it has gone),
+     * and keeps the rest; with {@code all} (on close, once the caller saw all of it end) waits for the rest.
+     */
+    private void settleEnded(boolean all) {
+        boolean any = false;
+        boolean earlierLeft = false;
+        for (Iterator<Pending> it = outstanding.iterator(); it.hasNext(); ) {
+            Pending next = it.next();
+            cl_event event = next.event();
+            if (event == null ? earlierLeft : !all && !hasEnded(event)) {
+                earlierLeft = true;
+                continue;
+            }
+            it.remove();
+            ended.add(new Ended(next, await(next)));
+            any = true;
+        }
+        pollPause = any ? FIRST_POLL_NANOS : Math.min(2 * pollPause, LONGEST_POLL_NANOS);
+    }
+
+    /** Whether {@code event}'s command has ended, well or not; a status that cannot be read counts as ended ({@link #await} says so). */
+    private static boolean hasEnded(cl_event event) {
+        int[] status = new int[1];
+        return status(event, status) != CL_SUCCESS || status[0] <= CL_COMPLETE;
     }
 
     /** The next command handed in, waiting until {@code due} at most (when not 0): null then. */
