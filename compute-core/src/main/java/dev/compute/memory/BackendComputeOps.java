@@ -4,7 +4,12 @@ import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.Holds;
 import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.Region;
+import java.time.Duration;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 
 /**
@@ -13,6 +18,9 @@ import java.util.function.Function;
  * close meanwhile never gives the memory to another buffer under the kernel; the caller gets a future of its own
  * ({@link CallerFutures}), so that what it does to it cannot end that record. A kernel that faults on a mapped file
  * truncated under it fails with {@link MappedFileTruncatedException} where the fault reaches Java (a kernel run in Java).
+ * The synchronous forms wait for their kernel at most the device wait ({@code compute.memory.device-wait-timeout}): a
+ * kernel queued behind work that never ends (a command held at a user event on OpenCL's in-order queue) fails them with
+ * {@link DeviceTimeoutException}, as it fails a blocking copy, instead of holding the caller for ever.
  */
 final class BackendComputeOps implements ComputeOps {
 
@@ -67,6 +75,50 @@ final class BackendComputeOps implements ComputeOps {
     public CompletableFuture<Double> sumAsync(UnifiedBuffer x) {
         check(x, "x");
         return onOne(x, AccessMode.READ, region -> manager.computeBackend().ops().sum(region));
+    }
+
+    @Override
+    public void fill(UnifiedBuffer target, double value) {
+        await(fillAsync(target, value), "fill of " + target);
+    }
+
+    @Override
+    public void scale(UnifiedBuffer x, double alpha) {
+        await(scaleAsync(x, alpha), "scale of " + x);
+    }
+
+    @Override
+    public void axpy(double alpha, UnifiedBuffer x, UnifiedBuffer y) {
+        await(axpyAsync(alpha, x, y), "axpy into " + y);
+    }
+
+    @Override
+    public double sum(UnifiedBuffer x) {
+        return await(sumAsync(x), "sum of " + x);
+    }
+
+    /**
+     * The op's result, waited for at most the device wait; its failure as {@code join} throws it. Past the wait, a
+     * {@link DeviceTimeoutException}: the op stays queued and runs once the work ahead of it ends.
+     */
+    private <T> T await(CompletableFuture<T> op, String what) {
+        if (op.isDone()) {
+            return op.join();
+        }
+        Duration limit = manager.deviceWaitTimeout();
+        try {
+            op.get(limit.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (ExecutionException | CancellationException failed) {
+            // join throws it below, as the caller would get it from join
+        } catch (TimeoutException e) {
+            throw new DeviceTimeoutException("the " + what + " did not finish within " + limit.toMillis() + " ms (compute.memory"
+                    + ".device-wait-timeout): it waits behind device work that does not end (a kernel that runs longer, or a"
+                    + " command held at an event nobody sets); it stays queued and runs once that work is over", limit);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new DeviceTimeoutException("interrupted while waiting for the " + what + ", which stays queued", limit);
+        }
+        return op.join();
     }
 
     private <T> CompletableFuture<T> onOne(UnifiedBuffer buffer, AccessMode mode, Function<Region, CompletableFuture<T>> kernel) {

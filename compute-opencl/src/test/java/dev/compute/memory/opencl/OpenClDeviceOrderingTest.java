@@ -210,6 +210,42 @@ class OpenClDeviceOrderingTest {
         }
     }
 
+    /**
+     * The op set's synchronous forms wait for their kernel, which the in-order queue runs only after the stuck work: they
+     * give up after the device wait too (the README's "nothing waits forever"), and the op, queued already, runs once the
+     * work ahead of it ends.
+     */
+    @Test
+    void aSynchronousOpBehindStuckWorkFailsAfterTheDeviceWaitInsteadOfHanging() throws Exception {
+        manager.close();
+        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .deviceWaitTimeout(Duration.ofMillis(500)).build();
+        cl_event gate = userEvent();
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+             UnifiedBuffer y = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+            y.copyFrom(filled(N, 4f));
+            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
+                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                fill(cl.queue(), cl, 1f, gate, null); // held back, and everything queued behind it on the in-order queue
+            }
+            CompletableFuture<Void> filling = CompletableFuture.runAsync(() -> manager.ops().fill(y, 5));
+            CompletableFuture<Double> summing = CompletableFuture.supplyAsync(() -> manager.ops().sum(y));
+            try {
+                assertThatThrownBy(() -> filling.get(5, TimeUnit.SECONDS)).as("fill behind the stuck work")
+                        .hasCauseInstanceOf(DeviceTimeoutException.class).hasMessageContaining("device-wait-timeout");
+                assertThatThrownBy(() -> summing.get(5, TimeUnit.SECONDS)).as("sum behind the stuck work")
+                        .hasCauseInstanceOf(DeviceTimeoutException.class).hasMessageContaining("device-wait-timeout");
+            } finally {
+                open(gate);
+            }
+            float[] back = new float[N];
+            y.copyTo(back);
+            assertThat(back).as("the fill ran once the work ahead of it ended").containsOnly(5f);
+        } finally {
+            CL.clReleaseEvent(gate);
+        }
+    }
+
     @Test
     void aCloseThatFindsWorkStuckPastItsTimeoutDoesNotWaitAgainInTheBackend() throws Exception {
         manager.close();
