@@ -257,15 +257,17 @@ final class EventCompletions {
 
         /**
          * Makes what {@code queue} (the backend's in-order queue) runs next wait for this command, on the device: nothing
-         * to do for a command of that queue or one that has ended; else a barrier with the command's event in its wait
-         * list. False where the device cannot (no OpenCL 1.2 barrier): the caller waits on the host.
+         * to do for a command of that queue or one that has ended, well or not, even where the waiter has not settled it
+         * yet; else a barrier with the command's event in its wait list. False where the device cannot (no OpenCL 1.2
+         * barrier): the caller waits on the host. A failed event is never put in a wait list: PoCL leaves a barrier
+         * after an event that failed before it was queued queued for ever, and the queue behind it.
          */
         boolean orderQueue(cl_command_queue queue) {
             if (onBackendQueue || isDone()) {
                 return true;
             }
             synchronized (this) {
-                if (event == null) {
+                if (event == null || hasEnded(event)) {
                     return true;
                 }
                 try {

@@ -187,6 +187,25 @@ class OpenClQueueTest {
         }
     }
 
+    /**
+     * Recorded work that has failed (its command ended with a negative status, as a user event set to an error does)
+     * is over: no barrier for it. On PoCL a barrier whose wait list holds an event that failed before it was queued
+     * stays queued for ever, and the in-order queue with it: every copy, op and kernel of every buffer after it.
+     */
+    @Test
+    void recordedWorkThatFailedAlreadyGetsNoBarrier() {
+        cl_event work = userEvent(queue.context());
+        try {
+            // as the waiter holds it before it has looked at the event again
+            EventCompletions.EventWork recorded = new EventCompletions.EventWork(work, false);
+            OpenClCalls.check(CL.clSetUserEventStatus(work, CL.CL_OUT_OF_RESOURCES), "clSetUserEventStatus");
+            assertThat(recorded.orderQueue(queue.commandQueue())).isTrue();
+            assertThat(queue.marker()).as("the queue after the failed work's ordering").succeedsWithin(Duration.ofSeconds(5));
+        } finally {
+            CL.clReleaseEvent(work);
+        }
+    }
+
     @Test
     void closeRefusesNewWorkAndReleasesOnce() {
         AtomicInteger ran = new AtomicInteger();
