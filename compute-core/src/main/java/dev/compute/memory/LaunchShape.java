@@ -103,11 +103,20 @@ public final class LaunchShape {
         return chosen;
     }
 
-    /** The sizes rounded up to multiples of {@code workGroup}: what a backend launches as its global size. */
+    /**
+     * The sizes rounded up to multiples of {@code workGroup}: what a backend launches as its global size.
+     *
+     * @throws IllegalArgumentException where a size rounded up passes {@code Long.MAX_VALUE}
+     */
     public long[] roundedUpTo(long[] workGroup) {
         long[] rounded = new long[sizes.length];
         for (int d = 0; d < sizes.length; d++) {
-            rounded[d] = Math.multiplyExact(Math.ceilDiv(sizes[d], workGroup[d]), workGroup[d]);
+            long groups = Math.ceilDiv(sizes[d], workGroup[d]);
+            if (groups > Long.MAX_VALUE / workGroup[d]) {
+                throw new IllegalArgumentException(this + " rounded up to whole work-groups of " + Arrays.toString(workGroup)
+                        + " is more than Long.MAX_VALUE work items in dimension " + d);
+            }
+            rounded[d] = groups * workGroup[d];
         }
         return rounded;
     }

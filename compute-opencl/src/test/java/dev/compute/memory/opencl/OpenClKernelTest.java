@@ -177,6 +177,20 @@ class OpenClKernelTest {
     }
 
     @Test
+    void aShapeThatCannotBeRoundedUpToWholeWorkGroupsIsRefusedByName() {
+        ComputeKernel fill = manager.kernels().compile(KernelSource.openCl(SLOW_FILL, "slow_fill"));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 16)) {
+            assertThatThrownBy(() -> fill.launch(LaunchShape.of(Long.MAX_VALUE), x, 16L, 1f, 0))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("LaunchShape[" + Long.MAX_VALUE + "]").hasMessageContaining("work-groups of");
+            fill.launch(LaunchShape.of(16), x, 16L, 1f, 0).join();
+            float[] result = new float[16];
+            x.copyTo(result);
+            assertThat(result).as("the buffer, after the refused launch").containsOnly(1f);
+        }
+    }
+
+    @Test
     void hostMemoryIsRefusedNamingTheKernelAndTheArgument() {
         ComputeKernel fill = manager.kernels().compile(KernelSource.openCl(SLOW_FILL, "slow_fill"));
         try (UnifiedBuffer host = manager.allocate(DataType.FLOAT32, 16, MemoryLocation.HOST)) {
