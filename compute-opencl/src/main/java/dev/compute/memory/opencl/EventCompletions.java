@@ -28,6 +28,7 @@ import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.Sizeof;
 import org.jocl.cl_command_queue;
+import org.jocl.cl_context;
 import org.jocl.cl_event;
 import org.jspecify.annotations.Nullable;
 
@@ -249,6 +250,11 @@ final class EventCompletions {
     static final class EventWork extends Awaited {
         private @Nullable cl_event event;
         private final boolean onBackendQueue;
+        /**
+         * The user event the backend's queue waits for in this command's place ({@link #orderQueue}), set complete once
+         * the command has ended, well or not; null until a queue is ordered after it.
+         */
+        private @Nullable cl_event stand;
 
         EventWork(@Nullable cl_event event, boolean onBackendQueue) {
             this.event = event;
@@ -256,13 +262,15 @@ final class EventCompletions {
         }
 
         /**
-         * Makes what {@code queue} (the backend's in-order queue) runs next wait for this command, on the device: nothing
-         * to do for a command of that queue or one that has ended, well or not, even where the waiter has not settled it
-         * yet; else a barrier with the command's event in its wait list. False where the device cannot (no OpenCL 1.2
-         * barrier): the caller waits on the host. A failed event is never put in a wait list: PoCL leaves a barrier
-         * after an event that failed before it was queued queued for ever, and the queue behind it.
+         * Makes what {@code queue} (the backend's in-order queue, in {@code context}) runs next wait for this command, on
+         * the device: nothing to do for a command of that queue or one that has ended, well or not, even where the waiter
+         * has not settled it yet; else a barrier on a user event of the backend's own that stands for the command and is
+         * set complete once it has ended ({@link #releaseEvent}). False where the device cannot (no OpenCL 1.2 barrier):
+         * the caller waits on the host. The user's event is never put in a wait list of the backend's queue: its failure
+         * would be the queue's (PoCL fails every command queued behind it, leaves a barrier after an event that had failed
+         * already queued for ever, and ends the process when the event fails under a barrier of another queue).
          */
-        boolean orderQueue(cl_command_queue queue) {
+        boolean orderQueue(cl_command_queue queue, cl_context context) {
             if (onBackendQueue || isDone()) {
                 return true;
             }
@@ -271,7 +279,15 @@ final class EventCompletions {
                     return true;
                 }
                 try {
-                    return CL.clEnqueueBarrierWithWaitList(queue, 1, new cl_event[] {event}, null) == CL_SUCCESS;
+                    if (stand == null) {
+                        int[] error = new int[1];
+                        cl_event created = CL.clCreateUserEvent(context, error);
+                        if (error[0] != CL_SUCCESS) {
+                            return false;
+                        }
+                        stand = created;
+                    }
+                    return CL.clEnqueueBarrierWithWaitList(queue, 1, new cl_event[] {stand}, null) == CL_SUCCESS;
                 } catch (RuntimeException | LinkageError noBarrier) {
                     return false;
                 }
@@ -282,10 +298,16 @@ final class EventCompletions {
             return onBackendQueue;
         }
 
+        /** Once the command has ended: releases its event, and lets the barriers that stand for it go. */
         private synchronized void releaseEvent() {
             if (event != null) {
                 CL.clReleaseEvent(event);
                 event = null;
+            }
+            if (stand != null) {
+                CL.clSetUserEventStatus(stand, CL_COMPLETE);
+                CL.clReleaseEvent(stand);
+                stand = null;
             }
         }
     }

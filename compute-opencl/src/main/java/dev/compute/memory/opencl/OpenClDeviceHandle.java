@@ -56,8 +56,8 @@ import org.jspecify.annotations.Nullable;
  * </table>
  *
  * <p><b>Ordering.</b> Queue work on {@link #queue()}, the backend's in-order queue: it then runs after every copy,
- * op and kernel before it (work recorded from other queues included: the access put a barrier on their events in
- * the queue; the host does not wait), and when the access ends a marker on that queue says when it is done. Work on
+ * op and kernel before it (work recorded from other queues included: the access put a barrier in the queue on a user
+ * event of the backend's, set once that work has ended, well or not; the host does not wait), and when the access ends a marker on that queue says when it is done. Work on
  * a queue of one's own (in {@link #context()}) runs beside the backend's queue: give its commands {@link #waitList()}
  * as their wait list, so they run after the buffer's earlier work, and hand its event to {@link #recordWork}, or
  * nothing keeps the memory for it. Its completion then joins what {@link #end()} returns, so the buffer's memory is

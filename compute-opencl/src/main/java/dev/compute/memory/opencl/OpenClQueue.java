@@ -367,8 +367,8 @@ final class OpenClQueue {
 
     /**
      * Orders what this queue runs next after {@code work}: nothing to do for work of this queue (copies, ops, a device
-     * access's marker) or work that has ended; work recorded from a queue of the user's own gets a barrier with its
-     * event on this queue. False for other futures, which the caller waits for on the host.
+     * access's marker) or work that has ended; work recorded from a queue of the user's own gets a barrier on this
+     * queue, on a user event of the backend's that stands for it ({@link EventCompletions.EventWork#orderQueue}). False for other futures, which the caller waits for on the host.
      */
     boolean orderAfter(CompletableFuture<?> work) {
         if (work.isDone() || onQueue(work)) {
@@ -376,7 +376,7 @@ final class OpenClQueue {
         }
         synchronized (lifecycle) {
             checkOpen();
-            boolean ordered = work instanceof EventCompletions.EventWork events && events.orderQueue(queue);
+            boolean ordered = work instanceof EventCompletions.EventWork events && events.orderQueue(queue, context);
             queuedCount.incrementAndGet(); // a barrier on work of another queue, which may never end
             return ordered;
         }

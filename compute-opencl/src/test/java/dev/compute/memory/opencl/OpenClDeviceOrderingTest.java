@@ -13,6 +13,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.testing.ChildJvm;
 import dev.compute.memory.testing.LogCapture;
 import java.time.Duration;
 import java.util.Arrays;
@@ -117,6 +118,67 @@ class OpenClDeviceOrderingTest {
         } finally {
             CL.clReleaseEvent(gate);
             CL.clReleaseCommandQueue(own);
+        }
+    }
+
+    /**
+     * Recorded work that fails (a command of one's own queue behind a user event set to an error) while the backend's
+     * queue is ordered after it: the failure is that work's own. On PoCL a barrier with the failing event in its wait list
+     * ended the process (SIGABRT, "PTHREAD ERROR in pocl_update_event_failed()"), so the scenario runs in a JVM of its
+     * own; the op on the buffer and another buffer's work run after the failed work as after any work that is over.
+     */
+    @Test
+    void recordedWorkThatFailsWhileTheBackendsQueueWaitsForItEndsNothingElse() throws Exception {
+        ChildJvm.Result child = ChildJvm.run(Duration.ofMinutes(2), RecordedWorkFails.class);
+        assertThat(child.exitCode()).as(child.describe()).isZero();
+        assertThat(child.output()).as(child.describe()).contains("scaled: done", "other: [3.0, 3.0, 3.0]", "x: [2.0, 2.0, 2.0]");
+    }
+
+    /** The child of {@link #recordedWorkThatFailsWhileTheBackendsQueueWaitsForItEndsNothingElse}. */
+    static final class RecordedWorkFails {
+        public static void main(String[] args) throws Exception {
+            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                    .deviceWaitTimeout(Duration.ofSeconds(10)).build()) {
+                OpenClNativeDevice device = manager.nativeDevice(OpenClNativeDevice.class);
+                int[] error = new int[1];
+                @SuppressWarnings("deprecation")
+                cl_command_queue own = CL.clCreateCommandQueue(device.context(), device.device(), 0, error);
+                cl_event gate = CL.clCreateUserEvent(device.context(), error);
+                try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+                     UnifiedBuffer other = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+                    x.copyFrom(filled(N, 1f));
+                    other.copyFrom(filled(N, 4f));
+                    try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
+                        OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                        cl_event filled = new cl_event();
+                        fill(own, cl, 7f, gate, filled);
+                        cl.recordWork(filled);
+                        CL.clReleaseEvent(filled);
+                    }
+                    CompletableFuture<Void> scaled = manager.ops().scaleAsync(x, 2); // ordered after the recorded work
+                    CompletableFuture<Void> otherFilled = manager.ops().fillAsync(other, 3);
+                    CL.clSetUserEventStatus(gate, CL.CL_OUT_OF_RESOURCES); // the recorded work fails
+                    System.out.println("scaled: " + outcome(scaled));
+                    System.out.println("other filled: " + outcome(otherFilled));
+                    float[] back = new float[N];
+                    other.copyTo(back);
+                    System.out.println("other: " + Arrays.toString(Arrays.copyOf(back, 3)));
+                    x.copyTo(back);
+                    System.out.println("x: " + Arrays.toString(Arrays.copyOf(back, 3)));
+                } finally {
+                    CL.clReleaseEvent(gate);
+                    CL.clReleaseCommandQueue(own);
+                }
+            }
+        }
+
+        private static String outcome(CompletableFuture<Void> work) {
+            try {
+                work.get(30, TimeUnit.SECONDS);
+                return "done";
+            } catch (Exception e) {
+                return "failed: " + e;
+            }
         }
     }
 

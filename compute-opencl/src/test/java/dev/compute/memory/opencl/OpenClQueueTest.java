@@ -199,7 +199,7 @@ class OpenClQueueTest {
             // as the waiter holds it before it has looked at the event again
             EventCompletions.EventWork recorded = new EventCompletions.EventWork(work, false);
             OpenClCalls.check(CL.clSetUserEventStatus(work, CL.CL_OUT_OF_RESOURCES), "clSetUserEventStatus");
-            assertThat(recorded.orderQueue(queue.commandQueue())).isTrue();
+            assertThat(recorded.orderQueue(queue.commandQueue(), queue.context())).isTrue();
             assertThat(queue.marker()).as("the queue after the failed work's ordering").succeedsWithin(Duration.ofSeconds(5));
         } finally {
             CL.clReleaseEvent(work);
