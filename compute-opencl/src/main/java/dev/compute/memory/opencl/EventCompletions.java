@@ -275,23 +275,40 @@ final class EventCompletions {
                 return true;
             }
             synchronized (this) {
-                if (event == null || hasEnded(event)) {
-                    return true;
-                }
                 try {
-                    if (stand == null) {
-                        int[] error = new int[1];
-                        cl_event created = CL.clCreateUserEvent(context, error);
-                        if (error[0] != CL_SUCCESS) {
-                            return false;
-                        }
-                        stand = created;
+                    cl_event standing = standIn(context);
+                    if (standing == null) {
+                        return true;
                     }
-                    return CL.clEnqueueBarrierWithWaitList(queue, 1, new cl_event[] {stand}, null) == CL_SUCCESS;
+                    try {
+                        return CL.clEnqueueBarrierWithWaitList(queue, 1, new cl_event[] {standing}, null) == CL_SUCCESS;
+                    } finally {
+                        CL.clReleaseEvent(standing);
+                    }
                 } catch (RuntimeException | LinkageError noBarrier) {
                     return false;
                 }
             }
+        }
+
+        /**
+         * The event a command of the backend's queue waits for in this command's place, retained for the caller, who
+         * releases it: a user event of the backend's in {@code context}, set complete once this command has ended, well
+         * or not ({@link #releaseEvent}); null when it has ended already. The user's own event is never put in a wait
+         * list of the backend's queue (see {@link #orderQueue}).
+         */
+        synchronized @Nullable cl_event standIn(cl_context context) {
+            if (event == null || hasEnded(event)) {
+                return null;
+            }
+            if (stand == null) {
+                int[] error = new int[1];
+                cl_event created = CL.clCreateUserEvent(context, error);
+                OpenClCalls.check(error[0], "clCreateUserEvent to stand for recorded work");
+                stand = created;
+            }
+            OpenClCalls.check(CL.clRetainEvent(stand), "clRetainEvent");
+            return stand;
         }
 
         boolean onBackendQueue() {

@@ -90,7 +90,10 @@ public final class OpenClDeviceHandle implements DeviceHandle {
     private final long bytes;
     /** Futures of the work recorded from other queues. */
     private @Nullable List<CompletableFuture<Void>> recorded;
-    /** Their events, retained for the map that publishes a host-memory buffer after them; released at the end. */
+    /**
+     * Events standing for them ({@link OpenClQueue#standIn}), retained for the map that publishes a host-memory buffer
+     * after them; released at the end.
+     */
     private @Nullable List<cl_event> publishAfter;
     private boolean ended;
     /** The marker {@link #waitList()} gives, made on the first call. */
@@ -237,13 +240,16 @@ public final class OpenClDeviceHandle implements DeviceHandle {
         if (recorded == null) {
             recorded = new ArrayList<>();
         }
-        recorded.add(backend.queue().trackRecorded(event));
+        CompletableFuture<Void> work = backend.queue().trackRecorded(event);
+        recorded.add(work);
         if (kind == Kind.HOST_MEMORY_BUFFER && mode.writes()) {
-            OpenClCalls.check(CL.clRetainEvent(event), "clRetainEvent");
-            if (publishAfter == null) {
-                publishAfter = new ArrayList<>();
+            cl_event standIn = backend.queue().standIn(work); // never the user's event: its failure would be the queue's
+            if (standIn != null) {
+                if (publishAfter == null) {
+                    publishAfter = new ArrayList<>();
+                }
+                publishAfter.add(standIn);
             }
-            publishAfter.add(event);
         }
     }
 

@@ -125,13 +125,15 @@ class OpenClDeviceOrderingTest {
      * Recorded work that fails (a command of one's own queue behind a user event set to an error) while the backend's
      * queue is ordered after it: the failure is that work's own. On PoCL a barrier with the failing event in its wait list
      * ended the process (SIGABRT, "PTHREAD ERROR in pocl_update_event_failed()"), so the scenario runs in a JVM of its
-     * own; the op on the buffer and another buffer's work run after the failed work as after any work that is over.
+     * own; the op on the buffer and another buffer's work run after the failed work as after any work that is over. So
+     * does a PINNED buffer's writing access, whose end publishes the buffer to host memory after the recorded work.
      */
     @Test
     void recordedWorkThatFailsWhileTheBackendsQueueWaitsForItEndsNothingElse() throws Exception {
         ChildJvm.Result child = ChildJvm.run(Duration.ofMinutes(2), RecordedWorkFails.class);
         assertThat(child.exitCode()).as(child.describe()).isZero();
-        assertThat(child.output()).as(child.describe()).contains("scaled: done", "other: [3.0, 3.0, 3.0]", "x: [2.0, 2.0, 2.0]");
+        assertThat(child.output()).as(child.describe()).contains("scaled: done", "other: [3.0, 3.0, 3.0]", "x: [2.0, 2.0, 2.0]",
+                "pinned: [5.0, 5.0, 5.0]");
     }
 
     /** The child of {@link #recordedWorkThatFailsWhileTheBackendsQueueWaitsForItEndsNothingElse}. */
@@ -145,14 +147,23 @@ class OpenClDeviceOrderingTest {
                 cl_command_queue own = CL.clCreateCommandQueue(device.context(), device.device(), 0, error);
                 cl_event gate = CL.clCreateUserEvent(device.context(), error);
                 try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
-                     UnifiedBuffer other = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+                     UnifiedBuffer other = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+                     UnifiedBuffer pinned = manager.allocate(DataType.FLOAT32, N, MemoryLocation.PINNED)) {
                     x.copyFrom(filled(N, 1f));
                     other.copyFrom(filled(N, 4f));
+                    pinned.copyFrom(filled(N, 5f));
                     try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
                         OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
                         cl_event filled = new cl_event();
                         fill(own, cl, 7f, gate, filled);
                         cl.recordWork(filled);
+                        CL.clReleaseEvent(filled);
+                    }
+                    try (BufferAccess access = pinned.deviceAccess(AccessMode.WRITE)) {
+                        OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                        cl_event filled = new cl_event();
+                        fill(own, cl, 7f, gate, filled);
+                        cl.recordWork(filled); // the access's end maps the buffer after it
                         CL.clReleaseEvent(filled);
                     }
                     CompletableFuture<Void> scaled = manager.ops().scaleAsync(x, 2); // ordered after the recorded work
@@ -165,6 +176,8 @@ class OpenClDeviceOrderingTest {
                     System.out.println("other: " + Arrays.toString(Arrays.copyOf(back, 3)));
                     x.copyTo(back);
                     System.out.println("x: " + Arrays.toString(Arrays.copyOf(back, 3)));
+                    pinned.copyTo(back);
+                    System.out.println("pinned: " + Arrays.toString(Arrays.copyOf(back, 3)));
                 } finally {
                     CL.clReleaseEvent(gate);
                     CL.clReleaseCommandQueue(own);
