@@ -90,11 +90,6 @@ public final class OpenClDeviceHandle implements DeviceHandle {
     private final long bytes;
     /** Futures of the work recorded from other queues. */
     private @Nullable List<CompletableFuture<Void>> recorded;
-    /**
-     * Events standing for them ({@link OpenClQueue#standIn}), retained for the map that publishes a host-memory buffer
-     * after them; released at the end.
-     */
-    private @Nullable List<cl_event> publishAfter;
     private boolean ended;
     /** The marker {@link #waitList()} gives, made on the first call. */
     private @Nullable cl_event ready;
@@ -240,39 +235,35 @@ public final class OpenClDeviceHandle implements DeviceHandle {
         if (recorded == null) {
             recorded = new ArrayList<>();
         }
-        CompletableFuture<Void> work = backend.queue().trackRecorded(event);
-        recorded.add(work);
-        if (kind == Kind.HOST_MEMORY_BUFFER && mode.writes()) {
-            cl_event standIn = backend.queue().standIn(work); // never the user's event: its failure would be the queue's
-            if (standIn != null) {
-                if (publishAfter == null) {
-                    publishAfter = new ArrayList<>();
-                }
-                publishAfter.add(standIn);
-            }
-        }
+        recorded.add(backend.queue().trackRecorded(event));
     }
 
     /**
      * Ends the handle, once (its access calls it): a marker on the backend's queue (after publishing a written
      * host-memory buffer), joined with the recorded work; then releases the host-memory buffer, which OpenCL keeps
-     * alive for the commands already queued, or lets go of the kept sub-buffer.
+     * alive for the commands already queued, or lets go of the kept sub-buffer. A written host-memory buffer with
+     * recorded work is published once that work has ended ({@link #publishAfter}).
      */
     @Override
     public CompletableFuture<Void> end() {
         @Nullable List<CompletableFuture<Void>> work;
-        cl_event[] after;
         synchronized (this) {
             if (ended) {
                 throw new IllegalStateException("this OpenCL device handle has ended already");
             }
             ended = true;
             work = recorded;
-            after = publishAfter == null ? NO_EVENTS : publishAfter.toArray(NO_EVENTS);
         }
+        boolean publish = kind == Kind.HOST_MEMORY_BUFFER && mode.writes();
+        boolean releasedLater = false;
         try {
-            CompletableFuture<Void> queued = kind == Kind.HOST_MEMORY_BUFFER && mode.writes()
-                    ? backend.queue().publishToHostThenMarker(Objects.requireNonNull(memory), bytes, after)
+            if (publish && work != null) {
+                CompletableFuture<Void> all = publishAfter(work);
+                releasedLater = true;
+                return all;
+            }
+            CompletableFuture<Void> queued = publish
+                    ? backend.queue().publishToHostThenMarker(Objects.requireNonNull(memory), bytes, NO_EVENTS)
                     : backend.queue().position();
             if (work == null) {
                 return queued;
@@ -282,18 +273,33 @@ public final class OpenClDeviceHandle implements DeviceHandle {
             return WorkGroup.of(all);
         } finally {
             backend.queue().handleEnded(); // after the position above counted what the holder queued
-            for (cl_event event : after) {
-                CL.clReleaseEvent(event);
-            }
             if (ready != null) {
                 CL.clReleaseEvent(ready);
             }
             if (subBuffer != null) {
                 subBuffer.release();
-            } else if (kind == Kind.HOST_MEMORY_BUFFER) {
+            } else if (kind == Kind.HOST_MEMORY_BUFFER && !releasedLater) {
                 CL.clReleaseMemObject(memory);
             }
         }
+    }
+
+    /**
+     * A written host-memory buffer with work recorded from queues of one's own: what the holder queued on the backend's
+     * queue, the recorded work, and the buffer published to host memory once that work has ended, well or not, then
+     * released. A map waiting for the recorded work in the backend's in-order queue would hold up every command queued
+     * behind it for as long as that work runs, and its failure would be the queue's (PoCL ends the process then).
+     */
+    private CompletableFuture<Void> publishAfter(List<CompletableFuture<Void>> work) {
+        cl_mem buffer = Objects.requireNonNull(memory);
+        CompletableFuture<Void> queued = backend.queue().position();
+        CompletableFuture<Void> published = WorkGroup.of(work).handle((ignored, failed) -> null)
+                .thenCompose(ignored -> backend.queue().publishToHostThenMarker(buffer, bytes, NO_EVENTS))
+                .whenComplete((ignored, failed) -> CL.clReleaseMemObject(buffer));
+        List<CompletableFuture<Void>> all = new ArrayList<>(work);
+        all.add(queued);
+        all.add(published);
+        return WorkGroup.of(all);
     }
 
     private OpenClBackend.SharedVirtualMemory sharedVirtualMemory() {

@@ -343,15 +343,6 @@ final class OpenClQueue {
     }
 
     /**
-     * An event for a command of this queue to wait on in place of {@code recorded}, work recorded from a queue of the
-     * user's own ({@link #trackRecorded}), retained for the caller; null when that work has ended already. Never the
-     * user's event itself: see {@link EventCompletions.EventWork#orderQueue}.
-     */
-    @Nullable cl_event standIn(CompletableFuture<Void> recorded) {
-        return recorded instanceof EventCompletions.EventWork events ? events.standIn(context) : null;
-    }
-
-    /**
      * Waits, at most {@code timeout}, for every command queued so far (a marker, never an unbounded {@code clFinish})
      * and every recorded work; true when all of it has ended, failed commands included. Once closed: whether close
      * has finished them.

@@ -195,6 +195,48 @@ class OpenClDeviceOrderingTest {
         }
     }
 
+    /**
+     * A writing PINNED access publishes the buffer to host memory after the work recorded on it; that work, on a queue
+     * of one's own, does not hold up the backend's queue meanwhile (the README: slow work of yours never holds up the
+     * backend's): another buffer's blocking copies go on, and the PINNED buffer's read sees the recorded work's result.
+     */
+    @Test
+    void slowRecordedWorkOnAPinnedBufferHoldsUpNoOtherBuffersCopies() throws Exception {
+        manager.close();
+        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .deviceWaitTimeout(Duration.ofMillis(500)).build();
+        OpenClNativeDevice device = manager.nativeDevice(OpenClNativeDevice.class);
+        int[] error = new int[1];
+        @SuppressWarnings("deprecation")
+        cl_command_queue own = CL.clCreateCommandQueue(device.context(), device.device(), 0, error);
+        assertThat(error[0]).isEqualTo(CL_SUCCESS);
+        cl_event gate = userEvent();
+        try (UnifiedBuffer pinned = manager.allocate(DataType.FLOAT32, N, MemoryLocation.PINNED);
+             UnifiedBuffer y = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+            pinned.copyFrom(filled(N, 1f));
+            try (BufferAccess access = pinned.deviceAccess(AccessMode.WRITE)) {
+                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                cl_event filled = new cl_event();
+                fill(own, cl, 7f, gate, filled);
+                cl.recordWork(filled);
+                CL.clReleaseEvent(filled);
+            }
+            y.copyFrom(filled(N, 4f)); // a blocking copy on the backend's queue, while the recorded work waits at its gate
+            float[] back = new float[N];
+            y.copyTo(back);
+            assertThat(back).containsOnly(4f);
+
+            open(gate);
+            pinned.copyTo(back);
+            assertThat(back).as("the recorded work's result, published").containsOnly(7f);
+        } finally {
+            CL.clSetUserEventStatus(gate, CL_COMPLETE); // refused where it is complete already
+            CL.clFinish(own);
+            CL.clReleaseEvent(gate);
+            CL.clReleaseCommandQueue(own);
+        }
+    }
+
     @Test
     void aBufferClosedWithWorkStillQueuedGivesItsMemoryBackOnceTheWorkIsDone() throws Exception {
         cl_event gate = userEvent();
