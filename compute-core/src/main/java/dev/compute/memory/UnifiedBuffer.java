@@ -300,14 +300,19 @@ public final class UnifiedBuffer implements AutoCloseable {
     }
 
     /**
-     * Writes {@code source} at {@code byteOffset} without waiting; {@code source} must stay valid and unchanged
-     * until the future completes. Closing the buffer before then is safe: its memory is reused only afterwards.
+     * Writes {@code source} at {@code byteOffset} without waiting; {@code source} must stay valid (its arena open) and
+     * unchanged until the future completes: on a device the driver reads it directly. Closing the buffer before then is
+     * safe: its memory is reused only afterwards, whatever is done to the future.
      */
     public CompletableFuture<Void> copyFromAsync(long byteOffset, MemorySegment source) {
         return BufferCopies.writeAsync(core, byteOffset, source);
     }
 
-    /** Reads into {@code destination} from {@code byteOffset} without waiting. */
+    /**
+     * Reads into {@code destination} from {@code byteOffset} without waiting; {@code destination} must stay valid (its
+     * arena open) until the future completes, as for {@link #copyFromAsync}: on a device the driver writes it directly,
+     * with nothing on the Java side that could stop it. Cancelling or completing the future stops nothing either.
+     */
     public CompletableFuture<Void> copyToAsync(long byteOffset, MemorySegment destination) {
         return BufferCopies.readAsync(core, byteOffset, destination);
     }
