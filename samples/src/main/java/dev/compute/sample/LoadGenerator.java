@@ -149,9 +149,14 @@ public class LoadGenerator implements SmartLifecycle, ApplicationListener<Contex
             return;
         }
         bytesAllocated.addAndGet(buffer.byteSize());
-        manager.ops().fill(buffer, 1.0);
-        manager.ops().scale(buffer, 0.5);
-        manager.ops().sum(buffer);
+        try {
+            manager.ops().fill(buffer, 1.0);
+            manager.ops().scale(buffer, 0.5);
+            manager.ops().sum(buffer);
+        } catch (RuntimeException e) {
+            buffer.close(); // not held yet: closed here, or the failure (a device timeout, say) would leak it
+            throw e;
+        }
         operations.incrementAndGet();
         synchronized (held) {
             held.addLast(buffer);
