@@ -202,9 +202,7 @@ class OpenClDeviceOrderingTest {
      */
     @Test
     void slowRecordedWorkOnAPinnedBufferHoldsUpNoOtherBuffersCopies() throws Exception {
-        manager.close();
-        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
-                .deviceWaitTimeout(Duration.ofMillis(500)).build();
+        reopenWithAShortDeviceWait();
         OpenClNativeDevice device = manager.nativeDevice(OpenClNativeDevice.class);
         int[] error = new int[1];
         @SuppressWarnings("deprecation")
@@ -300,17 +298,12 @@ class OpenClDeviceOrderingTest {
 
     @Test
     void aBlockingCopyOfAnotherBufferBehindStuckWorkFailsAfterTheDeviceWaitInsteadOfHanging() throws Exception {
-        manager.close();
-        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
-                .deviceWaitTimeout(Duration.ofMillis(500)).build();
+        reopenWithAShortDeviceWait();
         cl_event gate = userEvent();
         try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
              UnifiedBuffer y = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
             y.copyFrom(filled(N, 4f));
-            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
-                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
-                fill(cl.queue(), cl, 1f, gate, null); // held back, and everything queued behind it on the in-order queue
-            }
+            fillHeldAt(x, gate);
             CompletableFuture<Void> read = CompletableFuture.runAsync(() -> y.copyTo(new float[N]));
             assertThatThrownBy(() -> read.get(30, TimeUnit.SECONDS)).as("y has no work of its own: it fails after the device wait")
                     .hasCauseInstanceOf(DeviceTimeoutException.class).hasMessageContaining("device-wait-timeout");
@@ -334,17 +327,12 @@ class OpenClDeviceOrderingTest {
      */
     @Test
     void aSynchronousOpBehindStuckWorkFailsAfterTheDeviceWaitInsteadOfHanging() throws Exception {
-        manager.close();
-        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
-                .deviceWaitTimeout(Duration.ofMillis(500)).build();
+        reopenWithAShortDeviceWait();
         cl_event gate = userEvent();
         try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
              UnifiedBuffer y = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
             y.copyFrom(filled(N, 4f));
-            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
-                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
-                fill(cl.queue(), cl, 1f, gate, null); // held back, and everything queued behind it on the in-order queue
-            }
+            fillHeldAt(x, gate);
             CompletableFuture<Void> filling = CompletableFuture.runAsync(() -> manager.ops().fill(y, 5));
             CompletableFuture<Double> summing = CompletableFuture.supplyAsync(() -> manager.ops().sum(y));
             try {
@@ -382,6 +370,20 @@ class OpenClDeviceOrderingTest {
         } finally {
             open(gate);
             CL.clReleaseEvent(gate);
+        }
+    }
+
+    private void reopenWithAShortDeviceWait() {
+        manager.close();
+        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .deviceWaitTimeout(Duration.ofMillis(500)).build();
+    }
+
+    /** Ones into {@code x} on the backend's queue, held back at {@code gate}, and with them everything queued behind. */
+    private static void fillHeldAt(UnifiedBuffer x, cl_event gate) {
+        try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
+            OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+            fill(cl.queue(), cl, 1f, gate, null);
         }
     }
 
