@@ -74,8 +74,9 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
             double used = 1.0 - (double) device.freeBytes() / device.totalBytes();
             deviceDetails.put("usedRatio", used);
             if (used > thresholds.deviceMemoryWarningThreshold()) {
-                warnings.add(String.format(Locale.ROOT, "device memory is %.0f%% used, above compute.health.device-memory-warning-threshold (%.0f%%)",
-                        used * 100, thresholds.deviceMemoryWarningThreshold() * 100));
+                String[] shares = percents(used, thresholds.deviceMemoryWarningThreshold());
+                warnings.add(String.format(Locale.ROOT, "device memory is %s%% used, above compute.health.device-memory-warning-threshold (%s%%)",
+                        shares[0], shares[1]));
             }
         }
         Map<MemoryLocation, Map<String, Object>> locations = new LinkedHashMap<>();
@@ -93,9 +94,9 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
             details.put("overhead", s.overhead());
             locations.put(location, details);
             if (capUsed > thresholds.capWarningThreshold()) {
-                warnings.add(String.format(Locale.ROOT, "%s pool holds %.0f%% of its cap (%s, %d bytes), above compute.health.cap-warning-threshold "
-                        + "(%.0f%%): allocations beyond the cap fail", location, capUsed * 100, ManagerSettings.capPropertyOf(location), cap,
-                        thresholds.capWarningThreshold() * 100));
+                String[] shares = percents(capUsed, thresholds.capWarningThreshold());
+                warnings.add(String.format(Locale.ROOT, "%s pool holds %s%% of its cap (%s, %d bytes), above compute.health.cap-warning-threshold "
+                        + "(%s%%): allocations beyond the cap fail", location, shares[0], ManagerSettings.capPropertyOf(location), cap, shares[1]));
             }
             if (s.fragmentation() > thresholds.fragmentationWarningThreshold()) {
                 warnings.add(String.format(Locale.ROOT, "%s fragmentation is %.2f, above compute.health.fragmentation-warning-threshold (%.2f): "
@@ -131,11 +132,28 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
             detail.put("refusals", figures.refusals());
             details.put(configured.name(), detail);
             if (used > thresholds.budgetWarningThreshold()) {
-                warnings.add(String.format(Locale.ROOT, "memory budget '%s' holds %.0f%% of a limit (%d of %d bytes in all), above "
-                        + "compute.health.budget-warning-threshold (%.0f%%): its requests beyond the limit are refused", configured.name(),
-                        used * 100, figures.allocatedBytes(), figures.limitBytes(), thresholds.budgetWarningThreshold() * 100));
+                String[] shares = percents(used, thresholds.budgetWarningThreshold());
+                warnings.add(String.format(Locale.ROOT, "memory budget '%s' holds %s%% of a limit (%d of %d bytes in all), above "
+                        + "compute.health.budget-warning-threshold (%s%%): its requests beyond the limit are refused", configured.name(),
+                        shares[0], figures.allocatedBytes(), figures.limitBytes(), shares[1]));
             }
         }
         return details;
+    }
+
+    /**
+     * A share above its threshold and the threshold, in percent with as few decimals as tell them apart (none where they
+     * differ in whole percent): 90.4% used never reads as 90%, above a threshold of 90%.
+     */
+    static String[] percents(double share, double threshold) {
+        for (int decimals = 0; decimals < 6; decimals++) {
+            String format = "%." + decimals + "f";
+            String shown = String.format(Locale.ROOT, format, share * 100);
+            String limit = String.format(Locale.ROOT, format, threshold * 100);
+            if (!shown.equals(limit)) {
+                return new String[] {shown, limit};
+            }
+        }
+        return new String[] {Double.toString(share * 100), Double.toString(threshold * 100)};
     }
 }

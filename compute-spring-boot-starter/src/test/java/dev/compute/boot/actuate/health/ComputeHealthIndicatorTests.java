@@ -121,6 +121,13 @@ class ComputeHealthIndicatorTests {
                 .health(true).getDetails()).as("a closed budget is no more").doesNotContainKey("budgets");
     }
 
+    @Test
+    void aShareJustAboveItsThresholdIsShownWithTheDecimalsThatTellThemApart() {
+        assertThat(ComputeHealthIndicator.percents(0.88, 0.8)).containsExactly("88", "80");
+        assertThat(ComputeHealthIndicator.percents(0.904, 0.9)).containsExactly("90.4", "90.0");
+        assertThat(ComputeHealthIndicator.percents(0.0000025, 0.000001)).containsExactly("0.0003", "0.0001");
+    }
+
     private ComputeHealthIndicator indicator(ComputeProperties.Health thresholds) {
         return new ComputeHealthIndicator(observed(manager), thresholds);
     }
