@@ -8,9 +8,10 @@ import org.jspecify.annotations.Nullable;
  * never slows the common allocation. Methods are called on the thread that did the work, some (the backend
  * calls) under the pool's lock: keep them short, and never allocate from a manager, use a buffer or compact a
  * manager inside one (a compaction holds a buffer's lock while it takes the pool's; one started under the pool's lock
- * moves nothing; an allocation from any manager is refused with {@link IllegalStateException}, since
- * taking a second pool's lock under the first could deadlock with a thread doing the reverse, and an allocation from a
- * listener of failures would be told to it again without end; a trim gives nothing back, a compaction moves nothing). A
+ * moves nothing; an allocation from any manager is refused with {@link IllegalStateException} unless the pool's
+ * size-class cache serves it at once without a lock, since taking a second pool's lock under the first could deadlock
+ * with a thread doing the reverse, and an allocation from a listener of failures would be told to it again without end;
+ * a trim gives nothing back, a compaction moves nothing). A
  * listener that throws is logged and otherwise ignored. Register with
  * {@link UnifiedMemoryManagerBuilder#eventListener}.
  */
