@@ -1,7 +1,5 @@
 package dev.compute.memory.internal;
 
-import java.util.concurrent.atomic.AtomicInteger;
-
 /**
  * The stretches where a thread runs the application's code on a manager's behalf (its listeners, its out-of-memory
  * handlers), often inside a call of that manager: a close started there must not wait for the call it is inside of,
@@ -13,11 +11,6 @@ public final class UserCode {
 
     /** Per thread: [0] the depth of the application's code of any kind, [1] of listeners among it. */
     private static final ThreadLocal<int[]> DEPTH = ThreadLocal.withInitial(() -> new int[2]);
-    /**
-     * Listeners running now, on all threads: read first by {@link #inListener()}, which every allocation asks, so that
-     * the thread's own depth is looked up only while some listener runs (listeners are told of rare events only).
-     */
-    private static final AtomicInteger LISTENING = new AtomicInteger();
 
     private UserCode() {}
 
@@ -35,11 +28,9 @@ public final class UserCode {
         int[] depth = DEPTH.get();
         depth[0]++;
         depth[1]++;
-        LISTENING.incrementAndGet();
     }
 
     public static void exitListener() {
-        LISTENING.decrementAndGet();
         int[] depth = DEPTH.get();
         depth[0]--;
         depth[1]--;
@@ -57,7 +48,7 @@ public final class UserCode {
      * to it again, inside itself, without end.
      */
     public static boolean inListener() {
-        return LISTENING.get() != 0 && DEPTH.get()[1] > 0;
+        return DEPTH.get()[1] > 0;
     }
 
     /**

@@ -77,21 +77,13 @@ public final class BlockAllocation {
      * fails. A batch that together passes the location's cap fails at once ({@link #refuseAboveCap}).
      */
     public List<Block> batch(LocationChain chain, long[] bytes) {
-        refuseFromListener(chain);
+        UserCode.refuseInListener(chain.location()); // a single allocation is refused past the pool's cache, where it takes a lock
         refuseAboveCap(chain, bytes);
         List<Block> blocks = chain.entry.allocateAdjacent(bytes);
         if (blocks != null && chain.checksBlocks()) {
             blocks = checkedBatch(chain, blocks, bytes);
         }
         return blocks != null ? blocks : each(chain, bytes);
-    }
-
-    /**
-     * Refuses a batch from within a {@link MemoryEventListener} ({@link UserCode#refuseInListener}; a single allocation is
-     * refused where it would take a lock or reach the backend, past the pool's cache).
-     */
-    private static void refuseFromListener(LocationChain chain) {
-        UserCode.refuseInListener(chain.location());
     }
 
     /**
@@ -107,13 +99,8 @@ public final class BlockAllocation {
             }
             total += size; // batchBytes refused sums that overflow
         }
-        long cap = chain.backend.limitBytes();
-        if (total > cap) {
-            String property = chain.backend.limitProperty();
-            AllocationAboveLimitException e = new AllocationAboveLimitException(chain.location(), total, OutOfMemoryReason.POOL_LIMIT,
-                    "out of " + chain.location() + " memory: a batch of " + bytes.length + " buffers totalling " + total + " bytes is above "
-                    + property + " (" + cap + " bytes), the most this location may ever hold: nothing was allocated; raise " + property
-                    + " or ask for less");
+        if (total > chain.backend.limitBytes()) {
+            AllocationAboveLimitException e = chain.backend.batchAboveLimit(bytes.length, total);
             events.allocationFailed(chain.location(), total, e.reason());
             throw e;
         }

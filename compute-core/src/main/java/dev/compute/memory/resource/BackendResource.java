@@ -106,11 +106,6 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         return limitBytes;
     }
 
-    /** The setting that gave {@link #limitBytes()}, as messages name it. */
-    public String limitProperty() {
-        return limitProperty;
-    }
-
     /**
      * The largest request that memory given back could ever make room for: the limit, or the backend's largest single
      * allocation ({@link ComputeBackend#maxAllocationBytes}) where that is smaller. {@link #aboveLimit} refuses larger ones.
@@ -182,6 +177,14 @@ public final class BackendResource implements MemoryResource, InspectableResourc
                 + " memory: requested " + requested + " bytes" + (rounded != requested ? " (" + rounded + " after rounding)" : "")
                 + ", above " + limitProperty + " (" + limitBytes + " bytes), the most this location may ever hold; raise "
                 + limitProperty + " or ask for less");
+    }
+
+    /** As {@link #aboveLimit}, for a batch of {@code buffers} that together pass the limit: nothing was allocated. */
+    public AllocationAboveLimitException batchAboveLimit(int buffers, long total) {
+        return new AllocationAboveLimitException(location, total, OutOfMemoryReason.POOL_LIMIT, "out of " + location
+                + " memory: a batch of " + buffers + " buffers totalling " + total + " bytes is above " + limitProperty + " ("
+                + limitBytes + " bytes), the most this location may ever hold: nothing was allocated; raise " + limitProperty
+                + " or ask for less");
     }
 
     /** Under the monitor. */
