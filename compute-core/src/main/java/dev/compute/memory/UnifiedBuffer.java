@@ -289,29 +289,38 @@ public final class UnifiedBuffer implements AutoCloseable {
         read(byteOffset, MemorySegment.ofArray(destination).asSlice((long) destinationIndex * 8, (long) length * 8));
     }
 
-    /** Writes all of {@code source} at {@code byteOffset}. {@code source} may be a heap or a native segment. */
+    /**
+     * Writes all of {@code source} at {@code byteOffset}. {@code source} may be a heap or a native segment; a shared
+     * arena another thread closes during the copy fails it with {@link IllegalStateException}, as Java's own copies do
+     * (where the buffer lives on a device, such a segment goes to the driver through memory of the copy's own).
+     */
     public void copyFrom(long byteOffset, MemorySegment source) {
         write(byteOffset, source);
     }
 
-    /** Fills {@code destination} from {@code byteOffset} of this buffer. */
+    /** Fills {@code destination} from {@code byteOffset} of this buffer; its arena's close meanwhile as for {@link #copyFrom(long, MemorySegment)}. */
     public void copyTo(long byteOffset, MemorySegment destination) {
         read(byteOffset, destination);
     }
 
     /**
-     * Writes {@code source} at {@code byteOffset} without waiting; {@code source} must stay valid (its arena open) and
-     * unchanged until the future completes: on a device the driver reads it directly. Closing the buffer before then is
-     * safe: its memory is reused only afterwards, whatever is done to the future.
+     * Writes {@code source} at {@code byteOffset} without waiting. The device's driver reads {@code source} itself only
+     * where no arena can free it meanwhile (the global arena's, or a segment the caller made from an address): that
+     * memory must stay unchanged until the future completes. Any other segment (a confined, shared or automatic arena's)
+     * is copied before this returns, so its arena may close as soon as the call returns. Closing the buffer before
+     * the future completes is safe: its memory is reused only afterwards, whatever is done to the future.
      */
     public CompletableFuture<Void> copyFromAsync(long byteOffset, MemorySegment source) {
         return BufferCopies.writeAsync(core, byteOffset, source);
     }
 
     /**
-     * Reads into {@code destination} from {@code byteOffset} without waiting; {@code destination} must stay valid (its
-     * arena open) until the future completes, as for {@link #copyFromAsync}: on a device the driver writes it directly,
-     * with nothing on the Java side that could stop it. Cancelling or completing the future stops nothing either.
+     * Reads into {@code destination} from {@code byteOffset} without waiting. Into memory no arena can free (the global
+     * arena's, or a segment the caller made from an address) the driver writes directly: leave it unread and unfreed
+     * until the future completes. Into a confined arena of the calling thread, which no other thread may write, the
+     * read is done before this returns. Into any other (a shared or automatic arena's), the bytes land in memory of the
+     * copy's own and Java copies them into {@code destination} once they have landed; an arena closed meanwhile fails
+     * the future with {@link IllegalStateException}. Cancelling or completing the future stops nothing.
      */
     public CompletableFuture<Void> copyToAsync(long byteOffset, MemorySegment destination) {
         return BufferCopies.readAsync(core, byteOffset, destination);

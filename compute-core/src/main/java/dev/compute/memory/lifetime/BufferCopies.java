@@ -5,6 +5,7 @@ import dev.compute.memory.lifetime.BufferHost.Transfer;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.Region;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
 
@@ -20,10 +21,16 @@ public final class BufferCopies {
     /** Writes all of {@code source} at {@code byteOffset} of {@code buffer}. */
     public static void write(BufferCore buffer, long byteOffset, MemorySegment source) {
         buffer.requireWritable("a copy into it", "");
+        CallerMemory memory = CallerMemory.of(source);
         buffer.call(source, null, () -> {
             buffer.checkRange(byteOffset, source.byteSize());
             return buffer.whenIdle(root -> {
-                Coherence.write(buffer, root, buffer.openBlock(), byteOffset, source);
+                Block device = buffer.openBlock();
+                if (memory == CallerMemory.ANY_MOMENT && !root.isHostAccessible()) {
+                    writeThroughArray(buffer, root, device, byteOffset, source);
+                } else {
+                    Coherence.write(buffer, root, device, byteOffset, source);
+                }
                 return null;
             });
         });
@@ -31,18 +38,29 @@ public final class BufferCopies {
 
     /** Fills {@code destination} from {@code byteOffset} of {@code buffer}. */
     public static void read(BufferCore buffer, long byteOffset, MemorySegment destination) {
+        CallerMemory memory = CallerMemory.of(destination);
         buffer.call(destination, null, () -> {
             buffer.checkRange(byteOffset, destination.byteSize());
             return buffer.whenIdle(root -> {
-                Coherence.read(buffer, root, buffer.openBlock(), byteOffset, destination);
+                Block device = buffer.openBlock();
+                if (memory == CallerMemory.ANY_MOMENT && !root.isHostAccessible()) {
+                    readThroughArray(buffer, root, device, byteOffset, destination);
+                } else {
+                    Coherence.read(buffer, root, device, byteOffset, destination);
+                }
                 return null;
             });
         });
     }
 
-    /** Writes {@code source} at {@code byteOffset} without waiting for the device; the future says when it is done. */
+    /**
+     * Writes {@code source} at {@code byteOffset} without waiting for the device; the future says when it is done. The
+     * driver reads the caller's memory itself only where nothing can free it meanwhile ({@link CallerMemory}): else it
+     * reads a copy made now, which the copy's end frees.
+     */
     public static CompletableFuture<Void> writeAsync(BufferCore buffer, long byteOffset, MemorySegment source) {
         buffer.requireWritable("copyFromAsync", "");
+        CallerMemory memory = CallerMemory.of(source);
         return buffer.call(source, null, () -> {
             buffer.checkRange(byteOffset, source.byteSize());
             return buffer.whenIdle(root -> {
@@ -51,9 +69,26 @@ public final class BufferCopies {
                     Coherence.write(buffer, root, device, byteOffset, source);
                     return CompletableFuture.completedFuture(null); // the caller's own: what it does to it touches no other call
                 }
-                CompletableFuture<Void> done = root.host.backend().copyToDeviceAsync(source, device.segment(),
-                        device.offset() + buffer.byteOffset() + byteOffset, source.byteSize());
-                root.host.count(Transfer.HOST_TO_DEVICE, root.location, source.byteSize());
+                long bytes = source.byteSize();
+                Arena staging = memory == CallerMemory.THIS_CALL || memory == CallerMemory.ANY_MOMENT ? Arena.ofShared() : null;
+                CompletableFuture<Void> done;
+                try {
+                    MemorySegment from = source;
+                    if (staging != null) {
+                        from = staging.allocate(Math.max(1, bytes), 64).asSlice(0, bytes);
+                        MemorySegment.copy(source, 0, from, 0, bytes);
+                    }
+                    done = root.host.backend().copyToDeviceAsync(from, device.segment(), device.offset() + buffer.byteOffset() + byteOffset, bytes);
+                } catch (RuntimeException | Error e) {
+                    if (staging != null) {
+                        staging.close();
+                    }
+                    throw e;
+                }
+                if (staging != null) {
+                    done.whenComplete((ignored, failure) -> staging.close()); // the device's read is over, whatever the caller does
+                }
+                root.host.count(Transfer.HOST_TO_DEVICE, root.location, bytes);
                 root.state = Coherence.deviceWritten(root);
                 root.recordInFlight(done);
                 return CallerFutures.forCaller(done);
@@ -61,23 +96,96 @@ public final class BufferCopies {
         });
     }
 
-    /** Reads into {@code destination} from {@code byteOffset} without waiting for the device. */
+    /**
+     * Reads into {@code destination} from {@code byteOffset} without waiting for the device. The driver writes the
+     * caller's memory itself only where nothing can free it meanwhile ({@link CallerMemory}); into a confined arena of
+     * the caller's, which no other thread may write, the read is done before this returns; into any other, the driver
+     * writes memory of the copy's own, copied out by Java once it has landed (failing the future, not the process,
+     * where the caller closed the arena meanwhile).
+     */
     public static CompletableFuture<Void> readAsync(BufferCore buffer, long byteOffset, MemorySegment destination) {
+        CallerMemory memory = CallerMemory.of(destination);
         return buffer.call(destination, null, () -> {
             buffer.checkRange(byteOffset, destination.byteSize());
             return buffer.whenIdle(root -> {
                 Block device = buffer.openBlock();
-                if (root.isHostAccessible() || !Coherence.readsFromDevice(root)) {
+                if (root.isHostAccessible() || !Coherence.readsFromDevice(root) || memory == CallerMemory.THIS_CALL) {
                     Coherence.read(buffer, root, device, byteOffset, destination);
                     return CompletableFuture.completedFuture(null);
                 }
-                CompletableFuture<Void> done = root.host.backend().copyToHostAsync(device.segment(),
-                        device.offset() + buffer.byteOffset() + byteOffset, destination, destination.byteSize());
-                root.host.count(Transfer.DEVICE_TO_HOST, root.location, destination.byteSize());
+                long bytes = destination.byteSize();
+                long from = device.offset() + buffer.byteOffset() + byteOffset;
+                CompletableFuture<Void> done;
+                CompletableFuture<Void> caller;
+                if (memory == CallerMemory.ANY_MOMENT) {
+                    Arena staging = Arena.ofShared();
+                    try {
+                        MemorySegment landing = staging.allocate(Math.max(1, bytes), 64).asSlice(0, bytes);
+                        done = root.host.backend().copyToHostAsync(device.segment(), from, landing, bytes);
+                        caller = deliveredWhenLanded(done, landing, destination, staging);
+                    } catch (RuntimeException | Error e) {
+                        staging.close();
+                        throw e;
+                    }
+                } else {
+                    done = root.host.backend().copyToHostAsync(device.segment(), from, destination, bytes);
+                    caller = CallerFutures.forCaller(done);
+                }
+                root.host.count(Transfer.DEVICE_TO_HOST, root.location, bytes);
                 root.recordInFlight(done);
-                return CallerFutures.forCaller(done);
+                return caller;
             });
         });
+    }
+
+    /**
+     * The caller's future of a read that lands in {@code landing}: complete once Java has copied it out to
+     * {@code destination}. The landing memory is freed when the device's write is over ({@code done}), never earlier,
+     * whatever the caller does to its future.
+     */
+    private static CompletableFuture<Void> deliveredWhenLanded(CompletableFuture<Void> done, MemorySegment landing, MemorySegment destination,
+            Arena staging) {
+        CompletableFuture<Void> delivered = new CompletableFuture<>();
+        done.whenComplete((ignored, failure) -> {
+            try {
+                if (failure == null) {
+                    MemorySegment.copy(landing, 0, destination, 0, landing.byteSize()); // throws, harmlessly, into a closed arena
+                    delivered.complete(null);
+                } else {
+                    delivered.completeExceptionally(failure);
+                }
+            } catch (RuntimeException | Error e) {
+                delivered.completeExceptionally(e);
+            } finally {
+                staging.close();
+            }
+        });
+        return delivered;
+    }
+
+    /** The size of the Java array a blocking copy goes through where the caller's arena could close under a driver. */
+    private static final int ARRAY_CHUNK_BYTES = 4 << 20;
+
+    /** {@link Coherence#write} from memory another thread may free: by Java into an array, the driver reading that. */
+    private static void writeThroughArray(BufferCore buffer, BufferCore root, Block device, long byteOffset, MemorySegment source) {
+        long bytes = source.byteSize();
+        MemorySegment array = MemorySegment.ofArray(new byte[(int) Math.min(bytes, ARRAY_CHUNK_BYTES)]);
+        for (long done = 0; done < bytes; done += array.byteSize()) {
+            MemorySegment chunk = array.asSlice(0, Math.min(array.byteSize(), bytes - done));
+            MemorySegment.copy(source, done, chunk, 0, chunk.byteSize());
+            Coherence.write(buffer, root, device, byteOffset + done, chunk);
+        }
+    }
+
+    /** {@link Coherence#read} into memory another thread may free: the driver writing an array, Java copying it out. */
+    private static void readThroughArray(BufferCore buffer, BufferCore root, Block device, long byteOffset, MemorySegment destination) {
+        long bytes = destination.byteSize();
+        MemorySegment array = MemorySegment.ofArray(new byte[(int) Math.min(bytes, ARRAY_CHUNK_BYTES)]);
+        for (long done = 0; done < bytes; done += array.byteSize()) {
+            MemorySegment chunk = array.asSlice(0, Math.min(array.byteSize(), bytes - done));
+            Coherence.read(buffer, root, device, byteOffset + done, chunk);
+            MemorySegment.copy(chunk, 0, destination, done, chunk.byteSize());
+        }
     }
 
     /**
