@@ -151,6 +151,40 @@ public abstract class BackendContractTest {
     }
 
     @Test
+    void segmentsOfEveryKindOfArenaCopyBothWaysAndThoseNoLongerValidAreRefusedAsJavaRefusesThem() throws Exception {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.INT64, 1000)) {
+            for (Arena arena : new Arena[] {Arena.ofShared(), Arena.ofAuto(), Arena.global(), Arena.ofConfined()}) {
+                MemorySegment source = arena.allocate(8000);
+                for (int i = 0; i < 1000; i++) {
+                    source.setAtIndex(ValueLayout.JAVA_LONG, i, i * 7L + 1);
+                }
+                buffer.copyFromAsync(0, source).get();
+                MemorySegment target = arena.allocate(8000);
+                buffer.copyToAsync(0, target).get();
+                assertThat(target.mismatch(source)).as("async, %s", arena).isEqualTo(-1);
+                buffer.copyFrom(0, source);
+                MemorySegment again = arena.allocate(8000);
+                buffer.copyTo(0, again);
+                assertThat(again.mismatch(source)).as("blocking, %s", arena).isEqualTo(-1);
+            }
+
+            Arena confined = Arena.ofConfined();
+            MemorySegment mine = confined.allocate(8000);
+            assertThat(buffer.copyToAsync(0, mine)).as("only this thread may write it: read before the call returns").isDone();
+            confined.close();
+            assertThatThrownBy(() -> buffer.copyFrom(0, mine)).isInstanceOf(IllegalStateException.class);
+            assertThatThrownBy(() -> buffer.copyTo(0, mine)).isInstanceOf(IllegalStateException.class);
+            assertThatThrownBy(() -> buffer.copyFromAsync(0, mine)).isInstanceOf(IllegalStateException.class);
+            assertThatThrownBy(() -> buffer.copyToAsync(0, mine)).isInstanceOf(IllegalStateException.class);
+
+            MemorySegment[] othersOwn = new MemorySegment[1];
+            Thread.ofPlatform().start(() -> othersOwn[0] = Arena.ofConfined().allocate(8000)).join();
+            assertThatThrownBy(() -> buffer.copyFrom(0, othersOwn[0])).isInstanceOf(WrongThreadException.class);
+            assertThatThrownBy(() -> buffer.copyToAsync(0, othersOwn[0])).isInstanceOf(WrongThreadException.class);
+        }
+    }
+
+    @Test
     void opsMatchAJavaReferenceOnRandomData() {
         for (DataType type : new DataType[] {DataType.FLOAT32, DataType.FLOAT64}) {
             int n = 10_007;
