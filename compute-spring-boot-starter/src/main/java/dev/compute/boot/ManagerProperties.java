@@ -80,7 +80,6 @@ public record ManagerProperties(
                 }
             });
         }
-        BackendOptions.checkRead(backend, backendOptions);
         options().forEach(builder::backendOption);
         return builder;
     }

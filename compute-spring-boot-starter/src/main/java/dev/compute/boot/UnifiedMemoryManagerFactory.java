@@ -159,7 +159,6 @@ public final class UnifiedMemoryManagerFactory {
             throw e instanceof InvalidSettingException invalid ? renamed(invalid, whereSet) : e;
         }
         relays.register(manager, relay);
-        warnOfUnreadOptions(name, properties, manager, whereSet);
         return manager;
     }
 
@@ -174,17 +173,5 @@ public final class UnifiedMemoryManagerFactory {
         InvalidSettingException renamed = new InvalidSettingException(property, e.value(), allowed);
         renamed.addSuppressed(e);
         return renamed;
-    }
-
-    // Under auto an option may be meant for a backend that was passed over, so it is not an error; but it is not read.
-    private static void warnOfUnreadOptions(String name, ManagerProperties properties, UnifiedMemoryManager manager,
-            UnaryOperator<String> whereSet) {
-        String chosen = manager.settings().backend();
-        List<String> unread = BackendOptions.unread(chosen, properties.backendOptions());
-        if (!unread.isEmpty()) {
-            log.warn(String.format("compute manager '%s': the backend '%s' (chosen by compute.backend=auto) does not read %s; it reads %s",
-                    name, chosen, unread.stream().map(key -> whereSet.apply(BackendOptions.property(key))).toList(),
-                    BackendOptions.readBy(chosen)));
-        }
     }
 }

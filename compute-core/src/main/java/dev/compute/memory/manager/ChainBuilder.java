@@ -22,6 +22,8 @@ import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
+import java.util.TreeSet;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -48,6 +50,11 @@ public final class ChainBuilder {
                 BackendSelection.providers(loader != null ? loader : ChainBuilder.class.getClassLoader()));
         LOG.log(System.Logger.Level.INFO, "compute backend '" + selection.provider().name() + "' chosen: " + selection.detail()
                 + (selection.passedOver().isEmpty() ? "" : "; passed over: " + selection.passedOver()));
+        List<String> unread = BackendSelection.unreadOptions(selection.provider(), settings);
+        if (!unread.isEmpty()) { // a named backend refused them already: auto chose this one, and they may be another's
+            LOG.log(System.Logger.Level.WARNING, "backend options " + unread + " are not read by the '" + selection.provider().name()
+                    + "' backend, which compute.backend=auto chose: it reads " + new TreeSet<>(Objects.requireNonNull(selection.provider().options())));
+        }
         return selection.provider().create(settings);
     }
 

@@ -9,6 +9,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.ServiceLoader;
+import java.util.Set;
+import java.util.TreeSet;
 
 /**
  * Chooses a backend provider: by name, or for {@code auto} the available one of highest priority. Keeps why
@@ -17,6 +19,8 @@ import java.util.ServiceLoader;
 public record BackendSelection(ComputeBackendProvider provider, String detail, Map<String, String> passedOver) {
 
     public static final String AUTO = "auto";
+    /** Where backend option {@code key} is set: {@code compute.backend-options.key}. */
+    public static final String OPTIONS = "compute.backend-options.";
 
     public BackendSelection {
         passedOver = Map.copyOf(passedOver);
@@ -56,6 +60,13 @@ public record BackendSelection(ComputeBackendProvider provider, String detail, M
         }
         for (ComputeBackendProvider provider : providers) {
             if (provider.name().equals(wanted)) {
+                List<String> unread = unreadOptions(provider, settings);
+                if (!unread.isEmpty()) {
+                    String key = unread.getFirst();
+                    throw new InvalidSettingException(OPTIONS + key, settings.option(key), "an option the " + provider.name()
+                            + " backend reads: " + String.join(", ", new TreeSet<>(provider.options()))
+                            + " (other backends' options only with compute.backend=auto)");
+                }
                 BackendAvailability availability = safeAvailability(provider, settings);
                 if (!availability.available()) {
                     throw new BackendUnavailableException(provider.name(), availability.detail());
@@ -72,6 +83,15 @@ public record BackendSelection(ComputeBackendProvider provider, String detail, M
         providers.forEach(p -> names.add(p.name()));
         throw new InvalidSettingException("compute.backend", name,
                 "one of " + String.join(", ", names) + " (a backend is offered by its module on the class path: compute-cpu, compute-cuda, compute-opencl)");
+    }
+
+    /**
+     * The options of {@code settings} that {@code provider} does not read, sorted; empty where the provider
+     * does not say which it reads.
+     */
+    public static List<String> unreadOptions(ComputeBackendProvider provider, BackendSettings settings) {
+        Set<String> read = provider.options();
+        return read == null ? List.of() : settings.options().keySet().stream().filter(key -> !read.contains(key)).sorted().toList();
     }
 
     /** A provider that throws while probing (a broken driver install) is unavailable, with the error as the reason. */

@@ -1,5 +1,6 @@
 package dev.compute.memory.spi;
 
+import java.util.Set;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -24,6 +25,15 @@ public interface ComputeBackendProvider {
      * leaves it to users who name it.
      */
     default @Nullable String autoPassOverReason(BackendSettings settings) {
+        return null;
+    }
+
+    /**
+     * The backend options ({@link BackendSettings#options()}) this backend reads, or {@code null} where it does not
+     * say. With a set, an option outside it stops a manager naming this backend from being built (a typo, or another
+     * backend's option), and is warned about when {@code auto} chose it.
+     */
+    default @Nullable Set<String> options() {
         return null;
     }
 

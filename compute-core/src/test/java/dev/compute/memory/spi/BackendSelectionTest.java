@@ -7,6 +7,8 @@ import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import org.junit.jupiter.api.Test;
 
 class BackendSelectionTest {
@@ -49,6 +51,28 @@ class BackendSelectionTest {
         assertThat(auto.provider()).isSameAs(cpu);
         assertThat(auto.passedOver()).containsEntry("opencl", "its device is the CPU");
         assertThat(BackendSelection.choose("opencl", settings, List.of(gpu, cpuOpenCl, cpu)).provider()).isSameAs(cpuOpenCl);
+    }
+
+    @Test
+    void aNamedBackendRefusesAnOptionItDoesNotReadAndOneThatDoesNotSayTakesAny() {
+        ComputeBackendProvider saying = new ComputeBackendProvider() {
+            public String name() { return "cpu"; }
+            public int priority() { return 0; }
+            public BackendAvailability availability(BackendSettings s) { return BackendAvailability.available("2 cores"); }
+            public Set<String> options() { return Set.of("page-size", "pinned-fallback"); }
+            public ComputeBackend create(BackendSettings s) { return new SimulatedDiscreteBackend(); }
+        };
+        BackendSettings typo = new BackendSettings(0, true, BackendSettings.DEFAULT_STAGING_BUFFER_BYTES, Map.of("pagesize", "64KB"));
+        assertThatThrownBy(() -> BackendSelection.choose("cpu", typo, List.of(saying)))
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.backend-options.pagesize");
+                    assertThat(e.value()).isEqualTo("64KB");
+                    assertThat(e.allowed()).contains("page-size, pinned-fallback");
+                });
+        assertThat(BackendSelection.choose("auto", typo, List.of(saying)).provider()).as("auto: the option may be another backend's")
+                .isSameAs(saying);
+        assertThat(BackendSelection.unreadOptions(saying, typo)).containsExactly("pagesize");
+        assertThat(BackendSelection.choose("cpu", typo, List.of(cpu)).provider()).as("a provider that does not say").isSameAs(cpu);
     }
 
     @Test

@@ -25,6 +25,12 @@ public final class CpuBackendProvider implements ComputeBackendProvider {
         return NAME;
     }
 
+    /** What {@link BackendSettings#options()} this backend reads (its README says what each does). */
+    @Override
+    public Set<String> options() {
+        return Set.of(CpuBackendOptions.PAGE_SIZE, CpuBackendOptions.PINNED_FALLBACK);
+    }
+
     @Override
     public int priority() {
         return 0;

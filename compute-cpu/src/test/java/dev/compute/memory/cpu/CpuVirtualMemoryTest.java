@@ -197,6 +197,14 @@ class CpuVirtualMemoryTest {
     }
 
     @Test
+    void anOptionTheCpuBackendDoesNotReadIsRefusedAtStartNamingWhatItReads() {
+        // a typo ("pagesize") or another backend's option was ignored, and the manager started on the defaults
+        Throwable failure = catchThrowable(() -> UnifiedMemoryManager.builder().backend("cpu").backendOption("pagesize", "64KB").build().close());
+        assertThat(failure).isInstanceOf(InvalidSettingException.class).hasMessageContaining("compute.backend-options.pagesize")
+                .hasMessageContaining("page-size, pinned-fallback");
+    }
+
+    @Test
     void aCapUnderThePageSizeIsRefusedAtStartNamingBoth() {
         // a 512MB cap under 1GB pages started, and then every allocation failed: a segment maps at least one whole page
         Throwable failure = catchThrowable(() -> UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(512L << 20)

@@ -5,6 +5,7 @@ import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.ComputeBackendProvider;
+import java.util.Set;
 
 /**
  * {@code compute.backend: cuda}. Available where {@code libcuda.so.1} loads, the driver supports CUDA 12 or
@@ -19,6 +20,12 @@ public final class CudaBackendProvider implements ComputeBackendProvider {
     @Override
     public String name() {
         return CudaBackend.NAME;
+    }
+
+    /** What {@link BackendSettings#options()} this backend reads (its README says what each does). */
+    @Override
+    public Set<String> options() {
+        return Set.of("streams", "staging-buffers", "staging-lanes", "copy-threads");
     }
 
     @Override

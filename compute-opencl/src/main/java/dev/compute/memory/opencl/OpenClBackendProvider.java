@@ -5,6 +5,7 @@ import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.ComputeBackendProvider;
+import java.util.Set;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -32,6 +33,12 @@ public final class OpenClBackendProvider implements ComputeBackendProvider {
     @Override
     public String name() {
         return NAME;
+    }
+
+    /** What {@link BackendSettings#options()} this backend reads (its README says what each does). */
+    @Override
+    public Set<String> options() {
+        return Set.of(PLATFORM_OPTION, DEVICE_TYPE_OPTION);
     }
 
     @Override
