@@ -1,7 +1,11 @@
 package dev.compute.boot;
 
 import dev.compute.memory.InvalidSettingException;
+import dev.compute.memory.spi.BackendSelection;
+import dev.compute.memory.spi.ComputeBackendProvider;
+import java.util.Locale;
 import java.util.Optional;
+import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -24,6 +28,25 @@ final class BackendOptions {
     /** The property that sets backend option {@code key}. */
     static String property(String key) {
         return "compute.backend-options." + key;
+    }
+
+    /**
+     * Whether backend {@code name} may read the OpenCL options: {@code auto}, a backend whose provider reads them or does
+     * not say what it reads, or a name no provider has (which stops start-up on its own).
+     */
+    static boolean readsOpenClOptions(String name) {
+        String wanted = name.strip().toLowerCase(Locale.ROOT);
+        if (wanted.equals(BackendSelection.AUTO)) {
+            return true;
+        }
+        ClassLoader loader = Thread.currentThread().getContextClassLoader();
+        for (ComputeBackendProvider provider : BackendSelection.providers(loader != null ? loader : BackendOptions.class.getClassLoader())) {
+            if (provider.name().equals(wanted)) {
+                Set<String> read = provider.options();
+                return read == null || read.contains(OPENCL_PLATFORM) || read.contains(OPENCL_DEVICE_TYPE);
+            }
+        }
+        return true;
     }
 
     /** The option a backend's {@link InvalidSettingException} names, as the property that sets it. */

@@ -94,7 +94,12 @@ public record ManagerProperties(
         throw new InvalidSettingException("compute.memory.pooling.warmup." + key, key, "a location: device, host, pinned or unified");
     }
 
-    /** The backend options, {@code compute.opencl.*} among them under the OpenCL backend's keys. */
+    /**
+     * The backend options, {@code compute.opencl.*} among them under the OpenCL backend's keys, checked whatever the
+     * backend and passed on where it may read them: under auto, or a backend that reads them or does not say what it
+     * reads. Under another named backend (cpu in a test profile beside production's OpenCL settings) they are not its
+     * options, and would stop start-up as one it does not read.
+     */
     public Map<String, String> options() {
         Map<String, String> options = new LinkedHashMap<>(backendOptions);
         openCl(options, BackendOptions.OPENCL_PLATFORM, "compute.opencl.platform", opencl.platform());
@@ -105,6 +110,13 @@ public record ManagerProperties(
             String property = opencl.deviceType() != null && !opencl.deviceType().isBlank()
                     ? "compute.opencl.device-type" : BackendOptions.property(BackendOptions.OPENCL_DEVICE_TYPE);
             throw new InvalidSettingException(property, deviceType, "one of " + String.join(", ", OPENCL_DEVICE_TYPES) + ", or empty");
+        }
+        if (!BackendOptions.readsOpenClOptions(backend)) {
+            for (String key : List.of(BackendOptions.OPENCL_PLATFORM, BackendOptions.OPENCL_DEVICE_TYPE)) {
+                if (!backendOptions.containsKey(key)) {
+                    options.remove(key); // set only through compute.opencl.*
+                }
+            }
         }
         return options;
     }

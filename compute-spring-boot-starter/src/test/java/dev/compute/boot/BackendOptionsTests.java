@@ -51,6 +51,17 @@ class BackendOptionsTests {
     }
 
     @Test
+    void theOpenClPropertiesOfASharedFileDoNotStopAnotherNamedBackend() {
+        // production YAML sets compute.opencl.*; a test profile that names the cpu backend must still start
+        runner.withPropertyValues("compute.backend=cpu", "compute.opencl.platform=pocl", "compute.opencl.device-type=cpu")
+                .run(context -> assertThat(context.getBean(UnifiedMemoryManager.class).settings().backendOptions()).isEmpty());
+        // but a typo in them is still one, whichever backend runs today
+        runner.withPropertyValues("compute.backend=cpu", "compute.opencl.device-type=tpu")
+                .run(context -> assertThat(context).getFailure().rootCause().isInstanceOf(InvalidSettingException.class)
+                        .hasMessageContaining("compute.opencl.device-type"));
+    }
+
+    @Test
     void underAutoAnOptionTheChosenBackendDoesNotReadIsWarnedOf(CapturedOutput output) {
         runner.withPropertyValues("compute.backend-options.platform=pocl", "compute.backend-options.page-size=64KB")
                 .run(context -> assertThat(context).hasNotFailed());
