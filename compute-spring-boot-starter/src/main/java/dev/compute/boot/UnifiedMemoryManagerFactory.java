@@ -14,6 +14,7 @@ import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.context.properties.bind.BindException;
 import org.springframework.boot.context.properties.bind.Bindable;
 import org.springframework.boot.context.properties.bind.BindHandler;
 import org.springframework.boot.context.properties.bind.Binder;
@@ -75,7 +76,7 @@ public final class UnifiedMemoryManagerFactory {
         NamedManagerPropertySource source = new NamedManagerPropertySource(environment, name);
         Binder binder = new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment),
                 PoolSizeConverter.conversionService()); // as @ConfigurationPropertiesBinding gives compute.*
-        ManagerProperties properties = binder.bindOrCreate("compute", ManagerProperties.class);
+        ManagerProperties properties = bind(binder, "compute", source::whereSet);
         String prefix = NamedManagers.PREFIX + "." + name + ".budgets";
         checkNoUnknownKeys(NamedManagers.PREFIX + "." + name, prefix);
         Binder own = Binder.get(environment);
@@ -113,12 +114,27 @@ public final class UnifiedMemoryManagerFactory {
     public UnifiedMemoryManager createFrom(String name, String prefix, boolean primary) {
         Binder binder = new Binder(ConfigurationPropertySources.get(environment), new PropertySourcesPlaceholdersResolver(environment),
                 PoolSizeConverter.conversionService());
-        ManagerProperties properties = binder.bindOrCreate(prefix, ManagerProperties.class);
+        UnaryOperator<String> whereSet = property -> property.startsWith("compute.") ? prefix + property.substring("compute".length()) : property;
+        ManagerProperties properties = bind(binder, prefix, whereSet);
         String budgetsPrefix = prefix + ".budgets";
         Map<String, BudgetProperties> budgetProperties = binder.bind(budgetsPrefix, Bindable.mapOf(String.class, BudgetProperties.class),
                 new NoUnboundElementsBindHandler(BindHandler.DEFAULT)).orElse(Map.of());
-        return create(name, properties, property -> property.startsWith("compute.") ? prefix + property.substring("compute".length()) : property,
-                new Budgets(budgetProperties, budgetsPrefix, primary));
+        return create(name, properties, whereSet, new Budgets(budgetProperties, budgetsPrefix, primary));
+    }
+
+    // A value refused as it is bound (a recording's bounds, checked by its record) names its compute.* property:
+    // renamed, as the builder's are, to where this manager's value was set.
+    private static ManagerProperties bind(Binder binder, String prefix, UnaryOperator<String> whereSet) {
+        try {
+            return binder.bindOrCreate(prefix, ManagerProperties.class);
+        } catch (BindException e) {
+            for (Throwable cause = e.getCause(); cause != null; cause = cause.getCause()) {
+                if (cause instanceof InvalidSettingException invalid) {
+                    throw renamed(invalid, whereSet);
+                }
+            }
+            throw e;
+        }
     }
 
     /**

@@ -84,6 +84,8 @@ class NamedManagersTests {
             "compute.managers.gpu.backend-options.streams=8                           | compute.managers.gpu.backend-options.streams      | 8",
             "compute.managers.gpu.opencl.device-type=tpu                              | compute.managers.gpu.opencl.device-type           | tpu",
             "compute.primary=tpu                                                      | compute.primary                                   | tpu",
+            "compute.managers.gpu.memory.recording.max-events=0                       | compute.managers.gpu.memory.recording.max-events  | 0",
+            "compute.managers.gpu.memory.recording.call-site-frames=65                | compute.managers.gpu.memory.recording.call-site-frames | 65",
     })
     void aBadSettingOfANamedManagerIsReportedWhereItWasSet(String settings, String property, String value) {
         AtomicReference<Environment> environment = new AtomicReference<>();

@@ -1,8 +1,10 @@
 package dev.compute.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
@@ -71,6 +73,16 @@ class UnifiedMemoryManagerFactoryTests {
     void theOneManagerOfComputeIsNamedDefaultForCustomizers() {
         runner.withUserConfiguration(Customizers.class).run(context ->
                 assertThat(context.getBean(Customizers.class).applied).containsExactly("first default?", "second"));
+    }
+
+    /** A value refused as it is bound (a recording's bounds) is named under the prefix the manager reads, as every other is. */
+    @Test
+    void aManagerReadFromAPrefixHasAValueRefusedWhileBindingNamedUnderThatPrefix() {
+        runner.withPropertyValues("spring.test.compute.memory.recording.max-events=0").run(context -> {
+            UnifiedMemoryManagerFactory factory = context.getBean(UnifiedMemoryManagerFactory.class);
+            assertThatThrownBy(() -> factory.createFrom("default", "spring.test.compute")).isInstanceOf(InvalidSettingException.class)
+                    .extracting(e -> ((InvalidSettingException) e).property()).isEqualTo("spring.test.compute.memory.recording.max-events");
+        });
     }
 
     @Test
