@@ -10,6 +10,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
@@ -110,7 +111,20 @@ public record ComputeProperties(
      */
     public record Scopes(@DefaultValue("true") boolean requests, @DefaultValue("true") boolean tasks,
             @DefaultValue("false") boolean requestBudgets, @DefaultValue("false") boolean taskBudgets,
-            @DefaultValue("X-Compute-Budget") String budgetHeader) {}
+            @DefaultValue("X-Compute-Budget") String budgetHeader) {
+
+        // RFC 9110's token: a blank name or one with a space or a colon is no header a request can carry, so every
+        // request would run without a budget and nothing would say why
+        private static final Pattern HEADER_NAME = Pattern.compile("[!#$%&'*+.^_`|~0-9A-Za-z-]+");
+
+        public Scopes {
+            if (!HEADER_NAME.matcher(budgetHeader.strip()).matches()) {
+                throw new InvalidSettingException("compute.scopes.budget-header", budgetHeader,
+                        "the name of an HTTP header, such as X-Compute-Budget: letters, digits and - (no spaces or colons)");
+            }
+            budgetHeader = budgetHeader.strip();
+        }
+    }
 
     /**
      * @param maxOpen The most files (or ranges of files) mapped at once; 0 turns mapping off. Each mapping takes an

@@ -169,6 +169,8 @@ class ComputeMemoryAutoConfigurationTests {
             "compute.health.cap-warning-threshold=2             | compute.health.cap-warning-threshold      | 2.0                | a fraction between 0 and 1",
             "compute.memory.out-of-memory-retries=101           | compute.memory.out-of-memory-retries      | 101                | a number of retries from 0 (handlers off) to 100",
             "compute.backend=cpu;compute.backend-options.streams=4 | compute.backend-options.streams        | 4                  | an option the cpu backend reads: page-size, pinned-fallback",
+            "compute.scopes.budget-header=                      | compute.scopes.budget-header              | ''                 | the name of an HTTP header",
+            "compute.scopes.budget-header=X Compute Budget      | compute.scopes.budget-header              | X Compute Budget   | the name of an HTTP header",
     })
     void everyInvalidValueStopsStartUpNamingThePropertyTheValueAndWhatIsAllowed(String settings, String property, String value, String allowed) {
         AtomicReference<Environment> environment = new AtomicReference<>();
