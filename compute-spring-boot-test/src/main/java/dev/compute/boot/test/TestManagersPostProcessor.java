@@ -5,6 +5,7 @@ import dev.compute.boot.UnifiedMemoryManagerFactory;
 import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.boot.test.AutoConfigureComputeMemory.Replace;
 import dev.compute.memory.UnifiedMemoryManager;
+import java.lang.annotation.Annotation;
 import java.util.Objects;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.annotation.AnnotatedBeanDefinition;
@@ -19,6 +20,8 @@ import org.springframework.beans.factory.support.RootBeanDefinition;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.context.EnvironmentAware;
 import org.springframework.core.Ordered;
+import org.springframework.core.annotation.MergedAnnotation;
+import org.springframework.core.annotation.MergedAnnotations;
 import org.springframework.core.env.Environment;
 import org.springframework.core.type.MethodMetadata;
 
@@ -73,11 +76,22 @@ final class TestManagersPostProcessor implements BeanDefinitionRegistryPostProce
             definition.copyQualifiersFrom(registered); // compute.managers.<name>: @Qualifier("<name>")
         }
         MethodMetadata factoryMethod = existing instanceof AnnotatedBeanDefinition annotated ? annotated.getFactoryMethodMetadata() : null;
-        if (factoryMethod != null && factoryMethod.isAnnotated(Qualifier.class.getName())) { // an application's @Bean @Qualifier("...")
-            definition.addQualifier(new AutowireCandidateQualifier(Qualifier.class,
-                    factoryMethod.getAnnotations().get(Qualifier.class).getString("value")));
+        if (factoryMethod != null) { // an application's @Bean @Qualifier("..."), or a qualifier annotation of its own (@Gpu)
+            factoryMethod.getAnnotations().stream().filter(annotation -> annotation.isDirectlyPresent() && isQualifier(annotation.getType()))
+                    .forEach(annotation -> definition.addQualifier(qualifier(annotation)));
         }
         return definition;
+    }
+
+    private static boolean isQualifier(Class<? extends Annotation> type) {
+        return type == Qualifier.class || MergedAnnotations.from(type).isPresent(Qualifier.class);
+    }
+
+    // with its attributes, which an injection point's annotation must match (@Qualifier's value, @Device(index = 1))
+    private static AutowireCandidateQualifier qualifier(MergedAnnotation<? extends Annotation> annotation) {
+        AutowireCandidateQualifier qualifier = new AutowireCandidateQualifier(annotation.getType());
+        annotation.asMap().forEach(qualifier::setAttribute);
+        return qualifier;
     }
 
     // the one manager of compute.* (a @Bean of the starter's configuration) or one of compute.managers (made by its factory)

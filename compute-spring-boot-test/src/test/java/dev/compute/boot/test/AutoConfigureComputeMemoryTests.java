@@ -10,6 +10,10 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.WarmupBlocks;
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Nested;
@@ -27,6 +31,7 @@ import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Primary;
 
 /**
  * The test's manager, whatever the application's own settings say. Each test context here is given the settings of
@@ -134,6 +139,26 @@ class AutoConfigureComputeMemoryTests {
         }
     }
 
+    /** An application's managers told apart by a qualifier annotation of its own: each test manager keeps it. */
+    @Nested
+    @SpringBootTest(classes = OwnManagersByQualifierAnnotation.class)
+    @AutoConfigureComputeMemory
+    class ReplacingManagersQualifiedByAnAnnotationOfTheApplications {
+
+        @Autowired
+        @Accelerator
+        UnifiedMemoryManager accelerator;
+
+        @Autowired
+        UnifiedMemoryManager primary;
+
+        @Test
+        void eachKeepsItsQualifier() {
+            assertThat(accelerator).isNotSameAs(primary);
+            assertThat(accelerator.settings().maxPoolSize()).isEqualTo(64L << 20);
+        }
+    }
+
     @Nested
     @SpringBootTest(classes = OwnManager.class)
     @AutoConfigureComputeMemory(replace = AutoConfigureComputeMemory.Replace.AUTO_CONFIGURED)
@@ -203,6 +228,27 @@ class AutoConfigureComputeMemoryTests {
 
     @Configuration(proxyBeanMethods = false)
     static class NoAutoConfiguration {}
+
+    @Target({ElementType.FIELD, ElementType.METHOD, ElementType.PARAMETER})
+    @Retention(RetentionPolicy.RUNTIME)
+    @Qualifier
+    @interface Accelerator {}
+
+    @Configuration(proxyBeanMethods = false)
+    static class OwnManagersByQualifierAnnotation {
+
+        @Bean(destroyMethod = "close")
+        @Primary
+        UnifiedMemoryManager host() {
+            return UnifiedMemoryManager.builder().backend("cpu").build();
+        }
+
+        @Bean(destroyMethod = "close")
+        @Accelerator
+        UnifiedMemoryManager accelerator() {
+            return UnifiedMemoryManager.builder().backend("cpu").build();
+        }
+    }
 
     @Configuration(proxyBeanMethods = false)
     static class OwnManager {
