@@ -74,6 +74,10 @@ final class TestManagersPostProcessor implements BeanDefinitionRegistryPostProce
         definition.setPrimary(existing.isPrimary());
         if (existing instanceof AbstractBeanDefinition registered) {
             definition.copyQualifiersFrom(registered); // compute.managers.<name>: @Qualifier("<name>")
+            // how an application's @Bean is injected beside its primary flag: @Fallback, @Bean(defaultCandidate = false)
+            definition.setFallback(registered.isFallback());
+            definition.setDefaultCandidate(registered.isDefaultCandidate());
+            definition.setAutowireCandidate(registered.isAutowireCandidate());
         }
         MethodMetadata factoryMethod = existing instanceof AnnotatedBeanDefinition annotated ? annotated.getFactoryMethodMetadata() : null;
         if (factoryMethod != null) { // an application's @Bean @Qualifier("..."), or a qualifier annotation of its own (@Gpu)

@@ -31,6 +31,7 @@ import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Fallback;
 import org.springframework.context.annotation.Primary;
 
 /**
@@ -159,6 +160,26 @@ class AutoConfigureComputeMemoryTests {
         }
     }
 
+    /** An application's managers told apart by @Fallback and by one that is no default candidate: each test manager is the same. */
+    @Nested
+    @SpringBootTest(classes = OwnManagersByCandidacy.class)
+    @AutoConfigureComputeMemory
+    class ReplacingManagersThatAreFallbacksOrNoDefaultCandidates {
+
+        @Autowired
+        ApplicationContext context;
+
+        @Autowired
+        UnifiedMemoryManager injected;
+
+        @Test
+        void eachKeepsHowItIsInjected() {
+            assertThat(injected).isSameAs(context.getBean("main"));
+            assertThat(context.getBeansOfType(UnifiedMemoryManager.class)).containsOnlyKeys("main", "spare", "special")
+                    .allSatisfy((name, manager) -> assertThat(manager.settings().maxPoolSize()).isEqualTo(64L << 20));
+        }
+    }
+
     @Nested
     @SpringBootTest(classes = OwnManager.class)
     @AutoConfigureComputeMemory(replace = AutoConfigureComputeMemory.Replace.AUTO_CONFIGURED)
@@ -233,6 +254,26 @@ class AutoConfigureComputeMemoryTests {
     @Retention(RetentionPolicy.RUNTIME)
     @Qualifier
     @interface Accelerator {}
+
+    @Configuration(proxyBeanMethods = false)
+    static class OwnManagersByCandidacy {
+
+        @Bean(destroyMethod = "close")
+        UnifiedMemoryManager main() {
+            return UnifiedMemoryManager.builder().backend("cpu").build();
+        }
+
+        @Bean(destroyMethod = "close")
+        @Fallback
+        UnifiedMemoryManager spare() {
+            return UnifiedMemoryManager.builder().backend("cpu").build();
+        }
+
+        @Bean(destroyMethod = "close", defaultCandidate = false)
+        UnifiedMemoryManager special() {
+            return UnifiedMemoryManager.builder().backend("cpu").build();
+        }
+    }
 
     @Configuration(proxyBeanMethods = false)
     static class OwnManagersByQualifierAnnotation {
