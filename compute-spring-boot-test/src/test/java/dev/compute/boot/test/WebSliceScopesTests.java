@@ -1,0 +1,44 @@
+package dev.compute.boot.test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.boot.scope.BudgetScope;
+import dev.compute.memory.MemoryBudget;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.webmvc.test.autoconfigure.WebMvcTest;
+import org.springframework.context.annotation.Import;
+import org.springframework.test.web.servlet.assertj.MockMvcTester;
+import org.springframework.web.bind.annotation.GetMapping;
+import org.springframework.web.bind.annotation.RestController;
+
+/**
+ * A controller in a web slice runs as it does in the application: its requests in the starter's scopes, so one whose
+ * tenant the header names has a budget of its own.
+ */
+@WebMvcTest(properties = {"compute.scopes.request-budgets=true", "spring.test.compute.budgets.search.limit=8MB"})
+@AutoConfigureComputeMemory
+@Import(WebSliceScopesTests.Current.class)
+class WebSliceScopesTests {
+
+    @Autowired
+    MockMvcTester mvc;
+
+    @Test
+    void aRequestNamingItsTenantRunsInABudgetOfItsOwnAsInTheApplication() {
+        assertThat(mvc.get().uri("/current").header("X-Compute-Budget", "search")).hasStatusOk().bodyText().startsWith("search/request-");
+        assertThat(mvc.get().uri("/current")).hasStatusOk().bodyText().isEqualTo("none");
+    }
+
+    @RestController
+    static class Current {
+        @GetMapping("/current")
+        String current() {
+            return BudgetScope.current().map(MemoryBudget::path).orElse("none");
+        }
+    }
+
+    @SpringBootConfiguration
+    static class Application {}
+}
