@@ -1,10 +1,18 @@
 package dev.compute.boot;
 
 import dev.compute.memory.InvalidSettingException;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.regex.Pattern;
 import org.springframework.boot.context.properties.bind.Bindable;
 import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
+import org.springframework.boot.context.properties.source.ConfigurationPropertyName.Form;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySources;
+import org.springframework.boot.context.properties.source.IterableConfigurationPropertySource;
 import org.springframework.core.env.Environment;
 
 /**
@@ -17,14 +25,32 @@ import org.springframework.core.env.Environment;
 record NamedManagers(List<String> names, String primary) {
 
     static final String PREFIX = "compute.managers";
+    private static final ConfigurationPropertyName MANAGERS = ConfigurationPropertyName.of(PREFIX);
 
     // the name goes into bean names, URLs of the endpoint and meter tags: keep it plain
     private static final Pattern NAME = Pattern.compile("[a-z0-9][a-z0-9-]*");
 
-    /** The names under {@code compute.managers}; none where it is not set. */
+    /**
+     * The names under {@code compute.managers}, none where it is not set, in the order of the application's configuration:
+     * its last property source first (application.yml comes after the environment and the command line), so that a
+     * setting of one manager overridden from an earlier source (an environment variable) does not make it the first.
+     */
     static List<String> namesIn(Environment environment) {
-        return Binder.get(environment).bind(PREFIX, Bindable.mapOf(String.class, Object.class))
-                .map(managers -> List.copyOf(managers.keySet())).orElse(List.of());
+        Set<String> bound = Binder.get(environment).bind(PREFIX, Bindable.mapOf(String.class, Object.class))
+                .map(Map::keySet).orElse(Set.of());
+        List<IterableConfigurationPropertySource> sources = new ArrayList<>();
+        ConfigurationPropertySources.get(environment).forEach(source -> {
+            if (source instanceof IterableConfigurationPropertySource iterable) {
+                sources.addFirst(iterable);
+            }
+        });
+        Set<String> names = new LinkedHashSet<>();
+        for (IterableConfigurationPropertySource source : sources) {
+            source.stream().filter(MANAGERS::isAncestorOf).map(name -> name.getElement(MANAGERS.getNumberOfElements(), Form.ORIGINAL))
+                    .filter(bound::contains).forEach(names::add);
+        }
+        names.addAll(bound); // any the sources do not list by name, in the binder's order
+        return List.copyOf(names);
     }
 
     /** The named managers (at least one is configured); fails, naming the property, for a name that is not plain or a primary that is not one of them. */

@@ -7,6 +7,9 @@ import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.UnifiedMemoryManager;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -14,11 +17,13 @@ import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.diagnostics.FailureAnalysis;
+import org.springframework.boot.env.YamlPropertySourceLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.NestedExceptionUtils;
 import org.springframework.core.env.Environment;
+import org.springframework.core.io.ByteArrayResource;
 
 /** Several managers from compute.managers.<name>.*: their beans, what each inherits, the primary, and what stops start-up. */
 class NamedManagersTests {
@@ -54,6 +59,34 @@ class NamedManagersTests {
                     assertThat(context.getBean(UnifiedMemoryManager.class)).isSameAs(small);
                     assertThat(context.getBean(Injected.class).small).isSameAs(small);
                 });
+    }
+
+    /**
+     * The first manager is the first in the application's configuration, whatever overrides one's setting from a source
+     * that comes before it (an environment variable, a profile's file, a command-line argument).
+     */
+    @Test
+    void theFirstIsTheFirstConfiguredWhenAnotherManagersSettingIsOverriddenFromAnEarlierSource() {
+        String yaml = """
+                compute:
+                  managers:
+                    cpu:
+                      backend: cpu
+                    gpu:
+                      backend: cpu
+                """;
+        runner.withInitializer(context -> {
+            try {
+                new YamlPropertySourceLoader().load("application.yml", new ByteArrayResource(yaml.getBytes(StandardCharsets.UTF_8)))
+                        .forEach(context.getEnvironment().getPropertySources()::addLast);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }).withPropertyValues("compute.managers.gpu.memory.leak-detection=paranoid").run(context -> {
+            assertThat(context.getBean("gpuUnifiedMemoryManager", UnifiedMemoryManager.class).settings().leakDetection())
+                    .isEqualTo(LeakDetectionLevel.PARANOID);
+            assertThat(context.getBean(UnifiedMemoryManager.class)).isSameAs(context.getBean("cpuUnifiedMemoryManager"));
+        });
     }
 
     @Test
