@@ -10,6 +10,8 @@ import org.jspecify.annotations.Nullable;
  * not (a release threshold that follows the cap, the backend {@code auto} chose). What the endpoint shows and
  * what a user checks after a YAML change.
  *
+ * @param name             what the log calls the manager ({@code default} unless given; the starter gives the name under
+ *                         {@code compute.managers}), so that the reports of several managers tell them apart
  * @param maxPoolSize      the cap in bytes, resolved from a share of the device's memory where one was given
  * @param maxPoolSizeShare the share of the device's total memory {@code maxPoolSize} was resolved from (0.8 for
  *                         {@code 80%}); null where the cap was given in bytes
@@ -20,7 +22,7 @@ import org.jspecify.annotations.Nullable;
  *                         their threads; zero: never
  */
 public record ManagerSettings(
-        String backend, int device, Map<String, String> backendOptions,
+        String name, String backend, int device, Map<String, String> backendOptions,
         MemoryLocation defaultLocation, boolean poolingEnabled,
         long maxPoolSize, @Nullable Double maxPoolSizeShare, long releaseThreshold, Duration trimInterval,
         Duration compactionInterval, boolean compactOnOutOfMemory, boolean expandableSegments, Map<MemoryLocation, List<WarmupBlocks>> warmup,

@@ -98,8 +98,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         this.budgetLedger = budgetLedger(chains.locations(), settings);
         this.maintenance = new Maintenance(settings, gate, chains, compactor, figures, buffers, this::trim);
         this.shutdown = new Shutdown(new Shutdown.Parts(gate, waiters, backend, returns, maintenance, chains, mappedFiles, figures),
-                settings.closeTimeout(), this::closeBudgets);
-        LOG.log(System.Logger.Level.INFO, "compute memory on " + backend.info() + ", locations " + chains.locations()
+                settings.name(), settings.closeTimeout(), this::closeBudgets);
+        LOG.log(System.Logger.Level.INFO, "compute memory '" + settings.name() + "' on " + backend.info() + ", locations " + chains.locations()
                 + ", default " + settings.defaultLocation() + ", pooling " + (settings.poolingEnabled() ? "on" : "off")
                 + ", max-pool-size " + settings.maxPoolSize() + " bytes" + (settings.maxPoolSizeShare() == null ? ""
                 : " (" + PoolSize.ofShare(settings.maxPoolSizeShare()) + " of the device's " + backend.memoryInfo().totalBytes() + " bytes)")

@@ -51,6 +51,7 @@ public final class UnifiedMemoryManagerBuilder {
 
     private static final String MAX_POOL_SIZE = "compute.memory.pooling.max-pool-size";
 
+    private String name = "default";
     private String backend = "auto";
     private @Nullable ComputeBackend backendInstance;
     private int device;
@@ -93,6 +94,15 @@ public final class UnifiedMemoryManagerBuilder {
     /** Runs on a backend the caller opened (a test double, a backend set up by hand). The manager closes it. */
     public UnifiedMemoryManagerBuilder backend(ComputeBackend backend) {
         this.backendInstance = backend;
+        return this;
+    }
+
+    /**
+     * What the log calls this manager (its start, its shutdown report, its warnings): {@code default} unless given, so
+     * that the reports of several managers in one process tell them apart.
+     */
+    public UnifiedMemoryManagerBuilder name(String name) {
+        this.name = name;
         return this;
     }
 
@@ -327,6 +337,10 @@ public final class UnifiedMemoryManagerBuilder {
     }
 
     void validate() {
+        requireNonNull("name", name);
+        if (name.isBlank()) {
+            throw new InvalidSettingException("name", name, "a name the log can call the manager by, such as default or gpu");
+        }
         requireNonNull("compute.backend", backend);
         if (backend.isBlank()) {
             throw new InvalidSettingException("compute.backend", backend, "name a backend (auto, cpu, cuda, opencl)");
@@ -426,7 +440,7 @@ public final class UnifiedMemoryManagerBuilder {
     ManagerSettings resolved(String backendName, MemoryLocation chosenDefaultLocation, long maxPoolSizeBytes) {
         Map<MemoryLocation, List<WarmupBlocks>> warmupCopy = new EnumMap<>(MemoryLocation.class);
         warmup.forEach((location, entries) -> warmupCopy.put(location, List.copyOf(entries)));
-        return new ManagerSettings(backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSizeBytes,
+        return new ManagerSettings(name.strip(), backendName, device, backendOptions, chosenDefaultLocation, poolingEnabled, maxPoolSizeBytes,
                 maxPoolSize instanceof PoolSize.Share(double share) ? share : null, releaseThresholdUnder(maxPoolSizeBytes), trimInterval,
                 compactionInterval, compactOnOutOfMemory, expandableSegments, warmupCopy, pinningEnabled, maxPinnedSize, stagingBufferSize(), leakDetection, timelineCapacity,
                 timelineInterval, closeTimeout, deviceWaitTimeout, heldMemoryWarning, outOfMemoryRetries, maxOpenMappedFiles, allocationRecording);

@@ -40,7 +40,7 @@ class AllocationRecordingTest {
                             tuple(TraceEvent.Kind.FREE, 4000L, MemoryLocation.PINNED, false),
                             tuple(TraceEvent.Kind.FREE, 2048L, MemoryLocation.HOST, true));
             assertThat(trace.earlierBlockFrees()).isEqualTo(1);
-            assertThat(trace.lines()).anySatisfy(line -> assertThat(line).startsWith("# recorded with: ManagerSettings[backend=simulated")
+            assertThat(trace.lines()).anySatisfy(line -> assertThat(line).startsWith("# recorded with: ManagerSettings[name=default, backend=simulated")
                     .contains("maxPoolSize=" + UnifiedMemoryManagerBuilder.DEFAULT_MAX_POOL_SIZE));
         }
     }

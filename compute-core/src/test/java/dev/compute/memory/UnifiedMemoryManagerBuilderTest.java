@@ -30,6 +30,7 @@ class UnifiedMemoryManagerBuilderTest {
         refused(b -> b.releaseThreshold(-1), "compute.memory.pooling.release-threshold", "0 or more");
         refused(b -> b.maxPinnedSize(0), "compute.memory.pinning.max-pinned-size", "positive");
         refused(b -> b.stagingBufferSize(-5), "compute.memory.pinning.staging-buffer-size", "positive");
+        refused(b -> b.name(" "), "name", "a name the log can call the manager by");
     }
 
     @Test

@@ -158,7 +158,7 @@ public final class UnifiedMemoryManagerFactory {
         UnifiedMemoryManager manager;
         MemoryEventRelays.Relay relay = new MemoryEventRelays.Relay();
         try {
-            UnifiedMemoryManagerBuilder builder = properties.toBuilder().eventListener(relay);
+            UnifiedMemoryManagerBuilder builder = properties.toBuilder().name(name).eventListener(relay);
             // by name, not by making them: a handler bean may need this manager
             if (beans.getBeanNamesForType(OutOfMemoryHandler.class, true, false).length > 0) {
                 builder.outOfMemoryHandler(new OutOfMemoryHandlerBeans(outOfMemoryHandlers));

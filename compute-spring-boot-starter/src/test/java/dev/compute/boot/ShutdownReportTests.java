@@ -34,10 +34,23 @@ class ShutdownReportTests {
         String closing = output.toString().substring(before);
         // Boot's console pattern (level, then the logger's abbreviated name), whichever context of this JVM set it up
         assertThat(closing).containsPattern("(?m)^\\S+\\s+WARN .* d\\.compute\\.memory\\.UnifiedMemoryManager\\s+: "
-                + "UnifiedMemoryManager closed with 1 buffer\\(s\\) still open;")
+                + "UnifiedMemoryManager 'default' closed with 1 buffer\\(s\\) still open;")
                 .contains("ShutdownReportTests.buffersLeftOpenAreReportedInTheApplicationsLogWhenTheContextCloses(ShutdownReportTests.java");
         assertThat(closing).as("every line the library writes while the context closes is the application's, none java.util.logging's")
                 .doesNotContain("WARNING:", "INFO:");
+    }
+
+    @Test
+    void eachNamedManagersReportSaysWhichManagerItIs(CapturedOutput output) {
+        ConfigurableApplicationContext context = new SpringApplicationBuilder(Application.class).web(WebApplicationType.NONE)
+                .properties("spring.main.banner-mode=off", "compute.managers.a.backend=cpu", "compute.managers.b.backend=cpu").run();
+        context.getBean("bUnifiedMemoryManager", UnifiedMemoryManager.class).allocate(4096); // left open on b only
+        int before = output.length();
+
+        context.close();
+
+        assertThat(output.toString().substring(before)).contains("UnifiedMemoryManager 'b' closed with 1 buffer(s) still open;")
+                .doesNotContain("UnifiedMemoryManager 'a' closed");
     }
 
     @Configuration(proxyBeanMethods = false)

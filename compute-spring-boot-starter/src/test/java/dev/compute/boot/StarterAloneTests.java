@@ -35,10 +35,10 @@ class StarterAloneTests {
         assertThat(result.exitCode()).as(result.describe()).isZero();
         // the pattern and the leak detection level come from application.yml; the line is the manager's, through Logback
         assertThat(result.output()).as(result.describe())
-                .containsPattern("(?m)^starter-alone INFO dev\\.compute\\.memory\\.UnifiedMemoryManager compute memory on .*leak detection PARANOID$");
+                .containsPattern("(?m)^starter-alone INFO dev\\.compute\\.memory\\.UnifiedMemoryManager compute memory 'default' on .*leak detection PARANOID$");
         // written while the context closes, after Boot has taken down its bridge from JUL: still the application's log
         assertThat(result.output()).as(result.describe())
-                .containsPattern("(?m)^starter-alone WARN dev\\.compute\\.memory\\.UnifiedMemoryManager UnifiedMemoryManager closed with 1 buffer\\(s\\) still open;")
+                .containsPattern("(?m)^starter-alone WARN dev\\.compute\\.memory\\.UnifiedMemoryManager UnifiedMemoryManager 'default' closed with 1 buffer\\(s\\) still open;")
                 .contains("StarterAloneApplication.main(StarterAloneApplication.java")
                 .doesNotContain("java.util.logging", "WARNING:");
     }

@@ -30,6 +30,8 @@ public final class Shutdown {
                  LocationChains chains, MappedFiles mappedFiles, ManagerFigures figures) {}
 
     private final Parts parts;
+    /** What the log calls the manager. */
+    private final String name;
     private final Duration closeTimeout;
     /** Told whether the memory went back (the pools were freed) once the rest is done: the budgets close with the manager. */
     private final Consumer<Boolean> budgetsClose;
@@ -37,8 +39,9 @@ public final class Shutdown {
     /** The thread inside the first close while it runs: a close it makes meanwhile (a waiting request's function) cannot wait for it. */
     private volatile @Nullable Thread closing;
 
-    public Shutdown(Parts parts, Duration closeTimeout, Consumer<Boolean> budgetsClose) {
+    public Shutdown(Parts parts, String name, Duration closeTimeout, Consumer<Boolean> budgetsClose) {
         this.parts = parts;
+        this.name = name;
         this.closeTimeout = closeTimeout;
         this.budgetsClose = budgetsClose;
     }
@@ -98,7 +101,7 @@ public final class Shutdown {
             }
             budgetsClose.accept(memoryBack);
             if (!memoryBack) {
-                LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager closed, but after " + closeTimeout.toMillis()
+                LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager '" + name + "' closed, but after " + closeTimeout.toMillis()
                         + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + gate.scopes().holders() + "), ")
                         + (callsEnded ? "" : "calls were still under way, ") + (deviceIdle ? "" : "device work was still running, ")
                         + "so its pools keep their memory (reserved " + parts.figures().reservedBytes() + " bytes) and "
@@ -141,7 +144,7 @@ public final class Shutdown {
         parts.returns().poolsFreed();
         parts.gate().awaitCalls(deadline); // a release that saw the pools open finishes first
         if (!live.isEmpty()) {
-            StringBuilder report = new StringBuilder("UnifiedMemoryManager closed with " + live.size()
+            StringBuilder report = new StringBuilder("UnifiedMemoryManager '" + name + "' closed with " + live.size()
                     + " buffer(s) still open; their memory is freed now and the buffers can no longer be used:");
             for (LiveBufferReport buffer : live) {
                 report.append("\n  ").append(buffer.location()).append(", ").append(buffer.sizeBytes()).append(" bytes")

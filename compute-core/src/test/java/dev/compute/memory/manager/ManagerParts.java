@@ -137,7 +137,7 @@ final class ManagerParts implements AutoCloseable {
                 compactor::compactForRoom);
         maintenance = new Maintenance(settings, gate, chains, compactor, figures, services, () -> chains.trimAll(settings.releaseThreshold(), events));
         shutdown = new Shutdown(new Shutdown.Parts(gate, waiters, backend, returns, maintenance, chains, mappedFiles, figures),
-                settings.closeTimeout(), budgetsClosed::add);
+                settings.name(), settings.closeTimeout(), budgetsClosed::add);
     }
 
     private BlockReturns returns() {

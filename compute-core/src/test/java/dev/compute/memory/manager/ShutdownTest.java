@@ -60,7 +60,7 @@ class ShutdownTest {
 
     /** The close's warning, if it wrote one. */
     private String warning() {
-        return log.messages(Level.WARNING).stream().filter(m -> m.startsWith("UnifiedMemoryManager closed")).findFirst().orElse("");
+        return log.messages(Level.WARNING).stream().filter(m -> m.startsWith("UnifiedMemoryManager 'default' closed")).findFirst().orElse("");
     }
 
     /** Starts a thread that does {@code first}, then holds on until the test ends. */
@@ -98,7 +98,7 @@ class ShutdownTest {
         assertThat(parts.budgetsClosed).containsExactly(true);
         assertThat(backend.closes()).isEqualTo(1);
         assertThat(parts.figures.statistics(DEVICE).liveBuffers()).as("counted as freed with everything").isZero();
-        assertThat(warning()).startsWith("UnifiedMemoryManager closed with 3 buffer(s) still open; their memory is freed now")
+        assertThat(warning()).startsWith("UnifiedMemoryManager 'default' closed with 3 buffer(s) still open; their memory is freed now")
                 .contains("\n  DEVICE, " + 4 * MiB + " bytes").contains("\n  DEVICE, " + 40 * MiB + " bytes")
                 .contains("\n  HOST, 4096 bytes, mapped from " + file);
         assertThat(full).isNotNull();
@@ -117,7 +117,7 @@ class ShutdownTest {
         assertThat(parts.budgetsClosed).containsExactly(false);
         assertThat(device.liveAllocations()).as("kept, not freed under the call").isPositive();
         assertThat(backend.closes()).isEqualTo(1);
-        assertThat(warning()).isEqualTo("UnifiedMemoryManager closed, but after 300 ms calls were still under way, so its pools keep their"
+        assertThat(warning()).isEqualTo("UnifiedMemoryManager 'default' closed, but after 300 ms calls were still under way, so its pools keep their"
                 + " memory (reserved " + 20 * MiB + " bytes) and 0 mapped file(s) stay mapped, rather than be freed under their users; it goes"
                 + " back to the system with the process. Raise compute.memory.close-timeout, or end views and accesses before closing.");
     }
