@@ -2,8 +2,10 @@ package dev.compute.boot;
 
 import dev.compute.memory.OutOfMemoryHandler;
 import dev.compute.memory.UnifiedMemoryManager;
+import java.util.List;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
@@ -18,6 +20,7 @@ import org.springframework.context.annotation.Conditional;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.core.env.ConfigurableEnvironment;
+import org.springframework.core.env.Environment;
 import org.springframework.core.type.AnnotatedTypeMetadata;
 
 /**
@@ -58,6 +61,23 @@ public final class ComputeMemoryAutoConfiguration {
             ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers, ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers,
             MemoryEventRelays memoryEventRelays, ComputeBudgets computeBudgets) {
         return new UnifiedMemoryManagerFactory(environment, beanFactory, outOfMemoryHandlers, customizers, memoryEventRelays, computeBudgets);
+    }
+
+    /** A customizer kept to one manager that names none of the starter's (a typo) stops start-up, rather than customize nothing. */
+    @Bean
+    static SmartInitializingSingleton customizersNameTheStartersManagers(ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers,
+            Environment environment) {
+        return () -> {
+            List<String> named = NamedManagers.namesIn(environment);
+            List<String> managers = named.isEmpty() ? List.of(DEFAULT_MANAGER_NAME) : named;
+            customizers.orderedStream().forEach(customizer -> {
+                if (customizer instanceof OneManagersCustomizer one && !managers.contains(one.managerName())) {
+                    throw new IllegalStateException("UnifiedMemoryManagerBuilderCustomizer.forManager(\"" + one.managerName()
+                            + "\", ...) names no manager the starter builds: " + String.join(", ", managers)
+                            + (named.isEmpty() ? " (the one manager of compute.*)" : " (under " + NamedManagers.PREFIX + ")"));
+                }
+            });
+        };
     }
 
     @Bean

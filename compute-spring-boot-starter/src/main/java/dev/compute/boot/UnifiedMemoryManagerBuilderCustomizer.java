@@ -1,7 +1,6 @@
 package dev.compute.boot;
 
 import dev.compute.memory.UnifiedMemoryManagerBuilder;
-import java.util.Objects;
 
 /**
  * Changes the builder of a manager the starter builds, after the {@code compute.*} properties were applied and
@@ -23,20 +22,11 @@ public interface UnifiedMemoryManagerBuilderCustomizer {
         return true;
     }
 
-    /** A customizer for the manager {@code managerName} only. */
+    /**
+     * A customizer for the manager {@code managerName} only. A name that is none of the starter's managers (a typo)
+     * stops start-up, rather than customize nothing.
+     */
     static UnifiedMemoryManagerBuilderCustomizer forManager(String managerName, UnifiedMemoryManagerBuilderCustomizer customizer) {
-        Objects.requireNonNull(managerName, "managerName");
-        Objects.requireNonNull(customizer, "customizer");
-        return new UnifiedMemoryManagerBuilderCustomizer() {
-            @Override
-            public void customize(UnifiedMemoryManagerBuilder builder) {
-                customizer.customize(builder);
-            }
-
-            @Override
-            public boolean appliesTo(String name) {
-                return managerName.equals(name);
-            }
-        };
+        return new OneManagersCustomizer(managerName, customizer);
     }
 }

@@ -18,6 +18,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.core.NestedExceptionUtils;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.annotation.Order;
@@ -59,7 +60,7 @@ class UnifiedMemoryManagerFactoryTests {
     @Test
     void customizersApplyInTheirOrderToEveryManagerOrToTheOneTheyName() {
         runner.withPropertyValues("compute.managers.cpu.backend=cpu", "compute.managers.small.memory.pooling.max-pool-size=64MB")
-                .withUserConfiguration(Customizers.class).run(context -> {
+                .withUserConfiguration(Customizers.class, OnlySmall.class).run(context -> {
                     Customizers customizers = context.getBean(Customizers.class);
                     assertThat(customizers.applied).containsExactly("first cpu?", "second", "first small?", "second", "only small");
                     assertThat(context.getBean("smallUnifiedMemoryManager", UnifiedMemoryManager.class).settings().leakDetection())
@@ -73,6 +74,19 @@ class UnifiedMemoryManagerFactoryTests {
     void theOneManagerOfComputeIsNamedDefaultForCustomizers() {
         runner.withUserConfiguration(Customizers.class).run(context ->
                 assertThat(context.getBean(Customizers.class).applied).containsExactly("first default?", "second"));
+    }
+
+    @Test
+    void aCustomizerForAManagerTheStarterDoesNotBuildStopsStartUpNamingThoseItBuilds() {
+        // a typo ("smal") customized nothing, silently
+        runner.withPropertyValues("compute.managers.cpu.backend=cpu", "compute.managers.small.backend=cpu")
+                .withBean("typo", UnifiedMemoryManagerBuilderCustomizer.class, () -> UnifiedMemoryManagerBuilderCustomizer.forManager("smal", builder -> {}))
+                .run(context -> assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure()))
+                        .isInstanceOf(IllegalStateException.class)
+                        .hasMessageContaining("forManager(\"smal\", ...) names no manager the starter builds: cpu, small"));
+        runner.withBean("gpu", UnifiedMemoryManagerBuilderCustomizer.class, () -> UnifiedMemoryManagerBuilderCustomizer.forManager("gpu", builder -> {}))
+                .run(context -> assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure()))
+                        .hasMessageContaining("names no manager the starter builds: default"));
     }
 
     /** A value refused as it is bound (a recording's bounds) is named under the prefix the manager reads, as every other is. */
@@ -173,12 +187,16 @@ class UnifiedMemoryManagerFactoryTests {
                 }
             };
         }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OnlySmall {
 
         @Bean
         @Order(3)
-        UnifiedMemoryManagerBuilderCustomizer onlySmall() {
+        UnifiedMemoryManagerBuilderCustomizer onlySmall(Customizers customizers) {
             return UnifiedMemoryManagerBuilderCustomizer.forManager("small", builder -> {
-                applied.add("only small");
+                customizers.applied.add("only small");
                 builder.leakDetection(LeakDetectionLevel.DISABLED);
             });
         }
