@@ -11,7 +11,8 @@ import org.jspecify.annotations.Nullable;
  * moves nothing; an allocation from any manager is refused with {@link IllegalStateException} unless the pool's
  * size-class cache serves it at once without a lock, since taking a second pool's lock under the first could deadlock
  * with a thread doing the reverse, and an allocation from a listener of failures would be told to it again without end;
- * a trim gives nothing back, a compaction moves nothing). A
+ * a trim gives nothing back, a compaction moves nothing). It may read the statistics: there a pool whose lock another
+ * thread holds gives the largest free block it last found. A
  * listener that throws is logged and otherwise ignored. Register with
  * {@link UnifiedMemoryManagerBuilder#eventListener}.
  */

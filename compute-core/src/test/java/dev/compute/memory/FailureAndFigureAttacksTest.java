@@ -264,6 +264,39 @@ class FailureAndFigureAttacksTest {
         manager.close();
     }
 
+    /**
+     * Reading the figures is what a metrics listener does: one told of a DEVICE backend call under that pool's lock
+     * reads every location's statistics, whose largest free block takes each pool's lock in turn; one told of a HOST
+     * backend call on another thread does the same the other way round.
+     */
+    @Test
+    void listenersOfBackendCallsThatReadEveryLocationsFiguresDoNotDeadlock() throws Exception {
+        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+        CountDownLatch inDevice = new CountDownLatch(1);
+        CountDownLatch inHost = new CountDownLatch(1);
+        List<MemoryStatistics> read = new java.util.concurrent.CopyOnWriteArrayList<>();
+        UnifiedMemoryManager manager = fourBlocks().eventListener(new MemoryEventListener() {
+            @Override
+            public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
+                if (!Thread.currentThread().getName().startsWith("allocating-")) {
+                    return;
+                }
+                boolean device = location == DEVICE;
+                (device ? inDevice : inHost).countDown();
+                await(device ? inHost : inDevice); // both threads under their pool's lock
+                read.addAll(self.get().statistics().values());
+            }
+        }).build();
+        self.set(manager);
+        Thread toDevice = Thread.ofPlatform().daemon().name("allocating-device").start(() -> manager.allocate(BLOCK, DEVICE).close());
+        Thread toHost = Thread.ofPlatform().daemon().name("allocating-host").start(() -> manager.allocate(BLOCK, MemoryLocation.HOST).close());
+
+        assertThat(toDevice.join(Duration.ofSeconds(10))).as("the DEVICE allocation returned").isTrue();
+        assertThat(toHost.join(Duration.ofSeconds(10))).as("the HOST allocation returned").isTrue();
+        assertThat(read).hasSize(2 * manager.locations().size());
+        manager.close();
+    }
+
     // ---- the registry of mappings --------------------------------------------------------------------------------
 
     /**

@@ -166,6 +166,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     /** The slow path's hits, misses and retries, per thread stripe (the fast path's hits are counted by the cache's stacks). */
     private final StripedLongs counts = new StripedLongs();
     private volatile boolean closed;
+    /** The largest free block as last found under the lock: what a listener reads when the lock is not free. */
+    private volatile long largestFreeLastFound;
     /** A log per snapshot reader running ({@link #segments}) of the blocks changed; none while no reader runs. Under the lock. */
     private ChangeLog[] changes = new ChangeLog[0];
 
@@ -660,12 +662,24 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return upstream.segmentCount();
     }
 
-    /** Found under the lock, largest free blocks first (most often the first answers), and in the cache's stacks. */
+    /**
+     * Found under the lock, largest free blocks first (most often the first answers), and in the cache's stacks. A
+     * listener that finds the lock taken reads the figure last found instead: it may be told under another pool's lock,
+     * and waiting here could deadlock with a listener of this pool reading that one's figures.
+     */
     @Override
     public long largestFreeBlockBytes() {
-        lock.lock();
+        if (UserCode.inListener() && !lock.isHeldByCurrentThread()) {
+            if (!lock.tryLock()) {
+                return largestFreeLastFound;
+            }
+        } else {
+            lock.lock();
+        }
         try {
-            return largestFreeBlock();
+            long largest = largestFreeBlock();
+            largestFreeLastFound = largest;
+            return largest;
         } finally {
             lock.unlock();
         }
