@@ -416,6 +416,38 @@ class FailureAndFigureAttacksTest {
         }
     }
 
+    /**
+     * A batch placed one by one gives back what it took when a later buffer fails, but only for a
+     * {@code RuntimeException} or an {@code Error}: an out-of-memory handler in Kotlin (or with Lombok's
+     * {@code @SneakyThrows}) that throws an {@code IOException} left the first buffer's block live in the pool with no
+     * buffer, counted as a live buffer and allocated bytes for ever.
+     */
+    @Test
+    void aBatchGivesBackWhatItTookWhenAHandlerThrowsACheckedException() {
+        OutOfMemoryHandler kotlinHandler = (location, bytes, attempt, failure) -> {
+            throw FailureAndFigureAttacksTest.<RuntimeException>sneak(new java.io.IOException("the cache to evict is on a closed disk"));
+        };
+        try (UnifiedMemoryManager manager = fourBlocks().outOfMemoryHandler(kotlinHandler).build()) {
+            List<UnifiedBuffer> held = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                held.add(manager.allocate(BLOCK, DEVICE));
+            }
+
+            assertThatThrownBy(() -> manager.allocateBatch(DataType.INT8, new long[] {BLOCK / 2, BLOCK}, DEVICE))
+                    .isInstanceOf(java.io.IOException.class);
+            MemoryStatistics figures = manager.statistics(DEVICE);
+            assertThat(figures.liveBuffers()).as("the three buffers open").isEqualTo(3);
+            assertThat(figures.allocatedBytes()).isEqualTo(3 * BLOCK);
+            held.forEach(UnifiedBuffer::close);
+            ManagerInvariants.checkQuiescent(manager);
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <T extends Throwable> T sneak(Throwable checked) throws T {
+        throw (T) checked; // what Kotlin, Groovy or Lombok's @SneakyThrows code throws where Java would not compile it
+    }
+
     // ---- budgets: one buffer's bookkeeping in two steps ------------------------------------------------------------
 
     /**

@@ -126,7 +126,8 @@ public final class BlockAllocation {
                 batchFailure.addSuppressed(freeing);
             }
             throw batchFailure;
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) {
+            // any Throwable: an out-of-memory handler or adaptor in Kotlin, say, throws checked exceptions too
             Throwable freeing = giveBack(chain, blocks);
             if (freeing != null) {
                 UserCode.suppress(e, freeing);
