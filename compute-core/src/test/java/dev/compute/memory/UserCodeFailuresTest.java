@@ -160,6 +160,27 @@ class UserCodeFailuresTest {
         }
     }
 
+    /** The same with a checked exception (a Kotlin handler, Lombok's {@code @SneakyThrows}): it too is the future's. */
+    @Test
+    void anOutOfMemoryHandlerThatThrowsACheckedExceptionOnTheFirstAttemptFailsTheFutureNotTheCall() throws Exception {
+        OutOfMemoryHandler failing = (location, bytes, attempt, failure) -> {
+            throw UserCodeFailuresTest.<RuntimeException>sneak(new java.io.IOException("a handler fails"));
+        };
+        try (UnifiedMemoryManager manager = fourBlocks().outOfMemoryHandler(failing).build()) {
+            List<UnifiedBuffer> held = fill(manager);
+
+            CompletableFuture<UnifiedBuffer> request = manager.allocateAsync(BLOCK, DEVICE, LONG);
+
+            assertThat(failureOf(request)).isInstanceOf(java.io.IOException.class).hasMessage("a handler fails");
+            held.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <T extends Throwable> T sneak(Throwable checked) throws T {
+        throw (T) checked; // what Kotlin, Groovy or Lombok's @SneakyThrows code throws where Java would not compile it
+    }
+
     @Test
     void anAdaptorWhoseFreeThrowsAnErrorStillWakesTheWaitersAndLeavesNoCallCounted() throws Exception {
         AtomicInteger frees = new AtomicInteger();

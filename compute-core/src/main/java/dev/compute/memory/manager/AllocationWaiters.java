@@ -145,8 +145,9 @@ public final class AllocationWaiters<B> {
             } catch (DeviceOutOfMemoryException e) {
                 refusal = e;
                 tried = true;
-            } catch (RuntimeException | Error e) {
-                return CompletableFuture.failedFuture(e); // an out-of-memory handler's own failure: the request's, as on the waiter thread
+            } catch (Throwable e) {
+                // an out-of-memory handler's own failure, checked ones too: the request's, as on the waiter thread
+                return CompletableFuture.failedFuture(e);
             }
             if (bytes > capBytes || refusal instanceof AllocationAboveLimitException) {
                 return failed(location, bytes, refusal);
