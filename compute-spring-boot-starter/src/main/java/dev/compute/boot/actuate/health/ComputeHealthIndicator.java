@@ -133,12 +133,23 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
             details.put(configured.name(), detail);
             if (used > thresholds.budgetWarningThreshold()) {
                 String[] shares = percents(used, thresholds.budgetWarningThreshold());
-                warnings.add(String.format(Locale.ROOT, "memory budget '%s' holds %s%% of a limit (%d of %d bytes in all), above "
+                warnings.add(String.format(Locale.ROOT, "memory budget '%s' holds %s%% of %s, above "
                         + "compute.health.budget-warning-threshold (%s%%): its requests beyond the limit are refused", configured.name(),
-                        shares[0], figures.allocatedBytes(), figures.limitBytes(), shares[1]));
+                        shares[0], fullestLimit(figures, used), shares[1]));
             }
         }
         return details;
+    }
+
+    /** The limit whose share {@code used} is, with its bytes: the one at all locations, or the location's where that is fuller. */
+    private static String fullestLimit(BudgetStatistics figures, double used) {
+        for (Map.Entry<MemoryLocation, BudgetStatistics.Location> at : figures.locations().entrySet()) {
+            if (figures.usedShare(at.getKey()) == used && (double) figures.allocatedBytes() / figures.limitBytes() < used) {
+                return String.format(Locale.ROOT, "its %s limit (%d of %d bytes)", at.getKey(), at.getValue().allocatedBytes(),
+                        at.getValue().limitBytes());
+            }
+        }
+        return String.format(Locale.ROOT, "a limit (%d of %d bytes in all)", figures.allocatedBytes(), figures.limitBytes());
     }
 
     /**

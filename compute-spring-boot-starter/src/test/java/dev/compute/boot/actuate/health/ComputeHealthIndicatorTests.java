@@ -121,6 +121,26 @@ class ComputeHealthIndicatorTests {
                 .health(true).getDetails()).as("a closed budget is no more").doesNotContainKey("budgets");
     }
 
+    /**
+     * A budget nearest its limit at one location: the warning gave that location's share with the bytes of the limit at
+     * all locations ("88% of a limit (921600 of 4194304 bytes in all)", which is 22%), so its figures did not add up.
+     */
+    @Test
+    void aBudgetNearItsLimitAtALocationWarnsWithThatLimitsBytes() {
+        ComputeBudgets budgets = new ComputeBudgets();
+        MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant-a", 4 << 20).withLocationLimit(MemoryLocation.HOST, 1 << 20));
+        budgets.add("default", tenant, 1 << 20);
+        try (UnifiedBuffer held = tenant.allocate(900 << 10, MemoryLocation.HOST)) {
+            Health health = new ComputeHealthIndicator(observed(manager), new ComputeProperties.Health(1.0, 1.0, 1.0, 0.8, "WARNING"), budgets)
+                    .health(true);
+
+            assertThat((List<?>) health.getDetails().get("warnings")).singleElement().asString()
+                    .startsWith("memory budget 'tenant-a' holds 88% of its HOST limit (921600 of 1048576 bytes)");
+        } finally {
+            tenant.close();
+        }
+    }
+
     @Test
     void aShareJustAboveItsThresholdIsShownWithTheDecimalsThatTellThemApart() {
         assertThat(ComputeHealthIndicator.percents(0.88, 0.8)).containsExactly("88", "80");
