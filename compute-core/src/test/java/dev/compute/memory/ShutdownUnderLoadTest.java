@@ -9,9 +9,12 @@ import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.RepeatedTest;
+import org.junit.jupiter.api.Test;
 
 /** Closing the manager while threads allocate, copy and free: no crash, every segment freed, live buffers reported. */
 class ShutdownUnderLoadTest {
@@ -56,5 +59,42 @@ class ShutdownUnderLoadTest {
         assertThat(refusedAfterClose.get()).isEqualTo(3);
         assertThat(device.liveAllocations()).as("every segment freed").isZero();
         assertThat(device.isClosed()).isTrue();
+    }
+    /**
+     * A service goes on calling while its manager closes (requests still arrive): each call of the closed manager is
+     * refused, but an allocation was counted in as a call under way first and found the manager closed only inside,
+     * while it made its exception; threads calling in a loop so kept the close from ever seeing no call under way, and
+     * it waited out its timeout and kept every pool's memory ("calls were still under way"), none of them a call it
+     * had to wait for.
+     */
+    @Test
+    void callsRefusedAfterTheCloseDoNotKeepItsMemory() throws Exception {
+        SimulatedDiscreteBackend device = new SimulatedDiscreteBackend();
+        UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(device).closeTimeout(Duration.ofSeconds(1))
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build();
+        manager.allocate(1 << 20, MemoryLocation.DEVICE).close(); // cached: memory the close frees
+        AtomicBoolean closeReturned = new AtomicBoolean();
+        CountDownLatch calling = new CountDownLatch(3);
+        List<Thread> callers = new ArrayList<>();
+        for (int t = 0; t < 3; t++) {
+            callers.add(Thread.ofPlatform().daemon().start(() -> {
+                calling.countDown();
+                while (!closeReturned.get()) {
+                    try {
+                        manager.tryAllocate(4096, MemoryLocation.HOST).ifPresent(UnifiedBuffer::close);
+                    } catch (IllegalStateException refused) {
+                        // the manager is closed: the request fails, the next one comes
+                    }
+                }
+            }));
+        }
+        calling.await();
+        manager.close();
+        closeReturned.set(true);
+        for (Thread caller : callers) {
+            caller.join();
+        }
+        assertThat(device.liveAllocations()).as("every segment freed").isZero();
+        assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
     }
 }

@@ -28,12 +28,15 @@ public final class CallGate {
 
     /**
      * Counts a call of the manager's own in (an allocation, a mapping), after ending the scopes other threads handed to
-     * this one; a thread told the manager is closed loses its views too. The call then finds the manager closed itself.
+     * this one; a thread told the manager is closed loses its views too, and its call is refused before it is counted
+     * in: threads that go on calling a closed manager must not keep its close waiting for calls under way. A call that
+     * the close overtakes once counted in finds the manager closed itself.
      */
     public int enter() {
         scopes.endHandedOver();
         if (closed) {
             scopes.endAllOfCurrentThread();
+            throw closedManager();
         }
         return calls.enter();
     }
