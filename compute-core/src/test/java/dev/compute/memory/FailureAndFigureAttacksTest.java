@@ -297,6 +297,44 @@ class FailureAndFigureAttacksTest {
         manager.close();
     }
 
+    /**
+     * As above with a snapshot of the other location: its blocks cannot be read without that pool's lock, so the
+     * listeners may not both wait for ever. Each read waits a bounded time and, where the other's lock stayed taken,
+     * fails (a listener's failure is logged): both allocations return.
+     */
+    @Test
+    void listenersOfBackendCallsThatSnapshotTheOtherLocationDoNotDeadlock() throws Exception {
+        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+        CountDownLatch inDevice = new CountDownLatch(1);
+        CountDownLatch inHost = new CountDownLatch(1);
+        List<String> outcomes = new java.util.concurrent.CopyOnWriteArrayList<>();
+        UnifiedMemoryManager manager = fourBlocks().eventListener(new MemoryEventListener() {
+            @Override
+            public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
+                if (!Thread.currentThread().getName().startsWith("allocating-")) {
+                    return;
+                }
+                boolean device = location == DEVICE;
+                (device ? inDevice : inHost).countDown();
+                await(device ? inHost : inDevice); // both threads under their pool's lock
+                try {
+                    self.get().snapshot(device ? MemoryLocation.HOST : DEVICE);
+                    outcomes.add("read");
+                } catch (IllegalStateException busy) {
+                    outcomes.add(busy.getMessage().contains("read snapshots outside listeners") ? "busy" : busy.getMessage());
+                }
+            }
+        }).build();
+        self.set(manager);
+        Thread toDevice = Thread.ofPlatform().daemon().name("allocating-device").start(() -> manager.allocate(BLOCK, DEVICE).close());
+        Thread toHost = Thread.ofPlatform().daemon().name("allocating-host").start(() -> manager.allocate(BLOCK, MemoryLocation.HOST).close());
+
+        assertThat(toDevice.join(Duration.ofSeconds(10))).as("the DEVICE allocation returned").isTrue();
+        assertThat(toHost.join(Duration.ofSeconds(10))).as("the HOST allocation returned").isTrue();
+        assertThat(outcomes).hasSize(2).contains("busy").allMatch(outcome -> outcome.equals("busy") || outcome.equals("read"));
+        manager.close();
+    }
+
     // ---- the registry of mappings --------------------------------------------------------------------------------
 
     /**

@@ -24,6 +24,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
 import org.jspecify.annotations.Nullable;
 
@@ -727,6 +728,31 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     ReentrantLock lock() {
         return lock;
+    }
+
+    /** How long a listener's read of this pool's blocks waits for its lock. */
+    static final Duration LISTENER_READ_WAIT = Duration.ofMillis(200);
+
+    /**
+     * Takes the lock for a read of the blocks (a snapshot). A listener, which may be told under another pool's lock,
+     * waits for it at most {@link #LISTENER_READ_WAIT}: this pool's own listener may be reading that pool meanwhile,
+     * and waiting for ever would hold both threads for ever.
+     */
+    void lockToRead() {
+        if (!UserCode.inListener() || lock.isHeldByCurrentThread()) {
+            lock.lock();
+            return;
+        }
+        try {
+            if (lock.tryLock(LISTENER_READ_WAIT.toNanos(), TimeUnit.NANOSECONDS)) {
+                return;
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        throw new IllegalStateException("the " + location + " pool stayed busy while a listener read its blocks: a listener told "
+                + "under another pool's lock waits for this one at most " + LISTENER_READ_WAIT.toMillis() + " ms, since this pool's "
+                + "listener may be waiting for that one; read snapshots outside listeners");
     }
 
     MemoryEventListener events() {

@@ -186,7 +186,7 @@ final class PoolSnapshotReader {
         try {
             while (segments == null) {
                 boolean tookBatch = false;
-                lock.lock();
+                pool.lockToRead();
                 long heldSince = System.nanoTime();
                 try {
                     if (log == null) {
@@ -262,7 +262,7 @@ final class PoolSnapshotReader {
 
     private List<MemorySnapshot.Segment> walkUnderOneHold() {
         underOneHold = true;
-        lock.lock();
+        pool.lockToRead();
         long heldSince = System.nanoTime();
         try {
             List<MemorySnapshot.Segment> all = pool.walk();
