@@ -7,6 +7,7 @@ import dev.compute.memory.lifetime.Coherence;
 import dev.compute.memory.lifetime.FileRange;
 import dev.compute.memory.resource.Block;
 import java.lang.foreign.MemorySegment;
+import java.lang.ref.Reference;
 import java.nio.file.Path;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
@@ -429,7 +430,13 @@ public final class UnifiedBuffer implements AutoCloseable {
      */
     @Override
     public void close() {
-        core.close();
+        try {
+            core.close();
+        } finally {
+            // reachable until the close is done: compiled code lets go of a handle at its last use, here before the
+            // close (which may wait for another thread's copy), and the leak detector would find a closed buffer leaked
+            Reference.reachabilityFence(this);
+        }
     }
 
     @Override
