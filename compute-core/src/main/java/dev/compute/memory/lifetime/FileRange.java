@@ -44,10 +44,15 @@ public record FileRange(Path file, FileMapMode mode, long offset, long length) {
         }
     }
 
-    /** {@link #failIfTruncated(Throwable)} for each of a call's files that is there: the buffers' and {@code other}'s. */
+    /**
+     * {@link #failIfTruncated(Throwable)} for each of a call's files that is there: the buffers' and {@code other}'s.
+     * Where none is shorter now, yet the call met a memory fault, the file it faulted on is no longer there to measure
+     * (deleted, or another renamed over it), so the first of them is named.
+     */
     static void failIfTruncated(Throwable failure, @Nullable FileRange mine, @Nullable FileRange second, @Nullable MemorySegment other) {
-        if (other != null) {
-            failIfTruncated(failure, other);
+        FileMappings.Mapping otherMapping = other == null ? null : FileMappings.find(other);
+        if (otherMapping != null) {
+            failIfTruncated(failure, otherMapping.file(), otherMapping.fileOffset(), otherMapping.byteSize());
         }
         if (mine != null) {
             mine.failIfTruncated(failure);
@@ -55,6 +60,24 @@ public record FileRange(Path file, FileMapMode mode, long offset, long length) {
         if (second != null) {
             second.failIfTruncated(failure);
         }
+        if (failure instanceof MappedFileTruncatedException || !causedByMemoryFault(failure)
+                || (other != null && otherMapping == null && other.isMapped())) { // the fault may be of the caller's own mapping
+            return;
+        }
+        if (otherMapping != null) {
+            throw truncatedAndGone(failure, otherMapping.file(), otherMapping.fileOffset(), otherMapping.byteSize());
+        }
+        FileRange range = mine != null ? mine : second;
+        if (range != null) {
+            throw truncatedAndGone(failure, range.file, range.offset, range.length);
+        }
+    }
+
+    private static MappedFileTruncatedException truncatedAndGone(Throwable failure, Path file, long offset, long length) {
+        return new MappedFileTruncatedException("a read or write of the mapping of bytes [" + offset + ", " + (offset + length) + ") of "
+                + file + " met no file behind it: the file was truncated while mapped, and what its name holds now (nothing, or"
+                + " another file) cannot say by how much. Replace a mapped file by renaming a new one over it rather than"
+                + " rewriting it in place.", file, failure);
     }
 
     private static void failIfTruncated(Throwable failure, Path file, long offset, long length) {
@@ -65,7 +88,7 @@ public record FileRange(Path file, FileMapMode mode, long offset, long length) {
         try {
             size = Files.size(file);
         } catch (IOException noLongerThere) {
-            return; // deleted or moved: a mapping outlives its name, so its absence says nothing about the fault
+            return; // deleted or moved: a mapping outlives its name, which says nothing now (the caller names the file as gone)
         }
         if (size < offset + length) {
             throw new MappedFileTruncatedException(file + " is " + size + " bytes now, shorter than its mapping of bytes [" + offset

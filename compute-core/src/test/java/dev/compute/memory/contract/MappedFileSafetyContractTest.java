@@ -28,6 +28,7 @@ public abstract class MappedFileSafetyContractTest {
             "sharedViewEndsWithTheBufferWhileAnotherThreadReads",
             "truncatedWhileMapped",
             "copiesThroughTheMappingsOwnViewsAfterTruncation",
+            "truncatedThenDeletedOrReplaced",
             "compiledCopiesOfATruncatedFile",
             "namedPipesAreRefusedBeforeTheyAreOpened"})
     void theRuleHoldsAndTheJvmSurvives(String scenario) throws Exception {

@@ -20,6 +20,7 @@ import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.Arrays;
@@ -54,6 +55,7 @@ public final class MappedFileScenarios {
                 case "sharedViewEndsWithTheBufferWhileAnotherThreadReads" -> sharedViewEndsWithTheBufferWhileAnotherThreadReads(backend, dir);
                 case "truncatedWhileMapped" -> truncatedWhileMapped(backend, dir);
                 case "copiesThroughTheMappingsOwnViewsAfterTruncation" -> copiesThroughTheMappingsOwnViewsAfterTruncation(backend, dir);
+                case "truncatedThenDeletedOrReplaced" -> truncatedThenDeletedOrReplaced(backend, dir);
                 case "compiledCopiesOfATruncatedFile" -> compiledCopiesOfATruncatedFile(backend, dir);
                 case "namedPipesAreRefusedBeforeTheyAreOpened" -> namedPipesAreRefusedBeforeTheyAreOpened(backend, dir);
                 default -> throw new IllegalArgumentException("no scenario " + name);
@@ -290,6 +292,43 @@ public final class MappedFileScenarios {
             } catch (InternalError faultCaughtByTheJvm) {
                 // "a fault occurred in an unsafe memory access operation"
             }
+        }
+    }
+
+    /**
+     * The file is truncated under its mapping and then deleted, or another file of the full size renamed over it: its
+     * name no longer says how long the mapped file is, but copies that meet the missing bytes still fail with
+     * {@link MappedFileTruncatedException} naming it, not with the JVM's {@link InternalError}.
+     */
+    static void truncatedThenDeletedOrReplaced(String backend, Path dir) throws Exception {
+        int n = (1 << 20) / 4;
+        Path deleted = Files.write(dir.resolve("deleted.bin"), new byte[n * 4]);
+        Path replaced = Files.write(dir.resolve("replaced.bin"), new byte[n * 4]);
+        try (UnifiedMemoryManager manager = manager(backend, Duration.ofSeconds(5));
+             UnifiedBuffer gone = manager.mapFile(deleted, DataType.FLOAT32, FileMapMode.READ_WRITE);
+             UnifiedBuffer overwritten = manager.mapFile(replaced, DataType.FLOAT32, FileMapMode.READ_ONLY);
+             UnifiedBuffer device = manager.allocate(DataType.FLOAT32, n, MemoryLocation.DEVICE);
+             UnifiedBuffer host = manager.allocate(DataType.FLOAT32, n, MemoryLocation.HOST)) {
+            for (Path file : new Path[] {deleted, replaced}) {
+                try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE)) {
+                    channel.truncate(4096);
+                }
+            }
+            Files.delete(deleted);
+            Files.move(Files.write(dir.resolve("new.bin"), new byte[n * 4]), replaced, StandardCopyOption.REPLACE_EXISTING);
+            for (UnifiedBuffer mapped : new UnifiedBuffer[] {gone, overwritten}) {
+                Path file = mapped.mappedFile();
+                expectTruncated(() -> device.copyFrom(mapped), file, "a copy to DEVICE memory of " + file);
+                expectTruncated(() -> mapped.copyTo(new float[n]), file, "a copy to an array of " + file);
+                expectTruncated(() -> host.copyFrom(mapped), file, "a copy to HOST memory of " + file);
+                expectTruncated(() -> device.copyFrom(0, mapped.readOnlyHostView()), file, "a copy of a view of " + file);
+                if (backend.equals("cpu") || backend.equals("simulated")) {
+                    expectTruncated(() -> manager.ops().sum(mapped), file, "ops().sum of " + file);
+                }
+            }
+            expectTruncated(() -> gone.copyFrom(device), deleted, "a copy from DEVICE memory into the deleted file");
+            float[] head = new float[1024];
+            gone.copyTo(head); // what is left of the file still reads
         }
     }
 
