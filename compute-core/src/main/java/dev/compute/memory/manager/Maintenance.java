@@ -60,7 +60,7 @@ public final class Maintenance {
         }
         if (sampleMillis > 0) {
             sampleTimeline();
-            started.scheduleAtFixedRate(this::sampleTimeline, sampleMillis, sampleMillis, TimeUnit.MILLISECONDS);
+            started.scheduleAtFixedRate(this::scheduledSample, sampleMillis, sampleMillis, TimeUnit.MILLISECONDS);
         }
         if (heldMillis > 0) {
             long every = Math.max(1, heldMillis / 2);
@@ -75,7 +75,7 @@ public final class Maintenance {
             if (released > 0) {
                 LOG.log(System.Logger.Level.DEBUG, "scheduled trim released " + released + " bytes");
             }
-        } catch (RuntimeException e) {
+        } catch (Throwable e) { // an Error too: one out of a scheduled task would cancel it for the manager's life
             LOG.log(System.Logger.Level.WARNING, "scheduled trim failed", e);
         }
     }
@@ -94,7 +94,7 @@ public final class Maintenance {
             }
         } catch (IllegalStateException closedMeanwhile) {
             // the manager closed between the check and the compaction: nothing left to compact
-        } catch (RuntimeException e) {
+        } catch (Throwable e) {
             LOG.log(System.Logger.Level.WARNING, "scheduled compaction failed", e);
         }
     }
@@ -102,8 +102,16 @@ public final class Maintenance {
     private void warnAboutHeld(Duration bound) {
         try {
             buffers.warnAboutHeld(bound);
-        } catch (RuntimeException e) {
+        } catch (Throwable e) {
             LOG.log(System.Logger.Level.WARNING, "checking closed buffers' held memory failed", e);
+        }
+    }
+
+    private void scheduledSample() {
+        try {
+            sampleTimeline();
+        } catch (Throwable e) {
+            LOG.log(System.Logger.Level.WARNING, "sampling the timeline failed", e);
         }
     }
 

@@ -129,6 +129,23 @@ class MaintenanceTest {
     }
 
     @Test
+    void aTrimThatThrowsAnErrorIsLoggedAndTheNextOneStillRuns() throws Exception {
+        // an Error out of a scheduled task cancels it for good, silently: the trims had stopped for the manager's life
+        try (LogCapture log = LogCapture.managerLog()) {
+            start(set -> set.trimInterval(Duration.ofMillis(20)), () -> {
+                if (trims.incrementAndGet() == 1) {
+                    throw new OutOfMemoryError("no heap for the trim");
+                }
+                return 0;
+            });
+
+            within10s(() -> trims.get() >= 3, "trims after the error");
+
+            assertThat(log.atLeast(Level.WARNING)).filteredOn(r -> r.getMessage().equals("scheduled trim failed")).hasSize(1);
+        }
+    }
+
+    @Test
     void compactionsRunOnTheirScheduleAndAFailedOneIsLogged() throws Exception {
         BufferCore first = parts.buffer(MemoryLocation.DEVICE, 4 * MiB);
         BufferCore second = parts.buffer(MemoryLocation.DEVICE, 4 * MiB);
