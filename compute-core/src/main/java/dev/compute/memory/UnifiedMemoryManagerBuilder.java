@@ -208,8 +208,9 @@ public final class UnifiedMemoryManagerBuilder {
     }
 
     /**
-     * {@code compute.memory.pinning.staging-buffer-size}: one staging buffer for copies from pageable memory. Unset:
-     * {@value #DEFAULT_STAGING_BUFFER_SIZE} bytes, or max-pinned-size where that is smaller.
+     * {@code compute.memory.pinning.staging-buffer-size}: one staging buffer for copies from pageable memory, at most
+     * max-pinned-size where pinning is on. Unset: {@value #DEFAULT_STAGING_BUFFER_SIZE} bytes, or max-pinned-size where
+     * that is smaller.
      */
     public UnifiedMemoryManagerBuilder stagingBufferSize(long bytes) {
         this.stagingBufferSize = bytes;
@@ -372,6 +373,11 @@ public final class UnifiedMemoryManagerBuilder {
         }
         if (stagingBufferSize != null) {
             positive("compute.memory.pinning.staging-buffer-size", stagingBufferSize);
+            // each lane pins several of them beside the pool: one above the whole pinned cap is a mistake
+            if (pinningEnabled && stagingBufferSize > maxPinnedSize) {
+                throw new InvalidSettingException("compute.memory.pinning.staging-buffer-size", stagingBufferSize + " bytes",
+                        "at most compute.memory.pinning.max-pinned-size (" + maxPinnedSize + " bytes)");
+            }
         }
         requireNonNull("compute.memory.leak-detection", leakDetection);
         // The ring is allocated whole at start and the endpoint returns all of it: a huge capacity fails late and badly.

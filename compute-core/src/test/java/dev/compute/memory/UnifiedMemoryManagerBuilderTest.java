@@ -31,6 +31,8 @@ class UnifiedMemoryManagerBuilderTest {
         refused(b -> b.maxPinnedSize(0), "compute.memory.pinning.max-pinned-size", "positive");
         refused(b -> b.stagingBufferSize(-5), "compute.memory.pinning.staging-buffer-size", "positive");
         refused(b -> b.name(" "), "name", "a name the log can call the manager by");
+        refused(b -> b.maxPinnedSize(64L << 20).stagingBufferSize(128L << 20), "compute.memory.pinning.staging-buffer-size",
+                "at most compute.memory.pinning.max-pinned-size (67108864 bytes)");
     }
 
     @Test
