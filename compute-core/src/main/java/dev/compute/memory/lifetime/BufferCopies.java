@@ -39,6 +39,7 @@ public final class BufferCopies {
     /** Fills {@code destination} from {@code byteOffset} of {@code buffer}. */
     public static void read(BufferCore buffer, long byteOffset, MemorySegment destination) {
         CallerMemory memory = CallerMemory.of(destination);
+        requireWritable(destination);
         buffer.call(destination, null, () -> {
             buffer.checkRange(byteOffset, destination.byteSize());
             return buffer.whenIdle(root -> {
@@ -105,6 +106,7 @@ public final class BufferCopies {
      */
     public static CompletableFuture<Void> readAsync(BufferCore buffer, long byteOffset, MemorySegment destination) {
         CallerMemory memory = CallerMemory.of(destination);
+        requireWritable(destination);
         return buffer.call(destination, null, () -> {
             buffer.checkRange(byteOffset, destination.byteSize());
             return buffer.whenIdle(root -> {
@@ -136,6 +138,16 @@ public final class BufferCopies {
                 return caller;
             });
         });
+    }
+
+    /**
+     * Refuses a read-only destination before the device is read: memory of the copy's own would take the bytes (and
+     * the figures count them) only for the copy out to fail, and a queued read's future would fail instead of the call.
+     */
+    private static void requireWritable(MemorySegment destination) {
+        if (destination.isReadOnly()) {
+            throw new IllegalArgumentException("cannot copy into a read-only segment: " + destination);
+        }
     }
 
     /**

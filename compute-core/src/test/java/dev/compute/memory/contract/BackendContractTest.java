@@ -185,6 +185,22 @@ public abstract class BackendContractTest {
     }
 
     @Test
+    void aReadOnlySegmentOfAnyKindIsRefusedAsADestinationBeforeAnythingIsRead() {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.INT64, 1000)) {
+            buffer.copyFrom(0, new long[1000], 0, 1000);
+            for (MemorySegment readOnly : new MemorySegment[] {Arena.ofShared().allocate(8000).asReadOnly(), Arena.ofAuto().allocate(8000).asReadOnly(),
+                    Arena.global().allocate(8000).asReadOnly(), Arena.ofConfined().allocate(8000).asReadOnly(),
+                    MemorySegment.ofArray(new long[1000]).asReadOnly()}) {
+                long readBefore = manager.statistics().get(buffer.location()).bytesDeviceToHost();
+                assertThatThrownBy(() -> buffer.copyTo(0, readOnly)).as("%s", readOnly).isInstanceOf(IllegalArgumentException.class);
+                assertThatThrownBy(() -> buffer.copyToAsync(0, readOnly)).as("refused at the call, not by the future: %s", readOnly)
+                        .isInstanceOf(IllegalArgumentException.class);
+                assertThat(manager.statistics().get(buffer.location()).bytesDeviceToHost()).as("nothing read for %s", readOnly).isEqualTo(readBefore);
+            }
+        }
+    }
+
+    @Test
     void opsMatchAJavaReferenceOnRandomData() {
         for (DataType type : new DataType[] {DataType.FLOAT32, DataType.FLOAT64}) {
             int n = 10_007;
