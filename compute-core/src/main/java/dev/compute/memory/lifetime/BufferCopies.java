@@ -72,20 +72,20 @@ public final class BufferCopies {
                 }
                 long bytes = source.byteSize();
                 Arena staging = memory == CallerMemory.THIS_CALL || memory == CallerMemory.ANY_MOMENT ? Arena.ofShared() : null;
-                CompletableFuture<Void> done;
-                try {
-                    MemorySegment from = source;
-                    if (staging != null) {
+                MemorySegment from = source;
+                if (staging != null) {
+                    try {
                         from = staging.allocate(Math.max(1, bytes), 64).asSlice(0, bytes);
                         MemorySegment.copy(source, 0, from, 0, bytes);
-                    }
-                    done = root.host.backend().copyToDeviceAsync(from, device.segment(), device.offset() + buffer.byteOffset() + byteOffset, bytes);
-                } catch (RuntimeException | Error e) {
-                    if (staging != null) {
+                    } catch (RuntimeException | Error e) {
                         staging.close();
+                        throw e;
                     }
-                    throw e;
                 }
+                // a backend that fails may have queued the command first (a flush that fails after it): its staging is
+                // then kept, never freed under it
+                CompletableFuture<Void> done = root.host.backend().copyToDeviceAsync(from, device.segment(),
+                        device.offset() + buffer.byteOffset() + byteOffset, bytes);
                 if (staging != null) {
                     done.whenComplete((ignored, failure) -> staging.close()); // the device's read is over, whatever the caller does
                 }
@@ -121,14 +121,16 @@ public final class BufferCopies {
                 CompletableFuture<Void> caller;
                 if (memory == CallerMemory.ANY_MOMENT) {
                     Arena staging = Arena.ofShared();
+                    MemorySegment landing;
                     try {
-                        MemorySegment landing = staging.allocate(Math.max(1, bytes), 64).asSlice(0, bytes);
-                        done = root.host.backend().copyToHostAsync(device.segment(), from, landing, bytes);
-                        caller = deliveredWhenLanded(done, landing, destination, staging);
+                        landing = staging.allocate(Math.max(1, bytes), 64).asSlice(0, bytes);
                     } catch (RuntimeException | Error e) {
                         staging.close();
                         throw e;
                     }
+                    // as in writeAsync: a backend that fails keeps the landing memory, which a queued command may write
+                    done = root.host.backend().copyToHostAsync(device.segment(), from, landing, bytes);
+                    caller = deliveredWhenLanded(done, landing, destination, staging);
                 } else {
                     done = root.host.backend().copyToHostAsync(device.segment(), from, destination, bytes);
                     caller = CallerFutures.forCaller(done);

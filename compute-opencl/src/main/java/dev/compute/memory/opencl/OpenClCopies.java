@@ -114,18 +114,19 @@ final class OpenClCopies {
             return CompletableFuture.completedFuture(null);
         }
         if (source.isNative()) {
-            return enqueueWrite(memory, targetOffset, source.address(), bytes);
+            return enqueueWrite(memory, targetOffset, source.address(), bytes, null);
         }
         // a Java array may move while a command reads it: stage it in native memory the command owns
         Arena staging = Arena.ofShared();
+        MemorySegment copy;
         try {
-            MemorySegment copy = staging.allocate(bytes, 64);
+            copy = staging.allocate(bytes, 64);
             MemorySegment.copy(source, 0, copy, 0, bytes);
-            return enqueueWrite(memory, targetOffset, copy.address(), bytes).whenComplete((ignored, failure) -> staging.close());
         } catch (RuntimeException | Error e) {
             staging.close();
             throw e;
         }
+        return enqueueWrite(memory, targetOffset, copy.address(), bytes, staging).whenComplete((ignored, failure) -> staging.close());
     }
 
     /** A copy from an allocation, queued: as {@link #toDeviceQueued}, into a Java array through native memory. */
@@ -141,32 +142,50 @@ final class OpenClCopies {
             return CompletableFuture.completedFuture(null);
         }
         if (target.isNative()) {
-            return enqueueRead(memory, sourceOffset, target.address(), bytes);
+            return enqueueRead(memory, sourceOffset, target.address(), bytes, null);
         }
         Arena staging = Arena.ofShared();
+        MemorySegment landing;
         try {
-            MemorySegment landing = staging.allocate(bytes, 64);
-            return enqueueRead(memory, sourceOffset, landing.address(), bytes)
-                    .thenRun(() -> MemorySegment.copy(landing, 0, target, 0, bytes))
-                    .whenComplete((ignored, failure) -> staging.close());
+            landing = staging.allocate(bytes, 64);
         } catch (RuntimeException | Error e) {
             staging.close();
             throw e;
         }
+        return enqueueRead(memory, sourceOffset, landing.address(), bytes, staging)
+                .thenRun(() -> MemorySegment.copy(landing, 0, target, 0, bytes))
+                .whenComplete((ignored, failure) -> staging.close());
     }
 
-    private CompletableFuture<Void> enqueueWrite(cl_mem memory, long offset, long hostAddress, long bytes) {
+    /**
+     * Queues a write from {@code hostAddress}. {@code staging}, the memory there where it is this copy's own, is closed
+     * here where the command could not be queued; once it is queued, a failure after it (the flush) keeps it, since
+     * the command may still read it.
+     */
+    private CompletableFuture<Void> enqueueWrite(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable Arena staging) {
         cl_event done = new cl_event();
-        OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
-                "clEnqueueWriteBuffer of " + bytes + " bytes");
+        queued(CL.clEnqueueWriteBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
+                "clEnqueueWriteBuffer of " + bytes + " bytes", staging);
         return commands.track(done, "clEnqueueWriteBuffer of " + bytes + " bytes");
     }
 
-    private CompletableFuture<Void> enqueueRead(cl_mem memory, long offset, long hostAddress, long bytes) {
+    /** Queues a read into {@code hostAddress}; {@code staging} as for {@link #enqueueWrite}. */
+    private CompletableFuture<Void> enqueueRead(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable Arena staging) {
         cl_event done = new cl_event();
-        OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
-                "clEnqueueReadBuffer of " + bytes + " bytes");
+        queued(CL.clEnqueueReadBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
+                "clEnqueueReadBuffer of " + bytes + " bytes", staging);
         return commands.track(done, "clEnqueueReadBuffer of " + bytes + " bytes");
+    }
+
+    private static void queued(int code, String what, @Nullable Arena staging) {
+        try {
+            OpenClCalls.check(code, what);
+        } catch (RuntimeException | Error e) {
+            if (staging != null) {
+                staging.close(); // not queued: nothing reads or writes it
+            }
+            throw e;
+        }
     }
 
     /**
