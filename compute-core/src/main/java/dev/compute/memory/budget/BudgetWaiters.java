@@ -2,6 +2,7 @@ package dev.compute.memory.budget;
 
 import dev.compute.memory.BudgetExceededException;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.internal.LibraryThreads;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -30,7 +31,7 @@ import java.util.concurrent.TimeUnit;
 final class BudgetWaiters<B> {
 
     /** Where a request let in completes: a virtual thread each, so that whatever runs on its future never runs on a freeing thread. */
-    private static final Executor COMPLETIONS = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("compute-budget-waiter-", 0).factory());
+    private static final Executor COMPLETIONS = Executors.newThreadPerTaskExecutor(LibraryThreads.virtual("compute-budget-waiter-"));
 
     /** One queued request; its fields are guarded by the ledger's lock. */
     static final class Waiter {

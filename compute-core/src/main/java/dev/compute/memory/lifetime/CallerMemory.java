@@ -1,5 +1,6 @@
 package dev.compute.memory.lifetime;
 
+import dev.compute.memory.internal.LibraryThreads;
 import java.lang.foreign.MemorySegment;
 
 /**
@@ -23,18 +24,8 @@ enum CallerMemory {
     /** A shared or automatic arena's, or another's: freed at any moment by another thread, or once unreachable. */
     ANY_MOMENT;
 
-    /**
-     * A thread that is never started: no confined segment is accessible by it. Made without what a new thread takes of
-     * the one making it (its inheritable thread-locals, its class loader): held for the process's life, it would keep
-     * those of the first thread that copied (a request's security context, a web application's loader).
-     */
-    private static final Thread NO_OWNER = noOwner();
-
-    private static Thread noOwner() {
-        Thread thread = Thread.ofPlatform().inheritInheritableThreadLocals(false).unstarted(() -> {});
-        thread.setContextClassLoader(null);
-        return thread;
-    }
+    /** A thread that is never started: no confined segment is accessible by it. */
+    private static final Thread NO_OWNER = LibraryThreads.neverStarted();
 
     /**
      * What {@code segment}'s memory is, refusing it as Java's own accesses would: once its arena is closed, and from a

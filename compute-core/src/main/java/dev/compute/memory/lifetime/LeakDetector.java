@@ -4,6 +4,7 @@ import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
+import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.resource.Block;
 import java.lang.ref.Cleaner;
@@ -35,7 +36,7 @@ import org.jspecify.annotations.Nullable;
 public final class LeakDetector {
 
     private static final System.Logger LOG = ManagerLog.logger();
-    private static final Cleaner CLEANER = Cleaner.create(Thread.ofPlatform().daemon().name("compute-leak-detector").factory());
+    private static final Cleaner CLEANER = Cleaner.create(LibraryThreads.daemons("compute-leak-detector", false));
 
     private final BooleanSupplier managerClosed;
     private final LeakDetectionLevel level;

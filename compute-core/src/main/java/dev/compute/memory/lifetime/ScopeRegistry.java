@@ -1,5 +1,6 @@
 package dev.compute.memory.lifetime;
 
+import dev.compute.memory.internal.LibraryThreads;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -144,7 +145,7 @@ public final class ScopeRegistry {
     /** One daemon thread for the JVM, sweeping the registries that have scopes waiting for their owners. */
     private static final class Sweeper {
         static final ScheduledExecutorService THREAD = Executors.newSingleThreadScheduledExecutor(
-                Thread.ofPlatform().daemon().name("compute-memory-scope-sweeper").factory());
+                LibraryThreads.daemons("compute-memory-scope-sweeper", false));
     }
 
     private final AtomicBoolean watching = new AtomicBoolean();

@@ -6,6 +6,7 @@ import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.internal.ManagerLog;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
@@ -105,7 +106,7 @@ public final class AllocationWaiters<B> {
     }
 
     private static final System.Logger LOG = ManagerLog.logger();
-    private static final ThreadFactory THREADS = Thread.ofPlatform().daemon().name("compute-memory-waiters-", 0).factory();
+    private static final ThreadFactory THREADS = LibraryThreads.daemons("compute-memory-waiters-", true);
     /** How long an idle waiter thread stays (seconds): a service that never waits keeps none. */
     static final int IDLE_SECONDS = 10;
 

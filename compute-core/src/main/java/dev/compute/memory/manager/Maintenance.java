@@ -3,6 +3,7 @@ package dev.compute.memory.manager;
 import dev.compute.memory.CompactionReport;
 import dev.compute.memory.ManagerSettings;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.internal.ManagerLog;
 import java.time.Duration;
 import java.util.concurrent.Executors;
@@ -51,7 +52,7 @@ public final class Maintenance {
             return null;
         }
         ScheduledExecutorService started = Executors.newSingleThreadScheduledExecutor(
-                Thread.ofPlatform().daemon().name("compute-memory-maintenance").factory());
+                LibraryThreads.daemons("compute-memory-maintenance", false));
         if (trimMillis > 0) {
             started.scheduleWithFixedDelay(this::scheduledTrim, trimMillis, trimMillis, TimeUnit.MILLISECONDS);
         }

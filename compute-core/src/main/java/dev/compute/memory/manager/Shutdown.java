@@ -2,6 +2,7 @@ package dev.compute.memory.manager;
 
 import dev.compute.memory.LiveBufferReport;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.spi.ComputeBackend;
@@ -61,7 +62,7 @@ public final class Shutdown {
                 // a listener or handler of this manager, on a thread that may be inside a call of it: the close cannot wait
                 // for that call, so the call that ends last finishes it; should none end, the close timeout does
                 gate.finishCloseWhenIdle(this::finish);
-                Thread.ofPlatform().daemon().name("compute-memory-close").start(this::finishAfterTimeout);
+                LibraryThreads.daemon("compute-memory-close", this::finishAfterTimeout).start();
                 return;
             }
             finish();

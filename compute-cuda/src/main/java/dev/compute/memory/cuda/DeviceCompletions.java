@@ -1,5 +1,6 @@
 package dev.compute.memory.cuda;
 
+import dev.compute.memory.internal.LibraryThreads;
 import static jcuda.driver.JCudaDriver.cuEventCreate;
 import static jcuda.driver.JCudaDriver.cuEventDestroy;
 import static jcuda.driver.JCudaDriver.cuEventQuery;
@@ -100,10 +101,8 @@ final class DeviceCompletions implements AutoCloseable {
     DeviceCompletions(CudaContext context, Duration deviceWait) {
         this.context = context;
         this.deviceWait = deviceWait;
-        this.callbacks = Executors.newCachedThreadPool(Thread.ofPlatform().daemon()
-                .name("compute-cuda-" + context.ordinal + "-callbacks-", 0).factory());
-        this.waiters = Executors.newCachedThreadPool(Thread.ofPlatform().daemon()
-                .name("compute-cuda-" + context.ordinal + "-events-", 0).factory());
+        this.callbacks = Executors.newCachedThreadPool(LibraryThreads.daemons("compute-cuda-" + context.ordinal + "-callbacks-", true));
+        this.waiters = Executors.newCachedThreadPool(LibraryThreads.daemons("compute-cuda-" + context.ordinal + "-events-", true));
     }
 
     private CUevent acquireEvent() {

@@ -1,5 +1,6 @@
 package dev.compute.memory.cuda;
 
+import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.spi.FileMappings;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.ExecutionException;
@@ -26,7 +27,7 @@ final class HostCopier implements AutoCloseable {
             throw new IllegalArgumentException("host copy threads must be at least 1: " + threads);
         }
         this.threads = threads;
-        this.pool = Executors.newFixedThreadPool(Math.max(1, threads - 1), Thread.ofPlatform().daemon().name(name, 0).factory());
+        this.pool = Executors.newFixedThreadPool(Math.max(1, threads - 1), LibraryThreads.daemons(name, true));
     }
 
     int threads() {
@@ -34,7 +35,7 @@ final class HostCopier implements AutoCloseable {
     }
 
     /** Stands for "a thread other than the caller" when asking whether a segment may be shared out. */
-    private static final Thread OTHER_THREAD = Thread.ofPlatform().unstarted(() -> {});
+    private static final Thread OTHER_THREAD = LibraryThreads.neverStarted();
 
     /** How many parts a copy of {@code bytes} is split into. */
     static int parts(long bytes, int threads) {

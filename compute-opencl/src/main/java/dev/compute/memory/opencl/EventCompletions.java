@@ -1,5 +1,6 @@
 package dev.compute.memory.opencl;
 
+import dev.compute.memory.internal.LibraryThreads;
 import static org.jocl.CL.CL_COMPLETE;
 import static org.jocl.CL.CL_EVENT_COMMAND_EXECUTION_STATUS;
 import static org.jocl.CL.CL_SUCCESS;
@@ -356,11 +357,12 @@ final class EventCompletions {
         this.onBackendQueue = onBackendQueue;
         this.deviceName = deviceName;
         this.waiter = startWaiter();
-        watch = Thread.ofPlatform().daemon().name("opencl-events watch " + deviceName).start(this::watch);
+        watch = LibraryThreads.daemon("opencl-events watch " + deviceName, this::watch);
+        watch.start();
     }
 
     private synchronized Thread startWaiter() {
-        Thread started = Thread.ofPlatform().daemon().name("opencl-events " + deviceName).unstarted(this::waitInTurn);
+        Thread started = LibraryThreads.daemon("opencl-events " + deviceName, this::waitInTurn);
         waiters.add(started);
         waiter = started;
         started.start();
