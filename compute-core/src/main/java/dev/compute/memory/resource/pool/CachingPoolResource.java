@@ -167,8 +167,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     /** The slow path's hits, misses and retries, per thread stripe (the fast path's hits are counted by the cache's stacks). */
     private final StripedLongs counts = new StripedLongs();
     private volatile boolean closed;
-    /** The largest free block as last found under the lock: what a listener reads when the lock is not free. */
-    private volatile long largestFreeLastFound;
+    /** The largest free block as last found under the lock (-1: not yet): what a listener reads when the lock is not free. */
+    private volatile long largestFreeLastFound = -1;
     /** A log per snapshot reader running ({@link #segments}) of the blocks changed; none while no reader runs. Under the lock. */
     private ChangeLog[] changes = new ChangeLog[0];
 
@@ -671,8 +671,10 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     @Override
     public long largestFreeBlockBytes() {
         if (UserCode.inListener() && !lock.isHeldByCurrentThread()) {
-            if (!lock.tryLock()) {
-                return largestFreeLastFound;
+            long last = largestFreeLastFound;
+            // never found yet: the listener waits for it as for a snapshot, a bounded time
+            if (last >= 0 ? !lock.tryLock() : !lockedToRead()) {
+                return Math.max(0, last);
             }
         } else {
             lock.lock();
@@ -731,7 +733,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     }
 
     /** How long a listener's read of this pool's blocks waits for its lock. */
-    static final Duration LISTENER_READ_WAIT = Duration.ofMillis(200);
+    static final Duration LISTENER_READ_WAIT = Duration.ofSeconds(1);
 
     /**
      * Takes the lock for a read of the blocks (a snapshot). A listener, which may be told under another pool's lock,
@@ -739,20 +741,26 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * and waiting for ever would hold both threads for ever.
      */
     void lockToRead() {
-        if (!UserCode.inListener() || lock.isHeldByCurrentThread()) {
-            lock.lock();
+        if (lockedToRead()) {
             return;
-        }
-        try {
-            if (lock.tryLock(LISTENER_READ_WAIT.toNanos(), TimeUnit.NANOSECONDS)) {
-                return;
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         }
         throw new IllegalStateException("the " + location + " pool stayed busy while a listener read its blocks: a listener told "
                 + "under another pool's lock waits for this one at most " + LISTENER_READ_WAIT.toMillis() + " ms, since this pool's "
                 + "listener may be waiting for that one; read snapshots outside listeners");
+    }
+
+    /** {@link #lockToRead}, false where a listener's bounded wait ran out (the lock then not held). */
+    boolean lockedToRead() {
+        if (!UserCode.inListener() || lock.isHeldByCurrentThread()) {
+            lock.lock();
+            return true;
+        }
+        try {
+            return lock.tryLock(LISTENER_READ_WAIT.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
     }
 
     MemoryEventListener events() {
@@ -770,6 +778,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     /** The blocks changed since a snapshot reader last took them, in the order changed, each as often as changed. Under the lock. */
     static final class ChangeLog {
         private ArrayList<PoolBlock> blocks = new ArrayList<>();
+        /** Set by a reader that gave up without the lock to stop its log: the next holder stops it. */
+        volatile boolean abandoned;
 
         /** The blocks logged since the last call, and an empty log from now on. */
         List<PoolBlock> take() {
@@ -798,8 +808,13 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * snapshot readers run. Under the lock; the slow path only (the fast path's cache changes no block's place).
      */
     void touched(PoolBlock block) {
+        boolean abandoned = false;
         for (ChangeLog log : changes) {
             log.blocks.add(block);
+            abandoned |= log.abandoned;
+        }
+        if (abandoned) {
+            changes = Arrays.stream(changes).filter(log -> !log.abandoned).toArray(ChangeLog[]::new);
         }
     }
 

@@ -231,11 +231,14 @@ final class PoolSnapshotReader {
             }
         } finally {
             if (log != null) {
-                lock.lock();
-                try {
-                    pool.stopChangeLog(log);
-                } finally {
-                    lock.unlock();
+                if (pool.lockedToRead()) {
+                    try {
+                        pool.stopChangeLog(log);
+                    } finally {
+                        lock.unlock();
+                    }
+                } else {
+                    log.abandoned = true; // a listener that may not wait: the pool's next change stops the log
                 }
             }
         }
