@@ -134,6 +134,47 @@ class BudgetRequestsUnderWayTest {
     }
 
     /**
+     * An out-of-memory handler that closes the budget whose request it was called for (a tenant given up on) closes it
+     * on the requesting thread itself: the close must not wait for that request's buffer, which cannot come while the
+     * close waits, and so held the thread for the whole close-timeout.
+     */
+    @Test
+    void aBudgetClosedByTheOutOfMemoryHandlerOfItsOwnRequestDoesNotWaitForThatRequest() throws Exception {
+        AtomicReference<MemoryBudget> budget = new AtomicReference<>();
+        AtomicBoolean armed = new AtomicBoolean();
+        OutOfMemoryHandler closing = (location, bytes, attempt, failure) -> {
+            if (armed.compareAndSet(true, false)) {
+                budget.get().close();
+            }
+            return false;
+        };
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().maxPoolSize(16 * MiB).closeTimeout(LONG).outOfMemoryHandler(closing).build()) {
+            MemoryBudget tenant = manager.budget("tenant", 64 * MiB);
+            budget.set(tenant);
+            AtomicReference<Throwable> allocation = new AtomicReference<>();
+            List<UnifiedBuffer> others = new ArrayList<>();
+            Thread allocating = Thread.ofPlatform().daemon().start(() -> {
+                tenant.allocate(64 * KiB, DEVICE).close(); // its bytes stay in this thread's stripe's room
+                others.addAll(SmallSimulatedPools.fill(manager, MiB));
+                others.addAll(SmallSimulatedPools.fill(manager, 64 * KiB));
+                armed.set(true);
+                try {
+                    tenant.allocate(64 * KiB, DEVICE); // let in from the room; the pool is full, the handler closes the budget
+                } catch (Throwable e) {
+                    allocation.set(e);
+                }
+            });
+            allocating.join(60_000);
+            assertThat(allocating.isAlive()).as("the close in the handler waits for its own thread's request").isFalse();
+            assertThat(allocation.get()).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(tenant.isClosed()).isTrue();
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+            assertThat(tenant.statistics().liveBuffers()).isZero();
+            others.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /**
      * {@code tryAllocate} (and {@code allocate}) through a budget does not wait for a request of {@code allocateAsync}
      * waiting in the pool's queue, however long that request may wait ("plain allocate and tryAllocate do not queue"),
      * where the bytes fit beside what the budget holds but not beside that request.

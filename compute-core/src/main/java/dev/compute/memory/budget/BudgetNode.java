@@ -31,6 +31,8 @@ public final class BudgetNode<B> {
     long bytes;
     /** Counted and linked, until its memory goes back (or its request fails, or the manager forgets every count); under the stripe's hold. */
     boolean open;
+    /** The thread whose request let it in from the room, while that request may be under way; under the stripe's hold. */
+    @Nullable Thread requester;
     @Nullable BudgetNode<B> previous;
     @Nullable BudgetNode<B> next;
     /** The buffer, once the pool gave it; null while the request is under way. Written once, with release semantics. */

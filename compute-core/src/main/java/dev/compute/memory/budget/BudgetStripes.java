@@ -92,6 +92,7 @@ final class BudgetStripes<B> {
             lacking = count(cells, account.keepMost[l], l, bytes, 1);
             cells.link(node);
             node.open = true;
+            node.requester = Thread.currentThread();
         } finally {
             letGo(stripe);
         }
@@ -151,6 +152,7 @@ final class BudgetStripes<B> {
             for (BudgetNode<B> node : nodes) {
                 cells.link(node);
                 node.open = true;
+                node.requester = from == From.ROOM ? Thread.currentThread() : null;
             }
         } finally {
             letGo(stripe);
@@ -178,6 +180,7 @@ final class BudgetStripes<B> {
             BudgetCells<B> cells = account.cells[stripe];
             cells.unlink(node);
             node.buffer(null);
+            node.requester = null; // a spare keeps no thread reachable
             if (!account.closed) { // a closed budget's nodes may still be waited on by its close: never taken again
                 cells.keep(node);
             }
@@ -314,12 +317,14 @@ final class BudgetStripes<B> {
     /**
      * Whether {@code node}'s request is still under way: counted, and its buffer not yet given. False once the buffer
      * came, or once the pool refused the request (a closed budget's nodes are never taken again, so this stays false).
+     * False too for a request of the asking thread itself (a close from its out-of-memory handler or listener): it
+     * cannot go on while its thread waits, and sees the budget closed as it counts its buffer, closing it itself.
      */
     boolean underWay(BudgetNode<B> node) {
         int stripe = node.stripe;
         hold(stripe);
         try {
-            return node.open && node.buffer() == null;
+            return node.open && node.buffer() == null && node.requester != Thread.currentThread();
         } finally {
             letGo(stripe);
         }
