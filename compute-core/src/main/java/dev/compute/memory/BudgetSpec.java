@@ -49,6 +49,10 @@ public record BudgetSpec(String name, long limitBytes, Map<MemoryLocation, Long>
                 throw new IllegalArgumentException("memory budget '" + name + "' cannot reserve " + bytes + " bytes of " + location
                         + ": a reservation is positive and within the budget's " + location + " limit of " + limit + " bytes");
             }
+            if (bytes > Long.MAX_VALUE - reservedInAll) { // a sum past a long's range, which would wrap below the limit
+                throw new IllegalArgumentException("memory budget '" + name + "' reserves " + reservations + " bytes, more than its limit of "
+                        + limitBytes + " bytes in all");
+            }
             reservedInAll += bytes;
         }
         if (reservedInAll > limitBytes) {
