@@ -155,6 +155,7 @@ class MemoryBudgetTest {
         assertThat(figures.allocatedBytes()).as("its memory went back with the manager's").isZero();
         assertThat(figures.liveBuffers()).isZero();
         assertThat(figures.allocatedBytesPeak()).isEqualTo(2 * MiB);
+        assertThat(figures.allocations()).as("buffers ever allocated through it, as its peak stays").isEqualTo(1);
         assertThat(manager.budgets()).isEmpty();
         assertThat(warnings).as("nothing is reported as still open").isEmpty();
         assertThatThrownBy(() -> manager.budget("late", MiB)).isInstanceOf(IllegalStateException.class);

@@ -58,6 +58,8 @@ public final class BudgetAccount<B> {
     /** The figures and open buffers per thread stripe, each guarded by its stripe's hold. */
     @SuppressWarnings("unchecked") // an array of this handle's cells
     final @Nullable BudgetCells<B>[] cells = new BudgetCells[ThreadStripes.COUNT];
+    /** Allocations the stripes counted before the manager freed its pools and the stripes' books went with them; under the stripes' holds. */
+    long forgottenAllocations;
     /** Peaks per location, then of all locations together; guarded by this array's monitor (see {@link BudgetStripes}). */
     final long[] peaks = new long[LOCATIONS + 1];
     /** The budget's public handle, for listing children; set once as it is made. */

@@ -351,6 +351,7 @@ final class BudgetStripes<B> {
                 for (BudgetNode<B> node = cells.first; node != null; node = node.next) {
                     node.open = false;
                 }
+                account.forgottenAllocations += cells.books[ALLOCATIONS]; // buffers ever allocated: a count that never goes back
                 account.cells[s] = null;
             }
             letGo(s);
@@ -361,7 +362,7 @@ final class BudgetStripes<B> {
     Figures figures(BudgetAccount<B> account) {
         long[] used = new long[BudgetAccount.LOCATIONS];
         long buffers = 0;
-        long allocations = 0;
+        long allocations = account.forgottenAllocations;
         synchronized (account.peaks) {
             for (int s = 0; s < ThreadStripes.COUNT; s++) {
                 hold(s);
