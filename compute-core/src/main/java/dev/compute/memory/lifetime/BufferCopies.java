@@ -4,6 +4,7 @@ import dev.compute.memory.AccessMode;
 import dev.compute.memory.lifetime.BufferHost.Transfer;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.CallerFutures;
+import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -77,6 +78,7 @@ public final class BufferCopies {
                     try {
                         from = staging.allocate(Math.max(1, bytes), 64).asSlice(0, bytes);
                         MemorySegment.copy(source, 0, from, 0, bytes);
+                        surfaceFaultsOf(source); // here, before the staging's close (a handshake) could come between
                     } catch (RuntimeException | Error e) {
                         staging.close();
                         throw e;
@@ -164,6 +166,7 @@ public final class BufferCopies {
             try {
                 if (failure == null) {
                     MemorySegment.copy(landing, 0, destination, 0, landing.byteSize()); // throws, harmlessly, into a closed arena
+                    surfaceFaultsOf(destination);
                     delivered.complete(null);
                 } else {
                     delivered.completeExceptionally(failure);
@@ -177,6 +180,16 @@ public final class BufferCopies {
         return delivered;
     }
 
+    /**
+     * Where {@code segment} lies over a mapped file, has the JVM throw now a fault that Java's copy met there (compiled
+     * code gets it late, at the thread's next check), so that it is this copy's failure and no later call's.
+     */
+    private static void surfaceFaultsOf(MemorySegment segment) {
+        if (FileMappings.isOverMapping(segment)) {
+            FileMappings.surfaceFaults();
+        }
+    }
+
     /** The size of the Java array a blocking copy goes through where the caller's arena could close under a driver. */
     private static final int ARRAY_CHUNK_BYTES = 4 << 20;
 
@@ -187,6 +200,7 @@ public final class BufferCopies {
         for (long done = 0; done < bytes; done += array.byteSize()) {
             MemorySegment chunk = array.asSlice(0, Math.min(array.byteSize(), bytes - done));
             MemorySegment.copy(source, done, chunk, 0, chunk.byteSize());
+            surfaceFaultsOf(source);
             Coherence.write(buffer, root, device, byteOffset + done, chunk);
         }
     }
@@ -199,6 +213,7 @@ public final class BufferCopies {
             MemorySegment chunk = array.asSlice(0, Math.min(array.byteSize(), bytes - done));
             Coherence.read(buffer, root, device, byteOffset + done, chunk);
             MemorySegment.copy(chunk, 0, destination, done, chunk.byteSize());
+            surfaceFaultsOf(destination);
         }
     }
 
