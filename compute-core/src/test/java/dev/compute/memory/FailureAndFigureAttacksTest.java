@@ -21,6 +21,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BiConsumer;
 import org.assertj.core.api.SoftAssertions;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
@@ -271,28 +272,8 @@ class FailureAndFigureAttacksTest {
      */
     @Test
     void listenersOfBackendCallsThatReadEveryLocationsFiguresDoNotDeadlock() throws Exception {
-        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
-        CountDownLatch inDevice = new CountDownLatch(1);
-        CountDownLatch inHost = new CountDownLatch(1);
         List<MemoryStatistics> read = new java.util.concurrent.CopyOnWriteArrayList<>();
-        UnifiedMemoryManager manager = fourBlocks().eventListener(new MemoryEventListener() {
-            @Override
-            public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
-                if (!Thread.currentThread().getName().startsWith("allocating-")) {
-                    return;
-                }
-                boolean device = location == DEVICE;
-                (device ? inDevice : inHost).countDown();
-                await(device ? inHost : inDevice); // both threads under their pool's lock
-                read.addAll(self.get().statistics().values());
-            }
-        }).build();
-        self.set(manager);
-        Thread toDevice = Thread.ofPlatform().daemon().name("allocating-device").start(() -> manager.allocate(BLOCK, DEVICE).close());
-        Thread toHost = Thread.ofPlatform().daemon().name("allocating-host").start(() -> manager.allocate(BLOCK, MemoryLocation.HOST).close());
-
-        assertThat(toDevice.join(Duration.ofSeconds(10))).as("the DEVICE allocation returned").isTrue();
-        assertThat(toHost.join(Duration.ofSeconds(10))).as("the HOST allocation returned").isTrue();
+        UnifiedMemoryManager manager = listenersMeetingUnderTheirPoolsLocks((self, other) -> read.addAll(self.statistics().values()));
         assertThat(read).hasSize(2 * manager.locations().size());
         manager.close();
     }
@@ -304,10 +285,29 @@ class FailureAndFigureAttacksTest {
      */
     @Test
     void listenersOfBackendCallsThatSnapshotTheOtherLocationDoNotDeadlock() throws Exception {
+        List<String> outcomes = new java.util.concurrent.CopyOnWriteArrayList<>();
+        UnifiedMemoryManager manager = listenersMeetingUnderTheirPoolsLocks((self, other) -> {
+            try {
+                self.snapshot(other);
+                outcomes.add("read");
+            } catch (IllegalStateException busy) {
+                outcomes.add(busy.getMessage().contains("read snapshots outside listeners") ? "busy" : busy.getMessage());
+            }
+        });
+        assertThat(outcomes).hasSize(2).contains("busy").allMatch(outcome -> outcome.equals("busy") || outcome.equals("read"));
+        manager.close();
+    }
+
+    /**
+     * A DEVICE and a HOST allocation on two threads whose listeners, told of the backend call under their pool's lock,
+     * wait for each other there and then {@code read} (given the manager and the other location); asserts both
+     * allocations returned, and gives the manager back to close.
+     */
+    private UnifiedMemoryManager listenersMeetingUnderTheirPoolsLocks(BiConsumer<UnifiedMemoryManager, MemoryLocation> read)
+            throws InterruptedException {
         AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
         CountDownLatch inDevice = new CountDownLatch(1);
         CountDownLatch inHost = new CountDownLatch(1);
-        List<String> outcomes = new java.util.concurrent.CopyOnWriteArrayList<>();
         UnifiedMemoryManager manager = fourBlocks().eventListener(new MemoryEventListener() {
             @Override
             public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
@@ -317,22 +317,15 @@ class FailureAndFigureAttacksTest {
                 boolean device = location == DEVICE;
                 (device ? inDevice : inHost).countDown();
                 await(device ? inHost : inDevice); // both threads under their pool's lock
-                try {
-                    self.get().snapshot(device ? MemoryLocation.HOST : DEVICE);
-                    outcomes.add("read");
-                } catch (IllegalStateException busy) {
-                    outcomes.add(busy.getMessage().contains("read snapshots outside listeners") ? "busy" : busy.getMessage());
-                }
+                read.accept(self.get(), device ? MemoryLocation.HOST : DEVICE);
             }
         }).build();
         self.set(manager);
         Thread toDevice = Thread.ofPlatform().daemon().name("allocating-device").start(() -> manager.allocate(BLOCK, DEVICE).close());
         Thread toHost = Thread.ofPlatform().daemon().name("allocating-host").start(() -> manager.allocate(BLOCK, MemoryLocation.HOST).close());
-
         assertThat(toDevice.join(Duration.ofSeconds(10))).as("the DEVICE allocation returned").isTrue();
         assertThat(toHost.join(Duration.ofSeconds(10))).as("the HOST allocation returned").isTrue();
-        assertThat(outcomes).hasSize(2).contains("busy").allMatch(outcome -> outcome.equals("busy") || outcome.equals("read"));
-        manager.close();
+        return manager;
     }
 
     // ---- the registry of mappings --------------------------------------------------------------------------------

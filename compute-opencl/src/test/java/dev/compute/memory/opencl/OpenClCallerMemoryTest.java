@@ -20,6 +20,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.jocl.CL;
 import org.jocl.cl_event;
 import org.junit.jupiter.api.AfterEach;
@@ -73,15 +74,7 @@ class OpenClCallerMemoryTest {
                 for (Arena arena : new Arena[] {Arena.ofShared(), Arena.ofConfined()}) {
                     float value = arena.allocate(1).isAccessibleBy(new Thread(() -> {})) ? 2f : 3f;
                     MemorySegment source = filled(arena, value);
-                    CompletableFuture<Void> written;
-                    cl_event gate = heldQueue(manager, holder);
-                    try {
-                        written = x.copyFromAsync(0, source);
-                        arena.close(); // before the queued write could read it
-                    } finally {
-                        release(gate);
-                    }
-                    written.get(20, TimeUnit.SECONDS);
+                    queuedThenClosed(manager, holder, arena, () -> x.copyFromAsync(0, source)).get(20, TimeUnit.SECONDS);
                     float[] back = new float[FLOATS];
                     x.copyTo(back);
                     System.out.println((value == 2f ? "shared" : "confined") + " write: " + back[0] + " " + back[FLOATS - 1]);
@@ -89,14 +82,7 @@ class OpenClCallerMemoryTest {
 
                 Arena shared = Arena.ofShared();
                 MemorySegment destination = shared.allocate((long) FLOATS * 4, 64);
-                CompletableFuture<Void> read;
-                cl_event gate = heldQueue(manager, holder);
-                try {
-                    read = x.copyToAsync(0, destination);
-                    shared.close(); // before the queued read could write it
-                } finally {
-                    release(gate);
-                }
+                CompletableFuture<Void> read = queuedThenClosed(manager, holder, shared, () -> x.copyToAsync(0, destination));
                 try {
                     read.get(20, TimeUnit.SECONDS);
                     System.out.println("shared read: landed in a closed arena");
@@ -204,6 +190,19 @@ class OpenClCallerMemoryTest {
             segment.setAtIndex(ValueLayout.JAVA_FLOAT, i, value);
         }
         return segment;
+    }
+
+    /** {@code copy} queued behind a held queue, and {@code arena} closed before the queue moves on to it. */
+    private static CompletableFuture<Void> queuedThenClosed(UnifiedMemoryManager manager, UnifiedBuffer holder, Arena arena,
+            Supplier<CompletableFuture<Void>> copy) {
+        cl_event gate = heldQueue(manager, holder);
+        try {
+            CompletableFuture<Void> queued = copy.get();
+            arena.close();
+            return queued;
+        } finally {
+            release(gate);
+        }
     }
 
     /** The backend's queue held behind a user event until {@link #release}: every command queued meanwhile waits. */
