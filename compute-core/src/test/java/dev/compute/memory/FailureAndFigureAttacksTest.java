@@ -233,32 +233,14 @@ class FailureAndFigureAttacksTest {
      */
     @Test
     void listenersOfBackendCallsThatAllocateAtAnotherLocationDoNotDeadlock() throws Exception {
-        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
-        CountDownLatch inDevice = new CountDownLatch(1);
-        CountDownLatch inHost = new CountDownLatch(1);
         List<Throwable> refused = new java.util.concurrent.CopyOnWriteArrayList<>();
-        UnifiedMemoryManager manager = fourBlocks().eventListener(new MemoryEventListener() {
-            @Override
-            public void backendAllocated(MemoryLocation location, long bytes, long nanos) {
-                if (!Thread.currentThread().getName().startsWith("allocating-")) {
-                    return;
-                }
-                boolean device = location == DEVICE;
-                (device ? inDevice : inHost).countDown();
-                await(device ? inHost : inDevice); // both threads under their pool's lock
-                try {
-                    self.get().allocate(BLOCK, device ? MemoryLocation.HOST : DEVICE).close();
-                } catch (RuntimeException e) {
-                    refused.add(e);
-                }
+        UnifiedMemoryManager manager = listenersMeetingUnderTheirPoolsLocks((self, other) -> {
+            try {
+                self.allocate(BLOCK, other).close();
+            } catch (RuntimeException e) {
+                refused.add(e);
             }
-        }).build();
-        self.set(manager);
-        Thread toDevice = Thread.ofPlatform().daemon().name("allocating-device").start(() -> manager.allocate(BLOCK, DEVICE).close());
-        Thread toHost = Thread.ofPlatform().daemon().name("allocating-host").start(() -> manager.allocate(BLOCK, MemoryLocation.HOST).close());
-
-        assertThat(toDevice.join(Duration.ofSeconds(10))).as("the DEVICE allocation returned").isTrue();
-        assertThat(toHost.join(Duration.ofSeconds(10))).as("the HOST allocation returned").isTrue();
+        });
         assertThat(refused).hasSize(2).allSatisfy(e -> assertThat(e).isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("from within a MemoryEventListener"));
         assertThat(manager.liveBuffers()).isEmpty();
