@@ -280,7 +280,8 @@ public final class MemoryBudget implements AutoCloseable {
 
     private Closed closeAll() {
         List<BudgetLedger.Open<BufferCore>> open = ledger.close(account, handle -> ((MemoryBudget) handle).allocations.budgetClosed());
-        Map<String, Leftover> left = new LinkedHashMap<>();
+        // per budget, not per path: siblings may share a name (every request's child called "request")
+        Map<BudgetAccount<BufferCore>, Leftover> left = new LinkedHashMap<>();
         List<BufferCore> closing = new ArrayList<>();
         long deadline = 0;
         for (BudgetLedger.Open<BufferCore> each : open) {
@@ -297,7 +298,7 @@ public final class MemoryBudget implements AutoCloseable {
                 }
             } else if (buffer != null && !buffer.isClosed()) {
                 closing.add(buffer);
-                left.merge(each.budget(), new Leftover(each.budget(), 1, each.bytes()),
+                left.merge(each.account(), new Leftover(each.budget(), 1, each.bytes()),
                         (sum, one) -> new Leftover(sum.budget(), sum.buffers() + 1, sum.bytes() + one.bytes()));
             }
         }

@@ -55,7 +55,7 @@ public final class BudgetLedger<B> {
      * A buffer still counted in a budget as it closed: {@code budget} is the path of the budget it was allocated
      * through; {@code buffer} is null for a request still under way in the pool, whose {@code node} gets it.
      */
-    public record Open<B>(String budget, long bytes, boolean mapped, @Nullable B buffer, @Nullable BudgetNode<B> node) {}
+    public record Open<B>(String budget, BudgetAccount<B> account, long bytes, boolean mapped, @Nullable B buffer, @Nullable BudgetNode<B> node) {}
 
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition requestsSettled = lock.newCondition();

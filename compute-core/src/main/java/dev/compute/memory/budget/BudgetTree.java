@@ -160,13 +160,13 @@ final class BudgetTree<B> {
         account.children.clear();
         account.closed = true; // before the stripes are read: a request let in on one after this sees it
         for (BudgetEntry<B> entry = account.firstMapped; entry != null; entry = entry.next) {
-            open.add(new BudgetLedger.Open<>(account.path, entry.bytes, true, entry.buffer, null));
+            open.add(new BudgetLedger.Open<>(account.path, account, entry.bytes, true, entry.buffer, null));
         }
         List<BudgetNode<B>> nodes = new ArrayList<>();
         stripes.openBuffers(account, nodes);
         for (BudgetNode<B> node : nodes) {
             B buffer = node.buffer();
-            open.add(new BudgetLedger.Open<>(account.path, node.bytes, false, buffer, buffer == null ? node : null));
+            open.add(new BudgetLedger.Open<>(account.path, account, node.bytes, false, buffer, buffer == null ? node : null));
         }
         takeRoomOf(account);
         limits.giveBackReservations(account);

@@ -208,9 +208,9 @@ class BudgetLedgerTest {
 
         List<BudgetLedger.Open<String>> open = ledger.close(tenant);
 
-        assertThat(open).containsExactly(new BudgetLedger.Open<>("tenant/request", 4096, true, "mapped", null),
-                new BudgetLedger.Open<>("tenant/request", 2 * MiB, false, "buffer of 2097152", null),
-                new BudgetLedger.Open<>("tenant", MiB, false, "buffer of 1048576", null));
+        assertThat(open).containsExactly(new BudgetLedger.Open<>("tenant/request", request, 4096, true, "mapped", null),
+                new BudgetLedger.Open<>("tenant/request", request, 2 * MiB, false, "buffer of 2097152", null),
+                new BudgetLedger.Open<>("tenant", tenant, MiB, false, "buffer of 1048576", null));
         assertThat(ledger.isClosed(request)).isTrue();
         assertThat(ledger.close(tenant)).isEmpty();
         assertThat(ledger.settleMapped(request, "late", 1)).isNull();

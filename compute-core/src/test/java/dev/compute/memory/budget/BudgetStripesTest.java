@@ -166,7 +166,7 @@ class BudgetStripesTest {
 
         List<BudgetLedger.Open<String>> open = ledger.close(request);
 
-        assertThat(open).containsExactly(new BudgetLedger.Open<>("parent/request", MiB, false, null, underWay));
+        assertThat(open).containsExactly(new BudgetLedger.Open<>("parent/request", request, MiB, false, null, underWay));
         assertThat(ledger.take(request, DEVICE, MiB)).isNull();
         assertThat(counted(parent, DEVICE)).as("only the request under way still counts").isEqualTo(MiB);
         assertThat(ledger.settled(underWay, "late")).as("its caller closes it").isFalse();

@@ -373,6 +373,13 @@ public abstract class BudgetContractTest {
             logged.close();
             assertThat(log.messages(Level.WARNING)).containsExactly(
                     "memory budget 'logged/child' closed with 1 buffer(s) of 4096 bytes still open; closing them now");
+
+            // siblings may share a name (each request's child "req"): each is reported on its own, not summed into one
+            MemoryBudget shared = manager.budget("shared", 4 * MiB);
+            shared.child("req", MiB).allocate(4096, DEVICE);
+            shared.child("req", MiB).allocate(8192, DEVICE);
+            assertThat(shared.closeAndReport()).containsExactlyInAnyOrder(new MemoryBudget.Leftover("shared/req", 1, 4096),
+                    new MemoryBudget.Leftover("shared/req", 1, 8192));
         }
     }
 }
