@@ -2,11 +2,11 @@ package dev.compute.memory.lifetime;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.lifetime.BufferHost.Transfer;
+import dev.compute.memory.internal.StagingMemory;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.Region;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
 
@@ -72,24 +72,23 @@ public final class BufferCopies {
                     return CompletableFuture.completedFuture(null); // the caller's own: what it does to it touches no other call
                 }
                 long bytes = source.byteSize();
-                Arena staging = memory == CallerMemory.THIS_CALL || memory == CallerMemory.ANY_MOMENT ? Arena.ofShared() : null;
-                MemorySegment from = source;
+                MemorySegment staging = memory == CallerMemory.THIS_CALL || memory == CallerMemory.ANY_MOMENT
+                        ? StagingMemory.allocate(bytes) : null;
                 if (staging != null) {
                     try {
-                        from = staging.allocate(Math.max(1, bytes), 64).asSlice(0, bytes);
-                        MemorySegment.copy(source, 0, from, 0, bytes);
-                        surfaceFaultsOf(source); // here, before the staging's close (a handshake) could come between
+                        MemorySegment.copy(source, 0, staging, 0, bytes);
+                        surfaceFaultsOf(source); // this copy's fault, not a later call's
                     } catch (RuntimeException | Error e) {
-                        staging.close();
+                        StagingMemory.free(staging);
                         throw e;
                     }
                 }
                 // a backend that fails may have queued the command first (a flush that fails after it): its staging is
                 // then kept, never freed under it
-                CompletableFuture<Void> done = root.host.backend().copyToDeviceAsync(from, device.segment(),
+                CompletableFuture<Void> done = root.host.backend().copyToDeviceAsync(staging != null ? staging : source, device.segment(),
                         device.offset() + buffer.byteOffset() + byteOffset, bytes);
                 if (staging != null) {
-                    done.whenComplete((ignored, failure) -> staging.close()); // the device's read is over, whatever the caller does
+                    done.whenComplete((ignored, failure) -> StagingMemory.free(staging)); // the device's read is over, whatever the caller does
                 }
                 root.host.count(Transfer.HOST_TO_DEVICE, root.location, bytes);
                 root.state = Coherence.deviceWritten(root);
@@ -122,17 +121,10 @@ public final class BufferCopies {
                 CompletableFuture<Void> done;
                 CompletableFuture<Void> caller;
                 if (memory == CallerMemory.ANY_MOMENT) {
-                    Arena staging = Arena.ofShared();
-                    MemorySegment landing;
-                    try {
-                        landing = staging.allocate(Math.max(1, bytes), 64).asSlice(0, bytes);
-                    } catch (RuntimeException | Error e) {
-                        staging.close();
-                        throw e;
-                    }
+                    MemorySegment landing = StagingMemory.allocate(bytes);
                     // as in writeAsync: a backend that fails keeps the landing memory, which a queued command may write
                     done = root.host.backend().copyToHostAsync(device.segment(), from, landing, bytes);
-                    caller = deliveredWhenLanded(done, landing, destination, staging);
+                    caller = deliveredWhenLanded(done, landing, destination);
                 } else {
                     done = root.host.backend().copyToHostAsync(device.segment(), from, destination, bytes);
                     caller = CallerFutures.forCaller(done);
@@ -159,8 +151,7 @@ public final class BufferCopies {
      * {@code destination}. The landing memory is freed when the device's write is over ({@code done}), never earlier,
      * whatever the caller does to its future.
      */
-    private static CompletableFuture<Void> deliveredWhenLanded(CompletableFuture<Void> done, MemorySegment landing, MemorySegment destination,
-            Arena staging) {
+    private static CompletableFuture<Void> deliveredWhenLanded(CompletableFuture<Void> done, MemorySegment landing, MemorySegment destination) {
         CompletableFuture<Void> delivered = new CompletableFuture<>();
         done.whenComplete((ignored, failure) -> {
             try {
@@ -174,7 +165,7 @@ public final class BufferCopies {
             } catch (RuntimeException | Error e) {
                 delivered.completeExceptionally(e);
             } finally {
-                staging.close();
+                StagingMemory.free(landing);
             }
         });
         return delivered;

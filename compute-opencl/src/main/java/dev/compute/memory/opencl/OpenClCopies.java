@@ -3,6 +3,7 @@ package dev.compute.memory.opencl;
 import static org.jocl.CL.CL_MEM_READ_WRITE;
 import static org.jocl.CL.CL_TRUE;
 
+import dev.compute.memory.internal.StagingMemory;
 import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.NativeAllocation;
 import java.lang.foreign.Arena;
@@ -117,16 +118,14 @@ final class OpenClCopies {
             return enqueueWrite(memory, targetOffset, source.address(), bytes, null);
         }
         // a Java array may move while a command reads it: stage it in native memory the command owns
-        Arena staging = Arena.ofShared();
-        MemorySegment copy;
+        MemorySegment staging = StagingMemory.allocate(bytes);
         try {
-            copy = staging.allocate(bytes, 64);
-            MemorySegment.copy(source, 0, copy, 0, bytes);
+            MemorySegment.copy(source, 0, staging, 0, bytes);
         } catch (RuntimeException | Error e) {
-            staging.close();
+            StagingMemory.free(staging);
             throw e;
         }
-        return enqueueWrite(memory, targetOffset, copy.address(), bytes, staging).whenComplete((ignored, failure) -> staging.close());
+        return enqueueWrite(memory, targetOffset, staging.address(), bytes, staging).whenComplete((ignored, failure) -> StagingMemory.free(staging));
     }
 
     /** A copy from an allocation, queued: as {@link #toDeviceQueued}, into a Java array through native memory. */
@@ -144,25 +143,18 @@ final class OpenClCopies {
         if (target.isNative()) {
             return enqueueRead(memory, sourceOffset, target.address(), bytes, null);
         }
-        Arena staging = Arena.ofShared();
-        MemorySegment landing;
-        try {
-            landing = staging.allocate(bytes, 64);
-        } catch (RuntimeException | Error e) {
-            staging.close();
-            throw e;
-        }
-        return enqueueRead(memory, sourceOffset, landing.address(), bytes, staging)
+        MemorySegment landing = StagingMemory.allocate(bytes);
+        return enqueueRead(memory, sourceOffset, landing.address(), bytes, landing)
                 .thenRun(() -> MemorySegment.copy(landing, 0, target, 0, bytes))
-                .whenComplete((ignored, failure) -> staging.close());
+                .whenComplete((ignored, failure) -> StagingMemory.free(landing));
     }
 
     /**
-     * Queues a write from {@code hostAddress}. {@code staging}, the memory there where it is this copy's own, is closed
+     * Queues a write from {@code hostAddress}. {@code staging}, the memory there where it is this copy's own, is freed
      * here where the command could not be queued; once it is queued, a failure after it (the flush) keeps it, since
      * the command may still read it.
      */
-    private CompletableFuture<Void> enqueueWrite(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable Arena staging) {
+    private CompletableFuture<Void> enqueueWrite(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable MemorySegment staging) {
         cl_event done = new cl_event();
         queued(CL.clEnqueueWriteBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
                 "clEnqueueWriteBuffer of " + bytes + " bytes", staging);
@@ -170,19 +162,19 @@ final class OpenClCopies {
     }
 
     /** Queues a read into {@code hostAddress}; {@code staging} as for {@link #enqueueWrite}. */
-    private CompletableFuture<Void> enqueueRead(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable Arena staging) {
+    private CompletableFuture<Void> enqueueRead(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable MemorySegment staging) {
         cl_event done = new cl_event();
         queued(CL.clEnqueueReadBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
                 "clEnqueueReadBuffer of " + bytes + " bytes", staging);
         return commands.track(done, "clEnqueueReadBuffer of " + bytes + " bytes");
     }
 
-    private static void queued(int code, String what, @Nullable Arena staging) {
+    private static void queued(int code, String what, @Nullable MemorySegment staging) {
         try {
             OpenClCalls.check(code, what);
         } catch (RuntimeException | Error e) {
             if (staging != null) {
-                staging.close(); // not queued: nothing reads or writes it
+                StagingMemory.free(staging); // not queued: nothing reads or writes it
             }
             throw e;
         }
