@@ -3,7 +3,6 @@ package dev.compute.boot;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.spi.BackendSelection;
 import dev.compute.memory.spi.ComputeBackendProvider;
-import java.util.Locale;
 import java.util.Optional;
 import java.util.Set;
 import java.util.regex.Matcher;
@@ -27,7 +26,7 @@ final class BackendOptions {
 
     /** The property that sets backend option {@code key}. */
     static String property(String key) {
-        return "compute.backend-options." + key;
+        return BackendSelection.OPTIONS + key;
     }
 
     /**
@@ -35,18 +34,11 @@ final class BackendOptions {
      * not say what it reads, or a name no provider has (which stops start-up on its own).
      */
     static boolean readsOpenClOptions(String name) {
-        String wanted = name.strip().toLowerCase(Locale.ROOT);
-        if (wanted.equals(BackendSelection.AUTO)) {
+        if (name.strip().equalsIgnoreCase(BackendSelection.AUTO)) {
             return true;
         }
-        ClassLoader loader = Thread.currentThread().getContextClassLoader();
-        for (ComputeBackendProvider provider : BackendSelection.providers(loader != null ? loader : BackendOptions.class.getClassLoader())) {
-            if (provider.name().equals(wanted)) {
-                Set<String> read = provider.options();
-                return read == null || read.contains(OPENCL_PLATFORM) || read.contains(OPENCL_DEVICE_TYPE);
-            }
-        }
-        return true;
+        Set<String> read = BackendSelection.named(name, BackendSelection.providers()).map(ComputeBackendProvider::options).orElse(null);
+        return read == null || read.contains(OPENCL_PLATFORM) || read.contains(OPENCL_DEVICE_TYPE);
     }
 
     /** The option a backend's {@link InvalidSettingException} names, as the property that sets it. */

@@ -72,8 +72,7 @@ public final class BufferCopies {
                     return CompletableFuture.completedFuture(null); // the caller's own: what it does to it touches no other call
                 }
                 long bytes = source.byteSize();
-                MemorySegment staging = memory == CallerMemory.THIS_CALL || memory == CallerMemory.ANY_MOMENT
-                        ? StagingMemory.allocate(bytes) : null;
+                MemorySegment staging = memory.freeableBeforeAQueuedCopy() ? StagingMemory.allocate(bytes) : null;
                 if (staging != null) {
                     try {
                         MemorySegment.copy(source, 0, staging, 0, bytes);

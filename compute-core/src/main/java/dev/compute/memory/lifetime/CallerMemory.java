@@ -24,6 +24,14 @@ enum CallerMemory {
     /** A shared or automatic arena's, or another's: freed at any moment by another thread, or once unreachable. */
     ANY_MOMENT;
 
+    /**
+     * Whether a queued copy must take the bytes through memory of its own: the caller may free this memory before the
+     * device reaches it (its arena closed by another thread, or by this one once the call returns).
+     */
+    boolean freeableBeforeAQueuedCopy() {
+        return this == THIS_CALL || this == ANY_MOMENT;
+    }
+
     /** A thread that is never started: no confined segment is accessible by it. */
     private static final Thread NO_OWNER = LibraryThreads.neverStarted();
 

@@ -45,9 +45,7 @@ public final class ChainBuilder {
         if (instance != null) {
             return instance;
         }
-        ClassLoader loader = Thread.currentThread().getContextClassLoader();
-        BackendSelection selection = BackendSelection.choose(name, settings,
-                BackendSelection.providers(loader != null ? loader : ChainBuilder.class.getClassLoader()));
+        BackendSelection selection = BackendSelection.choose(name, settings, BackendSelection.providers());
         LOG.log(System.Logger.Level.INFO, "compute backend '" + selection.provider().name() + "' chosen: " + selection.detail()
                 + (selection.passedOver().isEmpty() ? "" : "; passed over: " + selection.passedOver()));
         List<String> unread = BackendSelection.unreadOptions(selection.provider(), settings);

@@ -8,6 +8,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.ServiceLoader;
 import java.util.Set;
 import java.util.TreeSet;
@@ -24,6 +25,18 @@ public record BackendSelection(ComputeBackendProvider provider, String detail, M
 
     public BackendSelection {
         passedOver = Map.copyOf(passedOver);
+    }
+
+    /** Every provider the thread's context class loader (else this library's) finds, highest priority first. */
+    public static List<ComputeBackendProvider> providers() {
+        ClassLoader loader = Thread.currentThread().getContextClassLoader();
+        return providers(loader != null ? loader : BackendSelection.class.getClassLoader());
+    }
+
+    /** The provider that {@code compute.backend} names (trimmed, any case), if one of {@code providers} has that name. */
+    public static Optional<ComputeBackendProvider> named(String name, List<ComputeBackendProvider> providers) {
+        String wanted = name.trim().toLowerCase(Locale.ROOT);
+        return providers.stream().filter(provider -> provider.name().equals(wanted)).findFirst();
     }
 
     /** Every provider on the class path, highest priority first. */
@@ -58,26 +71,25 @@ public record BackendSelection(ComputeBackendProvider provider, String detail, M
                     ? "no compute backend is on the class path; add compute-cpu (the CPU backend always works)"
                     : "no backend on the class path can run here: " + passedOver);
         }
-        for (ComputeBackendProvider provider : providers) {
-            if (provider.name().equals(wanted)) {
-                List<String> unread = unreadOptions(provider, settings);
-                if (!unread.isEmpty()) {
-                    String key = unread.getFirst();
-                    throw new InvalidSettingException(OPTIONS + key, settings.option(key), "an option the " + provider.name()
-                            + " backend reads: " + String.join(", ", new TreeSet<>(provider.options()))
-                            + " (other backends' options only with compute.backend=auto)");
-                }
-                BackendAvailability availability = safeAvailability(provider, settings);
-                if (!availability.available()) {
-                    throw new BackendUnavailableException(provider.name(), availability.detail());
-                }
-                for (ComputeBackendProvider other : providers) {
-                    if (other != provider) {
-                        passedOver.put(other.name(), "not chosen: compute.backend is " + provider.name());
-                    }
-                }
-                return new BackendSelection(provider, availability.detail(), passedOver);
+        ComputeBackendProvider provider = named(wanted, providers).orElse(null);
+        if (provider != null) {
+            List<String> unread = unreadOptions(provider, settings);
+            if (!unread.isEmpty()) {
+                String key = unread.getFirst();
+                throw new InvalidSettingException(OPTIONS + key, settings.option(key), "an option the " + provider.name()
+                        + " backend reads: " + String.join(", ", new TreeSet<>(provider.options()))
+                        + " (other backends' options only with compute.backend=auto)");
             }
+            BackendAvailability availability = safeAvailability(provider, settings);
+            if (!availability.available()) {
+                throw new BackendUnavailableException(provider.name(), availability.detail());
+            }
+            for (ComputeBackendProvider other : providers) {
+                if (other != provider) {
+                    passedOver.put(other.name(), "not chosen: compute.backend is " + provider.name());
+                }
+            }
+            return new BackendSelection(provider, availability.detail(), passedOver);
         }
         List<String> names = new ArrayList<>(List.of(AUTO));
         providers.forEach(p -> names.add(p.name()));

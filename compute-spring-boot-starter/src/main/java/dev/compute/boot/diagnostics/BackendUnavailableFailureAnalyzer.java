@@ -16,7 +16,7 @@ public final class BackendUnavailableFailureAnalyzer extends AbstractFailureAnal
 
     @Override
     protected FailureAnalysis analyze(Throwable rootFailure, BackendUnavailableException cause) {
-        List<String> onClassPath = BackendSelection.providers(classLoader()).stream().map(ComputeBackendProvider::name).toList();
+        List<String> onClassPath = BackendSelection.providers().stream().map(ComputeBackendProvider::name).toList();
         String description = String.format("The compute backend '%s' (compute.backend) cannot run here:%n%n    %s%n%nBackends on the class path: %s%n",
                 cause.backend(), cause.reason(), onClassPath.isEmpty() ? "none" : String.join(", ", onClassPath));
         String action = BackendSelection.AUTO.equals(cause.backend())
@@ -24,11 +24,6 @@ public final class BackendUnavailableFailureAnalyzer extends AbstractFailureAnal
                 : String.format("Set compute.backend to auto, to take the best backend that can run here (the CPU backend always can), "
                         + "or make '%s' available as its reason says (a driver, a device, compute.device).", cause.backend());
         return new FailureAnalysis(description, action, cause);
-    }
-
-    private static ClassLoader classLoader() {
-        ClassLoader loader = Thread.currentThread().getContextClassLoader();
-        return loader != null ? loader : BackendUnavailableFailureAnalyzer.class.getClassLoader();
     }
 
     @Override

@@ -670,14 +670,11 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      */
     @Override
     public long largestFreeBlockBytes() {
-        if (UserCode.inListener() && !lock.isHeldByCurrentThread()) {
-            long last = largestFreeLastFound;
-            // never found yet: the listener waits for it as for a snapshot, a bounded time
-            if (last >= 0 ? !lock.tryLock() : !lockedToRead()) {
-                return Math.max(0, last);
-            }
-        } else {
-            lock.lock();
+        long last = largestFreeLastFound;
+        // a listener with a figure found before takes the lock only if it is free; any other read as a snapshot's does
+        boolean locked = last >= 0 && UserCode.inListener() && !lock.isHeldByCurrentThread() ? lock.tryLock() : lockedToRead();
+        if (!locked) {
+            return Math.max(0, last);
         }
         try {
             long largest = largestFreeBlock();
