@@ -9,6 +9,7 @@ import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Copies between a buffer and the caller's memory or another buffer: each through the buffer's door
@@ -86,13 +87,12 @@ public final class BufferCopies {
                 // then kept, never freed under it
                 CompletableFuture<Void> done = root.host.backend().copyToDeviceAsync(staging != null ? staging : source, device.segment(),
                         device.offset() + buffer.byteOffset() + byteOffset, bytes);
-                if (staging != null) {
-                    done.whenComplete((ignored, failure) -> StagingMemory.free(staging)); // the device's read is over, whatever the caller does
-                }
+                CompletableFuture<Void> caller = staging == null ? CallerFutures.forCaller(done)
+                        : CallerFutures.forCaller(done, failure -> StagingMemory.free(staging)); // the device's read is over, whatever the caller does
                 root.host.count(Transfer.HOST_TO_DEVICE, root.location, bytes);
                 root.state = Coherence.deviceWritten(root);
                 root.recordInFlight(done);
-                return CallerFutures.forCaller(done);
+                return caller;
             });
         });
     }
@@ -123,7 +123,7 @@ public final class BufferCopies {
                     MemorySegment landing = StagingMemory.allocate(bytes);
                     // as in writeAsync: a backend that fails keeps the landing memory, which a queued command may write
                     done = root.host.backend().copyToHostAsync(device.segment(), from, landing, bytes);
-                    caller = deliveredWhenLanded(done, landing, destination);
+                    caller = CallerFutures.forCaller(done, failure -> deliver(failure, landing, destination));
                 } else {
                     done = root.host.backend().copyToHostAsync(device.segment(), from, destination, bytes);
                     caller = CallerFutures.forCaller(done);
@@ -146,28 +146,19 @@ public final class BufferCopies {
     }
 
     /**
-     * The caller's future of a read that lands in {@code landing}: complete once Java has copied it out to
-     * {@code destination}. The landing memory is freed when the device's write is over ({@code done}), never earlier,
-     * whatever the caller does to its future.
+     * Once a read that lands in {@code landing} has ended ({@code failure} null where it ended well): copies it out to
+     * {@code destination}, which fails, harmlessly, into an arena closed meanwhile, and frees the landing memory, never
+     * earlier, whatever the caller does to its future.
      */
-    private static CompletableFuture<Void> deliveredWhenLanded(CompletableFuture<Void> done, MemorySegment landing, MemorySegment destination) {
-        CompletableFuture<Void> delivered = new CompletableFuture<>();
-        done.whenComplete((ignored, failure) -> {
-            try {
-                if (failure == null) {
-                    MemorySegment.copy(landing, 0, destination, 0, landing.byteSize()); // throws, harmlessly, into a closed arena
-                    surfaceFaultsOf(destination);
-                    delivered.complete(null);
-                } else {
-                    delivered.completeExceptionally(failure);
-                }
-            } catch (RuntimeException | Error e) {
-                delivered.completeExceptionally(e);
-            } finally {
-                StagingMemory.free(landing);
+    private static void deliver(@Nullable Throwable failure, MemorySegment landing, MemorySegment destination) {
+        try {
+            if (failure == null) {
+                MemorySegment.copy(landing, 0, destination, 0, landing.byteSize());
+                surfaceFaultsOf(destination);
             }
-        });
-        return delivered;
+        } finally {
+            StagingMemory.free(landing);
+        }
     }
 
     /**

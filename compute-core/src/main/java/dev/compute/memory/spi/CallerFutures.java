@@ -1,6 +1,7 @@
 package dev.compute.memory.spi;
 
 import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What a caller is handed for device work that the pool also waits on before it gives memory to another buffer (an
@@ -20,6 +21,22 @@ public final class CallerFutures {
     public interface Source<T> {
         /** A future of the caller's own that completes as this one does, with its result or its failure. */
         CompletableFuture<T> forCaller();
+
+        /**
+         * A future of the caller's own, made anew, that completes once {@code finish} has run: on the thread that
+         * completes this one, right after it, where a dependent action would cost more.
+         */
+        CompletableFuture<T> forCaller(Finish finish);
+    }
+
+    /**
+     * A step of the core's own between the end of the device's work and its caller's future: freeing memory the work
+     * read, or copying out what it wrote. It runs once, whatever the caller does to its future, and must not block.
+     */
+    @FunctionalInterface
+    public interface Finish {
+        /** {@code failure}: the work's, or null where it ended well. A throw fails the caller's future, never the work's. */
+        void run(@Nullable Throwable failure);
     }
 
     /** The caller's own future for {@code work}, which stays the backend's. */
@@ -38,5 +55,33 @@ public final class CallerFutures {
             }
         });
         return caller;
+    }
+
+    /** {@link #forCaller(CompletableFuture)}, the caller's future completing once {@code finish} has run. */
+    @SuppressWarnings("unchecked")
+    public static <T> CompletableFuture<T> forCaller(CompletableFuture<T> work, Finish finish) {
+        if (work instanceof Source<?> source) {
+            return (CompletableFuture<T>) source.forCaller(finish);
+        }
+        CompletableFuture<T> caller = new CompletableFuture<>();
+        work.whenComplete((value, failure) -> {
+            Throwable outcome = finished(failure, finish);
+            if (outcome == null) {
+                caller.complete(value);
+            } else {
+                caller.completeExceptionally(outcome);
+            }
+        });
+        return caller;
+    }
+
+    /** Runs {@code finish} after work that ended with {@code failure} (null: well); what the caller's future fails with, or null. */
+    public static @Nullable Throwable finished(@Nullable Throwable failure, Finish finish) {
+        try {
+            finish.run(failure);
+        } catch (Throwable e) { // the caller's failure; the work's own, where it failed, comes first
+            return failure != null ? failure : e;
+        }
+        return failure;
     }
 }

@@ -9,6 +9,7 @@ import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.DeviceWaits;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
@@ -82,6 +83,7 @@ final class EventCompletions {
     /** The waiter inside a completion, since when. */
     private record Inside(Thread waiter, long since) {}
 
+    private static final CallersFuture[] NONE = {};
     private static final Pending STOP = new Pending(null, new EventWork(null, true), "stop");
     private static final Pending WAKE = new Pending(null, new EventWork(null, true), "wake");
     private static final Pending WAKE_SOON = new Pending(null, new EventWork(null, true), "wake soon");
@@ -95,6 +97,8 @@ final class EventCompletions {
         private volatile int blocked;
         /** The future its caller was handed ({@link #forCaller}): completed after this one, never the other way. */
         private volatile @Nullable CallersFuture caller;
+        /** Callers' futures with a step of their own to run first ({@link #forCaller(CallerFutures.Finish)}), in the order made. */
+        private volatile CallersFuture[] finishing = NONE;
 
         /**
          * The caller's own future, made once: completed by whoever completes this one, right after it, so that it costs
@@ -109,6 +113,25 @@ final class EventCompletions {
                 if (isDone()) {
                     mine.follow(this);
                 }
+            }
+            return mine;
+        }
+
+        /**
+         * A caller's future that completes once {@code finish} has run, right after this one completes, on the thread
+         * that completes it: no dependent action, so this future still completes where it is waited for (a dependent
+         * action would send its completion to a thread of its own).
+         */
+        @Override
+        public final CompletableFuture<Void> forCaller(CallerFutures.Finish finish) {
+            CallersFuture mine = new CallersFuture(this, finish);
+            synchronized (this) {
+                CallersFuture[] now = Arrays.copyOf(finishing, finishing.length + 1);
+                now[now.length - 1] = mine;
+                finishing = now; // then look: a completion that did not see it yet is seen here
+            }
+            if (isDone()) {
+                mine.follow(this);
             }
             return mine;
         }
@@ -132,6 +155,9 @@ final class EventCompletions {
             if (mine != null) {
                 mine.follow(this);
             }
+            for (CallersFuture each : finishing) {
+                each.follow(this);
+            }
         }
 
         /** Runs before a thread blocks on this future. */
@@ -152,7 +178,15 @@ final class EventCompletions {
          */
         final boolean onlyBlockedOn() {
             CallersFuture mine = caller;
-            return getNumberOfDependents() <= blocked && (mine == null || mine.onlyBlockedOn());
+            if (getNumberOfDependents() > blocked || mine != null && !mine.onlyBlockedOn()) {
+                return false;
+            }
+            for (CallersFuture each : finishing) {
+                if (!each.onlyBlockedOn()) {
+                    return false;
+                }
+            }
+            return true;
         }
 
         @Override
@@ -207,24 +241,42 @@ final class EventCompletions {
      * the command would. Cancelling or completing it touches the command's own future in nothing.
      */
     static final class CallersFuture extends Awaited {
+        private static final AtomicIntegerFieldUpdater<CallersFuture> FOLLOWED = AtomicIntegerFieldUpdater.newUpdater(CallersFuture.class, "following");
         private final Awaited work;
+        private final CallerFutures.@Nullable Finish finish;
+        /** Set by the first to follow the work: its completion and the caller's look may both come here. */
+        private volatile int following;
 
         private CallersFuture(Awaited work) {
-            this.work = work;
+            this(work, null);
         }
 
-        /** Completes as {@code done} (complete) did. */
+        private CallersFuture(Awaited work, CallerFutures.@Nullable Finish finish) {
+            this.work = work;
+            this.finish = finish;
+        }
+
+        /** Completes as {@code done} (complete) did, once its step, if it has one, has run. */
         private void follow(Awaited done) {
+            if (!FOLLOWED.compareAndSet(this, 0, 1)) {
+                return; // a step runs once
+            }
+            Throwable failure = null;
             try {
                 done.join();
             } catch (CompletionException failed) {
-                super.completeExceptionally(failed.getCause());
-                return;
+                failure = failed.getCause();
             } catch (CancellationException cancelled) {
-                super.completeExceptionally(cancelled);
-                return;
+                failure = cancelled;
             }
-            super.complete(null);
+            if (finish != null) {
+                failure = CallerFutures.finished(failure, finish);
+            }
+            if (failure == null) {
+                super.complete(null);
+            } else {
+                super.completeExceptionally(failure);
+            }
         }
 
         @Override

@@ -125,7 +125,9 @@ final class OpenClCopies {
             StagingMemory.free(staging);
             throw e;
         }
-        return enqueueWrite(memory, targetOffset, staging.address(), bytes, staging).whenComplete((ignored, failure) -> StagingMemory.free(staging));
+        // freed on the thread that sees the command end, before the copy's future completes: no dependent action, which
+        // would send that completion to a thread of its own
+        return enqueueWrite(memory, targetOffset, staging.address(), bytes, staging).forCaller(failure -> StagingMemory.free(staging));
     }
 
     /** A copy from an allocation, queued: as {@link #toDeviceQueued}, into a Java array through native memory. */
@@ -144,9 +146,15 @@ final class OpenClCopies {
             return enqueueRead(memory, sourceOffset, target.address(), bytes, null);
         }
         MemorySegment landing = StagingMemory.allocate(bytes);
-        return enqueueRead(memory, sourceOffset, landing.address(), bytes, landing)
-                .thenRun(() -> MemorySegment.copy(landing, 0, target, 0, bytes))
-                .whenComplete((ignored, failure) -> StagingMemory.free(landing));
+        return enqueueRead(memory, sourceOffset, landing.address(), bytes, landing).forCaller(failure -> {
+            try {
+                if (failure == null) {
+                    MemorySegment.copy(landing, 0, target, 0, bytes);
+                }
+            } finally {
+                StagingMemory.free(landing);
+            }
+        });
     }
 
     /**
@@ -154,7 +162,7 @@ final class OpenClCopies {
      * here where the command could not be queued; once it is queued, a failure after it (the flush) keeps it, since
      * the command may still read it.
      */
-    private CompletableFuture<Void> enqueueWrite(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable MemorySegment staging) {
+    private EventCompletions.EventWork enqueueWrite(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable MemorySegment staging) {
         cl_event done = new cl_event();
         queued(CL.clEnqueueWriteBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
                 "clEnqueueWriteBuffer of " + bytes + " bytes", staging);
@@ -162,7 +170,7 @@ final class OpenClCopies {
     }
 
     /** Queues a read into {@code hostAddress}; {@code staging} as for {@link #enqueueWrite}. */
-    private CompletableFuture<Void> enqueueRead(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable MemorySegment staging) {
+    private EventCompletions.EventWork enqueueRead(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable MemorySegment staging) {
         cl_event done = new cl_event();
         queued(CL.clEnqueueReadBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
                 "clEnqueueReadBuffer of " + bytes + " bytes", staging);

@@ -122,7 +122,7 @@ final class OpenClQueue {
     }
 
     /** Flushes the queue so the command starts, and returns a future for its event. */
-    CompletableFuture<Void> track(cl_event event, String what) {
+    EventCompletions.EventWork track(cl_event event, String what) {
         OpenClCalls.check(CL.clFlush(queue), "clFlush");
         queuedCount.incrementAndGet();
         return completions.completion(event, what);

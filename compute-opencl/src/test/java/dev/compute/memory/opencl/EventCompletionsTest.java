@@ -225,6 +225,68 @@ class EventCompletionsTest {
     }
 
     @Test
+    void aCallersStepRunsOnceOnTheWaiterBeforeTheCallersFutureCompletesAndAsksForNoThreadOfItsOwn() throws Exception {
+        cl_event command = command();
+        EventCompletions.EventWork done = completions.completion(command, "a staged copy");
+        AtomicInteger runs = new AtomicInteger();
+        AtomicReference<String> ranOn = new AtomicReference<>();
+        AtomicReference<Throwable> seen = new AtomicReference<>(new AssertionError("not run"));
+        CompletableFuture<Void> caller = done.forCaller(failure -> {
+            runs.incrementAndGet();
+            ranOn.set(Thread.currentThread().getName());
+            seen.set(failure);
+        });
+        CompletableFuture<Void> cancelled = done.forCaller(failure -> runs.incrementAndGet());
+        cancelled.cancel(false); // the caller gives up: the step still runs once the command has ended
+
+        assertThat(done.onlyBlockedOn()).as("a step is no dependent action").isTrue();
+        end(command, CL.CL_COMPLETE);
+
+        assertThat(caller).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(runs.get()).isEqualTo(2);
+        assertThat(seen.get()).isNull();
+        assertThat(ranOn.get()).as("run where the command was completed").startsWith("opencl-events");
+        // made after the command ended: the step runs at once, on the caller's thread, and once only
+        CompletableFuture<Void> late = done.forCaller(failure -> runs.incrementAndGet());
+        assertThat(late).isDone();
+        assertThat(runs.get()).isEqualTo(3);
+    }
+
+    @Test
+    void aStepThatThrowsFailsItsCallersFutureAndNeitherTheWorkNorAnotherCallers() throws Exception {
+        cl_event command = command();
+        EventCompletions.EventWork done = completions.completion(command, "a staged read");
+        CompletableFuture<Void> failing = done.forCaller(failure -> {
+            throw new IllegalStateException("the caller's arena is closed");
+        });
+        CompletableFuture<Void> plain = done.forCaller();
+
+        end(command, CL.CL_COMPLETE);
+
+        assertThat(failing).failsWithin(Duration.ofSeconds(10)).withThrowableOfType(ExecutionException.class)
+                .withCauseInstanceOf(IllegalStateException.class);
+        assertThat(done).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(plain).succeedsWithin(Duration.ofSeconds(10));
+    }
+
+    @Test
+    void aFailedCommandReachesTheStepAndFailsTheCallerWithTheCommandsFailure() throws Exception {
+        cl_event command = command();
+        EventCompletions.EventWork done = completions.completion(command, "a staged write");
+        AtomicReference<Throwable> seen = new AtomicReference<>();
+        CompletableFuture<Void> caller = done.forCaller(failure -> {
+            seen.set(failure);
+            throw new IllegalStateException("a step's own failure comes second");
+        });
+
+        end(command, CL.CL_INVALID_VALUE);
+
+        assertThat(caller).failsWithin(Duration.ofSeconds(10)).withThrowableOfType(ExecutionException.class)
+                .withMessageContaining("a staged write");
+        assertThat(seen.get()).hasMessageContaining("a staged write");
+    }
+
+    @Test
     void aWakeSoonRunsTheWakeActionOnceWithinItsWhileAndBeforeClose() throws Exception {
         AtomicInteger runs = new AtomicInteger();
         completions.onWake(runs::incrementAndGet);
