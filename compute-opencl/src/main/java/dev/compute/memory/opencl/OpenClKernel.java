@@ -174,6 +174,7 @@ final class OpenClKernel implements NativeKernel {
                 }
             }
             cl_event done = new cl_event();
+            long countBefore = backend.queue().count();
             int code = CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel, shape.dimensions(), null, global, group, 0, null, done);
             if (code != CL_SUCCESS) {
                 throw OpenClCalls.failure(code, "clEnqueueNDRangeKernel of kernel '" + name + "' over " + shape + " (work-groups of "
@@ -181,7 +182,7 @@ final class OpenClKernel implements NativeKernel {
                         + backend.device().describe() + ")");
             }
             if (staged.isEmpty()) {
-                return backend.queue().position(done);
+                return backend.queue().position(done, countBefore);
             }
             CL.clReleaseEvent(done);
             for (Staged slice : staged) {

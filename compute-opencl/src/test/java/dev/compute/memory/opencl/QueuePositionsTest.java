@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.jocl.cl_event;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -142,5 +143,39 @@ class QueuePositionsTest {
         failed.completeExceptionally(new IllegalStateException("the queue failed"));
         done.complete(null);
         assertThat(ended).as("what the queue learns has ended").containsExactly(2L);
+    }
+    /** A stand-in for a kernel's event: never handed to the driver, since these positions are never completed. */
+    private static cl_event kernel() {
+        return new cl_event();
+    }
+
+    @Test
+    void aKernelsEventCoversThePositionsMadeBeforeTheKernelWasQueuedSoNoMarkerIsNeeded() {
+        QueuePositions.Position access = positions.next(++counted);
+        long before = counted;
+        QueuePositions.Position op = positions.next(++counted, kernel(), before);
+
+        assertThat(QueuePositions.coveringCommand(List.of(access, op))).isSameAs(op);
+        assertThat(QueuePositions.coveringCommand(List.of(op, access))).as("whatever the order taken").isSameAs(op);
+        assertThat(QueuePositions.coveringCommand(List.of(op))).isSameAs(op);
+    }
+
+    @Test
+    void aPositionCountedWhileTheKernelWasQueuedIsNotCoveredByItsEvent() {
+        long before = counted;
+        QueuePositions.Position another = positions.next(++counted); // another thread's, counted after the kernel's count was read
+        QueuePositions.Position op = positions.next(++counted, kernel(), before);
+
+        assertThat(QueuePositions.coveringCommand(List.of(another, op))).as("the other may follow the kernel: a marker").isNull();
+    }
+
+    @Test
+    void theLastPositionWithoutAKernelNeedsAMarker() {
+        long before = counted;
+        QueuePositions.Position op = positions.next(++counted, kernel(), before);
+        QueuePositions.Position access = positions.next(++counted);
+
+        assertThat(QueuePositions.coveringCommand(List.of(op, access))).isNull();
+        assertThat(QueuePositions.coveringCommand(List.of())).isNull();
     }
 }
