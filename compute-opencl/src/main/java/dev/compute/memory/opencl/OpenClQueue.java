@@ -104,7 +104,7 @@ final class OpenClQueue {
                 return markCovering(covered, true);
             }
         }, completions::wake, completions::wakeSoon, count -> idleUpTo.accumulateAndGet(count, Math::max));
-        completions.onWake(positions::markUncovered);
+        completions.onWake(positions::markForWaiter);
     }
 
     cl_context context() {

@@ -22,7 +22,8 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>The first position after a marker asks the waiter to mark soon ({@code wakeSoon}: within
  * {@link EventCompletions#WAKE_SOON_NANOS}), so that the positions of a chain of steps share a marker and the waiter
- * wakes once for them, not once per step; then it marks every position still uncovered ({@link #markUncovered}).
+ * wakes once for them, not once per step; then it covers every position still uncovered ({@link #markForWaiter}),
+ * leaving those after the last kernel's event for one more while, once.
  * What needs a position done sooner says so: a dependent action attached through the position's own methods wakes the
  * waiter at once ({@code wake}), and a caller that waits on a position itself ({@link Position#get},
  * {@link Position#join}) marks at once. A future that only combines positions (such as {@code allOf}) sees them
@@ -49,6 +50,8 @@ final class QueuePositions {
         private volatile boolean completedByItsCommand;
         /** Set, under the owner's monitor, once a marker covers it. */
         private boolean covered;
+        /** Set, under the owner's monitor, once the waiter left it uncovered for a while ({@link #markForWaiter}). */
+        private boolean leftOnce;
 
         private Position(QueuePositions owner, long count, @Nullable cl_event command, long countBefore) {
             this.owner = owner;
@@ -179,6 +182,61 @@ final class QueuePositions {
         if (covered != null && !markers.mark(covered)) {
             covered.forEach(position -> position.complete(null));
         }
+    }
+
+    /**
+     * The waiter's turn, which {@link #next}'s soon-wake or a wake asked for: as {@link #markUncovered}, except that on
+     * a soon-wake the positions after the last one a kernel's event covers ({@link #coveringCommand}) are left for one
+     * more while, unless they were left once already. So a chain of kernels and device accesses is covered by its
+     * kernels' events, where a marker would be queued behind whichever access came last.
+     */
+    void markForWaiter() {
+        boolean asked = wakeAsked.getAndSet(false); // before taking: a position made after this asks again
+        List<Position> left = new ArrayList<>();
+        List<Position> covered = takeForWaiter(!asked, left);
+        if (!left.isEmpty()) {
+            wakeSoon.run();
+        }
+        if (covered != null && !markers.mark(covered)) {
+            covered.forEach(position -> position.complete(null));
+        }
+    }
+
+    /**
+     * The uncovered positions for the waiter, now covered; with {@code mayLeave}, the later ones that the last kernel's
+     * event among them does not cover stay uncovered, in {@code left}, where none of them was left before.
+     */
+    private synchronized @Nullable List<Position> takeForWaiter(boolean mayLeave, List<Position> left) {
+        if (uncovered.isEmpty()) {
+            return null;
+        }
+        Position covering = null;
+        if (mayLeave) {
+            for (Position each : uncovered) {
+                if (each.command != null && (covering == null || each.count > covering.count)) {
+                    covering = each;
+                }
+            }
+        }
+        if (covering != null) {
+            List<Position> taken = new ArrayList<>();
+            for (Position each : uncovered) {
+                if (each.count > covering.count) {
+                    left.add(each);
+                } else {
+                    taken.add(each);
+                }
+            }
+            if (QueuePositions.coveringCommand(taken) == covering && left.stream().noneMatch(each -> each.leftOnce)) {
+                left.forEach(each -> each.leftOnce = true);
+                uncovered.clear();
+                uncovered.addAll(left);
+                taken.forEach(each -> each.covered = true);
+                return taken;
+            }
+            left.clear();
+        }
+        return takeUncovered(null);
     }
 
     /**

@@ -178,4 +178,49 @@ class QueuePositionsTest {
         assertThat(QueuePositions.coveringCommand(List.of(op, access))).isNull();
         assertThat(QueuePositions.coveringCommand(List.of())).isNull();
     }
+    /** Positions whose markers only record what they cover: a kernel's stand-in event must never reach the driver. */
+    private final List<List<QueuePositions.Position>> recorded = new ArrayList<>();
+    private final QueuePositions recording = new QueuePositions(new QueuePositions.Markers() {
+        @Override
+        public boolean mark(List<QueuePositions.Position> covered) {
+            recorded.add(covered);
+            return true;
+        }
+
+        @Override
+        public QueuePositions.Marked markAndAwaitHere(List<QueuePositions.Position> covered) {
+            recorded.add(covered);
+            return QueuePositions.Marked.LEFT_TO_WAITER;
+        }
+    }, wakes::incrementAndGet, wakesSoon::incrementAndGet, ended::add);
+
+    @Test
+    void theWaiterLeavesTheAccessAfterAChainsLastKernelForOneMoreWhileThenMarksIt() {
+        QueuePositions.Position access = recording.next(++counted);
+        long before = counted;
+        QueuePositions.Position op = recording.next(++counted, kernel(), before);
+        QueuePositions.Position lastAccess = recording.next(++counted);
+        assertThat(wakesSoon).hasValue(1);
+
+        recording.markForWaiter();
+        assertThat(recorded).as("the kernel's event covers what came before it").containsExactly(List.of(access, op));
+        assertThat(wakesSoon).as("and the access after it asks for the next while").hasValue(2);
+
+        QueuePositions.Position laterAccess = recording.next(++counted);
+        recording.markForWaiter();
+        assertThat(recorded).as("left once already: marked, with what came since").containsExactly(List.of(access, op), List.of(lastAccess, laterAccess));
+    }
+
+    @Test
+    void aWakeAskedForByADependentActionLeavesNothingUncovered() {
+        long before = counted;
+        QueuePositions.Position op = recording.next(++counted, kernel(), before);
+        QueuePositions.Position access = recording.next(++counted);
+        access.thenRun(() -> { });
+
+        recording.markForWaiter();
+
+        assertThat(recorded).containsExactly(List.of(op, access));
+        assertThat(wakesSoon).hasValue(1);
+    }
 }
