@@ -199,6 +199,7 @@ final class QueuePositions {
         }
         if (covered != null && !markers.mark(covered)) {
             covered.forEach(position -> position.complete(null));
+            markUncovered(); // the backend is closing: what was left would wait for a turn that may not come
         }
     }
 

@@ -6,6 +6,10 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.jocl.CL;
+import org.jocl.cl_context;
+import org.jocl.cl_context_properties;
+import org.jocl.cl_device_id;
 import org.jocl.cl_event;
 import org.junit.jupiter.api.Test;
 
@@ -222,5 +226,47 @@ class QueuePositionsTest {
 
         assertThat(recorded).containsExactly(List.of(op, access));
         assertThat(wakesSoon).hasValue(1);
+    }
+    @Test
+    void onAClosedBackendTheWaiterLeavesNothingUncoveredNotEvenWhatFollowsAKernel() {
+        OpenClTestSupport.requireOpenCl(); // a real event for the kernel: completing its position releases it
+        OpenClDevice device = OpenClDevices.choose(OpenClTestSupport.defaultSettings()).device();
+        cl_context_properties properties = new cl_context_properties();
+        properties.addProperty(CL.CL_CONTEXT_PLATFORM, device.platformId());
+        int[] error = new int[1];
+        cl_context context = CL.clCreateContext(properties, 1, new cl_device_id[] {device.deviceId()}, null, null, error);
+        OpenClCalls.check(error[0], "clCreateContext");
+        try {
+            cl_event kernel = CL.clCreateUserEvent(context, error);
+            OpenClCalls.check(error[0], "clCreateUserEvent");
+            waiterOnAClosedBackendCompletes(kernel);
+        } finally {
+            CL.clReleaseContext(context);
+        }
+    }
+
+    private void waiterOnAClosedBackendCompletes(cl_event kernel) {
+        List<List<QueuePositions.Position>> tried = new ArrayList<>();
+        QueuePositions closed = new QueuePositions(new QueuePositions.Markers() {
+            @Override
+            public boolean mark(List<QueuePositions.Position> covered) {
+                tried.add(covered);
+                return false; // closed: nothing queued
+            }
+
+            @Override
+            public QueuePositions.Marked markAndAwaitHere(List<QueuePositions.Position> covered) {
+                return QueuePositions.Marked.NOT_QUEUED;
+            }
+        }, wakes::incrementAndGet, wakesSoon::incrementAndGet, ended::add);
+        long before = counted;
+        QueuePositions.Position op = closed.next(++counted, kernel, before);
+        QueuePositions.Position access = closed.next(++counted);
+
+        closed.markForWaiter();
+
+        assertThat(tried.getFirst()).as("the kernel's event would have covered the op alone").containsExactly(op);
+        assertThat(op).isDone();
+        assertThat(access).as("not left for a turn that a closed backend may never give").isDone();
     }
 }
