@@ -171,15 +171,18 @@ final class CudaStreams {
     }
 
     /**
-     * Records an event on every stream made so far and waits, at most {@code timeout}, until all have completed;
-     * false when the time ran out first (or the thread was interrupted). Never an unbounded synchronize: the events
-     * complete through {@link DeviceCompletions}, which reports events in the order they were recorded, so these
-     * complete only after every event recorded before them too (work the users recorded on their own streams).
+     * Records an event on every stream made so far and waits, at most {@code timeout}, until all have completed, and
+     * the work recorded on the users' own streams ({@link CudaDeviceHandle#recordWork}) too; false when the time ran out
+     * first (or the thread was interrupted). Never an unbounded synchronize: the events complete through
+     * {@link DeviceCompletions}, which reports each stream's events in the order they were recorded. A stream of one's
+     * own gets no event of ours (it may be destroyed by now): its recorded work is waited for as it is.
      */
     boolean awaitIdle(Duration timeout) {
-        List<CompletableFuture<Void>> queued = whileOpen(() -> {
+        List<CompletableFuture<?>> queued = whileOpen(() -> {
             context.makeCurrent();
-            List<CompletableFuture<Void>> recorded = new ArrayList<>();
+            // each stream's events are reported in order, but every stream on its own: the backend's streams' new
+            // events say nothing of work recorded on another stream
+            List<CompletableFuture<?>> recorded = completions.unreported();
             for (int i = 0; i < streams.length(); i++) {
                 CUstream stream = streams.get(i);
                 if (stream != null) {

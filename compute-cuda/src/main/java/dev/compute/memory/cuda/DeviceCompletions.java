@@ -14,7 +14,9 @@ import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.DeviceWaits;
 import java.time.Duration;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.IdentityHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -26,6 +28,7 @@ import java.util.function.Supplier;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUevent_flags;
 import jcuda.driver.CUstream;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Futures that complete when device work has finished. {@link #record} puts an event behind the work on its
@@ -43,6 +46,8 @@ final class DeviceCompletions implements AutoCloseable {
     /** A stream's events not yet reported, and whether a waiter thread is serving them. */
     private static final class StreamEvents {
         final ArrayDeque<Pending> pending = new ArrayDeque<>();
+        /** The event the waiter thread took off {@link #pending} last: the one it waits for, or has just reported. */
+        @Nullable Pending taken;
         boolean served;
     }
 
@@ -250,6 +255,7 @@ final class DeviceCompletions implements AutoCloseable {
             Pending next;
             synchronized (this) {
                 next = events.pending.poll();
+                events.taken = next;
                 if (next == null) {
                     events.served = false;
                     streams.remove(stream);
@@ -272,6 +278,21 @@ final class DeviceCompletions implements AutoCloseable {
             RuntimeException reported = failure;
             callbacks.execute(reported == null ? next.onDone() : () -> next.onError().accept(reported));
         }
+    }
+
+    /**
+     * The work recorded so far on any stream, the users' own included ({@link CudaDeviceHandle#recordWork}), whose
+     * event has not been reported yet: each a future that completes once the device is past it.
+     */
+    synchronized List<CompletableFuture<?>> unreported() {
+        List<CompletableFuture<?>> work = new ArrayList<>();
+        for (StreamEvents events : streams.values()) {
+            if (events.taken != null) {
+                work.add(events.taken.work());
+            }
+            events.pending.forEach(pending -> work.add(pending.work()));
+        }
+        return work;
     }
 
     /** As {@link #close(Duration)}, waiting as long as close() of the backend does. */

@@ -137,6 +137,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void theManagersCloseWaitsForWorkRecordedOnOnesOwnStream() throws Exception {
+        inFakeDriverJvm("theManagersCloseWaitsForWorkRecordedOnOnesOwnStream");
+    }
+
+    @Test
     void ownKernelsLoadLaunchAndUnloadThroughJCuda() throws Exception {
         inFakeDriverJvm("ownKernelsLoadLaunchAndUnloadThroughJCuda");
     }
@@ -161,6 +166,7 @@ class CudaBackendOnFakeDriverTest {
                 case "aBlockingCopyBehindStuckWorkIsBounded" -> Scenarios.aBlockingCopyBehindStuckWorkIsBounded();
                 case "closeUnderACopyKeepsWhatTheCopyUses" -> Scenarios.closeUnderACopyKeepsWhatTheCopyUses();
                 case "aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel" -> Scenarios.aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel();
+                case "theManagersCloseWaitsForWorkRecordedOnOnesOwnStream" -> Scenarios.theManagersCloseWaitsForWorkRecordedOnOnesOwnStream();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -550,6 +556,30 @@ class CudaBackendOnFakeDriverTest {
             }
             assertThat(reused).as("once the kernel is done, the block goes back to the pool").isTrue();
             manager.close();
+        }
+
+        /**
+         * Work queued on a stream of one's own and recorded through the handle ({@code recordWork}) on a buffer left
+         * open: the manager's close waits for it, within its close timeout, like the work on the backend's streams, and
+         * keeps the buffer's memory while it still runs rather than free it under the device.
+         */
+        static void theManagersCloseWaitsForWorkRecordedOnOnesOwnStream() throws Throwable {
+            CudaBackend backend = open();
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).closeTimeout(Duration.ofMillis(500)).build();
+            UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            backend.enter();
+            CUstream own = new CUstream();
+            CudaResults.check(cuStreamCreate(own, 0), "cuStreamCreate");
+            try (dev.compute.memory.BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
+                hold(); // one's own kernel on the buffer, on one's own stream, does not end
+                access.handle(CudaDeviceHandle.class).recordWork(own);
+                HOLD.invokeExact(0); // what is recorded from here on completes at once: the access's end on the backend's stream
+            }
+            long start = System.nanoTime();
+            manager.close();
+            assertThat((System.nanoTime() - start) / 1_000_000).as("the close waited for the work, within its timeout").isGreaterThanOrEqualTo(400L);
+            assertThat(counters().device()).as("the buffer's memory, kept while the device may still write it").isEqualTo(1);
+            release();
         }
 
         static void closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive() throws Throwable {
