@@ -1,5 +1,5 @@
 // A stand-in for libcuda.so.1 with the symbols DriverLibrary binds and the ones JCuda's driver binding calls for a
-// backend's life (context, streams, events, modules, allocations). FakeDriverTest compiles it (with the system's
+// backend's life (context, streams, events, modules, allocations, copies). FakeDriverTest compiles it (with the system's
 // cc) and calls it through DriverLibrary and CudaVirtualMemory, so that the FFM signatures, the struct contents
 // and the page bookkeeping are checked on machines without a GPU; CudaBackendOnFakeDriverTest compiles it as
 // libcuda.so.1 and runs a whole CudaBackend on it, JCuda included, in a JVM of its own. Each function checks what
@@ -109,6 +109,12 @@ int cuEventSynchronize(void* e){
 // a stream is busy while an event recorded on it waits for stub_release: the work before that event has not ended
 int cuStreamQuery(void* s){ if(needContext()) return 201; if(!s){errors++;return 400;} stream* st=s; pthread_mutex_lock(&lock); int r=st->until>releasedGeneration?600:st->fails?700:0; pthread_mutex_unlock(&lock); return r; }
 int cuEventQuery(void* e){ event* ev=e; pthread_mutex_lock(&lock); int r=ev->until>releasedGeneration?600:ev->fails?700:0; pthread_mutex_unlock(&lock); return r; }
+
+// copies: device and managed memory are host memory here, so a copy is a memcpy, done when it is queued
+static int copy(void* to, const void* from, size_t n, void* s){ if(needContext()) return 201; if(!to||!from||!s){errors++;return 1;} memcpy(to,from,n); return 0; }
+int cuMemcpyAsync(u64 to, u64 from, size_t n, void* s){ return copy((void*)to,(const void*)from,n,s); }
+int cuMemcpyHtoDAsync_v2(u64 to, const void* from, size_t n, void* s){ return copy((void*)to,from,n,s); }
+int cuMemcpyDtoHAsync_v2(void* to, u64 from, size_t n, void* s){ return copy(to,(const void*)from,n,s); }
 
 // ---- modules and launches: a module keeps its PTX, a function its name; cuLaunchKernel runs the kernels of
 // compute-core's KernelContractTest (affine, scale_in_place, iota2d) on the host over the grid it is given, since

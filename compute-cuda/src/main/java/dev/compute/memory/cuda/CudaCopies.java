@@ -152,7 +152,9 @@ final class CudaCopies {
 
     /**
      * Pageable memory → device through a staging lane: host threads fill slot {@code k % slots} while the
-     * device copies the previous one; a slot is refilled once its event says the device has read it.
+     * device copies the previous one; a slot is refilled once its event says the device has read it. Each wait for
+     * the device is bounded on its own, from when it begins: the copy as a whole takes as long as its size and its
+     * source need (a file on a slow disk), which is no sign of a stuck device.
      */
     private CompletableFuture<Void> stagedToDevice(MemorySegment source, long destination, long bytes, CUstream stream, Completion completion) {
         long deadline = completions.deadline();
@@ -172,7 +174,7 @@ final class CudaCopies {
                 int slot = (int) (k % lane.slots());
                 long offset = k * chunk;
                 long length = Math.min(chunk, bytes - offset);
-                if (k >= lane.slots() && !DeviceCompletions.awaitEvent(lane.event(slot), deadline, "cuEventQuery(staging buffer)")) {
+                if (k >= lane.slots() && !DeviceCompletions.awaitEvent(lane.event(slot), completions.deadline(), "cuEventQuery(staging buffer)")) {
                     throw completions.timeout("a staged copy's earlier chunk");
                 }
                 copier.copy(source, offset, lane.slot(slot), 0, length);
@@ -182,7 +184,7 @@ final class CudaCopies {
                 CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
             }
             if (completion == Completion.WAIT) {
-                completions.await(stream, deadline);
+                completions.await(stream);
                 staging.release(lane);
                 return DONE;
             }
@@ -206,7 +208,10 @@ final class CudaCopies {
         }
     }
 
-    /** Device → pageable memory: the first slots are queued at once, each is copied out and refilled as its event completes. */
+    /**
+     * Device → pageable memory: the first slots are queued at once, each is copied out and refilled as its event
+     * completes; each wait bounded on its own, as in {@link #stagedToDevice}.
+     */
     private void stagedToHost(long origin, MemorySegment target, long bytes, CUstream stream) {
         long deadline = completions.deadline();
         completions.await(stream, deadline); // bounded, with nothing queued yet: see toDevice
@@ -223,7 +228,7 @@ final class CudaCopies {
             for (long k = 0; k < chunks; k++) {
                 int slot = (int) (k % lane.slots());
                 long offset = k * chunk;
-                if (!DeviceCompletions.awaitEvent(lane.event(slot), deadline, "cuEventQuery(staging buffer)")) {
+                if (!DeviceCompletions.awaitEvent(lane.event(slot), completions.deadline(), "cuEventQuery(staging buffer)")) {
                     throw completions.timeout("a staged copy's chunk");
                 }
                 copier.copy(lane.slot(slot), 0, target, offset, Math.min(chunk, bytes - offset));

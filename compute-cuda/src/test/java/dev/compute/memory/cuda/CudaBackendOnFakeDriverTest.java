@@ -142,6 +142,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll() throws Exception {
+        inFakeDriverJvm("aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll");
+    }
+
+    @Test
     void ownKernelsLoadLaunchAndUnloadThroughJCuda() throws Exception {
         inFakeDriverJvm("ownKernelsLoadLaunchAndUnloadThroughJCuda");
     }
@@ -167,6 +172,7 @@ class CudaBackendOnFakeDriverTest {
                 case "closeUnderACopyKeepsWhatTheCopyUses" -> Scenarios.closeUnderACopyKeepsWhatTheCopyUses();
                 case "aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel" -> Scenarios.aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel();
                 case "theManagersCloseWaitsForWorkRecordedOnOnesOwnStream" -> Scenarios.theManagersCloseWaitsForWorkRecordedOnOnesOwnStream();
+                case "aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll" -> Scenarios.aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -580,6 +586,55 @@ class CudaBackendOnFakeDriverTest {
             assertThat((System.nanoTime() - start) / 1_000_000).as("the close waited for the work, within its timeout").isGreaterThanOrEqualTo(400L);
             assertThat(counters().device()).as("the buffer's memory, kept while the device may still write it").isEqualTo(1);
             release();
+        }
+
+        /**
+         * A staged copy of many chunks through a device that finishes each chunk well within the device wait, but the whole
+         * copy only after more than it (a large copy, a slow source such as a file on a slow disk): every wait for the
+         * device is bounded on its own, so the copy succeeds in each direction, blocking or queued.
+         */
+        static void aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll() throws Throwable {
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(1000)));
+            int bytes = 48 << 20; // 48 chunks of the 1 MiB staging buffers, two of them per copy
+            NativeAllocation device = backend.allocate(MemoryLocation.DEVICE, bytes);
+            MemorySegment onDevice = MemorySegment.ofAddress(device.address()).reinterpret(bytes); // the fake's device memory is host memory
+            byte[] values = new byte[bytes];
+            for (int i = 0; i < bytes; i++) {
+                values[i] = (byte) (i * 31 + 7);
+            }
+            hold();
+            Thread device100ms = Thread.ofPlatform().daemon().start(() -> { // the device ends what it was given every 100 ms
+                try {
+                    while (!Thread.currentThread().isInterrupted()) {
+                        Thread.sleep(100);
+                        release();
+                        hold();
+                    }
+                } catch (InterruptedException ended) {
+                    // the scenario is over
+                } catch (Throwable t) {
+                    throw new AssertionError(t);
+                }
+            });
+            try {
+                backend.copyToDevice(MemorySegment.ofArray(values), device, 0, bytes);
+                assertThat(onDevice.asByteBuffer()).as("a blocking copy to the device").isEqualTo(java.nio.ByteBuffer.wrap(values));
+
+                onDevice.fill((byte) 0);
+                backend.copyToDeviceAsync(MemorySegment.ofArray(values), device, 0, bytes).get(30, TimeUnit.SECONDS);
+                assertThat(onDevice.asByteBuffer()).as("a queued copy to the device").isEqualTo(java.nio.ByteBuffer.wrap(values));
+
+                byte[] back = new byte[bytes];
+                backend.copyToHost(device, 0, MemorySegment.ofArray(back), bytes);
+                assertThat(back).as("a copy to the host").isEqualTo(values);
+            } finally {
+                device100ms.interrupt();
+                device100ms.join();
+                release();
+            }
+            backend.free(device);
+            assertCleanClose(backend);
         }
 
         static void closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive() throws Throwable {
