@@ -38,7 +38,11 @@ final class CudaContext implements AutoCloseable {
         makeCurrent();
     }
 
-    /** Makes this device's context current on the calling thread, if it is not already. */
+    /**
+     * Makes this device's context current on the calling thread, if it is not already. The driver keeps it per OS thread,
+     * and a virtual thread that waits (a park, a lock, a monitor) may go on on another carrier thread, where another
+     * context or none is current: so it is made current again after each wait, before the next driver call.
+     */
     void makeCurrent() {
         if (driver.currentContext(scratch.get()) != context.handle()) {
             CudaResults.check(cuCtxSetCurrent(context), "cuCtxSetCurrent(device " + ordinal + ")");

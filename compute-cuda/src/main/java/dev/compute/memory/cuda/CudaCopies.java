@@ -179,6 +179,7 @@ final class CudaCopies {
                 }
                 copier.copy(source, offset, lane.slot(slot), 0, length);
                 FileMappings.surfaceFaults(); // a fault of the copy (a truncated mapped file) is thrown here, in the try
+                streams.makeCurrent(); // after the waits for the slot's event and the host copy's threads
                 CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination + offset), lane.pointer(slot), length, stream),
                         "cuMemcpyHtoDAsync(" + length + " bytes, staged)");
                 CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
@@ -222,6 +223,7 @@ final class CudaCopies {
         long chunk = lane.slotBytes();
         long chunks = Math.ceilDiv(bytes, chunk);
         try {
+            streams.makeCurrent(); // after the wait for a lane
             for (long k = 0; k < Math.min(lane.slots(), chunks); k++) {
                 queueToSlot(lane, k, origin, bytes, stream);
             }
@@ -234,6 +236,7 @@ final class CudaCopies {
                 copier.copy(lane.slot(slot), 0, target, offset, Math.min(chunk, bytes - offset));
                 FileMappings.surfaceFaults();
                 if (k + lane.slots() < chunks) {
+                    streams.makeCurrent(); // after the waits for the slot's event and the host copy's threads
                     queueToSlot(lane, k + lane.slots(), origin, bytes, stream);
                 }
             }

@@ -150,6 +150,7 @@ final class CudaKernel implements NativeKernel {
                     throw new IllegalStateException("kernel '" + name + "' was unloaded: its CUDA backend is closed");
                 }
             }
+            streams.makeCurrent(); // after the wait for this kernel's monitor
             CudaResults.check(cuLaunchKernel(function, (int) grid[0], (int) grid[1], (int) grid[2], (int) threads[0], (int) threads[1],
                     (int) threads[2], 0, queued, Pointer.to(values), null), "cuLaunchKernel of kernel '" + name + "' over " + shape
                     + " (blocks of " + Arrays.toString(threads) + ", at most " + maxThreadsPerBlock + " threads for this kernel)");

@@ -65,6 +65,7 @@ final class CudaStreams {
         if (existing != null) {
             return existing;
         }
+        context.makeCurrent(); // after the wait for this monitor
         CUstream stream = new CUstream();
         CudaResults.check(cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate");
         streams.set(index, stream);
@@ -93,7 +94,7 @@ final class CudaStreams {
         read.lock();
         try {
             // once closing, the caller waits on the host (bounded) rather than touch a stream close may destroy
-            return !closing && onStream.orderStream(enter());
+            return !closing && onStream.orderStream(enter(), context);
         } finally {
             read.unlock();
         }
@@ -102,6 +103,11 @@ final class CudaStreams {
     /** Work on one stream completes in the order it was queued. */
     static boolean supersedes(CompletableFuture<?> later, CompletableFuture<?> earlier) {
         return later instanceof DeviceCompletions.StreamWork<?> a && earlier instanceof DeviceCompletions.StreamWork<?> b && a.sameStream(b);
+    }
+
+    /** Makes the context current again on the calling thread, after a wait ({@link CudaContext#makeCurrent}). */
+    void makeCurrent() {
+        context.makeCurrent();
     }
 
     /** Makes {@code waiting} wait on the device for the work queued on {@code on} so far; false once closing. */
@@ -186,6 +192,7 @@ final class CudaStreams {
             for (int i = 0; i < streams.length(); i++) {
                 CUstream stream = streams.get(i);
                 if (stream != null) {
+                    context.makeCurrent(); // a record may wait for the completions' monitor
                     recorded.add(completions.record(stream));
                 }
             }

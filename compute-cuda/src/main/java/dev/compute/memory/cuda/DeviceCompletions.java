@@ -70,12 +70,16 @@ final class DeviceCompletions implements AutoCloseable {
          * Makes what {@code next} runs from now on wait for this work, on the device: nothing to do on the same stream
          * (a stream runs in order) or once the work is done; else {@code cuStreamWaitEvent}.
          */
-        boolean orderStream(CUstream next) {
+        boolean orderStream(CUstream next, CudaContext context) {
             if (next == stream || isDone()) {
                 return true;
             }
             synchronized (this) {
-                return passed || cuStreamWaitEvent(next, event, 0) == CudaResults.SUCCESS;
+                if (passed) {
+                    return true;
+                }
+                context.makeCurrent(); // after the wait for this monitor
+                return cuStreamWaitEvent(next, event, 0) == CudaResults.SUCCESS;
             }
         }
 
@@ -184,6 +188,7 @@ final class DeviceCompletions implements AutoCloseable {
     }
 
     void await(CUstream stream, long deadline) {
+        context.makeCurrent(); // the caller may have waited since it entered (CudaContext#makeCurrent)
         if (cuStreamQuery(stream) == CudaResults.SUCCESS) {
             return; // idle: nothing queued ahead (a failure or work under way takes the event's path, which reports it)
         }
@@ -195,6 +200,7 @@ final class DeviceCompletions implements AutoCloseable {
             }
         } finally {
             releaseEvent(event); // nothing else waits on this record: a later cuEventRecord may move the event at once
+            context.makeCurrent(); // for the caller's next call, after this wait
         }
     }
 

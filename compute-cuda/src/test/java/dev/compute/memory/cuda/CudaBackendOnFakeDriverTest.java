@@ -34,20 +34,27 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
 import java.util.logging.Handler;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
 import java.util.logging.Logger;
+import jcuda.driver.CUcontext;
 import jcuda.driver.CUstream;
+import jcuda.driver.JCudaDriver;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -147,6 +154,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void virtualThreadsGoOnWithTheContextCurrentAfterAWait() throws Exception {
+        inFakeDriverJvm("virtualThreadsGoOnWithTheContextCurrentAfterAWait");
+    }
+
+    @Test
     void ownKernelsLoadLaunchAndUnloadThroughJCuda() throws Exception {
         inFakeDriverJvm("ownKernelsLoadLaunchAndUnloadThroughJCuda");
     }
@@ -173,6 +185,7 @@ class CudaBackendOnFakeDriverTest {
                 case "aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel" -> Scenarios.aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel();
                 case "theManagersCloseWaitsForWorkRecordedOnOnesOwnStream" -> Scenarios.theManagersCloseWaitsForWorkRecordedOnOnesOwnStream();
                 case "aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll" -> Scenarios.aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll();
+                case "virtualThreadsGoOnWithTheContextCurrentAfterAWait" -> Scenarios.virtualThreadsGoOnWithTheContextCurrentAfterAWait();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -634,6 +647,72 @@ class CudaBackendOnFakeDriverTest {
                 release();
             }
             backend.free(device);
+            assertCleanClose(backend);
+        }
+
+        /**
+         * Virtual threads copying through the staging lanes, each wait for the device or the host copy letting them go on
+         * on another carrier thread, where other code has another context current or none (here: virtual threads that
+         * clear it, as another library or a backend on another GPU would set theirs): every driver call finds the
+         * backend's context current.
+         */
+        static void virtualThreadsGoOnWithTheContextCurrentAfterAWait() throws Throwable {
+            System.setProperty("jdk.virtualThreadScheduler.parallelism", "2"); // before the JVM's first virtual thread
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "4"), Duration.ofSeconds(20)));
+            int bytes = 3 << 20; // three chunks of the 1 MiB staging buffers: the third waits for the first's event
+            AtomicBoolean done = new AtomicBoolean();
+            hold();
+            Thread device2ms = Thread.ofPlatform().daemon().start(() -> { // the device ends what it was given every 2 ms
+                try {
+                    while (!done.get()) {
+                        Thread.sleep(2);
+                        release();
+                        hold();
+                    }
+                } catch (Throwable t) {
+                    throw new AssertionError(t);
+                }
+            });
+            List<Thread> otherCode = new ArrayList<>();
+            for (int i = 0; i < 2; i++) {
+                otherCode.add(Thread.ofVirtual().start(() -> {
+                    while (!done.get()) {
+                        JCudaDriver.cuCtxSetCurrent(new CUcontext()); // no context current on this carrier thread
+                        LockSupport.parkNanos(1_000_000);
+                    }
+                }));
+            }
+            Queue<Throwable> failures = new ConcurrentLinkedQueue<>();
+            List<Thread> copiers = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                copiers.add(Thread.ofVirtual().start(() -> {
+                    try {
+                        NativeAllocation device = backend.allocate(MemoryLocation.DEVICE, bytes);
+                        byte[] values = new byte[bytes];
+                        for (int i = 0; i < 10; i++) {
+                            Arrays.fill(values, (byte) i);
+                            backend.copyToDevice(MemorySegment.ofArray(values), device, 0, bytes);
+                            Arrays.fill(values, (byte) -1);
+                            backend.copyToHost(device, 0, MemorySegment.ofArray(values), bytes);
+                            assertThat(values[bytes - 1]).isEqualTo((byte) i);
+                        }
+                        backend.free(device);
+                    } catch (Throwable e) {
+                        failures.add(e);
+                    }
+                }));
+            }
+            for (Thread copier : copiers) {
+                copier.join();
+            }
+            done.set(true);
+            for (Thread other : otherCode) {
+                other.join();
+            }
+            device2ms.join();
+            release();
+            assertThat(failures).as("what the copies threw").isEmpty();
             assertCleanClose(backend);
         }
 
