@@ -1,5 +1,6 @@
 package dev.compute.memory;
 
+import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.DeviceHandle;
 import dev.compute.memory.spi.KernelArgument;
@@ -46,6 +47,12 @@ final class BackendKernel implements ComputeKernel {
             throw new IllegalStateException(this + " cannot launch: its UnifiedMemoryManager is closed");
         }
         KernelArg[] buffers = checked(arguments);
+        // a call of the manager from the first access to the last one's end: a close meanwhile (another thread's, or the
+        // Java kernel's own) frees no memory and releases no queue or program that the launch still uses
+        return manager.call(() -> launch(shape, arguments, buffers));
+    }
+
+    private CompletableFuture<Void> launch(LaunchShape shape, Object[] arguments, @Nullable KernelArg[] buffers) {
         boolean java = source.language() == KernelSource.Language.JAVA;
         List<KernelArgument> bound = new ArrayList<>(arguments.length);
         List<BufferAccess> accesses = new ArrayList<>();
@@ -64,7 +71,7 @@ final class BackendKernel implements ComputeKernel {
                 bound.add(new KernelArgument.Buffer(access.handle(DeviceHandle.class), host, b.byteSize(), b.dataType(), buffer.mode(),
                         b.toString()));
             }
-            CompletableFuture<Void> done = kernel.launch(shape, bound);
+            CompletableFuture<Void> done = java ? runJava(shape, bound) : kernel.launch(shape, bound);
             for (BufferAccess access : accesses) {
                 access.inFlightUntil(done);
             }
@@ -74,6 +81,19 @@ final class BackendKernel implements ComputeKernel {
             throw e;
         } finally {
             endAll(accesses, failure);
+        }
+    }
+
+    /**
+     * A Java kernel's body is the application's code, run inside this launch's call: a close it makes itself cannot wait
+     * for that call, so it finishes once the launch is over.
+     */
+    private CompletableFuture<Void> runJava(LaunchShape shape, List<KernelArgument> bound) {
+        UserCode.enter();
+        try {
+            return kernel.launch(shape, bound);
+        } finally {
+            UserCode.exit();
         }
     }
 

@@ -36,6 +36,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -283,6 +284,20 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     ComputeBackend computeBackend() {
         return backend;
+    }
+
+    /**
+     * Runs {@code body} as a call of this manager, which a close waits for before it frees anything or closes the
+     * backend: for a kernel launch, whose backend work and Java kernel body use the memory and the device's objects
+     * between the accesses it opens and ends. Refused once closed.
+     */
+    <T> T call(Supplier<T> body) {
+        int stripe = gate.enter();
+        try {
+            return body.get();
+        } finally {
+            gate.exit(stripe);
+        }
     }
 
     /** The longest a call waits for device work it depends on. */

@@ -9,6 +9,7 @@ import dev.compute.memory.spi.NativeDevice;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -138,6 +139,69 @@ class KernelsTest {
                     .as("confined to the launching thread").failsWithin(Duration.ofSeconds(5))
                     .withThrowableOfType(ExecutionException.class).havingCause().havingCause().isInstanceOf(WrongThreadException.class);
         }
+    }
+
+    @Test
+    void aJavaKernelThatClosesItsManagerKeepsItsBuffersMemoryUntilItReturns() {
+        long[] freesSeen = new long[2];
+        float[] read = new float[1];
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+        ComputeKernel closing = manager.kernels().compile(KernelSource.java("closing", (shape, args) -> {
+            MemorySegment x = args.segment(0);
+            freesSeen[0] = device.frees();
+            buffer.close();
+            manager.close();
+            freesSeen[1] = device.frees();
+            if (freesSeen[1] == freesSeen[0]) { // else this test would write freed memory itself
+                x.set(JAVA_FLOAT, 0, 5f); // the kernel's segment still works: its memory must still be the buffer's
+                read[0] = x.get(JAVA_FLOAT, 0);
+            }
+        }));
+        closing.launch(LaunchShape.of(1024), buffer).join();
+        assertThat(freesSeen[1]).as("a close from inside the kernel frees nothing under it").isEqualTo(freesSeen[0]);
+        assertThat(read[0]).isEqualTo(5f);
+        assertThat(manager.isClosed()).isTrue();
+        assertThat(device.frees()).as("the close finished once the launch was over").isGreaterThan(freesSeen[0]);
+    }
+
+    @Test
+    void aManagerClosedElsewhereWhileAJavaKernelRunsFreesItsMemoryOnlyOnceTheKernelReturned() throws Exception {
+        CountDownLatch running = new CountDownLatch(1);
+        long[] freesSeen = new long[1];
+        long[] freesBefore = new long[1];
+        ComputeKernel slow = manager.kernels().compile(KernelSource.java("slow", (shape, args) -> {
+            MemorySegment x = args.segment(0);
+            running.countDown();
+            while (!manager.isClosed()) {
+                Thread.onSpinWait();
+            }
+            try {
+                manager.allocate(64).close(); // a call after the close: refused
+            } catch (IllegalStateException refused) {
+                // a kernel may go on after a failed call, with the segments it holds
+            }
+            long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500); // time enough for a close that did not wait
+            while (System.nanoTime() < until && freesSeen[0] == 0) {
+                freesSeen[0] = device.frees() - freesBefore[0];
+            }
+            if (freesSeen[0] == 0) { // else this test would write freed memory itself
+                x.set(JAVA_FLOAT, 0, 5f);
+            }
+        }));
+        UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+        freesBefore[0] = device.frees();
+        Future<CompletableFuture<Void>> launched = other.submit(() -> slow.launch(LaunchShape.of(1024), x));
+        running.await();
+        x.close();
+        manager.close();
+        try {
+            launched.get(10, TimeUnit.SECONDS);
+        } catch (ExecutionException closedUnderIt) {
+            // the kernel's call after the close ended its accesses: the launch says so once the kernel returned
+            assertThat(closedUnderIt).hasCauseInstanceOf(IllegalStateException.class);
+        }
+        assertThat(freesSeen[0]).as("frees while the kernel still ran").isZero();
+        assertThat(device.frees()).as("the close freed the memory after it").isGreaterThan(freesBefore[0]);
     }
 
     @Test

@@ -25,6 +25,8 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.jocl.CL;
 import org.jocl.CLException;
 import org.jocl.cl_command_queue;
@@ -108,6 +110,58 @@ class OpenClKernelTest {
                 System.out.println("log: " + e.buildLog());
                 System.out.println("message ends with the log: " + e.getMessage().endsWith(e.buildLog()));
             }
+        }
+    }
+
+    /**
+     * Launches racing their manager's close, in a JVM of its own: a launch of a kernel that takes only scalars opens no
+     * access, and nothing held the close back from releasing the queue under its enqueue (the JVM ended with SIGSEGV in
+     * clEnqueueNDRangeKernel). A launch is a call of the manager: it runs before the release or is refused.
+     */
+    @Test
+    void launchesRacingTheManagersCloseNeverReachItsReleasedQueue() throws Exception {
+        ChildJvm.Result child = ChildJvm.run(Duration.ofMinutes(2), LaunchesRacingClose.class);
+        assertThat(child.crashed()).as(child.describe()).isFalse();
+        assertThat(child.exitCode()).as(child.describe()).isZero();
+        assertThat(child.output()).as(child.describe()).contains("launched: true, refused: true");
+    }
+
+    /** The child of {@link #launchesRacingTheManagersCloseNeverReachItsReleasedQueue}. */
+    static final class LaunchesRacingClose {
+        public static void main(String[] args) throws Exception {
+            boolean launched = false;
+            boolean refused = false;
+            for (int round = 0; round < 40; round++) {
+                UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build();
+                ComputeKernel scalars = manager.kernels().compile(KernelSource.openCl(
+                        "__kernel void scalars(int a, long b, float c, double d) { }", "scalars"));
+                AtomicInteger launches = new AtomicInteger();
+                AtomicBoolean closed = new AtomicBoolean();
+                List<Thread> launchers = new ArrayList<>();
+                for (int t = 0; t < 4; t++) {
+                    launchers.add(Thread.ofPlatform().start(() -> {
+                        while (true) {
+                            try {
+                                scalars.launch(LaunchShape.of(1), 1, 2L, 3f, 4.0);
+                                launches.incrementAndGet();
+                            } catch (IllegalStateException closedManager) {
+                                closed.set(true);
+                                return;
+                            }
+                        }
+                    }));
+                }
+                while (launches.get() < 10) {
+                    Thread.onSpinWait();
+                }
+                manager.close();
+                for (Thread launcher : launchers) {
+                    launcher.join();
+                }
+                launched |= launches.get() > 0;
+                refused |= closed.get();
+            }
+            System.out.println("launched: " + launched + ", refused: " + refused);
         }
     }
 
