@@ -4,7 +4,9 @@ import dev.compute.memory.lifetime.BufferViews;
 import dev.compute.memory.lifetime.MemoryScope;
 import dev.compute.memory.resource.NothingInFlight;
 import dev.compute.memory.spi.DeviceHandle;
+import dev.compute.memory.spi.WorkGroup;
 import java.lang.foreign.MemorySegment;
+import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import org.jspecify.annotations.Nullable;
@@ -131,7 +133,7 @@ public final class BufferAccess implements AutoCloseable {
     public synchronized void inFlightUntil(CompletableFuture<?> work) {
         Objects.requireNonNull(work, "work");
         checkOpen();
-        recorded = recorded.isDone() ? work : CompletableFuture.allOf(recorded, work);
+        recorded = recorded.isDone() ? work : WorkGroup.of(List.of(recorded, work)); // pieces the backend may order after on the device
     }
 
     public synchronized boolean isOpen() {

@@ -3,7 +3,9 @@ package dev.compute.memory.lifetime;
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.DeviceHandle;
+import dev.compute.memory.spi.WorkGroup;
 import java.lang.foreign.MemorySegment;
+import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import org.jspecify.annotations.Nullable;
@@ -186,7 +188,9 @@ public final class BufferViews {
                     buffer.host.awaitDeviceIdle();
                     throw unrecorded;
                 }
-                ended(buffer, Side.DEVICE, mode, recorded.isDone() ? queued : CompletableFuture.allOf(queued, recorded));
+                // a group, not allOf: each piece stays one the backend can order later work after on the device (a kernel's
+                // place on the queue), where a plain allOf would make the next access wait for it on the host
+                ended(buffer, Side.DEVICE, mode, recorded.isDone() ? queued : WorkGroup.of(List.of(queued, recorded)));
             } else {
                 ended(buffer, side, mode, recorded);
             }

@@ -7,8 +7,11 @@ import static org.jocl.CL.CL_SUCCESS;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferAccess;
+import dev.compute.memory.ComputeKernel;
 import dev.compute.memory.DataType;
 import dev.compute.memory.DeviceTimeoutException;
+import dev.compute.memory.KernelSource;
+import dev.compute.memory.LaunchShape;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.UnifiedBuffer;
@@ -85,6 +88,37 @@ class OpenClDeviceOrderingTest {
                 float[] back = read.get(10, TimeUnit.SECONDS);
                 assertThat(back).containsOnly(30f); // the fill, then both scales, in order
                 assertThat(scaledAgain).succeedsWithin(Duration.ofSeconds(10));
+            } finally {
+                CL.clReleaseEvent(gate);
+            }
+        }
+    }
+
+    /** A launch records its kernel on each buffer: the next launch on the buffer queues behind it, as an op does. */
+    @Test
+    void launchesAfterWorkStillQueuedQueueAtOnceBehindIt() throws Exception {
+        ComputeKernel add = manager.kernels().compile(KernelSource.openCl("""
+                __kernel void add(__global float *x, long n, float v) {
+                    long i = get_global_id(0);
+                    if (i < n) { x[i] += v; }
+                }
+                """, "add"));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+            x.copyFrom(new float[N]);
+            cl_event gate = userEvent();
+            try {
+                fillHeldAt(x, gate);
+                CompletableFuture<Void> first = add.launch(LaunchShape.of(N), x, (long) N, 2f);
+                CompletableFuture<Void> second = add.launch(LaunchShape.of(N), x, (long) N, 3f);
+                CompletableFuture<Void> scaled = manager.ops().scaleAsync(x, 10);
+                assertThat(first).as("queued behind the held fill, not waited for").isNotDone();
+                assertThat(second).as("queued behind the first launch, not waited for").isNotDone();
+                assertThat(scaled).isNotDone();
+
+                open(gate);
+                float[] back = new float[N];
+                x.copyTo(back);
+                assertThat(back).containsOnly(60f); // the fill, both launches, then the scale, in order
             } finally {
                 CL.clReleaseEvent(gate);
             }
