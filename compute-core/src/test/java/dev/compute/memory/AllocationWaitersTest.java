@@ -5,11 +5,14 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.resource.LimitingResource;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.lang.ref.WeakReference;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Queue;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -246,6 +249,42 @@ class AllocationWaitersTest {
         assertThat(figures.waitingRequests()).isZero();
         assertThat(figures.liveBuffers()).isZero();
         assertThat(figures.allocations()).isEqualTo((long) threads * rounds);
+    }
+
+    @Test
+    void aRequestServedAsItJoinsTheQueueLeavesNoTimeoutPendingBehindIt() throws Exception {
+        // threads taking turns, each request waiting a year at most: one the waiter thread serves between its joining
+        // the queue and its timeout being set must not leave that timeout pending, holding it and its buffer for the year
+        int threads = 8;
+        int rounds = 4000;
+        Queue<WeakReference<UnifiedBuffer>> served = new ConcurrentLinkedQueue<>();
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        try {
+            List<Future<?>> runs = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                runs.add(pool.submit(() -> {
+                    for (int i = 0; i < rounds; i++) {
+                        UnifiedBuffer buffer = await(manager.allocateAsync(BLOCK, DEVICE, Duration.ofDays(365)));
+                        served.add(new WeakReference<>(buffer));
+                        buffer.close();
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> run : runs) {
+                run.get(50, TimeUnit.SECONDS);
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        long kept = served.size();
+        for (int i = 0; i < 50 && kept > 0; i++) {
+            System.gc();
+            Thread.sleep(20);
+            kept = served.stream().filter(buffer -> buffer.get() != null).count();
+        }
+        assertThat(kept).as("closed buffers of requests that ended, still reachable").isZero();
+        assertThat(manager.statistics(DEVICE).waitingRequests()).isZero();
     }
 
     @Test

@@ -161,12 +161,20 @@ public final class AllocationWaiters<B> {
         }
         queue.add(waiter);
         waiter.future.whenComplete((buffer, failure) -> left(queue, waiter));
+        ScheduledFuture<?> timeoutTimer;
         try {
-            waiter.timer = timer().schedule(() -> timeOut(queue, waiter), TimeUnit.NANOSECONDS.convert(timeout), TimeUnit.NANOSECONDS);
+            timeoutTimer = timer().schedule(() -> timeOut(queue, waiter), TimeUnit.NANOSECONDS.convert(timeout), TimeUnit.NANOSECONDS);
         } catch (RejectedExecutionException e) {
             if (waiter.settle()) {
                 waiter.future.completeExceptionally(closedWhileWaiting()); // closed as it joined
             }
+            return waiter.future;
+        }
+        waiter.timer = timeoutTimer;
+        if (waiter.future.isDone()) {
+            // served as it joined, before its timer was set, so left() found none to cancel: else the timer would hold
+            // the request and its buffer for the whole wait
+            timeoutTimer.cancel(false);
             return waiter.future;
         }
         if (queue.waiters.peekFirst() == waiter) {
