@@ -79,9 +79,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         this.events = SafeEventListener.of(listeners);
         this.recorder = settings.allocationRecording() ? new AllocationRecorder() : null;
         this.chains = new LocationChains(backend, gate);
-        this.allocation = new BlockAllocation(events);
         this.waiters = new AllocationWaiters<>((type, location, bytes) -> allocate(type, location, bytes, BlockAllocation.Failure.SILENT),
                 UnifiedBuffer::close, events);
+        this.allocation = new BlockAllocation(events, waiters);
         this.mappedFiles = new MappedFiles(settings.maxOpenMappedFiles());
         this.leakDetector = new LeakDetector(gate::isClosed, settings.leakDetection(), events);
         this.figures = new ManagerFigures(chains, waiters, mappedFiles, leakDetector);

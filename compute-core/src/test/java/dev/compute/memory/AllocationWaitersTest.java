@@ -13,12 +13,14 @@ import java.util.Queue;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -285,6 +287,62 @@ class AllocationWaitersTest {
         }
         assertThat(kept).as("closed buffers of requests that ended, still reachable").isZero();
         assertThat(manager.statistics(DEVICE).waitingRequests()).isZero();
+    }
+
+    /**
+     * A batch takes its first buffer, finds no memory for its second and, all or none, gives the first back. Meanwhile
+     * a close woke the waiting request, which found the batch's first buffer taken: the memory the batch gave back is
+     * what it waits for, and no close comes after. The out-of-memory handler sets the scene: asked for the batch's
+     * second buffer, it closes a buffer and waits until the waiter thread has tried the request in vain.
+     */
+    @Test
+    void memoryAFailedBatchGivesBackWakesTheRequestWaitingForIt() throws Exception {
+        Thread batchThread = Thread.currentThread();
+        AtomicReference<UnifiedBuffer> closedInTheBatch = new AtomicReference<>();
+        AtomicReference<CountDownLatch> triedInVain = new AtomicReference<>(new CountDownLatch(1));
+        UnifiedMemoryManager withHandler = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxPoolSize(4 * BLOCK).timelineInterval(Duration.ZERO)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> {
+                    if (Thread.currentThread() != batchThread) {
+                        triedInVain.get().countDown(); // the waiter thread's retry of the waiting request
+                        return false;
+                    }
+                    UnifiedBuffer other = closedInTheBatch.getAndSet(null);
+                    if (other != null) {
+                        CountDownLatch retried = new CountDownLatch(1);
+                        triedInVain.set(retried);
+                        other.close();
+                        awaitQuietly(retried);
+                    }
+                    return false;
+                })
+                .build();
+        try (withHandler) {
+            List<UnifiedBuffer> full = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                full.add(withHandler.allocate(BLOCK, DEVICE));
+            }
+            CompletableFuture<UnifiedBuffer> waiting = withHandler.allocateAsync(2 * BLOCK, DEVICE, LONG);
+            full.removeLast().close();
+            awaitQuietly(triedInVain.get());
+            closedInTheBatch.set(full.removeLast());
+
+            assertThatThrownBy(() -> withHandler.allocateBatch(DataType.INT8, new long[] {BLOCK, 2 * BLOCK}, DEVICE))
+                    .isInstanceOf(DeviceOutOfMemoryException.class).hasMessageContaining("given back");
+
+            try (UnifiedBuffer served = await(waiting)) {
+                assertThat(served.byteSize()).isEqualTo(2 * BLOCK);
+            }
+            full.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            assertThat(latch.await(LONG.toSeconds(), TimeUnit.SECONDS)).isTrue();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     @Test

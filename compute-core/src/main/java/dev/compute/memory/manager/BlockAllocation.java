@@ -17,7 +17,8 @@ import org.jspecify.annotations.Nullable;
  * Blocks from a location's chain, as buffers may use them: one, or a batch all or none (placed together where the
  * pool can, else one by one). Where the application's adaptors are in the chain each block is checked to be at least
  * as large as asked and within its segment, since a buffer on a smaller one would reach memory that is not its own.
- * An out-of-memory is told to listeners, except a waiting request's retries.
+ * An out-of-memory is told to listeners, except a waiting request's retries. Blocks a failed batch gives back wake the
+ * requests waiting at its location, as a close does.
  */
 public final class BlockAllocation {
 
@@ -25,9 +26,11 @@ public final class BlockAllocation {
     public enum Failure { REPORT, SILENT }
 
     private final MemoryEventListener events;
+    private final AllocationWaiters<?> waiters;
 
-    public BlockAllocation(MemoryEventListener events) {
+    public BlockAllocation(MemoryEventListener events, AllocationWaiters<?> waiters) {
         this.events = events;
+        this.waiters = waiters;
     }
 
     /** The bytes of {@code count} elements, refused unless positive; an overflow says so. */
@@ -138,12 +141,16 @@ public final class BlockAllocation {
 
     /**
      * Gives every block back, whatever one's free throws (an application's adaptor may throw anything): the first
-     * failure, with the others added to it, or null.
+     * failure, with the others added to it, or null. A request waiting there is tried again: while the batch held these
+     * blocks, a close may have tried it in vain, and no later close may come to wake it.
      */
-    private static @Nullable Throwable giveBack(LocationChain chain, List<Block> blocks) {
+    private @Nullable Throwable giveBack(LocationChain chain, List<Block> blocks) {
         Throwable failure = null;
         for (Block block : blocks) {
             failure = chain.deallocate(block, NothingInFlight.FUTURE, failure);
+        }
+        if (!blocks.isEmpty()) {
+            waiters.released(chain.location(), NothingInFlight.FUTURE);
         }
         return failure;
     }
@@ -169,7 +176,7 @@ public final class BlockAllocation {
     }
 
     /** A batch placed together by a chain with the application's adaptors, each block {@link #checked}; all go back if one is wrong. */
-    private static List<Block> checkedBatch(LocationChain chain, List<Block> blocks, long[] bytes) {
+    private List<Block> checkedBatch(LocationChain chain, List<Block> blocks, long[] bytes) {
         if (blocks.size() != bytes.length) {
             IllegalStateException wrong = new IllegalStateException("a resource adaptor of the " + chain.location() + " chain placed "
                     + blocks.size() + " blocks for a batch of " + bytes.length);

@@ -40,7 +40,9 @@ class BlockAllocationTest {
 
     private final SimulatedDiscreteBackend device = new SimulatedDiscreteBackend();
     private final ManagerParts.Events events = new ManagerParts.Events();
-    private final BlockAllocation allocation = new BlockAllocation(events);
+    private final BlockAllocation allocation = new BlockAllocation(events, new AllocationWaiters<>((type, location, bytes) -> {
+        throw new AssertionError("nothing waits here");
+    }, block -> { }, events));
 
     private BackendResource backendResource(long limit) {
         return new BackendResource(device, DEVICE, limit, "compute.memory.pooling.max-pool-size", Duration.ofSeconds(5), MemoryEventListener.NONE);

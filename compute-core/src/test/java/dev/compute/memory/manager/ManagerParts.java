@@ -123,9 +123,9 @@ final class ManagerParts implements AutoCloseable {
         UnifiedMemoryManagerBuilder builder = UnifiedMemoryManager.builder().timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO);
         settings = ResolvedSettings.of(recipe.settings.apply(builder), backend);
         chains = new LocationChains(backend, gate);
-        allocation = new BlockAllocation(events);
-        waiters = new AllocationWaiters<>((type, location, bytes) -> allocation.block(chains.open(location), bytes, BlockAllocation.Failure.SILENT),
+        waiters = new AllocationWaiters<>((type, location, bytes) -> allocation().block(chains.open(location), bytes, BlockAllocation.Failure.SILENT),
                 block -> returns().release(block.segment().location(), block, null, CompletableFuture.completedFuture(null), null), events);
+        allocation = new BlockAllocation(events, waiters);
         mappedFiles = new MappedFiles(settings.maxOpenMappedFiles());
         leakDetector = new LeakDetector(gate::isClosed, settings.leakDetection(), events);
         figures = new ManagerFigures(chains, waiters, mappedFiles, leakDetector);
@@ -142,6 +142,10 @@ final class ManagerParts implements AutoCloseable {
 
     private BlockReturns returns() {
         return returns;
+    }
+
+    private BlockAllocation allocation() {
+        return allocation;
     }
 
     /** A block at {@code location}, as the manager allocates one. */
