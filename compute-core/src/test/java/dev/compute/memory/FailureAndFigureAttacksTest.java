@@ -188,6 +188,30 @@ class FailureAndFigureAttacksTest {
     }
 
     /**
+     * A service that shuts down when a request's wait for memory times out closes the manager in a function of its
+     * future, which runs on the manager's timer thread. The close stopped that timer as a pool stopped with
+     * {@code shutdownNow()}: interrupting its thread, the very thread closing, whose function then went on interrupted
+     * (the rest of a shutdown, whose next blocking wait fails at once).
+     */
+    @Test
+    void aTimedOutRequestsFunctionThatClosesTheManagerIsNotLeftInterrupted() throws Exception {
+        UnifiedMemoryManager manager = fourBlocks().build();
+        List<UnifiedBuffer> held = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            held.add(manager.allocate(BLOCK, DEVICE));
+        }
+        CompletableFuture<String> interruptedAfterClose = new CompletableFuture<>();
+        manager.allocateAsync(BLOCK, DEVICE, Duration.ofMillis(200)).whenComplete((buffer, failure) -> {
+            held.forEach(UnifiedBuffer::close);
+            manager.close();
+            interruptedAfterClose.complete(Thread.currentThread().getName() + " interrupted: " + Thread.interrupted());
+        });
+
+        assertThat(interruptedAfterClose.get(10, TimeUnit.SECONDS)).startsWith("compute-memory-waiters-").endsWith("interrupted: false");
+        assertThat(manager.statistics(DEVICE).reservedBytes()).as("the pools' memory, freed by the close").isZero();
+    }
+
+    /**
      * A listener that allocates when it hears of a failure (a fallback, a smaller try) at the same location: its own
      * allocation fails too and is told to it again, inside itself, until the thread's stack overflows (635 levels
      * here, each running the pool's recovery and a compaction), the {@link StackOverflowError} thrown at whatever point

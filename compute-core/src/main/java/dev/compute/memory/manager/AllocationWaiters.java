@@ -211,7 +211,8 @@ public final class AllocationWaiters<B> {
         closed = true;
         synchronized (this) {
             if (timer != null) {
-                timer.shutdownNow();
+                // its pending timeouts are dropped; no interrupt: a request's function on it may be what closes
+                timer.shutdown();
             }
             if (server != null) {
                 server.shutdown(); // an attempt under way ends on its own, against the closed manager
@@ -355,6 +356,7 @@ public final class AllocationWaiters<B> {
         if (timer == null) {
             timer = new ScheduledThreadPoolExecutor(1, THREADS);
             timer.setRemoveOnCancelPolicy(true);
+            timer.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
             timer.setKeepAliveTime(IDLE_SECONDS, TimeUnit.SECONDS);
             timer.allowCoreThreadTimeOut(true);
         }
