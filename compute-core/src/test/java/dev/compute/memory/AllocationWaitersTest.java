@@ -208,6 +208,28 @@ class AllocationWaitersTest {
         assertThat(manager.statistics(DEVICE).liveBuffers()).as("nothing made for the cancelled request").isEqualTo(4);
     }
 
+    /**
+     * A request its caller ends, cancelling it or letting {@code orTimeout} fail it, is off the queue when the
+     * functions added to its future run, as one that the manager serves, times out or fails at its close: they read no
+     * figure that still counts it as waiting.
+     */
+    @Test
+    void aRequestItsCallerEndsIsNotCountedAsWaitingByItsFunctions() throws Exception {
+        fill();
+        CompletableFuture<UnifiedBuffer> cancelled = manager.allocateAsync(BLOCK, DEVICE, LONG);
+        CompletableFuture<UnifiedBuffer> timedOutByItsCaller = manager.allocateAsync(BLOCK, DEVICE, LONG);
+        CompletableFuture<Long> waitingWhenCancelled = cancelled.handle((buffer, failure) -> manager.statistics(DEVICE).waitingRequests());
+        CompletableFuture<Long> waitingWhenTimedOut = timedOutByItsCaller.orTimeout(10, TimeUnit.MILLISECONDS)
+                .handle((buffer, failure) -> manager.statistics(DEVICE).waitingRequests());
+
+        cancelled.cancel(false);
+
+        assertThat(waitingWhenCancelled.get(LONG.toSeconds(), TimeUnit.SECONDS)).as("the other request waits on").isEqualTo(1);
+        assertThat(waitingWhenTimedOut.get(LONG.toSeconds(), TimeUnit.SECONDS)).isZero();
+        held.removeFirst().close();
+        assertThat(manager.statistics(DEVICE).liveBuffers()).as("nothing made for either").isEqualTo(3);
+    }
+
     @Test
     void closingTheManagerFailsEveryWaiterAtOnce() {
         fill();

@@ -60,21 +60,50 @@ public final class AllocationWaiters<B> {
         final MemoryLocation location;
         final long bytes;
         final Duration timeout;
-        final CompletableFuture<B> future = new CompletableFuture<>();
-        /** Set by whichever of serving, timing out and closing ends the request; the others then leave it alone. */
+        final CompletableFuture<B> future;
+        /** Set by whichever of serving, timing out, closing and its caller ends the request; the others then leave it alone. */
         private final AtomicBoolean settled = new AtomicBoolean();
         /** Its own last refusal once tried; until then the refusal of the request ahead of it when it joined. */
         volatile DeviceOutOfMemoryException refusal;
         volatile boolean tried;
         volatile @Nullable ScheduledFuture<?> timer;
 
-        Waiter(DataType type, MemoryLocation location, long bytes, Duration timeout, DeviceOutOfMemoryException refusal, boolean tried) {
+        /** {@code leave}: takes an ended request off its queue. */
+        Waiter(DataType type, MemoryLocation location, long bytes, Duration timeout, DeviceOutOfMemoryException refusal, boolean tried,
+               Consumer<Waiter<?>> leave) {
             this.type = type;
             this.location = location;
             this.bytes = bytes;
             this.timeout = timeout;
             this.refusal = refusal;
             this.tried = tried;
+            // ended by its caller (cancelled, or completed as orTimeout does), the request leaves its queue before its
+            // functions run, as it does when served, timed out or failed at a close: none sees it counted as waiting
+            this.future = new CompletableFuture<>() {
+                @Override
+                public boolean cancel(boolean mayInterruptIfRunning) {
+                    endedByCaller();
+                    return super.cancel(mayInterruptIfRunning);
+                }
+
+                @Override
+                public boolean complete(B value) {
+                    endedByCaller();
+                    return super.complete(value);
+                }
+
+                @Override
+                public boolean completeExceptionally(Throwable failure) {
+                    endedByCaller();
+                    return super.completeExceptionally(failure);
+                }
+
+                private void endedByCaller() {
+                    if (!isDone() && settle()) {
+                        leave.accept(Waiter.this);
+                    }
+                }
+            };
         }
 
         boolean settle() {
@@ -155,7 +184,7 @@ public final class AllocationWaiters<B> {
             }
             queue.latestRefusal = refusal;
         }
-        Waiter<B> waiter = new Waiter<>(type, location, bytes, timeout, refusal, tried);
+        Waiter<B> waiter = new Waiter<>(type, location, bytes, timeout, refusal, tried, ended -> withdraw(queue, ended));
         if (timeout.isZero()) {
             return failed(location, bytes, timedOut(waiter, queue));
         }
