@@ -174,7 +174,6 @@ final class OpenClKernel implements NativeKernel {
                 }
             }
             cl_event done = new cl_event();
-            long countBefore = backend.queue().count();
             int code = CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel, shape.dimensions(), null, global, group, 0, null, done);
             if (code != CL_SUCCESS) {
                 throw OpenClCalls.failure(code, "clEnqueueNDRangeKernel of kernel '" + name + "' over " + shape + " (work-groups of "
@@ -182,7 +181,7 @@ final class OpenClKernel implements NativeKernel {
                         + backend.device().describe() + ")");
             }
             if (staged.isEmpty()) {
-                return backend.queue().position(done, countBefore);
+                return backend.queue().position(done);
             }
             CL.clReleaseEvent(done);
             for (Staged slice : staged) {

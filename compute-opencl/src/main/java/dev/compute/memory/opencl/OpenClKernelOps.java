@@ -79,7 +79,7 @@ final class OpenClKernelOps implements KernelOps {
             return CompletableFuture.completedFuture(null);
         }
         try (Argument bound = bind(region)) {
-            Queued done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
+            cl_event done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
                 bound.set(k, 0);
                 setLong(k, 1, bound.elementOffset());
                 setLong(k, 2, n);
@@ -101,7 +101,7 @@ final class OpenClKernelOps implements KernelOps {
             return CompletableFuture.completedFuture(null);
         }
         try (Argument from = bind(x); Argument to = bind(y)) {
-            Queued done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
+            cl_event done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
                 setScalar(k, 0, y.type(), alpha);
                 from.set(k, 1);
                 setLong(k, 2, from.elementOffset());
@@ -128,14 +128,14 @@ final class OpenClKernelOps implements KernelOps {
         cl_mem partial = CL.clCreateBuffer(backend.context(), CL_MEM_READ_WRITE, partialBytes, null, error);
         OpenClCalls.check(error[0], "clCreateBuffer of " + partialBytes + " bytes for sum's partial sums");
         try (Argument bound = bind(x)) {
-            Queued reduced = launch(kernel, groups * local, local, k -> {
+            cl_event reduced = launch(kernel, groups * local, local, k -> {
                 bound.set(k, 0);
                 setLong(k, 1, bound.elementOffset());
                 setLong(k, 2, n);
                 OpenClCalls.check(CL.clSetKernelArg(k, 3, Sizeof.cl_mem, Pointer.to(partial)), "clSetKernelArg");
                 OpenClCalls.check(CL.clSetKernelArg(k, 4, local * accumulatorBytes, null), "clSetKernelArg");
             });
-            CL.clReleaseEvent(reduced.event());
+            CL.clReleaseEvent(reduced);
             ByteBuffer partials = ByteBuffer.allocateDirect((int) partialBytes).order(ByteOrder.nativeOrder());
             cl_event read = new cl_event();
             OpenClCalls.check(CL.clEnqueueReadBuffer(backend.commandQueue(), partial, false, 0, partialBytes, Pointer.to(partials), 0, null, read),
@@ -155,28 +155,23 @@ final class OpenClKernelOps implements KernelOps {
 
     // ---- launching ----------------------------------------------------------------------------------------------
 
-    /** A kernel queued: its event, and the queue's count of commands before it ({@link OpenClQueue#position(cl_event, long)}). */
-    private record Queued(cl_event event, long countBefore) {}
-
     /** Sets the arguments and enqueues under the kernel's lock: a kernel's arguments are shared state. */
-    private Queued launch(cl_kernel kernel, long globalSize, long localSize, Consumer<cl_kernel> arguments) {
+    private cl_event launch(cl_kernel kernel, long globalSize, long localSize, Consumer<cl_kernel> arguments) {
         cl_event done = new cl_event();
-        long countBefore;
         synchronized (kernel) {
             arguments.accept(kernel);
-            countBefore = backend.queue().count();
             OpenClCalls.check(CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel, 1, null, new long[] {globalSize},
                     localSize == 0 ? null : new long[] {localSize}, 0, null, done), "clEnqueueNDRangeKernel");
         }
-        return new Queued(done, countBefore);
+        return done;
     }
 
     /** The future of a kernel that wrote {@code written}: after a map and unmap where it is host memory wrapped for the launch. */
-    private CompletableFuture<Void> complete(Queued kernel, Argument written, String what) {
+    private CompletableFuture<Void> complete(cl_event kernelDone, Argument written, String what) {
         if (!written.wrapsHostMemory()) {
-            return backend.queue().position(kernel.event(), kernel.countBefore());
+            return backend.queue().position(kernelDone);
         }
-        CL.clReleaseEvent(kernel.event());
+        CL.clReleaseEvent(kernelDone);
         cl_event unmapped = new cl_event();
         backend.queue().enqueuePublishToHost(written.memory(), written.bytes(), NO_EVENTS, unmapped);
         return backend.queue().track(unmapped, what);

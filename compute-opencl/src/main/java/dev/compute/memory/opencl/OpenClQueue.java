@@ -104,7 +104,7 @@ final class OpenClQueue {
                 return markCovering(covered, true);
             }
         }, completions::wake, completions::wakeSoon, count -> idleUpTo.accumulateAndGet(count, Math::max));
-        completions.onWake(positions::markForWaiter);
+        completions.onWake(positions::markUncovered);
     }
 
     cl_context context() {
@@ -154,29 +154,10 @@ final class OpenClQueue {
         return positions.next(queuedCount.incrementAndGet());
     }
 
-    /**
-     * As {@link #position()}, for a command whose event the caller made (taken over), queued once the queue had counted
-     * {@code countBefore} ({@link #count}): the position waits for that event rather than a marker where it can.
-     */
-    CompletableFuture<Void> position(cl_event queued, long countBefore) {
-        synchronized (lifecycle) {
-            if (closed) {
-                CL.clReleaseEvent(queued);
-                return drained;
-            }
-            try {
-                OpenClCalls.check(CL.clFlush(queue), "clFlush");
-            } catch (RuntimeException e) {
-                CL.clReleaseEvent(queued);
-                throw e;
-            }
-        }
-        return positions.next(queuedCount.incrementAndGet(), queued, countBefore);
-    }
-
-    /** The commands counted so far: read before queuing a command whose position follows its event ({@link #position(cl_event, long)}). */
-    long count() {
-        return queuedCount.get();
+    /** As {@link #position()}, for a command whose event the caller made: released here. */
+    CompletableFuture<Void> position(cl_event queued) {
+        CL.clReleaseEvent(queued);
+        return position();
     }
 
     /**
@@ -257,12 +238,7 @@ final class OpenClQueue {
      * calling thread also waits for the marker itself, outside the lifecycle lock. On a closed backend nothing is
      * queued; a marker that cannot be queued waits for the queue and fails them.
      */
-    private QueuePositions.Marked markCovering(List<QueuePositions.Position> covered, boolean awaitHere) {
-        QueuePositions.Position last = QueuePositions.coveringCommand(covered);
-        cl_event command = last == null ? null : last.retainCommand();
-        if (command != null) {
-            return followCommand(command, covered, awaitHere);
-        }
+    private QueuePositions.Marked markCovering(List<? extends CompletableFuture<Void>> covered, boolean awaitHere) {
         cl_event marker = new cl_event();
         boolean waitHere;
         synchronized (lifecycle) {
@@ -289,30 +265,6 @@ final class OpenClQueue {
             return EventCompletions.awaitHere(marker) ? QueuePositions.Marked.ENDED : QueuePositions.Marked.LEFT_TO_WAITER;
         } finally {
             CL.clReleaseEvent(marker);
-        }
-    }
-
-    /**
-     * As {@link #markCovering}, with the event of a command queued after every position of {@code covered} but the last,
-     * which it is the last's own ({@link QueuePositions#coveringCommand}): taken over, and nothing queued.
-     */
-    private QueuePositions.Marked followCommand(cl_event command, List<QueuePositions.Position> covered, boolean awaitHere) {
-        boolean waitHere;
-        synchronized (lifecycle) {
-            if (closed) {
-                CL.clReleaseEvent(command);
-                return QueuePositions.Marked.NOT_QUEUED;
-            }
-            waitHere = awaitHere && CL.clRetainEvent(command) == CL.CL_SUCCESS;
-            completions.completion(command, "a kernel (and the queue positions before it)", covered);
-        }
-        if (!waitHere) {
-            return QueuePositions.Marked.LEFT_TO_WAITER;
-        }
-        try {
-            return EventCompletions.awaitHere(command) ? QueuePositions.Marked.ENDED : QueuePositions.Marked.LEFT_TO_WAITER;
-        } finally {
-            CL.clReleaseEvent(command);
         }
     }
 

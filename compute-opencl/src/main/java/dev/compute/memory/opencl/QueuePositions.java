@@ -6,8 +6,6 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.LongConsumer;
-import org.jocl.CL;
-import org.jocl.cl_event;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -16,14 +14,9 @@ import org.jspecify.annotations.Nullable;
  * serves every position made before it. So a chain of kernels and accesses costs the device one marker per
  * wake-up of the waiter thread rather than an event per step.
  *
- * <p>A kernel's position keeps its command's event: where it is the last of the positions to cover and every other
- * was made before the kernel was queued, that event's end completes them all, and no marker is queued
- * ({@link #coveringCommand}), as a chain on the raw queue waits for its last kernel's event.
- *
  * <p>The first position after a marker asks the waiter to mark soon ({@code wakeSoon}: within
  * {@link EventCompletions#WAKE_SOON_NANOS}), so that the positions of a chain of steps share a marker and the waiter
- * wakes once for them, not once per step; then it covers every position still uncovered ({@link #markForWaiter}),
- * leaving those after the last kernel's event for one more while, once.
+ * wakes once for them, not once per step; then it marks every position still uncovered ({@link #markUncovered}).
  * What needs a position done sooner says so: a dependent action attached through the position's own methods wakes the
  * waiter at once ({@code wake}), and a caller that waits on a position itself ({@link Position#get},
  * {@link Position#join}) marks at once. A future that only combines positions (such as {@code allOf}) sees them
@@ -31,64 +24,24 @@ import org.jspecify.annotations.Nullable;
  */
 final class QueuePositions {
 
-    /**
-     * A position on the queue: completes once a marker queued after it has ended, or the last command of a position
-     * made after it ({@link #coveringCommand}).
-     */
+    /** A position on the queue: completes once a marker queued after it has ended. */
     static final class Position extends EventCompletions.Awaited {
         private final QueuePositions owner;
         /** The queue's count of commands when it was made: once it ends well, every command counted up to there has ended. */
         private final long count;
-        /**
-         * The event of the command it follows, where its maker had one (a kernel): on an in-order queue its end says
-         * every position counted before that command was queued is done, without a marker. Released once it completes.
-         */
-        private @Nullable cl_event command;
-        /** The queue's count before {@link #command} was queued: positions counted up to there were made before it. */
-        private final long countBefore;
-        /** Set once its own command's end is what completes it: then only the commands counted before it are known ended. */
-        private volatile boolean completedByItsCommand;
         /** Set, under the owner's monitor, once a marker covers it. */
         private boolean covered;
-        /** Set, under the owner's monitor, once the waiter left it uncovered for a while ({@link #markForWaiter}). */
-        private boolean leftOnce;
 
-        private Position(QueuePositions owner, long count, @Nullable cl_event command, long countBefore) {
+        private Position(QueuePositions owner, long count) {
             this.owner = owner;
             this.count = count;
-            this.command = command;
-            this.countBefore = countBefore;
         }
 
         /** Ended well: says so to the queue ({@link QueuePositions#QueuePositions}'s {@code ended}) before any waiter wakes. */
         @Override
         public boolean complete(Void value) {
-            // by its own command: what was counted between the command and this position is known ended only where nothing was
-            owner.ended.accept(!completedByItsCommand || count == countBefore + 1 ? count : countBefore);
-            releaseCommand();
+            owner.ended.accept(count);
             return super.complete(value);
-        }
-
-        @Override
-        public boolean completeExceptionally(Throwable failure) {
-            releaseCommand();
-            return super.completeExceptionally(failure);
-        }
-
-        /** A reference to its command's event for the caller, who releases it; null where it has none (any more). */
-        synchronized @Nullable cl_event retainCommand() {
-            if (command == null || CL.clRetainEvent(command) != CL.CL_SUCCESS) {
-                return null;
-            }
-            completedByItsCommand = true;
-            return command;
-        }
-
-        private synchronized void releaseCommand() {
-            if (command != null) {
-                CL.clReleaseEvent(command);
-                command = null;
-            }
         }
 
         @Override
@@ -150,15 +103,7 @@ final class QueuePositions {
 
     /** A position after everything queued so far (the caller has flushed the queue), the {@code count}th command counted. */
     Position next(long count) {
-        return next(count, null, count);
-    }
-
-    /**
-     * As {@link #next(long)}, after {@code command}'s event (taken over: released once the position completes), queued
-     * once the queue had counted {@code countBefore}.
-     */
-    Position next(long count, @Nullable cl_event command, long countBefore) {
-        Position position = new Position(this, count, command, countBefore);
+        Position position = new Position(this, count);
         boolean first;
         synchronized (this) {
             first = uncovered.isEmpty();
@@ -182,62 +127,6 @@ final class QueuePositions {
         if (covered != null && !markers.mark(covered)) {
             covered.forEach(position -> position.complete(null));
         }
-    }
-
-    /**
-     * The waiter's turn, which {@link #next}'s soon-wake or a wake asked for: as {@link #markUncovered}, except that on
-     * a soon-wake the positions after the last one a kernel's event covers ({@link #coveringCommand}) are left for one
-     * more while, unless they were left once already. So a chain of kernels and device accesses is covered by its
-     * kernels' events, where a marker would be queued behind whichever access came last.
-     */
-    void markForWaiter() {
-        boolean asked = wakeAsked.getAndSet(false); // before taking: a position made after this asks again
-        List<Position> left = new ArrayList<>();
-        List<Position> covered = takeForWaiter(!asked, left);
-        if (!left.isEmpty()) {
-            wakeSoon.run();
-        }
-        if (covered != null && !markers.mark(covered)) {
-            covered.forEach(position -> position.complete(null));
-            markUncovered(); // the backend is closing: what was left would wait for a turn that may not come
-        }
-    }
-
-    /**
-     * The uncovered positions for the waiter, now covered; with {@code mayLeave}, the later ones that the last kernel's
-     * event among them does not cover stay uncovered, in {@code left}, where none of them was left before.
-     */
-    private synchronized @Nullable List<Position> takeForWaiter(boolean mayLeave, List<Position> left) {
-        if (uncovered.isEmpty()) {
-            return null;
-        }
-        Position covering = null;
-        if (mayLeave) {
-            for (Position each : uncovered) {
-                if (each.command != null && (covering == null || each.count > covering.count)) {
-                    covering = each;
-                }
-            }
-        }
-        if (covering != null) {
-            List<Position> taken = new ArrayList<>();
-            for (Position each : uncovered) {
-                if (each.count > covering.count) {
-                    left.add(each);
-                } else {
-                    taken.add(each);
-                }
-            }
-            if (QueuePositions.coveringCommand(taken) == covering && left.stream().noneMatch(each -> each.leftOnce)) {
-                left.forEach(each -> each.leftOnce = true);
-                uncovered.clear();
-                uncovered.addAll(left);
-                taken.forEach(each -> each.covered = true);
-                return taken;
-            }
-            left.clear();
-        }
-        return takeUncovered(null);
     }
 
     /**
@@ -268,29 +157,6 @@ final class QueuePositions {
             case NOT_QUEUED -> covered.forEach(each -> each.complete(null)); // as markUncovered: the close waits for the queue
             case LEFT_TO_WAITER -> { }
         }
-    }
-
-    /**
-     * The position among {@code covered} whose command's end completes them all, so that no marker is needed: the last
-     * counted, where it has a command and every other was counted before that command was queued (on an in-order
-     * queue, whatever a position follows was queued before it was made); null where there is none.
-     */
-    static @Nullable Position coveringCommand(List<Position> covered) {
-        Position last = null;
-        for (Position each : covered) {
-            if (last == null || each.count > last.count) {
-                last = each;
-            }
-        }
-        if (last == null || last.command == null) {
-            return null;
-        }
-        for (Position each : covered) {
-            if (each != last && each.count > last.countBefore) {
-                return null; // made while the command was being queued, perhaps after it: a marker covers it
-            }
-        }
-        return last;
     }
 
     /** The uncovered positions, now covered; null when there are none, or when {@code needed} is not among them. */
