@@ -435,7 +435,7 @@ public final class BufferCore {
     private void reportHeldIfUnreleased() {
         synchronized (this) {
             if (block != null) {
-                host.held(this, block);
+                host.held(this, block, mirror);
             }
         }
     }

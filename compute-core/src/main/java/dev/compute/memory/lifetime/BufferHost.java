@@ -51,11 +51,11 @@ public interface BufferHost {
     Block allocateMirror(long bytes);
 
     /**
-     * {@code buffer}, a root, was closed, but views, accesses or ops still hold its {@code block}: it is no buffer of
-     * the figures any more, and its memory is held until {@link #release} gives it back. Called under the buffer's
-     * monitor, so that the release comes after.
+     * {@code buffer}, a root, was closed, but views, accesses or ops still hold its {@code block} (and its host
+     * {@code mirror}, if it has one): it is no buffer of the figures any more, and its memory is held until
+     * {@link #release} gives it back. Called under the buffer's monitor, so that the release comes after.
      */
-    void held(BufferCore buffer, Block block);
+    void held(BufferCore buffer, Block block, @Nullable Block mirror);
 
     /**
      * A closed buffer's blocks go back: to their chains, or a mapped file to be unmapped, once {@code inFlight} is done;

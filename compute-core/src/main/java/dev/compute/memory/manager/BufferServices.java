@@ -9,6 +9,7 @@ import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.ComputeBackend;
 import java.time.Duration;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -119,8 +120,8 @@ public final class BufferServices implements BufferHost {
     }
 
     @Override
-    public void held(BufferCore buffer, Block block) {
-        if (held.put(block, new Held(buffer, block, System.nanoTime())) == null) {
+    public void held(BufferCore buffer, Block block, @Nullable Block mirror) {
+        if (held.put(block, new Held(buffer, block, mirror, System.nanoTime())) == null) {
             heldCount.incrementAndGet();
         }
     }
@@ -134,16 +135,20 @@ public final class BufferServices implements BufferHost {
         returns.release(location, block, mirror, inFlight, budgetCount);
     }
 
-    /** What closed buffers held by views, accesses or ops hold at {@code location} (mapped files apart). */
+    /**
+     * What closed buffers held by views, accesses or ops hold at {@code location} (mapped files apart): their blocks
+     * there, and the host mirrors of held buffers elsewhere when this is the mirrors' location, since a mirror is a
+     * block of that location's pool.
+     */
     HeldFigures heldAt(MemoryLocation location) {
         long buffers = 0;
         long bytes = 0;
         long requested = 0;
         for (Held entry : held.values()) {
-            if (entry.pooled() && entry.buffer.location() == location) {
+            for (Block block : entry.blocksAt(location, chains.mirrorLocation())) {
                 buffers++;
-                bytes += entry.block.size();
-                requested += entry.block.requestedSize();
+                bytes += block.size();
+                requested += block.requestedSize();
             }
         }
         return new HeldFigures(buffers, bytes, requested);
@@ -153,8 +158,8 @@ public final class BufferServices implements BufferHost {
     Set<String> heldPlaces(MemoryLocation location) {
         Set<String> places = new HashSet<>();
         for (Held entry : held.values()) {
-            if (entry.pooled() && entry.buffer.location() == location) {
-                places.add(entry.block.segment().address() + ":" + entry.block.offset());
+            for (Block block : entry.blocksAt(location, chains.mirrorLocation())) {
+                places.add(block.segment().address() + ":" + block.offset());
             }
         }
         return places;
@@ -172,28 +177,35 @@ public final class BufferServices implements BufferHost {
                 entry.warned = true;
                 LOG.log(System.Logger.Level.WARNING, "a closed " + entry.buffer + " has waited " + Duration.ofNanos(now - entry.since).toMillis()
                         + " ms for views or accesses held by " + String.join(", ", entry.buffer.holders()) + " to end; its "
-                        + entry.block.size() + " bytes go back only then. Take views inside a view scope (ViewScope.open(), or a web"
+                        + (entry.block.size() + (entry.mirror == null ? 0 : entry.mirror.size())) + " bytes go back only then. Take views inside a view scope (ViewScope.open(), or a web"
                         + " request or task with the starter), end accesses, or close buffers on the thread that views them.");
             }
         }
     }
 
-    /** A closed buffer's block that views, accesses or ops still hold. */
+    /** A closed buffer's block, and its host mirror if it has one, that views, accesses or ops still hold. */
     private static final class Held {
         final BufferCore buffer;
         final Block block;
+        final @Nullable Block mirror;
         final long since;
         volatile boolean warned;
 
-        Held(BufferCore buffer, Block block, long since) {
+        Held(BufferCore buffer, Block block, @Nullable Block mirror, long since) {
             this.buffer = buffer;
             this.block = block;
+            this.mirror = mirror;
             this.since = since;
         }
 
-        /** A pool's block (a mapped file has figures of its own). */
-        boolean pooled() {
-            return !(block instanceof MappedFile);
+        /** Its pools' blocks at {@code location}: the buffer's own (a mapped file has figures of its own), its mirror's. */
+        List<Block> blocksAt(MemoryLocation location, MemoryLocation mirrorLocation) {
+            boolean own = buffer.location() == location && !(block instanceof MappedFile);
+            boolean mirrored = mirror != null && mirrorLocation == location;
+            if (own && mirrored) {
+                return List.of(block, mirror);
+            }
+            return own ? List.of(block) : mirrored ? List.of(mirror) : List.of();
         }
     }
 

@@ -191,6 +191,38 @@ public abstract class BufferLifetimeContractTest {
         }
     }
 
+    /**
+     * A closed buffer that an access or another thread's view still holds is no live buffer at any location: its host
+     * mirror (a device buffer's host copy, allocated at the mirror's location) is held with it, not live there.
+     */
+    @Test
+    void aHeldBuffersHostMirrorIsHeldNotLive() throws Exception {
+        for (MemoryLocation location : manager.locations()) {
+            UnifiedBuffer accessed = manager.allocate(SIZE, location);
+            BufferAccess access = accessed.hostAccess(AccessMode.WRITE);
+            accessed.close();
+            UnifiedBuffer viewed = manager.allocate(SIZE, location);
+            viewed.hostView().fill((byte) 1);
+            other.submit(viewed::close).get(10, TimeUnit.SECONDS);
+
+            assertThat(manager.liveBuffers()).as("%s: both closed", location).isEmpty();
+            for (MemoryLocation at : manager.locations()) {
+                MemoryStatistics figures = manager.statistics(at);
+                assertThat(figures.liveBuffers()).as("%s buffers, at %s", location, at).isZero();
+                assertThat(figures.allocatedBytes()).as("%s buffers, at %s", location, at).isZero();
+            }
+            long heldBytes = manager.locations().stream().mapToLong(at -> manager.statistics(at).heldBytes()).sum();
+            assertThat(heldBytes).as("%s: each buffer's memory, and its mirror where it has one", location)
+                    .isEqualTo(accessed.isHostAccessible() ? 2L * SIZE : 4L * SIZE);
+
+            access.close();
+            assertThatThrownBy(() -> viewed.copyTo(new byte[1])).isInstanceOf(IllegalStateException.class); // ends the view
+            for (MemoryLocation at : manager.locations()) {
+                assertThat(manager.statistics(at).heldBytes()).as("%s buffers, at %s, let go", location, at).isZero();
+            }
+        }
+    }
+
     @Test
     void accessModesShapeTheSegmentAndTheState() {
         try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 256)) {

@@ -145,7 +145,7 @@ final class TestHost implements BufferHost {
     final List<Block> held = new CopyOnWriteArrayList<>();
 
     @Override
-    public void held(BufferCore buffer, Block block) {
+    public void held(BufferCore buffer, Block block, @Nullable Block mirror) {
         held.add(block);
     }
 
