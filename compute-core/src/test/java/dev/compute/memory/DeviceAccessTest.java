@@ -9,6 +9,7 @@ import dev.compute.memory.simulated.SimulatedDiscreteBackend.SimulatedDeviceHand
 import dev.compute.memory.testing.FaultInjectingBackend;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -125,6 +126,34 @@ class DeviceAccessTest {
             assertThat(access.offset()).as("the closed buffer's block waits for its kernel").isNotEqualTo(closedAt);
         }
         second.complete(null);
+    }
+
+    /** A closed buffer's host mirror waits for its device work as its device memory does: held, not cached, until then. */
+    @Test
+    void aClosedBuffersMirrorWaitingForItsDeviceWorkIsHeldNotCached() {
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+        UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.DEVICE);
+        buffer.hostView().fill((byte) 1); // a mirror at PINNED
+        device.queueWork(kernel);
+        try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
+            assertThat(access.isDeviceAccess()).isTrue();
+        } finally {
+            device.queueWork(CompletableFuture.completedFuture(null));
+        }
+        buffer.close();
+        for (MemoryLocation location : List.of(MemoryLocation.DEVICE, MemoryLocation.PINNED)) {
+            MemoryStatistics waiting = manager.statistics(location);
+            assertThat(waiting.heldBuffers()).as("%s", location).isEqualTo(1);
+            assertThat(waiting.heldBytes()).as("%s", location).isEqualTo(4096);
+            assertThat(waiting.cachedBytes()).as("%s: nothing can be served from it yet", location)
+                    .isEqualTo(waiting.reservedBytes() - 4096);
+        }
+        kernel.complete(null);
+        for (MemoryLocation location : List.of(MemoryLocation.DEVICE, MemoryLocation.PINNED)) {
+            MemoryStatistics done = manager.statistics(location);
+            assertThat(done.heldBytes()).as("%s", location).isZero();
+            assertThat(done.cachedBytes()).as("%s", location).isEqualTo(done.reservedBytes());
+        }
     }
 
     @Test

@@ -91,8 +91,13 @@ public final class BlockReturns {
                 MemoryLocation mirrorLocation = chains.mirrorLocation();
                 LocationChain mirrorChain = chains.of(mirrorLocation);
                 compactor.mirrorReturned(mirrorChain, mirror);
-                failure = mirrorChain.deallocate(mirror, inFlight, failure);
-                waiters.released(mirrorLocation, inFlight);
+                CompletableFuture<?> mirrorReusable = inFlight;
+                if (!inFlight.isDone()) { // the mirror waits for the device work too: held at its location, not cached
+                    mirrorChain.heldByDeviceWork(mirror, +1);
+                    mirrorReusable = inFlight.whenComplete((result, workFailed) -> mirrorChain.heldByDeviceWork(mirror, -1));
+                }
+                failure = mirrorChain.deallocate(mirror, mirrorReusable, failure);
+                waiters.released(mirrorLocation, mirrorReusable);
             }
             if (failure instanceof RuntimeException unchecked) {
                 throw unchecked;
