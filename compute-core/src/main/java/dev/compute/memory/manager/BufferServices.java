@@ -8,7 +8,9 @@ import dev.compute.memory.lifetime.ScopeRegistry;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.ComputeBackend;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -168,19 +170,29 @@ public final class BufferServices implements BufferHost {
     /**
      * Warns, once per buffer, of memory a closed buffer has held for longer than {@code bound}, naming the threads whose
      * views or accesses hold it: a thread that took a view outside a view scope and has not called into the manager
-     * since (an idle pool's thread), or an access nobody ended.
+     * since (an idle pool's thread), or an access nobody ended. Buffers the same threads hold are told of in one line:
+     * a thread that viewed thousands of buffers and went idle would otherwise write thousands.
      */
     void warnAboutHeld(Duration bound) {
         long now = System.nanoTime();
+        Map<String, List<Held>> byHolders = new LinkedHashMap<>();
         for (Held entry : held.values()) {
             if (!entry.warned && now - entry.since > bound.toNanos()) {
                 entry.warned = true;
-                LOG.log(System.Logger.Level.WARNING, "a closed " + entry.buffer + " has waited " + Duration.ofNanos(now - entry.since).toMillis()
-                        + " ms for views or accesses held by " + String.join(", ", entry.buffer.holders()) + " to end; its "
-                        + (entry.block.size() + (entry.mirror == null ? 0 : entry.mirror.size())) + " bytes go back only then. Take views inside a view scope (ViewScope.open(), or a web"
-                        + " request or task with the starter), end accesses, or close buffers on the thread that views them.");
+                byHolders.computeIfAbsent(String.join(", ", entry.buffer.holders()), holders -> new ArrayList<>()).add(entry);
             }
         }
+        byHolders.forEach((holders, entries) -> {
+            Held first = entries.getFirst();
+            long bytes = entries.stream().mapToLong(Held::bytes).sum();
+            long shortestWait = entries.stream().mapToLong(entry -> now - entry.since).min().orElseThrow();
+            String waited = entries.size() == 1 ? "a closed " + first.buffer + " has waited "
+                    : entries.size() + " closed buffers (" + first.buffer + " among them) have waited at least ";
+            LOG.log(System.Logger.Level.WARNING, waited + Duration.ofNanos(shortestWait).toMillis() + " ms for views or accesses held by "
+                    + holders + " to end; " + (entries.size() == 1 ? "its " : "their ") + bytes
+                    + " bytes go back only then. Take views inside a view scope (ViewScope.open(), or a web"
+                    + " request or task with the starter), end accesses, or close buffers on the thread that views them.");
+        });
     }
 
     /** A closed buffer's block, and its host mirror if it has one, that views, accesses or ops still hold. */
@@ -196,6 +208,11 @@ public final class BufferServices implements BufferHost {
             this.block = block;
             this.mirror = mirror;
             this.since = since;
+        }
+
+        /** The bytes it holds: its block's and its mirror's. */
+        long bytes() {
+            return block.size() + (mirror == null ? 0 : mirror.size());
         }
 
         /** Its pools' blocks at {@code location}: the buffer's own (a mapped file has figures of its own), its mirror's. */

@@ -3,18 +3,22 @@ package dev.compute.memory.manager;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.AccessMode;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.BufferHost.Transfer;
+import dev.compute.memory.lifetime.BufferViews;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.testing.ControlledBackend;
 import dev.compute.memory.testing.LogCapture;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -142,5 +146,48 @@ class BufferServicesTest {
         assertThat(parts.figures.statistics(DEVICE).liveBuffers()).isZero();
         assertThat(parts.figures.statistics(MemoryLocation.PINNED).liveBuffers()).isZero();
         assertThat(parts.budgetReleases).containsExactly("its budget's count");
+    }
+
+    /**
+     * A thread that viewed many buffers outside any view scope and went idle holds them all once others close them:
+     * one warning says so, naming the thread, rather than one per buffer.
+     */
+    @Test
+    void buffersHeldByOneIdleThreadAreWarnedOfInOneLine() throws Exception {
+        BufferCore[] buffers = new BufferCore[500];
+        CountDownLatch viewed = new CountDownLatch(1);
+        CountDownLatch idle = new CountDownLatch(1);
+        Thread.ofPlatform().name("idle-viewer").start(() -> {
+            for (int i = 0; i < buffers.length; i++) {
+                buffers[i] = parts.buffer(MemoryLocation.HOST, 256);
+                BufferViews.view(buffers[i], AccessMode.READ); // confined to this thread, which allocated it
+            }
+            viewed.countDown();
+            awaitQuietly(idle); // idle, its views open, never calling in
+        });
+        try (LogCapture log = LogCapture.managerLog()) {
+            assertThat(viewed.await(30, TimeUnit.SECONDS)).isTrue();
+            for (BufferCore buffer : buffers) {
+                buffer.close();
+            }
+            MemoryStatistics held = parts.figures.statistics(MemoryLocation.HOST);
+            assertThat(held.heldBuffers()).isEqualTo(500);
+
+            services.warnAboutHeld(Duration.ZERO);
+            services.warnAboutHeld(Duration.ZERO);
+
+            assertThat(log.messages(Level.WARNING)).singleElement().asString().startsWith("500 closed buffers (UnifiedBuffer[HOST, 256 bytes, INT8, closed] among them) have waited at least ")
+                    .contains("held by 'idle-viewer'").contains(held.heldBytes() + " bytes go back only then");
+        } finally {
+            idle.countDown();
+        }
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await(30, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 }
