@@ -142,7 +142,7 @@ public final class ScopeRegistry {
         watchForEndedOwners();
     }
 
-    /** One daemon thread for the JVM, sweeping the registries that have scopes waiting for their owners. */
+    /** One daemon thread for the JVM, sweeping the registries that have scopes waiting for their owners or for a native call. */
     private static final class Sweeper {
         static final ScheduledExecutorService THREAD = Executors.newSingleThreadScheduledExecutor(
                 LibraryThreads.daemons("compute-memory-scope-sweeper", false));
@@ -159,6 +159,7 @@ public final class ScopeRegistry {
     private void sweepWhileWaiting() {
         try {
             sweepDeadOwners();
+            retryShared(); // a native call that held one has returned, maybe, and nobody else may call in again
         } finally {
             watching.set(false);
             watchForEndedOwners(); // again while scopes still wait (an owner that lives on keeps it going, cheaply)
@@ -169,6 +170,7 @@ public final class ScopeRegistry {
         if (sharedToRetry.add(scope)) {
             WAITING.incrementAndGet(this);
         }
+        watchForEndedOwners(); // and for the native call's return: the sweeper retries it too
     }
 
     /**

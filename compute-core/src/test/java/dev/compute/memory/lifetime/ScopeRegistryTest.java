@@ -219,10 +219,42 @@ class ScopeRegistryTest {
 
     @Test
     void aSharedScopeANativeCallHeldIsEndedOnceTheCallReturned() throws Throwable {
+        MemoryScope shared = open(Sharing.SHARED);
+        Thread sleeper = inANativeCallOf(shared);
+
+        assertThat(registry.closeAll(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100))).as("the call holds it").isFalse();
+        assertThat(shared.isOpen()).isTrue();
+        assertThat(registry.holders()).containsExactly("1 shared access(es)");
+
+        sleeper.join(10_000);
+        registry.endHandedOver();
+        assertThat(shared.isOpen()).as("retried on the next call in").isFalse();
+        assertThat(registry.openScopes()).isZero();
+    }
+
+    /** A shared scope a native call held when it was to end, on a manager nobody calls into again: the sweeper ends it. */
+    @Test
+    void aSharedScopeANativeCallHeldIsEndedBySweeperOnceTheCallReturnedThoughNobodyCallsIn() throws Throwable {
+        MemoryScope shared = open(Sharing.SHARED);
+        Thread sleeper = inANativeCallOf(shared);
+
+        shared.endOrHandOver();
+        assertThat(shared.isOpen()).as("the call holds it").isTrue();
+        sleeper.join(10_000);
+
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (shared.isOpen() && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertThat(shared.isOpen()).as("ended within 10 s, though nobody called in").isFalse();
+        assertThat(registry.openScopes()).isZero();
+    }
+
+    /** A thread two seconds into {@code nanosleep}, whose argument is a segment of {@code shared}: the call holds the scope. */
+    private Thread inANativeCallOf(MemoryScope shared) throws InterruptedException {
         Linker linker = Linker.nativeLinker();
         MethodHandle nanosleep = linker.downcallHandle(linker.defaultLookup().find("nanosleep").orElseThrow(),
                 FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
-        MemoryScope shared = open(Sharing.SHARED);
         MemorySegment timespec = shared.bind(Arena.ofAuto().allocate(16));
         timespec.set(JAVA_LONG, 0, 2); // seconds
         timespec.set(JAVA_LONG, 8, 0);
@@ -237,15 +269,7 @@ class ScopeRegistryTest {
         });
         assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
         Thread.sleep(500); // inside its two-second sleep by now
-
-        assertThat(registry.closeAll(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100))).as("the call holds it").isFalse();
-        assertThat(shared.isOpen()).isTrue();
-        assertThat(registry.holders()).containsExactly("1 shared access(es)");
-
-        sleeper.join(10_000);
-        registry.endHandedOver();
-        assertThat(shared.isOpen()).as("retried on the next call in").isFalse();
-        assertThat(registry.openScopes()).isZero();
+        return sleeper;
     }
 
     @Test
