@@ -20,7 +20,8 @@ public interface Kernels {
      * The kernel of the first of the sources given whose language this manager's backend runs
      * ({@link #languages()}), compiled on the first call and the same object on every later call with an equal
      * source, from any thread (a call that finds the compile under way waits for it). A failed compile is not kept:
-     * the next call tries again.
+     * the next call tries again. A Java kernel is kept only while someone holds it: its body is compared by identity,
+     * so a lambda capturing a request's state is a new source each time, and is not kept with what it captures.
      *
      * @throws KernelCompileException the source does not compile (with the compiler's log), or has no kernel of its name
      * @throws UnsupportedOperationException no source given is in a language the backend runs; the message names both

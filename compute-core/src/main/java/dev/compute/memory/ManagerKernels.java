@@ -3,8 +3,13 @@ package dev.compute.memory;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.NativeDevice;
 import dev.compute.memory.spi.NativeKernel;
+import java.lang.ref.Reference;
+import java.lang.ref.ReferenceQueue;
+import java.lang.ref.WeakReference;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -22,6 +27,9 @@ final class ManagerKernels implements Kernels {
     private final PooledMemoryManager manager;
     /** One entry per source compiled or being compiled; a failed compile's entry is removed, so the next call retries. */
     private final ConcurrentHashMap<KernelSource, CompletableFuture<ComputeKernel>> compiled = new ConcurrentHashMap<>();
+    /** Java kernels, while they are used ({@link #javaKernel}); under its own monitor. */
+    private final Map<KernelSource, HeldWhileUsed> javaKernels = new HashMap<>();
+    private final ReferenceQueue<ComputeKernel> collectedJavaKernels = new ReferenceQueue<>();
 
     ManagerKernels(PooledMemoryManager manager) {
         this.manager = manager;
@@ -43,6 +51,9 @@ final class ManagerKernels implements Kernels {
                 .orElseThrow(() -> new UnsupportedOperationException("the " + backend.info().backend() + " backend compiles kernels in "
                         + (languages.isEmpty() ? "no language" : languages) + ", and none of the sources given is: " + given
                         + (languages.isEmpty() ? "" : "; add a " + factory(languages.iterator().next()))));
+        if (chosen.language() == KernelSource.Language.JAVA) {
+            return javaKernel(backend, chosen);
+        }
         CompletableFuture<ComputeKernel> mine = new CompletableFuture<>();
         CompletableFuture<ComputeKernel> earlier = compiled.putIfAbsent(chosen, mine);
         if (earlier != null) {
@@ -57,6 +68,36 @@ final class ManagerKernels implements Kernels {
             compiled.remove(chosen, mine);
             mine.completeExceptionally(e);
             throw e;
+        }
+    }
+
+    /**
+     * A Java kernel: the same object for an equal source while someone holds it, made again (which costs nothing: the
+     * body is the kernel) once nobody does. A body is compared by identity, so a lambda that captures a request's state
+     * is a source of its own per request: kept for good, such kernels and what they capture would pile up.
+     */
+    private ComputeKernel javaKernel(ComputeBackend backend, KernelSource source) {
+        synchronized (javaKernels) {
+            for (Reference<? extends ComputeKernel> gone; (gone = collectedJavaKernels.poll()) != null; ) {
+                javaKernels.remove(((HeldWhileUsed) gone).source, gone);
+            }
+            HeldWhileUsed kept = javaKernels.get(source);
+            ComputeKernel kernel = kept == null ? null : kept.get();
+            if (kernel == null) {
+                kernel = new BackendKernel(manager, source, backend.compileKernel(source));
+                javaKernels.put(source, new HeldWhileUsed(source, kernel, collectedJavaKernels));
+            }
+            return kernel;
+        }
+    }
+
+    /** A Java kernel kept while its users hold it, with the source it is kept under, to take it out once collected. */
+    private static final class HeldWhileUsed extends WeakReference<ComputeKernel> {
+        final KernelSource source;
+
+        HeldWhileUsed(KernelSource source, ComputeKernel kernel, ReferenceQueue<ComputeKernel> collected) {
+            super(kernel, collected);
+            this.source = source;
         }
     }
 

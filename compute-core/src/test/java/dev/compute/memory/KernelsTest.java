@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.spi.NativeDevice;
 import java.lang.foreign.MemorySegment;
+import java.lang.ref.WeakReference;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -254,5 +255,30 @@ class KernelsTest {
                 .isInstanceOf(UnsupportedOperationException.class)
                 .hasMessage("the simulated backend compiles kernels in [JAVA], and none of the sources given is: [OpenCL C kernel 'k'];"
                         + " add a KernelSource.java(name, body)");
+    }
+    @Test
+    void aJavaKernelCapturingARequestsStateIsNotKeptOnceNobodyHoldsIt() throws Exception {
+        WeakReference<float[]> captured = compileAndDropAKernelCapturing(new float[1 << 20]);
+        ComputeKernel held = manager.kernels().compile(KernelSource.java("fill", FILL));
+        assertThat(manager.kernels().compile(KernelSource.java("fill", FILL))).as("an equal source, while held").isSameAs(held);
+
+        for (int i = 0; i < 50 && captured.get() != null; i++) {
+            System.gc();
+            Thread.sleep(20);
+            // the next compile lets go of kernels collected since the last one, as the next request's would
+            assertThat(manager.kernels().compile(KernelSource.java("fill", FILL))).as("a kernel still held").isSameAs(held);
+        }
+
+        assertThat(captured.get()).as("what a kernel nobody holds captured is not kept by the manager").isNull();
+    }
+
+    /** Compiles and launches a kernel whose body captures {@code state}, as a request would, and keeps nothing of it. */
+    private WeakReference<float[]> compileAndDropAKernelCapturing(float[] state) {
+        ComputeKernel kernel = manager.kernels().compile(KernelSource.java("fill_from_request",
+                (shape, args) -> args.segment(0).set(JAVA_FLOAT, 0, state[0])));
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 16, MemoryLocation.HOST)) {
+            kernel.launch(LaunchShape.of(16), buffer).join();
+        }
+        return new WeakReference<>(state);
     }
 }
