@@ -394,7 +394,9 @@ public final class UnifiedBuffer implements AutoCloseable {
     /**
      * {@code count} elements (bytes for a buffer allocated by bytes) from element {@code offset}: a buffer of its
      * own over the same memory, for copies, ops, views, accesses and further slices, sharing this buffer's state.
-     * It is valid while this buffer is open; closing the slice ends only the slice.
+     * It is valid while this buffer is open; closing the slice ends only the slice. Its host views are its range of
+     * this buffer's views and last as they do (until the view scope they were taken in ends, or this buffer closes),
+     * so that views of many short-lived slices cost no more than one view of this buffer.
      */
     public UnifiedBuffer slice(long offset, long count) {
         return new UnifiedBuffer(manager, core.slice(offset, count), sliced != null ? sliced : this);

@@ -185,11 +185,6 @@ public final class BufferCore {
         return slice == null ? this : slice.root();
     }
 
-    /** The tokens naming this slice's views, its own first; null for a root. */
-    Object @Nullable [] lineage() {
-        return slice == null ? null : slice.lineage();
-    }
-
     @Override
     public String toString() {
         return "UnifiedBuffer[" + location + ", " + extent() + ", " + dataType + ", " + (isClosed() ? "closed" : state())
@@ -374,21 +369,13 @@ public final class BufferCore {
     /**
      * Makes the buffer unusable at once; its memory goes back to the pool when the last view, access, op or copy that
      * holds it has ended and device work queued on it has finished. Harmless when already closed. Closing a slice ends
-     * only the slice (and its views, and its slices' views).
+     * only the slice (and its slices): its views are ranges of the buffer's views and end with them.
      */
     public void close() {
         host.scopes().endHandedOver(); // no notice of the thread: after the close no view can be taken
         if (slice != null) {
-            BufferScopes open;
             synchronized (slice.root()) {
-                if ((lifecycle & CLOSED) != 0) {
-                    return;
-                }
                 lifecycle |= CLOSED;
-                open = slice.root().scopes;
-            }
-            if (open != null) {
-                open.endViewsOf(slice.lineage()[0]);
             }
             return;
         }

@@ -32,28 +32,28 @@ final class BufferScopes {
         return first == null;
     }
 
-    /** The calling thread's open view scope of the buffer or slice {@code lineage} names (null: the buffer), if any. */
-    synchronized @Nullable MemoryScope viewOf(Thread thread, Object @Nullable [] lineage) {
-        return viewOf(thread, lineage, null);
+    /** The calling thread's open view scope of the buffer (and its slices) taken outside any view scope, if any. */
+    synchronized @Nullable MemoryScope viewOf(Thread thread) {
+        return viewOf(thread, null);
     }
 
     /**
-     * The calling thread's open view scope of the buffer or slice {@code lineage} names taken in {@code region} (null:
-     * outside any), if any: a view belongs to the innermost view scope open when it was taken.
+     * The calling thread's open view scope of the buffer (and its slices) taken in {@code region} (null: outside any),
+     * if any: a view belongs to the innermost view scope open when it was taken.
      */
-    synchronized @Nullable MemoryScope viewOf(Thread thread, Object @Nullable [] lineage, ViewRegions.@Nullable Region region) {
+    synchronized @Nullable MemoryScope viewOf(Thread thread, ViewRegions.@Nullable Region region) {
         for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
-            if (scope.kind == MemoryScope.Kind.VIEW && scope.owner() == thread && scope.lineage == lineage && scope.region == region) {
+            if (scope.kind == MemoryScope.Kind.VIEW && scope.owner() == thread && scope.region == region) {
                 return scope;
             }
         }
         return null;
     }
 
-    /** The buffer's (or the slice {@code lineage} names) shared view scope, open to every thread, if any. */
-    synchronized @Nullable MemoryScope sharedViewOf(Object @Nullable [] lineage) {
+    /** The buffer's shared view scope (its slices' views too), open to every thread, if any. */
+    synchronized @Nullable MemoryScope sharedView() {
         for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
-            if (scope.kind == MemoryScope.Kind.VIEW && scope.shared() && scope.lineage == lineage) {
+            if (scope.kind == MemoryScope.Kind.VIEW && scope.shared()) {
                 return scope;
             }
         }
@@ -71,19 +71,6 @@ final class BufferScopes {
             }
         }
         return names;
-    }
-
-    /** A slice was closed: ends the views taken of it or of slices cut from it (or hands them to their owners). */
-    void endViewsOf(Object slice) {
-        MemoryScope[] snapshot;
-        synchronized (this) {
-            snapshot = snapshot();
-        }
-        for (MemoryScope scope : snapshot) {
-            if (scope.kind == MemoryScope.Kind.VIEW && scope.isOf(slice)) {
-                scope.endOrHandOver();
-            }
-        }
     }
 
     void ended(MemoryScope scope) {

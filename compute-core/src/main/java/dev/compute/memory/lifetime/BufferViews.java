@@ -36,7 +36,9 @@ public final class BufferViews {
 
     /**
      * A view of the host copy, brought up to date, usable by the calling thread until the buffer closes; a writable
-     * one marks the host copy newer. Several views of one buffer on one thread share one scope.
+     * one marks the host copy newer. Several views of one buffer on one thread share one scope, those of its slices
+     * too: a view of a slice is the slice's range of the root's view, so that views of fresh slices (a long-lived
+     * buffer read in pieces) add no scope each, kept until the buffer closes.
      */
     public static MemorySegment view(BufferCore buffer, AccessMode mode) {
         return buffer.call(null, null, mode, (called, viewMode) -> WorkInFlight.after(called, WorkInFlight.ALL, viewMode, BufferViews::viewWhenIdle));
@@ -48,34 +50,33 @@ public final class BufferViews {
         if (mode.writes()) {
             root.state = Coherence.hostWritten(root);
         }
-        MemorySegment view = viewScope(root, buffer.lineage()).bind(address, buffer.byteSize);
+        MemorySegment view = viewScope(root).bind(address, buffer.byteSize);
         return mode.writes() ? view : view.asReadOnly();
     }
 
     /**
-     * The scope a view of the root (or of the slice {@code lineage} names) taken on this thread lives in, made on the
-     * first: inside a {@link ViewRegions region}, a confined one the region ends; outside any, confined where this
-     * thread allocated the buffer and no other thread has used it (its close here ends it at once), else the buffer's
-     * shared one, which any thread can end, so that closing the buffer anywhere gives its memory back at once. Under
-     * the root's monitor.
+     * The scope a view of the root or of one of its slices taken on this thread lives in, made on the first: inside a
+     * {@link ViewRegions region}, a confined one the region ends; outside any, confined where this thread allocated the
+     * buffer and no other thread has used it (its close here ends it at once), else the buffer's shared one, which any
+     * thread can end, so that closing the buffer anywhere gives its memory back at once. Under the root's monitor.
      */
-    private static MemoryScope viewScope(BufferCore root, Object @Nullable [] lineage) {
+    private static MemoryScope viewScope(BufferCore root) {
         Thread current = Thread.currentThread();
         ViewRegions.Region region = ViewRegions.current();
-        MemoryScope confined = root.scopes().viewOf(current, lineage, region);
+        MemoryScope confined = root.scopes().viewOf(current, region);
         if (confined != null) {
             return confined;
         }
         if (region != null || root.usedByOneThread(current)) {
-            MemoryScope opened = root.host.scopes().open(MemoryScope.Kind.VIEW, lineage, Sharing.CONFINED, root.scopes());
+            MemoryScope opened = root.host.scopes().open(MemoryScope.Kind.VIEW, Sharing.CONFINED, root.scopes());
             if (region != null) {
                 opened.region = region;
                 region.add(opened);
             }
             return opened;
         }
-        MemoryScope shared = root.scopes().sharedViewOf(lineage);
-        return shared != null ? shared : root.host.scopes().open(MemoryScope.Kind.VIEW, lineage, Sharing.SHARED, root.scopes());
+        MemoryScope shared = root.scopes().sharedView();
+        return shared != null ? shared : root.host.scopes().open(MemoryScope.Kind.VIEW, Sharing.SHARED, root.scopes());
     }
 
     /** An access to the host copy, brought up to date first; a writing one marks the host copy newer. */
@@ -111,7 +112,7 @@ public final class BufferViews {
         if (asked.mode.writes()) {
             root.state = Coherence.hostWritten(root);
         }
-        MemoryScope scope = root.host.scopes().open(MemoryScope.Kind.ACCESS, null, asked.sharing, root.scopes());
+        MemoryScope scope = root.host.scopes().open(MemoryScope.Kind.ACCESS, asked.sharing, root.scopes());
         return new Opened(scope, bytes, 0, DeviceHandle.NONE);
     }
 
@@ -133,7 +134,7 @@ public final class BufferViews {
                 if (locked.state.hostIsNewer()) {
                     Coherence.copyMirrorToDevice(locked, open);
                 }
-                return new Held(open, root.host.scopes().open(MemoryScope.Kind.ACCESS, null, Sharing.CONFINED, locked.scopes()));
+                return new Held(open, root.host.scopes().open(MemoryScope.Kind.ACCESS, Sharing.CONFINED, locked.scopes()));
             });
             long offset = held.device().offset() + buffer.byteOffset();
             DeviceHandle handle;

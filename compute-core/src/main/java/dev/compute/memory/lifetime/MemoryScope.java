@@ -20,18 +20,13 @@ import org.jspecify.annotations.Nullable;
 public final class MemoryScope {
 
     enum Kind {
-        /** {@code hostView()}: one per buffer and thread, open until the buffer closes. */
+        /** {@code hostView()}: one per buffer and thread (its slices' views included), open until the buffer closes. */
         VIEW,
         /** {@code hostAccess}/{@code deviceAccess}: open until the access ends. */
         ACCESS
     }
 
     final Kind kind;
-    /**
-     * For a view of a slice: the slice's token, then those of the slices it was cut from (a slice's close ends the
-     * views of it and of its sub-slices); null for a view of the buffer itself and for accesses.
-     */
-    final Object @Nullable [] lineage;
     /** The owner's list of open scopes; null when shared. */
     final ScopeRegistry.@Nullable ThreadScopes list;
     final BufferScopes buffer;
@@ -51,10 +46,8 @@ public final class MemoryScope {
     @Nullable MemoryScope bufferPrevious;
     @Nullable MemoryScope bufferNext;
 
-    MemoryScope(Kind kind, Object @Nullable [] lineage, ScopeRegistry.@Nullable ThreadScopes list, BufferScopes buffer,
-                ScopeRegistry registry) {
+    MemoryScope(Kind kind, ScopeRegistry.@Nullable ThreadScopes list, BufferScopes buffer, ScopeRegistry registry) {
         this.kind = kind;
-        this.lineage = lineage;
         this.list = list;
         this.buffer = buffer;
         this.registry = registry;
@@ -76,18 +69,6 @@ public final class MemoryScope {
     /** True for a confined scope whose thread has ended: nobody can reach its segments. */
     boolean ownerHasEnded() {
         return list != null && !list.owner.isAlive();
-    }
-
-    /** True when this is a view of the slice {@code token} names or of a slice cut from it. */
-    boolean isOf(Object token) {
-        if (lineage != null) {
-            for (Object slice : lineage) {
-                if (slice == token) {
-                    return true;
-                }
-            }
-        }
-        return false;
     }
 
     public synchronized boolean isOpen() {

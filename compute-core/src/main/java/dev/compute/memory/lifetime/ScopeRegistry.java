@@ -89,14 +89,14 @@ public final class ScopeRegistry {
     private int ownersAtLastSweep = 16;
 
     /** Opens and registers a scope: confined to the calling thread, or shared. */
-    MemoryScope open(MemoryScope.Kind kind, Object @Nullable [] lineage, BufferViews.Sharing sharing, BufferScopes buffer) {
+    MemoryScope open(MemoryScope.Kind kind, BufferViews.Sharing sharing, BufferScopes buffer) {
         MemoryScope scope;
         if (sharing == BufferViews.Sharing.SHARED) {
-            scope = new MemoryScope(kind, lineage, null, buffer, this);
+            scope = new MemoryScope(kind, null, buffer, this);
             shared.add(scope);
         } else {
             ThreadScopes own = own();
-            scope = new MemoryScope(kind, lineage, own, buffer, this);
+            scope = new MemoryScope(kind, own, buffer, this);
             own.link(scope);
         }
         buffer.add(scope);

@@ -369,26 +369,29 @@ public abstract class BufferLifetimeContractTest {
     }
 
     @Test
-    void closingASliceEndsItsViewsAndThoseOfItsSlicesButNotTheBuffers() {
+    void closingASliceEndsItAndItsSlicesWhileViewsTakenOfThemLastAsTheBuffersViews() {
         for (MemoryLocation location : manager.locations()) {
+            MemorySegment ofSlice;
             try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 64, location)) {
                 UnifiedBuffer slice = buffer.slice(8, 16);
                 UnifiedBuffer inner = slice.slice(4, 4);
                 MemorySegment whole = buffer.hostView();
-                MemorySegment ofSlice = slice.hostView();
+                ofSlice = slice.hostView();
                 MemorySegment ofInner = inner.readOnlyHostView();
                 ofSlice.setAtIndex(JAVA_FLOAT_UNALIGNED, 4, 3.5f);
                 assertThat(ofInner.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).isEqualTo(3.5f);
 
                 slice.close();
 
-                assertThatThrownBy(() -> ofSlice.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).as("%s: the slice's view", location)
-                        .isInstanceOf(IllegalStateException.class);
-                assertThatThrownBy(() -> ofInner.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).as("%s: the view of a slice cut from it", location)
-                        .isInstanceOf(IllegalStateException.class);
+                assertThatThrownBy(slice::hostView).as("%s: the slice", location).isInstanceOf(IllegalStateException.class);
+                assertThatThrownBy(inner::readOnlyHostView).as("%s: a slice cut from it", location).isInstanceOf(IllegalStateException.class);
+                assertThat(ofSlice.getAtIndex(JAVA_FLOAT_UNALIGNED, 4)).as("%s: the slice's view, a range of the buffer's", location).isEqualTo(3.5f);
+                assertThat(ofInner.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).as("%s: the view of a slice cut from it", location).isEqualTo(3.5f);
                 assertThat(whole.getAtIndex(JAVA_FLOAT_UNALIGNED, 12)).as("%s: the buffer's own view works on", location).isEqualTo(3.5f);
                 assertThat(buffer.isClosed()).isFalse();
             }
+            assertThatThrownBy(() -> ofSlice.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).as("%s: ended with the buffer", location)
+                    .isInstanceOf(IllegalStateException.class);
             assertThat(manager.statistics(location).liveBuffers()).as("%s", location).isZero();
         }
     }

@@ -8,6 +8,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -30,12 +31,22 @@ class BufferScopesTest {
         }
     }
 
-    private MemoryScope view(Object[] lineage) {
-        return registry.open(Kind.VIEW, lineage, Sharing.CONFINED, scopes);
+    /** A view scope of this thread, taken in {@code region} (null: outside any). */
+    private MemoryScope view(ViewRegions.@Nullable Region region) {
+        MemoryScope view = registry.open(Kind.VIEW, Sharing.CONFINED, scopes);
+        view.region = region;
+        return view;
     }
 
     private MemoryScope access(Sharing sharing) {
-        return registry.open(Kind.ACCESS, null, sharing, scopes);
+        return registry.open(Kind.ACCESS, sharing, scopes);
+    }
+
+    /** A view scope (region) of this thread, closed at once: only a key that views taken in it would carry. */
+    private static ViewRegions.Region aRegion() {
+        ViewRegions.Region region = ViewRegions.open();
+        region.close();
+        return region;
     }
 
     @Test
@@ -51,17 +62,17 @@ class BufferScopesTest {
     }
 
     @Test
-    void aViewIsFoundByItsThreadAndTheBufferOrSliceItIsOf() throws Exception {
-        Object[] sliceLineage = {new Object()};
-        MemoryScope ofBuffer = view(null);
-        MemoryScope ofSlice = view(sliceLineage);
+    void aViewIsFoundByItsThreadAndTheViewScopeItWasTakenIn() throws Exception {
+        ViewRegions.Region region = aRegion();
+        MemoryScope outside = view(null);
+        MemoryScope inRegion = view(region);
         access(Sharing.CONFINED);
 
-        assertThat(scopes.viewOf(Thread.currentThread(), null)).isSameAs(ofBuffer);
-        assertThat(scopes.viewOf(Thread.currentThread(), sliceLineage)).isSameAs(ofSlice);
-        assertThat(scopes.viewOf(Thread.currentThread(), new Object[] {sliceLineage[0]})).as("another slice's lineage").isNull();
-        AtomicReference<MemoryScope> seenElsewhere = new AtomicReference<>(ofBuffer);
-        Thread.ofPlatform().start(() -> seenElsewhere.set(scopes.viewOf(Thread.currentThread(), null))).join(10_000);
+        assertThat(scopes.viewOf(Thread.currentThread())).isSameAs(outside);
+        assertThat(scopes.viewOf(Thread.currentThread(), region)).isSameAs(inRegion);
+        assertThat(scopes.viewOf(Thread.currentThread(), aRegion())).as("another view scope").isNull();
+        AtomicReference<MemoryScope> seenElsewhere = new AtomicReference<>(outside);
+        Thread.ofPlatform().start(() -> seenElsewhere.set(scopes.viewOf(Thread.currentThread()))).join(10_000);
         assertThat(seenElsewhere.get()).as("another thread has no view").isNull();
         registry.endAllOfCurrentThread();
         assertThat(scopes.isEmpty()).isTrue();
@@ -139,32 +150,10 @@ class BufferScopesTest {
     }
 
     @Test
-    void closingASliceEndsTheViewsOfItAndOfItsSlicesOnly() {
-        Object slice = new Object();
-        Object other = new Object();
-        MemoryScope ofBuffer = view(null);
-        MemoryScope ofSlice = view(new Object[] {slice});
-        MemoryScope ofSubSlice = view(new Object[] {new Object(), slice});
-        MemoryScope ofOtherSlice = view(new Object[] {other});
-        MemoryScope access = access(Sharing.CONFINED);
-
-        scopes.endViewsOf(slice);
-
-        assertThat(ofSlice.isOpen()).isFalse();
-        assertThat(ofSubSlice.isOpen()).isFalse();
-        assertThat(ofBuffer.isOpen()).isTrue();
-        assertThat(ofOtherSlice.isOpen()).isTrue();
-        assertThat(access.isOpen()).isTrue();
-        assertThat(scopes.isEmpty()).isFalse();
-        registry.endAllOfCurrentThread();
-        assertThat(releases).as("no release was asked for").hasValue(0);
-    }
-
-    @Test
     void scopesEndedInAnyOrderLeaveTheOthersFoundAndReleaseOnceAtTheLast() {
-        Object[] first = {new Object()};
-        Object[] second = {new Object()};
-        Object[] third = {new Object()};
+        ViewRegions.Region first = aRegion();
+        ViewRegions.Region second = aRegion();
+        ViewRegions.Region third = aRegion();
         MemoryScope a = view(first);
         MemoryScope b = view(second);
         MemoryScope c = view(third);

@@ -103,7 +103,7 @@ class BufferViewsTest {
     }
 
     @Test
-    void aViewOfASliceIsItsRangeAndEndsWithTheSliceOrTheSliceItWasCutFrom() {
+    void aViewOfASliceIsItsRangeOfTheBuffersViewAndOutlivesTheSlicesClose() {
         BufferCore root = host.buffer(MemoryLocation.HOST, DataType.INT8, 64);
         BufferCore slice = root.slice(16, 32);
         BufferCore inner = slice.slice(8, 8);
@@ -116,16 +116,56 @@ class BufferViewsTest {
         assertThat(part.byteSize()).isEqualTo(32);
         assertThat(part.address()).isEqualTo(whole.address() + 16);
         assertThat(innerPart.address()).isEqualTo(whole.address() + 24);
-        assertThat(host.scopes.openScopes()).as("one scope per buffer or slice and thread").isEqualTo(3);
+        assertThat(host.scopes.openScopes()).as("one scope per buffer and thread, its slices' views included").isEqualTo(1);
 
         slice.close();
 
-        assertThatThrownBy(() -> part.get(ValueLayout.JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
-        assertThatThrownBy(() -> innerPart.get(ValueLayout.JAVA_BYTE, 0)).as("cut from the closed slice").isInstanceOf(IllegalStateException.class);
-        assertThat(whole.get(ValueLayout.JAVA_BYTE, 0)).as("the buffer's own view stays").isZero();
-        assertThat(host.scopes.openScopes()).isEqualTo(1);
+        assertThatThrownBy(() -> BufferViews.view(slice, AccessMode.READ)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> BufferViews.view(inner, AccessMode.READ)).as("cut from the closed slice").isInstanceOf(IllegalStateException.class);
+        assertThat(part.get(ValueLayout.JAVA_BYTE, 0)).as("views taken before last as the buffer's").isZero();
+        assertThat(innerPart.get(ValueLayout.JAVA_BYTE, 0)).isZero();
         assertThat(host.released).isEmpty();
         root.close();
+        assertThatThrownBy(() -> part.get(ValueLayout.JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> innerPart.get(ValueLayout.JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        assertThat(host.released).hasSize(1);
+    }
+
+    /**
+     * Views of fresh slices taken outside any view scope, as a long-lived buffer read through slices on request: each is
+     * a range of the thread's view of the buffer, so they leave nothing behind but that one scope (none per slice, kept
+     * until the buffer closes), on the allocating thread (confined) and on another (the buffer's shared scope), and all
+     * end with the buffer.
+     */
+    @Test
+    void viewsOfFreshSlicesOnOneThreadKeepOneScopeAndEndWithTheBuffer() throws Exception {
+        BufferCore root = host.buffer(MemoryLocation.HOST, DataType.INT8, 16 * 1024);
+        MemorySegment first = BufferViews.view(root.slice(0, 16), AccessMode.WRITE);
+        first.set(ValueLayout.JAVA_BYTE, 0, (byte) 7);
+        for (int i = 0; i < 10_000; i++) {
+            BufferViews.view(root.slice((i % 1024) * 16L, 16), AccessMode.READ);
+        }
+        MemorySegment last = BufferViews.view(root.slice(1023 * 16, 16), AccessMode.READ);
+        assertThat(host.scopes.openScopes()).as("the allocating thread's views of 10,000 slices").isEqualTo(1);
+
+        AtomicReference<MemorySegment> elsewhere = new AtomicReference<>();
+        AtomicInteger openAfterOtherThread = new AtomicInteger();
+        Thread.ofPlatform().start(() -> {
+            for (int i = 0; i < 10_000; i++) {
+                BufferViews.view(root.slice((i % 1024) * 16L, 16), AccessMode.READ);
+            }
+            elsewhere.set(BufferViews.view(root.slice(0, 16), AccessMode.READ));
+            openAfterOtherThread.set(host.scopes.openScopes());
+        }).join(30_000);
+        assertThat(openAfterOtherThread).as("and another thread's views of 10,000 more: the buffer's shared scope").hasValue(2);
+        assertThat(elsewhere.get().get(ValueLayout.JAVA_BYTE, 0)).isEqualTo((byte) 7);
+
+        root.close();
+
+        assertThatThrownBy(() -> first.get(ValueLayout.JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> last.get(ValueLayout.JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> elsewhere.get().get(ValueLayout.JAVA_BYTE, 0)).as("the shared view").isInstanceOf(IllegalStateException.class);
+        assertThat(host.scopes.openScopes()).isZero();
         assertThat(host.released).hasSize(1);
     }
 

@@ -167,7 +167,7 @@ class RelocationTest {
         synchronized (buffer) {
             open = buffer.scopes();
         }
-        host.scopes.open(MemoryScope.Kind.ACCESS, null, BufferViews.Sharing.SHARED, open); // an access opened meanwhile
+        host.scopes.open(MemoryScope.Kind.ACCESS, BufferViews.Sharing.SHARED, open); // an access opened meanwhile
         kernel.complete(null);
         compaction.join(10_000);
 

@@ -42,7 +42,7 @@ class ScopeRegistryTest {
     }
 
     private MemoryScope open(Sharing sharing) {
-        return registry.open(Kind.ACCESS, null, sharing, new BufferScopes());
+        return registry.open(Kind.ACCESS, sharing, new BufferScopes());
     }
 
     /**
@@ -125,7 +125,7 @@ class ScopeRegistryTest {
     void theScopesOfThreadsThatEndedAreDroppedByASweep() throws Exception {
         AtomicInteger released = new AtomicInteger();
         BufferScopes buffer = new BufferScopes();
-        Thread owner = Thread.ofPlatform().name("short-lived").start(() -> registry.open(Kind.VIEW, null, Sharing.CONFINED, buffer));
+        Thread owner = Thread.ofPlatform().name("short-lived").start(() -> registry.open(Kind.VIEW, Sharing.CONFINED, buffer));
         owner.join(10_000);
         buffer.closeViews(released::incrementAndGet); // handed over: its owner is dead, so it is dropped at once
         assertThat(released).hasValue(1);

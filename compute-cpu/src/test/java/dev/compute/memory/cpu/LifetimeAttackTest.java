@@ -268,13 +268,19 @@ class LifetimeAttackTest {
     // ---- slices -------------------------------------------------------------------------------------------------
 
     @Test
-    void aViewOfAClosedSliceEnds() {
+    void aViewOfAClosedSliceLastsAsTheBuffersViewsAndEndsWithTheBuffer() {
+        MemorySegment view;
         try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 100)) {
             UnifiedBuffer slice = buffer.slice(10, 20);
-            MemorySegment view = slice.hostView();
+            view = slice.hostView();
             slice.close();
-            assertThatThrownBy(() -> view.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).isInstanceOf(IllegalStateException.class);
+            assertThatThrownBy(slice::hostView).isInstanceOf(IllegalStateException.class);
+            view.setAtIndex(JAVA_FLOAT_UNALIGNED, 0, 2.5f); // a range of the buffer's view, still open
+            float[] back = new float[100];
+            buffer.copyTo(back);
+            assertThat(back[10]).isEqualTo(2.5f);
         }
+        assertThatThrownBy(() -> view.getAtIndex(JAVA_FLOAT_UNALIGNED, 0)).isInstanceOf(IllegalStateException.class);
     }
 
     @Test
