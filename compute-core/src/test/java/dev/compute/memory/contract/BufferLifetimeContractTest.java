@@ -97,7 +97,11 @@ public abstract class BufferLifetimeContractTest {
             return b;
         }).get(10, TimeUnit.SECONDS);
         assertThat(view.get(JAVA_BYTE, SIZE - 1)).isEqualTo((byte) 5);
-        // this thread's next call into the manager (a failing one too) ends the view
+        // reading figures is no use of memory (meters read them from any thread): the view is left alone
+        manager.statistics();
+        manager.statistics(manager.defaultLocation());
+        assertThat(view.get(JAVA_BYTE, 0)).isEqualTo((byte) 5);
+        // this thread's next use of the manager's memory (a failing one too) ends the view
         assertThatThrownBy(() -> buffer.copyTo(new byte[1])).isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("UnifiedBuffer[").hasMessageContaining("is closed");
         assertThatThrownBy(() -> view.get(JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
