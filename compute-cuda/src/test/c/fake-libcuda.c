@@ -6,7 +6,8 @@
 // it is passed the way the real driver would reject it, and counts; stub_counters and stub_backend_counters
 // report the counts. cuMemCreate fails with CUDA_ERROR_OUT_OF_MEMORY once 10 pages are live, to exercise the
 // rollback. Events complete at once unless stub_hold is on when they are recorded (then they wait for
-// stub_release; their stream is busy until then), or their stream was made while stub_failing_streams was on (then they report
+// stub_release; their stream is busy until then, and a copy queued meanwhile runs only at stub_release, as the
+// device would once past what holds it), or their stream was made while stub_failing_streams was on (then they report
 // CUDA_ERROR_ILLEGAL_ADDRESS, as after a faulting kernel). Host, managed and device memory is mmap'd, and the last
 // release of the primary context unmaps what is still allocated, as the real driver's context reset does.
 #include <string.h>
@@ -110,8 +111,35 @@ int cuEventSynchronize(void* e){
 int cuStreamQuery(void* s){ if(needContext()) return 201; if(!s){errors++;return 400;} stream* st=s; pthread_mutex_lock(&lock); int r=st->until>releasedGeneration?600:st->fails?700:0; pthread_mutex_unlock(&lock); return r; }
 int cuEventQuery(void* e){ event* ev=e; pthread_mutex_lock(&lock); int r=ev->until>releasedGeneration?600:ev->fails?700:0; pthread_mutex_unlock(&lock); return r; }
 
-// copies: device and managed memory are host memory here, so a copy is a memcpy, done when it is queued
-static int copy(void* to, const void* from, size_t n, void* s){ if(needContext()) return 201; if(!to||!from||!s){errors++;return 1;} memcpy(to,from,n); return 0; }
+// copies: device and managed memory are host memory here, so a copy is a memcpy, done when it is queued, or, while
+// stub_hold is on, at stub_release. A held copy whose memory of the driver's was freed meanwhile is counted, not run
+// (the real device would have written or read freed memory)
+typedef struct { void* to; const void* from; size_t n; void* toBase; void* fromBase; } heldCopy;
+static heldCopy heldCopies[256];
+static long heldCount, heldIntoFreed;
+static void* allocationOf(const void* p){ for(int i=0;i<4096;i++) if(allocations[i].p && (char*)p>=(char*)allocations[i].p && (char*)p<(char*)allocations[i].p+allocations[i].n) return allocations[i].p; return 0; }
+static int isAllocation(void* base){ for(int i=0;i<4096;i++) if(allocations[i].p==base) return 1; return 0; }
+static int copy(void* to, const void* from, size_t n, void* s){
+  if(needContext()) return 201; if(!to||!from||!s){errors++;return 1;}
+  pthread_mutex_lock(&lock);
+  if(holding && heldCount<256){
+    heldCopy c={to,from,n,allocationOf(to),allocationOf(from)}; heldCopies[heldCount++]=c;
+    stream* st=s; if(holdGeneration>st->until) st->until=holdGeneration; // the stream is busy with it
+    pthread_mutex_unlock(&lock); return 0;
+  }
+  pthread_mutex_unlock(&lock);
+  memcpy(to,from,n); return 0;
+}
+static void runHeldCopies(void){ // under lock
+  for(long i=0;i<heldCount;i++){
+    heldCopy c=heldCopies[i];
+    if((c.toBase&&!isAllocation(c.toBase))||(c.fromBase&&!isAllocation(c.fromBase))){ heldIntoFreed++; continue; }
+    memcpy(c.to,c.from,c.n);
+  }
+  heldCount=0;
+}
+// copies held now, held copies that found memory of theirs freed when they ran
+void stub_held_copies(long* o){ pthread_mutex_lock(&lock); o[0]=heldCount; o[1]=heldIntoFreed; pthread_mutex_unlock(&lock); }
 int cuMemcpyAsync(u64 to, u64 from, size_t n, void* s){ return copy((void*)to,(const void*)from,n,s); }
 int cuMemcpyHtoDAsync_v2(u64 to, const void* from, size_t n, void* s){ return copy((void*)to,from,n,s); }
 int cuMemcpyDtoHAsync_v2(void* to, u64 from, size_t n, void* s){ return copy(to,(const void*)from,n,s); }
@@ -171,7 +199,7 @@ int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
 void stub_kernel_counters(long* o){ o[0]=launches;o[1]=modulesLive;for(int i=0;i<3;i++){o[2+i]=lastGrid[i];o[5+i]=lastBlock[i];} }
 
 void stub_hold(int on){ pthread_mutex_lock(&lock); holding=on; pthread_mutex_unlock(&lock); }
-void stub_release(void){ pthread_mutex_lock(&lock); releasedGeneration=holdGeneration++; holding=0; pthread_cond_broadcast(&eventsDone); pthread_mutex_unlock(&lock); }
+void stub_release(void){ pthread_mutex_lock(&lock); runHeldCopies(); releasedGeneration=holdGeneration++; holding=0; pthread_cond_broadcast(&eventsDone); pthread_mutex_unlock(&lock); }
 void stub_failing_streams(int on){ failingStreams=on; }
 // primary context references, context resets, live streams, live events, events recorded, live host (pinned),
 // managed and device allocations, calls that needed a current context and had none, calls rejected

@@ -85,8 +85,14 @@ public final class BufferCopies {
                 }
                 // a backend that fails may have queued the command first (a flush that fails after it): its staging is
                 // then kept, never freed under it
-                CompletableFuture<Void> done = root.host.backend().copyToDeviceAsync(staging != null ? staging : source, device.segment(),
-                        device.offset() + buffer.byteOffset() + byteOffset, bytes);
+                CompletableFuture<Void> done;
+                try {
+                    done = root.host.backend().copyToDeviceAsync(staging != null ? staging : source, device.segment(),
+                            device.offset() + buffer.byteOffset() + byteOffset, bytes);
+                } catch (RuntimeException | Error e) {
+                    root.recordLeftQueued(e); // chunks of a staged copy queued before a wait timed out may still write it
+                    throw e;
+                }
                 CompletableFuture<Void> caller = staging == null ? CallerFutures.forCaller(done)
                         : CallerFutures.forCaller(done, failure -> StagingMemory.free(staging)); // the device's read is over, whatever the caller does
                 root.host.count(Transfer.HOST_TO_DEVICE, root.location, bytes);
@@ -119,14 +125,19 @@ public final class BufferCopies {
                 long from = device.offset() + buffer.byteOffset() + byteOffset;
                 CompletableFuture<Void> done;
                 CompletableFuture<Void> caller;
-                if (memory == CallerMemory.ANY_MOMENT) {
-                    MemorySegment landing = StagingMemory.allocate(bytes);
-                    // as in writeAsync: a backend that fails keeps the landing memory, which a queued command may write
-                    done = root.host.backend().copyToHostAsync(device.segment(), from, landing, bytes);
-                    caller = CallerFutures.forCaller(done, failure -> deliver(failure, landing, destination));
-                } else {
-                    done = root.host.backend().copyToHostAsync(device.segment(), from, destination, bytes);
-                    caller = CallerFutures.forCaller(done);
+                try {
+                    if (memory == CallerMemory.ANY_MOMENT) {
+                        MemorySegment landing = StagingMemory.allocate(bytes);
+                        // as in writeAsync: a backend that fails keeps the landing memory, which a queued command may write
+                        done = root.host.backend().copyToHostAsync(device.segment(), from, landing, bytes);
+                        caller = CallerFutures.forCaller(done, failure -> deliver(failure, landing, destination));
+                    } else {
+                        done = root.host.backend().copyToHostAsync(device.segment(), from, destination, bytes);
+                        caller = CallerFutures.forCaller(done);
+                    }
+                } catch (RuntimeException | Error e) {
+                    root.recordLeftQueued(e);
+                    throw e;
                 }
                 root.host.count(Transfer.DEVICE_TO_HOST, root.location, bytes);
                 root.recordInFlight(done);
@@ -210,19 +221,27 @@ public final class BufferCopies {
         source.checkRange(sourceOffset, bytes);
         target.checkRange(targetOffset, bytes);
         target.call(null, source, () -> {
+            // a copy that timed out once queued may still use both buffers' memory: each hold ends with that work
+            CompletableFuture<?> queued = BufferCore.DONE;
             if (source.isHostAccessible()) {
                 MemorySegment from = Holds.hostBytes(source);
                 try {
                     write(target, targetOffset, from.asSlice(sourceOffset, bytes));
+                } catch (RuntimeException | Error e) {
+                    queued = Holds.leftQueued(e);
+                    throw e;
                 } finally {
-                    Holds.release(source, null, BufferCore.DONE);
+                    Holds.release(source, null, queued);
                 }
             } else if (target.isHostAccessible()) {
                 MemorySegment to = Holds.hostBytes(target);
                 try {
                     read(source, sourceOffset, to.asSlice(targetOffset, bytes));
+                } catch (RuntimeException | Error e) {
+                    queued = Holds.leftQueued(e);
+                    throw e;
                 } finally {
-                    Holds.release(target, AccessMode.WRITE, BufferCore.DONE);
+                    Holds.release(target, AccessMode.WRITE, queued);
                 }
             } else {
                 Region from = Holds.deviceRegion(source, AccessMode.READ);
@@ -232,11 +251,14 @@ public final class BufferCopies {
                         target.host.backend().copyWithinDevice(from.allocation(), from.offset() + sourceOffset,
                                 to.allocation(), to.offset() + targetOffset, bytes);
                         target.host.count(Transfer.DEVICE_TO_DEVICE, target.location, bytes);
+                    } catch (RuntimeException | Error e) {
+                        queued = Holds.leftQueued(e);
+                        throw e;
                     } finally {
-                        Holds.release(target, AccessMode.WRITE, BufferCore.DONE);
+                        Holds.release(target, AccessMode.WRITE, queued);
                     }
                 } finally {
-                    Holds.release(source, null, BufferCore.DONE);
+                    Holds.release(source, null, queued);
                 }
             }
             return null;

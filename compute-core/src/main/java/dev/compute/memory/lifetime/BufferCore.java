@@ -4,6 +4,7 @@ import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.resource.Block;
+import dev.compute.memory.spi.QueuedWorkTimeoutException;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -316,6 +317,18 @@ public final class BufferCore {
             inFlight = new WorkInFlight(host.backend());
         }
         inFlight.add(work);
+    }
+
+    /**
+     * Where {@code failure} of a copy on the memory says it left device work queued there ({@link
+     * QueuedWorkTimeoutException}), remembers that work as in flight, so that the memory is not reused under it. Root
+     * only, under its monitor.
+     */
+    void recordLeftQueued(Throwable failure) {
+        CompletableFuture<?> queued = QueuedWorkTimeoutException.leftQueuedBy(failure);
+        if (queued != null) {
+            recordInFlight(queued);
+        }
     }
 
     /** The root's block, if this buffer may be used; under the root's monitor. */

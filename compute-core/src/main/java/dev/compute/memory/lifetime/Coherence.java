@@ -87,7 +87,12 @@ public final class Coherence {
     /** Copies the newer host mirror to the device. */
     static void copyMirrorToDevice(BufferCore root, Block device) {
         Block host = Objects.requireNonNull(root.mirror);
-        root.host.backend().copyToDevice(rootBytes(root, host), device.segment(), device.offset(), root.byteSize);
+        try {
+            root.host.backend().copyToDevice(rootBytes(root, host), device.segment(), device.offset(), root.byteSize);
+        } catch (RuntimeException | Error e) {
+            root.recordLeftQueued(e); // a copy that timed out once queued may still use both copies' memory
+            throw e;
+        }
         root.host.count(Transfer.HOST_TO_DEVICE, root.location, root.byteSize);
         root.state = BufferState.SYNCHRONIZED;
     }
@@ -122,7 +127,12 @@ public final class Coherence {
             root.mirror = root.host.allocateMirror(root.byteSize);
         }
         if (root.state.deviceIsNewer()) {
-            root.host.backend().copyToHost(device.segment(), device.offset(), rootBytes(root, root.mirror), root.byteSize);
+            try {
+                root.host.backend().copyToHost(device.segment(), device.offset(), rootBytes(root, root.mirror), root.byteSize);
+            } catch (RuntimeException | Error e) {
+                root.recordLeftQueued(e);
+                throw e;
+            }
             root.host.count(Transfer.DEVICE_TO_HOST, root.location, root.byteSize);
             root.state = BufferState.SYNCHRONIZED;
         }
@@ -139,7 +149,12 @@ public final class Coherence {
         } else if (root.state.hostIsNewer()) {
             MemorySegment.copy(source, 0, rootBytes(root, Objects.requireNonNull(root.mirror)), at, length);
         } else {
-            root.host.backend().copyToDevice(source, device.segment(), device.offset() + at, length);
+            try {
+                root.host.backend().copyToDevice(source, device.segment(), device.offset() + at, length);
+            } catch (RuntimeException | Error e) {
+                root.recordLeftQueued(e);
+                throw e;
+            }
             root.state = deviceWritten(root);
         }
         root.host.count(Transfer.HOST_TO_DEVICE, root.location, length);
@@ -154,7 +169,12 @@ public final class Coherence {
         } else if (!readsFromDevice(root)) {
             MemorySegment.copy(rootBytes(root, Objects.requireNonNull(root.mirror)), at, destination, 0, length);
         } else {
-            root.host.backend().copyToHost(device.segment(), device.offset() + at, destination, length);
+            try {
+                root.host.backend().copyToHost(device.segment(), device.offset() + at, destination, length);
+            } catch (RuntimeException | Error e) {
+                root.recordLeftQueued(e);
+                throw e;
+            }
         }
         root.host.count(Transfer.DEVICE_TO_HOST, root.location, length);
     }

@@ -2,6 +2,7 @@ package dev.compute.memory.lifetime;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.resource.Block;
+import dev.compute.memory.spi.QueuedWorkTimeoutException;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
@@ -46,6 +47,15 @@ public final class Holds {
             root.hold();
             return Coherence.rootBytes(root, device).asSlice(buffer.byteOffset(), buffer.byteSize);
         });
+    }
+
+    /**
+     * The device work a failed copy left queued ({@link QueuedWorkTimeoutException}), which the holds it took end with;
+     * {@link BufferCore#DONE} where it left none.
+     */
+    static CompletableFuture<?> leftQueued(Throwable failure) {
+        CompletableFuture<?> queued = QueuedWorkTimeoutException.leftQueuedBy(failure);
+        return queued != null ? queued : BufferCore.DONE;
     }
 
     /**

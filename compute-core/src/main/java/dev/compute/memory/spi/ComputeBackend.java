@@ -17,7 +17,9 @@ import org.jspecify.annotations.Nullable;
  * makes as few {@link #allocate}/{@link #free} calls as it can: they are the expensive ones.
  *
  * <p>Copies take (allocation, offset) pairs and a length; the manager has bounds-checked them. Copies from
- * or to a {@link MemorySegment} accept heap segments (Java arrays) as well as native ones.
+ * or to a {@link MemorySegment} accept heap segments (Java arrays) as well as native ones. A blocking copy whose
+ * bounded wait for the device times out after it queued work throws {@link QueuedWorkTimeoutException}, saying when
+ * the device is past that work; the manager keeps the memory involved until then.
  */
 public interface ComputeBackend extends AutoCloseable {
 

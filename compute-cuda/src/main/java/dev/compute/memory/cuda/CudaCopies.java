@@ -9,6 +9,7 @@ import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.FileMappings;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.QueuedWorkTimeoutException;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
 import jcuda.driver.CUstream;
@@ -59,7 +60,7 @@ final class CudaCopies {
             completions.await(stream); // bounded, before anything is queued: see toDevice
             CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address() + targetOffset), new DevicePointer(source.address() + sourceOffset),
                     bytes, stream), "cuMemcpyAsync(" + bytes + " bytes, " + source.location() + " to " + target.location() + ")");
-            completions.await(stream);
+            awaitQueued(stream);
         }
     }
 
@@ -144,10 +145,39 @@ final class CudaCopies {
 
     private CompletableFuture<Void> finish(CUstream stream, Completion completion) {
         if (completion == Completion.WAIT) {
-            completions.await(stream); // the copy itself, after the bounded wait for what was queued ahead
+            awaitQueued(stream); // the copy itself, after the bounded wait for what was queued ahead
             return DONE;
         }
         return completions.record(stream);
+    }
+
+    /** The bounded wait for a copy already queued on {@code stream}: past it, the timeout says when the copy is done. */
+    private void awaitQueued(CUstream stream) {
+        try {
+            completions.await(stream);
+        } catch (DeviceTimeoutException e) {
+            throw leftQueued(e, stream);
+        }
+    }
+
+    /**
+     * {@code timeout} of a wait after this call queued work on {@code stream}, which may still read or write the memory
+     * the call was given: with a future for that work, which the manager keeps as in flight on the buffers it uses.
+     */
+    private QueuedWorkTimeoutException leftQueued(DeviceTimeoutException timeout, CUstream stream) {
+        CompletableFuture<Void> queued;
+        try {
+            streams.makeCurrent(); // after the wait, which may have moved a virtual thread to another carrier
+            queued = completions.record(stream); // behind the queued copy on its stream
+        } catch (RuntimeException e) {
+            timeout.addSuppressed(e);
+            queued = new CompletableFuture<>(); // never known to be past: the memory stays out of the pool
+        }
+        QueuedWorkTimeoutException leftQueued = new QueuedWorkTimeoutException(timeout.getMessage(), timeout.waited(), queued);
+        for (Throwable suppressed : timeout.getSuppressed()) {
+            leftQueued.addSuppressed(suppressed);
+        }
+        return leftQueued;
     }
 
     /**
@@ -169,6 +199,7 @@ final class CudaCopies {
         }
         long chunk = lane.slotBytes();
         long chunks = Math.ceilDiv(bytes, chunk);
+        boolean queued = false;
         try {
             for (long k = 0; k < chunks; k++) {
                 int slot = (int) (k % lane.slots());
@@ -182,6 +213,7 @@ final class CudaCopies {
                 streams.makeCurrent(); // after the waits for the slot's event and the host copy's threads
                 CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination + offset), lane.pointer(slot), length, stream),
                         "cuMemcpyHtoDAsync(" + length + " bytes, staged)");
+                queued = true;
                 CudaResults.check(cuEventRecord(lane.event(slot), stream), "cuEventRecord(staging buffer)");
             }
             if (completion == Completion.WAIT) {
@@ -192,19 +224,33 @@ final class CudaCopies {
             CompletableFuture<Void> done = completions.record(stream);
             done.whenComplete((ignored, failure) -> staging.release(lane));
             return done;
+        } catch (DeviceTimeoutException e) {
+            // the device may still be reading slots and writing the target: the lane is never reused, and the target
+            // is kept until the device is past the chunks queued
+            staging.abandon(lane);
+            throw queued ? leftQueued(e, stream) : e;
         } catch (RuntimeException | Error e) {
-            // the device may still be reading slots: the lane is reused only after what was queued has run, and never
-            // where that did not happen within the device wait
-            giveBack(lane, stream, e);
+            giveBack(lane, stream, queued, e);
             throw e;
         }
     }
 
-    /** Returns a lane after a failure once the device is past what was queued on it, or takes it out of use for good. */
-    private void giveBack(StagingBuffers.Lane lane, CUstream stream, Throwable failure) {
-        if (!(failure instanceof DeviceTimeoutException) && completions.awaitQuietly(stream)) {
+    /**
+     * Returns a lane after a failure other than a timeout once the device is past what was queued on it, or takes it
+     * out of use for good where that did not happen within the device wait: then {@code failure} carries the timeout,
+     * with the chunks left queued, so that the memory they use is kept too.
+     */
+    private void giveBack(StagingBuffers.Lane lane, CUstream stream, boolean queued, Throwable failure) {
+        try {
+            completions.await(stream);
             staging.release(lane);
-        } else {
+        } catch (DeviceTimeoutException stillRunning) {
+            staging.abandon(lane);
+            if (queued) {
+                failure.addSuppressed(leftQueued(stillRunning, stream));
+            }
+        } catch (RuntimeException ignored) {
+            // a failed context reports the first error again; the caller is already throwing it. Nothing runs on it any more
             staging.abandon(lane);
         }
     }
@@ -222,10 +268,12 @@ final class CudaCopies {
         }
         long chunk = lane.slotBytes();
         long chunks = Math.ceilDiv(bytes, chunk);
+        boolean queued = false;
         try {
             streams.makeCurrent(); // after the wait for a lane
             for (long k = 0; k < Math.min(lane.slots(), chunks); k++) {
                 queueToSlot(lane, k, origin, bytes, stream);
+                queued = true;
             }
             for (long k = 0; k < chunks; k++) {
                 int slot = (int) (k % lane.slots());
@@ -240,8 +288,11 @@ final class CudaCopies {
                     queueToSlot(lane, k + lane.slots(), origin, bytes, stream);
                 }
             }
+        } catch (DeviceTimeoutException e) {
+            staging.abandon(lane); // the device may still write slots, reading the source: see stagedToDevice
+            throw queued ? leftQueued(e, stream) : e;
         } catch (RuntimeException | Error e) {
-            giveBack(lane, stream, e);
+            giveBack(lane, stream, queued, e);
             throw e;
         }
         staging.release(lane);

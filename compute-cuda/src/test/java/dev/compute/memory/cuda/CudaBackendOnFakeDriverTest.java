@@ -139,6 +139,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt() throws Exception {
+        inFakeDriverJvm("aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt");
+    }
+
+    @Test
     void closeUnderACopyKeepsWhatTheCopyUses() throws Exception {
         inFakeDriverJvm("closeUnderACopyKeepsWhatTheCopyUses");
     }
@@ -182,6 +187,8 @@ class CudaBackendOnFakeDriverTest {
                 case "ownKernelsLoadLaunchAndUnloadThroughJCuda" -> Scenarios.ownKernelsLoadLaunchAndUnloadThroughJCuda();
                 case "aBlockingCopyBehindStuckWorkIsBounded" -> Scenarios.aBlockingCopyBehindStuckWorkIsBounded();
                 case "closeUnderACopyKeepsWhatTheCopyUses" -> Scenarios.closeUnderACopyKeepsWhatTheCopyUses();
+                case "aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt" ->
+                        Scenarios.aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt();
                 case "aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel" -> Scenarios.aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel();
                 case "theManagersCloseWaitsForWorkRecordedOnOnesOwnStream" -> Scenarios.theManagersCloseWaitsForWorkRecordedOnOnesOwnStream();
                 case "aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll" -> Scenarios.aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll();
@@ -206,6 +213,7 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle FAILING_STREAMS = stub("stub_failing_streams", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle COUNTERS = stub("stub_backend_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
         private static final MethodHandle KERNEL_COUNTERS = stub("stub_kernel_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
+        private static final MethodHandle HELD_COPIES = stub("stub_held_copies", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
             return Linker.nativeLinker().downcallHandle(FAKE.find(name).orElseThrow(
@@ -459,6 +467,62 @@ class CudaBackendOnFakeDriverTest {
             copier.join(10_000);
             assertThat(copyFailure.get()).isInstanceOf(dev.compute.memory.DeviceTimeoutException.class);
             release();
+        }
+
+        /** Copies the fake holds now, and held copies that found memory of theirs freed when they ran. */
+        private static long[] heldCopies() throws Throwable {
+            try (Arena scratch = Arena.ofConfined()) {
+                MemorySegment out = scratch.allocate(ValueLayout.JAVA_LONG, 2);
+                HELD_COPIES.invokeExact(out);
+                return out.toArray(ValueLayout.JAVA_LONG);
+            }
+        }
+
+        /**
+         * Blocking copies whose wait times out after they queued work (a copy between two device buffers; a staged copy
+         * whose later chunk waits for an earlier one): the device may still run what they queued, so the memory it
+         * writes stays out of the pool until the device is past it. A buffer allocated after the target's close does not
+         * get its block (the queued copy would overwrite it), a release of the cache does not free it, and the staged
+         * copy's lane, abandoned, is not freed under the chunks it holds.
+         */
+        static void aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt() throws Throwable {
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)));
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
+            float[] ones = new float[1024];
+            Arrays.fill(ones, 1f);
+            float[] twos = new float[1024];
+            Arrays.fill(twos, 2f);
+            UnifiedBuffer source = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            source.copyFrom(ones);
+            UnifiedBuffer target = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            hold(); // the device does not run what is queued from here on
+            assertThatThrownBy(() -> target.copyFrom(source)).isInstanceOf(dev.compute.memory.DeviceTimeoutException.class);
+            assertThat(heldCopies()[0]).as("the device-to-device copy, queued before its wait timed out").isEqualTo(1);
+            HOLD.invokeExact(0);
+            target.close();
+            try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE)) {
+                next.copyFrom(twos);
+                release(); // the device runs the queued copy now
+                float[] back = new float[1024];
+                next.copyTo(back);
+                assertThat(back).as("a buffer allocated after the close, which the queued copy must not write").containsOnly(2f);
+            }
+            source.close();
+
+            int floats = 1 << 20; // 4 MiB: four chunks through a lane of two 1 MiB slots
+            float[] values = new float[floats];
+            Arrays.fill(values, 3f);
+            UnifiedBuffer staged = manager.allocate(DataType.FLOAT32, floats, MemoryLocation.DEVICE);
+            hold();
+            assertThatThrownBy(() -> staged.copyFrom(values)).isInstanceOf(dev.compute.memory.DeviceTimeoutException.class);
+            assertThat(heldCopies()[0]).as("the chunks queued before the wait for the first one's slot timed out").isEqualTo(2);
+            HOLD.invokeExact(0);
+            staged.close();
+            manager.releaseCachedMemory();
+            release();
+            assertThat(heldCopies()[1]).as("queued copies that found their device block or staging lane freed").isZero();
+            manager.close();
         }
 
         /** Launches so far, live modules, and the last launch's grid and block, as the fake counts them. */
