@@ -55,6 +55,11 @@ public final class Relocation {
     private static Move moveLocked(BufferCore buffer, BlockMover mover) {
         buffer.inFlight = null;
         Data data = buffer.state != BufferState.UNINITIALIZED && buffer.state != BufferState.HOST_ONLY ? Data.KEEP : Data.DROP;
-        return mover.move(Objects.requireNonNull(buffer.block), data) ? Move.MOVED : Move.NO_PLACE;
+        try {
+            return mover.move(Objects.requireNonNull(buffer.block), data) ? Move.MOVED : Move.NO_PLACE;
+        } catch (RuntimeException | Error e) {
+            buffer.recordLeftQueued(e); // a move's copy that timed out once queued may still read the block
+            throw e;
+        }
     }
 }

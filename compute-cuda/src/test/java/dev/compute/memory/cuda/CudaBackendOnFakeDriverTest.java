@@ -144,6 +144,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites() throws Exception {
+        inFakeDriverJvm("aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites");
+    }
+
+    @Test
     void closeUnderACopyKeepsWhatTheCopyUses() throws Exception {
         inFakeDriverJvm("closeUnderACopyKeepsWhatTheCopyUses");
     }
@@ -187,6 +192,8 @@ class CudaBackendOnFakeDriverTest {
                 case "ownKernelsLoadLaunchAndUnloadThroughJCuda" -> Scenarios.ownKernelsLoadLaunchAndUnloadThroughJCuda();
                 case "aBlockingCopyBehindStuckWorkIsBounded" -> Scenarios.aBlockingCopyBehindStuckWorkIsBounded();
                 case "closeUnderACopyKeepsWhatTheCopyUses" -> Scenarios.closeUnderACopyKeepsWhatTheCopyUses();
+                case "aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites" ->
+                        Scenarios.aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites();
                 case "aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt" ->
                         Scenarios.aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt();
                 case "aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel" -> Scenarios.aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel();
@@ -522,6 +529,42 @@ class CudaBackendOnFakeDriverTest {
             manager.releaseCachedMemory();
             release();
             assertThat(heldCopies()[1]).as("queued copies that found their device block or staging lane freed").isZero();
+            manager.close();
+        }
+
+        /**
+         * A compaction whose move's copy within the device times out once queued: the place it was moving the buffer to
+         * is not handed to the next allocation while the queued copy may still write it.
+         */
+        static void aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites() throws Throwable {
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)));
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
+            int floats = 3 << 18; // 3 MiB: large buffers, two in one segment
+            float[] ones = new float[floats];
+            Arrays.fill(ones, 1f);
+            float[] twos = new float[floats];
+            Arrays.fill(twos, 2f);
+            UnifiedBuffer first = manager.allocate(DataType.FLOAT32, floats, MemoryLocation.DEVICE);
+            UnifiedBuffer moved = manager.allocate(DataType.FLOAT32, floats, MemoryLocation.DEVICE);
+            moved.copyFrom(ones);
+            first.close(); // a hole before the buffer: the compaction moves it there
+            hold();
+            assertThatThrownBy(() -> manager.compact(MemoryLocation.DEVICE)).isInstanceOf(dev.compute.memory.DeviceTimeoutException.class);
+            assertThat(heldCopies()[0]).as("the move's copy, queued before its wait timed out").isEqualTo(1);
+            HOLD.invokeExact(0);
+            try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, floats, MemoryLocation.DEVICE)) {
+                next.copyFrom(twos);
+                release(); // the device runs the queued copy now
+                float[] back = new float[floats];
+                next.copyTo(back);
+                assertThat(back).as("a buffer allocated after the failed move, which the move's copy must not write").containsOnly(2f);
+            }
+            float[] kept = new float[floats];
+            moved.copyTo(kept);
+            assertThat(kept).as("the buffer that failed to move").containsOnly(1f);
+            moved.close();
+            assertThat(heldCopies()[1]).as("queued copies that found their memory freed").isZero();
             manager.close();
         }
 

@@ -15,6 +15,7 @@ import dev.compute.memory.resource.InspectableResource;
 import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.resource.PageMapping;
 import dev.compute.memory.resource.PoolSettings;
+import dev.compute.memory.spi.QueuedWorkTimeoutException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -582,7 +583,15 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             try {
                 copy.copy(poolBlock, place);
             } catch (RuntimeException | Error e) {
-                arena.release(place);
+                CompletableFuture<?> queued = QueuedWorkTimeoutException.leftQueuedBy(e);
+                if (queued == null || queued.isDone()) {
+                    arena.release(place);
+                } else {
+                    // the copy, queued before its wait timed out, may still write the place: freed once it is over
+                    arena.pend(place);
+                    pending.put(place, queued);
+                    queued.whenComplete((result, failure) -> completed.add(new Completion(place, queued)));
+                }
                 throw e;
             }
             arena.completeMove(poolBlock, place, arena.reservedBytes() > reserved);
