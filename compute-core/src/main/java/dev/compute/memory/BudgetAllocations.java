@@ -37,6 +37,50 @@ final class BudgetAllocations {
     /** A request's wait in the manager's queue ({@code pool}) and what its caller holds ({@code result}). */
     private record PoolWait(CompletableFuture<UnifiedBuffer> pool, CompletableFuture<UnifiedBuffer> result) {}
 
+    /**
+     * What the caller of {@code allocateAsync} holds. Ended by its caller (cancelled, or completed as {@code orTimeout}
+     * does), the request leaves the budget's queue or the pool's, its bytes given back, before the functions added to
+     * it run, as the manager's own requests do: none sees it counted as waiting.
+     */
+    private static final class Request extends CompletableFuture<UnifiedBuffer> {
+        private final CompletableFuture<Void> admitted;
+        private volatile @Nullable CompletableFuture<UnifiedBuffer> pool;
+
+        Request(CompletableFuture<Void> admitted) {
+            this.admitted = admitted;
+        }
+
+        @Override
+        public boolean cancel(boolean mayInterruptIfRunning) {
+            withdraw();
+            return super.cancel(mayInterruptIfRunning);
+        }
+
+        @Override
+        public boolean complete(UnifiedBuffer value) {
+            withdraw();
+            return super.complete(value);
+        }
+
+        @Override
+        public boolean completeExceptionally(Throwable failure) {
+            withdraw();
+            return super.completeExceptionally(failure);
+        }
+
+        /** Ends the waits under way; their own ending then leaves this future to its caller's completion. */
+        private void withdraw() {
+            if (isDone()) {
+                return;
+            }
+            admitted.cancel(false);
+            CompletableFuture<UnifiedBuffer> waiting = pool;
+            if (waiting != null) {
+                waiting.cancel(false);
+            }
+        }
+    }
+
     BudgetAllocations(PooledMemoryManager manager, BudgetLedger<BufferCore> ledger, BudgetAccount<BufferCore> account) {
         this.manager = manager;
         this.ledger = ledger;
@@ -124,11 +168,14 @@ final class BudgetAllocations {
         manager.requireLocation(location);
         Deadline deadline = Deadline.after(timeout);
         CompletableFuture<Void> admitted = ledger.claimLater(account, location, bytes, timeout);
-        CompletableFuture<UnifiedBuffer> result = new CompletableFuture<>();
+        Request result = new Request(admitted);
         // completed anyhow (cancelled, or by its caller: orTimeout, completeExceptionally), the request leaves the
         // budget's queue, as the manager's leaves its own; completed here, the wait is over already and this does nothing
         result.whenComplete((buffer, failure) -> admitted.cancel(false));
         admitted.whenComplete((room, refusal) -> {
+            if (admitted.isCancelled()) {
+                return; // by the request's ending, whose own failure or value it keeps
+            }
             if (refusal != null) {
                 refused(location, bytes, unwrapped(refusal));
                 result.completeExceptionally(unwrapped(refusal));
@@ -140,7 +187,7 @@ final class BudgetAllocations {
     }
 
     /** With the bytes counted in the budget: the pool's room, through the manager's queue, for the rest of the wait. */
-    private void fromThePool(DataType type, long count, MemoryLocation location, long bytes, Deadline deadline, CompletableFuture<UnifiedBuffer> result) {
+    private void fromThePool(DataType type, long count, MemoryLocation location, long bytes, Deadline deadline, Request result) {
         if (result.isDone()) { // cancelled as it was let in
             ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
             return;
@@ -153,7 +200,8 @@ final class BudgetAllocations {
             result.completeExceptionally(e);
             return;
         }
-        result.whenComplete((buffer, failure) -> pool.cancel(false)); // however it completed: see allocateAsync
+        result.pool = pool;
+        result.whenComplete((buffer, failure) -> pool.cancel(false)); // ended before it saw the pool's wait: see Request
         PoolWait wait = new PoolWait(pool, result);
         waitingForThePool.add(wait);
         if (ledger.isClosed(account)) { // closed after the claim was let in and before the close could see this wait
@@ -163,7 +211,9 @@ final class BudgetAllocations {
             waitingForThePool.remove(wait);
             if (failure != null) {
                 ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
-                result.completeExceptionally(unwrapped(failure));
+                if (!pool.isCancelled()) { // else by the request's ending, whose own failure or value it keeps
+                    result.completeExceptionally(unwrapped(failure));
+                }
                 return;
             }
             try {

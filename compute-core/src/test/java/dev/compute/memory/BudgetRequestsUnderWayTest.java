@@ -60,6 +60,50 @@ class BudgetRequestsUnderWayTest {
         }
     }
 
+    /**
+     * A request its caller ends, cancelling it or letting {@code orTimeout} fail it, is off the budget's queue when the
+     * functions added to its future run, as the manager's own requests are off its queue: they read no figure that still
+     * counts it as waiting.
+     */
+    @Test
+    void aRequestItsCallerEndsIsNotCountedAsWaitingInTheBudgetByItsFunctions() throws Exception {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+            UnifiedBuffer large = tenant.allocate(32 * MiB, DEVICE);
+            CompletableFuture<UnifiedBuffer> cancelled = tenant.allocateAsync(MiB, DEVICE, LONG);
+            CompletableFuture<UnifiedBuffer> timedOutByItsCaller = tenant.allocateAsync(MiB, DEVICE, LONG);
+            CompletableFuture<Long> waitingWhenCancelled = cancelled.handle((buffer, failure) -> tenant.statistics().waitingRequests());
+            CompletableFuture<Long> waitingWhenTimedOut = timedOutByItsCaller.orTimeout(10, TimeUnit.MILLISECONDS)
+                    .handle((buffer, failure) -> tenant.statistics().waitingRequests());
+
+            cancelled.cancel(false);
+
+            assertThat(waitingWhenCancelled.get(30, TimeUnit.SECONDS)).as("the other request waits on").isEqualTo(1);
+            assertThat(waitingWhenTimedOut.get(30, TimeUnit.SECONDS)).isZero();
+            large.close();
+            assertThat(tenant.statistics().allocatedBytes()).as("nothing let in for either").isZero();
+        }
+    }
+
+    /**
+     * The same once the budget let it in and it waits for the pool's room: its functions see it off the pool's queue
+     * and its bytes no longer under way in the budget.
+     */
+    @Test
+    void aRequestItsCallerEndsWhileItWaitsForThePoolIsNotCountedByItsFunctions() throws Exception {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 16 * MiB);
+            CompletableFuture<UnifiedBuffer> cancelled = tenant.allocateAsync(16 * MiB, DEVICE, LONG);
+            assertThat(manager.statistics(DEVICE).waitingRequests()).as("let in by the budget, in the pool's queue").isEqualTo(1);
+            CompletableFuture<List<Long>> figuresWhenCancelled = cancelled.handle((buffer, failure) ->
+                    List.of(manager.statistics(DEVICE).waitingRequests(), tenant.statistics().allocatedBytes()));
+
+            cancelled.cancel(false);
+
+            assertThat(figuresWhenCancelled.get(30, TimeUnit.SECONDS)).as("off the pool's queue, its bytes back").containsExactly(0L, 0L);
+            others.forEach(UnifiedBuffer::close);
+        }
+    }
+
     /** The same, once the budget let the request in and it waits for the pool's room: it stays in the pool's queue. */
     @Test
     void aRequestWhoseFutureTheCallerCompletedWhileItWaitsForThePoolLeavesThePoolsQueue() throws Exception {

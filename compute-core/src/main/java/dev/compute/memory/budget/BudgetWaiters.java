@@ -14,6 +14,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 
 /**
  * Requests waiting for room in a budget ({@code MemoryBudget.allocateAsync}), the budget's half of the wait: a
@@ -26,7 +27,8 @@ import java.util.concurrent.TimeUnit;
  * own, never on the thread that gave the memory back; the caller then waits for the pool's room.
  *
  * <p>Everything here but the futures' completion runs under the ledger's lock. Each request is bounded by its
- * timeout, timed by the JDK's delayer ({@link CompletableFuture#orTimeout}); cancelling its future takes it off the queue.
+ * timeout, timed by the JDK's delayer ({@link CompletableFuture#orTimeout}); cancelling its future, or completing it otherwise,
+ * takes it off the queue before the future's functions run.
  */
 final class BudgetWaiters<B> {
 
@@ -39,15 +41,43 @@ final class BudgetWaiters<B> {
         final MemoryLocation location;
         final long bytes;
         final Duration timeout;
-        final CompletableFuture<Void> future = new CompletableFuture<>();
-        /** Let in or given up: off the queue, and no timeout or close touches it again. */
-        boolean settled;
+        final CompletableFuture<Void> future;
+        /** Let in or given up: off the queue, and no timeout or close touches it again. Read unlocked to skip the lock. */
+        volatile boolean settled;
 
-        Waiter(BudgetAccount<?> account, MemoryLocation location, long bytes, Duration timeout) {
+        /** {@code leave}: takes a request its holder ended off its queue. */
+        Waiter(BudgetAccount<?> account, MemoryLocation location, long bytes, Duration timeout, Consumer<Waiter> leave) {
             this.account = account;
             this.location = location;
             this.bytes = bytes;
             this.timeout = timeout;
+            // ended by its holder (cancelled, or completed as orTimeout does), the request leaves its queue before its
+            // functions run, as it does when let in, timed out or failed at a close: none sees it counted as waiting
+            this.future = new CompletableFuture<>() {
+                @Override
+                public boolean cancel(boolean mayInterruptIfRunning) {
+                    endedByHolder();
+                    return super.cancel(mayInterruptIfRunning);
+                }
+
+                @Override
+                public boolean complete(Void value) {
+                    endedByHolder();
+                    return super.complete(value);
+                }
+
+                @Override
+                public boolean completeExceptionally(Throwable failure) {
+                    endedByHolder();
+                    return super.completeExceptionally(failure);
+                }
+
+                private void endedByHolder() {
+                    if (!isDone() && !settled) {
+                        leave.accept(Waiter.this);
+                    }
+                }
+            };
         }
     }
 
@@ -90,7 +120,7 @@ final class BudgetWaiters<B> {
             if (timeout.isZero()) {
                 return CompletableFuture.failedFuture(refusal != null ? ledger.refused(account, refusal, location, bytes, 1) : timedOut(account, location, bytes, timeout));
             }
-            waiter = new Waiter(account, location, bytes, timeout);
+            waiter = new Waiter(account, location, bytes, timeout, this::withdraw);
             queues.computeIfAbsent(account, key -> new ArrayDeque<>()).addLast(waiter);
             account.waitingRequests++;
             ledger.queued(1);
@@ -104,12 +134,7 @@ final class BudgetWaiters<B> {
                 timeOut(waiter);
             }
         }, COMPLETIONS);
-        waiter.future.whenComplete((done, failure) -> {
-            timer.complete(null);
-            if (waiter.future.isCancelled()) {
-                withdraw(waiter);
-            }
-        });
+        waiter.future.whenComplete((done, failure) -> timer.complete(null));
         return waiter.future;
     }
 
@@ -182,7 +207,7 @@ final class BudgetWaiters<B> {
         }
     }
 
-    /** A cancelled request leaves its queue; the next may fit now. */
+    /** A request its holder ended leaves its queue; the next may fit now. */
     private void withdraw(Waiter waiter) {
         List<Waiter> admitted = List.of();
         ledger.lock().lock();

@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -64,6 +65,28 @@ class BudgetWaitersTest {
         assertThat(done.await(10, TimeUnit.SECONDS)).isTrue();
         assertThat(completedOn.get()).isNotSameAs(Thread.currentThread());
         assertThat(completedOn.get().getName()).startsWith("compute-budget-waiter-");
+    }
+
+    /**
+     * A request ended by whoever holds its future (cancelled, or completed as {@code orTimeout} does) is off the queue
+     * when the functions added to the future run, and a head that left so lets the next in.
+     */
+    @Test
+    void aRequestEndedByItsHolderIsOffTheQueueWhenItsFunctionsRun() throws Exception {
+        BudgetNode<String> held = allocate(ledger, tenant, DEVICE, 12 * MiB);
+        CompletableFuture<Void> cancelled = ledger.claimLater(tenant, DEVICE, 8 * MiB, LONG);
+        CompletableFuture<Void> completed = ledger.claimLater(tenant, DEVICE, 8 * MiB, LONG);
+        CompletableFuture<Void> next = ledger.claimLater(tenant, DEVICE, 4 * MiB, LONG);
+        CompletableFuture<Long> waitingWhenCancelled = cancelled.handle((done, failure) -> ledger.statistics(tenant).waitingRequests());
+        CompletableFuture<Long> waitingWhenCompleted = completed.handle((done, failure) -> ledger.statistics(tenant).waitingRequests());
+
+        cancelled.cancel(false);
+        completed.completeExceptionally(new TimeoutException("its holder gave up"));
+
+        assertThat(waitingWhenCancelled.get(10, TimeUnit.SECONDS)).isEqualTo(2);
+        assertThat(waitingWhenCompleted.get(10, TimeUnit.SECONDS)).as("the next was let in as it became the head").isZero();
+        next.get(10, TimeUnit.SECONDS);
+        ledger.released(held);
     }
 
     @Test
