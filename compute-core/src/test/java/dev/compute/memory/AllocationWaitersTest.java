@@ -359,6 +359,52 @@ class AllocationWaitersTest {
         }
     }
 
+    /**
+     * Whenever it is read, a location's wait figures add up: no fewer than zero requests waiting, and those waiting and
+     * those that timed out never more than those that ever waited, however requests join, are served and time out.
+     */
+    @Test
+    void theWaitFiguresAddUpWheneverTheyAreRead() throws Exception {
+        for (int i = 0; i < 3; i++) {
+            held.add(manager.allocate(BLOCK, DEVICE)); // one block left, taken in turn
+        }
+        AtomicReference<String> impossible = new AtomicReference<>();
+        AtomicInteger readings = new AtomicInteger();
+        CountDownLatch done = new CountDownLatch(3);
+        Thread reader = Thread.ofPlatform().daemon().start(() -> {
+            while (done.getCount() > 0 && impossible.get() == null) {
+                MemoryStatistics figures = manager.statistics(DEVICE);
+                long waiting = figures.waitingRequests();
+                if (waiting < 0 || waiting + figures.waitTimeouts() > figures.waits()) {
+                    impossible.set(waiting + " waiting and " + figures.waitTimeouts() + " timed out of " + figures.waits() + " waits");
+                }
+                readings.incrementAndGet();
+            }
+        });
+        for (int t = 0; t < 3; t++) {
+            Duration timeout = t == 0 ? Duration.ofNanos(1) : LONG; // one times out at once, again and again
+            Thread.ofPlatform().daemon().start(() -> {
+                try {
+                    for (int i = 0; i < 3_000 && impossible.get() == null; i++) {
+                        try (UnifiedBuffer buffer = manager.allocateAsync(BLOCK, DEVICE, timeout).get(LONG.toSeconds(), TimeUnit.SECONDS)) {
+                            assertThat(buffer.byteSize()).isEqualTo(BLOCK);
+                        } catch (ExecutionException timedOut) {
+                            assertThat(timedOut).hasCauseInstanceOf(DeviceOutOfMemoryException.class);
+                        }
+                    }
+                } catch (Exception e) {
+                    impossible.compareAndSet(null, e.toString());
+                } finally {
+                    done.countDown();
+                }
+            });
+        }
+        awaitQuietly(done);
+        reader.join(LONG.toMillis());
+
+        assertThat(impossible).as("after %d readings", readings.get()).hasValue(null);
+    }
+
     private static void awaitQuietly(CountDownLatch latch) {
         try {
             assertThat(latch.await(LONG.toSeconds(), TimeUnit.SECONDS)).isTrue();

@@ -121,10 +121,11 @@ public final class AllocationWaiters<B> {
         /** The latest refusal of a request here: what a request that waited behind others is told when it times out. */
         volatile @Nullable DeviceOutOfMemoryException latestRefusal;
 
+        /** Counted before it can be served, and as a wait before as waiting: no reader sees fewer than none, or more than ever waited. */
         void add(Waiter<?> waiter) {
-            waiters.addLast(waiter);
-            waiting.incrementAndGet();
             waits.increment();
+            waiting.incrementAndGet();
+            waiters.addLast(waiter);
         }
 
         void remove(Waiter<?> waiter) {
@@ -232,7 +233,11 @@ public final class AllocationWaiters<B> {
 
     Figures figures(MemoryLocation location) {
         LocationQueue queue = queues[location.ordinal()];
-        return new Figures(queue.waiting.get(), queue.waits.sum(), queue.timeouts.sum());
+        // read in the reverse of the order they are raised in: a request counted as timed out is no longer waiting,
+        // and one waiting is counted in the waits
+        long timeouts = queue.timeouts.sum();
+        long waiting = queue.waiting.get();
+        return new Figures(waiting, queue.waits.sum(), timeouts);
     }
 
     /** Fails every waiting request at once and stops the threads; later requests fail as they queue. */
@@ -358,8 +363,8 @@ public final class AllocationWaiters<B> {
         }
         DeviceOutOfMemoryException failure = timedOut(waiter, queue);
         try {
-            queue.timeouts.increment();
             withdraw(queue, waiter);
+            queue.timeouts.increment(); // once off the queue: never counted as waiting and timed out at once
             events.allocationFailed(waiter.location, waiter.bytes, failure.reason());
         } finally {
             waiter.future.completeExceptionally(failure);
