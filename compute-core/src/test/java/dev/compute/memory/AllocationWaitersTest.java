@@ -360,6 +360,38 @@ class AllocationWaitersTest {
     }
 
     /**
+     * A buffer closed while device work on it is in flight gives its memory back when the work ends; a request that
+     * queued after the close (when nobody waited yet), its attempt having waited the device wait timeout for that work
+     * in vain, is served then, not at the next close or its own timeout.
+     */
+    @Test
+    void theEndOfDeviceWorkOnAClosedBufferServesARequestThatQueuedAfterTheClose() throws Exception {
+        try (UnifiedMemoryManager waitingShort = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxPoolSize(4 * BLOCK).timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO)
+                .deviceWaitTimeout(Duration.ofMillis(50)).build()) {
+            List<UnifiedBuffer> full = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                full.add(waitingShort.allocate(BLOCK, DEVICE));
+            }
+            CompletableFuture<Void> kernel = new CompletableFuture<>();
+            UnifiedBuffer working = full.removeFirst();
+            try (BufferAccess access = working.deviceAccess(AccessMode.WRITE)) {
+                access.inFlightUntil(kernel);
+            }
+            working.close();
+            CompletableFuture<UnifiedBuffer> waiting = waitingShort.allocateAsync(BLOCK, DEVICE, LONG);
+            assertThat(waiting).as("the memory is held by the kernel").isNotDone();
+
+            kernel.complete(null);
+
+            try (UnifiedBuffer served = await(waiting)) {
+                assertThat(served.byteSize()).isEqualTo(BLOCK);
+            }
+            full.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /**
      * Whenever it is read, a location's wait figures add up: no fewer than zero requests waiting, and those waiting and
      * those that timed out never more than those that ever waited, however requests join, are served and time out.
      */

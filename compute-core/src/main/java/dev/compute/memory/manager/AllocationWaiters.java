@@ -34,8 +34,8 @@ import org.jspecify.annotations.Nullable;
  * holds everyone behind it until it is served, times out or is cancelled.
  *
  * <p><b>Wake-ups.</b> The manager calls {@link #released} for every block given back; with nobody waiting that is
- * one volatile read. Otherwise it signals the location's queue (when device work on the block is done), and the
- * waiter thread serves the queue. Signals are counted, and the thread serves again until it has seen them all, as
+ * one volatile read (when device work on the block is done: read then). Otherwise it signals the location's queue,
+ * and the waiter thread serves the queue. Signals are counted, and the thread serves again until it has seen them all, as
  * RxJava drains its queues: a buffer closed while the head is being tried makes it be tried once more, never lost.
  * A request that becomes the head signals too, since memory may have come back between its first attempt and its
  * joining the queue, as does the removal of a head that timed out or was cancelled, since the next may fit.
@@ -221,13 +221,18 @@ public final class AllocationWaiters<B> {
     /** Memory came back at {@code location}, or will when {@code inFlight} completes: the queue there is served again. */
     void released(MemoryLocation location, CompletableFuture<?> inFlight) {
         LocationQueue queue = queues[location.ordinal()];
-        if (queue.waiting.get() == 0) {
-            return;
-        }
         if (inFlight.isDone()) {
-            signal(queue);
+            signalIfWaiting(queue);
         } else {
-            inFlight.whenComplete((result, failure) -> signal(queue));
+            // whoever waits when the work ends is served, though nobody waited at the close: a request that joins
+            // after that signals itself as the head
+            inFlight.whenComplete((result, failure) -> signalIfWaiting(queue));
+        }
+    }
+
+    private void signalIfWaiting(LocationQueue queue) {
+        if (queue.waiting.get() != 0) {
+            signal(queue);
         }
     }
 
