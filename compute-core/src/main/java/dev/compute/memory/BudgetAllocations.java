@@ -5,6 +5,7 @@ import dev.compute.memory.budget.BudgetEntry;
 import dev.compute.memory.budget.BudgetLedger;
 import dev.compute.memory.budget.BudgetLedger.Claimant;
 import dev.compute.memory.budget.BudgetNode;
+import dev.compute.memory.internal.WithdrawnFirst;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.manager.BlockAllocation;
 import java.io.IOException;
@@ -42,7 +43,7 @@ final class BudgetAllocations {
      * does), the request leaves the budget's queue or the pool's, its bytes given back, before the functions added to
      * it run, as the manager's own requests do: none sees it counted as waiting.
      */
-    private static final class Request extends CompletableFuture<UnifiedBuffer> {
+    private static final class Request extends WithdrawnFirst<UnifiedBuffer> {
         private final CompletableFuture<Void> admitted;
         private volatile @Nullable CompletableFuture<UnifiedBuffer> pool;
 
@@ -50,29 +51,9 @@ final class BudgetAllocations {
             this.admitted = admitted;
         }
 
-        @Override
-        public boolean cancel(boolean mayInterruptIfRunning) {
-            withdraw();
-            return super.cancel(mayInterruptIfRunning);
-        }
-
-        @Override
-        public boolean complete(UnifiedBuffer value) {
-            withdraw();
-            return super.complete(value);
-        }
-
-        @Override
-        public boolean completeExceptionally(Throwable failure) {
-            withdraw();
-            return super.completeExceptionally(failure);
-        }
-
         /** Ends the waits under way; their own ending then leaves this future to its caller's completion. */
-        private void withdraw() {
-            if (isDone()) {
-                return;
-            }
+        @Override
+        protected void withdraw() {
             admitted.cancel(false);
             CompletableFuture<UnifiedBuffer> waiting = pool;
             if (waiting != null) {

@@ -3,6 +3,7 @@ package dev.compute.memory.budget;
 import dev.compute.memory.BudgetExceededException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.internal.LibraryThreads;
+import dev.compute.memory.internal.WithdrawnFirst;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -53,27 +54,10 @@ final class BudgetWaiters<B> {
             this.timeout = timeout;
             // ended by its holder (cancelled, or completed as orTimeout does), the request leaves its queue before its
             // functions run, as it does when let in, timed out or failed at a close: none sees it counted as waiting
-            this.future = new CompletableFuture<>() {
+            this.future = new WithdrawnFirst<>() {
                 @Override
-                public boolean cancel(boolean mayInterruptIfRunning) {
-                    endedByHolder();
-                    return super.cancel(mayInterruptIfRunning);
-                }
-
-                @Override
-                public boolean complete(Void value) {
-                    endedByHolder();
-                    return super.complete(value);
-                }
-
-                @Override
-                public boolean completeExceptionally(Throwable failure) {
-                    endedByHolder();
-                    return super.completeExceptionally(failure);
-                }
-
-                private void endedByHolder() {
-                    if (!isDone() && !settled) {
+                protected void withdraw() {
+                    if (!settled) {
                         leave.accept(Waiter.this);
                     }
                 }

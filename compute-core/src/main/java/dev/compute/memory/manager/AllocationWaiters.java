@@ -8,6 +8,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.internal.ManagerLog;
+import dev.compute.memory.internal.WithdrawnFirst;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedDeque;
@@ -79,27 +80,10 @@ public final class AllocationWaiters<B> {
             this.tried = tried;
             // ended by its caller (cancelled, or completed as orTimeout does), the request leaves its queue before its
             // functions run, as it does when served, timed out or failed at a close: none sees it counted as waiting
-            this.future = new CompletableFuture<>() {
+            this.future = new WithdrawnFirst<>() {
                 @Override
-                public boolean cancel(boolean mayInterruptIfRunning) {
-                    endedByCaller();
-                    return super.cancel(mayInterruptIfRunning);
-                }
-
-                @Override
-                public boolean complete(B value) {
-                    endedByCaller();
-                    return super.complete(value);
-                }
-
-                @Override
-                public boolean completeExceptionally(Throwable failure) {
-                    endedByCaller();
-                    return super.completeExceptionally(failure);
-                }
-
-                private void endedByCaller() {
-                    if (!isDone() && settle()) {
+                protected void withdraw() {
+                    if (settle()) {
                         leave.accept(Waiter.this);
                     }
                 }
