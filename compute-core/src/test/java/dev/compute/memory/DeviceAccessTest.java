@@ -239,4 +239,37 @@ class DeviceAccessTest {
                     .hasMessageContaining("simulated backend has no OtherHandle").hasMessageContaining("SimulatedDeviceHandle");
         }
     }
+    @Test
+    void aDeviceAccessWhoseThreadDiedOpenKeepsItsMemoryUntilTheWorkItQueuedIsDone() throws Exception {
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+        device.queueWork(kernel); // what the dying thread's access queues: a kernel still running
+        long[] at = new long[1];
+        Thread dying = Thread.ofPlatform().start(() -> {
+            BufferAccess access = buffer.deviceAccess(AccessMode.WRITE); // never ended: its thread dies with it open
+            at[0] = access.offset();
+        });
+        dying.join();
+        device.queueWork(CompletableFuture.completedFuture(null));
+        buffer.close();
+
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2); // the sweeper looks every 200 ms
+        while (System.nanoTime() < deadline) {
+            try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                 BufferAccess access = next.deviceAccess(AccessMode.READ)) {
+                assertThat(access.offset()).as("a block still written by the dead thread's kernel is lent again").isNotEqualTo(at[0]);
+            }
+            Thread.sleep(50);
+        }
+        kernel.complete(null);
+        boolean reused = false;
+        deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!reused && System.nanoTime() < deadline) {
+            try (UnifiedBuffer again = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                 BufferAccess access = again.deviceAccess(AccessMode.READ)) {
+                reused = access.offset() == at[0];
+            }
+        }
+        assertThat(reused).as("once the kernel is done, the block goes back to the pool").isTrue();
+    }
 }

@@ -144,6 +144,7 @@ public final class BufferViews {
                 held.scope().end();
                 throw e;
             }
+            held.scope().onEndWithoutTheAccess(() -> endedUnended(buffer, mode, handle));
             if (mode.writes()) {
                 synchronized (root) {
                     root.state = Coherence.deviceWritten(root);
@@ -179,6 +180,7 @@ public final class BufferViews {
                            CompletableFuture<?> recorded, Runnable stillInUse) {
         int call = buffer.host.enterToEnd();
         try {
+            scope.accessEnded();
             if (side == Side.DEVICE && scope.isOpen()) { // ended by the manager's close: the backend may be gone, nothing to record
                 CompletableFuture<Void> queued;
                 try {
@@ -204,6 +206,30 @@ public final class BufferViews {
             } finally {
                 buffer.host.exit(call);
             }
+        }
+    }
+
+    /**
+     * A device access whose scope ends without the access: its thread died with it open, or its buffer was collected.
+     * The work queued through its handle may still run, so it is recorded before the memory may go back; where the
+     * handle cannot say what it queued (its backend closing), the device is waited for, bounded.
+     */
+    private static void endedUnended(BufferCore buffer, AccessMode mode, DeviceHandle handle) {
+        int call = buffer.host.enterToEnd(); // a close that starts meanwhile waits for this before it closes the backend
+        try {
+            if (buffer.host.isClosed()) {
+                return; // the manager's close: the backend may be gone, and the close waits for the device before it frees
+            }
+            CompletableFuture<Void> queued;
+            try {
+                queued = handle.end();
+            } catch (RuntimeException | Error unrecorded) {
+                buffer.host.awaitDeviceIdle();
+                return;
+            }
+            ended(buffer, Side.DEVICE, mode, queued);
+        } finally {
+            buffer.host.exit(call);
         }
     }
 

@@ -45,6 +45,11 @@ public final class MemoryScope {
     /** Links in its buffer's list of open scopes ({@link BufferScopes}), guarded by that list. */
     @Nullable MemoryScope bufferPrevious;
     @Nullable MemoryScope bufferNext;
+    /**
+     * A device access's: records the work queued through its handle where the scope ends without the access being
+     * ended (its thread died with it open, its buffer was collected), before the memory may go back; guarded by this.
+     */
+    private @Nullable Runnable unendedAccess;
 
     MemoryScope(Kind kind, ScopeRegistry.@Nullable ThreadScopes list, BufferScopes buffer, ScopeRegistry registry) {
         this.kind = kind;
@@ -108,6 +113,7 @@ public final class MemoryScope {
      * shared scope's segments; the scope then stays open.
      */
     public void end() {
+        recordUnendedAccess();
         synchronized (this) {
             if (ended) {
                 return;
@@ -124,6 +130,27 @@ public final class MemoryScope {
         }
         registry.removed(this);
         buffer.ended(this);
+    }
+
+    /** For a device access: what records its device work should the scope end without the access ending it. */
+    synchronized void onEndWithoutTheAccess(Runnable recordWork) {
+        unendedAccess = recordWork;
+    }
+
+    /** The access ends as it should, recording its own device work: nothing is left to record. */
+    synchronized void accessEnded() {
+        unendedAccess = null;
+    }
+
+    private void recordUnendedAccess() {
+        Runnable record;
+        synchronized (this) {
+            record = unendedAccess;
+            unendedAccess = null;
+        }
+        if (record != null) {
+            record.run();
+        }
     }
 
     /** Ends the scope if the calling thread may, else hands it to its owner to end; drops it if the owner has died. */
@@ -147,6 +174,7 @@ public final class MemoryScope {
 
     /** The owner has died: no thread can reach the confined segments, so the scope is over without closing its arena. */
     void abandon() {
+        recordUnendedAccess();
         synchronized (this) {
             if (ended) {
                 return;

@@ -297,13 +297,14 @@ class BufferViewsTest {
     void anAccessTheManagersCloseEndedFirstAsksNothingOfItsHandle() {
         BufferCore root = deviceBuffer(64);
         Opened access = BufferViews.deviceAccess(root, AccessMode.READ);
+        host.closed = true; // as the manager's close does: closed first, then the scopes ended
         access.scope().end();
-        host.closed = true;
 
         BufferViews.end(root, Side.DEVICE, AccessMode.READ, access.scope(), access.handle(), BufferCore.DONE, () -> {});
 
         assertThat(backend.handlesEnded()).as("the backend may be gone").isZero();
-        assertThat(host.endsEntered).as("counted in on a closed manager too").hasValue(1);
+        assertThat(host.endsEntered).as("counted in on a closed manager too: the scope's end, then the access's").hasValue(2);
+        assertThat(host.callsIn).as("and counted out").hasValue(0);
     }
 
     @Test
