@@ -87,12 +87,7 @@ public final class Coherence {
     /** Copies the newer host mirror to the device. */
     static void copyMirrorToDevice(BufferCore root, Block device) {
         Block host = Objects.requireNonNull(root.mirror);
-        try {
-            root.host.backend().copyToDevice(rootBytes(root, host), device.segment(), device.offset(), root.byteSize);
-        } catch (RuntimeException | Error e) {
-            root.recordLeftQueued(e); // a copy that timed out once queued may still use both copies' memory
-            throw e;
-        }
+        toDevice(root, rootBytes(root, host), device, device.offset());
         root.host.count(Transfer.HOST_TO_DEVICE, root.location, root.byteSize);
         root.state = BufferState.SYNCHRONIZED;
     }
@@ -127,12 +122,7 @@ public final class Coherence {
             root.mirror = root.host.allocateMirror(root.byteSize);
         }
         if (root.state.deviceIsNewer()) {
-            try {
-                root.host.backend().copyToHost(device.segment(), device.offset(), rootBytes(root, root.mirror), root.byteSize);
-            } catch (RuntimeException | Error e) {
-                root.recordLeftQueued(e);
-                throw e;
-            }
+            toHost(root, device, device.offset(), rootBytes(root, root.mirror));
             root.host.count(Transfer.DEVICE_TO_HOST, root.location, root.byteSize);
             root.state = BufferState.SYNCHRONIZED;
         }
@@ -149,12 +139,7 @@ public final class Coherence {
         } else if (root.state.hostIsNewer()) {
             MemorySegment.copy(source, 0, rootBytes(root, Objects.requireNonNull(root.mirror)), at, length);
         } else {
-            try {
-                root.host.backend().copyToDevice(source, device.segment(), device.offset() + at, length);
-            } catch (RuntimeException | Error e) {
-                root.recordLeftQueued(e);
-                throw e;
-            }
+            toDevice(root, source, device, device.offset() + at);
             root.state = deviceWritten(root);
         }
         root.host.count(Transfer.HOST_TO_DEVICE, root.location, length);
@@ -169,14 +154,32 @@ public final class Coherence {
         } else if (!readsFromDevice(root)) {
             MemorySegment.copy(rootBytes(root, Objects.requireNonNull(root.mirror)), at, destination, 0, length);
         } else {
-            try {
-                root.host.backend().copyToHost(device.segment(), device.offset() + at, destination, length);
-            } catch (RuntimeException | Error e) {
-                root.recordLeftQueued(e);
-                throw e;
-            }
+            toHost(root, device, device.offset() + at, destination);
         }
         root.host.count(Transfer.DEVICE_TO_HOST, root.location, length);
+    }
+
+    /**
+     * The backend's blocking copy of {@code source} to {@code device} at {@code offset}; one that timed out once it had
+     * queued work leaves that work in flight on the memory ({@link BufferCore#recordLeftQueued}), which it may still use.
+     */
+    private static void toDevice(BufferCore root, MemorySegment source, Block device, long offset) {
+        try {
+            root.host.backend().copyToDevice(source, device.segment(), offset, source.byteSize());
+        } catch (RuntimeException | Error e) {
+            root.recordLeftQueued(e);
+            throw e;
+        }
+    }
+
+    /** As {@link #toDevice}, from {@code device} at {@code offset} into {@code destination}. */
+    private static void toHost(BufferCore root, Block device, long offset, MemorySegment destination) {
+        try {
+            root.host.backend().copyToHost(device.segment(), offset, destination, destination.byteSize());
+        } catch (RuntimeException | Error e) {
+            root.recordLeftQueued(e);
+            throw e;
+        }
     }
 
     /** The whole root's bytes in a host-accessible block. */

@@ -1,10 +1,10 @@
 package dev.compute.memory.opencl;
 
-import dev.compute.memory.internal.LibraryThreads;
 import static org.jocl.CL.CL_COMPLETE;
 import static org.jocl.CL.CL_EVENT_COMMAND_EXECUTION_STATUS;
 import static org.jocl.CL.CL_SUCCESS;
 
+import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.DeviceWaits;
 import java.time.Duration;
@@ -95,26 +95,27 @@ final class EventCompletions {
     abstract static class Awaited extends CompletableFuture<Void> implements CallerFutures.Source<Void> {
         private static final AtomicIntegerFieldUpdater<Awaited> BLOCKED = AtomicIntegerFieldUpdater.newUpdater(Awaited.class, "blocked");
         private volatile int blocked;
-        /** The future its caller was handed ({@link #forCaller}): completed after this one, never the other way. */
-        private volatile @Nullable CallersFuture caller;
-        /** Callers' futures with a step of their own to run first ({@link #forCaller(CallerFutures.Finish)}), in the order made. */
-        private volatile CallersFuture[] finishing = NONE;
+        /** The future {@link #forCaller()} hands every caller, once made; under this monitor. */
+        private @Nullable CallersFuture caller;
+        /** The callers' futures made so far, completed after this one, never the other way, in the order made. */
+        private volatile CallersFuture[] callers = NONE;
 
         /**
          * The caller's own future, made once: completed by whoever completes this one, right after it, so that it costs
          * no dependent action here (one would mark a queue position at once); its waits go through this one's.
          */
         @Override
-        public final synchronized CompletableFuture<Void> forCaller() {
-            CallersFuture mine = caller;
-            if (mine == null) {
-                mine = new CallersFuture(this);
-                caller = mine; // then look: a completion that did not see it yet is seen here
-                if (isDone()) {
-                    mine.follow(this);
+        public final CompletableFuture<Void> forCaller() {
+            CallersFuture mine;
+            synchronized (this) {
+                mine = caller;
+                if (mine != null) {
+                    return mine;
                 }
+                mine = new CallersFuture(this, null);
+                caller = mine;
             }
-            return mine;
+            return followedBy(mine);
         }
 
         /**
@@ -124,11 +125,14 @@ final class EventCompletions {
          */
         @Override
         public final CompletableFuture<Void> forCaller(CallerFutures.Finish finish) {
-            CallersFuture mine = new CallersFuture(this, finish);
+            return followedBy(new CallersFuture(this, finish));
+        }
+
+        private CallersFuture followedBy(CallersFuture mine) {
             synchronized (this) {
-                CallersFuture[] now = Arrays.copyOf(finishing, finishing.length + 1);
+                CallersFuture[] now = Arrays.copyOf(callers, callers.length + 1);
                 now[now.length - 1] = mine;
-                finishing = now; // then look: a completion that did not see it yet is seen here
+                callers = now; // then look: a completion that did not see it yet is seen here
             }
             if (isDone()) {
                 mine.follow(this);
@@ -151,11 +155,7 @@ final class EventCompletions {
         }
 
         private void followed() {
-            CallersFuture mine = caller; // read after this one completed: forCaller either sees it done or is seen here
-            if (mine != null) {
-                mine.follow(this);
-            }
-            for (CallersFuture each : finishing) {
+            for (CallersFuture each : callers) { // read after this one completed: forCaller either sees it done or is seen here
                 each.follow(this);
             }
         }
@@ -174,14 +174,13 @@ final class EventCompletions {
 
         /**
          * Whether completing it runs nothing but the wake-up of threads blocked on it (as far as can be seen now), its
-         * caller's future included.
+         * callers' futures included.
          */
         final boolean onlyBlockedOn() {
-            CallersFuture mine = caller;
-            if (getNumberOfDependents() > blocked || mine != null && !mine.onlyBlockedOn()) {
+            if (getNumberOfDependents() > blocked) {
                 return false;
             }
-            for (CallersFuture each : finishing) {
+            for (CallersFuture each : callers) {
                 if (!each.onlyBlockedOn()) {
                     return false;
                 }
@@ -246,10 +245,6 @@ final class EventCompletions {
         private final CallerFutures.@Nullable Finish finish;
         /** Set by the first to follow the work: its completion and the caller's look may both come here. */
         private volatile int following;
-
-        private CallersFuture(Awaited work) {
-            this(work, null);
-        }
 
         private CallersFuture(Awaited work, CallerFutures.@Nullable Finish finish) {
             this.work = work;
