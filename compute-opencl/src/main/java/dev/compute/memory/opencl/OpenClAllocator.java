@@ -98,13 +98,8 @@ final class OpenClAllocator {
         int[] error = new int[1];
         cl_mem memory = CL.clCreateBuffer(queue.context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size, null, error);
         OpenClCalls.check(error[0], "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of " + size + " bytes");
-        try {
-            queue.awaitQueuedWork("a blocking clEnqueueMapBuffer of " + size + " pinned bytes");
-        } catch (RuntimeException e) {
-            CL.clReleaseMemObject(memory);
-            throw e;
-        }
-        ByteBuffer mapping = CL.clEnqueueMapBuffer(queue.commandQueue(), memory, true, CL_MAP_READ | CL_MAP_WRITE, 0, size, 0, null, null, error);
+        // a new buffer has no work to wait for: mapped on the blocking transfers' queue, which no other work holds up
+        ByteBuffer mapping = CL.clEnqueueMapBuffer(queue.transferQueue(), memory, true, CL_MAP_READ | CL_MAP_WRITE, 0, size, 0, null, null, error);
         if (error[0] != CL.CL_SUCCESS || mapping == null) {
             CL.clReleaseMemObject(memory);
             OpenClCalls.check(error[0] != CL.CL_SUCCESS ? error[0] : CL.CL_MAP_FAILURE, "clEnqueueMapBuffer of " + size + " pinned bytes");

@@ -358,7 +358,8 @@ public final class OpenClBackend implements ComputeBackend {
     }
 
     /**
-     * Every command of this backend goes through its one in-order queue, so work of the backend's (copies, ops, a device
+     * Every command of this backend that may still run when its call returns goes through its one in-order queue (its
+     * blocking copies, run on a queue of their own, are over by then), so work of the backend's (copies, ops, a device
      * access's marker) needs no ordering; work a handle recorded from a queue of the user's own gets a barrier with its
      * event on this queue. Other futures are waited for on the host.
      */

@@ -18,10 +18,12 @@ import org.jocl.cl_mem;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The backend's copies, on its one in-order queue. Memory the host can address is copied by the host
- * ({@link MemorySegment#copy}); a DEVICE buffer through {@code clEnqueueWriteBuffer}/{@code clEnqueueReadBuffer}
- * (from a Java array in place when blocking, through a native temporary when queued) and {@code clEnqueueCopyBuffer}
- * between buffers (through a temporary where ranges of one buffer overlap). Any segment over a mapped file
+ * The backend's copies. Memory the host can address is copied by the host ({@link MemorySegment#copy}); a DEVICE buffer
+ * through {@code clEnqueueWriteBuffer}/{@code clEnqueueReadBuffer} (from a Java array in place when blocking, through a
+ * native temporary when queued) and {@code clEnqueueCopyBuffer} between buffers (through a temporary where ranges of
+ * one buffer overlap). A queued copy goes on the backend's queue, in order with the rest of its work; a blocking one
+ * waits, bounded, for that queue's work so far, then runs on the queue of blocking transfers
+ * ({@link OpenClQueue#transferQueue}), where work queued meanwhile on the backend's queue cannot hold it up. Any segment over a mapped file
  * ({@link FileMappings#isOverMapping}: the mapping, and the views and accesses the manager hands out over one), and a
  * read-only heap segment, go through a staging buffer one chunk at a time, copied by Java: the driver never reads or
  * writes a mapping, so a file truncated under it fails the copy with an exception instead of ending the process. The
@@ -33,12 +35,15 @@ final class OpenClCopies {
     private final OpenClQueue commands;
     private final cl_context context;
     private final cl_command_queue queue;
+    /** Where the blocking copies run, once the work queued before them has ended. */
+    private final cl_command_queue transfers;
     private final long stagingBytes;
 
     OpenClCopies(OpenClQueue commands, long stagingBytes) {
         this.commands = commands;
         this.context = commands.context();
         this.queue = commands.commandQueue();
+        this.transfers = commands.transferQueue();
         this.stagingBytes = stagingBytes;
     }
 
@@ -82,7 +87,7 @@ final class OpenClCopies {
         boolean overlapping = from.equals(to) && fromOffset < toOffset + bytes && toOffset < fromOffset + bytes;
         if (!overlapping) {
             cl_event done = new cl_event();
-            OpenClCalls.check(CL.clEnqueueCopyBuffer(queue, from, to, fromOffset, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
+            OpenClCalls.check(CL.clEnqueueCopyBuffer(transfers, from, to, fromOffset, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
             awaitAndRelease(done, "clEnqueueCopyBuffer");
             return;
         }
@@ -91,9 +96,9 @@ final class OpenClCopies {
         cl_mem temporary = CL.clCreateBuffer(context, CL_MEM_READ_WRITE, bytes, null, error);
         OpenClCalls.check(error[0], "clCreateBuffer of a " + bytes + "-byte temporary for an overlapping copy");
         try {
-            OpenClCalls.check(CL.clEnqueueCopyBuffer(queue, from, temporary, fromOffset, 0, bytes, 0, null, null), "clEnqueueCopyBuffer");
+            OpenClCalls.check(CL.clEnqueueCopyBuffer(transfers, from, temporary, fromOffset, 0, bytes, 0, null, null), "clEnqueueCopyBuffer");
             cl_event done = new cl_event();
-            OpenClCalls.check(CL.clEnqueueCopyBuffer(queue, temporary, to, 0, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
+            OpenClCalls.check(CL.clEnqueueCopyBuffer(transfers, temporary, to, 0, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
             awaitAndRelease(done, "clEnqueueCopyBuffer");
         } finally {
             CL.clReleaseMemObject(temporary);
@@ -202,7 +207,7 @@ final class OpenClCopies {
         commands.awaitQueuedWork("a blocking clEnqueueWriteBuffer of " + bytes + " bytes");
         Pointer from = FileMappings.isOverMapping(source) ? null : hostPointer(source);
         if (from != null) {
-            OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, CL_TRUE, offset, bytes, from, 0, null, null), "clEnqueueWriteBuffer of " + bytes + " bytes");
+            OpenClCalls.check(CL.clEnqueueWriteBuffer(transfers, memory, CL_TRUE, offset, bytes, from, 0, null, null), "clEnqueueWriteBuffer of " + bytes + " bytes");
             return;
         }
         try (Arena arena = Arena.ofConfined()) {
@@ -212,7 +217,7 @@ final class OpenClCopies {
                 long length = Math.min(chunk, bytes - done);
                 MemorySegment.copy(source, done, staging, 0, length);
                 FileMappings.surfaceFaults(); // a fault of the copy is thrown here, before the chunk is written
-                OpenClCalls.check(CL.clEnqueueWriteBuffer(queue, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
+                OpenClCalls.check(CL.clEnqueueWriteBuffer(transfers, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
                         "clEnqueueWriteBuffer of " + length + " bytes");
             }
         }
@@ -232,7 +237,7 @@ final class OpenClCopies {
                 MemorySegment staging = arena.allocate(chunk, 64);
                 for (long done = 0; done < bytes; done += chunk) {
                     long length = Math.min(chunk, bytes - done);
-                    OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
+                    OpenClCalls.check(CL.clEnqueueReadBuffer(transfers, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
                             "clEnqueueReadBuffer of " + length + " bytes");
                     MemorySegment.copy(staging, 0, target, done, length);
                     FileMappings.surfaceFaults();
@@ -244,7 +249,7 @@ final class OpenClCopies {
         if (to == null) {
             throw new IllegalArgumentException("cannot read into a segment that is neither native nor backed by a Java array: " + target);
         }
-        OpenClCalls.check(CL.clEnqueueReadBuffer(queue, memory, CL_TRUE, offset, bytes, to, 0, null, null), "clEnqueueReadBuffer of " + bytes + " bytes");
+        OpenClCalls.check(CL.clEnqueueReadBuffer(transfers, memory, CL_TRUE, offset, bytes, to, 0, null, null), "clEnqueueReadBuffer of " + bytes + " bytes");
     }
 
     /**

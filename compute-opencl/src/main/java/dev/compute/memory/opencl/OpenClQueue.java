@@ -30,7 +30,11 @@ import org.jspecify.annotations.Nullable;
  * of the work on them: futures for commands ({@link EventCompletions}), positions known done by markers
  * ({@link QueuePositions}), work recorded from queues of the user's own (waited for apart from this queue's, so that
  * slow foreign work never holds up its completions), and the ordering of other work after all of it. Every command
- * of the backend goes through this one queue, so its work completes in the order it was queued.
+ * of the backend goes through this one queue, so its work completes in the order it was queued, except the blocking
+ * transfers: each first waits, bounded, for the work queued here before it ({@link #awaitQueuedWork}), then runs on a
+ * second in-order queue of the backend's own ({@link #transferQueue}), where nothing but such transfers is ever queued.
+ * On this one, work another thread queued meanwhile (a kernel that does not end, a command behind a user event never
+ * set) would hold up the transfer's call without a bound.
  *
  * <p>Closing refuses new work, waits, bounded, for the queue and the recorded work, then releases queue and context;
  * the lifecycle lock keeps a late free from using them once released.
@@ -55,6 +59,8 @@ final class OpenClQueue {
     private volatile boolean handedOut;
     private final cl_context context;
     private final cl_command_queue queue;
+    /** The blocking transfers' own queue: only commands that the thread queuing them waits for, which all end. */
+    private final cl_command_queue transfers;
     /** Markers: {@code clEnqueueMarkerWithWaitList} from OpenCL 1.2, the deprecated {@code clEnqueueMarker} before. */
     private final boolean markersTakeWaitLists;
     private final EventCompletions completions;
@@ -84,13 +90,19 @@ final class OpenClQueue {
         int[] error = new int[1];
         this.context = CL.clCreateContext(properties, 1, new cl_device_id[] {id}, null, null, error);
         OpenClCalls.check(error[0], "clCreateContext on " + describe);
-        @SuppressWarnings("deprecation") // clCreateCommandQueueWithProperties is absent on OpenCL 1.x devices
-        cl_command_queue created = CL.clCreateCommandQueue(context, id, 0, error);
+        cl_command_queue created = createQueue(id, error);
         if (error[0] != CL.CL_SUCCESS) {
             CL.clReleaseContext(context);
             OpenClCalls.check(error[0], "clCreateCommandQueue on " + describe);
         }
+        cl_command_queue transfersCreated = createQueue(id, error);
+        if (error[0] != CL.CL_SUCCESS) {
+            CL.clReleaseCommandQueue(created);
+            CL.clReleaseContext(context);
+            OpenClCalls.check(error[0], "clCreateCommandQueue (blocking transfers) on " + describe);
+        }
         this.queue = created;
+        this.transfers = transfersCreated;
         this.completions = new EventCompletions(device.deviceName(), true);
         this.recordedWork = new EventCompletions(device.deviceName() + " (recorded work)", false);
         this.positions = new QueuePositions(new QueuePositions.Markers() {
@@ -107,12 +119,25 @@ final class OpenClQueue {
         completions.onWake(positions::markUncovered);
     }
 
+    @SuppressWarnings("deprecation") // clCreateCommandQueueWithProperties is absent on OpenCL 1.x devices
+    private cl_command_queue createQueue(cl_device_id device, int[] error) {
+        return CL.clCreateCommandQueue(context, device, 0, error);
+    }
+
     cl_context context() {
         return context;
     }
 
     cl_command_queue commandQueue() {
         return queue;
+    }
+
+    /**
+     * The queue for blocking transfers, queued once {@link #awaitQueuedWork} returned and waited for by the thread that
+     * queued them: nothing else is ever queued on it, so such a call ends with its own copy.
+     */
+    cl_command_queue transferQueue() {
+        return transfers;
     }
 
     void checkOpen() {
@@ -434,6 +459,7 @@ final class OpenClQueue {
         }
         try {
             CL.clFinish(queue);
+            CL.clFinish(transfers); // only transfers whose calls have returned: ended already
         } finally {
             boolean settled = completions.close(deviceWait) & recordedWork.close(deviceWait);
             if (settled) {
@@ -441,6 +467,7 @@ final class OpenClQueue {
                     released = true;
                     releaseFirst.run();
                     CL.clReleaseCommandQueue(queue);
+                    CL.clReleaseCommandQueue(transfers);
                     CL.clReleaseContext(context);
                 }
                 drained.complete(null);

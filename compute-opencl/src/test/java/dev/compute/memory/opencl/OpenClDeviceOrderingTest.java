@@ -18,6 +18,7 @@ import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.testing.ChildJvm;
 import dev.compute.memory.testing.LogCapture;
+import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.concurrent.CompletableFuture;
@@ -352,6 +353,45 @@ class OpenClDeviceOrderingTest {
         } finally {
             CL.clReleaseEvent(gate);
         }
+    }
+
+    /**
+     * A blocking copy waits, bounded, for the work queued before it, then copies: work another thread queues while it
+     * copies (here a fill held back by a user event, queued between two of a staged copy's chunks) must not hold up the
+     * rest of the copy, which would then wait for that work without a bound.
+     */
+    @Test
+    void aBlockingCopyNeverWaitsForWorkQueuedWhileItCopies() throws Exception {
+        manager.close();
+        manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .deviceWaitTimeout(Duration.ofMillis(500)).stagingBufferSize(4096).build();
+        boolean caughtMidCopy = false;
+        for (int attempt = 0; attempt < 4 && !caughtMidCopy; attempt++) {
+            int bytes = (8 << 20) << attempt; // chunks of 4 KiB: a copy long enough to be caught between two of them
+            byte[] data = new byte[bytes];
+            Arrays.fill(data, (byte) (attempt + 1));
+            MemorySegment source = MemorySegment.ofArray(data).asReadOnly(); // read-only: staged, one chunk at a time
+            cl_event gate = userEvent();
+            try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+                 UnifiedBuffer target = manager.allocate(bytes, MemoryLocation.DEVICE)) {
+                CompletableFuture<Void> copy = CompletableFuture.runAsync(() -> target.copyFrom(0, source));
+                Thread.sleep(20);
+                fillHeldAt(x, gate);
+                caughtMidCopy = !copy.isDone();
+                try {
+                    assertThat(copy).as("the copy's later chunks do not wait for the fill queued meanwhile")
+                            .succeedsWithin(Duration.ofSeconds(20));
+                } finally {
+                    open(gate);
+                }
+                byte[] back = new byte[bytes];
+                target.copyTo(back);
+                assertThat(back).isEqualTo(data);
+            } finally {
+                CL.clReleaseEvent(gate);
+            }
+        }
+        assertThat(caughtMidCopy).as("a copy was under way when the fill was queued").isTrue();
     }
 
     /**
