@@ -23,6 +23,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
@@ -398,6 +399,10 @@ final class EventCompletions {
     private volatile boolean watchIdle;
     private volatile boolean stopped;
     private final ExecutorService completer = Executors.newVirtualThreadPerTaskExecutor();
+    /** The completer's tasks handed in and not yet ended. */
+    private final AtomicInteger completing = new AtomicInteger();
+    /** The completions whose completer runs the current thread's task: a close from its action waits for the others only. */
+    private static final ThreadLocal<@Nullable EventCompletions> COMPLETING_FOR = new ThreadLocal<>();
 
     /** {@code onBackendQueue}: the events handed in mark commands of the backend's own in-order queue. */
     EventCompletions(String deviceName, boolean onBackendQueue) {
@@ -430,7 +435,7 @@ final class EventCompletions {
 
     /** Fails {@code futures} with {@code failure}, off the caller's thread (their dependent actions may block). */
     void fail(List<? extends CompletableFuture<Void>> futures, RuntimeException failure) {
-        completer.execute(() -> futures.forEach(future -> future.completeExceptionally(failure)));
+        onCompleter(() -> futures.forEach(future -> future.completeExceptionally(failure)));
     }
 
     /** Asks the waiter to run {@code action} once it has waited for every command handed in so far. */
@@ -595,7 +600,7 @@ final class EventCompletions {
     private void complete(CompletableFuture<Void> future, @Nullable RuntimeException failure) {
         boolean here = future instanceof Awaited awaited ? awaited.onlyBlockedOn() : future.getNumberOfDependents() == 0;
         if (!here) {
-            completer.execute(() -> settle(future, failure));
+            onCompleter(() -> settle(future, failure));
             handedOut = CompletableFuture.allOf(handedOut, future);
             return;
         }
@@ -610,6 +615,25 @@ final class EventCompletions {
             settle(future, failure);
         } finally {
             inside.compareAndSet(mark, null);
+        }
+    }
+
+    /** Runs {@code task} on a virtual thread of the completer's, counted until it ends. */
+    private void onCompleter(Runnable task) {
+        completing.incrementAndGet();
+        try {
+            completer.execute(() -> {
+                COMPLETING_FOR.set(this);
+                try {
+                    task.run();
+                } finally {
+                    COMPLETING_FOR.remove();
+                    completing.decrementAndGet();
+                }
+            });
+        } catch (RuntimeException | Error e) {
+            completing.decrementAndGet();
+            throw e;
         }
     }
 
@@ -758,6 +782,11 @@ final class EventCompletions {
             }
             LockSupport.unpark(watch);
             completer.shutdown();
+            if (COMPLETING_FOR.get() == this) {
+                // closed by a dependent action, a task of the completer that ends only after this returns: waiting for
+                // the completer to end would wait for itself; the other tasks are what it waits for
+                return settled && DeviceWaits.until(() -> completing.get() == 1, deadline);
+            }
             long left;
             while (settled && !completer.isTerminated() && (left = deadline - System.nanoTime()) > 0) {
                 try {

@@ -358,6 +358,39 @@ class EventCompletionsTest {
     }
 
     @Test
+    void aDependentActionThatClosesWaitsForTheOtherActionsButNotForItself() throws Exception {
+        cl_event held = command();
+        CountDownLatch heldRunning = new CountDownLatch(1);
+        CountDownLatch closeStarted = new CountDownLatch(1);
+        AtomicBoolean heldEnded = new AtomicBoolean();
+        completions.completion(held, "a kernel").thenRun(() -> {
+            heldRunning.countDown();
+            try {
+                closeStarted.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            heldEnded.set(true);
+        });
+        end(held, CL.CL_COMPLETE);
+        heldRunning.await(); // handed in after it: on the in-order queue a later command's end would complete it too
+        cl_event closing = command();
+        EventCompletions closed = completions;
+        CompletableFuture<Boolean> settledInside = new CompletableFuture<>();
+        CompletableFuture<Boolean> heldEndedFirst = new CompletableFuture<>();
+        completions.completion(closing, "a copy").thenRun(() -> {
+            closeStarted.countDown();
+            settledInside.complete(closed.close(Duration.ofSeconds(5)));
+            heldEndedFirst.complete(heldEnded.get());
+        });
+        end(closing, CL.CL_COMPLETE);
+
+        assertThat(settledInside.get(20, TimeUnit.SECONDS)).as("a close in an action settles: it is no other action's wait").isTrue();
+        assertThat(heldEndedFirst.get(20, TimeUnit.SECONDS)).as("the other action ended before the close returned").isTrue();
+        completions = null;
+    }
+
+    @Test
     void closeWaitsForADependentActionThatBlocksNoLongerThanItsBoundAndSaysSo() throws Exception {
         cl_event command = command();
         CountDownLatch release = new CountDownLatch(1);
