@@ -23,6 +23,7 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 import jcuda.driver.CUevent;
@@ -101,6 +102,10 @@ final class DeviceCompletions implements AutoCloseable {
     private final Map<CUstream, StreamEvents> streams = new IdentityHashMap<>();
     private final ExecutorService waiters;
     private final ExecutorService callbacks;
+    /** Callbacks handed to {@link #callbacks} and not yet ended. */
+    private final AtomicInteger reporting = new AtomicInteger();
+    /** The completions whose callback the current thread runs: a close from its action waits for the others only. */
+    private static final ThreadLocal<@Nullable DeviceCompletions> REPORTING_FOR = new ThreadLocal<>();
     private volatile boolean closed;
 
     DeviceCompletions(CudaContext context) {
@@ -282,7 +287,26 @@ final class DeviceCompletions implements AutoCloseable {
             next.work().passed(); // no stream is made to wait on the event after this, so it can be reused
             releaseEvent(next.event());
             RuntimeException reported = failure;
-            callbacks.execute(reported == null ? next.onDone() : () -> next.onError().accept(reported));
+            report(reported == null ? next.onDone() : () -> next.onError().accept(reported));
+        }
+    }
+
+    /** Runs {@code callback} on a thread of {@link #callbacks}, counted until it ends. */
+    private void report(Runnable callback) {
+        reporting.incrementAndGet();
+        try {
+            callbacks.execute(() -> {
+                REPORTING_FOR.set(this);
+                try {
+                    callback.run();
+                } finally {
+                    REPORTING_FOR.remove();
+                    reporting.decrementAndGet();
+                }
+            });
+        } catch (RuntimeException | Error e) {
+            reporting.decrementAndGet();
+            throw e;
         }
     }
 
@@ -300,6 +324,9 @@ final class DeviceCompletions implements AutoCloseable {
         }
         return work;
     }
+
+    /** How long a close waits for the callbacks under way (the application's dependent actions among them) to end. */
+    private static final Duration CALLBACKS_AT_CLOSE = Duration.ofSeconds(10);
 
     /** As {@link #close(Duration)}, waiting as long as close() of the backend does. */
     @Override
@@ -332,10 +359,16 @@ final class DeviceCompletions implements AutoCloseable {
         }
         waiters.shutdown();
         callbacks.shutdown();
-        try {
-            callbacks.awaitTermination(10, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
+        if (REPORTING_FOR.get() == this) {
+            // closed by a future's dependent action, on a callback that ends only after this returns: waiting for the
+            // callbacks to end would wait for itself; the others are what it waits for
+            DeviceWaits.until(() -> reporting.get() == 1, System.nanoTime() + CALLBACKS_AT_CLOSE.toNanos());
+        } else {
+            try {
+                callbacks.awaitTermination(CALLBACKS_AT_CLOSE.toNanos(), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
         }
         for (CUevent event; (event = idleEvents.poll()) != null; ) {
             cuEventDestroy(event);

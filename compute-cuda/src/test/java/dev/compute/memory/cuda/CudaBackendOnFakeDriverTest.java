@@ -178,6 +178,11 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("aKernelsBufferClosedRightAfterTheLaunchWaitsForTheKernel");
     }
 
+    @Test
+    void aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction() throws Exception {
+        inFakeDriverJvm("aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     public static void main(String[] args) {
@@ -200,6 +205,8 @@ class CudaBackendOnFakeDriverTest {
                 case "theManagersCloseWaitsForWorkRecordedOnOnesOwnStream" -> Scenarios.theManagersCloseWaitsForWorkRecordedOnOnesOwnStream();
                 case "aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll" -> Scenarios.aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll();
                 case "virtualThreadsGoOnWithTheContextCurrentAfterAWait" -> Scenarios.virtualThreadsGoOnWithTheContextCurrentAfterAWait();
+                case "aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction" ->
+                        Scenarios.aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -682,6 +689,34 @@ class CudaBackendOnFakeDriverTest {
             }
             assertThat(reused).as("once the kernel is done, the block goes back to the pool").isTrue();
             manager.close();
+        }
+
+        /**
+         * The manager closed by a dependent action of a kernel's future, which runs on the backend's callback thread
+         * that reports the kernel's end: the close waits for the backend's other callbacks, not for the one it runs in
+         * (which ends only once the close returns), and frees everything.
+         */
+        static void aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction() throws Throwable {
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).build();
+            KernelSource[] sources = KernelContractTest.sources("scale_in_place", KernelContractTest.SCALE_IN_PLACE);
+            ComputeKernel scale = manager.kernels().compile(sources[0], sources[1], sources[2]);
+            UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            x.copyFrom(new float[1024]);
+            hold(); // the kernel's end is reported once released, after the action below is attached
+            CompletableFuture<Void> running = scale.launch(LaunchShape.of(1024), x, 1024L, 2f);
+            CompletableFuture<Long> closing = running.thenApply(ignored -> {
+                long start = System.nanoTime();
+                x.close();
+                manager.close();
+                return (System.nanoTime() - start) / 1_000_000;
+            });
+            release();
+            assertThat(closing.get(60, TimeUnit.SECONDS)).as("ms the close took, on the thread of the action that made it")
+                    .isLessThan(5_000L);
+            Counters after = counters();
+            assertThat(after.contextReferences()).as("context references").isZero();
+            assertThat(after.events()).as("live events").isZero();
+            assertThat(after.device()).as("device allocations").isZero();
         }
 
         /**
