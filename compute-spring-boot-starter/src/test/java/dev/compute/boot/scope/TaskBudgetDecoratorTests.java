@@ -6,8 +6,12 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.boot.ComputeBudgets;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
@@ -82,5 +86,32 @@ class TaskBudgetDecoratorTests {
         assertThatThrownBy(decorated::run).as("the task's own failure").hasMessage("the task's own failure");
         assertThat(tenant.children()).as("the task's budget is closed").isEmpty();
         assertThat(tenant.statistics().allocatedBytes()).isZero();
+    }
+
+    /** A task whose tenant closed before it ran (a budget of one's own, closed by the application) still runs, so a Future on it ends. */
+    @Test
+    void aTaskWhoseTenantClosedBeforeItRanStillEndsItsFuture() {
+        MemoryBudget gold = manager.budget("gold", 8 << 20);
+        budgets.add("default", gold, 2 << 20);
+        FutureTask<Boolean> allocates = new FutureTask<>(() -> {
+            try (UnifiedBuffer buffer = BudgetScope.current().orElseThrow().allocate(4096, MemoryLocation.HOST)) {
+                return true;
+            }
+        });
+        FutureTask<String> allocatesNothing = new FutureTask<>(() -> "done");
+        Runnable first;
+        Runnable second;
+        try (BudgetScope scope = BudgetScope.open(gold)) {
+            first = decorator.decorate(allocates);
+            second = decorator.decorate(allocatesNothing);
+        }
+        gold.close();
+        Thread.startVirtualThread(first);
+        Thread.startVirtualThread(second);
+
+        assertThat(allocates).as("refused by its closed tenant, not left waiting").failsWithin(Duration.ofSeconds(10))
+                .withThrowableOfType(ExecutionException.class).withCauseInstanceOf(IllegalStateException.class);
+        assertThat(allocatesNothing).succeedsWithin(Duration.ofSeconds(10)).isEqualTo("done");
+        assertThat(manager.statistics(MemoryLocation.HOST).allocatedBytes()).isZero();
     }
 }
