@@ -39,7 +39,9 @@ public final class RequestBudgetFilter implements Filter {
             return;
         }
         if (request.getDispatcherType() == DispatcherType.ASYNC) {
-            if (request.getAttribute(BUDGET_ATTRIBUTE) instanceof MemoryBudget budget && !budget.isClosed()) {
+            // closed too (the request's, at its end; a tenant that closed): what a later dispatch allocates is refused, not
+            // let past the tenant's limit
+            if (request.getAttribute(BUDGET_ATTRIBUTE) instanceof MemoryBudget budget) {
                 try (BudgetScope scope = BudgetScope.open(budget)) {
                     chain.doFilter(request, response);
                 }
@@ -60,28 +62,28 @@ public final class RequestBudgetFilter implements Filter {
         } finally {
             String work = "request " + http.getMethod() + " " + http.getRequestURI();
             if (request.isAsyncStarted()) {
-                request.getAsyncContext().addListener(new ClosingAtTheEnd(budget, work));
+                request.getAsyncContext().addListener(new ClosingAtTheEnd(budget, tenant, work));
             } else {
-                ScopedBudgets.close(budget, work);
+                ScopedBudgets.end(budget, tenant, () -> work);
             }
         }
     }
 
     /** Closes an asynchronous request's budget however the request ends. */
-    private record ClosingAtTheEnd(MemoryBudget budget, String work) implements AsyncListener {
+    private record ClosingAtTheEnd(MemoryBudget budget, MemoryBudget tenant, String work) implements AsyncListener {
         @Override
         public void onComplete(AsyncEvent event) {
-            ScopedBudgets.close(budget, work);
+            ScopedBudgets.end(budget, tenant, () -> work);
         }
 
         @Override
         public void onTimeout(AsyncEvent event) {
-            ScopedBudgets.close(budget, work);
+            ScopedBudgets.end(budget, tenant, () -> work);
         }
 
         @Override
         public void onError(AsyncEvent event) {
-            ScopedBudgets.close(budget, work);
+            ScopedBudgets.end(budget, tenant, () -> work);
         }
 
         @Override

@@ -25,29 +25,45 @@ final class ScopedBudgets {
         this.budgets = budgets;
     }
 
-    /** A budget of its own for a piece of work of {@code kind} ({@code request}, {@code task}) under {@code parent}. */
+    /**
+     * A budget of its own for a piece of work of {@code kind} ({@code request}, {@code task}) under {@code parent}; or,
+     * where the parent has closed (a tenant the application added itself, then closed, while work still names it),
+     * the parent itself: the work runs in it, and what it allocates is refused with the tenant's name, rather than the
+     * work failing before it runs (a server error; a task's {@code Future} that never ends) or running with no limit.
+     * {@link #end} leaves such a parent as it is.
+     */
     MemoryBudget open(MemoryBudget parent, String kind) {
         long limit = budgets.configuredFor(parent).map(ComputeBudgets.Configured::requestLimitBytes).filter(bytes -> bytes > 0)
                 .orElse(parent.limitBytes());
-        return parent.child(BudgetSpec.of(kind + "-" + made.incrementAndGet(), Math.min(limit, parent.limitBytes())));
+        try {
+            return parent.child(BudgetSpec.of(kind + "-" + made.incrementAndGet(), Math.min(limit, parent.limitBytes())));
+        } catch (IllegalStateException e) {
+            if (parent.isClosed()) {
+                return parent;
+            }
+            throw e;
+        }
     }
 
-    /** Closes the work's budget, logging what it forgot to close ({@code work}: what it was, for the log). */
-    static void close(MemoryBudget budget, String work) {
-        close(budget, () -> work);
+    /** Ends the budget {@link #open} gave the work under {@code parent}: closes it, unless it is that closed parent. */
+    static void end(MemoryBudget budget, MemoryBudget parent, Supplier<String> describe) {
+        if (budget != parent) {
+            close(budget, describe);
+        }
     }
 
     /**
-     * As {@link #close(MemoryBudget, String)}, the work described only where something was left: the description is the
-     * application's code (a task's toString()), which may throw, and must not keep the budget from closing.
+     * Closes the work's budget, logging what it forgot to close, the work described only where something was left: the
+     * description may be the application's code (a task's toString()), which may throw, and must not keep the budget
+     * from closing.
      */
-    static void close(MemoryBudget budget, Supplier<String> describe) {
+    private static void close(MemoryBudget budget, Supplier<String> describe) {
         List<MemoryBudget.Leftover> leftovers = budget.closeAndReport();
         if (!leftovers.isEmpty() && log.isWarnEnabled()) {
             String work;
             try {
                 work = describe.get();
-            } catch (RuntimeException e) {
+            } catch (Throwable e) { // the application's code: whatever it throws, the budget is closed and the report goes out
                 work = "work whose description failed (" + e + ")";
             }
             long buffers = leftovers.stream().mapToLong(MemoryBudget.Leftover::buffers).sum();

@@ -29,24 +29,11 @@ public final class TaskBudgetDecorator implements TaskDecorator {
         }
         MemoryBudget parent = tenant;
         return () -> {
-            MemoryBudget budget;
-            try {
-                budget = budgets.open(parent, "task");
-            } catch (IllegalStateException e) {
-                if (!parent.isClosed()) {
-                    throw e;
-                }
-                // the tenant closed after the task was submitted (a budget of the application's own): the task still
-                // runs, so that a Future on it ends, in its closed tenant, which refuses what it allocates
-                try (BudgetScope scope = BudgetScope.open(parent)) {
-                    task.run();
-                }
-                return;
-            }
+            MemoryBudget budget = budgets.open(parent, "task");
             try (BudgetScope scope = BudgetScope.open(budget)) {
                 task.run();
             } finally {
-                ScopedBudgets.close(budget, () -> "task " + task); // described only where it left something open
+                ScopedBudgets.end(budget, parent, () -> "task " + task); // described only where it left something open
             }
         };
     }

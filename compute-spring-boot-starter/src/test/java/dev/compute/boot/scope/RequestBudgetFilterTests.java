@@ -1,6 +1,7 @@
 package dev.compute.boot.scope;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.boot.ComputeBudgets;
 import dev.compute.memory.MemoryBudget;
@@ -77,6 +78,25 @@ class RequestBudgetFilterTests {
             assertThat(current.get()).as("%s", named).isFalse();
         }
         filter.doFilter(request("default/tenant-a"), new MockHttpServletResponse(), (request, response) -> assertThat(BudgetScope.current()).isPresent());
+    }
+
+    /**
+     * A tenant the application closed (one it added itself, which left) while a gateway still names it: the request
+     * runs in the closed tenant, which refuses what it allocates with the tenant's name, rather than fail in the
+     * filter with a server error, or run with no budget at all and pass the tenant's limit.
+     */
+    @Test
+    void aRequestNamingAClosedTenantRunsInItAndItsAllocationsAreRefused() throws Exception {
+        tenant.close();
+        AtomicReference<MemoryBudget> during = new AtomicReference<>();
+        filter.doFilter(request("tenant-a"), new MockHttpServletResponse(), (request, response) -> {
+            during.set(BudgetScope.current().orElseThrow());
+            assertThatThrownBy(() -> during.get().allocate(4096, MemoryLocation.HOST)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("tenant-a");
+        });
+        assertThat(during.get()).isSameAs(tenant);
+        assertThat(BudgetScope.current()).isEmpty();
+        assertThat(manager.liveBuffers()).isEmpty();
     }
 
     @Test
