@@ -108,4 +108,50 @@ class ManagerFiguresReadingTest {
             assertThat(end.liveBuffers()).isZero();
         }
     }
+    /**
+     * Requests of whole 512-byte units are not rounded, so requested bytes equal allocated bytes at every moment; a
+     * reader summed the allocated figure of every thread stripe, then the requested one, and an allocation counted in
+     * between showed in requested only: more bytes requested than allocated.
+     */
+    @Test
+    void requestedBytesReadWhileThreadsAllocateNeverExceedAllocatedBytes() throws Exception {
+        try (UnifiedMemoryManager manager = manager()) {
+            AtomicBoolean stop = new AtomicBoolean();
+            ExecutorService threads = Executors.newFixedThreadPool(3);
+            List<Future<?>> workers = new ArrayList<>();
+            for (int t = 0; t < 3; t++) {
+                Random random = new Random(t);
+                workers.add(threads.submit(() -> {
+                    Deque<UnifiedBuffer> held = new ArrayDeque<>();
+                    while (!stop.get()) {
+                        if (held.size() > 8 || (!held.isEmpty() && random.nextBoolean())) {
+                            held.poll().close();
+                        } else {
+                            held.add(manager.allocate(512L * (1 + random.nextInt(64)), MemoryLocation.DEVICE));
+                        }
+                    }
+                    held.forEach(UnifiedBuffer::close);
+                    return null;
+                }));
+            }
+            long inverted = 0;
+            MemoryStatistics first = null;
+            try {
+                for (int i = 0; i < 200_000; i++) {
+                    MemoryStatistics s = manager.statistics(MemoryLocation.DEVICE);
+                    if (s.requestedBytes() > s.allocatedBytes()) {
+                        inverted++;
+                        first = first == null ? s : first;
+                    }
+                }
+            } finally {
+                stop.set(true);
+                for (Future<?> worker : workers) {
+                    worker.get(30, TimeUnit.SECONDS);
+                }
+                threads.shutdown();
+            }
+            assertThat(inverted).as("reads with more bytes requested than allocated, the first: %s", first).isZero();
+        }
+    }
 }

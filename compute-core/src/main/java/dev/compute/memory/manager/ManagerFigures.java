@@ -61,11 +61,15 @@ public final class ManagerFigures {
         // read after the counts: a block freed in between (cached by the pool, its free not yet counted) can show here
         // and not in cached; no free block is larger than what is cached, and fragmentation stays within 0 and 1
         long largestFree = Math.min(holding.largestFreeBlockBytes(), cached);
+        long allocated = Math.max(0, counts.allocatedBytes() - held.bytes());
+        // the stripes' allocated bytes are summed before their requested ones, so a call counted in between can show in
+        // requested alone; no block holds more than was set aside for it
+        long requested = Math.clamp(counts.requestedBytes() - held.requestedBytes(), 0, allocated);
         CachingPoolResource pool = chain.pool;
         AllocationWaiters.Figures waiting = waiters.figures(location);
         return new MemoryStatistics(location,
-                Math.max(0, counts.allocatedBytes() - held.bytes()), counts.allocatedBytesPeak(),
-                Math.max(0, counts.requestedBytes() - held.requestedBytes()), counts.requestedBytesPeak(),
+                allocated, counts.allocatedBytesPeak(),
+                requested, counts.requestedBytesPeak(),
                 reserved, holding.reservedBytesPeak(), cached, largestFree,
                 Math.max(0, counts.liveBlocks() - held.buffers()), holding.segmentCount(), counts.allocations(), counts.frees(),
                 pool != null ? pool.poolHits() : 0, pool != null ? pool.poolMisses() : chain.backend.backendAllocations(),
