@@ -450,8 +450,20 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return new DeviceOutOfMemoryException(location, requested, stuck ? OutOfMemoryReason.DEVICE_WORK_STUCK : refusal.reason(),
                 "out of " + location + " memory: requested " + requested + " bytes (" + size + " after rounding); " + live
                 + " bytes live (allocated), " + Math.max(0, reserved - live) + " bytes cached, " + reserved + " bytes reserved; largest free block "
-                + largestFreeBlock() + " bytes; " + pending.size() + " blocks pending on device work" + why
+                + largestFreeBlock() + " bytes" + freeSpaceOutOfReach(size) + "; " + pending.size() + " blocks pending on device work" + why
                 + ". The pool released its cached memory and retried, and its upstream refused: " + refusal.getMessage());
+    }
+
+    /**
+     * Where the largest free block would hold the request but lies in the small arena, whose free space a large block
+     * takes only where pages are mapped: says so, lest the figures read as a contradiction. Under the lock.
+     */
+    private String freeSpaceOutOfReach(long size) {
+        if (SizeClasses.small(size) || large.expandable() || small.largestFreeBlock() < size) {
+            return "";
+        }
+        return " (in the small arena, which blocks over 1 MiB take only with expandable segments; the large arena's largest is "
+                + large.largestFreeBlock() + " bytes)";
     }
 
     // ---- freeing ----------------------------------------------------------------------------------------------

@@ -196,6 +196,26 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         pool.close();
     }
 
+    /**
+     * Under a cap of one 2 MiB segment and plain segments, a small block keeps the small arena's segment, and a block
+     * over 1 MiB can have no segment of its own; the refusal said the largest free block was about 2 MiB, larger than the
+     * request, without saying that a large block may not take it.
+     */
+    @Test
+    void aLargeRequestRefusedBesideTheSmallArenasFreeSpaceSaysItMayNotTakeIt() {
+        AddressSpaceBackend backend = backend(64 * MiB, false);
+        CachingPoolResource pool = pool(backend, 2 * MiB, false);
+        Block small = pool.allocate(1);
+
+        assertThatThrownBy(() -> pool.allocate(MiB + 1))
+                .isInstanceOf(DeviceOutOfMemoryException.class)
+                .hasMessageContaining("largest free block " + (2 * MiB - 512) + " bytes")
+                .hasMessageContaining("in the small arena, which blocks over 1 MiB take only with expandable segments");
+
+        pool.deallocate(small);
+        pool.close();
+    }
+
     @ParameterizedTest(name = "expandable={0}")
     @ValueSource(booleans = {true, false})
     void anImpossibleRequestFailsWithTheFiguresAndLeavesThePoolWhole(boolean expandable) {
