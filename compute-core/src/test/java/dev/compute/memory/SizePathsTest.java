@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -45,6 +46,27 @@ class SizePathsTest {
             assertThat(manager.tryAllocate(bytes, DEVICE)).isEmpty();
             assertThat(failureOf(manager.allocateAsync(bytes, DEVICE, Duration.ofSeconds(5))))
                     .isInstanceOf(AllocationAboveLimitException.class);
+        }
+    }
+
+    @Test
+    void underACapThatIsNoWholeNumberOfThePoolsPiecesWhatOnlyItsLastPieceCouldHoldIsAboveTheLimit() {
+        AtomicInteger handlersAsked = new AtomicInteger();
+        try (UnifiedMemoryManager odd = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).maxPoolSize(5 * MiB)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> handlersAsked.incrementAndGet() > 0 && false).build()) {
+            odd.allocate(MiB, DEVICE).close();
+            long cached = odd.statistics(DEVICE).cachedBytes();
+            // the pool takes memory in pieces of 2 MiB, so under a cap of 5 MiB no buffer above 4 MiB can ever be had
+            for (long bytes : new long[] {5 * MiB, 4 * MiB + 1}) {
+                assertThatThrownBy(() -> odd.allocate(bytes, DEVICE)).isInstanceOf(AllocationAboveLimitException.class)
+                        .hasMessageContaining("requested " + bytes + " bytes").hasMessageContaining("max-pool-size");
+                assertThat(odd.tryAllocate(bytes, DEVICE)).isEmpty();
+                assertThat(failureOf(odd.allocateAsync(bytes, DEVICE, Duration.ofMinutes(5)))).isInstanceOf(AllocationAboveLimitException.class);
+            }
+            assertThat(handlersAsked).as("no out-of-memory handler is asked about what no memory can satisfy").hasValue(0);
+            assertThat(odd.statistics(DEVICE).cachedBytes()).as("the cache is left as it was").isEqualTo(cached);
+            odd.allocate(4 * MiB, DEVICE).close();
         }
     }
 

@@ -69,9 +69,12 @@ public final class LocationChain {
         return hostAccessible;
     }
 
-    /** The largest request that memory given back could ever make room for (see {@link BackendResource#largestPossibleBytes}). */
+    /**
+     * The largest request that memory given back could ever make room for: the pool's, which takes memory in whole pieces
+     * ({@link CachingPoolResource#largestPossibleBytes}), or the backend's where pooling is off.
+     */
     public long largestPossibleBytes() {
-        return backend.largestPossibleBytes();
+        return pool != null ? pool.largestPossibleBytes() : backend.largestPossibleBytes();
     }
 
     /**

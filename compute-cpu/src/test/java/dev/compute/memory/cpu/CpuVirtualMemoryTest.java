@@ -9,6 +9,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -213,6 +214,21 @@ class CpuVirtualMemoryTest {
                 .hasMessageContaining("page size").hasMessageContaining("expandable-segments");
         UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(512L << 20).backendOption("page-size", "1GB").expandableSegments(false)
                 .build().close();
+    }
+
+    @Test
+    void underACapThatIsNoWholeNumberOfPagesWhatOnlyItsLastPageCouldHoldIsAboveTheLimitAtOnce() {
+        // a range maps whole pages: under a cap of 10 MiB in pages of 4 MiB, 8 MiB is the most a buffer can ever have
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(10 * MIB)
+                .backendOption("page-size", "4MB").build()) {
+            for (long bytes : new long[] {10 * MIB, 8 * MIB + 1}) {
+                assertThatThrownBy(() -> manager.allocate(bytes, MemoryLocation.HOST)).isInstanceOf(AllocationAboveLimitException.class)
+                        .hasMessageContaining("requested " + bytes + " bytes").hasMessageContaining("compute.memory.pooling.max-pool-size");
+                assertThat(manager.tryAllocate(bytes, MemoryLocation.HOST)).isEmpty();
+            }
+            assertThat(manager.statistics(MemoryLocation.HOST).oomRetries()).as("nothing was released and retried").isZero();
+            manager.allocate(8 * MIB, MemoryLocation.HOST).close();
+        }
     }
 
     /**

@@ -168,6 +168,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     /** The slow path's hits, misses and retries, per thread stripe (the fast path's hits are counted by the cache's stacks). */
     private final StripedLongs counts = new StripedLongs();
     private volatile boolean closed;
+    /** What the pool takes memory from its upstream in multiples of: a page, or a plain segment's unit. */
+    private final long piece;
     /** The largest free block as last found under the lock (-1: not yet): what a listener reads when the lock is not free. */
     private volatile long largestFreeLastFound = -1;
     /** A log per snapshot reader running ({@link #segments}) of the blocks changed; none while no reader runs. Under the lock. */
@@ -185,6 +187,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         PageMapping pages = settings.layout() == PoolSettings.Layout.EXPANDABLE_SEGMENTS ? upstream.pageMapping() : null;
         this.small = new PoolArena(PoolArena.Kind.SMALL, upstream, this, pages);
         this.large = new PoolArena(PoolArena.Kind.LARGE, upstream, this, pages);
+        this.piece = pages != null ? pages.granularity() : SizeClasses.SMALL_SEGMENT;
     }
 
     /** The resource this pool takes its memory from. */
@@ -195,6 +198,15 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     /** True when this pool maps pages into reserved ranges rather than allocating plain segments. */
     public boolean expandable() {
         return large.expandable();
+    }
+
+    /**
+     * The largest request that memory given back could ever make room for in this pool: the upstream's, rounded down
+     * to the pieces the pool takes memory in (its pages, or plain segments of whole {@value SizeClasses#SMALL_SEGMENT}
+     * bytes). Under a cap of 5 MiB no block above 4 MiB can ever be had, however much is freed.
+     */
+    public long largestPossibleBytes() {
+        return upstream.largestPossibleBytes() / piece * piece;
     }
 
     // ---- allocation -------------------------------------------------------------------------------------------
@@ -215,8 +227,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         lock.lock();
         try {
             ensureOpen();
-            if (size > upstream.largestPossibleBytes()) {
-                throw upstream.aboveLimit(bytes, size);
+            if (size > largestPossibleBytes()) {
+                throw upstream.aboveLimit(bytes, SizeClasses.roundUp(size, piece)); // what it would take from upstream
             }
             drainCompleted();
             return allocateLocked(size, bytes);
@@ -237,7 +249,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         long[] sizes = new long[bytes.length];
         long smallTotal = 0;
         long largeTotal = 0;
-        long largest = upstream.largestPossibleBytes();
+        long largest = largestPossibleBytes();
         for (int i = 0; i < bytes.length; i++) {
             if (bytes[i] > largest) {
                 return null; // allocated alone, it fails as above the limit, saying so
