@@ -136,8 +136,8 @@ public record ComputeProperties(
      * @param enabled Whether freed blocks are cached for reuse; off, every allocation is a backend call.
      * @param maxPoolSize Cap on the bytes reserved from the backend per location: a size such as 4GB, or a share of
      *     the device's memory such as 80%, resolved at start (on the CPU backend, of the machine's memory).
-     * @param releaseThreshold Cached bytes a trim keeps for reuse; at most max-pool-size. Unset: 256MB, or
-     *     max-pool-size where that is smaller.
+     * @param releaseThreshold Cached bytes a trim keeps for reuse; at most max-pool-size. Unset: 256MB, or the largest
+     *     location's warm-up where that is more, and at most max-pool-size.
      * @param trimInterval How often cached memory beyond the release threshold is given back, at least 1ms; 0
      *     disables scheduled trimming.
      * @param compactionInterval How often every location is compacted (buffers nothing holds move so that free
