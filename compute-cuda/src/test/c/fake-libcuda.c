@@ -121,6 +121,8 @@ static void* allocationOf(const void* p){ for(int i=0;i<4096;i++) if(allocations
 static int isAllocation(void* base){ for(int i=0;i<4096;i++) if(allocations[i].p==base) return 1; return 0; }
 static int copy(void* to, const void* from, size_t n, void* s){
   if(needContext()) return 201; if(!to||!from||!s){errors++;return 1;}
+  // the driver promises nothing for overlapping ranges (its copy engines move blocks in no promised order): refused here
+  if((const char*)to<(const char*)from+n && (const char*)from<(const char*)to+n){errors++;return 1;}
   pthread_mutex_lock(&lock);
   if(holding && heldCount<256){
     heldCopy c={to,from,n,allocationOf(to),allocationOf(from)}; heldCopies[heldCount++]=c;

@@ -1,6 +1,8 @@
 package dev.compute.memory.cuda;
 
 import static jcuda.driver.JCudaDriver.cuEventRecord;
+import static jcuda.driver.JCudaDriver.cuMemAlloc;
+import static jcuda.driver.JCudaDriver.cuMemFree;
 import static jcuda.driver.JCudaDriver.cuMemcpyAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
@@ -58,10 +60,38 @@ final class CudaCopies {
         } else {
             CUstream stream = streams.enter();
             completions.await(stream); // bounded, before anything is queued: see toDevice
-            CudaResults.check(cuMemcpyAsync(new DevicePointer(target.address() + targetOffset), new DevicePointer(source.address() + sourceOffset),
-                    bytes, stream), "cuMemcpyAsync(" + bytes + " bytes, " + source.location() + " to " + target.location() + ")");
+            long from = source.address() + sourceOffset;
+            long to = target.address() + targetOffset;
+            if (from < to + bytes && to < from + bytes) {
+                overlapping(from, to, bytes, stream);
+                return;
+            }
+            CudaResults.check(cuMemcpyAsync(new DevicePointer(to), new DevicePointer(from), bytes, stream),
+                    "cuMemcpyAsync(" + bytes + " bytes, " + source.location() + " to " + target.location() + ")");
             awaitQueued(stream);
         }
+    }
+
+    /**
+     * A copy between overlapping ranges of one allocation, as memmove: the driver leaves the result of overlapping
+     * ranges undefined (its copy engines move blocks in no promised order), so the bytes go through a temporary.
+     */
+    private void overlapping(long from, long to, long bytes, CUstream stream) {
+        DevicePointer temporary = new DevicePointer();
+        CudaResults.check(cuMemAlloc(temporary, bytes), "cuMemAlloc(" + bytes + " bytes, temporary of an overlapping copy)");
+        try {
+            CudaResults.check(cuMemcpyAsync(temporary, new DevicePointer(from), bytes, stream), "cuMemcpyAsync(" + bytes + " bytes, to a temporary)");
+            CudaResults.check(cuMemcpyAsync(new DevicePointer(to), temporary, bytes, stream), "cuMemcpyAsync(" + bytes + " bytes, from a temporary)");
+            awaitQueued(stream);
+        } catch (DeviceTimeoutException stillQueued) {
+            throw stillQueued; // the device may still use the temporary: it is kept, never freed
+        } catch (RuntimeException e) {
+            if (completions.awaitQuietly(stream)) {
+                cuMemFree(temporary);
+            }
+            throw e;
+        }
+        cuMemFree(temporary);
     }
 
     private static MemorySegment hostSegment(NativeAllocation allocation) {

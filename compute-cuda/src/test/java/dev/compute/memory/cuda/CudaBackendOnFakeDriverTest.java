@@ -183,6 +183,11 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction");
     }
 
+    @Test
+    void anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes() throws Exception {
+        inFakeDriverJvm("anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     public static void main(String[] args) {
@@ -207,6 +212,8 @@ class CudaBackendOnFakeDriverTest {
                 case "virtualThreadsGoOnWithTheContextCurrentAfterAWait" -> Scenarios.virtualThreadsGoOnWithTheContextCurrentAfterAWait();
                 case "aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction" ->
                         Scenarios.aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction();
+                case "anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes" ->
+                        Scenarios.anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -446,6 +453,33 @@ class CudaBackendOnFakeDriverTest {
             backend.copyToDevice(MemorySegment.ofArray(ones), pinned, 0, 4096);
             assertThat(pinned.hostSegment().get(ValueLayout.JAVA_BYTE, 4095)).isEqualTo((byte) 1);
             backend.free(pinned);
+            backend.close();
+        }
+
+        /**
+         * A copy within one allocation whose ranges overlap (buffer.copyFrom(buffer, ...)) moves the bytes as memmove
+         * does, on DEVICE and UNIFIED memory alike, without handing the driver overlapping ranges, whose result it leaves
+         * undefined (the fake refuses them); the temporary it goes through is freed.
+         */
+        static void anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes() throws Throwable {
+            CudaBackend backend = open();
+            for (MemoryLocation location : List.of(MemoryLocation.DEVICE, MemoryLocation.UNIFIED)) {
+                byte[] data = new byte[4096];
+                new java.util.Random(7).nextBytes(data);
+                NativeAllocation buffer = backend.allocate(location, 4096);
+                backend.copyToDevice(MemorySegment.ofArray(data), buffer, 0, data.length);
+                backend.copyWithinDevice(buffer, 0, buffer, 100, 3000);
+                byte[] expected = data.clone();
+                System.arraycopy(data, 0, expected, 100, 3000);
+                backend.copyWithinDevice(buffer, 200, buffer, 150, 1000);
+                System.arraycopy(expected.clone(), 200, expected, 150, 1000);
+                byte[] back = new byte[4096];
+                backend.copyToHost(buffer, 0, MemorySegment.ofArray(back), back.length);
+                assertThat(back).as("%s memory after two overlapping copies", location).isEqualTo(expected);
+                backend.free(buffer);
+            }
+            assertThat(counters().rejected()).as("calls the driver would refuse or leave undefined").isZero();
+            assertThat(counters().device()).as("DEVICE allocations left, temporaries included").isZero();
             backend.close();
         }
 
