@@ -102,7 +102,7 @@ public final class CudaBackend implements ComputeBackend {
             this.copier = startedCopier;
             this.staging = new StagingBuffers(context, settings.stagingBufferBytes(), option(settings, "staging-buffers", 2, StagingBuffers.MIN_SLOTS),
                     option(settings, "staging-lanes", 2), settings.pinningEnabled());
-            this.streams = new CudaStreams(context, completions, option(settings, "streams", 4));
+            this.streams = new CudaStreams(context, completions, option(settings, "streams", 4, 1, MAX_STREAMS));
             this.allocator = new CudaAllocator(context);
             this.ops = new CudaKernelOps(this);
             this.copies = new CudaCopies(streams, allocator, completions, copier, staging);
@@ -121,20 +121,32 @@ public final class CudaBackend implements ComputeBackend {
         }
     }
 
+    /**
+     * The most streams the {@code streams} option may ask for: their table is made at start, one entry each, and
+     * streams beyond the threads that call in gain nothing.
+     */
+    static final int MAX_STREAMS = 1024;
+
     static int option(BackendSettings settings, String key, int defaultValue) {
         return option(settings, key, defaultValue, 1);
     }
 
     /** A whole-number backend option of at least {@code minimum}, or its default. */
     static int option(BackendSettings settings, String key, int defaultValue, int minimum) {
+        return option(settings, key, defaultValue, minimum, Integer.MAX_VALUE);
+    }
+
+    /** A whole-number backend option from {@code minimum} to {@code maximum}, or its default. */
+    static int option(BackendSettings settings, String key, int defaultValue, int minimum, int maximum) {
         String value = settings.option(key);
         if (value == null) {
             return defaultValue;
         }
-        String allowed = minimum == 1 ? "a positive whole number" : "a whole number of at least " + minimum;
+        String allowed = maximum < Integer.MAX_VALUE ? "a whole number from " + minimum + " to " + maximum
+                : minimum == 1 ? "a positive whole number" : "a whole number of at least " + minimum;
         try {
             int parsed = Integer.parseInt(value.trim());
-            if (parsed < minimum) {
+            if (parsed < minimum || parsed > maximum) {
                 throw new InvalidSettingException(key + " (an option of the cuda backend)", value, allowed);
             }
             return parsed;

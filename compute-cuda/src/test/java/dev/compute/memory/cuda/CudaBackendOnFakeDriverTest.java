@@ -188,6 +188,11 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes");
     }
 
+    @Test
+    void aStreamsOptionBeyondItsBoundFailsAtStartNamingIt() throws Exception {
+        inFakeDriverJvm("aStreamsOptionBeyondItsBoundFailsAtStartNamingIt");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     public static void main(String[] args) {
@@ -214,6 +219,7 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction();
                 case "anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes" ->
                         Scenarios.anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes();
+                case "aStreamsOptionBeyondItsBoundFailsAtStartNamingIt" -> Scenarios.aStreamsOptionBeyondItsBoundFailsAtStartNamingIt();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -454,6 +460,17 @@ class CudaBackendOnFakeDriverTest {
             assertThat(pinned.hostSegment().get(ValueLayout.JAVA_BYTE, 4095)).isEqualTo((byte) 1);
             backend.free(pinned);
             backend.close();
+        }
+
+        /**
+         * A streams option of two billion fails the start with an InvalidSettingException naming it, not with an
+         * OutOfMemoryError from a table of that many streams; the context taken meanwhile is given back.
+         */
+        static void aStreamsOptionBeyondItsBoundFailsAtStartNamingIt() throws Throwable {
+            assertThatThrownBy(() -> new CudaBackend(DriverLibrary.loadedOrNull(), new BackendSettings(0, true, 1 << 20, Map.of("streams", "2000000000"))))
+                    .isInstanceOf(dev.compute.memory.InvalidSettingException.class)
+                    .hasMessageContaining("streams");
+            assertThat(counters().contextReferences()).as("context references left").isZero();
         }
 
         /**
