@@ -97,11 +97,11 @@ public final class CudaBackend implements ComputeBackend {
             this.virtualMemory = startedVmm;
             startedCompletions = new DeviceCompletions(context, settings.deviceWaitTimeout());
             this.completions = startedCompletions;
-            int copyThreads = option(settings, "copy-threads", Math.min(4, Runtime.getRuntime().availableProcessors()));
+            int copyThreads = option(settings, "copy-threads", Math.min(4, Runtime.getRuntime().availableProcessors()), 1, MAX_COPY_THREADS);
             startedCopier = new HostCopier(copyThreads, "compute-cuda-" + settings.deviceIndex() + "-copy-");
             this.copier = startedCopier;
-            this.staging = new StagingBuffers(context, settings.stagingBufferBytes(), option(settings, "staging-buffers", 2, StagingBuffers.MIN_SLOTS),
-                    option(settings, "staging-lanes", 2), settings.pinningEnabled());
+            this.staging = new StagingBuffers(context, settings.stagingBufferBytes(), option(settings, "staging-buffers", 2, StagingBuffers.MIN_SLOTS, MAX_STAGING),
+                    option(settings, "staging-lanes", 2, 1, MAX_STAGING), settings.pinningEnabled());
             this.streams = new CudaStreams(context, completions, option(settings, "streams", 4, 1, MAX_STREAMS));
             this.allocator = new CudaAllocator(context);
             this.ops = new CudaKernelOps(this);
@@ -126,6 +126,15 @@ public final class CudaBackend implements ComputeBackend {
      * streams beyond the threads that call in gain nothing.
      */
     static final int MAX_STREAMS = 1024;
+
+    /**
+     * The most pinned staging buffers per staged copy, and staged copies at once: each buffer is
+     * {@code staging-buffer-size} of pinned memory, which the operating system cannot page out.
+     */
+    static final int MAX_STAGING = 64;
+
+    /** The most host threads filling one staging buffer: more than the cores of any host only take turns. */
+    static final int MAX_COPY_THREADS = 256;
 
     static int option(BackendSettings settings, String key, int defaultValue) {
         return option(settings, key, defaultValue, 1);

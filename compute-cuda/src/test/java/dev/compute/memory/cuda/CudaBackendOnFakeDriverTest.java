@@ -189,8 +189,8 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
-    void aStreamsOptionBeyondItsBoundFailsAtStartNamingIt() throws Exception {
-        inFakeDriverJvm("aStreamsOptionBeyondItsBoundFailsAtStartNamingIt");
+    void anOptionBeyondItsBoundFailsAtStartNamingIt() throws Exception {
+        inFakeDriverJvm("anOptionBeyondItsBoundFailsAtStartNamingIt");
     }
 
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction();
                 case "anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes" ->
                         Scenarios.anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes();
-                case "aStreamsOptionBeyondItsBoundFailsAtStartNamingIt" -> Scenarios.aStreamsOptionBeyondItsBoundFailsAtStartNamingIt();
+                case "anOptionBeyondItsBoundFailsAtStartNamingIt" -> Scenarios.anOptionBeyondItsBoundFailsAtStartNamingIt();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -466,10 +466,12 @@ class CudaBackendOnFakeDriverTest {
          * A streams option of two billion fails the start with an InvalidSettingException naming it, not with an
          * OutOfMemoryError from a table of that many streams; the context taken meanwhile is given back.
          */
-        static void aStreamsOptionBeyondItsBoundFailsAtStartNamingIt() throws Throwable {
-            assertThatThrownBy(() -> new CudaBackend(DriverLibrary.loadedOrNull(), new BackendSettings(0, true, 1 << 20, Map.of("streams", "2000000000"))))
-                    .isInstanceOf(dev.compute.memory.InvalidSettingException.class)
-                    .hasMessageContaining("streams");
+        static void anOptionBeyondItsBoundFailsAtStartNamingIt() throws Throwable {
+            for (String option : List.of("streams", "staging-buffers", "staging-lanes", "copy-threads")) {
+                assertThatThrownBy(() -> new CudaBackend(DriverLibrary.loadedOrNull(), new BackendSettings(0, true, 1 << 20, Map.of(option, "2000000000"))))
+                        .isInstanceOf(dev.compute.memory.InvalidSettingException.class)
+                        .hasMessageContaining(option);
+            }
             assertThat(counters().contextReferences()).as("context references left").isZero();
         }
 
