@@ -170,6 +170,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     private volatile boolean closed;
     /** What the pool takes memory from its upstream in multiples of: a page, or a plain segment's unit. */
     private final long piece;
+    /** {@link #largestPossibleBytes}: the upstream's limits are fixed at its creation. */
+    private final long largestPossible;
     /** The largest free block as last found under the lock (-1: not yet): what a listener reads when the lock is not free. */
     private volatile long largestFreeLastFound = -1;
     /** A log per snapshot reader running ({@link #segments}) of the blocks changed; none while no reader runs. Under the lock. */
@@ -188,6 +190,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         this.small = new PoolArena(PoolArena.Kind.SMALL, upstream, this, pages);
         this.large = new PoolArena(PoolArena.Kind.LARGE, upstream, this, pages);
         this.piece = pages != null ? pages.granularity() : SizeClasses.SMALL_SEGMENT;
+        this.largestPossible = upstream.largestPossibleBytes() / piece * piece;
     }
 
     /** The resource this pool takes its memory from. */
@@ -206,7 +209,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * bytes). Under a cap of 5 MiB no block above 4 MiB can ever be had, however much is freed.
      */
     public long largestPossibleBytes() {
-        return upstream.largestPossibleBytes() / piece * piece;
+        return largestPossible;
     }
 
     // ---- allocation -------------------------------------------------------------------------------------------
