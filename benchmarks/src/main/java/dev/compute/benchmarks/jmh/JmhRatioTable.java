@@ -1,6 +1,7 @@
 package dev.compute.benchmarks.jmh;
 
 import java.io.IOException;
+import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -34,15 +35,26 @@ public final class JmhRatioTable {
 
     /** The {@code jmh-table} subcommand. */
     public static int run(String[] args) {
+        return run(args, System.out, System.err);
+    }
+
+    static int run(String[] args, PrintStream out, PrintStream err) {
         if (args.length != 1) {
-            System.err.println("usage: jmh-table FILE.csv   (the output of: jmh -rf csv -rff FILE.csv)");
+            err.println("usage: jmh-table FILE.csv   (the output of: jmh -rf csv -rff FILE.csv)");
             return 2;
         }
+        List<String> csv;
         try {
-            System.out.print(render(Files.readAllLines(Path.of(args[0]))));
-            return 0;
+            csv = Files.readAllLines(Path.of(args[0]));
         } catch (IOException e) {
-            System.err.println("jmh-table: cannot read " + args[0] + ": " + e);
+            err.println("jmh-table: cannot read " + args[0] + ": " + e);
+            return 1;
+        }
+        try {
+            out.print(render(csv));
+            return 0;
+        } catch (IllegalArgumentException e) {
+            err.println("jmh-table: " + args[0] + ": " + e.getMessage());
             return 1;
         }
     }
@@ -52,39 +64,72 @@ public final class JmhRatioTable {
 
     /** allocator name → shape → nanoseconds per pair. */
     static Map<String, Map<String, Score>> scores(List<String> csv) {
+        // a file that is not JMH's CSV of these benchmarks fails saying why, not with an index out of bounds
+        if (csv.isEmpty() || csv.getFirst().isBlank()) {
+            throw new IllegalArgumentException("empty, not the CSV of: jmh -rf csv -rff FILE.csv");
+        }
         List<String> header = fields(csv.getFirst());
-        int benchmark = header.indexOf("Benchmark");
-        int score = header.indexOf("Score");
-        int error = header.indexOf("Score Error (99.9%)");
-        int unit = header.indexOf("Unit");
+        int benchmark = column(header, "Benchmark");
+        int score = column(header, "Score");
+        int error = column(header, "Score Error (99.9%)");
+        int unit = column(header, "Unit");
         int allocator = header.indexOf("Param: allocator");
         int pooling = header.indexOf("Param: pooling");
         int leaks = header.indexOf("Param: leakDetection");
         Map<String, Map<String, Score>> scores = new LinkedHashMap<>();
-        for (String line : csv.subList(1, csv.size())) {
-            if (line.isBlank()) {
+        for (int line = 2; line <= csv.size(); line++) {
+            if (csv.get(line - 1).isBlank()) {
                 continue;
             }
-            List<String> row = fields(line);
+            List<String> row = fields(csv.get(line - 1));
+            if (row.size() != header.size()) {
+                throw new IllegalArgumentException("line " + line + " has " + row.size() + " fields, the header " + header.size());
+            }
             String name = row.get(benchmark);
             if (name.contains(":") || !row.get(unit).equals("ns/op")) {
                 continue; // secondary results of a profiler (gc.alloc.rate.norm and the like)
             }
-            String className = name.substring(0, name.lastIndexOf('.'));
+            String className = name.substring(0, Math.max(0, name.lastIndexOf('.')));
             if (!className.endsWith("ManagerAllocateFree") && !className.endsWith("PeerAllocateFree")) {
                 continue; // another benchmark of the suite (BufferLifetimeCost): not an allocate+free pair
             }
             String shape = name.substring(name.lastIndexOf('.') + 1);
             String label = className.endsWith("ManagerAllocateFree")
-                    ? "manager, " + (row.get(pooling).equals("pooled") ? "pooled" : "pooling disabled") + ", leak detection " + row.get(leaks)
-                    : peerName(row.get(allocator));
-            scores.computeIfAbsent(label, k -> new LinkedHashMap<>()).put(shape, new Score(number(row.get(score)), number(row.get(error))));
+                    ? "manager, " + (param(row, pooling, "pooling").equals("pooled") ? "pooled" : "pooling disabled") + ", leak detection "
+                            + param(row, leaks, "leakDetection")
+                    : peerName(param(row, allocator, "allocator"));
+            scores.computeIfAbsent(label, k -> new LinkedHashMap<>()).put(shape,
+                    new Score(number(row.get(score), line), number(row.get(error), line)));
+        }
+        if (scores.isEmpty()) {
+            throw new IllegalArgumentException("no allocate+free pairs in ns/op (ManagerAllocateFree or PeerAllocateFree, run"
+                    + " without -tu and -bm)");
         }
         return scores;
     }
 
-    private static double number(String field) {
-        return field.isBlank() || field.equals("NaN") ? Double.NaN : Double.parseDouble(field);
+    private static int column(List<String> header, String name) {
+        int index = header.indexOf(name);
+        if (index < 0) {
+            throw new IllegalArgumentException("no column " + name + ", not the CSV of: jmh -rf csv -rff FILE.csv");
+        }
+        return index;
+    }
+
+    /** A benchmark's parameter, which JMH writes as a column of its own where the run has the benchmark. */
+    private static String param(List<String> row, int index, String name) {
+        if (index < 0) {
+            throw new IllegalArgumentException("no column Param: " + name + ", which JMH writes for the benchmark's rows");
+        }
+        return row.get(index);
+    }
+
+    private static double number(String field, int line) {
+        try {
+            return field.isBlank() || field.equals("NaN") ? Double.NaN : Double.parseDouble(field);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("line " + line + ": the score '" + field + "' is not a number");
+        }
     }
 
     static String peerName(String allocator) {

@@ -2,10 +2,20 @@ package dev.compute.benchmarks.jmh;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class JmhRatioTableTest {
+
+    @TempDir
+    Path dir;
 
     private static final List<String> CSV = List.of(
             "\"Benchmark\",\"Mode\",\"Threads\",\"Samples\",\"Score\",\"Score Error (99.9%)\",\"Unit\",\"Param: allocator\",\"Param: leakDetection\",\"Param: pooling\"",
@@ -46,5 +56,33 @@ class JmhRatioTableTest {
     @Test
     void quotedFieldsKeepTheirCommasAndQuotes() {
         assertThat(JmhRatioTable.fields("\"a,b\",c,\"say \"\"hi\"\"\",")).containsExactly("a,b", "c", "say \"hi\"", "");
+    }
+
+    @Test
+    void aFileThatIsNotJmhsCsvOfPairsExitsWithOneAndOneLineSayingWhy() throws IOException {
+        String header = CSV.getFirst();
+        assertNotATable("", "empty.csv: empty");
+        assertNotATable("timestamp,action,size\n1,a,3\n", "bad-header.csv: no column Benchmark");
+        assertNotATable(header + "\n\"x.ManagerAllocateFree.sameSize\",\"avgt\",1,5,fast,NaN,\"ns/op\",,disabled,pooled\n",
+                "bad-score.csv: line 2: the score 'fast' is not a number");
+        assertNotATable(header + "\n\"x.ManagerAllocateFree.sameSize\",\"avgt\",1\n", "short-row.csv: line 2 has 3 fields");
+        assertNotATable(header + "\n\"x.ManagerAllocateFree.sameSize\",\"avgt\",1,5,0.04,NaN,\"us/op\",,disabled,pooled\n",
+                "us-per-op.csv: no allocate+free pairs in ns/op");
+        assertNotATable("\"Benchmark\",\"Score\",\"Score Error (99.9%)\",\"Unit\"\n\"x.ManagerAllocateFree.sameSize\",40,1,\"ns/op\"\n",
+                "no-params.csv: no column Param: pooling");
+    }
+
+    private void assertNotATable(String csv, String why) throws IOException {
+        String name = why.substring(0, why.indexOf(':'));
+        Path file = Files.writeString(dir.resolve(name), csv);
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+
+        int status = JmhRatioTable.run(new String[] {file.toString()}, new PrintStream(out, true, StandardCharsets.UTF_8),
+                new PrintStream(err, true, StandardCharsets.UTF_8));
+
+        assertThat(status).as(name).isEqualTo(1);
+        assertThat(out.toString(StandardCharsets.UTF_8)).as(name).isEmpty();
+        assertThat(err.toString(StandardCharsets.UTF_8)).as(name).startsWith("jmh-table: " + dir.resolve(why)).hasLineCount(1);
     }
 }
