@@ -196,8 +196,8 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
         }
     }
 
-    /** The arrays a trace is made of, grown as lines come. */
-    private static final class Parser {
+    /** The arrays a trace is made of, grown as lines come; {@link TraceScaling} checks each line it scales with one too. */
+    static final class Parser {
         private static final int QUOTED = 200;
         private static final Set<String> LOCATIONS = Arrays.stream(MemoryLocation.values()).map(Enum::name).collect(Collectors.toUnmodifiableSet());
         private final String name;

@@ -11,6 +11,7 @@ import java.io.Writer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.util.zip.GZIPInputStream;
 import java.util.zip.GZIPOutputStream;
 
@@ -45,10 +46,23 @@ public final class TraceScaling {
         }
         Path in = Path.of(args[0]);
         Path out = Path.of(args[2]);
-        try (InputStream source = open(in); OutputStream target = create(out)) {
-            scale(in.getFileName().toString(), source, factor, target);
+        try {
+            // written beside OUT and moved onto it once whole: a trace that fails half-way leaves no half a trace
+            // behind to be replayed as if it were whole, and IN may be OUT
+            Path written = Files.createTempFile(out.toAbsolutePath().getParent(), out.getFileName() + ".", ".part");
+            try {
+                try (InputStream source = open(in); OutputStream target = create(written, out.toString().endsWith(".gz"))) {
+                    scale(in.getFileName().toString(), source, factor, target);
+                }
+                Files.move(written, out, StandardCopyOption.REPLACE_EXISTING);
+            } finally {
+                Files.deleteIfExists(written);
+            }
             return 0;
-        } catch (IOException | IllegalArgumentException e) {
+        } catch (IllegalArgumentException e) {
+            err.println("scale-trace failed: " + e.getMessage());
+            return 1;
+        } catch (IOException e) {
             err.println("scale-trace failed: " + e);
             return 1;
         }
@@ -56,35 +70,45 @@ public final class TraceScaling {
 
     /**
      * Copies the trace {@code name} from {@code in} to {@code out} with every allocation's bytes times {@code factor},
-     * rounded down and at least 1; frees and every other column as they were, comments left out.
+     * rounded down and at least 1; frees and every other column as they were, comments left out. Each line is read as
+     * the replayer reads it, and a line it would refuse is refused here, naming the line.
      */
     public static void scale(String name, InputStream in, double factor, OutputStream out) throws IOException {
         BufferedReader reader = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8));
         Writer writer = new OutputStreamWriter(out, StandardCharsets.UTF_8);
         writer.write("# " + name + " with every allocation's bytes times " + factor + " (rounded down, at least 1)\n");
+        Trace.Parser events = new Trace.Parser(name, false);
         int lineNumber = 0;
-        for (String line; (line = reader.readLine()) != null; ) {
+        for (String line; (line = readLine(reader, name, lineNumber + 1)) != null; ) {
             lineNumber++;
-            if (line.isBlank() || line.startsWith("#")) {
+            line = line.strip();
+            if (line.isEmpty() || line.startsWith("#")) {
                 continue;
             }
+            events.event(lineNumber, line);
             if (line.startsWith("a,")) {
                 String[] fields = line.split(",", 4);
-                if (fields.length < 4) {
-                    throw new IllegalArgumentException(name + " line " + lineNumber + " (" + line + "): an allocation is a,<id>,<bytes>,<stream>...");
+                long bytes = Long.parseLong(fields[2]);
+                double scaled = bytes * factor;
+                if (scaled >= 0x1p63) {
+                    throw new IllegalArgumentException(name + " line " + lineNumber + " (" + line + "): " + bytes + " bytes times " + factor
+                            + " is more than a trace can hold (" + Long.MAX_VALUE + " bytes)");
                 }
-                long bytes;
-                try {
-                    bytes = Long.parseLong(fields[2].strip());
-                } catch (NumberFormatException e) {
-                    throw new IllegalArgumentException(name + " line " + lineNumber + " (" + line + "): bytes must be a number", e);
-                }
-                writer.write("a," + fields[1] + "," + Math.max(1, (long) (bytes * factor)) + "," + fields[3] + "\n");
+                writer.write("a," + fields[1] + "," + Math.max(1, (long) scaled) + "," + fields[3] + "\n");
             } else {
                 writer.write(line + "\n");
             }
         }
         writer.flush();
+    }
+
+    /** The next line; a failure to read it (a gzip stream cut short, say) names the trace and the line. */
+    private static String readLine(BufferedReader reader, String name, int lineNumber) throws IOException {
+        try {
+            return reader.readLine();
+        } catch (IOException e) {
+            throw new IOException(name + " line " + lineNumber + " cannot be read: " + e, e);
+        }
     }
 
     private static double factor(String text) {
@@ -105,8 +129,8 @@ public final class TraceScaling {
         return file.toString().endsWith(".gz") ? new GZIPInputStream(in) : in;
     }
 
-    private static OutputStream create(Path file) throws IOException {
+    private static OutputStream create(Path file, boolean gzip) throws IOException {
         OutputStream out = Files.newOutputStream(file);
-        return file.toString().endsWith(".gz") ? new GZIPOutputStream(out) : out;
+        return gzip ? new GZIPOutputStream(out) : out;
     }
 }
