@@ -49,14 +49,27 @@ public final class BigPoolRead {
         return run(args, System.out, System.err);
     }
 
+    /** The value of option {@code args[i - 1]}: a count of 1 or more (an empty pool or no reads has no figures). */
+    private static int count(String[] args, int i) {
+        try {
+            int count = Integer.parseInt(args[i]);
+            if (count > 0) {
+                return count;
+            }
+        } catch (NumberFormatException | ArrayIndexOutOfBoundsException e) {
+            // said below
+        }
+        throw new IllegalArgumentException(args[i - 1] + " needs a count of 1 or more" + (i < args.length ? ", not " + args[i] : ""));
+    }
+
     static int run(String[] args, PrintStream out, PrintStream err) {
         int live = 100_000;
         int reads = 20;
         try {
             for (int i = 0; i < args.length; i++) {
                 switch (args[i]) {
-                    case "--live" -> live = Integer.parseInt(args[++i]);
-                    case "--reads" -> reads = Integer.parseInt(args[++i]);
+                    case "--live" -> live = count(args, ++i);
+                    case "--reads" -> reads = count(args, ++i);
                     default -> throw new IllegalArgumentException("unknown argument: " + args[i]);
                 }
             }

@@ -30,4 +30,15 @@ class BigPoolReadTest {
         assertThat(BigPoolRead.run(new String[] {"--frobnicate"}, System.out, new PrintStream(err, true, StandardCharsets.UTF_8))).isEqualTo(2);
         assertThat(err.toString(StandardCharsets.UTF_8)).contains("usage: big-pool-read");
     }
+
+    @Test
+    void refusesACountThatIsMissingOrNotPositive() {
+        for (String[] args : new String[][] {{"--live", "-5"}, {"--live", "0"}, {"--reads", "0"}, {"--reads", "many"}, {"--live"}}) {
+            ByteArrayOutputStream err = new ByteArrayOutputStream();
+
+            assertThat(BigPoolRead.run(args, System.out, new PrintStream(err, true, StandardCharsets.UTF_8))).as(String.join(" ", args)).isEqualTo(2);
+            assertThat(err.toString(StandardCharsets.UTF_8)).startsWith("big-pool-read: " + args[0] + " needs a count of 1 or more")
+                    .contains("usage: big-pool-read");
+        }
+    }
 }
