@@ -1,7 +1,9 @@
 package dev.compute.benchmarks.compaction;
 
+import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.CompactionReport;
 import dev.compute.memory.DataType;
+import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.MemoryStatistics;
@@ -48,6 +50,15 @@ public final class CompactionBenchmark {
     record Row(String layout, String operation, MemoryStatistics before, MemoryStatistics after, long buffersMoved, long bytesMoved,
                Duration took, boolean dataKept) {}
 
+    static final String USAGE = "usage: compaction [--buffers N] [--seed S] [--backend NAME]";
+
+    private static String value(String[] args, int i) {
+        if (i >= args.length) {
+            throw new IllegalArgumentException(args[i - 1] + " needs a value");
+        }
+        return args[i];
+    }
+
     public static void main(String[] args) {
         System.exit(run(args));
     }
@@ -57,22 +68,35 @@ public final class CompactionBenchmark {
         int buffers = 200;
         long seed = 1;
         String backend = "cpu";
-        for (int i = 0; i < args.length; i++) {
-            switch (args[i]) {
-                case "--buffers" -> buffers = Integer.parseInt(args[++i]);
-                case "--seed" -> seed = Long.parseLong(args[++i]);
-                case "--backend" -> backend = args[++i];
-                default -> {
-                    System.err.println("usage: compaction [--buffers N] [--seed S] [--backend NAME]; unknown: " + args[i]);
-                    return 2;
+        try {
+            for (int i = 0; i < args.length; i++) {
+                switch (args[i]) {
+                    case "--buffers" -> buffers = Integer.parseInt(value(args, ++i));
+                    case "--seed" -> seed = Long.parseLong(value(args, ++i));
+                    case "--backend" -> backend = value(args, ++i);
+                    default -> throw new IllegalArgumentException("unknown: " + args[i]);
                 }
             }
+            if (buffers < 1) {
+                throw new IllegalArgumentException("--buffers needs 1 or more, not " + buffers);
+            }
+        } catch (IllegalArgumentException e) { // NumberFormatException too
+            System.err.println(USAGE + "; " + e.getMessage());
+            return 2;
         }
         List<Row> rows = new ArrayList<>();
-        for (boolean expandable : new boolean[] {true, false}) {
-            for (Operation operation : Operation.values()) {
-                rows.add(measure(backend, expandable, operation, buffers, seed));
+        try {
+            for (boolean expandable : new boolean[] {true, false}) {
+                for (Operation operation : Operation.values()) {
+                    rows.add(measure(backend, expandable, operation, buffers, seed));
+                }
             }
+        } catch (InvalidSettingException e) { // a backend name the manager does not know
+            System.err.println(USAGE + "; " + e.getMessage());
+            return 2;
+        } catch (BackendUnavailableException e) {
+            System.err.println("compaction: " + e.getMessage());
+            return 1;
         }
         System.out.printf(Locale.ROOT, "%d buffers of 1.5 to 24 MiB written whole, 3 in 4 closed at random (seed %d), %s backend, %s%n%n",
                 buffers, seed, backend, LOCATION);

@@ -29,4 +29,11 @@ class CompactionBenchmarkTest {
         assertThat(CompactionBenchmark.run(new String[] {"--buffers", "8"})).isZero();
         assertThat(CompactionBenchmark.run(new String[] {"--frobnicate"})).isEqualTo(2);
     }
+
+    @Test
+    void aWrongNumberOrBackendIsRefusedWithTheUsage() {
+        for (String[] args : new String[][] {{"--buffers"}, {"--buffers", "many"}, {"--buffers", "0"}, {"--seed", "x"}, {"--backend", "nosuch"}}) {
+            assertThat(CompactionBenchmark.run(args)).as(String.join(" ", args)).isEqualTo(2);
+        }
+    }
 }
