@@ -36,8 +36,22 @@ public final class BufferHeapCost {
     public static int run(String[] args) {
         // records' fields have no Unsafe offsets; JOL then finds them by its own probe
         System.setProperty("jol.magicFieldOffset", "true");
-        int n = args.length > 0 ? Integer.parseInt(args[0]) : 4096;
-        long size = args.length > 1 ? Long.parseLong(args[1]) : 4096;
+        int n;
+        long size;
+        try {
+            if (args.length > 2) {
+                throw new IllegalArgumentException("takes at most two arguments, got " + args.length);
+            }
+            n = args.length > 0 ? Integer.parseInt(args[0]) : 4096;
+            size = args.length > 1 ? Long.parseLong(args[1]) : 4096;
+            if (n < 1 || size < 1) {
+                throw new IllegalArgumentException("BUFFERS and SIZE must be 1 or more");
+            }
+        } catch (IllegalArgumentException e) { // NumberFormatException too
+            System.err.println("heap-cost: " + e.getMessage());
+            System.err.println("usage: heap-cost [BUFFERS [SIZE]]   (live buffers measured, default 4096, of SIZE bytes, default 4096)");
+            return 2;
+        }
         System.out.println("UnifiedBuffer shallow size: " + ClassLayout.parseClass(UnifiedBuffer.class).instanceSize() + " bytes");
         for (LeakDetectionLevel level : new LeakDetectionLevel[] {LeakDetectionLevel.DISABLED, LeakDetectionLevel.SIMPLE}) {
             double perBuffer = measure(level, n, size);
