@@ -63,13 +63,23 @@ public final class GpuBenchmark {
     /** The {@code gpu} subcommand: 0 once the table is printed, 2 when there is no CUDA device to measure. */
     public static int run(String[] args) {
         int deviceIndex = 0;
+        int indexes = 0;
         Map<String, String> options = new LinkedHashMap<>();
         for (String arg : args) {
             int equals = arg.indexOf('=');
             if (equals > 0) {
                 options.put(arg.substring(0, equals), arg.substring(equals + 1));
             } else {
-                deviceIndex = Integer.parseInt(arg);
+                try {
+                    deviceIndex = Integer.parseInt(arg);
+                } catch (NumberFormatException e) {
+                    deviceIndex = -1;
+                }
+                if (deviceIndex < 0 || ++indexes > 1) {
+                    System.err.println("GpuBenchmark: not one device index of 0 or more: " + String.join(" ", args));
+                    System.err.println("usage: gpu [DEVICE_INDEX] [backend-option=value...]");
+                    return 2;
+                }
             }
         }
         RawCuda raw;
