@@ -76,6 +76,7 @@ public final class JmhRatioTable {
         int allocator = header.indexOf("Param: allocator");
         int pooling = header.indexOf("Param: pooling");
         int leaks = header.indexOf("Param: leakDetection");
+        int recording = header.indexOf("Param: recording");
         Map<String, Map<String, Score>> scores = new LinkedHashMap<>();
         for (int line = 2; line <= csv.size(); line++) {
             if (csv.get(line - 1).isBlank()) {
@@ -96,7 +97,7 @@ public final class JmhRatioTable {
             String shape = name.substring(name.lastIndexOf('.') + 1);
             String label = className.endsWith("ManagerAllocateFree")
                     ? "manager, " + (param(row, pooling, "pooling").equals("pooled") ? "pooled" : "pooling disabled") + ", leak detection "
-                            + param(row, leaks, "leakDetection")
+                            + param(row, leaks, "leakDetection") + recordingLabel(row, recording)
                     : peerName(param(row, allocator, "allocator"));
             scores.computeIfAbsent(label, k -> new LinkedHashMap<>()).put(shape,
                     new Score(number(row.get(score), line), number(row.get(error), line)));
@@ -106,6 +107,14 @@ public final class JmhRatioTable {
                     + " without -tu and -bm)");
         }
         return scores;
+    }
+
+    /**
+     * How the manager's recording was set, where not the default ({@code idle}): a run of {@code -p recording=off,idle,active}
+     * has a result per setting, each a row of its own rather than one written over the others.
+     */
+    private static String recordingLabel(List<String> row, int recording) {
+        return recording < 0 || row.get(recording).isEmpty() || row.get(recording).equals("idle") ? "" : ", recording " + row.get(recording);
     }
 
     private static int column(List<String> header, String name) {

@@ -85,4 +85,21 @@ class JmhRatioTableTest {
         assertThat(out.toString(StandardCharsets.UTF_8)).as(name).isEmpty();
         assertThat(err.toString(StandardCharsets.UTF_8)).as(name).startsWith("jmh-table: " + dir.resolve(why)).hasLineCount(1);
     }
+
+    @Test
+    void eachRecordingSettingOfARunIsARowOfItsOwn() {
+        // -p recording=off,idle,active, as the README shows: three results per shape that must not overwrite each other
+        List<String> csv = List.of(
+                "\"Benchmark\",\"Mode\",\"Threads\",\"Samples\",\"Score\",\"Score Error (99.9%)\",\"Unit\",\"Param: leakDetection\",\"Param: pooling\",\"Param: recording\"",
+                "\"dev.compute.benchmarks.jmh.ManagerAllocateFree.sameSize\",\"avgt\",1,5,88.0,2.0,\"ns/op\",disabled,pooled,off",
+                "\"dev.compute.benchmarks.jmh.ManagerAllocateFree.sameSize\",\"avgt\",1,5,90.0,2.0,\"ns/op\",disabled,pooled,idle",
+                "\"dev.compute.benchmarks.jmh.ManagerAllocateFree.sameSize\",\"avgt\",1,5,234.0,27.0,\"ns/op\",disabled,pooled,active");
+
+        var scores = JmhRatioTable.scores(csv);
+
+        assertThat(scores.get("manager, pooled, leak detection disabled").get("sameSize").nanos()).isEqualTo(90.0);
+        assertThat(scores.get("manager, pooled, leak detection disabled, recording off").get("sameSize").nanos()).isEqualTo(88.0);
+        assertThat(scores.get("manager, pooled, leak detection disabled, recording active").get("sameSize").nanos()).isEqualTo(234.0);
+        assertThat(JmhRatioTable.render(csv)).contains("- goal: at most 100 ns per same-size pair, manager, pooled, leak detection disabled: 90.0 ns, met");
+    }
 }
