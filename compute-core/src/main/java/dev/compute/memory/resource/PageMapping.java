@@ -25,11 +25,19 @@ public final class PageMapping {
         return memory.granularity();
     }
 
-    /** Reserves address space without backing it. */
+    /**
+     * Reserves address space without backing it; throws {@link dev.compute.memory.DeviceOutOfMemoryException} when the
+     * backend has no address space that large.
+     */
     public NativeAllocation reserve(long sizeBytes) {
         synchronized (owner) {
             owner.ensureOpen();
-            NativeAllocation range = memory.reserve(sizeBytes);
+            NativeAllocation range;
+            try {
+                range = memory.reserve(sizeBytes);
+            } catch (BackendOutOfMemoryException e) {
+                throw owner.deviceRefused(sizeBytes, e);
+            }
             owner.rangeReserved();
             return range;
         }

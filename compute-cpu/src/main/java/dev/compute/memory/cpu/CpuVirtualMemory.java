@@ -60,8 +60,11 @@ final class CpuVirtualMemory implements VirtualMemory {
     /** Reserves {@code sizeBytes} rounded up to the granularity; the range starts on a granularity boundary. */
     @Override
     public NativeAllocation reserve(long sizeBytes) {
-        if (sizeBytes <= 0 || sizeBytes > Long.MAX_VALUE / 2) {
-            throw new IllegalArgumentException("a reserved range needs a positive size below 2^62 bytes: " + sizeBytes);
+        if (sizeBytes <= 0) {
+            throw new IllegalArgumentException("a reserved range needs a positive size: " + sizeBytes);
+        }
+        if (sizeBytes > Long.MAX_VALUE / 2) { // far past any machine's address space, and past what the rounding below holds
+            throw new BackendOutOfMemoryException("cannot reserve " + sizeBytes + " bytes of address space: a range is below 2^62 bytes");
         }
         long size = (sizeBytes + granularity - 1) / granularity * granularity;
         // Over-reserve by one granule and trim both ends: mmap only promises page alignment.

@@ -10,6 +10,7 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.AllocationAboveLimitException;
+import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -228,6 +229,24 @@ class CpuVirtualMemoryTest {
             }
             assertThat(manager.statistics(MemoryLocation.HOST).oomRetries()).as("nothing was released and retried").isZero();
             manager.allocate(8 * MIB, MemoryLocation.HOST).close();
+        }
+    }
+
+    /**
+     * Under a cap larger than any address space (8 EiB), a request the address space cannot hold is an out-of-memory
+     * of the manager's, naming what refused, never the backend's own exception: a reserve the kernel refuses, and one
+     * larger than a range can be.
+     */
+    @Test
+    void aRangeTheAddressSpaceCannotHoldIsTheManagersOutOfMemory() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu").maxPoolSize(8388607L << 40).build()) {
+            for (long bytes : new long[] {(1L << 62) - (1L << 30), (1L << 62) + (1L << 30)}) {
+                assertThatThrownBy(() -> manager.allocate(bytes, MemoryLocation.HOST)).isInstanceOf(DeviceOutOfMemoryException.class)
+                        .hasMessageContaining("address space");
+                assertThat(manager.tryAllocate(bytes, MemoryLocation.HOST)).isEmpty();
+            }
+            manager.allocate(MIB, MemoryLocation.HOST).close();
+            assertThat(manager.statistics(MemoryLocation.HOST).allocatedBytes()).isZero();
         }
     }
 
