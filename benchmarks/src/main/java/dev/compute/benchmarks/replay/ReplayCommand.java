@@ -85,8 +85,12 @@ public final class ReplayCommand {
                     case "--pytorch" -> pytorch = true;
                     case "--warmups" -> warmups = count(args[i], value(args, ++i));
                     case "--runs" -> runs = count(args[i], value(args, ++i));
+                    case "-h", "--help" -> {
+                        out.println(USAGE);
+                        return 0;
+                    }
                     default -> {
-                        if (args[i].startsWith("--")) {
+                        if (args[i].startsWith("-")) {
                             throw new IllegalArgumentException("unknown option " + args[i]);
                         }
                         files.add(Path.of(args[i]));
@@ -125,7 +129,8 @@ public final class ReplayCommand {
             return 0;
         } catch (IOException | RuntimeException e) {
             // the failures this command makes name the event or line; anything else is shown whole
-            err.println("replay failed: " + (e instanceof ReplayFailedException || e instanceof IllegalArgumentException ? e.getMessage() : e));
+            err.println("replay failed: " + (e instanceof ReplayFailedException || e instanceof IllegalArgumentException
+                    || e instanceof Trace.Unreadable ? e.getMessage() : e));
             return 1;
         }
     }

@@ -6,7 +6,9 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.AccessDeniedException;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -153,10 +155,7 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
      * naming it (and the line, where it broke off in the middle), as a malformed line does.
      */
     public static Trace read(Path file, boolean strict) throws IOException {
-        if (Files.isDirectory(file)) {
-            throw new IOException(file + " is a directory, not a trace");
-        }
-        try (InputStream in = Files.newInputStream(file)) {
+        try (InputStream in = open(file)) {
             InputStream text;
             try {
                 text = file.toString().endsWith(".gz") ? new GZIPInputStream(in) : in;
@@ -164,6 +163,27 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
                 throw new IOException(file + " cannot be read: " + e, e);
             }
             return read(file.getFileName().toString(), text, strict);
+        }
+    }
+
+    /** A trace file that is not there, not a file, or not readable: its message says which, naming it. */
+    static final class Unreadable extends IOException {
+        Unreadable(String message, Throwable cause) {
+            super(message, cause);
+        }
+    }
+
+    /** Opens a trace file, failing with {@link Unreadable} where it is missing, a directory or not readable. */
+    static InputStream open(Path file) throws IOException {
+        if (Files.isDirectory(file)) {
+            throw new Unreadable(file + " is a directory, not a trace", null);
+        }
+        try {
+            return Files.newInputStream(file);
+        } catch (NoSuchFileException e) {
+            throw new Unreadable(file + ": no such file", e);
+        } catch (AccessDeniedException e) {
+            throw new Unreadable(file + ": permission denied", e);
         }
     }
 

@@ -63,7 +63,7 @@ public final class TraceScaling {
             err.println("scale-trace failed: " + e.getMessage());
             return 1;
         } catch (IOException e) {
-            err.println("scale-trace failed: " + e);
+            err.println("scale-trace failed: " + (e instanceof Trace.Unreadable ? e.getMessage() : e));
             return 1;
         }
     }
@@ -125,8 +125,16 @@ public final class TraceScaling {
     }
 
     private static InputStream open(Path file) throws IOException {
-        InputStream in = Files.newInputStream(file);
-        return file.toString().endsWith(".gz") ? new GZIPInputStream(in) : in;
+        InputStream in = Trace.open(file);
+        if (!file.toString().endsWith(".gz")) {
+            return in;
+        }
+        try {
+            return new GZIPInputStream(in);
+        } catch (IOException e) {
+            in.close();
+            throw new Trace.Unreadable(file + " cannot be read: " + e.getMessage(), e);
+        }
     }
 
     private static OutputStream create(Path file, boolean gzip) throws IOException {
