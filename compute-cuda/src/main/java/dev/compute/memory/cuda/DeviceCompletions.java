@@ -11,6 +11,7 @@ import static jcuda.driver.JCudaDriver.cuStreamWaitEvent;
 
 import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.spi.CompletionThreads;
 import dev.compute.memory.spi.DeviceWaits;
 import java.time.Duration;
 import java.util.ArrayDeque;
@@ -23,7 +24,6 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 import jcuda.driver.CUevent;
@@ -101,11 +101,7 @@ final class DeviceCompletions implements AutoCloseable {
     /** Streams with events pending, under this object's monitor. */
     private final Map<CUstream, StreamEvents> streams = new IdentityHashMap<>();
     private final ExecutorService waiters;
-    private final ExecutorService callbacks;
-    /** Callbacks handed to {@link #callbacks} and not yet ended. */
-    private final AtomicInteger reporting = new AtomicInteger();
-    /** The completions whose callback the current thread runs: a close from its action waits for the others only. */
-    private static final ThreadLocal<@Nullable DeviceCompletions> REPORTING_FOR = new ThreadLocal<>();
+    private final CompletionThreads callbacks;
     private volatile boolean closed;
 
     DeviceCompletions(CudaContext context) {
@@ -115,7 +111,7 @@ final class DeviceCompletions implements AutoCloseable {
     DeviceCompletions(CudaContext context, Duration deviceWait) {
         this.context = context;
         this.deviceWait = deviceWait;
-        this.callbacks = Executors.newCachedThreadPool(LibraryThreads.daemons("compute-cuda-" + context.ordinal + "-callbacks-", true));
+        this.callbacks = new CompletionThreads(Executors.newCachedThreadPool(LibraryThreads.daemons("compute-cuda-" + context.ordinal + "-callbacks-", true)));
         this.waiters = Executors.newCachedThreadPool(LibraryThreads.daemons("compute-cuda-" + context.ordinal + "-events-", true));
     }
 
@@ -287,26 +283,7 @@ final class DeviceCompletions implements AutoCloseable {
             next.work().passed(); // no stream is made to wait on the event after this, so it can be reused
             releaseEvent(next.event());
             RuntimeException reported = failure;
-            report(reported == null ? next.onDone() : () -> next.onError().accept(reported));
-        }
-    }
-
-    /** Runs {@code callback} on a thread of {@link #callbacks}, counted until it ends. */
-    private void report(Runnable callback) {
-        reporting.incrementAndGet();
-        try {
-            callbacks.execute(() -> {
-                REPORTING_FOR.set(this);
-                try {
-                    callback.run();
-                } finally {
-                    REPORTING_FOR.remove();
-                    reporting.decrementAndGet();
-                }
-            });
-        } catch (RuntimeException | Error e) {
-            reporting.decrementAndGet();
-            throw e;
+            callbacks.execute(reported == null ? next.onDone() : () -> next.onError().accept(reported));
         }
     }
 
@@ -358,18 +335,8 @@ final class DeviceCompletions implements AutoCloseable {
             }
         }
         waiters.shutdown();
-        callbacks.shutdown();
-        if (REPORTING_FOR.get() == this) {
-            // closed by a future's dependent action, on a callback that ends only after this returns: waiting for the
-            // callbacks to end would wait for itself; the others are what it waits for
-            DeviceWaits.until(() -> reporting.get() == 1, System.nanoTime() + CALLBACKS_AT_CLOSE.toNanos());
-        } else {
-            try {
-                callbacks.awaitTermination(CALLBACKS_AT_CLOSE.toNanos(), TimeUnit.NANOSECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        }
+        // closed by a future's dependent action, on a callback, it waits for the other callbacks, not for itself
+        callbacks.shutdownAndAwait(System.nanoTime() + CALLBACKS_AT_CLOSE.toNanos());
         for (CUevent event; (event = idleEvents.poll()) != null; ) {
             cuEventDestroy(event);
         }

@@ -6,6 +6,7 @@ import static org.jocl.CL.CL_SUCCESS;
 
 import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.spi.CallerFutures;
+import dev.compute.memory.spi.CompletionThreads;
 import dev.compute.memory.spi.DeviceWaits;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -18,12 +19,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
@@ -398,11 +397,7 @@ final class EventCompletions {
     /** Set while the watch sleeps for want of completions; the next completion run on a waiter wakes it. */
     private volatile boolean watchIdle;
     private volatile boolean stopped;
-    private final ExecutorService completer = Executors.newVirtualThreadPerTaskExecutor();
-    /** The completer's tasks handed in and not yet ended. */
-    private final AtomicInteger completing = new AtomicInteger();
-    /** The completions whose completer runs the current thread's task: a close from its action waits for the others only. */
-    private static final ThreadLocal<@Nullable EventCompletions> COMPLETING_FOR = new ThreadLocal<>();
+    private final CompletionThreads completer = new CompletionThreads(Executors.newVirtualThreadPerTaskExecutor());
 
     /** {@code onBackendQueue}: the events handed in mark commands of the backend's own in-order queue. */
     EventCompletions(String deviceName, boolean onBackendQueue) {
@@ -435,7 +430,7 @@ final class EventCompletions {
 
     /** Fails {@code futures} with {@code failure}, off the caller's thread (their dependent actions may block). */
     void fail(List<? extends CompletableFuture<Void>> futures, RuntimeException failure) {
-        onCompleter(() -> futures.forEach(future -> future.completeExceptionally(failure)));
+        completer.execute(() -> futures.forEach(future -> future.completeExceptionally(failure)));
     }
 
     /** Asks the waiter to run {@code action} once it has waited for every command handed in so far. */
@@ -600,7 +595,7 @@ final class EventCompletions {
     private void complete(CompletableFuture<Void> future, @Nullable RuntimeException failure) {
         boolean here = future instanceof Awaited awaited ? awaited.onlyBlockedOn() : future.getNumberOfDependents() == 0;
         if (!here) {
-            onCompleter(() -> settle(future, failure));
+            completer.execute(() -> settle(future, failure));
             handedOut = CompletableFuture.allOf(handedOut, future);
             return;
         }
@@ -615,25 +610,6 @@ final class EventCompletions {
             settle(future, failure);
         } finally {
             inside.compareAndSet(mark, null);
-        }
-    }
-
-    /** Runs {@code task} on a virtual thread of the completer's, counted until it ends. */
-    private void onCompleter(Runnable task) {
-        completing.incrementAndGet();
-        try {
-            completer.execute(() -> {
-                COMPLETING_FOR.set(this);
-                try {
-                    task.run();
-                } finally {
-                    COMPLETING_FOR.remove();
-                    completing.decrementAndGet();
-                }
-            });
-        } catch (RuntimeException | Error e) {
-            completing.decrementAndGet();
-            throw e;
         }
     }
 
@@ -781,21 +757,9 @@ final class EventCompletions {
                 joined++;
             }
             LockSupport.unpark(watch);
-            completer.shutdown();
-            if (COMPLETING_FOR.get() == this) {
-                // closed by a dependent action, a task of the completer that ends only after this returns: waiting for
-                // the completer to end would wait for itself; the other tasks are what it waits for
-                return settled && DeviceWaits.until(() -> completing.get() == 1, deadline);
-            }
-            long left;
-            while (settled && !completer.isTerminated() && (left = deadline - System.nanoTime()) > 0) {
-                try {
-                    completer.awaitTermination(left, TimeUnit.NANOSECONDS);
-                } catch (InterruptedException e) {
-                    interrupted = true;
-                }
-            }
-            return settled && completer.isTerminated();
+            // closed by a dependent action, a task of the completer, it waits for the others, not for itself
+            boolean completed = completer.shutdownAndAwait(settled ? deadline : System.nanoTime());
+            return settled && completed;
         } finally {
             if (interrupted) {
                 Thread.currentThread().interrupt();
