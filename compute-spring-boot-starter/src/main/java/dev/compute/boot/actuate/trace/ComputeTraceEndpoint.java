@@ -111,7 +111,8 @@ public class ComputeTraceEndpoint {
         } catch (IllegalStateException e) {
             return refused(observed, e);
         }
-        last.put(observed.name(), trace);
+        // two stops may return in either order: the trace kept is the one recorded last
+        last.merge(observed.name(), trace, (kept, stopped) -> stopped.startedAt().isBefore(kept.startedAt()) ? kept : stopped);
         return new WebEndpointResponse<>(new Stopped(observed.name(), false, trace.events().size(), trace.allocations(), trace.frees(),
                 trace.earlierBlockFrees(), trace.truncated(), trace.duration().toMillis()));
     }
