@@ -45,6 +45,7 @@ public final class FaultInjectingBackend implements ComputeBackend {
     private volatile long failCopy = -1;
     private volatile AllocationFault allocationFault = AllocationFault.OUT_OF_MEMORY;
     private volatile double randomRate;
+    private volatile boolean failMemoryInfo;
     private volatile @Nullable CompletableFuture<?> kernelFailure;
     private final Random random;
 
@@ -70,6 +71,12 @@ public final class FaultInjectingBackend implements ComputeBackend {
     public FaultInjectingBackend failRandomly(double rate, AllocationFault fault) {
         this.allocationFault = fault;
         this.randomRate = rate;
+        return this;
+    }
+
+    /** While {@code fail}, every question about the device's memory fails, as a driver in trouble answers. */
+    public FaultInjectingBackend failMemoryInfo(boolean fail) {
+        this.failMemoryInfo = fail;
         return this;
     }
 
@@ -111,6 +118,10 @@ public final class FaultInjectingBackend implements ComputeBackend {
 
     @Override
     public DeviceMemoryInfo memoryInfo() {
+        if (failMemoryInfo) {
+            injected.incrementAndGet();
+            throw new InjectedFault("driver error in memoryInfo");
+        }
         return delegate.memoryInfo();
     }
 

@@ -14,7 +14,8 @@ import org.jspecify.annotations.Nullable;
  * statistics and the device's memory, collected at most once per {@link #MAX_AGE} however many read them, as
  * HikariCP's {@code PoolStats} keeps what its metrics read. A Prometheus scrape reads some 25 meters per location;
  * they all read one collection. Whoever needs figures that are exact at this instant asks
- * {@link UnifiedMemoryManager#statistics(MemoryLocation)}. Thread-safe.
+ * {@link UnifiedMemoryManager#statistics(MemoryLocation)}. The statistics and the device's memory are collected apart,
+ * so that a driver that fails to answer leaves the pool's figures, which need no driver, to be read. Thread-safe.
  */
 public class RecentMemoryStatistics {
 
@@ -25,8 +26,11 @@ public class RecentMemoryStatistics {
     private final long maxAgeNanos;
     private final LongSupplier nanoTime;
     private @Nullable Collected collected;
+    private @Nullable AskedDevice askedDevice;
 
-    private record Collected(long atNanos, Map<MemoryLocation, MemoryStatistics> statistics, DeviceMemoryInfo deviceMemory) {}
+    private record Collected(long atNanos, Map<MemoryLocation, MemoryStatistics> statistics) {}
+
+    private record AskedDevice(long atNanos, DeviceMemoryInfo deviceMemory) {}
 
     public RecentMemoryStatistics(UnifiedMemoryManager manager) {
         this(manager, MAX_AGE, System::nanoTime);
@@ -40,22 +44,24 @@ public class RecentMemoryStatistics {
     }
 
     /** Every location's statistics, in the manager's order, collected at most {@link #MAX_AGE} ago. */
-    public Map<MemoryLocation, MemoryStatistics> statistics() {
-        return recent().statistics();
-    }
-
-    /** The device's memory as the backend tells it (a driver call on a GPU), collected at most {@link #MAX_AGE} ago. */
-    public DeviceMemoryInfo deviceMemory() {
-        return recent().deviceMemory();
-    }
-
-    private synchronized Collected recent() {
+    public synchronized Map<MemoryLocation, MemoryStatistics> statistics() {
         long now = nanoTime.getAsLong();
         Collected last = collected;
         if (last == null || now - last.atNanos() >= maxAgeNanos) {
             last = collect(now);
         }
-        return last;
+        return last.statistics();
+    }
+
+    /** The device's memory as the backend tells it (a driver call on a GPU), asked at most {@link #MAX_AGE} ago. */
+    public synchronized DeviceMemoryInfo deviceMemory() {
+        long now = nanoTime.getAsLong();
+        AskedDevice last = askedDevice;
+        if (last == null || now - last.atNanos() >= maxAgeNanos) {
+            last = new AskedDevice(now, manager.deviceMemory());
+            askedDevice = last;
+        }
+        return last.deviceMemory();
     }
 
     /** One location's statistics, collected at most {@link #MAX_AGE} ago. */
@@ -73,7 +79,7 @@ public class RecentMemoryStatistics {
     }
 
     private Collected collect(long now) {
-        Collected fresh = new Collected(now, manager.statistics(), manager.deviceMemory());
+        Collected fresh = new Collected(now, manager.statistics());
         collected = fresh;
         return fresh;
     }

@@ -204,7 +204,16 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         RecentMemoryStatistics statistics = observed.statistics();
         // -1 where the backend cannot tell: no value rather than a negative size
         return Gauge.builder(meter.getName(), observed.manager(), m -> {
-            double value = m.isClosed() ? Double.NaN : figure.applyAsDouble(statistics.deviceMemory());
+            if (m.isClosed()) {
+                return Double.NaN;
+            }
+            double value;
+            try {
+                value = figure.applyAsDouble(statistics.deviceMemory());
+            } catch (RuntimeException driverFailed) {
+                // no value either: health reports the failure; thrown, it would fail the registry's whole scrape
+                return Double.NaN;
+            }
             return value < 0 ? Double.NaN : value;
         }).baseUnit(meter.getBaseUnit()).tags(tags).description(meter.description()).register(registry);
     }
