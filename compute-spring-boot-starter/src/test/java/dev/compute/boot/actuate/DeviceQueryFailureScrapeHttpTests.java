@@ -22,11 +22,12 @@ import org.springframework.web.client.RestClient;
 
 /**
  * A backend whose driver fails to say how much device memory there is (health's "backend fails to answer") over a real
- * Prometheus scrape: the scrape of the whole application still answers, the device meters have no value, and the pool's
- * own figures, which need no driver, are still there.
+ * Prometheus scrape and the endpoint: the scrape of the whole application still answers, the device meters have no
+ * value, and the pool's own figures, which need no driver, are still there; the endpoint says the device's free memory
+ * is unknown (-1, as a backend that cannot tell says).
  */
 @SpringBootTest(classes = DeviceQueryFailureScrapeHttpTests.Application.class, webEnvironment = WebEnvironment.RANDOM_PORT, properties = {
-        "management.endpoints.web.exposure.include=prometheus", "compute.memory.timeline.interval=0"})
+        "management.endpoints.web.exposure.include=prometheus,computememory", "compute.memory.timeline.interval=0"})
 class DeviceQueryFailureScrapeHttpTests {
 
     @LocalServerPort
@@ -57,6 +58,20 @@ class DeviceQueryFailureScrapeHttpTests {
                     .contains("compute_device_memory_free_bytes{backend=\"simulated\",device=\"0\",name=\"gpu\"} NaN")
                     .contains("compute_memory_allocated_bytes{backend=\"simulated\",device=\"0\",location=\"device\",name=\"gpu\"} "
                             + (double) manager.statistics(MemoryLocation.DEVICE).allocatedBytes());
+        }
+    }
+
+    @Test
+    void theEndpointStillDescribesTheManagerWithTheDevicesFreeMemoryUnknown() {
+        RestClient http = RestClient.builder().baseUrl("http://127.0.0.1:" + port).defaultStatusHandler(status -> true, (request, response) -> {})
+                .build();
+        try (UnifiedBuffer held = manager.allocate(1 << 20, MemoryLocation.DEVICE)) {
+            backend.failMemoryInfo(true);
+
+            ResponseEntity<String> described = http.get().uri("/actuator/computememory/gpu").retrieve().toEntity(String.class);
+
+            assertThat(described.getStatusCode()).as("the pool's figures need no driver").isEqualTo(HttpStatus.OK);
+            assertThat(described.getBody()).contains("\"freeBytes\":-1").contains("\"liveBuffers\":1");
         }
     }
 

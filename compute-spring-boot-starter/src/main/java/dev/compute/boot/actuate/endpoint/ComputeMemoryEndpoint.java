@@ -209,7 +209,13 @@ public class ComputeMemoryEndpoint {
 
     private static DeviceDescriptor device(ObservedManager observed) {
         BackendInfo info = observed.manager().backendInfo();
-        DeviceMemoryInfo memory = observed.statistics().deviceMemory();
+        DeviceMemoryInfo memory;
+        try {
+            memory = observed.statistics().deviceMemory();
+        } catch (RuntimeException driverFailed) {
+            // unknown, as a backend that cannot tell says: the pool's figures need no driver, and health reports the failure
+            memory = DeviceMemoryInfo.UNKNOWN;
+        }
         return new DeviceDescriptor(info.deviceIndex(), info.deviceName(), info.deviceTotalBytes(), memory.freeBytes());
     }
 
