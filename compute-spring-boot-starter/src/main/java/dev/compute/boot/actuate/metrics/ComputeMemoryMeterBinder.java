@@ -183,13 +183,15 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
             return figure.applyAsDouble(last);
         }
 
+        // Each meter reads the budget it is of, which the configured budgets hold, and not this, which a meter would hold
+        // only weakly (as it does what it reads): a collection would leave the meter without a value while the budget is open.
         Gauge gauge(MeterRegistry registry, ComputeMeters meter, Tags tags, ToDoubleFunction<BudgetStatistics> figure) {
-            return Gauge.builder(meter.getName(), this, recent -> recent.read(figure)).baseUnit(meter.getBaseUnit()).tags(tags)
+            return Gauge.builder(meter.getName(), budget, of -> read(figure)).baseUnit(meter.getBaseUnit()).tags(tags)
                     .description(meter.description()).register(registry);
         }
 
         FunctionCounter counter(MeterRegistry registry, ComputeMeters meter, Tags tags, ToDoubleFunction<BudgetStatistics> figure) {
-            return FunctionCounter.builder(meter.getName(), this, recent -> recent.read(figure)).baseUnit(meter.getBaseUnit()).tags(tags)
+            return FunctionCounter.builder(meter.getName(), budget, of -> read(figure)).baseUnit(meter.getBaseUnit()).tags(tags)
                     .description(meter.description()).register(registry);
         }
     }

@@ -2,6 +2,7 @@ package dev.compute.boot.actuate.metrics;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
 
 import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.MemoryEventRelays;
@@ -16,7 +17,9 @@ import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.lang.ref.WeakReference;
 import java.lang.reflect.Proxy;
+import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.LongAdder;
@@ -59,6 +62,30 @@ class ComputeMemoryMeterBinderTests {
         }
         tenant.close();
         assertThat(registry.get("compute.memory.budget.allocated").tag("budget", "tenant-a").gauge().value()).as("closed").isNaN();
+    }
+
+    @Test
+    void aConfiguredBudgetsMetersStillReadItAfterAGarbageCollection() {
+        ComputeBudgets budgets = new ComputeBudgets();
+        MemoryBudget tenant = manager.budget("tenant-c", 8L << 20);
+        budgets.add("default", tenant, 1L << 20);
+        new ComputeMemoryMeterBinder(new ObservedManagers(Map.of("unifiedMemoryManager", manager), manager), new MemoryEventRelays(), budgets)
+                .bindTo(registry);
+        collectGarbage();
+        try (UnifiedBuffer held = tenant.allocate(4096, MemoryLocation.DEVICE)) {
+            assertThat(registry.get("compute.memory.budget.allocated").tag("budget", "tenant-c").gauge().value()).isEqualTo(4096);
+            assertThat(registry.get("compute.memory.budget.allocations").tag("budget", "tenant-c").functionCounter().count()).isEqualTo(1);
+            assertThat(registry.scrape()).contains("compute_memory_budget_live_buffers{backend=\"simulated\",budget=\"tenant-c\",device=\"0\",name=\"default\"} 1.0");
+        }
+    }
+
+    /** Returns once a collection has cleared what only weak references reach (a meter holds what it reads weakly). */
+    private static void collectGarbage() {
+        WeakReference<Object> canary = new WeakReference<>(new Object());
+        await().atMost(Duration.ofSeconds(10)).until(() -> {
+            System.gc();
+            return canary.get() == null;
+        });
     }
 
     @Test
