@@ -196,7 +196,7 @@ public class ComputeMemoryEndpoint {
         UnifiedMemoryManager manager = observed.manager();
         Map<MemoryLocation, LocationSummary> locations = new LinkedHashMap<>();
         observed.statistics().statistics().forEach((location, figures) -> locations.put(location, LocationSummary.of(figures)));
-        return new ManagerDescriptor(observed.name(), observed.primary(), manager.backendInfo().backend(), device(observed),
+        return new ManagerDescriptor(observed.name(), observed.primary(), manager.isClosed(), manager.backendInfo().backend(), device(observed),
                 manager.defaultLocation(), locations, leaks(manager), SettingsDescriptor.of(manager.settings()),
                 manager.budgets().stream().map(this::budget).toList(), DEFINITIONS);
     }
@@ -272,8 +272,11 @@ public class ComputeMemoryEndpoint {
     public record ManagerEntry(String backend, DeviceDescriptor device, MemoryLocation defaultLocation, List<MemoryLocation> locations,
             boolean primary) {}
 
-    /** One manager: its summary per location, its leaks, the settings it runs with and its open budgets (those it made). */
-    public record ManagerDescriptor(String name, boolean primary, String backend, DeviceDescriptor device, MemoryLocation defaultLocation,
+    /**
+     * One manager: its summary per location, its leaks, the settings it runs with and its open budgets (those it made);
+     * {@code closed} once the manager is closed, its figures then the last it had.
+     */
+    public record ManagerDescriptor(String name, boolean primary, boolean closed, String backend, DeviceDescriptor device, MemoryLocation defaultLocation,
             Map<MemoryLocation, LocationSummary> locations, LeakDescriptor leaks, SettingsDescriptor settings,
             List<BudgetDescriptor> budgets, Map<String, String> definitions) implements Selection {}
 

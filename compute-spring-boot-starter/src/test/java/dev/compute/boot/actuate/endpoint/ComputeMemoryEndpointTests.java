@@ -66,6 +66,15 @@ class ComputeMemoryEndpointTests {
     }
 
     @Test
+    void aManagerSaysWhetherItIsClosed() {
+        assertThat(endpoint.manager("default")).isInstanceOfSatisfying(ComputeMemoryEndpoint.ManagerDescriptor.class,
+                open -> assertThat(open.closed()).isFalse());
+        manager.close();
+        assertThat(endpoint.manager("default")).isInstanceOfSatisfying(ComputeMemoryEndpoint.ManagerDescriptor.class,
+                closed -> assertThat(closed.closed()).as("its figures are the last it had").isTrue());
+    }
+
+    @Test
     void aLocationShowsItsSegmentsWithTheBufferLiveThenFreeAfterClose() {
         UnifiedBuffer buffer = manager.allocate(1 << 16, MemoryLocation.HOST);
         ComputeMemoryEndpoint.LocationDescriptor live = endpoint.location("default", MemoryLocation.HOST);
