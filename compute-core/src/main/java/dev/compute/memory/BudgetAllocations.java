@@ -118,11 +118,7 @@ final class BudgetAllocations {
                 }
                 throw e;
             }
-            boolean open = true;
-            for (int i = 0; i < nodes.length; i++) {
-                open &= ledger.settled(nodes[i], batch.get(i).core());
-            }
-            if (!open) {
+            if (!ledger.settledAll(nodes, batch.stream().map(UnifiedBuffer::core).toList())) {
                 throw closedAgain(batch);
             }
             return batch;
@@ -277,7 +273,7 @@ final class BudgetAllocations {
                 carried = false;
             }
         }
-        if (!carried) {
+        if (!carried || !ledger.handedOut(nodes)) { // a close that came first counted them as no one's leftovers
             throw closedAgain(buffers);
         }
     }

@@ -92,6 +92,66 @@ class BudgetCloseRaceTest {
         }
     }
 
+    /**
+     * What {@code closeAndReport} says a closing tree still held is what its callers were handed and left open: a buffer
+     * whose allocation failed with the close is no request's leftover, and one handed out is never left out.
+     */
+    @Test
+    void theCloseReportsExactlyTheBuffersItsCallersGot() throws Exception {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).maxPoolSize(64 * MiB).build()) {
+            for (int round = 0; round < 40; round++) {
+                MemoryBudget root = manager.budget("root", 48 * MiB);
+                MemoryBudget mid = root.child("mid", 40 * MiB);
+                MemoryBudget leaf = mid.child("leaf", 30 * MiB);
+                MemoryBudget[] through = {root, mid, leaf, leaf};
+                ConcurrentLinkedQueue<UnifiedBuffer> got = new ConcurrentLinkedQueue<>();
+                AtomicReference<Throwable> unexpected = new AtomicReference<>();
+                CountDownLatch started = new CountDownLatch(through.length);
+                List<Thread> workers = new ArrayList<>();
+                for (int t = 0; t < through.length; t++) {
+                    MemoryBudget budget = through[t];
+                    int first = t;
+                    workers.add(Thread.ofPlatform().start(() -> {
+                        started.countDown();
+                        for (int i = first; i < first + 400; i++) {
+                            try {
+                                switch (i % 4) {
+                                    case 0 -> got.add(budget.allocate(4096, DEVICE));
+                                    case 1 -> got.addAll(budget.allocateBatch(DataType.INT8, new long[] {20480, 100}, MemoryLocation.HOST));
+                                    case 2 -> budget.tryAllocate(8192, DEVICE).ifPresent(got::add);
+                                    default -> got.add(budget.allocateAsync(12288, DEVICE, Duration.ofMillis(5)).join());
+                                }
+                            } catch (IllegalStateException closed) {
+                                // the close came first
+                            } catch (java.util.concurrent.CompletionException failed) {
+                                if (!(failed.getCause() instanceof IllegalStateException)) {
+                                    unexpected.compareAndSet(null, failed);
+                                }
+                            } catch (Throwable e) {
+                                unexpected.compareAndSet(null, e);
+                            }
+                        }
+                    }));
+                }
+                started.await();
+                for (int spin = ThreadLocalRandom.current().nextInt(20_000); spin > 0; spin--) {
+                    Thread.onSpinWait();
+                }
+                List<MemoryBudget.Leftover> left = root.closeAndReport();
+                for (Thread worker : workers) {
+                    worker.join();
+                }
+                assertThat(unexpected.get()).isNull();
+                assertThat(got).allMatch(UnifiedBuffer::isClosed);
+                assertThat(left.stream().mapToLong(MemoryBudget.Leftover::buffers).sum()).as("round %d: %s", round, left).isEqualTo(got.size());
+                assertThat(left.stream().mapToLong(MemoryBudget.Leftover::bytes).sum()).as("round %d: %s", round, left)
+                        .isEqualTo(got.stream().mapToLong(UnifiedBuffer::byteSize).sum());
+                assertThat(manager.statistics(DEVICE).liveBuffers()).isZero();
+            }
+        }
+    }
+
     private static void work(MemoryBudget request, ConcurrentLinkedQueue<UnifiedBuffer> got, ConcurrentLinkedQueue<CompletableFuture<UnifiedBuffer>> futures) {
         ThreadLocalRandom random = ThreadLocalRandom.current();
         List<UnifiedBuffer> mine = new ArrayList<>();

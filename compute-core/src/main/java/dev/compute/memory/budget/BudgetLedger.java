@@ -10,6 +10,7 @@ import dev.compute.memory.budget.BudgetLimits.Pending;
 import dev.compute.memory.budget.BudgetLimits.Refusal;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
@@ -126,8 +127,20 @@ public final class BudgetLedger<B> {
 
     /** A request let in from the room got its buffer: false where the budget closed meanwhile (the caller closes it). */
     public boolean settled(BudgetNode<B> node, B buffer) {
-        node.buffer(buffer);
-        return !node.account.closed;
+        return stripes.handOut(List.of(node), List.of(buffer));
+    }
+
+    /** {@link #settled} for a batch, all of it handed out or none (a close never reports half a batch as held). */
+    public boolean settledAll(BudgetNode<B>[] nodes, List<B> buffers) {
+        return stripes.handOut(Arrays.asList(nodes), buffers);
+    }
+
+    /**
+     * Buffers the ledger let in ({@link #settleAll}), carrying their nodes, go to their caller: false where the budget
+     * closed meanwhile, whose close then left them to the caller to close.
+     */
+    public boolean handedOut(BudgetNode<B>[] nodes) {
+        return stripes.handOut(Arrays.asList(nodes), null);
     }
 
     /**
@@ -209,7 +222,8 @@ public final class BudgetLedger<B> {
     /**
      * Counts the buffers a claim got (one, or a batch claimed together) from now until their memory goes back
      * ({@link #released} with each one's node, which the buffer carries): all of them, or, where the budget closed
-     * meanwhile, none, and null: the caller closes them.
+     * meanwhile, none, and null: the caller closes them. Once the buffers carry their nodes, {@link #handedOut} says
+     * whether they go to the caller.
      */
     public BudgetNode<B> @Nullable [] settleAll(BudgetAccount<B> account, MemoryLocation location, Claimant claimant, B[] buffers, long[] bytes) {
         int l = location.ordinal();

@@ -33,6 +33,11 @@ public final class BudgetNode<B> {
     boolean open;
     /** The thread whose request let it in from the room, while that request may be under way; under the stripe's hold. */
     @Nullable Thread requester;
+    /**
+     * Whether its buffer went to the caller, the budget still open: a close counts it as a leftover then, and else
+     * leaves it to the request, which sees the close; under the stripe's hold.
+     */
+    boolean handedOut;
     @Nullable BudgetNode<B> previous;
     @Nullable BudgetNode<B> next;
     /** The buffer, once the pool gave it; null while the request is under way. Written once, with release semantics. */

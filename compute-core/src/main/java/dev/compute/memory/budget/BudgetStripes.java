@@ -92,6 +92,7 @@ final class BudgetStripes<B> {
             lacking = count(cells, account.keepMost[l], l, bytes, 1);
             cells.link(node);
             node.open = true;
+            node.handedOut = false;
             node.requester = Thread.currentThread();
         } finally {
             letGo(stripe);
@@ -152,6 +153,7 @@ final class BudgetStripes<B> {
             for (BudgetNode<B> node : nodes) {
                 cells.link(node);
                 node.open = true;
+                node.handedOut = false;
                 node.requester = from == From.ROOM ? Thread.currentThread() : null;
             }
         } finally {
@@ -330,13 +332,39 @@ final class BudgetStripes<B> {
         }
     }
 
-    /** Adds the open buffers of {@code account} itself (not those under it) to {@code open}. */
-    void openBuffers(BudgetAccount<B> account, List<BudgetNode<B>> open) {
+    /**
+     * Hands the buffers of {@code nodes} (one request's, on one stripe; {@code buffers} null where the nodes have them
+     * already) to their caller, all or none: false where the budget closed, whose close then leaves them to the request.
+     * Under the stripe's hold, so that a close sees each either handed out or not, as its request does.
+     */
+    boolean handOut(List<BudgetNode<B>> nodes, @Nullable List<B> buffers) {
+        int stripe = nodes.get(0).stripe;
+        hold(stripe);
+        try {
+            boolean open = !nodes.get(0).account.closed;
+            for (int i = 0; i < nodes.size(); i++) {
+                if (buffers != null) {
+                    nodes.get(i).buffer(buffers.get(i));
+                }
+                nodes.get(i).handedOut = open;
+            }
+            return open;
+        } finally {
+            letGo(stripe);
+        }
+    }
+
+    /**
+     * Adds the open buffers of {@code account} itself (not those under it) to {@code open}: with its buffer, one its
+     * caller was handed; else with its node, a request under way, or one that sees the close as its buffer comes.
+     */
+    void openBuffers(BudgetAccount<B> account, List<BudgetLedger.Open<B>> open) {
         for (int s = 0; s < ThreadStripes.COUNT; s++) {
             hold(s);
             BudgetCells<B> cells = account.cells[s];
             for (BudgetNode<B> node = cells == null ? null : cells.first; node != null; node = node.next) {
-                open.add(node);
+                B buffer = node.handedOut ? node.buffer() : null;
+                open.add(new BudgetLedger.Open<>(account.path, account, node.bytes, false, buffer, buffer == null ? node : null));
             }
             letGo(s);
         }

@@ -162,12 +162,7 @@ final class BudgetTree<B> {
         for (BudgetEntry<B> entry = account.firstMapped; entry != null; entry = entry.next) {
             open.add(new BudgetLedger.Open<>(account.path, account, entry.bytes, true, entry.buffer, null));
         }
-        List<BudgetNode<B>> nodes = new ArrayList<>();
-        stripes.openBuffers(account, nodes);
-        for (BudgetNode<B> node : nodes) {
-            B buffer = node.buffer();
-            open.add(new BudgetLedger.Open<>(account.path, account, node.bytes, false, buffer, buffer == null ? node : null));
-        }
+        stripes.openBuffers(account, open);
         takeRoomOf(account);
         limits.giveBackReservations(account);
         waiters.withdrawAll(account, failed);

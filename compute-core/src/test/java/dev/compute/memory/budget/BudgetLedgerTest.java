@@ -39,6 +39,7 @@ class BudgetLedgerTest {
         BudgetNode<String>[] nodes = ledger.settleAll(account, location, BudgetLedger.Claimant.THIS_THREAD, new String[] {"buffer of " + bytes},
                 new long[] {bytes});
         assertThat(nodes).isNotNull().hasSize(1);
+        assertThat(ledger.handedOut(nodes)).as("the buffer goes to its caller").isTrue();
         return nodes[0];
     }
 
