@@ -171,7 +171,10 @@ final class BudgetAllocations {
         }
         CompletableFuture<UnifiedBuffer> pool;
         try {
-            pool = manager.allocateAsync(type, count, location, deadline.left());
+            // the bytes stay counted until no memory is held for the request: a buffer made for it as it was cancelled
+            // is given back to the pool first, so that the budget's books never hold less than the pool lends it
+            pool = manager.allocateAsync(type, count, location, deadline.left(),
+                    () -> ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST));
         } catch (Throwable e) {
             ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
             result.completeExceptionally(e);
@@ -186,8 +189,7 @@ final class BudgetAllocations {
         }
         pool.whenComplete((buffer, failure) -> {
             waitingForThePool.remove(wait);
-            if (failure != null) {
-                ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
+            if (failure != null) { // its bytes go back as the pool says nothing is held for it
                 if (!pool.isCancelled()) { // else by the request's ending, whose own failure or value it keeps
                     result.completeExceptionally(unwrapped(failure));
                 }

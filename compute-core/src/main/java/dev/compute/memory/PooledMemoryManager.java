@@ -161,13 +161,26 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout) {
+        return allocateAsync(type, location, bytes, timeout, null);
+    }
+
+    /**
+     * {@link #allocateAsync(DataType, long, MemoryLocation, Duration)} for a budget: {@code unserved} runs once where the
+     * request ends without its buffer, once no memory is held for it (see {@link AllocationWaiters#request}).
+     */
+    CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout, Runnable unserved) {
+        return allocateAsync(type, location, BlockAllocation.elementBytes(type, count), timeout, unserved);
+    }
+
+    private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout,
+                                                           @Nullable Runnable unserved) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
         if (Objects.requireNonNull(timeout, "timeout").isNegative()) {
             throw new IllegalArgumentException("the wait for memory must not be negative: " + timeout);
         }
-        return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout);
+        return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, unserved);
     }
 
     /** All or none: together where the chain's pool places them so, else one by one, giving back those taken when one fails. */
@@ -260,7 +273,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return budgetLedger.roots().stream().map(MemoryBudget.class::cast).toList();
     }
 
-    /** A budget's buffer's memory goes back: the budget counts it no more, before the pool may lend it again. */
+    /** A budget's buffer's memory went back to the pool: the budget counts it no more. */
     private void budgetRelease(Object budgetCount) {
         budgetLedger.released(budgetCount);
     }

@@ -37,8 +37,7 @@ import org.jspecify.annotations.Nullable;
  * (they end within the pool's own bounded waits), so that it is refused only for memory really held; a thread does not
  * wait for its own requests (an out-of-memory handler that allocates through a budget), nor for requests let in from a
  * budget's queue ({@link #claimLater}), which may wait for the pool's room as long as their callers allow.
- * {@link #released} counts a buffer's memory back, before the pool may lend it again: to its stripe's room, the rest
- * to the books.
+ * {@link #released} counts a buffer's memory back once the pool has it: to its stripe's room, the rest to the books.
  *
  * <p><b>Reservations</b> ({@link BudgetLimits}): a budget's reservation counts in its parent, and a root's at the cap, from
  * the moment it is made, so reservations never add up past the cap and no budget can take memory another reserved and

@@ -64,6 +64,9 @@ public final class AllocationWaiters<B> {
         final CompletableFuture<B> future;
         /** Set by whichever of serving, timing out, closing and its caller ends the request; the others then leave it alone. */
         private final AtomicBoolean settled = new AtomicBoolean();
+        /** {@link #QUEUED}, {@link #SERVING} while an attempt may make a buffer for it, {@link #ENDED} once told. */
+        private final AtomicInteger attempt = new AtomicInteger(QUEUED);
+        private final @Nullable Runnable unserved;
         /** Its own last refusal once tried; until then the refusal of the request ahead of it when it joined. */
         volatile DeviceOutOfMemoryException refusal;
         volatile boolean tried;
@@ -71,13 +74,14 @@ public final class AllocationWaiters<B> {
 
         /** {@code leave}: takes an ended request off its queue. */
         Waiter(DataType type, MemoryLocation location, long bytes, Duration timeout, DeviceOutOfMemoryException refusal, boolean tried,
-               Consumer<Waiter<?>> leave) {
+               Consumer<Waiter<?>> leave, @Nullable Runnable unserved) {
             this.type = type;
             this.location = location;
             this.bytes = bytes;
             this.timeout = timeout;
             this.refusal = refusal;
             this.tried = tried;
+            this.unserved = unserved;
             // ended by its caller (cancelled, or completed as orTimeout does), the request leaves its queue before its
             // functions run, as it does when served, timed out or failed at a close: none sees it counted as waiting
             this.future = new WithdrawnFirst<>() {
@@ -93,7 +97,42 @@ public final class AllocationWaiters<B> {
         boolean settle() {
             return settled.compareAndSet(false, true);
         }
+
+        /** An attempt begins: false where the request has ended, and nothing may be made for it. */
+        boolean beginAttempt() {
+            return attempt.compareAndSet(QUEUED, SERVING);
+        }
+
+        /** The attempt's buffer went to the request's future. */
+        void handedOver() {
+            attempt.set(ENDED);
+        }
+
+        /**
+         * The attempt ended, its buffer, if any, given back: where the request ended meanwhile, it is told now, as
+         * {@link #endedWithoutBuffer} could not while the attempt was under way.
+         */
+        void endAttempt() {
+            attempt.set(QUEUED);
+            if (future.isDone()) {
+                endedWithoutBuffer();
+            }
+        }
+
+        /**
+         * The request ended without a buffer (cancelled, timed out, failed, the manager closed): {@code unserved} runs
+         * once, now, or, where an attempt may be making a buffer for it, once that attempt has given it back.
+         */
+        void endedWithoutBuffer() {
+            if (unserved != null && attempt.compareAndSet(QUEUED, ENDED)) {
+                unserved.run();
+            }
+        }
     }
+
+    private static final int QUEUED = 0;
+    private static final int SERVING = 1;
+    private static final int ENDED = 2;
 
     private static final class LocationQueue {
         final ConcurrentLinkedDeque<Waiter<?>> waiters = new ConcurrentLinkedDeque<>();
@@ -151,6 +190,16 @@ public final class AllocationWaiters<B> {
      * the future, as it does on the waiter thread.
      */
     public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {
+        return request(type, location, bytes, capBytes, timeout, null);
+    }
+
+    /**
+     * As {@link #request(DataType, MemoryLocation, long, long, Duration)}; {@code unserved} runs once where the request
+     * ends without its buffer, once no memory is held for it (a buffer made for it as it was cancelled is given back
+     * first): a budget counts the request's bytes until then, so that what its books let go of the pool has.
+     */
+    public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout,
+                                        @Nullable Runnable unserved) {
         LocationQueue queue = queues[location.ordinal()];
         DeviceOutOfMemoryException refusal = queue.latestRefusal;
         boolean tried = false;
@@ -162,19 +211,27 @@ public final class AllocationWaiters<B> {
                 tried = true;
             } catch (Throwable e) {
                 // an out-of-memory handler's own failure, checked ones too: the request's, as on the waiter thread
+                runUnserved(unserved);
                 return CompletableFuture.failedFuture(e);
             }
             if (bytes > capBytes || refusal instanceof AllocationAboveLimitException) {
+                runUnserved(unserved);
                 return failed(location, bytes, refusal);
             }
             queue.latestRefusal = refusal;
         }
-        Waiter<B> waiter = new Waiter<>(type, location, bytes, timeout, refusal, tried, ended -> withdraw(queue, ended));
+        Waiter<B> waiter = new Waiter<>(type, location, bytes, timeout, refusal, tried, ended -> withdraw(queue, ended), unserved);
         if (timeout.isZero()) {
+            runUnserved(unserved);
             return failed(location, bytes, timedOut(waiter, queue));
         }
         queue.add(waiter);
-        waiter.future.whenComplete((buffer, failure) -> left(queue, waiter));
+        waiter.future.whenComplete((buffer, failure) -> {
+            left(queue, waiter);
+            if (failure != null) {
+                waiter.endedWithoutBuffer();
+            }
+        });
         ScheduledFuture<?> timeoutTimer;
         try {
             timeoutTimer = timer().schedule(() -> timeOut(queue, waiter), TimeUnit.NANOSECONDS.convert(timeout), TimeUnit.NANOSECONDS);
@@ -195,6 +252,12 @@ public final class AllocationWaiters<B> {
             signal(queue);
         }
         return waiter.future;
+    }
+
+    private static void runUnserved(@Nullable Runnable unserved) {
+        if (unserved != null) {
+            unserved.run();
+        }
     }
 
     private CompletableFuture<B> failed(MemoryLocation location, long bytes, DeviceOutOfMemoryException failure) {
@@ -286,7 +349,7 @@ public final class AllocationWaiters<B> {
         for (Waiter<?> next; (next = queue.waiters.peekFirst()) != null; ) {
             @SuppressWarnings("unchecked") // every waiter of this object is a Waiter<B>
             Waiter<B> head = (Waiter<B>) next;
-            if (head.future.isDone()) {
+            if (head.future.isDone() || !head.beginAttempt()) {
                 queue.remove(head);
                 continue;
             }
@@ -303,11 +366,13 @@ public final class AllocationWaiters<B> {
                         head.future.completeExceptionally(e);
                     }
                 }
+                head.endAttempt();
                 continue;
             } catch (DeviceOutOfMemoryException e) {
                 head.refusal = e;
                 head.tried = true;
                 queue.latestRefusal = e;
+                head.endAttempt();
                 return;
             } catch (Throwable e) {
                 // an out-of-memory handler's own failure (an Error too): it is this request's, and the queue goes on
@@ -315,11 +380,18 @@ public final class AllocationWaiters<B> {
                 if (head.settle()) {
                     head.future.completeExceptionally(e);
                 }
+                head.endAttempt();
                 continue;
             }
             queue.remove(head);
-            if (!(head.settle() && head.future.complete(buffer))) {
-                discard.accept(buffer); // timed out or cancelled while it was tried: the memory goes back, and wakes the next
+            if (head.settle() && head.future.complete(buffer)) {
+                head.handedOver();
+            } else {
+                try {
+                    discard.accept(buffer); // timed out or cancelled while it was tried: the memory goes back, and wakes the next
+                } finally {
+                    head.endAttempt();
+                }
             }
         }
     }

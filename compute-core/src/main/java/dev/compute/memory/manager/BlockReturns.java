@@ -23,8 +23,8 @@ public final class BlockReturns {
     private final MappedFiles mappedFiles;
     private final AllocationWaiters<?> waiters;
     /**
-     * Tells a budget its buffer's memory went back (before the pool may lend it again) or its file was unmapped, by
-     * what the budget counts the buffer by.
+     * Tells a budget its buffer's memory went back (once the pool has it, or, held by device work, once the work ended,
+     * before the pool's next allocation makes it free) or its file was unmapped, by what the budget counts the buffer by.
      */
     private final Consumer<Object> budgetRelease;
     /** Device work released blocks still wait for; the manager's close frees nothing before it is done (or keeps everything). */
@@ -69,11 +69,8 @@ public final class BlockReturns {
                 LocationChain chain = chains.of(location);
                 compactor.forget(chain, block);
                 CompletableFuture<?> reusable = inFlight;
-                if (inFlight.isDone()) { // the common free: the budget lets go before the pool may lend the memory again
-                    if (budgetCount != null) {
-                        budgetRelease.accept(budgetCount);
-                    }
-                } else {
+                boolean workPending = !inFlight.isDone(); // read once: the budget lets go on one path only
+                if (workPending) {
                     // until the device work on it is done the memory is neither free nor a buffer's: the budget counts
                     // it, and the chain says it is held, until it may be lent again
                     chain.heldByDeviceWork(block, +1);
@@ -84,7 +81,15 @@ public final class BlockReturns {
                         }
                     });
                 }
-                failure = chain.deallocate(block, reusable, null);
+                try {
+                    failure = chain.deallocate(block, reusable, null);
+                } finally {
+                    if (!workPending && budgetCount != null) {
+                        // the common free: the pool has the memory back before the budget lets its tenant count it
+                        // again, so that no tenant is lent more than its books say, out of what another reserved
+                        budgetRelease.accept(budgetCount);
+                    }
+                }
                 waiters.released(location, reusable);
             }
             if (mirror != null) {

@@ -1,0 +1,99 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A reservation holds in the pool, not only in the budgets' books: a tenant that reserved the memory it allocates gets
+ * it from the pool at every moment, while a noisy neighbour allocates and frees without pause in every form, its
+ * requests waiting, timing out and cancelled as they are served. Memory the neighbour's books have let go of, but the
+ * pool has not had back yet (a buffer closing; one made for a request cancelled while it was served), would otherwise
+ * be lent again above the neighbour's share, out of the reserved tenant's.
+ */
+class BudgetReservationUnderNoiseTest {
+
+    private static final long MIB = 1L << 20;
+
+    @Test
+    void aReservedTenantAlwaysGetsItsMinimumFromThePool() throws Exception {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
+             MemoryBudget gold = manager.budget(BudgetSpec.of("gold", 16 * MIB).withReservation(MemoryLocation.DEVICE, 16 * MIB));
+             MemoryBudget noisy = manager.budget("noisy", 64 * MIB)) {
+            AtomicBoolean stop = new AtomicBoolean();
+            ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
+            List<Thread> neighbours = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                neighbours.add(Thread.ofPlatform().start(() -> noise(noisy, stop, errors)));
+            }
+            try {
+                for (int round = 0; round < 3000 && errors.isEmpty(); round++) {
+                    List<UnifiedBuffer> mine = new ArrayList<>();
+                    try {
+                        for (int i = 0; i < 16; i++) {
+                            mine.add(gold.allocate(MIB, MemoryLocation.DEVICE));
+                        }
+                    } catch (DeviceOutOfMemoryException e) {
+                        errors.add("round " + round + ", buffer " + mine.size() + " of the reserved 16: " + e.getMessage());
+                    } finally {
+                        mine.forEach(UnifiedBuffer::close);
+                    }
+                }
+            } finally {
+                stop.set(true);
+                for (Thread neighbour : neighbours) {
+                    neighbour.join();
+                }
+            }
+            assertThat(errors).isEmpty();
+            assertThat(noisy.statistics().allocatedBytes()).isZero();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isZero();
+        }
+    }
+
+    /** Allocates 1 MiB pieces through {@code noisy} in every form, at random, and frees them in bursts. */
+    private static void noise(MemoryBudget noisy, AtomicBoolean stop, ConcurrentLinkedQueue<String> errors) {
+        List<UnifiedBuffer> held = new ArrayList<>();
+        ThreadLocalRandom random = ThreadLocalRandom.current();
+        while (!stop.get()) {
+            try {
+                switch (random.nextInt(4)) {
+                    case 0 -> noisy.tryAllocate(MIB, MemoryLocation.DEVICE).ifPresent(held::add);
+                    case 1 -> held.add(noisy.allocate(MIB, MemoryLocation.DEVICE));
+                    case 2 -> held.addAll(noisy.allocateBatch(DataType.INT8, new long[] {MIB, MIB}, MemoryLocation.DEVICE));
+                    default -> {
+                        CompletableFuture<UnifiedBuffer> request = noisy.allocateAsync(MIB, MemoryLocation.DEVICE, Duration.ofMillis(random.nextInt(3)));
+                        if (random.nextBoolean()) {
+                            request.cancel(false);
+                        }
+                        try {
+                            held.add(request.join());
+                        } catch (CancellationException | CompletionException refusedOrCancelled) {
+                            // the neighbour's own refusals and cancels: what it gets is not the point
+                        }
+                    }
+                }
+            } catch (DeviceOutOfMemoryException refused) {
+                // the neighbour at its share
+            } catch (Throwable e) {
+                errors.add("neighbour: " + e);
+            }
+            if (held.size() > 40 || random.nextInt(8) == 0) {
+                held.forEach(UnifiedBuffer::close);
+                held.clear();
+            }
+        }
+        held.forEach(UnifiedBuffer::close);
+    }
+}
