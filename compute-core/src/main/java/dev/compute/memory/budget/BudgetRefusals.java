@@ -57,41 +57,43 @@ final class BudgetRefusals {
 
     private static String atTheCap(BudgetLedger<?> ledger, int l) {
         MemoryLocation location = MemoryLocation.values()[l];
-        List<String> reserving = new ArrayList<>();
         long unused = 0;
         for (BudgetAccount<?> root : ledger.tree().rootAccounts()) {
-            if (root.reserved[l] > 0) {
-                unused += Math.max(0, root.reserved[l] - root.content[l]);
-                if (reserving.size() < NAMED) {
-                    reserving.add(root.path + " reserves " + root.reserved[l] + ", holds " + ledger.figures(root).used()[l]);
-                }
-            }
+            // what a root occupies beyond what its tree holds and has under way: reservations in it or under it not in use
+            unused += Math.max(0, root.occupied(l) - ledger.figures(root).used()[l] - root.pending[l]);
         }
         String text = "the budgets together would take more than the " + ledger.limits().cap(l) + " bytes of " + location + " memory ("
                 + ledger.limits().capProperty(l) + "): they count " + ledger.limits().occupied(l) + " bytes against it";
-        if (!reserving.isEmpty()) {
-            text += ", " + unused + " of them reserved for budgets and not in use (" + String.join("; ", reserving)
+        if (unused > 0) {
+            text += ", " + unused + " of them reserved for budgets and not in use (" + reservations(ledger.tree().rootAccounts(), ledger, l)
                     + "); memory reserved for a budget is kept for it alone";
         }
         return text;
     }
 
-    /** The budgets among {@code children} (and under them) that reserve at {@code l}, or at any location where {@code l} is -1. */
-    private static String reservations(List<? extends BudgetAccount<?>> children, BudgetLedger<?> ledger, int l) {
+    /** The budgets among {@code accounts} and under them that reserve at {@code l}, or at any location where {@code l} is -1. */
+    private static String reservations(List<? extends BudgetAccount<?>> accounts, BudgetLedger<?> ledger, int l) {
         List<String> named = new ArrayList<>();
+        int more = reserving(accounts, ledger, l, named);
+        return named.isEmpty() ? "deeper down" : String.join("; ", named) + (more > 0 ? "; and " + more + " more" : "");
+    }
+
+    /** Names in {@code named}, the parents first, up to {@link #NAMED} of the budgets that reserve; returns how many more do. */
+    private static int reserving(List<? extends BudgetAccount<?>> accounts, BudgetLedger<?> ledger, int l, List<String> named) {
         int more = 0;
-        for (BudgetAccount<?> child : children) {
-            long reserved = l >= 0 ? child.reserved[l] : child.reservedInAll();
+        for (BudgetAccount<?> account : accounts) {
+            long reserved = l >= 0 ? account.reserved[l] : account.reservedInAll();
             if (reserved > 0) {
                 if (named.size() < NAMED) {
-                    BudgetStripes.Figures figures = ledger.figures(child);
-                    named.add(child.path + " reserves " + reserved + ", holds " + (l >= 0 ? figures.used()[l] : figures.usedInAll()));
+                    BudgetStripes.Figures figures = ledger.figures(account);
+                    named.add(account.path + " reserves " + reserved + ", holds " + (l >= 0 ? figures.used()[l] : figures.usedInAll()));
                 } else {
                     more++;
                 }
             }
+            more += reserving(account.children, ledger, l, named);
         }
-        return named.isEmpty() ? "deeper down" : String.join("; ", named) + (more > 0 ? "; and " + more + " more" : "");
+        return more;
     }
 
     private static BudgetAccount<?> root(BudgetAccount<?> account) {

@@ -69,4 +69,32 @@ class BudgetRefusalsTest {
                         + " 33554432 of them reserved for budgets and not in use (gold reserves 33554432, holds 0); memory reserved for a"
                         + " budget is kept for it alone");
     }
+
+    @Test
+    void theCapCountsAndNamesTheReservationsOfBudgetsUnderTheRoots() {
+        BudgetAccount<String> tenant = ledger.open(null, BudgetSpec.of("tenant", 64 * MiB));
+        ledger.open(tenant, BudgetSpec.of("kept", 32 * MiB).withReservation(DEVICE, 32 * MiB));
+        BudgetAccount<String> gold = ledger.open(null, BudgetSpec.of("gold", 8 * MiB).withReservation(DEVICE, 4 * MiB));
+        ledger.open(gold, BudgetSpec.of("request", 8 * MiB).withReservation(DEVICE, 2 * MiB));
+        BudgetAccount<String> noisy = ledger.open(null, BudgetSpec.of("noisy", 64 * MiB));
+        allocate(ledger, noisy, DEVICE, 24 * MiB);
+
+        assertThatThrownBy(() -> ledger.claim(noisy, DEVICE, 8 * MiB, 1)).isInstanceOf(BudgetExceededException.class)
+                .hasMessage("out of DEVICE memory: memory budget 'noisy' refused 8388608 bytes: the budgets together would take more than the"
+                        + " 67108864 bytes of DEVICE memory (compute.memory.pooling.max-pool-size): they count 62914560 bytes against it,"
+                        + " 37748736 of them reserved for budgets and not in use (tenant/kept reserves 33554432, holds 0; gold reserves"
+                        + " 4194304, holds 0; gold/request reserves 2097152, holds 0); memory reserved for a budget is kept for it alone");
+    }
+
+    @Test
+    void anAncestorsLimitNamesTheReservationsOfBudgetsDeeperUnderIt() {
+        BudgetAccount<String> tenant = ledger.open(null, BudgetSpec.of("tenant", 16 * MiB));
+        BudgetAccount<String> team = ledger.open(tenant, BudgetSpec.of("team", 16 * MiB));
+        ledger.open(team, BudgetSpec.of("kept", 8 * MiB).withReservation(DEVICE, 8 * MiB));
+        BudgetAccount<String> request = ledger.open(tenant, BudgetSpec.of("request", 16 * MiB));
+
+        assertThatThrownBy(() -> ledger.claim(request, DEVICE, 12 * MiB, 1)).isInstanceOf(BudgetExceededException.class)
+                .hasMessageEndingWith("against which it counts 8388608 bytes: 0 held in 0 buffer(s), 8388608 reserved by budgets under it"
+                        + " and not in use (tenant/team/kept reserves 8388608, holds 0)");
+    }
 }
