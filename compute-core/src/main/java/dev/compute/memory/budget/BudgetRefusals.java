@@ -47,7 +47,8 @@ final class BudgetRefusals {
         long pending = refusal.atLocation() ? by.pending[l] : by.pendingInAll();
         String text = "would pass the limit of memory budget '" + by.path + "'"
                 + (refusal.atLocation() ? " at " + location : "") + " of " + limit + " bytes, against which it counts " + counted + " bytes: "
-                + held + " held in " + figures.buffers() + " buffer(s)" + (pending > 0 ? ", " + pending + " being allocated" : "");
+                + held + " held" + (refusal.atLocation() ? "" : " in " + figures.buffers() + " buffer(s)") // buffers are counted at all locations only
+                + (pending > 0 ? ", " + pending + " being allocated" : "");
         long unused = counted - held - pending;
         if (unused > 0) {
             text += ", " + unused + " reserved by budgets under it and not in use (" + reservations(by.children, ledger, refusal.atLocation() ? l : -1) + ")";

@@ -97,4 +97,15 @@ class BudgetRefusalsTest {
                 .hasMessageEndingWith("against which it counts 8388608 bytes: 0 held in 0 buffer(s), 8388608 reserved by budgets under it"
                         + " and not in use (tenant/team/kept reserves 8388608, holds 0)");
     }
+
+    @Test
+    void aLimitAtALocationCountsNoBuffersOfOtherLocations() {
+        BudgetAccount<String> tenant = ledger.open(null, BudgetSpec.of("tenant", 16 * MiB).withLocationLimit(HOST, 4 * MiB));
+        allocate(ledger, tenant, DEVICE, 8 * MiB);
+        allocate(ledger, tenant, HOST, 1 * MiB);
+
+        assertThatThrownBy(() -> ledger.claim(tenant, HOST, 4 * MiB, 1)).isInstanceOf(BudgetExceededException.class)
+                .hasMessageEndingWith("the limit of memory budget 'tenant' at HOST of 4194304 bytes, against which it counts 1048576 bytes:"
+                        + " 1048576 held");
+    }
 }
