@@ -89,6 +89,7 @@ public final class AllocationWaiters<B> {
                 protected void withdraw() {
                     if (settle()) {
                         leave.accept(Waiter.this);
+                        endedWithoutBuffer();
                     }
                 }
             };
@@ -119,9 +120,16 @@ public final class AllocationWaiters<B> {
             }
         }
 
+        /** The attempt failed, and the request with it (or its caller ended it meanwhile): told now, before it fails. */
+        void attemptFailed() {
+            attempt.set(QUEUED);
+            endedWithoutBuffer();
+        }
+
         /**
          * The request ended without a buffer (cancelled, timed out, failed, the manager closed): {@code unserved} runs
-         * once, now, or, where an attempt may be making a buffer for it, once that attempt has given it back.
+         * once, now, or, where an attempt may be making a buffer for it, once that attempt has given it back. Called
+         * before the future fails where nothing is being made for it, so that its functions see the bytes given back.
          */
         void endedWithoutBuffer() {
             if (unserved != null && attempt.compareAndSet(QUEUED, ENDED)) {
@@ -237,6 +245,7 @@ public final class AllocationWaiters<B> {
             timeoutTimer = timer().schedule(() -> timeOut(queue, waiter), TimeUnit.NANOSECONDS.convert(timeout), TimeUnit.NANOSECONDS);
         } catch (RejectedExecutionException e) {
             if (waiter.settle()) {
+                waiter.endedWithoutBuffer();
                 waiter.future.completeExceptionally(closedWhileWaiting()); // closed as it joined
             }
             return waiter.future;
@@ -308,6 +317,7 @@ public final class AllocationWaiters<B> {
             for (Waiter<?> waiter; (waiter = queue.waiters.pollFirst()) != null; ) {
                 queue.waiting.decrementAndGet();
                 if (waiter.settle()) {
+                    waiter.endedWithoutBuffer();
                     waiter.future.completeExceptionally(closedWhileWaiting());
                 }
             }
@@ -359,6 +369,7 @@ public final class AllocationWaiters<B> {
             } catch (AllocationAboveLimitException e) {
                 // above a limit composed into the chain: no free can make room for it, and it would hold up those behind it
                 queue.remove(head);
+                head.attemptFailed();
                 if (head.settle()) {
                     try {
                         events.allocationFailed(head.location, head.bytes, e.reason());
@@ -366,7 +377,6 @@ public final class AllocationWaiters<B> {
                         head.future.completeExceptionally(e);
                     }
                 }
-                head.endAttempt();
                 continue;
             } catch (DeviceOutOfMemoryException e) {
                 head.refusal = e;
@@ -377,10 +387,10 @@ public final class AllocationWaiters<B> {
             } catch (Throwable e) {
                 // an out-of-memory handler's own failure (an Error too): it is this request's, and the queue goes on
                 queue.remove(head);
+                head.attemptFailed();
                 if (head.settle()) {
                     head.future.completeExceptionally(e);
                 }
-                head.endAttempt();
                 continue;
             }
             queue.remove(head);
@@ -425,6 +435,7 @@ public final class AllocationWaiters<B> {
         DeviceOutOfMemoryException failure = timedOut(waiter, queue);
         try {
             withdraw(queue, waiter);
+            waiter.endedWithoutBuffer();
             queue.timeouts.increment(); // once off the queue: never counted as waiting and timed out at once
             events.allocationFailed(waiter.location, waiter.bytes, failure.reason());
         } finally {

@@ -1,0 +1,120 @@
+package dev.compute.memory.manager;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.memory.DataType;
+import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.MemoryEventListener;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.OutOfMemoryReason;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A request that ends without its buffer tells its {@code unserved} once, and only once no memory is held for it: at
+ * once (before its functions run) where nothing is being made for it, after the buffer is given back where an attempt
+ * was making one as it ended. A budget gives the request's bytes back then, so that its books never hold less than the
+ * pool lends its tenant.
+ */
+class AllocationWaitersUnservedTest {
+
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+
+    private final List<String> happened = new CopyOnWriteArrayList<>();
+    private final AtomicBoolean room = new AtomicBoolean();
+    private final AtomicInteger attempts = new AtomicInteger();
+    private volatile CountDownLatch attemptHeld = new CountDownLatch(0);
+    private final CountDownLatch attemptStarted = new CountDownLatch(1);
+    private final AllocationWaiters<String> waiters = new AllocationWaiters<>((type, location, bytes) -> {
+        attempts.incrementAndGet();
+        if (!room.get()) {
+            throw new DeviceOutOfMemoryException(location, bytes, OutOfMemoryReason.POOL_LIMIT, "no room");
+        }
+        attemptStarted.countDown();
+        try {
+            attemptHeld.await(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        happened.add("made");
+        return "buffer";
+    }, buffer -> happened.add("given back"), MemoryEventListener.NONE);
+
+    @AfterEach
+    void close() {
+        waiters.close();
+    }
+
+    private CompletableFuture<String> request(Duration timeout) {
+        return waiters.request(DataType.INT8, DEVICE, 1024, Long.MAX_VALUE, timeout, () -> happened.add("unserved"));
+    }
+
+    /** Once the waiter thread's first try (as the queue's new head) is over: none is under way after it. */
+    private void afterTheWaitersFirstTry() throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (attempts.get() < 2 && System.nanoTime() < deadline) {
+            Thread.sleep(1);
+        }
+        Thread.sleep(100);
+    }
+
+    @Test
+    void aRequestCancelledWhileQueuedIsToldBeforeItsFunctionsRun() throws Exception {
+        CompletableFuture<String> request = request(Duration.ofSeconds(10));
+        request.whenComplete((buffer, failure) -> happened.add("function"));
+        afterTheWaitersFirstTry();
+
+        request.cancel(false);
+
+        assertThat(happened).containsExactly("unserved", "function");
+    }
+
+    @Test
+    void aRequestThatTimesOutIsToldBeforeItsFunctionsRun() {
+        CompletableFuture<String> request = request(Duration.ofMillis(50));
+        CompletableFuture<Void> seen = request.handle((buffer, failure) -> {
+            happened.add("function");
+            return null;
+        });
+
+        seen.orTimeout(10, TimeUnit.SECONDS).join();
+
+        assertThat(happened).containsExactly("unserved", "function");
+    }
+
+    @Test
+    void aRequestCancelledWhileABufferIsMadeForItIsToldOnceThatBufferIsGivenBack() throws Exception {
+        attemptHeld = new CountDownLatch(1);
+        CompletableFuture<String> request = request(Duration.ofSeconds(10));
+        room.set(true);
+        waiters.released(DEVICE, CompletableFuture.completedFuture(null)); // the waiter thread serves it, and is held
+        assertThat(attemptStarted.await(10, TimeUnit.SECONDS)).isTrue();
+
+        request.cancel(false);
+        assertThat(happened).as("nothing told while the buffer is being made").isEmpty();
+        attemptHeld.countDown();
+
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (happened.size() < 3 && System.nanoTime() < deadline) {
+            Thread.sleep(1);
+        }
+        assertThat(happened).containsExactly("made", "given back", "unserved");
+    }
+
+    @Test
+    void aServedRequestIsNeverToldUnserved() {
+        room.set(true);
+        CompletableFuture<String> request = request(Duration.ofSeconds(10));
+
+        assertThat(request.join()).isEqualTo("buffer");
+        assertThat(happened).containsExactly("made");
+    }
+}
