@@ -52,6 +52,13 @@ final class BackendComputeOps implements ComputeOps {
             throw new IllegalArgumentException("axpy needs x and y of one type and length: x is " + x.elementCount() + " x "
                     + x.dataType() + ", y is " + y.elementCount() + " x " + y.dataType());
         }
+        if (overlapPartly(x, y)) {
+            long size = x.dataType().byteSize();
+            long xStart = x.byteOffset() / size;
+            long yStart = y.byteOffset() / size;
+            throw new IllegalArgumentException("axpy needs x and y to be the same range or ranges apart: x is elements [" + xStart + ", "
+                    + (xStart + x.elementCount()) + ") and y elements [" + yStart + ", " + (yStart + y.elementCount()) + ") of one buffer");
+        }
         BufferCore from = x.core();
         BufferCore to = y.core();
         return to.call(null, from, () -> {
@@ -133,6 +140,17 @@ final class BackendComputeOps implements ComputeOps {
             }
             return CallerFutures.forCaller(done);
         });
+    }
+
+    /**
+     * True for two ranges of one buffer's memory that overlap without being the same range: what axpy computes there
+     * would depend on the order in which its kernel reads and writes (a loop carries its sums along; a device races).
+     */
+    private static boolean overlapPartly(UnifiedBuffer x, UnifiedBuffer y) {
+        if (x.memoryOwner() != y.memoryOwner() || x.byteOffset() == y.byteOffset()) {
+            return false;
+        }
+        return x.byteOffset() < y.byteOffset() + y.byteSize() && y.byteOffset() < x.byteOffset() + x.byteSize();
     }
 
     private void check(UnifiedBuffer buffer, String name) {

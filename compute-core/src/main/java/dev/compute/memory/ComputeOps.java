@@ -13,7 +13,7 @@ public interface ComputeOps {
 
     CompletableFuture<Void> scaleAsync(UnifiedBuffer x, double alpha);
 
-    /** {@code y = alpha * x + y}. */
+    /** {@code y = alpha * x + y}; x and y may be one range, but ranges of one buffer that overlap otherwise are refused. */
     CompletableFuture<Void> axpyAsync(double alpha, UnifiedBuffer x, UnifiedBuffer y);
 
     CompletableFuture<Double> sumAsync(UnifiedBuffer x);

@@ -73,6 +73,11 @@ public final class UnifiedBuffer implements AutoCloseable {
         return core;
     }
 
+    /** The buffer that owns this one's memory: itself, or for a slice the buffer it is a range of. */
+    UnifiedBuffer memoryOwner() {
+        return sliced != null ? sliced : this;
+    }
+
     public MemoryLocation location() {
         return core.location();
     }

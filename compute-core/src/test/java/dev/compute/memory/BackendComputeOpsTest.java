@@ -103,6 +103,25 @@ class BackendComputeOpsTest {
     }
 
     @Test
+    void axpyOnOverlappingRangesOfOneBufferIsRefusedAndOnTheSameOrSeparateRangesComputes() {
+        UnifiedBuffer x = floats(1, 2, 3, 4, 5);
+
+        // y = x + y over [1, 4) and [0, 3): each kernel's order of reads and writes would give another answer
+        assertThatThrownBy(() -> ops.axpyAsync(1, x.slice(0, 3), x.slice(1, 3))).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("axpy needs x and y to be the same range or ranges apart: x is elements [0, 3) and y elements [1, 4) of one buffer");
+        assertThatThrownBy(() -> ops.axpyAsync(1, x.slice(2, 3), x.slice(0, 3))).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("x is elements [2, 5) and y elements [0, 3) of one buffer");
+        assertThat(read(x)).as("untouched").containsExactly(1, 2, 3, 4, 5);
+
+        ops.axpy(1, x.slice(0, 2), x.slice(2, 2));
+        assertThat(read(x)).containsExactly(1, 2, 4, 6, 5);
+        ops.axpy(1, x.slice(1, 3), x.slice(1, 3));
+        assertThat(read(x)).containsExactly(1, 4, 8, 12, 5);
+        ops.axpy(2, x, x);
+        assertThat(read(x)).containsExactly(3, 12, 24, 36, 15);
+    }
+
+    @Test
     void aNewerHostCopyIsSyncedToTheDeviceBeforeTheKernelReadsIt() {
         UnifiedBuffer x = floats(1, 1, 1, 1);
         MemorySegment view = x.hostView();
