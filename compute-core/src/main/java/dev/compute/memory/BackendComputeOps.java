@@ -5,6 +5,7 @@ import dev.compute.memory.lifetime.Holds;
 import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.Region;
 import java.time.Duration;
+import java.util.Objects;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -154,6 +155,8 @@ final class BackendComputeOps implements ComputeOps {
     }
 
     private void check(UnifiedBuffer buffer, String name) {
+        // the argument's name, not the line of this class that first reads it
+        Objects.requireNonNull(buffer, name);
         if (!buffer.belongsTo(manager)) {
             throw new IllegalArgumentException(name + " belongs to another UnifiedMemoryManager");
         }

@@ -147,6 +147,8 @@ class BackendComputeOpsTest {
             assertThatThrownBy(() -> ops.axpyAsync(1, x, foreign)).isInstanceOf(IllegalArgumentException.class)
                     .hasMessage("y belongs to another UnifiedMemoryManager");
         }
+        assertThatThrownBy(() -> ops.axpyAsync(1, x, null)).isInstanceOf(NullPointerException.class).hasMessage("y");
+        assertThatThrownBy(() -> ops.fill(null, 1)).isInstanceOf(NullPointerException.class).hasMessage("target");
         assertThatThrownBy(() -> ops.sumAsync(ints)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("the op set works on FLOAT32 and FLOAT64 buffers; x is INT32");
         assertThatThrownBy(() -> ops.axpyAsync(1, x, longer)).isInstanceOf(IllegalArgumentException.class)
