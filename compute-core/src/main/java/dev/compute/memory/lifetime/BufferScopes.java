@@ -65,7 +65,7 @@ final class BufferScopes {
         List<String> names = new ArrayList<>();
         for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
             Thread owner = scope.owner();
-            String name = owner == null ? "a shared " + scope.kind.name().toLowerCase(Locale.ROOT) : "'" + owner.getName() + "'";
+            String name = owner == null ? "a shared " + scope.kind.name().toLowerCase(Locale.ROOT) : "'" + MemoryScope.nameOf(owner) + "'";
             if (!names.contains(name)) {
                 names.add(name);
             }

@@ -96,7 +96,7 @@ public final class MemoryScope {
             throw new IllegalStateException("this access has ended");
         }
         if (list != null && list.owner != Thread.currentThread()) {
-            throw new WrongThreadException("this access belongs to thread '" + list.owner.getName()
+            throw new WrongThreadException("this access belongs to thread '" + nameOf(list.owner)
                     + "'; its memory can be reached only there (take a shared access for several threads)");
         }
         Arena bound = arena;
@@ -185,8 +185,14 @@ public final class MemoryScope {
         buffer.ended(this);
     }
 
+    /** A thread as messages name it: by its name, or, unnamed (as virtual threads are by default), by its id. */
+    static String nameOf(Thread thread) {
+        String name = thread.getName();
+        return !name.isEmpty() ? name : (thread.isVirtual() ? "virtual thread #" : "thread #") + thread.threadId();
+    }
+
     @Override
     public String toString() {
-        return kind + (list == null ? " (shared)" : " of thread '" + list.owner.getName() + "'");
+        return kind + (list == null ? " (shared)" : " of thread '" + nameOf(list.owner) + "'");
     }
 }

@@ -276,7 +276,7 @@ public final class ScopeRegistry {
         List<String> names = new ArrayList<>();
         byOwner.forEach((thread, list) -> {
             if (list.size > 0) {
-                names.add(thread.getName());
+                names.add(MemoryScope.nameOf(thread));
             }
         });
         if (!shared.isEmpty()) {

@@ -50,7 +50,7 @@ public final class ViewRegions {
          */
         public void close() {
             if (Thread.currentThread() != owner) {
-                throw new WrongThreadException("a view scope belongs to thread '" + owner.getName() + "', which opened it, and only it may close it");
+                throw new WrongThreadException("a view scope belongs to thread '" + MemoryScope.nameOf(owner) + "', which opened it, and only it may close it");
             }
             if (closed) {
                 return;

@@ -183,6 +183,34 @@ class BufferServicesTest {
         }
     }
 
+    /**
+     * A virtual thread has no name unless given one: the warning of the memory its views hold names it by its id
+     * (as a thread dump does), not as '' that says nothing.
+     */
+    @Test
+    void anUnnamedVirtualThreadHoldingMemoryIsNamedByItsId() throws Exception {
+        BufferCore[] buffer = new BufferCore[1];
+        CountDownLatch viewed = new CountDownLatch(1);
+        CountDownLatch idle = new CountDownLatch(1);
+        Thread viewer = Thread.ofVirtual().start(() -> {
+            buffer[0] = parts.buffer(MemoryLocation.HOST, 256);
+            BufferViews.view(buffer[0], AccessMode.READ); // confined to this thread, which allocated it
+            viewed.countDown();
+            awaitQuietly(idle);
+        });
+        try (LogCapture log = LogCapture.managerLog()) {
+            assertThat(viewed.await(30, TimeUnit.SECONDS)).isTrue();
+            buffer[0].close();
+
+            services.warnAboutHeld(Duration.ZERO);
+
+            assertThat(log.messages(Level.WARNING)).singleElement().asString()
+                    .contains("held by 'virtual thread #" + viewer.threadId() + "'");
+        } finally {
+            idle.countDown();
+        }
+    }
+
     private static void awaitQuietly(CountDownLatch latch) {
         try {
             latch.await(30, TimeUnit.SECONDS);
