@@ -11,6 +11,7 @@ import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -271,5 +272,37 @@ class DeviceAccessTest {
             }
         }
         assertThat(reused).as("once the kernel is done, the block goes back to the pool").isTrue();
+    }
+
+    /**
+     * An access left open by a thread that lives on past its buffer's close, then ends without calling in again: the
+     * closed buffer's memory comes back once the sweeper sees the thread ended, as it does for views, not only at
+     * the manager's next sweep for another reason.
+     */
+    @Test
+    void anAccessWhoseThreadDiesOpenAfterItsBufferClosedGivesTheMemoryBack() throws Exception {
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+        CountDownLatch opened = new CountDownLatch(1);
+        CountDownLatch closed = new CountDownLatch(1);
+        Thread dying = Thread.ofPlatform().start(() -> {
+            buffer.deviceAccess(AccessMode.WRITE); // never ended: its thread dies with it open
+            opened.countDown();
+            try {
+                closed.await(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        assertThat(opened.await(10, TimeUnit.SECONDS)).isTrue();
+        buffer.close();
+        assertThat(manager.statistics(MemoryLocation.DEVICE).heldBuffers()).as("held by the open access").isOne();
+        closed.countDown();
+        dying.join();
+
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5); // the sweeper looks every 200 ms
+        while (manager.statistics(MemoryLocation.DEVICE).heldBuffers() > 0 && System.nanoTime() < deadline) {
+            Thread.sleep(20); // reading figures is no call in
+        }
+        assertThat(manager.statistics(MemoryLocation.DEVICE).heldBuffers()).as("back once the thread ended").isZero();
     }
 }

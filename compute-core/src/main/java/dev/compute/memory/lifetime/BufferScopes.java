@@ -130,6 +130,8 @@ final class BufferScopes {
     private static void endAsClosed(MemoryScope scope, Ending ending) {
         if (ending == Ending.VIEWS_AND_ACCESSES || scope.kind == MemoryScope.Kind.VIEW || scope.ownerHasEnded()) {
             scope.endOrHandOver();
+        } else if (!scope.shared()) {
+            scope.registry().watchOwnerOf(scope); // its thread may end without ending it, or calling in again
         }
     }
 

@@ -33,6 +33,8 @@ public final class MemoryScope {
     private final ScopeRegistry registry;
     private @Nullable Arena arena;
     private boolean ended;
+    /** A closed buffer's access its live owner has not ended: the registry watches for the owner's end; guarded by this. */
+    private boolean ownerWatched;
     /** Links in the owner's list of open scopes, guarded by that list. */
     @Nullable MemoryScope previous;
     @Nullable MemoryScope next;
@@ -114,6 +116,7 @@ public final class MemoryScope {
      */
     public void end() {
         recordUnendedAccess();
+        boolean watched;
         synchronized (this) {
             if (ended) {
                 return;
@@ -127,8 +130,10 @@ public final class MemoryScope {
                 }
             }
             ended = true;
+            watched = ownerWatched;
+            ownerWatched = false;
         }
-        registry.removed(this);
+        registry.removed(this, watched);
         buffer.ended(this);
     }
 
@@ -172,16 +177,28 @@ public final class MemoryScope {
         }
     }
 
+    /** Marks this open confined scope as one whose owner's end the registry watches for; false when ended or already so. */
+    synchronized boolean watchOwner() {
+        if (ended || ownerWatched || list == null) {
+            return false;
+        }
+        ownerWatched = true;
+        return true;
+    }
+
     /** The owner has died: no thread can reach the confined segments, so the scope is over without closing its arena. */
     void abandon() {
         recordUnendedAccess();
+        boolean watched;
         synchronized (this) {
             if (ended) {
                 return;
             }
             ended = true;
+            watched = ownerWatched;
+            ownerWatched = false;
         }
-        registry.removed(this);
+        registry.removed(this, watched);
         buffer.ended(this);
     }
 

@@ -117,7 +117,10 @@ public final class ScopeRegistry {
         return own;
     }
 
-    void removed(MemoryScope scope) {
+    void removed(MemoryScope scope, boolean ownerWatched) {
+        if (ownerWatched) {
+            WAITING.decrementAndGet(this);
+        }
         ThreadScopes list = scope.list;
         if (list != null) {
             list.unlink(scope);
@@ -137,6 +140,21 @@ public final class ScopeRegistry {
         WAITING.incrementAndGet(this);
         // the owner may have died meanwhile, or may end without calling in again: sweep until nothing waits
         if (!list.owner.isAlive()) {
+            sweepDeadOwners();
+        }
+        watchForEndedOwners();
+    }
+
+    /**
+     * A closed buffer's access that its owner, alive, has not ended: it waits as a handed-over view does, so that the
+     * sweeper drops it once the owner ends without calling in again (nothing else would give the memory back).
+     */
+    void watchOwnerOf(MemoryScope scope) {
+        if (!scope.watchOwner()) {
+            return;
+        }
+        WAITING.incrementAndGet(this);
+        if (scope.ownerHasEnded()) {
             sweepDeadOwners();
         }
         watchForEndedOwners();
