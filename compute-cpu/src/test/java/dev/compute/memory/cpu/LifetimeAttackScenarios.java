@@ -220,8 +220,8 @@ public final class LifetimeAttackScenarios {
                             case 7 -> expectTag((float) (manager.ops().sum(buffer) / elements), tag, "sum");
                             case 8 -> {
                                 UnifiedBuffer low = buffer.slice(0, elements / 2);
-                                UnifiedBuffer high = buffer.slice(elements / 4, elements / 2);
-                                manager.ops().axpy(0.0, low, high);
+                                UnifiedBuffer high = buffer.slice(elements / 4, elements / 2); // overlaps low: copied as memmove
+                                manager.ops().axpy(0.0, low, buffer.slice(elements / 2, elements / 2)); // axpy takes ranges apart
                                 manager.ops().scale(low, 1.0);
                                 high.copyFrom(low, 0, 0, 64);
                             }
