@@ -3,6 +3,7 @@ package dev.compute.boot.actuate;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.boot.ComputeBudgets;
+import dev.compute.boot.EnableAutoConfigurationWithoutSecurity;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
@@ -10,7 +11,6 @@ import dev.compute.memory.UnifiedMemoryManager;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
 import org.springframework.boot.test.web.server.LocalServerPort;
@@ -53,11 +53,6 @@ class RuntimeBudgetMetersHttpTests {
     }
 
     @SpringBootConfiguration(proxyBeanMethods = false)
-    @EnableAutoConfiguration(excludeName = {
-            "org.springframework.boot.security.autoconfigure.SecurityAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.UserDetailsServiceAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.actuate.web.servlet.ManagementWebSecurityAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.web.servlet.SecurityFilterAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.web.servlet.ServletWebSecurityAutoConfiguration"})
+    @EnableAutoConfigurationWithoutSecurity
     static class Application {}
 }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import dev.compute.boot.ComputeBudgets;
+import dev.compute.boot.EnableAutoConfigurationWithoutSecurity;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
@@ -23,7 +24,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
 import org.springframework.boot.test.system.CapturedOutput;
@@ -246,12 +246,7 @@ class TenantBudgetsHttpTests {
     }
 
     @SpringBootConfiguration
-    @EnableAutoConfiguration(excludeName = {
-            "org.springframework.boot.security.autoconfigure.SecurityAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.UserDetailsServiceAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.actuate.web.servlet.ManagementWebSecurityAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.web.servlet.SecurityFilterAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.web.servlet.ServletWebSecurityAutoConfiguration"})
+    @EnableAutoConfigurationWithoutSecurity
     @Import(Tenants.class)
     static class Application {}
 }

@@ -3,6 +3,7 @@ package dev.compute.boot.actuate.endpoint;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.springframework.security.config.Customizer.withDefaults;
 
+import dev.compute.boot.EnableAutoConfigurationWithoutSecurity;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedMemoryManager;
 import org.junit.jupiter.api.BeforeEach;
@@ -136,12 +137,7 @@ class ComputeMemoryEndpointHttpSafetyTests {
     }
 
     @SpringBootConfiguration(proxyBeanMethods = false)
-    @EnableAutoConfiguration(excludeName = {
-            "org.springframework.boot.security.autoconfigure.SecurityAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.UserDetailsServiceAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.actuate.web.servlet.ManagementWebSecurityAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.web.servlet.SecurityFilterAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.web.servlet.ServletWebSecurityAutoConfiguration"})
+    @EnableAutoConfigurationWithoutSecurity
     static class WithoutSecurity {}
 
     @SpringBootConfiguration(proxyBeanMethods = false)

@@ -2,6 +2,7 @@ package dev.compute.boot.actuate.trace;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.compute.boot.EnableAutoConfigurationWithoutSecurity;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -13,7 +14,6 @@ import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.SpringBootConfiguration;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
 import org.springframework.boot.test.web.server.LocalServerPort;
@@ -213,11 +213,6 @@ class ComputeTraceEndpointHttpTests {
     }
 
     @SpringBootConfiguration(proxyBeanMethods = false)
-    @EnableAutoConfiguration(excludeName = {
-            "org.springframework.boot.security.autoconfigure.SecurityAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.UserDetailsServiceAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.actuate.web.servlet.ManagementWebSecurityAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.web.servlet.SecurityFilterAutoConfiguration",
-            "org.springframework.boot.security.autoconfigure.web.servlet.ServletWebSecurityAutoConfiguration"})
+    @EnableAutoConfigurationWithoutSecurity
     static class Application {}
 }
