@@ -126,7 +126,7 @@ public final class BudgetLedger<B> {
 
     /** A request let in from the room got its buffer: false where the budget closed meanwhile (the caller closes it). */
     public boolean settled(BudgetNode<B> node, B buffer) {
-        return stripes.handOut(List.of(node), List.of(buffer));
+        return stripes.handOut(node, buffer);
     }
 
     /** {@link #settled} for a batch, all of it handed out or none (a close never reports half a batch as held). */

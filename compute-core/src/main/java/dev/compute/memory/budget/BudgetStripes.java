@@ -332,6 +332,18 @@ final class BudgetStripes<B> {
         }
     }
 
+    /** {@link #handOut(List, List)} for one request's one buffer: the common allocation's, with no list made for it. */
+    boolean handOut(BudgetNode<B> node, B buffer) {
+        hold(node.stripe);
+        try {
+            node.buffer(buffer);
+            node.handedOut = !node.account.closed;
+            return node.handedOut;
+        } finally {
+            letGo(node.stripe);
+        }
+    }
+
     /**
      * Hands the buffers of {@code nodes} (one request's, on one stripe; {@code buffers} null where the nodes have them
      * already) to their caller, all or none: false where the budget closed, whose close then leaves them to the request.
