@@ -289,8 +289,9 @@ public interface UnifiedMemoryManager extends AutoCloseable {
     List<LiveBufferReport> liveBuffers();
 
     /**
-     * Buffers found garbage-collected without {@code close()} since the manager started, each also logged as a
-     * {@code LEAK}. Only tracked buffers can be found: all at {@code paranoid}, about one in
+     * Buffers found garbage-collected without {@code close()} since the manager started, every one; the log has a
+     * {@code LEAK} line with each allocation site's trace once, then one at the site's 2nd, 4th, 8th ... leak. Only
+     * tracked buffers can be found: all at {@code paranoid}, about one in
      * {@value LeakDetectionLevel#SIMPLE_SAMPLING_INTERVAL} at {@code simple}, none at {@code disabled}.
      */
     long leaksDetected();

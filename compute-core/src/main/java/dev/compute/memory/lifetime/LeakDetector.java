@@ -27,6 +27,10 @@ import org.jspecify.annotations.Nullable;
  * the listener's event) and the sites that snapshots and the close report show. An untracked buffer, the common case,
  * costs nothing here but the level check.
  *
+ * <p>As Netty's {@code ResourceLeakDetector}, the log has each site's trace once: a service leaking in a loop would
+ * otherwise write a trace per leak. Later leaks of a site (of the unrecorded sites, at {@code simple}) get a line of
+ * their own, without the trace, at the site's 2nd, 4th, 8th ... leak; the count and the listener hear of every one.
+ *
  * <p>The cleaner watches the public handle, which only the application references; what it needs once the handle is
  * gone is the buffer's core ({@link BufferCore}), which never refers to its handle. A found leak's core is closed as
  * the handle would have been: its memory goes back to the pool once the views and accesses still open on it have
@@ -36,6 +40,8 @@ import org.jspecify.annotations.Nullable;
 public final class LeakDetector {
 
     private static final System.Logger LOG = ManagerLog.logger();
+    /** How many sites {@link #leaksBySite} keeps: beyond, a new site's every leak is logged in full, as before. */
+    private static final int MAX_SITES = 1024;
     private static final Cleaner CLEANER = Cleaner.create(LibraryThreads.daemons("compute-leak-detector", false));
 
     private final BooleanSupplier managerClosed;
@@ -43,6 +49,8 @@ public final class LeakDetector {
     private final MemoryEventListener events;
     private final Set<Watch> live = ConcurrentHashMap.newKeySet();
     private final AtomicLong leaksReported = new AtomicLong();
+    /** Leaks so far per site logged in full (the site, or where none was recorded, the kind of buffer): {@link #logged}. */
+    private final Map<String, AtomicLong> leaksBySite = new ConcurrentHashMap<>();
 
     public LeakDetector(BooleanSupplier managerClosed, LeakDetectionLevel level, MemoryEventListener events) {
         this.managerClosed = managerClosed;
@@ -130,6 +138,30 @@ public final class LeakDetector {
         return out;
     }
 
+    /**
+     * Logs a leak of {@code core} allocated at {@code site}: in full at the site's first leak, then a line without the
+     * trace at each power of two, so that a site leaking in a loop writes a few lines, not one per leak.
+     */
+    private void logged(BufferCore core, @Nullable String site) {
+        String key = (core.mappedFrom != null ? "mapped\n" : "") + (site != null ? site : "");
+        AtomicLong seen = leaksBySite.size() < MAX_SITES ? leaksBySite.computeIfAbsent(key, any -> new AtomicLong()) : leaksBySite.get(key);
+        long count = seen == null ? 1 : seen.incrementAndGet();
+        if (count == 1) {
+            LOG.log(System.Logger.Level.ERROR, "LEAK: a UnifiedBuffer of " + core.byteSize + " bytes at " + core.location
+                    + " was garbage-collected without close(); " + (core.mappedFrom != null
+                    ? "it was " + core.mappedFrom + ", and is unmapped now. " : "its memory goes back to the pool now. ")
+                    + (site != null ? "It was allocated at:\n" + site
+                    : "Set compute.memory.leak-detection=paranoid to see where leaked buffers are allocated."));
+        } else if (Long.bitCount(count) == 1) {
+            LOG.log(System.Logger.Level.ERROR, "LEAK: " + count + " UnifiedBuffers " + (core.mappedFrom != null ? "over mapped files " : "")
+                    + (site != null ? "allocated at the site logged in full with the first of them (its first frame: "
+                    + site.lines().map(String::strip).filter(line -> line.startsWith("at ")).findFirst().orElse("at ?").substring("at ".length()) + ")"
+                    : "of sites not recorded (leak-detection simple)")
+                    + " have been garbage-collected without close() so far; the next line for them comes at " + 2 * count
+                    + ", and leaksDetected() counts every one.");
+        }
+    }
+
     private static String place(long address, long offset) {
         return address + ":" + offset;
     }
@@ -169,11 +201,7 @@ public final class LeakDetector {
             if (closed || detector.managerClosed.getAsBoolean()) {
                 return;
             }
-            LOG.log(System.Logger.Level.ERROR, "LEAK: a UnifiedBuffer of " + core.byteSize + " bytes at " + core.location
-                    + " was garbage-collected without close(); " + (core.mappedFrom != null
-                    ? "it was " + core.mappedFrom + ", and is unmapped now. " : "its memory goes back to the pool now. ")
-                    + (site != null ? "It was allocated at:\n" + site
-                    : "Set compute.memory.leak-detection=paranoid to see where leaked buffers are allocated."));
+            detector.logged(core, site);
             // Counted last: whoever sees the count has the LEAK line logged and the memory back in the pool (or, when
             // a view is still open, waiting for it).
             try {

@@ -163,6 +163,30 @@ class LeakDetectorTest {
     }
 
     @Test
+    void aSiteLeakingInALoopIsLoggedInFullOnceThenCountedAtEachPowerOfTwoWhileEveryLeakIsCounted() throws Exception {
+        LeakDetector detector = detector(LeakDetectionLevel.PARANOID);
+        int leaks = 20;
+        for (int i = 0; i < leaks; i++) {
+            trackDropped(detector, buffer()); // one site: this line
+        }
+        collectUntil(() -> detector.leaksReported() == leaks);
+
+        assertThat(detector.leaksReported()).isEqualTo(leaks);
+        assertThat(heard).as("the listener (meters, JFR) hears every leak").hasSize(leaks);
+        assertThat(log.messages(Level.SEVERE)).filteredOn(message -> message.contains("aSiteLeakingInALoopIsLoggedInFullOnce"))
+                .as("the site's trace, once").singleElement().asString()
+                .startsWith("LEAK: a UnifiedBuffer of 64 bytes at DEVICE was garbage-collected without close(); "
+                        + "its memory goes back to the pool now. It was allocated at:\n\tat ");
+        List<String> later = log.messages(Level.SEVERE).stream()
+                .filter(message -> message.startsWith("LEAK: ") && !message.contains("a UnifiedBuffer of")).toList();
+        assertThat(later).as("then one line, without the trace, at the site's 2nd, 4th, 8th and 16th leak").hasSize(4)
+                .allMatch(line -> line.matches("LEAK: \\d+ UnifiedBuffers allocated at the site logged in full with the first of them \\(its first"
+                        + " frame: dev\\.compute\\.memory\\.lifetime\\.LeakDetectorTest\\.trackDropped\\(LeakDetectorTest\\.java:\\d+\\)\\) have been"
+                        + " garbage-collected without close\\(\\) so far; .*"));
+        assertThat(later).map(line -> line.split(" ")[1]).containsExactly("2", "4", "8", "16");
+    }
+
+    @Test
     void aLeakedMappingSaysItIsUnmappedAndHowToFindWhereItWasMapped() throws Exception {
         LeakDetector detector = detector(LeakDetectionLevel.SIMPLE);
         BufferCore mapped = BufferCore.mapped(host, DataType.INT8, host.block(MemoryLocation.HOST, 64),

@@ -68,7 +68,7 @@ public enum ComputeMeters implements MeterDocumentation {
             "Buffers allocated through a configured budget or a budget under it", Tag.BUDGET),
     BUDGET_REFUSALS("compute.memory.budget.refusals", Meter.Type.COUNTER, null,
             "Requests through a configured budget or a budget under it refused for want of room in it or under it", Tag.BUDGET),
-    LEAKS("compute.memory.leaks", Meter.Type.COUNTER, null, "Buffers garbage-collected without close(), each logged as a LEAK"),
+    LEAKS("compute.memory.leaks", Meter.Type.COUNTER, null, "Buffers garbage-collected without close(), every one (the LEAK log has each allocation site's trace once)"),
     DEVICE_MEMORY_TOTAL("compute.device.memory.total", Meter.Type.GAUGE, BaseUnits.BYTES, "The device's memory, as the backend tells it"),
     DEVICE_MEMORY_FREE("compute.device.memory.free", Meter.Type.GAUGE, BaseUnits.BYTES, "The device's free memory (used by anyone), as the backend tells it");
 
