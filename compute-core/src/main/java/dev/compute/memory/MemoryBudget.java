@@ -4,6 +4,7 @@ import dev.compute.memory.budget.BudgetAccount;
 import dev.compute.memory.budget.BudgetLedger;
 import dev.compute.memory.budget.BudgetNode;
 import dev.compute.memory.internal.ManagerLog;
+import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.lifetime.BufferCore;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -70,6 +71,9 @@ public final class MemoryBudget implements AutoCloseable {
     private final BudgetSpec spec;
     private final @Nullable MemoryBudget parent;
     private final BudgetAllocations allocations;
+    /** What {@link #whenClosed} was given, until the budget closes and runs it; guarded by itself. */
+    private final List<Runnable> whenClosed = new ArrayList<>();
+    private boolean whenClosedRan;
 
     MemoryBudget(PooledMemoryManager manager, BudgetLedger<BufferCore> ledger, @Nullable MemoryBudget parent, BudgetSpec spec) {
         this.manager = manager;
@@ -240,6 +244,49 @@ public final class MemoryBudget implements AutoCloseable {
     }
 
     /**
+     * Runs {@code action} once this budget has closed: by its own close, a close of a budget above it or the manager's,
+     * on the closing thread, after the buffers it held were closed; at once where it has closed already. For an observer
+     * that drops what it keeps of the budget (the starter's meters of a tenant). What the action throws is logged, and
+     * the close goes on.
+     */
+    public void whenClosed(Runnable action) {
+        synchronized (whenClosed) {
+            if (!whenClosedRan) {
+                whenClosed.add(action);
+                return;
+            }
+        }
+        runClosed(action);
+    }
+
+    /** Runs what {@link #whenClosed} was given, once: the budget has closed. */
+    void closed() {
+        List<Runnable> actions;
+        synchronized (whenClosed) {
+            if (whenClosedRan) {
+                return;
+            }
+            whenClosedRan = true;
+            actions = List.copyOf(whenClosed);
+            whenClosed.clear();
+        }
+        actions.forEach(this::runClosed);
+    }
+
+    private void runClosed(Runnable action) {
+        UserCode.enter();
+        try {
+            action.run();
+        } catch (Throwable e) {
+            // an Error too: the budget is closed whatever an observer of it does; named by its class, as listeners are
+            LOG.log(System.Logger.Level.WARNING, "an action of memory budget '" + path() + "' on its close (" + action.getClass().getName()
+                    + ") failed", e);
+        } finally {
+            UserCode.exit();
+        }
+    }
+
+    /**
      * Closes this budget and those under it, reporting in the log, for each, the buffers still open that it closes;
      * closing twice is harmless. See {@link #closeAndReport()}.
      */
@@ -279,7 +326,12 @@ public final class MemoryBudget implements AutoCloseable {
     }
 
     private Closed closeAll() {
-        List<BudgetLedger.Open<BufferCore>> open = ledger.close(account, handle -> ((MemoryBudget) handle).allocations.budgetClosed());
+        List<MemoryBudget> closedBudgets = new ArrayList<>();
+        List<BudgetLedger.Open<BufferCore>> open = ledger.close(account, handle -> {
+            MemoryBudget budget = (MemoryBudget) handle;
+            budget.allocations.budgetClosed();
+            closedBudgets.add(budget);
+        });
         // per budget, not per path: siblings may share a name (every request's child called "request")
         Map<BudgetAccount<BufferCore>, Leftover> left = new LinkedHashMap<>();
         List<BufferCore> closing = new ArrayList<>();
@@ -314,6 +366,7 @@ public final class MemoryBudget implements AutoCloseable {
                 }
             }
         }
+        closedBudgets.forEach(MemoryBudget::closed);
         return new Closed(List.copyOf(left.values()), failure);
     }
 

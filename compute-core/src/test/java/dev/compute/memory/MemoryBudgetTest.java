@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.LogCapture;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -50,6 +51,34 @@ class MemoryBudgetTest {
             assertThat(figures.refusals()).isEqualTo(1);
             assertThat(figures.liveBuffers()).isZero();
             tenant.allocate(3 * MiB, MemoryLocation.DEVICE).close();
+        }
+    }
+
+    @Test
+    void whatABudgetIsToldToRunWhenClosedRunsOnceAfterItsBuffersHoweverItClosesAndAFailureStopsNothing() {
+        List<String> ran = new ArrayList<>();
+        try (UnifiedMemoryManager manager = manager(); LogCapture log = LogCapture.managerLog()) {
+            MemoryBudget tenant = manager.budget("tenant", 8 * MiB);
+            MemoryBudget request = tenant.child("request", MiB);
+            UnifiedBuffer held = request.allocate(4096, MemoryLocation.DEVICE);
+            request.whenClosed(() -> ran.add("request, its buffer closed: " + held.isClosed()));
+            tenant.whenClosed(() -> {
+                throw new AssertionError("an observer's bug");
+            });
+            tenant.whenClosed(() -> ran.add("tenant"));
+
+            tenant.close();
+            tenant.close();
+            tenant.whenClosed(() -> ran.add("tenant, closed already"));
+            MemoryBudget other = manager.budget("other", MiB);
+            MemoryBudget under = other.child("under", MiB);
+            other.whenClosed(() -> ran.add("other"));
+            under.whenClosed(() -> ran.add("under"));
+            manager.close();
+
+            assertThat(ran).containsExactly("request, its buffer closed: true", "tenant", "tenant, closed already", "other", "under");
+            assertThat(log.messages(Level.WARNING)).filteredOn(message -> message.contains("on its close")).singleElement().asString()
+                    .contains("memory budget 'tenant'").contains("failed");
         }
     }
 

@@ -51,9 +51,9 @@ public final class ComputeBudgets {
     }
 
     /**
-     * Calls {@code listener} with each budget no longer observed: a closed one whose name a budget {@link #add added}
-     * later takes. The meters use it to drop the closed budget's meters, so that the new one's are registered under the
-     * same name. The handle stops it.
+     * Calls {@code listener} with each budget no longer metered: one that closed (or whose manager closed), and a closed
+     * one whose name a budget {@link #add added} later takes. The meters use it to drop the closed budget's meters, so
+     * that tenants that come and go leave none behind, and a new budget of the name registers its own. The handle stops it.
      */
     public AutoCloseable onRemoved(Consumer<Configured> listener) {
         removalListeners.add(listener);
@@ -63,6 +63,22 @@ public final class ComputeBudgets {
     private void added(Configured configured) {
         for (Consumer<Configured> listener : listeners) {
             listener.accept(configured);
+        }
+        configured.budget().whenClosed(() -> closed(configured));
+    }
+
+    /**
+     * {@code configured}'s budget closed: its meters go, unless a budget of its name replaced it already. It stays known
+     * by its name until then, so that work naming it runs in it and is refused, rather than run with no budget.
+     */
+    private void closed(Configured configured) {
+        // under the lock that add takes, so that a budget of the same name added meanwhile keeps the meters it registers
+        synchronized (all) {
+            if (all.stream().anyMatch(each -> each == configured)) {
+                for (Consumer<Configured> listener : removalListeners) {
+                    listener.accept(configured);
+                }
+            }
         }
     }
 
@@ -114,8 +130,8 @@ public final class ComputeBudgets {
      * metered under its name, in health, and a parent for the budgets of requests and tasks. Keep such budgets few and
      * long-lived (tenants), as configured ones are: each adds meters.
      *
-     * A closed budget of the same name on that manager (a tenant that left and came back) is no longer observed: the new
-     * one takes its name, its meters and its place.
+     * Once it closes, its meters go. A closed budget of the same name on that manager (a tenant that left and came back)
+     * is no longer observed: the new one takes its name, its place and meters of its own.
      *
      * @throws IllegalArgumentException for a budget made under another (a request's): only the top ones are observed; for
      *     a name that an open budget observed on that manager has already

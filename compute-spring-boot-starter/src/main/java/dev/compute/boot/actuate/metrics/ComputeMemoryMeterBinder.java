@@ -34,7 +34,7 @@ import org.jspecify.annotations.Nullable;
  * manager closed they read NaN. The event meters ({@link MemoryEventMeters}) hear the managers the starter built,
  * through their {@link MemoryEventRelays.Relay}. The budget meters cover the configured budgets ({@link ComputeBudgets})
  * only, tagged with the budget's name: a bounded set, whatever budgets requests and tasks open and close; each reads the
- * budget's figures at most once a second. Closing the binder (with the context, before the managers close) detaches them
+ * budget's figures at most once a second, and is removed once the budget closes. Closing the binder (with the context, before the managers close) detaches them
  * and removes every meter it registered.
  */
 public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
@@ -64,7 +64,8 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         // first, so that no budget added meanwhile is missed (one metered twice is the same meters: Micrometer keeps one per id)
         listeners.add(budgets.onAdded(configured -> managers.get(configured.manager()).ifPresent(observed -> budgetMeters(registry,
                 configured.budget(), tagsOf(observed).and(ComputeMeters.Tag.BUDGET.asString(), configured.name()), meters))));
-        // a closed budget whose name a new one takes: its meters go, so that the new one's are registered, not the old ones found
+        // a closed budget: its meters go, so that closed tenants leave none behind (reading NaN) and a new budget of its
+        // name registers its own rather than finding the old ones
         listeners.add(budgets.onRemoved(gone -> meters.removeIf(meter -> {
             boolean its = gone.name().equals(meter.getId().getTag(ComputeMeters.Tag.BUDGET.asString()))
                     && gone.manager().equals(meter.getId().getTag(ComputeMeters.Tag.NAME.asString()));
@@ -114,7 +115,7 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                         .baseUnit(ComputeMeters.CAP.getBaseUnit()).tags(at).description(ComputeMeters.CAP.description()).register(registry));
             }
             for (ComputeBudgets.Configured configured : budgets.all()) {
-                if (configured.manager().equals(observed.name())) {
+                if (configured.manager().equals(observed.name()) && !configured.budget().isClosed()) { // a closed one's meters went
                     budgetMeters(registry, configured.budget(), tags.and(ComputeMeters.Tag.BUDGET.asString(), configured.name()), meters);
                 }
             }

@@ -61,7 +61,24 @@ class ComputeMemoryMeterBinderTests {
                     .doesNotContain("request-1");
         }
         tenant.close();
-        assertThat(registry.get("compute.memory.budget.allocated").tag("budget", "tenant-a").gauge().value()).as("closed").isNaN();
+        assertThat(registry.find("compute.memory.budget.allocated").tag("budget", "tenant-a").gauges()).as("closed: its meters are gone").isEmpty();
+    }
+
+    @Test
+    void tenantsThatComeAndGoUnderNewNamesLeaveNoMetersBehind() {
+        ComputeBudgets budgets = new ComputeBudgets();
+        new ComputeMemoryMeterBinder(new ObservedManagers(Map.of("unifiedMemoryManager", manager), manager), new MemoryEventRelays(), budgets)
+                .bindTo(registry);
+        int metersBefore = registry.getMeters().size();
+        for (int i = 0; i < 5; i++) {
+            try (MemoryBudget tenant = manager.budget("tenant-" + i, 8L << 20)) {
+                budgets.add("default", tenant, 1L << 20);
+                assertThat(registry.find("compute.memory.budget.limit").tag("budget", "tenant-" + i).gauges()).hasSize(1);
+            }
+        }
+
+        assertThat(registry.getMeters()).as("no meter of a closed budget, reading NaN").hasSize(metersBefore);
+        assertThat(registry.scrape()).doesNotContain("budget=");
     }
 
     @Test
