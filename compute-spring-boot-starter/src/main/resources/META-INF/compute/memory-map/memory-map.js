@@ -116,17 +116,30 @@
     }
   }
 
+  // The CSRF token of Spring Security's CookieCsrfTokenRepository (XSRF-TOKEN, readable by the page with
+  // csrf.spa()), as the header it checks on a POST; null where the application sets no such cookie.
+  function csrfHeader() {
+    const cookie = document.cookie.split(/;\s*/).find((c) => c.startsWith('XSRF-TOKEN='));
+    return cookie ? { 'X-XSRF-TOKEN': decodeURIComponent(cookie.substring('XSRF-TOKEN='.length)) } : null;
+  }
+
   async function trim(all) {
     const result = $('trim-result');
     result.textContent = all ? 'releasing all cached memory…' : 'trimming…';
     try {
-      const response = await fetch(state.endpoint, {
+      const post = (csrf) => fetch(state.endpoint, {
         method: 'POST',
-        headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+        headers: { 'Content-Type': 'application/json', Accept: 'application/json', ...csrf },
         body: all ? '{"all": true}' : '{}',
       });
+      const sent = csrfHeader();
+      let response = await post(sent);
+      // Spring Security makes its cookie token (csrf.spa()) on the first request that needs one, and refuses that
+      // request: sent once it is there
+      if (response.status === 403 && !sent && csrfHeader()) response = await post(csrfHeader());
       if (!response.ok) {
-        result.textContent = `trim refused: HTTP ${response.status}`;
+        result.textContent = `trim refused: HTTP ${response.status}` + (response.status === 403
+          ? ' (where Spring Security checks CSRF, give the actuator\'s chain csrf.spa(): see the starter\'s README)' : '');
         return;
       }
       const released = await response.json();
