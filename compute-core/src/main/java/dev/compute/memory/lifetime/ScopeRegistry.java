@@ -31,6 +31,8 @@ public final class ScopeRegistry {
         @Nullable MemoryScope head;
         int size;
         final ArrayDeque<MemoryScope> handedOver = new ArrayDeque<>();
+        /** The owner has died and a sweep dropped its scopes: nothing handed to it now would ever be taken. */
+        boolean dropped;
 
         ThreadScopes(Thread owner) {
             this.owner = owner;
@@ -134,10 +136,28 @@ public final class ScopeRegistry {
 
     void handToOwner(MemoryScope scope) {
         ThreadScopes list = Objects.requireNonNull(scope.list);
+        boolean ownerDropped;
         synchronized (list) {
-            list.handedOver.add(scope);
+            ownerDropped = list.dropped;
+            if (!ownerDropped) {
+                list.handedOver.add(scope);
+            }
+        }
+        if (ownerDropped) { // the owner died and was swept since the caller saw it alive
+            scope.abandon();
+            return;
         }
         WAITING.incrementAndGet(this);
+        if (!scope.isOpen()) { // the owner ended it meanwhile, maybe after its last look at what was handed to it
+            boolean withdrawn;
+            synchronized (list) {
+                withdrawn = list.handedOver.remove(scope);
+            }
+            if (withdrawn) {
+                WAITING.decrementAndGet(this);
+            }
+            return;
+        }
         // the owner may have died meanwhile, or may end without calling in again: sweep until nothing waits
         if (!list.owner.isAlive()) {
             sweepDeadOwners();
@@ -237,6 +257,7 @@ public final class ScopeRegistry {
                 byOwner.remove(list.owner, list);
                 List<MemoryScope> handed;
                 synchronized (list) {
+                    list.dropped = true;
                     handed = List.copyOf(list.handedOver);
                     list.handedOver.clear();
                 }
@@ -287,6 +308,11 @@ public final class ScopeRegistry {
             pause = Math.min(pause * 2, TimeUnit.MILLISECONDS.toNanos(5));
         }
         return openScopes() == 0;
+    }
+
+    /** Scopes waiting for their owners or for a retry: while any do, the sweeper runs and calls in look for them. */
+    int waitingScopes() {
+        return waiting;
     }
 
     /** The threads still holding a view or an access, for the message of a close that had to keep memory. */

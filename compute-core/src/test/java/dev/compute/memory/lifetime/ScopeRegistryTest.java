@@ -14,6 +14,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -303,5 +304,39 @@ class ScopeRegistryTest {
 
         assertThat(failure.get()).isNull();
         assertThat(registry.openScopes()).isZero();
+    }
+
+    @Test
+    void aScopeHandedToAnOwnerTheSweepJustDroppedLeavesNothingWaiting() throws Exception {
+        MemoryScope theirs = openedOn("ends-now", () -> {});
+        Objects.requireNonNull(theirs.owner()).join(10_000);
+        registry.sweepDeadOwners(); // the sweeper drops the owner's scopes ...
+
+        registry.handToOwner(theirs); // ... right after a closing thread saw the owner alive
+
+        assertThat(theirs.isOpen()).isFalse();
+        assertThat(registry.openScopes()).isZero();
+        assertThat(registry.waitingScopes()).as("nothing waits for an owner the sweep dropped").isZero();
+    }
+
+    @Test
+    void aScopeHandedToItsOwnerJustAfterTheOwnerEndedItLeavesNothingWaiting() throws Exception {
+        CountDownLatch done = new CountDownLatch(1);
+        AtomicReference<MemoryScope> ended = new AtomicReference<>();
+        CountDownLatch idle = new CountDownLatch(1);
+        openedOn("ends-its-view-scope", () -> {
+            MemoryScope view = open(Sharing.CONFINED);
+            view.end(); // its view scope closes: its views end, then what was handed to the thread ...
+            registry.endHandedOver();
+            ended.set(view);
+            idle.countDown();
+            done.await(); // ... and the thread idles in its pool for good
+        });
+        assertThat(idle.await(10, TimeUnit.SECONDS)).isTrue();
+
+        ended.get().endOrHandOver(); // a close on another thread that listed the view just before it ended
+
+        assertThat(registry.waitingScopes()).as("nothing waits for an idle owner, the scope has ended").isZero();
+        done.countDown();
     }
 }
