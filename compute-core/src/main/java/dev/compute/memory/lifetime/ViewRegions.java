@@ -55,34 +55,44 @@ public final class ViewRegions {
             if (closed) {
                 return;
             }
+            // a failed end (a free the memory resource refused) stops no other end, nor leaves the thread in the region
+            Throwable failure = null;
             Region top = CURRENT.get();
             while (top != null && top != this) { // inner regions left open end with this one
-                top.endViews();
+                failure = top.endViews(failure);
                 top = top.outer;
             }
-            endViews();
+            failure = endViews(failure);
             CURRENT.set(outer);
+            if (failure instanceof RuntimeException unchecked) {
+                throw unchecked;
+            }
+            if (failure instanceof Error error) {
+                throw error;
+            }
         }
 
-        private void endViews() {
+        /** Ends the views; returns {@code failure} or, if null, the first failure of an end here. */
+        private @Nullable Throwable endViews(@Nullable Throwable failure) {
             closed = true;
-            RuntimeException failure = null;
             Set<ScopeRegistry> registries = new HashSet<>();
             for (MemoryScope view : views) {
                 try {
                     view.end();
-                } catch (RuntimeException e) {
+                } catch (RuntimeException | Error e) {
                     failure = failure == null ? e : failure;
                 }
                 registries.add(view.registry());
             }
             views.clear();
             for (ScopeRegistry registry : registries) {
-                registry.endHandedOver(); // what other threads handed this one among them: ended now, no longer waiting
+                try {
+                    registry.endHandedOver(); // what other threads handed this one among them: ended now, no longer waiting
+                } catch (RuntimeException | Error e) {
+                    failure = failure == null ? e : failure;
+                }
             }
-            if (failure != null) {
-                throw failure;
-            }
+            return failure;
         }
     }
 
