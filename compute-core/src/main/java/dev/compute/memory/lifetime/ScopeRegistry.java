@@ -252,6 +252,7 @@ public final class ScopeRegistry {
 
     /** Drops the scopes of threads that have ended: nobody can reach their confined segments any more. */
     public void sweepDeadOwners() {
+        Throwable failure = null;
         for (ThreadScopes list : byOwner.values()) {
             if (!list.owner.isAlive()) {
                 byOwner.remove(list.owner, list);
@@ -263,11 +264,23 @@ public final class ScopeRegistry {
                 }
                 WAITING.addAndGet(this, -handed.size());
                 for (MemoryScope scope : list.openScopes()) {
-                    scope.abandon();
+                    try {
+                        scope.abandon();
+                    } catch (RuntimeException | Error e) {
+                        // its release failed (a free the memory resource refused): the owner's list is gone, so the
+                        // others must be dropped now, or their memory would never come back
+                        failure = failure == null ? e : failure;
+                    }
                 }
             }
         }
         ownersAtLastSweep = Math.max(16, byOwner.size());
+        if (failure instanceof RuntimeException unchecked) {
+            throw unchecked;
+        }
+        if (failure instanceof Error error) {
+            throw error;
+        }
     }
 
     /** Scopes open now: summed from every thread's list, so that opening one touches no counter other threads share. */

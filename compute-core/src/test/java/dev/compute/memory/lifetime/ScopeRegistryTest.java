@@ -339,4 +339,41 @@ class ScopeRegistryTest {
         assertThat(registry.waitingScopes()).as("nothing waits for an idle owner, the scope has ended").isZero();
         done.countDown();
     }
+
+    @Test
+    void aSweepInWhichAReleaseFailsStillDropsTheDeadOwnersOtherScopes() throws Exception {
+        BufferScopes released = new BufferScopes();
+        BufferScopes refused = new BufferScopes();
+        AtomicInteger releases = new AtomicInteger();
+        CountDownLatch end = new CountDownLatch(1);
+        Thread owner = Thread.ofPlatform().name("views-then-ends").start(() -> {
+            registry.open(Kind.VIEW, Sharing.CONFINED, released);
+            registry.open(Kind.VIEW, Sharing.CONFINED, refused); // the newest: the sweep drops it first
+            try {
+                end.await();
+            } catch (InterruptedException e) {
+                // the test is over
+            }
+        });
+        started.add(owner);
+        while (registry.openScopes() < 2) {
+            Thread.onSpinWait();
+        }
+        released.closeViews(releases::incrementAndGet); // both buffers closed here, while their views' owner lives
+        refused.closeViews(() -> {
+            throw new IllegalStateException("the memory resource refuses this free");
+        });
+        end.countDown();
+        owner.join(10_000);
+
+        try {
+            registry.sweepDeadOwners();
+        } catch (IllegalStateException refusedHere) {
+            // or the sweeper thread met the refusal first
+        }
+
+        assertThat(releases).as("the other buffer's memory is back").hasValue(1);
+        assertThat(registry.openScopes()).isZero();
+        assertThat(registry.waitingScopes()).isZero();
+    }
 }
