@@ -36,8 +36,13 @@ int cuMemAddressReserve(u64* p, size_t size, size_t align, u64 addr, u64 flags){
 int cuMemAddressFree(u64 p, size_t size){ if(size%G){errors++;return 1;} freed++; return 0; }
 int cuMemCreate(u64* h, size_t size, const void* prop, u64 flags){ if(checkProp(prop,0)||size!=G||flags){return 1;} if(live>=10) return 2; created++; live++; *h=1000+created; return 0; }
 int cuMemRelease(u64 h){ if(h<1000){errors++;return 1;} released++; live--; return 0; }
-int cuMemMap(u64 p, size_t size, size_t off, u64 h, u64 flags){ if(size!=G||off||flags||h<1000||p%G){errors++;return 1;} mapped++; return 0; }
-int cuMemUnmap(u64 p, size_t size){ if(size!=G||p%G){errors++;return 1;} unmapped++; return 0; }
+// the addresses mapped now, so that a map over a mapped page or an unmap of an unmapped one is rejected as the driver
+// does; stub_fail_unmap makes the next cuMemUnmap at an address fail (CUDA_ERROR_UNKNOWN), the page staying mapped
+static u64 mappedAt[1024], failUnmapAt;
+static int mappedSlot(u64 p){ for(int i=0;i<1024;i++) if(mappedAt[i]==p) return i; return -1; }
+int cuMemMap(u64 p, size_t size, size_t off, u64 h, u64 flags){ if(size!=G||off||flags||h<1000||p%G||mappedSlot(p)>=0){errors++;return 1;} mappedAt[mappedSlot(0)]=p; mapped++; return 0; }
+int cuMemUnmap(u64 p, size_t size){ if(p&&p==failUnmapAt){failUnmapAt=0;return 999;} int slot=mappedSlot(p); if(size!=G||p%G||slot<0){errors++;return 1;} mappedAt[slot]=0; unmapped++; return 0; }
+void stub_fail_unmap(u64 p){ failUnmapAt=p; }
 int cuMemSetAccess(u64 p, size_t size, const int* desc, size_t count){ if(count!=1||desc[0]!=1||desc[1]!=0||desc[2]!=3||size%G){errors++;return 1;} accessCalls++; return 0; }
 void stub_counters(long* o){ o[0]=created;o[1]=released;o[2]=mapped;o[3]=unmapped;o[4]=reserved;o[5]=freed;o[6]=accessCalls;o[7]=errors;o[8]=live; }
 

@@ -17,6 +17,8 @@ import java.lang.foreign.MemorySegment;
  */
 final class CudaVirtualMemory implements VirtualMemory {
 
+    private static final System.Logger LOG = System.getLogger(CudaVirtualMemory.class.getName());
+
     /** A reserved range and which of its pages are mapped (0: unmapped, else the physical allocation's handle). */
     static final class ReservedRange {
         final long base;
@@ -128,7 +130,57 @@ final class CudaVirtualMemory implements VirtualMemory {
         makeCurrent.run();
         synchronized (r) {
             requirePages(r, first, count, PageState.MAPPED);
-            unmapPages(r, first, count, Failures.THROW);
+            // all or nothing: a pool whose unmap throws holds the run as mapped, and would hand out a page this call
+            // unmapped. So the pages are unmapped first and their handles kept until every one is, then released.
+            int unmapped = 0;
+            try {
+                for (; unmapped < count; unmapped++) {
+                    long address = r.base + offset + unmapped * granularity;
+                    CudaResults.check((int) driver.cuMemUnmap.invokeExact(address, granularity),
+                            "cuMemUnmap(0x" + Long.toHexString(address) + ", " + granularity + " bytes)");
+                }
+            } catch (Throwable t) {
+                RuntimeException failure = DriverLibrary.rethrow(t);
+                remapPages(r, first, unmapped, failure);
+                throw failure;
+            }
+            for (int p = first; p < first + count; p++) {
+                releaseHandle(r, p);
+            }
+        }
+    }
+
+    /**
+     * Maps {@code count} pages from {@code first} back with the handles they still hold, after an unmap failed part way;
+     * a page that cannot be is recorded as unmapped (its handle released) and the failure added to {@code failure}.
+     */
+    private void remapPages(ReservedRange r, int first, int count, RuntimeException failure) {
+        for (int p = first; p < first + count; p++) {
+            long address = r.base + p * granularity;
+            try {
+                CudaResults.check((int) driver.cuMemMap.invokeExact(address, granularity, 0L, r.pageHandles[p], 0L),
+                        "cuMemMap(0x" + Long.toHexString(address) + ", " + granularity + " bytes) after a failed unmap");
+                CudaResults.check((int) driver.cuMemSetAccess.invokeExact(address, granularity, access, 1L),
+                        "cuMemSetAccess(" + granularity + " bytes) after a failed unmap");
+            } catch (Throwable t) {
+                failure.addSuppressed(t);
+                releaseHandle(r, p);
+            }
+        }
+    }
+
+    /** Releases the physical memory of an unmapped page; a failure leaks it, and is logged: the page is unmapped either way. */
+    private void releaseHandle(ReservedRange r, int page) {
+        long handle = r.pageHandles[page];
+        r.pageHandles[page] = 0;
+        try {
+            int released = (int) driver.cuMemRelease.invokeExact(handle);
+            if (released != CudaResults.SUCCESS) {
+                LOG.log(System.Logger.Level.WARNING, "cuMemRelease of page " + page + " of " + r + " failed: "
+                        + CudaResults.name(released) + "; its memory stays allocated until the context is reset");
+            }
+        } catch (Throwable t) {
+            throw DriverLibrary.rethrow(t);
         }
     }
 
@@ -153,7 +205,10 @@ final class CudaVirtualMemory implements VirtualMemory {
     /** What {@link #unmapPages} does with the driver's failures. */
     private enum Failures { THROW, SWALLOW }
 
-    /** Unmaps and releases the mapped pages among {@code count} from {@code first}; the first failure is thrown where {@code failures} says so. */
+    /**
+     * Unmaps and releases the mapped pages among {@code count} from {@code first}, page by page (a page the driver would
+     * not unmap stays mapped); the first failure is thrown where {@code failures} says so.
+     */
     private void unmapPages(ReservedRange r, int first, int count, Failures failures) {
         RuntimeException failure = null;
         for (int p = first; p < first + count; p++) {
@@ -164,13 +219,14 @@ final class CudaVirtualMemory implements VirtualMemory {
             long address = r.base + p * granularity;
             try {
                 int unmapped = (int) driver.cuMemUnmap.invokeExact(address, granularity);
-                int released = (int) driver.cuMemRelease.invokeExact(handle);
-                r.pageHandles[p] = 0;
-                if (failure == null && unmapped != CudaResults.SUCCESS) {
-                    failure = CudaResults.failure(unmapped, "cuMemUnmap(0x" + Long.toHexString(address) + ", " + granularity + " bytes)");
-                } else if (failure == null && released != CudaResults.SUCCESS) {
-                    failure = CudaResults.failure(released, "cuMemRelease");
+                if (unmapped != CudaResults.SUCCESS) {
+                    // still mapped: the page keeps its handle, and the table says so
+                    if (failure == null) {
+                        failure = CudaResults.failure(unmapped, "cuMemUnmap(0x" + Long.toHexString(address) + ", " + granularity + " bytes)");
+                    }
+                    continue;
                 }
+                releaseHandle(r, p);
             } catch (Throwable t) {
                 if (failure == null) {
                     failure = DriverLibrary.rethrow(t);

@@ -33,6 +33,7 @@ class FakeDriverTest {
     private static Arena arena;
     private static DriverLibrary driver;
     private static MethodHandle counters;
+    private static MethodHandle failUnmap;
 
     @BeforeAll
     static void build() throws IOException, InterruptedException {
@@ -42,6 +43,8 @@ class FakeDriverTest {
         driver = DriverLibrary.open(library, arena);
         counters = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(library, arena).find("stub_counters").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
+        failUnmap = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(library, arena).find("stub_fail_unmap").orElseThrow(),
+                FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
     }
 
     @AfterAll
@@ -134,6 +137,30 @@ class FakeDriverTest {
         }
         assertThat(counters()[8]).isZero();
         assertThat(counters()[7]).isZero();
+    }
+
+    @Test
+    void aFailedUnmapLeavesEveryPageOfItsCallMappedAndHeld() throws Throwable {
+        CudaVirtualMemory vmm = new CudaVirtualMemory(driver, 0, () -> {});
+        long g = vmm.granularity();
+        NativeAllocation range = vmm.reserve(8 * g);
+        try {
+            vmm.map(range, 0, 4 * g);
+            long live = counters()[8];
+            failUnmap.invokeExact(range.address() + 2 * g);
+            assertThatThrownBy(() -> vmm.unmap(range, 0, 4 * g)).isInstanceOfSatisfying(CudaException.class,
+                    e -> assertThat(e).hasMessageStartingWith("cuMemUnmap(0x" + Long.toHexString(range.address() + 2 * g)));
+            // the pool counts the call's pages as mapped still: so must the page table and the driver
+            assertThat(counters()[8]).as("live pages: none given back").isEqualTo(live);
+            assertThatThrownBy(() -> vmm.map(range, 0, g)).isInstanceOf(IllegalStateException.class).hasMessageContaining("mapped already");
+            assertThatThrownBy(() -> vmm.map(range, 2 * g, g)).isInstanceOf(IllegalStateException.class).hasMessageContaining("mapped already");
+            vmm.unmap(range, 0, 4 * g); // a later try gives them back
+            assertThat(counters()[8]).isEqualTo(live - 4);
+        } finally {
+            vmm.release(range);
+            vmm.close();
+        }
+        assertThat(counters()[7]).as("calls the fake driver rejected").isZero();
     }
 
     @Test
