@@ -154,15 +154,19 @@ final class OpenClAllocator {
                 OpenClCalls.check(CL.clReleaseMemObject(pinned.memory()), "clReleaseMemObject");
             }
             case Arena arena -> arena.close();
-            case OpenClBackend.SharedVirtualMemory svm -> queue.runUnlessReleased(() -> {
-                if (queue.queuedWorkEnds("clSVMFree")) {
-                    CL.clSVMFree(queue.context(), svm.pointer());
-                } else { // a command queued earlier may still use it: kept, as the close keeps what stuck work may use
-                    System.getLogger(OpenClBackend.class.getName()).log(System.Logger.Level.WARNING, "device work queued before the free"
-                            + " of " + allocation.sizeBytes() + " bytes of shared virtual memory had not ended within the device wait;"
-                            + " the memory is kept, not freed under it");
-                }
-            });
+            case OpenClBackend.SharedVirtualMemory svm -> {
+                // waited for outside the lifecycle lock, under which other threads queue their markers meanwhile
+                boolean ended = queue.isReleased() || queue.queuedWorkEnds("clSVMFree");
+                queue.runUnlessReleased(() -> {
+                    if (ended) {
+                        CL.clSVMFree(queue.context(), svm.pointer());
+                    } else { // a command queued earlier may still use it: kept, as the close keeps what stuck work may use
+                        System.getLogger(OpenClBackend.class.getName()).log(System.Logger.Level.WARNING, "device work queued before the free"
+                                + " of " + allocation.sizeBytes() + " bytes of shared virtual memory had not ended within the device wait;"
+                                + " the memory is kept, not freed under it");
+                    }
+                });
+            }
             case null, default -> throw new IllegalArgumentException("not an allocation of this backend: " + allocation);
         }
     }

@@ -427,6 +427,13 @@ final class OpenClQueue {
         }
     }
 
+    /** Whether close has released the queue and context. */
+    boolean isReleased() {
+        synchronized (lifecycle) {
+            return released;
+        }
+    }
+
     /** Runs {@code action}, which uses the queue or context, under the lifecycle lock unless close has released them. */
     void runUnlessReleased(Runnable action) {
         synchronized (lifecycle) {

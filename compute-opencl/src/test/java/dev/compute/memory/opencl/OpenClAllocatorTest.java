@@ -2,6 +2,7 @@ package dev.compute.memory.opencl;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
@@ -13,10 +14,13 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.jocl.CL;
 import org.jocl.Pointer;
+import org.jocl.cl_event;
 import org.jocl.cl_mem;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -33,6 +37,7 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class OpenClAllocatorTest {
 
+    private OpenClDevice device;
     private OpenClDeviceProperties properties;
     private OpenClQueue queue;
     private OpenClAllocator allocator;
@@ -41,7 +46,7 @@ class OpenClAllocatorTest {
     @BeforeEach
     void open() {
         OpenClTestSupport.requireOpenCl();
-        OpenClDevice device = OpenClDevices.choose(OpenClTestSupport.defaultSettings()).device();
+        device = OpenClDevices.choose(OpenClTestSupport.defaultSettings()).device();
         properties = OpenClDeviceProperties.read(device);
         queue = new OpenClQueue(device, properties.markersTakeWaitLists(), BackendSettings.DEFAULT_DEVICE_WAIT_TIMEOUT);
         allocator = new OpenClAllocator(properties, queue);
@@ -194,6 +199,34 @@ class OpenClAllocatorTest {
                 .hasMessage("range [1, 1 + 100) is outside the 100-byte HOST allocation");
         assertThatThrownBy(() -> OpenClAllocator.checkRange(allocation, -1, 1)).isInstanceOf(IndexOutOfBoundsException.class);
         assertThatThrownBy(() -> OpenClAllocator.checkRange(allocation, 0, -1)).isInstanceOf(IndexOutOfBoundsException.class);
+    }
+
+    @Test
+    void anSvmFreeWaitingForTheQueueHoldsUpNoOtherThreadsWork() throws Exception {
+        assumeTrue(properties.unifiedSupport().available(), "no shared virtual memory on " + properties.device().describe());
+        queue.close(Duration.ofSeconds(10), () -> { });
+        queue = new OpenClQueue(device, properties.markersTakeWaitLists(), Duration.ofSeconds(40));
+        allocator = new OpenClAllocator(properties, queue);
+        NativeAllocation svm = allocator.allocate(MemoryLocation.UNIFIED, 1024);
+        int[] error = new int[1];
+        cl_event gate = CL.clCreateUserEvent(queue.context(), error);
+        OpenClCalls.check(error[0], "clCreateUserEvent");
+        OpenClCalls.check(CL.clEnqueueBarrierWithWaitList(queue.commandQueue(), 1, new cl_event[] {gate}, null), "clEnqueueBarrierWithWaitList");
+        OpenClCalls.check(CL.clFlush(queue.commandQueue()), "clFlush");
+        Thread freeing = Thread.ofPlatform().name("svm-free").start(() -> allocator.free(svm));
+        try {
+            while (Arrays.stream(freeing.getStackTrace()).noneMatch(frame -> frame.getMethodName().equals("endsWithin"))) {
+                assertThat(freeing.isAlive()).as("the free waits for the held queue").isTrue();
+                Thread.onSpinWait();
+            }
+            // another thread's marker is queued while the free waits, not once the free's wait has ended
+            CompletableFuture<CompletableFuture<Void>> marked = CompletableFuture.supplyAsync(queue::marker);
+            assertThat(marked.get(20, TimeUnit.SECONDS)).isNotDone();
+        } finally {
+            OpenClCalls.check(CL.clSetUserEventStatus(gate, CL.CL_COMPLETE), "clSetUserEventStatus");
+            CL.clReleaseEvent(gate);
+            freeing.join();
+        }
     }
 
     @Test
