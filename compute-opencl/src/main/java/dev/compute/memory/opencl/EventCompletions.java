@@ -745,6 +745,12 @@ final class EventCompletions {
                     }
                     next = waiters.get(joined);
                 }
+                if (next == Thread.currentThread()) {
+                    // closed by an action the waiter ran itself (attached in the instant it completed a future): it
+                    // waits for the others, not for itself, which goes on to settle what is left once this returns
+                    joined++;
+                    continue;
+                }
                 long left;
                 while (next.isAlive() && (left = deadline - System.nanoTime()) > 0) {
                     try {

@@ -391,6 +391,31 @@ class EventCompletionsTest {
     }
 
     @Test
+    void anActionRunOnTheWaiterThatClosesSettlesWithoutWaitingForItself() throws Exception {
+        // hides its dependent from the count, as the waiter sees an action attached in the instant it completes a future
+        CompletableFuture<Void> covered = new CompletableFuture<>() {
+            @Override
+            public int getNumberOfDependents() {
+                return 0;
+            }
+        };
+        cl_event closing = command();
+        completions.completion(closing, "a copy", List.of(covered));
+        EventCompletions closed = completions;
+        AtomicReference<String> ranOn = new AtomicReference<>();
+        CompletableFuture<Boolean> settledInside = new CompletableFuture<>();
+        covered.thenRun(() -> {
+            ranOn.set(Thread.currentThread().getName());
+            settledInside.complete(closed.close(Duration.ofSeconds(20)));
+        });
+        end(closing, CL.CL_COMPLETE);
+
+        assertThat(settledInside.get(10, TimeUnit.SECONDS)).as("a close on the waiter settles: it is no wait of its own").isTrue();
+        assertThat(ranOn.get()).as("the action ran on the waiter").startsWith("opencl-events ");
+        completions = null;
+    }
+
+    @Test
     void closeWaitsForADependentActionThatBlocksNoLongerThanItsBoundAndSaysSo() throws Exception {
         cl_event command = command();
         CountDownLatch release = new CountDownLatch(1);
