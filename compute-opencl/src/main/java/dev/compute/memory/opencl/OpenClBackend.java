@@ -313,18 +313,27 @@ public final class OpenClBackend implements ComputeBackend {
 
     // ---- copies ---------------------------------------------------------------------------------------------
 
+    // Each copy is a call the close waits for (OpenClQueue.asCall): a blocking one runs chunk after chunk on the
+    // transfer queue, which close releases once the calls under way have ended.
+
     @Override
     public void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
         checkOpen();
         OpenClAllocator.checkRange(target, targetOffset, bytes);
-        copies.toDevice(source, target, targetOffset, bytes);
+        queue.asCall(() -> {
+            copies.toDevice(source, target, targetOffset, bytes);
+            return null;
+        });
     }
 
     @Override
     public void copyToHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
         checkOpen();
         OpenClAllocator.checkRange(source, sourceOffset, bytes);
-        copies.toHost(source, sourceOffset, target, bytes);
+        queue.asCall(() -> {
+            copies.toHost(source, sourceOffset, target, bytes);
+            return null;
+        });
     }
 
     @Override
@@ -332,21 +341,24 @@ public final class OpenClBackend implements ComputeBackend {
         checkOpen();
         OpenClAllocator.checkRange(source, sourceOffset, bytes);
         OpenClAllocator.checkRange(target, targetOffset, bytes);
-        copies.withinDevice(source, sourceOffset, target, targetOffset, bytes);
+        queue.asCall(() -> {
+            copies.withinDevice(source, sourceOffset, target, targetOffset, bytes);
+            return null;
+        });
     }
 
     @Override
     public CompletableFuture<Void> copyToDeviceAsync(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
         checkOpen();
         OpenClAllocator.checkRange(target, targetOffset, bytes);
-        return copies.toDeviceQueued(source, target, targetOffset, bytes);
+        return queue.asCall(() -> copies.toDeviceQueued(source, target, targetOffset, bytes));
     }
 
     @Override
     public CompletableFuture<Void> copyToHostAsync(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
         checkOpen();
         OpenClAllocator.checkRange(source, sourceOffset, bytes);
-        return copies.toHostQueued(source, sourceOffset, target, bytes);
+        return queue.asCall(() -> copies.toHostQueued(source, sourceOffset, target, bytes));
     }
 
     // ---- what the kernel ops use --------------------------------------------------------------------------------

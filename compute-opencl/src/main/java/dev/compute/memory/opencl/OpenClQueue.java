@@ -14,6 +14,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.Lock;
+import java.util.concurrent.locks.ReadWriteLock;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.Supplier;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.Sizeof;
@@ -36,7 +40,7 @@ import org.jspecify.annotations.Nullable;
  * On this one, work another thread queued meanwhile (a kernel that does not end, a command behind a user event never
  * set) would hold up the transfer's call without a bound.
  *
- * <p>Closing refuses new work, waits, bounded, for the queue and the recorded work, then releases queue and context;
+ * <p>Closing refuses new work, waits, bounded, for the calls under way, the queue and the recorded work, then releases queue and context;
  * the lifecycle lock keeps a late free from using them once released.
  */
 final class OpenClQueue {
@@ -73,6 +77,12 @@ final class OpenClQueue {
     /** Set, under {@link #lifecycle}, when close() begins: new work is refused. */
     private volatile boolean closed;
     private boolean released;
+    /**
+     * Held, shared, by each call that uses the queues for a while ({@link #asCall}: a blocking copy runs chunk after
+     * chunk on {@link #transfers}, which the idle marker does not cover); close takes it whole, bounded, before it
+     * releases what they use.
+     */
+    private final ReadWriteLock calls = new ReentrantReadWriteLock();
     /** Completes when close() has finished the queue and every recorded work. */
     private final CompletableFuture<Void> drained = new CompletableFuture<>();
 
@@ -416,6 +426,18 @@ final class OpenClQueue {
         return work instanceof QueuePositions.Position || work instanceof EventCompletions.EventWork events && events.onBackendQueue();
     }
 
+    /** Runs {@code call} as a call under way, which close waits for; refused with an {@link IllegalStateException} once close has begun. */
+    <T> T asCall(Supplier<T> call) {
+        Lock shared = calls.readLock();
+        shared.lock();
+        try {
+            checkOpen();
+            return call.get();
+        } finally {
+            shared.unlock();
+        }
+    }
+
     /** Runs {@code action} under the lifecycle lock unless close has begun; whether it ran. */
     boolean runWhileOpen(Runnable action) {
         synchronized (lifecycle) {
@@ -444,19 +466,27 @@ final class OpenClQueue {
     }
 
     /**
-     * Refuses new work, waits for every queued command, every recorded work and every future's dependent actions,
-     * then runs {@code releaseFirst} (what uses the queue: kernels, programs) and releases the queue and context.
-     * Closing twice is harmless. Work, or a dependent action, that does not finish within {@code deviceWait} keeps the
+     * Refuses new work, waits for the calls under way ({@link #asCall}), every queued command, every recorded work and
+     * every future's dependent actions, then runs {@code releaseFirst} (what uses the queue: kernels, programs) and releases the queue and context.
+     * Closing twice is harmless. A call, work, or a dependent action that does not finish within {@code deviceWait} keeps the
      * queue, the context and the threads waiting on events, and a warning says so.
      */
     void close(Duration deviceWait, Runnable releaseFirst) {
-        CompletableFuture<Void> idle;
         synchronized (lifecycle) {
             if (closed) {
                 return;
             }
-            idle = CompletableFuture.allOf(markerLocked(), recordedWork.barrier());
             closed = true;
+        }
+        if (!callsEnded(deviceWait)) {
+            LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": a call into the backend (a copy) was still under"
+                    + " way " + deviceWait.toMillis() + " ms after close began; the backend keeps its queues and context rather than"
+                    + " release them under it");
+            return;
+        }
+        CompletableFuture<Void> idle;
+        synchronized (lifecycle) { // after the calls: the marker comes after what they queued
+            idle = CompletableFuture.allOf(markerLocked(), recordedWork.barrier());
         }
         if (!finishedWithin(idle, deviceWait)) {
             LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe
@@ -484,6 +514,21 @@ final class OpenClQueue {
                         + " the queue finished; the backend keeps its queue and context rather than release them under it");
             }
         }
+    }
+
+    /** Whether the calls under way when close began ({@link #asCall}) ended within {@code wait}. */
+    private boolean callsEnded(Duration wait) {
+        Lock whole = calls.writeLock();
+        try {
+            if (!whole.tryLock(Math.max(0, wait.toNanos()), TimeUnit.NANOSECONDS)) {
+                return false;
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+        whole.unlock();
+        return true;
     }
 
     private static boolean finishedWithin(CompletableFuture<Void> work, Duration bound) {

@@ -1,0 +1,63 @@
+package dev.compute.memory.opencl;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.spi.BackendSettings;
+import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.testing.ChildJvm;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A close that begins while a call is inside the backend: the manager closes its backend when the device is idle even
+ * where calls did not end within its close timeout, and a blocking copy staged chunk by chunk runs on the backend's
+ * transfer queue, which the device's idleness does not cover. In a JVM of its own: an enqueue on a released queue ends
+ * the process.
+ */
+class OpenClCloseUnderACallTest {
+
+    @Test
+    void closeWaitsForAStagedCopyUnderWayBeforeItReleasesTheQueue() throws Exception {
+        OpenClTestSupport.requireOpenCl();
+        ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(120), CloseUnderAStagedCopy.class);
+        assertThat(result.crashed()).as(result.describe()).isFalse();
+        assertThat(result.exitCode()).as(result.describe()).isZero();
+        assertThat(result.output()).as(result.describe()).contains("the copy ended before the close returned: true");
+    }
+
+    static final class CloseUnderAStagedCopy {
+        public static void main(String[] args) throws Exception {
+            // 4 KiB staging buffers: a read-only heap segment of 64 MiB goes in 16384 blocking writes
+            OpenClBackend backend = OpenClTestSupport.openBackend(new BackendSettings(0, true, 4096, Map.of()));
+            long bytes = 64L << 20;
+            NativeAllocation target = backend.allocate(MemoryLocation.DEVICE, bytes);
+            MemorySegment source = MemorySegment.ofArray(new byte[(int) bytes]).asReadOnly();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            Thread copying = Thread.ofPlatform().start(() -> {
+                try {
+                    backend.copyToDevice(source, target, 0, bytes);
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+            while (Arrays.stream(copying.getStackTrace()).noneMatch(frame -> frame.getClassName().equals(OpenClCopies.class.getName())
+                    && frame.getMethodName().equals("write"))) {
+                if (!copying.isAlive()) {
+                    throw new AssertionError("the copy ended before the close began", failure.get());
+                }
+                Thread.onSpinWait();
+            }
+            backend.close();
+            System.out.println("the copy ended before the close returned: " + !copying.isAlive());
+            copying.join();
+            if (failure.get() != null) {
+                throw new AssertionError("the copy failed", failure.get());
+            }
+        }
+    }
+}
