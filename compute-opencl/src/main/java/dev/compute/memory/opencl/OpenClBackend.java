@@ -267,12 +267,14 @@ public final class OpenClBackend implements ComputeBackend {
             throw new UnsupportedOperationException("the opencl backend builds OpenCL C kernels (KernelSource.openCl), not " + source);
         }
         checkOpen();
-        OpenClKernel kernel = OpenClKernel.build(this, source);
-        if (queue.runWhileOpen(() -> kernels.add(kernel))) {
-            return kernel;
-        }
-        kernel.release();
-        throw new IllegalStateException("this OpenCL backend (" + device.describe() + ") closed while " + source + " was built");
+        return queue.asCall(() -> { // the build uses the context, which the close waits for it to release
+            OpenClKernel kernel = OpenClKernel.build(this, source);
+            if (queue.runWhileOpen(() -> kernels.add(kernel))) {
+                return kernel;
+            }
+            kernel.release();
+            throw new IllegalStateException("this OpenCL backend (" + device.describe() + ") closed while " + source + " was built");
+        });
     }
 
     /** The context, device and queue, for code that builds its own programs: see {@link OpenClNativeDevice}. */

@@ -159,8 +159,13 @@ final class OpenClKernel implements NativeKernel {
         return name;
     }
 
+    /** A call the close waits for ({@link OpenClQueue#asCall}): it would release the kernel and queue under the launch. */
     @Override
     public CompletableFuture<Void> launch(LaunchShape shape, List<KernelArgument> arguments) {
+        return backend.queue().asCall(() -> launchCall(shape, arguments));
+    }
+
+    private CompletableFuture<Void> launchCall(LaunchShape shape, List<KernelArgument> arguments) {
         check(arguments);
         long[] group = shape.workGroupOrDefault(maxWorkGroup);
         long[] global = shape.roundedUpTo(group);

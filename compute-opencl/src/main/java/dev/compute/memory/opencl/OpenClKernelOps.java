@@ -61,14 +61,17 @@ final class OpenClKernelOps implements KernelOps {
         this.backend = backend;
     }
 
+    // Each op is a call the close waits for (OpenClQueue.asCall): it builds the program on first use and uses its
+    // kernels, which the close releases.
+
     @Override
     public CompletableFuture<Void> fill(Region target, double value) {
-        return inPlace("fill", target, value);
+        return backend.queue().asCall(() -> inPlace("fill", target, value));
     }
 
     @Override
     public CompletableFuture<Void> scale(Region x, double alpha) {
-        return inPlace("scale", x, alpha);
+        return backend.queue().asCall(() -> inPlace("scale", x, alpha));
     }
 
     /** Kernel {@code name} on each element of {@code region} with one scalar: (buffer, element offset, count, scalar). */
@@ -91,6 +94,10 @@ final class OpenClKernelOps implements KernelOps {
 
     @Override
     public CompletableFuture<Void> axpy(double alpha, Region x, Region y) {
+        return backend.queue().asCall(() -> axpyCall(alpha, x, y));
+    }
+
+    private CompletableFuture<Void> axpyCall(double alpha, Region x, Region y) {
         if (x.type() != y.type() || x.count() != y.count()) {
             throw new IllegalArgumentException("axpy needs x and y of one type and count: x is " + x.count() + " x " + x.type()
                     + ", y is " + y.count() + " x " + y.type());
@@ -115,6 +122,10 @@ final class OpenClKernelOps implements KernelOps {
 
     @Override
     public CompletableFuture<Double> sum(Region x) {
+        return backend.queue().asCall(() -> sumCall(x));
+    }
+
+    private CompletableFuture<Double> sumCall(Region x) {
         cl_kernel kernel = kernel("sum", x.type());
         long n = x.count();
         if (n == 0) {

@@ -2,14 +2,17 @@ package dev.compute.memory.opencl;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.Region;
 import dev.compute.memory.testing.ChildJvm;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
@@ -28,6 +31,53 @@ class OpenClCloseUnderACallTest {
         assertThat(result.crashed()).as(result.describe()).isFalse();
         assertThat(result.exitCode()).as(result.describe()).isZero();
         assertThat(result.output()).as(result.describe()).contains("the copy ended before the close returned: true");
+    }
+
+    @Test
+    void closeWaitsForAnOpBuildingItsProgramBeforeItReleasesTheContext() throws Exception {
+        OpenClTestSupport.requireOpenCl();
+        ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(120), CloseUnderAnOpsBuild.class);
+        assertThat(result.crashed()).as(result.describe()).isFalse();
+        assertThat(result.exitCode()).as(result.describe()).isZero();
+        assertThat(result.output()).as(result.describe()).contains("the op ended before the close returned: true");
+    }
+
+    /** Waits until {@code thread} is inside {@code method} of {@code type}; fails if it ended first. */
+    private static void awaitInside(Thread thread, Class<?> type, String method, AtomicReference<Throwable> failure) {
+        while (Arrays.stream(thread.getStackTrace()).noneMatch(frame -> frame.getClassName().equals(type.getName())
+                && frame.getMethodName().equals(method))) {
+            if (!thread.isAlive()) {
+                throw new AssertionError(thread.getName() + " ended before the close began", failure.get());
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    static final class CloseUnderAnOpsBuild {
+        public static void main(String[] args) throws Exception {
+            OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings());
+            NativeAllocation x = backend.allocate(MemoryLocation.DEVICE, 4096);
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            AtomicReference<CompletableFuture<Double>> sum = new AtomicReference<>();
+            Thread summing = Thread.ofPlatform().name("summing").start(() -> {
+                try {
+                    sum.set(backend.ops().sum(new Region(x, 0, 1024, DataType.FLOAT32))); // the first op builds the program
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+            awaitInside(summing, OpenClKernelOps.class, "build", failure);
+            backend.close();
+            System.out.println("the op ended before the close returned: " + !summing.isAlive());
+            summing.join();
+            // built, the op either was queued before the close began or finds the backend closed
+            if (failure.get() != null && !(failure.get() instanceof IllegalStateException closed && closed.getMessage().endsWith("is closed"))) {
+                throw new AssertionError("the op failed", failure.get());
+            }
+            if (sum.get() != null) {
+                sum.get().join();
+            }
+        }
     }
 
     static final class CloseUnderAStagedCopy {
