@@ -118,8 +118,9 @@ public interface UnifiedMemoryManager extends AutoCloseable {
     /**
      * One buffer of {@code counts[i]} elements of {@code type} for each {@code i}, in that order, all or none: when
      * one cannot be had, those allocated before it are given back and the {@link DeviceOutOfMemoryException} says
-     * which one failed. A batch whose buffers together pass the location's cap fails at once, nothing taken, with an
-     * {@link AllocationAboveLimitException}, as a single request above it does. The buffers are independent: each is
+     * which one failed. A batch whose buffers together pass the location's cap (counted in the whole pieces the pool
+     * takes memory in) fails at once, nothing taken, with an {@link AllocationAboveLimitException}, as a single request
+     * above it does. The buffers are independent: each is
      * closed on its own, and its memory goes back alone.
      *
      * <p>Placed together where the pool can: when the location's pool holds a free region large enough for the

@@ -34,6 +34,11 @@ class BatchAllocationTest {
         return manager;
     }
 
+    /** A batch through the manager or through a budget. */
+    private interface BatchAllocator {
+        List<UnifiedBuffer> batch(long[] counts);
+    }
+
     private static List<MemorySnapshot.Block> live(UnifiedMemoryManager manager) {
         return manager.snapshot(DEVICE).segments().stream().flatMap(segment -> segment.blocks().stream())
                 .filter(block -> block.state() == MemorySnapshot.BlockState.LIVE).toList();
@@ -90,6 +95,40 @@ class BatchAllocationTest {
         assertThat(after.oomRetries()).as("the pool's recoveries (its cache given back)").isZero();
         assertThat(after.reservedBytes()).as("the warm-up, still cached").isEqualTo(before.reservedBytes());
         assertThat(after.backendAllocations()).isEqualTo(before.backendAllocations());
+    }
+
+    /**
+     * A batch within the cap in bytes that the pool could still never hold: it takes memory in whole pieces (plain
+     * segments of 2 MiB here), and under a cap of 5 MiB its large arena has at most 4 MiB, where the batch's large blocks
+     * need 5. It fails at once, saying so, with the cache kept, through the manager as through a budget.
+     */
+    @Test
+    void aBatchWithinTheCapInBytesButNotInThePoolsPiecesFailsAtOnceWithTheCacheKept() {
+        AtomicInteger asked = new AtomicInteger();
+        UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder().maxPoolSize(5 * MiB).warmup(DEVICE, MiB / 2, 1)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> asked.incrementAndGet() < 0));
+        MemoryStatistics before = manager.statistics(DEVICE);
+
+        try (MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant", 16 * MiB))) {
+            for (BatchAllocator through : List.<BatchAllocator>of(
+                    counts -> manager.allocateBatch(DataType.INT8, counts, DEVICE), counts -> tenant.allocateBatch(DataType.INT8, counts, DEVICE))) {
+                assertThatThrownBy(() -> through.batch(new long[] {2 * MiB, 3 * MiB}))
+                        .isInstanceOfSatisfying(AllocationAboveLimitException.class, e -> {
+                            assertThat(e.requestedBytes()).isEqualTo(5 * MiB);
+                            assertThat(e.reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT);
+                            assertThat(e).hasMessageContaining("a batch of 2 buffers totalling " + 5 * MiB + " bytes (" + 6 * MiB
+                                    + " in the pool's pieces of " + 2 * MiB + " bytes)").hasMessageContaining("max-pool-size (" + 5 * MiB
+                                    + " bytes)").hasMessageContaining("nothing was allocated");
+                        });
+            }
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+        }
+
+        MemoryStatistics after = manager.statistics(DEVICE);
+        assertThat(asked).as("out-of-memory handlers asked").hasValue(0);
+        assertThat(after.allocations()).as("buffers allocated and given back again").isZero();
+        assertThat(after.oomRetries()).as("the pool's recoveries (its cache given back)").isZero();
+        assertThat(after.reservedBytes()).as("the warm-up, still cached").isEqualTo(before.reservedBytes());
     }
 
     @Test

@@ -92,7 +92,8 @@ public final class BlockAllocation {
     /**
      * Refuses, before anything is taken, a batch whose buffers together pass the location's cap: no memory freed could
      * make room for it, so the pool's cache is kept and neither a compaction nor the out-of-memory handlers run for it,
-     * as for a single request above the cap. A buffer above a limit by itself is left to its own refusal, which names it.
+     * as for a single request above the cap; so for one within the cap that the pool's whole pieces could never hold. A
+     * buffer above a limit by itself is left to its own refusal, which names it.
      */
     private void refuseAboveCap(LocationChain chain, long[] bytes) {
         long total = 0;
@@ -102,8 +103,10 @@ public final class BlockAllocation {
             }
             total += size; // batchBytes refused sums that overflow
         }
-        if (total > chain.backend.limitBytes()) {
-            AllocationAboveLimitException e = chain.backend.batchAboveLimit(bytes.length, total);
+        // the pool takes memory in whole pieces, so a batch within the cap in bytes may still never fit in them
+        long taken = total > chain.backend.limitBytes() ? total : chain.leastTakenFor(bytes, total);
+        if (taken > chain.backend.limitBytes()) {
+            AllocationAboveLimitException e = chain.backend.batchAboveLimit(bytes.length, total, taken, chain.pieceBytes());
             events.allocationFailed(chain.location(), total, e.reason());
             throw e;
         }

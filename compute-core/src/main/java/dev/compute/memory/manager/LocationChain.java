@@ -78,6 +78,19 @@ public final class LocationChain {
     }
 
     /**
+     * The least a batch of {@code bytes}, {@code total} together, takes from the backend: in the pool's whole pieces
+     * ({@link CachingPoolResource#leastTakenFor}), or {@code total} where pooling is off.
+     */
+    long leastTakenFor(long[] bytes, long total) {
+        return pool != null ? pool.leastTakenFor(bytes) : total;
+    }
+
+    /** What memory is taken from the backend in multiples of: the pool's piece; 1 where pooling is off. */
+    long pieceBytes() {
+        return pool != null ? pool.pieceBytes() : 1;
+    }
+
+    /**
      * Whether each block is checked before a buffer uses it: where the application's adaptors are in the chain, since
      * a block smaller than asked would let a buffer write over its neighbours.
      */

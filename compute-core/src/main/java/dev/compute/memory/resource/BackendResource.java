@@ -179,10 +179,14 @@ public final class BackendResource implements MemoryResource, InspectableResourc
                 + limitProperty + " or ask for less");
     }
 
-    /** As {@link #aboveLimit}, for a batch of {@code buffers} that together pass the limit: nothing was allocated. */
-    public AllocationAboveLimitException batchAboveLimit(int buffers, long total) {
+    /**
+     * As {@link #aboveLimit}, for a batch of {@code buffers} that together pass the limit, {@code total} bytes or
+     * {@code taken} in a pool's whole pieces of {@code piece} bytes: nothing was allocated.
+     */
+    public AllocationAboveLimitException batchAboveLimit(int buffers, long total, long taken, long piece) {
         return new AllocationAboveLimitException(location, total, OutOfMemoryReason.POOL_LIMIT, "out of " + location
-                + " memory: a batch of " + buffers + " buffers totalling " + total + " bytes is above " + limitProperty + " ("
+                + " memory: a batch of " + buffers + " buffers totalling " + total + " bytes"
+                + (taken != total ? " (" + taken + " in the pool's pieces of " + piece + " bytes)" : "") + " is above " + limitProperty + " ("
                 + limitBytes + " bytes), the most this location may ever hold: nothing was allocated; raise " + limitProperty
                 + " or ask for less");
     }

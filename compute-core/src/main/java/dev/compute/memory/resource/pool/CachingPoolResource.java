@@ -212,6 +212,34 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return largestPossible;
     }
 
+    /** What the pool takes memory from its upstream in multiples of: a page, or a plain segment's unit. */
+    public long pieceBytes() {
+        return piece;
+    }
+
+    /**
+     * The least a batch of blocks of {@code bytes}, each at most {@link #largestPossibleBytes}, takes from upstream
+     * wherever it is placed: each arena's blocks, rounded, in whole pieces (the two arenas never share one).
+     * Long.MAX_VALUE where that passes a long's range.
+     */
+    public long leastTakenFor(long[] bytes) {
+        long small = 0;
+        long large = 0;
+        for (long request : bytes) {
+            long size = SizeClasses.round(request);
+            if (SizeClasses.small(size)) {
+                small += size;
+            } else {
+                large += size;
+            }
+            if (small < 0 || large < 0) {
+                return Long.MAX_VALUE;
+            }
+        }
+        long taken = SizeClasses.roundUp(small, piece) + SizeClasses.roundUp(large, piece);
+        return taken < 0 ? Long.MAX_VALUE : taken;
+    }
+
     // ---- allocation -------------------------------------------------------------------------------------------
 
     @Override
