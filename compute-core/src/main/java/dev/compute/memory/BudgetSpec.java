@@ -18,7 +18,8 @@ import java.util.Objects;
  *
  * @param name           the budget's name among its siblings: not blank, no {@code '/'} (a child's path joins names with it)
  * @param limitBytes     the most it may hold at all locations together, positive
- * @param locationLimits the most it may hold at one location, each positive; a location not named has only {@code limitBytes}
+ * @param locationLimits the most it may hold at one location, each positive and at most {@code limitBytes}; a location not
+ *                       named has only {@code limitBytes}
  * @param reservations   bytes kept for it at a location, each positive and within the limits, all of them within {@code limitBytes}
  */
 public record BudgetSpec(String name, long limitBytes, Map<MemoryLocation, Long> locationLimits, Map<MemoryLocation, Long> reservations) {
@@ -38,6 +39,12 @@ public record BudgetSpec(String name, long limitBytes, Map<MemoryLocation, Long>
         locationLimits.forEach((location, bytes) -> {
             if (bytes <= 0) {
                 throw new IllegalArgumentException("the " + location + " limit of memory budget '" + name + "' must be positive: " + bytes + " bytes");
+            }
+            if (bytes > limitBytes) { // it would act as the smaller limit, silently: a mistake in one of the two
+                throw new IllegalArgumentException("the " + location + " limit of memory budget '" + name + "' (" + bytes
+                        + " bytes) is above its limit at all locations (" + limitBytes + " bytes), which would hold it to "
+                        + limitBytes + " bytes at " + location + " too: give a " + location + " limit of at most " + limitBytes
+                        + " bytes, or raise the limit");
             }
         });
         long reservedInAll = 0;

@@ -29,6 +29,11 @@ class BudgetSpecTest {
                 .hasMessage("the limit of memory budget 'zero' must be positive: 0 bytes");
         assertThatThrownBy(() -> BudgetSpec.of("host", 10).withLocationLimit(MemoryLocation.HOST, -1)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("the HOST limit of memory budget 'host' must be positive: -1 bytes");
+        assertThatThrownBy(() -> BudgetSpec.of("wide", 10).withLocationLimit(MemoryLocation.HOST, 11)).as("a location's limit above the limit at all")
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("the HOST limit of memory budget 'wide' (11 bytes) is above its limit at all locations (10 bytes), which would hold"
+                        + " it to 10 bytes at HOST too: give a HOST limit of at most 10 bytes, or raise the limit");
+        assertThat(BudgetSpec.of("even", 10).withLocationLimit(MemoryLocation.HOST, 10).limitBytes(MemoryLocation.HOST)).as("equal to it").isEqualTo(10);
         assertThatThrownBy(() -> BudgetSpec.of("big", 10).withLocationLimit(MemoryLocation.HOST, 5).withReservation(MemoryLocation.HOST, 6))
                 .isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("memory budget 'big' cannot reserve 6 bytes of HOST: a reservation is positive and within the budget's HOST limit of 5 bytes");

@@ -18,7 +18,7 @@ import org.springframework.util.unit.DataSize;
  *
  * @param limit The most the budget may hold at all locations together (required), such as 1GB.
  * @param locationLimits The most it may hold at a location (device, host, pinned, unified), where its DEVICE and HOST
- *     memory are different things; a location not named has only the limit.
+ *     memory are different things: each at most the limit; a location not named has only the limit.
  * @param reservations Bytes kept for this budget alone at a location (device, host, pinned, unified), as Arrow's
  *     initReservation: no other budget may take them. Together with the other budgets' within the location's cap
  *     (max-pool-size, max-pinned-size for pinned).
@@ -56,7 +56,13 @@ public record BudgetProperties(
         BudgetSpec spec = BudgetSpec.of(name, limitBytes);
         for (Map.Entry<String, DataSize> entry : locationLimits.entrySet()) {
             String property = at + ".location-limits." + entry.getKey();
-            spec = spec.withLocationLimit(location(property, entry.getKey()), positive(property, entry.getValue()));
+            MemoryLocation location = location(property, entry.getKey());
+            long bytes = positive(property, entry.getValue());
+            if (bytes > limitBytes) {
+                throw new InvalidSettingException(property, bytes + " bytes", "at most " + at + ".limit (" + limitBytes
+                        + " bytes): the budget holds at most that at all locations together, " + location + " included");
+            }
+            spec = spec.withLocationLimit(location, bytes);
         }
         Map<MemoryLocation, Long> reserving = new LinkedHashMap<>();
         long reservedInAll = 0;

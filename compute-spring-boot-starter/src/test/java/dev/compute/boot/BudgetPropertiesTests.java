@@ -44,6 +44,13 @@ class BudgetPropertiesTests {
                     assertThat(e.property()).isEqualTo("compute.budgets.a.location-limits.gpu");
                     assertThat(e.allowed()).isEqualTo("a location: device, host, pinned or unified");
                 });
+        assertThatThrownBy(() -> budget("64MB", Map.of("host", DataSize.ofMegabytes(128)), Map.of(), null).toSpec("a", PREFIX))
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.budgets.a.location-limits.host");
+                    assertThat(e.value()).isEqualTo("134217728 bytes");
+                    assertThat(e.allowed()).isEqualTo("at most compute.budgets.a.limit (67108864 bytes): the budget holds at most that at"
+                            + " all locations together, HOST included");
+                });
         assertThatThrownBy(() -> budget("1GB", Map.of("host", DataSize.ofMegabytes(64)), Map.of("host", DataSize.ofMegabytes(65)), null)
                 .toSpec("a", PREFIX)).isInstanceOfSatisfying(InvalidSettingException.class, e -> {
                     assertThat(e.property()).isEqualTo("compute.budgets.a.reservations.host");

@@ -77,6 +77,12 @@ class ComputeBudgetsTests {
     }
 
     @Test
+    void aLocationLimitAboveTheBudgetsLimitStopsStartUpNamingBoth() {
+        assertFailure(runner.withPropertyValues("compute.budgets.gold.limit=16MB", "compute.budgets.gold.location-limits.host=32MB"),
+                "compute.budgets.gold.location-limits.host", "33554432 bytes", "at most compute.budgets.gold.limit (16777216 bytes)");
+    }
+
+    @Test
     void aNamedManagersReservationIsReportedUnderItsNameAndItsOwnCap() {
         assertFailure(runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.managers.gpu.memory.pooling.max-pool-size=16MB",
                         "compute.managers.gpu.budgets.gold.limit=64MB", "compute.managers.gpu.budgets.gold.reservations.host=32MB"),
