@@ -92,6 +92,23 @@ class PoolWarmupTest {
                 "compute.memory.pooling.release-threshold (33554432 bytes) in the pool's segments", "kept 20971520 bytes");
     }
 
+    /**
+     * Within the cap in bytes, but not in the whole pieces the pool takes memory in: 1 MiB blocks come two to a 2 MiB
+     * segment, and under a cap of 5 MiB there is room for two segments, four blocks. The start stops with one clear
+     * reason, naming the cap, not the pool's out-of-memory report.
+     */
+    @Test
+    void aWarmUpWithinTheCapInBytesButNotInThePoolsPiecesStopsTheStartSayingWhy() {
+        assertThatThrownBy(() -> start(b -> b.warmup(DEVICE, MiB, 5).maxPoolSize(5 * MiB)))
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.memory.pooling.warmup.device");
+                    assertThat(e.value()).isEqualTo(5 * MiB + " bytes in all");
+                    assertThat(e.allowed()).isEqualTo("a warm-up whose blocks fit under compute.memory.pooling.max-pool-size (" + 5 * MiB
+                            + " bytes) in the pool's pieces of " + 2 * MiB + " bytes, where they take " + 6 * MiB
+                            + " bytes; raise compute.memory.pooling.max-pool-size or warm up less");
+                });
+    }
+
     @Test
     void aWarmUpTheDeviceCannotGiveStopsTheStart() {
         refused(b -> b.warmup(DEVICE, 128 * MiB, 3).releaseThreshold(1L << 30), "compute.memory.pooling.warmup.device", "it refused");

@@ -97,12 +97,31 @@ public final class PoolWarmup {
         return total;
     }
 
+    /**
+     * A warm-up within the cap in bytes (checked before) may still not fit in the whole pieces the pool takes memory in
+     * (plain segments or pages): refused before anything is allocated, saying so, rather than with the pool's
+     * out-of-memory report.
+     */
+    private static void refuseBeyondPieces(CachingPoolResource pool, List<WarmupBlocks> warmup) {
+        long[] sizes = warmup.stream().mapToLong(WarmupBlocks::sizeBytes).toArray();
+        long taken = pool.leastTakenFor(sizes, i -> warmup.get(i).count());
+        long cap = pool.upstream().limitBytes();
+        if (taken > cap) {
+            MemoryLocation location = pool.upstream().location();
+            String capProperty = ManagerSettings.capPropertyOf(location);
+            throw new InvalidSettingException(property(location), total(warmup) + " bytes in all", "a warm-up whose blocks fit under "
+                    + capProperty + " (" + cap + " bytes) in the pool's pieces of " + pool.pieceBytes() + " bytes, where they take "
+                    + taken + " bytes; raise " + capProperty + " or warm up less");
+        }
+    }
+
     static void warm(CachingPoolResource pool, List<WarmupBlocks> warmup, long releaseThreshold) {
         MemoryLocation location = pool.upstream().location();
         String property = property(location);
         long asked = 0;
         long start = System.nanoTime();
         List<Block> blocks = new ArrayList<>();
+        refuseBeyondPieces(pool, warmup);
         long hits = pool.poolHits();
         long misses = pool.poolMisses();
         try {

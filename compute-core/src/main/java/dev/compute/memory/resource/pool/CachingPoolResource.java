@@ -27,6 +27,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.IntToLongFunction;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -223,21 +224,27 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * Long.MAX_VALUE where that passes a long's range.
      */
     public long leastTakenFor(long[] bytes) {
+        return leastTakenFor(bytes, i -> 1);
+    }
+
+    /** As {@link #leastTakenFor(long[])}, for {@code count.applyAsLong(i)} blocks of {@code bytes[i]} each (a warm-up's). */
+    public long leastTakenFor(long[] bytes, IntToLongFunction count) {
         long small = 0;
         long large = 0;
-        for (long request : bytes) {
-            long size = SizeClasses.round(request);
-            if (SizeClasses.small(size)) {
-                small += size;
-            } else {
-                large += size;
+        try {
+            for (int i = 0; i < bytes.length; i++) {
+                long size = SizeClasses.round(bytes[i]);
+                long blocks = Math.multiplyExact(size, count.applyAsLong(i));
+                if (SizeClasses.small(size)) {
+                    small = Math.addExact(small, blocks);
+                } else {
+                    large = Math.addExact(large, blocks);
+                }
             }
-            if (small < 0 || large < 0) {
-                return Long.MAX_VALUE;
-            }
+            return Math.addExact(Math.multiplyExact(Math.ceilDiv(small, piece), piece), Math.multiplyExact(Math.ceilDiv(large, piece), piece));
+        } catch (ArithmeticException tooLarge) {
+            return Long.MAX_VALUE;
         }
-        long taken = SizeClasses.roundUp(small, piece) + SizeClasses.roundUp(large, piece);
-        return taken < 0 ? Long.MAX_VALUE : taken;
     }
 
     // ---- allocation -------------------------------------------------------------------------------------------
