@@ -109,6 +109,23 @@ class PoolWarmupTest {
                 });
     }
 
+    /**
+     * Within the cap in pieces too, yet not as the pool places blocks: each 3 MiB block takes a plain segment of 4 MiB
+     * of its own, and a cap of 6 MiB holds one. The start stops with one clear reason, naming the cap, not the pool's
+     * out-of-memory report.
+     */
+    @Test
+    void aWarmUpWhoseBlocksThePoolCannotPlaceUnderTheCapStopsTheStartSayingWhy() {
+        assertThatThrownBy(() -> start(b -> b.warmup(DEVICE, 3 * MiB, 2).maxPoolSize(6 * MiB)))
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.memory.pooling.warmup.device");
+                    assertThat(e.value()).isEqualTo(6 * MiB + " bytes in all");
+                    assertThat(e.allowed()).isEqualTo("a warm-up whose blocks the pool can place under compute.memory.pooling.max-pool-size ("
+                            + 6 * MiB + " bytes): block 2 of 2 (" + 3 * MiB + " bytes) did not fit beside those before it, in the "
+                            + 4 * MiB + " bytes the pool held; raise compute.memory.pooling.max-pool-size or warm up less");
+                });
+    }
+
     @Test
     void aWarmUpTheDeviceCannotGiveStopsTheStart() {
         refused(b -> b.warmup(DEVICE, 128 * MiB, 3).releaseThreshold(1L << 30), "compute.memory.pooling.warmup.device", "it refused");

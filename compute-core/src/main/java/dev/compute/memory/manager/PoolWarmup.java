@@ -4,6 +4,7 @@ import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.ManagerSettings;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.WarmupBlocks;
 import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.resource.Block;
@@ -89,6 +90,14 @@ public final class PoolWarmup {
         return largest;
     }
 
+    private static long count(List<WarmupBlocks> entries) {
+        long count = 0;
+        for (WarmupBlocks entry : entries) {
+            count += entry.count();
+        }
+        return count;
+    }
+
     private static long total(List<WarmupBlocks> entries) {
         long total = 0;
         for (WarmupBlocks entry : entries) {
@@ -132,6 +141,13 @@ public final class PoolWarmup {
                 }
             }
         } catch (DeviceOutOfMemoryException e) {
+            if (e.reason() == OutOfMemoryReason.POOL_LIMIT) { // the cap, not the device: say so in a line, not the pool's report
+                String capProperty = ManagerSettings.capPropertyOf(location);
+                throw new InvalidSettingException(property, total(warmup) + " bytes in all", "a warm-up whose blocks the pool can place under "
+                        + capProperty + " (" + pool.upstream().limitBytes() + " bytes): block " + (blocks.size() + 1) + " of " + count(warmup)
+                        + " (" + e.requestedBytes() + " bytes) did not fit beside those before it, in the " + pool.reservedBytes()
+                        + " bytes the pool held; raise " + capProperty + " or warm up less");
+            }
             throw new InvalidSettingException(property, warmup, "what the device gives at start; it refused: " + e.getMessage());
         } finally {
             blocks.forEach(pool::deallocate);
