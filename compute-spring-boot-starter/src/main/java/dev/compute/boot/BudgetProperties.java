@@ -3,6 +3,7 @@ package dev.compute.boot;
 import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.MemoryLocation;
+import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.regex.Pattern;
@@ -54,9 +55,10 @@ public record BudgetProperties(
         }
         long limitBytes = positive(at + ".limit", limit);
         BudgetSpec spec = BudgetSpec.of(name, limitBytes);
+        Map<MemoryLocation, String> limited = new EnumMap<>(MemoryLocation.class);
         for (Map.Entry<String, DataSize> entry : locationLimits.entrySet()) {
             String property = at + ".location-limits." + entry.getKey();
-            MemoryLocation location = location(property, entry.getKey());
+            MemoryLocation location = once(limited, location(property, entry.getKey()), property);
             long bytes = positive(property, entry.getValue());
             if (bytes > limitBytes) {
                 throw new InvalidSettingException(property, bytes + " bytes", "at most " + at + ".limit (" + limitBytes
@@ -66,9 +68,10 @@ public record BudgetProperties(
         }
         Map<MemoryLocation, Long> reserving = new LinkedHashMap<>();
         long reservedInAll = 0;
+        Map<MemoryLocation, String> reserved = new EnumMap<>(MemoryLocation.class);
         for (Map.Entry<String, DataSize> entry : reservations.entrySet()) {
             String property = at + ".reservations." + entry.getKey();
-            MemoryLocation location = location(property, entry.getKey());
+            MemoryLocation location = once(reserved, location(property, entry.getKey()), property);
             long bytes = positive(property, entry.getValue());
             if (bytes > spec.limitBytes(location)) {
                 throw new InvalidSettingException(property, bytes + " bytes", "a size within the budget's limit at " + location + " ("
@@ -105,6 +108,18 @@ public record BudgetProperties(
             }
         }
         throw new InvalidSettingException(property, key, "a location: device, host, pinned or unified");
+    }
+
+    /**
+     * {@code location}, named by {@code property}, unless another key of that map named it already (host and HOST):
+     * one of the two values would be lost without a word.
+     */
+    private static MemoryLocation once(Map<MemoryLocation, String> named, MemoryLocation location, String property) {
+        String before = named.putIfAbsent(location, property);
+        if (before != null) {
+            throw new InvalidSettingException(property, location, "one value for " + location + ": " + before + " sets it already");
+        }
+        return location;
     }
 
     private static long positive(String property, @Nullable DataSize size) {

@@ -61,6 +61,19 @@ class BudgetPropertiesTests {
                     assertThat(e.property()).isEqualTo("compute.budgets.a.reservations");
                     assertThat(e.allowed()).startsWith("at most compute.budgets.a.limit (104857600 bytes)");
                 });
+        Map<String, DataSize> twice = new java.util.LinkedHashMap<>();
+        twice.put("host", DataSize.ofMegabytes(1));
+        twice.put("HOST", DataSize.ofMegabytes(2));
+        assertThatThrownBy(() -> budget("1GB", twice, Map.of(), null).toSpec("a", PREFIX)).as("two keys for one location, one of them silently lost")
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.budgets.a.location-limits.HOST");
+                    assertThat(e.allowed()).isEqualTo("one value for HOST: compute.budgets.a.location-limits.host sets it already");
+                });
+        assertThatThrownBy(() -> budget("1GB", Map.of(), twice, null).toSpec("a", PREFIX))
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.budgets.a.reservations.HOST");
+                    assertThat(e.allowed()).isEqualTo("one value for HOST: compute.budgets.a.reservations.host sets it already");
+                });
         assertThatThrownBy(() -> budget("1GB", Map.of(), Map.of(), "2GB").toSpec("a", PREFIX)).isInstanceOfSatisfying(InvalidSettingException.class,
                 e -> assertThat(e.property()).isEqualTo("compute.budgets.a.request-limit"));
     }
