@@ -134,11 +134,16 @@ public final class ComputeBudgets {
      * is no longer observed: the new one takes its name, its place and meters of its own.
      *
      * @throws IllegalArgumentException for a budget made under another (a request's): only the top ones are observed; for
-     *     a name that an open budget observed on that manager has already
+     *     a name that an open budget observed on that manager has already; for a request limit that is not positive or
+     *     is above the budget's limit
      */
     public Configured add(String manager, MemoryBudget budget, long requestLimitBytes) {
         if (budget.parent().isPresent()) {
             throw new IllegalArgumentException("memory budget '" + budget.path() + "' is under another: only budgets a manager made are observed");
+        }
+        if (requestLimitBytes <= 0 || requestLimitBytes > budget.limitBytes()) { // as compute.budgets.<name>.request-limit is checked
+            throw new IllegalArgumentException("the request limit of memory budget '" + budget.name() + "' must be positive and at most its limit of "
+                    + budget.limitBytes() + " bytes: " + requestLimitBytes + " bytes");
         }
         Configured configured = new Configured(manager, budget, requestLimitBytes);
         List<Configured> replaced = new ArrayList<>();

@@ -89,6 +89,23 @@ class ComputeBudgetsTests {
                 "compute.managers.gpu.budgets.gold.reservations.host", "33554432 bytes", "compute.managers.gpu.memory.pooling.max-pool-size");
     }
 
+    /** As YAML refuses a request-limit that is not positive or above the budget's limit, so does adding a budget at run time. */
+    @Test
+    void aBudgetAddedWithARequestLimitThatMakesNoSenseIsRefused() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu").timelineInterval(java.time.Duration.ZERO).build();
+             MemoryBudget tenant = manager.budget("runtime", 4 * MiB)) {
+            ComputeBudgets budgets = new ComputeBudgets();
+            for (long requestLimit : new long[] {0, -1, 4 * MiB + 1}) {
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> budgets.add("default", tenant, requestLimit))
+                        .isInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("the request limit of memory budget 'runtime' must be positive and at most its limit of " + 4 * MiB
+                                + " bytes: " + requestLimit + " bytes");
+            }
+            assertThat(budgets.all()).as("nothing observed").isEmpty();
+            assertThat(budgets.add("default", tenant, 4 * MiB).requestLimitBytes()).isEqualTo(4 * MiB);
+        }
+    }
+
     private static void assertFailure(ApplicationContextRunner runner, String property, String value, String allowed) {
         AtomicReference<Environment> environment = new AtomicReference<>();
         runner.withInitializer(context -> environment.set(context.getEnvironment())).run(context -> {
