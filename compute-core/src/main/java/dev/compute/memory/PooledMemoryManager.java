@@ -96,7 +96,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             backend.close();
             throw e;
         }
-        this.budgetLedger = budgetLedger(chains.locations(), settings);
+        this.budgetLedger = budgetLedger(chains, settings);
         this.maintenance = new Maintenance(settings, gate, chains, compactor, figures, buffers, this::trim);
         this.shutdown = new Shutdown(new Shutdown.Parts(gate, waiters, backend, returns, maintenance, chains, mappedFiles, figures),
                 settings.name(), settings.closeTimeout(), this::closeBudgets);
@@ -244,14 +244,16 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     // ---- budgets ------------------------------------------------------------------------------------------------
 
     /** The books of this manager's budgets, against the cap of each of its locations. */
-    private static BudgetLedger<BufferCore> budgetLedger(List<MemoryLocation> locations, ManagerSettings settings) {
+    private static BudgetLedger<BufferCore> budgetLedger(LocationChains chains, ManagerSettings settings) {
         Map<MemoryLocation, Long> caps = new EnumMap<>(MemoryLocation.class);
+        Map<MemoryLocation, Long> largestPossible = new EnumMap<>(MemoryLocation.class);
         Map<MemoryLocation, String> capProperties = new EnumMap<>(MemoryLocation.class);
-        for (MemoryLocation location : locations) {
+        for (MemoryLocation location : chains.locations()) {
             caps.put(location, settings.capOf(location));
+            largestPossible.put(location, chains.open(location).largestPossibleBytes());
             capProperties.put(location, ManagerSettings.capPropertyOf(location));
         }
-        return new BudgetLedger<>(caps, capProperties, settings.deviceWaitTimeout());
+        return new BudgetLedger<>(caps, largestPossible, capProperties, settings.deviceWaitTimeout());
     }
 
     @Override

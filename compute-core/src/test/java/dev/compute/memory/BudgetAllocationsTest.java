@@ -68,6 +68,30 @@ class BudgetAllocationsTest {
         }
     }
 
+    /**
+     * A request within the cap in bytes but above what the pool can ever hold in its whole pieces (4 MiB of plain
+     * segments under a cap of 5 MiB) is the pool's to refuse, at once, as one above the cap is: not the budget's, naming
+     * another budget's reservation that stands in no way, and not after waiting for room that could never serve it.
+     */
+    @Test
+    void aRequestAboveTheCapInThePoolsPiecesIsThePoolsToRefuseAtOnce() {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(5 * MiB).build();
+             MemoryBudget gold = manager.budget(BudgetSpec.of("gold", 5 * MiB).withReservation(DEVICE, MiB));
+             MemoryBudget silver = manager.budget("silver", 5 * MiB)) {
+            assertThatThrownBy(() -> silver.allocate(5 * MiB, DEVICE)).isInstanceOf(AllocationAboveLimitException.class)
+                    .hasMessageContaining("(" + 6 * MiB + " after rounding), above compute.memory.pooling.max-pool-size (" + 5 * MiB + " bytes)");
+            CompletableFuture<UnifiedBuffer> waiting = silver.allocateAsync(5 * MiB, DEVICE, Duration.ofMinutes(1));
+            assertThat(waiting).as("refused at once, not after its wait").isCompletedExceptionally();
+            assertThatThrownBy(waiting::join).hasCauseInstanceOf(AllocationAboveLimitException.class);
+
+            BudgetStatistics figures = silver.statistics();
+            assertThat(figures.refusals()).as("the pool's refusals, not the budget's").isZero();
+            assertThat(figures.allocatedBytes()).isZero();
+            assertThat(figures.waitingRequests()).isZero();
+            assertThat(gold.statistics().reservedBytes()).isEqualTo(MiB);
+        }
+    }
+
     @Test
     void badInputIsRefusedAndCountsNothing() {
         try (UnifiedMemoryManager manager = builder().pinningEnabled(false).build(); MemoryBudget tenant = manager.budget("tenant", MiB)) {

@@ -78,7 +78,17 @@ public final class BudgetLedger<B> {
      * {@code settleWait}.
      */
     public BudgetLedger(Map<MemoryLocation, Long> caps, Map<MemoryLocation, String> capProperties, Duration settleWait) {
-        this.limits = new BudgetLimits<>(caps, capProperties);
+        this(caps, caps, capProperties, settleWait);
+    }
+
+    /**
+     * As {@link #BudgetLedger(Map, Map, Duration)}, where the pool of a location can never hold a request above
+     * {@code largestPossible} (its cap in the whole pieces it takes memory in): one above it is left to the pool to
+     * refuse, as one above the cap is.
+     */
+    public BudgetLedger(Map<MemoryLocation, Long> caps, Map<MemoryLocation, Long> largestPossible, Map<MemoryLocation, String> capProperties,
+                        Duration settleWait) {
+        this.limits = new BudgetLimits<>(caps, largestPossible, capProperties);
         this.settleWaitNanos = settleWait.toNanos();
         this.tree = new BudgetTree<>(this, limits, stripes, waiters);
     }

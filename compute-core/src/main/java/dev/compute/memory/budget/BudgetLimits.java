@@ -28,9 +28,17 @@ final class BudgetLimits<B> {
     /** Per location: the part of {@link #pendingAtRoots} that queued requests hold (see {@link BudgetAccount#queuedPending}). */
     private final long[] queuedPendingAtRoots = new long[BudgetAccount.LOCATIONS];
 
+    /** Per location: the largest request the pool could ever hold, the cap in its whole pieces; at most the cap. */
+    private final long[] largestPossible = new long[BudgetAccount.LOCATIONS];
+
     BudgetLimits(Map<MemoryLocation, Long> caps, Map<MemoryLocation, String> capProperties) {
+        this(caps, caps, capProperties);
+    }
+
+    BudgetLimits(Map<MemoryLocation, Long> caps, Map<MemoryLocation, Long> largestPossible, Map<MemoryLocation, String> capProperties) {
         for (MemoryLocation location : MemoryLocation.values()) {
             cap[location.ordinal()] = caps.getOrDefault(location, -1L);
+            this.largestPossible[location.ordinal()] = Math.min(cap[location.ordinal()], largestPossible.getOrDefault(location, Long.MAX_VALUE));
             capProperty[location.ordinal()] = capProperties.getOrDefault(location, "the cap");
         }
     }
@@ -52,9 +60,10 @@ final class BudgetLimits<B> {
             }
             more = Math.max(x.reserved[l], content + more) - Math.max(x.reserved[l], content);
         }
-        if (bytes > cap[l]) {
-            // above the cap by itself: no budget's memory coming back could make room, so the pool refuses it with its own
-            // message (AllocationAboveLimitException, naming the cap's property), as it would outside a budget
+        if (bytes > largestPossible[l]) {
+            // above the cap by itself (in the pool's pieces): no budget's memory coming back could make room, so the pool
+            // refuses it with its own message (AllocationAboveLimitException, naming the cap's property), as it would
+            // outside a budget
             return null;
         }
         long roots = occupied[l] - (pending == Pending.COUNTED ? 0 : pendingAtRoots[l] - queuedPendingAtRoots[l]);
