@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
+import dev.compute.memory.testing.AddressSpaceBackend;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -129,6 +130,26 @@ class BatchAllocationTest {
         assertThat(after.allocations()).as("buffers allocated and given back again").isZero();
         assertThat(after.oomRetries()).as("the pool's recoveries (its cache given back)").isZero();
         assertThat(after.reservedBytes()).as("the warm-up, still cached").isEqualTo(before.reservedBytes());
+    }
+
+    @Test
+    void aBatchThatFitsOneBufferAfterAnotherInSharedPagesIsNotRefusedAsAboveTheCap() {
+        // with expandable segments a large block may take the small arena's pages: half a MiB and a MiB and a half
+        // fit in one page of 2 MiB, one after the other as well as in a batch
+        UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new AddressSpaceBackend(1L << 30))
+                .timelineInterval(Duration.ZERO).maxPoolSize(2 * MiB).build();
+        managers.add(manager);
+        long[] bytes = {MiB / 2, 3 * MiB / 2};
+        List<UnifiedBuffer> apart = new ArrayList<>();
+        for (long size : bytes) {
+            apart.add(manager.allocate(size, DEVICE));
+        }
+        apart.forEach(UnifiedBuffer::close);
+
+        List<UnifiedBuffer> batch = manager.allocateBatch(DataType.INT8, bytes, DEVICE);
+
+        assertThat(batch).extracting(UnifiedBuffer::byteSize).containsExactly(MiB / 2, 3 * MiB / 2);
+        batch.forEach(UnifiedBuffer::close);
     }
 
     @Test

@@ -220,7 +220,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     /**
      * The least a batch of blocks of {@code bytes}, each at most {@link #largestPossibleBytes}, takes from upstream
-     * wherever it is placed: each arena's blocks, rounded, in whole pieces (the two arenas never share one).
+     * wherever it is placed: the blocks, rounded, in whole pieces; with plain segments each arena's apart (a plain
+     * segment holds blocks of one arena only).
      * Long.MAX_VALUE where that passes a long's range.
      */
     public long leastTakenFor(long[] bytes) {
@@ -240,6 +241,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 } else {
                     large = Math.addExact(large, blocks);
                 }
+            }
+            if (expandable()) { // a large block may take the small arena's pages: only the sum is bound to whole pages
+                return Math.multiplyExact(Math.ceilDiv(Math.addExact(small, large), piece), piece);
             }
             return Math.addExact(Math.multiplyExact(Math.ceilDiv(small, piece), piece), Math.multiplyExact(Math.ceilDiv(large, piece), piece));
         } catch (ArithmeticException tooLarge) {
