@@ -56,8 +56,8 @@ import org.jspecify.annotations.Nullable;
  * {@code staging-lanes}: staged copies that may run at once (2), {@code staging-buffers}: buffers per staged
  * copy, at least 2 (2), {@code copy-threads}: host threads per staged chunk (up to 4).
  *
- * <p>Close: the primary context is released unless page-locked or managed allocations are still live (see
- * {@link #close()}).
+ * <p>Close: the primary context is released unless page-locked or managed allocations are still live, or a device
+ * access is still open (see {@link #close()}).
  */
 public final class CudaBackend implements ComputeBackend {
 
@@ -315,7 +315,7 @@ public final class CudaBackend implements ComputeBackend {
                     + "to work on it from Java");
         }
         Checks.range(allocation, offset, bytes, "access");
-        CUstream stream = streams.whileOpen(this::enter); // never a stream made after close destroyed the others
+        CUstream stream = streams.openHandle(); // never a stream made after close destroyed the others
         return new CudaDeviceHandle(streams, allocation.address() + offset, bytes, stream, settings.deviceIndex());
     }
 
@@ -391,7 +391,8 @@ public final class CudaBackend implements ComputeBackend {
      * them), then frees staging, kernels and streams, and releases the context reference. The pool freed its
      * segments first, except memory the manager kept because a thread might still reach it: if PINNED or UNIFIED
      * allocations are still live, the context reference is kept (releasing the last one resets the context, which
-     * unmaps that host memory under the threads) and a warning says so. The wait for recorded work is bounded: on a
+     * unmaps that host memory under the threads) and a warning says so; while a device access is still open, its
+     * holder may queue work on its stream and memory, so the streams and the context are kept. The wait for recorded work is bounded: on a
      * device that does not finish it within {@link #DEVICE_WAIT_AT_CLOSE}, the backend keeps its streams, staging
      * buffers, kernels and context (destroying them under running work could crash the device's users) and says so.
      */
@@ -432,6 +433,14 @@ public final class CudaBackend implements ComputeBackend {
         staging.close();
         ops.close();
         kernels.forEach(CudaKernel::unload);
+        if (streams.openHandles() > 0) {
+            // the manager closes its backend under an access held past its close timeout, keeping the access's memory:
+            // releasing the context would free that device memory, and destroying the streams the one the holder queues on
+            LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": " + streams.openHandles() + " device"
+                    + " access(es) still open at close; the backend keeps its streams and context, and so the memory the"
+                    + " accesses reach, rather than free them under their holders. They go back with the process.");
+            return;
+        }
         streams.destroy();
         if (virtualMemory != null) {
             virtualMemory.close();

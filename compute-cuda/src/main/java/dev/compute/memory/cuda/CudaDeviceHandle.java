@@ -124,6 +124,7 @@ public final class CudaDeviceHandle implements DeviceHandle {
     public synchronized CompletableFuture<Void> end() {
         checkOpen();
         open = false;
+        streams.handleEnded();
         CompletableFuture<Void> queued = streams.recordWhileOpen(stream);
         if (queued == null) {
             // the backend closed while this access was open: its streams are gone and nothing can be recorded; a

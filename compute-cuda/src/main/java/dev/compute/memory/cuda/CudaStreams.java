@@ -10,6 +10,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.ReadWriteLock;
@@ -39,6 +40,8 @@ final class CudaStreams {
      */
     private volatile boolean closing;
     private final ReadWriteLock lifecycle = new ReentrantReadWriteLock();
+    /** Device handles open now: their holders may queue work of their own on these streams, on memory of the context. */
+    private final AtomicInteger openHandles = new AtomicInteger();
 
     CudaStreams(CudaContext context, DeviceCompletions completions, int count) {
         this.context = context;
@@ -160,6 +163,27 @@ final class CudaStreams {
         } finally {
             read.unlock();
         }
+    }
+
+    /**
+     * This thread's stream for a device handle opening now, counted open until {@link #handleEnded}: close keeps the
+     * streams and the context while any is ({@link #openHandles}). Refused once close has begun.
+     */
+    CUstream openHandle() {
+        return whileOpen(() -> {
+            CUstream stream = enter();
+            openHandles.incrementAndGet();
+            return stream;
+        });
+    }
+
+    void handleEnded() {
+        openHandles.decrementAndGet();
+    }
+
+    /** Device handles open now; none opens once close has waited for the calls under way. */
+    int openHandles() {
+        return openHandles.get();
     }
 
     /**

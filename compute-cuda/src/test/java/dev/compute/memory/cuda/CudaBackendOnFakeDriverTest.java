@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.AccessMode;
+import dev.compute.memory.BufferAccess;
 import dev.compute.memory.ComputeKernel;
 import dev.compute.memory.DataType;
 import dev.compute.memory.KernelArg;
@@ -53,6 +54,7 @@ import java.util.logging.Level;
 import java.util.logging.LogRecord;
 import java.util.logging.Logger;
 import jcuda.driver.CUcontext;
+import jcuda.driver.CUdeviceptr;
 import jcuda.driver.CUstream;
 import jcuda.driver.JCudaDriver;
 import org.junit.jupiter.api.BeforeAll;
@@ -126,6 +128,11 @@ class CudaBackendOnFakeDriverTest {
     @Test
     void aViewHeldPastTheManagersCloseStaysMapped() throws Exception {
         inFakeDriverJvm("aViewHeldPastTheManagersCloseStaysMapped");
+    }
+
+    @Test
+    void aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory() throws Exception {
+        inFakeDriverJvm("aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory");
     }
 
     @Test
@@ -203,6 +210,8 @@ class CudaBackendOnFakeDriverTest {
                 case "awaitIdleWaitsForEveryStreamWithinItsBound" -> Scenarios.awaitIdleWaitsForEveryStreamWithinItsBound();
                 case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
                 case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
+                case "aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory" ->
+                        Scenarios.aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory();
                 case "closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses" -> Scenarios.closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses();
                 case "ownKernelsLoadLaunchAndUnloadThroughJCuda" -> Scenarios.ownKernelsLoadLaunchAndUnloadThroughJCuda();
                 case "aBlockingCopyBehindStuckWorkIsBounded" -> Scenarios.aBlockingCopyBehindStuckWorkIsBounded();
@@ -976,6 +985,43 @@ class CudaBackendOnFakeDriverTest {
             managerClosed.countDown();
             holder.join();
             assertThat(seen.get()).as("what the holder read through its view after the close").isEqualTo(15);
+        }
+
+        static void aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory() throws Throwable {
+            CudaBackend backend = open();
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).closeTimeout(Duration.ofMillis(200)).build();
+            UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.DEVICE);
+            CountDownLatch handleTaken = new CountDownLatch(1);
+            CountDownLatch managerClosed = new CountDownLatch(1);
+            AtomicReference<Object> seen = new AtomicReference<>();
+            Thread holder = Thread.ofPlatform().start(() -> {
+                try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
+                    CudaDeviceHandle handle = access.handle(CudaDeviceHandle.class);
+                    CUdeviceptr pointer = handle.pointer();
+                    CUstream stream = handle.stream();
+                    handleTaken.countDown();
+                    managerClosed.await();
+                    // the holder's own work on what its access gave, while the access is still open
+                    byte[] sevens = new byte[4096];
+                    Arrays.fill(sevens, (byte) 7);
+                    int written = JCudaDriver.cuMemcpyHtoDAsync(pointer, jcuda.Pointer.to(sevens), 4096, stream);
+                    byte[] back = new byte[4096];
+                    int read = JCudaDriver.cuMemcpyDtoHAsync(jcuda.Pointer.to(back), pointer, 4096, stream);
+                    seen.set(written + "," + read + "," + back[4095]);
+                } catch (Throwable t) {
+                    seen.set(t);
+                }
+            });
+            handleTaken.await();
+            manager.close(); // the access is still open on the holder thread when the close timeout passes
+            Counters after = counters();
+            assertThat(after.contextReferences()).as("the context stays with the memory the open access reaches").isEqualTo(1);
+            assertThat(after.resets()).isZero();
+            assertThat(after.device()).as("the device memory the manager kept").isEqualTo(1);
+            assertThat(after.streams()).as("the access's stream is kept").isPositive();
+            managerClosed.countDown();
+            holder.join();
+            assertThat(seen.get()).as("the holder's copies through its handle after the close").isEqualTo("0,0,7");
         }
     }
 }
