@@ -1,6 +1,8 @@
 package dev.compute.memory.testing;
 
 import java.io.IOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -34,15 +36,31 @@ public final class ChildJvm {
 
     /** Runs the {@code main} of a class on a class path of the caller's choosing instead of the tests' own. */
     public static Result run(Duration timeout, String classPath, String main, String... args) throws IOException, InterruptedException {
+        return run(timeout, classPath, List.of(), main, args);
+    }
+
+    /** As {@link #run(Duration, Class, String...)}, in a JVM that can debug itself: see {@link Breakpoint}. */
+    public static Result runDebuggable(Duration timeout, Class<?> main, String... args) throws IOException, InterruptedException {
+        int port;
+        try (ServerSocket free = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            port = free.getLocalPort();
+        }
+        return run(timeout, System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")),
+                List.of("-agentlib:jdwp=transport=dt_socket,server=y,suspend=n,quiet=y,address=127.0.0.1:" + port,
+                        "-D" + Breakpoint.PORT_PROPERTY + "=" + port), main.getName(), args);
+    }
+
+    private static Result run(Duration timeout, String classPath, List<String> options, String main, String... args)
+            throws IOException, InterruptedException {
         Path directory = Files.createTempDirectory("child-jvm");
         try {
-            return runIn(directory, timeout, classPath, main, args);
+            return runIn(directory, timeout, classPath, options, main, args);
         } finally {
             deleteRecursively(directory);
         }
     }
 
-    private static Result runIn(Path directory, Duration timeout, String classPath, String main, String... args)
+    private static Result runIn(Path directory, Duration timeout, String classPath, List<String> options, String main, String... args)
             throws IOException, InterruptedException {
         Path log = directory.resolve("output.txt");
         List<String> command = new ArrayList<>();
@@ -50,6 +68,7 @@ public final class ChildJvm {
         command.add("--enable-native-access=ALL-UNNAMED");
         command.add("-Xmx512m");
         command.add("-XX:ErrorFile=" + directory.resolve("hs_err_%p.log"));
+        command.addAll(options);
         command.add("-cp");
         command.add(classPath);
         command.add(main);

@@ -237,7 +237,7 @@ public final class OpenClBackend implements ComputeBackend {
      * release it with {@code clReleaseMemObject}. {@code offset} must be a multiple of {@link #subBufferAlignment()}.
      */
     public cl_mem subBuffer(NativeAllocation allocation, long offset, long bytes) {
-        return allocator.subBuffer(allocation, offset, bytes, CL_MEM_READ_WRITE);
+        return queue.asCall(() -> allocator.subBuffer(allocation, offset, bytes, CL_MEM_READ_WRITE));
     }
 
     // ---- one's own kernels ------------------------------------------------------------------------------------
@@ -251,7 +251,7 @@ public final class OpenClBackend implements ComputeBackend {
     public OpenClDeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
         checkOpen();
         OpenClAllocator.checkRange(allocation, offset, bytes);
-        return OpenClDeviceHandle.open(this, allocation, offset, bytes, mode);
+        return queue.asCall(() -> OpenClDeviceHandle.open(this, allocation, offset, bytes, mode));
     }
 
     /** One's own kernels are OpenCL C ({@link KernelSource#openCl}). */
@@ -295,11 +295,14 @@ public final class OpenClBackend implements ComputeBackend {
 
     // ---- allocation -------------------------------------------------------------------------------------------
 
+    // Allocations, sub-buffers and device handles are calls the close waits for (OpenClQueue.asCall), as copies are:
+    // they create buffers in the context (a PINNED one is mapped on the transfer queue), which the close releases.
+
     /** A fresh allocation of {@code sizeBytes} rounded up to {@link #subBufferAlignment()}. */
     @Override
     public NativeAllocation allocate(MemoryLocation location, long sizeBytes) {
         checkOpen();
-        return allocator.allocate(location, sizeBytes);
+        return queue.asCall(() -> allocator.allocate(location, sizeBytes));
     }
 
     /**

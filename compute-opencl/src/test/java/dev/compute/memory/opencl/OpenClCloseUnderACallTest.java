@@ -7,10 +7,12 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.Region;
+import dev.compute.memory.testing.Breakpoint;
 import dev.compute.memory.testing.ChildJvm;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicReference;
@@ -40,6 +42,18 @@ class OpenClCloseUnderACallTest {
         assertThat(result.crashed()).as(result.describe()).isFalse();
         assertThat(result.exitCode()).as(result.describe()).isZero();
         assertThat(result.output()).as(result.describe()).contains("the op ended before the close returned: true");
+    }
+
+    @Test
+    void closeWaitsForAnAllocationUnderWayBeforeItReleasesTheContext() throws Exception {
+        OpenClTestSupport.requireOpenCl();
+        ChildJvm.Result result = ChildJvm.runDebuggable(Duration.ofSeconds(120), CloseUnderAnAllocation.class);
+        assertThat(result.crashed()).as(result.describe()).isFalse();
+        assertThat(result.exitCode()).as(result.describe()).isZero();
+        assertThat(result.output()).as(result.describe())
+                .contains("DEVICE: the close returned under the allocation: false")
+                .contains("PINNED: the close returned under the allocation: false")
+                .contains("UNIFIED: the close returned under the allocation: false");
     }
 
     /** Waits until {@code thread} is inside {@code method} of {@code type}; fails if it ended first. */
@@ -76,6 +90,47 @@ class OpenClCloseUnderACallTest {
             }
             if (sum.get() != null) {
                 sum.get().join();
+            }
+        }
+    }
+
+    /**
+     * An allocation held, as by a debugger, past the backend's open check and before its first OpenCL call, while another
+     * thread closes the backend; then let go.
+     */
+    static final class CloseUnderAnAllocation {
+        public static void main(String[] args) throws Exception {
+            for (MemoryLocation location : List.of(MemoryLocation.DEVICE, MemoryLocation.PINNED, MemoryLocation.UNIFIED)) {
+                OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings());
+                AtomicReference<NativeAllocation> allocation = new AtomicReference<>();
+                AtomicReference<Throwable> failure = new AtomicReference<>();
+                try (Breakpoint breakpoint = Breakpoint.at(OpenClAllocator.class, "allocate", 1, "allocating")) {
+                    Thread allocating = Thread.ofPlatform().name("allocating").start(() -> {
+                        try {
+                            allocation.set(backend.allocate(location, 1 << 20));
+                        } catch (Throwable t) {
+                            failure.set(t);
+                        }
+                    });
+                    breakpoint.awaitHit(60);
+                    Thread closing = Thread.ofPlatform().name("closing").start(backend::close);
+                    // until the close waits for the calls under way, or has returned
+                    while (closing.isAlive() && !(closing.getState() == Thread.State.TIMED_WAITING && Arrays.stream(closing.getStackTrace())
+                            .anyMatch(frame -> frame.getClassName().equals(OpenClQueue.class.getName()) && frame.getMethodName().equals("callsEnded")))) {
+                        Thread.onSpinWait();
+                    }
+                    System.out.println(location + ": the close returned under the allocation: " + !closing.isAlive());
+                    breakpoint.release();
+                    allocating.join();
+                    closing.join();
+                }
+                // made before the close released the context, or refused as the backend closed
+                if (failure.get() != null && !(failure.get() instanceof IllegalStateException closed && closed.getMessage().endsWith("is closed"))) {
+                    throw new AssertionError(location + " allocation failed", failure.get());
+                }
+                if (allocation.get() != null) {
+                    backend.free(allocation.get());
+                }
             }
         }
     }
