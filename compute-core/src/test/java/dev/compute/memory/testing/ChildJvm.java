@@ -41,13 +41,18 @@ public final class ChildJvm {
 
     /** As {@link #run(Duration, Class, String...)}, in a JVM that can debug itself: see {@link Breakpoint}. */
     public static Result runDebuggable(Duration timeout, Class<?> main, String... args) throws IOException, InterruptedException {
+        return run(timeout, System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")), debuggable(),
+                main.getName(), args);
+    }
+
+    /** The options of a JVM that can debug itself ({@link Breakpoint}), for a test that starts one of its own. */
+    public static List<String> debuggable() throws IOException {
         int port;
         try (ServerSocket free = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             port = free.getLocalPort();
         }
-        return run(timeout, System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")),
-                List.of("-agentlib:jdwp=transport=dt_socket,server=y,suspend=n,quiet=y,address=127.0.0.1:" + port,
-                        "-D" + Breakpoint.PORT_PROPERTY + "=" + port), main.getName(), args);
+        return List.of("-agentlib:jdwp=transport=dt_socket,server=y,suspend=n,quiet=y,address=127.0.0.1:" + port,
+                "-D" + Breakpoint.PORT_PROPERTY + "=" + port);
     }
 
     private static Result run(Duration timeout, String classPath, List<String> options, String main, String... args)

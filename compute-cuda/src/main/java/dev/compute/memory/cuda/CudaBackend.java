@@ -257,8 +257,8 @@ public final class CudaBackend implements ComputeBackend {
         if (!supported.available()) {
             throw new IllegalArgumentException(location + " memory is not available on " + info.deviceName() + ": " + supported.detail());
         }
-        streams.requireOpen();
-        return allocator.allocate(location, sizeBytes);
+        // a call the close waits for: it must not release the context, and judge what memory is live, under a new allocation
+        return streams.whileOpen(() -> allocator.allocate(location, sizeBytes));
     }
 
     @Override

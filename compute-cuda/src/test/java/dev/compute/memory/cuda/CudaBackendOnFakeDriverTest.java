@@ -21,6 +21,8 @@ import dev.compute.memory.ViewScope;
 import dev.compute.memory.contract.KernelContractTest;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.testing.Breakpoint;
+import dev.compute.memory.testing.ChildJvm;
 import java.io.File;
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -87,11 +89,17 @@ class CudaBackendOnFakeDriverTest {
 
     /** Runs the scenario {@code name} in a JVM of its own on the fake driver; fails with its output if it fails. */
     private static void inFakeDriverJvm(String name) throws IOException, InterruptedException {
+        inFakeDriverJvm(name, List.of());
+    }
+
+    /** As {@link #inFakeDriverJvm(String)}, the JVM started with {@code options} too. */
+    private static void inFakeDriverJvm(String name, List<String> options) throws IOException, InterruptedException {
         Path output = dir.resolve(name + ".out");
-        ProcessBuilder java = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--enable-native-access=ALL-UNNAMED", "-Xmx256m", "-cp", System.getProperty("java.class.path"),
-                CudaBackendOnFakeDriverTest.class.getName(), name)
-                .redirectErrorStream(true).redirectOutput(output.toFile());
+        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "--enable-native-access=ALL-UNNAMED", "-Xmx256m"));
+        command.addAll(options);
+        command.addAll(List.of("-cp", System.getProperty("java.class.path"), CudaBackendOnFakeDriverTest.class.getName(), name));
+        ProcessBuilder java = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(output.toFile());
         java.environment().put("LD_LIBRARY_PATH", dir.toString());
         Process process = java.start();
         boolean exited = process.waitFor(120, TimeUnit.SECONDS);
@@ -133,6 +141,11 @@ class CudaBackendOnFakeDriverTest {
     @Test
     void aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory() throws Exception {
         inFakeDriverJvm("aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory");
+    }
+
+    @Test
+    void closeWaitsForAnAllocationUnderWay() throws Exception {
+        inFakeDriverJvm("closeWaitsForAnAllocationUnderWay", ChildJvm.debuggable());
     }
 
     @Test
@@ -210,6 +223,7 @@ class CudaBackendOnFakeDriverTest {
                 case "awaitIdleWaitsForEveryStreamWithinItsBound" -> Scenarios.awaitIdleWaitsForEveryStreamWithinItsBound();
                 case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
                 case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
+                case "closeWaitsForAnAllocationUnderWay" -> Scenarios.closeWaitsForAnAllocationUnderWay();
                 case "aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory" ->
                         Scenarios.aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory();
                 case "closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses" -> Scenarios.closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses();
@@ -1022,6 +1036,49 @@ class CudaBackendOnFakeDriverTest {
             managerClosed.countDown();
             holder.join();
             assertThat(seen.get()).as("the holder's copies through its handle after the close").isEqualTo("0,0,7");
+        }
+
+        /**
+         * An allocation held, as by a debugger, past the backend's open check and before its first driver call, while
+         * another thread closes the backend; then let go.
+         */
+        static void closeWaitsForAnAllocationUnderWay() throws Throwable {
+            List<LogRecord> warnings = backendWarnings();
+            for (MemoryLocation location : List.of(MemoryLocation.DEVICE, MemoryLocation.PINNED, MemoryLocation.UNIFIED)) {
+                long referencesBefore = counters().contextReferences();
+                CudaBackend backend = open();
+                AtomicReference<NativeAllocation> allocation = new AtomicReference<>();
+                AtomicReference<Throwable> failure = new AtomicReference<>();
+                try (Breakpoint breakpoint = Breakpoint.at(CudaAllocator.class, "allocate", 1, "allocating")) {
+                    Thread allocating = Thread.ofPlatform().name("allocating").start(() -> {
+                        try {
+                            allocation.set(backend.allocate(location, 4096));
+                        } catch (Throwable t) {
+                            failure.set(t);
+                        }
+                    });
+                    breakpoint.awaitHit(60);
+                    Thread closing = Thread.ofPlatform().name("closing").start(backend::close);
+                    // until the close waits for the calls under way, or has returned
+                    while (closing.isAlive() && !(closing.getState() == Thread.State.TIMED_WAITING && Arrays.stream(closing.getStackTrace())
+                            .anyMatch(frame -> frame.getMethodName().equals("awaitCallsEnded")))) {
+                        Thread.onSpinWait();
+                    }
+                    assertThat(closing.isAlive()).as("%s: the close waits for the allocation under way", location).isTrue();
+                    breakpoint.release();
+                    allocating.join();
+                    closing.join();
+                }
+                assertThat(failure.get()).as("%s allocation", location).isNull();
+                Counters after = counters();
+                if (location == MemoryLocation.DEVICE) {
+                    assertThat(after.contextReferences()).as("DEVICE memory goes with the context, as any the pool left").isEqualTo(referencesBefore);
+                } else { // made before the close looked for live host memory: the context is kept for it
+                    assertThat(after.contextReferences()).as("%s: the context is kept", location).isEqualTo(referencesBefore + 1);
+                    allocation.get().hostSegment().fill((byte) 9);
+                }
+            }
+            assertThat(warnings).hasSize(2);
         }
     }
 }
