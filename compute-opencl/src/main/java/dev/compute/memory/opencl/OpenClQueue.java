@@ -468,7 +468,8 @@ final class OpenClQueue {
     /**
      * Refuses new work, waits for the calls under way ({@link #asCall}), every queued command, every recorded work and
      * every future's dependent actions, then runs {@code releaseFirst} (what uses the queue: kernels, programs) and releases the queue and context.
-     * Closing twice is harmless. A call, work, or a dependent action that does not finish within {@code deviceWait} keeps the
+     * Closing twice is harmless. While a device handle is open, its holder may queue work on the queue and context it gave:
+     * they are kept, and a warning says so. A call, work, or a dependent action that does not finish within {@code deviceWait} keeps the
      * queue, the context and the threads waiting on events, and a warning says so.
      */
     void close(Duration deviceWait, Runnable releaseFirst) {
@@ -482,6 +483,14 @@ final class OpenClQueue {
             LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": a call into the backend (a copy) was still under"
                     + " way " + deviceWait.toMillis() + " ms after close began; the backend keeps its queues and context rather than"
                     + " release them under it");
+            return;
+        }
+        // after the calls: a handle opens inside one, so none opens from now on
+        int handles = openHandles.get();
+        if (handles > 0) {
+            LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": " + handles + " device handle(s) still open at close"
+                    + " (a device access held past the manager's close timeout); the backend keeps its queues and context, which their"
+                    + " holders may still queue work on, rather than release them under them");
             return;
         }
         CompletableFuture<Void> idle;

@@ -2,6 +2,7 @@ package dev.compute.memory.opencl;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.compute.memory.AccessMode;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendSettings;
@@ -15,7 +16,12 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicReference;
+import org.jocl.CL;
+import org.jocl.Pointer;
+import org.jocl.cl_command_queue;
+import org.jocl.cl_mem;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -54,6 +60,17 @@ class OpenClCloseUnderACallTest {
                 .contains("DEVICE: the close returned under the allocation: false")
                 .contains("PINNED: the close returned under the allocation: false")
                 .contains("UNIFIED: the close returned under the allocation: false");
+    }
+
+    @Test
+    void closeKeepsTheQueueAndContextWhileADeviceHandleIsOpen() throws Exception {
+        OpenClTestSupport.requireOpenCl();
+        ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(120), CloseUnderAnOpenHandle.class);
+        assertThat(result.crashed()).as(result.describe()).isFalse();
+        assertThat(result.exitCode()).as(result.describe()).isZero();
+        assertThat(result.output()).as(result.describe())
+                .contains("queue and context released under the open handle: false")
+                .contains("the holder's write after the close: CL_SUCCESS");
     }
 
     /** Waits until {@code thread} is inside {@code method} of {@code type}; fails if it ended first. */
@@ -132,6 +149,42 @@ class OpenClCloseUnderACallTest {
                     backend.free(allocation.get());
                 }
             }
+        }
+    }
+
+    /**
+     * A thread holds a device handle open, with the queue and buffer it gave, while another closes the backend (as a
+     * manager does once its close timeout has passed); the holder then queues its own work on what the handle gave.
+     */
+    static final class CloseUnderAnOpenHandle {
+        public static void main(String[] args) throws Exception {
+            OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings());
+            NativeAllocation allocation = backend.allocate(MemoryLocation.DEVICE, 4096);
+            CountDownLatch handleTaken = new CountDownLatch(1);
+            CountDownLatch backendClosed = new CountDownLatch(1);
+            AtomicReference<Object> written = new AtomicReference<>();
+            Thread holder = Thread.ofPlatform().name("holder").start(() -> {
+                try {
+                    OpenClDeviceHandle cl = backend.openDeviceHandle(allocation, 0, 4096, AccessMode.WRITE);
+                    cl_command_queue queue = cl.queue();
+                    cl_mem memory = cl.memory();
+                    handleTaken.countDown();
+                    backendClosed.await();
+                    byte[] sevens = new byte[4096];
+                    Arrays.fill(sevens, (byte) 7);
+                    written.set(CL.stringFor_errorCode(CL.clEnqueueWriteBuffer(queue, memory, true, 0, sevens.length, Pointer.to(sevens),
+                            0, null, null)));
+                    cl.end();
+                } catch (Throwable t) {
+                    written.set(t);
+                }
+            });
+            handleTaken.await();
+            backend.close();
+            System.out.println("queue and context released under the open handle: " + backend.queue().isReleased());
+            backendClosed.countDown();
+            holder.join();
+            System.out.println("the holder's write after the close: " + written.get());
         }
     }
 
