@@ -15,6 +15,7 @@ import dev.compute.memory.spi.NativeAllocation;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jocl.CL;
 import org.jocl.Pointer;
@@ -39,6 +40,8 @@ final class OpenClAllocator {
      * of the allocation's size that are never reused, so that allocations never overlap in the pool's view.
      */
     private final AtomicLong nextDeviceAddress;
+    /** DEVICE, PINNED and UNIFIED allocations not freed: memory a device handle may reach. */
+    private final AtomicInteger liveAllocations = new AtomicInteger();
     /** The sub-buffers device accesses use, kept from one access to the next. */
     private final SubBuffers keptSubBuffers = new SubBuffers();
 
@@ -60,12 +63,21 @@ final class OpenClAllocator {
             throw new BackendOutOfMemoryException(location + " allocation of " + sizeBytes + " bytes is above the largest single "
                     + "allocation of " + properties.device().describe() + ": " + properties.maxAllocation() + " bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)");
         }
-        return switch (location) {
+        NativeAllocation allocation = switch (location) {
             case DEVICE -> allocateDevice(size);
             case PINNED -> allocatePinned(size);
             case HOST -> allocateHost(size);
             case UNIFIED -> allocateUnified(size);
         };
+        if (location != MemoryLocation.HOST) {
+            liveAllocations.incrementAndGet();
+        }
+        return allocation;
+    }
+
+    /** Whether DEVICE, PINNED or UNIFIED memory is still allocated: what a device handle may reach. */
+    boolean holdsMemory() {
+        return liveAllocations.get() > 0;
     }
 
     private NativeAllocation allocateDevice(long size) {
@@ -142,6 +154,9 @@ final class OpenClAllocator {
      * or nothing for SVM, which went with its context.
      */
     void free(NativeAllocation allocation) {
+        if (allocation.location() != MemoryLocation.HOST) {
+            liveAllocations.decrementAndGet();
+        }
         switch (allocation.handle()) {
             case cl_mem memory -> {
                 keptSubBuffers.dropAll(memory);

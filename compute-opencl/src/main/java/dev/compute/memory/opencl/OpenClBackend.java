@@ -430,7 +430,7 @@ public final class OpenClBackend implements ComputeBackend {
 
     @Override
     public void close(Duration deviceWait) {
-        queue.close(deviceWait, () -> {
+        queue.close(deviceWait, allocator::holdsMemory, () -> {
             allocator.dropKeptSubBuffers();
             ops.release();
             kernels.forEach(OpenClKernel::release);

@@ -17,6 +17,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.ReadWriteLock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 import org.jocl.CL;
 import org.jocl.Pointer;
@@ -465,14 +466,20 @@ final class OpenClQueue {
         }
     }
 
+    /** As {@link #close(Duration, BooleanSupplier, Runnable)}, keeping the queue and context while any device handle is open. */
+    void close(Duration deviceWait, Runnable releaseFirst) {
+        close(deviceWait, () -> true, releaseFirst);
+    }
+
     /**
      * Refuses new work, waits for the calls under way ({@link #asCall}), every queued command, every recorded work and
      * every future's dependent actions, then runs {@code releaseFirst} (what uses the queue: kernels, programs) and releases the queue and context.
-     * Closing twice is harmless. While a device handle is open, its holder may queue work on the queue and context it gave:
-     * they are kept, and a warning says so. A call, work, or a dependent action that does not finish within {@code deviceWait} keeps the
+     * Closing twice is harmless. While a device handle is open and {@code memoryHeld} (the backend still holds memory it
+     * may reach: the manager kept it for an access held past its close timeout), its holder may queue work on the queue and
+     * context it gave: they are kept, and a warning says so. A call, work, or a dependent action that does not finish within {@code deviceWait} keeps the
      * queue, the context and the threads waiting on events, and a warning says so.
      */
-    void close(Duration deviceWait, Runnable releaseFirst) {
+    void close(Duration deviceWait, BooleanSupplier memoryHeld, Runnable releaseFirst) {
         synchronized (lifecycle) {
             if (closed) {
                 return;
@@ -485,9 +492,10 @@ final class OpenClQueue {
                     + " release them under it");
             return;
         }
-        // after the calls: a handle opens inside one, so none opens from now on
+        // after the calls: a handle opens inside one, so none opens from now on. A handle whose memory all went back
+        // reaches nothing: the manager's close ended its access itself, freed the memory, and does not end handles then
         int handles = openHandles.get();
-        if (handles > 0) {
+        if (handles > 0 && memoryHeld.getAsBoolean()) {
             LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": " + handles + " device handle(s) still open at close"
                     + " (a device access held past the manager's close timeout); the backend keeps its queues and context, which their"
                     + " holders may still queue work on, rather than release them under them");

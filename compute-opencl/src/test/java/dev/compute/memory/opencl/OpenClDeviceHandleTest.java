@@ -465,7 +465,8 @@ class OpenClDeviceHandleTest {
         BufferAccess access = y.deviceAccess(AccessMode.READ_WRITE);
         OpenClDeviceHandle kept = access.handle(OpenClDeviceHandle.class);
         scaleAddIndex(kept, 0, 2, N, kept.queue(), NO_EVENTS, null);
-        manager.close();
+        manager.close(); // ends this thread's access itself and frees its memory: the backend keeps nothing for the handle
+        assertThat(backend.queue().isReleased()).as("queue and context released").isTrue();
         assertThatThrownBy(kept::memory).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
         access.close(); // nothing is enqueued on the released queue: the backend's close has finished it
         assertThat(access.isOpen()).isFalse();
