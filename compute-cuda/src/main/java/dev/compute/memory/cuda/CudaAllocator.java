@@ -11,6 +11,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Map;
 import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import jcuda.driver.CUmemAttach_flags;
 import jcuda.driver.JCudaDriver;
 
@@ -29,6 +30,8 @@ final class CudaAllocator {
     private final CudaContext context;
     /** Our PINNED and UNIFIED allocations (base → end): host memory the device reads directly. */
     private final ConcurrentSkipListMap<Long, Long> deviceVisibleHost = new ConcurrentSkipListMap<>();
+    /** DEVICE, PINNED and UNIFIED allocations not freed: memory a device handle may reach. */
+    private final AtomicInteger liveAllocations = new AtomicInteger();
 
     CudaAllocator(CudaContext context) {
         this.context = context;
@@ -42,6 +45,7 @@ final class CudaAllocator {
             case DEVICE -> {
                 DevicePointer pointer = new DevicePointer();
                 CudaResults.check(cuMemAlloc(pointer, sizeBytes), "cuMemAlloc(" + where + ")");
+                liveAllocations.incrementAndGet();
                 return new NativeAllocation(location, pointer.address(), sizeBytes, null, pointer);
             }
             case PINNED -> {
@@ -50,6 +54,7 @@ final class CudaAllocator {
                         "cuMemHostAlloc(" + sizeBytes + " bytes)");
                 HostPointer pointer = new HostPointer(address);
                 deviceVisibleHost.put(address, address + sizeBytes);
+                liveAllocations.incrementAndGet();
                 return new NativeAllocation(location, address, sizeBytes, MemorySegment.ofAddress(address).reinterpret(sizeBytes), pointer);
             }
             case UNIFIED -> {
@@ -57,6 +62,7 @@ final class CudaAllocator {
                 CudaResults.check(cuMemAllocManaged(pointer, sizeBytes, CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged(" + where + ")");
                 long address = pointer.address();
                 deviceVisibleHost.put(address, address + sizeBytes);
+                liveAllocations.incrementAndGet();
                 return new NativeAllocation(location, address, sizeBytes, MemorySegment.ofAddress(address).reinterpret(sizeBytes), pointer);
             }
             case HOST -> {
@@ -81,10 +87,12 @@ final class CudaAllocator {
                     throw new IllegalArgumentException(range + " is a reserved range: give it back with virtualMemory(DEVICE).release");
             case DevicePointer pointer -> {
                 deviceVisibleHost.remove(allocation.address());
+                liveAllocations.decrementAndGet();
                 CudaResults.check(cuMemFree(pointer), "cuMemFree(" + allocation.sizeBytes() + " bytes)");
             }
             case HostPointer pointer -> {
                 deviceVisibleHost.remove(allocation.address());
+                liveAllocations.decrementAndGet();
                 CudaResults.check(context.driver.freeHost(pointer.address()), "cuMemFreeHost(" + allocation.sizeBytes() + " bytes)");
             }
             case Arena arena -> arena.close();
@@ -100,6 +108,11 @@ final class CudaAllocator {
         long start = segment.address();
         Map.Entry<Long, Long> owner = deviceVisibleHost.floorEntry(start);
         return owner != null && start + bytes <= owner.getValue();
+    }
+
+    /** Whether DEVICE, PINNED or UNIFIED memory is still allocated: what a device handle may reach. */
+    boolean holdsMemory() {
+        return liveAllocations.get() > 0;
     }
 
     /** The PINNED and UNIFIED allocations not freed: while there are any, the context must not go. */

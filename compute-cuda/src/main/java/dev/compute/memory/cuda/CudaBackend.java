@@ -433,9 +433,11 @@ public final class CudaBackend implements ComputeBackend {
         staging.close();
         ops.close();
         kernels.forEach(CudaKernel::unload);
-        if (streams.openHandles() > 0) {
+        if (streams.openHandles() > 0 && (allocator.holdsMemory() || virtualMemory != null && virtualMemory.holdsRanges())) {
             // the manager closes its backend under an access held past its close timeout, keeping the access's memory:
-            // releasing the context would free that device memory, and destroying the streams the one the holder queues on
+            // releasing the context would free that device memory, and destroying the streams the one the holder queues on.
+            // (A handle whose memory all went back reaches nothing: the manager's close ended its access itself and freed
+            // the memory, and does not end handles then, DeviceHandle.end.)
             LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": " + streams.openHandles() + " device"
                     + " access(es) still open at close; the backend keeps its streams and context, and so the memory the"
                     + " accesses reach, rather than free them under their holders. They go back with the process.");

@@ -7,6 +7,7 @@ import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Page mapping for expandable DEVICE segments: {@code cuMemAddressReserve} a range once, then back it page by
@@ -44,6 +45,8 @@ final class CudaVirtualMemory implements VirtualMemory {
     private final Arena structs = Arena.ofShared();
     private final MemorySegment prop;
     private final MemorySegment access;
+    /** Ranges reserved and not released: DEVICE memory a device handle may reach. */
+    private final AtomicInteger reservedRanges = new AtomicInteger();
 
     CudaVirtualMemory(CudaContext context) {
         this(context.driver, context.deviceId, context::makeCurrent);
@@ -84,6 +87,7 @@ final class CudaVirtualMemory implements VirtualMemory {
             CudaResults.check((int) driver.cuMemAddressReserve.invokeExact(out, size, 0L, 0L, 0L),
                     "cuMemAddressReserve(" + size + " bytes)");
             long base = out.get(JAVA_LONG, 0);
+            reservedRanges.incrementAndGet();
             return new NativeAllocation(MemoryLocation.DEVICE, base, size, null, new ReservedRange(base, size, granularity));
         } catch (Throwable t) {
             throw DriverLibrary.rethrow(t);
@@ -193,6 +197,7 @@ final class CudaVirtualMemory implements VirtualMemory {
             unmapPages(r, 0, r.pageHandles.length, Failures.THROW);
             try {
                 CudaResults.check((int) driver.cuMemAddressFree.invokeExact(r.base, r.size), "cuMemAddressFree(" + r.size + " bytes)");
+                reservedRanges.decrementAndGet();
             } catch (Throwable t) {
                 throw DriverLibrary.rethrow(t);
             }
@@ -261,6 +266,11 @@ final class CudaVirtualMemory implements VirtualMemory {
             throw new IllegalArgumentException("not a range reserved by this backend's virtual memory: " + range);
         }
         return r;
+    }
+
+    /** Whether a reserved range is still held (the pool releases them before the backend closes, unless it kept its memory). */
+    boolean holdsRanges() {
+        return reservedRanges.get() > 0;
     }
 
     /** Frees the structs; ranges must have been released (the pool releases them before the backend closes). */

@@ -144,6 +144,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void theManagersCloseOnAThreadHoldingADeviceAccessReleasesEverything() throws Exception {
+        inFakeDriverJvm("theManagersCloseOnAThreadHoldingADeviceAccessReleasesEverything");
+    }
+
+    @Test
     void closeWaitsForAnAllocationUnderWay() throws Exception {
         inFakeDriverJvm("closeWaitsForAnAllocationUnderWay", ChildJvm.debuggable());
     }
@@ -224,6 +229,8 @@ class CudaBackendOnFakeDriverTest {
                 case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
                 case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
                 case "closeWaitsForAnAllocationUnderWay" -> Scenarios.closeWaitsForAnAllocationUnderWay();
+                case "theManagersCloseOnAThreadHoldingADeviceAccessReleasesEverything" ->
+                        Scenarios.theManagersCloseOnAThreadHoldingADeviceAccessReleasesEverything();
                 case "aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory" ->
                         Scenarios.aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory();
                 case "closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses" -> Scenarios.closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses();
@@ -1079,6 +1086,23 @@ class CudaBackendOnFakeDriverTest {
                 }
             }
             assertThat(warnings).hasSize(2);
+        }
+
+        /** The manager's close ends the closing thread's own access and frees its memory: nothing is kept for its handle. */
+        static void theManagersCloseOnAThreadHoldingADeviceAccessReleasesEverything() throws Throwable {
+            List<LogRecord> warnings = backendWarnings();
+            CudaBackend backend = open();
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
+            UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.DEVICE);
+            BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE);
+            access.handle(CudaDeviceHandle.class);
+            manager.close();
+            Counters after = counters();
+            assertThat(after.contextReferences()).as("context references").isZero();
+            assertThat(after.streams()).as("live streams").isZero();
+            assertThat(after.device()).as("device memory").isZero();
+            assertThat(warnings).as("the backend's warnings").isEmpty();
+            access.close();
         }
     }
 }
