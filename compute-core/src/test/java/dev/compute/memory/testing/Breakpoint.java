@@ -17,8 +17,10 @@ import com.sun.jdi.request.EventRequest;
 import java.io.IOException;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Holds one thread at the start of a method, as a debugger does, so that a test can act while the thread is inside a
@@ -26,9 +28,6 @@ import java.util.concurrent.TimeUnit;
  * named thread stops. Works in a JVM started by {@link ChildJvm#runDebuggable}; every other thread runs on.
  */
 public final class Breakpoint implements AutoCloseable {
-
-    /** The system property {@link ChildJvm#runDebuggable} gives the child: the port its JDWP agent listens on. */
-    static final String PORT_PROPERTY = "compute.test.jdwp.port";
 
     private final VirtualMachine vm;
     private final String threadName;
@@ -63,10 +62,11 @@ public final class Breakpoint implements AutoCloseable {
     }
 
     private static VirtualMachine attachToThisJvm() throws IOException {
-        String port = System.getProperty(PORT_PROPERTY);
-        if (port == null) {
+        String listening = listenerAddress();
+        if (listening == null) {
             throw new IllegalStateException("this JVM has no JDWP agent: run it with ChildJvm.runDebuggable");
         }
+        String port = listening.substring(listening.lastIndexOf(':') + 1);
         AttachingConnector socket = Bootstrap.virtualMachineManager().attachingConnectors().stream()
                 .filter(connector -> connector.name().equals("com.sun.jdi.SocketAttach")).findFirst().orElseThrow();
         Map<String, Connector.Argument> arguments = socket.defaultArguments();
@@ -76,6 +76,16 @@ public final class Breakpoint implements AutoCloseable {
             return socket.attach(arguments);
         } catch (IllegalConnectorArgumentsException e) {
             throw new IllegalStateException(e);
+        }
+    }
+
+    /** Where this JVM's JDWP agent listens ("dt_socket:PORT"), from the agent's properties; null without an agent. */
+    private static @Nullable String listenerAddress() {
+        try {
+            Properties agent = (Properties) Class.forName("jdk.internal.vm.VMSupport").getMethod("getAgentProperties").invoke(null);
+            return agent.getProperty("sun.jdwp.listenerAddress");
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            throw new IllegalStateException("this JVM's agent properties cannot be read: run it with ChildJvm.runDebuggable", e);
         }
     }
 

@@ -1,8 +1,6 @@
 package dev.compute.memory.testing;
 
 import java.io.IOException;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -46,13 +44,11 @@ public final class ChildJvm {
     }
 
     /** The options of a JVM that can debug itself ({@link Breakpoint}), for a test that starts one of its own. */
-    public static List<String> debuggable() throws IOException {
-        int port;
-        try (ServerSocket free = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            port = free.getLocalPort();
-        }
-        return List.of("-agentlib:jdwp=transport=dt_socket,server=y,suspend=n,quiet=y,address=127.0.0.1:" + port,
-                "-D" + Breakpoint.PORT_PROPERTY + "=" + port);
+    public static List<String> debuggable() {
+        // the agent picks a free port itself (a port picked here and closed could be taken before the child binds it);
+        // the child reads it from the agent's properties, which the export lets it reach
+        return List.of("-agentlib:jdwp=transport=dt_socket,server=y,suspend=n,quiet=y,address=127.0.0.1:0",
+                "--add-exports", "java.base/jdk.internal.vm=ALL-UNNAMED");
     }
 
     private static Result run(Duration timeout, String classPath, List<String> options, String main, String... args)
