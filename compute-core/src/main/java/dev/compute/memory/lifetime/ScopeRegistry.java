@@ -1,6 +1,7 @@
 package dev.compute.memory.lifetime;
 
 import dev.compute.memory.internal.LibraryThreads;
+import dev.compute.memory.internal.ManagerLog;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -24,6 +25,8 @@ import org.jspecify.annotations.Nullable;
  * check for scopes handed to it is one volatile read while none are ({@link #endHandedOver()}).
  */
 public final class ScopeRegistry {
+
+    private static final System.Logger LOG = ManagerLog.logger();
 
     /** One thread's open confined scopes, in an intrusive list, and those others asked it to end. */
     static final class ThreadScopes {
@@ -303,24 +306,46 @@ public final class ScopeRegistry {
         Thread current = Thread.currentThread();
         for (ThreadScopes list : byOwner.values()) {
             for (MemoryScope scope : list.openScopes()) {
-                if (list.owner == current) {
-                    scope.end();
-                } else {
-                    scope.endOrHandOver();
+                try {
+                    if (list.owner == current) {
+                        scope.end();
+                    } else {
+                        scope.endOrHandOver();
+                    }
+                } catch (RuntimeException | Error e) {
+                    // a release that failed (a free the memory resource refused) stops no other scope's end, nor the close
+                    releaseFailed(e);
                 }
             }
         }
         for (MemoryScope scope : shared) {
-            scope.endOrHandOver();
+            try {
+                scope.endOrHandOver();
+            } catch (RuntimeException | Error e) {
+                releaseFailed(e);
+            }
         }
         long pause = TimeUnit.MICROSECONDS.toNanos(50);
         while (openScopes() > 0 && System.nanoTime() - deadlineNanos < 0) {
-            sweepDeadOwners();
+            try {
+                sweepDeadOwners();
+            } catch (RuntimeException | Error e) {
+                releaseFailed(e);
+            }
             retryShared();
             LockSupport.parkNanos(pause);
             pause = Math.min(pause * 2, TimeUnit.MILLISECONDS.toNanos(5));
         }
         return openScopes() == 0;
+    }
+
+    /**
+     * A closed buffer's memory, given back as a scope ended on behalf of another thread or buffer, was refused (its
+     * memory resource threw from the free): told here, since the call that ended the scope is no part of that free.
+     */
+    private static void releaseFailed(Throwable failure) {
+        LOG.log(System.Logger.Level.WARNING, "giving a closed buffer's memory back failed as its last view or access ended "
+                + "(the memory resource refused the free); the other views and accesses end all the same", failure);
     }
 
     /** Scopes waiting for their owners or for a retry: while any do, the sweeper runs and calls in look for them. */
