@@ -10,8 +10,11 @@ import dev.compute.memory.testing.LogCapture;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.logging.Level;
@@ -58,6 +61,65 @@ class RefusedFreesTest {
             assertThat(device.liveAllocations()).as("the pools are freed").isZero();
             assertThat(log.atLeast(Level.WARNING)).as("the refusal is told").extracting(RefusedFreesTest::thrownMessage)
                     .contains("the adaptor refuses this free");
+        }
+    }
+
+    @Test
+    void aRefusedReleaseOfADeadThreadsViewsIsToldNotThrownFromAnotherThreadsView() throws Exception {
+        try (UnifiedMemoryManager manager = refusingWhenAsked().build(); LogCapture log = LogCapture.managerLog()) {
+            List<UnifiedBuffer> viewed = new CopyOnWriteArrayList<>();
+            CountDownLatch viewing = new CountDownLatch(1);
+            CountDownLatch end = new CountDownLatch(1);
+            Thread viewer = Thread.ofPlatform().name("views-then-ends").start(() -> {
+                for (int i = 0; i < 2; i++) {
+                    UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.HOST);
+                    buffer.hostView().fill((byte) 1); // allocated and viewed here alone: a confined view
+                    viewed.add(buffer);
+                }
+                viewing.countDown();
+                awaitQuietly(end);
+            });
+            viewing.await();
+            viewed.forEach(UnifiedBuffer::close); // handed to the viewer, which ends without calling in again
+            refusing.set(true);
+            end.countDown();
+            viewer.join();
+
+            // enough threads taking their first view that one of them sweeps the dead viewer's views
+            List<Throwable> failures = new CopyOnWriteArrayList<>();
+            List<UnifiedBuffer> theirs = new CopyOnWriteArrayList<>();
+            List<Thread> viewers = new ArrayList<>();
+            for (int i = 0; i < 40; i++) {
+                viewers.add(Thread.ofPlatform().start(() -> {
+                    try {
+                        UnifiedBuffer own = manager.allocate(4096, MemoryLocation.HOST);
+                        theirs.add(own);
+                        own.hostView().fill((byte) 2);
+                    } catch (Throwable e) {
+                        failures.add(e);
+                    }
+                }));
+            }
+            for (Thread thread : viewers) {
+                thread.join();
+            }
+            while (manager.statistics(MemoryLocation.HOST).heldBuffers() > 0) { // or the sweeper dropped them
+                Thread.sleep(10);
+            }
+            refusing.set(false);
+            theirs.forEach(UnifiedBuffer::close);
+
+            assertThat(failures).as("no view fails for a free of another thread's buffer").isEmpty();
+            assertThat(log.atLeast(Level.WARNING)).as("the refusal is told").extracting(RefusedFreesTest::thrownMessage)
+                    .contains("the adaptor refuses this free");
+        }
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 

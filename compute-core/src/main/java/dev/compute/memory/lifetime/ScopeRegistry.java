@@ -253,9 +253,11 @@ public final class ScopeRegistry {
         }
     }
 
-    /** Drops the scopes of threads that have ended: nobody can reach their confined segments any more. */
+    /**
+     * Drops the scopes of threads that have ended: nobody can reach their confined segments any more. Runs on behalf of
+     * others (a thread's first view, another buffer's close, the sweeper): a release that fails is told, not thrown.
+     */
     public void sweepDeadOwners() {
-        Throwable failure = null;
         for (ThreadScopes list : byOwner.values()) {
             if (!list.owner.isAlive()) {
                 byOwner.remove(list.owner, list);
@@ -272,18 +274,12 @@ public final class ScopeRegistry {
                     } catch (RuntimeException | Error e) {
                         // its release failed (a free the memory resource refused): the owner's list is gone, so the
                         // others must be dropped now, or their memory would never come back
-                        failure = failure == null ? e : failure;
+                        releaseFailed(e);
                     }
                 }
             }
         }
         ownersAtLastSweep = Math.max(16, byOwner.size());
-        if (failure instanceof RuntimeException unchecked) {
-            throw unchecked;
-        }
-        if (failure instanceof Error error) {
-            throw error;
-        }
     }
 
     /** Scopes open now: summed from every thread's list, so that opening one touches no counter other threads share. */
@@ -327,11 +323,7 @@ public final class ScopeRegistry {
         }
         long pause = TimeUnit.MICROSECONDS.toNanos(50);
         while (openScopes() > 0 && System.nanoTime() - deadlineNanos < 0) {
-            try {
-                sweepDeadOwners();
-            } catch (RuntimeException | Error e) {
-                releaseFailed(e);
-            }
+            sweepDeadOwners();
             retryShared();
             LockSupport.parkNanos(pause);
             pause = Math.min(pause * 2, TimeUnit.MILLISECONDS.toNanos(5));
