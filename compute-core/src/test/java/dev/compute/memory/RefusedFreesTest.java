@@ -16,7 +16,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
 import org.jspecify.annotations.Nullable;
@@ -32,7 +32,8 @@ import org.junit.jupiter.api.Timeout;
 class RefusedFreesTest {
 
     private final SimulatedDiscreteBackend device = new SimulatedDiscreteBackend();
-    private final AtomicBoolean refusing = new AtomicBoolean();
+    /** The size of the blocks whose frees the adaptor refuses; 0: none. */
+    private final AtomicLong refusing = new AtomicLong();
 
     private UnifiedMemoryManagerBuilder refusingWhenAsked() {
         return UnifiedMemoryManager.builder().backend(device)
@@ -50,7 +51,7 @@ class RefusedFreesTest {
         closeOnAnotherThread(first);
         closeOnAnotherThread(second);
         assertThat(manager.statistics(MemoryLocation.HOST).heldBuffers()).as("held by this thread's views").isEqualTo(2);
-        refusing.set(true);
+        refusing.set(4096);
 
         try (LogCapture log = LogCapture.managerLog()) {
             manager.close();
@@ -81,7 +82,7 @@ class RefusedFreesTest {
             });
             viewing.await();
             viewed.forEach(UnifiedBuffer::close); // handed to the viewer, which ends without calling in again
-            refusing.set(true);
+            refusing.set(4096);
             end.countDown();
             viewer.join();
 
@@ -106,10 +107,44 @@ class RefusedFreesTest {
             while (manager.statistics(MemoryLocation.HOST).heldBuffers() > 0) { // or the sweeper dropped them
                 Thread.sleep(10);
             }
-            refusing.set(false);
+            refusing.set(0);
             theirs.forEach(UnifiedBuffer::close);
 
             assertThat(failures).as("no view fails for a free of another thread's buffer").isEmpty();
+            assertThat(log.atLeast(Level.WARNING)).as("the refusal is told").extracting(RefusedFreesTest::thrownMessage)
+                    .contains("the adaptor refuses this free");
+        }
+    }
+
+    @Test
+    void aRefusedReleaseOfAViewHandedToAThreadIsToldNotThrownFromThatThreadsNextCall() throws Exception {
+        try (UnifiedMemoryManager manager = refusingWhenAsked().build(); LogCapture log = LogCapture.managerLog()) {
+            UnifiedBuffer viewedThere = manager.allocate(8192, MemoryLocation.HOST);
+            UnifiedBuffer itsOwn = manager.allocate(4096, MemoryLocation.HOST);
+            CountDownLatch viewed = new CountDownLatch(1);
+            CountDownLatch closedHere = new CountDownLatch(1);
+            List<Throwable> failures = new CopyOnWriteArrayList<>();
+            Thread viewer = Thread.ofPlatform().start(() -> {
+                try (ViewScope scope = ViewScope.open()) { // a confined view, which only this thread can end
+                    viewedThere.hostView().fill((byte) 1);
+                    viewed.countDown();
+                    closedHere.await();
+                    itsOwn.close(); // ends the view handed to it on the way in
+                    manager.allocate(4096, MemoryLocation.HOST).close();
+                } catch (Throwable e) {
+                    failures.add(e);
+                }
+            });
+            viewed.await();
+            refusing.set(8192);
+            viewedThere.close(); // handed to the viewer, whose next call ends it
+            closedHere.countDown();
+            viewer.join();
+            refusing.set(0);
+
+            assertThat(failures).as("the viewer's calls fail for no free of theirs").isEmpty();
+            assertThat(itsOwn.isClosed()).isTrue();
+            assertThat(manager.statistics(MemoryLocation.HOST).heldBuffers()).isZero();
             assertThat(log.atLeast(Level.WARNING)).as("the refusal is told").extracting(RefusedFreesTest::thrownMessage)
                     .contains("the adaptor refuses this free");
         }
@@ -131,8 +166,8 @@ class RefusedFreesTest {
         Thread.ofPlatform().start(buffer::close).join();
     }
 
-    /** Passes everything through, but throws from a free (after giving the block back) while {@code refusing}. */
-    private record RefusingFree(MemoryResource upstream, AtomicBoolean refusing) implements MemoryResource {
+    /** Passes everything through, but throws from a free of a block of the size {@code refusing} says, after giving it back. */
+    private record RefusingFree(MemoryResource upstream, AtomicLong refusing) implements MemoryResource {
         @Override
         public Block allocate(long bytes) {
             return upstream.allocate(bytes);
@@ -145,8 +180,9 @@ class RefusedFreesTest {
 
         @Override
         public void deallocate(Block block, CompletableFuture<?> inFlight) {
+            boolean refused = block.requestedSize() == refusing.get(); // read before the pool recycles the block
             upstream.deallocate(block, inFlight);
-            if (refusing.get()) {
+            if (refused) {
                 throw new IllegalStateException("the adaptor refuses this free");
             }
         }

@@ -216,7 +216,8 @@ public final class ScopeRegistry {
 
     /**
      * Ends the scopes other threads handed to the calling thread, and retries shared ones a native call held.
-     * Called on the way into the manager; one volatile read when there is nothing to do.
+     * Called on the way into the manager; one volatile read when there is nothing to do. The buffers were closed
+     * elsewhere: a release that fails here is told, not thrown into the call on the way in, which is no part of it.
      */
     public void endHandedOver() {
         if (waiting == 0) {
@@ -226,7 +227,7 @@ public final class ScopeRegistry {
         if (own != null) {
             for (MemoryScope scope; (scope = own.pollHandedOver()) != null; ) {
                 WAITING.decrementAndGet(this);
-                scope.end();
+                endTellingFailure(scope);
             }
         }
         retryShared();
@@ -238,8 +239,17 @@ public final class ScopeRegistry {
         ThreadScopes own = mine.get();
         if (own != null) {
             for (MemoryScope scope : own.openScopes()) {
-                scope.end();
+                endTellingFailure(scope);
             }
+        }
+    }
+
+    /** Ends one of the calling thread's scopes on behalf of another call: a release that fails is told, not thrown. */
+    private static void endTellingFailure(MemoryScope scope) {
+        try {
+            scope.end();
+        } catch (RuntimeException | Error e) {
+            releaseFailed(e);
         }
     }
 
