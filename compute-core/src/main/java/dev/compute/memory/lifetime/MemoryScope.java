@@ -115,18 +115,30 @@ public final class MemoryScope {
      * shared scope's segments; the scope then stays open.
      */
     public void end() {
+        IllegalStateException inUse = endUnlessInUse();
+        if (inUse != null) {
+            throw new IllegalStateException("the memory of this shared access is still in use by a native call; "
+                    + "end the access once the call has returned", inUse);
+        }
+    }
+
+    /**
+     * Ends the scope as {@link #end()} does, but returns the arena's refusal, the scope left open, where a native call
+     * still holds one of a shared scope's segments; null once ended. What it throws is the release's failure (a free
+     * the memory resource refused), which must not be taken for a native call's hold: the scope has ended then.
+     */
+    @Nullable IllegalStateException endUnlessInUse() {
         recordUnendedAccess();
         boolean watched;
         synchronized (this) {
             if (ended) {
-                return;
+                return null;
             }
             if (arena != null) {
                 try {
                     arena.close();
                 } catch (IllegalStateException inUse) {
-                    throw new IllegalStateException("the memory of this shared access is still in use by a native call; "
-                            + "end the access once the call has returned", inUse);
+                    return inUse;
                 }
             }
             ended = true;
@@ -135,6 +147,7 @@ public final class MemoryScope {
         }
         registry.removed(this, watched);
         buffer.ended(this);
+        return null;
     }
 
     /** For a device access: what records its device work should the scope end without the access ending it. */
@@ -165,9 +178,7 @@ public final class MemoryScope {
         if (owner == current) {
             end();
         } else if (owner == null) {
-            try {
-                end();
-            } catch (IllegalStateException inUseByNativeCall) {
+            if (endUnlessInUse() != null) { // a native call holds it
                 registry.retryLater(this);
             }
         } else if (!owner.isAlive()) {

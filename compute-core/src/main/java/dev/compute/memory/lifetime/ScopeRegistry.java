@@ -256,9 +256,9 @@ public final class ScopeRegistry {
     private void retryShared() {
         for (MemoryScope scope : sharedToRetry) {
             try {
-                scope.end();
-            } catch (IllegalStateException stillInUse) {
-                // a native call still holds it: the next call tries again
+                scope.endUnlessInUse(); // a native call still holding it: the next call tries again
+            } catch (RuntimeException | Error e) {
+                releaseFailed(e); // ended, on behalf of whoever closed its buffer
             }
         }
     }

@@ -4,6 +4,7 @@ import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.lifetime.BufferViews.Sharing;
 import dev.compute.memory.lifetime.MemoryScope.Kind;
@@ -380,5 +381,18 @@ class ScopeRegistryTest {
         assertThat(releases).as("the other buffer's memory is back").hasValue(1);
         assertThat(registry.openScopes()).isZero();
         assertThat(registry.waitingScopes()).isZero();
+    }
+
+    @Test
+    void aSharedViewWhoseReleaseFailsIsNotTakenForOneANativeCallHolds() {
+        BufferScopes refused = new BufferScopes();
+        registry.open(Kind.VIEW, Sharing.SHARED, refused);
+
+        assertThatThrownBy(() -> refused.closeViews(() -> {
+            throw new IllegalStateException("the memory resource refuses this free");
+        })).as("the closing caller's own free").hasMessage("the memory resource refuses this free");
+
+        assertThat(registry.openScopes()).isZero();
+        assertThat(registry.waitingScopes()).as("ended: nothing to retry").isZero();
     }
 }
