@@ -150,6 +150,37 @@ class RefusedFreesTest {
         }
     }
 
+    @Test
+    void aLeakWhoseFreeIsRefusedIsStillToldToTheListenersAndTheRefusalLogged() throws Exception {
+        AtomicLong leaksHeard = new AtomicLong();
+        MemoryEventListener leaks = new MemoryEventListener() {
+            @Override
+            public void leakDetected(MemoryLocation location, long bytes, @Nullable String allocationSite) {
+                leaksHeard.incrementAndGet();
+            }
+        };
+        try (LogCapture log = LogCapture.managerLog();
+             UnifiedMemoryManager manager = refusingWhenAsked().leakDetection(LeakDetectionLevel.PARANOID).eventListener(leaks).build()) {
+            refusing.set(4096);
+            leak(manager);
+            for (int i = 0; i < 200 && manager.leaksDetected() == 0; i++) {
+                System.gc();
+                Thread.sleep(20);
+            }
+            refusing.set(0);
+
+            assertThat(manager.leaksDetected()).isEqualTo(1);
+            assertThat(leaksHeard).as("the listeners hear of the leak, as leaksDetected() counts it").hasValue(1);
+            assertThat(log.atLeast(Level.WARNING)).as("the refusal is told").extracting(RefusedFreesTest::thrownMessage)
+                    .contains("the adaptor refuses this free");
+        }
+    }
+
+    @SuppressWarnings("resource")
+    private static void leak(UnifiedMemoryManager manager) {
+        manager.allocate(4096, MemoryLocation.HOST).copyFrom(new byte[] {1});
+    }
+
     private static void awaitQuietly(CountDownLatch latch) {
         try {
             latch.await();

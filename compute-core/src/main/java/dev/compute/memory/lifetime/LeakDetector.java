@@ -205,7 +205,14 @@ public final class LeakDetector {
             // Counted last: whoever sees the count has the LEAK line logged and the memory back in the pool (or, when
             // a view is still open, waiting for it).
             try {
-                core.closeLeaked();
+                try {
+                    core.closeLeaked();
+                } catch (RuntimeException | Error e) {
+                    // its free was refused (the memory resource threw): the cleaner would drop this unseen, and the
+                    // leak must still be told as leaksDetected() counts it
+                    LOG.log(System.Logger.Level.WARNING, "giving a leaked buffer's memory back failed (the memory resource"
+                            + " refused the free)", e);
+                }
                 detector.events.leakDetected(core.location, core.byteSize, site);
             } finally {
                 detector.leaksReported.incrementAndGet();
