@@ -362,7 +362,7 @@ public final class MemoryBudget implements AutoCloseable {
                 if (failure == null) {
                     failure = e;
                 } else {
-                    failure.addSuppressed(e);
+                    UserCode.suppress(failure, e); // an adaptor may throw one exception object every time
                 }
             }
         }

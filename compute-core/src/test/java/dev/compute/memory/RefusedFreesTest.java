@@ -16,7 +16,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
 import org.jspecify.annotations.Nullable;
@@ -34,10 +36,12 @@ class RefusedFreesTest {
     private final SimulatedDiscreteBackend device = new SimulatedDiscreteBackend();
     /** The size of the blocks whose frees the adaptor refuses; 0: none. */
     private final AtomicLong refusing = new AtomicLong();
+    /** What the adaptor throws when it refuses, the same object each time; null: a new exception each time. */
+    private final AtomicReference<@Nullable RuntimeException> refusal = new AtomicReference<>();
 
     private UnifiedMemoryManagerBuilder refusingWhenAsked() {
         return UnifiedMemoryManager.builder().backend(device)
-                .resourceAdaptor((upstream, location) -> new RefusingFree(upstream, refusing))
+                .resourceAdaptor((upstream, location) -> new RefusingFree(upstream, refusing, refusal))
                 .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO);
     }
 
@@ -176,6 +180,27 @@ class RefusedFreesTest {
         }
     }
 
+    @Test
+    void aBudgetWhoseFreesAreRefusedWithOneExceptionObjectStillClosesEveryBuffer() {
+        IllegalStateException sameEachTime = new IllegalStateException("the adaptor refuses this free");
+        refusal.set(sameEachTime); // as an adaptor that keeps one exception to throw, stack trace and all
+        try (UnifiedMemoryManager manager = refusingWhenAsked().build(); LogCapture log = LogCapture.managerLog()) {
+            MemoryBudget budget = manager.budget("tenant", 1L << 20);
+            AtomicBoolean toldClosed = new AtomicBoolean();
+            budget.whenClosed(() -> toldClosed.set(true));
+            List<UnifiedBuffer> buffers = List.of(budget.allocate(4096, MemoryLocation.HOST), budget.allocate(4096, MemoryLocation.HOST),
+                    budget.allocate(4096, MemoryLocation.HOST));
+            refusing.set(4096);
+
+            assertThatThrownBy(budget::close).as("what the buffers' closes threw").isSameAs(sameEachTime);
+
+            refusing.set(0);
+            assertThat(buffers).allMatch(UnifiedBuffer::isClosed);
+            assertThat(toldClosed).as("the budget's close finished").isTrue();
+            assertThat(manager.statistics(MemoryLocation.HOST).liveBuffers()).isZero();
+        }
+    }
+
     @SuppressWarnings("resource")
     private static void leak(UnifiedMemoryManager manager) {
         manager.allocate(4096, MemoryLocation.HOST).copyFrom(new byte[] {1});
@@ -198,7 +223,8 @@ class RefusedFreesTest {
     }
 
     /** Passes everything through, but throws from a free of a block of the size {@code refusing} says, after giving it back. */
-    private record RefusingFree(MemoryResource upstream, AtomicLong refusing) implements MemoryResource {
+    private record RefusingFree(MemoryResource upstream, AtomicLong refusing, AtomicReference<@Nullable RuntimeException> refusal)
+            implements MemoryResource {
         @Override
         public Block allocate(long bytes) {
             return upstream.allocate(bytes);
@@ -214,7 +240,8 @@ class RefusedFreesTest {
             boolean refused = block.requestedSize() == refusing.get(); // read before the pool recycles the block
             upstream.deallocate(block, inFlight);
             if (refused) {
-                throw new IllegalStateException("the adaptor refuses this free");
+                RuntimeException same = refusal.get();
+                throw same != null ? same : new IllegalStateException("the adaptor refuses this free");
             }
         }
 
