@@ -1,14 +1,18 @@
 package dev.compute.memory;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatCode;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.testing.LogCapture;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -198,6 +202,40 @@ class RefusedFreesTest {
             assertThat(buffers).allMatch(UnifiedBuffer::isClosed);
             assertThat(toldClosed).as("the budget's close finished").isTrue();
             assertThat(manager.statistics(MemoryLocation.HOST).liveBuffers()).isZero();
+        }
+    }
+
+    @Test
+    void aRefusedReleaseOfABufferClosedDuringACopyIsToldNotThrownFromTheCopy() throws Exception {
+        CountDownLatch copying = new CountDownLatch(1);
+        CountDownLatch closed = new CountDownLatch(1);
+        ComputeBackend heldCopies = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
+                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("copyToDevice") && copying.getCount() > 0) {
+                        copying.countDown();
+                        closed.await(10, TimeUnit.SECONDS); // the source is closed meanwhile, on the test's thread
+                    }
+                    try {
+                        return method.invoke(device, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        try (UnifiedMemoryManager manager = refusingWhenAsked().backend(heldCopies).build(); LogCapture log = LogCapture.managerLog()) {
+            UnifiedBuffer source = manager.allocate(8192, MemoryLocation.HOST);
+            UnifiedBuffer target = manager.allocate(4096 * 3, MemoryLocation.DEVICE);
+            CompletableFuture<Void> copy = CompletableFuture.runAsync(() -> target.copyFrom(source, 0, 0, 8192));
+            copying.await();
+            refusing.set(8192);
+            source.close(); // its memory waits for the copy, whose end gives it back
+            closed.countDown();
+
+            assertThatCode(copy::join).as("the copy did what it was asked").doesNotThrowAnyException();
+            refusing.set(0);
+            assertThat(manager.statistics(MemoryLocation.HOST).heldBuffers()).isZero();
+            assertThat(log.atLeast(Level.WARNING)).as("the refusal is told").extracting(RefusedFreesTest::thrownMessage)
+                    .contains("the adaptor refuses this free");
+            target.close();
         }
     }
 

@@ -71,6 +71,11 @@ public final class Holds {
             }
             root.unhold();
         }
-        root.releaseIfUnused();
+        try {
+            root.releaseIfUnused();
+        } catch (RuntimeException | Error e) {
+            // another thread closed the buffer during the op: a free refused on that close's behalf is no failure of the op
+            ScopeRegistry.releaseFailed(e);
+        }
     }
 }

@@ -342,12 +342,12 @@ public final class ScopeRegistry {
     }
 
     /**
-     * A closed buffer's memory, given back as a scope ended on behalf of another thread or buffer, was refused (its
-     * memory resource threw from the free): told here, since the call that ended the scope is no part of that free.
+     * A closed buffer's memory, given back as a scope (or an op's hold) ended on behalf of another thread or buffer, was
+     * refused (its memory resource threw from the free): told here, since the call that ended it is no part of that free.
      */
-    private static void releaseFailed(Throwable failure) {
-        LOG.log(System.Logger.Level.WARNING, "giving a closed buffer's memory back failed as its last view or access ended "
-                + "(the memory resource refused the free); the other views and accesses end all the same", failure);
+    static void releaseFailed(Throwable failure) {
+        LOG.log(System.Logger.Level.WARNING, "giving a closed buffer's memory back failed as the last view, access, op or copy "
+                + "holding it ended (the memory resource refused the free); the call that ended it goes on", failure);
     }
 
     /** Scopes waiting for their owners or for a retry: while any do, the sweeper runs and calls in look for them. */
