@@ -255,7 +255,12 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             return;
         }
         long start = System.nanoTime();
-        backend.free(segment);
+        try {
+            backend.free(segment);
+        } catch (RuntimeException | Error refused) {
+            live.put(segment, whole); // the backend kept it: still live and reserved, for a later free (or the close) to try again
+            throw refused;
+        }
         long nanos = System.nanoTime() - start;
         frees++;
         segments--;
@@ -384,8 +389,20 @@ public final class BackendResource implements MemoryResource, InspectableResourc
                 return;
             }
             pending.clear();
+            RuntimeException failure = null;
             for (NativeAllocation segment : List.copyOf(live.keySet())) {
-                free(segment);
+                try {
+                    free(segment);
+                } catch (RuntimeException refused) { // a free the backend refused stops no other
+                    if (failure == null) {
+                        failure = refused;
+                    } else if (failure != refused) {
+                        failure.addSuppressed(refused);
+                    }
+                }
+            }
+            if (failure != null) {
+                throw failure;
             }
         }
     }

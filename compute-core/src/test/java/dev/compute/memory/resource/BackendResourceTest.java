@@ -7,11 +7,16 @@ import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryReason;
+import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.testing.AddressSpaceBackend;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
 class BackendResourceTest extends MemoryResourceContract {
@@ -35,6 +40,36 @@ class BackendResourceTest extends MemoryResourceContract {
         public void backendFreed(MemoryLocation location, long bytes, long nanos) {
             events.add("freed " + bytes);
         }
+    }
+
+    @Test
+    void aFreeTheBackendRefusesKeepsTheAllocationLiveAndTheCloseFreesTheOthers() {
+        AtomicLong refusedSize = new AtomicLong();
+        ComputeBackend refusing = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
+                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("free") && ((NativeAllocation) args[0]).sizeBytes() == refusedSize.get()) {
+                        throw new IllegalStateException("the driver refuses this free"); // and frees nothing
+                    }
+                    try {
+                        return method.invoke(backend, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        BackendResource upstream = new BackendResource(refusing, MemoryLocation.DEVICE, 64 * MiB, "compute.memory.pooling.max-pool-size",
+                Duration.ofSeconds(1), MemoryEventListener.NONE);
+        Block refused = upstream.allocate(4 * MiB);
+        upstream.allocate(2 * MiB);
+        upstream.allocate(6 * MiB);
+        refusedSize.set(4 * MiB);
+
+        assertThatThrownBy(() -> upstream.deallocate(refused)).hasMessage("the driver refuses this free");
+        assertThat(upstream.reservedBytes()).as("not freed: still reserved").isEqualTo(12 * MiB);
+
+        assertThatThrownBy(upstream::close).hasMessage("the driver refuses this free");
+        assertThat(backend.liveAllocations()).as("only the refused one is left").isEqualTo(1);
+        refusedSize.set(0);
+        backend.free(refused.segment());
     }
 
     @Test

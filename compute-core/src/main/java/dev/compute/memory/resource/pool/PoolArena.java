@@ -384,7 +384,14 @@ final class PoolArena {
             PoolSegment segment = it.next();
             if (!segment.expandable() && segment.first.state == PoolBlock.FREE && segment.first.next == null) {
                 free.remove(segment.first);
-                freePlainSegment(segment);
+                try {
+                    freePlainSegment(segment);
+                } catch (RuntimeException refused) {
+                    // the backend kept the segment: it stays the pool's, cached, and a later trim tries again
+                    segment.retired = false;
+                    free.add(segment.first);
+                    throw refused;
+                }
                 released += segment.size();
                 it.remove();
             }

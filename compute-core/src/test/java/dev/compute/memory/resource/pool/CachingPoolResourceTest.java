@@ -19,7 +19,10 @@ import dev.compute.memory.resource.MemoryResourceContract;
 import dev.compute.memory.resource.PoolSettings;
 import dev.compute.memory.resource.StatisticsResource;
 import dev.compute.memory.MemorySnapshot;
+import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.testing.AddressSpaceBackend;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -28,6 +31,7 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -213,6 +217,37 @@ class CachingPoolResourceTest extends MemoryResourceContract {
                 .hasMessageContaining("in the small arena, which blocks over 1 MiB take only with expandable segments");
 
         pool.deallocate(small);
+        pool.close();
+    }
+
+    @Test
+    void aSegmentWhoseFreeTheBackendRefusedStaysThePoolsAndALaterTrimGivesItBack() {
+        AddressSpaceBackend device = backend(64 * MiB, false);
+        AtomicBoolean refuseNextFree = new AtomicBoolean();
+        ComputeBackend refusing = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
+                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("free") && refuseNextFree.getAndSet(false)) {
+                        throw new IllegalStateException("the driver refuses this free"); // and frees nothing
+                    }
+                    try {
+                        return method.invoke(device, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        CachingPoolResource pool = new CachingPoolResource(new BackendResource(refusing, MemoryLocation.DEVICE, GiB,
+                "compute.memory.pooling.max-pool-size", PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT, MemoryEventListener.NONE),
+                PoolSettings.plainSegments(), MemoryEventListener.NONE);
+        pool.deallocate(pool.allocate(4 * MiB));
+        long reserved = pool.reservedBytes();
+        refuseNextFree.set(true);
+
+        assertThatThrownBy(() -> pool.trim(0)).hasMessage("the driver refuses this free");
+        assertThat(pool.reservedBytes()).as("not freed: still the pool's").isEqualTo(reserved).isEqualTo(device.usedBytes());
+
+        assertThat(pool.trim(0)).as("given back by the next trim").isEqualTo(reserved);
+        assertThat(device.usedBytes()).isZero();
+        assertThat(pool.reservedBytes()).isZero();
         pool.close();
     }
 
