@@ -9,6 +9,7 @@ import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.testing.LogCapture;
+import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.reflect.InvocationTargetException;
@@ -42,11 +43,26 @@ class RefusedFreesTest {
     private final AtomicLong refusing = new AtomicLong();
     /** What the adaptor throws when it refuses, the same object each time; null: a new exception each time. */
     private final AtomicReference<@Nullable RuntimeException> refusal = new AtomicReference<>();
+    /** Whether the adaptor refuses with a checked exception, thrown past the compiler (as Kotlin code may). */
+    private final AtomicBoolean checkedRefusal = new AtomicBoolean();
 
     private UnifiedMemoryManagerBuilder refusingWhenAsked() {
         return UnifiedMemoryManager.builder().backend(device)
-                .resourceAdaptor((upstream, location) -> new RefusingFree(upstream, refusing, refusal))
+                .resourceAdaptor((upstream, location) -> new RefusingFree(upstream, refusing, refusal, checkedRefusal))
                 .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO);
+    }
+
+    @Test
+    void aCheckedExceptionAnAdaptorThrowsFromAFreeIsNotLost() {
+        try (UnifiedMemoryManager manager = refusingWhenAsked().build()) {
+            UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.DEVICE);
+            refusing.set(4096);
+            checkedRefusal.set(true);
+
+            assertThatThrownBy(buffer::close).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("the memory resource failed to free a block").hasCauseInstanceOf(IOException.class);
+            refusing.set(0);
+        }
     }
 
     @Test
@@ -261,8 +277,8 @@ class RefusedFreesTest {
     }
 
     /** Passes everything through, but throws from a free of a block of the size {@code refusing} says, after giving it back. */
-    private record RefusingFree(MemoryResource upstream, AtomicLong refusing, AtomicReference<@Nullable RuntimeException> refusal)
-            implements MemoryResource {
+    private record RefusingFree(MemoryResource upstream, AtomicLong refusing, AtomicReference<@Nullable RuntimeException> refusal,
+                                AtomicBoolean checkedRefusal) implements MemoryResource {
         @Override
         public Block allocate(long bytes) {
             return upstream.allocate(bytes);
@@ -277,6 +293,9 @@ class RefusedFreesTest {
         public void deallocate(Block block, CompletableFuture<?> inFlight) {
             boolean refused = block.requestedSize() == refusing.get(); // read before the pool recycles the block
             upstream.deallocate(block, inFlight);
+            if (refused && checkedRefusal.get()) {
+                throw RefusingFree.<RuntimeException>sneaky(new IOException("the adaptor refuses this free, checked"));
+            }
             if (refused) {
                 RuntimeException same = refusal.get();
                 throw same != null ? same : new IllegalStateException("the adaptor refuses this free");
@@ -286,6 +305,11 @@ class RefusedFreesTest {
         @Override
         public void close() {
             upstream.close();
+        }
+
+        @SuppressWarnings("unchecked") // the checked exception passes as unchecked: what the compiler does not see
+        private static <T extends Throwable> T sneaky(Throwable checked) throws T {
+            throw (T) checked;
         }
     }
 }

@@ -110,6 +110,9 @@ public final class BlockReturns {
             if (failure instanceof Error error) {
                 throw error;
             }
+            if (failure != null) { // a checked exception an adaptor threw past the compiler (sneaky, or from Kotlin)
+                throw new IllegalStateException("the memory resource failed to free a block: " + failure, failure);
+            }
         } finally {
             gate.exitQuietly(stripe);
         }
