@@ -84,6 +84,13 @@ final class OpenClQueue {
      * releases what they use.
      */
     private final ReadWriteLock calls = new ReentrantReadWriteLock();
+    /**
+     * Test-only: a code every marker's enqueue returns instead of queuing it, where not {@code CL_SUCCESS} (the failure
+     * a device out of resources gives).
+     */
+    volatile int failMarkersWith = CL.CL_SUCCESS;
+    /** Completes once every {@code clFinish} run after a failed marker ({@link #finishThen}) has returned. */
+    private CompletableFuture<Void> finishes = CompletableFuture.completedFuture(null);
     /** Completes when close() has finished the queue and every recorded work. */
     private final CompletableFuture<Void> drained = new CompletableFuture<>();
 
@@ -272,7 +279,7 @@ final class OpenClQueue {
      * Queues a marker after everything queued so far, flushed, whose end completes {@code covered} (positions): the
      * waiter completes them in its place, with no future of the marker's own in between. With {@code awaitHere} the
      * calling thread also waits for the marker itself, outside the lifecycle lock. On a closed backend nothing is
-     * queued; a marker that cannot be queued waits for the queue and fails them.
+     * queued; where a marker cannot be queued they fail once the queue has finished ({@link #finishThen}).
      */
     private QueuePositions.Marked markCovering(List<? extends CompletableFuture<Void>> covered, boolean awaitHere) {
         cl_event marker = new cl_event();
@@ -283,9 +290,9 @@ final class OpenClQueue {
             }
             int code = enqueueMarker(marker);
             if (code != CL.CL_SUCCESS) {
-                // nothing else would say when the queue is done with the memory: wait for it here rather than let it go early
-                OpenClCalls.check(CL.clFinish(queue), "clFinish after clEnqueueMarker failed");
-                completions.fail(covered, OpenClCalls.failure(code, "clEnqueueMarker"));
+                // nothing else would say when the queue is done with the memory: they fail once it is, not earlier
+                RuntimeException failure = OpenClCalls.failure(code, "clEnqueueMarker");
+                finishThen(() -> completions.fail(covered, failure));
                 return QueuePositions.Marked.LEFT_TO_WAITER;
             }
             OpenClCalls.check(CL.clFlush(queue), "clFlush");
@@ -339,6 +346,9 @@ final class OpenClQueue {
 
     @SuppressWarnings("deprecation") // clEnqueueMarker is the OpenCL 1.0 and 1.1 form
     private int enqueueMarker(cl_event marker) {
+        if (failMarkersWith != CL.CL_SUCCESS) {
+            return failMarkersWith;
+        }
         return markersTakeWaitLists ? CL.clEnqueueMarkerWithWaitList(queue, 0, null, marker) : CL.clEnqueueMarker(queue, marker);
     }
 
@@ -346,11 +356,44 @@ final class OpenClQueue {
         cl_event marker = new cl_event();
         int code = enqueueMarker(marker);
         if (code != CL.CL_SUCCESS) {
-            // nothing else would say when the queue is done with the memory: wait for it here rather than let it go early
-            OpenClCalls.check(CL.clFinish(queue), "clFinish after clEnqueueMarker failed");
-            return CompletableFuture.failedFuture(OpenClCalls.failure(code, "clEnqueueMarker"));
+            // nothing else would say when the queue is done with the memory: the future fails once it is, not earlier
+            RuntimeException failure = OpenClCalls.failure(code, "clEnqueueMarker");
+            CompletableFuture<Void> finished = new CompletableFuture<>();
+            finishThen(() -> finished.completeExceptionally(failure));
+            return finished;
         }
         return track(marker, "a marker");
+    }
+
+    /**
+     * Runs {@code clFinish} on the queue on a thread of its own, then {@code settle}: a wait with no bound, which no
+     * caller and no lock waits behind. Close waits for it, bounded, before it releases the queue; where it does not
+     * return (a kernel that never ends) or fails, what {@code settle} completes stays incomplete, so its memory is kept,
+     * and a warning says so. Called under the lifecycle lock, before close releases the queue.
+     */
+    private void finishThen(Runnable settle) {
+        CompletableFuture<Void> finished = new CompletableFuture<>();
+        finishes = CompletableFuture.allOf(finishes, finished);
+        Thread.ofPlatform().daemon().name("opencl-finish-" + describe).start(() -> {
+            try {
+                int code = CL.clFinish(queue);
+                if (code == CL.CL_SUCCESS) {
+                    settle.run();
+                } else { // nothing says the queue is done with the memory: it stays kept
+                    LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": clFinish after a failed clEnqueueMarker"
+                            + " returned " + CL.stringFor_errorCode(code) + "; the memory its work uses is kept");
+                }
+            } finally {
+                finished.complete(null);
+            }
+        });
+        CompletableFuture.delayedExecutor(deviceWait.toMillis(), TimeUnit.MILLISECONDS).execute(() -> {
+            if (!finished.isDone()) {
+                LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": a marker could not be queued and the queue"
+                        + " had not finished " + deviceWait.toMillis() + " ms later (compute.memory.device-wait-timeout); the memory"
+                        + " its work uses is kept until it does (the device may be hung)");
+            }
+        });
     }
 
     /**
@@ -503,7 +546,8 @@ final class OpenClQueue {
         }
         CompletableFuture<Void> idle;
         synchronized (lifecycle) { // after the calls: the marker comes after what they queued
-            idle = CompletableFuture.allOf(markerLocked(), recordedWork.barrier());
+            // and after every finish run for a failed marker, which uses the queue until it returns
+            idle = CompletableFuture.allOf(markerLocked(), recordedWork.barrier(), finishes);
         }
         if (!finishedWithin(idle, deviceWait)) {
             LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe

@@ -250,4 +250,53 @@ class OpenClQueueTest {
             queue = null;
         }
     }
+
+    @Test
+    void aMarkerThatCannotBeQueuedWaitsForTheQueueWithoutHoldingUpOtherCalls() throws Exception {
+        cl_event gate = userEvent(queue.context());
+        try {
+            holdAt(gate);
+            queue.failMarkersWith = CL.CL_OUT_OF_RESOURCES;
+            CompletableFuture<Void> marker = assertTimeoutPreemptively(Duration.ofSeconds(5), queue::marker,
+                    "a failed marker's wait for the queue holds no caller");
+            CompletableFuture<Void> position = queue.position();
+            assertThat(assertTimeoutPreemptively(Duration.ofSeconds(5), () -> queue.awaitIdle(Duration.ofMillis(50)))).isFalse();
+            assertTimeoutPreemptively(Duration.ofSeconds(5), () -> queue.runWhileOpen(() -> { }), "the lifecycle lock is free");
+            settle();
+            assertThat(marker).as("the memory it covers is kept while the queue runs").isNotDone();
+            assertThat(position).isNotDone();
+
+            complete(gate);
+            assertThat(marker).failsWithin(Duration.ofSeconds(10)).withThrowableThat().withMessageContaining("clEnqueueMarker");
+            assertThat(position).failsWithin(Duration.ofSeconds(10)).withThrowableThat().withMessageContaining("clEnqueueMarker");
+        } finally {
+            CL.clSetUserEventStatus(gate, CL.CL_COMPLETE);
+            CL.clReleaseEvent(gate);
+            queue.failMarkersWith = CL.CL_SUCCESS;
+        }
+    }
+
+    @Test
+    void closeAfterAMarkerThatCannotBeQueuedIsBoundedAndKeepsTheQueueTheFinishStillUses() {
+        cl_event gate = userEvent(queue.context());
+        try {
+            holdAt(gate);
+            queue.failMarkersWith = CL.CL_OUT_OF_RESOURCES;
+            AtomicInteger released = new AtomicInteger();
+            assertTimeoutPreemptively(Duration.ofSeconds(10), () -> {
+                queue.marker();
+                queue.failMarkersWith = CL.CL_SUCCESS;
+                queue.close(Duration.ofMillis(300), released::incrementAndGet);
+            });
+            assertThat(released).as("nothing is released under the finish").hasValue(0);
+            AtomicInteger ran = new AtomicInteger();
+            queue.runUnlessReleased(ran::incrementAndGet);
+            assertThat(ran).as("the kept queue is still there").hasValue(1);
+        } finally {
+            CL.clSetUserEventStatus(gate, CL.CL_COMPLETE); // the finish returns now, on a queue still there
+            CL.clReleaseEvent(gate);
+            queue.failMarkersWith = CL.CL_SUCCESS;
+            queue = null;
+        }
+    }
 }
