@@ -52,7 +52,9 @@ public final class CudaNativeDevice implements NativeDevice {
 
     /** The calling thread's stream, with the context made current: work queued here is ordered after the thread's own. */
     public CUstream stream() {
-        return backend.enter();
+        // a call the close waits for, as a device handle's opening is: a stream made past the open check is made
+        // before the close destroys the streams, not after it went through them
+        return backend.streams().whileOpen(backend::enter);
     }
 
     @Override

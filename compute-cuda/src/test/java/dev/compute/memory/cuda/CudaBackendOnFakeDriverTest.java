@@ -149,6 +149,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void closeWaitsForANativeStreamBeingMade() throws Exception {
+        inFakeDriverJvm("closeWaitsForANativeStreamBeingMade", ChildJvm.debuggable());
+    }
+
+    @Test
     void closeWaitsForAnAllocationUnderWay() throws Exception {
         inFakeDriverJvm("closeWaitsForAnAllocationUnderWay", ChildJvm.debuggable());
     }
@@ -229,6 +234,7 @@ class CudaBackendOnFakeDriverTest {
                 case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
                 case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
                 case "closeWaitsForAnAllocationUnderWay" -> Scenarios.closeWaitsForAnAllocationUnderWay();
+                case "closeWaitsForANativeStreamBeingMade" -> Scenarios.closeWaitsForANativeStreamBeingMade();
                 case "theManagersCloseOnAThreadHoldingADeviceAccessReleasesEverything" ->
                         Scenarios.theManagersCloseOnAThreadHoldingADeviceAccessReleasesEverything();
                 case "aDeviceAccessHeldPastTheManagersCloseKeepsItsStreamAndMemory" ->
@@ -1086,6 +1092,38 @@ class CudaBackendOnFakeDriverTest {
                 }
             }
             assertThat(warnings).hasSize(2);
+        }
+
+        /** A stream the native device is making as close begins (held past the open check) is made before the close destroys the streams, not after. */
+        static void closeWaitsForANativeStreamBeingMade() throws Throwable {
+            CudaBackend backend = open();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            try (Breakpoint breakpoint = Breakpoint.at(CudaContext.class, "makeCurrent", 1, "streaming")) {
+                Thread streaming = Thread.ofPlatform().name("streaming").start(() -> {
+                    try {
+                        backend.nativeDevice().stream();
+                    } catch (Throwable t) {
+                        failure.set(t);
+                    }
+                });
+                breakpoint.awaitHit(60);
+                Thread closing = Thread.ofPlatform().name("closing").start(backend::close);
+                // until the close waits for the calls under way, or has returned
+                while (closing.isAlive() && !(closing.getState() == Thread.State.TIMED_WAITING && Arrays.stream(closing.getStackTrace())
+                        .anyMatch(frame -> frame.getMethodName().equals("awaitCallsEnded")))) {
+                    Thread.onSpinWait();
+                }
+                assertThat(closing.isAlive()).as("the close waits for the stream being made").isTrue();
+                breakpoint.release();
+                streaming.join();
+                closing.join();
+            }
+            assertThat(failure.get()).as("the stream asked for before the close").isNull();
+            Counters after = counters();
+            assertThat(after.streams()).as("live streams: the close destroyed the one made before it").isZero();
+            assertThat(after.contextReferences()).as("context references").isZero();
+            assertThat(after.callsWithoutContext()).as("calls made without the context current").isZero();
+            assertThat(after.rejected()).as("calls the fake rejected").isZero();
         }
 
         /** The manager's close ends the closing thread's own access and frees its memory: nothing is kept for its handle. */
