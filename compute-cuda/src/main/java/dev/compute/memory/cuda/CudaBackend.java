@@ -19,6 +19,7 @@ import dev.compute.memory.spi.NativeKernel;
 import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -243,8 +244,49 @@ public final class CudaBackend implements ComputeBackend {
 
     @Override
     public Optional<VirtualMemory> virtualMemory(MemoryLocation location) {
-        return location == MemoryLocation.DEVICE ? Optional.ofNullable(virtualMemory) : Optional.empty();
+        return location == MemoryLocation.DEVICE && virtualMemory != null ? Optional.of(virtualMemoryCalls) : Optional.empty();
     }
+
+    /**
+     * The virtual memory's calls, each run under the streams' lifecycle (whileOpen) as allocations are: the close waits
+     * for one under way before it releases the context and frees the structs it passes the driver, and refuses them
+     * from then on.
+     */
+    private final VirtualMemory virtualMemoryCalls = new VirtualMemory() {
+        @Override
+        public long granularity() {
+            return Objects.requireNonNull(virtualMemory).granularity();
+        }
+
+        @Override
+        public NativeAllocation reserve(long sizeBytes) {
+            return streams.whileOpen(() -> Objects.requireNonNull(virtualMemory).reserve(sizeBytes));
+        }
+
+        @Override
+        public void map(NativeAllocation range, long offset, long length) {
+            streams.whileOpen(() -> {
+                Objects.requireNonNull(virtualMemory).map(range, offset, length);
+                return null;
+            });
+        }
+
+        @Override
+        public void unmap(NativeAllocation range, long offset, long length) {
+            streams.whileOpen(() -> {
+                Objects.requireNonNull(virtualMemory).unmap(range, offset, length);
+                return null;
+            });
+        }
+
+        @Override
+        public void release(NativeAllocation range) {
+            streams.whileOpen(() -> {
+                Objects.requireNonNull(virtualMemory).release(range);
+                return null;
+            });
+        }
+    };
 
     // ---- allocation -----------------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ import dev.compute.memory.ViewScope;
 import dev.compute.memory.contract.KernelContractTest;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.VirtualMemory;
 import dev.compute.memory.testing.Breakpoint;
 import dev.compute.memory.testing.ChildJvm;
 import java.io.File;
@@ -154,6 +155,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void closeWaitsForAVirtualMemoryMapUnderWay() throws Exception {
+        inFakeDriverJvm("closeWaitsForAVirtualMemoryMapUnderWay", ChildJvm.debuggable());
+    }
+
+    @Test
     void closeWaitsForAnAllocationUnderWay() throws Exception {
         inFakeDriverJvm("closeWaitsForAnAllocationUnderWay", ChildJvm.debuggable());
     }
@@ -234,6 +240,7 @@ class CudaBackendOnFakeDriverTest {
                 case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
                 case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
                 case "closeWaitsForAnAllocationUnderWay" -> Scenarios.closeWaitsForAnAllocationUnderWay();
+                case "closeWaitsForAVirtualMemoryMapUnderWay" -> Scenarios.closeWaitsForAVirtualMemoryMapUnderWay();
                 case "closeWaitsForANativeStreamBeingMade" -> Scenarios.closeWaitsForANativeStreamBeingMade();
                 case "theManagersCloseOnAThreadHoldingADeviceAccessReleasesEverything" ->
                         Scenarios.theManagersCloseOnAThreadHoldingADeviceAccessReleasesEverything();
@@ -273,6 +280,7 @@ class CudaBackendOnFakeDriverTest {
         private static final SymbolLookup FAKE = SymbolLookup.libraryLookup(DriverLibrary.LIBRARY, Arena.global());
         private static final MethodHandle HOLD = stub("stub_hold", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle RELEASE = stub("stub_release", FunctionDescriptor.ofVoid());
+        private static final MethodHandle VMM = stub("stub_vmm", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle FAILING_STREAMS = stub("stub_failing_streams", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle COUNTERS = stub("stub_backend_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
         private static final MethodHandle KERNEL_COUNTERS = stub("stub_kernel_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
@@ -1124,6 +1132,52 @@ class CudaBackendOnFakeDriverTest {
             assertThat(after.contextReferences()).as("context references").isZero();
             assertThat(after.callsWithoutContext()).as("calls made without the context current").isZero();
             assertThat(after.rejected()).as("calls the fake rejected").isZero();
+        }
+
+        /**
+         * A map of virtual memory under way as close begins (held past its entry) ends before the close frees what it
+         * uses (the context, the structs it passes the driver), and the close goes through.
+         */
+        static void closeWaitsForAVirtualMemoryMapUnderWay() throws Throwable {
+            VMM.invokeExact(1);
+            List<LogRecord> warnings = backendWarnings();
+            CudaBackend backend = open();
+            VirtualMemory virtualMemory = backend.virtualMemory(MemoryLocation.DEVICE).orElseThrow();
+            NativeAllocation range = virtualMemory.reserve(virtualMemory.granularity());
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            AtomicReference<Throwable> closeFailure = new AtomicReference<>();
+            try (Breakpoint breakpoint = Breakpoint.at(CudaVirtualMemory.class, "map", 1, "mapping")) {
+                Thread mapping = Thread.ofPlatform().name("mapping").start(() -> {
+                    try {
+                        virtualMemory.map(range, 0, virtualMemory.granularity());
+                    } catch (Throwable t) {
+                        failure.set(t);
+                    }
+                });
+                breakpoint.awaitHit(60);
+                Thread closing = Thread.ofPlatform().name("closing").start(() -> {
+                    try {
+                        backend.close();
+                    } catch (Throwable t) {
+                        closeFailure.set(t);
+                    }
+                });
+                // until the close waits for the calls under way, or has returned
+                while (closing.isAlive() && !(closing.getState() == Thread.State.TIMED_WAITING && Arrays.stream(closing.getStackTrace())
+                        .anyMatch(frame -> frame.getMethodName().equals("awaitCallsEnded")))) {
+                    Thread.onSpinWait();
+                }
+                assertThat(closing.isAlive()).as("the close waits for the map under way").isTrue();
+                breakpoint.release();
+                mapping.join();
+                closing.join();
+            }
+            assertThat(failure.get()).as("the map begun before the close").isNull();
+            assertThat(closeFailure.get()).as("the close").isNull();
+            assertThat(counters().rejected()).as("calls the fake rejected").isZero();
+            assertThat(warnings).as("warnings").isEmpty();
+            assertThatThrownBy(() -> virtualMemory.reserve(virtualMemory.granularity())).as("a reserve after the close")
+                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
         }
 
         /** The manager's close ends the closing thread's own access and frees its memory: nothing is kept for its handle. */
