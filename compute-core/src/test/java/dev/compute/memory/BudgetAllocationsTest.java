@@ -4,15 +4,14 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.resource.Block;
-import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.ForwardingResource;
 import dev.compute.memory.testing.LogCapture;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicReference;
-import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 
 /** What a budget does around the manager's own allocation: refusals heard, bad input refused, a failing close survived. */
@@ -117,7 +116,7 @@ class BudgetAllocationsTest {
     @Test
     void aBufferWhoseFreeThrowsAsItsBudgetClosesDoesNotKeepTheOthersOpen() {
         AtomicReference<Block> refusing = new AtomicReference<>();
-        try (UnifiedMemoryManager manager = builder().resourceAdaptor((upstream, location) -> new FailingFree(upstream, refusing)).build();
+        try (UnifiedMemoryManager manager = builder().resourceAdaptor((upstream, location) -> ForwardingResource.refusingFrees(upstream, block -> block == refusing.get() ? new IllegalStateException("the adaptor refuses this free") : null)).build();
              LogCapture log = LogCapture.managerLog()) {
             MemoryBudget tenant = manager.budget("tenant", 8 * MiB);
             UnifiedBuffer first = tenant.allocate(MiB, DEVICE);
@@ -152,31 +151,5 @@ class BudgetAllocationsTest {
     @SuppressWarnings("resource")
     private static void drop(MemoryBudget tenant) {
         tenant.allocate(MiB, DEVICE).copyFrom(new byte[] {1});
-    }
-
-    /** Passes everything through, but throws from the free of one block (after giving it back). */
-    private record FailingFree(MemoryResource upstream, AtomicReference<Block> refusing) implements MemoryResource {
-        @Override
-        public Block allocate(long bytes) {
-            return upstream.allocate(bytes);
-        }
-
-        @Override
-        public @Nullable List<Block> allocateAdjacent(long[] bytes) {
-            return upstream.allocateAdjacent(bytes);
-        }
-
-        @Override
-        public void deallocate(Block block, CompletableFuture<?> inFlight) {
-            upstream.deallocate(block, inFlight);
-            if (block == refusing.get()) {
-                throw new IllegalStateException("the adaptor refuses this free");
-            }
-        }
-
-        @Override
-        public void close() {
-            upstream.close();
-        }
     }
 }

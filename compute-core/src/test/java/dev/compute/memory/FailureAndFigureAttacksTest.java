@@ -4,8 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.resource.Block;
-import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.ForwardingResource;
 import dev.compute.memory.testing.ManagerInvariants;
 import dev.compute.memory.spi.FileMappings;
 import java.lang.foreign.Arena;
@@ -57,7 +57,7 @@ class FailureAndFigureAttacksTest {
     @Test
     void anAdaptorWhoseFreeThrowsAfterGivingTheBlockBackLeavesTheFiguresRight() throws Exception {
         AtomicInteger frees = new AtomicInteger();
-        try (UnifiedMemoryManager manager = fourBlocks().resourceAdaptor((upstream, location) -> new Forwarding(upstream) {
+        try (UnifiedMemoryManager manager = fourBlocks().resourceAdaptor((upstream, location) -> new ForwardingResource(upstream) {
             @Override
             public void deallocate(Block block, CompletableFuture<?> inFlight) {
                 upstream.deallocate(block, inFlight);
@@ -422,7 +422,7 @@ class FailureAndFigureAttacksTest {
     @Test
     void aBatchThatFailsGivesBackEveryBlockItTookEvenIfAFreeThrows() {
         AtomicInteger frees = new AtomicInteger();
-        try (UnifiedMemoryManager manager = fourBlocks().resourceAdaptor((upstream, location) -> new Forwarding(upstream) {
+        try (UnifiedMemoryManager manager = fourBlocks().resourceAdaptor((upstream, location) -> new ForwardingResource(upstream) {
             @Override
             public @Nullable List<Block> allocateAdjacent(long[] bytes) {
                 return null; // one by one
@@ -622,35 +622,6 @@ class FailureAndFigureAttacksTest {
             latch.await(10, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-        }
-    }
-
-    /** An adaptor that passes everything through; tests override what they break. */
-    private static class Forwarding implements MemoryResource {
-        final MemoryResource upstream;
-
-        Forwarding(MemoryResource upstream) {
-            this.upstream = upstream;
-        }
-
-        @Override
-        public Block allocate(long bytes) {
-            return upstream.allocate(bytes);
-        }
-
-        @Override
-        public @Nullable List<Block> allocateAdjacent(long[] bytes) {
-            return upstream.allocateAdjacent(bytes);
-        }
-
-        @Override
-        public void deallocate(Block block, CompletableFuture<?> inFlight) {
-            upstream.deallocate(block, inFlight);
-        }
-
-        @Override
-        public void close() {
-            upstream.close();
         }
     }
 }

@@ -5,9 +5,9 @@ import static org.assertj.core.api.Assertions.assertThatCode;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.resource.Block;
-import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.testing.ForwardingResource;
 import dev.compute.memory.testing.LogCapture;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -48,8 +48,20 @@ class RefusedFreesTest {
 
     private UnifiedMemoryManagerBuilder refusingWhenAsked() {
         return UnifiedMemoryManager.builder().backend(device)
-                .resourceAdaptor((upstream, location) -> new RefusingFree(upstream, refusing, refusal, checkedRefusal))
+                .resourceAdaptor((upstream, location) -> ForwardingResource.refusingFrees(upstream, this::refusalOf))
                 .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO);
+    }
+
+    /** What the adaptor throws from the free of {@code block}: null where it does not refuse it. */
+    private @Nullable Throwable refusalOf(Block block) {
+        if (block.requestedSize() != refusing.get()) {
+            return null;
+        }
+        if (checkedRefusal.get()) {
+            return new IOException("the adaptor refuses this free, checked");
+        }
+        RuntimeException same = refusal.get();
+        return same != null ? same : new IllegalStateException("the adaptor refuses this free");
     }
 
     @Test
@@ -274,42 +286,5 @@ class RefusedFreesTest {
 
     private static void closeOnAnotherThread(UnifiedBuffer buffer) throws InterruptedException {
         Thread.ofPlatform().start(buffer::close).join();
-    }
-
-    /** Passes everything through, but throws from a free of a block of the size {@code refusing} says, after giving it back. */
-    private record RefusingFree(MemoryResource upstream, AtomicLong refusing, AtomicReference<@Nullable RuntimeException> refusal,
-                                AtomicBoolean checkedRefusal) implements MemoryResource {
-        @Override
-        public Block allocate(long bytes) {
-            return upstream.allocate(bytes);
-        }
-
-        @Override
-        public @Nullable List<Block> allocateAdjacent(long[] bytes) {
-            return upstream.allocateAdjacent(bytes);
-        }
-
-        @Override
-        public void deallocate(Block block, CompletableFuture<?> inFlight) {
-            boolean refused = block.requestedSize() == refusing.get(); // read before the pool recycles the block
-            upstream.deallocate(block, inFlight);
-            if (refused && checkedRefusal.get()) {
-                throw RefusingFree.<RuntimeException>sneaky(new IOException("the adaptor refuses this free, checked"));
-            }
-            if (refused) {
-                RuntimeException same = refusal.get();
-                throw same != null ? same : new IllegalStateException("the adaptor refuses this free");
-            }
-        }
-
-        @Override
-        public void close() {
-            upstream.close();
-        }
-
-        @SuppressWarnings("unchecked") // the checked exception passes as unchecked: what the compiler does not see
-        private static <T extends Throwable> T sneaky(Throwable checked) throws T {
-            throw (T) checked;
-        }
     }
 }

@@ -5,10 +5,10 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.resource.Block;
-import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.resource.PoolSettings;
 import dev.compute.memory.resource.pool.CachingPoolResource;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.ForwardingResource;
 import dev.compute.memory.testing.ManagerInvariants;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -18,7 +18,6 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -185,7 +184,7 @@ class UserCodeFailuresTest {
     void anAdaptorWhoseFreeThrowsAnErrorStillWakesTheWaitersAndLeavesNoCallCounted() throws Exception {
         AtomicInteger frees = new AtomicInteger();
         UnifiedMemoryManager manager = fourBlocks().closeTimeout(Duration.ofSeconds(30))
-                .resourceAdaptor((upstream, location) -> new Forwarding(upstream) {
+                .resourceAdaptor((upstream, location) -> new ForwardingResource(upstream) {
                     @Override
                     public void deallocate(Block block, CompletableFuture<?> inFlight) {
                         upstream.deallocate(block, inFlight);
@@ -225,34 +224,5 @@ class UserCodeFailuresTest {
             assertThat(pool.allocate(BLOCK)).as("served from the cache the failed listener did not spoil").isNotNull();
         }
         backend.close();
-    }
-
-    /** An adaptor that passes everything through; tests override what they break. */
-    private static class Forwarding implements MemoryResource {
-        final MemoryResource upstream;
-
-        Forwarding(MemoryResource upstream) {
-            this.upstream = upstream;
-        }
-
-        @Override
-        public Block allocate(long bytes) {
-            return upstream.allocate(bytes);
-        }
-
-        @Override
-        public @Nullable List<Block> allocateAdjacent(long[] bytes) {
-            return upstream.allocateAdjacent(bytes);
-        }
-
-        @Override
-        public void deallocate(Block block, CompletableFuture<?> inFlight) {
-            upstream.deallocate(block, inFlight);
-        }
-
-        @Override
-        public void close() {
-            upstream.close();
-        }
     }
 }

@@ -3,16 +3,13 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.compute.memory.resource.Block;
-import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.ForwardingResource;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
-import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 
 /** A view scope's end, as the application sees it: what it ends, and where the thread is afterwards. */
@@ -22,7 +19,7 @@ class ViewScopeTest {
     void aScopeWhoseEndFailsToFreeStillEndsEveryViewAndLeavesTheThreadOutsideIt() throws Exception {
         AtomicBoolean refusing = new AtomicBoolean();
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                .resourceAdaptor((upstream, location) -> new RefusingFree(upstream, refusing))
+                .resourceAdaptor((upstream, location) -> ForwardingResource.refusingFrees(upstream, block -> refusing.get() ? new IllegalStateException("the adaptor refuses this free") : null))
                 .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
             UnifiedBuffer outerViewed = manager.allocate(4096, MemoryLocation.HOST);
             UnifiedBuffer innerViewed = manager.allocate(4096, MemoryLocation.HOST);
@@ -55,31 +52,5 @@ class ViewScopeTest {
 
     private static void closeOnAnotherThread(UnifiedBuffer buffer) throws InterruptedException {
         Thread.ofPlatform().start(buffer::close).join();
-    }
-
-    /** Passes everything through, but throws from a free (after giving the block back) while {@code refusing}. */
-    private record RefusingFree(MemoryResource upstream, AtomicBoolean refusing) implements MemoryResource {
-        @Override
-        public Block allocate(long bytes) {
-            return upstream.allocate(bytes);
-        }
-
-        @Override
-        public @Nullable List<Block> allocateAdjacent(long[] bytes) {
-            return upstream.allocateAdjacent(bytes);
-        }
-
-        @Override
-        public void deallocate(Block block, CompletableFuture<?> inFlight) {
-            upstream.deallocate(block, inFlight);
-            if (refusing.get()) {
-                throw new IllegalStateException("the adaptor refuses this free");
-            }
-        }
-
-        @Override
-        public void close() {
-            upstream.close();
-        }
     }
 }
