@@ -14,7 +14,7 @@ import org.springframework.core.env.Environment;
 /**
  * One named manager's settings seen as {@code compute.*}: {@code compute.managers.<name>.x} where it is set, else
  * {@code compute.x}, so binding {@link ManagerProperties} at {@code compute} gives the manager's own values with
- * the rest inherited (a map such as {@code backend-options} key by key). A named value wins over an inherited one
+ * the rest inherited (a map such as {@code backend-options} key by key, a list whole). A named value wins over an inherited one
  * whichever property source either comes from. The properties keep their real names and origins, so a value that
  * does not convert is reported under the name it was set with, and {@link #whereSet} says the same for a value
  * the manager's builder refuses.
@@ -38,16 +38,41 @@ final class NamedManagerPropertySource implements IterableConfigurationPropertyS
             return null;
         }
         ConfigurationProperty named = find(under(own, name, 1));
-        return named != null ? named : find(name);
+        if (named != null) {
+            return named;
+        }
+        ConfigurationPropertyName list = listOf(name);
+        return list != null && isSet(under(own, list, 1)) ? null : find(name);
     }
 
     @Override
     public Stream<ConfigurationPropertyName> stream() {
-        return sources.stream().filter(IterableConfigurationPropertySource.class::isInstance)
-                .flatMap(source -> ((IterableConfigurationPropertySource) source).stream())
-                .map(name -> own.isAncestorOf(name) ? under(COMPUTE, name, own.getNumberOfElements()) : name)
+        List<ConfigurationPropertyName> names = sources.stream().filter(IterableConfigurationPropertySource.class::isInstance)
+                .flatMap(source -> ((IterableConfigurationPropertySource) source).stream()).toList();
+        List<ConfigurationPropertyName> ownNames = names.stream().filter(own::isAncestorOf)
+                .map(name -> under(COMPUTE, name, own.getNumberOfElements())).toList();
+        return Stream.concat(ownNames.stream(), names.stream().filter(name -> !own.isAncestorOf(name)).filter(name -> {
+                    ConfigurationPropertyName list = listOf(name);
+                    return list == null || ownNames.stream().noneMatch(set -> set.equals(list) || list.isAncestorOf(set));
+                }))
                 .filter(NamedManagerPropertySource::isManagerSetting)
                 .distinct();
+    }
+
+    /**
+     * The list that {@code name} is an element of, or part of one ({@code compute.memory.pooling.warmup.host} for
+     * {@code compute.memory.pooling.warmup.host[1].size}); {@code null} outside a list. A list is one setting, as in
+     * Spring Boot, where a list from one source replaces another's whole: a manager that sets its own has none of the
+     * inherited one's elements (its {@code host[0]} over an inherited {@code host[0]} and {@code host[1]} is one block,
+     * not two).
+     */
+    private static @Nullable ConfigurationPropertyName listOf(ConfigurationPropertyName name) {
+        for (int i = 0; i < name.getNumberOfElements(); i++) {
+            if (name.isNumericIndex(i)) {
+                return name.chop(i);
+            }
+        }
+        return null;
     }
 
     /**

@@ -29,4 +29,21 @@ class NamedManagerWarmupTests {
                     assertThat(context.getBean("cpuUnifiedMemoryManager", UnifiedMemoryManager.class).settings().warmup()).isEmpty();
                 });
     }
+
+    /** A list is one setting, as Spring Boot overrides lists: the named manager's own warm-up replaces the inherited one whole. */
+    @Test
+    void aNamedManagersOwnWarmUpReplacesTheInheritedListWhole() {
+        runner.withPropertyValues("compute.memory.pooling.warmup.host[0].size=2MB", "compute.memory.pooling.warmup.host[1].size=1MB",
+                "compute.memory.pooling.warmup.device[0].size=1MB", "compute.managers.gpu.memory.pooling.warmup.host[0].size=512KB",
+                "compute.managers.cpu.backend=cpu").run(context -> {
+                    assertThat(context).hasNotFailed();
+                    UnifiedMemoryManager gpu = context.getBean("gpuUnifiedMemoryManager", UnifiedMemoryManager.class);
+                    assertThat(gpu.settings().warmup().get(MemoryLocation.HOST)).as("its own list, not its first element over the inherited list")
+                            .singleElement().hasToString("1 x 524288 bytes");
+                    assertThat(gpu.settings().warmup().get(MemoryLocation.DEVICE)).as("a location it does not set is inherited")
+                            .singleElement().hasToString("1 x 1048576 bytes");
+                    assertThat(context.getBean("cpuUnifiedMemoryManager", UnifiedMemoryManager.class).settings().warmup().get(MemoryLocation.HOST))
+                            .hasSize(2);
+                });
+    }
 }
