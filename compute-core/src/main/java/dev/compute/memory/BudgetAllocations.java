@@ -218,9 +218,11 @@ final class BudgetAllocations {
     }
 
     private void endWait(PoolWait wait) {
+        // the pool's wait first: its end gives the claim back (at once where no buffer is being made for it), so that
+        // whoever sees the request fail sees its bytes back in the budgets above; a buffer that came first is closed by its count
+        wait.pool().cancel(false);
         wait.result().completeExceptionally(new IllegalStateException("memory budget '" + account.path()
                 + "' was closed while the request waited for the pool's room"));
-        wait.pool().cancel(false); // its failure gives the claim back; a buffer that came first is closed by its count
     }
 
     UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode, long byteOffset, @Nullable Long byteLength) throws IOException {
