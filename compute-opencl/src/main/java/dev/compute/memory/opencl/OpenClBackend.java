@@ -325,20 +325,14 @@ public final class OpenClBackend implements ComputeBackend {
     public void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
         checkOpen();
         OpenClAllocator.checkRange(target, targetOffset, bytes);
-        queue.asCall(() -> {
-            copies.toDevice(source, target, targetOffset, bytes);
-            return null;
-        });
+        queue.runAsCall(() -> copies.toDevice(source, target, targetOffset, bytes));
     }
 
     @Override
     public void copyToHost(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
         checkOpen();
         OpenClAllocator.checkRange(source, sourceOffset, bytes);
-        queue.asCall(() -> {
-            copies.toHost(source, sourceOffset, target, bytes);
-            return null;
-        });
+        queue.runAsCall(() -> copies.toHost(source, sourceOffset, target, bytes));
     }
 
     @Override
@@ -346,10 +340,7 @@ public final class OpenClBackend implements ComputeBackend {
         checkOpen();
         OpenClAllocator.checkRange(source, sourceOffset, bytes);
         OpenClAllocator.checkRange(target, targetOffset, bytes);
-        queue.asCall(() -> {
-            copies.withinDevice(source, sourceOffset, target, targetOffset, bytes);
-            return null;
-        });
+        queue.runAsCall(() -> copies.withinDevice(source, sourceOffset, target, targetOffset, bytes));
     }
 
     @Override

@@ -482,6 +482,14 @@ final class OpenClQueue {
         }
     }
 
+    /** {@link #asCall} for a call that returns nothing. */
+    void runAsCall(Runnable call) {
+        asCall(() -> {
+            call.run();
+            return null;
+        });
+    }
+
     /** Runs {@code action} under the lifecycle lock unless close has begun; whether it ran. */
     boolean runWhileOpen(Runnable action) {
         synchronized (lifecycle) {
