@@ -36,7 +36,8 @@ final class BudgetAllocations {
     private final Set<PoolWait> waitingForThePool = ConcurrentHashMap.newKeySet();
 
     /** A request's wait in the manager's queue ({@code pool}) and what its caller holds ({@code result}). */
-    private record PoolWait(CompletableFuture<UnifiedBuffer> pool, CompletableFuture<UnifiedBuffer> result) {}
+    /** {@code claimBack}: completes once the pool's wait gave the request's bytes back to the budgets. */
+    private record PoolWait(CompletableFuture<UnifiedBuffer> pool, CompletableFuture<UnifiedBuffer> result, CompletableFuture<Void> claimBack) {}
 
     /**
      * What the caller of {@code allocateAsync} holds. Ended by its caller (cancelled, or completed as {@code orTimeout}
@@ -170,11 +171,17 @@ final class BudgetAllocations {
             return;
         }
         CompletableFuture<UnifiedBuffer> pool;
+        CompletableFuture<Void> claimBack = new CompletableFuture<>();
         try {
             // the bytes stay counted until no memory is held for the request: a buffer made for it as it was cancelled
             // is given back to the pool first, so that the budget's books never hold less than the pool lends it
-            pool = manager.allocateAsync(type, count, location, deadline.left(),
-                    () -> ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST));
+            pool = manager.allocateAsync(type, count, location, deadline.left(), () -> {
+                try {
+                    ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
+                } finally {
+                    claimBack.complete(null);
+                }
+            });
         } catch (Throwable e) {
             ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
             result.completeExceptionally(e);
@@ -182,7 +189,7 @@ final class BudgetAllocations {
         }
         result.pool = pool;
         result.whenComplete((buffer, failure) -> pool.cancel(false)); // ended before it saw the pool's wait: see Request
-        PoolWait wait = new PoolWait(pool, result);
+        PoolWait wait = new PoolWait(pool, result, claimBack);
         waitingForThePool.add(wait);
         if (ledger.isClosed(account)) { // closed after the claim was let in and before the close could see this wait
             endWait(wait);
@@ -218,11 +225,15 @@ final class BudgetAllocations {
     }
 
     private void endWait(PoolWait wait) {
-        // the pool's wait first: its end gives the claim back (at once where no buffer is being made for it), so that
-        // whoever sees the request fail sees its bytes back in the budgets above; a buffer that came first is closed by its count
-        wait.pool().cancel(false);
-        wait.result().completeExceptionally(new IllegalStateException("memory budget '" + account.path()
-                + "' was closed while the request waited for the pool's room"));
+        IllegalStateException closed = new IllegalStateException("memory budget '" + account.path()
+                + "' was closed while the request waited for the pool's room");
+        if (wait.pool().cancel(false)) {
+            // the request fails once its claim is back (at once, or as the pool's attempt under way for it ends), so
+            // that whoever sees it fail sees its bytes back in the budgets above
+            wait.claimBack().whenComplete((given, failure) -> wait.result().completeExceptionally(closed));
+        } else {
+            wait.result().completeExceptionally(closed); // the pool's wait ended first: a buffer it gave is closed by its count
+        }
     }
 
     UnifiedBuffer mapFile(Path file, DataType type, FileMapMode mode, long byteOffset, @Nullable Long byteLength) throws IOException {

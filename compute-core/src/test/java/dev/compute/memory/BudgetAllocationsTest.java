@@ -11,6 +11,9 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
@@ -129,6 +132,53 @@ class BudgetAllocationsTest {
             assertThat(List.of(first, failing, last)).allSatisfy(buffer -> assertThat(buffer.isClosed()).isTrue());
             assertThat(tenant.isClosed()).isTrue();
             assertThat(log.messages(java.util.logging.Level.WARNING)).singleElement().asString().contains("3 buffer(s)");
+        }
+    }
+
+    /**
+     * A closed budget's request fails with the close only once its claim is back in the budgets above, even where the
+     * pool was trying to serve it at that moment (its out-of-memory handler running): whoever sees the failure may
+     * use the bytes at once. CpuBudgetAllocationFormsTest failed in CI on this window.
+     */
+    @Test
+    void aClosedBudgetsRequestFailsOnceItsClaimIsBackThoughThePoolWasTryingToServeIt() throws Exception {
+        Thread caller = Thread.currentThread();
+        AtomicBoolean hold = new AtomicBoolean();
+        CountDownLatch inHandler = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        OutOfMemoryHandler holding = (location, bytes, attempt, failure) -> {
+            if (hold.get() && Thread.currentThread() != caller) {
+                inHandler.countDown();
+                try {
+                    release.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            return false;
+        };
+        try (UnifiedMemoryManager manager = builder().outOfMemoryHandler(holding).build();
+             UnifiedBuffer others = manager.allocate(60 * MiB, DEVICE);
+             MemoryBudget tenant = manager.budget("tenant", 16 * MiB)) {
+            MemoryBudget request = tenant.child("request", 16 * MiB);
+            hold.set(true);
+            CompletableFuture<UnifiedBuffer> waiting = request.allocateAsync(16 * MiB, DEVICE, Duration.ofMinutes(1));
+            manager.allocate(MiB, DEVICE).close(); // wakes the pool's queue: its attempt for the request waits in the handler
+            assertThat(inHandler.await(30, TimeUnit.SECONDS)).isTrue();
+            CompletableFuture<Object> seenAtTheFailure = waiting.handle((buffer, failure) -> {
+                try (UnifiedBuffer host = tenant.allocate(16 * MiB, MemoryLocation.HOST)) {
+                    return host.byteSize();
+                } catch (Throwable e) {
+                    return e;
+                }
+            });
+
+            request.close();
+            release.countDown();
+
+            assertThatThrownBy(() -> waiting.get(30, TimeUnit.SECONDS)).cause().isInstanceOf(IllegalStateException.class)
+                    .hasMessage("memory budget 'tenant/request' was closed while the request waited for the pool's room");
+            assertThat(seenAtTheFailure.get(30, TimeUnit.SECONDS)).as("the whole limit free as the request fails").isEqualTo(16 * MiB);
         }
     }
 
