@@ -219,12 +219,13 @@ class AllocationWaitersTest {
         CompletableFuture<UnifiedBuffer> cancelled = manager.allocateAsync(BLOCK, DEVICE, LONG);
         CompletableFuture<UnifiedBuffer> timedOutByItsCaller = manager.allocateAsync(BLOCK, DEVICE, LONG);
         CompletableFuture<Long> waitingWhenCancelled = cancelled.handle((buffer, failure) -> manager.statistics(DEVICE).waitingRequests());
-        CompletableFuture<Long> waitingWhenTimedOut = timedOutByItsCaller.orTimeout(10, TimeUnit.MILLISECONDS)
-                .handle((buffer, failure) -> manager.statistics(DEVICE).waitingRequests());
 
         cancelled.cancel(false);
 
         assertThat(waitingWhenCancelled.get(LONG.toSeconds(), TimeUnit.SECONDS)).as("the other request waits on").isEqualTo(1);
+        // its timeout set only now: set before the cancel, it could fire first on a slow machine, the other then not waiting
+        CompletableFuture<Long> waitingWhenTimedOut = timedOutByItsCaller.orTimeout(10, TimeUnit.MILLISECONDS)
+                .handle((buffer, failure) -> manager.statistics(DEVICE).waitingRequests());
         assertThat(waitingWhenTimedOut.get(LONG.toSeconds(), TimeUnit.SECONDS)).isZero();
         held.removeFirst().close();
         assertThat(manager.statistics(DEVICE).liveBuffers()).as("nothing made for either").isEqualTo(3);

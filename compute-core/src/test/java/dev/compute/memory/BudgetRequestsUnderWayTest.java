@@ -72,12 +72,13 @@ class BudgetRequestsUnderWayTest {
             CompletableFuture<UnifiedBuffer> cancelled = tenant.allocateAsync(MiB, DEVICE, LONG);
             CompletableFuture<UnifiedBuffer> timedOutByItsCaller = tenant.allocateAsync(MiB, DEVICE, LONG);
             CompletableFuture<Long> waitingWhenCancelled = cancelled.handle((buffer, failure) -> tenant.statistics().waitingRequests());
-            CompletableFuture<Long> waitingWhenTimedOut = timedOutByItsCaller.orTimeout(10, TimeUnit.MILLISECONDS)
-                    .handle((buffer, failure) -> tenant.statistics().waitingRequests());
 
             cancelled.cancel(false);
 
             assertThat(waitingWhenCancelled.get(30, TimeUnit.SECONDS)).as("the other request waits on").isEqualTo(1);
+            // its timeout set only now: set before the cancel, it could fire first on a slow machine, the other then not waiting
+            CompletableFuture<Long> waitingWhenTimedOut = timedOutByItsCaller.orTimeout(10, TimeUnit.MILLISECONDS)
+                    .handle((buffer, failure) -> tenant.statistics().waitingRequests());
             assertThat(waitingWhenTimedOut.get(30, TimeUnit.SECONDS)).isZero();
             large.close();
             assertThat(tenant.statistics().allocatedBytes()).as("nothing let in for either").isZero();
