@@ -195,7 +195,19 @@ class FailureAndFigureAttacksTest {
      */
     @Test
     void aTimedOutRequestsFunctionThatClosesTheManagerIsNotLeftInterrupted() throws Exception {
-        UnifiedMemoryManager manager = fourBlocks().build();
+        // the timeout is told to listeners before the future fails: held there until the function is added, else on a
+        // slow machine the request could time out first and the function run on this thread as it is added
+        CountDownLatch functionAdded = new CountDownLatch(1);
+        UnifiedMemoryManager manager = fourBlocks().eventListener(new MemoryEventListener() {
+            @Override
+            public void allocationFailed(MemoryLocation location, long bytes, OutOfMemoryReason reason) {
+                try {
+                    functionAdded.await(10, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }).build();
         List<UnifiedBuffer> held = new ArrayList<>();
         for (int i = 0; i < 4; i++) {
             held.add(manager.allocate(BLOCK, DEVICE));
@@ -206,6 +218,7 @@ class FailureAndFigureAttacksTest {
             manager.close();
             interruptedAfterClose.complete(Thread.currentThread().getName() + " interrupted: " + Thread.interrupted());
         });
+        functionAdded.countDown();
 
         assertThat(interruptedAfterClose.get(10, TimeUnit.SECONDS)).startsWith("compute-memory-waiters-").endsWith("interrupted: false");
         assertThat(manager.statistics(DEVICE).reservedBytes()).as("the pools' memory, freed by the close").isZero();
