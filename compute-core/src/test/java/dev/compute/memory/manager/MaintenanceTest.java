@@ -21,6 +21,7 @@ import java.util.function.BooleanSupplier;
 import java.util.function.LongSupplier;
 import java.util.function.UnaryOperator;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import java.util.logging.Level;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -73,6 +74,16 @@ class MaintenanceTest {
         Set<Thread> now = threads();
         now.removeAll(before);
         return now;
+    }
+
+    /**
+     * Whether a maintenance thread is in {@code method} now: once it is not, a run that passed the closed check before
+     * the close has finished, however long a slow machine kept it off its cores, and every later one finds it closed.
+     */
+    private static boolean running(String method) {
+        return Thread.getAllStackTraces().entrySet().stream().filter(thread -> thread.getKey().getName().equals(THREAD))
+                .flatMap(thread -> Stream.of(thread.getValue()))
+                .anyMatch(frame -> frame.getClassName().equals(Maintenance.class.getName()) && frame.getMethodName().equals(method));
     }
 
     private static void within10s(BooleanSupplier condition, String what) throws InterruptedException {
@@ -169,7 +180,7 @@ class MaintenanceTest {
         within10s(() -> parts.events.compactions.size() >= 2, "scheduled compactions");
 
         parts.gate.close();
-        Thread.sleep(200); // one that had passed the check may still finish
+        within10s(() -> !running("scheduledCompaction"), "one that had passed the check finishes");
         int closed = parts.events.compactions.size();
         Thread.sleep(100);
 
@@ -198,7 +209,7 @@ class MaintenanceTest {
 
         within10s(() -> parts.figures.timeline(MemoryLocation.HOST).size() >= 3, "samples on schedule");
         parts.gate.close();
-        Thread.sleep(200); // one that had passed the check may still finish
+        within10s(() -> !running("scheduledSample"), "one that had passed the check finishes");
         int closed = parts.figures.timeline(MemoryLocation.HOST).size();
         maintenance.sampleTimeline();
         Thread.sleep(100);
