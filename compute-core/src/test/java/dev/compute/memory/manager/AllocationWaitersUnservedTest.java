@@ -15,6 +15,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -57,13 +58,23 @@ class AllocationWaitersUnservedTest {
         return waiters.request(DataType.INT8, DEVICE, 1024, Long.MAX_VALUE, timeout, () -> happened.add("unserved"));
     }
 
-    /** Once the waiter thread's first try (as the queue's new head) is over: none is under way after it. */
+    /**
+     * Once the waiter thread's first try (as the queue's new head) is over: none is under way after it. Begun, the try
+     * has ended once no waiter thread is serving a queue, however long the thread was kept off a slow machine's cores.
+     */
     private void afterTheWaitersFirstTry() throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (attempts.get() < 2 && System.nanoTime() < deadline) {
+        while ((attempts.get() < 2 || aWaiterThreadServes()) && System.nanoTime() < deadline) {
             Thread.sleep(1);
         }
-        Thread.sleep(100);
+        assertThat(attempts).as("the waiter thread's try").hasValueGreaterThanOrEqualTo(2);
+        assertThat(aWaiterThreadServes()).as("the waiter thread's try ended").isFalse();
+    }
+
+    private static boolean aWaiterThreadServes() {
+        return Thread.getAllStackTraces().entrySet().stream().filter(thread -> thread.getKey().getName().startsWith("compute-memory-waiters-"))
+                .flatMap(thread -> Stream.of(thread.getValue()))
+                .anyMatch(frame -> frame.getClassName().equals(AllocationWaiters.class.getName()) && frame.getMethodName().equals("serve"));
     }
 
     @Test
