@@ -182,6 +182,58 @@ class BudgetAllocationsTest {
         }
     }
 
+    /**
+     * The same for a request whose wait times out while the pool is trying to serve it: it fails once its claim is back
+     * in the budgets, not as the timeout passes with the attempt still under way.
+     */
+    @Test
+    void aRequestThatTimesOutWhileThePoolTriesToServeItFailsOnceItsClaimIsBack() throws Exception {
+        Thread caller = Thread.currentThread();
+        AtomicBoolean hold = new AtomicBoolean();
+        CountDownLatch inHandler = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        CountDownLatch timedOut = new CountDownLatch(1);
+        OutOfMemoryHandler holding = (location, bytes, attempt, failure) -> {
+            if (hold.get() && Thread.currentThread() != caller) {
+                inHandler.countDown();
+                try {
+                    release.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            return false;
+        };
+        MemoryEventListener timeouts = new MemoryEventListener() {
+            @Override
+            public void allocationFailed(MemoryLocation location, long bytes, OutOfMemoryReason reason) {
+                timedOut.countDown(); // told as the wait gives up, before its future fails
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().outOfMemoryHandler(holding).eventListener(timeouts).build();
+             UnifiedBuffer others = manager.allocate(60 * MiB, DEVICE);
+             MemoryBudget tenant = manager.budget("tenant", 16 * MiB)) {
+            hold.set(true);
+            CompletableFuture<UnifiedBuffer> waiting = tenant.allocateAsync(16 * MiB, DEVICE, Duration.ofMillis(200));
+            CompletableFuture<Object> seenAtTheFailure = waiting.handle((buffer, failure) -> {
+                try (UnifiedBuffer host = tenant.allocate(16 * MiB, MemoryLocation.HOST)) {
+                    return host.byteSize();
+                } catch (Throwable e) {
+                    return e;
+                }
+            });
+            manager.allocate(MiB, DEVICE).close(); // wakes the pool's queue: its attempt for the request waits in the handler
+            assertThat(inHandler.await(30, TimeUnit.SECONDS)).isTrue();
+            assertThat(timedOut.await(30, TimeUnit.SECONDS)).as("the wait gave up").isTrue();
+
+            release.countDown();
+
+            assertThatThrownBy(() -> waiting.get(30, TimeUnit.SECONDS)).cause().isInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageContaining("within the wait of");
+            assertThat(seenAtTheFailure.get(30, TimeUnit.SECONDS)).as("the whole limit free as the request fails").isEqualTo(16 * MiB);
+        }
+    }
+
     @Test
     void aDroppedBuffersBytesGoBackWhenTheLeakDetectorFindsIt() throws InterruptedException {
         try (UnifiedMemoryManager manager = builder().leakDetection(LeakDetectionLevel.PARANOID).build(); LogCapture log = LogCapture.managerLog();

@@ -43,7 +43,9 @@ import org.jspecify.annotations.Nullable;
  *
  * <p><b>Threads.</b> Two daemon threads, made when requests wait and gone {@value #IDLE_SECONDS} s after the last:
  * one tries the heads (an attempt may run the out-of-memory handlers or wait for device work), one fires the
- * timeouts, so that a slow attempt never delays a timeout. Neither runs on a thread that closes a buffer.
+ * timeouts, so that a slow attempt never delays a timeout: only a request with an {@code unserved} (a budget's) that
+ * times out while an attempt is under way for it fails as that attempt ends, once its bytes are given back. Neither
+ * runs on a thread that closes a buffer.
  */
 public final class AllocationWaiters<B> {
 
@@ -67,6 +69,8 @@ public final class AllocationWaiters<B> {
         /** {@link #QUEUED}, {@link #SERVING} while an attempt may make a buffer for it, {@link #ENDED} once told. */
         private final AtomicInteger attempt = new AtomicInteger(QUEUED);
         private final @Nullable Runnable unserved;
+        /** Completes once {@code unserved} has run. */
+        private final CompletableFuture<Void> unservedTold = new CompletableFuture<>();
         /** Its own last refusal once tried; until then the refusal of the request ahead of it when it joined. */
         volatile DeviceOutOfMemoryException refusal;
         volatile boolean tried;
@@ -115,7 +119,7 @@ public final class AllocationWaiters<B> {
          */
         void endAttempt() {
             attempt.set(QUEUED);
-            if (future.isDone()) {
+            if (future.isDone() || settled.get()) { // settled: timed out meanwhile, its failure waiting for this
                 endedWithoutBuffer();
             }
         }
@@ -133,7 +137,20 @@ public final class AllocationWaiters<B> {
          */
         void endedWithoutBuffer() {
             if (unserved != null && attempt.compareAndSet(QUEUED, ENDED)) {
-                unserved.run();
+                try {
+                    unserved.run();
+                } finally {
+                    unservedTold.complete(null);
+                }
+            }
+        }
+
+        /** Runs {@code failing} once {@code unserved} has run: at once, or as the attempt under way for it ends. */
+        void failOnceUnservedTold(Runnable failing) {
+            if (unserved == null) {
+                failing.run();
+            } else {
+                unservedTold.whenComplete((told, failure) -> failing.run());
             }
         }
     }
@@ -439,7 +456,9 @@ public final class AllocationWaiters<B> {
             queue.timeouts.increment(); // once off the queue: never counted as waiting and timed out at once
             events.allocationFailed(waiter.location, waiter.bytes, failure.reason());
         } finally {
-            waiter.future.completeExceptionally(failure);
+            // where an attempt under way for it holds its unserved back, it fails as that attempt ends: whoever sees the
+            // failure sees the request's bytes given back (a budget's claim), as when nothing was being made for it
+            waiter.failOnceUnservedTold(() -> waiter.future.completeExceptionally(failure));
         }
     }
 
