@@ -288,15 +288,6 @@ public final class BufferCore {
         return WorkInFlight.after(this, WorkInFlight.ALL, action, (buffer, root, function) -> function.apply(root));
     }
 
-    /**
-     * As {@link #whenIdle}, for device work of the calling thread (an op, a device access): work in flight that the
-     * backend orders the thread's queue after on the device needs no wait; only what it cannot order (work of a queue
-     * it does not know) is waited for on the host.
-     */
-    <T> T whenOrdered(Function<BufferCore, T> action) {
-        return WorkInFlight.after(this, WorkInFlight.UNORDERED, action, (buffer, root, function) -> function.apply(root));
-    }
-
     /** The body of a {@link #call}: given the buffer called and the call's argument. */
     @FunctionalInterface
     public interface CallBody<A, T> {

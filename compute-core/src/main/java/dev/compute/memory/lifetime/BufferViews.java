@@ -82,7 +82,7 @@ public final class BufferViews {
     /** An access to the host copy, brought up to date first; a writing one marks the host copy newer. */
     public static Opened hostAccess(BufferCore buffer, AccessMode mode, Sharing sharing) {
         Objects.requireNonNull(mode, "mode");
-        if (mode.writes()) {
+        if (mode.writes() && buffer.isReadOnly()) { // the message made only where it is thrown: not on every access
             buffer.requireWritable("a " + mode + " host access", "; open a READ access to read it");
         }
         return buffer.call(null, null, HostAccess.of(mode, sharing),
@@ -123,36 +123,43 @@ public final class BufferViews {
      */
     public static Opened deviceAccess(BufferCore buffer, AccessMode mode) {
         Objects.requireNonNull(mode, "mode");
-        if (mode.writes()) {
+        if (mode.writes() && buffer.isReadOnly()) { // the message made only where it is thrown: not on every access
             buffer.requireWritable("a " + mode + " device access", "; open a READ access to read it");
         }
-        return buffer.call(null, null, () -> {
-            BufferCore root = buffer.root();
-            record Held(Block device, MemoryScope scope) {}
-            Held held = buffer.whenOrdered(locked -> {
-                Block open = buffer.openBlock();
-                if (locked.state.hostIsNewer()) {
-                    Coherence.copyMirrorToDevice(locked, open);
-                }
-                return new Held(open, root.host.scopes().open(MemoryScope.Kind.ACCESS, Sharing.CONFINED, locked.scopes()));
-            });
-            long offset = held.device().offset() + buffer.byteOffset();
-            DeviceHandle handle;
-            try {
-                handle = root.host.backend().openDeviceHandle(held.device().segment(), offset, buffer.byteSize, mode);
-            } catch (RuntimeException e) {
-                held.scope().end();
-                throw e;
+        // a call and a wait that capture nothing: every device access passes here
+        return buffer.call(null, null, mode, BufferViews::openDevice);
+    }
+
+    /** What a device access holds once ordered: the device block, and the access's scope. */
+    private record Held(Block device, MemoryScope scope) {}
+
+    private static Opened openDevice(BufferCore buffer, AccessMode mode) {
+        BufferCore root = buffer.root();
+        Held held = WorkInFlight.after(buffer, WorkInFlight.UNORDERED, mode, BufferViews::deviceWhenOrdered);
+        long offset = held.device().offset() + buffer.byteOffset();
+        DeviceHandle handle;
+        try {
+            handle = root.host.backend().openDeviceHandle(held.device().segment(), offset, buffer.byteSize, mode);
+        } catch (RuntimeException e) {
+            held.scope().end();
+            throw e;
+        }
+        held.scope().onEndWithoutTheAccess(() -> endedUnended(buffer, mode, handle));
+        if (mode.writes()) {
+            synchronized (root) {
+                root.state = Coherence.deviceWritten(root);
             }
-            held.scope().onEndWithoutTheAccess(() -> endedUnended(buffer, mode, handle));
-            if (mode.writes()) {
-                synchronized (root) {
-                    root.state = Coherence.deviceWritten(root);
-                }
-            }
-            MemorySegment host = held.device().segment().hostSegment();
-            return new Opened(held.scope(), host == null ? null : host.asSlice(offset, buffer.byteSize), offset, handle);
-        });
+        }
+        MemorySegment host = held.device().segment().hostSegment();
+        return new Opened(held.scope(), host == null ? null : host.asSlice(offset, buffer.byteSize), offset, handle);
+    }
+
+    private static Held deviceWhenOrdered(BufferCore buffer, BufferCore root, AccessMode mode) {
+        Block open = buffer.openBlock();
+        if (root.state.hostIsNewer()) {
+            Coherence.copyMirrorToDevice(root, open);
+        }
+        return new Held(open, root.host.scopes().open(MemoryScope.Kind.ACCESS, Sharing.CONFINED, root.scopes()));
     }
 
     /**

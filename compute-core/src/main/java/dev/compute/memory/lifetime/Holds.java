@@ -26,18 +26,21 @@ public final class Holds {
         if (mode.writes()) {
             buffer.requireWritable("an op that writes its argument", "");
         }
-        // work queued on another stream or queue must not be overtaken: ordered on the device, or waited for
-        return buffer.whenOrdered(root -> {
-            Block device = buffer.openBlock();
-            if (root.state.hostIsNewer()) {
-                Coherence.copyMirrorToDevice(root, device);
-            }
-            if (mode.writes()) {
-                root.state = Coherence.deviceWritten(root);
-            }
-            root.hold();
-            return new Region(device.segment(), device.offset() + buffer.byteOffset(), buffer.elementCount(), buffer.dataType);
-        });
+        // work queued on another stream or queue must not be overtaken: ordered on the device, or waited for; by a
+        // method that captures nothing, as every op passes here
+        return WorkInFlight.after(buffer, WorkInFlight.UNORDERED, mode, Holds::deviceRegionWhenOrdered);
+    }
+
+    private static Region deviceRegionWhenOrdered(BufferCore buffer, BufferCore root, AccessMode mode) {
+        Block device = buffer.openBlock();
+        if (root.state.hostIsNewer()) {
+            Coherence.copyMirrorToDevice(root, device);
+        }
+        if (mode.writes()) {
+            root.state = Coherence.deviceWritten(root);
+        }
+        root.hold();
+        return new Region(device.segment(), device.offset() + buffer.byteOffset(), buffer.elementCount(), buffer.dataType);
     }
 
     /** The host bytes of {@code buffer}, host-accessible memory, held until {@link #release}. */

@@ -38,9 +38,10 @@ final class WorkInFlight {
 
     /**
      * Runs {@code action} under the root's monitor, given {@code buffer}, its root and {@code argument}, once the work
-     * {@code waitFor} picks is done ({@link #ALL} for {@link BufferCore#whenIdle}, {@link #UNORDERED} for
-     * {@link BufferCore#whenOrdered}); an action that captures nothing allocates nothing (the hot paths). The wait
-     * happens without the monitor ({@link #await}); a closed buffer fails at once.
+     * {@code waitFor} picks is done ({@link #ALL} for {@link BufferCore#whenIdle}; {@link #UNORDERED} for device work
+     * of the calling thread, an op or a device access, whose queue the backend orders after on the device what it can,
+     * so that only what it cannot is waited for on the host); an action that captures nothing allocates nothing (the hot
+     * paths). The wait happens without the monitor ({@link #await}); a closed buffer fails at once.
      */
     static <A, T> T after(BufferCore buffer, Function<WorkInFlight, @Nullable CompletableFuture<?>> waitFor, A argument,
                           Locked<A, T> action) {
@@ -51,7 +52,7 @@ final class WorkInFlight {
                 buffer.openBlock();
                 work = root.inFlight == null ? null : waitFor.apply(root.inFlight);
                 if (work == null) {
-                    if (root.inFlight != null && root.inFlight.isDone()) {
+                    if (root.inFlight != null && root.inFlight.pieces.isEmpty()) { // waitFor pruned it just now
                         root.inFlight = null;
                     }
                     return action.apply(buffer, root, argument);
@@ -75,7 +76,11 @@ final class WorkInFlight {
                 }
             }
         } else {
-            pieces.removeIf(earlier -> backend.supersedes(work, earlier));
+            for (int i = pieces.size() - 1; i >= 0; i--) { // by index: no lambda, no removeIf bit set, on every access and op
+                if (backend.supersedes(work, pieces.get(i))) {
+                    pieces.remove(i);
+                }
+            }
             pieces.add(work);
         }
     }
@@ -112,7 +117,8 @@ final class WorkInFlight {
     @Nullable CompletableFuture<?> unordered() {
         prune();
         List<CompletableFuture<?>> unordered = null;
-        for (CompletableFuture<?> piece : pieces) {
+        for (int i = 0; i < pieces.size(); i++) { // by index: no iterator on every access and op
+            CompletableFuture<?> piece = pieces.get(i);
             if (!backend.orderAfter(piece)) {
                 if (unordered == null) {
                     unordered = new ArrayList<>(pieces.size());
@@ -149,6 +155,10 @@ final class WorkInFlight {
     }
 
     private void prune() {
-        pieces.removeIf(CompletableFuture::isDone);
+        for (int i = pieces.size() - 1; i >= 0; i--) { // by index: removeIf allocates a bit set whenever it removes
+            if (pieces.get(i).isDone()) {
+                pieces.remove(i);
+            }
+        }
     }
 }
