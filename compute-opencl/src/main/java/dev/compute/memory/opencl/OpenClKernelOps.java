@@ -19,6 +19,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
+import java.util.stream.Stream;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.Sizeof;
@@ -55,7 +56,15 @@ final class OpenClKernelOps implements KernelOps {
     private final OpenClBackend backend;
     private @Nullable Kernels kernels;
 
-    private record Kernels(cl_program program, Map<String, cl_kernel> byName) {}
+    /**
+     * The program and its kernels by operation, one map per element type: an op looks its kernel up by the operation's
+     * name as it is, with no name made per launch.
+     */
+    private record Kernels(cl_program program, Map<String, cl_kernel> f32, Map<String, cl_kernel> f64) {
+        Stream<cl_kernel> all() {
+            return Stream.concat(f32.values().stream(), f64.values().stream());
+        }
+    }
 
     OpenClKernelOps(OpenClBackend backend) {
         this.backend = backend;
@@ -256,16 +265,16 @@ final class OpenClKernelOps implements KernelOps {
     // ---- the program --------------------------------------------------------------------------------------------
 
     private cl_kernel kernel(String operation, DataType type) {
-        String suffix = switch (type) {
-            case FLOAT32 -> "f32";
-            case FLOAT64 -> "f64";
-            default -> throw new IllegalArgumentException("the op set works on FLOAT32 and FLOAT64; this region is " + type);
-        };
         if (type == DataType.FLOAT64 && !backend.hasDoublePrecision()) {
             throw new UnsupportedOperationException("FLOAT64 " + operation + " needs double precision (cl_khr_fp64), which OpenCL device "
                     + backend.device().describe() + " lacks; use FLOAT32 buffers or a device with cl_khr_fp64");
         }
-        return kernels().byName().get(operation + "_" + suffix);
+        Kernels built = kernels();
+        return switch (type) {
+            case FLOAT32 -> built.f32().get(operation);
+            case FLOAT64 -> built.f64().get(operation);
+            default -> throw new IllegalArgumentException("the op set works on FLOAT32 and FLOAT64; this region is " + type);
+        };
     }
 
     private synchronized Kernels kernels() {
@@ -288,20 +297,22 @@ final class OpenClKernelOps implements KernelOps {
             throw new OpenClException("building the op kernels (" + SOURCE + ") on " + backend.device().describe() + " failed: "
                     + CL.stringFor_errorCode(built) + "\n" + log);
         }
-        Map<String, cl_kernel> byName = new HashMap<>();
+        Map<String, cl_kernel> f32 = new HashMap<>();
+        Map<String, cl_kernel> f64 = new HashMap<>();
         for (String operation : new String[] {"fill", "scale", "axpy", "sum"}) {
             for (String suffix : backend.hasDoublePrecision() ? new String[] {"f32", "f64"} : new String[] {"f32"}) {
                 String name = operation + "_" + suffix;
                 cl_kernel kernel = CL.clCreateKernel(program, name, error);
                 if (error[0] != CL_SUCCESS) {
-                    byName.values().forEach(CL::clReleaseKernel);
+                    f32.values().forEach(CL::clReleaseKernel);
+                    f64.values().forEach(CL::clReleaseKernel);
                     CL.clReleaseProgram(program);
                     OpenClCalls.check(error[0], "clCreateKernel " + name);
                 }
-                byName.put(name, kernel);
+                (suffix.equals("f32") ? f32 : f64).put(operation, kernel);
             }
         }
-        return new Kernels(program, Map.copyOf(byName));
+        return new Kernels(program, Map.copyOf(f32), Map.copyOf(f64));
     }
 
     private static String source() {
@@ -326,7 +337,7 @@ final class OpenClKernelOps implements KernelOps {
     /** Releases the kernels and the program, if they were ever built. */
     synchronized void release() {
         if (kernels != null) {
-            kernels.byName().values().forEach(CL::clReleaseKernel);
+            kernels.all().forEach(CL::clReleaseKernel);
             CL.clReleaseProgram(kernels.program());
             kernels = null;
         }
