@@ -211,7 +211,9 @@ final class OpenClAllocator {
      */
     SubBuffers.Shared keptSubBuffer(NativeAllocation allocation, long offset, long bytes, long accessFlags) {
         queue.checkOpen();
-        return keptSubBuffers.acquire(OpenClBackend.memObject(allocation), offset, bytes, accessFlags,
+        cl_mem parent = OpenClBackend.memObject(allocation);
+        SubBuffers.Shared again = keptSubBuffers.recent(parent, offset, bytes, accessFlags); // the common case: no key, no lambda
+        return again != null ? again : keptSubBuffers.acquire(parent, offset, bytes, accessFlags,
                 () -> subBuffer(allocation, offset, bytes, accessFlags));
     }
 

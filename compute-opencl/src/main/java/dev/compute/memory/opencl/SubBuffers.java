@@ -8,6 +8,7 @@ import java.util.function.Predicate;
 import java.util.function.Supplier;
 import org.jocl.CL;
 import org.jocl.cl_mem;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The sub-buffers device accesses hand out, kept for the next access to the same bytes: a sub-buffer is only a range
@@ -24,16 +25,24 @@ final class SubBuffers {
     /** Entries kept at most; past it, inserting one drops others (in no particular order). */
     static final int CAPACITY = 256;
 
-    private record Range(long parent, long offset, long bytes, long flags) {}
+    private record Range(long parent, long offset, long bytes, long flags) {
+        boolean is(long parent, long offset, long bytes, long flags) {
+            return this.parent == parent && this.offset == offset && this.bytes == bytes && this.flags == flags;
+        }
+    }
 
     /** A sub-buffer and its references: the cache's and one per access using it; 0 when released. */
     static final class Shared {
+        private final Range range;
         private final cl_mem memory;
         private final Consumer<cl_mem> releaser;
         /** From the start, the cache's and its first caller's. */
         private final AtomicInteger references = new AtomicInteger(2);
+        /** Set once out of the cache: {@link #recent} no longer hands it out. */
+        private volatile boolean dropped;
 
-        private Shared(cl_mem memory, Consumer<cl_mem> releaser) {
+        private Shared(Range range, cl_mem memory, Consumer<cl_mem> releaser) {
+            this.range = range;
             this.memory = memory;
             this.releaser = releaser;
         }
@@ -65,6 +74,8 @@ final class SubBuffers {
     }
 
     private final Map<Range, Shared> kept = new ConcurrentHashMap<>();
+    /** The entry last found or kept in {@link #acquire}, for {@link #recent}. */
+    private volatile @Nullable Shared recent;
     private final Consumer<cl_mem> releaser;
 
     SubBuffers() {
@@ -86,17 +97,31 @@ final class SubBuffers {
         while (true) {
             Shared found = kept.get(range);
             if (found == null) {
-                Shared made = new Shared(create.get(), releaser);
+                Shared made = new Shared(range, create.get(), releaser);
                 if (kept.putIfAbsent(range, made) == null) {
                     trim(range);
+                    recent = made;
                     return made;
                 }
                 releaser.accept(made.memory()); // another thread kept one first: use that
             } else if (found.retain()) {
+                recent = found;
                 return found;
             }
             // else dropped (out of the map) and released since the lookup: look again
         }
+    }
+
+    /**
+     * As {@link #acquire}, where the entry asked for is the one last found or kept and is still kept; else null. A chain
+     * of device accesses to the same bytes finds it here, with no key made and no map looked up (nor, in its caller, a
+     * way to create one).
+     */
+    @Nullable Shared recent(cl_mem parent, long offset, long bytes, long flags) {
+        Shared last = recent;
+        // a drop between the look and the retain is the map's race too: the entry lives until its last holder lets go
+        return last != null && !last.dropped && last.range.is(parent.getNativePointer(), offset, bytes, flags) && last.retain()
+                ? last : null;
     }
 
     /** Drops the entries of {@code parent}, which is about to be released. */
@@ -123,6 +148,7 @@ final class SubBuffers {
         if (!kept.remove(range, shared)) {
             return false;
         }
+        shared.dropped = true;
         shared.release();
         return true;
     }

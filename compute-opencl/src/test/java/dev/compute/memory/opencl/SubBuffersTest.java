@@ -151,6 +151,16 @@ class SubBuffersTest {
 
     @Test
     void threadsSharingOneRangeWhileItIsDroppedReleaseEachSubBufferOnceAndOnlyWhenUnused() throws Exception {
+        shareOneRangeWhileItIsDropped(false);
+    }
+
+    /** As above, each thread first trying the entry last found ({@link SubBuffers#recent}), as a device access does. */
+    @Test
+    void threadsReusingTheLastEntryWhileItIsDroppedReleaseEachSubBufferOnceAndOnlyWhenUnused() throws Exception {
+        shareOneRangeWhileItIsDropped(true);
+    }
+
+    private void shareOneRangeWhileItIsDropped(boolean lastFirst) throws Exception {
         AtomicInteger created = new AtomicInteger();
         Set<cl_mem> released = Collections.synchronizedSet(Collections.newSetFromMap(new IdentityHashMap<>())); // addresses are reused
         AtomicInteger releasedTwice = new AtomicInteger();
@@ -171,7 +181,8 @@ class SubBuffersTest {
                 done.add(pool.submit(() -> {
                     start.await();
                     for (int i = 0; i < 2_000; i++) {
-                        SubBuffers.Shared shared = subBuffers.acquire(parentMemory, 0, alignment, CL.CL_MEM_READ_WRITE, () -> {
+                        SubBuffers.Shared last = lastFirst ? subBuffers.recent(parentMemory, 0, alignment, CL.CL_MEM_READ_WRITE) : null;
+                        SubBuffers.Shared shared = last != null ? last : subBuffers.acquire(parentMemory, 0, alignment, CL.CL_MEM_READ_WRITE, () -> {
                             created.incrementAndGet();
                             return allocator.subBuffer(parent, 0, alignment, CL.CL_MEM_READ_WRITE);
                         });
