@@ -21,7 +21,10 @@ import dev.compute.memory.testing.LogCapture;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Future;
+import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import org.jocl.CL;
@@ -374,8 +377,9 @@ class OpenClDeviceOrderingTest {
             cl_event gate = userEvent();
             try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
                  UnifiedBuffer target = manager.allocate(bytes, MemoryLocation.DEVICE)) {
-                CompletableFuture<Void> copy = CompletableFuture.runAsync(() -> target.copyFrom(0, source));
-                Thread.sleep(20);
+                FutureTask<Void> copy = new FutureTask<>(() -> target.copyFrom(0, source), null);
+                Thread copier = Thread.ofPlatform().start(copy);
+                awaitChunks(copier, copy); // past its wait for the work queued before it, whatever the machine's load
                 fillHeldAt(x, gate);
                 caughtMidCopy = !copy.isDone();
                 try {
@@ -392,6 +396,21 @@ class OpenClDeviceOrderingTest {
             }
         }
         assertThat(caughtMidCopy).as("a copy was under way when the fill was queued").isTrue();
+    }
+
+    /** Until {@code copier} writes its staged chunks (past its wait for earlier work), or its copy is over, within 10 s. */
+    private static void awaitChunks(Thread copier, Future<?> copy) throws InterruptedException {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (!copy.isDone() && System.nanoTime() < deadline) {
+            List<StackTraceElement> stack = List.of(copier.getStackTrace());
+            boolean writing = stack.stream().anyMatch(frame -> frame.getClassName().equals(OpenClCopies.class.getName())
+                    && frame.getMethodName().equals("write"));
+            boolean waiting = stack.stream().anyMatch(frame -> frame.getMethodName().equals("awaitQueuedWork"));
+            if (writing && !waiting) {
+                return;
+            }
+            Thread.sleep(1);
+        }
     }
 
     /**
