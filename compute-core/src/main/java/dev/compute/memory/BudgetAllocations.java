@@ -41,8 +41,11 @@ final class BudgetAllocations {
 
     /**
      * What the caller of {@code allocateAsync} holds. Ended by its caller (cancelled, or completed as {@code orTimeout}
-     * does), the request leaves the budget's queue or the pool's, its bytes given back, before the functions added to
-     * it run, as the manager's own requests do: none sees it counted as waiting.
+     * does), the request leaves the budget's queue or the pool's before the functions added to it run, as the manager's
+     * own requests do: none sees it counted as waiting. Its bytes are given back by then too, except where the pool's
+     * serving thread is trying to serve it at that moment (its out-of-memory handlers may be running): they stay counted
+     * until that attempt ends and any buffer it made is back in the pool, so that the books never hold less than the
+     * pool lends; the caller's ending does not wait for it, which could take as long as the application's handlers do.
      */
     private static final class Request extends WithdrawnFirst<UnifiedBuffer> {
         private final CompletableFuture<Void> admitted;

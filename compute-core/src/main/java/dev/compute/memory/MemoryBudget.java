@@ -197,8 +197,9 @@ public final class MemoryBudget implements AutoCloseable {
      * fails at once for a request larger than this budget could ever hold, with {@link BudgetExceededException} when
      * the wait for the budget's room times out, as the manager's fails when the wait for the pool's does, and with
      * {@link IllegalStateException} when the budget or the manager closes. Cancelling it, or completing it otherwise
-     * (as {@code orTimeout} does), withdraws the request wherever it waits; a buffer that comes as it is cancelled is
-     * closed, not lost.
+     * (as {@code orTimeout} does), withdraws the request wherever it waits, and gives its bytes back in this budget,
+     * before the functions added to the future run; where the pool is trying to serve it at that moment, its bytes go
+     * back once that attempt ends (a buffer it made closed again, not lost), without the cancel waiting for it.
      */
     public CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout) {
         return allocations.allocateAsync(type, count, location, timeout);

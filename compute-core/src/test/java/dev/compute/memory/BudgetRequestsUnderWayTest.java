@@ -105,6 +105,70 @@ class BudgetRequestsUnderWayTest {
         }
     }
 
+    /**
+     * A request its caller cancels while the pool's serving thread is trying to serve it (its out-of-memory handler
+     * running): the cancel does not wait for that attempt, which may run as long as the application's handlers do, and
+     * the functions added to the future see it off the pool's queue; its bytes stay counted in the budget until the
+     * attempt ends, so that the books never hold less than the pool may be lending it, then go back.
+     */
+    @Test
+    void aRequestCancelledWhileThePoolTriesToServeItHasItsBytesBackOnceThatAttemptEnds() throws Exception {
+        CountDownLatch inHandler = new CountDownLatch(1);
+        CountDownLatch attemptEnds = new CountDownLatch(1);
+        AtomicBoolean armed = new AtomicBoolean();
+        OutOfMemoryHandler blocking = (location, bytes, attempt, failure) -> {
+            if (armed.compareAndSet(true, false)) {
+                inHandler.countDown();
+                try {
+                    attemptEnds.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            return false;
+        };
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().outOfMemoryHandler(blocking).build();
+             MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+            UnifiedBuffer small = manager.allocate(64 * KiB, DEVICE);
+            List<UnifiedBuffer> others = new ArrayList<>(SmallSimulatedPools.fill(manager, 16 * MiB));
+            others.addAll(SmallSimulatedPools.fill(manager, 64 * KiB));
+            CompletableFuture<UnifiedBuffer> cancelled = tenant.allocateAsync(16 * MiB, DEVICE, LONG);
+            assertThat(manager.statistics(DEVICE).waitingRequests()).as("let in by the budget, in the pool's queue").isEqualTo(1);
+            armed.set(true);
+            small.close(); // wakes the pool's queue: 64 KiB are no room for it, and its handler is asked
+            assertThat(inHandler.await(30, TimeUnit.SECONDS)).isTrue();
+            CompletableFuture<String> seenByItsFunctions = cancelled.handle((buffer, failure) -> manager.statistics(DEVICE).waitingRequests()
+                    + " waiting, " + refusalOf(() -> tenant.allocate(32 * MiB, DEVICE)));
+
+            cancelled.cancel(false); // returns while the attempt is under way
+
+            assertThat(seenByItsFunctions.get(30, TimeUnit.SECONDS)).as("off the pool's queue; its 16 MiB still counted in the budget")
+                    .isEqualTo("0 waiting, " + BudgetExceededException.class.getSimpleName());
+            attemptEnds.countDown();
+            Thread.ofPlatform().start(() -> others.forEach(UnifiedBuffer::close)).join();
+            // the attempt ends on the pool's thread, giving the bytes back: then all 32 MiB are the tenant's
+            Optional<UnifiedBuffer> all = Optional.empty();
+            for (int i = 0; i < 30_000 && all.isEmpty(); i++) {
+                all = tenant.tryAllocate(32 * MiB, DEVICE);
+                if (all.isEmpty()) {
+                    Thread.sleep(1);
+                }
+            }
+            assertThat(all).as("the cancelled request's bytes came back").isPresent();
+            all.get().close();
+        }
+    }
+
+    /** The simple name of what {@code allocation} threw, or "allocated". */
+    private static String refusalOf(java.util.function.Supplier<UnifiedBuffer> allocation) {
+        try {
+            allocation.get().close();
+            return "allocated";
+        } catch (RuntimeException e) {
+            return e.getClass().getSimpleName();
+        }
+    }
+
     /** The same, once the budget let the request in and it waits for the pool's room: it stays in the pool's queue. */
     @Test
     void aRequestWhoseFutureTheCallerCompletedWhileItWaitsForThePoolLeavesThePoolsQueue() throws Exception {
