@@ -64,6 +64,7 @@ public final class UnifiedMemoryManagerFactory {
         if (primary != null && !primary.isBlank()) {
             throw new InvalidSettingException("compute.primary", primary, "unset: it names one of " + NamedManagers.PREFIX + ", and none is configured");
         }
+        ConfiguredNames.check(environment, BUDGETS, "a budget name");
         // bound by ComputeProperties, which ignores a key it does not know: a budget with a typo, or a dot in its name
         // (compute.budgets.a.b.limit), would silently not be made
         Binder.get(environment).bind(BUDGETS, Bindable.mapOf(String.class, BudgetProperties.class), new NoUnboundElementsBindHandler(BindHandler.DEFAULT));
@@ -85,6 +86,7 @@ public final class UnifiedMemoryManagerFactory {
             throw new InvalidSettingException(BUDGETS, String.join(", ", inherited.keySet()), "unset where " + NamedManagers.PREFIX
                     + " names the managers: each manager's budgets are its own, under " + NamedManagers.PREFIX + "." + name + ".budgets");
         }
+        ConfiguredNames.check(environment, prefix, "a budget name");
         Map<String, BudgetProperties> budgetProperties = own.bind(prefix, Bindable.mapOf(String.class, BudgetProperties.class),
                 new NoUnboundElementsBindHandler(BindHandler.DEFAULT)).orElse(Map.of());
         return create(name, properties, source::whereSet, new Budgets(budgetProperties, prefix, NamedManagers.of(environment).primary().equals(name)));
@@ -117,6 +119,7 @@ public final class UnifiedMemoryManagerFactory {
         UnaryOperator<String> whereSet = property -> property.startsWith("compute.") ? prefix + property.substring("compute".length()) : property;
         ManagerProperties properties = bind(binder, prefix, whereSet);
         String budgetsPrefix = prefix + ".budgets";
+        ConfiguredNames.check(environment, budgetsPrefix, "a budget name");
         Map<String, BudgetProperties> budgetProperties = binder.bind(budgetsPrefix, Bindable.mapOf(String.class, BudgetProperties.class),
                 new NoUnboundElementsBindHandler(BindHandler.DEFAULT)).orElse(Map.of());
         return create(name, properties, whereSet, new Budgets(budgetProperties, budgetsPrefix, primary));

@@ -7,12 +7,17 @@ import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedMemoryManager;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.diagnostics.FailureAnalysis;
+import org.springframework.boot.env.YamlPropertySourceLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.core.env.Environment;
+import org.springframework.core.io.ByteArrayResource;
 
 /** Budgets from compute.budgets.* and compute.managers.<name>.budgets.*: made with their managers, and what stops start-up. */
 class ComputeBudgetsTests {
@@ -87,6 +92,40 @@ class ComputeBudgetsTests {
         assertFailure(runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.managers.gpu.memory.pooling.max-pool-size=16MB",
                         "compute.managers.gpu.budgets.gold.limit=64MB", "compute.managers.gpu.budgets.gold.reservations.host=32MB"),
                 "compute.managers.gpu.budgets.gold.reservations.host", "33554432 bytes", "compute.managers.gpu.memory.pooling.max-pool-size");
+    }
+
+    /**
+     * Spring's relaxed binding keeps only the letters, digits and dashes of a map key not in brackets: written in YAML,
+     * each of these budgets would start under another name ("ab", "a") rather than stop start-up.
+     */
+    @Test
+    void aBudgetNameTheBindingWouldRenameStopsStartUpNamingItAsWritten() {
+        assertFailure(yaml("compute:\n  budgets:\n    a/b:\n      limit: 1MB\n"), "compute.budgets.a/b", "a/b", "Spring's binding would make it 'ab'");
+        assertFailure(yaml("compute:\n  budgets:\n    \"tenant a\":\n      limit: 1MB\n"), "compute.budgets.tenant a", "tenant a",
+                "would make it 'tenanta'");
+        assertFailure(yaml("compute:\n  budgets:\n    \"-a\":\n      limit: 1MB\n"), "compute.budgets.-a", "-a", "would make it 'a'");
+        assertFailure(yaml("compute:\n  budgets:\n    \"gold\\a\":\n      limit: 1MB\n"), "compute.budgets.gold\\u0007", "gold\\u0007",
+                "would make it 'gold'");
+        assertFailure(yaml("compute:\n  managers:\n    gpu:\n      backend: cpu\n      budgets:\n        a/b:\n          limit: 1MB\n"),
+                "compute.managers.gpu.budgets.a/b", "a/b", "a budget name of lower-case letters, digits and dashes, as written (Byte array resource [resource loaded from byte array] - 7:18)");
+    }
+
+    /** The binding takes tenant-a and tenanta for one name: each budget would be made with settings of the other. */
+    @Test
+    void twoBudgetNamesTheBindingTakesForOneStopStartUp() {
+        assertFailure(yaml("compute:\n  budgets:\n    tenanta:\n      limit: 2MB\n    tenant-a:\n      limit: 1MB\n      request-limit: 1MB\n"),
+                "compute.budgets.tenant-a", "tenant-a", "differs from compute.budgets.tenanta by more than dashes or case");
+    }
+
+    private ApplicationContextRunner yaml(String yaml) {
+        return runner.withInitializer(context -> {
+            try {
+                new YamlPropertySourceLoader().load("yaml", new ByteArrayResource(yaml.getBytes(StandardCharsets.UTF_8)))
+                        .forEach(context.getEnvironment().getPropertySources()::addLast);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        });
     }
 
     /** As YAML refuses a request-limit that is not positive or above the budget's limit, so does adding a budget at run time. */
