@@ -53,8 +53,12 @@ record NamedManagers(List<String> names, String primary) {
         return List.copyOf(names);
     }
 
-    /** The named managers (at least one is configured); fails, naming the property, for a name that is not plain or a primary that is not one of them. */
+    /**
+     * The named managers (at least one is configured); fails, naming the property, for a name that is not plain (as
+     * written: see {@link ConfiguredNames}) or a primary that is not one of them.
+     */
     static NamedManagers of(Environment environment) {
+        ConfiguredNames.check(environment, PREFIX, "a manager name");
         List<String> names = namesIn(environment);
         for (String name : names) {
             if (!NAME.matcher(name).matches()) {

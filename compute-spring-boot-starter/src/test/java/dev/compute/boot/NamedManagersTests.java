@@ -142,6 +142,25 @@ class NamedManagersTests {
         });
     }
 
+    /**
+     * Relaxed binding keeps only the letters, digits and dashes of a name not in brackets, and takes names that differ by
+     * dashes for one: g/pu started a manager gpu, and g-pu beside gpu each got the other's settings.
+     */
+    @Test
+    void aNameTheBindingWouldChangeOrTakeForAnotherIsRefusedAsWritten() {
+        runner.withPropertyValues("compute.managers.g/pu.backend=cpu").run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure())).isInstanceOf(InvalidSettingException.class)
+                    .hasMessageStartingWith("invalid value 'g/pu' for compute.managers.g/pu: a manager name of lower-case letters, digits and dashes")
+                    .hasMessageEndingWith("Spring's binding would make it 'gpu'");
+        });
+        runner.withPropertyValues("compute.managers.g-pu.backend=cpu", "compute.managers.gpu.memory.pooling.max-pool-size=2MB").run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure())).isInstanceOf(InvalidSettingException.class)
+                    .hasMessageContaining("compute.managers.gpu").hasMessageContaining("differs from compute.managers.g-pu by more than dashes");
+        });
+    }
+
     @Test
     void aNamedValueThatDoesNotConvertIsReportedUnderItsOwnName() {
         runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.managers.gpu.memory.leak-detection=verbose").run(context -> {
