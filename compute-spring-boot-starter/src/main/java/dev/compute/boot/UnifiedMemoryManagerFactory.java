@@ -8,6 +8,8 @@ import dev.compute.memory.UnifiedMemoryManagerBuilder;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.UnaryOperator;
 import java.util.regex.Matcher;
 import org.apache.commons.logging.Log;
@@ -46,6 +48,8 @@ public final class UnifiedMemoryManagerFactory {
     private final ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers;
     private final MemoryEventRelays relays;
     private final ComputeBudgets budgets;
+    /** Each manager's recording settings, by its name, for the computetrace endpoint: a named manager may have its own. */
+    private final Map<String, ComputeProperties.Recording> recordings = new ConcurrentHashMap<>();
 
     UnifiedMemoryManagerFactory(ConfigurableEnvironment environment, ListableBeanFactory beans,
             ObjectProvider<OutOfMemoryHandler> outOfMemoryHandlers, ObjectProvider<UnifiedMemoryManagerBuilderCustomizer> customizers,
@@ -178,7 +182,16 @@ public final class UnifiedMemoryManagerFactory {
             throw e instanceof InvalidSettingException invalid ? renamed(invalid, whereSet) : e;
         }
         relays.register(manager, relay);
+        recordings.put(name, properties.memory().recording());
         return manager;
+    }
+
+    /**
+     * The recording settings ({@code max-events}, {@code call-site-frames}) of the manager {@code name} the starter
+     * built, its own or those it inherits from {@code compute.memory.recording}; empty for a manager it did not build.
+     */
+    public Optional<ComputeProperties.Recording> recordingOf(String name) {
+        return Optional.ofNullable(recordings.get(name));
     }
 
     // The builder names compute.* properties, in the message's property and in what is allowed ("at most

@@ -1,5 +1,6 @@
 package dev.compute.boot.actuate.trace;
 
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.ComputeProperties;
 import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
@@ -13,6 +14,7 @@ import java.util.Enumeration;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import org.springframework.aot.hint.annotation.RegisterReflectionForBinding;
 import org.springframework.boot.actuate.endpoint.Access;
@@ -47,11 +49,13 @@ public class ComputeTraceEndpoint {
     static final int STATUS_CONFLICT = 409;
 
     private final ObservedManagers managers;
-    private final ComputeProperties.Recording settings;
+    /** Each manager's recording settings, by its name: a named manager's own, or those of compute.memory.recording. */
+    private final Function<String, ComputeProperties.Recording> settings;
     /** The last trace stopped here, by manager name. */
     private final Map<String, AllocationTrace> last = new ConcurrentHashMap<>();
 
-    public ComputeTraceEndpoint(ObservedManagers managers, ComputeProperties.Recording settings) {
+    /** @param settings the recording settings of the manager of each name */
+    public ComputeTraceEndpoint(ObservedManagers managers, Function<String, ComputeProperties.Recording> settings) {
         this.managers = managers;
         this.settings = settings;
     }
@@ -65,7 +69,10 @@ public class ComputeTraceEndpoint {
     public WebEndpointResponse<?> recording(@Selector String action, @Nullable String name, @Nullable Integer maxEvents,
                                             @Nullable Integer callSiteFrames) {
         return switch (action) {
-            case "start" -> start(selected(name), options(maxEvents, callSiteFrames));
+            case "start" -> {
+                ObservedManager observed = selected(name);
+                yield start(observed, options(observed.name(), maxEvents, callSiteFrames));
+            }
             case "stop" -> stop(selected(name));
             default -> throw new InvalidEndpointRequestException("unknown action '" + action + "': start or stop", "unknown action");
         };
@@ -81,11 +88,14 @@ public class ComputeTraceEndpoint {
                 "no manager named '" + name + "'; managers: " + names));
     }
 
-    private RecordingOptions options(@Nullable Integer maxEvents, @Nullable Integer callSiteFrames) {
+    private RecordingOptions options(String name, @Nullable Integer maxEvents, @Nullable Integer callSiteFrames) {
+        ComputeProperties.Recording settings = this.settings.apply(name);
         int events = maxEvents != null ? maxEvents : settings.maxEvents();
         if (events < 1 || events > settings.maxEvents()) {
+            String property = ComputeMemoryAutoConfiguration.DEFAULT_MANAGER_NAME.equals(name) ? "compute.memory.recording.max-events"
+                    : "compute.managers." + name + ".memory.recording.max-events";
             throw new InvalidEndpointRequestException("maxEvents must be from 1 to " + settings.maxEvents()
-                    + " (compute.memory.recording.max-events): " + events, "maxEvents out of range");
+                    + " (" + property + "): " + events, "maxEvents out of range");
         }
         int frames = callSiteFrames != null ? callSiteFrames : settings.callSiteFrames();
         if (frames < 0 || frames > RecordingOptions.MAX_CALL_SITE_FRAMES) {

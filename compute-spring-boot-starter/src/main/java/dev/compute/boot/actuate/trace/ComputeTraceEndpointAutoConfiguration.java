@@ -2,8 +2,10 @@ package dev.compute.boot.actuate.trace;
 
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.ComputeProperties;
+import dev.compute.boot.UnifiedMemoryManagerFactory;
 import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
 import dev.compute.boot.actuate.ObservedManagers;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -27,7 +29,10 @@ public final class ComputeTraceEndpointAutoConfiguration {
     @Bean
     @ConditionalOnMissingBean
     @ConditionalOnAvailableEndpoint
-    ComputeTraceEndpoint computeTraceEndpoint(ObservedManagers managers, ComputeProperties properties) {
-        return new ComputeTraceEndpoint(managers, properties.memory().recording());
+    ComputeTraceEndpoint computeTraceEndpoint(ObservedManagers managers, ComputeProperties properties,
+            ObjectProvider<UnifiedMemoryManagerFactory> factory) {
+        // a named manager's own compute.managers.NAME.memory.recording.*; a manager of the application's own has compute.memory's
+        return new ComputeTraceEndpoint(managers, name -> factory.stream().flatMap(each -> each.recordingOf(name).stream()).findFirst()
+                .orElse(properties.memory().recording()));
     }
 }

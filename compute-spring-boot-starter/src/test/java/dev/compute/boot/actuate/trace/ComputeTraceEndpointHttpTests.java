@@ -168,7 +168,8 @@ class ComputeTraceEndpointHttpTests {
     @Nested
     @SpringBootTest(classes = Application.class, webEnvironment = WebEnvironment.RANDOM_PORT, properties = {
             "management.endpoints.web.exposure.include=computetrace", "management.endpoint.computetrace.access=unrestricted",
-            "compute.managers.big.backend=cpu", "compute.managers.small.backend=cpu", "compute.primary=big"})
+            "compute.managers.big.backend=cpu", "compute.managers.small.backend=cpu", "compute.primary=big",
+            "compute.managers.small.memory.recording.max-events=1000"})
     class SeveralManagers extends HttpTest {
 
         @Autowired
@@ -187,6 +188,17 @@ class ComputeTraceEndpointHttpTests {
 
             assertThat(download("small").getBody()).contains("a,1,4096,0,HOST,");
             assertThat(download().getStatusCode().value()).as("big, the primary, has no trace").isEqualTo(404);
+        }
+
+        /** A named manager takes every key of compute.*, its recording's bounds too: they were bound and checked, then ignored. */
+        @Test
+        void aNamedManagersOwnRecordingSettingsAreItsDefaultAndItsBound() {
+            assertThat(post("start", "{\"name\": \"small\"}").getBody()).contains("\"maxEvents\":1000,");
+            post("stop", "{\"name\": \"small\"}");
+            ResponseEntity<String> tooMany = post("start", "{\"name\": \"small\", \"maxEvents\": 1001}");
+            assertThat(tooMany.getStatusCode().value()).isEqualTo(400);
+            assertThat(small.isRecording()).isFalse();
+            assertThat(post("start", "{}").getBody()).as("big's are compute.memory.recording's defaults").contains("\"maxEvents\":1000000,");
         }
 
         @AfterEach
