@@ -16,6 +16,7 @@ import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.Ordered;
+import org.springframework.core.env.Environment;
 
 /**
  * View scopes for web requests ({@code compute.scopes.requests}) and for the tasks of Spring's executors and schedulers
@@ -32,8 +33,16 @@ public final class ComputeScopesAutoConfiguration {
     /** The filter's bean; it runs first among the application's filters, so every filter after it is inside the scope. */
     public static final String REQUEST_SCOPE_FILTER = "computeRequestScopeFilter";
 
-    /** The request budgets' filter's bean; it runs right after the view scope's, so the request's views end before its budget closes. */
+    /**
+     * The request budgets' filter's bean. It runs inside the view scope's, so the request's views end before its budget
+     * closes, and after Spring Security's ({@code spring.security.filter.order}, -100 by default), so that a
+     * {@link RequestBudgetResolver} can take the tenant from the authenticated principal.
+     */
     public static final String REQUEST_BUDGET_FILTER = "computeRequestBudgetFilter";
+
+    // Spring Security's filter order and its default, as Spring Boot's SecurityFilterProperties has them; Security is optional here
+    private static final String SECURITY_FILTER_ORDER = "spring.security.filter.order";
+    private static final int DEFAULT_SECURITY_FILTER_ORDER = -100;
 
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
@@ -76,11 +85,12 @@ public final class ComputeScopesAutoConfiguration {
         }
 
         @Bean(REQUEST_BUDGET_FILTER)
-        FilterRegistrationBean<RequestBudgetFilter> computeRequestBudgetFilter(RequestBudgetResolver resolver, ComputeBudgets budgets) {
+        FilterRegistrationBean<RequestBudgetFilter> computeRequestBudgetFilter(RequestBudgetResolver resolver, ComputeBudgets budgets,
+                Environment environment) {
             FilterRegistrationBean<RequestBudgetFilter> registration = new FilterRegistrationBean<>(
                     new RequestBudgetFilter(resolver, new ScopedBudgets(budgets)));
             registration.setName(REQUEST_BUDGET_FILTER);
-            registration.setOrder(Ordered.HIGHEST_PRECEDENCE + 1);
+            registration.setOrder(environment.getProperty(SECURITY_FILTER_ORDER, Integer.class, DEFAULT_SECURITY_FILTER_ORDER) + 1);
             registration.setDispatcherTypes(DispatcherType.REQUEST, DispatcherType.ASYNC);
             registration.setAsyncSupported(true);
             return registration;
