@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
@@ -40,6 +41,8 @@ public final class ComputeBudgets {
     private final List<Consumer<Configured>> listeners = new CopyOnWriteArrayList<>();
     private final List<Consumer<Configured>> removalListeners = new CopyOnWriteArrayList<>();
     private volatile @Nullable String primary;
+    /** The starter's managers by the names the observers give them, so that a budget added for one is checked to be its. */
+    private final Map<String, UnifiedMemoryManager> managers = new ConcurrentHashMap<>();
 
     /**
      * Calls {@code listener} with each budget observed from now on: one {@link #add added} at run time, or made with a
@@ -133,13 +136,20 @@ public final class ComputeBudgets {
      * Once it closes, its meters go. A closed budget of the same name on that manager (a tenant that left and came back)
      * is no longer observed: the new one takes its name, its place and meters of its own.
      *
-     * @throws IllegalArgumentException for a budget made under another (a request's): only the top ones are observed; for
+     * @throws IllegalArgumentException for a budget another manager made than the starter's manager of that name; for a
+     *     budget made under another (a request's): only the top ones are observed; for
      *     a name that an open budget observed on that manager has already; for a request limit that is not positive or
      *     is above the budget's limit
      */
     public Configured add(String manager, MemoryBudget budget, long requestLimitBytes) {
         if (budget.parent().isPresent()) {
             throw new IllegalArgumentException("memory budget '" + budget.path() + "' is under another: only budgets a manager made are observed");
+        }
+        UnifiedMemoryManager owner = managers.get(manager);
+        if (owner != null && !budget.isClosed() && !owner.budgets().contains(budget)) { // the manager lists its open budgets
+            // observed under the wrong manager, its meters, health and requests (gpu/search) would be that manager's
+            throw new IllegalArgumentException("memory budget '" + budget.name() + "' is not a budget of manager '" + manager
+                    + "': add it for the manager that made it");
         }
         if (requestLimitBytes <= 0 || requestLimitBytes > budget.limitBytes()) { // as compute.budgets.<name>.request-limit is checked
             throw new IllegalArgumentException("the request limit of memory budget '" + budget.name() + "' must be positive and at most its limit of "
@@ -175,6 +185,7 @@ public final class ComputeBudgets {
      * does not fit fails with an {@link InvalidSettingException} naming it; the budgets made before it are closed again.
      */
     void make(String name, boolean primary, UnifiedMemoryManager manager, Map<String, BudgetProperties> properties, String prefix) {
+        managers.put(name, manager);
         List<Configured> made = new ArrayList<>();
         try {
             for (Map.Entry<String, BudgetProperties> entry : properties.entrySet()) {

@@ -128,6 +128,20 @@ class ComputeBudgetsTests {
         });
     }
 
+    /** A budget added for a manager is observed as that manager's (its meters, health, a request's gpu/search): it must be that manager's. */
+    @Test
+    void aBudgetAddedForAnotherManagerThanItsOwnIsRefused() {
+        runner.withPropertyValues("compute.managers.cpu.backend=cpu", "compute.managers.gpu.backend=cpu").run(context -> {
+            ComputeBudgets budgets = context.getBean(ComputeBudgets.class);
+            try (MemoryBudget onCpu = context.getBean("cpuUnifiedMemoryManager", UnifiedMemoryManager.class).budget("runtime", 4 * MiB)) {
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> budgets.add("gpu", onCpu, MiB)).isInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("memory budget 'runtime' is not a budget of manager 'gpu': add it for the manager that made it");
+                assertThat(budgets.all()).as("nothing observed").isEmpty();
+                assertThat(budgets.add("cpu", onCpu, MiB).manager()).isEqualTo("cpu");
+            }
+        });
+    }
+
     /** As YAML refuses a request-limit that is not positive or above the budget's limit, so does adding a budget at run time. */
     @Test
     void aBudgetAddedWithARequestLimitThatMakesNoSenseIsRefused() {
