@@ -62,7 +62,7 @@ final class ConfiguredNames {
                 String other = byUniform.putIfAbsent(uniform, kept);
                 if (other != null && !other.equals(kept)) {
                     throw new InvalidSettingException(prefix + "." + shown(kept), shown(kept), what + " that differs from " + prefix + "." + shown(other)
-                            + " by more than dashes or case: Spring's binding takes the two for one, so each would get the other's settings");
+                            + " only by dashes or case: Spring's binding takes the two for one, so each would get the other's settings");
                 }
             }
         }

@@ -114,7 +114,7 @@ class ComputeBudgetsTests {
     @Test
     void twoBudgetNamesTheBindingTakesForOneStopStartUp() {
         assertFailure(yaml("compute:\n  budgets:\n    tenanta:\n      limit: 2MB\n    tenant-a:\n      limit: 1MB\n      request-limit: 1MB\n"),
-                "compute.budgets.tenant-a", "tenant-a", "differs from compute.budgets.tenanta by more than dashes or case");
+                "compute.budgets.tenant-a", "tenant-a", "differs from compute.budgets.tenanta only by dashes or case");
     }
 
     private ApplicationContextRunner yaml(String yaml) {

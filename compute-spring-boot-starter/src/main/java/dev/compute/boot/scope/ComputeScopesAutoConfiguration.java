@@ -44,6 +44,12 @@ public final class ComputeScopesAutoConfiguration {
     private static final String SECURITY_FILTER_ORDER = "spring.security.filter.order";
     private static final int DEFAULT_SECURITY_FILTER_ORDER = -100;
 
+    /** Right after Security's filter: never past the last order (an overflow would run it first), nor before the view scope's. */
+    static int requestBudgetOrder(int securityFilterOrder) {
+        return securityFilterOrder == Ordered.LOWEST_PRECEDENCE ? securityFilterOrder
+                : Math.max(securityFilterOrder + 1, Ordered.HIGHEST_PRECEDENCE + 1);
+    }
+
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
     @ConditionalOnClass(Filter.class)
@@ -90,7 +96,7 @@ public final class ComputeScopesAutoConfiguration {
             FilterRegistrationBean<RequestBudgetFilter> registration = new FilterRegistrationBean<>(
                     new RequestBudgetFilter(resolver, new ScopedBudgets(budgets)));
             registration.setName(REQUEST_BUDGET_FILTER);
-            registration.setOrder(environment.getProperty(SECURITY_FILTER_ORDER, Integer.class, DEFAULT_SECURITY_FILTER_ORDER) + 1);
+            registration.setOrder(requestBudgetOrder(environment.getProperty(SECURITY_FILTER_ORDER, Integer.class, DEFAULT_SECURITY_FILTER_ORDER)));
             registration.setDispatcherTypes(DispatcherType.REQUEST, DispatcherType.ASYNC);
             registration.setAsyncSupported(true);
             return registration;

@@ -119,4 +119,12 @@ class RequestBudgetFilterTests {
         ((MockAsyncContext) request.getAsyncContext()).complete();
         assertThat(first.get().isClosed()).isTrue();
     }
+
+    @Test
+    void theFilterRunsRightAfterSecuritysWhateverItsOrderButNeverBeforeTheViewScope() {
+        assertThat(ComputeScopesAutoConfiguration.requestBudgetOrder(-100)).isEqualTo(-99);
+        assertThat(ComputeScopesAutoConfiguration.requestBudgetOrder(Integer.MAX_VALUE)).as("no overflow to the first place").isEqualTo(Integer.MAX_VALUE);
+        assertThat(ComputeScopesAutoConfiguration.requestBudgetOrder(Integer.MIN_VALUE)).as("the view scope's filter runs first")
+                .isEqualTo(Integer.MIN_VALUE + 1);
+    }
 }
