@@ -265,16 +265,15 @@ final class OpenClKernelOps implements KernelOps {
     // ---- the program --------------------------------------------------------------------------------------------
 
     private cl_kernel kernel(String operation, DataType type) {
+        if (type != DataType.FLOAT32 && type != DataType.FLOAT64) { // refused before any build, as bad input
+            throw new IllegalArgumentException("the op set works on FLOAT32 and FLOAT64; this region is " + type);
+        }
         if (type == DataType.FLOAT64 && !backend.hasDoublePrecision()) {
             throw new UnsupportedOperationException("FLOAT64 " + operation + " needs double precision (cl_khr_fp64), which OpenCL device "
                     + backend.device().describe() + " lacks; use FLOAT32 buffers or a device with cl_khr_fp64");
         }
         Kernels built = kernels();
-        return switch (type) {
-            case FLOAT32 -> built.f32().get(operation);
-            case FLOAT64 -> built.f64().get(operation);
-            default -> throw new IllegalArgumentException("the op set works on FLOAT32 and FLOAT64; this region is " + type);
-        };
+        return type == DataType.FLOAT32 ? built.f32().get(operation) : built.f64().get(operation);
     }
 
     private synchronized Kernels kernels() {
