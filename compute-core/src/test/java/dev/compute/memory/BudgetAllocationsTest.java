@@ -142,39 +142,19 @@ class BudgetAllocationsTest {
      */
     @Test
     void aClosedBudgetsRequestFailsOnceItsClaimIsBackThoughThePoolWasTryingToServeIt() throws Exception {
-        Thread caller = Thread.currentThread();
-        AtomicBoolean hold = new AtomicBoolean();
-        CountDownLatch inHandler = new CountDownLatch(1);
-        CountDownLatch release = new CountDownLatch(1);
-        OutOfMemoryHandler holding = (location, bytes, attempt, failure) -> {
-            if (hold.get() && Thread.currentThread() != caller) {
-                inHandler.countDown();
-                try {
-                    release.await(30, TimeUnit.SECONDS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-            return false;
-        };
+        HeldAttempts holding = new HeldAttempts();
         try (UnifiedMemoryManager manager = builder().outOfMemoryHandler(holding).build();
              UnifiedBuffer others = manager.allocate(60 * MiB, DEVICE);
              MemoryBudget tenant = manager.budget("tenant", 16 * MiB)) {
             MemoryBudget request = tenant.child("request", 16 * MiB);
-            hold.set(true);
+            holding.hold.set(true);
             CompletableFuture<UnifiedBuffer> waiting = request.allocateAsync(16 * MiB, DEVICE, Duration.ofMinutes(1));
             manager.allocate(MiB, DEVICE).close(); // wakes the pool's queue: its attempt for the request waits in the handler
-            assertThat(inHandler.await(30, TimeUnit.SECONDS)).isTrue();
-            CompletableFuture<Object> seenAtTheFailure = waiting.handle((buffer, failure) -> {
-                try (UnifiedBuffer host = tenant.allocate(16 * MiB, MemoryLocation.HOST)) {
-                    return host.byteSize();
-                } catch (Throwable e) {
-                    return e;
-                }
-            });
+            assertThat(holding.inHandler.await(30, TimeUnit.SECONDS)).isTrue();
+            CompletableFuture<Object> seenAtTheFailure = wholeLimitAtHostAsItEnds(waiting, tenant);
 
             request.close();
-            release.countDown();
+            holding.release.countDown();
 
             assertThatThrownBy(() -> waiting.get(30, TimeUnit.SECONDS)).cause().isInstanceOf(IllegalStateException.class)
                     .hasMessage("memory budget 'tenant/request' was closed while the request waited for the pool's room");
@@ -188,22 +168,8 @@ class BudgetAllocationsTest {
      */
     @Test
     void aRequestThatTimesOutWhileThePoolTriesToServeItFailsOnceItsClaimIsBack() throws Exception {
-        Thread caller = Thread.currentThread();
-        AtomicBoolean hold = new AtomicBoolean();
-        CountDownLatch inHandler = new CountDownLatch(1);
-        CountDownLatch release = new CountDownLatch(1);
+        HeldAttempts holding = new HeldAttempts();
         CountDownLatch timedOut = new CountDownLatch(1);
-        OutOfMemoryHandler holding = (location, bytes, attempt, failure) -> {
-            if (hold.get() && Thread.currentThread() != caller) {
-                inHandler.countDown();
-                try {
-                    release.await(30, TimeUnit.SECONDS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-            return false;
-        };
         MemoryEventListener timeouts = new MemoryEventListener() {
             @Override
             public void allocationFailed(MemoryLocation location, long bytes, OutOfMemoryReason reason) {
@@ -213,25 +179,51 @@ class BudgetAllocationsTest {
         try (UnifiedMemoryManager manager = builder().outOfMemoryHandler(holding).eventListener(timeouts).build();
              UnifiedBuffer others = manager.allocate(60 * MiB, DEVICE);
              MemoryBudget tenant = manager.budget("tenant", 16 * MiB)) {
-            hold.set(true);
+            holding.hold.set(true);
             CompletableFuture<UnifiedBuffer> waiting = tenant.allocateAsync(16 * MiB, DEVICE, Duration.ofMillis(200));
-            CompletableFuture<Object> seenAtTheFailure = waiting.handle((buffer, failure) -> {
-                try (UnifiedBuffer host = tenant.allocate(16 * MiB, MemoryLocation.HOST)) {
-                    return host.byteSize();
-                } catch (Throwable e) {
-                    return e;
-                }
-            });
+            CompletableFuture<Object> seenAtTheFailure = wholeLimitAtHostAsItEnds(waiting, tenant);
             manager.allocate(MiB, DEVICE).close(); // wakes the pool's queue: its attempt for the request waits in the handler
-            assertThat(inHandler.await(30, TimeUnit.SECONDS)).isTrue();
+            assertThat(holding.inHandler.await(30, TimeUnit.SECONDS)).isTrue();
             assertThat(timedOut.await(30, TimeUnit.SECONDS)).as("the wait gave up").isTrue();
 
-            release.countDown();
+            holding.release.countDown();
 
             assertThatThrownBy(() -> waiting.get(30, TimeUnit.SECONDS)).cause().isInstanceOf(DeviceOutOfMemoryException.class)
                     .hasMessageContaining("within the wait of");
             assertThat(seenAtTheFailure.get(30, TimeUnit.SECONDS)).as("the whole limit free as the request fails").isEqualTo(16 * MiB);
         }
+    }
+
+    /** Holds the pool's serving attempts (not the caller's own first one) in the out-of-memory handler while {@link #hold} is set, until released. */
+    private static final class HeldAttempts implements OutOfMemoryHandler {
+        private final Thread caller = Thread.currentThread();
+        final AtomicBoolean hold = new AtomicBoolean();
+        final CountDownLatch inHandler = new CountDownLatch(1);
+        final CountDownLatch release = new CountDownLatch(1);
+
+        @Override
+        public boolean onOutOfMemory(MemoryLocation location, long requestedBytes, int attempt, DeviceOutOfMemoryException failure) {
+            if (hold.get() && Thread.currentThread() != caller) {
+                inHandler.countDown();
+                try {
+                    release.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            return false;
+        }
+    }
+
+    /** As {@code request} ends: the size of a HOST buffer of the tenant's whole 16 MiB limit, or why it was refused. */
+    private static CompletableFuture<Object> wholeLimitAtHostAsItEnds(CompletableFuture<UnifiedBuffer> request, MemoryBudget tenant) {
+        return request.handle((buffer, failure) -> {
+            try (UnifiedBuffer host = tenant.allocate(16 * MiB, MemoryLocation.HOST)) {
+                return host.byteSize();
+            } catch (Throwable e) {
+                return e;
+            }
+        });
     }
 
     @Test
