@@ -20,6 +20,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -62,11 +63,7 @@ public final class Breakpoint implements AutoCloseable {
     }
 
     private static VirtualMachine attachToThisJvm() throws IOException {
-        String listening = listenerAddress();
-        if (listening == null) {
-            throw new IllegalStateException("this JVM has no JDWP agent: run it with ChildJvm.runDebuggable");
-        }
-        String port = listening.substring(listening.lastIndexOf(':') + 1);
+        String port = listeningPort();
         AttachingConnector socket = Bootstrap.virtualMachineManager().attachingConnectors().stream()
                 .filter(connector -> connector.name().equals("com.sun.jdi.SocketAttach")).findFirst().orElseThrow();
         Map<String, Connector.Argument> arguments = socket.defaultArguments();
@@ -76,6 +73,28 @@ public final class Breakpoint implements AutoCloseable {
             return socket.attach(arguments);
         } catch (IllegalConnectorArgumentsException e) {
             throw new IllegalStateException(e);
+        }
+    }
+
+    /**
+     * The port this JVM's JDWP agent listens on. The agent clears its address while a debugger is attached and listens
+     * again, on a fresh port, once it detaches (an earlier breakpoint's close): waits, bounded, until it does.
+     */
+    private static String listeningPort() {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (true) {
+            String listening = listenerAddress();
+            if (listening == null) {
+                throw new IllegalStateException("this JVM has no JDWP agent: run it with ChildJvm.runDebuggable");
+            }
+            String port = listening.substring(listening.lastIndexOf(':') + 1);
+            if (!port.isEmpty() && port.chars().allMatch(Character::isDigit)) {
+                return port;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("this JVM's JDWP agent did not listen again within 30 s: '" + listening + "'");
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
         }
     }
 
