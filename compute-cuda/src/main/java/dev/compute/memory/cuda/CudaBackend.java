@@ -305,8 +305,8 @@ public final class CudaBackend implements ComputeBackend {
 
     @Override
     public void free(NativeAllocation allocation) {
-        streams.requireOpen();
-        allocator.free(allocation);
+        // not whileOpen: device work's callbacks give memory back while close waits for that work
+        streams.whileNotClosed(() -> allocator.free(allocation));
     }
 
     // ---- copies ---------------------------------------------------------------------------------------------------
@@ -468,6 +468,14 @@ public final class CudaBackend implements ComputeBackend {
             LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": recorded device work did not finish"
                     + " within " + deviceWait.toMillis() + " ms of close; the backend keeps its streams, staging buffers, kernels"
                     + " and context rather than destroy them under it (the device may be hung)");
+            copier.close();
+            return;
+        }
+        if (!streams.awaitFreesEnded(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())))) {
+            // a free that began before markClosed is still in the driver: releasing the context would reset it under that call
+            LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": a free was still under way "
+                    + deviceWait.toMillis() + " ms after close began; the backend keeps its streams and context rather than"
+                    + " release them under it");
             copier.close();
             return;
         }

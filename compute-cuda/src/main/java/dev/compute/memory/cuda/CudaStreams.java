@@ -40,6 +40,12 @@ final class CudaStreams {
      */
     private volatile boolean closing;
     private final ReadWriteLock lifecycle = new ReentrantReadWriteLock();
+    /**
+     * The frees' side of the lifecycle: device work's callbacks give memory back while close waits for that work, so a
+     * free is refused only once {@link #closed}, not once closing; close then takes the write lock, bounded, before it
+     * releases the context, so that no free reaches the driver after the context's reset unmapped the memory.
+     */
+    private final ReadWriteLock freeing = new ReentrantReadWriteLock();
     /** Device handles open now: their holders may queue work of their own on these streams, on memory of the context. */
     private final AtomicInteger openHandles = new AtomicInteger();
 
@@ -166,6 +172,21 @@ final class CudaStreams {
     }
 
     /**
+     * Runs {@code free} under the frees' read lock, so that close does not release the context under it; refused with
+     * an {@link IllegalStateException} once the backend is closed.
+     */
+    void whileNotClosed(Runnable free) {
+        Lock read = freeing.readLock();
+        read.lock();
+        try {
+            requireOpen();
+            free.run();
+        } finally {
+            read.unlock();
+        }
+    }
+
+    /**
      * This thread's stream for a device handle opening now, counted open until {@link #handleEnded}: close keeps the
      * streams and the context while any is ({@link #openHandles}). Refused once close has begun.
      */
@@ -262,7 +283,19 @@ final class CudaStreams {
      * have ended: true when they have, and then none uses the streams, staging buffers or kernels any more.
      */
     boolean awaitCallsEnded(Duration wait) {
-        Lock write = lifecycle.writeLock();
+        return awaitReadersEnded(lifecycle, wait);
+    }
+
+    /**
+     * Waits, at most {@code wait}, until the frees that began before {@link #markClosed} have ended: true when they
+     * have, and then none reaches the driver any more.
+     */
+    boolean awaitFreesEnded(Duration wait) {
+        return awaitReadersEnded(freeing, wait);
+    }
+
+    private static boolean awaitReadersEnded(ReadWriteLock lock, Duration wait) {
+        Lock write = lock.writeLock();
         try {
             if (!write.tryLock(nanos(wait), TimeUnit.NANOSECONDS)) {
                 return false;

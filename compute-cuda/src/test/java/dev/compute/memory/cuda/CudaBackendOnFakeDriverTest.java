@@ -165,6 +165,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void closeWaitsForAFreeUnderWayBeforeItReleasesTheContext() throws Exception {
+        inFakeDriverJvm("closeWaitsForAFreeUnderWayBeforeItReleasesTheContext", ChildJvm.debuggable());
+    }
+
+    @Test
     void closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses() throws Exception {
         inFakeDriverJvm("closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses");
     }
@@ -240,6 +245,7 @@ class CudaBackendOnFakeDriverTest {
                 case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
                 case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
                 case "closeWaitsForAnAllocationUnderWay" -> Scenarios.closeWaitsForAnAllocationUnderWay();
+                case "closeWaitsForAFreeUnderWayBeforeItReleasesTheContext" -> Scenarios.closeWaitsForAFreeUnderWayBeforeItReleasesTheContext();
                 case "closeWaitsForAVirtualMemoryMapUnderWay" -> Scenarios.closeWaitsForAVirtualMemoryMapUnderWay();
                 case "closeWaitsForANativeStreamBeingMade" -> Scenarios.closeWaitsForANativeStreamBeingMade();
                 case "theManagersCloseOnAThreadHoldingADeviceAccessReleasesEverything" ->
@@ -1100,6 +1106,46 @@ class CudaBackendOnFakeDriverTest {
                 }
             }
             assertThat(warnings).hasSize(2);
+        }
+
+        /**
+         * A free held, as by a debugger, past the backend's open check and before its driver call, while another thread
+         * closes the backend: the close waits for it before it releases the context (whose reset unmaps the memory, so
+         * the free would give back memory that is gone, or a later context's at the same address), then goes through.
+         */
+        static void closeWaitsForAFreeUnderWayBeforeItReleasesTheContext() throws Throwable {
+            List<LogRecord> warnings = backendWarnings();
+            for (MemoryLocation location : List.of(MemoryLocation.DEVICE, MemoryLocation.PINNED, MemoryLocation.UNIFIED)) {
+                CudaBackend backend = open();
+                NativeAllocation allocation = backend.allocate(location, 4096);
+                AtomicReference<Throwable> failure = new AtomicReference<>();
+                try (Breakpoint breakpoint = Breakpoint.at(CudaAllocator.class, "free", 1, "freeing")) {
+                    Thread freeing = Thread.ofPlatform().name("freeing").start(() -> {
+                        try {
+                            backend.free(allocation);
+                        } catch (Throwable t) {
+                            failure.set(t);
+                        }
+                    });
+                    breakpoint.awaitHit(60);
+                    Thread closing = Thread.ofPlatform().name("closing").start(backend::close);
+                    // until the close waits for the free under way, or has returned
+                    while (closing.isAlive() && !(closing.getState() == Thread.State.TIMED_WAITING && Arrays.stream(closing.getStackTrace())
+                            .anyMatch(frame -> frame.getMethodName().equals("awaitFreesEnded")))) {
+                        Thread.onSpinWait();
+                    }
+                    assertThat(closing.isAlive()).as("%s: the close waits for the free under way", location).isTrue();
+                    breakpoint.release();
+                    freeing.join();
+                    closing.join();
+                }
+                assertThat(failure.get()).as("%s: the free begun before the close", location).isNull();
+                Counters after = counters();
+                assertThat(after.rejected()).as("%s: calls the fake rejected", location).isZero();
+                assertThat(after.contextReferences()).as("%s: the context released once the free ended", location).isZero();
+                assertThat(after.pinned() + after.managed() + after.device()).as("%s: live memory", location).isZero();
+            }
+            assertThat(warnings).as("warnings").isEmpty();
         }
 
         /** A stream the native device is making as close begins (held past the open check) is made before the close destroys the streams, not after. */
