@@ -7,6 +7,7 @@ import static org.jocl.CL.CL_MAP_READ;
 import dev.compute.memory.DeviceTimeoutException;
 import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -91,6 +92,9 @@ final class OpenClQueue {
     volatile int failMarkersWith = CL.CL_SUCCESS;
     /** Completes once every {@code clFinish} run after a failed marker ({@link #finishThen}) has returned. */
     private CompletableFuture<Void> finishes = CompletableFuture.completedFuture(null);
+    /** Settles waiting for the finisher's next {@code clFinish} ({@link #finishThen}); guards {@link #finisherRunning}. */
+    private final List<AwaitingFinish> awaitingFinish = new ArrayList<>();
+    private boolean finisherRunning;
     /** Completes when close() has finished the queue and every recorded work. */
     private final CompletableFuture<Void> drained = new CompletableFuture<>();
 
@@ -369,24 +373,21 @@ final class OpenClQueue {
      * Runs {@code clFinish} on the queue on a thread of its own, then {@code settle}: a wait with no bound, which no
      * caller and no lock waits behind. Close waits for it, bounded, before it releases the queue; where it does not
      * return (a kernel that never ends) or fails, what {@code settle} completes stays incomplete, so its memory is kept,
-     * and a warning says so. Called under the lifecycle lock, before close releases the queue.
+     * and a warning says so. Called under the lifecycle lock, before close releases the queue. One thread per queue, however
+     * many markers fail (a device failing every enqueue): settles asked for while a clFinish runs wait for the next one,
+     * which covers the work queued before them.
      */
     private void finishThen(Runnable settle) {
         CompletableFuture<Void> finished = new CompletableFuture<>();
         finishes = CompletableFuture.allOf(finishes, finished);
-        Thread.ofPlatform().daemon().name("opencl-finish-" + describe).start(() -> {
-            try {
-                int code = CL.clFinish(queue);
-                if (code == CL.CL_SUCCESS) {
-                    settle.run();
-                } else { // nothing says the queue is done with the memory: it stays kept
-                    LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": clFinish after a failed clEnqueueMarker"
-                            + " returned " + CL.stringFor_errorCode(code) + "; the memory its work uses is kept");
-                }
-            } finally {
-                finished.complete(null);
+        synchronized (awaitingFinish) {
+            awaitingFinish.add(new AwaitingFinish(settle, finished));
+            if (finisherRunning) {
+                return;
             }
-        });
+            finisherRunning = true;
+        }
+        Thread.ofPlatform().daemon().name("opencl-finish-" + describe).start(this::finishWhileAwaited);
         CompletableFuture.delayedExecutor(deviceWait.toMillis(), TimeUnit.MILLISECONDS).execute(() -> {
             if (!finished.isDone()) {
                 LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": a marker could not be queued and the queue"
@@ -394,6 +395,45 @@ final class OpenClQueue {
                         + " its work uses is kept until it does (the device may be hung)");
             }
         });
+    }
+
+    /** A settle waiting for the queue's next {@code clFinish}, and what completes once that has returned. */
+    private record AwaitingFinish(Runnable settle, CompletableFuture<Void> finished) {}
+
+    /** The finisher thread: a {@code clFinish} for each round of settles asked for, until none waits. */
+    private void finishWhileAwaited() {
+        while (true) {
+            List<AwaitingFinish> round;
+            synchronized (awaitingFinish) {
+                if (awaitingFinish.isEmpty()) {
+                    finisherRunning = false;
+                    return;
+                }
+                round = List.copyOf(awaitingFinish);
+                awaitingFinish.clear();
+            }
+            int code;
+            try {
+                code = CL.clFinish(queue);
+            } catch (RuntimeException | Error e) {
+                code = CL.CL_INVALID_COMMAND_QUEUE;
+            }
+            if (code != CL.CL_SUCCESS) { // nothing says the queue is done with the memory: it stays kept
+                LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": clFinish after a failed clEnqueueMarker"
+                        + " returned " + CL.stringFor_errorCode(code) + "; the memory its work uses is kept");
+            }
+            for (AwaitingFinish awaiting : round) {
+                try {
+                    if (code == CL.CL_SUCCESS) {
+                        awaiting.settle().run();
+                    }
+                } catch (RuntimeException | Error e) { // the round's other settles, and later rounds, still run
+                    LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": settling work after a failed clEnqueueMarker failed", e);
+                } finally {
+                    awaiting.finished().complete(null);
+                }
+            }
+        }
     }
 
     /**

@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 
 import dev.compute.memory.spi.BackendSettings;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -68,6 +70,10 @@ class OpenClQueueTest {
         int[] status = new int[1];
         OpenClCalls.check(CL.clGetEventInfo(event, CL.CL_EVENT_COMMAND_EXECUTION_STATUS, Sizeof.cl_int, Pointer.to(status), null), "clGetEventInfo");
         return status[0];
+    }
+
+    private static long finishingThreads() {
+        return Thread.getAllStackTraces().keySet().stream().filter(thread -> thread.getName().startsWith("opencl-finish-")).count();
     }
 
     private static void settle() throws InterruptedException {
@@ -269,6 +275,32 @@ class OpenClQueueTest {
             complete(gate);
             assertThat(marker).failsWithin(Duration.ofSeconds(10)).withThrowableThat().withMessageContaining("clEnqueueMarker");
             assertThat(position).failsWithin(Duration.ofSeconds(10)).withThrowableThat().withMessageContaining("clEnqueueMarker");
+        } finally {
+            CL.clSetUserEventStatus(gate, CL.CL_COMPLETE);
+            CL.clReleaseEvent(gate);
+            queue.failMarkersWith = CL.CL_SUCCESS;
+        }
+    }
+
+    @Test
+    void aStormOfMarkersThatCannotBeQueuedWaitsForTheQueueOnOneThread() throws Exception {
+        cl_event gate = userEvent(queue.context());
+        List<CompletableFuture<Void>> markers = new ArrayList<>();
+        long finishingBefore = finishingThreads(); // an earlier test's, ending
+        try {
+            holdAt(gate);
+            queue.failMarkersWith = CL.CL_OUT_OF_RESOURCES;
+            for (int i = 0; i < 50; i++) {
+                markers.add(assertTimeoutPreemptively(Duration.ofSeconds(5), queue::marker));
+            }
+            settle();
+            assertThat(finishingThreads()).as("threads waiting in clFinish for one queue").isBetween(1L, 1 + finishingBefore);
+            assertThat(markers).as("the memory they cover is kept while the queue runs").noneMatch(CompletableFuture::isDone);
+
+            complete(gate);
+            for (CompletableFuture<Void> marker : markers) {
+                assertThat(marker).failsWithin(Duration.ofSeconds(10)).withThrowableThat().withMessageContaining("clEnqueueMarker");
+            }
         } finally {
             CL.clSetUserEventStatus(gate, CL.CL_COMPLETE);
             CL.clReleaseEvent(gate);
