@@ -296,7 +296,10 @@ public final class BufferCore {
 
     /** Every piece of device work in flight on the memory, as one future. Root only, under its monitor. */
     CompletableFuture<?> inFlightAll() {
-        return inFlight == null ? DONE : inFlight.all();
+        CompletableFuture<?> work = inFlight == null ? DONE : inFlight.all();
+        BufferScopes open = scopes;
+        CompletableFuture<?> intoViews = open == null ? null : open.leftQueuedInto(); // a copy into a view of it timed out
+        return intoViews == null ? work : CompletableFuture.allOf(work, intoViews);
     }
 
     /** Remembers device work queued on the memory. Root only, under its monitor. */

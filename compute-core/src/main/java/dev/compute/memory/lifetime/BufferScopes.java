@@ -3,6 +3,7 @@ package dev.compute.memory.lifetime;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -19,6 +20,8 @@ final class BufferScopes {
 
     private @Nullable MemoryScope first;
     private @Nullable Runnable whenEmpty;
+    /** Device work a copy left queued on one of these views' or accesses' memory (its wait timed out); null once done. */
+    private @Nullable CompletableFuture<?> leftQueuedInto;
 
     synchronized void add(MemoryScope scope) {
         scope.bufferNext = first;
@@ -26,6 +29,19 @@ final class BufferScopes {
             first.bufferPrevious = scope;
         }
         first = scope;
+    }
+
+    /** The buffer's memory waits for {@code work} too (see {@link ScopeRegistry#leftQueuedInto}). */
+    synchronized void keepUntil(CompletableFuture<?> work) {
+        leftQueuedInto = leftQueuedInto == null || leftQueuedInto.isDone() ? work : CompletableFuture.allOf(leftQueuedInto, work);
+    }
+
+    /** The work {@link #keepUntil} was given that may still be under way; null where none is. */
+    synchronized @Nullable CompletableFuture<?> leftQueuedInto() {
+        if (leftQueuedInto != null && leftQueuedInto.isDone()) {
+            leftQueuedInto = null;
+        }
+        return leftQueuedInto;
     }
 
     synchronized boolean isEmpty() {

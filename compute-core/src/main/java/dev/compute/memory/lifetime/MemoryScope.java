@@ -92,6 +92,11 @@ public final class MemoryScope {
         return MemorySegment.ofAddress(address).reinterpret(byteSize, arena(), null);
     }
 
+    /** Whether {@code segment} is one of this scope's: bound to its arena. */
+    synchronized boolean binds(MemorySegment segment) {
+        return arena != null && arena.scope().equals(segment.scope());
+    }
+
     /** Under this monitor: the arena of this scope's segments, made on first need, on the owner only. */
     private Arena arena() {
         if (ended) {

@@ -2,11 +2,13 @@ package dev.compute.memory.lifetime;
 
 import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.internal.ManagerLog;
+import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -106,6 +108,30 @@ public final class ScopeRegistry {
         }
         buffer.add(scope);
         return scope;
+    }
+
+    /**
+     * Device work a copy left queued on {@code segment} (its wait timed out): where the segment is one of the calling
+     * thread's views or accesses, the buffer it reaches keeps its memory until that work is done, as it does for work
+     * queued on itself. On the failure path only: the thread's open scopes are looked through.
+     */
+    void leftQueuedInto(MemorySegment segment, CompletableFuture<?> queued) {
+        ThreadScopes own = mine.get();
+        if (own == null) {
+            return;
+        }
+        List<MemoryScope> open = new ArrayList<>();
+        synchronized (own) {
+            for (MemoryScope scope = own.head; scope != null; scope = scope.next) {
+                open.add(scope);
+            }
+        }
+        for (MemoryScope scope : open) { // outside the list's monitor: a scope's own is taken to read its arena
+            if (scope.binds(segment)) {
+                scope.buffer.keepUntil(queued);
+                return;
+            }
+        }
     }
 
     private ThreadScopes own() {

@@ -185,6 +185,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory() throws Exception {
+        inFakeDriverJvm("aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory");
+    }
+
+    @Test
     void aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites() throws Exception {
         inFakeDriverJvm("aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites");
     }
@@ -256,6 +261,8 @@ class CudaBackendOnFakeDriverTest {
                 case "ownKernelsLoadLaunchAndUnloadThroughJCuda" -> Scenarios.ownKernelsLoadLaunchAndUnloadThroughJCuda();
                 case "aBlockingCopyBehindStuckWorkIsBounded" -> Scenarios.aBlockingCopyBehindStuckWorkIsBounded();
                 case "closeUnderACopyKeepsWhatTheCopyUses" -> Scenarios.closeUnderACopyKeepsWhatTheCopyUses();
+                case "aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory" ->
+                        Scenarios.aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory();
                 case "aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites" ->
                         Scenarios.aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites();
                 case "aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt" ->
@@ -639,6 +646,41 @@ class CudaBackendOnFakeDriverTest {
             manager.releaseCachedMemory();
             release();
             assertThat(heldCopies()[1]).as("queued copies that found their device block or staging lane freed").isZero();
+            manager.close();
+        }
+
+        /**
+         * A blocking copy from a DEVICE buffer into a confined view of a PINNED buffer (the driver writes the view's
+         * memory directly) whose wait times out once queued: the PINNED buffer's memory, which the queued copy still
+         * writes, is not handed to the next PINNED allocation.
+         */
+        static void aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory() throws Throwable {
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)));
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
+            float[] ones = new float[1024];
+            Arrays.fill(ones, 1f);
+            float[] twos = new float[1024];
+            Arrays.fill(twos, 2f);
+            UnifiedBuffer source = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            source.copyFrom(ones);
+            UnifiedBuffer pinned = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.PINNED);
+            try (ViewScope views = ViewScope.open()) {
+                MemorySegment view = pinned.hostView();
+                hold(); // the device does not run what is queued from here on
+                assertThatThrownBy(() -> source.copyTo(0, view)).isInstanceOf(dev.compute.memory.DeviceTimeoutException.class);
+            }
+            assertThat(heldCopies()[0]).as("the copy into the view, queued before its wait timed out").isEqualTo(1);
+            HOLD.invokeExact(0);
+            pinned.close();
+            try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.PINNED)) {
+                next.copyFrom(twos);
+                release(); // the device runs the queued copy now
+                float[] back = new float[1024];
+                next.copyTo(back);
+                assertThat(back).as("a PINNED buffer allocated after the close, which the queued copy must not write").containsOnly(2f);
+            }
+            source.close();
             manager.close();
         }
 
