@@ -55,7 +55,7 @@ class VectorStoreConcurrentLimitsTests {
         long allocationsBefore = manager.statistics(MemoryLocation.HOST).allocations();
         CompletableFuture<MvcTestResult> first = CompletableFuture.supplyAsync(() -> put("first", "[1, 2, 3, 4, 5, 6, 7, 8]").exchange());
         try {
-            assertThat(FIRST_ALLOCATING.await(5, TimeUnit.SECONDS)).as("the first PUT reached its allocation").isTrue();
+            assertThat(FIRST_ALLOCATING.await(10, TimeUnit.SECONDS)).as("the first PUT reached its allocation").isTrue();
 
             MvcTestResult second = put("second", "[1]").exchange();
             assertThat(second).hasStatus(HttpStatus.CONTENT_TOO_LARGE).bodyJson().extractingPath("$.detail").asString()
@@ -66,7 +66,7 @@ class VectorStoreConcurrentLimitsTests {
         } finally {
             GO_ON.countDown();
         }
-        assertThat(first.get(5, TimeUnit.SECONDS)).as("the first PUT, under way first, keeps its vector").hasStatus(HttpStatus.CREATED);
+        assertThat(first.get(10, TimeUnit.SECONDS)).as("the first PUT, under way first, keeps its vector").hasStatus(HttpStatus.CREATED);
         assertThat(manager).hasOpenBuffers(1).hasRequestedBytes(MemoryLocation.HOST, 64);
         assertThat(mvc.delete().uri("/api/vectors/first")).hasStatus(HttpStatus.NO_CONTENT);
         assertThat(put("second", "[1]")).as("room again").hasStatus(HttpStatus.CREATED);
@@ -89,7 +89,11 @@ class VectorStoreConcurrentLimitsTests {
                         if (method.getName().equals("allocate") && args != null && args.length == 2 && args[0] == DataType.FLOAT64
                                 && gated.compareAndSet(false, true)) {
                             FIRST_ALLOCATING.countDown();
-                            GO_ON.await(5, TimeUnit.SECONDS);
+                            // held until the test lets it go (its finally does): let go on its own after a few seconds, it
+                            // stored its vector before a slow machine's second PUT and that PUT's check found none under way
+                            if (!GO_ON.await(60, TimeUnit.SECONDS)) {
+                                throw new IllegalStateException("the test never let the first PUT go on");
+                            }
                         }
                         try {
                             return method.invoke(manager, args);
