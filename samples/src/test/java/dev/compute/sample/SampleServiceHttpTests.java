@@ -3,6 +3,7 @@ package dev.compute.sample;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.compute.boot.actuate.RecentMemoryStatistics;
 import java.net.URI;
 import java.time.Duration;
 import java.util.List;
@@ -90,8 +91,9 @@ class SampleServiceHttpTests {
     }
 
     @Test
-    void theComputeMemoryEndpointShowsThePoolAndTrimsIt() {
+    void theComputeMemoryEndpointShowsThePoolAndTrimsIt() throws InterruptedException {
         put("/api/vectors/http-endpoint", "{\"values\": [1, 2, 3]}");
+        long stored = System.nanoTime();
         try {
             Map<String, Object> summary = get("/actuator/computememory").getBody();
             assertThat(summary).containsKeys("backend", "device", "defaultLocation", "locations", "definitions");
@@ -99,10 +101,18 @@ class SampleServiceHttpTests {
             Map<String, Object> figures = (Map<String, Object>) ((Map<String, Object>) summary.get("locations")).get(location);
             assertThat(figures).containsKeys("liveBuffers", "allocatedBytes", "reservedBytes", "cachedBytes", "reservedBytesPeak",
                     "hitRate", "fragmentation", "overhead", "counts", "copiedBytes");
-            // the figures are at most a second old: the vector shows within that
-            await().atMost(Duration.ofSeconds(3)).pollInterval(Duration.ofMillis(100)).untilAsserted(() -> assertThat(((Number)
-                    ((Map<String, Object>) ((Map<String, Object>) get("/actuator/computememory").getBody().get("locations")).get(location))
-                            .get("liveBuffers")).longValue()).isPositive());
+            // the figures are at most a second old: a read asked for more than a second after the vector was stored
+            // shows it, however long a loaded machine takes to answer (the answer is not timed)
+            for (long live = 0; live == 0; ) {
+                boolean overASecondAfter = System.nanoTime() - stored > RecentMemoryStatistics.MAX_AGE.toNanos();
+                live = ((Number) ((Map<String, Object>) ((Map<String, Object>) get("/actuator/computememory").getBody().get("locations"))
+                        .get(location)).get("liveBuffers")).longValue();
+                if (overASecondAfter) {
+                    assertThat(live).as("live buffers, asked over a second after the vector was stored").isPositive();
+                } else if (live == 0) {
+                    Thread.sleep(100);
+                }
+            }
 
             Map<String, Object> detail = get("/actuator/computememory/" + location.toLowerCase()).getBody();
             assertThat(detail).containsEntry("location", location).containsKeys("summary", "segments", "timeline");
