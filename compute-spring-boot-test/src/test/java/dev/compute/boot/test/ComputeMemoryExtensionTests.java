@@ -14,7 +14,9 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.extension.ExtensionConfigurationException;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -53,6 +55,18 @@ class ComputeMemoryExtensionTests {
         assertThat(singleFailure(DropsABuffer.class)).isInstanceOf(AssertionError.class)
                 .hasMessage("the watched manager found 1 buffer(s) garbage-collected without close() during this test; "
                         + "the log's LEAK lines say where each was allocated");
+    }
+
+    @Test
+    void aBufferThatAnEarlierTestLeftOpenFailsThatTestAloneWhenGarbageCollectedLater() {
+        Events events = run(FailsMidwayThenAnotherRuns.class);
+        events.assertStatistics(statistics -> statistics.started(2).succeeded(1).failed(1));
+        Throwable failure = events.failed().stream().findFirst().orElseThrow()
+                .getRequiredPayload(TestExecutionResult.class).getThrowable().orElseThrow();
+        assertThat(failure).hasMessage("midway");
+        // found open, or already garbage-collected while the check waited for it
+        assertThat(failure.getSuppressed()).singleElement().isInstanceOf(AssertionError.class)
+                .extracting(Throwable::getMessage).asString().startsWith("the watched manager ");
     }
 
     @Test
@@ -171,6 +185,41 @@ class ComputeMemoryExtensionTests {
             manager.allocate(4096);
             // a collection and the Cleaner's thread, neither bound in time on a loaded machine
             await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(10)).until(() -> {
+                System.gc();
+                return manager.leaksDetected() > 0;
+            });
+        }
+    }
+
+    @TestMethodOrder(MethodOrderer.MethodName.class)
+    static class FailsMidwayThenAnotherRuns {
+
+        static UnifiedMemoryManager manager;
+
+        @RegisterExtension
+        static ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);
+
+        @BeforeAll
+        static void start() {
+            manager = paranoidCpuManager();
+        }
+
+        @AfterAll
+        static void stop() {
+            manager.close();
+        }
+
+        @Test
+        void a_failsBeforeClosingItsBuffer() {
+            UnifiedBuffer buffer = manager.allocate(4096);
+            buffer.copyFrom(new byte[4096]);
+            throw new IllegalStateException("midway");
+        }
+
+        /** Opens nothing; the garbage collector finds the buffer the test before dropped. */
+        @Test
+        void b_opensNothing() {
+            await().atMost(Duration.ofSeconds(3)).pollInterval(Duration.ofMillis(10)).until(() -> {
                 System.gc();
                 return manager.leaksDetected() > 0;
             });
