@@ -17,6 +17,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.extension.ExtensionConfigurationException;
 import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.platform.commons.support.AnnotationSupport;
+import org.springframework.beans.factory.BeanFactoryUtils;
 import org.springframework.test.context.junit.jupiter.SpringExtension;
 
 /**
@@ -28,8 +29,8 @@ import org.springframework.test.context.junit.jupiter.SpringExtension;
  * the application's first frames.
  *
  * <p>In a Spring test ({@code @SpringBootTest}, {@code @WebMvcTest}, ...) {@code @ExtendWith(ComputeMemoryExtension.class)}
- * watches every {@link UnifiedMemoryManager} bean of the test's application context. In a plain unit test, register
- * the manager: {@code @RegisterExtension ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);}.
+ * watches every {@link UnifiedMemoryManager} bean of the test's application context and its parents. In a plain unit
+ * test, register the manager: {@code @RegisterExtension ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);}.
  *
  * <p>The check runs right after the test method, before {@code @AfterEach} methods: buffers a {@code @BeforeEach}
  * method opened are the test's fixture, not counted, and a manager that {@code @AfterEach} closes is checked while
@@ -99,7 +100,9 @@ public final class ComputeMemoryExtension implements BeforeTestExecutionCallback
                     + "context to find managers in: use it on a Spring test (@SpringBootTest, @WebMvcTest, ...), or register a "
                     + "manager with @RegisterExtension ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager)");
         }
-        Map<String, UnifiedMemoryManager> managers = SpringExtension.getApplicationContext(context).getBeansOfType(UnifiedMemoryManager.class);
+        // and those of its ancestors (@ContextHierarchy): a manager in a parent context that child contexts share is theirs to inject
+        Map<String, UnifiedMemoryManager> managers = BeanFactoryUtils.beansOfTypeIncludingAncestors(
+                SpringExtension.getApplicationContext(context), UnifiedMemoryManager.class);
         if (managers.isEmpty()) {
             throw new ExtensionConfigurationException("the application context of " + context.getRequiredTestClass().getName()
                     + " has no UnifiedMemoryManager bean: a slice test (@WebMvcTest, ...) gets one with @AutoConfigureComputeMemory");

@@ -25,8 +25,12 @@ import org.junit.platform.testkit.engine.EngineTestKit;
 import org.junit.platform.testkit.engine.Events;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.test.annotation.DirtiesContext;
+import org.springframework.test.context.ContextConfiguration;
+import org.springframework.test.context.ContextHierarchy;
+import org.springframework.test.context.junit.jupiter.SpringExtension;
 
 /**
  * The extension on real test classes, run here through JUnit's {@link EngineTestKit}: the nested classes below are
@@ -74,6 +78,13 @@ class ComputeMemoryExtensionTests {
         assertThat(singleFailure(SpringTestLeavingABufferOpen.class)).isInstanceOf(AssertionError.class)
                 .hasMessageStartingWith("unifiedMemoryManager (cpu) has 1 buffer(s) of 100 bytes open")
                 .hasMessageContaining("ComputeMemoryExtensionTests$SpringTestLeavingABufferOpen.keepsABuffer(");
+    }
+
+    @Test
+    void itWatchesAManagerOfAParentContextThatChildContextsShare() {
+        assertThat(singleFailure(SpringTestWithTheManagerInAParentContext.class)).isInstanceOf(AssertionError.class)
+                .hasMessageStartingWith("parentsManager (cpu) has 1 buffer(s) of 10 bytes open")
+                .hasMessageContaining("ComputeMemoryExtensionTests$SpringTestWithTheManagerInAParentContext.keepsABuffer(");
     }
 
     @Test
@@ -241,6 +252,31 @@ class ComputeMemoryExtensionTests {
         @Test
         void keepsABuffer() {
             kept = manager.allocate(100);
+        }
+    }
+
+    @ExtendWith({SpringExtension.class, ComputeMemoryExtension.class})
+    @ContextHierarchy({@ContextConfiguration(classes = ParentWithAManager.class), @ContextConfiguration(classes = NoAutoConfiguration.class)})
+    @DirtiesContext // the parent's manager closes with the class, freeing the buffer left open
+    static class SpringTestWithTheManagerInAParentContext {
+
+        @Autowired
+        UnifiedMemoryManager manager;
+
+        static @Nullable UnifiedBuffer kept;
+
+        @Test
+        void keepsABuffer() {
+            kept = manager.allocate(10);
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class ParentWithAManager {
+
+        @Bean(destroyMethod = "close")
+        UnifiedMemoryManager parentsManager() {
+            return paranoidCpuManager();
         }
     }
 
