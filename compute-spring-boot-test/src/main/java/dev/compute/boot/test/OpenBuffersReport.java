@@ -19,7 +19,10 @@ final class OpenBuffersReport {
         }
         List<AllocationSites.CallSite> sites = AllocationSites.summarize(open, MAX_SITES);
         if (sites.isEmpty()) {
-            return "\nWhere they were allocated is recorded at compute.memory.leak-detection=paranoid, which @AutoConfigureComputeMemory sets.";
+            // a test's manager reads spring.test.compute.* alone: the application's compute.* key would not reach it
+            return "\nWhere they were allocated is recorded at leak detection paranoid: for a test's manager "
+                    + "spring.test.compute.memory.leak-detection=paranoid (@AutoConfigureComputeMemory's default), for another "
+                    + "compute.memory.leak-detection=paranoid or its builder's leakDetection(PARANOID).";
         }
         StringBuilder report = new StringBuilder();
         long listed = 0;

@@ -46,6 +46,16 @@ class UnifiedMemoryManagerAssertTests {
     }
 
     @Test
+    void belowParanoidAFailureAboutOpenBuffersSaysWhichSettingRecordsTheirSitesForATestsManager() {
+        try (UnifiedMemoryManager simple = UnifiedMemoryManager.builder().backend("cpu").leakDetection(LeakDetectionLevel.SIMPLE)
+                .timelineInterval(Duration.ZERO).build(); UnifiedBuffer buffer = simple.allocate(4096)) {
+            // a test's manager reads spring.test.compute.* alone: compute.memory.leak-detection would not change it
+            assertThatThrownBy(() -> assertThat(simple).hasNoOpenBuffers()).isInstanceOf(AssertionError.class)
+                    .hasMessageContaining("spring.test.compute.memory.leak-detection=paranoid");
+        }
+    }
+
+    @Test
     void aFailureAboutLeaksCountsThem() throws InterruptedException {
         manager.allocate(4096);
         // a collection and the Cleaner's thread, neither bound in time on a loaded machine
