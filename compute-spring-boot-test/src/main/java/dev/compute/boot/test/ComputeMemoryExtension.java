@@ -6,9 +6,13 @@ import java.lang.reflect.Modifier;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.extension.AfterTestExecutionCallback;
@@ -107,7 +111,15 @@ public final class ComputeMemoryExtension implements BeforeTestExecutionCallback
             throw new ExtensionConfigurationException("the application context of " + context.getRequiredTestClass().getName()
                     + " has no UnifiedMemoryManager bean: a slice test (@WebMvcTest, ...) gets one with @AutoConfigureComputeMemory");
         }
-        return managers;
+        // a manager under several bean names (a @Bean that returns another) is checked once, or its buffers are told twice
+        Set<UnifiedMemoryManager> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+        Map<String, UnifiedMemoryManager> distinct = new LinkedHashMap<>();
+        managers.forEach((name, manager) -> {
+            if (seen.add(manager)) {
+                distinct.put(name, manager);
+            }
+        });
+        return distinct;
     }
 
     // SpringExtension is registered by @ExtendWith, mostly through @SpringBootTest or a slice annotation; a @Nested class has it from its enclosing class.

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 import static org.junit.platform.engine.discovery.DiscoverySelectors.selectClass;
 
+import dev.compute.boot.test.AutoConfigureComputeMemory.Replace;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -85,6 +86,12 @@ class ComputeMemoryExtensionTests {
         assertThat(singleFailure(SpringTestWithTheManagerInAParentContext.class)).isInstanceOf(AssertionError.class)
                 .hasMessageStartingWith("parentsManager (cpu) has 1 buffer(s) of 10 bytes open")
                 .hasMessageContaining("ComputeMemoryExtensionTests$SpringTestWithTheManagerInAParentContext.keepsABuffer(");
+    }
+
+    @Test
+    void aManagerUnderTwoBeanNamesIsCheckedOnceSoItsBuffersAreToldOnce() {
+        assertThat(singleFailure(SpringTestWithAManagerUnderTwoNames.class)).isInstanceOf(AssertionError.class)
+                .hasMessageContaining("(cpu) has 1 buffer(s) of 10 bytes open").hasMessageNotContaining("\n\n");
     }
 
     @Test
@@ -277,6 +284,33 @@ class ComputeMemoryExtensionTests {
         @Bean(destroyMethod = "close")
         UnifiedMemoryManager parentsManager() {
             return paranoidCpuManager();
+        }
+    }
+
+    @SpringBootTest(classes = TheManagerUnderAnotherName.class)
+    @AutoConfigureComputeMemory(replace = Replace.AUTO_CONFIGURED)
+    @ExtendWith(ComputeMemoryExtension.class)
+    @DirtiesContext
+    static class SpringTestWithAManagerUnderTwoNames {
+
+        @Autowired
+        UnifiedMemoryManager manager;
+
+        static @Nullable UnifiedBuffer kept;
+
+        @Test
+        void keepsABuffer() {
+            kept = manager.allocate(10);
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class TheManagerUnderAnotherName {
+
+        /** The starter's manager again, as an application hands one manager to code that asks for it by another name. */
+        @Bean(autowireCandidate = false)
+        UnifiedMemoryManager sameManager(UnifiedMemoryManager manager) {
+            return manager;
         }
     }
 
