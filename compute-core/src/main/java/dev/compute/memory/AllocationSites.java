@@ -96,12 +96,11 @@ public final class AllocationSites {
     }
 
     /**
-     * The current thread's frames from the caller of the manager on (the manager's own frames left out), at most
-     * {@code maxFrames}: where an allocation under way was asked for.
+     * The frames from the caller of the manager on (the manager's own frames left out), at most {@code maxFrames}:
+     * where an allocation under way was asked for (by the thread that waited for it, where another serves it).
      */
     public static List<StackTraceElement> callerFrames(int maxFrames) {
-        return StackWalker.getInstance().walk(frames -> frames.filter(frame -> !LeakDetector.isLibraryFrame(frame.getClassName()))
-                .limit(maxFrames).map(StackWalker.StackFrame::toStackTraceElement).toList());
+        return LeakDetector.callerFrames(maxFrames);
     }
 
 

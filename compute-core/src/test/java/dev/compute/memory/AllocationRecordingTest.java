@@ -9,6 +9,8 @@ import dev.compute.memory.recording.RecordingOptions;
 import dev.compute.memory.recording.TraceEvent;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /** Recording allocations through the manager: what the chains see, mirrors included, and when it cannot start. */
@@ -56,6 +58,36 @@ class AllocationRecordingTest {
                     .containsExactly(100L, 200L, 300L);
             assertThat(trace.frees()).isEqualTo(3);
         }
+    }
+
+    /**
+     * A request that waits for memory is served later on the waiters' thread, when another thread frees some: its
+     * call site in the trace, and its allocation site for leak detection, are still where it was asked for, not the
+     * frames of the thread that happened to serve it.
+     */
+    @Test
+    void aRequestServedAfterAWaitCarriesTheSiteThatAskedForIt() throws Exception {
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(64L << 20).compactOnOutOfMemory(false)
+                .leakDetection(LeakDetectionLevel.PARANOID).build()) {
+            UnifiedBuffer filling = manager.allocate(48L << 20, MemoryLocation.DEVICE);
+            manager.startRecording(new RecordingOptions(100, 4));
+            CompletableFuture<UnifiedBuffer> waiting = askWhileFull(manager);
+            assertThat(waiting).isNotDone();
+            Thread freeing = Thread.ofPlatform().name("freeing").start(filling::close);
+            freeing.join();
+            try (UnifiedBuffer served = waiting.get(10, TimeUnit.SECONDS)) {
+                assertThat(manager.liveBuffers()).singleElement().extracting(LiveBufferReport::allocationSite).asString()
+                        .contains("askWhileFull");
+            }
+            AllocationTrace trace = manager.stopRecording();
+
+            assertThat(trace.events()).filteredOn(e -> e.kind() == TraceEvent.Kind.ALLOCATION).singleElement()
+                    .extracting(TraceEvent::callSite).asString().startsWith(AllocationRecordingTest.class.getName() + ".askWhileFull(");
+        }
+    }
+
+    private static CompletableFuture<UnifiedBuffer> askWhileFull(UnifiedMemoryManager manager) {
+        return manager.allocateAsync(48L << 20, MemoryLocation.DEVICE, Duration.ofSeconds(10));
     }
 
     @Test

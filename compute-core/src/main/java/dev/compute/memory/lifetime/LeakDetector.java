@@ -17,6 +17,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -43,6 +44,11 @@ public final class LeakDetector {
     /** How many sites {@link #leaksBySite} keeps: beyond, a new site's every leak is logged in full, as before. */
     private static final int MAX_SITES = 1024;
     private static final Cleaner CLEANER = Cleaner.create(LibraryThreads.daemons("compute-leak-detector", false));
+    /**
+     * Where a request that waited for memory was asked for, while another thread serves it: the serving thread's own
+     * frames (the waiters' executor) would say nothing of who asked, in allocation sites and in recorded call sites.
+     */
+    private static final ScopedValue<List<StackTraceElement>> ASKED_AT = ScopedValue.newInstance();
 
     private final BooleanSupplier managerClosed;
     private final LeakDetectionLevel level;
@@ -102,12 +108,29 @@ public final class LeakDetector {
 
     private static String allocationSite() {
         StringBuilder site = new StringBuilder();
-        StackWalker.getInstance().forEach(frame -> {
-            if (!isLibraryFrame(frame.getClassName())) {
-                site.append("\tat ").append(frame.toStackTraceElement()).append('\n');
-            }
-        });
+        for (StackTraceElement frame : callerFrames(Integer.MAX_VALUE)) {
+            site.append("\tat ").append(frame).append('\n');
+        }
         return site.toString();
+    }
+
+    /**
+     * The frames from the caller of the manager on (the library's own left out), at most {@code maxFrames}: the
+     * current thread's, or, while a request that waited for memory is served ({@link #servedAsAskedAt}), those of
+     * the thread that asked for it, as they were then.
+     */
+    public static List<StackTraceElement> callerFrames(int maxFrames) {
+        if (ASKED_AT.isBound()) {
+            List<StackTraceElement> asked = ASKED_AT.get();
+            return asked.size() <= maxFrames ? asked : asked.subList(0, maxFrames);
+        }
+        return StackWalker.getInstance().walk(frames -> frames.filter(frame -> !isLibraryFrame(frame.getClassName()))
+                .limit(maxFrames).map(StackWalker.StackFrame::toStackTraceElement).toList());
+    }
+
+    /** Runs {@code allocation} of a request served later as if at {@code askedAt}, its {@link #callerFrames} when it asked. */
+    public static <T> T servedAsAskedAt(List<StackTraceElement> askedAt, Supplier<T> allocation) {
+        return ScopedValue.where(ASKED_AT, askedAt).call(allocation::get);
     }
 
     /** A frame of the library's own code, which no allocation site shows; the core's own tests count as its callers. */

@@ -9,7 +9,9 @@ import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.internal.WithdrawnFirst;
+import dev.compute.memory.lifetime.LeakDetector;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.ExecutorService;
@@ -69,6 +71,11 @@ public final class AllocationWaiters<B> {
         /** {@link #QUEUED}, {@link #SERVING} while an attempt may make a buffer for it, {@link #ENDED} once told. */
         private final AtomicInteger attempt = new AtomicInteger(QUEUED);
         private final @Nullable Runnable unserved;
+        /**
+         * Where it was asked for, for its allocation site and recorded call site when another thread serves it: one
+         * stack walk for a request that found no memory, never for one served at once.
+         */
+        final List<StackTraceElement> askedAt = LeakDetector.callerFrames(Integer.MAX_VALUE);
         /** Completes once {@code unserved} has run. */
         private final CompletableFuture<Void> unservedTold = new CompletableFuture<>();
         /** Its own last refusal once tried; until then the refusal of the request ahead of it when it joined. */
@@ -382,7 +389,7 @@ public final class AllocationWaiters<B> {
             }
             B buffer;
             try {
-                buffer = allocation.allocate(head.type, head.location, head.bytes);
+                buffer = LeakDetector.servedAsAskedAt(head.askedAt, () -> allocation.allocate(head.type, head.location, head.bytes));
             } catch (AllocationAboveLimitException e) {
                 // above a limit composed into the chain: no free can make room for it, and it would hold up those behind it
                 queue.remove(head);
