@@ -7,6 +7,7 @@ import dev.compute.memory.budget.BudgetLedger.Claimant;
 import dev.compute.memory.budget.BudgetNode;
 import dev.compute.memory.internal.WithdrawnFirst;
 import dev.compute.memory.lifetime.BufferCore;
+import dev.compute.memory.lifetime.LeakDetector;
 import dev.compute.memory.manager.BlockAllocation;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -149,6 +150,8 @@ final class BudgetAllocations {
         manager.requireLocation(location);
         Deadline deadline = Deadline.after(timeout);
         CompletableFuture<Void> admitted = ledger.claimLater(account, location, bytes, timeout);
+        // let in later, it is allocated on the thread that made room: as asked for here, for its allocation site
+        @Nullable List<StackTraceElement> askedAt = admitted.isDone() ? null : LeakDetector.callerFrames(Integer.MAX_VALUE);
         Request result = new Request(admitted);
         // completed anyhow (cancelled, or by its caller: orTimeout, completeExceptionally), the request leaves the
         // budget's queue, as the manager's leaves its own; completed here, the wait is over already and this does nothing
@@ -160,8 +163,13 @@ final class BudgetAllocations {
             if (refusal != null) {
                 refused(location, bytes, unwrapped(refusal));
                 result.completeExceptionally(unwrapped(refusal));
-            } else {
+            } else if (askedAt == null) {
                 fromThePool(type, count, location, bytes, deadline, result);
+            } else {
+                LeakDetector.servedAsAskedAt(askedAt, () -> {
+                    fromThePool(type, count, location, bytes, deadline, result);
+                    return null;
+                });
             }
         });
         return result;

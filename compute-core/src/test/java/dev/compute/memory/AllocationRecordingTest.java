@@ -86,6 +86,32 @@ class AllocationRecordingTest {
         }
     }
 
+    /** The same where the wait is for a budget's room: let in once another thread frees, on a thread of the budget's. */
+    @Test
+    void aBudgetRequestLetInAfterAWaitCarriesTheSiteThatAskedForIt() throws Exception {
+        try (UnifiedMemoryManager manager = builder().leakDetection(LeakDetectionLevel.PARANOID).build();
+             MemoryBudget budget = manager.budget("tenant", 64L << 20)) {
+            UnifiedBuffer filling = budget.allocate(48L << 20, MemoryLocation.DEVICE);
+            manager.startRecording(new RecordingOptions(100, 4));
+            CompletableFuture<UnifiedBuffer> waiting = askWhileFull(budget);
+            assertThat(waiting).isNotDone();
+            Thread freeing = Thread.ofPlatform().name("freeing").start(filling::close);
+            freeing.join();
+            try (UnifiedBuffer served = waiting.get(10, TimeUnit.SECONDS)) {
+                assertThat(manager.liveBuffers()).singleElement().extracting(LiveBufferReport::allocationSite).asString()
+                        .contains("askWhileFull");
+            }
+            AllocationTrace trace = manager.stopRecording();
+
+            assertThat(trace.events()).filteredOn(e -> e.kind() == TraceEvent.Kind.ALLOCATION).singleElement()
+                    .extracting(TraceEvent::callSite).asString().startsWith(AllocationRecordingTest.class.getName() + ".askWhileFull(");
+        }
+    }
+
+    private static CompletableFuture<UnifiedBuffer> askWhileFull(MemoryBudget budget) {
+        return budget.allocateAsync(48L << 20, MemoryLocation.DEVICE, Duration.ofSeconds(10));
+    }
+
     private static CompletableFuture<UnifiedBuffer> askWhileFull(UnifiedMemoryManager manager) {
         return manager.allocateAsync(48L << 20, MemoryLocation.DEVICE, Duration.ofSeconds(10));
     }
