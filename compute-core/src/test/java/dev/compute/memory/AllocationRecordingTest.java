@@ -9,7 +9,10 @@ import dev.compute.memory.recording.RecordingOptions;
 import dev.compute.memory.recording.TraceEvent;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -83,6 +86,37 @@ class AllocationRecordingTest {
 
             assertThat(trace.events()).filteredOn(e -> e.kind() == TraceEvent.Kind.ALLOCATION).singleElement()
                     .extracting(TraceEvent::callSite).asString().startsWith(AllocationRecordingTest.class.getName() + ".askWhileFull(");
+        }
+    }
+
+    /**
+     * An out-of-memory handler that allocates while a waiting request is tried on the waiters' thread: its buffer was
+     * asked for by the handler, not by the waiting request, and carries the handler's own site.
+     */
+    @Test
+    void aHandlerAllocatingWhileAWaitingRequestIsTriedHasItsOwnSite() throws Exception {
+        Map<String, UnifiedBuffer> byHandlerThread = new ConcurrentHashMap<>();
+        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+        String mainThread = Thread.currentThread().getName();
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(64L << 20).compactOnOutOfMemory(false)
+                .leakDetection(LeakDetectionLevel.PARANOID).outOfMemoryHandler((location, bytes, attempt, failure) -> {
+                    byHandlerThread.computeIfAbsent(Thread.currentThread().getName(), thread -> self.get().allocate(thread.equals(mainThread) ? 1024 : 2048, MemoryLocation.HOST));
+                    return false;
+                }).build()) {
+            self.set(manager);
+            UnifiedBuffer staying = manager.allocate(40L << 20, MemoryLocation.DEVICE);
+            UnifiedBuffer going = manager.allocate(20L << 20, MemoryLocation.DEVICE);
+            CompletableFuture<UnifiedBuffer> waiting = askWhileFull(manager);
+            going.close(); // not room enough: the request is tried again on the waiters' thread, and fails there
+            while (byHandlerThread.keySet().stream().allMatch(mainThread::equals)) {
+                Thread.onSpinWait();
+            }
+
+            assertThat(manager.liveBuffers()).filteredOn(buffer -> buffer.sizeBytes() == 2048).singleElement()
+                    .extracting(LiveBufferReport::allocationSite).asString().isNotEmpty().doesNotContain("askWhileFull");
+            waiting.cancel(false);
+            staying.close();
+            byHandlerThread.values().forEach(UnifiedBuffer::close);
         }
     }
 

@@ -36,6 +36,11 @@ public final class UserCode {
         depth[1]--;
     }
 
+    /** How deep in the application's code the calling thread runs on the library's behalf: 0 outside of it. */
+    public static int depth() {
+        return DEPTH.get()[0];
+    }
+
     /** True while the calling thread runs a listener or handler of the library's. */
     public static boolean running() {
         return DEPTH.get()[0] > 0;

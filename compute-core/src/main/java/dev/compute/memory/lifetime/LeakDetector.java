@@ -6,6 +6,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.internal.ManagerLog;
+import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.resource.Block;
 import java.lang.ref.Cleaner;
 import java.util.ArrayList;
@@ -48,7 +49,13 @@ public final class LeakDetector {
      * Where a request that waited for memory was asked for, while another thread serves it: the serving thread's own
      * frames (the waiters' executor) would say nothing of who asked, in allocation sites and in recorded call sites.
      */
-    private static final ScopedValue<List<StackTraceElement>> ASKED_AT = ScopedValue.newInstance();
+    private static final ScopedValue<AskedAt> ASKED_AT = ScopedValue.newInstance();
+
+    /**
+     * The frames of a request served later, and how deep in the application's code its serving began: an
+     * out-of-memory handler called while it is tried, deeper, allocates for itself, at its own site.
+     */
+    private record AskedAt(List<StackTraceElement> frames, int userCodeDepth) {}
 
     private final BooleanSupplier managerClosed;
     private final LeakDetectionLevel level;
@@ -120,8 +127,8 @@ public final class LeakDetector {
      * the thread that asked for it, as they were then.
      */
     public static List<StackTraceElement> callerFrames(int maxFrames) {
-        if (ASKED_AT.isBound()) {
-            List<StackTraceElement> asked = ASKED_AT.get();
+        if (ASKED_AT.isBound() && ASKED_AT.get().userCodeDepth() == UserCode.depth()) {
+            List<StackTraceElement> asked = ASKED_AT.get().frames();
             return asked.size() <= maxFrames ? asked : asked.subList(0, maxFrames);
         }
         return StackWalker.getInstance().walk(frames -> frames.filter(frame -> !isLibraryFrame(frame.getClassName()))
@@ -130,7 +137,7 @@ public final class LeakDetector {
 
     /** Runs {@code allocation} of a request served later as if at {@code askedAt}, its {@link #callerFrames} when it asked. */
     public static <T> T servedAsAskedAt(List<StackTraceElement> askedAt, Supplier<T> allocation) {
-        return ScopedValue.where(ASKED_AT, askedAt).call(allocation::get);
+        return ScopedValue.where(ASKED_AT, new AskedAt(askedAt, UserCode.depth())).call(allocation::get);
     }
 
     /** A frame of the library's own code, which no allocation site shows; the core's own tests count as its callers. */
