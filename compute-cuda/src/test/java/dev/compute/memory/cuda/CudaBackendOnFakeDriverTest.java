@@ -1108,6 +1108,37 @@ class CudaBackendOnFakeDriverTest {
         }
 
         /**
+         * Runs {@code call} on a thread held, as by a debugger, at the start of {@link CudaAllocator}'s {@code method},
+         * closes {@code backend} on another, checks that the close waits in {@code closeWaitsIn} for it ({@code what}),
+         * then lets the call go on and both end: the call's failure, null where none.
+         */
+        private static Throwable closedUnderAHeldCall(CudaBackend backend, String method, String closeWaitsIn, String what, Runnable call)
+                throws Exception {
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            try (Breakpoint breakpoint = Breakpoint.at(CudaAllocator.class, method, 1, "held-call")) {
+                Thread held = Thread.ofPlatform().name("held-call").start(() -> {
+                    try {
+                        call.run();
+                    } catch (Throwable t) {
+                        failure.set(t);
+                    }
+                });
+                breakpoint.awaitHit(60);
+                Thread closing = Thread.ofPlatform().name("closing").start(backend::close);
+                // until the close waits for the call under way, or has returned
+                while (closing.isAlive() && !(closing.getState() == Thread.State.TIMED_WAITING && Arrays.stream(closing.getStackTrace())
+                        .anyMatch(frame -> frame.getMethodName().equals(closeWaitsIn)))) {
+                    Thread.onSpinWait();
+                }
+                assertThat(closing.isAlive()).as("the close waits for %s", what).isTrue();
+                breakpoint.release();
+                held.join();
+                closing.join();
+            }
+            return failure.get();
+        }
+
+        /**
          * An allocation held, as by a debugger, past the backend's open check and before its first driver call, while
          * another thread closes the backend; then let go.
          */
@@ -1117,28 +1148,9 @@ class CudaBackendOnFakeDriverTest {
                 long referencesBefore = counters().contextReferences();
                 CudaBackend backend = open();
                 AtomicReference<NativeAllocation> allocation = new AtomicReference<>();
-                AtomicReference<Throwable> failure = new AtomicReference<>();
-                try (Breakpoint breakpoint = Breakpoint.at(CudaAllocator.class, "allocate", 1, "allocating")) {
-                    Thread allocating = Thread.ofPlatform().name("allocating").start(() -> {
-                        try {
-                            allocation.set(backend.allocate(location, 4096));
-                        } catch (Throwable t) {
-                            failure.set(t);
-                        }
-                    });
-                    breakpoint.awaitHit(60);
-                    Thread closing = Thread.ofPlatform().name("closing").start(backend::close);
-                    // until the close waits for the calls under way, or has returned
-                    while (closing.isAlive() && !(closing.getState() == Thread.State.TIMED_WAITING && Arrays.stream(closing.getStackTrace())
-                            .anyMatch(frame -> frame.getMethodName().equals("awaitCallsEnded")))) {
-                        Thread.onSpinWait();
-                    }
-                    assertThat(closing.isAlive()).as("%s: the close waits for the allocation under way", location).isTrue();
-                    breakpoint.release();
-                    allocating.join();
-                    closing.join();
-                }
-                assertThat(failure.get()).as("%s allocation", location).isNull();
+                Throwable failure = closedUnderAHeldCall(backend, "allocate", "awaitCallsEnded", location + ": the allocation under way",
+                        () -> allocation.set(backend.allocate(location, 4096)));
+                assertThat(failure).as("%s allocation", location).isNull();
                 Counters after = counters();
                 if (location == MemoryLocation.DEVICE) {
                     assertThat(after.contextReferences()).as("DEVICE memory goes with the context, as any the pool left").isEqualTo(referencesBefore);
@@ -1160,28 +1172,9 @@ class CudaBackendOnFakeDriverTest {
             for (MemoryLocation location : List.of(MemoryLocation.DEVICE, MemoryLocation.PINNED, MemoryLocation.UNIFIED)) {
                 CudaBackend backend = open();
                 NativeAllocation allocation = backend.allocate(location, 4096);
-                AtomicReference<Throwable> failure = new AtomicReference<>();
-                try (Breakpoint breakpoint = Breakpoint.at(CudaAllocator.class, "free", 1, "freeing")) {
-                    Thread freeing = Thread.ofPlatform().name("freeing").start(() -> {
-                        try {
-                            backend.free(allocation);
-                        } catch (Throwable t) {
-                            failure.set(t);
-                        }
-                    });
-                    breakpoint.awaitHit(60);
-                    Thread closing = Thread.ofPlatform().name("closing").start(backend::close);
-                    // until the close waits for the free under way, or has returned
-                    while (closing.isAlive() && !(closing.getState() == Thread.State.TIMED_WAITING && Arrays.stream(closing.getStackTrace())
-                            .anyMatch(frame -> frame.getMethodName().equals("awaitFreesEnded")))) {
-                        Thread.onSpinWait();
-                    }
-                    assertThat(closing.isAlive()).as("%s: the close waits for the free under way", location).isTrue();
-                    breakpoint.release();
-                    freeing.join();
-                    closing.join();
-                }
-                assertThat(failure.get()).as("%s: the free begun before the close", location).isNull();
+                Throwable failure = closedUnderAHeldCall(backend, "free", "awaitFreesEnded", location + ": the free under way",
+                        () -> backend.free(allocation));
+                assertThat(failure).as("%s: the free begun before the close", location).isNull();
                 Counters after = counters();
                 assertThat(after.rejected()).as("%s: calls the fake rejected", location).isZero();
                 assertThat(after.contextReferences()).as("%s: the context released once the free ended", location).isZero();
