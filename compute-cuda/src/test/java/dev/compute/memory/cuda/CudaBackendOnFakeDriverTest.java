@@ -602,6 +602,19 @@ class CudaBackendOnFakeDriverTest {
             }
         }
 
+        /** A manager on the stand-in whose device waits give up after 300 ms. */
+        private static UnifiedMemoryManager managerWithAShortDeviceWait() {
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)));
+            return CudaTestSupport.managerOn(backend).build();
+        }
+
+        private static float[] filled(float value) {
+            float[] values = new float[1024];
+            Arrays.fill(values, value);
+            return values;
+        }
+
         /**
          * Blocking copies whose wait times out after they queued work (a copy between two device buffers; a staged copy
          * whose later chunk waits for an earlier one): the device may still run what they queued, so the memory it
@@ -610,13 +623,9 @@ class CudaBackendOnFakeDriverTest {
          * copy's lane, abandoned, is not freed under the chunks it holds.
          */
         static void aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt() throws Throwable {
-            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
-                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)));
-            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
-            float[] ones = new float[1024];
-            Arrays.fill(ones, 1f);
-            float[] twos = new float[1024];
-            Arrays.fill(twos, 2f);
+            UnifiedMemoryManager manager = managerWithAShortDeviceWait();
+            float[] ones = filled(1f);
+            float[] twos = filled(2f);
             UnifiedBuffer source = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
             source.copyFrom(ones);
             UnifiedBuffer target = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
@@ -655,13 +664,9 @@ class CudaBackendOnFakeDriverTest {
          * writes, is not handed to the next PINNED allocation.
          */
         static void aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory() throws Throwable {
-            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
-                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)));
-            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
-            float[] ones = new float[1024];
-            Arrays.fill(ones, 1f);
-            float[] twos = new float[1024];
-            Arrays.fill(twos, 2f);
+            UnifiedMemoryManager manager = managerWithAShortDeviceWait();
+            float[] ones = filled(1f);
+            float[] twos = filled(2f);
             UnifiedBuffer source = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
             source.copyFrom(ones);
             UnifiedBuffer pinned = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.PINNED);
