@@ -52,7 +52,11 @@ public final class BufferCopies {
     private static void leftQueuedIn(BufferCore buffer, CallerMemory memory, MemorySegment callers, Throwable failure) {
         CompletableFuture<?> queued = QueuedWorkTimeoutException.leftQueuedBy(failure);
         if (queued != null && memory == CallerMemory.THIS_CALL) {
-            buffer.host.scopes().leftQueuedInto(callers, queued);
+            try {
+                buffer.host.scopes().leftQueuedInto(callers, queued);
+            } catch (RuntimeException | Error e) { // the copy's own failure is the one thrown
+                failure.addSuppressed(e);
+            }
         }
     }
 
