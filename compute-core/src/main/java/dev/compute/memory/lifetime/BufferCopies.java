@@ -6,7 +6,6 @@ import dev.compute.memory.internal.StagingMemory;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.FileMappings;
-import dev.compute.memory.spi.QueuedWorkTimeoutException;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
@@ -25,62 +24,36 @@ public final class BufferCopies {
     public static void write(BufferCore buffer, long byteOffset, MemorySegment source) {
         buffer.requireWritable("a copy into it", "");
         CallerMemory memory = CallerMemory.of(source);
-        try {
-            buffer.call(source, null, () -> {
-                buffer.checkRange(byteOffset, source.byteSize());
-                return buffer.whenIdle(root -> {
-                    Block device = buffer.openBlock();
-                    if (memory == CallerMemory.ANY_MOMENT && !root.isHostAccessible()) {
-                        writeThroughArray(buffer, root, device, byteOffset, source);
-                    } else {
-                        Coherence.write(buffer, root, device, byteOffset, source);
-                    }
-                    return null;
-                });
+        buffer.call(source, null, () -> {
+            buffer.checkRange(byteOffset, source.byteSize());
+            return buffer.whenIdle(root -> {
+                Block device = buffer.openBlock();
+                if (memory == CallerMemory.ANY_MOMENT && !root.isHostAccessible()) {
+                    writeThroughArray(buffer, root, device, byteOffset, source);
+                } else {
+                    Coherence.write(buffer, root, device, byteOffset, source);
+                }
+                return null;
             });
-        } catch (RuntimeException | Error e) {
-            leftQueuedIn(buffer, memory, source, e);
-            throw e;
-        }
-    }
-
-    /**
-     * A blocking copy that timed out with work left queued on the caller's memory ({@link QueuedWorkTimeoutException}):
-     * where that memory is a view or access of the calling thread onto another buffer (the driver reads or writes a
-     * PINNED buffer's memory directly), that buffer's memory waits for the work too, not only the copied buffer's.
-     */
-    private static void leftQueuedIn(BufferCore buffer, CallerMemory memory, MemorySegment callers, Throwable failure) {
-        CompletableFuture<?> queued = QueuedWorkTimeoutException.leftQueuedBy(failure);
-        if (queued != null && memory == CallerMemory.THIS_CALL) {
-            try {
-                buffer.host.scopes().leftQueuedInto(callers, queued);
-            } catch (RuntimeException | Error e) { // the copy's own failure is the one thrown
-                failure.addSuppressed(e);
-            }
-        }
+        });
     }
 
     /** Fills {@code destination} from {@code byteOffset} of {@code buffer}. */
     public static void read(BufferCore buffer, long byteOffset, MemorySegment destination) {
         CallerMemory memory = CallerMemory.of(destination);
         requireWritable(destination);
-        try {
-            buffer.call(destination, null, () -> {
-                buffer.checkRange(byteOffset, destination.byteSize());
-                return buffer.whenIdle(root -> {
-                    Block device = buffer.openBlock();
-                    if (memory == CallerMemory.ANY_MOMENT && !root.isHostAccessible()) {
-                        readThroughArray(buffer, root, device, byteOffset, destination);
-                    } else {
-                        Coherence.read(buffer, root, device, byteOffset, destination);
-                    }
-                    return null;
-                });
+        buffer.call(destination, null, () -> {
+            buffer.checkRange(byteOffset, destination.byteSize());
+            return buffer.whenIdle(root -> {
+                Block device = buffer.openBlock();
+                if (memory == CallerMemory.ANY_MOMENT && !root.isHostAccessible()) {
+                    readThroughArray(buffer, root, device, byteOffset, destination);
+                } else {
+                    Coherence.read(buffer, root, device, byteOffset, destination);
+                }
+                return null;
             });
-        } catch (RuntimeException | Error e) {
-            leftQueuedIn(buffer, memory, destination, e);
-            throw e;
-        }
+        });
     }
 
     /**

@@ -325,6 +325,23 @@ public final class BufferCore {
         }
     }
 
+    /**
+     * As {@link #recordLeftQueued(Throwable)}, for a copy with the caller's {@code memory}: where that is a view or
+     * access of the calling thread onto another buffer (a PINNED buffer's, which a driver reads or writes directly),
+     * that buffer's memory waits for the work too ({@link ScopeRegistry#leftQueuedInto}).
+     */
+    void recordLeftQueued(Throwable failure, MemorySegment memory) {
+        CompletableFuture<?> queued = QueuedWorkTimeoutException.leftQueuedBy(failure);
+        if (queued != null) {
+            recordInFlight(queued);
+            try {
+                host.scopes().leftQueuedInto(memory, queued);
+            } catch (RuntimeException | Error e) { // the copy's own failure is the one thrown
+                failure.addSuppressed(e);
+            }
+        }
+    }
+
     /** The root's block, if this buffer may be used; under the root's monitor. */
     Block openBlock() {
         BufferCore root = root();

@@ -167,7 +167,7 @@ public final class Coherence {
         try {
             root.host.backend().copyToDevice(source, device.segment(), offset, source.byteSize());
         } catch (RuntimeException | Error e) {
-            root.recordLeftQueued(e);
+            root.recordLeftQueued(e, source);
             throw e;
         }
     }
@@ -177,7 +177,7 @@ public final class Coherence {
         try {
             root.host.backend().copyToHost(device.segment(), offset, destination, destination.byteSize());
         } catch (RuntimeException | Error e) {
-            root.recordLeftQueued(e);
+            root.recordLeftQueued(e, destination);
             throw e;
         }
     }
