@@ -164,10 +164,10 @@ final class BudgetAllocations {
                 refused(location, bytes, unwrapped(refusal));
                 result.completeExceptionally(unwrapped(refusal));
             } else if (askedAt == null) {
-                fromThePool(type, count, location, bytes, deadline, result);
+                fromThePool(type, count, location, bytes, timeout, deadline, result);
             } else {
                 LeakDetector.servedAsAskedAt(askedAt, () -> {
-                    fromThePool(type, count, location, bytes, deadline, result);
+                    fromThePool(type, count, location, bytes, timeout, deadline, result);
                     return null;
                 });
             }
@@ -176,7 +176,8 @@ final class BudgetAllocations {
     }
 
     /** With the bytes counted in the budget: the pool's room, through the manager's queue, for the rest of the wait. */
-    private void fromThePool(DataType type, long count, MemoryLocation location, long bytes, Deadline deadline, Request result) {
+    private void fromThePool(DataType type, long count, MemoryLocation location, long bytes, Duration asked, Deadline deadline,
+                             Request result) {
         if (result.isDone()) { // cancelled as it was let in
             ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
             return;
@@ -186,7 +187,7 @@ final class BudgetAllocations {
         try {
             // the bytes stay counted until no memory is held for the request: a buffer made for it as it was cancelled
             // is given back to the pool first, so that the budget's books never hold less than the pool lends it
-            pool = manager.allocateAsync(type, count, location, deadline.left(), () -> {
+            pool = manager.allocateAsync(type, count, location, deadline.left(), asked, () -> {
                 try {
                     ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
                 } finally {

@@ -161,26 +161,28 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout) {
-        return allocateAsync(type, location, bytes, timeout, null);
+        return allocateAsync(type, location, bytes, timeout, timeout, null);
     }
 
     /**
      * {@link #allocateAsync(DataType, long, MemoryLocation, Duration)} for a budget: {@code unserved} runs once where the
-     * request ends without its buffer, once no memory is held for it (see {@link AllocationWaiters#request}).
+     * request ends without its buffer, once no memory is held for it (see {@link AllocationWaiters#request}); {@code asked}
+     * is the whole wait its caller asked for, of which {@code timeout} is left, for a timeout's message.
      */
-    CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout, Runnable unserved) {
-        return allocateAsync(type, location, BlockAllocation.elementBytes(type, count), timeout, unserved);
+    CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout, Duration asked,
+                                                   Runnable unserved) {
+        return allocateAsync(type, location, BlockAllocation.elementBytes(type, count), timeout, asked, unserved);
     }
 
     private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout,
-                                                           @Nullable Runnable unserved) {
+                                                           Duration asked, @Nullable Runnable unserved) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
         if (Objects.requireNonNull(timeout, "timeout").isNegative()) {
             throw new IllegalArgumentException("the wait for memory must not be negative: " + timeout);
         }
-        return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, unserved);
+        return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, asked, unserved);
     }
 
     /** All or none: together where the chain's pool places them so, else one by one, giving back those taken when one fails. */

@@ -189,7 +189,7 @@ class BudgetAllocationsTest {
             holding.release.countDown();
 
             assertThatThrownBy(() -> waiting.get(30, TimeUnit.SECONDS)).cause().isInstanceOf(DeviceOutOfMemoryException.class)
-                    .hasMessageContaining("within the wait of");
+                    .hasMessageContaining("within the wait of 200 ms"); // the caller's, not what was left of it for the pool
             assertThat(seenAtTheFailure.get(30, TimeUnit.SECONDS)).as("the whole limit free as the request fails").isEqualTo(16 * MiB);
         }
     }

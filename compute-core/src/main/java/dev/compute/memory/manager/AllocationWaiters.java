@@ -65,6 +65,8 @@ public final class AllocationWaiters<B> {
         final MemoryLocation location;
         final long bytes;
         final Duration timeout;
+        /** The wait its caller asked for, which a timeout's message says: a budget's request spent part of it in the budget's queue. */
+        final Duration asked;
         final CompletableFuture<B> future;
         /** Set by whichever of serving, timing out, closing and its caller ends the request; the others then leave it alone. */
         private final AtomicBoolean settled = new AtomicBoolean();
@@ -84,12 +86,13 @@ public final class AllocationWaiters<B> {
         volatile @Nullable ScheduledFuture<?> timer;
 
         /** {@code leave}: takes an ended request off its queue. */
-        Waiter(DataType type, MemoryLocation location, long bytes, Duration timeout, DeviceOutOfMemoryException refusal, boolean tried,
-               Consumer<Waiter<?>> leave, @Nullable Runnable unserved) {
+        Waiter(DataType type, MemoryLocation location, long bytes, Duration timeout, Duration asked, DeviceOutOfMemoryException refusal,
+               boolean tried, Consumer<Waiter<?>> leave, @Nullable Runnable unserved) {
             this.type = type;
             this.location = location;
             this.bytes = bytes;
             this.timeout = timeout;
+            this.asked = asked;
             this.refusal = refusal;
             this.tried = tried;
             this.unserved = unserved;
@@ -222,16 +225,17 @@ public final class AllocationWaiters<B> {
      * the future, as it does on the waiter thread.
      */
     public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {
-        return request(type, location, bytes, capBytes, timeout, null);
+        return request(type, location, bytes, capBytes, timeout, timeout, null);
     }
 
     /**
      * As {@link #request(DataType, MemoryLocation, long, long, Duration)}; {@code unserved} runs once where the request
      * ends without its buffer, once no memory is held for it (a buffer made for it as it was cancelled is given back
      * first): a budget counts the request's bytes until then, so that what its books let go of the pool has.
+     * {@code asked}: the whole wait its caller asked for, of which {@code timeout} is what is left, for the message.
      */
     public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout,
-                                        @Nullable Runnable unserved) {
+                                        Duration asked, @Nullable Runnable unserved) {
         LocationQueue queue = queues[location.ordinal()];
         DeviceOutOfMemoryException refusal = queue.latestRefusal;
         boolean tried = false;
@@ -252,7 +256,7 @@ public final class AllocationWaiters<B> {
             }
             queue.latestRefusal = refusal;
         }
-        Waiter<B> waiter = new Waiter<>(type, location, bytes, timeout, refusal, tried, ended -> withdraw(queue, ended), unserved);
+        Waiter<B> waiter = new Waiter<>(type, location, bytes, timeout, asked, refusal, tried, ended -> withdraw(queue, ended), unserved);
         if (timeout.isZero()) {
             runUnserved(unserved);
             return failed(location, bytes, timedOut(waiter, queue));
@@ -475,7 +479,7 @@ public final class AllocationWaiters<B> {
         boolean own = waiter.tried || latest == null;
         DeviceOutOfMemoryException last = own ? waiter.refusal : latest;
         DeviceOutOfMemoryException failure = new DeviceOutOfMemoryException(waiter.location, waiter.bytes, last.reason(),
-                "no " + waiter.location + " memory for " + waiter.bytes + " bytes within the wait of " + waiter.timeout.toMillis() + " ms"
+                "no " + waiter.location + " memory for " + waiter.bytes + " bytes within the wait of " + waiter.asked.toMillis() + " ms"
                 + (own ? "" : ", behind earlier requests, which are served first") + "; the last attempt: " + last.getMessage());
         failure.initCause(last);
         return failure;
