@@ -5,9 +5,11 @@ import dev.compute.memory.internal.ManagerLog;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.WeakHashMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
@@ -82,6 +84,9 @@ public final class ScopeRegistry {
         }
     }
 
+    /** Every manager's registry, weakly: a copy of one manager may be given a view or access of another's buffer. */
+    private static final Set<ScopeRegistry> EVERY = Collections.synchronizedSet(Collections.newSetFromMap(new WeakHashMap<>()));
+
     private final Map<Thread, ThreadScopes> byOwner = new ConcurrentHashMap<>();
     private final ThreadLocal<ThreadScopes> mine = new ThreadLocal<>();
     private final Set<MemoryScope> shared = ConcurrentHashMap.newKeySet();
@@ -94,6 +99,10 @@ public final class ScopeRegistry {
     /** How often scopes waiting for their owners are checked for owners that ended. */
     private static final long SWEEP_PERIOD_MILLIS = 200;
     private int ownersAtLastSweep = 16;
+
+    public ScopeRegistry() {
+        EVERY.add(this);
+    }
 
     /** Opens and registers a scope: confined to the calling thread, or shared. */
     MemoryScope open(MemoryScope.Kind kind, BufferViews.Sharing sharing, BufferScopes buffer) {
@@ -112,13 +121,25 @@ public final class ScopeRegistry {
 
     /**
      * Device work a copy left queued on {@code segment} (its wait timed out): where the segment is one of the calling
-     * thread's views or accesses, the buffer it reaches keeps its memory until that work is done, as it does for work
-     * queued on itself. On the failure path only: the thread's open scopes are looked through.
+     * thread's views or accesses, of this manager's buffers or of another manager's, the buffer it reaches keeps its
+     * memory until that work is done, as it does for work queued on itself. On the failure path only: the thread's open
+     * scopes in every registry are looked through.
      */
     void leftQueuedInto(MemorySegment segment, CompletableFuture<?> queued) {
+        for (ScopeRegistry registry : List.copyOf(EVERY)) {
+            MemoryScope scope = registry.ownScopeBinding(segment);
+            if (scope != null) {
+                scope.buffer.keepUntil(queued);
+                return;
+            }
+        }
+    }
+
+    /** The calling thread's open scope of this registry whose segments {@code segment} is one of, if any. */
+    private @Nullable MemoryScope ownScopeBinding(MemorySegment segment) {
         ThreadScopes own = mine.get();
         if (own == null) {
-            return;
+            return null;
         }
         List<MemoryScope> open = new ArrayList<>();
         synchronized (own) {
@@ -128,10 +149,10 @@ public final class ScopeRegistry {
         }
         for (MemoryScope scope : open) { // outside the list's monitor: a scope's own is taken to read its arena
             if (scope.binds(segment)) {
-                scope.buffer.keepUntil(queued);
-                return;
+                return scope;
             }
         }
+        return null;
     }
 
     private ThreadScopes own() {

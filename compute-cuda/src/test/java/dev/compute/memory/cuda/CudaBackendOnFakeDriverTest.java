@@ -190,6 +190,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aCopyIntoAViewOfAnotherManagersBufferThatTimedOutOnceQueuedKeepsThatBuffersMemory() throws Exception {
+        inFakeDriverJvm("aCopyIntoAViewOfAnotherManagersBufferThatTimedOutOnceQueuedKeepsThatBuffersMemory");
+    }
+
+    @Test
     void aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites() throws Exception {
         inFakeDriverJvm("aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites");
     }
@@ -263,6 +268,8 @@ class CudaBackendOnFakeDriverTest {
                 case "closeUnderACopyKeepsWhatTheCopyUses" -> Scenarios.closeUnderACopyKeepsWhatTheCopyUses();
                 case "aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory" ->
                         Scenarios.aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory();
+                case "aCopyIntoAViewOfAnotherManagersBufferThatTimedOutOnceQueuedKeepsThatBuffersMemory" ->
+                        Scenarios.aCopyIntoAViewOfAnotherManagersBufferThatTimedOutOnceQueuedKeepsThatBuffersMemory();
                 case "aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites" ->
                         Scenarios.aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites();
                 case "aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt" ->
@@ -687,6 +694,41 @@ class CudaBackendOnFakeDriverTest {
             }
             source.close();
             manager.close();
+        }
+
+        /**
+         * As {@link #aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory}, the view of a PINNED buffer
+         * of another manager, which the copying manager, with pinning off, has the driver write directly as pageable
+         * memory: that other manager's buffer keeps its memory from its next allocation while the queued copy may write it.
+         */
+        static void aCopyIntoAViewOfAnotherManagersBufferThatTimedOutOnceQueuedKeepsThatBuffersMemory() throws Throwable {
+            UnifiedMemoryManager copying = CudaTestSupport.managerOn(new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, false, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)))).build();
+            UnifiedMemoryManager viewed = managerWithAShortDeviceWait();
+            float[] ones = filled(1f);
+            float[] twos = filled(2f);
+            UnifiedBuffer source = copying.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            source.copyFrom(ones);
+            UnifiedBuffer pinned = viewed.allocate(DataType.FLOAT32, 1024, MemoryLocation.PINNED);
+            try (ViewScope views = ViewScope.open()) {
+                MemorySegment view = pinned.hostView();
+                hold(); // the device does not run what is queued from here on
+                assertThatThrownBy(() -> source.copyTo(0, view)).isInstanceOf(dev.compute.memory.DeviceTimeoutException.class);
+            }
+            assertThat(heldCopies()[0]).as("the copy into the view, queued before its wait timed out").isEqualTo(1);
+            HOLD.invokeExact(0);
+            pinned.close();
+            try (UnifiedBuffer next = viewed.allocate(DataType.FLOAT32, 1024, MemoryLocation.PINNED)) {
+                next.copyFrom(twos);
+                release(); // the device runs the queued copy now
+                float[] back = new float[1024];
+                next.copyTo(back);
+                assertThat(back).as("the other manager's PINNED buffer allocated after the close, which the queued copy must not write")
+                        .containsOnly(2f);
+            }
+            source.close();
+            viewed.close();
+            copying.close();
         }
 
         /**
