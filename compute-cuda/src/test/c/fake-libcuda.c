@@ -73,10 +73,14 @@ static int untrack(void* p, int kinds){
 static long liveAllocations(int kind){ long n=0; pthread_mutex_lock(&lock); for(int i=0;i<4096;i++) if(allocations[i].p&&allocations[i].kind==kind) n++; pthread_mutex_unlock(&lock); return n; }
 
 int cuMemHostAlloc(void** pp, size_t size, unsigned flags){ if(!pp||!size){errors++;return 1;} if(flags&~0xfu) return 1; /* the refusal a test asks for */ *pp=track(size,HOST_MEMORY); return *pp?0:2; }
-int cuMemFreeHost(void* p){ if(!p){errors++;return 1;} return untrack(p,HOST_MEMORY); }
+// stub_fail_free makes the next cuMemFreeHost or cuMemFree of an address fail (CUDA_ERROR_UNKNOWN), the memory staying allocated
+static u64 failFreeAt;
+void stub_fail_free(u64 p){ failFreeAt=p; }
+static int failsFree(u64 p){ if(p&&p==failFreeAt){failFreeAt=0;return 1;} return 0; }
+int cuMemFreeHost(void* p){ if(!p){errors++;return 1;} if(failsFree((u64)p)) return 999; return untrack(p,HOST_MEMORY); }
 int cuMemAllocManaged(u64* p, size_t size, unsigned flags){ if(needContext()) return 201; if(!size||flags!=1){errors++;return 1;} *p=(u64)track(size,MANAGED_MEMORY); return *p?0:2; }
 int cuMemAlloc_v2(u64* p, size_t size){ if(needContext()) return 201; if(!size){errors++;return 1;} *p=(u64)track(size,DEVICE_MEMORY); return *p?0:2; }
-int cuMemFree_v2(u64 p){ return untrack((void*)p,MANAGED_MEMORY|DEVICE_MEMORY); }
+int cuMemFree_v2(u64 p){ if(failsFree(p)) return 999; return untrack((void*)p,MANAGED_MEMORY|DEVICE_MEMORY); }
 int cuMemGetInfo_v2(size_t* freeBytes, size_t* total){ if(needContext()) return 201; *freeBytes=70ull<<30; *total=80ull<<30; return 0; }
 
 int cuDevicePrimaryCtxRetain(void** c, int d){ if(d!=0) return 101; __sync_fetch_and_add(&contextReferences,1); *c=CONTEXT; return 0; }

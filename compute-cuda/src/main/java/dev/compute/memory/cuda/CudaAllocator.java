@@ -12,7 +12,9 @@ import java.lang.foreign.MemorySegment;
 import java.util.Map;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.IntSupplier;
 import jcuda.driver.CUmemAttach_flags;
+import jcuda.driver.CUresult;
 import jcuda.driver.JCudaDriver;
 
 /**
@@ -85,19 +87,30 @@ final class CudaAllocator {
         switch (allocation.handle()) {
             case CudaVirtualMemory.ReservedRange range ->
                     throw new IllegalArgumentException(range + " is a reserved range: give it back with virtualMemory(DEVICE).release");
-            case DevicePointer pointer -> {
-                deviceVisibleHost.remove(allocation.address());
-                liveAllocations.decrementAndGet();
-                CudaResults.check(cuMemFree(pointer), "cuMemFree(" + allocation.sizeBytes() + " bytes)");
-            }
-            case HostPointer pointer -> {
-                deviceVisibleHost.remove(allocation.address());
-                liveAllocations.decrementAndGet();
-                CudaResults.check(context.driver.freeHost(pointer.address()), "cuMemFreeHost(" + allocation.sizeBytes() + " bytes)");
-            }
+            case DevicePointer pointer -> countedOut(allocation, () -> cuMemFree(pointer), "cuMemFree");
+            case HostPointer pointer -> countedOut(allocation, () -> context.driver.freeHost(pointer.address()), "cuMemFreeHost");
             case Arena arena -> arena.close();
             case null, default -> throw new IllegalArgumentException("not an allocation of this backend: " + allocation);
         }
+    }
+
+    /**
+     * Counts {@code allocation} out, then has the driver free it with {@code free}. Out before the call: once the driver
+     * has freed the address, another thread's allocation may get it and count it in. A free the driver refuses leaves
+     * the memory allocated, and the caller's: it is counted in again, so that a copy still reaches it directly and the
+     * close keeps the context that maps it.
+     */
+    private void countedOut(NativeAllocation allocation, IntSupplier free, String call) {
+        Long end = deviceVisibleHost.remove(allocation.address());
+        liveAllocations.decrementAndGet();
+        int result = free.getAsInt();
+        if (result != CUresult.CUDA_SUCCESS) {
+            if (end != null) {
+                deviceVisibleHost.put(allocation.address(), end);
+            }
+            liveAllocations.incrementAndGet();
+        }
+        CudaResults.check(result, call + "(" + allocation.sizeBytes() + " bytes)");
     }
 
     /** Whether {@code bytes} of {@code segment} lie in our pinned or managed memory, which the device reads directly. */

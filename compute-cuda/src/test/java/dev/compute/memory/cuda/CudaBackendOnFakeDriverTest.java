@@ -195,6 +195,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void memoryWhoseFreeFailedStaysCountedAsLive() throws Exception {
+        inFakeDriverJvm("memoryWhoseFreeFailedStaysCountedAsLive");
+    }
+
+    @Test
     void aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites() throws Exception {
         inFakeDriverJvm("aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites");
     }
@@ -270,6 +275,7 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory();
                 case "aCopyIntoAViewOfAnotherManagersBufferThatTimedOutOnceQueuedKeepsThatBuffersMemory" ->
                         Scenarios.aCopyIntoAViewOfAnotherManagersBufferThatTimedOutOnceQueuedKeepsThatBuffersMemory();
+                case "memoryWhoseFreeFailedStaysCountedAsLive" -> Scenarios.memoryWhoseFreeFailedStaysCountedAsLive();
                 case "aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites" ->
                         Scenarios.aCompactionWhoseCopyTimedOutOnceQueuedKeepsThePlaceItWrites();
                 case "aCopyThatTimedOutOnceQueuedKeepsTheMemoryItUsesUntilTheDeviceIsPastIt" ->
@@ -304,6 +310,7 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle FAILING_STREAMS = stub("stub_failing_streams", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle COUNTERS = stub("stub_backend_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
         private static final MethodHandle KERNEL_COUNTERS = stub("stub_kernel_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
+        private static final MethodHandle FAIL_FREE = stub("stub_fail_free", FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
         private static final MethodHandle HELD_COPIES = stub("stub_held_copies", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
@@ -1083,6 +1090,27 @@ class CudaBackendOnFakeDriverTest {
             managed.hostSegment().fill((byte) 4);
             assertThat(pinned.hostSegment().get(ValueLayout.JAVA_BYTE, (1 << 20) - 1)).isEqualTo((byte) 3);
             assertThat(managed.hostSegment().get(ValueLayout.JAVA_BYTE, 0)).isEqualTo((byte) 4);
+        }
+
+        /**
+         * A free the driver refuses leaves the memory allocated, and the caller's: the backend goes on counting it, so
+         * that its close keeps the context that maps it; a later free that the driver takes counts it out.
+         */
+        static void memoryWhoseFreeFailedStaysCountedAsLive() throws Throwable {
+            List<LogRecord> warnings = backendWarnings();
+            CudaBackend backend = open();
+            NativeAllocation refused = backend.allocate(MemoryLocation.PINNED, 4096);
+            NativeAllocation retried = backend.allocate(MemoryLocation.PINNED, 8192);
+            for (NativeAllocation allocation : List.of(refused, retried)) {
+                FAIL_FREE.invokeExact(allocation.address());
+                assertThatThrownBy(() -> backend.free(allocation)).isInstanceOf(RuntimeException.class).hasMessageContaining("999");
+            }
+            backend.free(retried);
+            backend.close();
+            assertThat(counters().contextReferences()).as("the context kept for the PINNED allocation still live").isEqualTo(1);
+            assertThat(warnings).singleElement().satisfies(warning -> assertThat(warning.getMessage())
+                    .contains("1 PINNED or UNIFIED allocation(s) of 4096 bytes"));
+            refused.hostSegment().fill((byte) 5); // still mapped: touching unmapped memory would crash this JVM
         }
 
         static void aViewHeldPastTheManagersCloseStaysMapped() throws Throwable {
