@@ -160,7 +160,7 @@ final class OpenClKernelOps implements KernelOps {
             cl_event read = new cl_event();
             OpenClCalls.check(CL.clEnqueueReadBuffer(backend.commandQueue(), partial, false, 0, partialBytes, Pointer.to(partials), 0, null, read),
                     "clEnqueueReadBuffer of sum's partial sums");
-            return backend.queue().track(read, "sum").thenApply(ignored -> {
+            return backend.queue().track(read, "sum", () -> {
                 double total = 0;
                 for (int g = 0; g < groups; g++) {
                     total += accumulatorBytes == Sizeof.cl_double ? partials.getDouble(g * Sizeof.cl_double) : partials.getFloat(g * Sizeof.cl_float);

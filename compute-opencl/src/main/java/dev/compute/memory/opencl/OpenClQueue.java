@@ -175,6 +175,35 @@ final class OpenClQueue {
         return completions.completion(event, what);
     }
 
+    /**
+     * {@link #track}, with a value the host makes from the command's results once it has ended (a sum's total from its
+     * partial sums). Later work on the queue is ordered after it on the device as after the command itself: the host's
+     * part touches no buffer's memory, so an op or a launch after a sum need not wait for it on the host.
+     */
+    <T> CompletableFuture<T> track(cl_event event, String what, Supplier<T> value) {
+        return new ValueOfCommand<>(track(event, what), value);
+    }
+
+    /** What {@link #track(cl_event, String, Supplier)} returns: on the queue, the command it is made from. */
+    private static final class ValueOfCommand<T> extends CompletableFuture<T> {
+        private final EventCompletions.EventWork command;
+
+        ValueOfCommand(EventCompletions.EventWork command, Supplier<T> value) {
+            this.command = command;
+            command.whenComplete((ignored, failure) -> {
+                if (failure != null) {
+                    completeExceptionally(failure);
+                    return;
+                }
+                try {
+                    complete(value.get());
+                } catch (RuntimeException | Error e) {
+                    completeExceptionally(e);
+                }
+            });
+        }
+    }
+
     /** A marker on the queue after everything queued so far, flushed, for a wait list of the caller's; it releases it. */
     cl_event markerEvent() {
         synchronized (lifecycle) {
@@ -507,7 +536,8 @@ final class OpenClQueue {
     }
 
     private static boolean onQueue(CompletableFuture<?> work) {
-        return work instanceof QueuePositions.Position || work instanceof EventCompletions.EventWork events && events.onBackendQueue();
+        return work instanceof QueuePositions.Position || work instanceof EventCompletions.EventWork events && events.onBackendQueue()
+                || work instanceof ValueOfCommand<?> value && onQueue(value.command);
     }
 
     /** Runs {@code call} as a call under way, which close waits for; refused with an {@link IllegalStateException} once close has begun. */

@@ -129,6 +129,41 @@ class OpenClDeviceOrderingTest {
         }
     }
 
+    /**
+     * A sum reads the buffer on the queue and adds its partial sums on the host once they are read: an op or a launch
+     * after it queues at once behind its kernel, as after any op, rather than wait on the host for the whole sum.
+     */
+    @Test
+    void opsAndLaunchesAfterASumStillQueuedQueueAtOnceBehindIt() throws Exception {
+        ComputeKernel add = manager.kernels().compile(KernelSource.openCl("""
+                __kernel void add(__global float *x, long n, float v) {
+                    long i = get_global_id(0);
+                    if (i < n) { x[i] += v; }
+                }
+                """, "add"));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+            x.copyFrom(new float[N]);
+            cl_event gate = userEvent();
+            try {
+                fillHeldAt(x, gate);
+                CompletableFuture<Double> sum = manager.ops().sumAsync(x);
+                CompletableFuture<Void> scaled = manager.ops().scaleAsync(x, 3);
+                CompletableFuture<Void> added = add.launch(LaunchShape.of(N), x, (long) N, 1f);
+                assertThat(scaled).as("queued behind the held sum, not waited for").isNotDone();
+                assertThat(added).as("queued behind the held sum, not waited for").isNotDone();
+
+                open(gate);
+                assertThat(sum).succeedsWithin(Duration.ofSeconds(10)).isEqualTo((double) N);
+                float[] back = new float[N];
+                x.copyTo(back);
+                assertThat(back).containsOnly(4f); // the fill, the sum of ones, the scale, then the launch, in order
+            } finally {
+                CL.clSetUserEventStatus(gate, CL_COMPLETE); // where an assertion failed before the gate opened
+                CL.clReleaseEvent(gate);
+            }
+        }
+    }
+
     @Test
     void workRecordedFromAQueueOfOnesOwnIsWaitedForByTheBackendsQueue() throws Exception {
         OpenClNativeDevice device = manager.nativeDevice(OpenClNativeDevice.class);
