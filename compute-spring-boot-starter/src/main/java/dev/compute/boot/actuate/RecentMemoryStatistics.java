@@ -1,6 +1,7 @@
 package dev.compute.boot.actuate;
 
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.MappedFileStatistics;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -11,7 +12,7 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * The figures of one manager that the endpoint, the health contributor and the meters read: every location's
- * statistics and the device's memory, collected at most once per {@link #MAX_AGE} however many read them, as
+ * statistics, the files it has mapped and the device's memory, collected at most once per {@link #MAX_AGE} however many read them, as
  * HikariCP's {@code PoolStats} keeps what its metrics read. A Prometheus scrape reads some 25 meters per location;
  * they all read one collection. Whoever needs figures that are exact at this instant asks
  * {@link UnifiedMemoryManager#statistics(MemoryLocation)}. The statistics and the device's memory are collected apart,
@@ -28,7 +29,7 @@ public class RecentMemoryStatistics {
     private @Nullable Collected collected;
     private @Nullable AskedDevice askedDevice;
 
-    private record Collected(long atNanos, Map<MemoryLocation, MemoryStatistics> statistics) {}
+    private record Collected(long atNanos, Map<MemoryLocation, MemoryStatistics> statistics, MappedFileStatistics mappedFiles) {}
 
     private record AskedDevice(long atNanos, DeviceMemoryInfo deviceMemory) {}
 
@@ -44,13 +45,22 @@ public class RecentMemoryStatistics {
     }
 
     /** Every location's statistics, in the manager's order, collected at most {@link #MAX_AGE} ago. */
-    public synchronized Map<MemoryLocation, MemoryStatistics> statistics() {
+    public Map<MemoryLocation, MemoryStatistics> statistics() {
+        return recent().statistics();
+    }
+
+    /** The files the manager has mapped (no location's figures count them), collected with the statistics. */
+    public MappedFileStatistics mappedFiles() {
+        return recent().mappedFiles();
+    }
+
+    private synchronized Collected recent() {
         long now = nanoTime.getAsLong();
         Collected last = collected;
         if (last == null || now - last.atNanos() >= maxAgeNanos) {
             last = collect(now);
         }
-        return last.statistics();
+        return last;
     }
 
     /** The device's memory as the backend tells it (a driver call on a GPU), asked at most {@link #MAX_AGE} ago. */
@@ -79,7 +89,7 @@ public class RecentMemoryStatistics {
     }
 
     private Collected collect(long now) {
-        Collected fresh = new Collected(now, manager.statistics());
+        Collected fresh = new Collected(now, manager.statistics(), manager.mappedFileStatistics());
         collected = fresh;
         return fresh;
     }

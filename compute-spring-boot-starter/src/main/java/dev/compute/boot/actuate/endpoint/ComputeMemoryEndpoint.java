@@ -10,6 +10,7 @@ import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.CompactionReport;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.ManagerSettings;
+import dev.compute.memory.MappedFileStatistics;
 import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
@@ -92,10 +93,10 @@ public class ComputeMemoryEndpoint {
         }
         ManagerDescriptor primary = managers.primary().map(this::describe).orElse(null);
         if (primary == null) {
-            return new ComputeMemoryDescriptor(entries, null, null, null, null, null, null, DEFINITIONS);
+            return new ComputeMemoryDescriptor(entries, null, null, null, null, null, null, null, DEFINITIONS);
         }
         return new ComputeMemoryDescriptor(entries, primary.name(), primary.backend(), primary.device(), primary.defaultLocation(),
-                primary.locations(), primary.leaks(), DEFINITIONS);
+                primary.locations(), primary.leaks(), primary.mappedFiles(), DEFINITIONS);
     }
 
     /**
@@ -197,7 +198,8 @@ public class ComputeMemoryEndpoint {
         Map<MemoryLocation, LocationSummary> locations = new LinkedHashMap<>();
         observed.statistics().statistics().forEach((location, figures) -> locations.put(location, LocationSummary.of(figures)));
         return new ManagerDescriptor(observed.name(), observed.primary(), manager.isClosed(), manager.backendInfo().backend(), device(observed),
-                manager.defaultLocation(), locations, leaks(manager), SettingsDescriptor.of(manager.settings()),
+                manager.defaultLocation(), locations, leaks(manager), observed.statistics().mappedFiles(),
+                SettingsDescriptor.of(manager.settings()),
                 manager.budgets().stream().map(this::budget).toList(), DEFINITIONS);
     }
 
@@ -266,18 +268,20 @@ public class ComputeMemoryEndpoint {
      */
     public record ComputeMemoryDescriptor(Map<String, ManagerEntry> managers, @Nullable String primary, @Nullable String backend,
             @Nullable DeviceDescriptor device, @Nullable MemoryLocation defaultLocation, @Nullable Map<MemoryLocation, LocationSummary> locations,
-            @Nullable LeakDescriptor leaks, Map<String, String> definitions) implements OperationResponseBody {}
+            @Nullable LeakDescriptor leaks, @Nullable MappedFileStatistics mappedFiles, Map<String, String> definitions)
+            implements OperationResponseBody {}
 
     /** A manager in the list: what it runs on, where its memory is. */
     public record ManagerEntry(String backend, DeviceDescriptor device, MemoryLocation defaultLocation, List<MemoryLocation> locations,
             boolean primary) {}
 
     /**
-     * One manager: its summary per location, its leaks, the settings it runs with and its open budgets (those it made);
-     * {@code closed} once the manager is closed, its figures then the last it had.
+     * One manager: its summary per location, its leaks, the files it has mapped (no location's figures count them), the
+     * settings it runs with and its open budgets (those it made); {@code closed} once the manager is closed, its
+     * figures then the last it had.
      */
     public record ManagerDescriptor(String name, boolean primary, boolean closed, String backend, DeviceDescriptor device, MemoryLocation defaultLocation,
-            Map<MemoryLocation, LocationSummary> locations, LeakDescriptor leaks, SettingsDescriptor settings,
+            Map<MemoryLocation, LocationSummary> locations, LeakDescriptor leaks, MappedFileStatistics mappedFiles, SettingsDescriptor settings,
             List<BudgetDescriptor> budgets, Map<String, String> definitions) implements Selection {}
 
     /**

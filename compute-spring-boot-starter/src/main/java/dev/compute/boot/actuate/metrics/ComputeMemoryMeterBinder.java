@@ -8,6 +8,7 @@ import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.MappedFileStatistics;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
@@ -81,6 +82,14 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
             // The leak detector counts for the whole manager, and the device is the manager's: no location tag.
             meters.add(FunctionCounter.builder(ComputeMeters.LEAKS.getName(), manager, m -> m.isClosed() ? Double.NaN : m.leaksDetected())
                     .tags(tags).description(ComputeMeters.LEAKS.description()).register(registry));
+            // mapped files are the manager's, counted apart from its locations: no location tag either
+            meters.add(mappedGauge(registry, ComputeMeters.MAPPED_FILES, observed, tags, MappedFileStatistics::openMappings));
+            meters.add(mappedGauge(registry, ComputeMeters.MAPPED, observed, tags, MappedFileStatistics::mappedBytes));
+            meters.add(mappedGauge(registry, ComputeMeters.MAPPED_PEAK, observed, tags, MappedFileStatistics::mappedBytesPeak));
+            meters.add(mappedGauge(registry, ComputeMeters.MAPPED_FILES_MAX, observed, tags, MappedFileStatistics::maxOpenMappings));
+            meters.add(FunctionCounter.builder(ComputeMeters.MAPPINGS.getName(), manager,
+                            m -> m.isClosed() ? Double.NaN : statistics.mappedFiles().mappings())
+                    .tags(tags).description(ComputeMeters.MAPPINGS.description()).register(registry));
             meters.add(deviceGauge(registry, ComputeMeters.DEVICE_MEMORY_TOTAL, observed, tags, DeviceMemoryInfo::totalBytes));
             meters.add(deviceGauge(registry, ComputeMeters.DEVICE_MEMORY_FREE, observed, tags, DeviceMemoryInfo::freeBytes));
             for (MemoryLocation location : manager.locations()) {
@@ -200,6 +209,13 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
     /** A tag value: lower case, words joined by dashes ({@code host}, {@code pool-limit}). */
     static String tagValue(Enum<?> value) {
         return value.name().toLowerCase(Locale.ROOT).replace('_', '-');
+    }
+
+    private static Gauge mappedGauge(MeterRegistry registry, ComputeMeters meter, ObservedManager observed, Tags tags,
+            ToDoubleFunction<MappedFileStatistics> figure) {
+        RecentMemoryStatistics statistics = observed.statistics();
+        return Gauge.builder(meter.getName(), observed.manager(), m -> m.isClosed() ? Double.NaN : figure.applyAsDouble(statistics.mappedFiles()))
+                .baseUnit(meter.getBaseUnit()).tags(tags).description(meter.description()).register(registry);
     }
 
     private static Gauge deviceGauge(MeterRegistry registry, ComputeMeters meter, ObservedManager observed, Tags tags,

@@ -68,6 +68,13 @@ public enum ComputeMeters implements MeterDocumentation {
             "Buffers allocated through a configured budget or a budget under it", Tag.BUDGET),
     BUDGET_REFUSALS("compute.memory.budget.refusals", Meter.Type.COUNTER, null,
             "Requests through a configured budget or a budget under it refused for want of room in it or under it", Tag.BUDGET),
+    MAPPED_FILES("compute.memory.mapped.files", Meter.Type.GAUGE, "files",
+            "Files mapped now by mapFile (their bytes are the file's, in no location's figures)"),
+    MAPPED("compute.memory.mapped", Meter.Type.GAUGE, BaseUnits.BYTES, "Bytes of the files mapped now"),
+    MAPPED_PEAK("compute.memory.mapped.peak", Meter.Type.GAUGE, BaseUnits.BYTES, "Peak of mapped bytes"),
+    MAPPED_FILES_MAX("compute.memory.mapped.files.max", Meter.Type.GAUGE, null,
+            "The most files that may be mapped at once: compute.memory.mapped-files.max-open"),
+    MAPPINGS("compute.memory.mappings", Meter.Type.COUNTER, null, "Files (or ranges of one) mapped"),
     LEAKS("compute.memory.leaks", Meter.Type.COUNTER, null, "Buffers garbage-collected without close(), every one (the LEAK log has each allocation site's trace once)"),
     DEVICE_MEMORY_TOTAL("compute.device.memory.total", Meter.Type.GAUGE, BaseUnits.BYTES, "The device's memory, as the backend tells it"),
     DEVICE_MEMORY_FREE("compute.device.memory.free", Meter.Type.GAUGE, BaseUnits.BYTES, "The device's free memory (used by anyone), as the backend tells it");
