@@ -311,6 +311,11 @@
   }
 
   function mappedExtent(segment) {
+    if (segment.blocksLeftOut > 0) {
+      // the endpoint listed only the first blocks: the bar ends where the last one listed does
+      const last = segment.blocks[segment.blocks.length - 1];
+      return last ? last.offsetBytes + last.sizeBytes : 0;
+    }
     let end = segment.sizeBytes;
     for (let i = segment.blocks.length - 1; i >= 0 && segment.blocks[i].state === 'UNMAPPED'; i--) {
       end = segment.blocks[i].offsetBytes;
@@ -329,9 +334,11 @@
       const extent = mappedExtent(segment);
       const tail = segment.sizeBytes - extent;
       const live = segment.blocks.filter((b) => b.state === 'LIVE').length;
+      const leftOut = segment.blocksLeftOut;
       const label = `segment ${segment.index} · ${bytes(segment.sizeBytes)}`
-        + (segment.expandable ? ` address range, ${bytes(extent)} mapped` : '')
-        + ` · ${segment.blocks.length} blocks, ${live} live`;
+        + (segment.expandable && leftOut === 0 ? ` address range, ${bytes(extent)} mapped` : '')
+        + ` · ${segment.blocks.length + leftOut} blocks, ${live} live`
+        + (leftOut > 0 ? ` among the ${segment.blocks.length} shown` : '');
       const bar = el('div', { class: 'bar', style: `width: calc((100% - 56px) * ${extent / widest})` });
       for (const block of segment.blocks) {
         if (block.offsetBytes >= extent) break;
@@ -350,8 +357,10 @@
           },
         }));
       }
-      const row = el('div', { class: 'segment-row' }, bar,
-        tail > 0 ? el('div', { class: 'tail', title: `${exact(tail)} of address range without pages` }, `+${bytes(tail)}`) : null);
+      const row = el('div', { class: 'segment-row' }, bar, leftOut > 0
+        ? el('div', { class: 'tail', title: 'blocks beyond the most the endpoint lists for a location (maxBlocks)' },
+          `+${leftOut} blocks not shown`)
+        : tail > 0 ? el('div', { class: 'tail', title: `${exact(tail)} of address range without pages` }, `+${bytes(tail)}`) : null);
       container.append(el('div', { class: 'segment', dataset: { segment: segment.index } },
         el('div', { class: 'segment-label' }, label), row));
     }

@@ -41,7 +41,8 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  *   <li>GET {@code /{name}}: one manager's summary, the settings it runs with and its budgets (each with its figures,
  *       whether {@code compute.budgets} configured it, and the budgets under it: requests' and tasks' own); for a name
  *       that is no manager's but a location's, that location of the primary manager, as before there were several;</li>
- *   <li>GET {@code /{name}/{location}}: one location's segments, blocks and timeline;</li>
+ *   <li>GET {@code /{name}/{location}}: one location's segments, blocks and timeline; at most
+ *       {@value #DEFAULT_MAX_BLOCKS} blocks, or {@code ?maxBlocks=}, the rest left out and counted;</li>
  *   <li>POST trims every manager, or the one {@code name}d (with {@code "all": true}, releases all cached memory;
  *       with {@code "compact": true}, defragments first and reports what moved).
  *       Read-only by default: {@code management.endpoint.computememory.access=unrestricted} allows it.</li>
@@ -66,6 +67,12 @@ public class ComputeMemoryEndpoint {
 
     /** How many allocation sites the summary lists: enough to find a leak, bounded however many buffers are open. */
     static final int LEAK_SITES = 10;
+
+    /**
+     * How many blocks a location's answer lists unless asked for more or fewer: a pool of a hundred thousand live
+     * blocks would otherwise answer megabytes of JSON on every refresh of the page.
+     */
+    static final int DEFAULT_MAX_BLOCKS = 10_000;
 
     /** How many budgets under one budget (requests' and tasks' own) a manager's description lists. */
     static final int BUDGETS_UNDER = 20;
@@ -104,19 +111,44 @@ public class ComputeMemoryEndpoint {
      * {@code null} (a 404 over HTTP) for neither.
      */
     @ReadOperation
-    public @Nullable Selection manager(@Selector String name) {
+    public @Nullable Selection manager(@Selector String name, @Nullable Integer maxBlocks) {
         var observed = managers.get(name);
         if (observed.isPresent()) {
             return describe(observed.get());
         }
         MemoryLocation location = locationNamed(name);
-        return location == null ? null : managers.primary().map(primary -> location(primary, location)).orElse(null);
+        int blocks = maxBlocks(maxBlocks);
+        return location == null ? null : managers.primary().map(primary -> location(primary, location, blocks)).orElse(null);
     }
 
-    /** One location of one manager in detail; {@code null} (a 404 over HTTP) for a manager or location that is not there. */
+    /** {@link #manager(String, Integer)} with the default number of blocks. */
+    public @Nullable Selection manager(String name) {
+        return manager(name, null);
+    }
+
+    /**
+     * One location of one manager in detail, with at most {@code maxBlocks} blocks ({@value #DEFAULT_MAX_BLOCKS} when
+     * {@code null}); {@code null} (a 404 over HTTP) for a manager or location that is not there.
+     */
     @ReadOperation
-    public @Nullable LocationDescriptor location(@Selector String name, @Selector MemoryLocation location) {
-        return managers.get(name).map(observed -> location(observed, location)).orElse(null);
+    public @Nullable LocationDescriptor location(@Selector String name, @Selector MemoryLocation location, @Nullable Integer maxBlocks) {
+        int blocks = maxBlocks(maxBlocks);
+        return managers.get(name).map(observed -> location(observed, location, blocks)).orElse(null);
+    }
+
+    /** {@link #location(String, MemoryLocation, Integer)} with the default number of blocks. */
+    public @Nullable LocationDescriptor location(String name, MemoryLocation location) {
+        return location(name, location, null);
+    }
+
+    private static int maxBlocks(@Nullable Integer asked) {
+        if (asked == null) {
+            return DEFAULT_MAX_BLOCKS;
+        }
+        if (asked < 0) {
+            throw new InvalidEndpointRequestException("maxBlocks must not be negative: " + asked, "maxBlocks must be 0 or more");
+        }
+        return asked;
     }
 
     /**
@@ -221,7 +253,7 @@ public class ComputeMemoryEndpoint {
         return new DeviceDescriptor(info.deviceIndex(), info.deviceName(), info.deviceTotalBytes(), memory.freeBytes());
     }
 
-    private static @Nullable LocationDescriptor location(ObservedManager observed, MemoryLocation location) {
+    private static @Nullable LocationDescriptor location(ObservedManager observed, MemoryLocation location, int maxBlocks) {
         UnifiedMemoryManager manager = observed.manager();
         if (!manager.locations().contains(location)) {
             return null;
@@ -231,14 +263,21 @@ public class ComputeMemoryEndpoint {
         // many blocks share a site (paranoid keeps one per block): each distinct one is shortened once per answer
         Map<String, String> shortened = new HashMap<>();
         int index = 0;
+        int room = maxBlocks;
+        int leftOut = 0;
         for (MemorySnapshot.Segment segment : snapshot.segments()) {
-            List<BlockDescriptor> blocks = segment.blocks().stream().map(b -> new BlockDescriptor(b.offset(), b.sizeBytes(),
+            // every segment is listed; its first blocks while there is room, the rest counted
+            int shown = Math.min(room, segment.blocks().size());
+            List<BlockDescriptor> blocks = segment.blocks().subList(0, shown).stream().map(b -> new BlockDescriptor(b.offset(), b.sizeBytes(),
                     b.requestedBytes(), b.state(), b.allocationSite() == null ? null
                             : shortened.computeIfAbsent(b.allocationSite(), AllocationSites::shorten))).toList();
-            segments.add(new SegmentDescriptor(index++, segment.sizeBytes(), segment.expandable(), blocks));
+            int segmentLeftOut = segment.blocks().size() - shown;
+            segments.add(new SegmentDescriptor(index++, segment.sizeBytes(), segment.expandable(), blocks, segmentLeftOut));
+            room -= shown;
+            leftOut += segmentLeftOut;
         }
         return new LocationDescriptor(observed.name(), location, LocationSummary.of(observed.statistics().statistics(location)), segments,
-                manager.timeline(location));
+                leftOut, manager.timeline(location));
     }
 
     private static @Nullable MemoryLocation locationNamed(String name) {
@@ -354,12 +393,18 @@ public class ComputeMemoryEndpoint {
 
     public record CopiedBytes(long hostToDevice, long deviceToHost, long deviceToDevice) {}
 
-    /** One location of the manager {@code manager}. */
+    /**
+     * One location of the manager {@code manager}; {@code blocksLeftOut}: the blocks of its segments beyond the answer's
+     * {@code maxBlocks}, 0 when every block is listed.
+     */
     public record LocationDescriptor(String manager, MemoryLocation location, LocationSummary summary, List<SegmentDescriptor> segments,
-            List<MemoryTimeline.Sample> timeline) implements Selection {}
+            int blocksLeftOut, List<MemoryTimeline.Sample> timeline) implements Selection {}
 
-    /** A segment by its position in the pool; blocks tile it, by offset. */
-    public record SegmentDescriptor(int index, long sizeBytes, boolean expandable, List<BlockDescriptor> blocks) {}
+    /**
+     * A segment by its position in the pool; blocks tile it, by offset, where {@code blocksLeftOut} is 0; else its
+     * first blocks are listed and that many after them are not.
+     */
+    public record SegmentDescriptor(int index, long sizeBytes, boolean expandable, List<BlockDescriptor> blocks, int blocksLeftOut) {}
 
     /** {@code allocationSite} is known for live blocks when leak detection is paranoid. */
     public record BlockDescriptor(long offsetBytes, long sizeBytes, long requestedBytes, MemorySnapshot.BlockState state,
