@@ -6,6 +6,7 @@ import java.util.List;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.beans.factory.config.BeanFactoryPostProcessor;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
@@ -78,6 +79,17 @@ public final class ComputeMemoryAutoConfiguration {
                 }
             });
         };
+    }
+
+    /**
+     * Manager and budget names are checked as written before anything binds {@code compute.*}: a name the binding
+     * cannot take at all ({@code é}, which it drops, reading {@code compute.budgets.é.limit} as
+     * {@code compute.budgets.limit}) would otherwise fail the binding of {@link ComputeProperties} with "No converter
+     * found", naming no key.
+     */
+    @Bean
+    static BeanFactoryPostProcessor computeNamesCheckedAsWritten(Environment environment) {
+        return beanFactory -> ConfiguredNames.checkAll(environment);
     }
 
     @Bean

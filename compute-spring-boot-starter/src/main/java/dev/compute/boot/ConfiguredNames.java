@@ -28,6 +28,15 @@ final class ConfiguredNames {
 
     private ConfiguredNames() {}
 
+    /** Checks the names of the managers under {@code compute.managers} and of the budgets of each and of {@code compute.budgets}. */
+    static void checkAll(Environment environment) {
+        check(environment, NamedManagers.PREFIX, "a manager name");
+        check(environment, UnifiedMemoryManagerFactory.BUDGETS, "a budget name");
+        for (String manager : NamedManagers.namesIn(environment)) {
+            check(environment, NamedManagers.PREFIX + "." + manager + ".budgets", "a budget name");
+        }
+    }
+
     /**
      * Fails with an {@link InvalidSettingException} for a key directly under {@code prefix} that the binding would
      * rename, or that it would take for another one.

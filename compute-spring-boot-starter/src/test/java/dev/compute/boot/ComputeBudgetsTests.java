@@ -110,6 +110,22 @@ class ComputeBudgetsTests {
                 "compute.managers.gpu.budgets.a/b", "a/b", "a budget name of lower-case letters, digits and dashes, as written (Byte array resource [resource loaded from byte array] - 7:18)");
     }
 
+    /**
+     * A name of letters that are no ASCII letters: Spring's binding fails on it ("No converter found") without saying
+     * which key; start-up stops naming it as written, as for any name the binding would not take as it is.
+     */
+    @Test
+    void aBudgetNameOfOtherLettersStopsStartUpNamingItAsWritten() {
+        assertFailure(yaml("compute:\n  budgets:\n    é:\n      limit: 1MB\n"), "compute.budgets.é", "é",
+                "a budget name of lower-case letters, digits and dashes, as written");
+        assertFailure(yaml("compute:\n  budgets:\n    tenant-ß:\n      limit: 1MB\n"), "compute.budgets.tenant-ß", "tenant-ß",
+                "a budget name of lower-case letters, digits and dashes, as written");
+        assertFailure(yaml("compute:\n  managers:\n    x:\n      backend: cpu\n      budgets:\n        é:\n          limit: 1MB\n"),
+                "compute.managers.x.budgets.é", "é", "a budget name of lower-case letters, digits and dashes, as written");
+        assertFailure(yaml("compute:\n  managers:\n    gpü:\n      backend: cpu\n"), "compute.managers.gpü", "gpü",
+                "a manager name of lower-case letters, digits and dashes, as written");
+    }
+
     /** The binding takes tenant-a and tenanta for one name: each budget would be made with settings of the other. */
     @Test
     void twoBudgetNamesTheBindingTakesForOneStopStartUp() {

@@ -77,6 +77,16 @@ class FailureAnalyzersTests {
                 .doesNotContain("Failed to bind properties under");
     }
 
+    /** A budget name of letters beyond ASCII's: Spring's binding drops them and fails with "No converter found", naming no key. */
+    @Test
+    void aBudgetNameTheBindingCannotTakeIsReportedAsWritten(CapturedOutput output) {
+        assertThatThrownBy(() -> start("--compute.budgets.é.limit=1MB")).isNotNull();
+        assertThat(output).contains("APPLICATION FAILED TO START")
+                .contains("Property: compute.budgets.é\n")
+                .contains("a budget name of lower-case letters, digits and dashes, as written")
+                .doesNotContain("No converter found");
+    }
+
     @Test
     void anUnavailableBackendIsReportedWithItsReason(CapturedOutput output) {
         assertThatThrownBy(() -> start("--compute.backend=" + UnattachedDeviceBackendProvider.NAME)).isNotNull();
