@@ -38,7 +38,7 @@ public class UnifiedMemoryManagerAssert extends AbstractAssert<UnifiedMemoryMana
     /** The bytes of the blocks handed out at {@code location}, as the pool rounded them up (to 512 bytes at least). */
     public UnifiedMemoryManagerAssert hasAllocatedBytes(MemoryLocation location, long expected) {
         isNotNull();
-        long allocated = actual.statistics(location).allocatedBytes();
+        long allocated = statisticsAt(location, "%d allocated bytes at %s".formatted(expected, location)).allocatedBytes();
         if (allocated != expected) {
             failWithMessage("Expected %d allocated bytes at %s but there are %d%s", expected, location, allocated, OpenBuffersReport.sites(actual.liveBuffers()));
         }
@@ -48,7 +48,7 @@ public class UnifiedMemoryManagerAssert extends AbstractAssert<UnifiedMemoryMana
     /** The bytes open buffers at {@code location} asked for. */
     public UnifiedMemoryManagerAssert hasRequestedBytes(MemoryLocation location, long expected) {
         isNotNull();
-        long requested = actual.statistics(location).requestedBytes();
+        long requested = statisticsAt(location, "%d requested bytes at %s".formatted(expected, location)).requestedBytes();
         if (requested != expected) {
             failWithMessage("Expected %d requested bytes at %s but there are %d%s", expected, location, requested, OpenBuffersReport.sites(actual.liveBuffers()));
         }
@@ -71,6 +71,17 @@ public class UnifiedMemoryManagerAssert extends AbstractAssert<UnifiedMemoryMana
      */
     public ObjectAssert<MemoryStatistics> statistics(MemoryLocation location) {
         isNotNull();
-        return Assertions.assertThat(actual.statistics(location)).as("statistics of %s", location);
+        return Assertions.assertThat(statisticsAt(location, "the statistics of " + location)).as("statistics of %s", location);
+    }
+
+    /**
+     * The figures of {@code location}; a location the manager lacks (PINNED with pinning off, say) fails the test
+     * saying so, rather than throw the manager's {@link IllegalArgumentException} from inside an assertion.
+     */
+    private MemoryStatistics statisticsAt(MemoryLocation location, String expected) {
+        if (!actual.locations().contains(location)) {
+            failWithMessage("Expected %s but the manager has no %s memory; its locations: %s", expected, location, actual.locations());
+        }
+        return actual.statistics(location);
     }
 }

@@ -55,6 +55,20 @@ class UnifiedMemoryManagerAssertTests {
         }
     }
 
+    /** A check of a location the manager lacks is a test failure that says so, not the manager's own exception. */
+    @Test
+    void aLocationTheManagerDoesNotHaveFailsTheAssertionSayingSo() {
+        try (UnifiedMemoryManager unpinned = UnifiedMemoryManager.builder().backend("cpu").pinningEnabled(false).timelineInterval(Duration.ZERO).build()) {
+            String lacks = "the manager has no PINNED memory; its locations: " + unpinned.locations();
+            assertThatThrownBy(() -> assertThat(unpinned).hasAllocatedBytes(MemoryLocation.PINNED, 0)).isInstanceOf(AssertionError.class)
+                    .hasMessage("Expected 0 allocated bytes at PINNED but " + lacks);
+            assertThatThrownBy(() -> assertThat(unpinned).hasRequestedBytes(MemoryLocation.PINNED, 0)).isInstanceOf(AssertionError.class)
+                    .hasMessage("Expected 0 requested bytes at PINNED but " + lacks);
+            assertThatThrownBy(() -> assertThat(unpinned).statistics(MemoryLocation.PINNED)).isInstanceOf(AssertionError.class)
+                    .hasMessage("Expected the statistics of PINNED but " + lacks);
+        }
+    }
+
     @Test
     void aFailureAboutLeaksCountsThem() throws InterruptedException {
         manager.allocate(4096);
