@@ -60,6 +60,7 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
 
     @Override
     public void bindTo(MeterRegistry registry) {
+        refuseMetersOfAnotherContext(registry);
         List<Meter> meters = new CopyOnWriteArrayList<>(); // a budget added at run time adds its meters from another thread
         List<AutoCloseable> listeners = new ArrayList<>();
         // first, so that no budget added meanwhile is missed (one metered twice is the same meters: Micrometer keeps one per id)
@@ -135,6 +136,24 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
             });
         }
         bound.add(new Bound(registry, meters, listeners));
+    }
+
+    /**
+     * Micrometer keeps one meter per name and tags: where another context (given the same registry) has metered a
+     * manager of the same name, backend and device, this one's meters would be that one's, reading the other manager,
+     * and would go when that context closes. Refused before any is registered.
+     */
+    private void refuseMetersOfAnotherContext(MeterRegistry registry) {
+        for (ObservedManager observed : managers.all()) {
+            Meter existing = registry.find(ComputeMeters.LEAKS.getName()).tags(tagsOf(observed)).meter();
+            if (existing != null && bound.stream().noneMatch(each -> each.registry() == registry && each.meters().contains(existing))) {
+                BackendInfo info = observed.manager().backendInfo();
+                throw new IllegalStateException("The MeterRegistry already has the compute meters of a manager named '" + observed.name()
+                        + "' (backend " + info.backend() + ", device " + info.deviceIndex() + ") that this application context did not"
+                        + " register: another context shares the registry, and the two managers' meters would be one. Give each context its"
+                        + " own MeterRegistry, or the managers names of their own (compute.managers.<name>)");
+            }
+        }
     }
 
     private static Tags tagsOf(ObservedManager observed) {
