@@ -13,7 +13,8 @@ import java.util.concurrent.CompletableFuture;
 import org.jspecify.annotations.Nullable;
 
 /**
- * A {@link ComputeKernel} of a manager: checks the arguments, takes a device access per buffer on the calling thread
+ * A {@link ComputeKernel} of a manager: checks the arguments (the backend's kernel checks them against its parameters),
+ * then takes a device access per buffer on the calling thread
  * (which syncs, orders and holds the buffer by the lifetime rule), has the backend queue the kernel where those
  * accesses order work, records the kernel as in flight on each buffer and ends the accesses.
  */
@@ -47,6 +48,7 @@ final class BackendKernel implements ComputeKernel {
             throw new IllegalStateException(this + " cannot launch: its UnifiedMemoryManager is closed");
         }
         KernelArg[] buffers = checked(arguments);
+        kernel.check(shape, asChecked(arguments, buffers));
         // a call of the manager from the first access to the last one's end: a close meanwhile (another thread's, or the
         // Java kernel's own) frees no memory and releases no queue or program that the launch still uses
         return manager.call(() -> launch(shape, arguments, buffers));
@@ -122,6 +124,15 @@ final class BackendKernel implements ComputeKernel {
             buffers[i] = buffer;
         }
         return buffers;
+    }
+
+    /** The arguments as {@link NativeKernel#check} takes them: each buffer as its {@link KernelArg}, each scalar as it is. */
+    private static List<Object> asChecked(Object[] arguments, @Nullable KernelArg[] buffers) {
+        List<Object> checked = new ArrayList<>(arguments.length);
+        for (int i = 0; i < arguments.length; i++) {
+            checked.add(buffers[i] != null ? buffers[i] : arguments[i]);
+        }
+        return checked;
     }
 
     /** The device access of argument {@code index}, a failure to take it said with the kernel and the argument. */

@@ -17,9 +17,19 @@ public interface NativeKernel {
     String name();
 
     /**
+     * Checks a launch over {@code shape} against the kernel's parameters and limits, before the manager opens any
+     * access for it: a launch refused here has synced, ordered, waited for and marked nothing. {@code arguments} are in
+     * the kernel's parameter order: a {@link dev.compute.memory.KernelArg} for each buffer (of this manager, its
+     * access not open yet), the {@code Integer}, {@code Long}, {@code Float} or {@code Double} of each scalar. A
+     * mismatch throws an {@link IllegalArgumentException} naming the kernel and the argument. The default, for kernels
+     * that check their arguments as they run (Java kernels), checks nothing.
+     */
+    default void check(LaunchShape shape, List<Object> arguments) {}
+
+    /**
      * Queues one launch (or, for a Java kernel, runs it) over {@code shape} with {@code arguments} in the kernel's
-     * parameter order, checked by the manager: buffers of this backend, with their handles open, and scalars of the
-     * four types {@link KernelArgument.Scalar} allows. The future completes when the kernel has finished.
+     * parameter order, as {@link #check} passed them: buffers of this backend, with their handles open, and scalars of
+     * the four types {@link KernelArgument.Scalar} allows. The future completes when the kernel has finished.
      */
     CompletableFuture<Void> launch(LaunchShape shape, List<KernelArgument> arguments);
 }

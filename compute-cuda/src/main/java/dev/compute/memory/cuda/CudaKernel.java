@@ -6,6 +6,7 @@ import static jcuda.driver.JCudaDriver.cuModuleGetFunction;
 import static jcuda.driver.JCudaDriver.cuModuleLoadDataJIT;
 import static jcuda.driver.JCudaDriver.cuModuleUnload;
 
+import dev.compute.memory.KernelArg;
 import dev.compute.memory.KernelCompileException;
 import dev.compute.memory.KernelSource;
 import dev.compute.memory.LaunchShape;
@@ -108,25 +109,8 @@ final class CudaKernel implements NativeKernel {
 
     @Override
     public CompletableFuture<Void> launch(LaunchShape shape, List<KernelArgument> arguments) {
-        check(arguments);
-        long[] block = shape.workGroupOrDefault(maxThreadsPerBlock);
-        long[] grid = new long[] {1, 1, 1};
-        long[] threads = new long[] {1, 1, 1};
-        for (int d = 0; d < shape.dimensions(); d++) {
-            grid[d] = Math.ceilDiv(shape.size(d), block[d]);
-            threads[d] = block[d];
-        }
-        if (threads[0] > maxThreadsPerBlock || threads[1] > maxThreadsPerBlock || threads[2] > maxThreadsPerBlock
-                || threads[0] * threads[1] * threads[2] > maxThreadsPerBlock) {
-            // checked here, not left to the driver: (int) of a block size from 2^32 on is another, valid block
-            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a block of " + Arrays.toString(threads)
-                    + " threads is more than the " + maxThreadsPerBlock + " this kernel can run per block");
-        }
-        if (grid[0] > MAX_GRID_X || grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ) {
-            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + " needs a grid of " + Arrays.toString(grid)
-                    + " blocks of " + Arrays.toString(threads) + ", beyond CUDA's grid (2^31-1 x 65535 x 65535): launch larger blocks"
-                    + " (withWorkGroup) or loop inside the kernel");
-        }
+        long[] threads = threads(shape);
+        long[] grid = grid(shape, threads); // both checked before the accesses opened
         Pointer[] values = new Pointer[arguments.size()];
         CUstream stream = null;
         for (int i = 0; i < values.length; i++) {
@@ -157,21 +141,36 @@ final class CudaKernel implements NativeKernel {
         });
     }
 
-    private void check(List<KernelArgument> arguments) {
+    /** Checked before the manager opens any access, so a refused launch syncs, waits for and marks nothing. */
+    @Override
+    public void check(LaunchShape shape, List<Object> arguments) {
+        long[] threads = threads(shape);
+        if (threads[0] > maxThreadsPerBlock || threads[1] > maxThreadsPerBlock || threads[2] > maxThreadsPerBlock
+                || threads[0] * threads[1] * threads[2] > maxThreadsPerBlock) {
+            // checked here, not left to the driver: (int) of a block size from 2^32 on is another, valid block
+            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a block of " + Arrays.toString(threads)
+                    + " threads is more than the " + maxThreadsPerBlock + " this kernel can run per block");
+        }
+        long[] grid = grid(shape, threads);
+        if (grid[0] > MAX_GRID_X || grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ) {
+            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + " needs a grid of " + Arrays.toString(grid)
+                    + " blocks of " + Arrays.toString(threads) + ", beyond CUDA's grid (2^31-1 x 65535 x 65535): launch larger blocks"
+                    + " (withWorkGroup) or loop inside the kernel");
+        }
         if (arguments.size() != parameters.size()) {
             throw new IllegalArgumentException("kernel '" + name + "' takes " + parameters.size() + " argument(s) (its PTX .entry's "
                     + "parameters); the launch passed " + arguments.size());
         }
         for (int i = 0; i < parameters.size(); i++) {
             PtxEntries.Kind parameter = parameters.get(i);
-            KernelArgument argument = arguments.get(i);
+            Object argument = arguments.get(i);
             PtxEntries.Kind needed = switch (argument) {
-                case KernelArgument.Buffer ignored -> PtxEntries.Kind.BITS64;
-                case KernelArgument.Scalar(Integer ignored) -> PtxEntries.Kind.BITS32;
-                case KernelArgument.Scalar(Long ignored) -> PtxEntries.Kind.BITS64;
-                case KernelArgument.Scalar(Float ignored) -> PtxEntries.Kind.FLOAT32;
-                case KernelArgument.Scalar(Double ignored) -> PtxEntries.Kind.FLOAT64;
-                case KernelArgument.Scalar ignored -> PtxEntries.Kind.OTHER;
+                case KernelArg ignored -> PtxEntries.Kind.BITS64;
+                case Integer ignored -> PtxEntries.Kind.BITS32;
+                case Long ignored -> PtxEntries.Kind.BITS64;
+                case Float ignored -> PtxEntries.Kind.FLOAT32;
+                case Double ignored -> PtxEntries.Kind.FLOAT64;
+                default -> PtxEntries.Kind.OTHER;
             };
             if (needed != parameter) {
                 throw new IllegalArgumentException("kernel '" + name + "', argument " + i + " (" + describe(argument) + "): the PTX"
@@ -186,11 +185,26 @@ final class CudaKernel implements NativeKernel {
         }
     }
 
-    private static String describe(KernelArgument argument) {
-        return switch (argument) {
-            case KernelArgument.Buffer buffer -> "a buffer, " + buffer.description();
-            case KernelArgument.Scalar(Object value) -> "a " + value.getClass().getSimpleName() + " " + value;
-        };
+    private static String describe(Object argument) {
+        return argument instanceof KernelArg buffer ? "a buffer, " + buffer.buffer()
+                : "a " + argument.getClass().getSimpleName() + " " + argument;
+    }
+
+    /** The block's threads in each of the three dimensions: the shape's work-group, 1 beyond its dimensions. */
+    private long[] threads(LaunchShape shape) {
+        long[] block = shape.workGroupOrDefault(maxThreadsPerBlock);
+        long[] threads = new long[] {1, 1, 1};
+        System.arraycopy(block, 0, threads, 0, block.length);
+        return threads;
+    }
+
+    /** The blocks in each of the three dimensions that cover the shape. */
+    private static long[] grid(LaunchShape shape, long[] threads) {
+        long[] grid = new long[] {1, 1, 1};
+        for (int d = 0; d < shape.dimensions(); d++) {
+            grid[d] = Math.ceilDiv(shape.size(d), threads[d]);
+        }
+        return grid;
     }
 
     /** Unloads the module; the context is current and no launch of it is in flight (the backend's close waited). */

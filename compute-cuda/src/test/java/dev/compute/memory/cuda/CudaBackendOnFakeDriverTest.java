@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferAccess;
+import dev.compute.memory.BufferState;
 import dev.compute.memory.ComputeKernel;
 import dev.compute.memory.DataType;
 import dev.compute.memory.KernelArg;
@@ -235,6 +236,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges() throws Exception {
+        inFakeDriverJvm("aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges");
+    }
+
+    @Test
     void aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction() throws Exception {
         inFakeDriverJvm("aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction");
     }
@@ -284,6 +290,8 @@ class CudaBackendOnFakeDriverTest {
                 case "theManagersCloseWaitsForWorkRecordedOnOnesOwnStream" -> Scenarios.theManagersCloseWaitsForWorkRecordedOnOnesOwnStream();
                 case "aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll" -> Scenarios.aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll();
                 case "virtualThreadsGoOnWithTheContextCurrentAfterAWait" -> Scenarios.virtualThreadsGoOnWithTheContextCurrentAfterAWait();
+                case "aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges" ->
+                        Scenarios.aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges();
                 case "aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction" ->
                         Scenarios.aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction();
                 case "anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes" ->
@@ -887,6 +895,41 @@ class CudaBackendOnFakeDriverTest {
                 }
             }
             assertThat(reused).as("once the kernel is done, the block goes back to the pool").isTrue();
+            manager.close();
+        }
+
+        /**
+         * A launch whose arguments do not fit the PTX is refused before anything runs (the README): not after syncing a
+         * newer host copy to the device behind the stream's held work, nor with a written argument's device copy marked
+         * newer for a launch that never ran.
+         */
+        static void aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges() throws Throwable {
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)))).build();
+            KernelSource[] sources = KernelContractTest.sources("scale_in_place", KernelContractTest.SCALE_IN_PLACE);
+            ComputeKernel scale = manager.kernels().compile(sources[0], sources[1], sources[2]);
+            try (UnifiedBuffer held = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.UNIFIED);
+                 UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE)) {
+                x.copyFrom(new float[1024]);
+                try (BufferAccess access = x.hostAccess(AccessMode.WRITE)) {
+                    access.segment().fill((byte) 0);
+                }
+                assertThat(x.state()).isEqualTo(BufferState.HOST_DIRTY);
+                hold(); // the stream's work does not end from here on
+                CompletableFuture<Void> stuck = scale.launch(LaunchShape.of(1024), held, 1024L, 2f);
+                long launches = kernelCounters()[0];
+
+                assertThatThrownBy(() -> scale.launch(LaunchShape.of(1024), KernelArg.write(x), 1024, 2f)) // an int for the long n
+                        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 1").hasMessageContaining("a Long");
+                assertThatThrownBy(() -> scale.launch(LaunchShape.of(1024), KernelArg.write(x), 1024L))
+                        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("takes 3 argument(s)");
+                assertThatThrownBy(() -> scale.launch(LaunchShape.of(1024).withWorkGroup(1 << 20), KernelArg.write(x), 1024L, 2f))
+                        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("a block of [1048576, 1, 1]");
+                assertThat(x.state()).as("nothing synced, nothing marked newer").isEqualTo(BufferState.HOST_DIRTY);
+                assertThat(kernelCounters()[0]).as("a refused launch reaches no driver").isEqualTo(launches);
+                release();
+                stuck.get(5, TimeUnit.SECONDS);
+            }
             manager.close();
         }
 

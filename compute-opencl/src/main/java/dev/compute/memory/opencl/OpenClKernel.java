@@ -17,6 +17,7 @@ import static org.jocl.CL.CL_PROGRAM_KERNEL_NAMES;
 import static org.jocl.CL.CL_SUCCESS;
 
 import dev.compute.memory.DataType;
+import dev.compute.memory.KernelArg;
 import dev.compute.memory.KernelCompileException;
 import dev.compute.memory.KernelSource;
 import dev.compute.memory.LaunchShape;
@@ -54,10 +55,11 @@ import org.jspecify.annotations.Nullable;
  * the arguments, so the next launch may set new ones at once. The pool grows to the most launches under way at once.
  *
  * <p><b>Arguments, checked.</b> The program is built with {@code -cl-kernel-arg-info}, so each launch is checked
- * against the kernel's parameters before anything is set: their number ({@code CL_KERNEL_NUM_ARGS}), a buffer for
- * each {@code __global} or {@code __constant} pointer (of the pointer's element type, for typed buffers), and the
- * scalar type of each other one ({@code int}/{@code uint} an Integer, {@code long}/{@code ulong} a Long, {@code float},
- * {@code double}). A kernel reused with stale arguments, the failure mode of a wrong count, cannot happen.
+ * against the kernel's parameters ({@link #check}, before the manager opens any access for it): their number
+ * ({@code CL_KERNEL_NUM_ARGS}), a buffer for each {@code __global} or {@code __constant} pointer (of the pointer's
+ * element type, for typed buffers), and the scalar type of each other one ({@code int}/{@code uint} an Integer,
+ * {@code long}/{@code ulong} a Long, {@code float}, {@code double}); and the work-group against the kernel's limit.
+ * A kernel reused with stale arguments, the failure mode of a wrong count, cannot happen.
  *
  * <p><b>Buffers.</b> The access's {@link OpenClDeviceHandle} gives the {@code cl_mem}: a sub-buffer over exactly the
  * bytes for DEVICE memory at an aligned offset (every buffer, and slices at multiples of
@@ -166,9 +168,8 @@ final class OpenClKernel implements NativeKernel {
     }
 
     private CompletableFuture<Void> launchCall(LaunchShape shape, List<KernelArgument> arguments) {
-        check(arguments);
         long[] group = shape.workGroupOrDefault(maxWorkGroup);
-        long[] global = shape.roundedUpTo(group);
+        long[] global = shape.roundedUpTo(group); // checked before the accesses opened
         cl_kernel kernel = take();
         List<Staged> staged = new ArrayList<>();
         try {
@@ -261,7 +262,20 @@ final class OpenClKernel implements NativeKernel {
 
     // ---- checking a launch's arguments --------------------------------------------------------------------------
 
-    private void check(List<KernelArgument> arguments) {
+    /** Checked before the manager opens any access, so a refused launch syncs, waits for and marks nothing. */
+    @Override
+    public void check(LaunchShape shape, List<Object> arguments) {
+        long[] group = shape.workGroupOrDefault(maxWorkGroup);
+        long items = 1;
+        for (long size : group) {
+            items = size > maxWorkGroup / items ? Long.MAX_VALUE : items * size; // saturates: a group of 2^32 x 2^32 is too many
+        }
+        if (items > maxWorkGroup) { // the enqueue would refuse it, after the accesses synced and marked their buffers
+            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a work-group of "
+                    + java.util.Arrays.toString(group) + " work items is more than the " + maxWorkGroup
+                    + " this kernel can run per work-group on " + backend.device().describe());
+        }
+        shape.roundedUpTo(group);
         if (arguments.size() != parameterCount) {
             throw new IllegalArgumentException("kernel '" + name + "' takes " + parameterCount + " argument(s); the launch passed "
                     + arguments.size());
@@ -271,10 +285,9 @@ final class OpenClKernel implements NativeKernel {
         }
         for (int i = 0; i < parameterCount; i++) {
             Parameter parameter = parameters.get(i);
-            String mismatch = switch (arguments.get(i)) {
-                case KernelArgument.Buffer buffer -> bufferMismatch(parameter, buffer);
-                case KernelArgument.Scalar(Object value) -> scalarMismatch(parameter, value);
-            };
+            String mismatch = arguments.get(i) instanceof KernelArg buffer
+                    ? bufferMismatch(parameter, buffer.buffer().dataType())
+                    : scalarMismatch(parameter, arguments.get(i));
             if (mismatch != null) {
                 throw new IllegalArgumentException("kernel '" + name + "', argument " + i + " (" + describe(arguments.get(i)) + "): the kernel's "
                         + parameter.describe(i) + "; " + mismatch);
@@ -282,7 +295,7 @@ final class OpenClKernel implements NativeKernel {
         }
     }
 
-    private static @Nullable String bufferMismatch(Parameter parameter, KernelArgument.Buffer buffer) {
+    private static @Nullable String bufferMismatch(Parameter parameter, DataType type) {
         if (parameter.addressQualifier() == CL_KERNEL_ARG_ADDRESS_LOCAL) {
             return "__local parameters are not taken: declare the local array inside the kernel, of a fixed size";
         }
@@ -291,8 +304,8 @@ final class OpenClKernel implements NativeKernel {
         }
         String element = parameter.typeName().replace("*", "").replace("const", "").trim();
         DataType expected = POINTER_TYPES.get(element);
-        if (expected != null && buffer.type() != DataType.INT8 && buffer.type() != expected) {
-            return "pass a " + expected + " buffer (this one is " + buffer.type() + "), or one allocated by bytes";
+        if (expected != null && type != DataType.INT8 && type != expected) {
+            return "pass a " + expected + " buffer (this one is " + type + "), or one allocated by bytes";
         }
         return null;
     }
@@ -323,11 +336,9 @@ final class OpenClKernel implements NativeKernel {
         };
     }
 
-    private static String describe(KernelArgument argument) {
-        return switch (argument) {
-            case KernelArgument.Buffer buffer -> "a buffer, " + buffer.description();
-            case KernelArgument.Scalar(Object value) -> "a " + value.getClass().getSimpleName() + " " + value;
-        };
+    private static String describe(Object argument) {
+        return argument instanceof KernelArg buffer ? "a buffer, " + buffer.buffer()
+                : "a " + argument.getClass().getSimpleName() + " " + argument;
     }
 
     // ---- the pool of kernel objects ------------------------------------------------------------------------------

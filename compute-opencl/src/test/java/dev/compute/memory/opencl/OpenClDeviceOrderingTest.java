@@ -7,9 +7,11 @@ import static org.jocl.CL.CL_SUCCESS;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferAccess;
+import dev.compute.memory.BufferState;
 import dev.compute.memory.ComputeKernel;
 import dev.compute.memory.DataType;
 import dev.compute.memory.DeviceTimeoutException;
+import dev.compute.memory.KernelArg;
 import dev.compute.memory.KernelSource;
 import dev.compute.memory.LaunchShape;
 import dev.compute.memory.MemoryLocation;
@@ -161,6 +163,43 @@ class OpenClDeviceOrderingTest {
                 CL.clSetUserEventStatus(gate, CL_COMPLETE); // where an assertion failed before the gate opened
                 CL.clReleaseEvent(gate);
             }
+        }
+    }
+
+    /**
+     * A launch whose arguments do not fit the kernel is refused before anything runs (the README): not after syncing a
+     * newer host copy to the device behind held work, which waited there until the device wait timed out, and marked a
+     * written argument's device copy newer for a launch that never ran.
+     */
+    @Test
+    void aLaunchWithAWrongArgumentIsRefusedAtOnceBehindHeldWorkAndChangesNothing() throws Exception {
+        reopenWithAShortDeviceWait();
+        ComputeKernel add = manager.kernels().compile(KernelSource.openCl("""
+                __kernel void add(__global float *x, long n, float v) {
+                    long i = get_global_id(0);
+                    if (i < n) { x[i] += v; }
+                }
+                """, "add"));
+        cl_event gate = userEvent();
+        try (UnifiedBuffer held = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+             UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+            x.copyFrom(new float[N]);
+            try (var access = x.hostAccess(AccessMode.WRITE)) {
+                access.segment().fill((byte) 0);
+            }
+            assertThat(x.state()).isEqualTo(BufferState.HOST_DIRTY);
+            fillHeldAt(held, gate);
+
+            assertThatThrownBy(() -> add.launch(LaunchShape.of(N), KernelArg.write(x), N, 1f)) // an int for the long n
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 1").hasMessageContaining("a Long");
+            assertThatThrownBy(() -> add.launch(LaunchShape.of(N), KernelArg.write(x), (long) N))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("takes 3 argument(s)");
+            assertThatThrownBy(() -> add.launch(LaunchShape.of(N).withWorkGroup(1 << 20), KernelArg.write(x), (long) N, 1f))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("work-group of [1048576]");
+            assertThat(x.state()).as("nothing synced, nothing marked newer").isEqualTo(BufferState.HOST_DIRTY);
+        } finally {
+            open(gate);
+            CL.clReleaseEvent(gate);
         }
     }
 
