@@ -121,6 +121,10 @@ final class BackendKernel implements ComputeKernel {
                 throw new IllegalArgumentException(argument(i) + " is a buffer of another UnifiedMemoryManager (" + buffer.buffer()
                         + "); a kernel runs on the buffers of the manager that compiled it");
             }
+            if (buffer != null && buffer.buffer().isClosed()) {
+                // here, not only when its access opens: by then an earlier argument's access has synced and marked it
+                throw new IllegalStateException(argument(i) + " (" + buffer.buffer() + "): the buffer is closed");
+            }
             buffers[i] = buffer;
         }
         return buffers;

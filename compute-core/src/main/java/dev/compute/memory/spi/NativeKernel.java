@@ -19,9 +19,10 @@ public interface NativeKernel {
     /**
      * Checks a launch over {@code shape} against the kernel's parameters and limits, before the manager opens any
      * access for it: a launch refused here has synced, ordered, waited for and marked nothing. {@code arguments} are in
-     * the kernel's parameter order: a {@link dev.compute.memory.KernelArg} for each buffer (of this manager, its
+     * the kernel's parameter order: a {@link dev.compute.memory.KernelArg} for each buffer (of this manager, open, its
      * access not open yet), the {@code Integer}, {@code Long}, {@code Float} or {@code Double} of each scalar. A
-     * mismatch throws an {@link IllegalArgumentException} naming the kernel and the argument. The default, for kernels
+     * mismatch, or a buffer where this backend's device handles cannot reach (HOST memory on OpenCL and CUDA), throws an
+     * {@link IllegalArgumentException} naming the kernel and the argument. The default, for kernels
      * that check their arguments as they run (Java kernels), checks nothing.
      */
     default void check(LaunchShape shape, List<Object> arguments) {}

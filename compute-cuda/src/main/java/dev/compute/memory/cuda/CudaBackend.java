@@ -344,6 +344,10 @@ public final class CudaBackend implements ComputeBackend {
 
     // ---- native handles -------------------------------------------------------------------------------------------
 
+    /** Why HOST memory has no handle: said by a device access, and by a launch before it opens any. */
+    static final String HOST_REFUSED = "HOST memory is ordinary off-heap memory, which a CUDA kernel cannot reach: allocate the "
+            + "buffer in DEVICE, PINNED or UNIFIED memory for a kernel, or use a host access (hostAccess) to work on it from Java";
+
     /**
      * The device pointer and this thread's stream for {@code bytes} at {@code offset} of {@code allocation}, with the
      * context made current on the calling thread (the one that opens the access). HOST memory is refused: it is
@@ -352,9 +356,7 @@ public final class CudaBackend implements ComputeBackend {
     @Override
     public CudaDeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
         if (allocation.location() == MemoryLocation.HOST) {
-            throw new IllegalArgumentException("HOST memory is ordinary off-heap memory, which a CUDA kernel cannot reach: "
-                    + "allocate the buffer in DEVICE, PINNED or UNIFIED memory for a kernel, or use a host access (hostAccess) "
-                    + "to work on it from Java");
+            throw new IllegalArgumentException(HOST_REFUSED);
         }
         Checks.range(allocation, offset, bytes, "access");
         CUstream stream = streams.openHandle(); // never a stream made after close destroyed the others

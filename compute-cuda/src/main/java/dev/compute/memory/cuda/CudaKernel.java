@@ -10,6 +10,7 @@ import dev.compute.memory.KernelArg;
 import dev.compute.memory.KernelCompileException;
 import dev.compute.memory.KernelSource;
 import dev.compute.memory.LaunchShape;
+import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.KernelArgument;
 import dev.compute.memory.spi.NativeKernel;
 import java.nio.charset.StandardCharsets;
@@ -164,6 +165,10 @@ final class CudaKernel implements NativeKernel {
         for (int i = 0; i < parameters.size(); i++) {
             PtxEntries.Kind parameter = parameters.get(i);
             Object argument = arguments.get(i);
+            if (argument instanceof KernelArg buffer && buffer.buffer().location() == MemoryLocation.HOST) {
+                throw new IllegalArgumentException("kernel '" + name + "', argument " + i + " (" + buffer.buffer() + "): "
+                        + CudaBackend.HOST_REFUSED);
+            }
             PtxEntries.Kind needed = switch (argument) {
                 case KernelArg ignored -> PtxEntries.Kind.BITS64;
                 case Integer ignored -> PtxEntries.Kind.BITS32;

@@ -241,6 +241,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aLaunchWithAClosedOrHostBufferIsRefusedBeforeAnythingRunsOrChanges() throws Exception {
+        inFakeDriverJvm("aLaunchWithAClosedOrHostBufferIsRefusedBeforeAnythingRunsOrChanges");
+    }
+
+    @Test
     void aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction() throws Exception {
         inFakeDriverJvm("aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction");
     }
@@ -292,6 +297,8 @@ class CudaBackendOnFakeDriverTest {
                 case "virtualThreadsGoOnWithTheContextCurrentAfterAWait" -> Scenarios.virtualThreadsGoOnWithTheContextCurrentAfterAWait();
                 case "aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges" ->
                         Scenarios.aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges();
+                case "aLaunchWithAClosedOrHostBufferIsRefusedBeforeAnythingRunsOrChanges" ->
+                        Scenarios.aLaunchWithAClosedOrHostBufferIsRefusedBeforeAnythingRunsOrChanges();
                 case "aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction" ->
                         Scenarios.aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction();
                 case "anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes" ->
@@ -926,6 +933,44 @@ class CudaBackendOnFakeDriverTest {
                 assertThatThrownBy(() -> scale.launch(LaunchShape.of(1024).withWorkGroup(1 << 20), KernelArg.write(x), 1024L, 2f))
                         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("a block of [1048576, 1, 1]");
                 assertThat(x.state()).as("nothing synced, nothing marked newer").isEqualTo(BufferState.HOST_DIRTY);
+                assertThat(kernelCounters()[0]).as("a refused launch reaches no driver").isEqualTo(launches);
+                release();
+                stuck.get(5, TimeUnit.SECONDS);
+            }
+            manager.close();
+        }
+
+        /**
+         * The refusals of a later argument that opening its access would make (a closed buffer, HOST memory) come before
+         * any access opens too: an earlier argument whose host copy is newer is not synced behind the stream's held work,
+         * nor marked newer on the device, for a launch that never ran.
+         */
+        static void aLaunchWithAClosedOrHostBufferIsRefusedBeforeAnythingRunsOrChanges() throws Throwable {
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)))).build();
+            KernelSource[] sources = KernelContractTest.sources("affine", KernelContractTest.AFFINE);
+            ComputeKernel affine = manager.kernels().compile(sources[0], sources[1], sources[2]);
+            try (UnifiedBuffer held = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.UNIFIED);
+                 UnifiedBuffer y = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                 UnifiedBuffer host = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.HOST)) {
+                UnifiedBuffer closed = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                closed.close();
+                y.copyFrom(new float[1024]);
+                try (BufferAccess access = y.hostAccess(AccessMode.WRITE)) {
+                    access.segment().fill((byte) 0);
+                }
+                hold(); // the stream's work does not end from here on
+                CompletableFuture<Void> stuck = affine.launch(LaunchShape.of(1024), KernelArg.read(held), KernelArg.write(held), 1024L,
+                        1f, 0.0, 0);
+                long launches = kernelCounters()[0];
+
+                // y, argument 0, written: its access would open first; the buffer refused is argument 1
+                assertThatThrownBy(() -> affine.launch(LaunchShape.of(1024), KernelArg.write(y), KernelArg.read(closed), 1024L, 1f, 0.0, 0))
+                        .isInstanceOf(IllegalStateException.class).hasMessageContaining("argument 1").hasMessageContaining("closed");
+                assertThatThrownBy(() -> affine.launch(LaunchShape.of(1024), KernelArg.write(y), KernelArg.read(host), 1024L, 1f, 0.0, 0))
+                        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 1 (UnifiedBuffer[HOST")
+                        .hasMessageContaining("which a CUDA kernel cannot reach");
+                assertThat(y.state()).as("nothing synced, nothing marked newer").isEqualTo(BufferState.HOST_DIRTY);
                 assertThat(kernelCounters()[0]).as("a refused launch reaches no driver").isEqualTo(launches);
                 release();
                 stuck.get(5, TimeUnit.SECONDS);

@@ -77,6 +77,9 @@ public final class OpenClDeviceHandle implements DeviceHandle {
     }
 
     private static final cl_event[] NO_EVENTS = {};
+    /** Why HOST memory has no handle: said by a device access, and by a launch before it opens any. */
+    static final String HOST_REFUSED = "HOST memory on OpenCL is plain host memory, no OpenCL buffer, so kernels cannot reach it "
+            + "through a device access: allocate DEVICE (or PINNED) memory for your own kernels, or use hostAccess(...) for host code";
 
     private final OpenClBackend backend;
     private final MemoryLocation location;
@@ -133,9 +136,7 @@ public final class OpenClDeviceHandle implements DeviceHandle {
                     backend.allocator().hostMemoryBuffer(allocation, offset, bytes, accessFlags(mode)), null, 0, bytes);
             case UNIFIED -> new OpenClDeviceHandle(backend, location, mode, Kind.SHARED_VIRTUAL_MEMORY, null,
                     (OpenClBackend.SharedVirtualMemory) Objects.requireNonNull(allocation.handle()), offset, bytes);
-            case HOST -> throw new IllegalArgumentException("HOST memory on OpenCL is plain host memory, no OpenCL buffer, so "
-                    + "kernels cannot reach it through a device access: allocate DEVICE (or PINNED) memory for your own "
-                    + "kernels, or use hostAccess(...) for host code");
+            case HOST -> throw new IllegalArgumentException(HOST_REFUSED);
         };
     }
 

@@ -280,6 +280,12 @@ final class OpenClKernel implements NativeKernel {
             throw new IllegalArgumentException("kernel '" + name + "' takes " + parameterCount + " argument(s); the launch passed "
                     + arguments.size());
         }
+        for (int i = 0; i < parameterCount; i++) {
+            if (arguments.get(i) instanceof KernelArg buffer && buffer.buffer().location() == MemoryLocation.HOST) {
+                throw new IllegalArgumentException("kernel '" + name + "', argument " + i + " (" + buffer.buffer() + "): "
+                        + OpenClDeviceHandle.HOST_REFUSED);
+            }
+        }
         if (parameters == null) {
             return;
         }

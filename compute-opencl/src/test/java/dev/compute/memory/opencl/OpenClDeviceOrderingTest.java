@@ -203,6 +203,44 @@ class OpenClDeviceOrderingTest {
         }
     }
 
+    /**
+     * The refusals of a later argument that opening its access would make (a closed buffer, HOST memory) come before
+     * any access opens too: an earlier argument whose host copy is newer is not synced behind held work, waiting there
+     * until the device wait timed out, nor marked newer on the device, for a launch that never ran.
+     */
+    @Test
+    void aLaunchWithAClosedOrHostBufferIsRefusedAtOnceBehindHeldWorkAndChangesNothing() throws Exception {
+        reopenWithAShortDeviceWait();
+        ComputeKernel copy = manager.kernels().compile(KernelSource.openCl("""
+                __kernel void copy(__global float *x, __global const float *y, long n) {
+                    long i = get_global_id(0);
+                    if (i < n) { x[i] = y[i]; }
+                }
+                """, "copy"));
+        cl_event gate = userEvent();
+        try (UnifiedBuffer held = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+             UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+             UnifiedBuffer host = manager.allocate(DataType.FLOAT32, N, MemoryLocation.HOST)) {
+            UnifiedBuffer closed = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+            closed.close();
+            x.copyFrom(new float[N]);
+            try (var access = x.hostAccess(AccessMode.WRITE)) {
+                access.segment().fill((byte) 0);
+            }
+            fillHeldAt(held, gate);
+
+            assertThatThrownBy(() -> copy.launch(LaunchShape.of(N), KernelArg.write(x), KernelArg.read(closed), (long) N))
+                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("argument 1").hasMessageContaining("closed");
+            assertThatThrownBy(() -> copy.launch(LaunchShape.of(N), KernelArg.write(x), KernelArg.read(host), (long) N))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("kernel 'copy', argument 1 (UnifiedBuffer[HOST")
+                    .hasMessageContaining("HOST memory on OpenCL is plain host memory");
+            assertThat(x.state()).as("nothing synced, nothing marked newer").isEqualTo(BufferState.HOST_DIRTY);
+        } finally {
+            open(gate);
+            CL.clReleaseEvent(gate);
+        }
+    }
+
     @Test
     void workRecordedFromAQueueOfOnesOwnIsWaitedForByTheBackendsQueue() throws Exception {
         OpenClNativeDevice device = manager.nativeDevice(OpenClNativeDevice.class);
