@@ -125,6 +125,9 @@ final class BackendKernel implements ComputeKernel {
                 // here, not only when its access opens: by then an earlier argument's access has synced and marked it
                 throw new IllegalStateException(argument(i) + " (" + buffer.buffer() + "): the buffer is closed");
             }
+            if (buffer != null && buffer.mode().writes()) {
+                buffer.buffer().core().requireWritable(argument(i), "; pass it as KernelArg.read(buffer) for a kernel that reads it");
+            }
             buffers[i] = buffer;
         }
         return buffers;

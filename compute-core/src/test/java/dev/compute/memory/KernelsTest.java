@@ -8,6 +8,8 @@ import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.spi.NativeDevice;
 import java.lang.foreign.MemorySegment;
 import java.lang.ref.WeakReference;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -19,6 +21,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * What the kernel API does with the lifetime rule, on the simulated discrete device, whose device accesses can be
@@ -280,5 +283,23 @@ class KernelsTest {
             kernel.launch(LaunchShape.of(16), buffer).join();
         }
         return new WeakReference<>(state);
+    }
+
+    /** Refused before any access opens: by then an earlier argument's access would have synced its buffer to the device. */
+    @Test
+    void aReadOnlyMappedFilePassedForWritingIsRefusedBeforeAnyArgumentIsSynced(@TempDir Path dir) throws Exception {
+        ComputeKernel fill = manager.kernels().compile(KernelSource.java("fill2", FILL));
+        Path file = Files.write(dir.resolve("floats"), new byte[64]);
+        try (UnifiedBuffer dirty = manager.allocate(DataType.FLOAT32, 16, MemoryLocation.DEVICE);
+             UnifiedBuffer mapped = manager.mapFile(file, DataType.FLOAT32, FileMapMode.READ_ONLY)) {
+            try (BufferAccess access = dirty.hostAccess(AccessMode.WRITE)) {
+                access.segment().fill((byte) 1); // the host copy is the newer one
+            }
+            BufferState before = dirty.state();
+
+            assertThatThrownBy(() -> fill.launch(LaunchShape.of(16), KernelArg.write(dirty), KernelArg.write(mapped), 1f))
+                    .isInstanceOf(UnsupportedOperationException.class).hasMessageContaining("mapped read-only");
+            assertThat(dirty.state()).as("the first argument was neither synced nor marked for a launch refused").isEqualTo(before);
+        }
     }
 }
