@@ -23,6 +23,7 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.locks.Lock;
 import org.jocl.Pointer;
 import org.jocl.cl_command_queue;
 import org.jocl.cl_context;
@@ -251,7 +252,12 @@ public final class OpenClBackend implements ComputeBackend {
     public OpenClDeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
         checkOpen();
         OpenClAllocator.checkRange(allocation, offset, bytes);
-        return queue.asCall(() -> OpenClDeviceHandle.open(this, allocation, offset, bytes, mode));
+        Lock call = queue.enterCall(); // as asCall, with no lambda made on every device access
+        try {
+            return OpenClDeviceHandle.open(this, allocation, offset, bytes, mode);
+        } finally {
+            call.unlock();
+        }
     }
 
     /** One's own kernels are OpenCL C ({@link KernelSource#openCl}). */

@@ -17,7 +17,9 @@ import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.locks.Lock;
 import java.util.function.Consumer;
 import java.util.stream.Stream;
 import org.jocl.CL;
@@ -54,15 +56,76 @@ final class OpenClKernelOps implements KernelOps {
     private static final cl_event[] NO_EVENTS = {};
 
     private final OpenClBackend backend;
-    private @Nullable Kernels kernels;
+    /** Built once, released by {@link #release} only after the calls under way (every op is one) have ended. */
+    private volatile @Nullable Kernels kernels;
 
     /**
      * The program and its kernels by operation, one map per element type: an op looks its kernel up by the operation's
      * name as it is, with no name made per launch.
      */
-    private record Kernels(cl_program program, Map<String, cl_kernel> f32, Map<String, cl_kernel> f64) {
+    private record Kernels(cl_program program, Map<String, OpKernel> f32, Map<String, OpKernel> f64) {
         Stream<cl_kernel> all() {
-            return Stream.concat(f32.values().stream(), f64.values().stream());
+            return Stream.concat(f32.values().stream(), f64.values().stream()).map(OpKernel::kernel);
+        }
+    }
+
+    /**
+     * A kernel of the op set and what setting its arguments reuses, under its monitor (a kernel's arguments are shared
+     * state, and OpenCL copies an argument's value when it is set): the scalars' arrays and pointers, the pointer to the
+     * buffer it was last given, and the global size, so that an element-wise launch makes none of them anew.
+     */
+    private static final class OpKernel {
+        final cl_kernel kernel;
+        private final long[] longValue = new long[1];
+        private final Pointer longArgument = Pointer.to(longValue);
+        private final float[] floatValue = new float[1];
+        private final Pointer floatArgument = Pointer.to(floatValue);
+        private final double[] doubleValue = new double[1];
+        private final Pointer doubleArgument = Pointer.to(doubleValue);
+        private final long[] globalSize = new long[1];
+        private @Nullable cl_mem lastMemory;
+        private @Nullable Pointer lastMemoryArgument;
+
+        OpKernel(cl_kernel kernel) {
+            this.kernel = kernel;
+        }
+
+        cl_kernel kernel() {
+            return kernel;
+        }
+
+        /** Under this monitor. */
+        void setMemory(int index, cl_mem memory) {
+            if (memory != lastMemory) {
+                lastMemoryArgument = Pointer.to(memory);
+                lastMemory = memory;
+            }
+            OpenClCalls.check(CL.clSetKernelArg(kernel, index, Sizeof.cl_mem, lastMemoryArgument), "clSetKernelArg");
+        }
+
+        /** Under this monitor. */
+        void setLong(int index, long value) {
+            longValue[0] = value;
+            OpenClCalls.check(CL.clSetKernelArg(kernel, index, Sizeof.cl_ulong, longArgument), "clSetKernelArg");
+        }
+
+        /** Under this monitor. */
+        void setScalar(int index, DataType type, double value) {
+            int code;
+            if (type == DataType.FLOAT64) {
+                doubleValue[0] = value;
+                code = CL.clSetKernelArg(kernel, index, Sizeof.cl_double, doubleArgument);
+            } else {
+                floatValue[0] = (float) value;
+                code = CL.clSetKernelArg(kernel, index, Sizeof.cl_float, floatArgument);
+            }
+            OpenClCalls.check(code, "clSetKernelArg");
+        }
+
+        /** Under this monitor: a global size the launch reads at once, then no longer needs. */
+        long[] globalSize(long size) {
+            globalSize[0] = size;
+            return globalSize;
         }
     }
 
@@ -75,29 +138,45 @@ final class OpenClKernelOps implements KernelOps {
 
     @Override
     public CompletableFuture<Void> fill(Region target, double value) {
-        return backend.queue().asCall(() -> inPlace("fill", target, value));
+        return inPlaceCall("fill", target, value);
     }
 
     @Override
     public CompletableFuture<Void> scale(Region x, double alpha) {
-        return backend.queue().asCall(() -> inPlace("scale", x, alpha));
+        return inPlaceCall("scale", x, alpha);
     }
 
-    /** Kernel {@code name} on each element of {@code region} with one scalar: (buffer, element offset, count, scalar). */
+    /** {@link #inPlace} as a call (asCall's lock, with no lambda made on every op). */
+    private CompletableFuture<Void> inPlaceCall(String name, Region region, double scalar) {
+        Lock call = backend.queue().enterCall();
+        try {
+            return inPlace(name, region, scalar);
+        } finally {
+            call.unlock();
+        }
+    }
+
+    /**
+     * Kernel {@code name} on each element of {@code region} with one scalar: (buffer, element offset, count, scalar).
+     * Launched with no event of its own where the region is device memory: its queue position says when it is done.
+     */
     private CompletableFuture<Void> inPlace(String name, Region region, double scalar) {
-        cl_kernel kernel = kernel(name, region.type());
+        OpKernel kernel = kernel(name, region.type());
         long n = region.count();
         if (n == 0) {
             return CompletableFuture.completedFuture(null);
         }
         try (Argument bound = bind(region)) {
-            cl_event done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
-                bound.set(k, 0);
-                setLong(k, 1, bound.elementOffset());
-                setLong(k, 2, n);
-                setScalar(k, 3, region.type(), scalar);
-            });
-            return complete(done, bound, name);
+            cl_event done = bound.wrapsHostMemory() ? new cl_event() : null;
+            synchronized (kernel) {
+                bound.set(kernel, 0);
+                kernel.setLong(1, bound.elementOffset());
+                kernel.setLong(2, n);
+                kernel.setScalar(3, region.type(), scalar);
+                OpenClCalls.check(CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel.kernel, 1, null,
+                        kernel.globalSize(elementwiseGlobalSize(n)), null, 0, null, done), "clEnqueueNDRangeKernel");
+            }
+            return done == null ? backend.queue().position() : complete(done, bound, name);
         }
     }
 
@@ -111,19 +190,19 @@ final class OpenClKernelOps implements KernelOps {
             throw new IllegalArgumentException("axpy needs x and y of one type and count: x is " + x.count() + " x " + x.type()
                     + ", y is " + y.count() + " x " + y.type());
         }
-        cl_kernel kernel = kernel("axpy", y.type());
+        OpKernel kernel = kernel("axpy", y.type());
         long n = y.count();
         if (n == 0) {
             return CompletableFuture.completedFuture(null);
         }
         try (Argument from = bind(x); Argument to = bind(y)) {
             cl_event done = launch(kernel, elementwiseGlobalSize(n), 0, k -> {
-                setScalar(k, 0, y.type(), alpha);
+                k.setScalar(0, y.type(), alpha);
                 from.set(k, 1);
-                setLong(k, 2, from.elementOffset());
+                k.setLong(2, from.elementOffset());
                 to.set(k, 3);
-                setLong(k, 4, to.elementOffset());
-                setLong(k, 5, n);
+                k.setLong(4, to.elementOffset());
+                k.setLong(5, n);
             });
             return complete(done, to, "axpy");
         }
@@ -135,12 +214,12 @@ final class OpenClKernelOps implements KernelOps {
     }
 
     private CompletableFuture<Double> sumCall(Region x) {
-        cl_kernel kernel = kernel("sum", x.type());
+        OpKernel kernel = kernel("sum", x.type());
         long n = x.count();
         if (n == 0) {
             return CompletableFuture.completedFuture(0.0);
         }
-        long local = sumLocalSize(kernel);
+        long local = sumLocalSize(kernel.kernel);
         long groups = Math.clamp(Math.ceilDiv(n, local), 1, Math.min(MAX_SUM_GROUPS, Math.max(1, 4L * backend.computeUnits())));
         int accumulatorBytes = backend.hasDoublePrecision() ? Sizeof.cl_double : Sizeof.cl_float;
         long partialBytes = groups * accumulatorBytes;
@@ -150,10 +229,10 @@ final class OpenClKernelOps implements KernelOps {
         try (Argument bound = bind(x)) {
             cl_event reduced = launch(kernel, groups * local, local, k -> {
                 bound.set(k, 0);
-                setLong(k, 1, bound.elementOffset());
-                setLong(k, 2, n);
-                OpenClCalls.check(CL.clSetKernelArg(k, 3, Sizeof.cl_mem, Pointer.to(partial)), "clSetKernelArg");
-                OpenClCalls.check(CL.clSetKernelArg(k, 4, local * accumulatorBytes, null), "clSetKernelArg");
+                k.setLong(1, bound.elementOffset());
+                k.setLong(2, n);
+                OpenClCalls.check(CL.clSetKernelArg(k.kernel, 3, Sizeof.cl_mem, Pointer.to(partial)), "clSetKernelArg");
+                OpenClCalls.check(CL.clSetKernelArg(k.kernel, 4, local * accumulatorBytes, null), "clSetKernelArg");
             });
             CL.clReleaseEvent(reduced);
             ByteBuffer partials = ByteBuffer.allocateDirect((int) partialBytes).order(ByteOrder.nativeOrder());
@@ -176,11 +255,11 @@ final class OpenClKernelOps implements KernelOps {
     // ---- launching ----------------------------------------------------------------------------------------------
 
     /** Sets the arguments and enqueues under the kernel's lock: a kernel's arguments are shared state. */
-    private cl_event launch(cl_kernel kernel, long globalSize, long localSize, Consumer<cl_kernel> arguments) {
+    private cl_event launch(OpKernel kernel, long globalSize, long localSize, Consumer<OpKernel> arguments) {
         cl_event done = new cl_event();
         synchronized (kernel) {
             arguments.accept(kernel);
-            OpenClCalls.check(CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel, 1, null, new long[] {globalSize},
+            OpenClCalls.check(CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel.kernel, 1, null, new long[] {globalSize},
                     localSize == 0 ? null : new long[] {localSize}, 0, null, done), "clEnqueueNDRangeKernel");
         }
         return done;
@@ -209,27 +288,19 @@ final class OpenClKernelOps implements KernelOps {
         return Long.highestOneBit(Math.max(1, Math.min(MAX_SUM_LOCAL_SIZE, allowed[0])));
     }
 
-    private static void setLong(cl_kernel kernel, int index, long value) {
-        OpenClCalls.check(CL.clSetKernelArg(kernel, index, Sizeof.cl_ulong, Pointer.to(new long[] {value})), "clSetKernelArg");
-    }
-
-    private static void setScalar(cl_kernel kernel, int index, DataType type, double value) {
-        int code = type == DataType.FLOAT64
-                ? CL.clSetKernelArg(kernel, index, Sizeof.cl_double, Pointer.to(new double[] {value}))
-                : CL.clSetKernelArg(kernel, index, Sizeof.cl_float, Pointer.to(new float[] {(float) value}));
-        OpenClCalls.check(code, "clSetKernelArg");
-    }
-
     // ---- regions as kernel arguments --------------------------------------------------------------------------
 
     /** A region as a kernel argument: a buffer or SVM pointer and the element offset into it. */
     private record Argument(@Nullable cl_mem memory, @Nullable Pointer svm, long elementOffset, long bytes, boolean wrapsHostMemory)
             implements AutoCloseable {
 
-        void set(cl_kernel kernel, int index) {
-            int code = svm != null ? CL.clSetKernelArgSVMPointer(kernel, index, svm)
-                    : CL.clSetKernelArg(kernel, index, Sizeof.cl_mem, Pointer.to(memory));
-            OpenClCalls.check(code, "clSetKernelArg");
+        /** Under the kernel's monitor. */
+        void set(OpKernel kernel, int index) {
+            if (svm != null) {
+                OpenClCalls.check(CL.clSetKernelArgSVMPointer(kernel.kernel, index, svm), "clSetKernelArg");
+            } else {
+                kernel.setMemory(index, Objects.requireNonNull(memory));
+            }
         }
 
         /** Releases the wrapping buffer; OpenCL keeps it until the commands using it have finished. */
@@ -264,7 +335,7 @@ final class OpenClKernelOps implements KernelOps {
 
     // ---- the program --------------------------------------------------------------------------------------------
 
-    private cl_kernel kernel(String operation, DataType type) {
+    private OpKernel kernel(String operation, DataType type) {
         if (type != DataType.FLOAT32 && type != DataType.FLOAT64) { // refused before any build, as bad input
             throw new IllegalArgumentException("the op set works on FLOAT32 and FLOAT64; this region is " + type);
         }
@@ -272,7 +343,10 @@ final class OpenClKernelOps implements KernelOps {
             throw new UnsupportedOperationException("FLOAT64 " + operation + " needs double precision (cl_khr_fp64), which OpenCL device "
                     + backend.device().describe() + " lacks; use FLOAT32 buffers or a device with cl_khr_fp64");
         }
-        Kernels built = kernels();
+        Kernels built = kernels; // set once; released only after every op's call has ended
+        if (built == null) {
+            built = kernels();
+        }
         return type == DataType.FLOAT32 ? built.f32().get(operation) : built.f64().get(operation);
     }
 
@@ -296,19 +370,18 @@ final class OpenClKernelOps implements KernelOps {
             throw new OpenClException("building the op kernels (" + SOURCE + ") on " + backend.device().describe() + " failed: "
                     + CL.stringFor_errorCode(built) + "\n" + log);
         }
-        Map<String, cl_kernel> f32 = new HashMap<>();
-        Map<String, cl_kernel> f64 = new HashMap<>();
+        Map<String, OpKernel> f32 = new HashMap<>();
+        Map<String, OpKernel> f64 = new HashMap<>();
         for (String operation : new String[] {"fill", "scale", "axpy", "sum"}) {
             for (String suffix : backend.hasDoublePrecision() ? new String[] {"f32", "f64"} : new String[] {"f32"}) {
                 String name = operation + "_" + suffix;
                 cl_kernel kernel = CL.clCreateKernel(program, name, error);
                 if (error[0] != CL_SUCCESS) {
-                    f32.values().forEach(CL::clReleaseKernel);
-                    f64.values().forEach(CL::clReleaseKernel);
+                    Stream.concat(f32.values().stream(), f64.values().stream()).forEach(made -> CL.clReleaseKernel(made.kernel));
                     CL.clReleaseProgram(program);
                     OpenClCalls.check(error[0], "clCreateKernel " + name);
                 }
-                (suffix.equals("f32") ? f32 : f64).put(operation, kernel);
+                (suffix.equals("f32") ? f32 : f64).put(operation, new OpKernel(kernel));
             }
         }
         return new Kernels(program, Map.copyOf(f32), Map.copyOf(f64));
@@ -335,9 +408,10 @@ final class OpenClKernelOps implements KernelOps {
 
     /** Releases the kernels and the program, if they were ever built. */
     synchronized void release() {
-        if (kernels != null) {
-            kernels.all().forEach(CL::clReleaseKernel);
-            CL.clReleaseProgram(kernels.program());
+        Kernels built = kernels;
+        if (built != null) {
+            built.all().forEach(CL::clReleaseKernel);
+            CL.clReleaseProgram(built.program());
             kernels = null;
         }
     }

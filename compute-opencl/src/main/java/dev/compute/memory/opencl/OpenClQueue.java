@@ -552,6 +552,22 @@ final class OpenClQueue {
         }
     }
 
+    /**
+     * Enters a call as {@link #asCall} does, for the paths every access and op takes, with no lambda to capture their
+     * arguments: the caller runs its body, then unlocks the lock returned, in a {@code finally}.
+     */
+    Lock enterCall() {
+        Lock shared = calls.readLock();
+        shared.lock();
+        try {
+            checkOpen();
+        } catch (RuntimeException closed) {
+            shared.unlock();
+            throw closed;
+        }
+        return shared;
+    }
+
     /** {@link #asCall} for a call that returns nothing. */
     void runAsCall(Runnable call) {
         asCall(() -> {

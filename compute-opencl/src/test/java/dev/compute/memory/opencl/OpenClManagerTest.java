@@ -46,6 +46,46 @@ class OpenClManagerTest {
         }
     }
 
+    /**
+     * The op set reuses what it sets a kernel's arguments from (under the kernel's lock): threads filling and scaling
+     * buffers of their own at once, some of them slices at an element offset and in FLOAT64, each get their own values.
+     */
+    @Test
+    void opsOnManyThreadsAtOnceEachUseTheirOwnArguments() throws Exception {
+        OpenClTestSupport.requireOpenCl();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build()) {
+            boolean fp64 = manager.nativeDevice(OpenClNativeDevice.class).hasDoublePrecision();
+            int threads = 6;
+            List<CompletableFuture<Void>> workers = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                int id = t;
+                workers.add(CompletableFuture.runAsync(() -> {
+                    DataType type = fp64 && id % 2 == 1 ? DataType.FLOAT64 : DataType.FLOAT32;
+                    try (UnifiedBuffer whole = manager.allocate(type, 1000 + id); UnifiedBuffer x = whole.slice(id, 500 + id)) {
+                        for (int round = 0; round < 40; round++) {
+                            manager.ops().fillAsync(whole, -1);
+                            manager.ops().fillAsync(x, id + round);
+                            manager.ops().scaleAsync(x, 2).join();
+                            double[] back = new double[500 + id];
+                            float[] backFloats = new float[500 + id];
+                            if (type == DataType.FLOAT64) {
+                                x.copyTo(back);
+                            } else {
+                                x.copyTo(backFloats);
+                                for (int i = 0; i < back.length; i++) {
+                                    back[i] = backFloats[i];
+                                }
+                            }
+                            assertThat(back).as("thread %d, round %d", id, round).containsOnly(2.0 * (id + round));
+                            assertThat(manager.ops().sum(whole)).isEqualTo(2.0 * (id + round) * (500 + id) - (1000 + id - (500 + id)));
+                        }
+                    }
+                }, runnable -> Thread.ofPlatform().start(runnable)));
+            }
+            CompletableFuture.allOf(workers.toArray(CompletableFuture[]::new)).get(60, TimeUnit.SECONDS);
+        }
+    }
+
     @Test
     void aBufferClosedWhileItsKernelRunsIsReusedOnlyAfterwards() {
         OpenClTestSupport.requireOpenCl();
