@@ -5,6 +5,7 @@ import dev.compute.memory.lifetime.Holds;
 import dev.compute.memory.spi.CallerFutures;
 import dev.compute.memory.spi.Region;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.Objects;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
@@ -130,8 +131,20 @@ final class BackendComputeOps implements ComputeOps {
     }
 
     private <T> CompletableFuture<T> onOne(UnifiedBuffer buffer, AccessMode mode, Function<Region, CompletableFuture<T>> kernel) {
-        BufferCore core = buffer.core();
-        return core.call(null, null, () -> {
+        return buffer.core().call(null, null, kernel, OnOne.of(mode));
+    }
+
+    /** The body of an op on one buffer, one per mode, made once: an op passes the door with no lambda made for it. */
+    private record OnOne<T>(AccessMode mode) implements BufferCore.CallBody<Function<Region, CompletableFuture<T>>, CompletableFuture<T>> {
+        private static final OnOne<?>[] BY_MODE = Arrays.stream(AccessMode.values()).map(OnOne::new).toArray(OnOne<?>[]::new);
+
+        @SuppressWarnings("unchecked")
+        static <T> OnOne<T> of(AccessMode mode) {
+            return (OnOne<T>) BY_MODE[mode.ordinal()];
+        }
+
+        @Override
+        public CompletableFuture<T> run(BufferCore core, Function<Region, CompletableFuture<T>> kernel) {
             Region region = Holds.deviceRegion(core, mode);
             CompletableFuture<T> done = null;
             try {
@@ -140,7 +153,7 @@ final class BackendComputeOps implements ComputeOps {
                 Holds.release(core, mode, done == null ? DONE : done);
             }
             return CallerFutures.forCaller(done);
-        });
+        }
     }
 
     /**

@@ -160,11 +160,14 @@ public final class BufferAccess implements AutoCloseable {
             closed = true;
             work = recorded;
         }
-        BufferViews.end(buffer.core(), side, mode, scope, handle, work, () -> {
-            synchronized (this) {
-                closed = false; // a shared access a native call still holds: end it again once the call returned
-            }
-        });
+        BufferViews.end(buffer.core(), side, mode, scope, handle, work, this, BufferAccess::stillInUse);
+    }
+
+    /** A shared access a native call still holds: end it again once the call returned. */
+    private static void stillInUse(BufferAccess access) {
+        synchronized (access) {
+            access.closed = false;
+        }
     }
 
     private void checkOpen() {

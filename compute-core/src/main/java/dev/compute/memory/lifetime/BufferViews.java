@@ -8,6 +8,7 @@ import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -130,28 +131,52 @@ public final class BufferViews {
         return buffer.call(null, null, mode, BufferViews::openDevice);
     }
 
-    /** What a device access holds once ordered: the device block, and the access's scope. */
-    private record Held(Block device, MemoryScope scope) {}
+    /**
+     * What a device access holds once ordered: the device block and the access's scope; then its handle, with which it
+     * records the access's work should the scope end without the access (one object for both, on every device access).
+     */
+    private static final class Held implements Runnable {
+        private final BufferCore buffer;
+        private final AccessMode mode;
+        private final Block device;
+        private final MemoryScope scope;
+        /** Set before the scope is given this to run: published by the scope's monitor. */
+        private @Nullable DeviceHandle handle;
+
+        Held(BufferCore buffer, AccessMode mode, Block device, MemoryScope scope) {
+            this.buffer = buffer;
+            this.mode = mode;
+            this.device = device;
+            this.scope = scope;
+        }
+
+        /** The scope ended without the access. */
+        @Override
+        public void run() {
+            endedUnended(buffer, mode, Objects.requireNonNull(handle));
+        }
+    }
 
     private static Opened openDevice(BufferCore buffer, AccessMode mode) {
         BufferCore root = buffer.root();
         Held held = WorkInFlight.after(buffer, WorkInFlight.UNORDERED, mode, BufferViews::deviceWhenOrdered);
-        long offset = held.device().offset() + buffer.byteOffset();
+        long offset = held.device.offset() + buffer.byteOffset();
         DeviceHandle handle;
         try {
-            handle = root.host.backend().openDeviceHandle(held.device().segment(), offset, buffer.byteSize, mode);
+            handle = root.host.backend().openDeviceHandle(held.device.segment(), offset, buffer.byteSize, mode);
         } catch (RuntimeException e) {
-            held.scope().end();
+            held.scope.end();
             throw e;
         }
-        held.scope().onEndWithoutTheAccess(() -> endedUnended(buffer, mode, handle));
+        held.handle = handle;
+        held.scope.onEndWithoutTheAccess(held);
         if (mode.writes()) {
             synchronized (root) {
                 root.state = Coherence.deviceWritten(root);
             }
         }
-        MemorySegment host = held.device().segment().hostSegment();
-        return new Opened(held.scope(), host == null ? null : host.asSlice(offset, buffer.byteSize), offset, handle);
+        MemorySegment host = held.device.segment().hostSegment();
+        return new Opened(held.scope, host == null ? null : host.asSlice(offset, buffer.byteSize), offset, handle);
     }
 
     private static Held deviceWhenOrdered(BufferCore buffer, BufferCore root, AccessMode mode) {
@@ -159,7 +184,7 @@ public final class BufferViews {
         if (root.state.hostIsNewer()) {
             Coherence.copyMirrorToDevice(root, open);
         }
-        return new Held(open, root.host.scopes().open(MemoryScope.Kind.ACCESS, Sharing.CONFINED, root.scopes()));
+        return new Held(buffer, mode, open, root.host.scopes().open(MemoryScope.Kind.ACCESS, Sharing.CONFINED, root.scopes()));
     }
 
     /**
@@ -185,6 +210,16 @@ public final class BufferViews {
      */
     public static void end(BufferCore buffer, Side side, AccessMode mode, MemoryScope scope, DeviceHandle handle,
                            CompletableFuture<?> recorded, Runnable stillInUse) {
+        end(buffer, side, mode, scope, handle, recorded, stillInUse, Runnable::run);
+    }
+
+    /**
+     * {@link #end(BufferCore, Side, AccessMode, MemoryScope, DeviceHandle, CompletableFuture, Runnable)} with
+     * {@code stillInUse} given {@code access}: an access passes itself and a method that captures nothing, so that its
+     * end makes no lambda.
+     */
+    public static <T> void end(BufferCore buffer, Side side, AccessMode mode, MemoryScope scope, DeviceHandle handle,
+                               CompletableFuture<?> recorded, T access, Consumer<T> stillInUse) {
         int call = buffer.host.enterToEnd();
         try {
             scope.accessEnded();
@@ -208,7 +243,7 @@ public final class BufferViews {
             try {
                 scope.end();
             } catch (IllegalStateException inUseByNativeCall) {
-                stillInUse.run();
+                stillInUse.accept(access);
                 throw inUseByNativeCall;
             } finally {
                 buffer.host.exit(call);
