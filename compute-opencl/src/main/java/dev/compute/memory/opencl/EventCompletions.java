@@ -97,7 +97,11 @@ final class EventCompletions {
         private volatile int blocked;
         /** The future {@link #forCaller()} hands every caller, once made; under this monitor. */
         private @Nullable CallersFuture caller;
-        /** The callers' futures made so far, completed after this one, never the other way, in the order made. */
+        /**
+         * The callers' futures made so far, completed after this one, never the other way, in the order made: the first
+         * (most often the only one: an op's) on its own, with no array made for it, then the others.
+         */
+        private volatile @Nullable CallersFuture firstCaller;
         private volatile CallersFuture[] callers = NONE;
 
         /**
@@ -130,10 +134,14 @@ final class EventCompletions {
 
         private CallersFuture followedBy(CallersFuture mine) {
             synchronized (this) {
-                CallersFuture[] now = Arrays.copyOf(callers, callers.length + 1);
-                now[now.length - 1] = mine;
-                callers = now; // then look: a completion that did not see it yet is seen here
-            }
+                if (firstCaller == null) {
+                    firstCaller = mine;
+                } else {
+                    CallersFuture[] now = Arrays.copyOf(callers, callers.length + 1);
+                    now[now.length - 1] = mine;
+                    callers = now;
+                }
+            } // then look: a completion that did not see it yet is seen here
             if (isDone()) {
                 mine.follow(this);
             }
@@ -155,7 +163,12 @@ final class EventCompletions {
         }
 
         private void followed() {
-            for (CallersFuture each : callers) { // read after this one completed: forCaller either sees it done or is seen here
+            // read after this one completed: forCaller either sees it done or is seen here
+            CallersFuture first = firstCaller;
+            if (first != null) {
+                first.follow(this);
+            }
+            for (CallersFuture each : callers) {
                 each.follow(this);
             }
         }
@@ -178,6 +191,10 @@ final class EventCompletions {
          */
         final boolean onlyBlockedOn() {
             if (getNumberOfDependents() > blocked) {
+                return false;
+            }
+            CallersFuture first = firstCaller;
+            if (first != null && !first.onlyBlockedOn()) {
                 return false;
             }
             for (CallersFuture each : callers) {
