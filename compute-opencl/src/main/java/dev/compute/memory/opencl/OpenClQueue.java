@@ -218,14 +218,20 @@ final class OpenClQueue {
     /**
      * A future for everything queued so far (flushed, so it starts), with no command or event of its own: it completes
      * once a marker queued after it has ended ({@link QueuePositions}). For kernels and device accesses, whose
-     * failures their enqueue call reports.
+     * failures their enqueue call reports. The flush is a call under way (the close releases the queue only once calls
+     * have ended), not under the lifecycle lock: the waiter queues its markers under that lock, and a chain's every
+     * step passes here.
      */
     CompletableFuture<Void> position() {
-        synchronized (lifecycle) {
+        Lock shared = calls.readLock();
+        shared.lock();
+        try {
             if (closed) {
                 return drained;
             }
             OpenClCalls.check(CL.clFlush(queue), "clFlush");
+        } finally {
+            shared.unlock();
         }
         return positions.next(queuedCount.incrementAndGet());
     }
