@@ -80,8 +80,12 @@ final class EventCompletions {
     /** A command waited for, to be settled in turn: its futures completed, or failed with {@code failure}. */
     private record Ended(Pending command, @Nullable RuntimeException failure) {}
 
-    /** The waiter inside a completion, since when. */
-    private record Inside(Thread waiter, long since) {}
+    /**
+     * The waiter inside a completion: one made per completion, so that the watch tells the same completion from the next.
+     * It carries no time: the waiter completes every position and op of a chain, and a clock read each time cost it more
+     * than the completion; the watch times what it sees itself.
+     */
+    private record Inside(Thread waiter) {}
 
     private static final CallersFuture[] NONE = {};
     private static final Pending STOP = new Pending(null, new EventWork(null, true), "stop");
@@ -616,7 +620,7 @@ final class EventCompletions {
             handedOut = CompletableFuture.allOf(handedOut, future);
             return;
         }
-        Inside mark = new Inside(Thread.currentThread(), System.nanoTime());
+        Inside mark = new Inside(Thread.currentThread());
         inside.set(mark);
         inlineCompletions++; // the waiters take turns: a count the watch only compares, so a lost step does no harm
         if (watchIdle) { // read after inside is set: the watch sets watchIdle before it reads inside, so one of us sees the other
@@ -644,13 +648,18 @@ final class EventCompletions {
      */
     private void watch() {
         Inside seen = null;
+        long seenSince = 0; // when a look first saw it: it has been inside at least since then
         long countSeen = -1;
         int quietLooks = 0;
         while (!stopped) {
             LockSupport.parkNanos(STALL_NANOS);
             Inside now = inside.get();
-            if (now != null && now == seen && System.nanoTime() - now.since() >= STALL_NANOS) {
+            long lookedAt = System.nanoTime();
+            if (now != null && now == seen && lookedAt - seenSince >= STALL_NANOS) {
                 takeOver(now.waiter());
+            }
+            if (now != seen) {
+                seenSince = lookedAt;
             }
             seen = now;
             long count = inlineCompletions;
