@@ -223,6 +223,9 @@ final class OpenClQueue {
      * step passes here.
      */
     CompletableFuture<Void> position() {
+        if (closed) { // looked at first: a close under way may be waiting for the calls' lock, which this would queue behind
+            return drained;
+        }
         Lock shared = calls.readLock();
         shared.lock();
         try {
