@@ -65,12 +65,14 @@ import org.jspecify.annotations.Nullable;
  *
  * <p><b>Mapping.</b> A block needing unmapped pages
  * maps them in one call, its last run extended by a chunk (1/8 of what the arena has mapped, 2 to 128 MiB) so
- * that growth costs few calls. Before a new mapping would raise the reserved peak, free mapped pages
- * elsewhere in the arena are unmapped first: the memory moves to where it is needed instead of being held twice. A
- * move takes the two largest runs of free pages at most: each run unmapped is likely mapped again later, a call each,
- * and the largest give most of the bytes. The chunk is for growth: an arena that holds two chunks or more of free
- * whole mapped pages is fragmented rather than growing (the request fitted none of its free space), and there the
- * chunk may raise the reserved peak by a quarter of a chunk at most. Why chunks, and not the next 20 MiB page as
+ * that growth costs few calls. Before a new mapping would raise the reserved peak by more than a map call has
+ * brought on average (the reserved peak over the calls that gave memory), free mapped pages elsewhere in the arena
+ * are unmapped first: the memory moves to where it is needed instead of being held twice. A smaller rise is not
+ * worth a move, whose pages are likely mapped again later, a call each. A move takes the two largest runs of free
+ * pages at most, for the same reason (the largest give most of the bytes), and the mapping after it takes no slack
+ * over the reserved peak: slack there would raise the peak the move was made to keep. The chunk is for growth: an
+ * arena that holds two chunks or more of free whole mapped pages is fragmented rather than growing (the request
+ * fitted none of its free space), and there the chunk may raise the reserved peak by a quarter of a chunk at most. Why chunks, and not the next 20 MiB page as
  * PyTorch maps: on a climb (blocks allocated and none freed) no policy makes fewer calls than one a page without
  * reserving more at some point of the climb, and none reserves no more at every point without calling as often; chunks
  * trade the slack at a climb's end for a few calls a doubling (the argument and the figures: docs/benchmarks-log.md). Without

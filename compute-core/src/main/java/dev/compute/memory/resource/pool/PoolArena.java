@@ -257,9 +257,11 @@ final class PoolArena {
         }
         long need = (end - first - mapped.get(first, end).cardinality()) * g;
         long reserved = upstream.reservedBytes();
-        if (growth == Growth.WITH_SLACK && reserved + need > upstream.reservedBytesPeak()) {
-            // a new peak: move free mapped pages here rather than hold both (unmapping them costs calls, not memory)
-            unmapFreePages(reserved + need - upstream.reservedBytesPeak(), Unmapping.WHOLE_RUNS);
+        long peak = upstream.reservedBytesPeak();
+        boolean moved = false;
+        if (growth == Growth.WITH_SLACK && reserved + need > peak && reserved + need - peak > bytesPerMapCall()) {
+            // a new peak worth a call: move free mapped pages here rather than hold both (unmapping costs calls, not memory)
+            moved = unmapFreePages(reserved + need - peak, Unmapping.WHOLE_RUNS) > 0;
         }
         int extendTo = end;
         if (growth == Growth.WITH_SLACK && !mapped.get(end - 1)) {
@@ -268,7 +270,8 @@ final class PoolArena {
             int nextMapped = mapped.nextSetBit(end);
             int limit = nextMapped < 0 ? segment.pages() : nextMapped;
             int wanted = (int) Math.min(limit, runStart + Math.ceilDiv(chunk, g));
-            long ceiling = slackCeiling(need, chunk, (wanted - end) * g);
+            // after a move, slack over the peak would raise the peak the move was made to keep
+            long ceiling = moved ? Math.max(peak, upstream.reservedBytes() + need) : slackCeiling(need, chunk, (wanted - end) * g);
             while (extendTo < wanted && upstream.fits(need + (extendTo + 1 - end) * g)
                     && upstream.reservedBytes() + need + (extendTo + 1 - end) * g <= ceiling) {
                 extendTo++;
@@ -280,6 +283,14 @@ final class PoolArena {
             map(segment, from, to);
             from = mapped.nextClearBit(to);
         }
+    }
+
+    /**
+     * The reserved peak over the calls that gave memory so far: what a map call has brought on average. A rise of the
+     * peak no larger is not worth a move, whose unmapped pages are likely mapped again later, a call each.
+     */
+    private long bytesPerMapCall() {
+        return upstream.reservedBytesPeak() / Math.max(1, upstream.backendAllocations());
     }
 
     /**

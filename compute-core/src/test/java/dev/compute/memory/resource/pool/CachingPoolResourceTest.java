@@ -950,6 +950,69 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     }
 
     @Test
+    void aRiseOfThePeakSmallerThanWhatAMapCallBroughtMovesNoPages() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        Block hole = pool.allocate(8 * MiB);
+        List<Block> kept = withMappedSlackAtTheTopTaken(pool, pool.allocate(64 * MiB));
+        pool.deallocate(hole);
+        long peak = pool.reservedBytesPeak();
+        long unmapCalls = backend.unmapCalls();
+        assertThat(pool.reservedBytes()).isEqualTo(peak);
+        assertThat(10 * MiB).as("the rise, against the bytes a map call brought").isLessThanOrEqualTo(peak / backend.mapCalls());
+
+        // fits not the 8 MiB hole: its pages are mapped anew, 10 MiB over the peak
+        Block block = pool.allocate(10 * MiB);
+
+        assertThat(backend.unmapCalls()).as("the hole's pages are not moved").isEqualTo(unmapCalls);
+        assertThat(blockAt(pool.segments(), hole).state()).isEqualTo(MemorySnapshot.BlockState.FREE);
+        assertThat(pool.reservedBytesPeak()).isGreaterThanOrEqualTo(peak + 10 * MiB);
+        pool.deallocate(block);
+        kept.forEach(pool::deallocate);
+        pool.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    @Test
+    void aMappingAfterAMoveTakesNoSlackOverThePeak() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, GiB, true);
+        Block base = pool.allocate(256 * MiB);
+        for (int i = 0; i < 30; i++) {
+            // map calls that bring little: a map call's average falls below the rise to come
+            pool.deallocate(pool.allocate(2 * MiB));
+            pool.trim(0);
+        }
+        Block hole = pool.allocate(8 * MiB);
+        List<Block> kept = withMappedSlackAtTheTopTaken(pool, base);
+        pool.deallocate(hole);
+        long peak = pool.reservedBytesPeak();
+        long unmapCalls = backend.unmapCalls();
+        assertThat(pool.reservedBytes()).isEqualTo(peak);
+        assertThat(16 * MiB).as("the rise, against the bytes a map call brought").isGreaterThan(peak / backend.mapCalls());
+
+        // fits not the 8 MiB hole: its pages move to the new block, which needs 8 MiB more; a chunk (1/8 of what is
+        // mapped) would be larger than the block
+        Block block = pool.allocate(16 * MiB);
+
+        assertThat(backend.unmapCalls() - unmapCalls).as("the hole's pages are moved").isEqualTo(1);
+        assertThat(pool.reservedBytesPeak()).as("the peak rises by what the move lacked, no slack").isEqualTo(peak + 8 * MiB);
+        assertThat(pool.reservedBytes()).isEqualTo(pool.reservedBytesPeak());
+        pool.deallocate(block);
+        kept.forEach(pool::deallocate);
+        pool.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
+    /** The blocks given, and one taking the free mapped pages at the top of the first range where there are some, so that the next block there maps pages. */
+    private static List<Block> withMappedSlackAtTheTopTaken(CachingPoolResource pool, Block... blocks) {
+        List<Block> taken = new ArrayList<>(List.of(blocks));
+        pool.segments().getFirst().blocks().stream().filter(b -> b.state() == MemorySnapshot.BlockState.FREE).reduce((a, b) -> b)
+                .ifPresent(slack -> taken.add(pool.allocate(slack.sizeBytes())));
+        return taken;
+    }
+
+    @Test
     void rangesAreTwiceWhatTheDeviceHoldsWhenTheCapIsLarger() {
         AddressSpaceBackend backend = backend(GiB, true);
         // twice 100 TiB is more address space than a process has
