@@ -236,13 +236,20 @@ class EventCompletionsTest {
             ranOn.set(Thread.currentThread().getName());
             seen.set(failure);
         });
-        CompletableFuture<Void> cancelled = done.forCaller(failure -> runs.incrementAndGet());
+        CountDownLatch cancelledStepRan = new CountDownLatch(1);
+        CompletableFuture<Void> cancelled = done.forCaller(failure -> {
+            runs.incrementAndGet();
+            cancelledStepRan.countDown();
+        });
         cancelled.cancel(false); // the caller gives up: the step still runs once the command has ended
 
         assertThat(done.onlyBlockedOn()).as("a step is no dependent action").isTrue();
         end(command, CL.CL_COMPLETE);
 
         assertThat(caller).succeedsWithin(Duration.ofSeconds(10));
+        // each step runs before its own caller's future completes, in the order made: the second may still be running
+        // as the first caller's future completes
+        assertThat(cancelledStepRan.await(10, TimeUnit.SECONDS)).as("the cancelled caller's step ran too").isTrue();
         assertThat(runs.get()).isEqualTo(2);
         assertThat(seen.get()).isNull();
         assertThat(ranOn.get()).as("run where the command was completed").startsWith("opencl-events");
