@@ -91,7 +91,12 @@ public final class UnifiedMemoryManagerBuilder {
         return this;
     }
 
-    /** Runs on a backend the caller opened (a test double, a backend set up by hand). The manager closes it. */
+    /**
+     * Runs on a backend the caller opened (a test double, a backend set up by hand). The manager closes it. Such a
+     * backend keeps the {@link dev.compute.memory.spi.BackendSettings} it was opened with: its device, pinning, staging
+     * buffers and options, and the bound of its own calls' waits for device work; this builder's
+     * {@link #deviceWaitTimeout} bounds the manager's own waits only, so open the backend with the same wait.
+     */
     public UnifiedMemoryManagerBuilder backend(ComputeBackend backend) {
         this.backendInstance = backend;
         return this;
