@@ -60,7 +60,10 @@ final class EventCompletions {
 
     private static final System.Logger LOG = System.getLogger(EventCompletions.class.getName());
 
-    /** How long the waiter may stay inside one completion before another waiter takes over. */
+    /**
+     * How long the watch must have seen the waiter inside one completion before another waiter takes over: timed from
+     * the look that first saw it, so the waiter may stay up to about twice this.
+     */
     private static final long STALL_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     /** Looks of the watch without a completion on a waiter (a second) after which it sleeps until the next one. */
     private static final int IDLE_LOOKS = 20;

@@ -72,7 +72,8 @@ final class OpenClKernelOps implements KernelOps {
     /**
      * A kernel of the op set and what setting its arguments reuses, under its monitor (a kernel's arguments are shared
      * state, and OpenCL copies an argument's value when it is set): the scalars' arrays and pointers, the pointer to the
-     * buffer it was last given, and the global size, so that an element-wise launch makes none of them anew.
+     * buffer it was last given, and the global size, so that a fill or a scale makes none of them anew (axpy and sum set
+     * theirs through the same setters, with a global size and an event of their own).
      */
     private static final class OpKernel {
         final cl_kernel kernel;
@@ -158,7 +159,8 @@ final class OpenClKernelOps implements KernelOps {
 
     /**
      * Kernel {@code name} on each element of {@code region} with one scalar: (buffer, element offset, count, scalar).
-     * Launched with no event of its own where the region is device memory: its queue position says when it is done.
+     * Launched with no event of its own where the region is an OpenCL buffer or SVM of the backend's (DEVICE, UNIFIED):
+     * its queue position says when it is done. HOST and PINNED memory, wrapped for the launch, is published after it.
      */
     private CompletableFuture<Void> inPlace(String name, Region region, double scalar) {
         OpKernel kernel = kernel(name, region.type());
