@@ -41,9 +41,10 @@ final class BackendKernel implements ComputeKernel {
     }
 
     @Override
-    public CompletableFuture<Void> launch(LaunchShape shape, Object... arguments) {
+    public CompletableFuture<Void> launch(LaunchShape shape, Object... passed) {
         Objects.requireNonNull(shape, "shape");
-        Objects.requireNonNull(arguments, "arguments");
+        // the caller's array may change while the launch waits for a buffer's work: it passes what was checked
+        Object[] arguments = Objects.requireNonNull(passed, "arguments").clone();
         if (manager.isClosed()) {
             throw new IllegalStateException(this + " cannot launch: its UnifiedMemoryManager is closed");
         }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.AccessMode;
+import dev.compute.memory.BufferAccess;
 import dev.compute.memory.ComputeKernel;
 import dev.compute.memory.DataType;
 import dev.compute.memory.KernelArg;
@@ -227,6 +228,38 @@ class OpenClKernelTest {
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 2").hasMessageContaining("pass a Float");
             assertThatThrownBy(() -> scale.launch(LaunchShape.of(8), x, 8L, 2f)).as("a Long for a typedef of unsigned int")
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 1");
+        }
+    }
+
+    /**
+     * A launch is checked before its accesses open, and may then wait for work on its first buffer: what it passes is
+     * what was checked, whatever the caller's thread does to its argument array meanwhile (a Long where the kernel
+     * takes an int, refused had it been passed so, would reach clSetKernelArg, and CUDA's launch with its size unchecked).
+     */
+    @Test
+    void aLaunchPassesTheArgumentsAsCheckedWhateverTheArrayBecomesMeanwhile() throws Exception {
+        ComputeKernel fill = manager.kernels().compile(KernelSource.openCl(SLOW_FILL, "slow_fill"));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 16)) {
+            CompletableFuture<Void> held = new CompletableFuture<>(); // work of one's own on x, which the launch waits for
+            try (BufferAccess access = x.deviceAccess(AccessMode.READ_WRITE)) {
+                access.inFlightUntil(held);
+            }
+            Object[] arguments = {x, 16L, 1f, 0};
+            int dependents = held.getNumberOfDependents();
+            CompletableFuture<CompletableFuture<Void>> launched = CompletableFuture.supplyAsync(() -> fill.launch(LaunchShape.of(16), arguments),
+                    runnable -> Thread.ofPlatform().start(runnable));
+            while (held.getNumberOfDependents() == dependents) { // the launch, checked, waits for the held work on x
+                assertThat(launched).isNotDone();
+                Thread.onSpinWait();
+            }
+            arguments[1] = 16; // an Integer where the kernel takes a long
+            arguments[2] = 2f;
+            held.complete(null);
+
+            launched.get(10, TimeUnit.SECONDS).get(10, TimeUnit.SECONDS);
+            float[] result = new float[16];
+            x.copyTo(result);
+            assertThat(result).as("filled with the value checked").containsOnly(1f);
         }
     }
 
