@@ -468,7 +468,8 @@ public final class CudaBackend implements ComputeBackend {
         streams.markClosed();
         if (!finished) {
             LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": recorded device work did not finish"
-                    + " within " + deviceWait.toMillis() + " ms of close; the backend keeps its streams, staging buffers, kernels"
+                    + (deviceWait.isZero() ? " before the manager's close timeout ran out" : " within " + deviceWait.toMillis() + " ms of close")
+                    + "; the backend keeps its streams, staging buffers, kernels"
                     + " and context rather than destroy them under it (the device may be hung)");
             copier.close();
             return;

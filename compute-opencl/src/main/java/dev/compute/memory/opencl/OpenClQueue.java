@@ -654,7 +654,8 @@ final class OpenClQueue {
         }
         if (!finishedWithin(idle, deviceWait)) {
             LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe
-                    + ": queued or recorded work did not finish within " + deviceWait.toMillis() + " ms of close; the backend"
+                    + ": queued or recorded work did not finish" + (deviceWait.isZero() ? " before the manager's close timeout ran out"
+                    : " within " + deviceWait.toMillis() + " ms of close") + "; the backend"
                     + " keeps its queue and context rather than release them under it (the device may be hung)");
             return;
         }
