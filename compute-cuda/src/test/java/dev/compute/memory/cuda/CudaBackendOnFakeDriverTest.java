@@ -694,27 +694,7 @@ class CudaBackendOnFakeDriverTest {
          */
         static void aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory() throws Throwable {
             UnifiedMemoryManager manager = managerWithAShortDeviceWait();
-            float[] ones = filled(1f);
-            float[] twos = filled(2f);
-            UnifiedBuffer source = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
-            source.copyFrom(ones);
-            UnifiedBuffer pinned = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.PINNED);
-            try (ViewScope views = ViewScope.open()) {
-                MemorySegment view = pinned.hostView();
-                hold(); // the device does not run what is queued from here on
-                assertThatThrownBy(() -> source.copyTo(0, view)).isInstanceOf(dev.compute.memory.DeviceTimeoutException.class);
-            }
-            assertThat(heldCopies()[0]).as("the copy into the view, queued before its wait timed out").isEqualTo(1);
-            HOLD.invokeExact(0);
-            pinned.close();
-            try (UnifiedBuffer next = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.PINNED)) {
-                next.copyFrom(twos);
-                release(); // the device runs the queued copy now
-                float[] back = new float[1024];
-                next.copyTo(back);
-                assertThat(back).as("a PINNED buffer allocated after the close, which the queued copy must not write").containsOnly(2f);
-            }
-            source.close();
+            copyIntoAViewThatTimesOutOnceQueuedKeepsTheViewedBuffersMemory(manager, manager);
             manager.close();
         }
 
@@ -727,6 +707,14 @@ class CudaBackendOnFakeDriverTest {
             UnifiedMemoryManager copying = CudaTestSupport.managerOn(new CudaBackend(DriverLibrary.loadedOrNull(),
                     new BackendSettings(0, false, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)))).build();
             UnifiedMemoryManager viewed = managerWithAShortDeviceWait();
+            copyIntoAViewThatTimesOutOnceQueuedKeepsTheViewedBuffersMemory(copying, viewed);
+            viewed.close();
+            copying.close();
+        }
+
+        /** A DEVICE buffer of {@code copying} copied into a view of a PINNED buffer of {@code viewed}, the copy held. */
+        private static void copyIntoAViewThatTimesOutOnceQueuedKeepsTheViewedBuffersMemory(UnifiedMemoryManager copying,
+                                                                                          UnifiedMemoryManager viewed) throws Throwable {
             float[] ones = filled(1f);
             float[] twos = filled(2f);
             UnifiedBuffer source = copying.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
@@ -745,12 +733,9 @@ class CudaBackendOnFakeDriverTest {
                 release(); // the device runs the queued copy now
                 float[] back = new float[1024];
                 next.copyTo(back);
-                assertThat(back).as("the other manager's PINNED buffer allocated after the close, which the queued copy must not write")
-                        .containsOnly(2f);
+                assertThat(back).as("a PINNED buffer allocated after the close, which the queued copy must not write").containsOnly(2f);
             }
             source.close();
-            viewed.close();
-            copying.close();
         }
 
         /**

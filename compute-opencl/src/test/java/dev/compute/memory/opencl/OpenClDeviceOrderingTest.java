@@ -100,15 +100,20 @@ class OpenClDeviceOrderingTest {
         }
     }
 
-    /** A launch records its kernel on each buffer: the next launch on the buffer queues behind it, as an op does. */
-    @Test
-    void launchesAfterWorkStillQueuedQueueAtOnceBehindIt() throws Exception {
-        ComputeKernel add = manager.kernels().compile(KernelSource.openCl("""
+    /** {@code x[i] += v} for the first {@code n} elements. */
+    private ComputeKernel addKernel() {
+        return manager.kernels().compile(KernelSource.openCl("""
                 __kernel void add(__global float *x, long n, float v) {
                     long i = get_global_id(0);
                     if (i < n) { x[i] += v; }
                 }
                 """, "add"));
+    }
+
+    /** A launch records its kernel on each buffer: the next launch on the buffer queues behind it, as an op does. */
+    @Test
+    void launchesAfterWorkStillQueuedQueueAtOnceBehindIt() throws Exception {
+        ComputeKernel add = addKernel();
         try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
             x.copyFrom(new float[N]);
             cl_event gate = userEvent();
@@ -137,12 +142,7 @@ class OpenClDeviceOrderingTest {
      */
     @Test
     void opsAndLaunchesAfterASumStillQueuedQueueAtOnceBehindIt() throws Exception {
-        ComputeKernel add = manager.kernels().compile(KernelSource.openCl("""
-                __kernel void add(__global float *x, long n, float v) {
-                    long i = get_global_id(0);
-                    if (i < n) { x[i] += v; }
-                }
-                """, "add"));
+        ComputeKernel add = addKernel();
         try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
             x.copyFrom(new float[N]);
             cl_event gate = userEvent();
@@ -174,12 +174,7 @@ class OpenClDeviceOrderingTest {
     @Test
     void aLaunchWithAWrongArgumentIsRefusedAtOnceBehindHeldWorkAndChangesNothing() throws Exception {
         reopenWithAShortDeviceWait();
-        ComputeKernel add = manager.kernels().compile(KernelSource.openCl("""
-                __kernel void add(__global float *x, long n, float v) {
-                    long i = get_global_id(0);
-                    if (i < n) { x[i] += v; }
-                }
-                """, "add"));
+        ComputeKernel add = addKernel();
         cl_event gate = userEvent();
         try (UnifiedBuffer held = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
              UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
