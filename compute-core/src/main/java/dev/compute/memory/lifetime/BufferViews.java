@@ -205,18 +205,9 @@ public final class BufferViews {
      * Ends an access: a device access records the work queued on its handle (and {@code recorded}, work the caller
      * recorded through it) as in flight and, when writing, marks the device copy newer; a writing host access marks the
      * host copy newer. Its scope ends, and the buffer's memory may go back. Counted in as a call the manager's close
-     * waits for, even on a closed manager. {@code stillInUse} runs when a native call still holds a shared access's
-     * segment: the access stays open, to be ended again once the call returned.
-     */
-    public static void end(BufferCore buffer, Side side, AccessMode mode, MemoryScope scope, DeviceHandle handle,
-                           CompletableFuture<?> recorded, Runnable stillInUse) {
-        end(buffer, side, mode, scope, handle, recorded, stillInUse, Runnable::run);
-    }
-
-    /**
-     * {@link #end(BufferCore, Side, AccessMode, MemoryScope, DeviceHandle, CompletableFuture, Runnable)} with
-     * {@code stillInUse} given {@code access}: an access passes itself and a method that captures nothing, so that its
-     * end makes no lambda.
+     * waits for, even on a closed manager. {@code stillInUse} is given {@code access} when a native call still holds a
+     * shared access's segment: the access stays open, to be ended again once the call returned. An access passes itself
+     * and a method that captures nothing, so that its end makes no lambda.
      */
     public static <T> void end(BufferCore buffer, Side side, AccessMode mode, MemoryScope scope, DeviceHandle handle,
                                CompletableFuture<?> recorded, T access, Consumer<T> stillInUse) {

@@ -190,9 +190,9 @@ class BufferViewsTest {
 
         root.close();
         assertThat(reading.scope().isOpen()).as("an access is ended by its holder").isTrue();
-        BufferViews.end(root, Side.HOST, AccessMode.READ, reading.scope(), reading.handle(), BufferCore.DONE, () -> {});
+        BufferViews.end(root, Side.HOST, AccessMode.READ, reading.scope(), reading.handle(), BufferCore.DONE, null, ignored -> {});
         assertThat(host.released).isEmpty();
-        BufferViews.end(root, Side.HOST, AccessMode.WRITE, writing.scope(), writing.handle(), BufferCore.DONE, () -> {});
+        BufferViews.end(root, Side.HOST, AccessMode.WRITE, writing.scope(), writing.handle(), BufferCore.DONE, null, ignored -> {});
         assertThat(host.released).as("the last access gave the memory back").hasSize(1);
         assertThat(host.endsEntered).hasValue(2);
     }
@@ -264,7 +264,7 @@ class BufferViewsTest {
         device.queueWork(kernel);
         Opened access = BufferViews.deviceAccess(root, AccessMode.WRITE);
 
-        BufferViews.end(root, Side.DEVICE, AccessMode.WRITE, access.scope(), access.handle(), recorded, () -> {});
+        BufferViews.end(root, Side.DEVICE, AccessMode.WRITE, access.scope(), access.handle(), recorded, null, ignored -> {});
 
         assertThat(access.scope().isOpen()).isFalse();
         assertThat(backend.handlesEnded()).isEqualTo(1);
@@ -284,7 +284,7 @@ class BufferViewsTest {
         Opened access = BufferViews.deviceAccess(root, AccessMode.WRITE);
         backend.failEndingHandles(new IllegalStateException("the stream is broken"));
 
-        assertThatThrownBy(() -> BufferViews.end(root, Side.DEVICE, AccessMode.WRITE, access.scope(), access.handle(), BufferCore.DONE, () -> {}))
+        assertThatThrownBy(() -> BufferViews.end(root, Side.DEVICE, AccessMode.WRITE, access.scope(), access.handle(), BufferCore.DONE, null, ignored -> {}))
                 .hasMessage("the stream is broken");
 
         assertThat(host.deviceIdleWaits).hasValue(1);
@@ -300,7 +300,7 @@ class BufferViewsTest {
         host.closed = true; // as the manager's close does: closed first, then the scopes ended
         access.scope().end();
 
-        BufferViews.end(root, Side.DEVICE, AccessMode.READ, access.scope(), access.handle(), BufferCore.DONE, () -> {});
+        BufferViews.end(root, Side.DEVICE, AccessMode.READ, access.scope(), access.handle(), BufferCore.DONE, null, ignored -> {});
 
         assertThat(backend.handlesEnded()).as("the backend may be gone").isZero();
         assertThat(host.endsEntered).as("counted in on a closed manager too: the scope's end, then the access's").hasValue(2);
@@ -314,13 +314,13 @@ class BufferViewsTest {
         Opened reading = BufferViews.hostAccess(root, AccessMode.READ, Sharing.CONFINED);
         assertThat(root.state()).as("pulled into the mirror").isEqualTo(BufferState.SYNCHRONIZED);
 
-        BufferViews.end(root, Side.HOST, AccessMode.READ, reading.scope(), reading.handle(), BufferCore.DONE, () -> {});
+        BufferViews.end(root, Side.HOST, AccessMode.READ, reading.scope(), reading.handle(), BufferCore.DONE, null, ignored -> {});
         assertThat(root.state()).isEqualTo(BufferState.SYNCHRONIZED);
 
         Opened writing = BufferViews.hostAccess(root, AccessMode.WRITE, Sharing.CONFINED);
         BufferViews.deviceAccess(root, AccessMode.READ).scope().end(); // syncs the mirror over while the access is open
         assertThat(root.state()).isEqualTo(BufferState.SYNCHRONIZED);
-        BufferViews.end(root, Side.HOST, AccessMode.WRITE, writing.scope(), writing.handle(), BufferCore.DONE, () -> {});
+        BufferViews.end(root, Side.HOST, AccessMode.WRITE, writing.scope(), writing.handle(), BufferCore.DONE, null, ignored -> {});
         assertThat(root.state()).as("what the access wrote since is newer").isEqualTo(BufferState.HOST_DIRTY);
     }
 
@@ -349,14 +349,14 @@ class BufferViewsTest {
         AtomicInteger stillInUse = new AtomicInteger();
 
         assertThatThrownBy(() -> BufferViews.end(root, Side.HOST, AccessMode.READ_WRITE, access.scope(), access.handle(),
-                BufferCore.DONE, stillInUse::incrementAndGet))
+                BufferCore.DONE, stillInUse, AtomicInteger::incrementAndGet))
                 .isInstanceOf(IllegalStateException.class).hasMessageContaining("still in use by a native call");
 
         assertThat(stillInUse).hasValue(1);
         assertThat(access.scope().isOpen()).isTrue();
         assertThat(host.callsIn).hasValue(0);
         sleeper.join(10_000);
-        BufferViews.end(root, Side.HOST, AccessMode.READ_WRITE, access.scope(), access.handle(), BufferCore.DONE, stillInUse::incrementAndGet);
+        BufferViews.end(root, Side.HOST, AccessMode.READ_WRITE, access.scope(), access.handle(), BufferCore.DONE, stillInUse, AtomicInteger::incrementAndGet);
         assertThat(access.scope().isOpen()).isFalse();
         assertThat(stillInUse).hasValue(1);
         assertThatThrownBy(() -> timespec.get(JAVA_LONG, 0)).isInstanceOf(IllegalStateException.class);
