@@ -38,8 +38,11 @@ public final class PyTorchExpandableSegments {
     /** Address space of one segment: PyTorch reserves 1 1/8 of the device's memory; any size past the trace's works. */
     static final long SEGMENT_SPACE = 1L << 42;
 
-    /** What the replay reserved at its peak and how many map calls it made. */
-    public record Figures(long reservedPeak, long mapCalls) {}
+    /**
+     * What the replay reserved at its peak and how many map calls it made; and the calls any allocator makes on the trace
+     * if it reserves no more than PyTorch at its peak on every prefix of the trace ({@link #replay}).
+     */
+    public record Figures(long reservedPeak, long mapCalls, long forcedCalls) {}
 
     private static final class Block {
         final Pool pool;
@@ -79,6 +82,8 @@ public final class PyTorchExpandableSegments {
     private long reserved;
     private long reservedPeak;
     private long mapCalls;
+    /** Allocations after which more bytes are live than PyTorch had reserved at any point before them. */
+    private long forcedCalls;
     /** The memory PyTorch may use ({@code set_per_process_memory_fraction} of the device), or no limit. */
     private final long capacity;
 
@@ -93,11 +98,20 @@ public final class PyTorchExpandableSegments {
         }
     }
 
-    /** Replays every event of {@code trace} and returns the peak of mapped bytes and the map calls. */
+    /**
+     * Replays every event of {@code trace} and returns the peak of mapped bytes, the map calls, and the forced calls: the
+     * allocations after which more bytes are live (as asked, unrounded) than PyTorch had reserved at its peak over the
+     * events before. Each forces a backend call on any allocator that reserves no more than PyTorch at its peak on every
+     * prefix of the trace, whatever its policy: over the prefix that ends before such an allocation it reserved at most
+     * PyTorch's peak there, which is less than what is live after the allocation, and no allocator holds less than what
+     * it hands out; so its reservation grows during that allocation, which takes a call. An allocator that does not know
+     * where a trace ends acts on a prefix as on the whole trace: one that makes fewer calls than these on a trace reserves
+     * more than PyTorch at its peak on some prefix of it, a trace cut short there (docs/benchmarks-log.md).
+     */
     public static Figures replay(Trace trace) {
         PyTorchExpandableSegments allocator = new PyTorchExpandableSegments(Long.MAX_VALUE);
         allocator.replayAll(trace);
-        return new Figures(allocator.reservedPeak, allocator.mapCalls);
+        return new Figures(allocator.reservedPeak, allocator.mapCalls, allocator.forcedCalls);
     }
 
     /**
@@ -120,13 +134,21 @@ public final class PyTorchExpandableSegments {
 
     private void replayAll(Trace trace) {
         Block[] live = new Block[trace.slotCount()];
+        long[] asked = new long[trace.slotCount()];
+        long liveBytes = 0;
         int[] slots = trace.slots();
         long[] bytes = trace.bytes();
         int[] streams = trace.columns().streams();
         for (int i = 0; i < slots.length; i++) {
             if (bytes[i] > 0) {
+                liveBytes += bytes[i];
+                if (liveBytes > reservedPeak) {
+                    forcedCalls++;
+                }
+                asked[slots[i]] = bytes[i];
                 live[slots[i]] = malloc(bytes[i], streams[i]);
             } else {
+                liveBytes -= asked[slots[i]];
                 free(live[slots[i]]);
                 live[slots[i]] = null;
             }

@@ -19,7 +19,8 @@ import org.jspecify.annotations.Nullable;
  * [--pytorch] [--warmups N] [--runs N] FILE...}: replays each trace (each location of it in turn, where it names
  * several) at the pool settings given, and prints a {@code # settings} line, then per trace one {@code replay ...} line
  * and a table; with {@code --pytorch}, also one {@code pytorch ...} line: the same trace through a model of PyTorch's
- * allocator with expandable segments ({@link PyTorchExpandableSegments}), its overhead and map calls beside ours.
+ * allocator with expandable segments ({@link PyTorchExpandableSegments}), its overhead and map calls beside ours, and
+ * the calls it forces: those any allocator makes that reserves no more than PyTorch at its peak on every prefix.
  * Settings, as the manager's properties name them: {@code --max-pool-size}, {@code --max-pinned-size},
  * {@code --release-threshold}, {@code --trim-interval}, {@code --expandable} / {@code --no-expandable},
  * {@code --compact-on-oom} / {@code --no-compact-on-oom}. The default
@@ -150,9 +151,10 @@ public final class ReplayCommand {
         long minCapacity = PyTorchExpandableSegments.smallestCapacity(trace);
         String location = String.join("+", trace.locations());
         return String.format(Locale.ROOT, "pytorch trace=%s%s policy=expandable_segments reserved_peak=%d overhead=%.3f min_capacity=%d"
-                        + " capacity_ratio=%.3f backend_calls=%d maps=%d unmaps=0",
+                        + " capacity_ratio=%.3f backend_calls=%d maps=%d unmaps=0 forced_calls=%d",
                 trace.name(), location.isEmpty() ? "" : " location=" + location, figures.reservedPeak(),
-                (double) figures.reservedPeak() / trace.livePeak(), minCapacity, (double) minCapacity / trace.livePeak(), figures.mapCalls(), figures.mapCalls());
+                (double) figures.reservedPeak() / trace.livePeak(), minCapacity, (double) minCapacity / trace.livePeak(), figures.mapCalls(), figures.mapCalls(),
+                figures.forcedCalls());
     }
 
     /** The trace, or its events at {@code location}, or, where it names several locations, each location's in turn. */

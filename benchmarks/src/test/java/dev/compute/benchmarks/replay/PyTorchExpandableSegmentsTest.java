@@ -74,6 +74,21 @@ class PyTorchExpandableSegmentsTest {
     }
 
     @Test
+    void anAllocationThatTakesTheLiveBytesPastPyTorchsPeakSoFarForcesACall() throws IOException {
+        // 10 MiB blocks: the first, third and fifth take the live bytes past what PyTorch had reserved (0, 20, 40 MiB),
+        // where it maps a page each; the block allocated after a free fits under its peak of 60 MiB
+        PyTorchExpandableSegments.Figures climb = replay("a,1,10485760,0\na,2,10485760,0\na,3,10485760,0\na,4,10485760,0\n"
+                + "a,5,10485760,0\nf,5\na,6,10485760,0\n");
+        // PyTorch maps a page for the second stream, but 10 MiB live again is no more than the 20 MiB it had reserved
+        PyTorchExpandableSegments.Figures twoStreams = replay("a,1,10485760,0\nf,1\na,2,10485760,1\n");
+
+        assertThat(climb.mapCalls()).isEqualTo(3);
+        assertThat(climb.forcedCalls()).isEqualTo(3);
+        assertThat(twoStreams.mapCalls()).isEqualTo(2);
+        assertThat(twoStreams.forcedCalls()).isEqualTo(1);
+    }
+
+    @Test
     void sizesAreRoundedToFiveHundredTwelveBytes() {
         assertThat(PyTorchExpandableSegments.roundSize(1)).isEqualTo(512);
         assertThat(PyTorchExpandableSegments.roundSize(512)).isEqualTo(512);

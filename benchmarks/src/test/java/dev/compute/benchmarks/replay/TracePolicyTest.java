@@ -10,6 +10,7 @@ import java.io.InputStream;
 import java.util.Objects;
 import java.util.stream.Stream;
 import java.util.zip.GZIPInputStream;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -77,6 +78,18 @@ class TracePolicyTest {
         if (callsNoWorse) {
             assertThat(run.mapsAndUnmaps()).as("maps and unmaps against PyTorch's maps").isLessThanOrEqualTo(pytorch.mapCalls());
         }
+    }
+
+    @Test
+    void onFixedShapeTrainingPyTorchsOverheadOnEveryPrefixForcesMoreThanTwiceThePoolsCalls() throws IOException {
+        Trace trace = trace("fixed-shape training", "/traces/fixed_shape_training.csv.gz", 1.0);
+
+        TraceReplayer.Run run = new TraceReplayer(AddressSpaceBackend::new, true, ReplaySettings.defaults()).replay(trace, DEVICE);
+        PyTorchExpandableSegments.Figures pytorch = PyTorchExpandableSegments.replay(trace);
+
+        // no policy with fewer calls than these reserves no more than PyTorch at its peak on every prefix of the trace
+        assertThat(pytorch.forcedCalls()).isEqualTo(225);
+        assertThat(run.mapsAndUnmaps()).isLessThan(pytorch.forcedCalls() / 2);
     }
 
     private static Trace trace(String name, String resource, double scale) throws IOException {
