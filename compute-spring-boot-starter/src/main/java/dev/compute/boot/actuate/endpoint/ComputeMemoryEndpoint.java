@@ -117,8 +117,7 @@ public class ComputeMemoryEndpoint {
             return describe(observed.get());
         }
         MemoryLocation location = locationNamed(name);
-        int blocks = maxBlocks(maxBlocks);
-        return location == null ? null : managers.primary().map(primary -> location(primary, location, blocks)).orElse(null);
+        return location == null ? null : managers.primary().map(primary -> location(primary, location, maxBlocks)).orElse(null);
     }
 
     /** {@link #manager(String, Integer)} with the default number of blocks. */
@@ -132,8 +131,7 @@ public class ComputeMemoryEndpoint {
      */
     @ReadOperation
     public @Nullable LocationDescriptor location(@Selector String name, @Selector MemoryLocation location, @Nullable Integer maxBlocks) {
-        int blocks = maxBlocks(maxBlocks);
-        return managers.get(name).map(observed -> location(observed, location, blocks)).orElse(null);
+        return managers.get(name).map(observed -> location(observed, location, maxBlocks)).orElse(null);
     }
 
     /** {@link #location(String, MemoryLocation, Integer)} with the default number of blocks. */
@@ -253,11 +251,13 @@ public class ComputeMemoryEndpoint {
         return new DeviceDescriptor(info.deviceIndex(), info.deviceName(), info.deviceTotalBytes(), memory.freeBytes());
     }
 
-    private static @Nullable LocationDescriptor location(ObservedManager observed, MemoryLocation location, int maxBlocks) {
+    private static @Nullable LocationDescriptor location(ObservedManager observed, MemoryLocation location, @Nullable Integer askedBlocks) {
         UnifiedMemoryManager manager = observed.manager();
         if (!manager.locations().contains(location)) {
             return null;
         }
+        // checked once the location is found: what is not there is a 404 whatever the parameters of its answer
+        int maxBlocks = maxBlocks(askedBlocks);
         MemorySnapshot snapshot = manager.snapshot(location);
         List<SegmentDescriptor> segments = new ArrayList<>(snapshot.segments().size());
         // many blocks share a site (paranoid keeps one per block): each distinct one is shortened once per answer

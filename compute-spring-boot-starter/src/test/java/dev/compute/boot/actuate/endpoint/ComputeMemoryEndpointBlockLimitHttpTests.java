@@ -110,6 +110,19 @@ class ComputeMemoryEndpointBlockLimitHttpTests {
         assertThat(status).isEqualTo(400);
     }
 
+    @Test
+    void aManagerOrLocationThatIsNotThereIsNotFoundWhateverMaxBlocksSays() {
+        for (String path : List.of("/nosuch", "/nosuch/host")) {
+            assertThat(status(path + "?maxBlocks=-1")).as(path + " with a bad maxBlocks").isEqualTo(404);
+            assertThat(status(path + "?maxBlocks=5")).as(path).isEqualTo(404);
+        }
+    }
+
+    private int status(String path) {
+        return RestClient.builder().baseUrl("http://127.0.0.1:" + port).defaultStatusHandler(code -> true, (request, response) -> {})
+                .build().get().uri("/actuator/computememory" + path).retrieve().toBodilessEntity().getStatusCode().value();
+    }
+
     @SpringBootConfiguration(proxyBeanMethods = false)
     @EnableAutoConfigurationWithoutSecurity
     static class Application {}

@@ -100,6 +100,11 @@ class ComputeMemoryEndpointTests {
     void aLocationTheManagerDoesNotHaveIsNotFound() {
         assertThat(endpoint.location("default", MemoryLocation.PINNED)).isNull();
         assertThat(endpoint.location("elsewhere", MemoryLocation.HOST)).as("no manager of that name").isNull();
+        // what is not there is not found, before the parameters of an answer it will not give are checked
+        assertThat(endpoint.location("default", MemoryLocation.PINNED, -1)).isNull();
+        assertThat(endpoint.location("elsewhere", MemoryLocation.HOST, -1)).isNull();
+        assertThat(endpoint.manager("pinned", -1)).as("a location the primary does not have").isNull();
+        assertThat(endpoint.manager("nowhere", -1)).isNull();
     }
 
     @Test
