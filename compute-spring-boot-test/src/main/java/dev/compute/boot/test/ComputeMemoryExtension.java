@@ -62,6 +62,10 @@ public final class ComputeMemoryExtension implements BeforeTestExecutionCallback
 
     /** Watches the manager {@code manager} gives when each test starts, for tests without a Spring context. */
     public static ComputeMemoryExtension watching(Supplier<? extends @Nullable UnifiedMemoryManager> manager) {
+        if (manager == null) {
+            // else it would be the extension that @ExtendWith makes, and look for a Spring context the test does not have
+            throw new IllegalArgumentException("ComputeMemoryExtension.watching needs a supplier of the manager to watch, not null: watching(() -> manager)");
+        }
         return new ComputeMemoryExtension(manager);
     }
 

@@ -79,6 +79,10 @@ public class UnifiedMemoryManagerAssert extends AbstractAssert<UnifiedMemoryMana
      * saying so, rather than throw the manager's {@link IllegalArgumentException} from inside an assertion.
      */
     private MemoryStatistics statisticsAt(MemoryLocation location, String expected) {
+        if (location == null) {
+            // the test's own mistake, not a failure of the code under test: said as such, rather than a NullPointerException from the list
+            throw new IllegalArgumentException("a location to check is needed, not null: one of the manager's " + actual.locations());
+        }
         if (!actual.locations().contains(location)) {
             failWithMessage("Expected %s but the manager has no %s memory; its locations: %s", expected, location, actual.locations());
         }

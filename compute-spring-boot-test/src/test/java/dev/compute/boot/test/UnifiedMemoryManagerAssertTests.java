@@ -69,6 +69,17 @@ class UnifiedMemoryManagerAssertTests {
         }
     }
 
+    /** A null where a location or a manager's supplier belongs is the caller's mistake, said so, not a NullPointerException from inside. */
+    @Test
+    void aNullLocationOrSupplierIsRefusedSayingWhatBelongsThere() {
+        String location = "a location to check is needed, not null: one of the manager's " + manager.locations();
+        assertThatThrownBy(() -> assertThat(manager).hasAllocatedBytes(null, 0)).isInstanceOf(IllegalArgumentException.class).hasMessage(location);
+        assertThatThrownBy(() -> assertThat(manager).hasRequestedBytes(null, 0)).isInstanceOf(IllegalArgumentException.class).hasMessage(location);
+        assertThatThrownBy(() -> assertThat(manager).statistics(null)).isInstanceOf(IllegalArgumentException.class).hasMessage(location);
+        assertThatThrownBy(() -> ComputeMemoryExtension.watching(null)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("ComputeMemoryExtension.watching needs a supplier of the manager to watch, not null: watching(() -> manager)");
+    }
+
     @Test
     void aFailureAboutLeaksCountsThem() throws InterruptedException {
         manager.allocate(4096);
