@@ -5,6 +5,7 @@ import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.MemoryLocation;
 import java.util.EnumMap;
 import java.util.LinkedHashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
@@ -102,8 +103,10 @@ public record BudgetProperties(
 
     // Keys are read here rather than bound as enums, so that a wrong one gets the same report as every other bad value.
     private static MemoryLocation location(String property, String key) {
+        // in ASCII's case only: equalsIgnoreCase folds hoſt (a long s) to host and pınned (a dotless i) to pinned
+        String lowerCase = key.strip().toLowerCase(Locale.ROOT);
         for (MemoryLocation location : MemoryLocation.values()) {
-            if (location.name().equalsIgnoreCase(key.strip())) {
+            if (location.name().toLowerCase(Locale.ROOT).equals(lowerCase)) {
                 return location;
             }
         }

@@ -86,8 +86,10 @@ public record ManagerProperties(
 
     // Keys are read here rather than bound as enums, so that a wrong one gets the same report as every other bad value.
     private static MemoryLocation warmupLocation(String key) {
+        // in ASCII's case only: equalsIgnoreCase folds hoſt (a long s) to host and pınned (a dotless i) to pinned
+        String lowerCase = key.strip().toLowerCase(Locale.ROOT);
         for (MemoryLocation location : MemoryLocation.values()) {
-            if (location.name().equalsIgnoreCase(key.strip())) {
+            if (location.name().toLowerCase(Locale.ROOT).equals(lowerCase)) {
                 return location;
             }
         }

@@ -77,4 +77,24 @@ class BudgetPropertiesTests {
         assertThatThrownBy(() -> budget("1GB", Map.of(), Map.of(), "2GB").toSpec("a", PREFIX)).isInstanceOfSatisfying(InvalidSettingException.class,
                 e -> assertThat(e.property()).isEqualTo("compute.budgets.a.request-limit"));
     }
+
+    /**
+     * A key is a location as written in ASCII, whatever its case: Unicode case folding would take {@code hoſt} (a long s)
+     * for host and {@code pınned} (a dotless i) for pinned, so a key no one meant as either would limit or reserve it.
+     */
+    @Test
+    void aKeyThatOnlyUnicodeCaseFoldingMakesALocationIsNone() {
+        for (String key : new String[] {"ho\u017Ft", "p\u0131nned"}) {
+            assertThatThrownBy(() -> budget("1GB", Map.of(key, DataSize.ofMegabytes(1)), Map.of(), null).toSpec("a", PREFIX))
+                    .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                        assertThat(e.property()).isEqualTo("compute.budgets.a.location-limits." + key);
+                        assertThat(e.allowed()).isEqualTo("a location: device, host, pinned or unified");
+                    });
+            assertThatThrownBy(() -> budget("1GB", Map.of(), Map.of(key, DataSize.ofMegabytes(1)), null).toSpec("a", PREFIX))
+                    .isInstanceOfSatisfying(InvalidSettingException.class, e -> assertThat(e.property()).isEqualTo("compute.budgets.a.reservations." + key));
+        }
+        assertThat(budget("1GB", Map.of("Host", DataSize.ofMegabytes(1)), Map.of("PINNED", DataSize.ofMegabytes(1)), null).toSpec("a", PREFIX))
+                .as("ASCII in any case is the location").isEqualTo(BudgetSpec.of("a", 1L << 30).withLocationLimit(MemoryLocation.HOST, 1L << 20)
+                        .withReservation(MemoryLocation.PINNED, 1L << 20));
+    }
 }

@@ -81,6 +81,7 @@ class PoolingPropertiesTests {
             "compute.memory.pooling.warmup.host[0].count=3 | compute.memory.pooling.warmup.host[0].size | '' | a value is required",
             "compute.memory.pooling.warmup.host[0].size=1MB;compute.memory.pooling.enabled=false | compute.memory.pooling.warmup | {HOST=[1 x 1048576 bytes]} | compute.memory.pooling.enabled is false",
             "compute.memory.pooling.warmup.gpu[0].size=1MB | compute.memory.pooling.warmup.gpu | gpu | a location: device, host, pinned or unified",
+            "compute.memory.pooling.warmup.[ho\u017Ft][0].size=1MB | compute.memory.pooling.warmup.ho\u017Ft | ho\u017Ft | a location: device, host, pinned or unified",
     })
     void aBadShareOrWarmUpStopsStartUpNamingThePropertyAndWhatIsAllowed(String settings, String property, String value, String allowed) {
         AtomicReference<Environment> environment = new AtomicReference<>();

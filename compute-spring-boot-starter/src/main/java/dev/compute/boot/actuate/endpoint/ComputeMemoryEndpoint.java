@@ -281,11 +281,14 @@ public class ComputeMemoryEndpoint {
     }
 
     private static @Nullable MemoryLocation locationNamed(String name) {
-        try {
-            return MemoryLocation.valueOf(name.toUpperCase(Locale.ROOT));
-        } catch (IllegalArgumentException notALocation) {
-            return null;
+        // lower-cased, not upper-cased: toUpperCase makes hoſt (a long s) HOST and pınned (a dotless i) PINNED
+        String lowerCase = name.toLowerCase(Locale.ROOT);
+        for (MemoryLocation location : MemoryLocation.values()) {
+            if (location.name().toLowerCase(Locale.ROOT).equals(lowerCase)) {
+                return location;
+            }
         }
+        return null;
     }
 
     private static LeakDescriptor leaks(UnifiedMemoryManager manager) {

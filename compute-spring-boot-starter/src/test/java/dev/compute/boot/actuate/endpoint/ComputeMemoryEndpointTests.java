@@ -127,6 +127,7 @@ class ComputeMemoryEndpointTests {
         });
         assertThat(endpoint.manager("pinned")).as("a location the primary does not have").isNull();
         assertThat(endpoint.manager("nowhere")).isNull();
+        assertThat(endpoint.manager("ho\u017Ft")).as("a name that only Unicode case folding makes 'host'").isNull();
     }
 
     @Test
