@@ -26,6 +26,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.slf4j.LoggerFactory;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.diagnostics.FailureAnalysis;
@@ -206,6 +207,16 @@ class ComputeMemoryAutoConfigurationTests {
             "compute.memory.pooling.trim-interval=hourly        | a duration: a whole number with a unit ns, us, ms, s, m, h or d",
             "compute.memory.timeline.interval=5 sec             | a duration: a whole number with a unit ns, us, ms, s, m, h or d",
             "compute.health.fragmentation-warning-threshold=high| a number, such as 0.5",
+            // a value of the allowed form too large to count: the report says so, rather than allow what it refuses
+            "compute.memory.pooling.release-threshold=99999999999TB | a size: a whole number with a unit B, KB, MB, GB or TB, such as 512MB or 4GB"
+                    + " (a bare number is bytes), at most 8388607TB (99999999999TB is too large to count)",
+            "compute.memory.pooling.max-pool-size=99999999999TB | a size: a whole number with a unit B, KB, MB, GB or TB, such as 512MB or 4GB"
+                    + " (a bare number is bytes), or a share of the device's memory, such as 80%, at most 8388607TB (99999999999TB is too large to count)",
+            "compute.budgets.tenant-a.limit=99999999999TB       | a size: a whole number with a unit B, KB, MB, GB or TB, such as 512MB or 4GB"
+                    + " (a bare number is bytes), at most 8388607TB (99999999999TB is too large to count)",
+            "compute.memory.close-timeout=999999999999999999d   | a duration: a whole number with a unit ns, us, ms, s, m, h or d, such as 500ms, 30s or 5m"
+                    + " (a bare number is milliseconds), at most 106751991167300d (999999999999999999d is too large to count)",
+            "compute.device=99999999999                         | a whole number, such as 0 or 720, from -2147483648 to 2147483647 (99999999999 is too large to count)",
     })
     void aValueThatDoesNotConvertIsReportedWithTheValuesItsTypeAllows(String setting, String allowed) {
         String property = setting.substring(0, setting.indexOf('='));
@@ -217,6 +228,18 @@ class ComputeMemoryAutoConfigurationTests {
             assertThat(analysis.getDescription()).startsWith("A compute memory setting is invalid:")
                     .contains("Property: " + property).contains("Value: \"" + value + "\"").contains("Allowed: " + allowed);
             assertThat(analysis.getAction()).startsWith("Change " + property + " to " + allowed);
+        });
+    }
+
+    /** A whole number with letters after it is no number at all: not one too large to count. */
+    @ParameterizedTest
+    @ValueSource(strings = {"compute.device=1st", "compute.memory.timeline.capacity=12k"})
+    void aWholeNumberWithLettersAfterItIsNotCalledTooLarge(String setting) {
+        runner.withPropertyValues(setting).run(context -> {
+            assertThat(context).hasFailed();
+            FailureAnalysis analysis = new ComputeBindFailureAnalyzer().analyze(context.getStartupFailure());
+            assertThat(analysis).isNotNull();
+            assertThat(analysis.getDescription()).contains("Allowed: a whole number, such as 0 or 720\n").doesNotContain("too large");
         });
     }
 

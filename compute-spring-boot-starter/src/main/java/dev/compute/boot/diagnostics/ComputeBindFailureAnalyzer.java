@@ -37,8 +37,46 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
         Origin origin = property.getOrigin();
         // the property's own name: for a named manager's inherited settings it says where the value was set
         // (compute.managers.gpu.memory.leak-detection, or compute.memory.leak-detection), which the bound name does not
-        return SettingFailure.analysis(property.getName().toString(), String.valueOf(property.getValue()),
-                origin != null ? origin.toString() : "", allowed(cause.getTarget().getType().resolve()), cause);
+        String value = String.valueOf(property.getValue());
+        Class<?> type = cause.getTarget().getType().resolve();
+        String allowed = allowed(type);
+        String largest = largest(type);
+        if (largest != null && tooLarge(rootFailure, type, value)) {
+            // its form is the one allowed: without the bound, the report would allow the very value it refuses
+            allowed += ", " + largest + " (" + value.strip() + " is too large to count)";
+        }
+        return SettingFailure.analysis(property.getName().toString(), value, origin != null ? origin.toString() : "", allowed, cause);
+    }
+
+    /**
+     * Whether {@code value} failed to convert for its size alone: a size or duration past what a {@code long} counts
+     * (Spring's multiplication overflowed), or a whole number past its type (a unit after it only where the type has units:
+     * {@code 1st} is no whole number at all).
+     */
+    private boolean tooLarge(Throwable failure, @Nullable Class<?> type, String value) {
+        if (findCause(failure, ArithmeticException.class) != null) {
+            return true;
+        }
+        String number = type == DataSize.class || type == PoolSize.class || type == Duration.class ? value.strip().replaceFirst("[a-zA-Z]+$", "")
+                : value.strip();
+        return findCause(failure, NumberFormatException.class) != null && number.matches("[-+]?\\d+");
+    }
+
+    /** The largest value of {@code type}, in the words of application.yml; {@code null} for a type without one to say. */
+    private static @Nullable String largest(@Nullable Class<?> type) {
+        if (type == DataSize.class || type == PoolSize.class) {
+            return "at most " + Long.MAX_VALUE / DataSize.ofTerabytes(1).toBytes() + "TB";
+        }
+        if (type == Duration.class) {
+            return "at most " + Long.MAX_VALUE / Duration.ofDays(1).toSeconds() + "d";
+        }
+        if (type == int.class || type == Integer.class) {
+            return "from " + Integer.MIN_VALUE + " to " + Integer.MAX_VALUE;
+        }
+        if (type == long.class || type == Long.class) {
+            return "from " + Long.MIN_VALUE + " to " + Long.MAX_VALUE;
+        }
+        return null;
     }
 
     /** What a value of {@code type} may be, in the words of application.yml. */
