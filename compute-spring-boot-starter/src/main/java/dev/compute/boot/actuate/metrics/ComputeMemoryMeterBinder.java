@@ -181,7 +181,7 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         meters.add(recent.gauge(registry, ComputeMeters.BUDGET_LIMIT, tags, BudgetStatistics::limitBytes));
         meters.add(recent.gauge(registry, ComputeMeters.BUDGET_RESERVED, tags, BudgetStatistics::reservedBytes));
         meters.add(recent.gauge(registry, ComputeMeters.BUDGET_LIVE_BUFFERS, tags, BudgetStatistics::liveBuffers));
-        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_WAITING, tags, BudgetStatistics::waitingRequests));
+        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_WAITING, tags, recent::waitingInAll));
         meters.add(recent.counter(registry, ComputeMeters.BUDGET_ALLOCATIONS, tags, BudgetStatistics::allocations));
         meters.add(recent.counter(registry, ComputeMeters.BUDGET_REFUSALS, tags, BudgetStatistics::refusals));
     }
@@ -194,6 +194,8 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
 
         private final MemoryBudget budget;
         private @Nullable BudgetStatistics last;
+        /** The requests queued in the budgets under it when {@link #last} was read: each waits in its own budget's queue. */
+        private long waitingUnder;
         private long readAt;
 
         RecentBudgetStatistics(MemoryBudget budget) {
@@ -207,9 +209,23 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
             long now = System.nanoTime();
             if (last == null || now - readAt > MAX_AGE_NANOS) {
                 last = budget.statistics();
+                waitingUnder = waitingUnder(budget);
                 readAt = now;
             }
             return figure.applyAsDouble(last);
+        }
+
+        /** Its requests waiting and those of the budgets under it (requests', tasks'), as its other figures count theirs. */
+        double waitingInAll(BudgetStatistics own) {
+            return own.waitingRequests() + waitingUnder;
+        }
+
+        private static long waitingUnder(MemoryBudget budget) {
+            long waiting = 0;
+            for (MemoryBudget child : budget.children()) {
+                waiting += child.statistics().waitingRequests() + waitingUnder(child);
+            }
+            return waiting;
         }
 
         // Each meter reads the budget it is of, which the configured budgets hold, and not this, which a meter would hold

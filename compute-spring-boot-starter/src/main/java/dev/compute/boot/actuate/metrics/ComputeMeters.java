@@ -63,7 +63,7 @@ public enum ComputeMeters implements MeterDocumentation {
     BUDGET_LIVE_BUFFERS("compute.memory.budget.live.buffers", Meter.Type.GAUGE, "buffers",
             "Buffers a configured budget holds, with the budgets under it", Tag.BUDGET),
     BUDGET_WAITING("compute.memory.budget.waiting", Meter.Type.GAUGE, "requests",
-            "allocateAsync requests queued for a configured budget's room", Tag.BUDGET),
+            "allocateAsync requests queued for room in a configured budget or a budget under it", Tag.BUDGET),
     BUDGET_ALLOCATIONS("compute.memory.budget.allocations", Meter.Type.COUNTER, null,
             "Buffers allocated through a configured budget or a budget under it", Tag.BUDGET),
     BUDGET_REFUSALS("compute.memory.budget.refusals", Meter.Type.COUNTER, null,

@@ -22,6 +22,8 @@ import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -79,6 +81,30 @@ class ComputeMemoryMeterBinderTests {
 
         assertThat(registry.getMeters()).as("no meter of a closed budget, reading NaN").hasSize(metersBefore);
         assertThat(registry.scrape()).doesNotContain("budget=");
+    }
+
+    /**
+     * With a budget per request, every allocateAsync waits in a request's budget: the tenant's waiting meter counts those
+     * too, as its other meters count what the budgets under it hold, or it would read 0 while its requests queue.
+     */
+    @Test
+    void aConfiguredBudgetsWaitingRequestsCountThoseQueuedInTheBudgetsUnderIt() throws Exception {
+        ComputeBudgets budgets = new ComputeBudgets();
+        MemoryBudget tenant = manager.budget("tenant-w", 1L << 20);
+        budgets.add("default", tenant, 1L << 20);
+        new ComputeMemoryMeterBinder(new ObservedManagers(Map.of("unifiedMemoryManager", manager), manager), new MemoryEventRelays(), budgets)
+                .bindTo(registry);
+        try (MemoryBudget first = tenant.child("request-1", 1L << 20); MemoryBudget second = tenant.child("request-2", 1L << 20)) {
+            UnifiedBuffer held = first.allocate(1L << 20, MemoryLocation.DEVICE);
+            CompletableFuture<UnifiedBuffer> waiting = second.allocateAsync(1L << 20, MemoryLocation.DEVICE, Duration.ofMinutes(1));
+            await().atMost(Duration.ofSeconds(10)).until(() -> second.statistics().waitingRequests() == 1);
+
+            assertThat(registry.get("compute.memory.budget.waiting").tag("budget", "tenant-w").gauge().value())
+                    .as("request-2 waits for the room tenant-w's limit leaves").isEqualTo(1);
+
+            held.close();
+            waiting.get(10, TimeUnit.SECONDS).close();
+        }
     }
 
     @Test
