@@ -136,8 +136,8 @@ public final class ComputeBudgets {
      * Once it closes, its meters go. A closed budget of the same name on that manager (a tenant that left and came back)
      * is no longer observed: the new one takes its name, its place and meters of its own.
      *
-     * @throws IllegalArgumentException for a budget another manager made than the starter's manager of that name; for a
-     *     budget made under another (a request's): only the top ones are observed; for
+     * @throws IllegalArgumentException for a budget another manager made than the starter's manager of that name, or one
+     *     of the starter's managers made under a name none of them has; for a budget made under another (a request's): only the top ones are observed; for
      *     a name that an open budget observed on that manager has already; for a request limit that is not positive or
      *     is above the budget's limit
      */
@@ -150,6 +150,16 @@ public final class ComputeBudgets {
             // observed under the wrong manager, its meters, health and requests (gpu/search) would be that manager's
             throw new IllegalArgumentException("memory budget '" + budget.name() + "' is not a budget of manager '" + manager
                     + "': add it for the manager that made it");
+        }
+        if (owner == null && !budget.isClosed()) {
+            // a name none of the starter's managers has (a typo) for a budget one of them made: no meters, health or
+            // request (gpu/search) would find it under that name
+            for (Map.Entry<String, UnifiedMemoryManager> made : managers.entrySet()) {
+                if (made.getValue().budgets().contains(budget)) {
+                    throw new IllegalArgumentException("memory budget '" + budget.name() + "' is not a budget of manager '" + manager
+                            + "' but of '" + made.getKey() + "': add it for the manager that made it");
+                }
+            }
         }
         if (requestLimitBytes <= 0 || requestLimitBytes > budget.limitBytes()) { // as compute.budgets.<name>.request-limit is checked
             throw new IllegalArgumentException("the request limit of memory budget '" + budget.name() + "' must be positive and at most its limit of "

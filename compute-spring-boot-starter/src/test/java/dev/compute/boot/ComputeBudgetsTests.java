@@ -153,6 +153,10 @@ class ComputeBudgetsTests {
                 org.assertj.core.api.Assertions.assertThatThrownBy(() -> budgets.add("gpu", onCpu, MiB)).isInstanceOf(IllegalArgumentException.class)
                         .hasMessage("memory budget 'runtime' is not a budget of manager 'gpu': add it for the manager that made it");
                 assertThat(budgets.all()).as("nothing observed").isEmpty();
+                // a name none of the starter's managers has (a typo): no meters, health or gpu/runtime would ever find the budget
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> budgets.add("cpuu", onCpu, MiB)).isInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("memory budget 'runtime' is not a budget of manager 'cpuu' but of 'cpu': add it for the manager that made it");
+                assertThat(budgets.all()).as("nothing observed").isEmpty();
                 assertThat(budgets.add("cpu", onCpu, MiB).manager()).isEqualTo("cpu");
             }
         });
