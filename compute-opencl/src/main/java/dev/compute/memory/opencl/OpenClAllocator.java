@@ -44,6 +44,11 @@ final class OpenClAllocator {
     private final AtomicInteger liveAllocations = new AtomicInteger();
     /** The sub-buffers device accesses use, kept from one access to the next. */
     private final SubBuffers keptSubBuffers = new SubBuffers();
+    /**
+     * Test-only: a code the next release of a buffer by {@link #free} returns instead of releasing it, where not
+     * {@code CL_SUCCESS} (a release the implementation refuses, which PoCL never does).
+     */
+    volatile int failNextReleaseWith = CL.CL_SUCCESS;
 
     OpenClAllocator(OpenClDeviceProperties properties, OpenClQueue queue) {
         this.properties = properties;
@@ -154,19 +159,16 @@ final class OpenClAllocator {
      * or nothing for SVM, which went with its context.
      */
     void free(NativeAllocation allocation) {
-        if (allocation.location() != MemoryLocation.HOST) {
-            liveAllocations.decrementAndGet();
-        }
         switch (allocation.handle()) {
             case cl_mem memory -> {
                 keptSubBuffers.dropAll(memory);
-                OpenClCalls.check(CL.clReleaseMemObject(memory), "clReleaseMemObject");
+                OpenClCalls.check(releaseMemObject(memory), "clReleaseMemObject");
                 deviceBytes.giveBack(allocation.sizeBytes());
             }
             case OpenClBackend.PinnedBuffer pinned -> {
                 queue.runUnlessReleased(() -> OpenClCalls.check(
                         CL.clEnqueueUnmapMemObject(queue.commandQueue(), pinned.memory(), pinned.mapping(), 0, null, null), "clEnqueueUnmapMemObject"));
-                OpenClCalls.check(CL.clReleaseMemObject(pinned.memory()), "clReleaseMemObject");
+                OpenClCalls.check(releaseMemObject(pinned.memory()), "clReleaseMemObject");
             }
             case Arena arena -> arena.close();
             case OpenClBackend.SharedVirtualMemory svm -> {
@@ -184,6 +186,20 @@ final class OpenClAllocator {
             }
             case null, default -> throw new IllegalArgumentException("not an allocation of this backend: " + allocation);
         }
+        if (allocation.location() != MemoryLocation.HOST) {
+            // counted out once given back: a buffer whose release was refused is still in the context, which the
+            // backend's close must then keep for the device handles that may reach it
+            liveAllocations.decrementAndGet();
+        }
+    }
+
+    private int releaseMemObject(cl_mem memory) {
+        int refused = failNextReleaseWith;
+        if (refused != CL.CL_SUCCESS) {
+            failNextReleaseWith = CL.CL_SUCCESS;
+            return refused;
+        }
+        return CL.clReleaseMemObject(memory);
     }
 
     /**

@@ -247,4 +247,15 @@ class OpenClAllocatorTest {
                 .isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
         kept.forEach(allocator::free); // no unmap, finish or SVM free on the released queue and context
     }
+
+    @Test
+    void aDeviceBufferWhoseReleaseIsRefusedStaysLiveAndIsFreedLater() {
+        NativeAllocation buffer = allocator.allocate(MemoryLocation.DEVICE, 1024);
+        allocator.failNextReleaseWith = CL.CL_OUT_OF_RESOURCES;
+        assertThatThrownBy(() -> allocator.free(buffer)).isInstanceOf(BackendOutOfMemoryException.class);
+        // the buffer is still in the context: the backend's close must not release the context under it
+        assertThat(allocator.holdsMemory()).as("a buffer the implementation kept is still live").isTrue();
+        allocator.free(buffer);
+        assertThat(allocator.holdsMemory()).isFalse();
+    }
 }
