@@ -9,6 +9,7 @@ import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.testing.LogCapture;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -18,6 +19,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.logging.Level;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.cl_event;
@@ -257,5 +259,24 @@ class OpenClAllocatorTest {
         assertThat(allocator.holdsMemory()).as("a buffer the implementation kept is still live").isTrue();
         allocator.free(buffer);
         assertThat(allocator.holdsMemory()).isFalse();
+    }
+
+    @Test
+    void aPinnedBufferWhoseReleaseIsRefusedIsNeverHandedBackUnmapped() {
+        NativeAllocation pinned = allocator.allocate(MemoryLocation.PINNED, 4096);
+        allocator.failNextReleaseWith = CL.CL_OUT_OF_RESOURCES;
+        try (LogCapture backendLog = LogCapture.of(OpenClBackend.class.getName())) {
+            allocator.free(pinned);
+            assertThat(backendLog.messages(Level.WARNING)).anyMatch(message -> message.contains("kept out of use"));
+        } catch (RuntimeException refused) {
+            // a free that throws leaves the allocation its caller's, cached by a pool for reuse: its host memory must
+            // still be mapped, since a later host access reads it through that mapping
+            int[] mapCount = new int[1];
+            OpenClCalls.check(CL.clFinish(queue.commandQueue()), "clFinish");
+            OpenClCalls.check(CL.clGetMemObjectInfo(((OpenClBackend.PinnedBuffer) pinned.handle()).memory(), CL.CL_MEM_MAP_COUNT,
+                    Integer.BYTES, Pointer.to(mapCount), null), "clGetMemObjectInfo");
+            assertThat(mapCount[0]).as("the refused free's allocation is still mapped").isEqualTo(1);
+            allocations.add(pinned);
+        }
     }
 }
