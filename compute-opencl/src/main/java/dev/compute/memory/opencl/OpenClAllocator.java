@@ -7,6 +7,7 @@ import static org.jocl.CL.CL_MEM_READ_WRITE;
 import static org.jocl.CL.CL_MEM_SVM_FINE_GRAIN_BUFFER;
 import static org.jocl.CL.CL_MEM_USE_HOST_PTR;
 
+import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.internal.BytesLedger;
 import dev.compute.memory.spi.BackendAvailability;
@@ -182,15 +183,14 @@ final class OpenClAllocator {
             case OpenClBackend.SharedVirtualMemory svm -> {
                 // waited for outside the lifecycle lock, under which other threads queue their markers meanwhile
                 boolean ended = queue.isReleased() || queue.queuedWorkEnds("clSVMFree");
-                queue.runUnlessReleased(() -> {
-                    if (ended) {
-                        CL.clSVMFree(queue.context(), svm.pointer());
-                    } else { // a command queued earlier may still use it: kept, as the close keeps what stuck work may use
-                        System.getLogger(OpenClBackend.class.getName()).log(System.Logger.Level.WARNING, "device work queued before the free"
-                                + " of " + allocation.sizeBytes() + " bytes of shared virtual memory had not ended within the device wait;"
-                                + " the memory is kept, not freed under it");
-                    }
-                });
+                if (!ended) {
+                    // a command queued earlier may still use it: kept, and refused, so that it stays counted as held (the
+                    // caller's ledger, the live allocations the close keeps the context for) and a later free tries again
+                    throw new DeviceTimeoutException("device work queued before the free of " + allocation.sizeBytes() + " bytes of"
+                            + " shared virtual memory had not ended " + queue.deviceWait().toMillis() + " ms later"
+                            + " (compute.memory.device-wait-timeout); the memory is kept, not freed under it", queue.deviceWait());
+                }
+                queue.runUnlessReleased(() -> CL.clSVMFree(queue.context(), svm.pointer()));
             }
             case null, default -> throw new IllegalArgumentException("not an allocation of this backend: " + allocation);
         }

@@ -286,6 +286,11 @@ final class OpenClQueue {
         return queue;
     }
 
+    /** How long the backend's blocking commands wait for the work queued before them. */
+    Duration deviceWait() {
+        return deviceWait;
+    }
+
     /** As {@link #awaitQueuedWork}: false where the work queued so far has not ended within the device wait. */
     boolean queuedWorkEnds(String before) {
         long seen = queuedCount.get(); // read before the marker: what it counts is in the queue ahead of it

@@ -279,4 +279,28 @@ class OpenClAllocatorTest {
             allocations.add(pinned);
         }
     }
+
+    @Test
+    void anSvmFreeKeptForStuckWorkIsRefusedAndStaysLive() {
+        assumeTrue(properties.unifiedSupport().available(), "no shared virtual memory on " + properties.device().describe());
+        queue.close(Duration.ofSeconds(10), () -> { });
+        queue = new OpenClQueue(device, properties.markersTakeWaitLists(), Duration.ofMillis(100));
+        allocator = new OpenClAllocator(properties, queue);
+        NativeAllocation svm = allocator.allocate(MemoryLocation.UNIFIED, 1024);
+        int[] error = new int[1];
+        cl_event gate = CL.clCreateUserEvent(queue.context(), error);
+        OpenClCalls.check(error[0], "clCreateUserEvent");
+        try {
+            OpenClCalls.check(CL.clEnqueueBarrierWithWaitList(queue.commandQueue(), 1, new cl_event[] {gate}, null), "clEnqueueBarrierWithWaitList");
+            OpenClCalls.check(CL.clFlush(queue.commandQueue()), "clFlush");
+            // kept rather than freed under the work: the caller must not count it given back, nor the close think it gone
+            assertThatThrownBy(() -> allocator.free(svm)).hasMessageContaining("shared virtual memory");
+            assertThat(allocator.holdsMemory()).isTrue();
+        } finally {
+            OpenClCalls.check(CL.clSetUserEventStatus(gate, CL.CL_COMPLETE), "clSetUserEventStatus");
+            CL.clReleaseEvent(gate);
+        }
+        allocator.free(svm); // the work has ended: now it goes
+        assertThat(allocator.holdsMemory()).isFalse();
+    }
 }
