@@ -41,7 +41,14 @@ int cuMemRelease(u64 h){ if(h<1000){errors++;return 1;} released++; live--; retu
 static u64 mappedAt[1024], failUnmapAt;
 static int mappedSlot(u64 p){ for(int i=0;i<1024;i++) if(mappedAt[i]==p) return i; return -1; }
 int cuMemMap(u64 p, size_t size, size_t off, u64 h, u64 flags){ if(size!=G||off||flags||h<1000||p%G||mappedSlot(p)>=0){errors++;return 1;} mappedAt[mappedSlot(0)]=p; mapped++; return 0; }
-int cuMemUnmap(u64 p, size_t size){ if(p&&p==failUnmapAt){failUnmapAt=0;return 999;} int slot=mappedSlot(p); if(size!=G||p%G||slot<0){errors++;return 1;} mappedAt[slot]=0; unmapped++; return 0; }
+// stub_block_frees makes each cuMemUnmap and cuMemFree_v2 wait in the driver, as on a hung device, until stub_unblock_frees;
+// stub_blocked_frees says how many wait now
+static pthread_mutex_t blockLock=PTHREAD_MUTEX_INITIALIZER; static pthread_cond_t unblocked=PTHREAD_COND_INITIALIZER; static int blockFrees, blockedFrees;
+void stub_block_frees(void){ pthread_mutex_lock(&blockLock); blockFrees=1; pthread_mutex_unlock(&blockLock); }
+void stub_unblock_frees(void){ pthread_mutex_lock(&blockLock); blockFrees=0; pthread_cond_broadcast(&unblocked); pthread_mutex_unlock(&blockLock); }
+int stub_blocked_frees(void){ pthread_mutex_lock(&blockLock); int n=blockedFrees; pthread_mutex_unlock(&blockLock); return n; }
+static void waitWhileFreesBlocked(void){ pthread_mutex_lock(&blockLock); if(blockFrees){ blockedFrees++; while(blockFrees) pthread_cond_wait(&unblocked,&blockLock); blockedFrees--; } pthread_mutex_unlock(&blockLock); }
+int cuMemUnmap(u64 p, size_t size){ waitWhileFreesBlocked(); if(p&&p==failUnmapAt){failUnmapAt=0;return 999;} int slot=mappedSlot(p); if(size!=G||p%G||slot<0){errors++;return 1;} mappedAt[slot]=0; unmapped++; return 0; }
 void stub_fail_unmap(u64 p){ failUnmapAt=p; }
 int cuMemSetAccess(u64 p, size_t size, const int* desc, size_t count){ if(count!=1||desc[0]!=1||desc[1]!=0||desc[2]!=3||size%G){errors++;return 1;} accessCalls++; return 0; }
 void stub_counters(long* o){ o[0]=created;o[1]=released;o[2]=mapped;o[3]=unmapped;o[4]=reserved;o[5]=freed;o[6]=accessCalls;o[7]=errors;o[8]=live; }
@@ -80,7 +87,7 @@ static int failsFree(u64 p){ if(p&&p==failFreeAt){failFreeAt=0;return 1;} return
 int cuMemFreeHost(void* p){ if(!p){errors++;return 1;} if(failsFree((u64)p)) return 999; return untrack(p,HOST_MEMORY); }
 int cuMemAllocManaged(u64* p, size_t size, unsigned flags){ if(needContext()) return 201; if(!size||flags!=1){errors++;return 1;} *p=(u64)track(size,MANAGED_MEMORY); return *p?0:2; }
 int cuMemAlloc_v2(u64* p, size_t size){ if(needContext()) return 201; if(!size){errors++;return 1;} *p=(u64)track(size,DEVICE_MEMORY); return *p?0:2; }
-int cuMemFree_v2(u64 p){ if(failsFree(p)) return 999; return untrack((void*)p,MANAGED_MEMORY|DEVICE_MEMORY); }
+int cuMemFree_v2(u64 p){ waitWhileFreesBlocked(); if(failsFree(p)) return 999; return untrack((void*)p,MANAGED_MEMORY|DEVICE_MEMORY); }
 int cuMemGetInfo_v2(size_t* freeBytes, size_t* total){ if(needContext()) return 201; *freeBytes=70ull<<30; *total=80ull<<30; return 0; }
 
 int cuDevicePrimaryCtxRetain(void** c, int d){ if(d!=0) return 101; __sync_fetch_and_add(&contextReferences,1); *c=CONTEXT; return 0; }

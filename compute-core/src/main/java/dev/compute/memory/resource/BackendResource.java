@@ -34,8 +34,9 @@ import org.jspecify.annotations.Nullable;
  * are not counted), exact at every moment; {@link #backendAllocations()} counts allocations and page maps,
  * {@link #backendFrees()} frees and unmaps. Each backend call is timed for the {@link MemoryEventListener}.
  *
- * <p>Thread-safe: backend calls and the ledger are guarded by this object's monitor (uncontended under a pool,
- * whose own lock is held around them); figures are read without it.
+ * <p>Thread-safe: the ledger is guarded by this object's monitor, and so are the backend's allocations and maps (uncontended
+ * under a pool, whose own lock is held around them); frees and unmaps are called without it, their memory taken out of the
+ * ledger's reach first, so that a hung driver's free holds up no other call. Figures are read without it.
  */
 public final class BackendResource implements MemoryResource, InspectableResource {
 
@@ -229,42 +230,59 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             return;
         }
         NativeAllocation segment = block.segment();
+        WholeAllocation whole;
         synchronized (this) {
             if (!(block instanceof WholeAllocation) || live.get(segment) != block || pending.containsKey(segment)) {
                 throw new IllegalArgumentException("this block was not allocated by this resource, or was freed already: " + block);
             }
-            if (inFlight.isDone()) {
-                free(segment);
-                return;
+            if (!inFlight.isDone()) {
+                pending.put(segment, inFlight);
+                whole = null;
+            } else {
+                whole = live.remove(segment);
             }
-            pending.put(segment, inFlight);
+        }
+        if (whole != null) {
+            free(whole);
+            return;
         }
         inFlight.whenComplete((result, failure) -> freePending(segment, inFlight));
     }
 
-    private synchronized void freePending(NativeAllocation segment, CompletableFuture<?> work) {
-        if (!closed && pending.remove(segment, work)) {
-            free(segment);
+    private void freePending(NativeAllocation segment, CompletableFuture<?> work) {
+        WholeAllocation whole;
+        synchronized (this) {
+            if (closed || !pending.remove(segment, work)) {
+                return;
+            }
+            whole = live.remove(segment);
+        }
+        if (whole != null) {
+            free(whole);
         }
     }
 
-    /** Under the monitor. */
-    private void free(NativeAllocation segment) {
-        WholeAllocation whole = live.remove(segment);
-        if (whole == null) {
-            return;
-        }
+    /**
+     * Has the backend free an allocation taken out of {@link #live}, then settles the ledger. The call is made without
+     * the monitor: a slow or hung driver's free holds up no other allocation, nor the figures read under it.
+     */
+    private void free(WholeAllocation whole) {
+        NativeAllocation segment = whole.segment();
         long start = System.nanoTime();
         try {
             backend.free(segment);
         } catch (RuntimeException | Error refused) {
-            live.put(segment, whole); // the backend kept it: still live and reserved, for a later free (or the close) to try again
+            synchronized (this) {
+                live.put(segment, whole); // the backend kept it: still live and reserved, for a later free (or the close) to try again
+            }
             throw refused;
         }
         long nanos = System.nanoTime() - start;
-        frees++;
-        segments--;
-        remove(segment.sizeBytes());
+        synchronized (this) {
+            frees++;
+            segments--;
+            remove(segment.sizeBytes());
+        }
         events.backendFreed(location, segment.sizeBytes(), nanos);
     }
 
@@ -390,9 +408,10 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             }
             pending.clear();
             RuntimeException failure = null;
-            for (NativeAllocation segment : List.copyOf(live.keySet())) {
+            for (WholeAllocation whole : List.copyOf(live.values())) {
+                live.remove(whole.segment());
                 try {
-                    free(segment);
+                    free(whole);
                 } catch (RuntimeException refused) { // a free the backend refused stops no other
                     if (failure == null) {
                         failure = refused;

@@ -62,12 +62,16 @@ public final class PageMapping {
         }
     }
 
-    /** Gives the memory behind {@code [offset, offset + length)} back; the addresses stay reserved. */
+    /**
+     * Gives the memory behind {@code [offset, offset + length)} back; the addresses stay reserved. The driver is called
+     * without the resource's monitor (the caller owns those pages alone): a hung unmap holds up no other map or free.
+     */
     public void unmap(NativeAllocation range, long offset, long length) {
+        long start = System.nanoTime();
+        memory.unmap(range, offset, length);
+        long nanos = System.nanoTime() - start;
         synchronized (owner) {
-            long start = System.nanoTime();
-            memory.unmap(range, offset, length);
-            owner.pagesUnmapped(length, System.nanoTime() - start);
+            owner.pagesUnmapped(length, nanos);
         }
     }
 

@@ -260,6 +260,21 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("anOptionBeyondItsBoundFailsAtStartNamingIt");
     }
 
+    @Test
+    void aTrimStuckInTheDriverHoldsUpNoAllocationNorFigureRead() throws Exception {
+        inFakeDriverJvm("aTrimStuckInTheDriverHoldsUpNoAllocationNorFigureRead");
+    }
+
+    @Test
+    void theManagersCloseWaitsForATrimInTheDriverAndFreesNothingTwice() throws Exception {
+        inFakeDriverJvm("theManagersCloseWaitsForATrimInTheDriverAndFreesNothingTwice");
+    }
+
+    @Test
+    void aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere() throws Exception {
+        inFakeDriverJvm("aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     public static void main(String[] args) {
@@ -304,6 +319,11 @@ class CudaBackendOnFakeDriverTest {
                 case "anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes" ->
                         Scenarios.anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes();
                 case "anOptionBeyondItsBoundFailsAtStartNamingIt" -> Scenarios.anOptionBeyondItsBoundFailsAtStartNamingIt();
+                case "aTrimStuckInTheDriverHoldsUpNoAllocationNorFigureRead" -> Scenarios.aTrimStuckInTheDriverHoldsUpNoAllocationNorFigureRead();
+                case "theManagersCloseWaitsForATrimInTheDriverAndFreesNothingTwice" ->
+                        Scenarios.theManagersCloseWaitsForATrimInTheDriverAndFreesNothingTwice();
+                case "aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere" ->
+                        Scenarios.aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -327,6 +347,10 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle KERNEL_COUNTERS = stub("stub_kernel_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
         private static final MethodHandle FAIL_FREE = stub("stub_fail_free", FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
         private static final MethodHandle HELD_COPIES = stub("stub_held_copies", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
+        private static final MethodHandle BLOCK_FREES = stub("stub_block_frees", FunctionDescriptor.ofVoid());
+        private static final MethodHandle UNBLOCK_FREES = stub("stub_unblock_frees", FunctionDescriptor.ofVoid());
+        private static final MethodHandle BLOCKED_FREES = stub("stub_blocked_frees", FunctionDescriptor.of(ValueLayout.JAVA_INT));
+        private static final MethodHandle FAIL_UNMAP = stub("stub_fail_unmap", FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
             return Linker.nativeLinker().downcallHandle(FAKE.find(name).orElseThrow(
@@ -1424,6 +1448,131 @@ class CudaBackendOnFakeDriverTest {
             assertThat(after.device()).as("device memory").isZero();
             assertThat(warnings).as("the backend's warnings").isEmpty();
             access.close();
+        }
+
+        /**
+         * A trim stuck in the driver's unmap (pages mapped) or free (plain segments), as on a hung device, holds up neither
+         * an allocation that needs memory of its own nor a read of the figures: neither waits on a driver call of the
+         * trim's. Once the driver returns, the trim gives the memory back and the figures say so.
+         */
+        static void aTrimStuckInTheDriverHoldsUpNoAllocationNorFigureRead() throws Throwable {
+            for (int vmm : new int[] {1, 0}) {
+                VMM.invokeExact(vmm);
+                CudaBackend backend = open();
+                try (UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build()) {
+                    manager.allocate(8 << 20, MemoryLocation.DEVICE).close();
+                    long reserved = manager.statistics(MemoryLocation.DEVICE).reservedBytes();
+                    BLOCK_FREES.invokeExact();
+                    CompletableFuture<Long> trim = new CompletableFuture<>();
+                    Thread.ofPlatform().name("trimming").start(() -> {
+                        try {
+                            trim.complete(manager.releaseCachedMemory());
+                        } catch (Throwable t) {
+                            trim.completeExceptionally(t);
+                        }
+                    });
+                    try {
+                        while ((int) BLOCKED_FREES.invokeExact() == 0) {
+                            assertThat(trim).as("the trim, before it reached the driver").isNotDone();
+                            Thread.onSpinWait();
+                        }
+                        CompletableFuture<UnifiedBuffer> allocation = CompletableFuture.supplyAsync(() -> manager.allocate(4096, MemoryLocation.DEVICE));
+                        assertThat(allocation).as("an allocation while the trim is in the driver (vmm %d)", vmm).succeedsWithin(Duration.ofSeconds(20));
+                        CompletableFuture<dev.compute.memory.MemoryStatistics> figures = CompletableFuture.supplyAsync(() -> manager.statistics(MemoryLocation.DEVICE));
+                        assertThat(figures).as("the figures while the trim is in the driver (vmm %d)", vmm).succeedsWithin(Duration.ofSeconds(20))
+                                .satisfies(stats -> assertThat(stats.reservedBytes()).as("what the driver has not given back yet").isGreaterThanOrEqualTo(reserved));
+                        allocation.join().close();
+                    } finally {
+                        UNBLOCK_FREES.invokeExact();
+                    }
+                    assertThat(trim).succeedsWithin(Duration.ofSeconds(20)).satisfies(released -> assertThat(released).isGreaterThanOrEqualTo(8L << 20));
+                    manager.releaseCachedMemory();
+                    dev.compute.memory.MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
+                    assertThat(after.reservedBytes()).as("reserved after giving back all (vmm %d)", vmm).isZero();
+                    assertThat(after.cachedBytes()).isZero();
+                    assertThat(after.segments()).isLessThanOrEqualTo(2); // the ranges stay reserved, address space only
+                }
+                assertThat(counters().rejected()).as("calls the fake rejected").isZero();
+                assertThat(counters().device()).as("device memory left").isZero();
+            }
+        }
+
+        /**
+         * A trim whose unmap the driver refuses leaves the pages mapped and the pool's: the figures as before the trim, the
+         * pages reused by the next allocation without a map, and given back by the next trim.
+         */
+        static void aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere() throws Throwable {
+            VMM.invokeExact(1);
+            CudaBackend backend = open();
+            try (UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build()) {
+                UnifiedBuffer buffer = manager.allocate(8 << 20, MemoryLocation.DEVICE);
+                long address;
+                try (BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
+                    address = access.handle(CudaDeviceHandle.class).address();
+                }
+                buffer.close();
+                dev.compute.memory.MemoryStatistics before = manager.statistics(MemoryLocation.DEVICE);
+                FAIL_UNMAP.invokeExact(address);
+                assertThatThrownBy(manager::releaseCachedMemory).hasMessageContaining("999");
+                dev.compute.memory.MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
+                assertThat(after.reservedBytes()).isEqualTo(before.reservedBytes()).isPositive();
+                assertThat(after.cachedBytes()).isEqualTo(before.cachedBytes());
+                assertThat(after.largestFreeBlockBytes()).isEqualTo(before.largestFreeBlockBytes());
+                assertThat(after.backendFrees()).isEqualTo(before.backendFrees());
+                manager.allocate(8 << 20, MemoryLocation.DEVICE).close();
+                assertThat(manager.statistics(MemoryLocation.DEVICE).backendAllocations()).as("the pages reused, not mapped again")
+                        .isEqualTo(before.backendAllocations());
+                assertThat(manager.releaseCachedMemory()).isEqualTo(before.reservedBytes());
+                assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+            }
+            assertThat(counters().rejected()).as("calls the fake rejected").isZero();
+        }
+
+        /**
+         * The manager's close begun while a trim is in the driver's unmap or free waits for it, then frees the rest: the
+         * memory the trim gave back is not freed a second time, nor what it has not yet kept from the close.
+         */
+        static void theManagersCloseWaitsForATrimInTheDriverAndFreesNothingTwice() throws Throwable {
+            for (int vmm : new int[] {1, 0}) {
+                VMM.invokeExact(vmm);
+                CudaBackend backend = open();
+                UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
+                manager.allocate(8 << 20, MemoryLocation.DEVICE).close();
+                UnifiedBuffer live = manager.allocate(4096, MemoryLocation.DEVICE);
+                BLOCK_FREES.invokeExact();
+                AtomicReference<Throwable> failure = new AtomicReference<>();
+                Thread trimming = Thread.ofPlatform().name("trimming").start(() -> {
+                    try {
+                        manager.releaseCachedMemory();
+                    } catch (Throwable t) {
+                        failure.set(t);
+                    }
+                });
+                Thread closing;
+                try {
+                    while ((int) BLOCKED_FREES.invokeExact() == 0) {
+                        Thread.onSpinWait();
+                    }
+                    closing = Thread.ofPlatform().name("closing").start(() -> {
+                        try {
+                            live.close();
+                            manager.close();
+                        } catch (Throwable t) {
+                            failure.compareAndSet(null, t);
+                        }
+                    });
+                    while (closing.isAlive() && closing.getState() == Thread.State.RUNNABLE) {
+                        Thread.onSpinWait(); // until the close waits (for the trim), or has returned
+                    }
+                } finally {
+                    UNBLOCK_FREES.invokeExact();
+                }
+                trimming.join();
+                closing.join();
+                assertThat(failure.get()).as("the trim and the close (vmm %d)", vmm).isNull();
+                assertThat(counters().rejected()).as("calls the fake rejected: memory freed twice (vmm %d)", vmm).isZero();
+                assertThat(counters().device()).as("device memory left (vmm %d)", vmm).isZero();
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.IntToLongFunction;
 import org.jspecify.annotations.Nullable;
@@ -140,8 +141,10 @@ import org.jspecify.annotations.Nullable;
  * reader runs, the slow path logs each block it changes ({@link PoolSnapshotReader} says how and why that is exact).
  *
  * <p>Thread-safe: any thread may allocate and free. The fast path takes one cache stack's lock; everything
- * else takes the pool's one lock, held also across the rare backend calls that get or give back memory,
- * and never while waiting for device work.
+ * else takes the pool's one lock, held also across the rare backend calls that get or give back memory, except a
+ * trim's: it takes the memory it gives back out of the arenas under the lock, calls the backend without it (a hung
+ * driver holds up no allocation or figure read) and settles under it again; close and an allocation out of memory wait,
+ * bounded, for such trims. The lock is never held while waiting for device work.
  */
 public final class CachingPoolResource implements MemoryResource, InspectableResource {
 
@@ -166,6 +169,12 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     private static final int OOM_RETRIES = 2;
 
     private final ReentrantLock lock = new ReentrantLock();
+    /** Signalled as the last trim giving memory back without the lock ({@link #trim}) puts it in the books. */
+    private final Condition trimsEnded = lock.newCondition();
+    /** Trims whose backend calls are under way, without the lock. Under the lock. */
+    private int trimsUnderWay;
+    /** The bytes those trims give back, still reserved until the backend has returned. Under the lock. */
+    private long bytesBeingReleased;
     private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
     private final ConcurrentLinkedQueue<Completion> completed = new ConcurrentLinkedQueue<>();
     /** The slow path's hits, misses and retries, per thread stripe (the fast path's hits are counted by the cache's stacks). */
@@ -377,8 +386,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         }
         boolean stuck = false;
         boolean interrupted = false;
-        if (!pending.isEmpty()) {
-            boolean finished = awaitPending();
+        if (!pending.isEmpty() || trimsUnderWay > 0) {
+            // memory a trim is giving back counts as reserved until the backend returns: waited for as pending work is
+            boolean finished = awaitTrims(System.nanoTime() + deviceWaitTimeout.toNanos()) & awaitPending();
             interrupted = !finished && Thread.currentThread().isInterrupted(); // a wait cut short, not work that did not finish
             stuck = !finished && !interrupted;
             ensureOpen();
@@ -680,6 +690,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         if (lock.isHeldByCurrentThread() || UserCode.inListener()) {
             return 0; // the pool is mid-change on this thread: giving back pages now would unmap those it is mapping
         }
+        List<PoolArena.Release> taken;
+        long bytesTaken = 0;
         lock.lock();
         try {
             if (closed) {
@@ -687,17 +699,86 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             }
             drainCompleted();
             cache.flush(this::releaseToArena);
-            long excess = upstream.reservedBytes() - (small.liveBytes() + large.liveBytes()) - Math.max(0, keepBytes);
+            long excess = upstream.reservedBytes() - bytesBeingReleased - (small.liveBytes() + large.liveBytes()) - Math.max(0, keepBytes);
             if (excess <= 0) {
                 return 0;
             }
-            long released = large.releaseCached(excess);
-            if (released < excess) {
-                released += small.releaseCached(excess - released);
+            taken = large.takeCached(excess);
+            for (PoolArena.Release release : taken) {
+                bytesTaken += release.bytes();
             }
-            return released;
+            if (bytesTaken < excess) {
+                for (PoolArena.Release release : small.takeCached(excess - bytesTaken)) {
+                    taken.add(release);
+                    bytesTaken += release.bytes();
+                }
+            }
+            if (taken.isEmpty()) {
+                return 0;
+            }
+            trimsUnderWay++;
+            bytesBeingReleased += bytesTaken;
         } finally {
             lock.unlock();
+        }
+        // the backend's calls without the lock: a slow or hung driver holds up no allocation, free or read of the figures
+        int givenBack = 0;
+        long released = 0;
+        Throwable refused = null;
+        try {
+            for (PoolArena.Release release : taken) {
+                release.giveBack();
+                givenBack++;
+                released += release.bytes();
+            }
+        } catch (RuntimeException | Error e) {
+            refused = e; // what was not given back stays the pool's, cached, for a later trim to try again
+        }
+        lock.lock();
+        try {
+            for (int i = 0; i < taken.size(); i++) {
+                PoolArena.Release release = taken.get(i);
+                release.block().arena().settle(release, i < givenBack);
+            }
+            bytesBeingReleased -= bytesTaken;
+            if (--trimsUnderWay == 0) {
+                trimsEnded.signalAll();
+            }
+        } finally {
+            lock.unlock();
+        }
+        if (refused instanceof RuntimeException e) {
+            throw e;
+        }
+        if (refused instanceof Error e) {
+            throw e;
+        }
+        return released;
+    }
+
+    /**
+     * Waits, at most until {@code deadline} ({@link System#nanoTime()}), for the trims giving memory back without the lock
+     * to put it in the books; under the lock, which the wait lets go of. False where some had not by then.
+     */
+    private boolean awaitTrims(long deadline) {
+        boolean interrupted = false;
+        try {
+            while (trimsUnderWay > 0) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return false;
+                }
+                try {
+                    trimsEnded.awaitNanos(left);
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            return true;
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 
@@ -911,6 +992,13 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 return;
             }
             closed = true;
+            if (!awaitTrims(System.nanoTime() + deviceWaitTimeout.toNanos())) {
+                // what those trims give back is the backend's call's still: freeing the rest would free it a second time
+                System.getLogger(CachingPoolResource.class.getName()).log(System.Logger.Level.WARNING, this + ": a trim's call"
+                        + " into the backend had not returned within " + deviceWaitTimeout.toMillis() + " ms; the pool keeps its "
+                        + upstream.reservedBytes() + " reserved bytes rather than free them under it");
+                return;
+            }
             if (!pending.isEmpty() && !DeviceWork.awaitAll(new ArrayList<>(pending.values()), System.nanoTime() + deviceWaitTimeout.toNanos())) {
                 System.getLogger(CachingPoolResource.class.getName()).log(System.Logger.Level.WARNING, this + ": device work that "
                         + pending.size() + " freed block(s) wait on did not finish within " + deviceWaitTimeout.toMillis()

@@ -413,6 +413,125 @@ final class PoolArena {
         return released;
     }
 
+    /**
+     * Free memory taken out of its arena for a trim to give back without the pool's lock ({@link #takeCached}): a whole
+     * plain segment, or the pages {@code [fromPage, toPage)} of a range, as one block in the {@link PoolBlock#RELEASING}
+     * state, which no allocation, coalescing or move touches. {@link #settle} puts it back in the arena's books.
+     */
+    record Release(PoolBlock block, int fromPage, int toPage) {
+        long bytes() {
+            PoolSegment segment = block.home;
+            return segment.expandable() ? (long) (toPage - fromPage) * segment.granularity : segment.allocation.sizeBytes();
+        }
+
+        /** The backend's call, made without the pool's lock; throws where the backend refuses, nothing then given back. */
+        void giveBack() {
+            PoolSegment segment = block.home;
+            PoolArena arena = segment.arena;
+            if (segment.expandable()) {
+                arena.pageMapping().unmap(segment.allocation, fromPage * segment.granularity, bytes());
+            } else {
+                arena.upstream.deallocate(segment.upstreamBlock());
+            }
+        }
+    }
+
+    /**
+     * As {@link #releaseCached}, the memory only taken out of the arena, for {@link Release#giveBack} to give back without
+     * the pool's lock: whole free plain segments, and runs of free mapped pages, largest first, until {@code bytes}.
+     */
+    List<Release> takeCached(long bytes) {
+        List<Release> taken = new ArrayList<>();
+        long bytesTaken = 0;
+        for (PoolSegment segment : segments) {
+            if (bytesTaken >= bytes) {
+                break;
+            }
+            if (!segment.expandable() && segment.first.state == PoolBlock.FREE && segment.first.next == null) {
+                free.remove(segment.first);
+                segment.first.state = PoolBlock.RELEASING;
+                pool.touched(segment.first);
+                Release release = new Release(segment.first, 0, 0);
+                taken.add(release);
+                bytesTaken += release.bytes();
+            }
+        }
+        if (bytesTaken < bytes && pageMapping != null) {
+            List<Run> runs = freeMappedRuns();
+            runs.sort(Comparator.comparingInt(Run::pages).reversed());
+            for (Run run : runs) {
+                if (bytesTaken >= bytes) {
+                    break;
+                }
+                long g = run.segment().granularity;
+                long wanted = Math.ceilDiv(bytes - bytesTaken, g);
+                int from = wanted >= run.pages() ? run.from() : run.to() - (int) wanted;
+                taken.add(new Release(carve(run.segment(), from * g, run.to() * g), from, run.to()));
+                bytesTaken += (run.to() - from) * g;
+            }
+        }
+        return taken;
+    }
+
+    /** Cuts {@code [from, to)}, which lies in one free block of {@code segment}, out of it as a block of its own, RELEASING. */
+    private PoolBlock carve(PoolSegment segment, long from, long to) {
+        PoolBlock block = segment.first;
+        while (block.end() <= from) { // the runs taken earlier may have split the block the run was found in
+            block = block.next;
+        }
+        free.remove(block);
+        if (block.offset < from) {
+            PoolBlock front = block;
+            block = new PoolBlock(segment, from, front.end() - from, PoolBlock.FREE);
+            linkAfter(front, block);
+            front.size = from - front.offset;
+            free.add(front);
+            pool.touched(front);
+        }
+        if (block.end() > to) {
+            PoolBlock rest = new PoolBlock(segment, to, block.end() - to, PoolBlock.FREE);
+            linkAfter(block, rest);
+            block.size = to - block.offset;
+            free.add(rest);
+            pool.touched(rest);
+        }
+        block.state = PoolBlock.RELEASING;
+        pool.touched(block);
+        return block;
+    }
+
+    private static void linkAfter(PoolBlock block, PoolBlock after) {
+        after.prev = block;
+        after.next = block.next;
+        if (block.next != null) {
+            block.next.prev = after;
+        }
+        block.next = after;
+    }
+
+    /** Puts memory a trim took back in the books: given back (gone from the arena, or its pages unmapped), or kept, free. */
+    void settle(Release release, boolean givenBack) {
+        PoolBlock block = release.block();
+        PoolSegment segment = block.home;
+        if (!segment.expandable()) {
+            if (givenBack) {
+                segments.remove(segment);
+                segment.retired = true;
+                plainBytes -= segment.allocation.sizeBytes();
+            } else { // the backend kept the segment: it stays the pool's, cached, and a later trim tries again
+                block.state = PoolBlock.FREE;
+                free.add(block);
+                pool.touched(block);
+            }
+            return;
+        }
+        if (givenBack) {
+            segment.mapped.clear(release.fromPage(), release.toPage());
+            mappedBytes -= release.bytes();
+        }
+        release(block);
+    }
+
     private void freePlainSegment(PoolSegment segment) {
         segment.retired = true;
         upstream.deallocate(segment.upstreamBlock());

@@ -19,6 +19,8 @@ final class PoolBlock extends PoolBlockFields.PaddedUse implements Block {
     static final byte CACHED = 2;
     /** Freed while device work on it was in flight; not reusable until that completes. */
     static final byte PENDING = 3;
+    /** Free, taken out of the arena while a trim gives its memory (a plain segment, or mapped pages) back without the pool's lock. */
+    static final byte RELEASING = 4;
 
     PoolBlock(PoolSegment home, long offset, long size, byte state) {
         this.home = home;
