@@ -14,7 +14,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * page ({@code cuMemCreate} + {@code cuMemMap}, one {@code cuMemSetAccess} per call) and give pages back
  * ({@code cuMemUnmap} + {@code cuMemRelease}). Each page has its own physical handle because the driver can only
  * unmap whole mappings, and the pool unmaps any free pages it likes. All calls are FFM downcalls with zeroed
- * structs (see {@link DriverLibrary}). Thread-safe: a range's page table is guarded by the range.
+ * structs (see {@link DriverLibrary}). Thread-safe: a range's page table is guarded by the range (an unmap calls the
+ * driver without it: its pages stay recorded as mapped meanwhile).
  */
 final class CudaVirtualMemory implements VirtualMemory {
 
@@ -134,20 +135,26 @@ final class CudaVirtualMemory implements VirtualMemory {
         makeCurrent.run();
         synchronized (r) {
             requirePages(r, first, count, PageState.MAPPED);
-            // all or nothing: a pool whose unmap throws holds the run as mapped, and would hand out a page this call
-            // unmapped. So the pages are unmapped first and their handles kept until every one is, then released.
-            int unmapped = 0;
-            try {
-                for (; unmapped < count; unmapped++) {
-                    long address = r.base + offset + unmapped * granularity;
-                    CudaResults.check((int) driver.cuMemUnmap.invokeExact(address, granularity),
-                            "cuMemUnmap(0x" + Long.toHexString(address) + ", " + granularity + " bytes)");
-                }
-            } catch (Throwable t) {
-                RuntimeException failure = DriverLibrary.rethrow(t);
-                remapPages(r, first, unmapped, failure);
-                throw failure;
+        }
+        // the unmaps without the range's monitor, so that a hung driver holds up no map of the range's other pages: these
+        // stay recorded as mapped until they are unmapped, so no map takes them meanwhile, and they are the caller's alone.
+        // All or nothing: a pool whose unmap throws holds the run as mapped, and would hand out a page this call
+        // unmapped. So the pages are unmapped first and their handles kept until every one is, then released.
+        int unmapped = 0;
+        try {
+            for (; unmapped < count; unmapped++) {
+                long address = r.base + offset + unmapped * granularity;
+                CudaResults.check((int) driver.cuMemUnmap.invokeExact(address, granularity),
+                        "cuMemUnmap(0x" + Long.toHexString(address) + ", " + granularity + " bytes)");
             }
+        } catch (Throwable t) {
+            RuntimeException failure = DriverLibrary.rethrow(t);
+            synchronized (r) {
+                remapPages(r, first, unmapped, failure);
+            }
+            throw failure;
+        }
+        synchronized (r) {
             for (int p = first; p < first + count; p++) {
                 releaseHandle(r, p);
             }

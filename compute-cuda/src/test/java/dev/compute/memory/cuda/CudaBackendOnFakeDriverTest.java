@@ -1482,6 +1482,11 @@ class CudaBackendOnFakeDriverTest {
                         assertThat(figures).as("the figures while the trim is in the driver (vmm %d)", vmm).succeedsWithin(Duration.ofSeconds(20))
                                 .satisfies(stats -> assertThat(stats.reservedBytes()).as("what the driver has not given back yet").isGreaterThanOrEqualTo(reserved));
                         allocation.join().close();
+                        // a block the trim's memory cannot serve: new pages mapped in the range the trim unmaps from (vmm 1)
+                        CompletableFuture<UnifiedBuffer> growing = CompletableFuture.supplyAsync(() -> manager.allocate(8 << 20, MemoryLocation.DEVICE));
+                        assertThat(growing).as("an allocation mapping new pages while the trim is in the driver (vmm %d)", vmm)
+                                .succeedsWithin(Duration.ofSeconds(20));
+                        growing.join().close();
                     } finally {
                         UNBLOCK_FREES.invokeExact();
                     }
