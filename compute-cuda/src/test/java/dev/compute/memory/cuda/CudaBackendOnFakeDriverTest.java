@@ -271,6 +271,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void anAllocationNeedingWhatATrimInTheDriverGivesBackWaitsForItRatherThanFail() throws Exception {
+        inFakeDriverJvm("anAllocationNeedingWhatATrimInTheDriverGivesBackWaitsForItRatherThanFail");
+    }
+
+    @Test
     void aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere() throws Exception {
         inFakeDriverJvm("aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere");
     }
@@ -322,6 +327,8 @@ class CudaBackendOnFakeDriverTest {
                 case "aTrimStuckInTheDriverHoldsUpNoAllocationNorFigureRead" -> Scenarios.aTrimStuckInTheDriverHoldsUpNoAllocationNorFigureRead();
                 case "theManagersCloseWaitsForATrimInTheDriverAndFreesNothingTwice" ->
                         Scenarios.theManagersCloseWaitsForATrimInTheDriverAndFreesNothingTwice();
+                case "anAllocationNeedingWhatATrimInTheDriverGivesBackWaitsForItRatherThanFail" ->
+                        Scenarios.anAllocationNeedingWhatATrimInTheDriverGivesBackWaitsForItRatherThanFail();
                 case "aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere" ->
                         Scenarios.aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
@@ -1577,6 +1584,54 @@ class CudaBackendOnFakeDriverTest {
                 assertThat(failure.get()).as("the trim and the close (vmm %d)", vmm).isNull();
                 assertThat(counters().rejected()).as("calls the fake rejected: memory freed twice (vmm %d)", vmm).isZero();
                 assertThat(counters().device()).as("device memory left (vmm %d)", vmm).isZero();
+            }
+        }
+
+        /**
+         * Under a cap, an allocation that needs the memory a trim stuck in the driver is giving back (still reserved until
+         * the driver returns) waits for the trim, bounded, as for pending device work, rather than fail out of memory.
+         */
+        static void anAllocationNeedingWhatATrimInTheDriverGivesBackWaitsForItRatherThanFail() throws Throwable {
+            for (int vmm : new int[] {1, 0}) {
+                VMM.invokeExact(vmm);
+                CudaBackend backend = open();
+                try (UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).maxPoolSize(24L << 20)
+                        .deviceWaitTimeout(Duration.ofSeconds(60)).build()) {
+                    manager.allocate(16 << 20, MemoryLocation.DEVICE).close();
+                    BLOCK_FREES.invokeExact();
+                    AtomicReference<Throwable> failure = new AtomicReference<>();
+                    Thread trimming = Thread.ofPlatform().name("trimming").start(() -> {
+                        try {
+                            manager.releaseCachedMemory();
+                        } catch (Throwable t) {
+                            failure.set(t);
+                        }
+                    });
+                    CompletableFuture<UnifiedBuffer> allocation = new CompletableFuture<>();
+                    try {
+                        while ((int) BLOCKED_FREES.invokeExact() == 0) {
+                            Thread.onSpinWait();
+                        }
+                        Thread allocating = Thread.ofPlatform().name("allocating").start(() -> {
+                            try {
+                                allocation.complete(manager.allocate(16 << 20, MemoryLocation.DEVICE));
+                            } catch (Throwable t) {
+                                allocation.completeExceptionally(t);
+                            }
+                        });
+                        while (!allocation.isDone() && allocating.getState() == Thread.State.RUNNABLE) {
+                            Thread.onSpinWait(); // until it waits (for the trim), or has ended
+                        }
+                        assertThat(allocation).as("the allocation, while the trim is in the driver (vmm %d)", vmm).isNotDone();
+                    } finally {
+                        UNBLOCK_FREES.invokeExact();
+                    }
+                    assertThat(allocation).as("the allocation, once the trim is through (vmm %d)", vmm).succeedsWithin(Duration.ofSeconds(20));
+                    trimming.join();
+                    assertThat(failure.get()).as("the trim").isNull();
+                    allocation.join().close();
+                }
+                assertThat(counters().rejected()).as("calls the fake rejected").isZero();
             }
         }
     }
