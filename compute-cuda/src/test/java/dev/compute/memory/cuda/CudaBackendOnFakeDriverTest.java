@@ -276,6 +276,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void theManagersCloseUnderATrimThatStaysInTheDriverIsBounded() throws Exception {
+        inFakeDriverJvm("theManagersCloseUnderATrimThatStaysInTheDriverIsBounded");
+    }
+
+    @Test
     void aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere() throws Exception {
         inFakeDriverJvm("aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere");
     }
@@ -329,6 +334,8 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.theManagersCloseWaitsForATrimInTheDriverAndFreesNothingTwice();
                 case "anAllocationNeedingWhatATrimInTheDriverGivesBackWaitsForItRatherThanFail" ->
                         Scenarios.anAllocationNeedingWhatATrimInTheDriverGivesBackWaitsForItRatherThanFail();
+                case "theManagersCloseUnderATrimThatStaysInTheDriverIsBounded" ->
+                        Scenarios.theManagersCloseUnderATrimThatStaysInTheDriverIsBounded();
                 case "aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere" ->
                         Scenarios.aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
@@ -1632,6 +1639,35 @@ class CudaBackendOnFakeDriverTest {
                     allocation.join().close();
                 }
                 assertThat(counters().rejected()).as("calls the fake rejected").isZero();
+            }
+        }
+
+        /** The manager's close under a trim that does not come back from the driver returns, bounded, keeping what it uses. */
+        static void theManagersCloseUnderATrimThatStaysInTheDriverIsBounded() throws Throwable {
+            for (int vmm : new int[] {1, 0}) {
+                VMM.invokeExact(vmm);
+                CudaBackend backend = open();
+                UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).closeTimeout(Duration.ofMillis(200))
+                        .deviceWaitTimeout(Duration.ofMillis(200)).build();
+                manager.allocate(8 << 20, MemoryLocation.DEVICE).close();
+                BLOCK_FREES.invokeExact();
+                Thread trimming = Thread.ofPlatform().name("trimming").start(() -> {
+                    try {
+                        manager.releaseCachedMemory();
+                    } catch (Throwable t) {
+                        // what the trim says once the driver returns after the close is not this scenario's
+                    }
+                });
+                try {
+                    while ((int) BLOCKED_FREES.invokeExact() == 0) {
+                        Thread.onSpinWait();
+                    }
+                    CompletableFuture<Void> closed = CompletableFuture.runAsync(manager::close);
+                    assertThat(closed).as("the close under a trim stuck in the driver (vmm %d)", vmm).succeedsWithin(Duration.ofSeconds(30));
+                } finally {
+                    UNBLOCK_FREES.invokeExact();
+                }
+                trimming.join();
             }
         }
     }
