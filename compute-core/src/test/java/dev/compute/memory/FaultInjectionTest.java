@@ -54,6 +54,24 @@ class FaultInjectionTest {
         assertThat(device.liveAllocations()).isZero();
     }
 
+    /** A location whose backend refuses to give memory back stops no other location's trim, and its failure is not lost. */
+    @Test
+    void aTrimRefusedAtOneLocationStillTrimsTheOthersAndThrowsTheRefusal() {
+        try (UnifiedMemoryManager manager = manager()) {
+            manager.allocate(4 << 20, MemoryLocation.DEVICE).close();
+            manager.allocate(4 << 20, MemoryLocation.HOST).close();
+            faults.failGivingBackAt(MemoryLocation.DEVICE);
+            assertThatThrownBy(manager::releaseCachedMemory).hasMessageContaining("injected fault: free at DEVICE");
+            assertThat(manager.statistics(MemoryLocation.HOST).reservedBytes()).as("HOST trimmed though DEVICE refused").isZero();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).as("DEVICE's memory kept").isPositive();
+            ManagerInvariants.checkQuiescent(manager);
+            faults.failGivingBackAt(null);
+            manager.releaseCachedMemory();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+        }
+        assertThat(device.liveAllocations()).isZero();
+    }
+
     @Test
     void aFailedCopyLeavesDataAndStateAsTheyWere() {
         try (UnifiedMemoryManager manager = manager(); UnifiedBuffer buffer = manager.allocate(DataType.INT32, 4, MemoryLocation.DEVICE)) {

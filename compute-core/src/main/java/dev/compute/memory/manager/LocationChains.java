@@ -96,16 +96,31 @@ public final class LocationChains {
         return location == null ? null : byOrdinal[location.ordinal()];
     }
 
-    /** Trims every location to {@code keepBytes} of cache, stopping if the manager closes meanwhile; what went back. */
+    /**
+     * Trims every location to {@code keepBytes} of cache, stopping if the manager closes meanwhile; what went back. A
+     * location whose backend refuses stops no other's trim: the first refusal is thrown once every location was tried.
+     */
     public long trimAll(long keepBytes, MemoryEventListener events) {
         int stripe = gate.enterAlways();
         try {
             long released = 0;
+            RuntimeException refused = null;
             for (LocationChain chain : all()) {
                 if (gate.isClosed()) {
                     break;
                 }
-                released += chain.trim(keepBytes, events);
+                try {
+                    released += chain.trim(keepBytes, events);
+                } catch (RuntimeException e) {
+                    if (refused == null) {
+                        refused = e;
+                    } else {
+                        refused.addSuppressed(e);
+                    }
+                }
+            }
+            if (refused != null) {
+                throw refused;
             }
             return released;
         } finally {

@@ -46,6 +46,7 @@ public final class FaultInjectingBackend implements ComputeBackend {
     private volatile AllocationFault allocationFault = AllocationFault.OUT_OF_MEMORY;
     private volatile double randomRate;
     private volatile boolean failMemoryInfo;
+    private volatile @Nullable MemoryLocation failGivingBackAt;
     private volatile @Nullable CompletableFuture<?> kernelFailure;
     private final Random random;
 
@@ -72,6 +73,22 @@ public final class FaultInjectingBackend implements ComputeBackend {
         this.allocationFault = fault;
         this.randomRate = rate;
         return this;
+    }
+
+    /**
+     * Every free and page unmap of memory at {@code location} fails from now, as a driver that refuses them does, the
+     * memory kept; {@code null} turns it off.
+     */
+    public FaultInjectingBackend failGivingBackAt(@Nullable MemoryLocation location) {
+        this.failGivingBackAt = location;
+        return this;
+    }
+
+    private void beforeGivingBack(MemoryLocation location, String what) {
+        if (location == failGivingBackAt) {
+            injected.incrementAndGet();
+            throw new InjectedFault(what + " at " + location);
+        }
     }
 
     /** While {@code fail}, every question about the device's memory fails, as a driver in trouble answers. */
@@ -148,6 +165,7 @@ public final class FaultInjectingBackend implements ComputeBackend {
 
     @Override
     public void free(NativeAllocation allocation) {
+        beforeGivingBack(allocation.location(), "free");
         delegate.free(allocation);
     }
 
@@ -172,6 +190,7 @@ public final class FaultInjectingBackend implements ComputeBackend {
 
             @Override
             public void unmap(NativeAllocation range, long offset, long length) {
+                beforeGivingBack(location, "unmap");
                 vm.unmap(range, offset, length);
             }
 
