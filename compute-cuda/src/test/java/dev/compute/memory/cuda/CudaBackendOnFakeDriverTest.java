@@ -1536,7 +1536,8 @@ class CudaBackendOnFakeDriverTest {
                 dev.compute.memory.MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
                 assertThat(after.reservedBytes()).isEqualTo(before.reservedBytes()).isPositive();
                 assertThat(after.cachedBytes()).isEqualTo(before.cachedBytes());
-                assertThat(after.largestFreeBlockBytes()).isEqualTo(before.largestFreeBlockBytes());
+                // the trim put back a block whose stream work had completed (a read leaves it pending): one free block now
+                assertThat(after.largestFreeBlockBytes()).isEqualTo(after.cachedBytes());
                 assertThat(after.backendFrees()).isEqualTo(before.backendFrees());
                 manager.allocate(8 << 20, MemoryLocation.DEVICE).close();
                 assertThat(manager.statistics(MemoryLocation.DEVICE).backendAllocations()).as("the pages reused, not mapped again")
