@@ -509,10 +509,19 @@ final class EventCompletions {
                 // only close() stops this thread, after every pending command has finished
                 continue;
             }
-            int stop = batch.indexOf(STOP);
+            int stop = indexOfStop(batch);
             List<Pending> commands = stop < 0 ? batch : batch.subList(0, stop);
-            boolean woken = commands.removeIf(next -> next == WAKE);
-            if (commands.removeIf(next -> next == WAKE_SOON) && wakeDue == 0) {
+            boolean woken = false;
+            boolean wakeSoon = false;
+            for (int i = commands.size() - 1; i >= 0; i--) { // the wake-ups out, in one pass, by index: no lambda
+                Pending next = commands.get(i);
+                if (next == WAKE || next == WAKE_SOON) {
+                    woken |= next == WAKE;
+                    wakeSoon |= next == WAKE_SOON;
+                    commands.remove(i);
+                }
+            }
+            if (wakeSoon && wakeDue == 0) {
                 wakeDue = System.nanoTime() + WAKE_SOON_NANOS | 1; // never 0
             }
             if (wakeDue != 0 && (woken || stop >= 0 || System.nanoTime() - wakeDue >= 0)) {
@@ -536,6 +545,19 @@ final class EventCompletions {
             }
             batch.clear();
         }
+    }
+
+    /**
+     * Where the stop is in {@code batch}, -1 if not there: by identity, as the wake-ups are found (indexOf would compare
+     * each command with it as records compare, field by field, the list a marker covers included).
+     */
+    private static int indexOfStop(List<Pending> batch) {
+        for (int i = 0; i < batch.size(); i++) {
+            if (batch.get(i) == STOP) {
+                return i;
+            }
+        }
+        return -1;
     }
 
     /** When the waiter stops waiting for the next command: the wake asked for, or the next poll of recorded work; 0: never. */
@@ -606,35 +628,60 @@ final class EventCompletions {
                 handedOut.handle((ignored, failed) -> barrier.complete(null));
                 handedOut = barrier;
             } else {
-                complete(command.done(), next.failure());
-                for (CompletableFuture<Void> covered : command.covered()) {
-                    complete(covered, next.failure());
-                }
+                complete(command, next.failure());
             }
         }
         return Thread.currentThread() == waiter;
     }
 
-    /** Completes {@code future} here when that runs no dependent action; else on a virtual thread of its own. */
-    private void complete(CompletableFuture<Void> future, @Nullable RuntimeException failure) {
+    /**
+     * Completes a command's future and the positions it covers, in turn. Those whose completion runs no dependent action
+     * are completed here, all under one mark for the watch (a marker covers a chain's every position: a mark, a fence
+     * and a count each cost the waiter more than the completion itself); the others on virtual threads of their own. A
+     * completion held here holds the rest of the command's, as it did with a mark each: the watch's next waiter goes on
+     * with the next command.
+     */
+    private void complete(Pending command, @Nullable RuntimeException failure) {
+        Inside mark = completeHere(command.done(), failure, null);
+        try {
+            for (CompletableFuture<Void> covered : command.covered()) {
+                mark = completeHere(covered, failure, mark);
+            }
+        } finally {
+            if (mark != null) {
+                inside.compareAndSet(mark, null);
+            }
+        }
+    }
+
+    /**
+     * Completes {@code future} here when that runs no dependent action, under {@code mark} (made and set on the first
+     * such, null before); else on a virtual thread of its own. The mark in use after it, which the caller clears.
+     */
+    private @Nullable Inside completeHere(CompletableFuture<Void> future, @Nullable RuntimeException failure, @Nullable Inside mark) {
         boolean here = future instanceof Awaited awaited ? awaited.onlyBlockedOn() : future.getNumberOfDependents() == 0;
         if (!here) {
             completer.execute(() -> settle(future, failure));
             handedOut = CompletableFuture.allOf(handedOut, future);
-            return;
+            return mark;
         }
-        Inside mark = new Inside(Thread.currentThread());
-        inside.set(mark);
-        inlineCompletions++; // the waiters take turns: a count the watch only compares, so a lost step does no harm
-        if (watchIdle) { // read after inside is set: the watch sets watchIdle before it reads inside, so one of us sees the other
-            watchIdle = false;
-            LockSupport.unpark(watch);
+        Inside current = mark;
+        if (current == null) {
+            current = new Inside(Thread.currentThread());
+            inside.set(current);
+            inlineCompletions++; // the waiters take turns: a count the watch only compares, so a lost step does no harm
+            if (watchIdle) { // read after inside is set: the watch sets watchIdle before it reads inside, so one of us sees the other
+                watchIdle = false;
+                LockSupport.unpark(watch);
+            }
         }
         try {
             settle(future, failure);
-        } finally {
-            inside.compareAndSet(mark, null);
+        } catch (RuntimeException | Error e) {
+            inside.compareAndSet(current, null);
+            throw e;
         }
+        return current;
     }
 
     private static void settle(CompletableFuture<Void> future, @Nullable RuntimeException failure) {

@@ -137,8 +137,18 @@ final class OpenClQueue {
             public QueuePositions.Marked markAndAwaitHere(List<QueuePositions.Position> covered) {
                 return markCovering(covered, true);
             }
-        }, completions::wake, completions::wakeSoon, count -> idleUpTo.accumulateAndGet(count, Math::max));
+        }, completions::wake, completions::wakeSoon, this::idleUpTo);
         completions.onWake(positions::markUncovered);
+    }
+
+    /**
+     * Every command counted up to {@code count} has ended: a read where the queue was told so already (a marker's
+     * positions each say it, the first for all of them), an update only where it moves.
+     */
+    private void idleUpTo(long count) {
+        if (idleUpTo.get() < count) {
+            idleUpTo.accumulateAndGet(count, Math::max);
+        }
     }
 
     @SuppressWarnings("deprecation") // clCreateCommandQueueWithProperties is absent on OpenCL 1.x devices
