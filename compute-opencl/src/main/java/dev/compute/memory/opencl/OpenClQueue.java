@@ -249,6 +249,18 @@ final class OpenClQueue {
         return positions.next(queuedCount.incrementAndGet());
     }
 
+    /**
+     * As {@link #position()}, for a caller inside a call already ({@link #enterCall}, an op): the queue stays until the
+     * call ends, so the flush takes no lock of its own.
+     */
+    CompletableFuture<Void> positionInCall() {
+        if (closed) {
+            return drained;
+        }
+        OpenClCalls.check(CL.clFlush(queue), "clFlush");
+        return positions.next(queuedCount.incrementAndGet());
+    }
+
     /** As {@link #position()}, for a command whose event the caller made: released here. */
     CompletableFuture<Void> position(cl_event queued) {
         CL.clReleaseEvent(queued);
