@@ -499,52 +499,61 @@ final class EventCompletions {
     private void waitInTurn() {
         List<Pending> batch = new ArrayList<>();
         while (settle()) {
-            try {
-                Pending first = next(nextDue());
-                if (first != null) {
-                    batch.add(first);
-                    pending.drainTo(batch);
-                }
-            } catch (InterruptedException e) {
-                // only close() stops this thread, after every pending command has finished
-                continue;
-            }
-            int stop = indexOfStop(batch);
-            List<Pending> commands = stop < 0 ? batch : batch.subList(0, stop);
-            boolean woken = false;
-            boolean wakeSoon = false;
-            for (int i = commands.size() - 1; i >= 0; i--) { // the wake-ups out, in one pass, by index: no lambda
-                Pending next = commands.get(i);
-                if (next == WAKE || next == WAKE_SOON) {
-                    woken |= next == WAKE;
-                    wakeSoon |= next == WAKE_SOON;
-                    commands.remove(i);
-                }
-            }
-            if (wakeSoon && wakeDue == 0) {
-                wakeDue = System.nanoTime() + WAKE_SOON_NANOS | 1; // never 0
-            }
-            if (wakeDue != 0 && (woken || stop >= 0 || System.nanoTime() - wakeDue >= 0)) {
-                woken = true;
-                wakeDue = 0;
-            }
-            if (onBackendQueue) {
-                awaitLast(commands); // an in-order queue: once the last has ended, every command before it has too
-                for (Pending next : commands) {
-                    ended.add(new Ended(next, await(next)));
-                }
-            } else {
-                outstanding.addAll(commands);
-                settleEnded(stop >= 0);
-            }
-            if (woken) {
-                ended.add(new Ended(WAKE, null));
-            }
-            if (stop >= 0) {
-                ended.add(new Ended(STOP, null));
-            }
-            batch.clear();
+            takeAndWait(batch);
         }
+    }
+
+    /**
+     * One turn of the waiter: takes what was handed in (into {@code batch}, left empty), waits for it and hands it to
+     * be settled. A method of its own so that the JIT compiles it: a loop's body inside the one call of
+     * {@link #waitInTurn} is compiled only once its turns reach the JIT's threshold for loops, which a waiter woken a
+     * few times a chain did not reach in minutes, so every turn ran in the interpreter.
+     */
+    private void takeAndWait(List<Pending> batch) {
+        try {
+            Pending first = next(nextDue());
+            if (first != null) {
+                batch.add(first);
+                pending.drainTo(batch);
+            }
+        } catch (InterruptedException e) {
+            return; // only close() stops this thread, after every pending command has finished
+        }
+        int stop = indexOfStop(batch);
+        List<Pending> commands = stop < 0 ? batch : batch.subList(0, stop);
+        boolean woken = false;
+        boolean wakeSoon = false;
+        for (int i = commands.size() - 1; i >= 0; i--) { // the wake-ups out, in one pass, by index: no lambda
+            Pending next = commands.get(i);
+            if (next == WAKE || next == WAKE_SOON) {
+                woken |= next == WAKE;
+                wakeSoon |= next == WAKE_SOON;
+                commands.remove(i);
+            }
+        }
+        if (wakeSoon && wakeDue == 0) {
+            wakeDue = System.nanoTime() + WAKE_SOON_NANOS | 1; // never 0
+        }
+        if (wakeDue != 0 && (woken || stop >= 0 || System.nanoTime() - wakeDue >= 0)) {
+            woken = true;
+            wakeDue = 0;
+        }
+        if (onBackendQueue) {
+            awaitLast(commands); // an in-order queue: once the last has ended, every command before it has too
+            for (Pending next : commands) {
+                ended.add(new Ended(next, await(next)));
+            }
+        } else {
+            outstanding.addAll(commands);
+            settleEnded(stop >= 0);
+        }
+        if (woken) {
+            ended.add(new Ended(WAKE, null));
+        }
+        if (stop >= 0) {
+            ended.add(new Ended(STOP, null));
+        }
+        batch.clear();
     }
 
     /**
