@@ -29,20 +29,9 @@ public final class BufferViews {
     /**
      * An access as it opens: its scope, the bytes where the host can address them (null for device memory it cannot),
      * their offset in the backend's allocation, and the backend's native handle ({@link DeviceHandle#NONE} for a host
-     * access). A device access's is what it holds itself ({@link Held}): one object fewer on every device access.
+     * access).
      */
-    public sealed interface Opened permits HostOpened, Held {
-        MemoryScope scope();
-
-        @Nullable MemorySegment memory();
-
-        long offset();
-
-        DeviceHandle handle();
-    }
-
-    /** A host access as it opens. */
-    private record HostOpened(MemoryScope scope, @Nullable MemorySegment memory, long offset, DeviceHandle handle) implements Opened {}
+    public record Opened(MemoryScope scope, @Nullable MemorySegment memory, long offset, DeviceHandle handle) {}
 
     private BufferViews() {}
 
@@ -125,7 +114,7 @@ public final class BufferViews {
             root.state = Coherence.hostWritten(root);
         }
         MemoryScope scope = root.host.scopes().open(MemoryScope.Kind.ACCESS, asked.sharing, root.scopes());
-        return new HostOpened(scope, bytes, 0, DeviceHandle.NONE);
+        return new Opened(scope, bytes, 0, DeviceHandle.NONE);
     }
 
     /**
@@ -144,18 +133,15 @@ public final class BufferViews {
 
     /**
      * What a device access holds once ordered: the device block and the access's scope; then its handle, with which it
-     * records the access's work should the scope end without the access, and the bytes and offset it opens with (one
-     * object for all three, on every device access).
+     * records the access's work should the scope end without the access (one object for both, on every device access).
      */
-    private static final class Held implements Runnable, Opened {
+    private static final class Held implements Runnable {
         private final BufferCore buffer;
         private final AccessMode mode;
         private final Block device;
         private final MemoryScope scope;
-        /** These three set before the scope is given this to run: published by the scope's monitor. */
+        /** Set before the scope is given this to run: published by the scope's monitor. */
         private @Nullable DeviceHandle handle;
-        private @Nullable MemorySegment memory;
-        private long offset;
 
         Held(BufferCore buffer, AccessMode mode, Block device, MemoryScope scope) {
             this.buffer = buffer;
@@ -168,26 +154,6 @@ public final class BufferViews {
         @Override
         public void run() {
             endedUnended(buffer, mode, Objects.requireNonNull(handle));
-        }
-
-        @Override
-        public MemoryScope scope() {
-            return scope;
-        }
-
-        @Override
-        public @Nullable MemorySegment memory() {
-            return memory;
-        }
-
-        @Override
-        public long offset() {
-            return offset;
-        }
-
-        @Override
-        public DeviceHandle handle() {
-            return Objects.requireNonNull(handle);
         }
     }
 
@@ -202,17 +168,15 @@ public final class BufferViews {
             held.scope.end();
             throw e;
         }
-        MemorySegment host = held.device.segment().hostSegment();
         held.handle = handle;
-        held.memory = host == null ? null : host.asSlice(offset, buffer.byteSize);
-        held.offset = offset;
         held.scope.onEndWithoutTheAccess(held);
         if (mode.writes()) {
             synchronized (root) {
                 root.state = Coherence.deviceWritten(root);
             }
         }
-        return held;
+        MemorySegment host = held.device.segment().hostSegment();
+        return new Opened(held.scope, host == null ? null : host.asSlice(offset, buffer.byteSize), offset, handle);
     }
 
     private static Held deviceWhenOrdered(BufferCore buffer, BufferCore root, AccessMode mode) {

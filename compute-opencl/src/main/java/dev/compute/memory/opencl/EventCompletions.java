@@ -499,74 +499,43 @@ final class EventCompletions {
     private void waitInTurn() {
         List<Pending> batch = new ArrayList<>();
         while (settle()) {
-            takeAndWait(batch);
-        }
-    }
-
-    /**
-     * One turn of the waiter: takes what was handed in (into {@code batch}, left empty), waits for it and hands it to
-     * be settled. A method of its own so that the JIT compiles it: a loop's body inside the one call of
-     * {@link #waitInTurn} is compiled only once its turns reach the JIT's threshold for loops, which a waiter woken a
-     * few times a chain did not reach in minutes, so every turn ran in the interpreter.
-     */
-    private void takeAndWait(List<Pending> batch) {
-        try {
-            Pending first = next(nextDue());
-            if (first != null) {
-                batch.add(first);
-                pending.drainTo(batch);
+            try {
+                Pending first = next(nextDue());
+                if (first != null) {
+                    batch.add(first);
+                    pending.drainTo(batch);
+                }
+            } catch (InterruptedException e) {
+                // only close() stops this thread, after every pending command has finished
+                continue;
             }
-        } catch (InterruptedException e) {
-            return; // only close() stops this thread, after every pending command has finished
-        }
-        int stop = indexOfStop(batch);
-        List<Pending> commands = stop < 0 ? batch : batch.subList(0, stop);
-        boolean woken = false;
-        boolean wakeSoon = false;
-        for (int i = commands.size() - 1; i >= 0; i--) { // the wake-ups out, in one pass, by index: no lambda
-            Pending next = commands.get(i);
-            if (next == WAKE || next == WAKE_SOON) {
-                woken |= next == WAKE;
-                wakeSoon |= next == WAKE_SOON;
-                commands.remove(i);
+            int stop = batch.indexOf(STOP);
+            List<Pending> commands = stop < 0 ? batch : batch.subList(0, stop);
+            boolean woken = commands.removeIf(next -> next == WAKE);
+            if (commands.removeIf(next -> next == WAKE_SOON) && wakeDue == 0) {
+                wakeDue = System.nanoTime() + WAKE_SOON_NANOS | 1; // never 0
             }
-        }
-        if (wakeSoon && wakeDue == 0) {
-            wakeDue = System.nanoTime() + WAKE_SOON_NANOS | 1; // never 0
-        }
-        if (wakeDue != 0 && (woken || stop >= 0 || System.nanoTime() - wakeDue >= 0)) {
-            woken = true;
-            wakeDue = 0;
-        }
-        if (onBackendQueue) {
-            awaitLast(commands); // an in-order queue: once the last has ended, every command before it has too
-            for (Pending next : commands) {
-                ended.add(new Ended(next, await(next)));
+            if (wakeDue != 0 && (woken || stop >= 0 || System.nanoTime() - wakeDue >= 0)) {
+                woken = true;
+                wakeDue = 0;
             }
-        } else {
-            outstanding.addAll(commands);
-            settleEnded(stop >= 0);
-        }
-        if (woken) {
-            ended.add(new Ended(WAKE, null));
-        }
-        if (stop >= 0) {
-            ended.add(new Ended(STOP, null));
-        }
-        batch.clear();
-    }
-
-    /**
-     * Where the stop is in {@code batch}, -1 if not there: by identity, as the wake-ups are found (indexOf would compare
-     * each command with it as records compare, field by field, the list a marker covers included).
-     */
-    private static int indexOfStop(List<Pending> batch) {
-        for (int i = 0; i < batch.size(); i++) {
-            if (batch.get(i) == STOP) {
-                return i;
+            if (onBackendQueue) {
+                awaitLast(commands); // an in-order queue: once the last has ended, every command before it has too
+                for (Pending next : commands) {
+                    ended.add(new Ended(next, await(next)));
+                }
+            } else {
+                outstanding.addAll(commands);
+                settleEnded(stop >= 0);
             }
+            if (woken) {
+                ended.add(new Ended(WAKE, null));
+            }
+            if (stop >= 0) {
+                ended.add(new Ended(STOP, null));
+            }
+            batch.clear();
         }
-        return -1;
     }
 
     /** When the waiter stops waiting for the next command: the wake asked for, or the next poll of recorded work; 0: never. */
@@ -637,60 +606,35 @@ final class EventCompletions {
                 handedOut.handle((ignored, failed) -> barrier.complete(null));
                 handedOut = barrier;
             } else {
-                complete(command, next.failure());
+                complete(command.done(), next.failure());
+                for (CompletableFuture<Void> covered : command.covered()) {
+                    complete(covered, next.failure());
+                }
             }
         }
         return Thread.currentThread() == waiter;
     }
 
-    /**
-     * Completes a command's future and the positions it covers, in turn. Those whose completion runs no dependent action
-     * are completed here, all under one mark for the watch (a marker covers a chain's every position: a mark, a fence
-     * and a count each cost the waiter more than the completion itself); the others on virtual threads of their own. A
-     * completion held here holds the rest of the command's, as it did with a mark each: the watch's next waiter goes on
-     * with the next command.
-     */
-    private void complete(Pending command, @Nullable RuntimeException failure) {
-        Inside mark = completeHere(command.done(), failure, null);
-        try {
-            for (CompletableFuture<Void> covered : command.covered()) {
-                mark = completeHere(covered, failure, mark);
-            }
-        } finally {
-            if (mark != null) {
-                inside.compareAndSet(mark, null);
-            }
-        }
-    }
-
-    /**
-     * Completes {@code future} here when that runs no dependent action, under {@code mark} (made and set on the first
-     * such, null before); else on a virtual thread of its own. The mark in use after it, which the caller clears.
-     */
-    private @Nullable Inside completeHere(CompletableFuture<Void> future, @Nullable RuntimeException failure, @Nullable Inside mark) {
+    /** Completes {@code future} here when that runs no dependent action; else on a virtual thread of its own. */
+    private void complete(CompletableFuture<Void> future, @Nullable RuntimeException failure) {
         boolean here = future instanceof Awaited awaited ? awaited.onlyBlockedOn() : future.getNumberOfDependents() == 0;
         if (!here) {
             completer.execute(() -> settle(future, failure));
             handedOut = CompletableFuture.allOf(handedOut, future);
-            return mark;
+            return;
         }
-        Inside current = mark;
-        if (current == null) {
-            current = new Inside(Thread.currentThread());
-            inside.set(current);
-            inlineCompletions++; // the waiters take turns: a count the watch only compares, so a lost step does no harm
-            if (watchIdle) { // read after inside is set: the watch sets watchIdle before it reads inside, so one of us sees the other
-                watchIdle = false;
-                LockSupport.unpark(watch);
-            }
+        Inside mark = new Inside(Thread.currentThread());
+        inside.set(mark);
+        inlineCompletions++; // the waiters take turns: a count the watch only compares, so a lost step does no harm
+        if (watchIdle) { // read after inside is set: the watch sets watchIdle before it reads inside, so one of us sees the other
+            watchIdle = false;
+            LockSupport.unpark(watch);
         }
         try {
             settle(future, failure);
-        } catch (RuntimeException | Error e) {
-            inside.compareAndSet(current, null);
-            throw e;
+        } finally {
+            inside.compareAndSet(mark, null);
         }
-        return current;
     }
 
     private static void settle(CompletableFuture<Void> future, @Nullable RuntimeException failure) {

@@ -168,31 +168,18 @@ final class OpenClKernelOps implements KernelOps {
         if (n == 0) {
             return CompletableFuture.completedFuture(null);
         }
-        if (region.allocation().handle() instanceof cl_mem memory) { // DEVICE memory, as it is: no argument made for it
-            long elementOffset = elementOffset(region);
-            synchronized (kernel) {
-                kernel.setMemory(0, memory);
-                launchInPlace(kernel, elementOffset, n, region.type(), scalar, null);
-            }
-            return backend.queue().positionInCall(); // inside the op's call (inPlaceCall)
-        }
         try (Argument bound = bind(region)) {
             cl_event done = bound.wrapsHostMemory() ? new cl_event() : null;
             synchronized (kernel) {
                 bound.set(kernel, 0);
-                launchInPlace(kernel, bound.elementOffset(), n, region.type(), scalar, done);
+                kernel.setLong(1, bound.elementOffset());
+                kernel.setLong(2, n);
+                kernel.setScalar(3, region.type(), scalar);
+                OpenClCalls.check(CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel.kernel, 1, null,
+                        kernel.globalSize(elementwiseGlobalSize(n)), null, 0, null, done), "clEnqueueNDRangeKernel");
             }
-            return done == null ? backend.queue().positionInCall() : complete(done, bound, name);
+            return done == null ? backend.queue().position() : complete(done, bound, name);
         }
-    }
-
-    /** The rest of an in-place launch, its buffer argument set: under the kernel's monitor. */
-    private void launchInPlace(OpKernel kernel, long elementOffset, long n, DataType type, double scalar, @Nullable cl_event done) {
-        kernel.setLong(1, elementOffset);
-        kernel.setLong(2, n);
-        kernel.setScalar(3, type, scalar);
-        OpenClCalls.check(CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel.kernel, 1, null,
-                kernel.globalSize(elementwiseGlobalSize(n)), null, 0, null, done), "clEnqueueNDRangeKernel");
     }
 
     @Override
@@ -328,24 +315,19 @@ final class OpenClKernelOps implements KernelOps {
     }
 
     private Argument bind(Region region) {
-        long elementOffset = elementOffset(region);
-        NativeAllocation allocation = region.allocation();
-        return switch (allocation.handle()) {
-            case cl_mem memory -> new Argument(memory, null, elementOffset, region.byteSize(), false);
-            case OpenClBackend.SharedVirtualMemory svm -> new Argument(null, svm.pointer(), elementOffset, region.byteSize(), false);
-            case null, default -> wrapHostMemory(region);
-        };
-    }
-
-    /** Where {@code region} starts in its allocation, in elements; refused where it starts between two, or once closed. */
-    private long elementOffset(Region region) {
         backend.checkOpen();
         int elementSize = region.type().byteSize();
         if (region.offset() % elementSize != 0) {
             throw new IllegalArgumentException("a " + region.type() + " region must start at a multiple of " + elementSize
                     + " bytes; it starts at " + region.offset());
         }
-        return region.offset() / elementSize;
+        NativeAllocation allocation = region.allocation();
+        long elementOffset = region.offset() / elementSize;
+        return switch (allocation.handle()) {
+            case cl_mem memory -> new Argument(memory, null, elementOffset, region.byteSize(), false);
+            case OpenClBackend.SharedVirtualMemory svm -> new Argument(null, svm.pointer(), elementOffset, region.byteSize(), false);
+            case null, default -> wrapHostMemory(region);
+        };
     }
 
     private Argument wrapHostMemory(Region region) {

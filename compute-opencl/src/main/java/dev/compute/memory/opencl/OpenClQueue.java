@@ -137,18 +137,8 @@ final class OpenClQueue {
             public QueuePositions.Marked markAndAwaitHere(List<QueuePositions.Position> covered) {
                 return markCovering(covered, true);
             }
-        }, completions::wake, completions::wakeSoon, this::idleUpTo);
+        }, completions::wake, completions::wakeSoon, count -> idleUpTo.accumulateAndGet(count, Math::max));
         completions.onWake(positions::markUncovered);
-    }
-
-    /**
-     * Every command counted up to {@code count} has ended: a read where the queue was told so already (a marker's
-     * positions each say it, the first for all of them), an update only where it moves.
-     */
-    private void idleUpTo(long count) {
-        if (idleUpTo.get() < count) {
-            idleUpTo.accumulateAndGet(count, Math::max);
-        }
     }
 
     @SuppressWarnings("deprecation") // clCreateCommandQueueWithProperties is absent on OpenCL 1.x devices
@@ -246,18 +236,6 @@ final class OpenClQueue {
         } finally {
             shared.unlock();
         }
-        return positions.next(queuedCount.incrementAndGet());
-    }
-
-    /**
-     * As {@link #position()}, for a caller inside a call already ({@link #enterCall}, an op): the queue stays until the
-     * call ends, so the flush takes no lock of its own.
-     */
-    CompletableFuture<Void> positionInCall() {
-        if (closed) {
-            return drained;
-        }
-        OpenClCalls.check(CL.clFlush(queue), "clFlush");
         return positions.next(queuedCount.incrementAndGet());
     }
 

@@ -31,23 +31,16 @@ final class QueuePositions {
         private final long count;
         /** Set, under the owner's monitor, once a marker covers it. */
         private boolean covered;
-        /**
-         * The count of the last position the marker that covers it covers (its own until then), set with {@link #covered}:
-         * ended well, that marker has ended, so every command counted up to there has, and the first position of the
-         * marker to complete says so for all of them (the others find the queue told already: a read, not an update each).
-         */
-        private long coveredUpTo;
 
         private Position(QueuePositions owner, long count) {
             this.owner = owner;
             this.count = count;
-            this.coveredUpTo = count;
         }
 
         /** Ended well: says so to the queue ({@link QueuePositions#QueuePositions}'s {@code ended}) before any waiter wakes. */
         @Override
         public boolean complete(Void value) {
-            owner.ended.accept(coveredUpTo);
+            owner.ended.accept(count);
             return super.complete(value);
         }
 
@@ -173,12 +166,7 @@ final class QueuePositions {
         }
         List<Position> covered = new ArrayList<>(uncovered);
         uncovered.clear();
-        long upTo = covered.getLast().count;
-        for (int i = 0; i < covered.size(); i++) { // by index: no lambda, on every marker
-            Position each = covered.get(i);
-            each.covered = true;
-            each.coveredUpTo = upTo;
-        }
+        covered.forEach(each -> each.covered = true);
         return covered;
     }
 
