@@ -699,7 +699,10 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             }
             drainCompleted();
             cache.flush(this::releaseToArena);
-            long excess = upstream.reservedBytes() - bytesBeingReleased - (small.liveBytes() + large.liveBytes()) - Math.max(0, keepBytes);
+            // the arenas' books, not the upstream's: these count what other trims give back until they settle it, so that
+            // bytesBeingReleased is taken off once, even where a backend call of those trims has returned already
+            long excess = small.reservedBytes() + large.reservedBytes() - bytesBeingReleased - (small.liveBytes() + large.liveBytes())
+                    - Math.max(0, keepBytes);
             if (excess <= 0) {
                 return 0;
             }

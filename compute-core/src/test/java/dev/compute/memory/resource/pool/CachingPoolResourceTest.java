@@ -28,11 +28,14 @@ import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -248,6 +251,47 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         assertThat(pool.trim(0)).as("given back by the next trim").isEqualTo(reserved);
         assertThat(device.usedBytes()).isZero();
         assertThat(pool.reservedBytes()).isZero();
+        pool.close();
+    }
+
+    @Test
+    void aTrimBesideAnotherWhoseFreesAreUnderWayGivesBackAllButWhatItKeeps() throws InterruptedException {
+        AddressSpaceBackend device = backend(GiB, false);
+        AtomicInteger frees = new AtomicInteger();
+        CountDownLatch secondFreeCalled = new CountDownLatch(1);
+        CountDownLatch driverReturns = new CountDownLatch(1);
+        ComputeBackend slow = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
+                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("free") && frees.incrementAndGet() == 2) {
+                        secondFreeCalled.countDown();
+                        driverReturns.await(); // the driver is slow with this one: the first free has returned
+                    }
+                    try {
+                        return method.invoke(device, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        CachingPoolResource pool = new CachingPoolResource(new BackendResource(slow, MemoryLocation.DEVICE, GiB,
+                "compute.memory.pooling.max-pool-size", PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT, MemoryEventListener.NONE),
+                PoolSettings.plainSegments(), MemoryEventListener.NONE);
+        Block[] blocks = {pool.allocate(64 * MiB), pool.allocate(64 * MiB), pool.allocate(64 * MiB)};
+        for (Block block : blocks) {
+            pool.deallocate(block);
+        }
+        long segment = pool.reservedBytes() / 3;
+        AtomicLong releasedByFirst = new AtomicLong();
+        Thread first = Thread.ofPlatform().start(() -> releasedByFirst.set(pool.trim(segment))); // two segments of three
+        try {
+            assertThat(secondFreeCalled.await(30, TimeUnit.SECONDS)).isTrue();
+
+            assertThat(pool.trim(0)).as("the segment the first trim keeps, given back by the second").isEqualTo(segment);
+        } finally {
+            driverReturns.countDown();
+            joinWithin(first);
+        }
+        assertThat(releasedByFirst.get()).isEqualTo(2 * segment);
+        assertThat(pool.reservedBytes()).as("nothing cached once both trims are done").isZero().isEqualTo(device.usedBytes());
         pool.close();
     }
 
