@@ -3,12 +3,16 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.spi.ComputeBackend;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import java.util.Random;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -152,6 +156,49 @@ class ManagerFiguresReadingTest {
                 threads.shutdown();
             }
             assertThat(inverted).as("reads with more bytes requested than allocated, the first: %s", first).isZero();
+        }
+    }
+
+    /**
+     * A trim gives memory back without the pool's lock, and figures are read meanwhile: what it is giving back is no
+     * cache (nothing can be served from it), so one free segment on its way back is no fragmented pool.
+     */
+    @Test
+    void memoryATrimIsGivingBackIsNotReadAsCachedNorFragmented() throws Exception {
+        SimulatedDiscreteBackend device = new SimulatedDiscreteBackend();
+        CountDownLatch freeCalled = new CountDownLatch(1);
+        CountDownLatch driverReturns = new CountDownLatch(1);
+        AtomicBoolean holdFrees = new AtomicBoolean();
+        ComputeBackend slow = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
+                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("free") && holdFrees.get()) {
+                        freeCalled.countDown();
+                        driverReturns.await();
+                    }
+                    try {
+                        return method.invoke(device, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(slow).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).build()) {
+            manager.allocate(64 * MiB, MemoryLocation.DEVICE).close();
+            holdFrees.set(true);
+            Thread trimming = Thread.ofPlatform().start(manager::releaseCachedMemory);
+            try {
+                assertThat(freeCalled.await(30, TimeUnit.SECONDS)).isTrue();
+
+                MemoryStatistics s = manager.statistics(MemoryLocation.DEVICE);
+                assertThat(s.reservedBytes()).as("what the driver has not given back yet").isGreaterThanOrEqualTo(64 * MiB);
+                assertThat(s.cachedBytes()).as("nothing to serve from while it is given back").isZero();
+                assertThat(s.fragmentation()).isZero();
+            } finally {
+                driverReturns.countDown();
+                trimming.join(Duration.ofSeconds(60));
+            }
+            assertThat(trimming.isAlive()).isFalse();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
         }
     }
 }

@@ -55,7 +55,9 @@ public final class ManagerFigures {
         long reserved = holding.reservedBytes();
         // what closed buffers' device work still uses is no cache: nothing can be served from it until the work ends
         long heldByDeviceWork = chain.heldByDeviceWork();
-        long cached = Math.max(0, reserved - counts.allocatedBytes() - heldByDeviceWork);
+        // nor is what a trim is giving back, reserved until the backend returns: nothing can be served from it either
+        long beingReleased = chain.pool != null ? chain.pool.bytesBeingReleased() : 0;
+        long cached = Math.max(0, reserved - counts.allocatedBytes() - heldByDeviceWork - beingReleased);
         // a closed buffer that views, accesses or ops still hold is no live buffer: its bytes are held, apart
         BufferServices.HeldFigures held = held(location);
         // read after the counts: a block freed in between (cached by the pool, its free not yet counted) can show here

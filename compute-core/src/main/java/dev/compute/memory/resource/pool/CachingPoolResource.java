@@ -173,8 +173,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     private final Condition trimsEnded = lock.newCondition();
     /** Trims whose backend calls are under way, without the lock. Under the lock. */
     private int trimsUnderWay;
-    /** The bytes those trims give back, still reserved until the backend has returned. Under the lock. */
-    private long bytesBeingReleased;
+    /** The bytes those trims give back, still reserved until the backend has returned. Changed under the lock. */
+    private volatile long bytesBeingReleased;
     private final Map<PoolBlock, CompletableFuture<?>> pending = new IdentityHashMap<>();
     private final ConcurrentLinkedQueue<Completion> completed = new ConcurrentLinkedQueue<>();
     /** The slow path's hits, misses and retries, per thread stripe (the fast path's hits are counted by the cache's stacks). */
@@ -792,6 +792,14 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     public void uncount(long hits, long misses) {
         counts.add(POOL_HITS, -hits);
         counts.add(POOL_MISSES, -misses);
+    }
+
+    /**
+     * Bytes that trims are giving back now, without the lock: reserved until the backend returns, but no cache, since
+     * nothing can be served from them.
+     */
+    public long bytesBeingReleased() {
+        return bytesBeingReleased;
     }
 
     /** Allocations served from memory held: from the size-class cache or an arena, without a backend call. */
