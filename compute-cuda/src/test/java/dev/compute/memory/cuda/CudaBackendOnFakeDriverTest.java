@@ -1548,6 +1548,17 @@ class CudaBackendOnFakeDriverTest {
             assertThat(counters().rejected()).as("calls the fake rejected").isZero();
         }
 
+        /** A thread that gives the manager's cached memory back, keeping what it throws in {@code failure}. */
+        private static Thread releasingCachedMemory(UnifiedMemoryManager manager, AtomicReference<Throwable> failure) {
+            return Thread.ofPlatform().name("trimming").start(() -> {
+                try {
+                    manager.releaseCachedMemory();
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+        }
+
         /**
          * The manager's close begun while a trim is in the driver's unmap or free waits for it, then frees the rest: the
          * memory the trim gave back is not freed a second time, nor what it has not yet kept from the close.
@@ -1561,13 +1572,7 @@ class CudaBackendOnFakeDriverTest {
                 UnifiedBuffer live = manager.allocate(4096, MemoryLocation.DEVICE);
                 BLOCK_FREES.invokeExact();
                 AtomicReference<Throwable> failure = new AtomicReference<>();
-                Thread trimming = Thread.ofPlatform().name("trimming").start(() -> {
-                    try {
-                        manager.releaseCachedMemory();
-                    } catch (Throwable t) {
-                        failure.set(t);
-                    }
-                });
+                Thread trimming = releasingCachedMemory(manager, failure);
                 Thread closing;
                 try {
                     while ((int) BLOCKED_FREES.invokeExact() == 0) {
@@ -1608,13 +1613,7 @@ class CudaBackendOnFakeDriverTest {
                     manager.allocate(16 << 20, MemoryLocation.DEVICE).close();
                     BLOCK_FREES.invokeExact();
                     AtomicReference<Throwable> failure = new AtomicReference<>();
-                    Thread trimming = Thread.ofPlatform().name("trimming").start(() -> {
-                        try {
-                            manager.releaseCachedMemory();
-                        } catch (Throwable t) {
-                            failure.set(t);
-                        }
-                    });
+                    Thread trimming = releasingCachedMemory(manager, failure);
                     CompletableFuture<UnifiedBuffer> allocation = new CompletableFuture<>();
                     try {
                         while ((int) BLOCKED_FREES.invokeExact() == 0) {
