@@ -3,32 +3,43 @@ package dev.compute.boot.diagnostics;
 import dev.compute.boot.PoolSizeConverter;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.PoolSize;
+import java.lang.reflect.RecordComponent;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.Locale;
+import java.util.Map;
 import java.util.stream.Collectors;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.bind.BindException;
+import org.springframework.boot.context.properties.bind.UnboundConfigurationPropertiesException;
 import org.springframework.boot.context.properties.source.ConfigurationProperty;
 import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
+import org.springframework.boot.context.properties.source.ConfigurationPropertyName.Form;
 import org.springframework.boot.diagnostics.AbstractFailureAnalyzer;
 import org.springframework.boot.diagnostics.FailureAnalysis;
 import org.springframework.boot.origin.Origin;
 import org.springframework.core.Ordered;
+import org.springframework.core.ResolvableType;
 import org.springframework.util.unit.DataSize;
 
 /**
  * Explains a {@code compute.*} value that Spring could not even convert ({@code leak-detection: verbose},
  * {@code max-pool-size: lots}, {@code device: first}) in the same shape as {@link InvalidSettingFailureAnalyzer}:
  * the property, the value, where it was set, and the values its type allows. Other properties are left to
- * Boot's own analyzer.
+ * Boot's own analyzer. So is a {@code compute.*} key left empty that the binding leaves unbound.
  */
 public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<BindException> implements Ordered {
 
     private static final ConfigurationPropertyName PREFIX = ConfigurationPropertyName.of("compute");
+    private static final ConfigurationPropertyName MANAGERS = PREFIX.append("managers");
 
     @Override
     protected @Nullable FailureAnalysis analyze(Throwable rootFailure, BindException cause) {
+        FailureAnalysis empty = emptyValue(rootFailure, cause);
+        if (empty != null) {
+            return empty;
+        }
         ConfigurationProperty property = cause.getProperty();
         // A value that converted but broke a rule is an InvalidSettingException, which its own analyzer reports.
         if (property == null || !PREFIX.isAncestorOf(cause.getName()) || findCause(rootFailure, InvalidSettingException.class) != null) {
@@ -46,6 +57,66 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
             allowed += ", " + largest + " (" + value.strip() + " is too large to count)";
         }
         return SettingFailure.analysis(property.getName().toString(), value, origin != null ? origin.toString() : "", allowed, cause);
+    }
+
+    /**
+     * A {@code compute.*} key left empty ({@code limit:} with nothing after it) where the binding refuses what it leaves
+     * unbound (a budget, a named manager, a warm-up's list): an empty value converts to nothing, so Spring reports only
+     * that the element "was left unbound". The report says what its property allows, found from the bound type.
+     */
+    private @Nullable FailureAnalysis emptyValue(Throwable rootFailure, BindException cause) {
+        UnboundConfigurationPropertiesException unbound = findCause(rootFailure, UnboundConfigurationPropertiesException.class);
+        if (unbound == null || !PREFIX.isAncestorOf(cause.getName()) && !PREFIX.equals(cause.getName())) {
+            return null;
+        }
+        for (ConfigurationProperty property : unbound.getUnboundProperties()) {
+            ConfigurationPropertyName bound = asBound(cause.getName(), property.getName());
+            if (String.valueOf(property.getValue()).isBlank() && cause.getName().isAncestorOf(bound)) {
+                Origin origin = property.getOrigin();
+                Class<?> type = typeAt(cause.getTarget().getType(), cause.getName(), bound);
+                return SettingFailure.analysis(property.getName().toString(), String.valueOf(property.getValue()), origin != null ? origin.toString() : "",
+                        allowed(type), cause);
+            }
+        }
+        return null; // a key none of the types has (a typo): Boot's report names it
+    }
+
+    /**
+     * {@code name} as the binding under {@code root} sees it: a named manager's settings are bound as {@code compute.*}
+     * ({@code compute.memory.pooling.warmup.host}), each property keeping its own name
+     * ({@code compute.managers.gpu.memory.pooling.warmup.host[0].size}).
+     */
+    private static ConfigurationPropertyName asBound(ConfigurationPropertyName root, ConfigurationPropertyName name) {
+        if (root.isAncestorOf(name) || !MANAGERS.isAncestorOf(name) || name.getNumberOfElements() <= MANAGERS.getNumberOfElements() + 1) {
+            return name;
+        }
+        return ConfigurationPropertyName.adapt(PREFIX + "." + name.subName(MANAGERS.getNumberOfElements() + 1), '.');
+    }
+
+    /** The type bound at {@code name} under {@code root}, a {@code type}: through maps' values, lists' elements and records' components. */
+    private static @Nullable Class<?> typeAt(ResolvableType type, ConfigurationPropertyName root, ConfigurationPropertyName name) {
+        for (int i = root.getNumberOfElements(); i < name.getNumberOfElements(); i++) {
+            Class<?> resolved = type.resolve();
+            if (resolved == null) {
+                return null;
+            }
+            if (Map.class.isAssignableFrom(resolved)) {
+                type = type.asMap().getGeneric(1);
+            } else if (Collection.class.isAssignableFrom(resolved)) {
+                type = type.asCollection().getGeneric(0);
+            } else if (resolved.isRecord()) {
+                String element = name.getElement(i, Form.UNIFORM);
+                RecordComponent component = Arrays.stream(resolved.getRecordComponents())
+                        .filter(each -> each.getName().toLowerCase(Locale.ROOT).equals(element)).findFirst().orElse(null);
+                if (component == null) {
+                    return null;
+                }
+                type = ResolvableType.forType(component.getGenericType(), type);
+            } else {
+                return null;
+            }
+        }
+        return type.resolve();
     }
 
     /**

@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.boot.testing.UnattachedDeviceBackendProvider;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
@@ -75,6 +77,32 @@ class FailureAnalyzersTests {
                 .contains("Origin: \"compute.memory.leak-detection\" from property source \"commandLineArgs\"")
                 .contains("Allowed: one of disabled, simple, paranoid")
                 .doesNotContain("Failed to bind properties under");
+    }
+
+    /**
+     * A key left empty in application.yml ({@code limit:} with nothing after it, which YAML gives as the empty string)
+     * where the starter's binding refuses what it leaves unbound: Spring's report said only that the element "was left
+     * unbound", not what the property may be.
+     */
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', value = {
+            "compute.budgets.search.limit | compute.budgets.search.request-limit=1MB",
+            "compute.budgets.search.request-limit | compute.budgets.search.limit=1MB",
+            "compute.budgets.search.location-limits.host | compute.budgets.search.limit=1MB",
+            "compute.budgets.search.reservations.host | compute.budgets.search.limit=1MB",
+            "compute.managers.gpu.budgets.search.limit | compute.managers.gpu.backend=cpu",
+            "compute.managers.gpu.budgets.search.location-limits.host | compute.managers.gpu.budgets.search.limit=1MB",
+            "compute.managers.gpu.memory.pooling.trim-interval | compute.managers.gpu.backend=cpu",
+            "compute.memory.pooling.warmup.host[0].size | compute.backend=cpu",
+            "compute.managers.gpu.memory.pooling.warmup.host[0].size | compute.managers.gpu.backend=cpu"})
+    void anEmptyValueIsReportedWithWhatItsPropertyAllows(String property, String other, CapturedOutput output) {
+        assertThatThrownBy(() -> start("--" + property + "=", "--" + other)).isNotNull();
+        assertThat(output).contains("APPLICATION FAILED TO START")
+                .contains("Property: " + property + "\n")
+                .contains("Value: \"\"")
+                .contains("Origin: \"" + property + "\" from property source \"commandLineArgs\"")
+                .contains(property.endsWith("trim-interval") ? "Allowed: a duration: a whole number with a unit" : "Allowed: a size: a whole number with a unit")
+                .doesNotContain("left unbound");
     }
 
     /** A budget name of letters beyond ASCII's: Spring's binding drops them and fails with "No converter found", naming no key. */
