@@ -215,10 +215,18 @@ public final class ComputeBudgets {
 
     private static MemoryBudget open(UnifiedMemoryManager manager, BudgetSpec spec, String prefix) {
         String at = prefix + "." + spec.name();
+        String locations = String.join(", ", manager.locations().stream().map(ComputeBudgets::key).toList());
+        // a limit there would limit nothing, as a reservation there would keep nothing: either is a setting no one meant
+        for (MemoryLocation location : spec.locationLimits().keySet()) {
+            if (!manager.locations().contains(location)) {
+                throw new InvalidSettingException(at + ".location-limits." + key(location), spec.limitBytes(location) + " bytes",
+                        "a location limit at a location this manager has: " + locations);
+            }
+        }
         for (MemoryLocation location : spec.reservations().keySet()) {
             if (!manager.locations().contains(location)) {
                 throw new InvalidSettingException(at + ".reservations." + key(location), spec.reservedBytes(location) + " bytes",
-                        "a reservation at a location this manager has: " + String.join(", ", manager.locations().stream().map(ComputeBudgets::key).toList()));
+                        "a reservation at a location this manager has: " + locations);
             }
         }
         try {

@@ -87,6 +87,17 @@ class ComputeBudgetsTests {
                 "compute.budgets.gold.location-limits.host", "33554432 bytes", "at most compute.budgets.gold.limit (16777216 bytes)");
     }
 
+    /** As a reservation there is: a limit at a location the manager does not have (pinning off) limits nothing, and started silently. */
+    @Test
+    void aLocationLimitAtALocationTheManagerDoesNotHaveStopsStartUpNamingItsLocations() {
+        assertFailure(runner.withPropertyValues("compute.memory.pinning.enabled=false", "compute.budgets.gold.limit=64MB",
+                        "compute.budgets.gold.location-limits.pinned=1MB"),
+                "compute.budgets.gold.location-limits.pinned", "1048576 bytes", "a location limit at a location this manager has: device, host, unified");
+        assertFailure(runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.managers.gpu.memory.pinning.enabled=false",
+                        "compute.managers.gpu.budgets.gold.limit=64MB", "compute.managers.gpu.budgets.gold.location-limits.pinned=1MB"),
+                "compute.managers.gpu.budgets.gold.location-limits.pinned", "1048576 bytes", "a location this manager has");
+    }
+
     @Test
     void aNamedManagersReservationIsReportedUnderItsNameAndItsOwnCap() {
         assertFailure(runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.managers.gpu.memory.pooling.max-pool-size=16MB",
