@@ -153,7 +153,9 @@ public final class UnifiedMemoryManagerFactory {
     private void checkNoUnknownKeys(String managerPrefix, String budgetsPrefix) {
         ConfigurationPropertyName budgets = ConfigurationPropertyName.of(budgetsPrefix);
         List<ConfigurationPropertySource> sources = new ArrayList<>();
-        ConfigurationPropertySources.get(environment).forEach(source -> sources.add(source.filter(property -> !budgets.isAncestorOf(property))));
+        // budgets itself too: budgets: with nothing under it (an empty value) is no budgets, as compute.budgets: is
+        ConfigurationPropertySources.get(environment).forEach(source -> sources.add(source.filter(property -> !budgets.isAncestorOf(property)
+                && !budgets.equals(property))));
         new Binder(sources, new PropertySourcesPlaceholdersResolver(environment), PoolSizeConverter.conversionService())
                 .bind(managerPrefix, Bindable.of(ManagerProperties.class), new NoUnboundElementsBindHandler(BindHandler.DEFAULT));
     }

@@ -48,6 +48,14 @@ class UnknownSettingsTests {
         });
     }
 
+    /** {@code budgets:} with nothing under it is no budgets, for a named manager as for compute.budgets. */
+    @Test
+    void anEmptyBudgetsKeyStarts() {
+        runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.managers.gpu.budgets=")
+                .run(context -> assertThat(context).hasNotFailed());
+        runner.withPropertyValues("compute.backend=cpu", "compute.budgets=").run(context -> assertThat(context).hasNotFailed());
+    }
+
     @Test
     void bootsFailureReportNamesTheKey(CapturedOutput output) {
         assertThatThrownBy(() -> new SpringApplicationBuilder(App.class).web(WebApplicationType.NONE)
