@@ -22,7 +22,8 @@ import org.springframework.core.env.SystemEnvironmentPropertySource;
  * binding keeps only the letters, digits and dashes of a key not in brackets, and takes keys that differ only by
  * dashes or case for one: {@code a/b}, {@code a b}, {@code -a} or a name with a control character would silently be
  * made as {@code ab} or {@code a}, and {@code tenant-a} and {@code tenanta} would each get the other's settings.
- * Either stops start-up naming the key as it was written.
+ * Either stops start-up naming the key as it was written; so does a list written where the map is ({@code - limit: 1MB}),
+ * whose index the binding would take for a name.
  */
 final class ConfiguredNames {
 
@@ -63,6 +64,11 @@ final class ConfiguredNames {
                 String written = elements.get(at);
                 boolean bracketed = written.length() > 1 && written.startsWith("[") && written.endsWith("]");
                 String kept = bracketed ? written.substring(1, written.length() - 1) : keptOf(written);
+                // a list where the map of names is expected (- limit: 1MB): the binding would take its index for a name
+                if (bracketed && kept.chars().allMatch(c -> c >= '0' && c <= '9')) {
+                    throw new InvalidSettingException(prefix + written, written, what + " of lower-case letters, digits and dashes, as a key of a map"
+                            + " (the name, then its settings under it), not an element of a list, as written" + where(source, property));
+                }
                 if (!kept.equals(written) && !bracketed) {
                     throw new InvalidSettingException(prefix + "." + shown(written), shown(written), what + " of lower-case letters, digits and dashes,"
                             + " as written" + where(source, property) + ": Spring's binding would make it " + (kept.isEmpty() ? "no name at all" : "'" + kept + "'"));

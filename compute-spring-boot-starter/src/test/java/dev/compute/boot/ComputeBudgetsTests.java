@@ -137,6 +137,20 @@ class ComputeBudgetsTests {
                 "a manager name of lower-case letters, digits and dashes, as written");
     }
 
+    /**
+     * A list where the map of names is expected ({@code - limit: 1MB}): Spring's binding takes the index for a name, so
+     * a budget "0" (or a manager "0") started that no request or meter was meant to find.
+     */
+    @Test
+    void aListOfBudgetsOrManagersStopsStartUp() {
+        assertFailure(yaml("compute:\n  budgets:\n    - limit: 1MB\n"), "compute.budgets[0]", "[0]",
+                "a budget name of lower-case letters, digits and dashes, as a key of a map (the name, then its settings under it), not an element of a list");
+        assertFailure(yaml("compute:\n  managers:\n    - backend: cpu\n"), "compute.managers[0]", "[0]",
+                "a manager name of lower-case letters, digits and dashes, as a key of a map");
+        assertFailure(yaml("compute:\n  managers:\n    gpu:\n      backend: cpu\n      budgets:\n        - limit: 1MB\n"),
+                "compute.managers.gpu.budgets[0]", "[0]", "not an element of a list");
+    }
+
     /** The binding takes tenant-a and tenanta for one name: each budget would be made with settings of the other. */
     @Test
     void twoBudgetNamesTheBindingTakesForOneStopStartUp() {
