@@ -508,15 +508,19 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                                                    boolean interrupted) {
         long live = small.liveBytes() + large.liveBytes();
         long reserved = upstream.reservedBytes();
-        String why = stuck ? "; device work that " + pending.size() + " freed block(s) wait on did not finish within "
-                + deviceWaitTimeout.toMillis() + " ms (compute.memory.device-wait-timeout): the device, or a future recorded on"
-                + " a buffer, may be stuck"
+        // what held the memory: a trim that had not returned from the backend, device work, or both
+        String stuckTrims = trimsUnderWay == 0 ? "" : "a trim giving back " + bytesBeingReleased + " bytes had not returned from the"
+                + " backend within " + deviceWaitTimeout.toMillis() + " ms" + (pending.isEmpty() ? "" : ", and ");
+        String stuckWork = pending.isEmpty() && trimsUnderWay > 0 ? "" : "device work that " + pending.size()
+                + " freed block(s) wait on did not finish within " + deviceWaitTimeout.toMillis() + " ms";
+        String why = stuck ? "; " + stuckTrims + stuckWork + " (compute.memory.device-wait-timeout): the device, or a future"
+                + " recorded on a buffer, may be stuck"
                 : interrupted ? "; the wait for device work that " + pending.size() + " freed block(s) wait on was interrupted"
                 + " (the thread's interrupt is kept)" : "";
         return new DeviceOutOfMemoryException(location, requested, stuck ? OutOfMemoryReason.DEVICE_WORK_STUCK : refusal.reason(),
                 "out of " + location + " memory: requested " + requested + " bytes (" + size + " after rounding); " + live
-                + " bytes live (allocated), " + Math.max(0, reserved - live) + " bytes cached, " + reserved + " bytes reserved; largest free block "
-                + largestFreeBlock() + " bytes" + freeSpaceOutOfReach(size) + "; " + pending.size() + " blocks pending on device work" + why
+                + " bytes live (allocated), " + Math.max(0, reserved - live - bytesBeingReleased) + " bytes cached, " + reserved
+                + " bytes reserved; largest free block " + largestFreeBlock() + " bytes" + freeSpaceOutOfReach(size) + "; " + pending.size() + " blocks pending on device work" + why
                 + ". The pool released its cached memory and retried, and its upstream refused: " + refusal.getMessage());
     }
 

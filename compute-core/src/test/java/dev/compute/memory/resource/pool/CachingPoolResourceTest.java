@@ -488,6 +488,42 @@ class CachingPoolResourceTest extends MemoryResourceContract {
      * the work "did not finish within 60000 ms" and "may be stuck", of a wait it never made and work that was running fine.
      */
     @Test
+    void anAllocationThatNeedsMemoryATrimStuckInTheDriverGivesBackFailsInTimeSayingSo() throws InterruptedException {
+        AddressSpaceBackend device = backend(GiB, false);
+        CountDownLatch freeCalled = new CountDownLatch(1);
+        CountDownLatch driverReturns = new CountDownLatch(1);
+        ComputeBackend stuck = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
+                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("free")) {
+                        freeCalled.countDown();
+                        driverReturns.await();
+                    }
+                    try {
+                        return method.invoke(device, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        CachingPoolResource pool = new CachingPoolResource(new BackendResource(stuck, MemoryLocation.DEVICE, 96 * MiB,
+                "compute.memory.pooling.max-pool-size", Duration.ofMillis(200), MemoryEventListener.NONE),
+                PoolSettings.plainSegments().withDeviceWaitTimeout(Duration.ofMillis(200)), MemoryEventListener.NONE);
+        pool.deallocate(pool.allocate(64 * MiB));
+        Thread trimming = Thread.ofPlatform().start(() -> pool.trim(0));
+        try {
+            assertThat(freeCalled.await(30, TimeUnit.SECONDS)).isTrue();
+
+            assertThatThrownBy(() -> pool.allocate(64 * MiB)).isInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageContaining("a trim giving back 67108864 bytes had not returned from the backend within 200 ms")
+                    .hasMessageNotContaining("0 freed block(s)");
+        } finally {
+            driverReturns.countDown();
+            joinWithin(trimming);
+        }
+        pool.deallocate(pool.allocate(64 * MiB));
+        pool.close();
+    }
+
+    @Test
     void anInterruptedAllocationDoesNotCallDeviceWorkStuck() {
         AddressSpaceBackend backend = backend(32 * MiB, true);
         CachingPoolResource pool = pool(backend, GiB, true);
