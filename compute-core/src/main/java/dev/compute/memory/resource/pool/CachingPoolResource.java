@@ -509,18 +509,19 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         long live = small.liveBytes() + large.liveBytes();
         long reserved = upstream.reservedBytes();
         // what held the memory: a trim that had not returned from the backend, device work, or both
-        String stuckTrims = trimsUnderWay == 0 ? "" : "a trim giving back " + bytesBeingReleased + " bytes had not returned from the"
-                + " backend within " + deviceWaitTimeout.toMillis() + " ms" + (pending.isEmpty() ? "" : ", and ");
-        String stuckWork = pending.isEmpty() && trimsUnderWay > 0 ? "" : "device work that " + pending.size()
-                + " freed block(s) wait on did not finish within " + deviceWaitTimeout.toMillis() + " ms";
-        String why = stuck ? "; " + stuckTrims + stuckWork + " (compute.memory.device-wait-timeout): the device, or a future"
-                + " recorded on a buffer, may be stuck"
-                : interrupted ? "; the wait for device work that " + pending.size() + " freed block(s) wait on was interrupted"
-                + " (the thread's interrupt is kept)" : "";
+        String trim = trimsUnderWay == 0 ? "" : "a trim giving back " + bytesBeingReleased + " bytes";
+        boolean work = !pending.isEmpty() || trim.isEmpty();
+        String deviceWork = work ? "device work that " + pending.size() + " freed block(s) wait on" : "";
+        String why = stuck ? "; " + (trim.isEmpty() ? "" : trim + " had not returned from the backend within " + deviceWaitTimeout.toMillis()
+                + " ms" + (work ? ", and " : "")) + (work ? deviceWork + " did not finish within " + deviceWaitTimeout.toMillis() + " ms" : "")
+                + " (compute.memory.device-wait-timeout): the device, or a future recorded on a buffer, may be stuck"
+                : interrupted ? "; the wait for " + trim + (!trim.isEmpty() && work ? " and " : "") + deviceWork
+                + " was interrupted (the thread's interrupt is kept)" : "";
         return new DeviceOutOfMemoryException(location, requested, stuck ? OutOfMemoryReason.DEVICE_WORK_STUCK : refusal.reason(),
                 "out of " + location + " memory: requested " + requested + " bytes (" + size + " after rounding); " + live
                 + " bytes live (allocated), " + Math.max(0, reserved - live - bytesBeingReleased) + " bytes cached, " + reserved
-                + " bytes reserved; largest free block " + largestFreeBlock() + " bytes" + freeSpaceOutOfReach(size) + "; " + pending.size() + " blocks pending on device work" + why
+                + " bytes reserved; largest free block " + largestFreeBlock() + " bytes" + freeSpaceOutOfReach(size) + "; " + pending.size()
+                + " blocks pending on device work" + why
                 + ". The pool released its cached memory and retried, and its upstream refused: " + refusal.getMessage());
     }
 
@@ -765,28 +766,23 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     /**
      * Waits, at most until {@code deadline} ({@link System#nanoTime()}), for the trims giving memory back without the lock
-     * to put it in the books; under the lock, which the wait lets go of. False where some had not by then.
+     * to put it in the books; under the lock, which the wait lets go of. False where some had not by then, or the thread
+     * is interrupted (its flag set again), as {@link DeviceWork#awaitAll} is.
      */
     private boolean awaitTrims(long deadline) {
-        boolean interrupted = false;
-        try {
-            while (trimsUnderWay > 0) {
-                long left = deadline - System.nanoTime();
-                if (left <= 0) {
-                    return false;
-                }
-                try {
-                    trimsEnded.awaitNanos(left);
-                } catch (InterruptedException e) {
-                    interrupted = true;
-                }
+        while (trimsUnderWay > 0) {
+            long left = deadline - System.nanoTime();
+            if (left <= 0) {
+                return false;
             }
-            return true;
-        } finally {
-            if (interrupted) {
-                Thread.currentThread().interrupt();
+            try {
+                trimsEnded.awaitNanos(left);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt(); // a wait cut short: the caller says so
+                return false;
             }
         }
+        return true;
     }
 
     /**

@@ -524,6 +524,50 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     }
 
     @Test
+    void anInterruptedAllocationStopsWaitingForATrimInTheDriverAtOnce() throws Exception {
+        AddressSpaceBackend device = backend(GiB, false);
+        CountDownLatch freeCalled = new CountDownLatch(1);
+        CountDownLatch driverReturns = new CountDownLatch(1);
+        ComputeBackend slow = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
+                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("free")) {
+                        freeCalled.countDown();
+                        driverReturns.await();
+                    }
+                    try {
+                        return method.invoke(device, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        Duration longWait = Duration.ofMinutes(10);
+        CachingPoolResource pool = new CachingPoolResource(new BackendResource(slow, MemoryLocation.DEVICE, 96 * MiB,
+                "compute.memory.pooling.max-pool-size", longWait, MemoryEventListener.NONE),
+                PoolSettings.plainSegments().withDeviceWaitTimeout(longWait), MemoryEventListener.NONE);
+        pool.deallocate(pool.allocate(64 * MiB));
+        Thread trimming = Thread.ofPlatform().start(() -> pool.trim(0));
+        try {
+            assertThat(freeCalled.await(30, TimeUnit.SECONDS)).isTrue();
+
+            CompletableFuture<Throwable> interruptedAllocation = CompletableFuture.supplyAsync(() -> {
+                Thread.currentThread().interrupt();
+                Throwable failure = catchThrowable(() -> pool.allocate(64 * MiB));
+                return Thread.interrupted() ? failure : new AssertionError("the thread's interrupt was not kept", failure);
+            }, runnable -> Thread.ofPlatform().start(runnable));
+            assertThat(interruptedAllocation).as("the wait cut short by the interrupt, not the device wait timeout's 10 minutes")
+                    .succeedsWithin(Duration.ofSeconds(30))
+                    .satisfies(failure -> assertThat(failure).isInstanceOf(DeviceOutOfMemoryException.class)
+                            .hasMessageContaining("the wait for a trim giving back 67108864 bytes was interrupted")
+                            .hasMessageNotContaining("may be stuck"));
+        } finally {
+            driverReturns.countDown();
+            joinWithin(trimming);
+        }
+        pool.deallocate(pool.allocate(64 * MiB));
+        pool.close();
+    }
+
+    @Test
     void anInterruptedAllocationDoesNotCallDeviceWorkStuck() {
         AddressSpaceBackend backend = backend(32 * MiB, true);
         CachingPoolResource pool = pool(backend, GiB, true);
