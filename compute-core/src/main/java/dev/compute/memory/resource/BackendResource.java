@@ -35,8 +35,9 @@ import org.jspecify.annotations.Nullable;
  * {@link #backendFrees()} frees and unmaps. Each backend call is timed for the {@link MemoryEventListener}.
  *
  * <p>Thread-safe: the ledger is guarded by this object's monitor, and so are the backend's allocations and maps (uncontended
- * under a pool, whose own lock is held around them); frees and unmaps are called without it, their memory taken out of the
- * ledger's reach first, so that a hung driver's free holds up no other call. Figures are read without it.
+ * under a pool, whose own lock is held around them); frees and unmaps are called without it (but for the close's), their
+ * memory taken out of the ledger's reach first, so that a hung driver's free holds up no other call. Figures are read
+ * without it.
  */
 public final class BackendResource implements MemoryResource, InspectableResource {
 

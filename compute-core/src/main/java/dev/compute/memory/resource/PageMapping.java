@@ -8,7 +8,7 @@ import dev.compute.memory.spi.VirtualMemory;
  * The backend's page mapping ({@link VirtualMemory}) lent by a {@link BackendResource} to a pool's expandable
  * ranges: mapped pages count in the resource's reserved bytes and against its limit, and each call is timed for
  * its listener. Reserving address space costs no memory and is not counted in bytes. Guarded, as the resource
- * is, by its monitor.
+ * is, by its monitor, but for the driver's call of an {@link #unmap}.
  */
 public final class PageMapping {
 
