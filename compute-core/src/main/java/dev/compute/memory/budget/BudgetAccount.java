@@ -60,7 +60,7 @@ public final class BudgetAccount<B> {
     final @Nullable BudgetCells<B>[] cells = new BudgetCells[ThreadStripes.COUNT];
     /** Allocations the stripes counted before the manager freed its pools and the stripes' books went with them; under the stripes' holds. */
     long forgottenAllocations;
-    /** Peaks per location, then of all locations together; guarded by this array's monitor (see {@link BudgetStripes}). */
+    /** Peaks per location, then of all locations together; written and read holding every stripe (see {@link BudgetStripes}). */
     final long[] peaks = new long[LOCATIONS + 1];
     /** The budget's public handle, for listing children; set once as it is made. */
     private @Nullable Object handle;

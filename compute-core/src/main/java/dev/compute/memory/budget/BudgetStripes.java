@@ -21,19 +21,22 @@ import org.jspecify.annotations.Nullable;
  * which counts it against every limit; its buffer's bytes come to the room when it is freed.
  *
  * <p><b>Holding.</b> A thread holds one stripe at a time and takes no lock while it holds one, so the ledger (under its
- * lock) and the peak collection (under a budget's monitor) may hold stripes one after the other; reading figures
- * holds them all, in order. A hold is a compare-and-set on the stripe's own line and a release store to let go, as
- * {@code StripedByteCounters} holds its stripes. Finding a stripe held moves no thread: a collection holds other
- * threads' stripes for a moment, and a move it caused would send the thread to a stripe without room or headroom, whose
- * collection would move the next one; the manager's call gate moves threads that really share a stripe.
+ * lock) may hold stripes one after the other; reading figures, and a request that may raise a peak, hold them all,
+ * in order. A hold is a compare-and-set on the stripe's own line and a release store to let go, as
+ * {@code StripedByteCounters} holds its stripes. Finding a stripe held moves no thread: a request that may raise a
+ * peak holds other threads' stripes for a moment, and a move it caused would send the thread to a stripe without room
+ * or headroom, whose next request would hold them all and move the next one; the manager's call gate moves threads
+ * that really share a stripe.
+ *
+ * <p><b>Peaks.</b> Each figure's peak is what its stripes hold plus their headroom below it ({@code PEAK_ROOM}). A
+ * request that its own stripe's headroom covers at every level cannot pass a peak and takes it from there; any other
+ * is counted holding every stripe, where what the budget holds is one state: the headroom of the other stripes is
+ * taken, or the peak rises to what is held then, no further. So a peak is exactly the most ever held at once, and a
+ * budget at one location has the same peak there as in all.
  */
 final class BudgetStripes<B> {
 
     private static final int HELD = 0;
-    /** Bits of a request's peak check per level: its location's, then all locations'. */
-    private static final int PEAK_BITS = 2;
-    /** Levels checked bit by bit; deeper levels share the last two bits. */
-    private static final int DEPTH_BITS = 31;
 
     private final StripedLongs holds = new StripedLongs();
     private final BudgetLedger<B> ledger;
@@ -58,6 +61,19 @@ final class BudgetStripes<B> {
         holds.setRelease(stripe, HELD, 0);
     }
 
+    /** Holds every stripe, in order (no thread holding one waits for another, so this cannot deadlock). */
+    private void holdAll() {
+        for (int s = 0; s < ThreadStripes.COUNT; s++) {
+            hold(s);
+        }
+    }
+
+    private void letGoAll() {
+        for (int s = ThreadStripes.COUNT - 1; s >= 0; s--) {
+            letGo(s);
+        }
+    }
+
     /** Under {@code stripe}'s hold: the budget's books on it, made on first use (and its ancestors', which they lead up to). */
     static <B> BudgetCells<B> cells(BudgetAccount<B> account, int stripe) {
         BudgetCells<B> cells = account.cells[stripe];
@@ -76,28 +92,42 @@ final class BudgetStripes<B> {
      */
     @Nullable BudgetNode<B> take(BudgetAccount<B> account, int l, long bytes) {
         int stripe = ThreadStripes.ofCurrentThread();
-        BudgetNode<B> node;
-        long lacking;
         hold(stripe);
         try {
             BudgetCells<B> cells = account.cells[stripe];
             if (cells == null || cells.books[ROOM + l] < bytes || account.closed) {
                 return null;
             }
-            node = cells.reuse(l, bytes);
-            if (node == null) {
-                node = new BudgetNode<>(account, l, bytes, stripe); // the first few only: then the spares of those whose memory came back
+            if (countInHeadroom(cells, account.keepMost[l], l, bytes, 1)) {
+                return taken(account, cells, stripe, l, bytes);
             }
-            cells.books[ROOM + l] -= bytes;
-            lacking = count(cells, account.keepMost[l], l, bytes, 1);
-            cells.link(node);
-            node.open = true;
-            node.handedOut = false;
-            node.requester = Thread.currentThread();
         } finally {
             letGo(stripe);
         }
-        collectPeaks(account, stripe, l, bytes, lacking);
+        holdAll(); // a peak may rise: counted where what the budget holds is one state
+        try {
+            BudgetCells<B> cells = account.cells[stripe];
+            if (cells == null || cells.books[ROOM + l] < bytes || account.closed) {
+                return null;
+            }
+            countHoldingAll(account, cells, stripe, l, bytes, 1);
+            return taken(account, cells, stripe, l, bytes);
+        } finally {
+            letGoAll();
+        }
+    }
+
+    /** Under the stripe's hold, the request counted: takes its bytes from the room and links its node. */
+    private BudgetNode<B> taken(BudgetAccount<B> account, BudgetCells<B> cells, int stripe, int l, long bytes) {
+        BudgetNode<B> node = cells.reuse(l, bytes);
+        if (node == null) {
+            node = new BudgetNode<>(account, l, bytes, stripe); // the first few only: then the spares of those whose memory came back
+        }
+        cells.books[ROOM + l] -= bytes;
+        cells.link(node);
+        node.open = true;
+        node.handedOut = false;
+        node.requester = Thread.currentThread();
         return node;
     }
 
@@ -133,33 +163,54 @@ final class BudgetStripes<B> {
 
     /** Counts {@code nodes} ({@code total} bytes) at every level and links them; null where the room is short or the budget closed. */
     private BudgetNode<B> @Nullable [] countAll(BudgetAccount<B> account, int stripe, int l, BudgetNode<B>[] nodes, long total, From from) {
-        long lacking;
         hold(stripe);
         try {
-            BudgetCells<B> cells;
-            if (from == From.ROOM) {
-                cells = account.cells[stripe];
-                if (cells == null || cells.books[ROOM + l] < total || account.closed) {
-                    return null;
-                }
-                cells.books[ROOM + l] -= total;
-            } else {
-                if (account.closed) {
-                    return null;
-                }
-                cells = cells(account, stripe);
+            BudgetCells<B> cells = admitted(account, stripe, l, total, from);
+            if (cells == null) {
+                return null;
             }
-            lacking = count(cells, account.keepMost[l], l, total, nodes.length);
-            for (BudgetNode<B> node : nodes) {
-                cells.link(node);
-                node.open = true;
-                node.handedOut = false;
-                node.requester = from == From.ROOM ? Thread.currentThread() : null;
+            if (countInHeadroom(cells, account.keepMost[l], l, total, nodes.length)) {
+                return linked(cells, l, nodes, total, from);
             }
         } finally {
             letGo(stripe);
         }
-        collectPeaks(account, stripe, l, total, lacking);
+        holdAll(); // a peak may rise: counted where what the budget holds is one state
+        try {
+            BudgetCells<B> cells = admitted(account, stripe, l, total, from);
+            if (cells == null) {
+                return null;
+            }
+            countHoldingAll(account, cells, stripe, l, total, nodes.length);
+            return linked(cells, l, nodes, total, from);
+        } finally {
+            letGoAll();
+        }
+    }
+
+    /** Under the stripe's hold: the budget's books there, or null where the room is short or the budget closed. */
+    private @Nullable BudgetCells<B> admitted(BudgetAccount<B> account, int stripe, int l, long total, From from) {
+        if (account.closed) {
+            return null;
+        }
+        if (from == From.LEDGER) {
+            return cells(account, stripe);
+        }
+        BudgetCells<B> cells = account.cells[stripe];
+        return cells == null || cells.books[ROOM + l] < total ? null : cells;
+    }
+
+    /** Under the stripe's hold, the buffers counted: takes their bytes from the room where they come from it, and links their nodes. */
+    private BudgetNode<B>[] linked(BudgetCells<B> cells, int l, BudgetNode<B>[] nodes, long total, From from) {
+        if (from == From.ROOM) {
+            cells.books[ROOM + l] -= total;
+        }
+        for (BudgetNode<B> node : nodes) {
+            cells.link(node);
+            node.open = true;
+            node.handedOut = false;
+            node.requester = from == From.ROOM ? Thread.currentThread() : null;
+        }
         return nodes;
     }
 
@@ -210,89 +261,87 @@ final class BudgetStripes<B> {
 
     /**
      * Under the stripe's hold: counts {@code buffers} buffers of {@code bytes} in all at every level from {@code own} (a
-     * budget's books on the stripe) up, and raises what the room keeps, to {@code keepMost} at most. Returns the levels
-     * whose peak headroom was short, to collect once the stripe is let go.
+     * budget's books on the stripe) up, within each level's headroom below its peaks, and raises what the room keeps, to
+     * {@code keepMost} at most. False, counting nothing, where a level's headroom on this stripe is short: a peak may
+     * rise, or the headroom is on other stripes, and the request is counted holding them all ({@link #countHoldingAll}).
      */
-    private static long count(BudgetCells<?> own, long keepMost, int l, long bytes, int buffers) {
+    private static boolean countInHeadroom(BudgetCells<?> own, long keepMost, int l, long bytes, int buffers) {
+        for (BudgetCells<?> at = own; at != null; at = at.up) {
+            long[] books = at.books;
+            if (books[PEAK_ROOM + l] < bytes || books[PEAK_ROOM + ALL] < bytes) {
+                for (BudgetCells<?> below = own; below != at; below = below.up) {
+                    count(below.books, l, -bytes, -buffers);
+                }
+                return false;
+            }
+            count(books, l, bytes, buffers);
+        }
+        keep(own, keepMost, l, bytes);
+        return true;
+    }
+
+    /** Counts {@code buffers} buffers of {@code bytes} at one level, taking them from the headroom below its peaks (negative: undoes it). */
+    private static void count(long[] books, int l, long bytes, int buffers) {
+        books[USED + l] += bytes;
+        books[BUFFERS] += buffers;
+        books[ALLOCATIONS] += buffers;
+        books[PEAK_ROOM + l] -= bytes;
+        books[PEAK_ROOM + ALL] -= bytes;
+    }
+
+    /** Raises what the room on {@code own}'s stripe keeps to about twice the largest request there, to {@code keepMost} at most. */
+    private static void keep(BudgetCells<?> own, long keepMost, int l, long bytes) {
         own.books[KEEP + l] = Math.min(Math.max(own.books[KEEP + l], Math.min(bytes, Long.MAX_VALUE / 2) * 2), keepMost);
-        long lacking = 0;
-        int depth = 0;
-        for (BudgetCells<?> at = own; at != null; at = at.up, depth++) {
+    }
+
+    /**
+     * Holding every stripe: {@link #countInHeadroom} for a request that its stripe's headroom does not cover. At each
+     * level and figure whose headroom on {@code stripe} is short, what the budget holds is summed over the stripes: the
+     * peak rises to it where it is more, and the headroom left is what lies between the two, taken from this stripe
+     * first, so that threads working alike keep the headroom each needs rather than take it from each other in turns
+     * (as {@code StripedByteCounters} collects).
+     */
+    private static <B> void countHoldingAll(BudgetAccount<B> account, BudgetCells<B> own, int stripe, int l, long bytes, int buffers) {
+        BudgetCells<B> at = own;
+        for (BudgetAccount<B> x = account; x != null; x = x.parent, at = at.up) {
             long[] books = at.books;
             books[USED + l] += bytes;
             books[BUFFERS] += buffers;
             books[ALLOCATIONS] += buffers;
-            int bit = Math.min(depth, DEPTH_BITS - 1) * PEAK_BITS;
-            if (depth < DEPTH_BITS - 1 && books[PEAK_ROOM + l] >= bytes) {
-                books[PEAK_ROOM + l] -= bytes;
-            } else {
-                lacking |= 1L << bit;
-            }
-            if (depth < DEPTH_BITS - 1 && books[PEAK_ROOM + ALL] >= bytes) {
-                books[PEAK_ROOM + ALL] -= bytes;
-            } else {
-                lacking |= 1L << (bit + 1);
-            }
+            settlePeak(x, at, stripe, l, bytes);
+            settlePeak(x, at, stripe, ALL, bytes);
         }
-        return lacking;
+        keep(own, account.keepMost[l], l, bytes);
     }
 
-    // ---- peaks ------------------------------------------------------------------------------------------------------
-
-    /** Not holding a stripe: for each level whose headroom was short, collects it or raises the peak. */
-    private void collectPeaks(BudgetAccount<B> account, int stripe, int l, long bytes, long lacking) {
-        if (lacking == 0) {
+    /** Holding every stripe, {@code bytes} just counted at {@code x} on {@code stripe} ({@code at}, its books there): its peak of figure {@code index}. */
+    private static <B> void settlePeak(BudgetAccount<B> x, BudgetCells<B> at, int stripe, int index, long bytes) {
+        if (at.books[PEAK_ROOM + index] >= bytes) {
+            at.books[PEAK_ROOM + index] -= bytes;
             return;
         }
-        int depth = 0;
-        for (BudgetAccount<B> x = account; x != null; x = x.parent, depth++) {
-            int bit = Math.min(depth, DEPTH_BITS - 1) * PEAK_BITS;
-            if ((lacking & (1L << bit)) != 0) {
-                collect(x, stripe, l, bytes);
-            }
-            if ((lacking & (1L << (bit + 1))) != 0) {
-                collect(x, stripe, ALL, bytes);
-            }
-        }
-    }
-
-    /**
-     * Collects {@code bytes} of headroom of figure {@code index} for {@code stripe}: all of its own, then from the other
-     * stripes only what it still lacks, so that threads working alike keep the headroom each needs rather than take it
-     * from each other in turns (as {@code StripedByteCounters} collects). Where all of it is less than {@code bytes},
-     * what is held now is more than any peak before, and the peak rises to it.
-     */
-    private void collect(BudgetAccount<B> account, int stripe, int index, long bytes) {
-        synchronized (account.peaks) {
-            long collected = takeUpTo(account, stripe, index, Long.MAX_VALUE);
-            for (int s = 0; s < ThreadStripes.COUNT && collected < bytes; s++) {
-                if (s != stripe) {
-                    collected += takeUpTo(account, s, index, bytes - collected);
-                }
-            }
-            if (collected < bytes) {
-                account.peaks[index] += bytes - collected;
-            } else if (collected > bytes) {
-                hold(stripe);
-                cells(account, stripe).books[PEAK_ROOM + index] += collected - bytes;
-                letGo(stripe);
+        long held = 0;
+        long headroom = 0;
+        for (int s = 0; s < ThreadStripes.COUNT; s++) {
+            BudgetCells<B> cells = x.cells[s];
+            if (cells != null) {
+                held += index == ALL ? cells.usedInAll() : cells.books[USED + index];
+                headroom += cells.books[PEAK_ROOM + index];
             }
         }
-    }
-
-    /** Takes up to {@code most} of a stripe's headroom of figure {@code index}; returns how much it took. */
-    private long takeUpTo(BudgetAccount<B> account, int stripe, int index, long most) {
-        hold(stripe);
-        try {
-            BudgetCells<B> cells = account.cells[stripe];
-            if (cells == null) {
-                return 0;
+        long peak = Math.max(x.peaks[index], held);
+        x.peaks[index] = peak;
+        long excess = headroom - (peak - held); // bytes at most: what this request takes, less any rise of the peak
+        if (excess < 0) { // stripes' books forgotten with the pools' memory
+            at.books[PEAK_ROOM + index] -= excess;
+        }
+        for (int n = 0, s = stripe; n < ThreadStripes.COUNT && excess > 0; n++, s = (s + 1) & (ThreadStripes.COUNT - 1)) {
+            BudgetCells<B> cells = x.cells[s];
+            if (cells != null) {
+                long taken = Math.clamp(cells.books[PEAK_ROOM + index], 0, excess);
+                cells.books[PEAK_ROOM + index] -= taken;
+                excess -= taken;
             }
-            long taken = Math.clamp(cells.books[PEAK_ROOM + index], 0, most);
-            cells.books[PEAK_ROOM + index] -= taken;
-            return taken;
-        } finally {
-            letGo(stripe);
         }
     }
 
@@ -403,35 +452,28 @@ final class BudgetStripes<B> {
         long[] used = new long[BudgetAccount.LOCATIONS];
         long buffers = 0;
         long allocations = account.forgottenAllocations;
-        synchronized (account.peaks) {
+        long[] peaks;
+        holdAll();
+        try {
             for (int s = 0; s < ThreadStripes.COUNT; s++) {
-                hold(s);
-            }
-            try {
-                for (int s = 0; s < ThreadStripes.COUNT; s++) {
-                    BudgetCells<B> cells = account.cells[s];
-                    if (cells != null) {
-                        for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
-                            used[l] += cells.books[USED + l];
-                        }
-                        buffers += cells.books[BUFFERS];
-                        allocations += cells.books[ALLOCATIONS];
+                BudgetCells<B> cells = account.cells[s];
+                if (cells != null) {
+                    for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
+                        used[l] += cells.books[USED + l];
                     }
-                }
-            } finally {
-                for (int s = ThreadStripes.COUNT - 1; s >= 0; s--) {
-                    letGo(s);
+                    buffers += cells.books[BUFFERS];
+                    allocations += cells.books[ALLOCATIONS];
                 }
             }
-            long[] peaks = account.peaks.clone();
-            long inAll = 0;
-            for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
-                inAll += used[l];
-                peaks[l] = Math.max(peaks[l], used[l]); // a request between its count and its peak's collection
-            }
-            peaks[ALL] = Math.max(peaks[ALL], inAll);
-            return new Figures(used, inAll, peaks, buffers, allocations);
+            peaks = account.peaks.clone();
+        } finally {
+            letGoAll();
         }
+        long inAll = 0;
+        for (long bytes : used) {
+            inAll += bytes;
+        }
+        return new Figures(used, inAll, peaks, buffers, allocations);
     }
 
     /** One budget's figures, from its stripes: bytes held per location and in all, peaks (per location, then all), buffers. */
