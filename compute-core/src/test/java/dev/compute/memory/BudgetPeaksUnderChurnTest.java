@@ -115,4 +115,58 @@ class BudgetPeaksUnderChurnTest {
             assertThat(p.locations().get(DEVICE).allocatedBytesPeak()).as(p.toString()).isEqualTo(p.allocatedBytesPeak());
         }
     }
+
+    @Test
+    void aParentsPeakAtALocationIsItsOnlyChildsThereWhileTwoChildrenChurnAtTwoLocations() throws Exception {
+        MemoryLocation host = MemoryLocation.HOST;
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).maxPoolSize(64 * MiB).build();
+             MemoryBudget tenant = manager.budget("tenant", 64 * MiB);
+             MemoryBudget onDevice = tenant.child("device", 16 * MiB);
+             MemoryBudget onHost = tenant.child("host", 16 * MiB)) {
+            int threads = 6;
+            Semaphore permits = new Semaphore(4);
+            CountDownLatch start = new CountDownLatch(1);
+            List<Thread> workers = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                int seed = t;
+                workers.add(Thread.ofPlatform().start(() -> {
+                    try {
+                        start.await();
+                        for (int i = 0; i < 3000; i++) {
+                            permits.acquire();
+                            try {
+                                long bytes = ((i + seed) % 3 + 1) * 64 * KiB;
+                                if ((i + seed) % 2 == 0) {
+                                    onDevice.allocate(bytes, DEVICE).close();
+                                } else {
+                                    onHost.allocate(bytes, host).close();
+                                }
+                            } finally {
+                                permits.release();
+                            }
+                        }
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }));
+            }
+            start.countDown();
+            for (Thread worker : workers) {
+                worker.join();
+            }
+            BudgetStatistics d = onDevice.statistics();
+            BudgetStatistics h = onHost.statistics();
+            BudgetStatistics p = tenant.statistics();
+            // each child at one location; the tenant holds at each location through one child alone
+            assertThat(d.locations().get(DEVICE).allocatedBytesPeak()).as(d.toString()).isEqualTo(d.allocatedBytesPeak());
+            assertThat(h.locations().get(host).allocatedBytesPeak()).as(h.toString()).isEqualTo(h.allocatedBytesPeak());
+            assertThat(p.locations().get(DEVICE).allocatedBytesPeak()).as(p.toString()).isEqualTo(d.allocatedBytesPeak());
+            assertThat(p.locations().get(host).allocatedBytesPeak()).as(p.toString()).isEqualTo(h.allocatedBytesPeak());
+            assertThat(p.allocatedBytesPeak()).as(p.toString())
+                    .isBetween(Math.max(d.allocatedBytesPeak(), h.allocatedBytesPeak()), Math.min(4 * 192 * KiB, d.allocatedBytesPeak() + h.allocatedBytesPeak()));
+            assertThat(d.allocatedBytesPeak()).isLessThanOrEqualTo(4 * 192 * KiB);
+            assertThat(h.allocatedBytesPeak()).isLessThanOrEqualTo(4 * 192 * KiB);
+        }
+    }
 }
