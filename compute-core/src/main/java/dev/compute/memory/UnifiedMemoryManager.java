@@ -80,17 +80,20 @@ public interface UnifiedMemoryManager extends AutoCloseable {
 
     /**
      * {@code bytes} bytes at {@code location}, now or when buffers closed through this manager give the memory back,
-     * within {@code timeout}. The future completes at once when there is memory and no earlier request waits at that
-     * location; otherwise the request joins the location's queue, and each close of a buffer there retries the queue
-     * from its head, on the manager's waiter thread (never on the closing thread). Waiting requests are served in the
+     * within {@code timeout}. The call returns at once: on the caller's thread the request takes only what is there
+     * (it waits for no device work, trim or compaction and asks no {@link OutOfMemoryHandler}), and the future
+     * completes at once when there is memory and no earlier request waits at that location; otherwise the request
+     * joins the location's queue, and each close of a buffer there (or the end of device work a closed buffer's memory
+     * waited on) retries the queue from its head, on the manager's waiter thread (never on the closing thread), whose
+     * attempts may wait for device work and ask the handlers. Waiting requests are served in the
      * order they came: one that would fit is not served before an earlier one that does not (no barging), so a stream
      * of small requests cannot starve a large one. Plain {@link #allocate} and {@link #tryAllocate} calls do not
      * queue: they take what is there.
      *
      * <p>The future fails with the {@link DeviceOutOfMemoryException} of the last attempt (its reason kept, the wait
      * said in its message) when the timeout passes, at once when the request is larger than the location's cap or
-     * the timeout is zero, and with an {@link IllegalStateException} when the manager closes; with what an
-     * {@link OutOfMemoryHandler} throws, whichever thread the attempt ran on (the caller's first, then the waiter thread). Cancelling it takes the
+     * the timeout is zero (nothing is waited for then), and with an {@link IllegalStateException} when the manager closes; with what an
+     * {@link OutOfMemoryHandler} throws (on the waiter thread). Cancelling it takes the
      * request off the queue; a buffer that comes as it is cancelled or times out is closed, not lost. What a trim or
      * another process frees wakes nobody; the next close does. Functions added to the future without {@code Async}
      * run on the thread that completes it (the waiter thread): keep them short. Waits and timeouts are counted in

@@ -10,8 +10,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Queue;
+import java.util.Set;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
@@ -388,6 +390,67 @@ class AllocationWaitersTest {
             try (UnifiedBuffer served = await(waiting)) {
                 assertThat(served.byteSize()).isEqualTo(BLOCK);
             }
+            full.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /**
+     * An asynchronous request returns at once though its memory is held by device work on a closed buffer: its first
+     * attempt, on the caller's thread, waits for no device work (the device wait timeout here is far past the test's);
+     * the waiter thread serves it when the work ends.
+     */
+    @Test
+    void theCallerOfAllocateAsyncDoesNotWaitForDeviceWorkOnFreedMemory() throws Exception {
+        try (UnifiedMemoryManager waitingLong = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxPoolSize(4 * BLOCK).timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO)
+                .deviceWaitTimeout(Duration.ofMinutes(10)).build()) {
+            List<UnifiedBuffer> full = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                full.add(waitingLong.allocate(BLOCK, DEVICE));
+            }
+            CompletableFuture<Void> kernel = new CompletableFuture<>();
+            UnifiedBuffer working = full.removeFirst();
+            try (BufferAccess access = working.deviceAccess(AccessMode.WRITE)) {
+                access.inFlightUntil(kernel);
+            }
+            working.close();
+            CompletableFuture<CompletableFuture<UnifiedBuffer>> asking = new CompletableFuture<>();
+            Thread.ofPlatform().daemon().start(() -> asking.complete(waitingLong.allocateAsync(BLOCK, DEVICE, LONG)));
+            CompletableFuture<UnifiedBuffer> waiting;
+            try {
+                waiting = asking.get(LONG.toSeconds(), TimeUnit.SECONDS);
+            } finally {
+                kernel.complete(null); // else a caller still waiting would hold the manager's close for the device wait
+            }
+            try (UnifiedBuffer served = await(waiting)) {
+                assertThat(served.byteSize()).isEqualTo(BLOCK);
+            }
+            full.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /** The out-of-memory handlers an asynchronous request asks run on the waiter thread, never holding up its caller. */
+    @Test
+    void anAsynchronousRequestAsksTheOutOfMemoryHandlersOffItsCallersThread() throws Exception {
+        Set<Thread> askedOn = ConcurrentHashMap.newKeySet();
+        List<UnifiedBuffer> full = new ArrayList<>();
+        try (UnifiedMemoryManager handled = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .maxPoolSize(4 * BLOCK).timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> {
+                    askedOn.add(Thread.currentThread());
+                    if (full.isEmpty()) {
+                        return false;
+                    }
+                    full.removeFirst().close(); // frees what the request needs: retry
+                    return true;
+                }).build()) {
+            for (int i = 0; i < 4; i++) {
+                full.add(handled.allocate(BLOCK, DEVICE));
+            }
+            try (UnifiedBuffer served = await(handled.allocateAsync(BLOCK, DEVICE, LONG))) {
+                assertThat(served.byteSize()).isEqualTo(BLOCK);
+            }
+            assertThat(askedOn).as("the handler ran for the request, on the waiter thread").isNotEmpty().doesNotContain(Thread.currentThread());
             full.forEach(UnifiedBuffer::close);
         }
     }

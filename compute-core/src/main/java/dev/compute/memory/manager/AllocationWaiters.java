@@ -10,6 +10,7 @@ import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.internal.WithdrawnFirst;
 import dev.compute.memory.lifetime.LeakDetector;
+import dev.compute.memory.resource.DeviceWork;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -44,7 +45,8 @@ import org.jspecify.annotations.Nullable;
  * joining the queue, as does the removal of a head that timed out or was cancelled, since the next may fit.
  *
  * <p><b>Threads.</b> Two daemon threads, made when requests wait and gone {@value #IDLE_SECONDS} s after the last:
- * one tries the heads (an attempt may run the out-of-memory handlers or wait for device work), one fires the
+ * one tries the heads (an attempt may run the out-of-memory handlers or wait for device work; a request's first
+ * attempt, on its caller's thread, does neither: {@link DeviceWork#withoutWaiting}), one fires the
  * timeouts, so that a slow attempt never delays a timeout: only a request with an {@code unserved} (a budget's) that
  * times out while an attempt is under way for it fails as that attempt ends, once its bytes are given back. Neither
  * runs on a thread that closes a buffer.
@@ -241,7 +243,8 @@ public final class AllocationWaiters<B> {
         boolean tried = false;
         if (queue.waiters.isEmpty() || refusal == null || bytes > capBytes) {
             try {
-                return CompletableFuture.completedFuture(allocation.allocate(type, location, bytes));
+                // on the caller's thread, which asked not to wait: any wait (device work, a trim, a handler) is the waiter thread's
+                return CompletableFuture.completedFuture(DeviceWork.withoutWaiting(() -> allocation.allocate(type, location, bytes)));
             } catch (DeviceOutOfMemoryException e) {
                 refusal = e;
                 tried = true;

@@ -17,7 +17,8 @@ import org.jspecify.annotations.Nullable;
  * one asks for a retry; at most {@code maxRetries} retries per allocation. A request larger than a limit
  * ({@link AllocationAboveLimitException}) fails without asking them: nothing they free could make room for it. Handlers are never re-entered: an
  * allocation a handler makes (on any manager) that fails, fails at once (and, let out of the handler, fails the
- * allocation that asked it with that allocation's own out-of-memory). The common path (the upstream has memory)
+ * allocation that asked it with that allocation's own out-of-memory), nor asked by an allocation that may not wait
+ * ({@link DeviceWork#withoutWaiting}): its retry asks them. The common path (the upstream has memory)
  * costs one call and a {@code try}. Thread-safe as its upstream and handlers are.
  */
 public final class FailureCallbackResource implements MemoryResource {
@@ -50,7 +51,7 @@ public final class FailureCallbackResource implements MemoryResource {
         } catch (AllocationAboveLimitException e) {
             throw e; // nothing a handler frees can make room for it
         } catch (DeviceOutOfMemoryException e) {
-            if (handlers.isEmpty() || maxRetries == 0 || IN_HANDLER.get()) {
+            if (handlers.isEmpty() || maxRetries == 0 || IN_HANDLER.get() || !DeviceWork.mayWait()) {
                 throw e;
             }
             return retry(bytes, e);

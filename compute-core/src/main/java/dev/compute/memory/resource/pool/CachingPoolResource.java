@@ -108,7 +108,8 @@ import org.jspecify.annotations.Nullable;
  * <p><b>Pressure.</b> A request larger than the cap fails at once, the cache left as it is: nothing the pool
  * could give back would make room for it. When the backend has no memory or the upstream's limit would be
  * passed, the pool gives back all it caches (free plain segments, free mapped pages) and retries once,
- * mapping no slack; if blocks are pending on device work it then waits for them and tries again; then it throws
+ * mapping no slack; if blocks are pending on device work it then waits for them and tries again (unless the
+ * allocation may not wait: {@link DeviceWork#withoutWaiting}); then it throws
  * {@link DeviceOutOfMemoryException}: the pool's figures (live, cached, largest free block, pending blocks)
  * before the upstream's own refusal (what was asked, the cap, what the device has free). {@link #trim} gives back the same way until at most
  * {@code keepBytes} stay cached ({@code cached = reserved − live}; bytes of pages shared with live blocks
@@ -386,7 +387,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         }
         boolean stuck = false;
         boolean interrupted = false;
-        if (!pending.isEmpty() || trimsUnderWay > 0) {
+        if ((!pending.isEmpty() || trimsUnderWay > 0) && DeviceWork.mayWait()) {
             // memory a trim is giving back counts as reserved until the backend returns: waited for as pending work is
             boolean finished = awaitTrims(System.nanoTime() + deviceWaitTimeout.toNanos()) & awaitPending();
             interrupted = !finished && Thread.currentThread().isInterrupted(); // a wait cut short, not work that did not finish
