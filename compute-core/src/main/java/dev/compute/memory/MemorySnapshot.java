@@ -36,6 +36,11 @@ public record MemorySnapshot(MemoryLocation location, List<Segment> segments) {
          * Its buffer was closed, but a view, an access or an op still holds it (a thread that took a view and has not
          * let go); not reusable yet: it goes back when they end.
          */
-        HELD
+        HELD,
+        /**
+         * Free, and on its way back to the backend: a trim is giving it back (a free or an unmap under way); not
+         * reusable, not counted as cached, gone from the pool when the backend returns.
+         */
+        RELEASING
     }
 }

@@ -87,7 +87,6 @@ class ManagerFiguresTest {
         assertThat(figure.bytesHostToDevice()).isEqualTo(100);
         assertThat(figure.bytesDeviceToHost()).isEqualTo(20);
         assertThat(figure.bytesDeviceToDevice()).isEqualTo(3);
-        assertThat(figure.trims()).as("and the compaction's trim when the request found no memory").isEqualTo(2);
         assertThat(figure.waitingRequests()).isEqualTo(1);
         assertThat(figure.waits()).isEqualTo(1);
         assertThat(figure.waitTimeouts()).isZero();

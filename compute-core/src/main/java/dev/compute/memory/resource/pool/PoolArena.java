@@ -869,11 +869,12 @@ final class PoolArena {
         void piece(long offset, long size, MemorySnapshot.BlockState state, long requested);
     }
 
-    /** A block as the snapshot shows it: live or pending as it is; free or cached as its FREE (backed) and UNMAPPED pieces. */
+    /** A block as the snapshot shows it: live, pending or releasing as it is; free or cached as its FREE (backed) and UNMAPPED pieces. */
     static void describe(PoolBlock b, Pieces into) {
         switch (b.state) {
             case PoolBlock.LIVE -> into.piece(b.offset, b.size, MemorySnapshot.BlockState.LIVE, b.requested);
             case PoolBlock.PENDING -> into.piece(b.offset, b.size, MemorySnapshot.BlockState.PENDING, b.requested);
+            case PoolBlock.RELEASING -> into.piece(b.offset, b.size, MemorySnapshot.BlockState.RELEASING, 0);
             default -> freePieces(b, into);
         }
     }

@@ -295,6 +295,45 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         pool.close();
     }
 
+    /**
+     * A segment a trim is giving back, its free still in the driver, shows in the memory map as RELEASING: it is not
+     * FREE (nothing can be served from it, and the figures no longer count it cached), and it is gone once the free returns.
+     */
+    @Test
+    void theMemoryMapShowsWhatATrimIsGivingBackAsReleasingNotFree() throws InterruptedException {
+        AddressSpaceBackend device = backend(GiB, false);
+        CountDownLatch freeCalled = new CountDownLatch(1);
+        CountDownLatch driverReturns = new CountDownLatch(1);
+        ComputeBackend slow = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
+                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("free")) {
+                        freeCalled.countDown();
+                        driverReturns.await();
+                    }
+                    try {
+                        return method.invoke(device, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        CachingPoolResource pool = new CachingPoolResource(new BackendResource(slow, MemoryLocation.DEVICE, GiB,
+                "compute.memory.pooling.max-pool-size", PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT, MemoryEventListener.NONE),
+                PoolSettings.plainSegments(), MemoryEventListener.NONE);
+        pool.deallocate(pool.allocate(64 * MiB));
+        Thread trimming = Thread.ofPlatform().start(() -> pool.trim(0));
+        try {
+            assertThat(freeCalled.await(30, TimeUnit.SECONDS)).isTrue();
+
+            assertThat(pool.segments()).singleElement().satisfies(segment -> assertThat(segment.blocks())
+                    .extracting(MemorySnapshot.Block::state).containsOnly(MemorySnapshot.BlockState.RELEASING));
+        } finally {
+            driverReturns.countDown();
+            joinWithin(trimming);
+        }
+        assertThat(pool.segments()).isEmpty();
+        pool.close();
+    }
+
     @ParameterizedTest(name = "expandable={0}")
     @ValueSource(booleans = {true, false})
     void anImpossibleRequestFailsWithTheFiguresAndLeavesThePoolWhole(boolean expandable) {
