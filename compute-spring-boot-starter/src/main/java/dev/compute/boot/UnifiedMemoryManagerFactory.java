@@ -25,6 +25,7 @@ import org.springframework.boot.context.properties.bind.handler.NoUnboundElement
 import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
 import org.springframework.boot.context.properties.source.ConfigurationPropertySource;
 import org.springframework.boot.context.properties.source.ConfigurationPropertySources;
+import org.springframework.boot.context.properties.source.UnboundElementsSourceFilter;
 import org.springframework.core.env.ConfigurableEnvironment;
 
 /**
@@ -41,6 +42,9 @@ public final class UnifiedMemoryManagerFactory {
     private static final Log log = LogFactory.getLog(UnifiedMemoryManagerFactory.class);
     /** Where the one manager's budgets are set. */
     static final String BUDGETS = "compute.budgets";
+    /** The keys under {@code compute.*} that are not {@link ComputeProperties}': each is read, and checked, where it is used. */
+    private static final List<String> OWN_KEYS_ELSEWHERE = List.of(ComputeMemoryAutoConfiguration.ENABLED_PROPERTY, "compute.memory-map",
+            NamedManagers.PREFIX, BUDGETS);
 
     private final ConfigurableEnvironment environment;
     private final ListableBeanFactory beans;
@@ -68,6 +72,7 @@ public final class UnifiedMemoryManagerFactory {
         if (primary != null && !primary.isBlank()) {
             throw new InvalidSettingException("compute.primary", primary, "unset: it names one of " + NamedManagers.PREFIX + ", and none is configured");
         }
+        checkNoUnknownComputeKeys();
         ConfiguredNames.check(environment, BUDGETS, "a budget name");
         // bound by ComputeProperties, which ignores a key it does not know: a budget with a typo, or a dot in its name
         // (compute.budgets.a.b.limit), would silently not be made
@@ -82,6 +87,7 @@ public final class UnifiedMemoryManagerFactory {
         Binder binder = new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment),
                 PoolSizeConverter.conversionService()); // as @ConfigurationPropertiesBinding gives compute.*
         ManagerProperties properties = bind(binder, "compute", source::whereSet);
+        checkNoUnknownComputeKeys(); // the settings every named manager inherits
         String prefix = NamedManagers.PREFIX + "." + name + ".budgets";
         checkNoUnknownKeys(NamedManagers.PREFIX + "." + name, prefix);
         Binder own = Binder.get(environment);
@@ -158,6 +164,23 @@ public final class UnifiedMemoryManagerFactory {
                 && !budgets.equals(property))));
         new Binder(sources, new PropertySourcesPlaceholdersResolver(environment), PoolSizeConverter.conversionService())
                 .bind(managerPrefix, Bindable.of(ManagerProperties.class), new NoUnboundElementsBindHandler(BindHandler.DEFAULT));
+    }
+
+    /**
+     * A key directly under {@code compute.*} that no setting has ({@code compute.memroy.max-pool-size},
+     * {@code compute.memory.pooling.max-pol-size}) stops start-up naming it, as one under a named manager does: Boot
+     * ignores it, and a cap that silently does nothing is the worst of typos. Keys that are not {@link ComputeProperties}'
+     * own are left to their owners: the starter's switch, the page's, the named managers and the budgets (each checked as
+     * it is bound). Environment variables are not checked, as Boot checks none ({@code COMPUTE_*} may be anyone's).
+     */
+    private void checkNoUnknownComputeKeys() {
+        List<ConfigurationPropertyName> others = OWN_KEYS_ELSEWHERE.stream().map(ConfigurationPropertyName::of).toList();
+        List<ConfigurationPropertySource> sources = new ArrayList<>();
+        ConfigurationPropertySources.get(environment).forEach(source -> sources.add(source.filter(property -> others.stream()
+                .noneMatch(other -> other.equals(property) || other.isAncestorOf(property)))));
+        new Binder(sources, new PropertySourcesPlaceholdersResolver(environment), PoolSizeConverter.conversionService())
+                .bind("compute", Bindable.of(ComputeProperties.class),
+                        new NoUnboundElementsBindHandler(BindHandler.DEFAULT, new UnboundElementsSourceFilter()));
     }
 
     /** A manager's configured budgets, set under {@code prefix}; {@code primary}: the manager is the one injected where one is asked for. */

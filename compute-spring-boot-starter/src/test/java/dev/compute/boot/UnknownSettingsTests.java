@@ -36,7 +36,11 @@ class UnknownSettingsTests {
             "compute.managers.gpu.backend=cpu;compute.managers.gpu.health.cap-warning-threshold=0.5 | compute.managers.gpu.health.cap-warning-threshold",
             "compute.managers.gpu.backend=cpu;compute.managers.gpu.budgets.t.limt=1MB | compute.managers.gpu.budgets.t.limt",
             "compute.backend=cpu;compute.budgets.tenant.a.limit=1MB | compute.budgets.tenant.a.limit",
-            "compute.backend=cpu;compute.budgets.a.limit=1MB;compute.budgets.a.parent=b | compute.budgets.a.parent"})
+            "compute.backend=cpu;compute.budgets.a.limit=1MB;compute.budgets.a.parent=b | compute.budgets.a.parent",
+            "compute.memroy.pooling.max-pool-size=1GB | compute.memroy.pooling.max-pool-size",
+            "compute.memory.pooling.max-pol-size=1GB | compute.memory.pooling.max-pol-size",
+            "compute.healt.cap-warning-threshold=0.5 | compute.healt.cap-warning-threshold",
+            "compute.managers.gpu.backend=cpu;compute.memory.poolng.enabled=false | compute.memory.poolng.enabled"})
     void anUnknownKeyStopsStartUpNamingIt(String settings, String property) {
         runner.withPropertyValues(settings.split(";")).run(context -> {
             assertThat(context).hasFailed();
@@ -78,6 +82,10 @@ class UnknownSettingsTests {
                     assertThat(context).hasNotFailed();
                     assertThat(context.getBean("gpuUnifiedMemoryManager", UnifiedMemoryManager.class).budgets()).hasSize(1);
                 });
+        runner.withPropertyValues("compute.enabled=true", "compute.memory-map.enabled=true", "compute.health.cap-warning-threshold=0.5",
+                "compute.scopes.requests=true", "compute.backend-options.page-size=64KB", "compute.memory.pooling.warmup.host[0].size=1MB",
+                "compute.memory.recording.max-events=10", "compute.opencl.device-type=cpu", "compute.primary=")
+                .run(context -> assertThat(context).hasNotFailed());
         runner.withPropertyValues("compute.backend=cpu", "compute.budgets.t.limit=1MB", "compute.budgets.t.location-limits.host=1MB",
                 "compute.budgets.t.reservations.host=1MB", "compute.budgets.t.request-limit=1MB").run(context -> assertThat(context).hasNotFailed());
     }
