@@ -110,8 +110,16 @@ public class ComputeMemoryEndpoint {
      * The manager of this name; else, for a location's name ({@code host}), that location of the primary manager;
      * {@code null} (a 404 over HTTP) for neither.
      */
+    public @Nullable Selection manager(String name, @Nullable Integer maxBlocks) {
+        return selection(name, maxBlocks == null ? null : maxBlocks.toString());
+    }
+
+    /**
+     * {@link #manager(String, Integer)} over HTTP: {@code maxBlocks} as written, read once the manager or location is
+     * found, so that what is not there is a 404 whatever the parameter says ({@code ?maxBlocks=abc} too).
+     */
     @ReadOperation
-    public @Nullable Selection manager(@Selector String name, @Nullable Integer maxBlocks) {
+    public @Nullable Selection selection(@Selector String name, @Nullable String maxBlocks) {
         var observed = managers.get(name);
         if (observed.isPresent()) {
             return describe(observed.get());
@@ -122,31 +130,42 @@ public class ComputeMemoryEndpoint {
 
     /** {@link #manager(String, Integer)} with the default number of blocks. */
     public @Nullable Selection manager(String name) {
-        return manager(name, null);
+        return selection(name, null);
     }
 
     /**
      * One location of one manager in detail, with at most {@code maxBlocks} blocks ({@value #DEFAULT_MAX_BLOCKS} when
      * {@code null}); {@code null} (a 404 over HTTP) for a manager or location that is not there.
      */
+    public @Nullable LocationDescriptor location(String name, MemoryLocation location, @Nullable Integer maxBlocks) {
+        return locationOf(name, location, maxBlocks == null ? null : maxBlocks.toString());
+    }
+
+    /** {@link #location(String, MemoryLocation, Integer)} over HTTP, {@code maxBlocks} read as {@link #selection} reads it. */
     @ReadOperation
-    public @Nullable LocationDescriptor location(@Selector String name, @Selector MemoryLocation location, @Nullable Integer maxBlocks) {
+    public @Nullable LocationDescriptor locationOf(@Selector String name, @Selector MemoryLocation location, @Nullable String maxBlocks) {
         return managers.get(name).map(observed -> location(observed, location, maxBlocks)).orElse(null);
     }
 
     /** {@link #location(String, MemoryLocation, Integer)} with the default number of blocks. */
     public @Nullable LocationDescriptor location(String name, MemoryLocation location) {
-        return location(name, location, null);
+        return locationOf(name, location, null);
     }
 
-    private static int maxBlocks(@Nullable Integer asked) {
+    private static int maxBlocks(@Nullable String asked) {
         if (asked == null) {
             return DEFAULT_MAX_BLOCKS;
         }
-        if (asked < 0) {
+        int blocks;
+        try {
+            blocks = Integer.parseInt(asked.strip());
+        } catch (NumberFormatException e) {
+            throw new InvalidEndpointRequestException("maxBlocks must be a whole number: " + asked, "maxBlocks must be a whole number, 0 or more");
+        }
+        if (blocks < 0) {
             throw new InvalidEndpointRequestException("maxBlocks must not be negative: " + asked, "maxBlocks must be 0 or more");
         }
-        return asked;
+        return blocks;
     }
 
     /**
@@ -251,7 +270,7 @@ public class ComputeMemoryEndpoint {
         return new DeviceDescriptor(info.deviceIndex(), info.deviceName(), info.deviceTotalBytes(), memory.freeBytes());
     }
 
-    private static @Nullable LocationDescriptor location(ObservedManager observed, MemoryLocation location, @Nullable Integer askedBlocks) {
+    private static @Nullable LocationDescriptor location(ObservedManager observed, MemoryLocation location, @Nullable String askedBlocks) {
         UnifiedMemoryManager manager = observed.manager();
         if (!manager.locations().contains(location)) {
             return null;

@@ -104,16 +104,19 @@ class ComputeMemoryEndpointBlockLimitHttpTests {
     }
 
     @Test
-    void aNegativeMaxBlocksIsABadRequest() {
-        int status = RestClient.builder().baseUrl("http://127.0.0.1:" + port).defaultStatusHandler(code -> true, (request, response) -> {})
-                .build().get().uri("/actuator/computememory/default/host?maxBlocks=-1").retrieve().toBodilessEntity().getStatusCode().value();
-        assertThat(status).isEqualTo(400);
+    void aNegativeOrUnreadableMaxBlocksIsABadRequest() {
+        for (String path : List.of("/default/host", "/host")) {
+            assertThat(status(path + "?maxBlocks=-1")).as(path).isEqualTo(400);
+            assertThat(status(path + "?maxBlocks=abc")).as(path).isEqualTo(400);
+            assertThat(status(path + "?maxBlocks=99999999999")).as(path + ": past an int").isEqualTo(400);
+        }
     }
 
     @Test
     void aManagerOrLocationThatIsNotThereIsNotFoundWhateverMaxBlocksSays() {
         for (String path : List.of("/nosuch", "/nosuch/host")) {
             assertThat(status(path + "?maxBlocks=-1")).as(path + " with a bad maxBlocks").isEqualTo(404);
+            assertThat(status(path + "?maxBlocks=abc")).as(path + " with an unreadable maxBlocks").isEqualTo(404);
             assertThat(status(path + "?maxBlocks=5")).as(path).isEqualTo(404);
         }
     }
