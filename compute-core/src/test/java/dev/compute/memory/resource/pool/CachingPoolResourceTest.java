@@ -257,21 +257,9 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     @Test
     void aTrimBesideAnotherWhoseFreesAreUnderWayGivesBackAllButWhatItKeeps() throws InterruptedException {
         AddressSpaceBackend device = backend(GiB, false);
-        AtomicInteger frees = new AtomicInteger();
         CountDownLatch secondFreeCalled = new CountDownLatch(1);
         CountDownLatch driverReturns = new CountDownLatch(1);
-        ComputeBackend slow = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
-                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
-                    if (method.getName().equals("free") && frees.incrementAndGet() == 2) {
-                        secondFreeCalled.countDown();
-                        driverReturns.await(); // the driver is slow with this one: the first free has returned
-                    }
-                    try {
-                        return method.invoke(device, args);
-                    } catch (InvocationTargetException e) {
-                        throw e.getCause();
-                    }
-                });
+        ComputeBackend slow = slowFrees(device, 2, secondFreeCalled, driverReturns); // the first free has returned
         CachingPoolResource pool = new CachingPoolResource(new BackendResource(slow, MemoryLocation.DEVICE, GiB,
                 "compute.memory.pooling.max-pool-size", PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT, MemoryEventListener.NONE),
                 PoolSettings.plainSegments(), MemoryEventListener.NONE);
@@ -304,18 +292,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         AddressSpaceBackend device = backend(GiB, false);
         CountDownLatch freeCalled = new CountDownLatch(1);
         CountDownLatch driverReturns = new CountDownLatch(1);
-        ComputeBackend slow = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
-                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
-                    if (method.getName().equals("free")) {
-                        freeCalled.countDown();
-                        driverReturns.await();
-                    }
-                    try {
-                        return method.invoke(device, args);
-                    } catch (InvocationTargetException e) {
-                        throw e.getCause();
-                    }
-                });
+        ComputeBackend slow = slowFrees(device, 0, freeCalled, driverReturns);
         CachingPoolResource pool = new CachingPoolResource(new BackendResource(slow, MemoryLocation.DEVICE, GiB,
                 "compute.memory.pooling.max-pool-size", PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT, MemoryEventListener.NONE),
                 PoolSettings.plainSegments(), MemoryEventListener.NONE);
@@ -332,6 +309,23 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         }
         assertThat(pool.segments()).isEmpty();
         pool.close();
+    }
+
+    /** {@code device} whose {@code nth} free (from 1; 0: every one) says it was called and waits for {@code returns}, as a slow driver's. */
+    private static ComputeBackend slowFrees(AddressSpaceBackend device, int nth, CountDownLatch called, CountDownLatch returns) {
+        AtomicInteger frees = new AtomicInteger();
+        return (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
+                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("free") && (nth == 0 || frees.incrementAndGet() == nth)) {
+                        called.countDown();
+                        returns.await();
+                    }
+                    try {
+                        return method.invoke(device, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
     }
 
     @ParameterizedTest(name = "expandable={0}")
@@ -531,18 +525,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         AddressSpaceBackend device = backend(GiB, false);
         CountDownLatch freeCalled = new CountDownLatch(1);
         CountDownLatch driverReturns = new CountDownLatch(1);
-        ComputeBackend stuck = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
-                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
-                    if (method.getName().equals("free")) {
-                        freeCalled.countDown();
-                        driverReturns.await();
-                    }
-                    try {
-                        return method.invoke(device, args);
-                    } catch (InvocationTargetException e) {
-                        throw e.getCause();
-                    }
-                });
+        ComputeBackend stuck = slowFrees(device, 0, freeCalled, driverReturns);
         CachingPoolResource pool = new CachingPoolResource(new BackendResource(stuck, MemoryLocation.DEVICE, 96 * MiB,
                 "compute.memory.pooling.max-pool-size", Duration.ofMillis(200), MemoryEventListener.NONE),
                 PoolSettings.plainSegments().withDeviceWaitTimeout(Duration.ofMillis(200)), MemoryEventListener.NONE);
@@ -567,18 +550,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         AddressSpaceBackend device = backend(GiB, false);
         CountDownLatch freeCalled = new CountDownLatch(1);
         CountDownLatch driverReturns = new CountDownLatch(1);
-        ComputeBackend slow = (ComputeBackend) Proxy.newProxyInstance(ComputeBackend.class.getClassLoader(),
-                new Class<?>[] {ComputeBackend.class}, (proxy, method, args) -> {
-                    if (method.getName().equals("free")) {
-                        freeCalled.countDown();
-                        driverReturns.await();
-                    }
-                    try {
-                        return method.invoke(device, args);
-                    } catch (InvocationTargetException e) {
-                        throw e.getCause();
-                    }
-                });
+        ComputeBackend slow = slowFrees(device, 0, freeCalled, driverReturns);
         Duration longWait = Duration.ofMinutes(10);
         CachingPoolResource pool = new CachingPoolResource(new BackendResource(slow, MemoryLocation.DEVICE, 96 * MiB,
                 "compute.memory.pooling.max-pool-size", longWait, MemoryEventListener.NONE),
