@@ -27,28 +27,13 @@ class BudgetPeaksUnderChurnTest {
              MemoryBudget tenant = manager.budget("tenant", 64 * MiB);
              MemoryBudget child = tenant.child("child", 32 * MiB)) {
             int threads = 4;
-            CountDownLatch start = new CountDownLatch(1);
-            List<Thread> workers = new ArrayList<>();
-            for (int t = 0; t < threads; t++) {
-                workers.add(Thread.ofPlatform().start(() -> {
-                    try {
-                        start.await();
-                    } catch (InterruptedException e) {
-                        return;
-                    }
-                    for (int i = 0; i < 3000; i++) {
-                        switch (i % 3) {
-                            case 0 -> child.allocate(256 * KiB, DEVICE).close();
-                            case 1 -> child.allocateBatch(DataType.INT8, new long[] {128 * KiB, 128 * KiB}, DEVICE).forEach(UnifiedBuffer::close);
-                            default -> child.tryAllocate(256 * KiB, DEVICE).orElseThrow().close();
-                        }
-                    }
-                }));
-            }
-            start.countDown();
-            for (Thread worker : workers) {
-                worker.join();
-            }
+            churn(threads, 3000, new Semaphore(threads), (i, seed) -> {
+                switch (i % 3) {
+                    case 0 -> child.allocate(256 * KiB, DEVICE).close();
+                    case 1 -> child.allocateBatch(DataType.INT8, new long[] {128 * KiB, 128 * KiB}, DEVICE).forEach(UnifiedBuffer::close);
+                    default -> child.tryAllocate(256 * KiB, DEVICE).orElseThrow().close();
+                }
+            });
             BudgetStatistics c = child.statistics();
             BudgetStatistics p = tenant.statistics();
             assertThat(c.allocatedBytes()).isZero();
@@ -78,30 +63,7 @@ class BudgetPeaksUnderChurnTest {
             Semaphore permits = new Semaphore(atOnce);
             for (int round = 0; round < 100; round++) {
                 try (MemoryBudget child = tenant.child("child-" + round, 32 * MiB)) {
-                    CountDownLatch start = new CountDownLatch(1);
-                    List<Thread> workers = new ArrayList<>();
-                    for (int t = 0; t < threads; t++) {
-                        int seed = t;
-                        workers.add(Thread.ofPlatform().start(() -> {
-                            try {
-                                start.await();
-                                for (int i = 0; i < 200; i++) {
-                                    permits.acquire();
-                                    try {
-                                        child.allocate(((i + seed) % 4 + 1) * 64 * KiB, DEVICE).close();
-                                    } finally {
-                                        permits.release();
-                                    }
-                                }
-                            } catch (InterruptedException e) {
-                                Thread.currentThread().interrupt();
-                            }
-                        }));
-                    }
-                    start.countDown();
-                    for (Thread worker : workers) {
-                        worker.join();
-                    }
+                    churn(threads, 200, permits, (i, seed) -> child.allocate(((i + seed) % 4 + 1) * 64 * KiB, DEVICE).close());
                     BudgetStatistics c = child.statistics();
                     assertThat(c.allocatedBytes()).isZero();
                     assertThat(c.allocatedBytesPeak()).as("round %d: %s", round, c).isBetween(256 * KiB, atOnce * 256 * KiB);
@@ -126,35 +88,14 @@ class BudgetPeaksUnderChurnTest {
              MemoryBudget onHost = tenant.child("host", 16 * MiB)) {
             int threads = 6;
             Semaphore permits = new Semaphore(4);
-            CountDownLatch start = new CountDownLatch(1);
-            List<Thread> workers = new ArrayList<>();
-            for (int t = 0; t < threads; t++) {
-                int seed = t;
-                workers.add(Thread.ofPlatform().start(() -> {
-                    try {
-                        start.await();
-                        for (int i = 0; i < 3000; i++) {
-                            permits.acquire();
-                            try {
-                                long bytes = ((i + seed) % 3 + 1) * 64 * KiB;
-                                if ((i + seed) % 2 == 0) {
-                                    onDevice.allocate(bytes, DEVICE).close();
-                                } else {
-                                    onHost.allocate(bytes, host).close();
-                                }
-                            } finally {
-                                permits.release();
-                            }
-                        }
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                    }
-                }));
-            }
-            start.countDown();
-            for (Thread worker : workers) {
-                worker.join();
-            }
+            churn(threads, 3000, permits, (i, seed) -> {
+                long bytes = ((i + seed) % 3 + 1) * 64 * KiB;
+                if ((i + seed) % 2 == 0) {
+                    onDevice.allocate(bytes, DEVICE).close();
+                } else {
+                    onHost.allocate(bytes, host).close();
+                }
+            });
             BudgetStatistics d = onDevice.statistics();
             BudgetStatistics h = onHost.statistics();
             BudgetStatistics p = tenant.statistics();
@@ -167,6 +108,40 @@ class BudgetPeaksUnderChurnTest {
                     .isBetween(Math.max(d.allocatedBytesPeak(), h.allocatedBytesPeak()), Math.min(4 * 192 * KiB, d.allocatedBytesPeak() + h.allocatedBytesPeak()));
             assertThat(d.allocatedBytesPeak()).isLessThanOrEqualTo(4 * 192 * KiB);
             assertThat(h.allocatedBytesPeak()).isLessThanOrEqualTo(4 * 192 * KiB);
+        }
+    }
+
+    /** One allocation and free of a churn: the {@code i}th of thread {@code seed}. */
+    @FunctionalInterface
+    private interface Step {
+        void run(int i, int seed);
+    }
+
+    /** {@code threads} platform threads started together, each taking {@code times} steps, each step holding one of {@code permits}. */
+    private static void churn(int threads, int times, Semaphore permits, Step step) throws InterruptedException {
+        CountDownLatch start = new CountDownLatch(1);
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            int seed = t;
+            workers.add(Thread.ofPlatform().start(() -> {
+                try {
+                    start.await();
+                    for (int i = 0; i < times; i++) {
+                        permits.acquire();
+                        try {
+                            step.run(i, seed);
+                        } finally {
+                            permits.release();
+                        }
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }));
+        }
+        start.countDown();
+        for (Thread worker : workers) {
+            worker.join();
         }
     }
 }
