@@ -171,7 +171,8 @@ public final class UnifiedMemoryManagerFactory {
      * {@code compute.memory.pooling.max-pol-size}) stops start-up naming it, as one under a named manager does: Boot
      * ignores it, and a cap that silently does nothing is the worst of typos. Keys that are not {@link ComputeProperties}'
      * own are left to their owners: the starter's switch, the page's, the named managers and the budgets (each checked as
-     * it is bound). Environment variables are not checked, as Boot checks none ({@code COMPUTE_*} may be anyone's).
+     * it is bound). Environment variables and system properties are not checked, as Boot's own check leaves them out
+     * ({@code COMPUTE_*} may be anyone's; this project's tests set {@code -Dcompute.tests.*}).
      */
     private void checkNoUnknownComputeKeys() {
         List<ConfigurationPropertyName> others = OWN_KEYS_ELSEWHERE.stream().map(ConfigurationPropertyName::of).toList();

@@ -86,6 +86,9 @@ class UnknownSettingsTests {
                 "compute.scopes.requests=true", "compute.backend-options.page-size=64KB", "compute.memory.pooling.warmup.host[0].size=1MB",
                 "compute.memory.recording.max-events=10", "compute.opencl.device-type=cpu", "compute.primary=")
                 .run(context -> assertThat(context).hasNotFailed());
+        // relaxed: camel case and underscores, as application.properties may write them
+        runner.withPropertyValues("compute.memory.pooling.maxPoolSize=32MB", "compute.memory.leak_detection=disabled", "compute.backendOptions.page-size=64KB")
+                .run(context -> assertThat(context).hasNotFailed());
         runner.withPropertyValues("compute.backend=cpu", "compute.budgets.t.limit=1MB", "compute.budgets.t.location-limits.host=1MB",
                 "compute.budgets.t.reservations.host=1MB", "compute.budgets.t.request-limit=1MB").run(context -> assertThat(context).hasNotFailed());
     }
