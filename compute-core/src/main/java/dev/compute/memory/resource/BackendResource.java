@@ -51,6 +51,8 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     private final @Nullable PageMapping pageMapping;
     private final Map<NativeAllocation, WholeAllocation> live = new HashMap<>();
     private final Map<NativeAllocation, CompletableFuture<?>> pending = new ConcurrentHashMap<>();
+    /** Taken out of {@link #live} while the backend frees them (under the monitor): still reserved, so still shown. */
+    private final Map<NativeAllocation, WholeAllocation> freeing = new HashMap<>();
     private volatile long reserved;
     private volatile long reservedPeak;
     private volatile int segments;
@@ -241,6 +243,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
                 whole = null;
             } else {
                 whole = live.remove(segment);
+                freeing.put(segment, whole);
             }
         }
         if (whole != null) {
@@ -257,6 +260,9 @@ public final class BackendResource implements MemoryResource, InspectableResourc
                 return;
             }
             whole = live.remove(segment);
+            if (whole != null) {
+                freeing.put(segment, whole);
+            }
         }
         if (whole != null) {
             free(whole);
@@ -274,12 +280,14 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             backend.free(segment);
         } catch (RuntimeException | Error refused) {
             synchronized (this) {
+                freeing.remove(segment);
                 live.put(segment, whole); // the backend kept it: still live and reserved, for a later free (or the close) to try again
             }
             throw refused;
         }
         long nanos = System.nanoTime() - start;
         synchronized (this) {
+            freeing.remove(segment);
             frees++;
             segments--;
             remove(segment.sizeBytes());
@@ -375,6 +383,11 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             MemorySnapshot.BlockState state = pending.containsKey(b.segment()) ? MemorySnapshot.BlockState.PENDING : MemorySnapshot.BlockState.LIVE;
             out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
                     List.of(new MemorySnapshot.Block(0, b.size(), state, b.requestedSize(), null))));
+        }
+        // Reserved counts these until the backend returns: the segments must too.
+        for (WholeAllocation b : freeing.values()) {
+            out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
+                    List.of(new MemorySnapshot.Block(0, b.size(), MemorySnapshot.BlockState.RELEASING, 0, null))));
         }
         return out;
     }

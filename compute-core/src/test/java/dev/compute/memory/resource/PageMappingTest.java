@@ -158,4 +158,38 @@ class PageMappingTest {
         assertThat(resource.reservedBytesPeak()).isLessThanOrEqualTo(6 * PAGE);
         assertThat(resource.segmentCount()).isZero();
     }
+
+    /** A plain allocation whose free is in the backend still counts in reserved: the segments show it, as RELEASING. */
+    @Test
+    void aPlainAllocationWhoseFreeIsUnderWayStaysInTheSegmentsAsReservedCountsIt() throws Exception {
+        CountDownLatch freeCalled = new CountDownLatch(1);
+        CountDownLatch driverReturns = new CountDownLatch(1);
+        dev.compute.memory.spi.ComputeBackend slow = (dev.compute.memory.spi.ComputeBackend) java.lang.reflect.Proxy.newProxyInstance(
+                getClass().getClassLoader(), new Class<?>[] {dev.compute.memory.spi.ComputeBackend.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("free")) {
+                        freeCalled.countDown();
+                        driverReturns.await();
+                    }
+                    try {
+                        return method.invoke(backend, args);
+                    } catch (java.lang.reflect.InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        BackendResource plain = new BackendResource(slow, MemoryLocation.DEVICE, 8 * PAGE, "limit", Duration.ofSeconds(5), listener);
+        Block block = plain.allocate(2 * PAGE);
+        Thread freeing = Thread.ofPlatform().start(() -> plain.deallocate(block, java.util.concurrent.CompletableFuture.completedFuture(null)));
+        try {
+            assertThat(freeCalled.await(30, TimeUnit.SECONDS)).isTrue();
+            assertThat(plain.reservedBytes()).isEqualTo(2 * PAGE);
+            assertThat(plain.segments()).as("the segments add up with reserved mid-free")
+                    .extracting(dev.compute.memory.MemorySnapshot.Segment::sizeBytes).containsExactly(2 * PAGE);
+            assertThat(plain.segments().getFirst().blocks().getFirst().state()).isEqualTo(dev.compute.memory.MemorySnapshot.BlockState.RELEASING);
+        } finally {
+            driverReturns.countDown();
+            freeing.join(Duration.ofSeconds(30));
+        }
+        assertThat(plain.reservedBytes()).isZero();
+        assertThat(plain.segments()).isEmpty();
+    }
 }
