@@ -154,16 +154,12 @@ public final class UnifiedMemoryManagerFactory {
      * A key under {@code compute.managers.<name>} that no manager setting has stops start-up naming it, as Boot reports
      * unbound properties: a typo ({@code backnd}), a setting that is not a manager's ({@code health.*}), or a name with a
      * dot ({@code compute.managers.my.gpu.backend}, which names a manager {@code my} with the key {@code gpu.backend}),
-     * none of which may start a manager with settings other than those written. Its budgets are checked as they are bound.
+     * none of which may start a manager with settings other than those written. Its budgets are checked as they are bound
+     * ({@code budgets:} with nothing under it, an empty value, is no budgets, as {@code compute.budgets:} is). Every source
+     * is checked: {@code COMPUTE_MANAGERS_<NAME>_*} can only be meant for this manager.
      */
     private void checkNoUnknownKeys(String managerPrefix, String budgetsPrefix) {
-        ConfigurationPropertyName budgets = ConfigurationPropertyName.of(budgetsPrefix);
-        List<ConfigurationPropertySource> sources = new ArrayList<>();
-        // budgets itself too: budgets: with nothing under it (an empty value) is no budgets, as compute.budgets: is
-        ConfigurationPropertySources.get(environment).forEach(source -> sources.add(source.filter(property -> !budgets.isAncestorOf(property)
-                && !budgets.equals(property))));
-        new Binder(sources, new PropertySourcesPlaceholdersResolver(environment), PoolSizeConverter.conversionService())
-                .bind(managerPrefix, Bindable.of(ManagerProperties.class), new NoUnboundElementsBindHandler(BindHandler.DEFAULT));
+        checkNoUnknownKeys(managerPrefix, ManagerProperties.class, List.of(budgetsPrefix), new NoUnboundElementsBindHandler(BindHandler.DEFAULT));
     }
 
     /**
@@ -175,13 +171,18 @@ public final class UnifiedMemoryManagerFactory {
      * ({@code COMPUTE_*} may be anyone's; this project's tests set {@code -Dcompute.tests.*}).
      */
     private void checkNoUnknownComputeKeys() {
-        List<ConfigurationPropertyName> others = OWN_KEYS_ELSEWHERE.stream().map(ConfigurationPropertyName::of).toList();
+        checkNoUnknownKeys("compute", ComputeProperties.class, OWN_KEYS_ELSEWHERE,
+                new NoUnboundElementsBindHandler(BindHandler.DEFAULT, new UnboundElementsSourceFilter()));
+    }
+
+    /** Binds {@code settings} at {@code prefix} with {@code check}, the keys at and under {@code leftOut} left to their owners. */
+    private void checkNoUnknownKeys(String prefix, Class<?> settings, List<String> leftOut, NoUnboundElementsBindHandler check) {
+        List<ConfigurationPropertyName> others = leftOut.stream().map(ConfigurationPropertyName::of).toList();
         List<ConfigurationPropertySource> sources = new ArrayList<>();
         ConfigurationPropertySources.get(environment).forEach(source -> sources.add(source.filter(property -> others.stream()
                 .noneMatch(other -> other.equals(property) || other.isAncestorOf(property)))));
         new Binder(sources, new PropertySourcesPlaceholdersResolver(environment), PoolSizeConverter.conversionService())
-                .bind("compute", Bindable.of(ComputeProperties.class),
-                        new NoUnboundElementsBindHandler(BindHandler.DEFAULT, new UnboundElementsSourceFilter()));
+                .bind(prefix, Bindable.of(settings), check);
     }
 
     /** A manager's configured budgets, set under {@code prefix}; {@code primary}: the manager is the one injected where one is asked for. */
