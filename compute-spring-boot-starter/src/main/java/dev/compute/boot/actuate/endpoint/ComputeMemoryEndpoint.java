@@ -138,18 +138,26 @@ public class ComputeMemoryEndpoint {
      * {@code null}); {@code null} (a 404 over HTTP) for a manager or location that is not there.
      */
     public @Nullable LocationDescriptor location(String name, MemoryLocation location, @Nullable Integer maxBlocks) {
-        return locationOf(name, location, maxBlocks == null ? null : maxBlocks.toString());
+        return located(name, location, maxBlocks == null ? null : maxBlocks.toString());
     }
 
-    /** {@link #location(String, MemoryLocation, Integer)} over HTTP, {@code maxBlocks} read as {@link #selection} reads it. */
+    /**
+     * {@link #location(String, MemoryLocation, Integer)} over HTTP: the location as written, so that one no location has
+     * ({@code /bogus}) is a 404 as a manager that is not there is, and {@code maxBlocks} read as {@link #selection} reads it.
+     */
     @ReadOperation
-    public @Nullable LocationDescriptor locationOf(@Selector String name, @Selector MemoryLocation location, @Nullable String maxBlocks) {
-        return managers.get(name).map(observed -> location(observed, location, maxBlocks)).orElse(null);
+    public @Nullable LocationDescriptor locationOf(@Selector String name, @Selector String location, @Nullable String maxBlocks) {
+        MemoryLocation named = locationNamed(location);
+        return named == null ? null : located(name, named, maxBlocks);
     }
 
     /** {@link #location(String, MemoryLocation, Integer)} with the default number of blocks. */
     public @Nullable LocationDescriptor location(String name, MemoryLocation location) {
-        return locationOf(name, location, null);
+        return located(name, location, null);
+    }
+
+    private @Nullable LocationDescriptor located(String name, MemoryLocation location, @Nullable String maxBlocks) {
+        return managers.get(name).map(observed -> location(observed, location, maxBlocks)).orElse(null);
     }
 
     private static int maxBlocks(@Nullable String asked) {

@@ -114,11 +114,13 @@ class ComputeMemoryEndpointBlockLimitHttpTests {
 
     @Test
     void aManagerOrLocationThatIsNotThereIsNotFoundWhateverMaxBlocksSays() {
-        for (String path : List.of("/nosuch", "/nosuch/host")) {
+        for (String path : List.of("/nosuch", "/nosuch/host", "/default/bogus", "/default/DEVICEX", "/nosuch/bogus")) {
             assertThat(status(path + "?maxBlocks=-1")).as(path + " with a bad maxBlocks").isEqualTo(404);
             assertThat(status(path + "?maxBlocks=abc")).as(path + " with an unreadable maxBlocks").isEqualTo(404);
             assertThat(status(path + "?maxBlocks=5")).as(path).isEqualTo(404);
+            assertThat(status(path)).as(path).isEqualTo(404);
         }
+        assertThat(status("/default/Host")).as("a location's name in any case, as the one-selector path reads it").isEqualTo(200);
     }
 
     private int status(String path) {
