@@ -67,6 +67,16 @@ class UnknownSettingsTests {
         assertThat(output).contains("APPLICATION FAILED TO START").contains("compute.managers.my.gpu.backend");
     }
 
+    /** Left empty, an unknown key is still an unknown key: not a report of what some value "of the documented form" allows. */
+    @ParameterizedTest
+    @CsvSource({"compute.health.enabled", "compute.memory.pooling.max-pol-size", "compute.managers.gpu.memory.poolng.enabled"})
+    void anUnknownKeyLeftEmptyIsReportedAsUnknown(String property, CapturedOutput output) {
+        assertThatThrownBy(() -> new SpringApplicationBuilder(App.class).web(WebApplicationType.NONE)
+                .run("--" + property + "=", "--compute.managers.gpu.backend=cpu").close()).isInstanceOf(RuntimeException.class);
+        assertThat(output).contains("APPLICATION FAILED TO START").contains(property).contains("left unbound")
+                .doesNotContain("documented form");
+    }
+
     @SpringBootConfiguration
     @ImportAutoConfiguration(ComputeMemoryAutoConfiguration.class)
     static class App {}

@@ -71,14 +71,15 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
         }
         for (ConfigurationProperty property : unbound.getUnboundProperties()) {
             ConfigurationPropertyName bound = asBound(cause.getName(), property.getName());
-            if (String.valueOf(property.getValue()).isBlank() && cause.getName().isAncestorOf(bound)) {
+            Class<?> type = cause.getName().isAncestorOf(bound) ? typeAt(cause.getTarget().getType(), cause.getName(), bound) : null;
+            // a key none of the types has, empty or not, is a typo, which Boot's report names
+            if (String.valueOf(property.getValue()).isBlank() && type != null) {
                 Origin origin = property.getOrigin();
-                Class<?> type = typeAt(cause.getTarget().getType(), cause.getName(), bound);
                 return SettingFailure.analysis(property.getName().toString(), String.valueOf(property.getValue()), origin != null ? origin.toString() : "",
                         allowed(type), cause);
             }
         }
-        return null; // a key none of the types has (a typo): Boot's report names it
+        return null;
     }
 
     /**
