@@ -86,10 +86,10 @@ class SeveralManagersHttpTests {
     }
 
     @Test
-    void anUnknownManagerOrLocationIsNotFoundAndANonLocationIsABadRequest() {
+    void anUnknownManagerOrLocationOrANonLocationIsNotFoundAndTrimmingAnUnknownManagerIsABadRequest() {
         assertThat(status("/actuator/computememory/tpu")).isEqualTo(404);
         assertThat(status("/actuator/computememory/tpu/host")).isEqualTo(404);
-        assertThat(status("/actuator/computememory/small/nowhere")).isEqualTo(400);
+        assertThat(status("/actuator/computememory/small/nowhere")).as("a path, as /nowhere is").isEqualTo(404);
         assertThat(http.post().uri("/actuator/computememory").contentType(MediaType.APPLICATION_JSON).body("{\"name\": \"tpu\"}")
                 .retrieve().toBodilessEntity().getStatusCode().value()).isEqualTo(400);
     }
