@@ -37,6 +37,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -515,51 +516,17 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         pool.close();
     }
 
-    /**
-     * An allocating thread that is interrupted (a request's thread its server cancels) does not wait for the device work
-     * that freed memory waits on: the wait ends at once, and the allocation failed as {@code DEVICE_WORK_STUCK}, saying
-     * the work "did not finish within 60000 ms" and "may be stuck", of a wait it never made and work that was running fine.
-     */
     @Test
     void anAllocationThatNeedsMemoryATrimStuckInTheDriverGivesBackFailsInTimeSayingSo() throws InterruptedException {
-        AddressSpaceBackend device = backend(GiB, false);
-        CountDownLatch freeCalled = new CountDownLatch(1);
-        CountDownLatch driverReturns = new CountDownLatch(1);
-        ComputeBackend stuck = slowFrees(device, 0, freeCalled, driverReturns);
-        CachingPoolResource pool = new CachingPoolResource(new BackendResource(stuck, MemoryLocation.DEVICE, 96 * MiB,
-                "compute.memory.pooling.max-pool-size", Duration.ofMillis(200), MemoryEventListener.NONE),
-                PoolSettings.plainSegments().withDeviceWaitTimeout(Duration.ofMillis(200)), MemoryEventListener.NONE);
-        pool.deallocate(pool.allocate(64 * MiB));
-        Thread trimming = Thread.ofPlatform().start(() -> pool.trim(0));
-        try {
-            assertThat(freeCalled.await(30, TimeUnit.SECONDS)).isTrue();
-
-            assertThatThrownBy(() -> pool.allocate(64 * MiB)).isInstanceOf(DeviceOutOfMemoryException.class)
-                    .hasMessageContaining("a trim giving back 67108864 bytes had not returned from the backend within 200 ms")
-                    .hasMessageNotContaining("0 freed block(s)");
-        } finally {
-            driverReturns.countDown();
-            joinWithin(trimming);
-        }
-        pool.deallocate(pool.allocate(64 * MiB));
-        pool.close();
+        whileATrimIsStuckInTheDriver(Duration.ofMillis(200), pool -> assertThatThrownBy(() -> pool.allocate(64 * MiB))
+                .isInstanceOf(DeviceOutOfMemoryException.class)
+                .hasMessageContaining("a trim giving back 67108864 bytes had not returned from the backend within 200 ms")
+                .hasMessageNotContaining("0 freed block(s)"));
     }
 
     @Test
-    void anInterruptedAllocationStopsWaitingForATrimInTheDriverAtOnce() throws Exception {
-        AddressSpaceBackend device = backend(GiB, false);
-        CountDownLatch freeCalled = new CountDownLatch(1);
-        CountDownLatch driverReturns = new CountDownLatch(1);
-        ComputeBackend slow = slowFrees(device, 0, freeCalled, driverReturns);
-        Duration longWait = Duration.ofMinutes(10);
-        CachingPoolResource pool = new CachingPoolResource(new BackendResource(slow, MemoryLocation.DEVICE, 96 * MiB,
-                "compute.memory.pooling.max-pool-size", longWait, MemoryEventListener.NONE),
-                PoolSettings.plainSegments().withDeviceWaitTimeout(longWait), MemoryEventListener.NONE);
-        pool.deallocate(pool.allocate(64 * MiB));
-        Thread trimming = Thread.ofPlatform().start(() -> pool.trim(0));
-        try {
-            assertThat(freeCalled.await(30, TimeUnit.SECONDS)).isTrue();
-
+    void anInterruptedAllocationStopsWaitingForATrimInTheDriverAtOnce() throws InterruptedException {
+        whileATrimIsStuckInTheDriver(Duration.ofMinutes(10), pool -> {
             CompletableFuture<Throwable> interruptedAllocation = CompletableFuture.supplyAsync(() -> {
                 Thread.currentThread().interrupt();
                 Throwable failure = catchThrowable(() -> pool.allocate(64 * MiB));
@@ -570,6 +537,25 @@ class CachingPoolResourceTest extends MemoryResourceContract {
                     .satisfies(failure -> assertThat(failure).isInstanceOf(DeviceOutOfMemoryException.class)
                             .hasMessageContaining("the wait for a trim giving back 67108864 bytes was interrupted")
                             .hasMessageNotContaining("may be stuck"));
+        });
+    }
+
+    /**
+     * Runs {@code check} on a pool of plain segments (device wait {@code deviceWait}) whose 64 MiB of cached memory a trim
+     * is giving back in a driver call that has not returned; then lets the driver return and checks the pool serves again.
+     */
+    private static void whileATrimIsStuckInTheDriver(Duration deviceWait, Consumer<CachingPoolResource> check) throws InterruptedException {
+        CountDownLatch freeCalled = new CountDownLatch(1);
+        CountDownLatch driverReturns = new CountDownLatch(1);
+        ComputeBackend stuck = slowFrees(backend(GiB, false), 0, freeCalled, driverReturns);
+        CachingPoolResource pool = new CachingPoolResource(new BackendResource(stuck, MemoryLocation.DEVICE, 96 * MiB,
+                "compute.memory.pooling.max-pool-size", deviceWait, MemoryEventListener.NONE),
+                PoolSettings.plainSegments().withDeviceWaitTimeout(deviceWait), MemoryEventListener.NONE);
+        pool.deallocate(pool.allocate(64 * MiB));
+        Thread trimming = Thread.ofPlatform().start(() -> pool.trim(0));
+        try {
+            assertThat(freeCalled.await(30, TimeUnit.SECONDS)).isTrue();
+            check.accept(pool);
         } finally {
             driverReturns.countDown();
             joinWithin(trimming);
@@ -578,6 +564,11 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         pool.close();
     }
 
+    /**
+     * An allocating thread that is interrupted (a request's thread its server cancels) does not wait for the device work
+     * that freed memory waits on: the wait ends at once, and the allocation failed as {@code DEVICE_WORK_STUCK}, saying
+     * the work "did not finish within 60000 ms" and "may be stuck", of a wait it never made and work that was running fine.
+     */
     @Test
     void anInterruptedAllocationDoesNotCallDeviceWorkStuck() {
         AddressSpaceBackend backend = backend(32 * MiB, true);
