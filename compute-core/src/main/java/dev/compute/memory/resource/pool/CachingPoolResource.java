@@ -71,8 +71,11 @@ import org.jspecify.annotations.Nullable;
  * are unmapped first: the memory moves to where it is needed instead of being held twice. A smaller rise is not
  * worth a move, whose pages are likely mapped again later, a call each. A move takes the two largest runs of free
  * pages at most, for the same reason (the largest give most of the bytes), and the mapping after it takes no slack
- * over the reserved peak: slack there would raise the peak the move was made to keep. The chunk is for growth: an
- * arena that holds two chunks or more of free whole mapped pages is fragmented rather than growing (the request
+ * over the reserved peak: slack there would raise the peak the move was made to keep. An arena moves pages only
+ * while the runs its moves have unmapped are fewer than 0.175 of the pool's map calls: on a trace that creeps from
+ * peak to peak, each move unmaps a run or two that the next requests map again, and the moves would otherwise cost
+ * more calls than the peak they hold is worth. The chunk is for growth: an arena that holds two chunks or more of
+ * free whole mapped pages is fragmented rather than growing (the request
  * fitted none of its free space), and there the chunk may raise the reserved peak by a quarter of a chunk at most. Why chunks, and not the next 20 MiB page as
  * PyTorch maps: on a climb (blocks allocated and none freed) no policy makes fewer calls than one a page without
  * reserving more at some point of the climb, and none reserves no more at every point without calling as often; chunks

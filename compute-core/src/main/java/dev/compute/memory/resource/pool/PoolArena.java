@@ -72,6 +72,14 @@ final class PoolArena {
      */
     static final int MAX_RUNS_MOVED = 2;
 
+    /**
+     * An arena moves pages only while the runs its moves have unmapped are fewer than this share of the pool's map
+     * calls: each unmapped run is likely mapped again later, a call each, and on a trace that creeps from peak to peak
+     * the moves would otherwise cost more calls than the peak they hold is worth. The share is where the replayed
+     * traces' figures put it (0.155 to 0.18 meet as many; the figures: docs/benchmarks-log.md).
+     */
+    static final double MOVE_UNMAPS_PER_MAP = 0.175;
+
     /** Page numbers are ints: a range never has more pages than this. */
     private static final long MAX_RANGE_PAGES = 1L << 30;
 
@@ -85,6 +93,8 @@ final class PoolArena {
     private final List<PoolSegment> segments = new ArrayList<>();
     private final PoolBlock probe;
     private long mappedBytes;
+    /** Runs this arena's moves have unmapped: the calls spent holding the reserved peak. */
+    private long moveUnmaps;
     /** Bytes of this arena's plain segments (kept, not summed, because the pool asks on every small miss). */
     private long plainBytes;
 
@@ -259,7 +269,8 @@ final class PoolArena {
         long reserved = upstream.reservedBytes();
         long peak = upstream.reservedBytesPeak();
         boolean moved = false;
-        if (growth == Growth.WITH_SLACK && reserved + need > peak && reserved + need - peak > bytesPerMapCall()) {
+        if (growth == Growth.WITH_SLACK && reserved + need > peak && reserved + need - peak > bytesPerMapCall()
+                && moveUnmaps < MOVE_UNMAPS_PER_MAP * upstream.backendAllocations()) {
             // a new peak worth a call: move free mapped pages here rather than hold both (unmapping costs calls, not memory)
             moved = unmapFreePages(reserved + need - peak, Unmapping.WHOLE_RUNS) > 0;
         }
@@ -580,6 +591,9 @@ final class PoolArena {
             long wanted = Math.ceilDiv(bytes - released, g);
             int from = unmapping == Unmapping.WHOLE_RUNS || wanted >= run.pages() ? run.from() : run.to() - (int) wanted;
             unmap(run.segment(), from, run.to());
+            if (unmapping == Unmapping.WHOLE_RUNS) {
+                moveUnmaps++;
+            }
             pool.touched(run.block());
             released += (run.to() - from) * g;
         }

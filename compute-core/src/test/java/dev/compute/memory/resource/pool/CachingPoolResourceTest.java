@@ -1130,6 +1130,48 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         assertThat(backend.liveAllocations()).isZero();
     }
 
+    @Test
+    void onceTheMovesHaveUnmappedTheirShareOfTheMapCallsARiseWorthACallMovesNoPages() {
+        AddressSpaceBackend backend = backend(4 * GiB, true);
+        CachingPoolResource pool = pool(backend, 4 * GiB, true);
+        Block base = pool.allocate(256 * MiB);
+        for (int i = 0; i < 30; i++) {
+            // map calls that bring little: a map call's average falls below the rises to come
+            pool.deallocate(pool.allocate(2 * MiB));
+            pool.trim(0);
+        }
+        List<Block> kept = new ArrayList<>(List.of(base));
+        long moveUnmaps = 0;
+        boolean heldByTheBudget = false;
+        for (int step = 0; step < 40 && !heldByTheBudget; step++) {
+            Block hole = pool.allocate(8 * MiB);
+            kept.addAll(withMappedSlackAtTheTopTaken(pool));
+            pool.deallocate(hole);
+            long unmapCalls = backend.unmapCalls();
+            long budget = (long) Math.ceil(PoolArena.MOVE_UNMAPS_PER_MAP * backend.mapCalls());
+            assertThat(pool.reservedBytes()).isEqualTo(pool.reservedBytesPeak());
+            assertThat(16 * MiB).as("the rise, against the bytes a map call brought").isGreaterThan(pool.reservedBytesPeak() / backend.mapCalls());
+
+            // fits not the 8 MiB hole: its pages move while the moves' unmaps are under their share of the map calls
+            kept.add(pool.allocate(16 * MiB));
+
+            long unmapped = backend.unmapCalls() - unmapCalls;
+            if (moveUnmaps < budget) {
+                assertThat(unmapped).as("step %d: the hole's pages are moved", step).isEqualTo(1);
+            } else {
+                assertThat(unmapped).as("step %d: the budget is spent, the hole stays mapped", step).isZero();
+                assertThat(blockAt(pool.segments(), hole).state()).isEqualTo(MemorySnapshot.BlockState.FREE);
+                heldByTheBudget = true;
+            }
+            moveUnmaps += unmapped;
+        }
+        assertThat(heldByTheBudget).as("the moves stopped within 40 steps").isTrue();
+        assertThat(moveUnmaps).isPositive();
+        kept.forEach(pool::deallocate);
+        pool.close();
+        assertThat(backend.liveAllocations()).isZero();
+    }
+
     /** The blocks given, and one taking the free mapped pages at the top of the first range where there are some, so that the next block there maps pages. */
     private static List<Block> withMappedSlackAtTheTopTaken(CachingPoolResource pool, Block... blocks) {
         List<Block> taken = new ArrayList<>(List.of(blocks));
