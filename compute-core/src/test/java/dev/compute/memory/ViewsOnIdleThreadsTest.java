@@ -1,0 +1,183 @@
+package dev.compute.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ForkJoinPool;
+import java.util.concurrent.Future;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Issue 27's promise on the threads applications have: views taken in a {@link ViewScope} on a platform thread, a pool's
+ * thread, a scheduled task, {@code ForkJoinPool.commonPool()} or a virtual thread, of a buffer that thread allocated and
+ * of one allocated elsewhere, both closed on another thread while the scope is open; the scope ends and its thread idles
+ * for good. Within a bound nothing is held, and while the memory waits no figure counts a closed buffer as live.
+ */
+class ViewsOnIdleThreadsTest {
+
+    private static final long BYTES = 64 * 1024;
+    /** Where the scope has ended, the memory is back at once; the bound only allows for a loaded machine. */
+    private static final Duration BOUND = Duration.ofSeconds(5);
+
+    private UnifiedMemoryManager manager;
+
+    @BeforeEach
+    void openManager() {
+        manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).heldMemoryWarning(Duration.ZERO).build();
+    }
+
+    @AfterEach
+    void closeManager() {
+        manager.close();
+    }
+
+    @Test
+    void aPlatformThreadThatNeverCallsInAgain() throws Exception {
+        CountDownLatch forever = new CountDownLatch(1);
+        try {
+            closedWhileViewed(work -> {
+                Thread idle = Thread.ofPlatform().daemon().name("idle-platform").unstarted(() -> {
+                    try (ViewScope views = ViewScope.open()) {
+                        work.run();
+                    }
+                    awaitQuietly(forever); // idle, never calling the manager again
+                });
+                idle.start();
+            });
+        } finally {
+            forever.countDown();
+        }
+    }
+
+    @Test
+    void aTaskOfAFixedPool() throws Exception {
+        ExecutorService pool = Executors.newFixedThreadPool(1);
+        try {
+            closedWhileViewed(work -> pool.submit(ViewScope.wrap(work)));
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
+    void aScheduledTask() throws Exception {
+        ScheduledExecutorService scheduler = Executors.newSingleThreadScheduledExecutor();
+        try {
+            closedWhileViewed(work -> scheduler.schedule(ViewScope.wrap(work), 10, TimeUnit.MILLISECONDS));
+        } finally {
+            scheduler.shutdownNow();
+        }
+    }
+
+    @Test
+    void aTaskOfTheCommonPool() throws Exception {
+        closedWhileViewed(work -> ForkJoinPool.commonPool().submit(ViewScope.wrap(work)));
+    }
+
+    @Test
+    void aVirtualThreadThatParksForGood() throws Exception {
+        CountDownLatch forever = new CountDownLatch(1);
+        try {
+            closedWhileViewed(work -> Thread.ofVirtual().start(() -> {
+                try (ViewScope views = ViewScope.open()) {
+                    work.run();
+                }
+                awaitQuietly(forever);
+            }));
+        } finally {
+            forever.countDown();
+        }
+    }
+
+    /** A virtual thread that viewed its own buffer outside any scope and ended: the sweeper drops its view. */
+    @Test
+    void aVirtualThreadThatEndsOutsideAnyScope() throws Exception {
+        closedWhileViewed(work -> Thread.ofVirtual().start(work));
+    }
+
+    /** How {@code work} is run on the thread under test: in a scope, which ends before the thread idles. */
+    private interface Starter {
+        void start(Runnable work) throws Exception;
+    }
+
+    /**
+     * On the thread {@code starter} gives: a HOST and a DEVICE buffer of its own allocation, and one of each allocated
+     * here, all viewed there; closed here while its views are open, then let go of. Returns once all is back.
+     */
+    private void closedWhileViewed(Starter starter) throws Exception {
+        List<UnifiedBuffer> fromHere = List.of(manager.allocate(BYTES, MemoryLocation.HOST), manager.allocate(BYTES, MemoryLocation.DEVICE));
+        List<UnifiedBuffer> buffers = new ArrayList<>(fromHere);
+        List<MemorySegment> views = new ArrayList<>();
+        CountDownLatch viewing = new CountDownLatch(1);
+        CountDownLatch closed = new CountDownLatch(1);
+        starter.start(() -> {
+            for (MemoryLocation location : List.of(MemoryLocation.HOST, MemoryLocation.DEVICE)) {
+                UnifiedBuffer own = manager.allocate(BYTES, location);
+                buffers.add(own);
+                own.hostView().fill((byte) 1);
+            }
+            for (UnifiedBuffer buffer : buffers) {
+                views.add(buffer.readOnlyHostView());
+            }
+            viewing.countDown();
+            awaitQuietly(closed);
+        });
+        assertThat(viewing.await(BOUND.toSeconds(), TimeUnit.SECONDS)).as("the work took its views").isTrue();
+        for (UnifiedBuffer buffer : buffers) {
+            buffer.close();
+        }
+        assertThat(manager.liveBuffers()).isEmpty();
+        assertThat(heldBytes()).as("the views the work still holds keep the memory").isPositive();
+        closed.countDown();
+
+        long deadline = System.nanoTime() + BOUND.toNanos();
+        while (heldBytes() > 0 && System.nanoTime() < deadline) {
+            for (MemoryLocation location : manager.locations()) {
+                MemoryStatistics figures = manager.statistics(location);
+                assertThat(figures.liveBuffers()).as("%s: a closed buffer counted live while its memory waits", location).isZero();
+                assertThat(figures.allocatedBytes()).as("%s: allocated while its memory waits", location).isZero();
+            }
+            Thread.sleep(5);
+        }
+        for (MemoryLocation location : manager.locations()) {
+            MemoryStatistics figures = manager.statistics(location);
+            assertThat(figures.heldBuffers()).as("%s: held past %s", location, BOUND).isZero();
+            assertThat(figures.heldBytes()).as("%s: held past %s", location, BOUND).isZero();
+            assertThat(figures.liveBuffers()).isZero();
+        }
+        for (MemorySegment view : views) {
+            assertThatThrownBy(() -> view.get(ValueLayout.JAVA_BYTE, 0)).isInstanceOfAny(IllegalStateException.class, WrongThreadException.class);
+        }
+        manager.releaseCachedMemory();
+        for (MemoryLocation location : manager.locations()) {
+            assertThat(manager.statistics(location).reservedBytes()).as("%s: back in the pool, so a release gives it back", location).isZero();
+        }
+    }
+
+    private long heldBytes() {
+        return manager.locations().stream().mapToLong(location -> manager.statistics(location).heldBytes()).sum();
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await(30, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
