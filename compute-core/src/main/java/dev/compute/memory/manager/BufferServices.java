@@ -128,13 +128,23 @@ public final class BufferServices implements BufferHost {
         }
     }
 
+    /**
+     * A held block leaves the held figures only once its free is counted: a reader, who reads the held figures before
+     * the live counts, then never finds a closed buffer's block in neither, so never counts it as live (for a moment
+     * it may count it as held and freed both, a live buffer the fewer: the safe side). The entry, not the key, is
+     * removed: the pool may lend the block again meanwhile, and that buffer's own entry stays.
+     */
     @Override
     public void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight,
                         @Nullable Object budgetCount) {
-        if (heldCount.get() != 0 && held.remove(block) != null) { // held memory is rare: the common free reads a count, not the map
-            heldCount.decrementAndGet();
+        Held entry = heldCount.get() != 0 ? held.get(block) : null; // held memory is rare: the common free reads a count, not the map
+        try {
+            returns.release(location, block, mirror, inFlight, budgetCount);
+        } finally {
+            if (entry != null && held.remove(block, entry)) {
+                heldCount.decrementAndGet();
+            }
         }
-        returns.release(location, block, mirror, inFlight, budgetCount);
     }
 
     /**

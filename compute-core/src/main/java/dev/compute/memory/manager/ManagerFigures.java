@@ -50,6 +50,10 @@ public final class ManagerFigures {
 
     public MemoryStatistics statistics(MemoryLocation location) {
         LocationChain chain = chains.known(location);
+        // a closed buffer that views, accesses or ops still hold is no live buffer: its bytes are held, apart. Read
+        // before the counts: a held block leaves the held figures only after its free is counted, so one given back
+        // meanwhile is not counted live (see BufferServices#release)
+        BufferServices.HeldFigures held = held(location);
         StatisticsResource.Counts counts = chain.top.counts();
         InspectableResource holding = chain.holding;
         long reserved = holding.reservedBytes();
@@ -58,8 +62,6 @@ public final class ManagerFigures {
         // nor is what a trim is giving back, reserved until the backend returns: nothing can be served from it either
         long beingReleased = chain.pool != null ? chain.pool.bytesBeingReleased() : 0;
         long cached = Math.max(0, reserved - counts.allocatedBytes() - heldByDeviceWork - beingReleased);
-        // a closed buffer that views, accesses or ops still hold is no live buffer: its bytes are held, apart
-        BufferServices.HeldFigures held = held(location);
         // read after the counts: a block freed in between (cached by the pool, its free not yet counted) can show here
         // and not in cached; no free block is larger than what is cached, and fragmentation stays within 0 and 1
         long largestFree = Math.min(holding.largestFreeBlockBytes(), cached);
@@ -91,9 +93,10 @@ public final class ManagerFigures {
 
     /** The location's segments and blocks; a block a closed buffer's views still hold is HELD, not LIVE. */
     public MemorySnapshot snapshot(MemoryLocation location) {
-        List<MemorySnapshot.Segment> segments = leakDetector.withSites(location, chains.known(location).holding.segments());
         BufferServices known = buffers;
+        // read before the blocks, as the statistics read the held figures: a held block given back meanwhile shows FREE, never LIVE
         Set<String> held = known == null ? Set.of() : known.heldPlaces(location);
+        List<MemorySnapshot.Segment> segments = leakDetector.withSites(location, chains.known(location).holding.segments());
         if (held.isEmpty()) {
             return new MemorySnapshot(location, segments);
         }
