@@ -183,6 +183,63 @@ class ManagerFiguresReadingTest {
     }
 
     /**
+     * The last view of a buffer ends on its thread just as another thread closes the buffer: where the view's end took
+     * the memory first, the close found nothing left to report as held and returned while that free was still on its
+     * way, so the closing thread's own next read counted the closed buffer as live.
+     */
+    @Test
+    void aCloseThatMeetsTheLastViewsEndElsewhereIsNeverReadAsLive() throws Exception {
+        try (UnifiedMemoryManager manager = manager()) {
+            AtomicReference<@Nullable UnifiedBuffer> toView = new AtomicReference<>();
+            AtomicLong viewed = new AtomicLong();
+            AtomicLong ending = new AtomicLong();
+            AtomicBoolean stop = new AtomicBoolean();
+            Thread viewer = Thread.ofPlatform().daemon().name("scope-viewer").start(() -> {
+                for (long round = 1; !stop.get(); round++) {
+                    UnifiedBuffer buffer;
+                    while ((buffer = toView.getAndSet(null)) == null) {
+                        if (stop.get()) {
+                            return;
+                        }
+                        Thread.onSpinWait();
+                    }
+                    ViewScope scope = ViewScope.open();
+                    buffer.readOnlyHostView().get(ValueLayout.JAVA_BYTE, 0);
+                    viewed.set(round);
+                    while (ending.get() != round && !stop.get()) {
+                        Thread.onSpinWait();
+                    }
+                    scope.close(); // as the other thread closes the buffer
+                }
+            });
+            String counted = null;
+            long rounds = 0;
+            try {
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(3);
+                for (long round = 1; System.nanoTime() < end && counted == null; round++) {
+                    UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.HOST);
+                    toView.set(buffer);
+                    while (viewed.get() != round) {
+                        assertThat(viewer.isAlive()).isTrue();
+                        Thread.onSpinWait();
+                    }
+                    ending.set(round);
+                    buffer.close();
+                    MemoryStatistics s = manager.statistics(MemoryLocation.HOST);
+                    if (s.liveBuffers() != 0 || s.allocatedBytes() != 0) {
+                        counted = s.toString();
+                    }
+                    rounds++;
+                }
+            } finally {
+                stop.set(true);
+                viewer.join(30_000);
+            }
+            assertThat(counted).as("read by the closing thread after its close (round %d)", rounds).isNull();
+        }
+    }
+
+    /**
      * A thread that reads figures until {@code stop}, checking with {@code contradiction} (a description of what it
      * read wrong, or null) those read while {@code phase} was odd throughout; the first contradiction stops it.
      */

@@ -7,6 +7,7 @@ import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.QueuedWorkTimeoutException;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
+import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Function;
 import java.util.function.Supplier;
@@ -408,6 +409,7 @@ public final class BufferCore {
         Block hostCopy = null;
         Object counted = null;
         CompletableFuture<?> pending = DONE;
+        boolean heldFromTheClose;
         synchronized (this) {
             if ((lifecycle & CLOSED) != 0) {
                 return;
@@ -423,6 +425,7 @@ public final class BufferCore {
                 mirror = null;
                 inFlight = null;
             }
+            heldFromTheClose = device == null && reportHeldIfOthersMayRelease(open);
         }
         LeakDetector.Watch watch = leakWatch;
         if (watch != null) {
@@ -435,7 +438,28 @@ public final class BufferCore {
         if (open != null) {
             open.closeViews(this::releaseIfUnused);
         }
-        reportHeldIfUnreleased();
+        if (!heldFromTheClose) {
+            reportHeldIfUnreleased();
+        }
+    }
+
+    /**
+     * Under the monitor, as the close marks the root closed: where another thread may give the memory back (its view or
+     * access ending, an op or copy under way on it returning), the memory is reported held now: were it reported once
+     * this close had ended its own views, a release another thread made meanwhile would leave the close nothing to
+     * report while that free was still on its way, and a read of the figures after the close would count the closed
+     * buffer as live. Where only this thread's scopes hold it (the common case of a view taken and the buffer closed here), the
+     * close ends them itself and nothing enters the held figures; a root no other thread has used has no scope of
+     * another's (one opens under this monitor, after its thread's use was noticed), and its scopes are not looked
+     * through. True when reported.
+     */
+    private boolean reportHeldIfOthersMayRelease(@Nullable BufferScopes open) {
+        Thread current = Thread.currentThread();
+        if (lifecycle == CLOSED && (open == null || usedByOneThread(current) || open.onlyConfinedTo(current))) {
+            return false;
+        }
+        host.held(this, Objects.requireNonNull(block), mirror);
+        return true;
     }
 
     /**
@@ -457,19 +481,23 @@ public final class BufferCore {
      */
     void closeLeaked() {
         BufferScopes open;
+        boolean heldFromTheClose;
         synchronized (this) {
             if ((lifecycle & CLOSED) != 0) {
                 return;
             }
             lifecycle |= CLOSED;
             open = scopes;
+            heldFromTheClose = block != null && reportHeldIfOthersMayRelease(open);
         }
         if (open != null) {
             open.closeAll(this::releaseIfUnused);
         } else {
             releaseIfUnused();
         }
-        reportHeldIfUnreleased();
+        if (!heldFromTheClose) {
+            reportHeldIfUnreleased();
+        }
     }
 
     /** Gives the memory back once closed and nothing holds it; exactly once. Root only. */

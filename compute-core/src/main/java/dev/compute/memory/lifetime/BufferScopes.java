@@ -48,6 +48,16 @@ final class BufferScopes {
         return first == null;
     }
 
+    /** Whether every open scope is confined to {@code thread}: none that another thread may end (none at all, too). */
+    synchronized boolean onlyConfinedTo(Thread thread) {
+        for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
+            if (scope.owner() != thread) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /** The calling thread's open view scope of the buffer (and its slices) taken outside any view scope, if any. */
     synchronized @Nullable MemoryScope viewOf(Thread thread) {
         return viewOf(thread, null);
