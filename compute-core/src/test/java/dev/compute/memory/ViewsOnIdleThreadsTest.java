@@ -4,19 +4,22 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.LogCapture;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.Callable;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ForkJoinPool;
-import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.logging.Level;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -108,6 +111,69 @@ class ViewsOnIdleThreadsTest {
     @Test
     void aVirtualThreadThatEndsOutsideAnyScope() throws Exception {
         closedWhileViewed(work -> Thread.ofVirtual().start(work));
+    }
+
+    /**
+     * The one case the README says waits: a view the allocating thread took outside any scope, of a buffer closed
+     * elsewhere. With the default settings the memory is held (not live), a warning names the thread past
+     * {@code held-memory-warning}, a figure read on that thread gives nothing back, and its next use of the manager's
+     * memory does.
+     */
+    @Test
+    void aViewTheAllocatingThreadTookOutsideAnyScopeWaitsForItsNextUseNamedInAWarning() throws Exception {
+        try (UnifiedMemoryManager defaults = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).build();
+             LogCapture log = LogCapture.managerLog()) {
+            BlockingQueue<Runnable> work = new LinkedBlockingQueue<>();
+            UnifiedBuffer[] viewed = new UnifiedBuffer[1];
+            Thread owner = Thread.ofPlatform().daemon().name("unscoped-owner").start(() -> {
+                try {
+                    for (Runnable next; (next = work.poll(30, TimeUnit.SECONDS)) != null; ) {
+                        next.run();
+                    }
+                } catch (InterruptedException e) {
+                    // the test is over
+                }
+            });
+            try {
+                onThe(owner, work, () -> {
+                    viewed[0] = defaults.allocate(BYTES, MemoryLocation.HOST);
+                    viewed[0].hostView().fill((byte) 1);
+                });
+                viewed[0].close();
+                MemoryStatistics held = defaults.statistics(MemoryLocation.HOST);
+                assertThat(held.liveBuffers()).isZero();
+                assertThat(held.heldBytes()).isEqualTo(BYTES);
+
+                long deadline = System.nanoTime() + BOUND.toNanos();
+                while (log.messages(Level.WARNING).isEmpty() && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                assertThat(log.messages(Level.WARNING)).singleElement().asString().contains("held by 'unscoped-owner'")
+                        .contains(BYTES + " bytes go back only then");
+
+                onThe(owner, work, () -> defaults.statistics(MemoryLocation.HOST));
+                assertThat(defaults.statistics(MemoryLocation.HOST).heldBytes()).as("a figure read is no use of memory").isEqualTo(BYTES);
+                onThe(owner, work, () -> defaults.allocate(BYTES, MemoryLocation.HOST).close());
+                assertThat(defaults.statistics(MemoryLocation.HOST).heldBytes()).as("given back by the thread's next allocation").isZero();
+            } finally {
+                owner.interrupt();
+                owner.join(10_000);
+            }
+        }
+    }
+
+    /** Runs {@code step} on {@code owner} and waits for it. */
+    private static void onThe(Thread owner, BlockingQueue<Runnable> work, Runnable step) throws Exception {
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        work.add(() -> {
+            try {
+                step.run();
+                done.complete(null);
+            } catch (Throwable e) {
+                done.completeExceptionally(e);
+            }
+        });
+        done.get(BOUND.toSeconds(), TimeUnit.SECONDS);
     }
 
     /** How {@code work} is run on the thread under test: in a scope, which ends before the thread idles. */
