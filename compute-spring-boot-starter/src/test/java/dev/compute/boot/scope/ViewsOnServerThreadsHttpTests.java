@@ -8,6 +8,10 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import jakarta.servlet.AsyncContext;
+import jakarta.servlet.http.HttpServletRequest;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -46,8 +50,8 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
 
 /**
  * Issue 27 over real HTTP, on every kind of thread a Spring MVC application views buffers on: Tomcat's workers, Spring
- * MVC's asynchronous requests ({@code Callable}, {@code StreamingResponseBody}), {@code @Async} methods and
- * {@code @Scheduled} tasks, on platform threads and on virtual ones. Buffers are viewed on all of them, some still
+ * MVC's asynchronous requests ({@code Callable}, {@code StreamingResponseBody}), {@code @Async} methods,
+ * {@code @Scheduled} tasks and a servlet's {@code AsyncContext.start} tasks, on platform threads and on virtual ones. Buffers are viewed on all of them, some still
  * viewed while another request or a thread of the application's own closes them; once the server idles the memory is
  * back within a bound, and no figure ever counts a closed buffer as live meanwhile.
  */
@@ -147,6 +151,29 @@ class ViewsOnServerThreadsHttpTests {
             manager.releaseCachedMemory();
             assertThat(manager.statistics(MemoryLocation.HOST).reservedBytes()).as("back in the pool: a release gives it all back").isZero();
         }
+
+        /**
+         * A servlet's {@code AsyncContext.start(task)} runs the task on a container worker outside every filter: a buffer
+         * allocated and viewed there, closed by a later request, waited for that worker's next request (held for good on
+         * an idle server) until the request scope's filter started such tasks in scopes of their own.
+         */
+        @Test
+        void aBufferAllocatedAndViewedInAnAsyncContextTaskIsBackOnceClosedElsewhere() throws Exception {
+            long id = Long.parseLong(http.get().uri("/buffers/by-async-context").retrieve().body(String.class));
+
+            http.delete().uri("/buffers/{id}", id).retrieve().toBodilessEntity();
+
+            // the task's scope ends as the task returns, just after it completed the response
+            long deadline = System.nanoTime() + BOUND.toNanos();
+            MemoryStatistics host = manager.statistics(MemoryLocation.HOST);
+            while (host.heldBuffers() > 0 && System.nanoTime() < deadline) {
+                assertThat(host.liveBuffers()).isZero();
+                Thread.sleep(10);
+                host = manager.statistics(MemoryLocation.HOST);
+            }
+            assertThat(host.heldBuffers()).as("held past %s on an idle server", BOUND).isZero();
+            assertThat(host.liveBuffers()).isZero();
+        }
     }
 
     @SpringBootConfiguration
@@ -205,6 +232,21 @@ class ViewsOnServerThreadsHttpTests {
         @PostMapping("/buffers")
         long add() {
             return allocate();
+        }
+
+        @GetMapping("/buffers/by-async-context")
+        void addOnAnAsyncContextTask(HttpServletRequest request) {
+            AsyncContext async = request.startAsync();
+            async.start(() -> {
+                try {
+                    async.getResponse().setContentType("text/plain");
+                    async.getResponse().getWriter().write(Long.toString(allocate()));
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                } finally {
+                    async.complete();
+                }
+            });
         }
 
         @PostMapping("/buffers/by-task")
