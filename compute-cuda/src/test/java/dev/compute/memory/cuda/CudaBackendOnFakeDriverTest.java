@@ -1530,7 +1530,14 @@ class CudaBackendOnFakeDriverTest {
                     address = access.handle(CudaDeviceHandle.class).address();
                 }
                 buffer.close();
+                // the read's stream work ends at once on the fake, but its end is seen on another thread: until then the
+                // block is held by device work, not cached, and the figures to compare with would depend on that race
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (manager.statistics(MemoryLocation.DEVICE).heldBytes() != 0 && System.nanoTime() - deadline < 0) {
+                    Thread.sleep(1);
+                }
                 dev.compute.memory.MemoryStatistics before = manager.statistics(MemoryLocation.DEVICE);
+                assertThat(before.heldBytes()).as("the read's stream work seen ended").isZero();
                 FAIL_UNMAP.invokeExact(address);
                 assertThatThrownBy(manager::releaseCachedMemory).hasMessageContaining("999");
                 dev.compute.memory.MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
