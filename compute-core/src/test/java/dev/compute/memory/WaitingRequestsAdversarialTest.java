@@ -1,0 +1,495 @@
+package dev.compute.memory;
+
+import static dev.compute.memory.SmallSimulatedPools.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+
+import dev.compute.memory.testing.ManagerInvariants;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Requests that wait ({@code allocateAsync}, and a budget's claims) met by what a caller may do meanwhile: an ancestor
+ * budget closing, a cancel racing the request's own timeout and the free that would serve it, a batch refused part
+ * way, sizes no wait can serve, an interrupt, a handler that throws an {@link Error}. Each ends within a bound, and
+ * leaves nothing counted: not in the pool, not in a budget, not as waiting.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class WaitingRequestsAdversarialTest {
+
+    private static final MemoryLocation DEVICE = MemoryLocation.DEVICE;
+    private static final Duration FOREVER = Duration.ofMinutes(5);
+    private static final Duration BOUND = Duration.ofSeconds(20);
+
+    @Test
+    void anAncestorsCloseFailsTheRequestsWaitingBelowItInEitherQueueAndGivesEverythingBack() throws Exception {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build()) {
+            MemoryBudget root = manager.budget("root", 64 * MiB);
+            MemoryBudget mid = root.child("mid", 32 * MiB);
+            MemoryBudget leaf = mid.child("leaf", 16 * MiB);
+            UnifiedBuffer midHolds = mid.allocate(16 * MiB, DEVICE);
+            CompletableFuture<UnifiedBuffer> inMidsQueue = mid.allocateAsync(32 * MiB, DEVICE, FOREVER);
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 8 * MiB); // the pool full, outside any budget
+            CompletableFuture<UnifiedBuffer> inThePoolsQueue = leaf.allocateAsync(8 * MiB, DEVICE, FOREVER);
+            assertThat(mid.statistics().waitingRequests()).isEqualTo(1);
+            assertThat(manager.statistics(DEVICE).waitingRequests()).isEqualTo(1);
+
+            assertTimeoutPreemptively(BOUND, root::close);
+
+            assertThat(failureOf(inMidsQueue)).isInstanceOf(IllegalStateException.class).hasMessageContaining("'root/mid'")
+                    .hasMessageContaining("closed");
+            assertThat(failureOf(inThePoolsQueue)).isInstanceOf(IllegalStateException.class).hasMessageContaining("'root/mid/leaf'")
+                    .hasMessageContaining("closed");
+            assertThat(midHolds.isClosed()).isTrue();
+            for (MemoryBudget budget : List.of(root, mid, leaf)) {
+                BudgetStatistics figures = budget.statistics();
+                assertThat(figures.allocatedBytes()).as(figures.toString()).isZero();
+                assertThat(figures.waitingRequests()).as(figures.toString()).isZero();
+                assertThat(budget.isClosed()).isTrue();
+            }
+            assertThat(manager.statistics(DEVICE).waitingRequests()).isZero();
+            // what the next free gives back goes to no request of the closed budgets
+            others.removeFirst().close();
+            assertThat(manager.tryAllocate(8 * MiB, DEVICE)).hasValueSatisfying(UnifiedBuffer::close);
+            others.forEach(UnifiedBuffer::close);
+            ManagerInvariants.checkQuiescent(manager);
+            assertThat(manager.statistics(DEVICE).liveBuffers()).isZero();
+        }
+    }
+
+    /**
+     * A cancel, the request's own timeout and the free that would serve it, at once, many times over, at the manager
+     * and in a budget whose room or whose pool it waits for: whichever wins, a buffer made for a request its caller
+     * did not get goes back, and nothing stays counted.
+     */
+    @Test
+    void aCancelRacingTheTimeoutAndAFreeLeavesExactlyOneOutcomeAndNoBufferBehind() throws Exception {
+        for (Waiting where : Waiting.values()) {
+            try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build();
+                 MemoryBudget tenant = manager.budget("tenant", where == Waiting.FOR_THE_BUDGET ? 32 * MiB : 64 * MiB)) {
+                List<UnifiedBuffer> held = new ArrayList<>();
+                int served = 0;
+                for (int round = 0; round < 300; round++) {
+                    refill(manager, tenant, where, held);
+                    Duration timeout = Duration.ofNanos(ThreadLocalRandom.current().nextLong(3_000_000));
+                    CompletableFuture<UnifiedBuffer> request = where == Waiting.AT_THE_MANAGER ? manager.allocateAsync(16 * MiB, DEVICE, timeout)
+                            : tenant.allocateAsync(16 * MiB, DEVICE, timeout);
+                    UnifiedBuffer freed = held.removeFirst();
+                    CountDownLatch start = new CountDownLatch(1);
+                    Thread freeing = Thread.ofPlatform().start(() -> {
+                        awaitQuietly(start);
+                        spin();
+                        freed.close();
+                    });
+                    Thread cancelling = Thread.ofPlatform().start(() -> {
+                        awaitQuietly(start);
+                        spin();
+                        request.cancel(true);
+                    });
+                    start.countDown();
+                    freeing.join(BOUND.toMillis());
+                    cancelling.join(BOUND.toMillis());
+                    assertThat(freeing.isAlive() || cancelling.isAlive()).isFalse();
+                    try {
+                        held.add(request.get(BOUND.toSeconds(), TimeUnit.SECONDS));
+                        served++;
+                    } catch (CancellationException | ExecutionException lost) {
+                        assertThat(request).isCompletedExceptionally(); // cancelled, or timed out: no buffer handed out
+                    }
+                }
+                held.forEach(UnifiedBuffer::close);
+                awaitNothingLive(manager);
+                assertThat(manager.statistics(DEVICE).waitingRequests()).as(where.name()).isZero();
+                BudgetStatistics figures = tenant.statistics();
+                assertThat(figures.allocatedBytes()).as(where + ": " + figures).isZero();
+                assertThat(figures.waitingRequests()).as(where + ": " + figures).isZero();
+                // all the room is there again, in the budget and in the pool
+                try (UnifiedBuffer whole = tenant.allocate(tenant.limitBytes(), DEVICE)) {
+                    assertThat(whole.byteSize()).isEqualTo(tenant.limitBytes());
+                }
+                assertThat(served).as(where.name() + ": some rounds served the request").isPositive();
+            }
+        }
+    }
+
+    /**
+     * Requests of a budget waiting in its queue and in the pool's, cancelled, timing out, served by frees of buffers
+     * outside any budget, while the budget or its parent closes, round after round: every future ends, and nothing
+     * stays counted in the pool, in the parent or as waiting.
+     */
+    @Test
+    void closesOfABudgetOrItsParentRacingItsWaitingRequestsLeaveNothingCounted() throws Exception {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().closeTimeout(BOUND).build()) {
+            MemoryBudget root = manager.budget("root", 64 * MiB);
+            List<UnifiedBuffer> outside = new ArrayList<>();
+            List<CompletableFuture<UnifiedBuffer>> futures = new ArrayList<>();
+            for (int round = 0; round < 200; round++) {
+                MemoryBudget tenant = root.child("tenant-" + round, 32 * MiB);
+                MemoryBudget request = tenant.child("request", 16 * MiB);
+                outside.addAll(SmallSimulatedPools.fill(manager, 4 * MiB));
+                List<UnifiedBuffer> freed = new ArrayList<>();
+                for (int i = 0; i < 3 && !outside.isEmpty(); i++) {
+                    freed.add(outside.remove(ThreadLocalRandom.current().nextInt(outside.size())));
+                }
+                CountDownLatch start = new CountDownLatch(1);
+                List<CompletableFuture<UnifiedBuffer>> asked = new CopyOnWriteArrayList<>();
+                Thread asking = Thread.ofPlatform().start(() -> {
+                    awaitQuietly(start);
+                    ThreadLocalRandom random = ThreadLocalRandom.current();
+                    for (int i = 0; i < 6; i++) {
+                        try {
+                            CompletableFuture<UnifiedBuffer> future = request.allocateAsync((1 + random.nextInt(8)) * MiB, DEVICE,
+                                    Duration.ofMillis(random.nextInt(20)));
+                            asked.add(future);
+                            if (random.nextInt(3) == 0) {
+                                future.cancel(true);
+                            }
+                        } catch (IllegalStateException closed) {
+                            // the budget closed first
+                        }
+                    }
+                });
+                Thread freeing = Thread.ofPlatform().start(() -> {
+                    awaitQuietly(start);
+                    for (UnifiedBuffer buffer : freed) {
+                        spin();
+                        buffer.close();
+                    }
+                });
+                boolean closingTheParent = round % 2 == 0;
+                Thread closing = Thread.ofPlatform().start(() -> {
+                    awaitQuietly(start);
+                    spin();
+                    (closingTheParent ? tenant : request).close();
+                });
+                start.countDown();
+                for (Thread thread : List.of(asking, freeing, closing)) {
+                    thread.join(BOUND.toMillis());
+                    assertThat(thread.isAlive()).as(thread + " ended").isFalse();
+                }
+                for (CompletableFuture<UnifiedBuffer> future : asked) {
+                    try {
+                        future.get(BOUND.toSeconds(), TimeUnit.SECONDS).close();
+                    } catch (CancellationException | ExecutionException refusedTimedOutOrClosed) {
+                        // each is one of these, or served
+                    }
+                }
+                if (!closingTheParent) {
+                    tenant.close();
+                }
+                futures.addAll(asked);
+            }
+            assertThat(futures).allMatch(CompletableFuture::isDone);
+            outside.forEach(UnifiedBuffer::close);
+            awaitNothingLive(manager);
+            BudgetStatistics figures = root.statistics();
+            assertThat(figures.allocatedBytes()).as(figures.toString()).isZero();
+            assertThat(figures.liveBuffers()).as(figures.toString()).isZero();
+            assertThat(root.children()).isEmpty();
+            assertThat(manager.statistics(DEVICE).waitingRequests()).isZero();
+            try (UnifiedBuffer whole = root.allocate(64 * MiB, DEVICE)) {
+                assertThat(whole.byteSize()).isEqualTo(64 * MiB);
+            }
+        }
+    }
+
+    /** Where a request of 16 MiB waits: at the manager, in a budget for the pool's room, or for the budget's own room. */
+    private enum Waiting { AT_THE_MANAGER, FOR_THE_POOL, FOR_THE_BUDGET }
+
+    /**
+     * Holds every 16 MiB the request could take (the budget's 32, or the pool's 64), waiting, within the bound, for a
+     * buffer made for a request that was cancelled while the pool served it: that one's memory goes back once the
+     * attempt ends, not with the cancel.
+     */
+    private static void refill(UnifiedMemoryManager manager, MemoryBudget tenant, Waiting where, List<UnifiedBuffer> held)
+            throws InterruptedException {
+        int all = where == Waiting.FOR_THE_BUDGET ? 2 : 4;
+        long deadline = System.nanoTime() + BOUND.toNanos();
+        while (held.size() < all && System.nanoTime() < deadline) {
+            Optional<UnifiedBuffer> next = where == Waiting.FOR_THE_BUDGET ? tenant.tryAllocate(16 * MiB, DEVICE)
+                    : manager.tryAllocate(16 * MiB, DEVICE);
+            if (next.isPresent()) {
+                held.add(next.get());
+            } else {
+                Thread.sleep(1);
+            }
+        }
+        assertThat(held).as("%s: %s, %s", where, tenant.statistics(), manager.statistics(DEVICE)).hasSize(all);
+    }
+
+    @Test
+    void aBatchThePoolRefusesPartWayLeavesNothingCountedInTheBudgetOrAboveIt() {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build()) {
+            MemoryBudget tenant = manager.budget("tenant", 64 * MiB);
+            MemoryBudget request = tenant.child("request", 48 * MiB);
+            List<UnifiedBuffer> others = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                others.add(manager.allocate(16 * MiB, DEVICE));
+            }
+
+            assertThatThrownBy(() -> request.allocateBatch(DataType.INT8, new long[] {8 * MiB, 8 * MiB, 16 * MiB}, DEVICE))
+                    .isInstanceOf(DeviceOutOfMemoryException.class).isNotInstanceOf(BudgetExceededException.class);
+
+            assertThat(manager.statistics(DEVICE).liveBuffers()).as("the two taken were given back").isEqualTo(3);
+            for (MemoryBudget budget : List.of(request, tenant)) {
+                BudgetStatistics figures = budget.statistics();
+                assertThat(figures.allocatedBytes()).as(figures.toString()).isZero();
+                assertThat(figures.liveBuffers()).as(figures.toString()).isZero();
+            }
+            others.removeFirst().close();
+            List<UnifiedBuffer> whole = request.allocateBatch(DataType.INT8, new long[] {16 * MiB, 16 * MiB}, DEVICE);
+            assertThat(tenant.statistics().allocatedBytes()).isEqualTo(32 * MiB);
+            whole.forEach(UnifiedBuffer::close);
+            others.forEach(UnifiedBuffer::close);
+            tenant.close();
+            ManagerInvariants.checkQuiescent(manager);
+        }
+    }
+
+    /** Small batches let in from a stripe's room, each refused by a full pool: every byte of that room comes back. */
+    @Test
+    void smallBatchesLetInFromTheRoomAndRefusedByThePoolGiveEveryByteBack() {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 64 * MiB)) {
+            for (int i = 0; i < 8; i++) { // a little room on this thread's stripe
+                tenant.allocate(64 * 1024, DEVICE).close();
+            }
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 64 * 1024);
+            for (int i = 0; i < 50; i++) {
+                assertThatThrownBy(() -> tenant.allocateBatch(DataType.INT8, new long[] {64 * 1024, 64 * 1024}, DEVICE))
+                        .isInstanceOf(DeviceOutOfMemoryException.class);
+            }
+            BudgetStatistics figures = tenant.statistics();
+            assertThat(figures.allocatedBytes()).as(figures.toString()).isZero();
+            assertThat(figures.liveBuffers()).as(figures.toString()).isZero();
+            others.forEach(UnifiedBuffer::close);
+            try (UnifiedBuffer whole = tenant.allocate(64 * MiB, DEVICE)) {
+                assertThat(whole.byteSize()).isEqualTo(64 * MiB);
+            }
+        }
+    }
+
+    @Test
+    void aBatchItsBudgetRefusesAtTheLastByteTakesNothingFromThePool() {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB);
+             UnifiedBuffer held = tenant.allocate(16 * MiB, DEVICE)) {
+            long allocationsBefore = manager.statistics(DEVICE).allocations();
+
+            assertThatThrownBy(() -> tenant.allocateBatch(DataType.INT8, new long[] {8 * MiB, 8 * MiB, 1}, DEVICE))
+                    .isInstanceOf(BudgetExceededException.class);
+
+            assertThat(manager.statistics(DEVICE).allocations()).isEqualTo(allocationsBefore);
+            assertThat(tenant.statistics().allocatedBytes()).isEqualTo(16 * MiB);
+            tenant.allocateBatch(DataType.INT8, new long[] {8 * MiB, 8 * MiB}, DEVICE).forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /** Sizes no wait can serve fail at once through every form, at the manager and in a budget, and count nothing. */
+    @Test
+    void sizesNoWaitCanServeFailAtOnceThroughEveryForm() {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build();
+             MemoryBudget small = manager.budget("small", 16 * MiB);
+             MemoryBudget large = manager.budget("large", 1L << 40)) {
+            assertTimeoutPreemptively(BOUND, () -> {
+                for (long bytes : new long[] {65 * MiB, 1L << 40, Long.MAX_VALUE}) {
+                    assertThat(failureOf(manager.allocateAsync(bytes, DEVICE, FOREVER))).as("%d bytes", bytes)
+                            .isInstanceOf(AllocationAboveLimitException.class);
+                    assertThat(failureOf(large.allocateAsync(bytes, DEVICE, FOREVER))).as("%d bytes", bytes)
+                            .isInstanceOf(DeviceOutOfMemoryException.class);
+                    assertThat(failureOf(small.allocateAsync(bytes, DEVICE, FOREVER))).as("%d bytes", bytes)
+                            .isInstanceOf(BudgetExceededException.class);
+                    assertThatThrownBy(() -> large.allocate(bytes, DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
+                    assertThat(large.tryAllocate(bytes, DEVICE)).isEmpty();
+                    assertThatThrownBy(() -> large.allocateBatch(DataType.INT8, new long[] {MiB, bytes}, DEVICE))
+                            .isInstanceOf(DeviceOutOfMemoryException.class);
+                    assertThatThrownBy(() -> manager.allocateBatch(DataType.INT8, new long[] {MiB, bytes}, DEVICE))
+                            .isInstanceOf(AllocationAboveLimitException.class);
+                }
+                assertThatThrownBy(() -> small.allocateAsync(DataType.FLOAT64, Long.MAX_VALUE / 4, DEVICE, FOREVER))
+                        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overflow");
+                for (long bytes : new long[] {0, -1, Long.MIN_VALUE}) {
+                    assertThatThrownBy(() -> manager.allocateAsync(bytes, DEVICE, FOREVER)).isInstanceOf(IllegalArgumentException.class);
+                    assertThatThrownBy(() -> large.allocateAsync(bytes, DEVICE, FOREVER)).isInstanceOf(IllegalArgumentException.class);
+                    assertThatThrownBy(() -> large.allocate(bytes, DEVICE)).isInstanceOf(IllegalArgumentException.class);
+                    assertThatThrownBy(() -> large.tryAllocate(bytes, DEVICE)).isInstanceOf(IllegalArgumentException.class);
+                    assertThatThrownBy(() -> large.allocateBatch(DataType.INT8, new long[] {MiB, bytes}, DEVICE))
+                            .isInstanceOf(IllegalArgumentException.class);
+                }
+            });
+            for (MemoryBudget budget : List.of(small, large)) {
+                BudgetStatistics figures = budget.statistics();
+                assertThat(figures.allocatedBytes()).as(figures.toString()).isZero();
+                assertThat(figures.waitingRequests()).as(figures.toString()).isZero();
+            }
+            MemoryStatistics figures = manager.statistics(DEVICE);
+            assertThat(figures.waitingRequests()).isZero();
+            assertThat(figures.liveBuffers()).isZero();
+            try (UnifiedBuffer whole = large.allocate(64 * MiB, DEVICE)) {
+                assertThat(whole.byteSize()).isEqualTo(64 * MiB);
+            }
+        }
+    }
+
+    /** A budget lets in what its limit allows but the pool's pieces never can (2 MiB pieces under a cap of 5 MiB): refused at once. */
+    @Test
+    void aRequestABudgetLetsInButThePoolsPiecesNeverHoldFailsAtOnceAndGivesItsClaimBack() {
+        try (UnifiedMemoryManager odd = SmallSimulatedPools.builder().maxPoolSize(5 * MiB).build(); MemoryBudget tenant = odd.budget("tenant", 5 * MiB)) {
+            assertTimeoutPreemptively(BOUND, () -> {
+                assertThat(failureOf(tenant.allocateAsync(5 * MiB, DEVICE, FOREVER))).isInstanceOf(AllocationAboveLimitException.class);
+                assertThatThrownBy(() -> tenant.allocateBatch(DataType.INT8, new long[] {MiB, 4 * MiB}, DEVICE))
+                        .isInstanceOf(AllocationAboveLimitException.class);
+            });
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+            assertThat(tenant.statistics().waitingRequests()).isZero();
+            tenant.allocate(4 * MiB, DEVICE).close();
+        }
+    }
+
+    /**
+     * A blocking allocation that waits in its budget for a request under way (whose out-of-memory handler holds it in
+     * the pool) stops at an interrupt: refused at once, the interrupt kept, nothing counted for it.
+     */
+    @Test
+    void anInterruptStopsABlockingAllocationWaitingForARequestUnderWayAndKeepsTheFlag() throws Exception {
+        CountDownLatch inHandler = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicBoolean hold = new AtomicBoolean();
+        OutOfMemoryHandler holding = (location, bytes, attempt, failure) -> {
+            if (hold.getAndSet(false)) {
+                inHandler.countDown();
+                awaitQuietly(release);
+            }
+            return false;
+        };
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().deviceWaitTimeout(Duration.ofMinutes(2)).outOfMemoryHandler(holding).build();
+             MemoryBudget tenant = manager.budget("tenant", 16 * MiB)) {
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 8 * MiB);
+            hold.set(true);
+            CompletableFuture<Throwable> underWay = new CompletableFuture<>();
+            Thread.ofPlatform().start(() -> underWay.complete(failureOf(() -> tenant.allocate(8 * MiB, DEVICE))));
+            assertThat(inHandler.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+            AtomicReference<Throwable> refused = new AtomicReference<>();
+            AtomicBoolean interruptKept = new AtomicBoolean();
+            Thread blocked = Thread.ofPlatform().start(() -> {
+                refused.set(failureOf(() -> tenant.allocate(16 * MiB, DEVICE))); // fits only once the request under way is refused
+                interruptKept.set(Thread.currentThread().isInterrupted());
+            });
+            awaitWaiting(blocked, refused);
+
+            blocked.interrupt();
+            blocked.join(BOUND.toMillis());
+
+            assertThat(blocked.isAlive()).as("the interrupt ended the wait").isFalse();
+            assertThat(refused.get()).isInstanceOf(DeviceOutOfMemoryException.class).hasMessageContaining("interrupted");
+            assertThat(interruptKept).isTrue();
+            release.countDown();
+            assertThat(underWay.get(BOUND.toSeconds(), TimeUnit.SECONDS)).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+            others.forEach(UnifiedBuffer::close);
+            tenant.allocate(16 * MiB, DEVICE).close();
+        }
+    }
+
+    /**
+     * A handler that throws a {@link StackOverflowError} as the pool tries to serve a budget's waiting request: the
+     * request fails with it, its bytes go back to the budget, and the next request is served.
+     */
+    @Test
+    void aHandlerThrowingStackOverflowOnTheWaiterThreadFailsOnlyThatBudgetRequest() throws Exception {
+        AtomicBoolean thrown = new AtomicBoolean();
+        OutOfMemoryHandler overflowing = (location, bytes, attempt, failure) -> {
+            if (Thread.currentThread().getName().startsWith("compute-memory-waiters") && thrown.compareAndSet(false, true)) {
+                throw new StackOverflowError("a handler overflows on the waiter thread");
+            }
+            return false;
+        };
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().outOfMemoryHandler(overflowing).build();
+             MemoryBudget tenant = manager.budget("tenant", 32 * MiB)) {
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 8 * MiB);
+            CompletableFuture<UnifiedBuffer> overflowed = tenant.allocateAsync(16 * MiB, DEVICE, FOREVER);
+            CompletableFuture<UnifiedBuffer> behind = tenant.allocateAsync(16 * MiB, DEVICE, FOREVER);
+
+            others.removeFirst().close(); // 8 MiB: the head is tried on the waiter thread, and its handler throws
+
+            assertThat(failureOf(overflowed)).isInstanceOf(StackOverflowError.class);
+            assertThat(behind).isNotDone();
+            others.removeFirst().close();
+            try (UnifiedBuffer served = behind.get(BOUND.toSeconds(), TimeUnit.SECONDS)) {
+                assertThat(served.byteSize()).isEqualTo(16 * MiB);
+                assertThat(tenant.statistics().allocatedBytes()).isEqualTo(16 * MiB);
+            }
+            assertThat(tenant.statistics().waitingRequests()).isZero();
+            assertThat(manager.statistics(DEVICE).waitingRequests()).isZero();
+            others.forEach(UnifiedBuffer::close);
+            tenant.allocate(32 * MiB, DEVICE).close();
+        }
+    }
+
+    private static Throwable failureOf(CompletableFuture<UnifiedBuffer> future) {
+        try {
+            UnifiedBuffer unexpected = future.get(BOUND.toSeconds(), TimeUnit.SECONDS);
+            unexpected.close();
+            throw new AssertionError("served: " + unexpected);
+        } catch (ExecutionException e) {
+            return e.getCause();
+        } catch (InterruptedException | TimeoutException e) {
+            throw new AssertionError("not ended within " + BOUND, e);
+        }
+    }
+
+    private static Throwable failureOf(Supplier<UnifiedBuffer> call) {
+        try {
+            call.get().close();
+        } catch (Throwable e) {
+            return e;
+        }
+        throw new AssertionError("no failure");
+    }
+
+    /** Until {@code thread} waits (parked in a lock's condition), within the bound. */
+    private static void awaitWaiting(Thread thread, AtomicReference<Throwable> refused) throws InterruptedException {
+        long deadline = System.nanoTime() + BOUND.toNanos();
+        while (thread.getState() != Thread.State.TIMED_WAITING && System.nanoTime() < deadline) {
+            Thread.sleep(1);
+        }
+        assertThat(thread.getState()).as("%s", refused.get()).isEqualTo(Thread.State.TIMED_WAITING);
+    }
+
+    /** Buffers made for requests whose callers gave up are closed on the manager's threads: wait for them, within the bound. */
+    private static void awaitNothingLive(UnifiedMemoryManager manager) throws InterruptedException {
+        long deadline = System.nanoTime() + BOUND.toNanos();
+        while (manager.statistics(DEVICE).liveBuffers() != 0 && System.nanoTime() < deadline) {
+            Thread.sleep(1);
+        }
+        assertThat(manager.statistics(DEVICE).liveBuffers()).as("buffers left live").isZero();
+    }
+
+    private static void spin() {
+        for (int i = ThreadLocalRandom.current().nextInt(20_000); i > 0; i--) {
+            Thread.onSpinWait();
+        }
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await(BOUND.toSeconds(), TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
