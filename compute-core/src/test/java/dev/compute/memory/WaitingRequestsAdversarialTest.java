@@ -23,6 +23,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.function.Executable;
 
 /**
  * Requests that wait ({@code allocateAsync}, and a budget's claims) met by what a caller may do meanwhile: an ancestor
@@ -205,6 +206,65 @@ class WaitingRequestsAdversarialTest {
             assertThat(manager.statistics(DEVICE).waitingRequests()).isZero();
             try (UnifiedBuffer whole = root.allocate(64 * MiB, DEVICE)) {
                 assertThat(whole.byteSize()).isEqualTo(64 * MiB);
+            }
+        }
+    }
+
+    /**
+     * A request let into its budget's room is completed on a thread of its own, which may not run at once (every
+     * carrier busy here): cancelled meanwhile, its bytes go back with the cancel, before the functions added to its
+     * future run, not whenever that thread gets to it.
+     */
+    @Test
+    void aRequestCancelledAfterItsBudgetLetItInButBeforeItWasToldGivesItsBytesBackWithTheCancel() throws Throwable {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB);
+             UnifiedBuffer kept = tenant.allocate(16 * MiB, DEVICE)) {
+            UnifiedBuffer freed = tenant.allocate(16 * MiB, DEVICE);
+            CompletableFuture<UnifiedBuffer> request = tenant.allocateAsync(16 * MiB, DEVICE, FOREVER);
+            CompletableFuture<Boolean> roomAsItsFunctionsRun = request.handle((buffer, failure) -> fits(tenant, 16 * MiB));
+            assertThat(tenant.statistics().waitingRequests()).isEqualTo(1);
+
+            withEveryVirtualThreadCarrierBusy(() -> {
+                freed.close(); // lets the request in; the thread that would tell it cannot run yet
+                assertThat(tenant.statistics().waitingRequests()).isZero();
+                request.cancel(true);
+                assertThat(roomAsItsFunctionsRun).isCompletedWithValue(true);
+            });
+            try (UnifiedBuffer next = tenant.allocate(16 * MiB, DEVICE)) {
+                assertThat(tenant.statistics().allocatedBytes()).isEqualTo(32 * MiB);
+            }
+        }
+    }
+
+    /** Whether {@code budget} lets in {@code bytes} now (the buffer closed again). */
+    private static boolean fits(MemoryBudget budget, long bytes) {
+        return budget.tryAllocate(bytes, DEVICE).map(buffer -> {
+            buffer.close();
+            return true;
+        }).orElse(false);
+    }
+
+    /** Runs {@code body} while a spinning virtual thread holds each carrier of the virtual thread scheduler. */
+    private static void withEveryVirtualThreadCarrierBusy(Executable body) throws Throwable {
+        int carriers = Integer.getInteger("jdk.virtualThreadScheduler.parallelism", Runtime.getRuntime().availableProcessors());
+        AtomicBoolean release = new AtomicBoolean();
+        CountDownLatch spinning = new CountDownLatch(carriers);
+        List<Thread> spinners = new ArrayList<>();
+        try {
+            for (int i = 0; i < carriers; i++) {
+                spinners.add(Thread.ofVirtual().start(() -> {
+                    spinning.countDown();
+                    while (!release.get()) {
+                        Thread.onSpinWait();
+                    }
+                }));
+            }
+            assertThat(spinning.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+            body.execute();
+        } finally {
+            release.set(true);
+            for (Thread spinner : spinners) {
+                spinner.join(BOUND.toMillis());
             }
         }
     }

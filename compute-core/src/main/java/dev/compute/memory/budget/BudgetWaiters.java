@@ -15,6 +15,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
 
 /**
@@ -29,7 +30,8 @@ import java.util.function.Consumer;
  *
  * <p>Everything here but the futures' completion runs under the ledger's lock. Each request is bounded by its
  * timeout, timed by the JDK's delayer ({@link CompletableFuture#orTimeout}); cancelling its future, or completing it otherwise,
- * takes it off the queue before the future's functions run.
+ * takes it off the queue before the future's functions run, or, where it was let in and its thread has not told it yet,
+ * gives its bytes back then.
  */
 final class BudgetWaiters<B> {
 
@@ -45,6 +47,14 @@ final class BudgetWaiters<B> {
         final CompletableFuture<Void> future;
         /** Let in or given up: off the queue, and no timeout or close touches it again. Read unlocked to skip the lock. */
         volatile boolean settled;
+        /** Let in: its bytes count as under way. Set under the lock. */
+        volatile boolean letIn;
+        /**
+         * Set by whichever comes first of the thread that tells a request let in and its holder ending it: the first
+         * decides where its bytes go (to the caller, or back to the books), so that a request ended while its thread has
+         * not run yet, however long that takes, has them back before its functions run.
+         */
+        final AtomicBoolean told = new AtomicBoolean();
 
         /** {@code leave}: takes a request its holder ended off its queue. */
         Waiter(BudgetAccount<?> account, MemoryLocation location, long bytes, Duration timeout, Consumer<Waiter> leave) {
@@ -53,13 +63,12 @@ final class BudgetWaiters<B> {
             this.bytes = bytes;
             this.timeout = timeout;
             // ended by its holder (cancelled, or completed as orTimeout does), the request leaves its queue before its
-            // functions run, as it does when let in, timed out or failed at a close: none sees it counted as waiting
+            // functions run, as it does when let in, timed out or failed at a close: none sees it counted as waiting;
+            // let in and not yet told, it gives its bytes back then
             this.future = new WithdrawnFirst<>() {
                 @Override
                 protected void withdraw() {
-                    if (!settled) {
-                        leave.accept(Waiter.this);
-                    }
+                    leave.accept(Waiter.this);
                 }
             };
         }
@@ -145,6 +154,7 @@ final class BudgetWaiters<B> {
                 queue.removeFirst();
                 account.waitingRequests--;
                 ledger.queued(-1);
+                head.letIn = true;
                 head.settled = true;
                 admitted.add(head);
             }
@@ -156,18 +166,22 @@ final class BudgetWaiters<B> {
     }
 
     /**
-     * Completes each request let in, on a thread of its own. One cancelled meanwhile has its bytes given back.
-     * Not under the lock.
+     * Completes each request let in, on a thread of its own. One its holder ended first gave its bytes back then; one
+     * ended as it is told has them given back here. Not under the lock.
      */
-    @SuppressWarnings("unchecked") // the waiters of this object are of its ledger's accounts
     void dispatch(List<Waiter> admitted) {
         for (Waiter waiter : admitted) {
             COMPLETIONS.execute(() -> {
-                if (!waiter.future.complete(null)) {
-                    ledger.cancel((BudgetAccount<B>) waiter.account, waiter.location, waiter.bytes, BudgetLedger.Claimant.QUEUED_REQUEST);
+                if (waiter.told.compareAndSet(false, true) && !waiter.future.complete(null)) {
+                    giveBack(waiter);
                 }
             });
         }
+    }
+
+    @SuppressWarnings("unchecked") // the waiters of this object are of its ledger's accounts
+    private void giveBack(Waiter letIn) {
+        ledger.cancel((BudgetAccount<B>) letIn.account, letIn.location, letIn.bytes, BudgetLedger.Claimant.QUEUED_REQUEST);
     }
 
     /** Under the lock: the requests queued in a closing budget, off their queue, to be failed once the lock is let go. */
@@ -191,18 +205,26 @@ final class BudgetWaiters<B> {
         }
     }
 
-    /** A request its holder ended leaves its queue; the next may fit now. */
+    /**
+     * A request its holder ended leaves its queue (the next may fit now); one let in whose thread has not told it yet
+     * gives its bytes back.
+     */
     private void withdraw(Waiter waiter) {
-        List<Waiter> admitted = List.of();
-        ledger.lock().lock();
-        try {
-            if (!waiter.settled && remove(waiter)) {
-                admitted = serve();
+        if (!waiter.settled) {
+            List<Waiter> admitted = List.of();
+            ledger.lock().lock();
+            try {
+                if (!waiter.settled && remove(waiter)) {
+                    admitted = serve();
+                }
+            } finally {
+                ledger.lock().unlock();
             }
-        } finally {
-            ledger.lock().unlock();
+            dispatch(admitted);
         }
-        dispatch(admitted);
+        if (waiter.letIn && waiter.told.compareAndSet(false, true)) {
+            giveBack(waiter);
+        }
     }
 
     /** The timeout passed: a request still queued fails with the budget's refusal as it stands now, counted. */
