@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 
+import dev.compute.memory.testing.LogCapture;
 import dev.compute.memory.testing.ManagerInvariants;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -21,6 +22,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
+import java.util.logging.Level;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.function.Executable;
@@ -266,6 +268,51 @@ class WaitingRequestsAdversarialTest {
             for (Thread spinner : spinners) {
                 spinner.join(BOUND.toMillis());
             }
+        }
+    }
+
+    /**
+     * The manager closes while its waiter thread's attempt for a budget's request is held in an out-of-memory handler,
+     * which then asks for one more try: the close ends within its timeout, the request fails with the close, and once
+     * the attempt ends nothing stays counted in the budget.
+     */
+    @Test
+    void aManagerClosedWhileAnAttemptForABudgetRequestIsInAHandlerLeavesNothingCounted() throws Exception {
+        CountDownLatch inHandler = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicBoolean hold = new AtomicBoolean();
+        OutOfMemoryHandler holdingThenRetrying = (location, bytes, attempt, failure) -> {
+            if (Thread.currentThread().getName().startsWith("compute-memory-waiters") && hold.getAndSet(false)) {
+                inHandler.countDown();
+                awaitQuietly(release);
+                return true;
+            }
+            return false;
+        };
+        UnifiedMemoryManager manager = SmallSimulatedPools.builder().closeTimeout(Duration.ofSeconds(1)).outOfMemoryHandler(holdingThenRetrying).build();
+        try (LogCapture log = LogCapture.managerLog()) {
+            MemoryBudget tenant = manager.budget("tenant", 32 * MiB);
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 8 * MiB);
+            hold.set(true);
+            CompletableFuture<UnifiedBuffer> waiting = tenant.allocateAsync(16 * MiB, DEVICE, FOREVER);
+            others.removeFirst().close(); // 8 MiB: the waiter thread's attempt meets the handler
+            assertThat(inHandler.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+
+            assertTimeoutPreemptively(BOUND, manager::close);
+
+            assertThat(failureOf(waiting)).isInstanceOf(IllegalStateException.class);
+            others.removeFirst().close(); // room for the retry, were it to be served
+            release.countDown();
+            long deadline = System.nanoTime() + BOUND.toNanos();
+            while (tenant.statistics().allocatedBytes() != 0 && System.nanoTime() < deadline) {
+                Thread.sleep(1);
+            }
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+            assertThat(tenant.isClosed()).isTrue();
+            assertThat(manager.statistics(DEVICE).liveBuffers()).as("the retry's buffer went back").isEqualTo(others.size());
+            assertThat(log.messages(Level.WARNING)).singleElement().asString().contains("calls were still under way");
+        } finally {
+            release.countDown();
         }
     }
 
