@@ -373,10 +373,13 @@ public final class MemoryBudget implements AutoCloseable {
 
     /**
      * The buffer of a request under way, once the pool gives it; null where the pool refused it (nothing to close), or
-     * at {@code deadline}: then the request sees the budget closed as it counts the buffer, and closes it itself.
+     * at {@code deadline} or an interrupt (kept): then the request sees the budget closed as it counts the buffer, and
+     * closes it itself.
      */
     private @Nullable BufferCore awaitBuffer(BudgetNode<BufferCore> node, long deadline) {
-        while (ledger.underWay(node) && System.nanoTime() - deadline < 0) {
+        // an interrupt ends the wait, as it ends the pool's own: parkNanos returns at once while it is set, so the
+        // close would otherwise spin until its timeout
+        while (ledger.underWay(node) && System.nanoTime() - deadline < 0 && !Thread.currentThread().isInterrupted()) {
             LockSupport.parkNanos(AWAIT_STEP_NANOS);
         }
         return node.buffer();

@@ -316,6 +316,58 @@ class WaitingRequestsAdversarialTest {
         }
     }
 
+    /**
+     * A budget closed by an interrupted thread while a request let in from its stripe's room is under way in the pool
+     * (its out-of-memory handler holding it): the close stops waiting for that request's buffer at once, the interrupt
+     * kept, as the pool's own waits do, rather than spin on the interrupt until the close timeout; the request, once
+     * it ends, has nothing left counted.
+     */
+    @Test
+    void anInterruptedCloseOfABudgetDoesNotWaitOutItsTimeoutForARequestUnderWay() throws Exception {
+        CountDownLatch inHandler = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicBoolean hold = new AtomicBoolean();
+        OutOfMemoryHandler holding = (location, bytes, attempt, failure) -> {
+            if (hold.getAndSet(false)) {
+                inHandler.countDown();
+                awaitQuietly(release);
+            }
+            return false;
+        };
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().closeTimeout(FOREVER).outOfMemoryHandler(holding).build()) {
+            MemoryBudget tenant = manager.budget("tenant", 64 * MiB);
+            List<UnifiedBuffer> others = new ArrayList<>();
+            CompletableFuture<Throwable> underWay = new CompletableFuture<>();
+            Thread.ofPlatform().daemon().start(() -> {
+                tenant.allocate(64 * 1024, DEVICE).close(); // its bytes stay in this thread's stripe's room
+                others.addAll(SmallSimulatedPools.fill(manager, MiB));
+                others.addAll(SmallSimulatedPools.fill(manager, 64 * 1024));
+                hold.set(true);
+                underWay.complete(failureOf(() -> tenant.allocate(64 * 1024, DEVICE))); // let in from the room; the pool is full
+            });
+            try {
+                assertThat(inHandler.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+                AtomicBoolean interruptKept = new AtomicBoolean();
+                Thread closing = Thread.ofPlatform().start(() -> {
+                    Thread.currentThread().interrupt();
+                    tenant.close();
+                    interruptKept.set(Thread.currentThread().isInterrupted());
+                });
+                closing.join(BOUND.toMillis() / 4); // the handler holds the request under way for the whole bound
+                assertThat(closing.isAlive()).as("the interrupted close still waits").isFalse();
+                assertThat(interruptKept).isTrue();
+                assertThat(tenant.isClosed()).isTrue();
+            } finally {
+                release.countDown();
+            }
+            assertThat(underWay.get(BOUND.toSeconds(), TimeUnit.SECONDS)).isInstanceOf(DeviceOutOfMemoryException.class);
+            BudgetStatistics figures = tenant.statistics();
+            assertThat(figures.allocatedBytes()).as(figures.toString()).isZero();
+            assertThat(figures.liveBuffers()).as(figures.toString()).isZero();
+            others.forEach(UnifiedBuffer::close);
+        }
+    }
+
     /** Where a request of 16 MiB waits: at the manager, in a budget for the pool's room, or for the budget's own room. */
     private enum Waiting { AT_THE_MANAGER, FOR_THE_POOL, FOR_THE_BUDGET }
 
