@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 
+import dev.compute.memory.internal.ThreadStripes;
 import dev.compute.memory.testing.LogCapture;
 import dev.compute.memory.testing.ManagerInvariants;
 import java.time.Duration;
@@ -365,6 +366,50 @@ class WaitingRequestsAdversarialTest {
             assertThat(figures.allocatedBytes()).as(figures.toString()).isZero();
             assertThat(figures.liveBuffers()).as(figures.toString()).isZero();
             others.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /**
+     * A buffer freed on another thread's stripe as a request joins its budget's queue: the request takes the room the
+     * stripes keep back before it queues, and a free on a stripe it has passed already parked its bytes there as room
+     * (the request not counted as waiting yet), where no one looked for them again: the request waited out its timeout
+     * with the budget's room unused. Many idle children widen the window, as the room is taken back from each of them.
+     * Sizes are a quarter of the room a stripe may keep, whatever the number of stripes.
+     */
+    @Test
+    void aBufferFreedAsARequestJoinsItsBudgetsQueueServesIt() throws Exception {
+        long limit = 8 * MiB;
+        long unit = limit / (2L * ThreadStripes.COUNT) / 2;
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget root = manager.budget("root", limit)) {
+            for (int i = 0; i < 3000; i++) {
+                root.child("idle-" + i, unit);
+            }
+            for (int round = 0; round < 200; round++) {
+                CompletableFuture<UnifiedBuffer> othersBuffer = new CompletableFuture<>();
+                CountDownLatch freeNow = new CountDownLatch(1);
+                Thread other = Thread.ofPlatform().start(() -> {
+                    UnifiedBuffer buffer = root.allocate(unit, DEVICE); // on this thread's stripe, which keeps some room
+                    othersBuffer.complete(buffer);
+                    awaitQuietly(freeNow);
+                    spin();
+                    buffer.close();
+                });
+                othersBuffer.get(BOUND.toSeconds(), TimeUnit.SECONDS);
+                List<UnifiedBuffer> held = new ArrayList<>();
+                for (Optional<UnifiedBuffer> next; (next = root.tryAllocate(unit, DEVICE)).isPresent(); ) {
+                    held.add(next.get());
+                }
+                freeNow.countDown();
+                CompletableFuture<UnifiedBuffer> request = root.allocateAsync(unit, DEVICE, Duration.ofSeconds(1));
+                other.join(BOUND.toMillis());
+                try {
+                    held.add(request.get(BOUND.toSeconds(), TimeUnit.SECONDS));
+                } catch (ExecutionException e) {
+                    throw new AssertionError("round " + round + ": the request waited out its timeout beside " + root.statistics(), e.getCause());
+                } finally {
+                    held.forEach(UnifiedBuffer::close);
+                }
+            }
         }
     }
 

@@ -103,20 +103,35 @@ final class BudgetWaiters<B> {
             }
             ArrayDeque<Waiter> queue = queues.get(account);
             BudgetLimits.Refusal refusal = queue == null ? ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED) : null;
-            if (refusal != null && ledger.tree().takeRoomBack(refusal)) {
-                refusal = ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED);
-            }
             if (queue == null && refusal == null) {
                 ledger.limits().commit(account, l, bytes, true);
                 return CompletableFuture.completedFuture(null);
             }
-            if (timeout.isZero()) {
-                return CompletableFuture.failedFuture(refusal != null ? ledger.refused(account, refusal, location, bytes, 1) : timedOut(account, location, bytes, timeout));
-            }
-            waiter = new Waiter(account, location, bytes, timeout, this::withdraw);
-            queues.computeIfAbsent(account, key -> new ArrayDeque<>()).addLast(waiter);
-            account.waitingRequests++;
+            // counted as queued before the stripes' room is taken back: a buffer freed meanwhile on a stripe already
+            // passed over brings its bytes to the books, which serve this request once it is queued, rather than park
+            // them as room while the request waits
             ledger.queued(1);
+            boolean queued = false;
+            try {
+                if (refusal != null && ledger.tree().takeRoomBack(refusal)) {
+                    refusal = ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED);
+                    if (refusal == null) {
+                        ledger.limits().commit(account, l, bytes, true);
+                        return CompletableFuture.completedFuture(null);
+                    }
+                }
+                if (timeout.isZero()) {
+                    return CompletableFuture.failedFuture(refusal != null ? ledger.refused(account, refusal, location, bytes, 1) : timedOut(account, location, bytes, timeout));
+                }
+                waiter = new Waiter(account, location, bytes, timeout, this::withdraw);
+                queues.computeIfAbsent(account, key -> new ArrayDeque<>()).addLast(waiter);
+                account.waitingRequests++;
+                queued = true;
+            } finally {
+                if (!queued) {
+                    ledger.queued(-1);
+                }
+            }
         } finally {
             ledger.lock().unlock();
         }
