@@ -413,6 +413,46 @@ class WaitingRequestsAdversarialTest {
         }
     }
 
+    /**
+     * The extremes of a wait: the longest {@link Duration} waits (its nanoseconds overflow a long) and is served by the
+     * next free, at the manager and through both of a budget's queues; no time at all fails at once wherever the
+     * request would wait, counting nothing.
+     */
+    @Test
+    void theLongestAndTheShortestWaitsAtTheManagerAndInABudget() throws Exception {
+        Duration longest = Duration.ofSeconds(Long.MAX_VALUE, 999_999_999);
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget full = manager.budget("full", 16 * MiB);
+             MemoryBudget roomy = manager.budget("roomy", 64 * MiB)) {
+            UnifiedBuffer fullHolds = full.allocate(16 * MiB, DEVICE);
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 8 * MiB);
+            assertTimeoutPreemptively(BOUND, () -> {
+                assertThat(failureOf(manager.allocateAsync(8 * MiB, DEVICE, Duration.ZERO))).isInstanceOf(DeviceOutOfMemoryException.class);
+                assertThat(failureOf(full.allocateAsync(8 * MiB, DEVICE, Duration.ZERO))).isInstanceOf(BudgetExceededException.class);
+                assertThat(failureOf(roomy.allocateAsync(8 * MiB, DEVICE, Duration.ZERO))).as("the pool full")
+                        .isInstanceOf(DeviceOutOfMemoryException.class).isNotInstanceOf(BudgetExceededException.class);
+            });
+            CompletableFuture<UnifiedBuffer> atTheManager = manager.allocateAsync(8 * MiB, DEVICE, longest);
+            CompletableFuture<UnifiedBuffer> inTheBudgetsQueue = full.allocateAsync(8 * MiB, DEVICE, longest);
+            CompletableFuture<UnifiedBuffer> inThePoolsQueue = roomy.allocateAsync(8 * MiB, DEVICE, longest);
+            assertThat(full.statistics().waitingRequests()).isEqualTo(1);
+            assertThat(manager.statistics(DEVICE).waitingRequests()).isEqualTo(2);
+
+            others.removeFirst().close();
+            others.removeFirst().close();
+            fullHolds.close();
+            for (CompletableFuture<UnifiedBuffer> served : List.of(atTheManager, inTheBudgetsQueue, inThePoolsQueue)) {
+                served.get(BOUND.toSeconds(), TimeUnit.SECONDS).close();
+            }
+            others.forEach(UnifiedBuffer::close);
+            for (MemoryBudget budget : List.of(full, roomy)) {
+                assertThat(budget.statistics().allocatedBytes()).isZero();
+                assertThat(budget.statistics().waitingRequests()).isZero();
+            }
+            assertThat(manager.statistics(DEVICE).waitingRequests()).isZero();
+            assertThat(manager.statistics(DEVICE).liveBuffers()).isZero();
+        }
+    }
+
     /** Where a request of 16 MiB waits: at the manager, in a budget for the pool's room, or for the budget's own room. */
     private enum Waiting { AT_THE_MANAGER, FOR_THE_POOL, FOR_THE_BUDGET }
 
