@@ -2,7 +2,12 @@ package dev.compute.memory;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.LogCapture;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -11,8 +16,10 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Level;
 import org.junit.jupiter.api.RepeatedTest;
 import org.junit.jupiter.api.Test;
 
@@ -96,5 +103,44 @@ class ShutdownUnderLoadTest {
         }
         assertThat(device.liveAllocations()).as("every segment freed").isZero();
         assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+    }
+
+    /**
+     * A close by an interrupted thread while another thread holds an access past the close timeout: the close waits the
+     * timeout out (it keeps the pools' memory), without spinning a core on the interrupt, which it keeps. Its wait
+     * parked, which returns at once while the interrupt is set: the closing thread used 1.8 s of CPU in a 2 s timeout.
+     */
+    @Test
+    void anInterruptedCloseWaitingForAnotherThreadsAccessDoesNotSpin() throws Exception {
+        ThreadMXBean threads = ManagementFactory.getThreadMXBean();
+        assumeTrue(threads.isCurrentThreadCpuTimeSupported());
+        Duration closeTimeout = Duration.ofSeconds(2);
+        UnifiedMemoryManager manager = SmallSimulatedPools.builder().closeTimeout(closeTimeout).build();
+        UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.HOST);
+        CountDownLatch open = new CountDownLatch(1);
+        CountDownLatch closed = new CountDownLatch(1);
+        Thread holder = Thread.ofPlatform().start(() -> {
+            try (BufferAccess access = buffer.hostAccess(AccessMode.READ)) {
+                open.countDown();
+                closed.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        try (LogCapture log = LogCapture.managerLog()) {
+            assertThat(open.await(30, TimeUnit.SECONDS)).isTrue();
+            long cpuBefore = threads.getCurrentThreadCpuTime();
+            Thread.currentThread().interrupt();
+            manager.close();
+            boolean interruptKept = Thread.interrupted();
+            long cpuNanos = threads.getCurrentThreadCpuTime() - cpuBefore;
+
+            assertThat(interruptKept).isTrue();
+            assertThat(Duration.ofNanos(cpuNanos)).as("the closing thread's CPU time").isLessThan(closeTimeout.dividedBy(4));
+            assertThat(log.messages(Level.WARNING)).singleElement().asString().contains("views or accesses were still open");
+        } finally {
+            closed.countDown();
+            holder.join(30_000);
+        }
     }
 }

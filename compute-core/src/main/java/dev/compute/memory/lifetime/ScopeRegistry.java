@@ -353,7 +353,8 @@ public final class ScopeRegistry {
     /**
      * The manager is closing: ends the calling thread's scopes and the shared ones, hands every other thread's to
      * it, and waits until none is open or {@code deadlineNanos} (a {@link System#nanoTime()} value) has passed.
-     * True when none is open.
+     * True when none is open. An interrupt does not cut the wait short (that would keep the pools' memory for good, as
+     * a view held past the timeout does); it is kept for the caller.
      */
     public boolean closeAll(long deadlineNanos) {
         Thread current = Thread.currentThread();
@@ -379,11 +380,20 @@ public final class ScopeRegistry {
             }
         }
         long pause = TimeUnit.MICROSECONDS.toNanos(50);
-        while (openScopes() > 0 && System.nanoTime() - deadlineNanos < 0) {
-            sweepDeadOwners();
-            retryShared();
-            LockSupport.parkNanos(pause);
-            pause = Math.min(pause * 2, TimeUnit.MILLISECONDS.toNanos(5));
+        // parkNanos returns at once while the interrupt is set: taken off for the wait, so that it does not spin
+        boolean interrupted = false;
+        try {
+            while (openScopes() > 0 && System.nanoTime() - deadlineNanos < 0) {
+                sweepDeadOwners();
+                retryShared();
+                LockSupport.parkNanos(pause);
+                pause = Math.min(pause * 2, TimeUnit.MILLISECONDS.toNanos(5));
+                interrupted |= Thread.interrupted();
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
         return openScopes() == 0;
     }
