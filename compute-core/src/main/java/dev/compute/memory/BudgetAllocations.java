@@ -239,7 +239,9 @@ final class BudgetAllocations {
     private void endWait(PoolWait wait) {
         IllegalStateException closed = new IllegalStateException("memory budget '" + account.path()
                 + "' was closed while the request waited for the pool's room");
-        if (wait.pool().cancel(false)) {
+        // cancelled here, or already by the other ending of this wait (the close's, and the request's own look at the
+        // budget as it began to wait, may both come)
+        if (wait.pool().cancel(false) || wait.pool().isCancelled()) {
             // the request fails once its claim is back (at once, or as the pool's attempt under way for it ends), so
             // that whoever sees it fail sees its bytes back in the budgets above
             wait.claimBack().whenComplete((given, failure) -> wait.result().completeExceptionally(closed));
