@@ -12,6 +12,7 @@ import jakarta.servlet.ServletResponse;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
 import java.io.IOException;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Runs each dispatch of a request in a {@link ViewScope}: the views its thread takes end when the dispatch returns.
@@ -29,8 +30,13 @@ public final class RequestScopeFilter implements Filter {
         }
     }
 
-    /** The request, whose asynchronous context starts each task in a view scope. */
+    /**
+     * The request, whose asynchronous context starts each task in a view scope. No context is none ({@code null}, as
+     * MockMvc's request gives before {@code startAsync}), and one context is handed out as one object.
+     */
     private static final class AsyncStartsInScopes extends HttpServletRequestWrapper {
+
+        private @Nullable TasksInScopes started;
 
         AsyncStartsInScopes(HttpServletRequest request) {
             super(request);
@@ -38,17 +44,27 @@ public final class RequestScopeFilter implements Filter {
 
         @Override
         public AsyncContext startAsync() {
-            return new TasksInScopes(super.startAsync());
+            return inScopes(super.startAsync());
         }
 
         @Override
         public AsyncContext startAsync(ServletRequest request, ServletResponse response) {
-            return new TasksInScopes(super.startAsync(request, response));
+            return inScopes(super.startAsync(request, response));
         }
 
         @Override
-        public AsyncContext getAsyncContext() {
-            return new TasksInScopes(super.getAsyncContext());
+        public @Nullable AsyncContext getAsyncContext() {
+            AsyncContext context = super.getAsyncContext();
+            return context == null ? null : inScopes(context);
+        }
+
+        private TasksInScopes inScopes(AsyncContext context) {
+            TasksInScopes wrapped = started;
+            if (wrapped == null || wrapped.context() != context) {
+                wrapped = new TasksInScopes(context);
+                started = wrapped;
+            }
+            return wrapped;
         }
     }
 

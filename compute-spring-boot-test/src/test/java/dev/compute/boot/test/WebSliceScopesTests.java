@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.boot.scope.BudgetScope;
 import dev.compute.memory.MemoryBudget;
+import java.util.concurrent.Callable;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
@@ -31,11 +32,22 @@ class WebSliceScopesTests {
         assertThat(mvc.get().uri("/current")).hasStatusOk().bodyText().isEqualTo("none");
     }
 
+    /** MockMvc's asynchronous requests run through the request scope's wrapped request as through the container's. */
+    @Test
+    void anAsynchronousRequestCompletesAsInTheApplication() {
+        assertThat(mvc.get().uri("/later")).hasStatusOk().bodyText().isEqualTo("later");
+    }
+
     @RestController
     static class Current {
         @GetMapping("/current")
         String current() {
             return BudgetScope.current().map(MemoryBudget::path).orElse("none");
+        }
+
+        @GetMapping("/later")
+        Callable<String> later() {
+            return () -> "later";
         }
     }
 
