@@ -279,31 +279,21 @@ class WaitingRequestsAdversarialTest {
      */
     @Test
     void aManagerClosedWhileAnAttemptForABudgetRequestIsInAHandlerLeavesNothingCounted() throws Exception {
-        CountDownLatch inHandler = new CountDownLatch(1);
-        CountDownLatch release = new CountDownLatch(1);
-        AtomicBoolean hold = new AtomicBoolean();
-        OutOfMemoryHandler holdingThenRetrying = (location, bytes, attempt, failure) -> {
-            if (Thread.currentThread().getName().startsWith("compute-memory-waiters") && hold.getAndSet(false)) {
-                inHandler.countDown();
-                awaitQuietly(release);
-                return true;
-            }
-            return false;
-        };
+        HoldingHandler holdingThenRetrying = new HoldingHandler(true, true);
         UnifiedMemoryManager manager = SmallSimulatedPools.builder().closeTimeout(Duration.ofSeconds(1)).outOfMemoryHandler(holdingThenRetrying).build();
         try (LogCapture log = LogCapture.managerLog()) {
             MemoryBudget tenant = manager.budget("tenant", 32 * MiB);
             List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 8 * MiB);
-            hold.set(true);
+            holdingThenRetrying.hold.set(true);
             CompletableFuture<UnifiedBuffer> waiting = tenant.allocateAsync(16 * MiB, DEVICE, FOREVER);
             others.removeFirst().close(); // 8 MiB: the waiter thread's attempt meets the handler
-            assertThat(inHandler.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+            assertThat(holdingThenRetrying.inHandler.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
 
             assertTimeoutPreemptively(BOUND, manager::close);
 
             assertThat(failureOf(waiting)).isInstanceOf(IllegalStateException.class);
             others.removeFirst().close(); // room for the retry, were it to be served
-            release.countDown();
+            holdingThenRetrying.release.countDown();
             long deadline = System.nanoTime() + BOUND.toNanos();
             while (tenant.statistics().allocatedBytes() != 0 && System.nanoTime() < deadline) {
                 Thread.sleep(1);
@@ -313,7 +303,7 @@ class WaitingRequestsAdversarialTest {
             assertThat(manager.statistics(DEVICE).liveBuffers()).as("the retry's buffer went back").isEqualTo(others.size());
             assertThat(log.messages(Level.WARNING)).singleElement().asString().contains("calls were still under way");
         } finally {
-            release.countDown();
+            holdingThenRetrying.release.countDown();
         }
     }
 
@@ -325,16 +315,7 @@ class WaitingRequestsAdversarialTest {
      */
     @Test
     void anInterruptedCloseOfABudgetDoesNotWaitOutItsTimeoutForARequestUnderWay() throws Exception {
-        CountDownLatch inHandler = new CountDownLatch(1);
-        CountDownLatch release = new CountDownLatch(1);
-        AtomicBoolean hold = new AtomicBoolean();
-        OutOfMemoryHandler holding = (location, bytes, attempt, failure) -> {
-            if (hold.getAndSet(false)) {
-                inHandler.countDown();
-                awaitQuietly(release);
-            }
-            return false;
-        };
+        HoldingHandler holding = new HoldingHandler(false, false);
         try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().closeTimeout(FOREVER).outOfMemoryHandler(holding).build()) {
             MemoryBudget tenant = manager.budget("tenant", 64 * MiB);
             List<UnifiedBuffer> others = new ArrayList<>();
@@ -343,11 +324,11 @@ class WaitingRequestsAdversarialTest {
                 tenant.allocate(64 * 1024, DEVICE).close(); // its bytes stay in this thread's stripe's room
                 others.addAll(SmallSimulatedPools.fill(manager, MiB));
                 others.addAll(SmallSimulatedPools.fill(manager, 64 * 1024));
-                hold.set(true);
+                holding.hold.set(true);
                 underWay.complete(failureOf(() -> tenant.allocate(64 * 1024, DEVICE))); // let in from the room; the pool is full
             });
             try {
-                assertThat(inHandler.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+                assertThat(holding.inHandler.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
                 AtomicBoolean interruptKept = new AtomicBoolean();
                 Thread closing = Thread.ofPlatform().start(() -> {
                     Thread.currentThread().interrupt();
@@ -359,7 +340,7 @@ class WaitingRequestsAdversarialTest {
                 assertThat(interruptKept).isTrue();
                 assertThat(tenant.isClosed()).isTrue();
             } finally {
-                release.countDown();
+                holding.release.countDown();
             }
             assertThat(underWay.get(BOUND.toSeconds(), TimeUnit.SECONDS)).isInstanceOf(DeviceOutOfMemoryException.class);
             BudgetStatistics figures = tenant.statistics();
@@ -610,23 +591,14 @@ class WaitingRequestsAdversarialTest {
      */
     @Test
     void anInterruptStopsABlockingAllocationWaitingForARequestUnderWayAndKeepsTheFlag() throws Exception {
-        CountDownLatch inHandler = new CountDownLatch(1);
-        CountDownLatch release = new CountDownLatch(1);
-        AtomicBoolean hold = new AtomicBoolean();
-        OutOfMemoryHandler holding = (location, bytes, attempt, failure) -> {
-            if (hold.getAndSet(false)) {
-                inHandler.countDown();
-                awaitQuietly(release);
-            }
-            return false;
-        };
+        HoldingHandler holding = new HoldingHandler(false, false);
         try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().deviceWaitTimeout(Duration.ofMinutes(2)).outOfMemoryHandler(holding).build();
              MemoryBudget tenant = manager.budget("tenant", 16 * MiB)) {
             List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 8 * MiB);
-            hold.set(true);
+            holding.hold.set(true);
             CompletableFuture<Throwable> underWay = new CompletableFuture<>();
             Thread.ofPlatform().start(() -> underWay.complete(failureOf(() -> tenant.allocate(8 * MiB, DEVICE))));
-            assertThat(inHandler.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+            assertThat(holding.inHandler.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
             AtomicReference<Throwable> refused = new AtomicReference<>();
             AtomicBoolean interruptKept = new AtomicBoolean();
             Thread blocked = Thread.ofPlatform().start(() -> {
@@ -641,7 +613,7 @@ class WaitingRequestsAdversarialTest {
             assertThat(blocked.isAlive()).as("the interrupt ended the wait").isFalse();
             assertThat(refused.get()).isInstanceOf(DeviceOutOfMemoryException.class).hasMessageContaining("interrupted");
             assertThat(interruptKept).isTrue();
-            release.countDown();
+            holding.release.countDown();
             assertThat(underWay.get(BOUND.toSeconds(), TimeUnit.SECONDS)).isInstanceOf(DeviceOutOfMemoryException.class);
             assertThat(tenant.statistics().allocatedBytes()).isZero();
             others.forEach(UnifiedBuffer::close);
@@ -734,6 +706,33 @@ class WaitingRequestsAdversarialTest {
             latch.await(BOUND.toSeconds(), TimeUnit.SECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        }
+    }
+
+    /**
+     * An out-of-memory handler that, once {@code hold} is set, holds the next attempt (on the waiter thread alone where
+     * {@code waiterThreadOnly}) until {@code release}, telling {@code inHandler}; then asks for a retry or gives up.
+     */
+    private static final class HoldingHandler implements OutOfMemoryHandler {
+        final CountDownLatch inHandler = new CountDownLatch(1);
+        final CountDownLatch release = new CountDownLatch(1);
+        final AtomicBoolean hold = new AtomicBoolean();
+        private final boolean waiterThreadOnly;
+        private final boolean retry;
+
+        HoldingHandler(boolean waiterThreadOnly, boolean retry) {
+            this.waiterThreadOnly = waiterThreadOnly;
+            this.retry = retry;
+        }
+
+        @Override
+        public boolean onOutOfMemory(MemoryLocation location, long requestedBytes, int attempt, DeviceOutOfMemoryException failure) {
+            if ((!waiterThreadOnly || Thread.currentThread().getName().startsWith("compute-memory-waiters")) && hold.getAndSet(false)) {
+                inHandler.countDown();
+                awaitQuietly(release);
+                return retry;
+            }
+            return false;
         }
     }
 }
