@@ -369,28 +369,15 @@ class AllocationWaitersTest {
      */
     @Test
     void theEndOfDeviceWorkOnAClosedBufferServesARequestThatQueuedAfterTheClose() throws Exception {
-        try (UnifiedMemoryManager waitingShort = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                .maxPoolSize(4 * BLOCK).timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO)
-                .deviceWaitTimeout(Duration.ofMillis(50)).build()) {
-            List<UnifiedBuffer> full = new ArrayList<>();
-            for (int i = 0; i < 4; i++) {
-                full.add(waitingShort.allocate(BLOCK, DEVICE));
-            }
-            CompletableFuture<Void> kernel = new CompletableFuture<>();
-            UnifiedBuffer working = full.removeFirst();
-            try (BufferAccess access = working.deviceAccess(AccessMode.WRITE)) {
-                access.inFlightUntil(kernel);
-            }
-            working.close();
-            CompletableFuture<UnifiedBuffer> waiting = waitingShort.allocateAsync(BLOCK, DEVICE, LONG);
+        try (FullPool pool = FullPool.withAKernelOnAClosedBuffer(Duration.ofMillis(50))) {
+            CompletableFuture<UnifiedBuffer> waiting = pool.manager().allocateAsync(BLOCK, DEVICE, LONG);
             assertThat(waiting).as("the memory is held by the kernel").isNotDone();
 
-            kernel.complete(null);
+            pool.kernel().complete(null);
 
             try (UnifiedBuffer served = await(waiting)) {
                 assertThat(served.byteSize()).isEqualTo(BLOCK);
             }
-            full.forEach(UnifiedBuffer::close);
         }
     }
 
@@ -401,31 +388,18 @@ class AllocationWaitersTest {
      */
     @Test
     void theCallerOfAllocateAsyncDoesNotWaitForDeviceWorkOnFreedMemory() throws Exception {
-        try (UnifiedMemoryManager waitingLong = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                .maxPoolSize(4 * BLOCK).timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO)
-                .deviceWaitTimeout(Duration.ofMinutes(10)).build()) {
-            List<UnifiedBuffer> full = new ArrayList<>();
-            for (int i = 0; i < 4; i++) {
-                full.add(waitingLong.allocate(BLOCK, DEVICE));
-            }
-            CompletableFuture<Void> kernel = new CompletableFuture<>();
-            UnifiedBuffer working = full.removeFirst();
-            try (BufferAccess access = working.deviceAccess(AccessMode.WRITE)) {
-                access.inFlightUntil(kernel);
-            }
-            working.close();
+        try (FullPool pool = FullPool.withAKernelOnAClosedBuffer(Duration.ofMinutes(10))) {
             CompletableFuture<CompletableFuture<UnifiedBuffer>> asking = new CompletableFuture<>();
-            Thread.ofPlatform().daemon().start(() -> asking.complete(waitingLong.allocateAsync(BLOCK, DEVICE, LONG)));
+            Thread.ofPlatform().daemon().start(() -> asking.complete(pool.manager().allocateAsync(BLOCK, DEVICE, LONG)));
             CompletableFuture<UnifiedBuffer> waiting;
             try {
                 waiting = asking.get(LONG.toSeconds(), TimeUnit.SECONDS);
             } finally {
-                kernel.complete(null); // else a caller still waiting would hold the manager's close for the device wait
+                pool.kernel().complete(null); // else a caller still waiting would hold the manager's close for the device wait
             }
             try (UnifiedBuffer served = await(waiting)) {
                 assertThat(served.byteSize()).isEqualTo(BLOCK);
             }
-            full.forEach(UnifiedBuffer::close);
         }
     }
 
@@ -499,6 +473,35 @@ class AllocationWaitersTest {
         reader.join(LONG.toMillis());
 
         assertThat(impossible).as("after %d readings", readings.get()).hasValue(null);
+    }
+
+    /**
+     * A pool of four blocks, every one taken, one of them closed while {@code kernel} still writes it, so that its memory
+     * waits on that work (the device wait timeout {@code deviceWait}); closing it closes the others, then the manager.
+     */
+    private record FullPool(UnifiedMemoryManager manager, List<UnifiedBuffer> open, CompletableFuture<Void> kernel) implements AutoCloseable {
+
+        static FullPool withAKernelOnAClosedBuffer(Duration deviceWait) {
+            UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                    .maxPoolSize(4 * BLOCK).timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).deviceWaitTimeout(deviceWait).build();
+            List<UnifiedBuffer> open = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                open.add(manager.allocate(BLOCK, DEVICE));
+            }
+            CompletableFuture<Void> kernel = new CompletableFuture<>();
+            UnifiedBuffer working = open.removeFirst();
+            try (BufferAccess access = working.deviceAccess(AccessMode.WRITE)) {
+                access.inFlightUntil(kernel);
+            }
+            working.close();
+            return new FullPool(manager, open, kernel);
+        }
+
+        @Override
+        public void close() {
+            open.forEach(UnifiedBuffer::close);
+            manager.close();
+        }
     }
 
     private static void awaitQuietly(CountDownLatch latch) {

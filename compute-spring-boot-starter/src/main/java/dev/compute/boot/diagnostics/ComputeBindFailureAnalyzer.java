@@ -71,13 +71,16 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
         }
         for (ConfigurationProperty property : unbound.getUnboundProperties()) {
             ConfigurationPropertyName bound = asBound(cause.getName(), property.getName());
-            Class<?> type = cause.getName().isAncestorOf(bound) ? typeAt(cause.getTarget().getType(), cause.getName(), bound) : null;
-            // a key none of the types has, empty or not, is a typo, which Boot's report names
-            if (String.valueOf(property.getValue()).isBlank() && type != null) {
-                Origin origin = property.getOrigin();
-                return SettingFailure.analysis(property.getName().toString(), String.valueOf(property.getValue()), origin != null ? origin.toString() : "",
-                        allowed(type), cause);
+            if (!String.valueOf(property.getValue()).isBlank() || !cause.getName().isAncestorOf(bound)) {
+                continue;
             }
+            Class<?> type = typeAt(cause.getTarget().getType(), cause.getName(), bound);
+            if (type == null) {
+                continue; // a key none of the types has, empty or not, is a typo, which Boot's report names
+            }
+            Origin origin = property.getOrigin();
+            return SettingFailure.analysis(property.getName().toString(), String.valueOf(property.getValue()), origin != null ? origin.toString() : "",
+                    allowed(type), cause);
         }
         return null;
     }
