@@ -37,10 +37,12 @@ int cuMemAddressFree(u64 p, size_t size){ if(size%G){errors++;return 1;} freed++
 int cuMemCreate(u64* h, size_t size, const void* prop, u64 flags){ if(checkProp(prop,0)||size!=G||flags){return 1;} if(live>=10) return 2; created++; live++; *h=1000+created; return 0; }
 int cuMemRelease(u64 h){ if(h<1000){errors++;return 1;} released++; live--; return 0; }
 // the addresses mapped now, so that a map over a mapped page or an unmap of an unmapped one is rejected as the driver
-// does; stub_fail_unmap makes the next cuMemUnmap at an address fail (CUDA_ERROR_UNKNOWN), the page staying mapped
-static u64 mappedAt[1024], failUnmapAt;
+// does; stub_fail_unmap makes the next cuMemUnmap at an address fail (CUDA_ERROR_UNKNOWN), the page staying mapped, and
+// stub_fail_map the next cuMemMap at an address, the page staying unmapped
+static u64 mappedAt[1024], failUnmapAt, failMapAt;
 static int mappedSlot(u64 p){ for(int i=0;i<1024;i++) if(mappedAt[i]==p) return i; return -1; }
-int cuMemMap(u64 p, size_t size, size_t off, u64 h, u64 flags){ if(size!=G||off||flags||h<1000||p%G||mappedSlot(p)>=0){errors++;return 1;} mappedAt[mappedSlot(0)]=p; mapped++; return 0; }
+int cuMemMap(u64 p, size_t size, size_t off, u64 h, u64 flags){ if(p&&p==failMapAt){failMapAt=0;return 999;} if(size!=G||off||flags||h<1000||p%G||mappedSlot(p)>=0){errors++;return 1;} mappedAt[mappedSlot(0)]=p; mapped++; return 0; }
+void stub_fail_map(u64 p){ failMapAt=p; }
 // stub_block_frees makes each cuMemUnmap and cuMemFree_v2 wait in the driver, as on a hung device, until stub_unblock_frees;
 // stub_blocked_frees says how many wait now
 static pthread_mutex_t blockLock=PTHREAD_MUTEX_INITIALIZER; static pthread_cond_t unblocked=PTHREAD_COND_INITIALIZER; static int blockFrees, blockedFrees;

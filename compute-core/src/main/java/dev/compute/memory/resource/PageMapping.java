@@ -2,6 +2,7 @@ package dev.compute.memory.resource;
 
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.PartialUnmapException;
 import dev.compute.memory.spi.VirtualMemory;
 
 /**
@@ -68,10 +69,18 @@ public final class PageMapping {
      */
     public void unmap(NativeAllocation range, long offset, long length) {
         long start = System.nanoTime();
-        memory.unmap(range, offset, length);
-        long nanos = System.nanoTime() - start;
+        try {
+            memory.unmap(range, offset, length);
+        } catch (PartialUnmapException e) {
+            unmapped(e.unmappedOffsets().length * memory.granularity(), System.nanoTime() - start);
+            throw e;
+        }
+        unmapped(length, System.nanoTime() - start);
+    }
+
+    private void unmapped(long bytes, long nanos) {
         synchronized (owner) {
-            owner.pagesUnmapped(length, nanos);
+            owner.pagesUnmapped(bytes, nanos);
         }
     }
 

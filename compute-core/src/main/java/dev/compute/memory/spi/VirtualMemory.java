@@ -16,7 +16,10 @@ public interface VirtualMemory {
     /** Backs {@code [offset, offset + length)} of a reserved range with memory; throws {@link BackendOutOfMemoryException} when there is none. */
     void map(NativeAllocation range, long offset, long length);
 
-    /** Gives the memory behind {@code [offset, offset + length)} back; the addresses stay reserved. */
+    /**
+     * Gives the memory behind {@code [offset, offset + length)} back; the addresses stay reserved. All or nothing: a
+     * call that throws leaves every page mapped, but for the pages a {@link PartialUnmapException} names.
+     */
     void unmap(NativeAllocation range, long offset, long length);
 
     /** Gives the address range back; every page in it must have been unmapped. */

@@ -4,9 +4,11 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.PartialUnmapException;
 import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -149,8 +151,13 @@ final class CudaVirtualMemory implements VirtualMemory {
             }
         } catch (Throwable t) {
             RuntimeException failure = DriverLibrary.rethrow(t);
+            long[] lost;
             synchronized (r) {
-                remapPages(r, first, unmapped, failure);
+                lost = remapPages(r, first, unmapped, failure);
+            }
+            if (lost.length > 0) {
+                throw new PartialUnmapException(failure.getMessage() + "; " + lost.length + " of the " + unmapped
+                        + " pages it had unmapped could not be mapped back and stay unmapped", failure, lost);
             }
             throw failure;
         }
@@ -164,20 +171,33 @@ final class CudaVirtualMemory implements VirtualMemory {
     /**
      * Maps {@code count} pages from {@code first} back with the handles they still hold, after an unmap failed part way;
      * a page that cannot be is recorded as unmapped (its handle released) and the failure added to {@code failure}.
+     * Returns the offsets in the range of those pages.
      */
-    private void remapPages(ReservedRange r, int first, int count, RuntimeException failure) {
+    private long[] remapPages(ReservedRange r, int first, int count, RuntimeException failure) {
+        long[] lost = new long[count];
+        int lostCount = 0;
         for (int p = first; p < first + count; p++) {
             long address = r.base + p * granularity;
+            boolean mapped = false;
             try {
                 CudaResults.check((int) driver.cuMemMap.invokeExact(address, granularity, 0L, r.pageHandles[p], 0L),
                         "cuMemMap(0x" + Long.toHexString(address) + ", " + granularity + " bytes) after a failed unmap");
+                mapped = true;
                 CudaResults.check((int) driver.cuMemSetAccess.invokeExact(address, granularity, access, 1L),
                         "cuMemSetAccess(" + granularity + " bytes) after a failed unmap");
             } catch (Throwable t) {
                 failure.addSuppressed(t);
-                releaseHandle(r, p);
+                if (mapped) { // mapped without access: unusable, and a later map of the page would find it taken
+                    unmapPages(r, p, 1, Failures.SWALLOW);
+                } else {
+                    releaseHandle(r, p);
+                }
+                if (r.pageHandles[p] == 0) {
+                    lost[lostCount++] = p * granularity;
+                }
             }
         }
+        return Arrays.copyOf(lost, lostCount);
     }
 
     /** Releases the physical memory of an unmapped page; a failure leaks it, and is logged: the page is unmapped either way. */

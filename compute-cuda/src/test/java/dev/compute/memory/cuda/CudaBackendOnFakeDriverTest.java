@@ -22,6 +22,7 @@ import dev.compute.memory.ViewScope;
 import dev.compute.memory.contract.KernelContractTest;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.PartialUnmapException;
 import dev.compute.memory.spi.VirtualMemory;
 import dev.compute.memory.testing.Breakpoint;
 import dev.compute.memory.testing.ChildJvm;
@@ -285,6 +286,11 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere");
     }
 
+    @Test
+    void aTrimWhoseUnmapLeavesAPageUnmappedBooksItSoAndMapsItBeforeReuse() throws Exception {
+        inFakeDriverJvm("aTrimWhoseUnmapLeavesAPageUnmappedBooksItSoAndMapsItBeforeReuse");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     public static void main(String[] args) {
@@ -338,6 +344,8 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.theManagersCloseUnderATrimThatStaysInTheDriverIsBounded();
                 case "aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere" ->
                         Scenarios.aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere();
+                case "aTrimWhoseUnmapLeavesAPageUnmappedBooksItSoAndMapsItBeforeReuse" ->
+                        Scenarios.aTrimWhoseUnmapLeavesAPageUnmappedBooksItSoAndMapsItBeforeReuse();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -365,6 +373,8 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle UNBLOCK_FREES = stub("stub_unblock_frees", FunctionDescriptor.ofVoid());
         private static final MethodHandle BLOCKED_FREES = stub("stub_blocked_frees", FunctionDescriptor.of(ValueLayout.JAVA_INT));
         private static final MethodHandle FAIL_UNMAP = stub("stub_fail_unmap", FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
+        private static final MethodHandle FAIL_MAP = stub("stub_fail_map", FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
+        private static final MethodHandle PAGE_COUNTERS = stub("stub_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
             return Linker.nativeLinker().downcallHandle(FAKE.find(name).orElseThrow(
@@ -1553,6 +1563,50 @@ class CudaBackendOnFakeDriverTest {
                 assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
             }
             assertThat(counters().rejected()).as("calls the fake rejected").isZero();
+        }
+
+        /**
+         * A trim's unmap fails part way and a page it had unmapped cannot be mapped back: the pool books that page unmapped
+         * (its reserved bytes are the driver's live pages), and maps it again before a block on it is handed out.
+         */
+        static void aTrimWhoseUnmapLeavesAPageUnmappedBooksItSoAndMapsItBeforeReuse() throws Throwable {
+            VMM.invokeExact(1);
+            CudaBackend backend = open();
+            long page = 2 << 20;
+            try (UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build()) {
+                UnifiedBuffer buffer = manager.allocate(8 << 20, MemoryLocation.DEVICE);
+                long address;
+                try (BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
+                    address = access.handle(CudaDeviceHandle.class).address();
+                }
+                buffer.close();
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (manager.statistics(MemoryLocation.DEVICE).heldBytes() != 0 && System.nanoTime() - deadline < 0) {
+                    Thread.sleep(1);
+                }
+                dev.compute.memory.MemoryStatistics before = manager.statistics(MemoryLocation.DEVICE);
+                assertThat(before.reservedBytes()).isEqualTo(livePages() * page);
+                FAIL_UNMAP.invokeExact(address + 2 * page);
+                FAIL_MAP.invokeExact(address + page);
+                assertThatThrownBy(manager::releaseCachedMemory).isInstanceOf(PartialUnmapException.class).hasMessageContaining("999");
+                dev.compute.memory.MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
+                assertThat(after.reservedBytes()).as("the page left unmapped").isEqualTo(before.reservedBytes() - page)
+                        .isEqualTo(livePages() * page);
+                manager.allocate(8 << 20, MemoryLocation.DEVICE).close();
+                assertThat(manager.statistics(MemoryLocation.DEVICE).backendAllocations()).as("the page mapped again")
+                        .isEqualTo(before.backendAllocations() + 1);
+                assertThat(manager.releaseCachedMemory()).as("every page unmapped once, none twice").isEqualTo(before.reservedBytes());
+                assertThat(livePages()).isZero();
+            }
+            assertThat(counters().rejected()).as("calls the fake rejected").isZero();
+        }
+
+        private static long livePages() throws Throwable {
+            try (Arena scratch = Arena.ofConfined()) {
+                MemorySegment out = scratch.allocate(ValueLayout.JAVA_LONG, 9);
+                PAGE_COUNTERS.invokeExact(out);
+                return out.getAtIndex(ValueLayout.JAVA_LONG, 8);
+            }
         }
 
         /** A thread that gives the manager's cached memory back, keeping what it throws in {@code failure}. */

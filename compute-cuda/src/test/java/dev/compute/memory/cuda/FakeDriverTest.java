@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.PartialUnmapException;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
@@ -34,6 +35,7 @@ class FakeDriverTest {
     private static DriverLibrary driver;
     private static MethodHandle counters;
     private static MethodHandle failUnmap;
+    private static MethodHandle failMap;
 
     @BeforeAll
     static void build() throws IOException, InterruptedException {
@@ -44,6 +46,8 @@ class FakeDriverTest {
         counters = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(library, arena).find("stub_counters").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
         failUnmap = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(library, arena).find("stub_fail_unmap").orElseThrow(),
+                FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
+        failMap = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(library, arena).find("stub_fail_map").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
     }
 
@@ -155,6 +159,35 @@ class FakeDriverTest {
             assertThatThrownBy(() -> vmm.map(range, 0, g)).isInstanceOf(IllegalStateException.class).hasMessageContaining("mapped already");
             assertThatThrownBy(() -> vmm.map(range, 2 * g, g)).isInstanceOf(IllegalStateException.class).hasMessageContaining("mapped already");
             vmm.unmap(range, 0, 4 * g); // a later try gives them back
+            assertThat(counters()[8]).isEqualTo(live - 4);
+        } finally {
+            vmm.release(range);
+            vmm.close();
+        }
+        assertThat(counters()[7]).as("calls the fake driver rejected").isZero();
+    }
+
+    @Test
+    void anUnmapFailedPartWayNamesThePagesItCouldNotMapBack() throws Throwable {
+        CudaVirtualMemory vmm = new CudaVirtualMemory(driver, 0, () -> {});
+        long g = vmm.granularity();
+        NativeAllocation range = vmm.reserve(8 * g);
+        try {
+            vmm.map(range, 0, 4 * g);
+            long live = counters()[8];
+            failUnmap.invokeExact(range.address() + 2 * g); // pages 0 and 1 are unmapped by then, and mapped back
+            failMap.invokeExact(range.address() + g); // but page 1 cannot be
+            assertThatThrownBy(() -> vmm.unmap(range, 0, 4 * g)).isInstanceOfSatisfying(PartialUnmapException.class, e -> {
+                assertThat(e.unmappedOffsets()).containsExactly(g);
+                assertThat(e).hasMessageStartingWith("cuMemUnmap(0x" + Long.toHexString(range.address() + 2 * g))
+                        .hasMessageContaining("1 of the 2 pages it had unmapped could not be mapped back");
+                assertThat(e.getCause().getSuppressed()).singleElement().asString().contains("cuMemMap(0x" + Long.toHexString(range.address() + g));
+            });
+            assertThat(counters()[8]).as("live pages: the one left unmapped given back").isEqualTo(live - 1);
+            vmm.map(range, g, g); // the page the exception names is free to map again; the others are mapped still
+            assertThatThrownBy(() -> vmm.map(range, 0, g)).isInstanceOf(IllegalStateException.class).hasMessageContaining("mapped already");
+            assertThatThrownBy(() -> vmm.map(range, 3 * g, g)).isInstanceOf(IllegalStateException.class).hasMessageContaining("mapped already");
+            vmm.unmap(range, 0, 4 * g);
             assertThat(counters()[8]).isEqualTo(live - 4);
         } finally {
             vmm.release(range);

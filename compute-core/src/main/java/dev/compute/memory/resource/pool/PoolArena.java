@@ -5,6 +5,7 @@ import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.PageMapping;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.PartialUnmapException;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.Comparator;
@@ -339,9 +340,25 @@ final class PoolArena {
 
     private void unmap(PoolSegment segment, int fromPage, int toPage) {
         long g = segment.granularity;
-        pageMapping().unmap(segment.allocation, fromPage * g, (toPage - fromPage) * g);
+        try {
+            pageMapping().unmap(segment.allocation, fromPage * g, (toPage - fromPage) * g);
+        } catch (PartialUnmapException e) {
+            pagesLost(segment, e);
+            throw e;
+        }
         segment.mapped.clear(fromPage, toPage);
         mappedBytes -= (toPage - fromPage) * g;
+    }
+
+    /** Books the pages a failed unmap left unmapped as such: the pool maps them again before it hands them out. */
+    private void pagesLost(PoolSegment segment, PartialUnmapException e) {
+        for (long offset : e.unmappedOffsets()) {
+            int page = (int) (offset / segment.granularity);
+            if (segment.mapped.get(page)) {
+                segment.mapped.clear(page);
+                mappedBytes -= segment.granularity;
+            }
+        }
     }
 
     private PageMapping pageMapping() {
@@ -429,7 +446,23 @@ final class PoolArena {
      * plain segment, or the pages {@code [fromPage, toPage)} of a range, as one block in the {@link PoolBlock#RELEASING}
      * state, which no allocation, coalescing or move touches. {@link #settle} puts it back in the arena's books.
      */
-    record Release(PoolBlock block, int fromPage, int toPage) {
+    static final class Release {
+        private final PoolBlock block;
+        private final int fromPage;
+        private final int toPage;
+        /** Set by a {@link #giveBack} the backend refused part way: the pages it left unmapped, booked at {@link #settle}. */
+        private @Nullable PartialUnmapException partial;
+
+        Release(PoolBlock block, int fromPage, int toPage) {
+            this.block = block;
+            this.fromPage = fromPage;
+            this.toPage = toPage;
+        }
+
+        PoolBlock block() {
+            return block;
+        }
+
         long bytes() {
             PoolSegment segment = block.home;
             return segment.expandable() ? (long) (toPage - fromPage) * segment.granularity : segment.allocation.sizeBytes();
@@ -440,7 +473,12 @@ final class PoolArena {
             PoolSegment segment = block.home;
             PoolArena arena = segment.arena;
             if (segment.expandable()) {
-                arena.pageMapping().unmap(segment.allocation, fromPage * segment.granularity, bytes());
+                try {
+                    arena.pageMapping().unmap(segment.allocation, fromPage * segment.granularity, bytes());
+                } catch (PartialUnmapException e) {
+                    partial = e;
+                    throw e;
+                }
             } else {
                 arena.upstream.deallocate(segment.upstreamBlock());
             }
@@ -537,8 +575,10 @@ final class PoolArena {
             return;
         }
         if (givenBack) {
-            segment.mapped.clear(release.fromPage(), release.toPage());
+            segment.mapped.clear(release.fromPage, release.toPage);
             mappedBytes -= release.bytes();
+        } else if (release.partial != null) {
+            pagesLost(segment, release.partial);
         }
         release(block);
     }
