@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.AddressSpaceBackend;
 import dev.compute.memory.testing.FaultInjectingBackend;
 import dev.compute.memory.testing.FaultInjectingBackend.AllocationFault;
 import dev.compute.memory.testing.ManagerInvariants;
@@ -70,6 +71,34 @@ class FaultInjectionTest {
             assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
         }
         assertThat(device.liveAllocations()).isZero();
+    }
+
+    /**
+     * Before a new peak the pool moves free mapped pages rather than map more beside them: a saving, not a need, so a
+     * backend that refuses the move's unmap fails no allocation; the pages stay mapped, free, and counted.
+     */
+    @Test
+    void anUnmapRefusedWhileMovingFreePagesFailsNoAllocation() {
+        AddressSpaceBackend space = new AddressSpaceBackend(1L << 30);
+        FaultInjectingBackend refusing = new FaultInjectingBackend(space, 7);
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(refusing).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).build()) {
+            UnifiedBuffer first = manager.allocate(64 << 20, MemoryLocation.DEVICE);
+            UnifiedBuffer second = manager.allocate(64 << 20, MemoryLocation.DEVICE);
+            first.close();
+            refusing.failGivingBackAt(MemoryLocation.DEVICE);
+            try (UnifiedBuffer larger = manager.allocate(256 << 20, MemoryLocation.DEVICE)) {
+                assertThat(refusing.injectedFaults()).as("the move was tried").isPositive();
+                MemoryStatistics statistics = manager.statistics(MemoryLocation.DEVICE);
+                assertThat(statistics.liveBuffers()).isEqualTo(2);
+                assertThat(statistics.cachedBytes()).as("the first buffer's pages, kept").isGreaterThanOrEqualTo(64 << 20);
+                ManagerInvariants.checkQuiescent(manager);
+            }
+            second.close();
+            refusing.failGivingBackAt(null);
+            manager.releaseCachedMemory();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+        }
     }
 
     @Test

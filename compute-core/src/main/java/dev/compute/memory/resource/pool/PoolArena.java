@@ -44,6 +44,7 @@ final class PoolArena {
     /** Which mapped pages of free space to give back: whole runs, or only as many pages as asked for. */
     private enum Unmapping { WHOLE_RUNS, PAGES_ASKED }
 
+    private static final System.Logger LOG = System.getLogger(PoolArena.class.getName());
 
     /** Best fit: smallest first, and among equals the lowest address, which keeps blocks packed low. */
     private static final Comparator<PoolBlock> BEST_FIT = (a, b) -> {
@@ -273,7 +274,14 @@ final class PoolArena {
         if (growth == Growth.WITH_SLACK && reserved + need > peak && reserved + need - peak > bytesPerMapCall()
                 && moveUnmaps < MOVE_UNMAPS_PER_MAP * upstream.backendAllocations()) {
             // a new peak worth a call: move free mapped pages here rather than hold both (unmapping costs calls, not memory)
-            moved = unmapFreePages(reserved + need - peak, Unmapping.WHOLE_RUNS) > 0;
+            try {
+                moved = unmapFreePages(reserved + need - peak, Unmapping.WHOLE_RUNS) > 0;
+            } catch (RuntimeException refused) {
+                // a move saves memory and is not needed: the runs not given back stay free, mapped and counted
+                LOG.log(System.Logger.Level.WARNING, "the backend refused to unmap free pages moved to a new peak; "
+                        + "the allocation maps new pages beside them", refused);
+                moved = upstream.reservedBytes() < reserved;
+            }
         }
         int extendTo = end;
         if (growth == Growth.WITH_SLACK && !mapped.get(end - 1)) {
