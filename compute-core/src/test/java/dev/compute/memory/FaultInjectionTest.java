@@ -101,6 +101,33 @@ class FaultInjectionTest {
         }
     }
 
+    /**
+     * Out of memory, the pool gives its cached memory back and tries again: a backend that refuses to take it back leaves
+     * the allocation out of memory (so {@code tryAllocate} is empty), with the refusal attached, not a driver error instead.
+     */
+    @Test
+    void aRefusedGiveBackDuringOutOfMemoryRecoveryLeavesTheAllocationOutOfMemory() {
+        AddressSpaceBackend space = new AddressSpaceBackend(1L << 30);
+        FaultInjectingBackend refusing = new FaultInjectingBackend(space, 7);
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(refusing).maxPoolSize(64L << 20)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
+            UnifiedBuffer first = manager.allocate(30 << 20, MemoryLocation.DEVICE);
+            UnifiedBuffer second = manager.allocate(30 << 20, MemoryLocation.DEVICE);
+            first.close();
+            refusing.failGivingBackAt(MemoryLocation.DEVICE);
+            assertThat(manager.tryAllocate(40 << 20, MemoryLocation.DEVICE)).isEmpty();
+            assertThatThrownBy(() -> manager.allocate(40 << 20, MemoryLocation.DEVICE))
+                    .isInstanceOf(DeviceOutOfMemoryException.class)
+                    .satisfies(e -> assertThat(e.getSuppressed()).anySatisfy(s -> assertThat(s).hasMessageContaining("injected fault")));
+            ManagerInvariants.checkQuiescent(manager);
+            refusing.failGivingBackAt(null);
+            manager.allocate(34 << 20, MemoryLocation.DEVICE).close(); // once the backend takes the memory back
+            second.close();
+            manager.releaseCachedMemory();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+        }
+    }
+
     @Test
     void aFailedCopyLeavesDataAndStateAsTheyWere() {
         try (UnifiedMemoryManager manager = manager(); UnifiedBuffer buffer = manager.allocate(DataType.INT32, 4, MemoryLocation.DEVICE)) {

@@ -382,7 +382,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         }
         long recoveryStart = System.nanoTime();
         counts.add(OOM_RETRIES, 1);
-        releaseAllCached();
+        RuntimeException giveBackRefused = releaseAllCached();
         try {
             return recovered(takeOrGrow(arena, size, requested, PoolArena.Growth.EXACT), requested, recoveryStart);
         } catch (DeviceOutOfMemoryException e) {
@@ -397,7 +397,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             stuck = !finished && !interrupted;
             ensureOpen();
             drainCompleted();
-            releaseAllCached();
+            RuntimeException refusedAgain = releaseAllCached();
+            giveBackRefused = giveBackRefused != null ? giveBackRefused : refusedAgain;
             try {
                 return recovered(takeOrGrow(arena, size, requested, PoolArena.Growth.EXACT), requested, recoveryStart);
             } catch (DeviceOutOfMemoryException e) {
@@ -405,7 +406,11 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             }
         }
         events.outOfMemoryRecovery(location, requested, MemoryEventListener.RecoveryOutcome.FAILED, System.nanoTime() - recoveryStart);
-        throw outOfMemory(requested, size, refusal, stuck, interrupted);
+        DeviceOutOfMemoryException outOfMemory = outOfMemory(requested, size, refusal, stuck, interrupted);
+        if (giveBackRefused != null) {
+            outOfMemory.addSuppressed(giveBackRefused);
+        }
+        throw outOfMemory;
     }
 
     private PoolBlock recovered(PoolBlock block, long requested, long recoveryStart) {
@@ -474,10 +479,23 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         block.arena().release(block);
     }
 
-    private void releaseAllCached() {
+    /**
+     * Gives back all the cached memory the backend takes, for an allocation out of memory to try again: a refusal stops
+     * neither arena's release nor the retry, and is returned (the first one) for the out-of-memory error to carry.
+     */
+    private @Nullable RuntimeException releaseAllCached() {
         cache.flush(this::releaseToArena);
-        large.releaseCached(Long.MAX_VALUE);
-        small.releaseCached(Long.MAX_VALUE);
+        RuntimeException refused = null;
+        for (PoolArena arena : List.of(large, small)) {
+            try {
+                arena.releaseCached(Long.MAX_VALUE);
+            } catch (RuntimeException e) {
+                if (refused == null) {
+                    refused = e;
+                }
+            }
+        }
+        return refused;
     }
 
     /**
