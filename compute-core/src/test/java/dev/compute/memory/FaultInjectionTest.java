@@ -128,6 +128,39 @@ class FaultInjectionTest {
         }
     }
 
+    /**
+     * A compaction's move that mapped pages for its new place unmaps the old place's pages at once: a saving, so a backend
+     * refusing it ends neither the move (the buffer is at its new place, the old one free and mapped) nor the compaction.
+     */
+    @Test
+    void anUnmapRefusedAfterACompactionsMoveEndsNeitherTheMoveNorTheCompaction() {
+        AddressSpaceBackend space = new AddressSpaceBackend(1L << 30);
+        FaultInjectingBackend refusing = new FaultInjectingBackend(space, 7);
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(refusing).releaseThreshold(64L << 20)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
+            long mib = 1L << 20;
+            // 2 MiB pages: first [0, 1.5) MiB, hole [1.5, 6.5) with pages 1 and 2 wholly in it, third [6.5, 10), last
+            // [10, 15) on pages 5 to 7: moving the last into the hole maps two pages and frees three
+            UnifiedBuffer first = manager.allocate(3 * mib / 2, MemoryLocation.DEVICE);
+            UnifiedBuffer hole = manager.allocate(5 * mib, MemoryLocation.DEVICE);
+            UnifiedBuffer third = manager.allocate(7 * mib / 2, MemoryLocation.DEVICE);
+            UnifiedBuffer last = manager.allocate(5 * mib, MemoryLocation.DEVICE);
+            hole.close();
+            manager.releaseCachedMemory(); // the hole's whole pages unmapped
+            refusing.failGivingBackAt(MemoryLocation.DEVICE);
+            CompactionReport report = manager.compact(MemoryLocation.DEVICE);
+            assertThat(report.buffersMoved()).isEqualTo(1);
+            assertThat(refusing.injectedFaults()).as("the old place's unmap was tried").isPositive();
+            ManagerInvariants.checkQuiescent(manager);
+            refusing.failGivingBackAt(null);
+            first.close();
+            third.close();
+            last.close();
+            manager.releaseCachedMemory();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+        }
+    }
+
     @Test
     void aFailedCopyLeavesDataAndStateAsTheyWere() {
         try (UnifiedMemoryManager manager = manager(); UnifiedBuffer buffer = manager.allocate(DataType.INT32, 4, MemoryLocation.DEVICE)) {

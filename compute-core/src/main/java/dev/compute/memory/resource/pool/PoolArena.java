@@ -771,7 +771,8 @@ final class PoolArena {
     /**
      * Ends a move: {@code block} takes {@code place}'s segment, offset and neighbours, and its old place becomes
      * free (coalesced). With {@code unmapOldPlace} (the move mapped pages for its new place), the pages of the old
-     * place now wholly free are unmapped at once: more than were mapped, whatever a trim would keep. Both are live
+     * place now wholly free are unmapped at once (where the backend takes them back): more than were mapped, whatever a
+     * trim would keep. Both are live
      * blocks of one size; the data was copied meanwhile.
      */
     void completeMove(PoolBlock block, PoolBlock place, boolean unmapOldPlace) {
@@ -786,10 +787,16 @@ final class PoolArena {
             // pages wholly in the free block that touch the old place
             int from = (int) Math.max(Math.ceilDiv(freed.offset, g), oldOffset / g);
             int to = (int) Math.min(freed.end() / g, Math.ceilDiv(oldEnd, g));
-            for (int page = segment.mapped.nextSetBit(from); page >= 0 && page < to; ) {
-                int runEnd = Math.min(to, segment.mapped.nextClearBit(page));
-                unmap(segment, page, runEnd);
-                page = runEnd < to ? segment.mapped.nextSetBit(runEnd) : -1;
+            try {
+                for (int page = segment.mapped.nextSetBit(from); page >= 0 && page < to; ) {
+                    int runEnd = Math.min(to, segment.mapped.nextClearBit(page));
+                    unmap(segment, page, runEnd);
+                    page = runEnd < to ? segment.mapped.nextSetBit(runEnd) : -1;
+                }
+            } catch (RuntimeException refused) {
+                // the move is done and its books right; the pages not given back stay free, mapped and counted
+                LOG.log(System.Logger.Level.WARNING, "the backend refused to unmap the old place of a block moved by a "
+                        + "compaction; its pages stay cached until a trim", refused);
             }
         }
     }
