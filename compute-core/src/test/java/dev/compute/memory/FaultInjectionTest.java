@@ -161,6 +161,37 @@ class FaultInjectionTest {
         }
     }
 
+    /**
+     * Without a pool, a buffer's close frees its memory at once: where the backend refuses, the close says so, and the
+     * memory is cached memory (reserved, free, in one piece), not an open buffer; a trim or the manager's close tries again.
+     */
+    @Test
+    void aFreeRefusedWithoutAPoolLeavesCachedMemoryNotAnOpenBufferAndATrimTriesAgain() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(faults).poolingEnabled(false)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
+            UnifiedBuffer buffer = manager.allocate(1 << 20, MemoryLocation.DEVICE);
+            faults.failGivingBackAt(MemoryLocation.DEVICE);
+            assertThatThrownBy(buffer::close).hasMessageContaining("injected fault: free at DEVICE");
+            assertThat(buffer.isClosed()).isTrue();
+            MemoryStatistics kept = manager.statistics(MemoryLocation.DEVICE);
+            assertThat(kept.liveBuffers()).isZero();
+            assertThat(kept.reservedBytes()).isEqualTo(1 << 20);
+            assertThat(kept.cachedBytes()).isEqualTo(1 << 20);
+            assertThat(kept.fragmentation()).isZero();
+            assertThat(manager.liveBuffers()).as("no buffer is open").isEmpty();
+            assertThatThrownBy(manager::releaseCachedMemory).hasMessageContaining("injected fault: free at DEVICE");
+            faults.failGivingBackAt(null);
+            assertThat(manager.releaseCachedMemory()).isEqualTo(1 << 20);
+            assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+            assertThat(device.liveAllocations()).isZero();
+            UnifiedBuffer another = manager.allocate(1 << 20, MemoryLocation.DEVICE);
+            faults.failGivingBackAt(MemoryLocation.DEVICE);
+            assertThatThrownBy(another::close).hasMessageContaining("injected fault");
+            faults.failGivingBackAt(null);
+        }
+        assertThat(device.liveAllocations()).as("the manager's close tried again").isZero();
+    }
+
     @Test
     void aFailedCopyLeavesDataAndStateAsTheyWere() {
         try (UnifiedMemoryManager manager = manager(); UnifiedBuffer buffer = manager.allocate(DataType.INT32, 4, MemoryLocation.DEVICE)) {

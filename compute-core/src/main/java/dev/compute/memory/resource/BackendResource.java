@@ -53,6 +53,11 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     private final Map<NativeAllocation, CompletableFuture<?>> pending = new ConcurrentHashMap<>();
     /** Taken out of {@link #live} while the backend frees them (under the monitor): still reserved, so still shown. */
     private final Map<NativeAllocation, WholeAllocation> freeing = new HashMap<>();
+    /**
+     * Freed allocations the backend refused to take back: no block's any more, still reserved, shown free; a free of one
+     * again (a pool's later trim), this resource's own {@link #trim} where no pool is above it, or the close tries again.
+     */
+    private final Map<NativeAllocation, WholeAllocation> kept = new HashMap<>();
     private volatile long reserved;
     private volatile long reservedPeak;
     private volatile int segments;
@@ -235,10 +240,12 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         NativeAllocation segment = block.segment();
         WholeAllocation whole;
         synchronized (this) {
-            if (!(block instanceof WholeAllocation) || live.get(segment) != block || pending.containsKey(segment)) {
+            if (kept.get(segment) == block && inFlight.isDone()) {
+                whole = kept.remove(segment); // a free the backend refused before, tried again
+                freeing.put(segment, whole);
+            } else if (!(block instanceof WholeAllocation) || live.get(segment) != block || pending.containsKey(segment)) {
                 throw new IllegalArgumentException("this block was not allocated by this resource, or was freed already: " + block);
-            }
-            if (!inFlight.isDone()) {
+            } else if (!inFlight.isDone()) {
                 pending.put(segment, inFlight);
                 whole = null;
             } else {
@@ -281,7 +288,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         } catch (RuntimeException | Error refused) {
             synchronized (this) {
                 freeing.remove(segment);
-                live.put(segment, whole); // the backend kept it: still live and reserved, for a later free (or the close) to try again
+                kept.put(segment, whole); // the backend kept it: reserved and free, for a later free, trim or the close to try again
             }
             throw refused;
         }
@@ -354,10 +361,14 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         return segments;
     }
 
-    /** Nothing is cached here: every free goes back to the backend. */
+    /** Nothing is cached here but what the backend refused to take back. */
     @Override
-    public long largestFreeBlockBytes() {
-        return 0;
+    public synchronized long largestFreeBlockBytes() {
+        long largest = 0;
+        for (WholeAllocation whole : kept.values()) {
+            largest = Math.max(largest, whole.size());
+        }
+        return largest;
     }
 
     /** Calls that gave memory: allocations and page maps. */
@@ -384,6 +395,10 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
                     List.of(new MemorySnapshot.Block(0, b.size(), state, b.requestedSize(), null))));
         }
+        for (WholeAllocation b : kept.values()) {
+            out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
+                    List.of(new MemorySnapshot.Block(0, b.size(), MemorySnapshot.BlockState.FREE, 0, null))));
+        }
         // Reserved counts these until the backend returns: the segments must too.
         for (WholeAllocation b : freeing.values()) {
             out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
@@ -392,10 +407,47 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         return out;
     }
 
-    /** Nothing is cached here. */
+    /**
+     * Tries again to free what the backend refused to take back, beyond {@code keepBytes}; throws the first refusal, after
+     * trying all. Nothing else is cached here.
+     */
     @Override
     public long trim(long keepBytes) {
-        return 0;
+        List<WholeAllocation> retries = new ArrayList<>();
+        synchronized (this) {
+            long cached = 0;
+            for (WholeAllocation whole : kept.values()) {
+                cached += whole.size();
+            }
+            for (WholeAllocation whole : List.copyOf(kept.values())) {
+                if (cached <= Math.max(0, keepBytes)) {
+                    break;
+                }
+                kept.remove(whole.segment());
+                freeing.put(whole.segment(), whole);
+                retries.add(whole);
+                cached -= whole.size();
+            }
+        }
+        long released = 0;
+        Throwable failure = null;
+        for (WholeAllocation whole : retries) {
+            try {
+                free(whole);
+                released += whole.size();
+            } catch (RuntimeException | Error refused) { // kept again by free; a refusal stops no other retry
+                if (failure == null) {
+                    failure = refused;
+                }
+            }
+        }
+        if (failure instanceof Error e) {
+            throw e;
+        }
+        if (failure instanceof RuntimeException e) {
+            throw e;
+        }
+        return released;
     }
 
     /**
@@ -422,8 +474,11 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             }
             pending.clear();
             RuntimeException failure = null;
-            for (WholeAllocation whole : List.copyOf(live.values())) {
-                live.remove(whole.segment());
+            List<WholeAllocation> held = new ArrayList<>(live.values());
+            held.addAll(kept.values());
+            live.clear();
+            kept.clear();
+            for (WholeAllocation whole : held) {
                 try {
                     free(whole);
                 } catch (RuntimeException refused) { // a free the backend refused stops no other
