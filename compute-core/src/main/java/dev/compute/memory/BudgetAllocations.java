@@ -84,7 +84,8 @@ final class BudgetAllocations {
                 buffer = manager.allocate(type, count, location, node);
             } catch (Throwable e) {
                 ledger.failed(node);
-                throw e;
+                sayThrough(e, location);
+            throw e;
             }
             if (!ledger.settled(node, buffer.core())) {
                 throw closedAgain(List.of(buffer));
@@ -98,6 +99,7 @@ final class BudgetAllocations {
             buffer = manager.allocate(type, count, location);
         } catch (Throwable e) {
             ledger.cancel(account, location, bytes, Claimant.THIS_THREAD);
+            sayThrough(e, location);
             throw e;
         }
         count(location, Claimant.THIS_THREAD, List.of(buffer), new long[] {bytes});
@@ -121,7 +123,8 @@ final class BudgetAllocations {
                 for (BudgetNode<BufferCore> node : nodes) {
                     ledger.failed(node);
                 }
-                throw e;
+                sayThrough(e, location);
+            throw e;
             }
             if (!ledger.settledAll(nodes, batch.stream().map(UnifiedBuffer::core).toList())) {
                 throw closedAgain(batch);
@@ -135,6 +138,7 @@ final class BudgetAllocations {
             batch = manager.allocateBatch(type, counts, location);
         } catch (Throwable e) {
             ledger.cancel(account, location, total, Claimant.THIS_THREAD);
+            sayThrough(e, location);
             throw e;
         }
         count(location, Claimant.THIS_THREAD, batch, bytes);
@@ -210,7 +214,9 @@ final class BudgetAllocations {
             waitingForThePool.remove(wait);
             if (failure != null) { // its bytes go back as the pool says nothing is held for it
                 if (!pool.isCancelled()) { // else by the request's ending, whose own failure or value it keeps
-                    result.completeExceptionally(unwrapped(failure));
+                    Throwable refusal = unwrapped(failure);
+                    sayThrough(refusal, location);
+                    result.completeExceptionally(refusal);
                 }
                 return;
             }
@@ -273,6 +279,24 @@ final class BudgetAllocations {
         } catch (DeviceOutOfMemoryException e) {
             refused(location, bytes, e);
             throw e;
+        }
+    }
+
+    /**
+     * Has the pool's out-of-memory for a request this budget let in say in its message which budget the request came
+     * through and what that budget holds and reserves (its books are back as it fails): without it a tenant's failure
+     * reads as any other's, and a reservation the pool could not honour (memory taken outside the budgets, or by the
+     * pool's rounding and fragmentation) does not show. Its kind and reason stay the pool's.
+     */
+    private void sayThrough(Throwable failure, MemoryLocation location) {
+        if (failure instanceof DeviceOutOfMemoryException refusal && refusal.reason() != OutOfMemoryReason.BUDGET_LIMIT) {
+            BudgetStatistics figures = ledger.statistics(account);
+            BudgetStatistics.Location there = figures.locations().get(location);
+            long heldThere = there == null ? 0 : there.allocatedBytes();
+            long reservedThere = there == null ? 0 : there.reservedBytes();
+            refusal.cameThroughBudget("; the pool refused it, not a budget: it came through memory budget '" + account.path() + "', which holds "
+                    + figures.allocatedBytes() + " bytes (" + heldThere + " of them at " + location + ") of its limit of " + figures.limitBytes()
+                    + " bytes" + (reservedThere > 0 ? " and reserves " + reservedThere + " bytes of " + location : ""));
         }
     }
 

@@ -94,6 +94,39 @@ class BudgetAllocationsTest {
         }
     }
 
+    /**
+     * The pool's refusal of a request a budget let in (memory taken outside any budget, which no reservation holds
+     * back) keeps its kind and reason and says which budget the request came through and what that budget holds and
+     * reserves: a tenant's failure is told apart from another's, and a reservation left unused shows.
+     */
+    @Test
+    void thePoolsRefusalOfABudgetsRequestSaysWhichBudgetItCameThroughAndWhatItHolds() throws Exception {
+        try (UnifiedMemoryManager manager = builder().build();
+             MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant", 32 * MiB).withReservation(DEVICE, 32 * MiB));
+             UnifiedBuffer outside = manager.allocate(56 * MiB, DEVICE);
+             UnifiedBuffer held = tenant.allocate(8 * MiB, DEVICE)) {
+            MemoryBudget request = tenant.child("request", 16 * MiB);
+            String throughTenant = "; the pool refused it, not a budget: it came through memory budget 'tenant', which holds 8388608 bytes (8388608 of them at DEVICE) of its limit of 33554432 bytes and reserves 33554432 bytes of DEVICE";
+            String throughRequest = "; the pool refused it, not a budget: it came through memory budget 'tenant/request',"
+                    + " which holds 0 bytes (0 of them at DEVICE) of its limit of 16777216 bytes";
+
+            assertThatThrownBy(() -> tenant.allocate(4 * MiB, DEVICE)).isExactlyInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageEndingWith(throughTenant)
+                    .satisfies(e -> assertThat(((DeviceOutOfMemoryException) e).reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT));
+            assertThatThrownBy(() -> tenant.allocateBatch(DataType.INT8, new long[] {2 * MiB, 2 * MiB}, DEVICE))
+                    .isExactlyInstanceOf(DeviceOutOfMemoryException.class).hasMessageEndingWith(throughTenant);
+            assertThatThrownBy(() -> request.allocate(4 * MiB, DEVICE)).isExactlyInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageEndingWith(throughRequest);
+            CompletableFuture<UnifiedBuffer> waited = request.allocateAsync(4 * MiB, DEVICE, Duration.ZERO);
+            assertThatThrownBy(() -> waited.get(10, TimeUnit.SECONDS)).cause().isExactlyInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageEndingWith(throughRequest);
+            assertThat(tenant.tryAllocate(4 * MiB, DEVICE)).isEmpty();
+            assertThatThrownBy(() -> request.allocate(32 * MiB, DEVICE)).as("a budget's own refusal says so already")
+                    .isInstanceOf(BudgetExceededException.class).message().doesNotContain("the pool refused it, not a budget");
+            assertThat(tenant.statistics().allocatedBytes()).isEqualTo(8 * MiB);
+        }
+    }
+
     @Test
     void badInputIsRefusedAndCountsNothing() {
         try (UnifiedMemoryManager manager = builder().pinningEnabled(false).build(); MemoryBudget tenant = manager.budget("tenant", MiB)) {
