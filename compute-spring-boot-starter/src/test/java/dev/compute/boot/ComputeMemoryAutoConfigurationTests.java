@@ -184,7 +184,7 @@ class ComputeMemoryAutoConfigurationTests {
             assertThat(analysis.getDescription()).contains("Property: " + property).contains("Value: \"" + value + "\"")
                     .contains("Allowed: " + allowed);
             assertThat(analysis.getAction()).startsWith("Change " + property + " to ");
-            assertThat(new ComputeBindFailureAnalyzer().analyze(context.getStartupFailure()))
+            assertThat(new ComputeBindFailureAnalyzer(null).analyze(context.getStartupFailure()))
                     .as("a value that converted but broke a rule is not a bind failure").isNull();
         });
     }
@@ -223,7 +223,7 @@ class ComputeMemoryAutoConfigurationTests {
         String value = setting.substring(setting.indexOf('=') + 1);
         runner.withPropertyValues(setting).run(context -> {
             assertThat(context).hasFailed();
-            FailureAnalysis analysis = new ComputeBindFailureAnalyzer().analyze(context.getStartupFailure());
+            FailureAnalysis analysis = new ComputeBindFailureAnalyzer(null).analyze(context.getStartupFailure());
             assertThat(analysis).isNotNull();
             assertThat(analysis.getDescription()).startsWith("A compute memory setting is invalid:")
                     .contains("Property: " + property).contains("Value: \"" + value + "\"").contains("Allowed: " + allowed);
@@ -237,7 +237,7 @@ class ComputeMemoryAutoConfigurationTests {
     void aWholeNumberWithLettersAfterItIsNotCalledTooLarge(String setting) {
         runner.withPropertyValues(setting).run(context -> {
             assertThat(context).hasFailed();
-            FailureAnalysis analysis = new ComputeBindFailureAnalyzer().analyze(context.getStartupFailure());
+            FailureAnalysis analysis = new ComputeBindFailureAnalyzer(null).analyze(context.getStartupFailure());
             assertThat(analysis).isNotNull();
             assertThat(analysis.getDescription()).contains("Allowed: a whole number, such as 0 or 720\n").doesNotContain("too large");
         });

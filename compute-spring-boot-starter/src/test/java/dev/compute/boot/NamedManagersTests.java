@@ -165,7 +165,7 @@ class NamedManagersTests {
     void aNamedValueThatDoesNotConvertIsReportedUnderItsOwnName() {
         runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.managers.gpu.memory.leak-detection=verbose").run(context -> {
             assertThat(context).hasFailed();
-            FailureAnalysis analysis = new ComputeBindFailureAnalyzer().analyze(context.getStartupFailure());
+            FailureAnalysis analysis = new ComputeBindFailureAnalyzer(null).analyze(context.getStartupFailure());
             assertThat(analysis).isNotNull();
             assertThat(analysis.getDescription()).contains("Property: compute.managers.gpu.memory.leak-detection")
                     .contains("Value: \"verbose\"").contains("Allowed: one of disabled, simple, paranoid");

@@ -101,7 +101,7 @@ class PoolingPropertiesTests {
     void aMaxPoolSizeThatIsNeitherASizeNorAShareIsReportedWithBothForms(String value) {
         runner.withPropertyValues("compute.memory.pooling.max-pool-size=" + value).run(context -> {
             assertThat(context).hasFailed();
-            FailureAnalysis analysis = new ComputeBindFailureAnalyzer().analyze(context.getStartupFailure());
+            FailureAnalysis analysis = new ComputeBindFailureAnalyzer(null).analyze(context.getStartupFailure());
             assertThat(analysis).isNotNull();
             assertThat(analysis.getDescription()).contains("Property: compute.memory.pooling.max-pool-size").contains("Value: \"" + value + "\"")
                     .contains("Allowed: " + PoolSizeConverter.ALLOWED);

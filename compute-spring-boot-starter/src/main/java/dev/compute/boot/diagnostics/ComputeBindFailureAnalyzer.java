@@ -16,23 +16,34 @@ import org.springframework.boot.context.properties.bind.UnboundConfigurationProp
 import org.springframework.boot.context.properties.source.ConfigurationProperty;
 import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
 import org.springframework.boot.context.properties.source.ConfigurationPropertyName.Form;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySource;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySources;
 import org.springframework.boot.diagnostics.AbstractFailureAnalyzer;
 import org.springframework.boot.diagnostics.FailureAnalysis;
 import org.springframework.boot.origin.Origin;
 import org.springframework.core.Ordered;
 import org.springframework.core.ResolvableType;
+import org.springframework.core.convert.ConverterNotFoundException;
+import org.springframework.core.env.Environment;
 import org.springframework.util.unit.DataSize;
 
 /**
  * Explains a {@code compute.*} value that Spring could not even convert ({@code leak-detection: verbose},
  * {@code max-pool-size: lots}, {@code device: first}) in the same shape as {@link InvalidSettingFailureAnalyzer}:
  * the property, the value, where it was set, and the values its type allows. Other properties are left to
- * Boot's own analyzer. So is a {@code compute.*} key left empty that the binding leaves unbound.
+ * Boot's own analyzer. So is a {@code compute.*} key left empty that the binding leaves unbound, and a value written
+ * where settings go ({@code budgets: {search: 4GB}}), which Spring reports as "No converter found", naming no value.
  */
 public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<BindException> implements Ordered {
 
     private static final ConfigurationPropertyName PREFIX = ConfigurationPropertyName.of("compute");
     private static final ConfigurationPropertyName MANAGERS = PREFIX.append("managers");
+
+    private final @Nullable Environment environment;
+
+    public ComputeBindFailureAnalyzer(@Nullable Environment environment) {
+        this.environment = environment;
+    }
 
     @Override
     protected @Nullable FailureAnalysis analyze(Throwable rootFailure, BindException cause) {
@@ -41,6 +52,10 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
             return empty;
         }
         ConfigurationProperty property = cause.getProperty();
+        if (property == null && findCause(rootFailure, ConverterNotFoundException.class) != null && PREFIX.isAncestorOf(cause.getName())) {
+            // a value where settings go: the binding tried to convert it to the settings and names no property
+            property = written(cause.getName());
+        }
         // A value that converted but broke a rule is an InvalidSettingException, which its own analyzer reports.
         if (property == null || !PREFIX.isAncestorOf(cause.getName()) || findCause(rootFailure, InvalidSettingException.class) != null) {
             return null;
@@ -81,6 +96,20 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
             Origin origin = property.getOrigin();
             return SettingFailure.analysis(property.getName().toString(), String.valueOf(property.getValue()), origin != null ? origin.toString() : "",
                     allowed(type), cause);
+        }
+        return null;
+    }
+
+    /** The value written at {@code name}, as the environment has it; null where it has none (or no environment is at hand). */
+    private @Nullable ConfigurationProperty written(ConfigurationPropertyName name) {
+        if (environment == null) {
+            return null;
+        }
+        for (ConfigurationPropertySource source : ConfigurationPropertySources.get(environment)) {
+            ConfigurationProperty found = source.getConfigurationProperty(name);
+            if (found != null) {
+                return found;
+            }
         }
         return null;
     }
@@ -181,6 +210,14 @@ public final class ComputeBindFailureAnalyzer extends AbstractFailureAnalyzer<Bi
         }
         if (type == double.class || type == Double.class || type == float.class || type == Float.class) {
             return "a number, such as 0.5";
+        }
+        if (type.isRecord()) { // settings: what goes under it, in the words of application.yml
+            return "settings below it (" + Arrays.stream(type.getRecordComponents())
+                    .map(component -> component.getName().replaceAll("([A-Z])", "-$1").toLowerCase(Locale.ROOT)).collect(Collectors.joining(", "))
+                    + "), not a value of its own";
+        }
+        if (Map.class.isAssignableFrom(type)) {
+            return "settings below it, each under its name, not a value of its own";
         }
         return "a value of type " + type.getSimpleName();
     }

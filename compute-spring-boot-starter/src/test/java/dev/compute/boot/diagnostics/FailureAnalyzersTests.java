@@ -115,6 +115,25 @@ class FailureAnalyzersTests {
                 .doesNotContain("No converter found");
     }
 
+    /**
+     * A budget or a manager written as a value where its settings go ({@code budgets: {search: 4GB}}): Spring's report
+     * said only "No converter found" for a budget, and "a value of type Map" for its limits by location, naming no
+     * setting it takes.
+     */
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', value = {
+            "compute.budgets.search | 4GB | compute.backend=cpu | settings below it (limit, location-limits, reservations, request-limit), not a value of its own",
+            "compute.budgets.search.reservations | 1GB | compute.budgets.search.limit=8GB | settings below it, each under its name, not a value of its own",
+            "compute.managers.gpu.budgets.search | 4GB | compute.managers.gpu.backend=cpu | settings below it (limit, location-limits, reservations, request-limit), not a value of its own"})
+    void aValueWhereSettingsGoIsReportedWithWhatGoesThere(String property, String value, String other, String allowed, CapturedOutput output) {
+        assertThatThrownBy(() -> start("--compute.backend=cpu", "--" + other, "--" + property + "=" + value)).isNotNull();
+        assertThat(output).contains("APPLICATION FAILED TO START")
+                .contains("Property: " + property + "\n")
+                .contains("Value: \"" + value + "\"")
+                .contains("Allowed: " + allowed + "\n")
+                .doesNotContain("No converter found", "a value of type");
+    }
+
     @Test
     void anUnavailableBackendIsReportedWithItsReason(CapturedOutput output) {
         assertThatThrownBy(() -> start("--compute.backend=" + UnattachedDeviceBackendProvider.NAME)).isNotNull();
