@@ -85,7 +85,7 @@ final class BudgetAllocations {
             } catch (Throwable e) {
                 ledger.failed(node);
                 sayThrough(e, location);
-            throw e;
+                throw e;
             }
             if (!ledger.settled(node, buffer.core())) {
                 throw closedAgain(List.of(buffer));
@@ -124,7 +124,7 @@ final class BudgetAllocations {
                     ledger.failed(node);
                 }
                 sayThrough(e, location);
-            throw e;
+                throw e;
             }
             if (!ledger.settledAll(nodes, batch.stream().map(UnifiedBuffer::core).toList())) {
                 throw closedAgain(batch);
