@@ -80,12 +80,15 @@ final class BudgetAllocations {
         BudgetNode<BufferCore> node = ledger.take(account, location, bytes);
         if (node != null) {
             UnifiedBuffer buffer;
+            Object requesting = ledger.markRequestOf(account);
             try {
                 buffer = manager.allocate(type, count, location, node);
             } catch (Throwable e) {
                 ledger.failed(node);
                 sayThrough(e, location);
                 throw e;
+            } finally {
+                ledger.unmarkRequest(requesting);
             }
             if (!ledger.settled(node, buffer.core())) {
                 throw closedAgain(List.of(buffer));
@@ -95,12 +98,15 @@ final class BudgetAllocations {
         manager.requireLocation(location);
         claim(location, bytes, 1);
         UnifiedBuffer buffer;
+        Object requesting = ledger.markRequestOf(account);
         try {
             buffer = manager.allocate(type, count, location);
         } catch (Throwable e) {
             ledger.cancel(account, location, bytes, Claimant.THIS_THREAD);
             sayThrough(e, location);
             throw e;
+        } finally {
+            ledger.unmarkRequest(requesting);
         }
         count(location, Claimant.THIS_THREAD, List.of(buffer), new long[] {bytes});
         return buffer;
@@ -117,6 +123,7 @@ final class BudgetAllocations {
         BudgetNode<BufferCore>[] nodes = ledger.takeAll(account, location, bytes, total);
         if (nodes != null) {
             List<UnifiedBuffer> batch;
+            Object requesting = ledger.markRequestOf(account);
             try {
                 batch = manager.allocateBatch(type, counts, location, nodes);
             } catch (Throwable e) {
@@ -125,6 +132,8 @@ final class BudgetAllocations {
                 }
                 sayThrough(e, location);
                 throw e;
+            } finally {
+                ledger.unmarkRequest(requesting);
             }
             if (!ledger.settledAll(nodes, batch.stream().map(UnifiedBuffer::core).toList())) {
                 throw closedAgain(batch);
@@ -134,12 +143,15 @@ final class BudgetAllocations {
         manager.requireLocation(location);
         claim(location, total, counts.length);
         List<UnifiedBuffer> batch;
+        Object requesting = ledger.markRequestOf(account);
         try {
             batch = manager.allocateBatch(type, counts, location);
         } catch (Throwable e) {
             ledger.cancel(account, location, total, Claimant.THIS_THREAD);
             sayThrough(e, location);
             throw e;
+        } finally {
+            ledger.unmarkRequest(requesting);
         }
         count(location, Claimant.THIS_THREAD, batch, bytes);
         return batch;
@@ -188,6 +200,9 @@ final class BudgetAllocations {
         }
         CompletableFuture<UnifiedBuffer> pool;
         CompletableFuture<Void> claimBack = new CompletableFuture<>();
+        // the first attempt is made here, as this budget's; one made later, as memory comes back, on the freeing thread,
+        // leaves the budget's unused reservation aside as anyone's does
+        Object requesting = ledger.markRequestOf(account);
         try {
             // the bytes stay counted until no memory is held for the request: a buffer made for it as it was cancelled
             // is given back to the pool first, so that the budget's books never hold less than the pool lends it
@@ -202,6 +217,8 @@ final class BudgetAllocations {
             ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
             result.completeExceptionally(e);
             return;
+        } finally {
+            ledger.unmarkRequest(requesting);
         }
         result.pool = pool;
         result.whenComplete((buffer, failure) -> pool.cancel(false)); // ended before it saw the pool's wait: see Request

@@ -97,6 +97,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             throw e;
         }
         this.budgetLedger = budgetLedger(chains, settings);
+        for (MemoryLocation location : chains.locations()) {
+            chains.open(location).keepAside(() -> budgetLedger.unusedReservations(location));
+        }
         this.maintenance = new Maintenance(settings, gate, chains, compactor, figures, buffers, this::trim);
         this.shutdown = new Shutdown(new Shutdown.Parts(gate, waiters, backend, returns, maintenance, chains, mappedFiles, figures),
                 settings.name(), settings.closeTimeout(), this::closeBudgets);

@@ -95,18 +95,18 @@ class BudgetAllocationsTest {
     }
 
     /**
-     * The pool's refusal of a request a budget let in (memory taken outside any budget, which no reservation holds
-     * back) keeps its kind and reason and says which budget the request came through and what that budget holds and
-     * reserves: a tenant's failure is told apart from another's, and a reservation left unused shows.
+     * The pool's refusal of a request a budget let in (the pool full of memory taken outside any budget beside what the
+     * budget reserved and uses) keeps its kind and reason and says which budget the request came through and what that
+     * budget holds and reserves: a tenant's failure is told apart from another's.
      */
     @Test
     void thePoolsRefusalOfABudgetsRequestSaysWhichBudgetItCameThroughAndWhatItHolds() throws Exception {
         try (UnifiedMemoryManager manager = builder().build();
-             MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant", 32 * MiB).withReservation(DEVICE, 32 * MiB));
+             MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant", 32 * MiB).withReservation(DEVICE, 8 * MiB));
              UnifiedBuffer outside = manager.allocate(56 * MiB, DEVICE);
              UnifiedBuffer held = tenant.allocate(8 * MiB, DEVICE)) {
             MemoryBudget request = tenant.child("request", 16 * MiB);
-            String throughTenant = "; the pool refused it, not a budget: it came through memory budget 'tenant', which holds 8388608 bytes (8388608 of them at DEVICE) of its limit of 33554432 bytes and reserves 33554432 bytes of DEVICE";
+            String throughTenant = "; the pool refused it, not a budget: it came through memory budget 'tenant', which holds 8388608 bytes (8388608 of them at DEVICE) of its limit of 33554432 bytes and reserves 8388608 bytes of DEVICE";
             String throughRequest = "; the pool refused it, not a budget: it came through memory budget 'tenant/request',"
                     + " which holds 0 bytes (0 of them at DEVICE) of its limit of 16777216 bytes";
 

@@ -1,8 +1,10 @@
 package dev.compute.memory;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.AddressSpaceBackend;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -59,6 +61,75 @@ class BudgetReservationUnderNoiseTest {
             assertThat(errors).isEmpty();
             assertThat(noisy.statistics().allocatedBytes()).isZero();
             assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isZero();
+        }
+    }
+
+    /**
+     * The pool keeps a reservation's room itself, not only the books: a neighbour's buffers cost the pool more than the
+     * bytes its books count (a block of 512 bytes for one byte; segments its frees leave with holes too small for what
+     * it asks next), so within its own limit it could otherwise fill the pool.
+     */
+    @Test
+    void aNeighboursTinyBuffersCannotFillThePoolPastAReservation() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new AddressSpaceBackend(1L << 30))
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
+             MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+             MemoryBudget noisy = manager.budget("noisy", MIB)) {
+            List<UnifiedBuffer> held = new ArrayList<>();
+            for (int i = 0; i < 131_072; i++) { // a byte each in its books, a 512-byte block each in the pool
+                noisy.tryAllocate(1, MemoryLocation.DEVICE).ifPresent(held::add);
+            }
+            assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).as("the neighbour's part of the pool")
+                    .isLessThanOrEqualTo(32 * MIB);
+            try (UnifiedBuffer first = reserved.allocate(16 * MIB, MemoryLocation.DEVICE);
+                 UnifiedBuffer second = reserved.allocate(16 * MIB, MemoryLocation.DEVICE)) {
+                assertThat(first.byteSize() + second.byteSize()).isEqualTo(32 * MIB);
+            }
+            held.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    @Test
+    void aNeighboursFragmentedSegmentsCannotTakeAReservation() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
+             MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+             MemoryBudget noisy = manager.budget("noisy", 64 * MIB)) {
+            List<UnifiedBuffer> held = new ArrayList<>();
+            for (int i = 0; i < 32; i++) {
+                noisy.tryAllocate(MIB, MemoryLocation.DEVICE).ifPresent(held::add);
+            }
+            for (int i = 0; i < held.size(); i += 2) {
+                held.get(i).close(); // holes of 1 MiB: what it asks next fits none of them
+            }
+            for (int i = 0; i < 8; i++) {
+                noisy.tryAllocate(2 * MIB, MemoryLocation.DEVICE).ifPresent(held::add);
+            }
+            try (UnifiedBuffer mine = reserved.allocate(32 * MIB, MemoryLocation.DEVICE)) {
+                assertThat(mine.byteSize()).isEqualTo(32 * MIB);
+            }
+            held.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /** Memory allocated outside any budget cannot take a reservation's room either; the refusal says what is kept. */
+    @Test
+    void memoryOutsideTheBudgetsLeavesAReservationsRoom() {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
+             MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 48 * MIB).withReservation(MemoryLocation.DEVICE, 24 * MIB))) {
+            assertThatThrownBy(() -> manager.allocate(48 * MIB, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageContaining("less the 25165824 bytes kept for budgets' reservations not in use");
+            try (UnifiedBuffer outside = manager.allocate(40 * MIB, MemoryLocation.DEVICE);
+                 UnifiedBuffer mine = reserved.allocate(24 * MIB, MemoryLocation.DEVICE)) {
+                assertThat(outside.byteSize() + mine.byteSize()).isEqualTo(64 * MIB);
+            }
+        }
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build()) {
+            MemoryBudget closed = manager.budget(BudgetSpec.of("reserved", 48 * MIB).withReservation(MemoryLocation.DEVICE, 24 * MIB));
+            closed.close();
+            manager.allocate(64 * MIB, MemoryLocation.DEVICE).close(); // a closed budget keeps nothing
         }
     }
 

@@ -55,6 +55,8 @@ public final class BudgetAccount<B> {
     @Nullable BudgetEntry<B> firstMapped;
     /** Written under the ledger's lock; read by the stripes' fast path, under a stripe's hold. */
     volatile boolean closed;
+    /** Whether this budget or one above it reserves memory; set as it opens. */
+    boolean underReservation;
     /** The figures and open buffers per thread stripe, each guarded by its stripe's hold. */
     @SuppressWarnings("unchecked") // an array of this handle's cells
     final @Nullable BudgetCells<B>[] cells = new BudgetCells[ThreadStripes.COUNT];
@@ -103,6 +105,16 @@ public final class BudgetAccount<B> {
     }
 
     /** What this budget takes of its parent's limits, or of the cap where it is a root: its content, or its reservation where more. */
+    /** Whether this budget is {@code other} or one above it. */
+    boolean isOrContains(@Nullable BudgetAccount<B> other) {
+        for (BudgetAccount<B> x = other; x != null; x = x.parent) {
+            if (x == this) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     long occupied(int location) {
         return Math.max(reserved[location], content[location]);
     }

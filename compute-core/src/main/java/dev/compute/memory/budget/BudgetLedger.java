@@ -41,8 +41,9 @@ import org.jspecify.annotations.Nullable;
  *
  * <p><b>Reservations</b> ({@link BudgetLimits}): a budget's reservation counts in its parent, and a root's at the cap, from
  * the moment it is made, so reservations never add up past the cap and no budget can take memory another reserved and
- * does not use. This is accounting above the pool: memory allocated through the manager outside any budget, and the
- * host mirrors of device buffers, are no budget's and take from the pool whatever is reserved.
+ * does not use. The pool keeps that room too ({@link #unusedReservations}): no request grows it into a reservation not
+ * in use but the reserving budget's own ({@link #markRequestOf}), whoever makes it (a neighbour, memory allocated outside
+ * any budget, the host mirrors of device buffers), since a buffer costs the pool more than the bytes its books count.
  *
  * @param <B> the buffer handle kept for each counted buffer
  */
@@ -58,6 +59,10 @@ public final class BudgetLedger<B> {
     public record Open<B>(String budget, BudgetAccount<B> account, long bytes, boolean mapped, @Nullable B buffer, @Nullable BudgetNode<B> node) {}
 
     private final ReentrantLock lock = new ReentrantLock();
+    private static final Object UNMARKED = new Object();
+    private static final Object NO_REQUESTER = new Object();
+    /** The budget whose request the calling thread is making to the pool, where it reserves memory (see {@link #markRequestOf}). */
+    private final ThreadLocal<@Nullable BudgetAccount<B>> requester = new ThreadLocal<>();
     private final Condition requestsSettled = lock.newCondition();
     private final BudgetLimits<B> limits;
     /** Threads with a claim under way, which must not wait for their own. */
@@ -367,6 +372,47 @@ public final class BudgetLedger<B> {
     }
 
     // ---- figures ----------------------------------------------------------------------------------------------------
+
+    /**
+     * The bytes at {@code location} that budgets reserved and do not use now: the pool keeps them out of every other
+     * request's reach (what a request through a reserving budget takes of its own reservation is counted as used from the
+     * moment it is let in, so the rest is what others must leave). Takes the lock only where a budget reserves.
+     */
+    public long unusedReservations(MemoryLocation location) {
+        if (limits.noneReserving()) {
+            return 0;
+        }
+        lock.lock();
+        try {
+            return limits.unusedReservations(location.ordinal(), requester.get());
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Marks the calling thread's requests to the pool, until {@link #unmarkRequest}, as {@code account}'s, where it or a
+     * budget above it reserves memory: what they have not used of it is then within the request's reach. Returns what
+     * {@link #unmarkRequest} restores (a request made from an out-of-memory handler inside another's).
+     */
+    public Object markRequestOf(BudgetAccount<B> account) {
+        if (!account.underReservation) {
+            return UNMARKED;
+        }
+        BudgetAccount<B> before = requester.get();
+        requester.set(account);
+        return before == null ? NO_REQUESTER : before;
+    }
+
+    /** Ends what {@link #markRequestOf} began, with what it returned. */
+    @SuppressWarnings("unchecked") // a token of requesting's: one of the two markers, or a budget of this ledger
+    public void unmarkRequest(Object token) {
+        if (token == NO_REQUESTER) {
+            requester.remove();
+        } else if (token != UNMARKED) {
+            requester.set((BudgetAccount<B>) token);
+        }
+    }
 
     public BudgetStatistics statistics(BudgetAccount<B> account) {
         lock.lock();

@@ -1,7 +1,9 @@
 package dev.compute.memory.budget;
 
 import dev.compute.memory.MemoryLocation;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
@@ -30,6 +32,9 @@ final class BudgetLimits<B> {
 
     /** Per location: the largest request the pool could ever hold, the cap in its whole pieces; at most the cap. */
     private final long[] largestPossible = new long[BudgetAccount.LOCATIONS];
+    /** The budgets open with a reservation, and how many (read without the lock: none is the common case). */
+    private final List<BudgetAccount<B>> reserving = new ArrayList<>();
+    private volatile int reservingCount;
 
     BudgetLimits(Map<MemoryLocation, Long> caps, Map<MemoryLocation, String> capProperties) {
         this(caps, caps, capProperties);
@@ -110,10 +115,17 @@ final class BudgetLimits<B> {
     /** Counts a reservation of {@code bytes} at {@code l} in the budgets above {@code account} (or gives it back, negative). */
     void reserve(BudgetAccount<B> account, int l, long bytes) {
         propagate(account.parent, l, bytes);
+        if (!reserving.contains(account)) {
+            reserving.add(account);
+            reservingCount = reserving.size();
+        }
     }
 
     /** A closing budget's reservations go back to its parent or the cap. */
     void giveBackReservations(BudgetAccount<B> account) {
+        if (reserving.remove(account)) {
+            reservingCount = reserving.size();
+        }
         for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
             if (account.reserved[l] > 0) {
                 long before = account.occupied(l);
@@ -138,6 +150,8 @@ final class BudgetLimits<B> {
 
     /** The manager's memory went back with its pools: nothing counts at the cap any more. */
     void forget() {
+        reserving.clear();
+        reservingCount = 0;
         Arrays.fill(occupied, 0);
         Arrays.fill(pendingAtRoots, 0);
         Arrays.fill(queuedPendingAtRoots, 0);
@@ -146,6 +160,28 @@ final class BudgetLimits<B> {
     long cap(int l) {
         return cap[l];
     }
+
+    /** Whether no budget open has a reservation: read without the lock. */
+    boolean noneReserving() {
+        return reservingCount == 0;
+    }
+
+    /**
+     * The bytes at {@code l} that budgets reserved and do not use now (buffers, requests under way and the room their
+     * stripes keep count as used): each reserving budget's reservation beyond its content, a child's inside its parent's;
+     * but for {@code requester}'s and its ancestors', which its request may use (its pieces in the pool may cost more
+     * than the bytes its books count).
+     */
+    long unusedReservations(int l, @Nullable BudgetAccount<B> requester) {
+        long unused = 0;
+        for (BudgetAccount<B> account : reserving) {
+            if (!account.isOrContains(requester)) {
+                unused += Math.max(0, account.reserved[l] - account.content[l]);
+            }
+        }
+        return unused;
+    }
+
 
     String capProperty(int l) {
         return capProperty[l];

@@ -54,6 +54,7 @@ final class BudgetTree<B> {
                     reserve(parent, account, location, reserving[l]);
                 }
             }
+            account.underReservation = (parent != null && parent.underReservation) || Arrays.stream(account.reserved).anyMatch(r -> r > 0);
             (parent == null ? roots : parent.children).add(account);
             return account;
         } finally {

@@ -13,6 +13,7 @@ import dev.compute.memory.resource.StatisticsResource;
 import dev.compute.memory.resource.pool.CachingPoolResource;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -113,6 +114,11 @@ public final class LocationChain {
      */
     boolean mayMove(long bytes) {
         return bytes >= smallestMovable;
+    }
+
+    /** Keeps {@code bytes} of the location's cap out of every request's growth (see {@link BackendResource#keepAside}). */
+    public void keepAside(LongSupplier bytes) {
+        backend.keepAside(bytes);
     }
 
     /** Gives cached memory beyond {@code keepBytes} back; told to listeners when something went. */

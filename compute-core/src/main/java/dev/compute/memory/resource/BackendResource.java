@@ -20,6 +20,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -60,6 +61,8 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     private final Map<NativeAllocation, WholeAllocation> kept = new HashMap<>();
     private volatile long reserved;
     private volatile long reservedPeak;
+    /** Bytes of the limit kept for budgets' reservations not in use: no request may grow into them. */
+    private volatile LongSupplier keptAside = () -> 0;
     private volatile int segments;
     private volatile long allocations;
     private volatile long frees;
@@ -123,9 +126,17 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         return Math.min(limitBytes, maxAllocationBytes);
     }
 
-    /** True when {@code moreBytes} more would stay within the limit. */
+    /** True when {@code moreBytes} more would stay within the limit, less what is kept for budgets' reservations. */
     public boolean fits(long moreBytes) {
-        return reserved + moreBytes <= limitBytes;
+        return reserved + moreBytes <= limitBytes - keptAside.getAsLong();
+    }
+
+    /**
+     * Keeps {@code bytes} of the limit, as they stand at each growth, out of reach: the budgets' reservations not in use,
+     * which a request through a reserving budget has already taken its own part of.
+     */
+    public void keepAside(LongSupplier bytes) {
+        this.keptAside = bytes;
     }
 
     /** The device's memory as the backend reports it now (a driver call on some backends). */
@@ -202,8 +213,9 @@ public final class BackendResource implements MemoryResource, InspectableResourc
 
     /** Under the monitor. */
     DeviceOutOfMemoryException limitReached(long bytes) {
+        long kept = keptAside.getAsLong();
         return refusal(OutOfMemoryReason.POOL_LIMIT, bytes, "would take the " + reserved + " bytes reserved past " + limitProperty
-                + " (" + limitBytes + " bytes)");
+                + " (" + limitBytes + " bytes)" + (kept > 0 ? " less the " + kept + " bytes kept for budgets' reservations not in use" : ""));
     }
 
     /** Under the monitor. */
