@@ -380,6 +380,59 @@ class OpenClDeviceOrderingTest {
         }
     }
 
+    /**
+     * The other side of the test above (the READMEs say so): once the buffer's next launch is ordered after recorded work
+     * still waiting at its gate, the barrier that orders it holds up everything queued after it on the backend's queue:
+     * another buffer's launch waits, and a third, idle buffer's blocking copy fails after the device wait, changing
+     * nothing. Once the gate opens, all of it runs in order and each buffer reads as its work left it.
+     */
+    @Test
+    void aLaunchOrderedAfterSlowRecordedWorkHoldsUpWhatIsQueuedAfterIt() throws Exception {
+        reopenWithAShortDeviceWait();
+        ComputeKernel add = addKernel();
+        OpenClNativeDevice device = manager.nativeDevice(OpenClNativeDevice.class);
+        int[] error = new int[1];
+        @SuppressWarnings("deprecation")
+        cl_command_queue own = CL.clCreateCommandQueue(device.context(), device.device(), 0, error);
+        assertThat(error[0]).isEqualTo(CL_SUCCESS);
+        cl_event gate = userEvent();
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+             UnifiedBuffer y = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+             UnifiedBuffer idle = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
+            x.copyFrom(filled(N, 1f));
+            y.copyFrom(filled(N, 1f));
+            idle.copyFrom(filled(N, 1f));
+            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
+                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+                cl_event filled = new cl_event();
+                fill(own, cl, 7f, gate, filled);
+                cl.recordWork(filled);
+                CL.clReleaseEvent(filled);
+            }
+            CompletableFuture<Void> onX = add.launch(LaunchShape.of(N), x, (long) N, 1f); // queues the barrier
+            CompletableFuture<Void> onY = add.launch(LaunchShape.of(N), y, (long) N, 2f);
+            assertThatThrownBy(() -> idle.copyFrom(filled(N, 5f))).isInstanceOf(DeviceTimeoutException.class)
+                    .hasMessageContaining("had not ended");
+            assertThat(onY).as("queued after the barrier").isNotDone();
+
+            open(gate);
+            assertThat(onX).succeedsWithin(Duration.ofSeconds(10));
+            assertThat(onY).succeedsWithin(Duration.ofSeconds(10));
+            float[] back = new float[N];
+            x.copyTo(back);
+            assertThat(back).containsOnly(8f);
+            y.copyTo(back);
+            assertThat(back).containsOnly(3f);
+            idle.copyTo(back);
+            assertThat(back).as("the refused copy changed nothing").containsOnly(1f);
+        } finally {
+            CL.clSetUserEventStatus(gate, CL_COMPLETE); // refused where it is complete already
+            CL.clFinish(own);
+            CL.clReleaseEvent(gate);
+            CL.clReleaseCommandQueue(own);
+        }
+    }
+
     @Test
     void aBufferClosedWithWorkStillQueuedGivesItsMemoryBackOnceTheWorkIsDone() throws Exception {
         cl_event gate = userEvent();
