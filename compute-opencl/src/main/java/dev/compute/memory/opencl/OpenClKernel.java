@@ -9,6 +9,7 @@ import static org.jocl.CL.CL_KERNEL_ARG_ADDRESS_LOCAL;
 import static org.jocl.CL.CL_KERNEL_ARG_ADDRESS_QUALIFIER;
 import static org.jocl.CL.CL_KERNEL_ARG_NAME;
 import static org.jocl.CL.CL_KERNEL_ARG_TYPE_NAME;
+import static org.jocl.CL.CL_KERNEL_COMPILE_WORK_GROUP_SIZE;
 import static org.jocl.CL.CL_KERNEL_NUM_ARGS;
 import static org.jocl.CL.CL_KERNEL_WORK_GROUP_SIZE;
 import static org.jocl.CL.CL_MEM_READ_WRITE;
@@ -107,6 +108,12 @@ final class OpenClKernel implements NativeKernel {
     /** Null where the implementation keeps no argument info: only the count is checked then. */
     private final @Nullable List<Parameter> parameters;
     private final long maxWorkGroup;
+    /**
+     * The work-group the kernel declares with {@code reqd_work_group_size}, in three dimensions; null where it declares
+     * none. Any other work-group fails the enqueue (after the accesses synced and marked their buffers), so a shape
+     * that leaves the group to the backend gets this one.
+     */
+    private final long @Nullable [] requiredWorkGroup;
     /** Kernel objects not in a launch now; guarded by itself. */
     private final ArrayDeque<cl_kernel> idle = new ArrayDeque<>();
     private int created;
@@ -122,6 +129,10 @@ final class OpenClKernel implements NativeKernel {
         OpenClCalls.check(CL.clGetKernelWorkGroupInfo(first, backend.deviceId(), CL_KERNEL_WORK_GROUP_SIZE, Sizeof.size_t,
                 Pointer.to(workGroup), null), "clGetKernelWorkGroupInfo of kernel '" + name + "'");
         this.maxWorkGroup = Math.max(1, workGroup[0]);
+        long[] required = new long[3];
+        OpenClCalls.check(CL.clGetKernelWorkGroupInfo(first, backend.deviceId(), CL_KERNEL_COMPILE_WORK_GROUP_SIZE, 3L * Sizeof.size_t,
+                Pointer.to(required), null), "clGetKernelWorkGroupInfo of kernel '" + name + "'");
+        this.requiredWorkGroup = required[0] == 0 ? null : required; // (0, 0, 0) where the kernel declares none
         this.idle.add(first);
         this.created = 1;
     }
@@ -168,7 +179,7 @@ final class OpenClKernel implements NativeKernel {
     }
 
     private CompletableFuture<Void> launchCall(LaunchShape shape, List<KernelArgument> arguments) {
-        long[] group = shape.workGroupOrDefault(maxWorkGroup);
+        long[] group = workGroup(shape);
         long[] global = shape.roundedUpTo(group); // checked before the accesses opened
         cl_kernel kernel = take();
         List<Staged> staged = new ArrayList<>();
@@ -265,7 +276,13 @@ final class OpenClKernel implements NativeKernel {
     /** Checked before the manager opens any access, so a refused launch syncs, waits for and marks nothing. */
     @Override
     public void check(LaunchShape shape, List<Object> arguments) {
-        long[] group = shape.workGroupOrDefault(maxWorkGroup);
+        long[] group = workGroup(shape);
+        long[] required = requiredWorkGroup;
+        if (required != null && !isRequired(group, required)) { // the enqueue would refuse it, after the accesses synced and marked
+            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a work-group of "
+                    + java.util.Arrays.toString(group) + " where the kernel requires " + java.util.Arrays.toString(required)
+                    + " (reqd_work_group_size); give that work-group, or none");
+        }
         long items = 1;
         for (long size : group) {
             items = size > maxWorkGroup / items ? Long.MAX_VALUE : items * size; // saturates: a group of 2^32 x 2^32 is too many
@@ -299,6 +316,25 @@ final class OpenClKernel implements NativeKernel {
                         + parameter.describe(i) + "; " + mismatch);
             }
         }
+    }
+
+    /** The shape's work-group, or where it leaves the group to the backend, the kernel's required one or the default. */
+    private long[] workGroup(LaunchShape shape) {
+        long[] required = requiredWorkGroup;
+        if (required == null || shape.hasWorkGroup()) {
+            return shape.workGroupOrDefault(maxWorkGroup);
+        }
+        return java.util.Arrays.copyOf(required, shape.dimensions());
+    }
+
+    /** Whether {@code group} is {@code required}, the dimensions it leaves out being 1 there. */
+    private static boolean isRequired(long[] group, long[] required) {
+        for (int d = 0; d < required.length; d++) {
+            if ((d < group.length ? group[d] : 1) != required[d]) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private static @Nullable String bufferMismatch(Parameter parameter, DataType type) {

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferAccess;
+import dev.compute.memory.BufferState;
 import dev.compute.memory.ComputeKernel;
 import dev.compute.memory.DataType;
 import dev.compute.memory.KernelArg;
@@ -274,6 +275,56 @@ class OpenClKernelTest {
             float[] result = new float[16];
             x.copyTo(result);
             assertThat(result).as("the buffer, after the refused launch").containsOnly(1f);
+        }
+    }
+
+    /**
+     * A kernel that declares {@code reqd_work_group_size} runs only in that work-group: a shape that leaves the group to
+     * the backend gets it (the default of 256 failed the enqueue with CL_INVALID_WORK_GROUP_SIZE, after the access had
+     * synced the host copy and marked the device copy newer), and another group is refused by name before anything runs.
+     */
+    @Test
+    void aKernelThatRequiresAWorkGroupGetsItAndAnyOtherIsRefusedBeforeAnythingRuns() {
+        ComputeKernel add = manager.kernels().compile(KernelSource.openCl("""
+                __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
+                void add_one(__global float *x, long n) {
+                    long i = get_global_id(0);
+                    if (i < n) { x[i] += 1.0f; }
+                }""", "add_one"));
+        ComputeKernel iota = manager.kernels().compile(KernelSource.openCl("""
+                __kernel __attribute__((reqd_work_group_size(8, 4, 1)))
+                void iota2d(__global int *out, int width, int height) {
+                    int col = get_global_id(0);
+                    int row = get_global_id(1);
+                    if (col < width && row < height) { out[row * width + col] = row * width + col; }
+                }""", "iota2d"));
+        int n = 1000;
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, n);
+             UnifiedBuffer grid = manager.allocate(DataType.INT32, 30 * 10)) {
+            x.copyFrom(new float[n]);
+            add.launch(LaunchShape.of(n), x, (long) n).join();
+            add.launch(LaunchShape.of(n).withWorkGroup(64), x, (long) n).join();
+
+            try (BufferAccess access = x.hostAccess(AccessMode.WRITE)) {
+                access.segment().fill((byte) 0);
+            }
+            assertThatThrownBy(() -> add.launch(LaunchShape.of(n).withWorkGroup(32), x, (long) n))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("kernel 'add_one'").hasMessageContaining("a work-group of [32] where the kernel requires [64, 1, 1]");
+            assertThat(x.state()).as("nothing synced, nothing marked newer").isEqualTo(BufferState.HOST_DIRTY);
+            add.launch(LaunchShape.of(n), x, (long) n).join();
+            float[] result = new float[n];
+            x.copyTo(result);
+            assertThat(result).containsOnly(1f);
+
+            iota.launch(LaunchShape.of(30, 10), grid, 30, 10).join();
+            int[] cells = new int[30 * 10];
+            grid.copyTo(cells);
+            for (int i = 0; i < cells.length; i++) {
+                assertThat(cells[i]).as("cell %d", i).isEqualTo(i);
+            }
+            assertThatThrownBy(() -> iota.launch(LaunchShape.of(300), grid, 300, 1))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("where the kernel requires [8, 4, 1]");
         }
     }
 
