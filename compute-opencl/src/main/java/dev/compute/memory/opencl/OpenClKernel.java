@@ -3,6 +3,8 @@ package dev.compute.memory.opencl;
 import static org.jocl.CL.CL_BUILD_PROGRAM_FAILURE;
 import static org.jocl.CL.CL_INVALID_BUILD_OPTIONS;
 import static org.jocl.CL.CL_INVALID_KERNEL_NAME;
+import static org.jocl.CL.CL_KERNEL_ARG_ACCESS_NONE;
+import static org.jocl.CL.CL_KERNEL_ARG_ACCESS_QUALIFIER;
 import static org.jocl.CL.CL_KERNEL_ARG_ADDRESS_CONSTANT;
 import static org.jocl.CL.CL_KERNEL_ARG_ADDRESS_GLOBAL;
 import static org.jocl.CL.CL_KERNEL_ARG_ADDRESS_LOCAL;
@@ -73,10 +75,14 @@ import org.jspecify.annotations.Nullable;
  */
 final class OpenClKernel implements NativeKernel {
 
-    /** A parameter as {@code clGetKernelArgInfo} describes it. */
-    private record Parameter(String name, String typeName, int addressQualifier) {
+    /**
+     * A parameter as {@code clGetKernelArgInfo} describes it. {@code imageOrPipe}: an image or a pipe (it has an access
+     * qualifier), which is {@code __global} too but no buffer: PoCL takes a buffer's {@code cl_mem} for it and ends the
+     * process in the enqueue.
+     */
+    private record Parameter(String name, String typeName, int addressQualifier, boolean imageOrPipe) {
         boolean isBuffer() {
-            return addressQualifier == CL_KERNEL_ARG_ADDRESS_GLOBAL || addressQualifier == CL_KERNEL_ARG_ADDRESS_CONSTANT;
+            return !imageOrPipe && (addressQualifier == CL_KERNEL_ARG_ADDRESS_GLOBAL || addressQualifier == CL_KERNEL_ARG_ADDRESS_CONSTANT);
         }
 
         String describe(int index) {
@@ -308,7 +314,9 @@ final class OpenClKernel implements NativeKernel {
         }
         for (int i = 0; i < parameterCount; i++) {
             Parameter parameter = parameters.get(i);
-            String mismatch = arguments.get(i) instanceof KernelArg buffer
+            String mismatch = parameter.imageOrPipe() ? "images and pipes are not taken: pass such a kernel its image through a device access of"
+                    + " your own (clSetKernelArg)"
+                    : arguments.get(i) instanceof KernelArg buffer
                     ? bufferMismatch(parameter, buffer.buffer().dataType())
                     : scalarMismatch(parameter, arguments.get(i));
             if (mismatch != null) {
@@ -456,7 +464,10 @@ final class OpenClKernel implements NativeKernel {
             if (type == null) {
                 return null;
             }
-            parameters.add(new Parameter(parameterName == null ? "" : parameterName, resolved(type, typedefs), qualifier[0]));
+            int[] access = {CL_KERNEL_ARG_ACCESS_NONE};
+            CL.clGetKernelArgInfo(kernel, i, CL_KERNEL_ARG_ACCESS_QUALIFIER, Sizeof.cl_uint, Pointer.to(access), null); // NONE where unknown
+            parameters.add(new Parameter(parameterName == null ? "" : parameterName, resolved(type, typedefs), qualifier[0],
+                    access[0] != CL_KERNEL_ARG_ACCESS_NONE));
         }
         return List.copyOf(parameters);
     }

@@ -328,6 +328,57 @@ class OpenClKernelTest {
         }
     }
 
+    /**
+     * An image parameter is __global too, but no buffer: a buffer passed for it was taken, and PoCL ended the JVM with
+     * SIGSEGV in clEnqueueNDRangeKernel. It is refused by name before anything runs (in a JVM of its own, for the crash).
+     */
+    @Test
+    void anImageParameterIsRefusedByNameBeforeAnythingRuns() throws Exception {
+        ChildJvm.Result child = ChildJvm.run(Duration.ofMinutes(2), ImageParameter.class);
+        assertThat(child.crashed()).as(child.describe()).isFalse();
+        assertThat(child.exitCode()).as(child.describe()).isZero();
+        Assumptions.assumeFalse(child.output().contains("no images on this device"), child.output());
+        assertThat(child.output()).as(child.describe())
+                .contains("refused: java.lang.IllegalArgumentException: kernel 'sample', argument 0 (a buffer, UnifiedBuffer[DEVICE")
+                .contains("the kernel's parameter 0 'image' is image2d_t; images and pipes are not taken")
+                .contains("refused: java.lang.IllegalArgumentException: kernel 'sample', argument 0 (a Integer 1)")
+                .contains("state: HOST_DIRTY");
+    }
+
+    /** The child of {@link #anImageParameterIsRefusedByNameBeforeAnythingRuns}. */
+    static final class ImageParameter {
+        public static void main(String[] args) {
+            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build()) {
+                ComputeKernel sample;
+                try {
+                    sample = manager.kernels().compile(KernelSource.openCl("""
+                            __kernel void sample(__read_only image2d_t image, __global float *x) {
+                                x[get_global_id(0)] = read_imagef(image, (int2) (0, 0)).x;
+                            }""", "sample"));
+                } catch (KernelCompileException e) {
+                    System.out.println("no images on this device: " + e.getMessage());
+                    return;
+                }
+                try (UnifiedBuffer image = manager.allocate(DataType.FLOAT32, 256);
+                     UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 256)) {
+                    x.copyFrom(new float[256]);
+                    try (BufferAccess access = x.hostAccess(AccessMode.WRITE)) {
+                        access.segment().fill((byte) 0);
+                    }
+                    for (Object first : new Object[] {image, 1}) {
+                        try {
+                            sample.launch(LaunchShape.of(256), first, x).join();
+                            System.out.println("launched");
+                        } catch (RuntimeException e) {
+                            System.out.println("refused: " + e);
+                        }
+                    }
+                    System.out.println("state: " + x.state());
+                }
+            }
+        }
+    }
+
     @Test
     void hostMemoryIsRefusedNamingTheKernelAndTheArgument() {
         ComputeKernel fill = manager.kernels().compile(KernelSource.openCl(SLOW_FILL, "slow_fill"));
