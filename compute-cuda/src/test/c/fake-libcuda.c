@@ -203,7 +203,7 @@ int cuModuleUnload(void* m){ module* mod=m; if(!mod||mod->magic!=MODULE_MAGIC){e
 int cuFuncGetAttribute(int* v, int attribute, void* f){ function* fn=f; if(!fn||fn->magic!=FUNCTION_MAGIC){errors++;return 400;} *v = attribute==0 ? 1024 : 0; return 0; }
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, void* s, void** params, void** extra){
   if(needContext()) return 201;
-  function* fn=f; if(!fn||fn->magic!=FUNCTION_MAGIC||!s||!params||extra||shared||!gx||!gy||!gz||!bx||!by||!bz||(long)bx*by*bz>1024){errors++;return 1;}
+  function* fn=f; if(!fn||fn->magic!=FUNCTION_MAGIC||!s||!params||extra||shared||!gx||!gy||!gz||!bx||!by||!bz||(long)bx*by*bz>1024||bx>1024||by>1024||bz>64){errors++;return 1;}
   __sync_fetch_and_add(&launches,1); lastGrid[0]=gx; lastGrid[1]=gy; lastGrid[2]=gz; lastBlock[0]=bx; lastBlock[1]=by; lastBlock[2]=bz;
   long long threadsX=(long long)gx*bx, threadsY=(long long)gy*by;
   if(!strcmp(fn->name,"affine")){

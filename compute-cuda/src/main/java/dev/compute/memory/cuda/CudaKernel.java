@@ -45,6 +45,8 @@ final class CudaKernel implements NativeKernel {
     private static final int LOG_BYTES = 16 << 10;
     private static final long MAX_GRID_X = Integer.MAX_VALUE;
     private static final long MAX_GRID_YZ = 65_535;
+    /** CUDA's block, in each dimension, on every device since compute capability 2.0 (the threads in all: the kernel's). */
+    private static final long[] MAX_BLOCK = {1024, 1024, 64};
 
     /** The backend's streams, which a launch goes on while the backend is open. */
     private final CudaStreams streams;
@@ -151,6 +153,11 @@ final class CudaKernel implements NativeKernel {
             // checked here, not left to the driver: (int) of a block size from 2^32 on is another, valid block
             throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a block of " + Arrays.toString(threads)
                     + " threads is more than the " + maxThreadsPerBlock + " this kernel can run per block");
+        }
+        if (threads[0] > MAX_BLOCK[0] || threads[1] > MAX_BLOCK[1] || threads[2] > MAX_BLOCK[2]) {
+            // cuLaunchKernel would refuse it, after the accesses synced and marked their buffers
+            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a block of " + Arrays.toString(threads)
+                    + " threads is beyond CUDA's block of " + Arrays.toString(MAX_BLOCK) + " threads in its three dimensions");
         }
         long[] grid = grid(shape, threads);
         if (grid[0] > MAX_GRID_X || grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ) {

@@ -965,6 +965,9 @@ class CudaBackendOnFakeDriverTest {
                         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("takes 3 argument(s)");
                 assertThatThrownBy(() -> scale.launch(LaunchShape.of(1024).withWorkGroup(1 << 20), KernelArg.write(x), 1024L, 2f))
                         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("a block of [1048576, 1, 1]");
+                assertThatThrownBy(() -> scale.launch(LaunchShape.of(4, 4, 256).withWorkGroup(1, 1, 128), KernelArg.write(x), 1024L, 2f))
+                        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("a block of [1, 1, 128]")
+                        .hasMessageContaining("CUDA's block of [1024, 1024, 64]");
                 assertThat(x.state()).as("nothing synced, nothing marked newer").isEqualTo(BufferState.HOST_DIRTY);
                 assertThat(kernelCounters()[0]).as("a refused launch reaches no driver").isEqualTo(launches);
                 release();
