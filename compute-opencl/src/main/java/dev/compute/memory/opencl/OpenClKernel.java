@@ -136,9 +136,10 @@ final class OpenClKernel implements NativeKernel {
                 Pointer.to(workGroup), null), "clGetKernelWorkGroupInfo of kernel '" + name + "'");
         this.maxWorkGroup = Math.max(1, workGroup[0]);
         long[] required = new long[3];
-        OpenClCalls.check(CL.clGetKernelWorkGroupInfo(first, backend.deviceId(), CL_KERNEL_COMPILE_WORK_GROUP_SIZE, 3L * Sizeof.size_t,
-                Pointer.to(required), null), "clGetKernelWorkGroupInfo of kernel '" + name + "'");
-        this.requiredWorkGroup = required[0] == 0 ? null : required; // (0, 0, 0) where the kernel declares none
+        int asked = CL.clGetKernelWorkGroupInfo(first, backend.deviceId(), CL_KERNEL_COMPILE_WORK_GROUP_SIZE, 3L * Sizeof.size_t,
+                Pointer.to(required), null);
+        // (0, 0, 0) where the kernel declares none; an implementation that cannot say leaves the enqueue to refuse a wrong one
+        this.requiredWorkGroup = asked != CL_SUCCESS || required[0] == 0 ? null : required;
         this.idle.add(first);
         this.created = 1;
     }
