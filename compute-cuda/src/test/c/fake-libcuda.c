@@ -174,7 +174,7 @@ int cuMemcpyDtoHAsync_v2(void* to, u64 from, size_t n, void* s){ return copy(to,
 #define MODULE_MAGIC 0x4D4F44554CL
 #define FUNCTION_MAGIC 0x46554E43L
 typedef struct { long magic; char* image; } module;
-typedef struct { long magic; char name[128]; } function;
+typedef struct { long magic; char name[128]; unsigned req[3]; } function; // req: the entry's .reqntid, zeros where none
 static long modulesLive, launches;
 static unsigned lastGrid[3], lastBlock[3];
 static int entryIn(const char* image, const char* name){
@@ -197,13 +197,20 @@ int cuModuleLoadDataEx(void** m, const void* image, unsigned n, int* options, vo
 int cuModuleGetFunction(void** f, void* m, const char* name){
   module* mod=m; if(!mod||mod->magic!=MODULE_MAGIC||!name||!*name){errors++;return 400;}
   if(!entryIn(mod->image,name)) return 500; // CUDA_ERROR_NOT_FOUND
-  function* fn=calloc(1,sizeof(function)); fn->magic=FUNCTION_MAGIC; snprintf(fn->name,sizeof fn->name,"%s",name); *f=fn; return 0;
+  function* fn=calloc(1,sizeof(function)); fn->magic=FUNCTION_MAGIC; snprintf(fn->name,sizeof fn->name,"%s",name);
+  // the entry's .reqntid, between its parameters and its body, as the driver reads it
+  const char* entry=strstr(mod->image,".entry"); size_t n=strlen(name);
+  while(entry){ const char* p=entry+6; while(*p==' '||*p=='\t') p++; if(!strncmp(p,name,n)&&(p[n]=='('||p[n]==' '||p[n]=='\n'||p[n]=='\r'||p[n]=='\t')) break; entry=strstr(p,".entry"); }
+  if(entry){ const char* body=strchr(entry,'{'); const char* req=strstr(entry,".reqntid");
+    if(req&&(!body||req<body)){ fn->req[0]=fn->req[1]=fn->req[2]=1; sscanf(req+8," %u , %u , %u",&fn->req[0],&fn->req[1],&fn->req[2]); } }
+  *f=fn; return 0;
 }
 int cuModuleUnload(void* m){ module* mod=m; if(!mod||mod->magic!=MODULE_MAGIC){errors++;return 400;} mod->magic=0; free(mod->image); free(mod); __sync_fetch_and_sub(&modulesLive,1); return 0; }
-int cuFuncGetAttribute(int* v, int attribute, void* f){ function* fn=f; if(!fn||fn->magic!=FUNCTION_MAGIC){errors++;return 400;} *v = attribute==0 ? 1024 : 0; return 0; }
+int cuFuncGetAttribute(int* v, int attribute, void* f){ function* fn=f; if(!fn||fn->magic!=FUNCTION_MAGIC){errors++;return 400;} *v = attribute==0 ? (fn->req[0] ? (int)(fn->req[0]*fn->req[1]*fn->req[2]) : 1024) : 0; return 0; }
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, void* s, void** params, void** extra){
   if(needContext()) return 201;
   function* fn=f; if(!fn||fn->magic!=FUNCTION_MAGIC||!s||!params||extra||shared||!gx||!gy||!gz||!bx||!by||!bz||(long)bx*by*bz>1024||bx>1024||by>1024||bz>64){errors++;return 1;}
+  if(fn->req[0]&&(bx!=fn->req[0]||by!=fn->req[1]||bz!=fn->req[2])) return 1; // CUDA_ERROR_INVALID_VALUE: not the .reqntid block
   __sync_fetch_and_add(&launches,1); lastGrid[0]=gx; lastGrid[1]=gy; lastGrid[2]=gz; lastBlock[0]=bx; lastBlock[1]=by; lastBlock[2]=bz;
   long long threadsX=(long long)gx*bx, threadsY=(long long)gy*by;
   if(!strcmp(fn->name,"affine")){

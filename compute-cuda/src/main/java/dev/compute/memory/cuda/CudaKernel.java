@@ -26,6 +26,7 @@ import jcuda.driver.CUmodule;
 import jcuda.driver.CUresult;
 import jcuda.driver.CUstream;
 import jcuda.driver.JITOptions;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One's own kernel as PTX ({@link KernelSource.Language#PTX}): loaded once into the device's primary context with
@@ -55,16 +56,19 @@ final class CudaKernel implements NativeKernel {
     private final CUfunction function;
     private final List<PtxEntries.Kind> parameters;
     private final int maxThreadsPerBlock;
+    /** The block the PTX requires ({@code .reqntid}); null where it requires none. The driver refuses any other. */
+    private final long @Nullable [] requiredBlock;
     private boolean unloaded;
 
     private CudaKernel(CudaStreams streams, String name, CUmodule module, CUfunction function, List<PtxEntries.Kind> parameters,
-                       int maxThreadsPerBlock) {
+                       int maxThreadsPerBlock, long @Nullable [] requiredBlock) {
         this.streams = streams;
         this.name = name;
         this.module = module;
         this.function = function;
         this.parameters = parameters;
         this.maxThreadsPerBlock = maxThreadsPerBlock;
+        this.requiredBlock = requiredBlock;
     }
 
     /** Loads {@code source} into the context current on this thread. */
@@ -93,7 +97,8 @@ final class CudaKernel implements NativeKernel {
             int[] maxThreads = new int[1];
             CudaResults.check(cuFuncGetAttribute(maxThreads, CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function),
                     "cuFuncGetAttribute(MAX_THREADS_PER_BLOCK of " + source.name() + ")");
-            return new CudaKernel(streams, source.name(), module, function, parameters, Math.max(1, maxThreads[0]));
+            return new CudaKernel(streams, source.name(), module, function, parameters, Math.max(1, maxThreads[0]),
+                    PtxEntries.requiredBlock(source.text(), source.name()));
         } catch (RuntimeException e) {
             cuModuleUnload(module);
             throw e;
@@ -148,6 +153,11 @@ final class CudaKernel implements NativeKernel {
     @Override
     public void check(LaunchShape shape, List<Object> arguments) {
         long[] threads = threads(shape);
+        long[] required = requiredBlock;
+        if (required != null && !Arrays.equals(threads, required)) { // cuLaunchKernel would refuse it, after the accesses
+            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a block of " + Arrays.toString(threads)
+                    + " threads where the PTX requires " + Arrays.toString(required) + " (.reqntid); give that work-group, or none");
+        }
         if (threads[0] > maxThreadsPerBlock || threads[1] > maxThreadsPerBlock || threads[2] > maxThreadsPerBlock
                 || threads[0] * threads[1] * threads[2] > maxThreadsPerBlock) {
             // checked here, not left to the driver: (int) of a block size from 2^32 on is another, valid block
@@ -202,8 +212,15 @@ final class CudaKernel implements NativeKernel {
                 : "a " + argument.getClass().getSimpleName() + " " + argument;
     }
 
-    /** The block's threads in each of the three dimensions: the shape's work-group, 1 beyond its dimensions. */
+    /**
+     * The block's threads in each of the three dimensions: the shape's work-group, 1 beyond its dimensions, or where the
+     * shape leaves it to the backend, the block the PTX requires or the default.
+     */
     private long[] threads(LaunchShape shape) {
+        long[] required = requiredBlock;
+        if (required != null && !shape.hasWorkGroup()) {
+            return required.clone();
+        }
         long[] block = shape.workGroupOrDefault(maxThreadsPerBlock);
         long[] threads = new long[] {1, 1, 1};
         System.arraycopy(block, 0, threads, 0, block.length);

@@ -54,6 +54,35 @@ final class PtxEntries {
         return entries;
     }
 
+    /** The {@code .reqntid} directive between an entry's parameters and its body: {@code .reqntid 128} or {@code .reqntid 8, 4}. */
+    private static final Pattern REQNTID = Pattern.compile("\\.reqntid\\s+(\\d{1,9})(?:\\s*,\\s*(\\d{1,9}))?(?:\\s*,\\s*(\\d{1,9}))?");
+
+    /**
+     * The block {@code entry} must be launched with, in three dimensions ({@code .reqntid}, which Triton's PTX declares,
+     * for one), 1 where the directive leaves a dimension out; null where it declares none.
+     */
+    static long @Nullable [] requiredBlock(String ptx, String entry) {
+        Matcher matcher = ENTRY.matcher(ptx);
+        while (matcher.find()) {
+            if (!matcher.group(1).equals(entry)) {
+                continue;
+            }
+            int body = ptx.indexOf('{', matcher.end());
+            Matcher required = REQNTID.matcher(ptx.substring(matcher.end(), body < 0 ? ptx.length() : body));
+            if (!required.find()) {
+                return null;
+            }
+            long[] block = {1, 1, 1};
+            for (int d = 0; d < 3; d++) {
+                if (required.group(d + 1) != null) {
+                    block[d] = Long.parseLong(required.group(d + 1));
+                }
+            }
+            return block;
+        }
+        return null;
+    }
+
     private static Kind kind(String parameter) {
         if (parameter.contains("[")) {
             return Kind.OTHER; // an array of bytes: a struct by value

@@ -242,6 +242,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aKernelWhosePtxRequiresABlockGetsItAndAnyOtherIsRefusedBeforeAnythingRuns() throws Exception {
+        inFakeDriverJvm("aKernelWhosePtxRequiresABlockGetsItAndAnyOtherIsRefusedBeforeAnythingRuns");
+    }
+
+    @Test
     void aLaunchWithAClosedOrHostBufferIsRefusedBeforeAnythingRunsOrChanges() throws Exception {
         inFakeDriverJvm("aLaunchWithAClosedOrHostBufferIsRefusedBeforeAnythingRunsOrChanges");
     }
@@ -297,6 +302,8 @@ class CudaBackendOnFakeDriverTest {
         try {
             switch (args[0]) {
                 case "aHandleIsTheAccessBytesOnTheOpeningThreadsStream" -> Scenarios.aHandleIsTheAccessBytesOnTheOpeningThreadsStream();
+                case "aKernelWhosePtxRequiresABlockGetsItAndAnyOtherIsRefusedBeforeAnythingRuns" ->
+                        Scenarios.aKernelWhosePtxRequiresABlockGetsItAndAnyOtherIsRefusedBeforeAnythingRuns();
                 case "endWaitsForTheHandlesStreamAndForRecordedWork" -> Scenarios.endWaitsForTheHandlesStreamAndForRecordedWork();
                 case "awaitIdleWaitsForEveryStreamWithinItsBound" -> Scenarios.awaitIdleWaitsForEveryStreamWithinItsBound();
                 case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
@@ -972,6 +979,40 @@ class CudaBackendOnFakeDriverTest {
                 assertThat(kernelCounters()[0]).as("a refused launch reaches no driver").isEqualTo(launches);
                 release();
                 stuck.get(5, TimeUnit.SECONDS);
+            }
+            manager.close();
+        }
+
+        /**
+         * A PTX entry that declares {@code .reqntid} (Triton's PTX does) runs only in that block, which the driver's
+         * threads per block (512 here) does not say: a shape that leaves the block to the backend gets it (the default of
+         * 256 was refused by cuLaunchKernel after the access had synced and marked the buffer), and another block is
+         * refused by name before anything runs.
+         */
+        static void aKernelWhosePtxRequiresABlockGetsItAndAnyOtherIsRefusedBeforeAnythingRuns() throws Throwable {
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, 1 << 20, Map.of("streams", "2"), Duration.ofMillis(300)))).build();
+            String ptx = KernelContractTest.PTX.replace("\t.param .f32 scale_in_place_param_2\n)", "\t.param .f32 scale_in_place_param_2\n)\n.reqntid 512");
+            assertThat(ptx).contains(".reqntid 512");
+            ComputeKernel scale = manager.kernels().compile(KernelSource.ptx(ptx, "scale_in_place"));
+            try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.UNIFIED)) {
+                float[] ones = new float[1024];
+                Arrays.fill(ones, 1f);
+                x.copyFrom(ones);
+                scale.launch(LaunchShape.of(1024), x, 1024L, 2f).get(5, TimeUnit.SECONDS);
+                assertThat(kernelCounters()).as("launches, modules, grid, block").endsWith(2, 1, 1, 512, 1, 1);
+
+                long launches = kernelCounters()[0];
+                try (BufferAccess access = x.hostAccess(AccessMode.WRITE)) {
+                    access.segment().fill((byte) 0);
+                }
+                assertThatThrownBy(() -> scale.launch(LaunchShape.of(1024).withWorkGroup(256), KernelArg.write(x), 1024L, 2f))
+                        .isInstanceOf(IllegalArgumentException.class)
+                        .hasMessageContaining("a block of [256, 1, 1] threads where the PTX requires [512, 1, 1] (.reqntid)");
+                assertThat(kernelCounters()[0]).as("a refused launch reaches no driver").isEqualTo(launches);
+                float[] back = new float[1024];
+                x.copyTo(back);
+                assertThat(back).as("the refused launch changed nothing").containsOnly(0f);
             }
             manager.close();
         }

@@ -33,4 +33,30 @@ class PtxEntriesTest {
                 .containsEntry("by_value", List.of(PtxEntries.Kind.OTHER, PtxEntries.Kind.OTHER, PtxEntries.Kind.BITS64))
                 .containsEntry("nothing", List.of());
     }
+
+    @Test
+    void theBlockAnEntryRequiresIsItsOwnReqntidWithOneForTheDimensionsItLeavesOut() {
+        String ptx = """
+                .visible .entry flat(
+                    .param .u64 flat_param_0
+                )
+                .reqntid 128
+                { ret; }
+                .visible .entry grid(
+                    .param .u64 grid_param_0
+                )
+                .maxntid 256, 1, 1
+                .reqntid 8, 4
+                { ret; }
+                .visible .entry free(
+                    .param .u64 free_param_0
+                )
+                .maxntid 256, 1, 1
+                { .reqntid 64; }
+                """;
+        assertThat(PtxEntries.requiredBlock(ptx, "flat")).containsExactly(128, 1, 1);
+        assertThat(PtxEntries.requiredBlock(ptx, "grid")).containsExactly(8, 4, 1);
+        assertThat(PtxEntries.requiredBlock(ptx, "free")).as("only before the body").isNull();
+        assertThat(PtxEntries.requiredBlock(KernelContractTest.PTX, "affine")).isNull();
+    }
 }
