@@ -32,6 +32,7 @@ import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -201,7 +202,7 @@ final class OpenClKernel implements NativeKernel {
             int code = CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel, shape.dimensions(), null, global, group, 0, null, done);
             if (code != CL_SUCCESS) {
                 throw OpenClCalls.failure(code, "clEnqueueNDRangeKernel of kernel '" + name + "' over " + shape + " (work-groups of "
-                        + java.util.Arrays.toString(group) + ", at most " + maxWorkGroup + " work items for this kernel on "
+                        + Arrays.toString(group) + ", at most " + maxWorkGroup + " work items for this kernel on "
                         + backend.device().describe() + ")");
             }
             if (staged.isEmpty()) {
@@ -287,7 +288,7 @@ final class OpenClKernel implements NativeKernel {
         long[] required = requiredWorkGroup;
         if (required != null && !isRequired(group, required)) { // the enqueue would refuse it, after the accesses synced and marked
             throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a work-group of "
-                    + java.util.Arrays.toString(group) + " where the kernel requires " + java.util.Arrays.toString(required)
+                    + Arrays.toString(group) + " where the kernel requires " + Arrays.toString(required)
                     + " (reqd_work_group_size); give that work-group, or none");
         }
         long items = 1;
@@ -296,7 +297,7 @@ final class OpenClKernel implements NativeKernel {
         }
         if (items > maxWorkGroup) { // the enqueue would refuse it, after the accesses synced and marked their buffers
             throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a work-group of "
-                    + java.util.Arrays.toString(group) + " work items is more than the " + maxWorkGroup
+                    + Arrays.toString(group) + " work items is more than the " + maxWorkGroup
                     + " this kernel can run per work-group on " + backend.device().describe());
         }
         shape.roundedUpTo(group);
@@ -333,7 +334,7 @@ final class OpenClKernel implements NativeKernel {
         if (required == null || shape.hasWorkGroup()) {
             return shape.workGroupOrDefault(maxWorkGroup);
         }
-        return java.util.Arrays.copyOf(required, shape.dimensions());
+        return Arrays.copyOf(required, shape.dimensions());
     }
 
     /** Whether {@code group} is {@code required}, the dimensions it leaves out being 1 there. */
