@@ -333,6 +333,7 @@ public final class MemoryBudget implements AutoCloseable {
             budget.allocations.budgetClosed();
             closedBudgets.add(budget);
         });
+        manager.budgetClosed();
         // per budget, not per path: siblings may share a name (every request's child called "request")
         Map<BudgetAccount<BufferCore>, Leftover> left = new LinkedHashMap<>();
         List<BufferCore> closing = new ArrayList<>();

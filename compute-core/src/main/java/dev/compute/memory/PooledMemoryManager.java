@@ -301,6 +301,13 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     /** A budget refused a request: the listeners hear of it as of any out-of-memory. */
+    /** A budget closed: what it reserved and did not use is room for requests waiting for the pool. */
+    void budgetClosed() {
+        for (MemoryLocation location : chains.locations()) {
+            waiters.roomAppeared(location);
+        }
+    }
+
     void budgetRefused(MemoryLocation location, long bytes) {
         events.allocationFailed(location, bytes, OutOfMemoryReason.BUDGET_LIMIT);
     }

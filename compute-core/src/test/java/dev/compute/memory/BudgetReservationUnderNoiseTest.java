@@ -133,6 +133,26 @@ class BudgetReservationUnderNoiseTest {
         }
     }
 
+    /** A request waiting for the pool's room beside an unused reservation gets it as the reserving budget closes. */
+    @Test
+    void aRequestWaitingBesideAReservationIsServedWhenTheReservationGoes() throws Exception {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build()) {
+            MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+            try (UnifiedBuffer outside = manager.allocate(32 * MIB, MemoryLocation.DEVICE)) {
+                CompletableFuture<UnifiedBuffer> waiting = manager.allocateAsync(16 * MIB, MemoryLocation.DEVICE, Duration.ofSeconds(30));
+                Thread.sleep(50);
+                assertThat(waiting).as("no room beside the reservation").isNotDone();
+                long closed = System.nanoTime();
+                reserved.close();
+                try (UnifiedBuffer served = waiting.get(30, java.util.concurrent.TimeUnit.SECONDS)) {
+                    assertThat(Duration.ofNanos(System.nanoTime() - closed)).isLessThan(Duration.ofSeconds(5));
+                    assertThat(served.byteSize()).isEqualTo(16 * MIB);
+                }
+            }
+        }
+    }
+
     /** Allocates 1 MiB pieces through {@code noisy} in every form, at random, and frees them in bursts. */
     private static void noise(MemoryBudget noisy, AtomicBoolean stop, ConcurrentLinkedQueue<String> errors) {
         List<UnifiedBuffer> held = new ArrayList<>();

@@ -306,6 +306,11 @@ public final class AllocationWaiters<B> {
     }
 
     /** Memory came back at {@code location}, or will when {@code inFlight} completes: the queue there is served again. */
+    /** Room appeared at {@code location} without memory coming back (a budget's reservation given up): the head tries again. */
+    public void roomAppeared(MemoryLocation location) {
+        signalIfWaiting(queues[location.ordinal()]);
+    }
+
     void released(MemoryLocation location, CompletableFuture<?> inFlight) {
         LocationQueue queue = queues[location.ordinal()];
         if (inFlight.isDone()) {
