@@ -192,6 +192,45 @@ class FaultInjectionTest {
         assertThat(device.liveAllocations()).as("the manager's close tried again").isZero();
     }
 
+    /**
+     * A free the backend leaves unfinished (memory it holds and can no longer hand out) stays reserved, no cache, and
+     * shown, whether a trim of the pool or a buffer's close without pooling made it; the next trim, or the close, ends it.
+     */
+    @Test
+    void aFreeLeftUnfinishedStaysReservedAndOutOfUseUntilATrimOrTheCloseEndsIt() {
+        for (boolean pooling : new boolean[] {true, false}) {
+            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(faults).poolingEnabled(pooling)
+                    .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
+                manager.allocate(4 << 20, MemoryLocation.DEVICE).close();
+                long reserved = manager.statistics(MemoryLocation.DEVICE).reservedBytes();
+                faults.leaveFreesUnfinishedAt(MemoryLocation.DEVICE);
+                manager.allocate(4 << 20, MemoryLocation.DEVICE).close();
+                assertThat(manager.releaseCachedMemory()).as("pooling %s: nothing given back", pooling).isZero();
+                MemoryStatistics kept = manager.statistics(MemoryLocation.DEVICE);
+                assertThat(kept.reservedBytes()).as("pooling %s: still held", pooling).isEqualTo(pooling ? reserved : 4 << 20);
+                assertThat(kept.cachedBytes()).as("pooling %s: nothing to serve from", pooling).isZero();
+                assertThat(manager.snapshot(MemoryLocation.DEVICE).segments()).singleElement()
+                        .satisfies(segment -> assertThat(segment.blocks()).singleElement()
+                                .satisfies(block -> assertThat(block.state()).isEqualTo(MemorySnapshot.BlockState.RELEASING)));
+                long backendAllocations = kept.backendAllocations();
+                manager.allocate(4 << 20, MemoryLocation.DEVICE).close();
+                assertThat(manager.statistics(MemoryLocation.DEVICE).backendAllocations())
+                        .as("pooling %s: the memory left unfinished is not handed out again", pooling).isEqualTo(backendAllocations + 1);
+
+                faults.leaveFreesUnfinishedAt(null);
+                assertThat(manager.releaseCachedMemory()).isPositive();
+                assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
+                assertThat(device.liveAllocations()).isZero();
+
+                faults.leaveFreesUnfinishedAt(MemoryLocation.DEVICE);
+                manager.allocate(4 << 20, MemoryLocation.DEVICE).close();
+                manager.releaseCachedMemory();
+                faults.leaveFreesUnfinishedAt(null);
+            }
+            assertThat(device.liveAllocations()).as("pooling %s: the close ends the free left unfinished", pooling).isZero();
+        }
+    }
+
     @Test
     void aFailedCopyLeavesDataAndStateAsTheyWere() {
         try (UnifiedMemoryManager manager = manager(); UnifiedBuffer buffer = manager.allocate(DataType.INT32, 4, MemoryLocation.DEVICE)) {

@@ -123,7 +123,9 @@ public final class LocationChain {
 
     /** Gives cached memory beyond {@code keepBytes} back; told to listeners when something went. */
     long trim(long keepBytes, MemoryEventListener events) {
-        long released = holding.trim(keepBytes);
+        // the frees the backend left unfinished first: the pool's trim may throw
+        long finished = pool != null ? backend.finishUnfinishedFrees() : 0;
+        long released = finished + holding.trim(keepBytes);
         trims.increment();
         if (released > 0) {
             events.trimmed(location(), released);

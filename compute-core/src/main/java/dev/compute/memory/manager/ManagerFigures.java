@@ -61,6 +61,8 @@ public final class ManagerFigures {
         long heldByDeviceWork = chain.heldByDeviceWork();
         // nor is what a trim is giving back, reserved until the backend returns: nothing can be served from it either
         long beingReleased = chain.pool != null ? chain.pool.bytesBeingReleased() : 0;
+        // nor what the backend did not finish freeing, out of use until a trim does
+        beingReleased += chain.backend.unfinishedFreeBytes();
         long cached = Math.max(0, reserved - counts.allocatedBytes() - heldByDeviceWork - beingReleased);
         // read after the counts: a block freed in between (cached by the pool, its free not yet counted) can show here
         // and not in cached; no free block is larger than what is cached, and fragmentation stays within 0 and 1

@@ -11,6 +11,7 @@ import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.FreeUnfinishedException;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.VirtualMemory;
 import java.time.Duration;
@@ -59,6 +60,12 @@ public final class BackendResource implements MemoryResource, InspectableResourc
      * again (a pool's later trim), this resource's own {@link #trim} where no pool is above it, or the close tries again.
      */
     private final Map<NativeAllocation, WholeAllocation> kept = new HashMap<>();
+    /**
+     * Those whose free the backend left unfinished ({@link FreeUnfinishedException}): unusable, still held, so still
+     * reserved, and no cache; {@link #trim} and {@link #close} try again.
+     */
+    private final Map<NativeAllocation, WholeAllocation> unfinished = new HashMap<>();
+    private volatile long unfinishedBytes;
     private volatile long reserved;
     private volatile long reservedPeak;
     /** Bytes of the limit kept for budgets' reservations not in use: no request may grow into them. */
@@ -246,8 +253,21 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     /** The allocation goes back once {@code inFlight} completes. */
     @Override
     public void deallocate(Block block, CompletableFuture<?> inFlight) {
+        free(block, inFlight);
+    }
+
+    /**
+     * As {@link #deallocate(Block)}; false where the memory did not go back: the backend left its free unfinished (kept
+     * reserved, out of use, for a trim to finish), or this resource is closed.
+     */
+    public boolean deallocateNow(Block block) {
+        return free(block, CompletableFuture.completedFuture(null));
+    }
+
+    /** True where the allocation went back now. */
+    private boolean free(Block block, CompletableFuture<?> inFlight) {
         if (closed) {
-            return;
+            return false;
         }
         NativeAllocation segment = block.segment();
         WholeAllocation whole;
@@ -266,10 +286,53 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             }
         }
         if (whole != null) {
-            free(whole);
-            return;
+            return free(whole, true);
         }
         inFlight.whenComplete((result, failure) -> freePending(segment, inFlight));
+        return false;
+    }
+
+    /** Keeps an allocation whose free the backend left unfinished reserved, out of use, and says so. */
+    private void keepUnfinished(WholeAllocation whole, Throwable why) {
+        synchronized (this) {
+            freeing.remove(whole.segment());
+            unfinished.put(whole.segment(), whole);
+            unfinishedBytes += whole.size();
+        }
+        System.getLogger(BackendResource.class.getName()).log(System.Logger.Level.WARNING, this + ": the backend did not finish"
+                + " the free of " + whole.size() + " bytes (" + why.getMessage() + "); they stay reserved, out of use, until a"
+                + " trim or the close frees them");
+    }
+
+    /**
+     * Tries again the frees the backend left unfinished; returns the bytes given back. One it leaves unfinished again, or
+     * refuses, stays reserved for the next try.
+     */
+    public long finishUnfinishedFrees() {
+        List<WholeAllocation> retried;
+        synchronized (this) {
+            if (unfinished.isEmpty()) {
+                return 0;
+            }
+            retried = List.copyOf(unfinished.values());
+            for (WholeAllocation whole : retried) { // taken out, as a free under way, so that no other trim frees it too
+                unfinished.remove(whole.segment());
+                unfinishedBytes -= whole.size();
+                freeing.put(whole.segment(), whole);
+            }
+        }
+        long released = 0;
+        for (WholeAllocation whole : retried) {
+            if (free(whole, false)) {
+                released += whole.size();
+            }
+        }
+        return released;
+    }
+
+    /** Bytes of allocations whose free the backend left unfinished: reserved, and no cache. */
+    public long unfinishedFreeBytes() {
+        return unfinishedBytes;
     }
 
     private void freePending(NativeAllocation segment, CompletableFuture<?> work) {
@@ -293,11 +356,27 @@ public final class BackendResource implements MemoryResource, InspectableResourc
      * the monitor: a slow or hung driver's free holds up no other allocation, nor the figures read under it.
      */
     private void free(WholeAllocation whole) {
+        free(whole, true);
+    }
+
+    /**
+     * As {@link #free(WholeAllocation)}; true where the memory went back. A free the backend leaves unfinished, or refuses
+     * memory that is no longer {@code usable}, is kept out of use ({@link #keepUnfinished}) and not thrown: the caller
+     * could only hand it out again.
+     */
+    private boolean free(WholeAllocation whole, boolean usable) {
         NativeAllocation segment = whole.segment();
         long start = System.nanoTime();
         try {
             backend.free(segment);
+        } catch (FreeUnfinishedException unusable) {
+            keepUnfinished(whole, unusable);
+            return false;
         } catch (RuntimeException | Error refused) {
+            if (!usable) {
+                keepUnfinished(whole, refused);
+                return false;
+            }
             synchronized (this) {
                 freeing.remove(segment);
                 kept.put(segment, whole); // the backend kept it: reserved and free, for a later free, trim or the close to try again
@@ -312,6 +391,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             remove(segment.sizeBytes());
         }
         events.backendFreed(location, segment.sizeBytes(), nanos);
+        return true;
     }
 
     // ---- the ledger, shared with page mapping (under the monitor) ----------------------------------------------
@@ -412,19 +492,33 @@ public final class BackendResource implements MemoryResource, InspectableResourc
                     List.of(new MemorySnapshot.Block(0, b.size(), MemorySnapshot.BlockState.FREE, 0, null))));
         }
         // Reserved counts these until the backend returns: the segments must too.
-        for (WholeAllocation b : freeing.values()) {
-            out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
-                    List.of(new MemorySnapshot.Block(0, b.size(), MemorySnapshot.BlockState.RELEASING, 0, null))));
-        }
+        releasing(freeing, out);
+        releasing(unfinished, out);
         return out;
     }
 
+    /** The allocations whose free the backend left unfinished, each a segment of one RELEASING block, for a pool's snapshot. */
+    public synchronized List<MemorySnapshot.Segment> unfinishedSegments() {
+        List<MemorySnapshot.Segment> out = new ArrayList<>();
+        releasing(unfinished, out);
+        return out;
+    }
+
+    private static void releasing(Map<NativeAllocation, WholeAllocation> leaving, List<MemorySnapshot.Segment> out) {
+        for (WholeAllocation b : leaving.values()) {
+            out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
+                    List.of(new MemorySnapshot.Block(0, b.size(), MemorySnapshot.BlockState.RELEASING, 0, null))));
+        }
+    }
+
     /**
-     * Tries again to free what the backend refused to take back, beyond {@code keepBytes}; throws the first refusal, after
-     * trying all. Nothing else is cached here.
+     * Tries again the frees the backend left unfinished (whatever {@code keepBytes}) and those it refused, beyond
+     * {@code keepBytes}; throws the first refusal, after trying all. Nothing else is cached here. Called where no pool is
+     * above this resource: a pool keeps the allocations whose free was refused, and tries again itself.
      */
     @Override
     public long trim(long keepBytes) {
+        long finished = finishUnfinishedFrees();
         List<WholeAllocation> retries = new ArrayList<>();
         synchronized (this) {
             long cached = 0;
@@ -459,7 +553,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         if (failure instanceof RuntimeException e) {
             throw e;
         }
-        return released;
+        return finished + released;
     }
 
     /**
@@ -485,6 +579,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
                 return;
             }
             pending.clear();
+            finishUnfinishedFrees();
             RuntimeException failure = null;
             List<WholeAllocation> held = new ArrayList<>(live.values());
             held.addAll(kept.values());

@@ -39,6 +39,10 @@ public interface ComputeBackend extends AutoCloseable {
     /** A fresh allocation; throws {@link BackendOutOfMemoryException} when there is no memory for it. */
     NativeAllocation allocate(MemoryLocation location, long sizeBytes);
 
+    /**
+     * Gives the allocation back. A free that throws leaves it as it was, usable, for a later free to try again; one that
+     * throws {@link FreeUnfinishedException} leaves it held but unusable, for a later free to finish.
+     */
     void free(NativeAllocation allocation);
 
     /**

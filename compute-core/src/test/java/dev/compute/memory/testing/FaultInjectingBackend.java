@@ -9,6 +9,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.FreeUnfinishedException;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.Region;
@@ -47,6 +48,7 @@ public final class FaultInjectingBackend implements ComputeBackend {
     private volatile double randomRate;
     private volatile boolean failMemoryInfo;
     private volatile @Nullable MemoryLocation failGivingBackAt;
+    private volatile @Nullable MemoryLocation leaveFreesUnfinishedAt;
     private volatile @Nullable CompletableFuture<?> kernelFailure;
     private final Random random;
 
@@ -81,6 +83,15 @@ public final class FaultInjectingBackend implements ComputeBackend {
      */
     public FaultInjectingBackend failGivingBackAt(@Nullable MemoryLocation location) {
         this.failGivingBackAt = location;
+        return this;
+    }
+
+    /**
+     * Every free of memory at {@code location} is left unfinished from now ({@link FreeUnfinishedException}), the memory
+     * kept, as OpenCL's PINNED memory whose release is refused after its unmap; {@code null} turns it off.
+     */
+    public FaultInjectingBackend leaveFreesUnfinishedAt(@Nullable MemoryLocation location) {
+        this.leaveFreesUnfinishedAt = location;
         return this;
     }
 
@@ -166,6 +177,10 @@ public final class FaultInjectingBackend implements ComputeBackend {
     @Override
     public void free(NativeAllocation allocation) {
         beforeGivingBack(allocation.location(), "free");
+        if (allocation.location() == leaveFreesUnfinishedAt) {
+            injected.incrementAndGet();
+            throw new FreeUnfinishedException("injected fault: free left unfinished at " + allocation.location());
+        }
         delegate.free(allocation);
     }
 

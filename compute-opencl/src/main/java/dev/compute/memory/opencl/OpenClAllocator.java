@@ -12,10 +12,13 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.internal.BytesLedger;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
+import dev.compute.memory.spi.FreeUnfinishedException;
 import dev.compute.memory.spi.NativeAllocation;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jocl.CL;
@@ -43,6 +46,8 @@ final class OpenClAllocator {
     private final AtomicLong nextDeviceAddress;
     /** DEVICE, PINNED and UNIFIED allocations not freed: memory a device handle may reach. */
     private final AtomicInteger liveAllocations = new AtomicInteger();
+    /** PINNED buffers unmapped by a free whose release was refused: held, out of use, for a later free to release. */
+    private final Set<cl_mem> unmappedPinned = ConcurrentHashMap.newKeySet();
     /** The sub-buffers device accesses use, kept from one access to the next. */
     private final SubBuffers keptSubBuffers = new SubBuffers();
     /**
@@ -157,7 +162,8 @@ final class OpenClAllocator {
      * Gives the memory back. Buffers are released (OpenCL keeps one alive until the commands using it finish);
      * PINNED is unmapped first; SVM waits for the queue to drain, as {@code clSVMFree} does not. A free that
      * arrives after the close released the queue and context releases what is left to release: the buffer itself,
-     * or nothing for SVM, which went with its context.
+     * or nothing for SVM, which went with its context. A PINNED buffer whose release is refused after its unmap throws
+     * {@link FreeUnfinishedException}: held, out of use, and released by the next free.
      */
     void free(NativeAllocation allocation) {
         switch (allocation.handle()) {
@@ -167,17 +173,20 @@ final class OpenClAllocator {
                 deviceBytes.giveBack(allocation.sizeBytes());
             }
             case OpenClBackend.PinnedBuffer pinned -> {
-                queue.runUnlessReleased(() -> OpenClCalls.check(
-                        CL.clEnqueueUnmapMemObject(queue.commandQueue(), pinned.memory(), pinned.mapping(), 0, null, null), "clEnqueueUnmapMemObject"));
+                // an unmap refused leaves the mapping, and the allocation usable: thrown as it is. One a refused release
+                // left unmapped is not unmapped twice
+                if (!unmappedPinned.contains(pinned.memory())) {
+                    queue.runUnlessReleased(() -> OpenClCalls.check(
+                            CL.clEnqueueUnmapMemObject(queue.commandQueue(), pinned.memory(), pinned.mapping(), 0, null, null), "clEnqueueUnmapMemObject"));
+                    unmappedPinned.add(pinned.memory());
+                }
                 int released = releaseMemObject(pinned.memory());
                 if (released != CL.CL_SUCCESS) {
-                    // not thrown: a refused free stays its caller's (a pool caches it for reuse), and this one's host memory
-                    // is unmapped now, so a later host access would read through a dead mapping. The buffer is left to
-                    // the implementation, reached by nothing, until the process ends
-                    System.getLogger(OpenClBackend.class.getName()).log(System.Logger.Level.WARNING, "clReleaseMemObject of "
-                            + allocation.sizeBytes() + " pinned bytes failed after their unmap: " + CL.stringFor_errorCode(released)
-                            + "; the buffer is kept out of use rather than handed back unmapped");
+                    // its host memory is unmapped now: the caller must keep it counted but never hand it out again
+                    throw new FreeUnfinishedException("clReleaseMemObject of " + allocation.sizeBytes() + " pinned bytes failed"
+                            + " after their unmap: " + CL.stringFor_errorCode(released) + "; the buffer is held, out of use");
                 }
+                unmappedPinned.remove(pinned.memory());
             }
             case Arena arena -> arena.close();
             case OpenClBackend.SharedVirtualMemory svm -> {

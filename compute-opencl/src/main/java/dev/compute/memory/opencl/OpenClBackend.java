@@ -315,7 +315,8 @@ public final class OpenClBackend implements ComputeBackend {
      * Gives the memory back. Buffers are released (OpenCL keeps one alive until the commands using it finish);
      * PINNED is unmapped first; SVM waits for the queue to drain, as {@code clSVMFree} does not. A free that
      * arrives after {@link #close()} released the queue and context releases what is left to release: the
-     * buffer itself, or nothing for SVM, which went with its context.
+     * buffer itself, or nothing for SVM, which went with its context. A PINNED buffer whose release is refused after
+     * its unmap throws {@link dev.compute.memory.spi.FreeUnfinishedException}: held, out of use, released by the next free.
      */
     @Override
     public void free(NativeAllocation allocation) {

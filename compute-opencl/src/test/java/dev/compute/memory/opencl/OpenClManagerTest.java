@@ -13,12 +13,16 @@ import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.resource.BackendResource;
+import dev.compute.memory.testing.LogCapture;
 import java.time.Duration;
+import org.jocl.CL;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.logging.Level;
 import org.junit.jupiter.api.Test;
 
 /** The manager a user builds with {@code backend("opencl")}: options reach the provider, locations and ops work. */
@@ -220,6 +224,39 @@ class OpenClManagerTest {
                     .hasMessageContaining("compute.memory.pooling.max-pool-size (" + 32 * mib + " bytes)")
                     .hasMessageNotContaining("-1")
                     .hasMessageContaining("the backend does not report the device's free memory (of " + manager.backendInfo().deviceTotalBytes() + " bytes)");
+        }
+    }
+
+    /**
+     * A PINNED buffer's free unmaps its host memory before it releases the buffer: a release refused then leaves memory
+     * the pool can neither hand out again nor call given back. It stays reserved (and no cache), the next trim tries again.
+     */
+    @Test
+    void aPinnedSegmentWhoseReleaseIsRefusedStaysReservedUntilALaterTrimGivesItBack() {
+        OpenClTestSupport.requireOpenCl();
+        OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings());
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backend).timelineInterval(Duration.ZERO).build()) {
+            manager.allocate(4096, MemoryLocation.PINNED).close();
+            long reserved = manager.statistics(MemoryLocation.PINNED).reservedBytes();
+            assertThat(reserved).isPositive();
+
+            backend.allocator().failNextReleaseWith = CL.CL_OUT_OF_RESOURCES;
+            try (LogCapture log = LogCapture.of(BackendResource.class.getName())) {
+                assertThat(manager.releaseCachedMemory()).as("nothing was given back").isZero();
+                assertThat(log.messages(Level.WARNING)).singleElement().asString()
+                        .contains("did not finish the free of " + reserved + " bytes", "CL_OUT_OF_RESOURCES");
+            }
+            MemoryStatistics refused = manager.statistics(MemoryLocation.PINNED);
+            assertThat(refused.reservedBytes()).as("the buffer is still held").isEqualTo(reserved);
+            assertThat(refused.cachedBytes()).as("nor can it be served again, its host memory unmapped").isZero();
+            try (UnifiedBuffer again = manager.allocate(4096, MemoryLocation.PINNED)) {
+                again.copyFrom(new float[1024]); // through a live mapping: the refused segment was not handed out
+                assertThat(manager.statistics(MemoryLocation.PINNED).reservedBytes()).isEqualTo(2 * reserved);
+            }
+
+            assertThat(manager.releaseCachedMemory()).isEqualTo(2 * reserved);
+            assertThat(manager.statistics(MemoryLocation.PINNED).reservedBytes()).isZero();
+            assertThat(backend.allocator().holdsMemory()).isFalse();
         }
     }
 }

@@ -757,9 +757,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         Throwable refused = null;
         try {
             for (PoolArena.Release release : taken) {
-                release.giveBack();
-                givenBack++;
-                released += release.bytes();
+                boolean finished = release.giveBack();
+                givenBack++; // out of the pool either way: a free left unfinished is the upstream's to end
+                released += finished ? release.bytes() : 0;
             }
         } catch (RuntimeException | Error e) {
             refused = e; // what was not given back stays the pool's, cached, for a later trim to try again
@@ -889,7 +889,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      */
     @Override
     public List<MemorySnapshot.Segment> segments() {
-        return new PoolSnapshotReader(this).read();
+        List<MemorySnapshot.Segment> segments = new ArrayList<>(new PoolSnapshotReader(this).read());
+        segments.addAll(upstream.unfinishedSegments()); // out of the pool, still reserved: shown as the figures count them
+        return segments;
     }
 
     /** Every segment with its blocks, walked under the lock, which the caller holds. */

@@ -431,15 +431,16 @@ final class PoolArena {
             PoolSegment segment = it.next();
             if (!segment.expandable() && segment.first.state == PoolBlock.FREE && segment.first.next == null) {
                 free.remove(segment.first);
+                boolean givenBack;
                 try {
-                    freePlainSegment(segment);
+                    givenBack = freePlainSegment(segment);
                 } catch (RuntimeException refused) {
                     // the backend kept the segment: it stays the pool's, cached, and a later trim tries again
                     segment.retired = false;
                     free.add(segment.first);
                     throw refused;
                 }
-                released += segment.size();
+                released += givenBack ? segment.size() : 0;
                 it.remove();
             }
         }
@@ -476,8 +477,11 @@ final class PoolArena {
             return segment.expandable() ? (long) (toPage - fromPage) * segment.granularity : segment.allocation.sizeBytes();
         }
 
-        /** The backend's call, made without the pool's lock; throws where the backend refuses, nothing then given back. */
-        void giveBack() {
+        /**
+         * The backend's call, made without the pool's lock; throws where the backend refuses, nothing then given back.
+         * False where the backend left a segment's free unfinished: gone from the pool, still reserved until a trim ends it.
+         */
+        boolean giveBack() {
             PoolSegment segment = block.home;
             PoolArena arena = segment.arena;
             if (segment.expandable()) {
@@ -487,9 +491,9 @@ final class PoolArena {
                     partial = e;
                     throw e;
                 }
-            } else {
-                arena.upstream.deallocate(segment.upstreamBlock());
+                return true;
             }
+            return arena.upstream.deallocateNow(segment.upstreamBlock());
         }
     }
 
@@ -591,10 +595,12 @@ final class PoolArena {
         release(block);
     }
 
-    private void freePlainSegment(PoolSegment segment) {
+    /** False where the backend left the free unfinished: the segment is gone from the pool all the same. */
+    private boolean freePlainSegment(PoolSegment segment) {
         segment.retired = true;
-        upstream.deallocate(segment.upstreamBlock());
+        boolean givenBack = upstream.deallocateNow(segment.upstreamBlock());
         plainBytes -= segment.allocation.sizeBytes();
+        return givenBack;
     }
 
     private record Run(PoolBlock block, PoolSegment segment, int from, int to) {
