@@ -10,6 +10,7 @@ import dev.compute.memory.testing.LogCapture;
 import dev.compute.memory.testing.ManagerInvariants;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CancellationException;
@@ -304,6 +305,40 @@ class WaitingRequestsAdversarialTest {
             assertThat(log.messages(Level.WARNING)).singleElement().asString().contains("calls were still under way");
         } finally {
             holdingThenRetrying.release.countDown();
+        }
+    }
+
+    /**
+     * The manager closes while its waiter thread's attempt for a budget's request is held in an out-of-memory handler
+     * that then gives up, within the close timeout: the request fails as the attempt ends, its bytes back in the budget
+     * before the functions added to it run, not as the close begins.
+     */
+    @Test
+    void aManagerClosedWhileAnAttemptForABudgetRequestIsUnderWayFailsItOnceItsBytesAreBack() throws Exception {
+        HoldingHandler holding = new HoldingHandler(true, false);
+        UnifiedMemoryManager manager = SmallSimulatedPools.builder().closeTimeout(BOUND).outOfMemoryHandler(holding).build();
+        Thread closing = null;
+        try {
+            MemoryBudget tenant = manager.budget("tenant", 32 * MiB);
+            List<UnifiedBuffer> others = SmallSimulatedPools.fill(manager, 8 * MiB);
+            holding.hold.set(true);
+            CompletableFuture<UnifiedBuffer> waiting = tenant.allocateAsync(16 * MiB, DEVICE, FOREVER);
+            CompletableFuture<Long> countedAsItFails = waiting.handle((buffer, failure) -> tenant.statistics().allocatedBytes());
+            others.removeFirst().close(); // 8 MiB: the waiter thread's attempt meets the handler
+            assertThat(holding.inHandler.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+
+            closing = Thread.ofPlatform().start(manager::close);
+            awaitInCallGateWait(closing); // past the waiting requests, waiting for the attempt's call to end
+            assertThat(waiting).as("failed while its attempt held its bytes").isNotDone();
+            holding.release.countDown();
+
+            assertThat(countedAsItFails.get(BOUND.toSeconds(), TimeUnit.SECONDS)).isZero();
+            assertThat(failureOf(waiting)).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+        } finally {
+            holding.release.countDown();
+            if (closing != null) {
+                closing.join(BOUND.toMillis());
+            }
         }
     }
 
@@ -684,6 +719,19 @@ class WaitingRequestsAdversarialTest {
             Thread.sleep(1);
         }
         assertThat(thread.getState()).as("%s", refused.get()).isEqualTo(Thread.State.TIMED_WAITING);
+    }
+
+    /** Until {@code closing} waits for the manager's calls under way to end, within the bound. */
+    private static void awaitInCallGateWait(Thread closing) throws InterruptedException {
+        long deadline = System.nanoTime() + BOUND.toNanos();
+        while (!inCallGateWait(closing) && System.nanoTime() < deadline) {
+            Thread.sleep(1);
+        }
+        assertThat(inCallGateWait(closing)).as("the close waits for the calls under way").isTrue();
+    }
+
+    private static boolean inCallGateWait(Thread thread) {
+        return Arrays.stream(thread.getStackTrace()).anyMatch(frame -> frame.getMethodName().equals("awaitCalls"));
     }
 
     /** Buffers made for requests whose callers gave up are closed on the manager's threads: wait for them, within the bound. */

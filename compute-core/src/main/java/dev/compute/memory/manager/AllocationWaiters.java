@@ -15,7 +15,9 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
@@ -48,7 +50,8 @@ import org.jspecify.annotations.Nullable;
  * one tries the heads (an attempt may run the out-of-memory handlers or wait for device work; a request's first
  * attempt, on its caller's thread, does neither: {@link DeviceWork#withoutWaiting}), one fires the
  * timeouts, so that a slow attempt never delays a timeout: only a request with an {@code unserved} (a budget's) that
- * times out while an attempt is under way for it fails as that attempt ends, once its bytes are given back. Neither
+ * times out, or meets the manager's close, while an attempt is under way for it fails as that attempt ends, once its
+ * bytes are given back (after a close, at the latest at its close timeout). Neither
  * runs on a thread that closes a buffer.
  */
 public final class AllocationWaiters<B> {
@@ -197,6 +200,8 @@ public final class AllocationWaiters<B> {
 
     private static final System.Logger LOG = ManagerLog.logger();
     private static final ThreadFactory THREADS = LibraryThreads.daemons("compute-memory-waiters-", true);
+    /** Where a request the close failed fails at the close timeout, its attempt still under way. */
+    private static final Executor CLOSED_REQUEST_FAILURES = Executors.newThreadPerTaskExecutor(LibraryThreads.virtual("compute-memory-closed-request-"));
     /** How long an idle waiter thread stays (seconds): a service that never waits keeps none. */
     static final int IDLE_SECONDS = 10;
 
@@ -337,8 +342,12 @@ public final class AllocationWaiters<B> {
         return new Figures(waiting, queue.waits.sum(), timeouts);
     }
 
-    /** Fails every waiting request at once and stops the threads; later requests fail as they queue. */
-    void close() {
+    /**
+     * Fails every waiting request and stops the threads; later requests fail as they queue. A request with an
+     * {@code unserved} (a budget's) whose attempt is under way fails as that attempt ends, once its bytes are back, as
+     * when it times out; at the latest {@code closeTimeout} from now, its bytes then still held by the attempt.
+     */
+    void close(Duration closeTimeout) {
         closed = true;
         synchronized (this) {
             if (timer != null) {
@@ -354,7 +363,17 @@ public final class AllocationWaiters<B> {
                 queue.waiting.decrementAndGet();
                 if (waiter.settle()) {
                     waiter.endedWithoutBuffer();
-                    waiter.future.completeExceptionally(closedWhileWaiting());
+                    CompletableFuture<?> request = waiter.future;
+                    Runnable failing = () -> request.completeExceptionally(closedWhileWaiting());
+                    waiter.failOnceUnservedTold(failing);
+                    if (!request.isDone()) {
+                        // timed by the JDK's delayer, which drops its task once the request fails first; the failure runs on
+                        // a thread of its own, as the request's functions run there
+                        CompletableFuture<Void> timedOut = new CompletableFuture<Void>()
+                                .completeOnTimeout(null, TimeUnit.NANOSECONDS.convert(closeTimeout), TimeUnit.NANOSECONDS);
+                        request.whenComplete((buffer, failure) -> timedOut.cancel(false));
+                        timedOut.thenRunAsync(failing, CLOSED_REQUEST_FAILURES);
+                    }
                 }
             }
         }

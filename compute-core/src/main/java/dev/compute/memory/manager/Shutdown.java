@@ -57,7 +57,9 @@ public final class Shutdown {
         }
         closing = Thread.currentThread();
         try {
-            parts.waiters().close(); // the waiting requests' functions run here, on this thread
+            // the waiting requests' functions run here, on this thread, but for those of a budget's requests whose
+            // attempt is under way: they run as it ends, or at the close timeout
+            parts.waiters().close(closeTimeout);
             if (UserCode.running()) {
                 // a listener or handler of this manager, on a thread that may be inside a call of it: the close cannot wait
                 // for that call, so the call that ends last finishes it; should none end, the close timeout does

@@ -51,7 +51,8 @@ class AllocationWaitersUnservedTest {
 
     @AfterEach
     void close() {
-        waiters.close();
+        attemptHeld.countDown();
+        waiters.close(Duration.ZERO);
     }
 
     private CompletableFuture<String> request(Duration timeout) {
@@ -118,6 +119,47 @@ class AllocationWaitersUnservedTest {
             Thread.sleep(1);
         }
         assertThat(happened).containsExactly("made", "given back", "unserved");
+    }
+
+    /** As a cancel: a close fails the request once the buffer made for it meanwhile is back, not before. */
+    @Test
+    void aRequestTheCloseFailsWhileABufferIsMadeForItFailsOnceThatBufferIsGivenBack() throws Exception {
+        CompletableFuture<Void> seen = closedWhileABufferIsMade(Duration.ofSeconds(10));
+        assertThat(seen).as("not failed while the buffer is being made").isNotDone();
+        attemptHeld.countDown();
+
+        seen.orTimeout(10, TimeUnit.SECONDS).join();
+        assertThat(happened).containsExactly("made", "given back", "unserved", "failed: IllegalStateException");
+    }
+
+    /** An attempt that does not end within the close timeout does not keep the request waiting: it fails then. */
+    @Test
+    void aRequestTheCloseFailsWhileAnAttemptOutlastsTheCloseTimeoutFailsAtTheTimeout() throws Exception {
+        CompletableFuture<Void> seen = closedWhileABufferIsMade(Duration.ofMillis(50));
+
+        seen.orTimeout(10, TimeUnit.SECONDS).join();
+        assertThat(happened).containsExactly("failed: IllegalStateException");
+        attemptHeld.countDown();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (happened.size() < 4 && System.nanoTime() < deadline) {
+            Thread.sleep(1);
+        }
+        assertThat(happened).containsExactly("failed: IllegalStateException", "made", "given back", "unserved");
+    }
+
+    /** A request whose buffer the waiter thread is making, held there, as the waiters close with {@code closeTimeout}. */
+    private CompletableFuture<Void> closedWhileABufferIsMade(Duration closeTimeout) throws InterruptedException {
+        attemptHeld = new CountDownLatch(1);
+        CompletableFuture<String> request = request(Duration.ofSeconds(10));
+        CompletableFuture<Void> seen = request.handle((buffer, failure) -> {
+            happened.add("failed: " + failure.getClass().getSimpleName());
+            return null;
+        });
+        room.set(true);
+        waiters.released(DEVICE, CompletableFuture.completedFuture(null));
+        assertThat(attemptStarted.await(10, TimeUnit.SECONDS)).isTrue();
+        waiters.close(closeTimeout);
+        return seen;
     }
 
     @Test
