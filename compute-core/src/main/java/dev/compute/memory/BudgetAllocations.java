@@ -1,5 +1,6 @@
 package dev.compute.memory;
 
+import dev.compute.memory.budget.Admission;
 import dev.compute.memory.budget.BudgetAccount;
 import dev.compute.memory.budget.BudgetEntry;
 import dev.compute.memory.budget.BudgetLedger;
@@ -43,23 +44,33 @@ final class BudgetAllocations {
     /**
      * What the caller of {@code allocateAsync} holds. Ended by its caller (cancelled, or completed as {@code orTimeout}
      * does), the request leaves the budget's queue or the pool's before the functions added to it run, as the manager's
-     * own requests do: none sees it counted as waiting. Its bytes are given back by then too, except where the pool's
-     * serving thread is trying to serve it at that moment (its out-of-memory handlers may be running): they stay counted
-     * until that attempt ends and any buffer it made is back in the pool, so that the books never hold less than the
-     * pool lends; the caller's ending does not wait for it, which could take as long as the application's handlers do.
+     * own requests do: none sees it counted as waiting. Its bytes are given back by then too, wherever it is on its way
+     * between the two, except where the pool is trying to serve it at that moment (its out-of-memory handlers may be
+     * running): they stay counted until that attempt ends and any buffer it made is back in the pool, so that the books
+     * never hold less than the pool lends; the caller's ending does not wait for it, which could take as long as the
+     * application's handlers do.
      */
     private static final class Request extends WithdrawnFirst<UnifiedBuffer> {
-        private final CompletableFuture<Void> admitted;
+        private final Admission admitted;
+        /** Gives the bytes back to the budgets: run by whoever takes them to give them back. */
+        private final Runnable giveBack;
         private volatile @Nullable CompletableFuture<UnifiedBuffer> pool;
 
-        Request(CompletableFuture<Void> admitted) {
+        Request(Admission admitted, Runnable giveBack) {
             this.admitted = admitted;
+            this.giveBack = giveBack;
         }
 
-        /** Ends the waits under way; their own ending then leaves this future to its caller's completion. */
+        /**
+         * Ends the waits under way; their own ending then leaves this future to its caller's completion. Let in and not yet
+         * on its way to the pool, it gives its bytes back here (one not yet told does so in its budget's queue).
+         */
         @Override
         protected void withdraw() {
             admitted.cancel(false);
+            if (admitted.isDone() && !admitted.isCompletedExceptionally() && admitted.takeBytes(Admission.Taker.HOLDER)) {
+                giveBack.run();
+            }
             CompletableFuture<UnifiedBuffer> waiting = pool;
             if (waiting != null) {
                 waiting.cancel(false);
@@ -165,10 +176,10 @@ final class BudgetAllocations {
         }
         manager.requireLocation(location);
         Deadline deadline = Deadline.after(timeout);
-        CompletableFuture<Void> admitted = ledger.claimLater(account, location, bytes, timeout);
+        Admission admitted = ledger.claimLater(account, location, bytes, timeout);
         // let in later, it is allocated on the thread that made room: as asked for here, for its allocation site
         @Nullable List<StackTraceElement> askedAt = admitted.isDone() ? null : LeakDetector.callerFrames(Integer.MAX_VALUE);
-        Request result = new Request(admitted);
+        Request result = new Request(admitted, () -> ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST));
         // completed anyhow (cancelled, or by its caller: orTimeout, completeExceptionally), the request leaves the
         // budget's queue, as the manager's leaves its own; completed here, the wait is over already and this does nothing
         result.whenComplete((buffer, failure) -> admitted.cancel(false));
@@ -194,10 +205,6 @@ final class BudgetAllocations {
     /** With the bytes counted in the budget: the pool's room, through the manager's queue, for the rest of the wait. */
     private void fromThePool(DataType type, long count, MemoryLocation location, long bytes, Duration asked, Deadline deadline,
                              Request result) {
-        if (result.isDone()) { // cancelled as it was let in
-            ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
-            return;
-        }
         CompletableFuture<UnifiedBuffer> pool;
         CompletableFuture<Void> claimBack = new CompletableFuture<>();
         // the first attempt is made here, as this budget's; one made later, as memory comes back, on the freeing thread,
@@ -208,13 +215,23 @@ final class BudgetAllocations {
             // is given back to the pool first, so that the budget's books never hold less than the pool lends it
             pool = manager.allocateAsync(type, count, location, deadline.left(), asked, () -> {
                 try {
-                    ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
+                    if (result.admitted.bytesTakenBy(Admission.Taker.CALLER)) { // else its holder's ending took them first
+                        result.giveBack.run();
+                    }
                 } finally {
                     claimBack.complete(null);
                 }
+            }, queued -> {
+                // published before the bytes are taken: an ending that finds them taken cancels the pool's wait
+                if (queued != null) {
+                    result.pool = queued;
+                }
+                return result.admitted.takeBytes(Admission.Taker.CALLER); // false: ended first, and given back
             });
         } catch (Throwable e) {
-            ledger.cancel(account, location, bytes, Claimant.QUEUED_REQUEST);
+            if (result.admitted.takeBytes(Admission.Taker.HOLDER)) { // it never reached the pool (the manager closed)
+                result.giveBack.run();
+            }
             result.completeExceptionally(e);
             return;
         } finally {

@@ -36,6 +36,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Predicate;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 
@@ -164,28 +165,30 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout) {
-        return allocateAsync(type, location, bytes, timeout, timeout, null);
+        return allocateAsync(type, location, bytes, timeout, timeout, null, null);
     }
 
     /**
      * {@link #allocateAsync(DataType, long, MemoryLocation, Duration)} for a budget: {@code unserved} runs once where the
-     * request ends without its buffer, once no memory is held for it (see {@link AllocationWaiters#request}); {@code asked}
-     * is the whole wait its caller asked for, of which {@code timeout} is left, for a timeout's message.
+     * request ends without its buffer, once no memory is held for it, and {@code reached} is asked as it reaches the pool
+     * (see {@link AllocationWaiters#request}); {@code asked} is the whole wait its caller asked for, of which
+     * {@code timeout} is left, for a timeout's message.
      */
     CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout, Duration asked,
-                                                   Runnable unserved) {
-        return allocateAsync(type, location, BlockAllocation.elementBytes(type, count), timeout, asked, unserved);
+                                                   Runnable unserved, Predicate<@Nullable CompletableFuture<UnifiedBuffer>> reached) {
+        return allocateAsync(type, location, BlockAllocation.elementBytes(type, count), timeout, asked, unserved, reached);
     }
 
     private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout,
-                                                           Duration asked, @Nullable Runnable unserved) {
+                                                           Duration asked, @Nullable Runnable unserved,
+                                                           @Nullable Predicate<@Nullable CompletableFuture<UnifiedBuffer>> reached) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
         if (Objects.requireNonNull(timeout, "timeout").isNegative()) {
             throw new IllegalArgumentException("the wait for memory must not be negative: " + timeout);
         }
-        return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, asked, unserved);
+        return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, asked, unserved, reached);
     }
 
     /** All or none: together where the chain's pool places them so, else one by one, giving back those taken when one fails. */

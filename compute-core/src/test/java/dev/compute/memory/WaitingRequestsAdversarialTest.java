@@ -240,6 +240,52 @@ class WaitingRequestsAdversarialTest {
         }
     }
 
+    /**
+     * A request let into its budget, raced by its cancel, round after round, while a request ahead of it in the pool's
+     * queue that can never fit keeps the pool from ever trying it: with no attempt under way for it, the cancel gives its
+     * bytes back before the functions added to its future run, whether it meets the request as its budget lets it in,
+     * as it is told, on its way to the pool's queue, or waiting there.
+     */
+    @Test
+    void aRequestCancelledAnywhereOnItsWayFromItsBudgetToThePoolsQueueGivesItsBytesBackBeforeItsFunctionsRun() throws Exception {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build(); MemoryBudget tenant = manager.budget("tenant", 32 * MiB);
+             UnifiedBuffer kept = tenant.allocate(16 * MiB, DEVICE)) {
+            CompletableFuture<UnifiedBuffer> ahead = manager.allocateAsync(56 * MiB, DEVICE, FOREVER); // never fits beside kept
+            try {
+                UnifiedBuffer freed = tenant.allocate(16 * MiB, DEVICE);
+                for (int round = 0; round < 2000; round++) {
+                    CompletableFuture<UnifiedBuffer> request = tenant.allocateAsync(16 * MiB, DEVICE, FOREVER);
+                    UnifiedBuffer freeing = freed;
+                    CountDownLatch start = new CountDownLatch(1);
+                    Thread closing = Thread.ofPlatform().unstarted(() -> {
+                        awaitQuietly(start);
+                        spin();
+                        freeing.close(); // lets the request in
+                    });
+                    // once the freed buffer is back (its close is on its own thread, which waits for nothing here), the
+                    // budget has room for the request's bytes: they went back with the cancel
+                    CompletableFuture<Boolean> roomAsItsFunctionsRun = request.handle((buffer, failure) -> {
+                        joinQuietly(closing);
+                        return fits(tenant, 16 * MiB);
+                    });
+                    closing.start();
+                    start.countDown();
+                    spin();
+                    request.cancel(false);
+                    closing.join(BOUND.toMillis());
+                    assertThat(closing.isAlive()).isFalse();
+                    assertThat(request).as("round %d", round).isCancelled();
+                    assertThat(roomAsItsFunctionsRun.get(BOUND.toSeconds(), TimeUnit.SECONDS)).as("round %d: room as the functions ran", round).isTrue();
+                    freed = tenant.allocate(16 * MiB, DEVICE);
+                }
+                freed.close();
+                assertThat(ahead).isNotDone();
+            } finally {
+                ahead.cancel(false);
+            }
+        }
+    }
+
     /** Whether {@code budget} lets in {@code bytes} now (the buffer closed again). */
     private static boolean fits(MemoryBudget budget, long bytes) {
         return budget.tryAllocate(bytes, DEVICE).map(buffer -> {
@@ -746,6 +792,14 @@ class WaitingRequestsAdversarialTest {
     private static void spin() {
         for (int i = ThreadLocalRandom.current().nextInt(20_000); i > 0; i--) {
             Thread.onSpinWait();
+        }
+    }
+
+    private static void joinQuietly(Thread thread) {
+        try {
+            thread.join(BOUND.toMillis());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 

@@ -226,10 +226,11 @@ public final class BudgetLedger<B> {
     /**
      * {@code bytes} at {@code location} for {@code account}, now or once memory counted in the budgets comes back,
      * within {@code timeout}: the future completes (on another thread where it waited) when the bytes are counted as
-     * under way, as by {@link #claim}; the caller then settles or cancels them. Requests waiting in one budget are
+     * under way, as by {@link #claim}; the caller then takes them ({@link Admission#takeBytes}) and settles or cancels them,
+     * or, its holder ending first, they go back. Requests waiting in one budget are
      * served in the order they came. See {@link BudgetWaiters}.
      */
-    public CompletableFuture<Void> claimLater(BudgetAccount<B> account, MemoryLocation location, long bytes, Duration timeout) {
+    public Admission claimLater(BudgetAccount<B> account, MemoryLocation location, long bytes, Duration timeout) {
         return waiters.request(account, location, bytes, timeout);
     }
 

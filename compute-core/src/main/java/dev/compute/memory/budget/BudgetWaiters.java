@@ -15,7 +15,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
 
 /**
@@ -30,8 +29,8 @@ import java.util.function.Consumer;
  *
  * <p>Everything here but the futures' completion runs under the ledger's lock. Each request is bounded by its
  * timeout, timed by the JDK's delayer ({@link CompletableFuture#orTimeout}); cancelling its future, or completing it otherwise,
- * takes it off the queue before the future's functions run, or, where it was let in and its thread has not told it yet,
- * gives its bytes back then.
+ * takes it off the queue before the future's functions run, or, where it was let in and its caller has not taken its
+ * bytes yet ({@link Admission#takeBytes}), told or not, gives them back then.
  */
 final class BudgetWaiters<B> {
 
@@ -44,18 +43,11 @@ final class BudgetWaiters<B> {
         final MemoryLocation location;
         final long bytes;
         final Duration timeout;
-        final CompletableFuture<Void> future;
+        final Admission future;
         /** Let in or given up: off the queue, and no timeout or close touches it again. Read unlocked to skip the lock. */
         volatile boolean settled;
         /** Let in: its bytes count as under way. Set under the lock. */
         volatile boolean letIn;
-        /**
-         * Set by whichever comes first of the thread that tells a request let in and its holder ending it: the first
-         * decides where its bytes go (to the caller, or back to the books), so that a request ended while its thread has
-         * not run yet, however long that takes, has them back before its functions run.
-         */
-        final AtomicBoolean told = new AtomicBoolean();
-
         /** {@code leave}: takes a request its holder ended off its queue. */
         Waiter(BudgetAccount<?> account, MemoryLocation location, long bytes, Duration timeout, Consumer<Waiter> leave) {
             this.account = account;
@@ -64,13 +56,8 @@ final class BudgetWaiters<B> {
             this.timeout = timeout;
             // ended by its holder (cancelled, or completed as orTimeout does), the request leaves its queue before its
             // functions run, as it does when let in, timed out or failed at a close: none sees it counted as waiting;
-            // let in and not yet told, it gives its bytes back then
-            this.future = new WithdrawnFirst<>() {
-                @Override
-                protected void withdraw() {
-                    leave.accept(Waiter.this);
-                }
-            };
+            // let in, and its bytes not taken by its caller yet, it gives them back then
+            this.future = new Admission(() -> leave.accept(this));
         }
     }
 
@@ -86,18 +73,18 @@ final class BudgetWaiters<B> {
      * fit (above a limit of its budget, of one above it, or the cap), where the timeout is zero and it does not fit,
      * or where the budget is closed; else queued until it fits, times out or is cancelled.
      */
-    CompletableFuture<Void> request(BudgetAccount<B> account, MemoryLocation location, long bytes, Duration timeout) {
+    Admission request(BudgetAccount<B> account, MemoryLocation location, long bytes, Duration timeout) {
         int l = location.ordinal();
         Waiter waiter;
         ledger.lock().lock();
         try {
             if (account.closed) {
-                return CompletableFuture.failedFuture(new IllegalStateException("memory budget '" + account.path + "' is closed"));
+                return Admission.failed(new IllegalStateException("memory budget '" + account.path + "' is closed"));
             }
             long most = ledger.limits().mostEver(account, l);
             if (bytes > most) {
                 ledger.countRefusal(account);
-                return CompletableFuture.failedFuture(new BudgetExceededException(location, bytes, account.path, account.path, "out of "
+                return Admission.failed(new BudgetExceededException(location, bytes, account.path, account.path, "out of "
                         + location + " memory: " + bytes + " bytes are more than memory budget '" + account.path + "' could ever hold at "
                         + location + " (" + most + " bytes, under its limits and those of the budgets above it); no memory given back can make room"));
             }
@@ -105,7 +92,7 @@ final class BudgetWaiters<B> {
             BudgetLimits.Refusal refusal = queue == null ? ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED) : null;
             if (queue == null && refusal == null) {
                 ledger.limits().commit(account, l, bytes, true);
-                return CompletableFuture.completedFuture(null);
+                return Admission.now();
             }
             // counted as queued before the stripes' room is taken back: a buffer freed meanwhile on a stripe already
             // passed over brings its bytes to the books, which serve this request once it is queued, rather than park
@@ -117,11 +104,11 @@ final class BudgetWaiters<B> {
                     refusal = ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED);
                     if (refusal == null) {
                         ledger.limits().commit(account, l, bytes, true);
-                        return CompletableFuture.completedFuture(null);
+                        return Admission.now();
                     }
                 }
                 if (timeout.isZero()) {
-                    return CompletableFuture.failedFuture(refusal != null ? ledger.refused(account, refusal, location, bytes, 1) : timedOut(account, location, bytes, timeout));
+                    return Admission.failed(refusal != null ? ledger.refused(account, refusal, location, bytes, 1) : timedOut(account, location, bytes, timeout));
                 }
                 waiter = new Waiter(account, location, bytes, timeout, this::withdraw);
                 queues.computeIfAbsent(account, key -> new ArrayDeque<>()).addLast(waiter);
@@ -181,16 +168,13 @@ final class BudgetWaiters<B> {
     }
 
     /**
-     * Completes each request let in, on a thread of its own. One its holder ended first gave its bytes back then; one
-     * ended as it is told has them given back here. Not under the lock.
+     * Completes each request let in, on a thread of its own; one its holder ended first gave its bytes back then. Not
+     * under the lock.
      */
     void dispatch(List<Waiter> admitted) {
         for (Waiter waiter : admitted) {
-            COMPLETIONS.execute(() -> {
-                if (waiter.told.compareAndSet(false, true) && !waiter.future.complete(null)) {
-                    giveBack(waiter);
-                }
-            });
+            // told without taking the bytes: until its caller takes them, an ending of its holder gives them back
+            COMPLETIONS.execute(waiter.future::tell);
         }
     }
 
@@ -221,8 +205,8 @@ final class BudgetWaiters<B> {
     }
 
     /**
-     * A request its holder ended leaves its queue (the next may fit now); one let in whose thread has not told it yet
-     * gives its bytes back.
+     * A request its holder ended leaves its queue (the next may fit now); one let in whose bytes its caller has not
+     * taken gives them back.
      */
     private void withdraw(Waiter waiter) {
         if (!waiter.settled) {
@@ -237,7 +221,7 @@ final class BudgetWaiters<B> {
             }
             dispatch(admitted);
         }
-        if (waiter.letIn && waiter.told.compareAndSet(false, true)) {
+        if (waiter.letIn && waiter.future.takeBytes(Admission.Taker.HOLDER)) {
             giveBack(waiter);
         }
     }

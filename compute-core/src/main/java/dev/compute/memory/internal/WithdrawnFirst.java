@@ -31,6 +31,11 @@ public abstract class WithdrawnFirst<T> extends CompletableFuture<T> {
         return super.completeExceptionally(failure);
     }
 
+    /** Completes it as the queue's own ending does, once it settled the request: with nothing to withdraw. */
+    protected final boolean completeWithoutWithdrawing(T value) {
+        return super.complete(value);
+    }
+
     private void withdrawUnlessDone() {
         if (!isDone()) {
             withdraw();

@@ -13,6 +13,7 @@ import dev.compute.memory.lifetime.LeakDetector;
 import dev.compute.memory.resource.DeviceWork;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.Executor;
@@ -29,6 +30,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Consumer;
+import java.util.function.Predicate;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -232,7 +234,7 @@ public final class AllocationWaiters<B> {
      * the future, as it does on the waiter thread.
      */
     public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {
-        return request(type, location, bytes, capBytes, timeout, timeout, null);
+        return request(type, location, bytes, capBytes, timeout, timeout, null, null);
     }
 
     /**
@@ -240,13 +242,19 @@ public final class AllocationWaiters<B> {
      * ends without its buffer, once no memory is held for it (a buffer made for it as it was cancelled is given back
      * first): a budget counts the request's bytes until then, so that what its books let go of the pool has.
      * {@code asked}: the whole wait its caller asked for, of which {@code timeout} is what is left, for the message.
+     * {@code reached} is asked once, as the request reaches the pool, before anything is tried or queued for it: with
+     * null where it is about to be tried on this thread, else with its future, about to be queued. False (its holder
+     * ended it first): nothing is tried, queued or told for it, and the future returned is cancelled.
      */
     public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout,
-                                        Duration asked, @Nullable Runnable unserved) {
+                                        Duration asked, @Nullable Runnable unserved, @Nullable Predicate<@Nullable CompletableFuture<B>> reached) {
         LocationQueue queue = queues[location.ordinal()];
         DeviceOutOfMemoryException refusal = queue.latestRefusal;
         boolean tried = false;
         if (queue.waiters.isEmpty() || refusal == null || bytes > capBytes) {
+            if (reached != null && !reached.test(null)) {
+                return endedBeforeReaching();
+            }
             try {
                 // on the caller's thread, which asked not to wait: any wait (device work, a trim, a handler) is the waiter thread's
                 return CompletableFuture.completedFuture(DeviceWork.withoutWaiting(() -> allocation.allocate(type, location, bytes)));
@@ -265,6 +273,10 @@ public final class AllocationWaiters<B> {
             queue.latestRefusal = refusal;
         }
         Waiter<B> waiter = new Waiter<>(type, location, bytes, timeout, asked, refusal, tried, ended -> withdraw(queue, ended), unserved);
+        if (!tried && reached != null && !reached.test(waiter.future)) {
+            waiter.settle(); // never queued: an ending of its future changes nothing
+            return endedBeforeReaching();
+        }
         if (timeout.isZero()) {
             runUnserved(unserved);
             return failed(location, bytes, timedOut(waiter, queue));
@@ -297,6 +309,10 @@ public final class AllocationWaiters<B> {
             signal(queue);
         }
         return waiter.future;
+    }
+
+    private static <B> CompletableFuture<B> endedBeforeReaching() {
+        return CompletableFuture.failedFuture(new CancellationException("the request ended before it reached the pool"));
     }
 
     private static void runUnserved(@Nullable Runnable unserved) {
