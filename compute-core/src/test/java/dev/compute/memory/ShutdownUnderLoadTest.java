@@ -143,4 +143,44 @@ class ShutdownUnderLoadTest {
             holder.join(30_000);
         }
     }
+
+    /**
+     * A close while another thread's call is held past the close timeout (its out-of-memory handler waiting): the close
+     * waits the timeout out (it keeps the pools' memory) without spinning a core for it.
+     */
+    @Test
+    void aCloseWaitingForACallUnderWayDoesNotSpin() throws Exception {
+        ThreadMXBean threads = ManagementFactory.getThreadMXBean();
+        assumeTrue(threads.isCurrentThreadCpuTimeSupported());
+        Duration closeTimeout = Duration.ofSeconds(2);
+        AtomicBoolean hold = new AtomicBoolean();
+        CountDownLatch inHandler = new CountDownLatch(1);
+        CountDownLatch closed = new CountDownLatch(1);
+        UnifiedMemoryManager manager = SmallSimulatedPools.builder().closeTimeout(closeTimeout).outOfMemoryHandler((location, bytes, attempt, failure) -> {
+            if (hold.getAndSet(false)) {
+                inHandler.countDown();
+                try {
+                    closed.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            return false;
+        }).build();
+        assertThat(SmallSimulatedPools.fill(manager, 8L << 20)).isNotEmpty();
+        hold.set(true);
+        Thread caller = Thread.ofPlatform().start(() -> manager.tryAllocate(8L << 20, MemoryLocation.DEVICE));
+        try (LogCapture log = LogCapture.managerLog()) {
+            assertThat(inHandler.await(30, TimeUnit.SECONDS)).isTrue();
+            long cpuBefore = threads.getCurrentThreadCpuTime();
+            manager.close();
+            long cpuNanos = threads.getCurrentThreadCpuTime() - cpuBefore;
+
+            assertThat(Duration.ofNanos(cpuNanos)).as("the closing thread's CPU time").isLessThan(closeTimeout.dividedBy(4));
+            assertThat(log.messages(Level.WARNING)).singleElement().asString().contains("calls were still under way");
+        } finally {
+            closed.countDown();
+            caller.join(30_000);
+        }
+    }
 }

@@ -2,7 +2,9 @@ package dev.compute.memory.manager;
 
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.ScopeRegistry;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -11,6 +13,9 @@ import org.jspecify.annotations.Nullable;
  * way in. Allocations, frees, copies, ops, views and accesses all pass here.
  */
 public final class CallGate {
+
+    /** How often {@link #awaitCalls} looks again at once before it parks. */
+    private static final int SPINS_BEFORE_PARKING = 1000;
 
     private final ActiveCalls calls = new ActiveCalls();
     private final ScopeRegistry scopes = new ScopeRegistry();
@@ -112,16 +117,35 @@ public final class CallGate {
         return true;
     }
 
-    /** Waits, spinning, until no call is under way or {@code deadline} ({@link System#nanoTime()}) passed; true when none is. */
+    /**
+     * Waits until no call is under way or {@code deadline} ({@link System#nanoTime()}) passed; true when none is. Spins a
+     * little first (calls end in microseconds), then parks, ever longer: a call held up (a handler, a long copy) must not
+     * keep a core busy for the whole close timeout. The interrupt is taken off for the wait, as parkNanos returns at
+     * once while it is set, and put back after.
+     */
     boolean awaitCalls(long deadline) {
-        while (calls.any()) {
-            if (System.nanoTime() - deadline >= 0) {
-                return false;
+        long pause = TimeUnit.MICROSECONDS.toNanos(20);
+        boolean interrupted = false;
+        try {
+            for (int spins = 0; calls.any(); spins++) {
+                if (System.nanoTime() - deadline >= 0) {
+                    return false;
+                }
+                if (spins < SPINS_BEFORE_PARKING) {
+                    Thread.onSpinWait();
+                    Thread.yield();
+                } else {
+                    LockSupport.parkNanos(pause);
+                    pause = Math.min(pause * 2, TimeUnit.MILLISECONDS.toNanos(2));
+                    interrupted |= Thread.interrupted();
+                }
             }
-            Thread.onSpinWait();
-            Thread.yield();
+            return true;
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
-        return true;
     }
 
     /** The manager's message for a call on it once closed. */
