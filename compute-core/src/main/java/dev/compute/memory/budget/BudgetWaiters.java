@@ -3,7 +3,6 @@ package dev.compute.memory.budget;
 import dev.compute.memory.BudgetExceededException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.internal.LibraryThreads;
-import dev.compute.memory.internal.WithdrawnFirst;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -29,8 +28,9 @@ import java.util.function.Consumer;
  *
  * <p>Everything here but the futures' completion runs under the ledger's lock. Each request is bounded by its
  * timeout, timed by the JDK's delayer ({@link CompletableFuture#orTimeout}); cancelling its future, or completing it otherwise,
- * takes it off the queue before the future's functions run, or, where it was let in and its caller has not taken its
- * bytes yet ({@link Admission#takeBytes}), told or not, gives them back then.
+ * takes it off the queue before the future's functions run, or, where it was let in and is not told yet, gives its
+ * bytes back then; once told, whichever takes them first of its caller and its holder's ending decides
+ * ({@link Admission#takeBytes}).
  */
 final class BudgetWaiters<B> {
 
