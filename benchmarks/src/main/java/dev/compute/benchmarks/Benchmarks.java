@@ -32,6 +32,7 @@ public final class Benchmarks {
         SUBCOMMANDS.put("compaction", CompactionBenchmark::run);
         SUBCOMMANDS.put("big-pool-read", BigPoolRead::run);
         SUBCOMMANDS.put("pinned-waste", PinnedWaste::run);
+        SUBCOMMANDS.put("reservation-churn", ReservationChurn::run);
     }
 
     private Benchmarks() {}
