@@ -21,6 +21,11 @@ class FaultInjectionTest {
     private final SimulatedDiscreteBackend device = new SimulatedDiscreteBackend(256L << 20);
     private final FaultInjectingBackend faults = new FaultInjectingBackend(device, 7);
 
+    /** No timeline and no scheduled trim: a test's figures move only by what it does. */
+    private static UnifiedMemoryManagerBuilder quiet(UnifiedMemoryManagerBuilder builder) {
+        return builder.timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO);
+    }
+
     private UnifiedMemoryManager manager() {
         return UnifiedMemoryManager.builder().backend(faults).leakDetection(LeakDetectionLevel.PARANOID)
                 .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build();
@@ -79,10 +84,8 @@ class FaultInjectionTest {
      */
     @Test
     void anUnmapRefusedWhileMovingFreePagesFailsNoAllocation() {
-        AddressSpaceBackend space = new AddressSpaceBackend(1L << 30);
-        FaultInjectingBackend refusing = new FaultInjectingBackend(space, 7);
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(refusing).timelineInterval(Duration.ZERO)
-                .trimInterval(Duration.ZERO).build()) {
+        FaultInjectingBackend refusing = new FaultInjectingBackend(new AddressSpaceBackend(1L << 30), 7);
+        try (UnifiedMemoryManager manager = quiet(UnifiedMemoryManager.builder().backend(refusing)).build()) {
             UnifiedBuffer first = manager.allocate(64 << 20, MemoryLocation.DEVICE);
             UnifiedBuffer second = manager.allocate(64 << 20, MemoryLocation.DEVICE);
             first.close();
@@ -107,10 +110,8 @@ class FaultInjectionTest {
      */
     @Test
     void aRefusedGiveBackDuringOutOfMemoryRecoveryLeavesTheAllocationOutOfMemory() {
-        AddressSpaceBackend space = new AddressSpaceBackend(1L << 30);
-        FaultInjectingBackend refusing = new FaultInjectingBackend(space, 7);
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(refusing).maxPoolSize(64L << 20)
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
+        FaultInjectingBackend refusing = new FaultInjectingBackend(new AddressSpaceBackend(1L << 30), 7);
+        try (UnifiedMemoryManager manager = quiet(UnifiedMemoryManager.builder().backend(refusing)).maxPoolSize(64L << 20).build()) {
             UnifiedBuffer first = manager.allocate(30 << 20, MemoryLocation.DEVICE);
             UnifiedBuffer second = manager.allocate(30 << 20, MemoryLocation.DEVICE);
             first.close();
@@ -134,10 +135,8 @@ class FaultInjectionTest {
      */
     @Test
     void anUnmapRefusedAfterACompactionsMoveEndsNeitherTheMoveNorTheCompaction() {
-        AddressSpaceBackend space = new AddressSpaceBackend(1L << 30);
-        FaultInjectingBackend refusing = new FaultInjectingBackend(space, 7);
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(refusing).releaseThreshold(64L << 20)
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
+        FaultInjectingBackend refusing = new FaultInjectingBackend(new AddressSpaceBackend(1L << 30), 7);
+        try (UnifiedMemoryManager manager = quiet(UnifiedMemoryManager.builder().backend(refusing)).releaseThreshold(64L << 20).build()) {
             long mib = 1L << 20;
             // 2 MiB pages: first [0, 1.5) MiB, hole [1.5, 6.5) with pages 1 and 2 wholly in it, third [6.5, 10), last
             // [10, 15) on pages 5 to 7: moving the last into the hole maps two pages and frees three

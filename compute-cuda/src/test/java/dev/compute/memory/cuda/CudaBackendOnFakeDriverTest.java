@@ -1578,20 +1578,8 @@ class CudaBackendOnFakeDriverTest {
             VMM.invokeExact(1);
             CudaBackend backend = open();
             try (UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build()) {
-                UnifiedBuffer buffer = manager.allocate(8 << 20, MemoryLocation.DEVICE);
-                long address;
-                try (BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
-                    address = access.handle(CudaDeviceHandle.class).address();
-                }
-                buffer.close();
-                // the read's stream work ends at once on the fake, but its end is seen on another thread: until then the
-                // block is held by device work, not cached, and the figures to compare with would depend on that race
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-                while (manager.statistics(MemoryLocation.DEVICE).heldBytes() != 0 && System.nanoTime() - deadline < 0) {
-                    Thread.sleep(1);
-                }
+                long address = cachedAfterADeviceRead(manager);
                 dev.compute.memory.MemoryStatistics before = manager.statistics(MemoryLocation.DEVICE);
-                assertThat(before.heldBytes()).as("the read's stream work seen ended").isZero();
                 FAIL_UNMAP.invokeExact(address);
                 assertThatThrownBy(manager::releaseCachedMemory).hasMessageContaining("999");
                 dev.compute.memory.MemoryStatistics after = manager.statistics(MemoryLocation.DEVICE);
@@ -1618,16 +1606,7 @@ class CudaBackendOnFakeDriverTest {
             CudaBackend backend = open();
             long page = 2 << 20;
             try (UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build()) {
-                UnifiedBuffer buffer = manager.allocate(8 << 20, MemoryLocation.DEVICE);
-                long address;
-                try (BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
-                    address = access.handle(CudaDeviceHandle.class).address();
-                }
-                buffer.close();
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-                while (manager.statistics(MemoryLocation.DEVICE).heldBytes() != 0 && System.nanoTime() - deadline < 0) {
-                    Thread.sleep(1);
-                }
+                long address = cachedAfterADeviceRead(manager);
                 dev.compute.memory.MemoryStatistics before = manager.statistics(MemoryLocation.DEVICE);
                 assertThat(before.reservedBytes()).isEqualTo(livePages() * page);
                 FAIL_UNMAP.invokeExact(address + 2 * page);
@@ -1643,6 +1622,26 @@ class CudaBackendOnFakeDriverTest {
                 assertThat(livePages()).isZero();
             }
             assertThat(counters().rejected()).as("calls the fake rejected").isZero();
+        }
+
+        /**
+         * Allocates 8 MiB of DEVICE, reads it through a device access and closes it; returns its address once its memory is
+         * cached. The read's stream work ends at once on the fake, but its end is seen on another thread: until then the
+         * block is held by device work, not cached, and the figures to compare with would depend on that race.
+         */
+        private static long cachedAfterADeviceRead(UnifiedMemoryManager manager) throws InterruptedException {
+            UnifiedBuffer buffer = manager.allocate(8 << 20, MemoryLocation.DEVICE);
+            long address;
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.READ)) {
+                address = access.handle(CudaDeviceHandle.class).address();
+            }
+            buffer.close();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (manager.statistics(MemoryLocation.DEVICE).heldBytes() != 0 && System.nanoTime() - deadline < 0) {
+                Thread.sleep(1);
+            }
+            assertThat(manager.statistics(MemoryLocation.DEVICE).heldBytes()).as("the read's stream work seen ended").isZero();
+            return address;
         }
 
         private static long livePages() throws Throwable {
