@@ -55,17 +55,8 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     private final Map<NativeAllocation, CompletableFuture<?>> pending = new ConcurrentHashMap<>();
     /** Taken out of {@link #live} while the backend frees them (under the monitor): still reserved, so still shown. */
     private final Map<NativeAllocation, WholeAllocation> freeing = new HashMap<>();
-    /**
-     * Freed allocations the backend refused to take back: no block's any more, still reserved, shown free; a free of one
-     * again (a pool's later trim), this resource's own {@link #trim} where no pool is above it, or the close tries again.
-     */
-    private final Map<NativeAllocation, WholeAllocation> kept = new HashMap<>();
-    /**
-     * Those whose free the backend left unfinished ({@link FreeUnfinishedException}): unusable, still held, so still
-     * reserved, and no cache; {@link #trim} and {@link #close} try again.
-     */
-    private final Map<NativeAllocation, WholeAllocation> unfinished = new HashMap<>();
-    private volatile long unfinishedBytes;
+    /** Freed allocations the backend did not take back (a pool keeps those whose free was refused as its own). */
+    private final FailedFrees failed = new FailedFrees();
     private volatile long reserved;
     private volatile long reservedPeak;
     /** Bytes of the limit kept for budgets' reservations not in use: no request may grow into them. */
@@ -99,7 +90,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         this.pageMapping = pages == null ? null : new PageMapping(this, pages);
     }
 
-    private record WholeAllocation(NativeAllocation segment, long requestedSize) implements Block {
+    record WholeAllocation(NativeAllocation segment, long requestedSize) implements Block {
         @Override
         public long offset() {
             return 0;
@@ -272,8 +263,9 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         NativeAllocation segment = block.segment();
         WholeAllocation whole;
         synchronized (this) {
-            if (kept.get(segment) == block && inFlight.isDone()) {
-                whole = kept.remove(segment); // a free the backend refused before, tried again
+            WholeAllocation refusedBefore = inFlight.isDone() ? failed.takeRefused(segment, block) : null;
+            if (refusedBefore != null) { // a free the backend refused before, tried again
+                whole = refusedBefore;
                 freeing.put(segment, whole);
             } else if (!(block instanceof WholeAllocation) || live.get(segment) != block || pending.containsKey(segment)) {
                 throw new IllegalArgumentException("this block was not allocated by this resource, or was freed already: " + block);
@@ -296,8 +288,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     private void keepUnfinished(WholeAllocation whole, Throwable why) {
         synchronized (this) {
             freeing.remove(whole.segment());
-            unfinished.put(whole.segment(), whole);
-            unfinishedBytes += whole.size();
+            failed.unfinished(whole);
         }
         System.getLogger(BackendResource.class.getName()).log(System.Logger.Level.WARNING, this + ": the backend did not finish"
                 + " the free of " + whole.size() + " bytes (" + why.getMessage() + "); they stay reserved, out of use, until a"
@@ -311,13 +302,8 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     public long finishUnfinishedFrees() {
         List<WholeAllocation> retried;
         synchronized (this) {
-            if (unfinished.isEmpty()) {
-                return 0;
-            }
-            retried = List.copyOf(unfinished.values());
+            retried = failed.takeUnfinished();
             for (WholeAllocation whole : retried) { // taken out, as a free under way, so that no other trim frees it too
-                unfinished.remove(whole.segment());
-                unfinishedBytes -= whole.size();
                 freeing.put(whole.segment(), whole);
             }
         }
@@ -332,7 +318,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
 
     /** Bytes of allocations whose free the backend left unfinished: reserved, and no cache. */
     public long unfinishedFreeBytes() {
-        return unfinishedBytes;
+        return failed.unfinishedBytes();
     }
 
     private void freePending(NativeAllocation segment, CompletableFuture<?> work) {
@@ -379,7 +365,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             }
             synchronized (this) {
                 freeing.remove(segment);
-                kept.put(segment, whole); // the backend kept it: reserved and free, for a later free, trim or the close to try again
+                failed.refused(whole); // the backend kept it: reserved and free, for a later free, trim or the close to try again
             }
             throw refused;
         }
@@ -456,11 +442,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     /** Nothing is cached here but what the backend refused to take back. */
     @Override
     public synchronized long largestFreeBlockBytes() {
-        long largest = 0;
-        for (WholeAllocation whole : kept.values()) {
-            largest = Math.max(largest, whole.size());
-        }
-        return largest;
+        return failed.largestRefused();
     }
 
     /** Calls that gave memory: allocations and page maps. */
@@ -487,28 +469,19 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
                     List.of(new MemorySnapshot.Block(0, b.size(), state, b.requestedSize(), null))));
         }
-        for (WholeAllocation b : kept.values()) {
-            out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
-                    List.of(new MemorySnapshot.Block(0, b.size(), MemorySnapshot.BlockState.FREE, 0, null))));
-        }
         // Reserved counts these until the backend returns: the segments must too.
-        releasing(freeing, out);
-        releasing(unfinished, out);
+        for (WholeAllocation b : freeing.values()) {
+            out.add(FailedFrees.segmentOf(b, MemorySnapshot.BlockState.RELEASING));
+        }
+        failed.addSegments(out, true);
         return out;
     }
 
     /** The allocations whose free the backend left unfinished, each a segment of one RELEASING block, for a pool's snapshot. */
     public synchronized List<MemorySnapshot.Segment> unfinishedSegments() {
         List<MemorySnapshot.Segment> out = new ArrayList<>();
-        releasing(unfinished, out);
+        failed.addSegments(out, false);
         return out;
-    }
-
-    private static void releasing(Map<NativeAllocation, WholeAllocation> leaving, List<MemorySnapshot.Segment> out) {
-        for (WholeAllocation b : leaving.values()) {
-            out.add(new MemorySnapshot.Segment(b.segment().address(), b.size(), false,
-                    List.of(new MemorySnapshot.Block(0, b.size(), MemorySnapshot.BlockState.RELEASING, 0, null))));
-        }
     }
 
     /**
@@ -519,20 +492,11 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     @Override
     public long trim(long keepBytes) {
         long finished = finishUnfinishedFrees();
-        List<WholeAllocation> retries = new ArrayList<>();
+        List<WholeAllocation> retries;
         synchronized (this) {
-            long cached = 0;
-            for (WholeAllocation whole : kept.values()) {
-                cached += whole.size();
-            }
-            for (WholeAllocation whole : List.copyOf(kept.values())) {
-                if (cached <= Math.max(0, keepBytes)) {
-                    break;
-                }
-                kept.remove(whole.segment());
+            retries = failed.takeRefusedBeyond(keepBytes);
+            for (WholeAllocation whole : retries) {
                 freeing.put(whole.segment(), whole);
-                retries.add(whole);
-                cached -= whole.size();
             }
         }
         long released = 0;
@@ -582,9 +546,8 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             finishUnfinishedFrees();
             RuntimeException failure = null;
             List<WholeAllocation> held = new ArrayList<>(live.values());
-            held.addAll(kept.values());
+            held.addAll(failed.takeRefusedBeyond(0));
             live.clear();
-            kept.clear();
             for (WholeAllocation whole : held) {
                 try {
                     free(whole);
