@@ -92,7 +92,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 settings.closeTimeout());
         figures.heldFrom(buffers);
         try {
-            ChainBuilder.build(chains, backend, settings, extensions, events, recorder, compactor::compactForRoom);
+            ChainBuilder.build(chains, backend, settings, handlersOutsideBudgetRequests(extensions), events, recorder, compactor::compactForRoom);
         } catch (RuntimeException e) {
             backend.close();
             throw e;
@@ -250,6 +250,24 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     // ---- budgets ------------------------------------------------------------------------------------------------
+
+    /**
+     * The handlers run inside the pool call of the request that ran out, which may be a reserving budget's; what they
+     * allocate is not that budget's request and leaves its unused reservation aside ({@link BudgetLedger#suspendRequest}).
+     * Only an allocation runs them, once the constructor has made the ledger.
+     */
+    private ManagerExtensions handlersOutsideBudgetRequests(ManagerExtensions extensions) {
+        List<OutOfMemoryHandler> handlers = extensions.outOfMemoryHandlers().stream()
+                .<OutOfMemoryHandler>map(handler -> (location, bytes, attempt, failure) -> {
+                    Object requesting = budgetLedger.suspendRequest();
+                    try {
+                        return handler.onOutOfMemory(location, bytes, attempt, failure);
+                    } finally {
+                        budgetLedger.unmarkRequest(requesting);
+                    }
+                }).toList();
+        return new ManagerExtensions(extensions.listeners(), handlers, extensions.resourceAdaptors());
+    }
 
     /** The books of this manager's budgets, against the cap of each of its locations. */
     private static BudgetLedger<BufferCore> budgetLedger(LocationChains chains, ManagerSettings settings) {

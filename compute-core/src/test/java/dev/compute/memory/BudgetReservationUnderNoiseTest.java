@@ -14,6 +14,8 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -150,6 +152,43 @@ class BudgetReservationUnderNoiseTest {
                     assertThat(served.byteSize()).isEqualTo(16 * MIB);
                 }
             }
+        }
+    }
+
+    /**
+     * An out-of-memory handler runs inside the reserved tenant's pool call; what it allocates is another's request (a
+     * budget without a reservation, or none), which must leave the tenant's unused reservation aside as it would anywhere.
+     */
+    @Test
+    void anOutOfMemoryHandlerInsideAReservedRequestCannotTakeTheReservationForAnother() {
+        AtomicReference<UnifiedMemoryManager> managerOfHandler = new AtomicReference<>();
+        AtomicReference<MemoryBudget> neighbour = new AtomicReference<>();
+        List<String> handled = new ArrayList<>();
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).compactOnOutOfMemory(false)
+                .outOfMemoryHandler((location, requestedBytes, attempt, failure) -> {
+                    handled.add(tryInHandler(() -> neighbour.get().allocate(16 * MIB, location)));
+                    handled.add(tryInHandler(() -> managerOfHandler.get().allocate(16 * MIB, location)));
+                    return false;
+                }).build();
+             UnifiedBuffer outside = manager.allocate(48 * MIB, MemoryLocation.DEVICE); // before any reservation
+             MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+             MemoryBudget noisy = manager.budget("noisy", 64 * MIB)) {
+            managerOfHandler.set(manager);
+            neighbour.set(noisy);
+            assertThatThrownBy(() -> reserved.allocate(20 * MIB, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(handled).as("48 MiB outside and 16 more leave no room for the 12 MiB reserved and unused beside the 20 asked for")
+                    .containsExactly("refused", "refused");
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isOne();
+        }
+    }
+
+    private static String tryInHandler(Supplier<UnifiedBuffer> allocation) {
+        try {
+            allocation.get().close();
+            return "allocated";
+        } catch (DeviceOutOfMemoryException e) {
+            return "refused";
         }
     }
 

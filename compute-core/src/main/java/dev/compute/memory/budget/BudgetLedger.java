@@ -405,6 +405,19 @@ public final class BudgetLedger<B> {
         return before == null ? NO_REQUESTER : before;
     }
 
+    /**
+     * Lifts the calling thread's mark until {@link #unmarkRequest} with what this returns: code run inside a budget's
+     * pool call (an out-of-memory handler) makes requests of its own, which must leave that budget's reservation aside.
+     */
+    public Object suspendRequest() {
+        BudgetAccount<B> before = requester.get();
+        if (before == null) {
+            return UNMARKED;
+        }
+        requester.remove();
+        return before;
+    }
+
     /** Ends what {@link #markRequestOf} began, with what it returned. */
     @SuppressWarnings("unchecked") // a token of requesting's: one of the two markers, or a budget of this ledger
     public void unmarkRequest(Object token) {
