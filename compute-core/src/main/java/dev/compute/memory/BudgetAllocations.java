@@ -213,7 +213,7 @@ final class BudgetAllocations {
         try {
             // the bytes stay counted until no memory is held for the request: a buffer made for it as it was cancelled
             // is given back to the pool first, so that the budget's books never hold less than the pool lends it
-            pool = manager.allocateAsync(type, count, location, deadline.left(), asked, () -> {
+            pool = manager.allocateAsync(type, count, location, deadline.left(), asked, ledger.withinReservation(account, location), () -> {
                 try {
                     if (result.admitted.bytesTakenBy(Admission.Taker.CALLER)) { // else its holder's ending took them first
                         result.giveBack.run();

@@ -165,22 +165,23 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout) {
-        return allocateAsync(type, location, bytes, timeout, timeout, null, null);
+        return allocateAsync(type, location, bytes, timeout, timeout, false, null, null);
     }
 
     /**
      * {@link #allocateAsync(DataType, long, MemoryLocation, Duration)} for a budget: {@code unserved} runs once where the
      * request ends without its buffer, once no memory is held for it, and {@code reached} is asked as it reaches the pool
      * (see {@link AllocationWaiters#request}); {@code asked} is the whole wait its caller asked for, of which
-     * {@code timeout} is left, for a timeout's message.
+     * {@code timeout} is left, for a timeout's message; {@code withinReservation}: tried at once though others wait.
      */
     CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout, Duration asked,
-                                                   Runnable unserved, Predicate<@Nullable CompletableFuture<UnifiedBuffer>> reached) {
-        return allocateAsync(type, location, BlockAllocation.elementBytes(type, count), timeout, asked, unserved, reached);
+                                                   boolean withinReservation, Runnable unserved,
+                                                   Predicate<@Nullable CompletableFuture<UnifiedBuffer>> reached) {
+        return allocateAsync(type, location, BlockAllocation.elementBytes(type, count), timeout, asked, withinReservation, unserved, reached);
     }
 
     private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout,
-                                                           Duration asked, @Nullable Runnable unserved,
+                                                           Duration asked, boolean withinReservation, @Nullable Runnable unserved,
                                                            @Nullable Predicate<@Nullable CompletableFuture<UnifiedBuffer>> reached) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
@@ -188,7 +189,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         if (Objects.requireNonNull(timeout, "timeout").isNegative()) {
             throw new IllegalArgumentException("the wait for memory must not be negative: " + timeout);
         }
-        return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, asked, unserved, reached);
+        return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, asked, withinReservation,
+                unserved, reached);
     }
 
     /** All or none: together where the chain's pool places them so, else one by one, giving back those taken when one fails. */

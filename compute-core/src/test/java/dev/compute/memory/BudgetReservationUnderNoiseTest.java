@@ -13,6 +13,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
@@ -147,7 +148,7 @@ class BudgetReservationUnderNoiseTest {
                 assertThat(waiting).as("no room beside the reservation").isNotDone();
                 long closed = System.nanoTime();
                 reserved.close();
-                try (UnifiedBuffer served = waiting.get(30, java.util.concurrent.TimeUnit.SECONDS)) {
+                try (UnifiedBuffer served = waiting.get(30, TimeUnit.SECONDS)) {
                     assertThat(Duration.ofNanos(System.nanoTime() - closed)).isLessThan(Duration.ofSeconds(5));
                     assertThat(served.byteSize()).isEqualTo(16 * MIB);
                 }
@@ -189,6 +190,44 @@ class BudgetReservationUnderNoiseTest {
             return "allocated";
         } catch (DeviceOutOfMemoryException e) {
             return "refused";
+        }
+    }
+
+    /** A reservation given back by its budget's close is room at once for a request waiting for the pool. */
+    @Test
+    void aRequestWaitingForThePoolIsServedWhenAReservationIsGivenBack() throws Exception {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
+             MemoryBudget noisy = manager.budget("noisy", 64 * MIB);
+             UnifiedBuffer held = manager.allocate(32 * MIB, MemoryLocation.DEVICE)) { // outside the budgets: the books let the request in
+            MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+            CompletableFuture<UnifiedBuffer> waiting = noisy.allocateAsync(16 * MIB, MemoryLocation.DEVICE, Duration.ofSeconds(20));
+            Thread.sleep(300); // its tries on the waiter thread refused too
+            assertThat(waiting).as("the pool's room is reserved").isNotDone();
+            reserved.close();
+            try (UnifiedBuffer served = waiting.get(5, TimeUnit.SECONDS)) {
+                assertThat(served.byteSize() + held.byteSize()).isEqualTo(48 * MIB);
+            }
+        }
+    }
+
+    /**
+     * A neighbour's request waiting for the pool's room (kept aside for the reservation) holds the head of the queue; a
+     * reserved tenant's request within its reservation must not wait behind it for memory no one else may take.
+     */
+    @Test
+    void aReservedRequestIsNotHeldBehindANeighbourWaitingForThePool() throws Exception {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
+             MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+             MemoryBudget noisy = manager.budget("noisy", 64 * MIB);
+             UnifiedBuffer held = manager.allocate(32 * MIB, MemoryLocation.DEVICE)) {
+            CompletableFuture<UnifiedBuffer> neighbours = noisy.allocateAsync(16 * MIB, MemoryLocation.DEVICE, Duration.ofSeconds(20));
+            try (UnifiedBuffer mine = reserved.allocateAsync(16 * MIB, MemoryLocation.DEVICE, Duration.ofSeconds(20)).get(5, TimeUnit.SECONDS)) {
+                assertThat(mine.byteSize() + held.byteSize()).isEqualTo(48 * MIB);
+                assertThat(neighbours).as("the rest of the reservation is kept from the neighbour").isNotDone();
+            }
+            neighbours.cancel(false);
         }
     }
 

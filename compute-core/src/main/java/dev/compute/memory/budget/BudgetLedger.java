@@ -418,6 +418,23 @@ public final class BudgetLedger<B> {
         return before;
     }
 
+    /**
+     * Whether all that {@code account}, or a budget above it, holds at {@code location} (a request under way counted
+     * from the moment it is let in) lies within that budget's reservation: the pool keeps that room from every request
+     * but theirs, so one of theirs takes nothing another waits for.
+     */
+    public boolean withinReservation(BudgetAccount<B> account, MemoryLocation location) {
+        if (!account.underReservation) {
+            return false;
+        }
+        lock.lock();
+        try {
+            return limits.withinReservation(account, location.ordinal());
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Ends what {@link #markRequestOf} began, with what it returned. */
     @SuppressWarnings("unchecked") // a token of requesting's: one of the two markers, or a budget of this ledger
     public void unmarkRequest(Object token) {

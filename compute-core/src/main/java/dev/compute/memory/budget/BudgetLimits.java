@@ -183,6 +183,16 @@ final class BudgetLimits<B> {
     }
 
 
+    /** See {@link BudgetLedger#withinReservation}. */
+    boolean withinReservation(BudgetAccount<B> account, int l) {
+        for (BudgetAccount<B> x = account; x != null; x = x.parent) {
+            if (x.reserved[l] > 0 && x.content[l] <= x.reserved[l]) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     String capProperty(int l) {
         return capProperty[l];
     }

@@ -39,7 +39,9 @@ import org.jspecify.annotations.Nullable;
  *
  * <p><b>Order.</b> Only a queue's head is tried. A request that finds others waiting joins the tail without trying,
  * so a later small request never takes the memory an earlier large one waits for; the head that cannot be served
- * holds everyone behind it until it is served, times out or is cancelled.
+ * holds everyone behind it until it is served, times out or is cancelled. But for a budget's request within its
+ * reservation, which the pool keeps from everyone else: its first attempt is made at once, since it takes nothing the
+ * others wait for.
  *
  * <p><b>Wake-ups.</b> The manager calls {@link #released} for every block given back; with nobody waiting that is
  * one volatile read (when device work on the block is done: read then). Otherwise it signals the location's queue,
@@ -234,7 +236,7 @@ public final class AllocationWaiters<B> {
      * the future, as it does on the waiter thread.
      */
     public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {
-        return request(type, location, bytes, capBytes, timeout, timeout, null, null);
+        return request(type, location, bytes, capBytes, timeout, timeout, false, null, null);
     }
 
     /**
@@ -245,13 +247,16 @@ public final class AllocationWaiters<B> {
      * {@code reached} is asked once, as the request reaches the pool, before anything is tried or queued for it: with
      * null where it is about to be tried on this thread, else with its future, about to be queued. False (its holder
      * ended it first): nothing is tried, queued or told for it, and the future returned is cancelled.
+     * {@code withinReservation}: a budget's request within its reservation, whose room the pool keeps from everyone
+     * else: tried at once though others wait, since it takes nothing they wait for; if it fails it joins the tail.
      */
     public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout,
-                                        Duration asked, @Nullable Runnable unserved, @Nullable Predicate<@Nullable CompletableFuture<B>> reached) {
+                                        Duration asked, boolean withinReservation, @Nullable Runnable unserved,
+                                        @Nullable Predicate<@Nullable CompletableFuture<B>> reached) {
         LocationQueue queue = queues[location.ordinal()];
         DeviceOutOfMemoryException refusal = queue.latestRefusal;
         boolean tried = false;
-        if (queue.waiters.isEmpty() || refusal == null || bytes > capBytes) {
+        if (withinReservation || queue.waiters.isEmpty() || refusal == null || bytes > capBytes) {
             if (reached != null && !reached.test(null)) {
                 return endedBeforeReaching();
             }

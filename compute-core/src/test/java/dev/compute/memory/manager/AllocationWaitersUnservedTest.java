@@ -56,7 +56,7 @@ class AllocationWaitersUnservedTest {
     }
 
     private CompletableFuture<String> request(Duration timeout) {
-        return waiters.request(DataType.INT8, DEVICE, 1024, Long.MAX_VALUE, timeout, timeout, () -> happened.add("unserved"), null);
+        return waiters.request(DataType.INT8, DEVICE, 1024, Long.MAX_VALUE, timeout, timeout, false, () -> happened.add("unserved"), null);
     }
 
     /**
