@@ -230,6 +230,22 @@ class FaultInjectionTest {
         }
     }
 
+    /** An {@link Error} from the backend's free, at the manager's close without a pool, stops no other free. */
+    @Test
+    void anErrorFromOneFreeAtTheCloseStopsNoOther() {
+        SimulatedDiscreteBackend host = new SimulatedDiscreteBackend(256L << 20);
+        FaultInjectingBackend erring = new FaultInjectingBackend(host, 7);
+        UnifiedMemoryManager manager = quiet(UnifiedMemoryManager.builder().backend(erring)).poolingEnabled(false).build();
+        manager.allocate(1 << 20, MemoryLocation.DEVICE);
+        manager.allocate(1 << 20, MemoryLocation.DEVICE);
+        manager.allocate(1 << 20, MemoryLocation.HOST);
+        erring.failGivingBackWithAnErrorAt(MemoryLocation.DEVICE);
+        manager.close(); // logs what it could not free
+        assertThat(erring.injectedFaults()).as("both DEVICE frees tried").isEqualTo(2);
+        assertThat(host.liveAllocations()).as("the DEVICE buffers the backend kept").isEqualTo(2);
+        erring.failGivingBackWithAnErrorAt(null);
+    }
+
     @Test
     void aFailedCopyLeavesDataAndStateAsTheyWere() {
         try (UnifiedMemoryManager manager = manager(); UnifiedBuffer buffer = manager.allocate(DataType.INT32, 4, MemoryLocation.DEVICE)) {

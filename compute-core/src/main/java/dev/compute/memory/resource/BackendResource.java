@@ -544,14 +544,14 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             }
             pending.clear();
             finishUnfinishedFrees();
-            RuntimeException failure = null;
+            Throwable failure = null;
             List<WholeAllocation> held = new ArrayList<>(live.values());
             held.addAll(failed.takeRefusedBeyond(0));
             live.clear();
             for (WholeAllocation whole : held) {
                 try {
                     free(whole);
-                } catch (RuntimeException refused) { // a free the backend refused stops no other
+                } catch (RuntimeException | Error refused) { // a free the backend refused, however, stops no other
                     if (failure == null) {
                         failure = refused;
                     } else if (failure != refused) {
@@ -559,8 +559,11 @@ public final class BackendResource implements MemoryResource, InspectableResourc
                     }
                 }
             }
-            if (failure != null) {
-                throw failure;
+            if (failure instanceof Error e) {
+                throw e;
+            }
+            if (failure instanceof RuntimeException e) {
+                throw e;
             }
         }
     }

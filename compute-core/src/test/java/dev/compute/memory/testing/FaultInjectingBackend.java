@@ -48,6 +48,7 @@ public final class FaultInjectingBackend implements ComputeBackend {
     private volatile double randomRate;
     private volatile boolean failMemoryInfo;
     private volatile @Nullable MemoryLocation failGivingBackAt;
+    private volatile @Nullable MemoryLocation errorGivingBackAt;
     private volatile @Nullable MemoryLocation leaveFreesUnfinishedAt;
     private volatile @Nullable CompletableFuture<?> kernelFailure;
     private final Random random;
@@ -95,10 +96,20 @@ public final class FaultInjectingBackend implements ComputeBackend {
         return this;
     }
 
+    /** Every free or unmap at {@code location} throws an {@link Error}, as a broken native call might; null: none. */
+    public FaultInjectingBackend failGivingBackWithAnErrorAt(@Nullable MemoryLocation location) {
+        this.errorGivingBackAt = location;
+        return this;
+    }
+
     private void beforeGivingBack(MemoryLocation location, String what) {
         if (location == failGivingBackAt) {
             injected.incrementAndGet();
             throw new InjectedFault(what + " at " + location);
+        }
+        if (location == errorGivingBackAt) {
+            injected.incrementAndGet();
+            throw new AssertionError("injected error: " + what + " at " + location);
         }
     }
 

@@ -287,9 +287,11 @@ final class OpenClKernel implements NativeKernel {
         long[] group = workGroup(shape);
         long[] required = requiredWorkGroup;
         if (required != null && !isRequired(group, required)) { // the enqueue would refuse it, after the accesses synced and marked
-            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": a work-group of "
-                    + Arrays.toString(group) + " where the kernel requires " + Arrays.toString(required)
-                    + " (reqd_work_group_size); give that work-group, or none");
+            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": " + (shape.hasWorkGroup()
+                    ? "a work-group of " + Arrays.toString(group) + " where the kernel requires " + Arrays.toString(required)
+                            + " (reqd_work_group_size); give that work-group, or none"
+                    : "the kernel requires a work-group of " + Arrays.toString(required) + " (reqd_work_group_size), which a "
+                            + shape.dimensions() + "-dimensional shape cannot have; launch it over a shape of as many dimensions"));
         }
         long items = 1;
         for (long size : group) {

@@ -323,8 +323,11 @@ class OpenClKernelTest {
             for (int i = 0; i < cells.length; i++) {
                 assertThat(cells[i]).as("cell %d", i).isEqualTo(i);
             }
-            assertThatThrownBy(() -> iota.launch(LaunchShape.of(300), grid, 300, 1))
-                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("where the kernel requires [8, 4, 1]");
+            assertThatThrownBy(() -> iota.launch(LaunchShape.of(300), grid, 300, 1)).as("no work-group given")
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("the kernel requires a work-group of [8, 4, 1]")
+                    .hasMessageContaining("which a 1-dimensional shape cannot have");
+            assertThatThrownBy(() -> iota.launch(LaunchShape.of(300).withWorkGroup(32), grid, 300, 1))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("a work-group of [32] where the kernel requires [8, 4, 1]");
         }
     }
 
