@@ -182,7 +182,6 @@ final class BudgetLimits<B> {
         return unused;
     }
 
-
     /** See {@link BudgetLedger#withinReservation}. */
     boolean withinReservation(BudgetAccount<B> account, int l) {
         for (BudgetAccount<B> x = account; x != null; x = x.parent) {

@@ -499,15 +499,25 @@ public final class BackendResource implements MemoryResource, InspectableResourc
                 freeing.put(whole.segment(), whole);
             }
         }
+        return finished + freeEach(retries);
+    }
+
+    /**
+     * Frees each of {@code wholes}, out of the books already; one the backend refuses (kept again by {@link #free}) stops
+     * no other. Returns the bytes given back; throws the first failure after trying all, the others suppressed in it.
+     */
+    private long freeEach(List<WholeAllocation> wholes) {
         long released = 0;
         Throwable failure = null;
-        for (WholeAllocation whole : retries) {
+        for (WholeAllocation whole : wholes) {
             try {
                 free(whole);
                 released += whole.size();
-            } catch (RuntimeException | Error refused) { // kept again by free; a refusal stops no other retry
+            } catch (RuntimeException | Error refused) {
                 if (failure == null) {
                     failure = refused;
+                } else if (failure != refused) {
+                    failure.addSuppressed(refused);
                 }
             }
         }
@@ -517,7 +527,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         if (failure instanceof RuntimeException e) {
             throw e;
         }
-        return finished + released;
+        return released;
     }
 
     /**
@@ -544,27 +554,10 @@ public final class BackendResource implements MemoryResource, InspectableResourc
             }
             pending.clear();
             finishUnfinishedFrees();
-            Throwable failure = null;
             List<WholeAllocation> held = new ArrayList<>(live.values());
             held.addAll(failed.takeRefusedBeyond(0));
             live.clear();
-            for (WholeAllocation whole : held) {
-                try {
-                    free(whole);
-                } catch (RuntimeException | Error refused) { // a free the backend refused, however, stops no other
-                    if (failure == null) {
-                        failure = refused;
-                    } else if (failure != refused) {
-                        failure.addSuppressed(refused);
-                    }
-                }
-            }
-            if (failure instanceof Error e) {
-                throw e;
-            }
-            if (failure instanceof RuntimeException e) {
-                throw e;
-            }
+            freeEach(held);
         }
     }
 

@@ -18,12 +18,11 @@ public class PartialUnmapException extends RuntimeException {
             throw new IllegalArgumentException("a partial unmap names at least one unmapped page");
         }
         this.unmappedOffsets = unmappedOffsets.clone();
+        Arrays.sort(this.unmappedOffsets);
     }
 
     /** Where in the range each page the failed call left unmapped begins, in bytes, in ascending order. */
     public long[] unmappedOffsets() {
-        long[] offsets = unmappedOffsets.clone();
-        Arrays.sort(offsets);
-        return offsets;
+        return unmappedOffsets.clone();
     }
 }

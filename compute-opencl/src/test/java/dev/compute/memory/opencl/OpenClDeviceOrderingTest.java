@@ -246,13 +246,7 @@ class OpenClDeviceOrderingTest {
         cl_event gate = userEvent();
         try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
             x.copyFrom(new float[N]);
-            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
-                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
-                cl_event filled = new cl_event();
-                fill(own, cl, 7f, gate, filled); // after the gate, and after the buffer's earlier work (its wait list)
-                cl.recordWork(filled);
-                CL.clReleaseEvent(filled);
-            }
+            fillRecorded(own, x, 7f, gate);
             CompletableFuture<Void> scaled = manager.ops().scaleAsync(x, 2);
             assertThat(scaled).as("a barrier on the recorded work, not a host wait").isNotDone();
 
@@ -297,20 +291,8 @@ class OpenClDeviceOrderingTest {
                     x.copyFrom(filled(N, 1f));
                     other.copyFrom(filled(N, 4f));
                     pinned.copyFrom(filled(N, 5f));
-                    try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
-                        OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
-                        cl_event filled = new cl_event();
-                        fill(own, cl, 7f, gate, filled);
-                        cl.recordWork(filled);
-                        CL.clReleaseEvent(filled);
-                    }
-                    try (BufferAccess access = pinned.deviceAccess(AccessMode.WRITE)) {
-                        OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
-                        cl_event filled = new cl_event();
-                        fill(own, cl, 7f, gate, filled);
-                        cl.recordWork(filled); // the access's end maps the buffer after it
-                        CL.clReleaseEvent(filled);
-                    }
+                    fillRecorded(own, x, 7f, gate);
+                    fillRecorded(own, pinned, 7f, gate); // the access's end maps the buffer after it
                     CompletableFuture<Void> scaled = manager.ops().scaleAsync(x, 2); // ordered after the recorded work
                     CompletableFuture<Void> otherFilled = manager.ops().fillAsync(other, 3);
                     CL.clSetUserEventStatus(gate, CL.CL_OUT_OF_RESOURCES); // the recorded work fails
@@ -357,13 +339,7 @@ class OpenClDeviceOrderingTest {
         try (UnifiedBuffer pinned = manager.allocate(DataType.FLOAT32, N, MemoryLocation.PINNED);
              UnifiedBuffer y = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE)) {
             pinned.copyFrom(filled(N, 1f));
-            try (BufferAccess access = pinned.deviceAccess(AccessMode.WRITE)) {
-                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
-                cl_event filled = new cl_event();
-                fill(own, cl, 7f, gate, filled);
-                cl.recordWork(filled);
-                CL.clReleaseEvent(filled);
-            }
+            fillRecorded(own, pinned, 7f, gate);
             y.copyFrom(filled(N, 4f)); // a blocking copy on the backend's queue, while the recorded work waits at its gate
             float[] back = new float[N];
             y.copyTo(back);
@@ -402,13 +378,7 @@ class OpenClDeviceOrderingTest {
             x.copyFrom(filled(N, 1f));
             y.copyFrom(filled(N, 1f));
             idle.copyFrom(filled(N, 1f));
-            try (BufferAccess access = x.deviceAccess(AccessMode.WRITE)) {
-                OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
-                cl_event filled = new cl_event();
-                fill(own, cl, 7f, gate, filled);
-                cl.recordWork(filled);
-                CL.clReleaseEvent(filled);
-            }
+            fillRecorded(own, x, 7f, gate);
             CompletableFuture<Void> onX = add.launch(LaunchShape.of(N), x, (long) N, 1f); // queues the barrier
             CompletableFuture<Void> onY = add.launch(LaunchShape.of(N), y, (long) N, 2f);
             assertThatThrownBy(() -> idle.copyFrom(filled(N, 5f))).isInstanceOf(DeviceTimeoutException.class)
@@ -654,6 +624,20 @@ class OpenClDeviceOrderingTest {
 
     private static void open(cl_event gate) {
         assertThat(CL.clSetUserEventStatus(gate, CL_COMPLETE)).isEqualTo(CL_SUCCESS);
+    }
+
+    /**
+     * Fills {@code buffer} with {@code value} on {@code own} through a device access, after {@code gate} and the buffer's
+     * earlier work (its wait list), and records that fill as the buffer's work.
+     */
+    private static void fillRecorded(cl_command_queue own, UnifiedBuffer buffer, float value, cl_event gate) {
+        try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+            OpenClDeviceHandle cl = access.handle(OpenClDeviceHandle.class);
+            cl_event filled = new cl_event();
+            fill(own, cl, value, gate, filled);
+            cl.recordWork(filled);
+            CL.clReleaseEvent(filled);
+        }
     }
 
     /** Every float of the handle's bytes set to {@code value} on {@code queue}, after {@code gate} and the handle's wait list. */
