@@ -41,9 +41,10 @@ import org.jspecify.annotations.Nullable;
  *
  * <p><b>Reservations</b> ({@link BudgetLimits}): a budget's reservation counts in its parent, and a root's at the cap, from
  * the moment it is made, so reservations never add up past the cap and no budget can take memory another reserved and
- * does not use. The pool keeps that room too ({@link #unusedReservations}): no request grows it into a reservation not
- * in use but the reserving budget's own ({@link #markRequestOf}), whoever makes it (a neighbour, memory allocated outside
- * any budget, the host mirrors of device buffers), since a buffer costs the pool more than the bytes its books count.
+ * does not use. The pool keeps that room too ({@link #unusedReservations}): no request takes a reservation not in use,
+ * by growing the pool or from the free memory the pool holds, but the reserving budget's own ({@link #markRequestOf}),
+ * whoever makes it (a neighbour, memory allocated outside any budget, the host mirrors of device buffers), since a buffer
+ * costs the pool more than the bytes its books count.
  *
  * @param <B> the buffer handle kept for each counted buffer
  */
@@ -375,9 +376,9 @@ public final class BudgetLedger<B> {
     // ---- figures ----------------------------------------------------------------------------------------------------
 
     /**
-     * The bytes at {@code location} that budgets reserved and do not use now: the pool keeps them out of every other
-     * request's reach (what a request through a reserving budget takes of its own reservation is counted as used from the
-     * moment it is let in, so the rest is what others must leave). Takes the lock only where a budget reserves.
+     * The bytes at {@code location} that budgets reserved and do not hold in the pool now: the pool keeps them out of every
+     * other request's reach (a reserving budget's request under way stays kept from others until the pool has answered
+     * it; the calling thread's own budget's, marked, is within its reach). Takes the lock only where a budget reserves.
      */
     public long unusedReservations(MemoryLocation location) {
         if (limits.noneReserving()) {

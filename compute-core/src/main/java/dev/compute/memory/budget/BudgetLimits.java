@@ -167,16 +167,18 @@ final class BudgetLimits<B> {
     }
 
     /**
-     * The bytes at {@code l} that budgets reserved and do not use now (buffers, requests under way and the room their
-     * stripes keep count as used): each reserving budget's reservation beyond its content, a child's inside its parent's;
-     * but for {@code requester}'s and its ancestors', which its request may use (its pieces in the pool may cost more
-     * than the bytes its books count).
+     * The bytes at {@code l} that budgets reserved and do not hold in the pool now (buffers and the room their stripes
+     * keep count as held): each reserving budget's reservation beyond its content less its requests the pool has not
+     * answered yet, a child's inside its parent's; but for {@code requester}'s and its ancestors', which its request may
+     * use (its pieces in the pool may cost more than the bytes its books count). A request under way is not in the pool
+     * yet: were its bytes counted as held, a neighbour served meanwhile (by the pool's waiter thread) would take the
+     * memory it is on its way to (a pending request of a reserving child counts in its parent's too: kept twice, briefly).
      */
     long unusedReservations(int l, @Nullable BudgetAccount<B> requester) {
         long unused = 0;
         for (BudgetAccount<B> account : reserving) {
             if (!account.isOrContains(requester)) {
-                unused += Math.max(0, account.reserved[l] - account.content[l]);
+                unused += Math.max(0, account.reserved[l] - (account.content[l] - account.pending[l]));
             }
         }
         return unused;

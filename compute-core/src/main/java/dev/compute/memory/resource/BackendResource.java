@@ -130,6 +130,24 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     }
 
     /**
+     * True when a pool whose blocks in use (live, pending, cached for reuse) would come to {@code bytesInUse} leaves the
+     * budgets' reservations not in use their room under the limit: what a request takes of the pool's free memory is
+     * held to the same room as what it grows the pool by, or memory a reserving tenant freed, cached, would be lent
+     * past that room to whoever asks next.
+     */
+    public boolean leavesReservations(long bytesInUse) {
+        long kept = keptAside.getAsLong();
+        return kept == 0 || bytesInUse <= limitBytes - kept;
+    }
+
+    /** The refusal of a pool's hand-out that {@link #leavesReservations} turned down. */
+    public DeviceOutOfMemoryException reservationsKept(long bytes, long bytesInUse) {
+        return refusal(OutOfMemoryReason.POOL_LIMIT, bytes, "would bring the pool's blocks in use from " + bytesInUse
+                + " bytes past " + limitProperty + " (" + limitBytes + " bytes) less the " + keptAside.getAsLong()
+                + " bytes kept for budgets' reservations not in use");
+    }
+
+    /**
      * Keeps {@code bytes} of the limit, as they stand at each growth, out of reach: the budgets' reservations not in use,
      * which a request through a reserving budget has already taken its own part of.
      */

@@ -327,6 +327,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         try {
             ensureOpen();
             drainCompleted();
+            if (!upstream.leavesReservations(bytesInUse() + smallTotal + largeTotal)) {
+                return null; // allocated one by one, each refused as it comes
+            }
             PoolBlock smallRegion = smallTotal == 0 ? null : small.take(smallTotal, smallTotal, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
             if (smallTotal > 0 && smallRegion == null) {
                 return null;
@@ -423,9 +426,14 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * their allowance, one cached on another thread's stripe, or mapped free space after flushing the cache; else, for
      * a large block, mapped free space after flushing, or of the small arena where pages are mapped; failing these,
      * from new upstream memory (a miss). A small block is made the calling thread's: its frees go to this thread's
-     * stripe of the cache.
+     * stripe of the cache. Refused first where the blocks in use with it would pass the cap less the budgets' reservations
+     * not in use ({@link BackendResource#leavesReservations}): memory a reserving tenant freed, which the pool holds cached,
+     * is kept from others as the room to grow is, not lent to them.
      */
     private PoolBlock takeOrGrow(PoolArena arena, long size, long requested, PoolArena.Growth growth) {
+        if (!upstream.leavesReservations(bytesInUse() + size)) {
+            throw upstream.reservationsKept(size, bytesInUse());
+        }
         PoolBlock block = arena.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
         if (block == null) {
             boolean economize = arena != small || small.reservedBytes() >= smallBlocksKeptUnflushed();
@@ -473,6 +481,11 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      */
     private long smallBlocksKeptUnflushed() {
         return SMALL_BLOCKS_KEPT_UNFLUSHED * Math.min(cache.stripesKeeping(), Runtime.getRuntime().availableProcessors());
+    }
+
+    /** Bytes of blocks in use: live, pending, or cached by the fast path. Under the lock. */
+    private long bytesInUse() {
+        return small.bytesInUse() + large.bytesInUse();
     }
 
     private void releaseToArena(PoolBlock block) {
