@@ -9,6 +9,7 @@ import dev.compute.memory.budget.BudgetNode;
 import dev.compute.memory.internal.WithdrawnFirst;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.LeakDetector;
+import dev.compute.memory.manager.AllocationWaiters;
 import dev.compute.memory.manager.BlockAllocation;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -19,6 +20,9 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Predicate;
+import java.util.function.Supplier;
+import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -207,35 +211,43 @@ final class BudgetAllocations {
                              Request result) {
         CompletableFuture<UnifiedBuffer> pool;
         CompletableFuture<Void> claimBack = new CompletableFuture<>();
-        // the first attempt is made here, as this budget's; one made later, as memory comes back, on the freeing thread,
-        // leaves the budget's unused reservation aside as anyone's does
-        Object requesting = ledger.markRequestOf(account);
+        // every attempt, here or later on the waiter thread as memory comes back, is made as this budget's: a reserving
+        // budget's is served from memory kept for reservations, its own reservation within reach
+        UnaryOperator<Supplier<UnifiedBuffer>> servedAs = attempt -> () -> {
+            Object requesting = ledger.markRequestOf(account);
+            try {
+                return attempt.get();
+            } finally {
+                ledger.unmarkRequest(requesting);
+            }
+        };
+        // the bytes stay counted until no memory is held for the request: a buffer made for it as it was cancelled
+        // is given back to the pool first, so that the budget's books never hold less than the pool lends it
+        Runnable unserved = () -> {
+            try {
+                if (result.admitted.bytesTakenBy(Admission.Taker.CALLER)) { // else its holder's ending took them first
+                    result.giveBack.run();
+                }
+            } finally {
+                claimBack.complete(null);
+            }
+        };
+        Predicate<@Nullable CompletableFuture<UnifiedBuffer>> reached = queued -> {
+            // published before the bytes are taken: an ending that finds them taken cancels the pool's wait
+            if (queued != null) {
+                result.pool = queued;
+            }
+            return result.admitted.takeBytes(Admission.Taker.CALLER); // false: ended first, and given back
+        };
         try {
-            // the bytes stay counted until no memory is held for the request: a buffer made for it as it was cancelled
-            // is given back to the pool first, so that the budget's books never hold less than the pool lends it
-            pool = manager.allocateAsync(type, count, location, deadline.left(), asked, ledger.withinReservation(account, location), () -> {
-                try {
-                    if (result.admitted.bytesTakenBy(Admission.Taker.CALLER)) { // else its holder's ending took them first
-                        result.giveBack.run();
-                    }
-                } finally {
-                    claimBack.complete(null);
-                }
-            }, queued -> {
-                // published before the bytes are taken: an ending that finds them taken cancels the pool's wait
-                if (queued != null) {
-                    result.pool = queued;
-                }
-                return result.admitted.takeBytes(Admission.Taker.CALLER); // false: ended first, and given back
-            });
+            pool = manager.allocateAsync(type, count, location, deadline.left(), asked,
+                    new AllocationWaiters.BudgetTerms<>(ledger.withinReservation(account, location), servedAs, unserved, reached));
         } catch (Throwable e) {
             if (result.admitted.takeBytes(Admission.Taker.HOLDER)) { // it never reached the pool (the manager closed)
                 result.giveBack.run();
             }
             result.completeExceptionally(e);
             return;
-        } finally {
-            ledger.unmarkRequest(requesting);
         }
         result.pool = pool;
         result.whenComplete((buffer, failure) -> pool.cancel(false)); // ended before it saw the pool's wait: see Request

@@ -25,6 +25,7 @@ import dev.compute.memory.recording.AllocationRecorder;
 import dev.compute.memory.recording.AllocationTrace;
 import dev.compute.memory.recording.RecordingOptions;
 import dev.compute.memory.resource.Block;
+import dev.compute.memory.resource.ReservedRoom;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.NativeDevice;
 import java.io.IOException;
@@ -99,7 +100,22 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         }
         this.budgetLedger = budgetLedger(chains, settings);
         for (MemoryLocation location : chains.locations()) {
-            chains.open(location).keepAside(() -> budgetLedger.unusedReservations(location));
+            chains.open(location).keepAside(new ReservedRoom() {
+                @Override
+                public long unusedReservations() {
+                    return budgetLedger.unusedReservations(location);
+                }
+
+                @Override
+                public long reservations() {
+                    return budgetLedger.reservations(location);
+                }
+
+                @Override
+                public boolean reservingRequest() {
+                    return budgetLedger.requestReserves();
+                }
+            });
         }
         this.maintenance = new Maintenance(settings, gate, chains, compactor, figures, buffers, this::trim);
         this.shutdown = new Shutdown(new Shutdown.Parts(gate, waiters, backend, returns, maintenance, chains, mappedFiles, figures),
@@ -165,32 +181,28 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout) {
-        return allocateAsync(type, location, bytes, timeout, timeout, false, null, null);
+        return allocateAsync(type, location, bytes, timeout, timeout, null);
     }
 
     /**
-     * {@link #allocateAsync(DataType, long, MemoryLocation, Duration)} for a budget: {@code unserved} runs once where the
-     * request ends without its buffer, once no memory is held for it, and {@code reached} is asked as it reaches the pool
-     * (see {@link AllocationWaiters#request}); {@code asked} is the whole wait its caller asked for, of which
-     * {@code timeout} is left, for a timeout's message; {@code withinReservation}: tried at once though others wait.
+     * {@link #allocateAsync(DataType, long, MemoryLocation, Duration)} for a budget, on {@code terms} (see
+     * {@link AllocationWaiters.BudgetTerms}); {@code asked} is the whole wait its caller asked for, of which
+     * {@code timeout} is left, for a timeout's message.
      */
     CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, long count, MemoryLocation location, Duration timeout, Duration asked,
-                                                   boolean withinReservation, Runnable unserved,
-                                                   Predicate<@Nullable CompletableFuture<UnifiedBuffer>> reached) {
-        return allocateAsync(type, location, BlockAllocation.elementBytes(type, count), timeout, asked, withinReservation, unserved, reached);
+                                                   AllocationWaiters.BudgetTerms<UnifiedBuffer> terms) {
+        return allocateAsync(type, location, BlockAllocation.elementBytes(type, count), timeout, asked, terms);
     }
 
     private CompletableFuture<UnifiedBuffer> allocateAsync(DataType type, MemoryLocation location, long bytes, Duration timeout,
-                                                           Duration asked, boolean withinReservation, @Nullable Runnable unserved,
-                                                           @Nullable Predicate<@Nullable CompletableFuture<UnifiedBuffer>> reached) {
+                                                           Duration asked, AllocationWaiters.@Nullable BudgetTerms<UnifiedBuffer> terms) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive: " + bytes + " bytes");
         }
         if (Objects.requireNonNull(timeout, "timeout").isNegative()) {
             throw new IllegalArgumentException("the wait for memory must not be negative: " + timeout);
         }
-        return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, asked, withinReservation,
-                unserved, reached);
+        return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, asked, terms);
     }
 
     /** All or none: together where the chain's pool places them so, else one by one, giving back those taken when one fails. */

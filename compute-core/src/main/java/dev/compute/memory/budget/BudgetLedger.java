@@ -392,10 +392,33 @@ public final class BudgetLedger<B> {
         }
     }
 
+    /** The bytes at {@code location} that budgets reserve, all together. Takes the lock only where a budget reserves. */
+    public long reservations(MemoryLocation location) {
+        if (limits.noneReserving()) {
+            return 0;
+        }
+        lock.lock();
+        try {
+            return limits.reservations(location.ordinal());
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Whether the calling thread is making a request for a budget that, or one above which, reserves memory
+     * ({@link #markRequestOf}): the pool serves it from memory kept apart for reservations. No thread-local is read while
+     * no budget reserves.
+     */
+    public boolean requestReserves() {
+        return !limits.noneReserving() && requester.get() != null;
+    }
+
     /**
      * Marks the calling thread's requests to the pool, until {@link #unmarkRequest}, as {@code account}'s, where it or a
-     * budget above it reserves memory: what they have not used of it is then within the request's reach. Returns what
-     * {@link #unmarkRequest} restores (a request made from an out-of-memory handler inside another's).
+     * budget above it reserves memory: what they have not used of it is then within the request's reach, and the pool
+     * serves them from memory kept apart for reservations. Returns what {@link #unmarkRequest} restores (a request made
+     * from an out-of-memory handler inside another's).
      */
     public Object markRequestOf(BudgetAccount<B> account) {
         if (!account.underReservation) {

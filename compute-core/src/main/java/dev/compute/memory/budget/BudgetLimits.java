@@ -184,6 +184,22 @@ final class BudgetLimits<B> {
         return unused;
     }
 
+    /**
+     * The bytes budgets reserve at {@code l}, all together: each outermost reserving budget's reservation (a reserving
+     * child's counts inside its parent's).
+     */
+    long reservations(int l) {
+        long total = 0;
+        for (BudgetAccount<B> account : reserving) {
+            boolean outermost = true;
+            for (BudgetAccount<B> x = account.parent; x != null && outermost; x = x.parent) {
+                outermost = x.reserved[l] == 0;
+            }
+            total += outermost ? account.reserved[l] : 0;
+        }
+        return total;
+    }
+
     /** See {@link BudgetLedger#withinReservation}. */
     boolean withinReservation(BudgetAccount<B> account, int l) {
         for (BudgetAccount<B> x = account; x != null; x = x.parent) {

@@ -31,6 +31,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Consumer;
 import java.util.function.Predicate;
+import java.util.function.Supplier;
+import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -69,6 +71,25 @@ public final class AllocationWaiters<B> {
     /** A location's figures: requests queued now, requests that ever queued, and those that timed out. */
     public record Figures(long waiting, long waits, long timeouts) {}
 
+    /**
+     * What a budget's request brings beside what any request does.
+     *
+     * @param withinReservation whether it is within its budget's reservation, whose room the pool keeps from everyone
+     *                          else: tried at once though others wait, since it takes nothing they wait for; if it fails
+     *                          it joins the tail
+     * @param servedAs          wraps each attempt made for it, on the caller's thread or the waiter thread, as its budget's
+     *                          own request (a reserving budget's is served from memory kept for reservations)
+     * @param unserved          runs once where the request ends without its buffer, once no memory is held for it (a
+     *                          buffer made for it as it was cancelled is given back first): a budget counts the request's
+     *                          bytes until then, so that what its books let go of the pool has
+     * @param reached           asked once, as the request reaches the pool, before anything is tried or queued for it:
+     *                          with null where it is about to be tried on this thread, else with its future, about to be
+     *                          queued. False (its holder ended it first): nothing is tried, queued or told for it, and the
+     *                          future returned is cancelled; null: never ended before it reaches the pool
+     */
+    public record BudgetTerms<B>(boolean withinReservation, UnaryOperator<Supplier<B>> servedAs, Runnable unserved,
+                                 @Nullable Predicate<@Nullable CompletableFuture<B>> reached) {}
+
     private static final class Waiter<B> {
         final DataType type;
         final MemoryLocation location;
@@ -82,6 +103,7 @@ public final class AllocationWaiters<B> {
         /** {@link #QUEUED}, {@link #SERVING} while an attempt may make a buffer for it, {@link #ENDED} once told. */
         private final AtomicInteger attempt = new AtomicInteger(QUEUED);
         private final @Nullable Runnable unserved;
+        private final UnaryOperator<Supplier<B>> servedAs;
         /**
          * Where it was asked for, for its allocation site and recorded call site when another thread serves it: one
          * stack walk for a request that found no memory, never for one served at once.
@@ -96,7 +118,7 @@ public final class AllocationWaiters<B> {
 
         /** {@code leave}: takes an ended request off its queue. */
         Waiter(DataType type, MemoryLocation location, long bytes, Duration timeout, Duration asked, DeviceOutOfMemoryException refusal,
-               boolean tried, Consumer<Waiter<?>> leave, @Nullable Runnable unserved) {
+               boolean tried, Consumer<Waiter<?>> leave, @Nullable BudgetTerms<B> terms) {
             this.type = type;
             this.location = location;
             this.bytes = bytes;
@@ -104,7 +126,8 @@ public final class AllocationWaiters<B> {
             this.asked = asked;
             this.refusal = refusal;
             this.tried = tried;
-            this.unserved = unserved;
+            this.unserved = terms == null ? null : terms.unserved();
+            this.servedAs = terms == null ? UnaryOperator.identity() : terms.servedAs();
             // ended by its caller (cancelled, or completed as orTimeout does), the request leaves its queue before its
             // functions run, as it does when served, timed out or failed at a close: none sees it counted as waiting
             this.future = new WithdrawnFirst<>() {
@@ -236,23 +259,20 @@ public final class AllocationWaiters<B> {
      * the future, as it does on the waiter thread.
      */
     public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout) {
-        return request(type, location, bytes, capBytes, timeout, timeout, false, null, null);
+        return request(type, location, bytes, capBytes, timeout, timeout, null);
     }
 
     /**
-     * As {@link #request(DataType, MemoryLocation, long, long, Duration)}; {@code unserved} runs once where the request
-     * ends without its buffer, once no memory is held for it (a buffer made for it as it was cancelled is given back
-     * first): a budget counts the request's bytes until then, so that what its books let go of the pool has.
-     * {@code asked}: the whole wait its caller asked for, of which {@code timeout} is what is left, for the message.
-     * {@code reached} is asked once, as the request reaches the pool, before anything is tried or queued for it: with
-     * null where it is about to be tried on this thread, else with its future, about to be queued. False (its holder
-     * ended it first): nothing is tried, queued or told for it, and the future returned is cancelled.
-     * {@code withinReservation}: a budget's request within its reservation, whose room the pool keeps from everyone
-     * else: tried at once though others wait, since it takes nothing they wait for; if it fails it joins the tail.
+     * As {@link #request(DataType, MemoryLocation, long, long, Duration)}, for a budget's request where {@code terms} is
+     * not null (see {@link BudgetTerms}). {@code asked}: the whole wait its caller asked for, of which {@code timeout} is
+     * what is left, for the message.
      */
     public CompletableFuture<B> request(DataType type, MemoryLocation location, long bytes, long capBytes, Duration timeout,
-                                        Duration asked, boolean withinReservation, @Nullable Runnable unserved,
-                                        @Nullable Predicate<@Nullable CompletableFuture<B>> reached) {
+                                        Duration asked, @Nullable BudgetTerms<B> terms) {
+        boolean withinReservation = terms != null && terms.withinReservation();
+        @Nullable Runnable unserved = terms == null ? null : terms.unserved();
+        @Nullable Predicate<@Nullable CompletableFuture<B>> reached = terms == null ? null : terms.reached();
+        UnaryOperator<Supplier<B>> servedAs = terms == null ? UnaryOperator.identity() : terms.servedAs();
         LocationQueue queue = queues[location.ordinal()];
         DeviceOutOfMemoryException refusal = queue.latestRefusal;
         boolean tried = false;
@@ -262,7 +282,7 @@ public final class AllocationWaiters<B> {
             }
             try {
                 // on the caller's thread, which asked not to wait: any wait (device work, a trim, a handler) is the waiter thread's
-                return CompletableFuture.completedFuture(DeviceWork.withoutWaiting(() -> allocation.allocate(type, location, bytes)));
+                return CompletableFuture.completedFuture(DeviceWork.withoutWaiting(servedAs.apply(() -> allocation.allocate(type, location, bytes))));
             } catch (DeviceOutOfMemoryException e) {
                 refusal = e;
                 tried = true;
@@ -277,7 +297,7 @@ public final class AllocationWaiters<B> {
             }
             queue.latestRefusal = refusal;
         }
-        Waiter<B> waiter = new Waiter<>(type, location, bytes, timeout, asked, refusal, tried, ended -> withdraw(queue, ended), unserved);
+        Waiter<B> waiter = new Waiter<>(type, location, bytes, timeout, asked, refusal, tried, ended -> withdraw(queue, ended), terms);
         if (!tried && reached != null && !reached.test(waiter.future)) {
             waiter.settle(); // never queued: an ending of its future changes nothing
             return endedBeforeReaching();
@@ -441,7 +461,7 @@ public final class AllocationWaiters<B> {
             }
             B buffer;
             try {
-                buffer = LeakDetector.servedAsAskedAt(head.askedAt, () -> allocation.allocate(head.type, head.location, head.bytes));
+                buffer = LeakDetector.servedAsAskedAt(head.askedAt, head.servedAs.apply(() -> allocation.allocate(head.type, head.location, head.bytes)));
             } catch (AllocationAboveLimitException e) {
                 // above a limit composed into the chain: no free can make room for it, and it would hold up those behind it
                 queue.remove(head);

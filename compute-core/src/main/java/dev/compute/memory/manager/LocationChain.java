@@ -9,11 +9,11 @@ import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.InspectableResource;
 import dev.compute.memory.resource.MemoryResource;
+import dev.compute.memory.resource.ReservedRoom;
 import dev.compute.memory.resource.StatisticsResource;
 import dev.compute.memory.resource.pool.CachingPoolResource;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.LongAdder;
-import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -116,9 +116,9 @@ public final class LocationChain {
         return bytes >= smallestMovable;
     }
 
-    /** Keeps {@code bytes} of the location's cap out of every request's growth (see {@link BackendResource#keepAside}). */
-    public void keepAside(LongSupplier bytes) {
-        backend.keepAside(bytes);
+    /** Keeps room under the location's cap for budgets' reservations (see {@link BackendResource#keepAside}). */
+    public void keepAside(ReservedRoom reservations) {
+        backend.keepAside(reservations);
     }
 
     /** Gives cached memory beyond {@code keepBytes} back; told to listeners when something went. */

@@ -59,8 +59,11 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     private final FailedFrees failed = new FailedFrees();
     private volatile long reserved;
     private volatile long reservedPeak;
-    /** Bytes of the limit kept for budgets' reservations not in use: no request may grow into them. */
-    private volatile LongSupplier keptAside = () -> 0;
+    /** Budgets' reservations: the room this resource keeps for them, which no other request may grow into. */
+    private volatile ReservedRoom reservations = ReservedRoom.NONE;
+    /** The memory a pool over this resource holds apart for reservations, and the free part of it. */
+    private volatile LongSupplier heldForReservations = () -> 0;
+    private volatile LongSupplier freeForReservations = () -> 0;
     private volatile int segments;
     private volatile long allocations;
     private volatile long frees;
@@ -126,33 +129,39 @@ public final class BackendResource implements MemoryResource, InspectableResourc
 
     /** True when {@code moreBytes} more would stay within the limit, less what is kept for budgets' reservations. */
     public boolean fits(long moreBytes) {
-        return reserved + moreBytes <= limitBytes - keptAside.getAsLong();
+        return reserved + moreBytes <= limitBytes - keptAsideBytes();
     }
 
     /**
-     * True when a pool whose blocks in use (live, pending, cached for reuse) would come to {@code bytesInUse} leaves the
-     * budgets' reservations not in use their room under the limit: what a request takes of the pool's free memory is
-     * held to the same room as what it grows the pool by, or memory a reserving tenant freed, cached, would be lent
-     * past that room to whoever asks next.
+     * What the limit keeps out of the calling thread's reach now: the budgets' reservations not in use, as their books
+     * count them (its own budget's left out), beyond the free memory a pool holds for them; and for a request through no
+     * reserving budget, at least the reservations beyond all the memory the pool holds for them, which counts exactly
+     * what the books count late (a request on its way to the pool) or early (room a budget's stripes keep for its next
+     * requests, which is no memory).
      */
-    public boolean leavesReservations(long bytesInUse) {
-        long kept = keptAside.getAsLong();
-        return kept == 0 || bytesInUse <= limitBytes - kept;
+    public long keptAsideBytes() {
+        ReservedRoom room = reservations;
+        long kept = Math.max(0, room.unusedReservations() - freeForReservations.getAsLong());
+        if (!room.reservingRequest()) {
+            kept = Math.max(kept, room.reservations() - heldForReservations.getAsLong());
+        }
+        return kept;
     }
 
-    /** The refusal of a pool's hand-out that {@link #leavesReservations} turned down. */
-    public DeviceOutOfMemoryException reservationsKept(long bytes, long bytesInUse) {
-        return refusal(OutOfMemoryReason.POOL_LIMIT, bytes, "would bring the pool's blocks in use from " + bytesInUse
-                + " bytes past " + limitProperty + " (" + limitBytes + " bytes) less the " + keptAside.getAsLong()
-                + " bytes kept for budgets' reservations not in use");
+    /** Keeps room under the limit for budgets' reservations, as they stand at each growth (see {@link #keptAsideBytes}). */
+    public void keepAside(ReservedRoom reservations) {
+        this.reservations = reservations;
     }
 
-    /**
-     * Keeps {@code bytes} of the limit, as they stand at each growth, out of reach: the budgets' reservations not in use,
-     * which a request through a reserving budget has already taken its own part of.
-     */
-    public void keepAside(LongSupplier bytes) {
-        this.keptAside = bytes;
+    /** Whether the calling thread's request is one through a budget that reserves memory (a pool serves it apart). */
+    public boolean reservingRequest() {
+        return reservations.reservingRequest();
+    }
+
+    /** For the pool over this resource: the memory it holds apart for budgets' reservations, and the free part of it. */
+    public void holdForReservations(LongSupplier held, LongSupplier free) {
+        this.heldForReservations = held;
+        this.freeForReservations = free;
     }
 
     /** The device's memory as the backend reports it now (a driver call on some backends). */
@@ -229,7 +238,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
 
     /** Under the monitor. */
     DeviceOutOfMemoryException limitReached(long bytes) {
-        long kept = keptAside.getAsLong();
+        long kept = keptAsideBytes();
         return refusal(OutOfMemoryReason.POOL_LIMIT, bytes, "would take the " + reserved + " bytes reserved past " + limitProperty
                 + " (" + limitBytes + " bytes)" + (kept > 0 ? " less the " + kept + " bytes kept for budgets' reservations not in use" : ""));
     }

@@ -15,6 +15,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -56,7 +57,8 @@ class AllocationWaitersUnservedTest {
     }
 
     private CompletableFuture<String> request(Duration timeout) {
-        return waiters.request(DataType.INT8, DEVICE, 1024, Long.MAX_VALUE, timeout, timeout, false, () -> happened.add("unserved"), null);
+        return waiters.request(DataType.INT8, DEVICE, 1024, Long.MAX_VALUE, timeout, timeout,
+                new AllocationWaiters.BudgetTerms<>(false, UnaryOperator.identity(), () -> happened.add("unserved"), null));
     }
 
     /**

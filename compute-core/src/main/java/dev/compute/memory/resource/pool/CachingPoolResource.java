@@ -108,6 +108,14 @@ import org.jspecify.annotations.Nullable;
  * blocks (up to one per processor): then the small arena grows instead, so that a set of recurring sizes larger
  * than what is mapped stays cached rather than being flushed every few dozen allocations.
  *
+ * <p><b>Reservations.</b> Requests through a budget that reserves memory ({@link BackendResource#reservingRequest}) take
+ * their blocks from arenas of their own, a small and a large one, and never through the fast path's cache, whose blocks
+ * any thread may take; everyone else's never take memory from those arenas. So what a reserving tenant frees stays
+ * cached for it, not lent to a neighbour whose blocks would then keep it (a neighbour's small block in a 20 MiB
+ * segment pins all of it). The upstream keeps room under the cap for the reservations not in use, less the free memory
+ * these arenas hold ({@link BackendResource#keptAsideBytes}): the shared arenas grow only into what is left. Trims give
+ * the shared arenas' memory back first.
+ *
  * <p><b>Pressure.</b> A request larger than the cap fails at once, the cache left as it is: nothing the pool
  * could give back would make room for it. When the backend has no memory or the upstream's limit would be
  * passed, the pool gives back all it caches (free plain segments, free mapped pages) and retries once,
@@ -158,6 +166,11 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     private final MemoryEventListener events;
     private final PoolArena small;
     private final PoolArena large;
+    /** The arenas of requests through budgets that reserve memory (see "Reservations" above). */
+    private final PoolArena reservedSmall;
+    private final PoolArena reservedLarge;
+    /** Every arena, the shared ones first: what trims give back first, and what figures, snapshots and closes walk. */
+    private final List<PoolArena> arenas;
     private final SizeClassCache cache = new SizeClassCache();
     /**
      * Small blocks may take this much memory before a miss flushes the fast path's cache rather than grow.
@@ -203,8 +216,12 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         this.deviceWaitTimeout = settings.deviceWaitTimeout();
         this.events = SafeEventListener.guard(events);
         PageMapping pages = settings.layout() == PoolSettings.Layout.EXPANDABLE_SEGMENTS ? upstream.pageMapping() : null;
-        this.small = new PoolArena(PoolArena.Kind.SMALL, upstream, this, pages);
-        this.large = new PoolArena(PoolArena.Kind.LARGE, upstream, this, pages);
+        this.small = new PoolArena(PoolArena.Kind.SMALL, false, upstream, this, pages);
+        this.large = new PoolArena(PoolArena.Kind.LARGE, false, upstream, this, pages);
+        this.reservedSmall = new PoolArena(PoolArena.Kind.SMALL, true, upstream, this, pages);
+        this.reservedLarge = new PoolArena(PoolArena.Kind.LARGE, true, upstream, this, pages);
+        this.arenas = List.of(large, small, reservedLarge, reservedSmall);
+        upstream.holdForReservations(() -> reservedSmall.reservedBytes() + reservedLarge.reservedBytes(), this::freeForReservations);
         this.piece = pages != null ? pages.granularity() : SizeClasses.SMALL_SEGMENT;
         this.largestPossible = upstream.largestPossibleBytes() / piece * piece;
     }
@@ -274,7 +291,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             throw upstream.aboveLimit(bytes, bytes); // no rounding for it: a long would overflow
         }
         long size = SizeClasses.round(bytes);
-        if (SizeClasses.small(size) && completed.isEmpty()) {
+        if (SizeClasses.small(size) && completed.isEmpty() && !upstream.reservingRequest()) {
             PoolBlock cached = cache.take(size, bytes);
             if (cached != null) {
                 return cached;
@@ -327,17 +344,17 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         try {
             ensureOpen();
             drainCompleted();
-            if (!upstream.leavesReservations(bytesInUse() + smallTotal + largeTotal)) {
-                return null; // allocated one by one, each refused as it comes
-            }
-            PoolBlock smallRegion = smallTotal == 0 ? null : small.take(smallTotal, smallTotal, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
+            boolean reserving = upstream.reservingRequest();
+            PoolArena smallArena = reserving ? reservedSmall : small;
+            PoolArena largeArena = reserving ? reservedLarge : large;
+            PoolBlock smallRegion = smallTotal == 0 ? null : smallArena.take(smallTotal, smallTotal, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
             if (smallTotal > 0 && smallRegion == null) {
                 return null;
             }
-            PoolBlock largeRegion = largeTotal == 0 ? null : large.take(largeTotal, largeTotal, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
+            PoolBlock largeRegion = largeTotal == 0 ? null : largeArena.take(largeTotal, largeTotal, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
             if (largeTotal > 0 && largeRegion == null) {
                 if (smallRegion != null) {
-                    small.release(smallRegion);
+                    smallArena.release(smallRegion);
                 }
                 return null;
             }
@@ -346,7 +363,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 if (SizeClasses.small(sizes[i])) {
                     PoolBlock block = Objects.requireNonNull(smallRegion, "small region");
                     smallRegion = PoolArena.cut(block, sizes[i], bytes[i]);
-                    cache.adopt(block);
+                    if (!reserving) {
+                        cache.adopt(block);
+                    }
                     blocks.add(block);
                 } else {
                     blocks.add(Objects.requireNonNull(largeRegion, "large region"));
@@ -376,7 +395,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     }
 
     private PoolBlock allocateLocked(long size, long requested) {
-        PoolArena arena = SizeClasses.small(size) ? small : large;
+        boolean reserving = upstream.reservingRequest();
+        PoolArena arena = SizeClasses.small(size) ? (reserving ? reservedSmall : small) : (reserving ? reservedLarge : large);
         DeviceOutOfMemoryException refusal;
         try {
             return takeOrGrow(arena, size, requested, PoolArena.Growth.WITH_SLACK);
@@ -426,17 +446,14 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * their allowance, one cached on another thread's stripe, or mapped free space after flushing the cache; else, for
      * a large block, mapped free space after flushing, or of the small arena where pages are mapped; failing these,
      * from new upstream memory (a miss). A small block is made the calling thread's: its frees go to this thread's
-     * stripe of the cache. Refused first where the blocks in use with it would pass the cap less the budgets' reservations
-     * not in use ({@link BackendResource#leavesReservations}): memory a reserving tenant freed, which the pool holds cached,
-     * is kept from others as the room to grow is, not lent to them.
+     * stripe of the cache. An arena for reservations takes nothing from the cache, nor from the shared arenas.
      */
     private PoolBlock takeOrGrow(PoolArena arena, long size, long requested, PoolArena.Growth growth) {
-        if (!upstream.leavesReservations(bytesInUse() + size)) {
-            throw upstream.reservationsKept(size, bytesInUse());
-        }
+        boolean shared = !arena.forReservations();
+        PoolArena smallArena = shared ? small : reservedSmall;
         PoolBlock block = arena.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
         if (block == null) {
-            boolean economize = arena != small || small.reservedBytes() >= smallBlocksKeptUnflushed();
+            boolean economize = shared && (arena != small || small.reservedBytes() >= smallBlocksKeptUnflushed());
             if (economize && arena == small) {
                 block = cache.takeFromOtherStripes(size, requested);
                 if (block != null) {
@@ -448,8 +465,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 cache.flush(this::releaseToArena);
                 block = arena.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
             }
-            if (block == null && arena == large && small.expandable()) {
-                block = small.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
+            if (block == null && arena != smallArena && smallArena.expandable()) {
+                block = smallArena.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
             }
             long callsBefore = upstream.backendAllocations();
             if (block == null) {
@@ -466,7 +483,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         } else {
             counts.add(POOL_HITS, 1);
         }
-        if (SizeClasses.small(size)) {
+        if (SizeClasses.small(size) && shared) {
             cache.adopt(block);
         }
         return block;
@@ -483,9 +500,14 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return SMALL_BLOCKS_KEPT_UNFLUSHED * Math.min(cache.stripesKeeping(), Runtime.getRuntime().availableProcessors());
     }
 
-    /** Bytes of blocks in use: live, pending, or cached by the fast path. Under the lock. */
-    private long bytesInUse() {
-        return small.bytesInUse() + large.bytesInUse();
+    /**
+     * The free memory the arenas for reservations hold: memory budgets that reserve freed, kept for them (see
+     * "Reservations" above), which the upstream counts toward the room it keeps for their reservations not in use.
+     * Read where the upstream checks its room, under this pool's lock.
+     */
+    private long freeForReservations() {
+        return Math.max(0, reservedSmall.reservedBytes() - reservedSmall.bytesInUse())
+                + Math.max(0, reservedLarge.reservedBytes() - reservedLarge.bytesInUse());
     }
 
     private void releaseToArena(PoolBlock block) {
@@ -499,7 +521,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     private @Nullable RuntimeException releaseAllCached() {
         cache.flush(this::releaseToArena);
         RuntimeException refused = null;
-        for (PoolArena arena : List.of(large, small)) {
+        for (PoolArena arena : arenas) {
             try {
                 arena.releaseCached(Long.MAX_VALUE);
             } catch (RuntimeException e) {
@@ -541,7 +563,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      */
     private DeviceOutOfMemoryException outOfMemory(long requested, long size, DeviceOutOfMemoryException refusal, boolean stuck,
                                                    boolean interrupted) {
-        long live = small.liveBytes() + large.liveBytes();
+        long live = liveBytes();
         long reserved = upstream.reservedBytes();
         // what held the memory: a trim that had not returned from the backend, device work, or both
         String trim = trimsUnderWay == 0 ? "" : "a trim giving back " + bytesBeingReleased + " bytes";
@@ -583,7 +605,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             throw new IllegalArgumentException("this block was not allocated by this pool: " + block);
         }
         boolean done = inFlight.isDone();
-        if (done && SizeClasses.small(poolBlock.size()) && completed.isEmpty() && cache.offer(poolBlock)) {
+        if (done && SizeClasses.small(poolBlock.size()) && completed.isEmpty() && !poolBlock.arena().forReservations()
+                && cache.offer(poolBlock)) {
             return;
         }
         lock.lock();
@@ -656,8 +679,10 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             ensureOpen();
             drainCompleted();
             cache.flush(this::releaseToArena);
-            List<Block> order = new ArrayList<>(large.compactionOrder());
-            order.addAll(small.compactionOrder());
+            List<Block> order = new ArrayList<>();
+            for (PoolArena arena : arenas) {
+                order.addAll(arena.compactionOrder());
+            }
             return order;
         } finally {
             lock.unlock();
@@ -741,19 +766,17 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             cache.flush(this::releaseToArena);
             // the arenas' books, not the upstream's: these count what other trims give back until they settle it, so that
             // bytesBeingReleased is taken off once, even where a backend call of those trims has returned already
-            long excess = small.reservedBytes() + large.reservedBytes() - bytesBeingReleased - (small.liveBytes() + large.liveBytes())
-                    - Math.max(0, keepBytes);
+            long excess = arenasReservedBytes() - bytesBeingReleased - liveBytes() - Math.max(0, keepBytes);
             if (excess <= 0) {
                 return 0;
             }
-            taken = large.takeCached(excess);
-            for (PoolArena.Release release : taken) {
-                bytesTaken += release.bytes();
-            }
-            if (bytesTaken < excess) {
-                for (PoolArena.Release release : small.takeCached(excess - bytesTaken)) {
-                    taken.add(release);
-                    bytesTaken += release.bytes();
+            taken = new ArrayList<>();
+            for (PoolArena arena : arenas) {
+                if (bytesTaken < excess) {
+                    for (PoolArena.Release release : arena.takeCached(excess - bytesTaken)) {
+                        taken.add(release);
+                        bytesTaken += release.bytes();
+                    }
                 }
             }
             if (taken.isEmpty()) {
@@ -891,7 +914,11 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     /** Under the lock. */
     private long largestFreeBlock() {
-        return Math.max(cache.largestCached(), Math.max(small.largestFreeBlock(), large.largestFreeBlock()));
+        long largest = cache.largestCached();
+        for (PoolArena arena : arenas) {
+            largest = Math.max(largest, arena.largestFreeBlock());
+        }
+        return largest;
     }
 
     /**
@@ -910,8 +937,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     /** Every segment with its blocks, walked under the lock, which the caller holds. */
     List<MemorySnapshot.Segment> walk() {
         List<MemorySnapshot.Segment> out = new ArrayList<>();
-        small.snapshot(out);
-        large.snapshot(out);
+        for (PoolArena arena : walkOrder()) {
+            arena.snapshot(out);
+        }
         return out;
     }
 
@@ -925,10 +953,34 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         }
     }
 
-    /** The segments and ranges of both arenas, in the order {@link #walk} lists them. Under the lock. */
+    /** The segments and ranges of every arena, in the order {@link #walk} lists them. Under the lock. */
     void segmentsInto(List<PoolSegment> into) {
-        small.segmentsInto(into);
-        large.segmentsInto(into);
+        for (PoolArena arena : walkOrder()) {
+            arena.segmentsInto(into);
+        }
+    }
+
+    /** The order a snapshot lists the arenas' segments in: small before large, the shared arenas first. */
+    private List<PoolArena> walkOrder() {
+        return List.of(small, large, reservedSmall, reservedLarge);
+    }
+
+    /** Bytes of blocks handed out or pending, in every arena. Under the lock. */
+    private long liveBytes() {
+        long live = 0;
+        for (PoolArena arena : arenas) {
+            live += arena.liveBytes();
+        }
+        return live;
+    }
+
+    /** Bytes every arena holds from the upstream (what other trims give back until they settle it included). Under the lock. */
+    private long arenasReservedBytes() {
+        long reserved = 0;
+        for (PoolArena arena : arenas) {
+            reserved += arena.reservedBytes();
+        }
+        return reserved;
     }
 
     ReentrantLock lock() {
@@ -1057,16 +1109,24 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             pending.clear();
             completed.clear();
             try {
-                large.close();
+                closeArenas(0);
             } finally {
-                try {
-                    small.close();
-                } finally {
-                    upstream.close();
-                }
+                upstream.close();
             }
         } finally {
             lock.unlock();
+        }
+    }
+
+    /** Closes the arenas from the {@code from}th on, each whatever the ones before it threw. Under the lock. */
+    private void closeArenas(int from) {
+        if (from == arenas.size()) {
+            return;
+        }
+        try {
+            arenas.get(from).close();
+        } finally {
+            closeArenas(from + 1);
         }
     }
 

@@ -86,6 +86,8 @@ final class PoolArena {
     private static final long MAX_RANGE_PAGES = 1L << 30;
 
     private final Kind kind;
+    /** Whether this arena serves requests through budgets that reserve memory, apart from everyone else's. */
+    private final boolean forReservations;
     private final BackendResource upstream;
     private final CachingPoolResource pool;
     private final @Nullable PageMapping pageMapping;
@@ -106,11 +108,13 @@ final class PoolArena {
     private long bytesInUse;
 
     /**
-     * An arena of {@code kind} blocks for {@code pool}, with memory from {@code upstream}. With
-     * {@code pageMapping} it reserves ranges and maps pages on demand; without, it allocates plain segments.
+     * An arena of {@code kind} blocks for {@code pool}, with memory from {@code upstream}, {@code forReservations} or for
+     * everyone else. With {@code pageMapping} it reserves ranges and maps pages on demand; without, it allocates plain
+     * segments.
      */
-    PoolArena(Kind kind, BackendResource upstream, CachingPoolResource pool, @Nullable PageMapping pageMapping) {
+    PoolArena(Kind kind, boolean forReservations, BackendResource upstream, CachingPoolResource pool, @Nullable PageMapping pageMapping) {
         this.kind = kind;
+        this.forReservations = forReservations;
         this.upstream = upstream;
         this.pool = pool;
         this.pageMapping = pageMapping;
@@ -882,6 +886,10 @@ final class PoolArena {
         return mappedBytes + plainBytes;
     }
 
+    boolean forReservations() {
+        return forReservations;
+    }
+
     /** Bytes of blocks in use (see {@link #bytesInUse}); under the pool's lock. */
     long bytesInUse() {
         return bytesInUse;
@@ -1028,6 +1036,6 @@ final class PoolArena {
 
     @Override
     public String toString() {
-        return (kind == Kind.SMALL ? "small" : "large") + " arena of " + segments.size() + (expandable() ? " ranges" : " segments");
+        return (kind == Kind.SMALL ? "small" : "large") + (forReservations ? " arena for reservations of " : " arena of ") + segments.size() + (expandable() ? " ranges" : " segments");
     }
 }
