@@ -62,7 +62,8 @@ import org.jspecify.annotations.Nullable;
  * against the kernel's parameters ({@link #check}, before the manager opens any access for it): their number
  * ({@code CL_KERNEL_NUM_ARGS}), a buffer for each {@code __global} or {@code __constant} pointer (of the pointer's
  * element type, for typed buffers), and the scalar type of each other one ({@code int}/{@code uint} an Integer,
- * {@code long}/{@code ulong} a Long, {@code float}, {@code double}); and the work-group against the kernel's limit.
+ * {@code long}/{@code ulong} a Long, {@code float}, {@code double}); the work-group against the kernel's limit, and the
+ * work-groups of the launch against 2^32-1 in all.
  * A kernel reused with stale arguments, the failure mode of a wrong count, cannot happen.
  *
  * <p><b>Buffers.</b> The access's {@link OpenClDeviceHandle} gives the {@code cl_mem}: a sub-buffer over exactly the
@@ -107,6 +108,9 @@ final class OpenClKernel implements NativeKernel {
     private static final Map<String, DataType> POINTER_TYPES = Map.of("char", DataType.INT8, "uchar", DataType.INT8,
             "short", DataType.INT16, "ushort", DataType.INT16, "int", DataType.INT32, "uint", DataType.INT32,
             "long", DataType.INT64, "ulong", DataType.INT64, "float", DataType.FLOAT32, "double", DataType.FLOAT64);
+
+    /** The most work-groups one launch may have, all dimensions together: what 32 bits count. */
+    private static final long MAX_WORK_GROUPS = 0xFFFF_FFFFL;
 
     private final OpenClBackend backend;
     private final String name;
@@ -302,7 +306,18 @@ final class OpenClKernel implements NativeKernel {
                     + Arrays.toString(group) + " work items is more than the " + maxWorkGroup
                     + " this kernel can run per work-group on " + backend.device().describe());
         }
-        shape.roundedUpTo(group);
+        long[] global = shape.roundedUpTo(group);
+        long[] groups = new long[global.length];
+        long allGroups = 1;
+        for (int d = 0; d < global.length; d++) {
+            groups[d] = global[d] / group[d];
+            allGroups = groups[d] > MAX_WORK_GROUPS / allGroups ? Long.MAX_VALUE : allGroups * groups[d]; // saturates as above
+        }
+        if (allGroups > MAX_WORK_GROUPS) { // PoCL's CPU device counts them in 32 bits and ends the process beyond (SIGILL, an assertion)
+            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + " needs " + Arrays.toString(groups)
+                    + " work-groups of " + Arrays.toString(group) + ", more than the 2^32-1 a launch may have in all (PoCL counts them in"
+                    + " 32 bits and ends the process beyond): launch larger work-groups (withWorkGroup) or loop inside the kernel");
+        }
         if (arguments.size() != parameterCount) {
             throw new IllegalArgumentException("kernel '" + name + "' takes " + parameterCount + " argument(s); the launch passed "
                     + arguments.size());

@@ -279,6 +279,52 @@ class OpenClKernelTest {
     }
 
     /**
+     * A launch of 2^32 work-groups or more: PoCL's CPU device counts a launch's work-groups in 32 bits and ended the
+     * JVM (SIGILL at exactly 2^32, an assertion in its scheduler beyond), after the accesses had synced and marked the
+     * buffers. It is refused by name before anything runs (in a JVM of its own, for the crash).
+     */
+    @Test
+    void aLaunchOfMoreWorkGroupsThan32BitsCountIsRefusedBeforeAnythingRuns() throws Exception {
+        ChildJvm.Result child = ChildJvm.run(Duration.ofMinutes(2), TooManyWorkGroups.class);
+        assertThat(child.crashed()).as(child.describe()).isFalse();
+        assertThat(child.exitCode()).as(child.describe()).isZero();
+        assertThat(child.output()).as(child.describe())
+                .contains("refused: kernel 'fill_one' over LaunchShape[1099511627776] needs [4294967296] work-groups of [256], more than"
+                        + " the 2^32-1 a launch may have in all")
+                .contains("refused: kernel 'fill_one' over LaunchShape[65536, 65536] in work-groups of [1, 1] needs [65536, 65536]")
+                .contains("refused: kernel 'fill_one' over LaunchShape[9223372036854775807, 2]")
+                .contains("state: HOST_DIRTY");
+    }
+
+    /** The child of {@link #aLaunchOfMoreWorkGroupsThan32BitsCountIsRefusedBeforeAnythingRuns}. */
+    static final class TooManyWorkGroups {
+        public static void main(String[] args) {
+            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build();
+                 UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 16)) {
+                ComputeKernel fill = manager.kernels().compile(KernelSource.openCl("""
+                        __kernel void fill_one(__global float *x, long n) {
+                            long i = get_global_id(0);
+                            if (i < n) { x[i] = 1.0f; }
+                        }""", "fill_one"));
+                x.copyFrom(new float[16]);
+                try (BufferAccess access = x.hostAccess(AccessMode.WRITE)) {
+                    access.segment().fill((byte) 0);
+                }
+                for (LaunchShape shape : List.of(LaunchShape.of(1L << 40), LaunchShape.of(1 << 16, 1 << 16).withWorkGroup(1, 1),
+                        LaunchShape.of(Long.MAX_VALUE, 2).withWorkGroup(1, 1))) {
+                    try {
+                        fill.launch(shape, x, 16L).join();
+                        System.out.println("launched over " + shape);
+                    } catch (IllegalArgumentException e) {
+                        System.out.println("refused: " + e.getMessage());
+                    }
+                }
+                System.out.println("state: " + x.state());
+            }
+        }
+    }
+
+    /**
      * A kernel that declares {@code reqd_work_group_size} runs only in that work-group: a shape that leaves the group to
      * the backend gets it (the default of 256 failed the enqueue with CL_INVALID_WORK_GROUP_SIZE, after the access had
      * synced the host copy and marked the device copy newer), and another group is refused by name before anything runs.
