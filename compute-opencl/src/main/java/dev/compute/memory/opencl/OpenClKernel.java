@@ -1,6 +1,7 @@
 package dev.compute.memory.opencl;
 
 import static org.jocl.CL.CL_BUILD_PROGRAM_FAILURE;
+import static org.jocl.CL.CL_DEVICE_LOCAL_MEM_SIZE;
 import static org.jocl.CL.CL_INVALID_BUILD_OPTIONS;
 import static org.jocl.CL.CL_INVALID_KERNEL_NAME;
 import static org.jocl.CL.CL_KERNEL_ARG_ACCESS_NONE;
@@ -12,6 +13,7 @@ import static org.jocl.CL.CL_KERNEL_ARG_ADDRESS_QUALIFIER;
 import static org.jocl.CL.CL_KERNEL_ARG_NAME;
 import static org.jocl.CL.CL_KERNEL_ARG_TYPE_NAME;
 import static org.jocl.CL.CL_KERNEL_COMPILE_WORK_GROUP_SIZE;
+import static org.jocl.CL.CL_KERNEL_LOCAL_MEM_SIZE;
 import static org.jocl.CL.CL_KERNEL_NUM_ARGS;
 import static org.jocl.CL.CL_KERNEL_WORK_GROUP_SIZE;
 import static org.jocl.CL.CL_MEM_READ_WRITE;
@@ -172,10 +174,30 @@ final class OpenClKernel implements NativeKernel {
                         + "'; it defines: " + programString(program, CL_PROGRAM_KERNEL_NAMES).replace(';', ' '), "");
             }
             OpenClCalls.check(error[0], "clCreateKernel '" + source.name() + "'");
+            refuseMoreLocalMemoryThanTheDeviceHas(backend, source, first);
             return new OpenClKernel(backend, source.name(), program, first, typedefs(source.text()));
         } catch (RuntimeException e) {
             CL.clReleaseProgram(program);
             throw e;
+        }
+    }
+
+    /**
+     * A kernel whose {@code __local} arrays the device's local memory cannot hold never runs there: OpenCL fails its
+     * enqueue (after the accesses synced and marked their buffers), and PoCL built it and ended the process at the launch.
+     */
+    private static void refuseMoreLocalMemoryThanTheDeviceHas(OpenClBackend backend, KernelSource source, cl_kernel kernel) {
+        long[] used = new long[1];
+        if (CL.clGetKernelWorkGroupInfo(kernel, backend.deviceId(), CL_KERNEL_LOCAL_MEM_SIZE, Sizeof.cl_ulong, Pointer.to(used), null)
+                != CL_SUCCESS) {
+            return; // an implementation that cannot say leaves the enqueue to refuse it
+        }
+        long available = OpenClCalls.deviceLong(backend.deviceId(), CL_DEVICE_LOCAL_MEM_SIZE);
+        if (used[0] > available) {
+            CL.clReleaseKernel(kernel);
+            throw new KernelCompileException(source + " uses " + used[0] + " bytes of __local memory, more than the " + available
+                    + " bytes of local memory of OpenCL device " + backend.device().describe() + " (CL_DEVICE_LOCAL_MEM_SIZE): it cannot"
+                    + " run there; declare smaller __local arrays", "");
         }
     }
 

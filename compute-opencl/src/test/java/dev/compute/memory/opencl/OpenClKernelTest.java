@@ -325,6 +325,51 @@ class OpenClKernelTest {
     }
 
     /**
+     * A kernel whose {@code __local} arrays are larger than the device's local memory cannot run there: PoCL built it and
+     * ended the JVM at its launch (an assertion in its pthread driver) where OpenCL has the enqueue fail. Its compile
+     * fails instead, naming both sizes, and a kernel within the local memory builds and runs (in a JVM of its own, for
+     * the crash).
+     */
+    @Test
+    void aKernelUsingMoreLocalMemoryThanTheDeviceHasFailsToCompile() throws Exception {
+        ChildJvm.Result child = ChildJvm.run(Duration.ofMinutes(2), OversizedLocalMemory.class);
+        assertThat(child.crashed()).as(child.describe()).isFalse();
+        assertThat(child.exitCode()).as(child.describe()).isZero();
+        assertThat(child.output()).as(child.describe())
+                .contains("not compiled: OpenCL C kernel 'big_local' uses 16777216 bytes of __local memory, more than the")
+                .contains("of local memory of OpenCL device").contains("(CL_DEVICE_LOCAL_MEM_SIZE)")
+                .contains("small_local ran: 1.0");
+    }
+
+    /** The child of {@link #aKernelUsingMoreLocalMemoryThanTheDeviceHasFailsToCompile}. */
+    static final class OversizedLocalMemory {
+        private static final String LOCAL_ARRAY = """
+                __kernel void %s(__global float *x) {
+                    __local float scratch[%d];
+                    scratch[get_local_id(0)] = 1.0f;
+                    barrier(CLK_LOCAL_MEM_FENCE);
+                    x[get_global_id(0)] = scratch[0];
+                }""";
+
+        public static void main(String[] args) {
+            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO).build();
+                 UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 256)) {
+                for (String kernel : List.of(LOCAL_ARRAY.formatted("big_local", 1 << 22), LOCAL_ARRAY.formatted("small_local", 1 << 14))) {
+                    String name = kernel.contains("big_local") ? "big_local" : "small_local";
+                    try {
+                        manager.kernels().compile(KernelSource.openCl(kernel, name)).launch(LaunchShape.of(256), x).join();
+                        float[] result = new float[1];
+                        x.copyTo(0, result, 0, 1);
+                        System.out.println(name + " ran: " + result[0]);
+                    } catch (KernelCompileException e) {
+                        System.out.println("not compiled: " + e.getMessage());
+                    }
+                }
+            }
+        }
+    }
+
+    /**
      * A kernel that declares {@code reqd_work_group_size} runs only in that work-group: a shape that leaves the group to
      * the backend gets it (the default of 256 failed the enqueue with CL_INVALID_WORK_GROUP_SIZE, after the access had
      * synced the host copy and marked the device copy newer), and another group is refused by name before anything runs.
