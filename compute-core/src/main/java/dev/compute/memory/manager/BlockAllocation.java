@@ -33,10 +33,14 @@ public final class BlockAllocation {
         this.waiters = waiters;
     }
 
-    /** The bytes of {@code count} elements, refused unless positive; an overflow says so. */
+    /**
+     * The bytes of {@code count} elements, refused unless positive (as a size in bytes for INT8, which the methods taking
+     * bytes allocate: "element count" would mislead their callers); an overflow says so.
+     */
     public static long elementBytes(DataType type, long count) {
         if (count <= 0) {
-            throw new IllegalArgumentException("element count must be positive: " + count);
+            throw new IllegalArgumentException(type == DataType.INT8 ? "allocation size must be positive: " + count + " bytes"
+                    : "element count must be positive: " + count + " " + type + " elements");
         }
         return type.bytesFor(count);
     }
@@ -62,7 +66,8 @@ public final class BlockAllocation {
         long total = 0;
         for (int i = 0; i < counts.length; i++) {
             if (counts[i] <= 0) {
-                throw new IllegalArgumentException("element count must be positive: counts[" + i + "] is " + counts[i]);
+                throw new IllegalArgumentException((type == DataType.INT8 ? "allocation size must be positive: sizes[" : "element count must be positive: counts[")
+                        + i + "] is " + counts[i]);
             }
             bytes[i] = type.bytesFor(counts[i]);
             total += bytes[i];

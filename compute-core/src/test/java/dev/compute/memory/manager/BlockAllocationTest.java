@@ -100,8 +100,9 @@ class BlockAllocationTest {
     void elementCountsArePositiveAndTheirBytesDoNotOverflow() {
         assertThat(BlockAllocation.elementBytes(DataType.FLOAT32, 4)).isEqualTo(16);
         assertThatThrownBy(() -> BlockAllocation.elementBytes(DataType.FLOAT32, 0)).isInstanceOf(IllegalArgumentException.class)
-                .hasMessage("element count must be positive: 0");
-        assertThatThrownBy(() -> BlockAllocation.elementBytes(DataType.INT8, -1)).isInstanceOf(IllegalArgumentException.class);
+                .hasMessage("element count must be positive: 0 FLOAT32 elements");
+        assertThatThrownBy(() -> BlockAllocation.elementBytes(DataType.INT8, -1)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("allocation size must be positive: -1 bytes");
         assertThatThrownBy(() -> BlockAllocation.elementBytes(DataType.FLOAT64, Long.MAX_VALUE / 4)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("overflow a 64-bit byte count");
     }
@@ -112,6 +113,8 @@ class BlockAllocationTest {
         assertThatThrownBy(() -> BlockAllocation.batchBytes(DataType.INT8, new long[0], DEVICE)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("a batch needs at least one buffer");
         assertThatThrownBy(() -> BlockAllocation.batchBytes(DataType.INT8, new long[] {4, 0}, DEVICE)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("allocation size must be positive: sizes[1] is 0");
+        assertThatThrownBy(() -> BlockAllocation.batchBytes(DataType.FLOAT32, new long[] {4, 0}, DEVICE)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("element count must be positive: counts[1] is 0");
         long half = Long.MAX_VALUE / 16;
         assertThatThrownBy(() -> BlockAllocation.batchBytes(DataType.FLOAT64, new long[] {half, half, half}, DEVICE))

@@ -12,8 +12,10 @@ import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import org.jocl.CL;
 import org.jocl.Pointer;
+import org.jocl.Sizeof;
 import org.jocl.cl_device_id;
 import org.jocl.cl_platform_id;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Small helpers around JOCL: error codes to exceptions, info queries, and JOCL pointers at native addresses.
@@ -88,6 +90,19 @@ final class OpenClCalls {
             return fallback;
         }
         return deviceLong(device, param);
+    }
+
+    /**
+     * The most work items a work-group may have in each dimension ({@code CL_DEVICE_MAX_WORK_ITEM_SIZES}, one size_t per
+     * dimension); null where the device cannot say.
+     */
+    static long @Nullable [] maxWorkItemSizes(cl_device_id device) {
+        long[] size = new long[1];
+        if (CL.clGetDeviceInfo(device, CL.CL_DEVICE_MAX_WORK_ITEM_SIZES, 0, null, size) != CL_SUCCESS || size[0] < Sizeof.size_t) {
+            return null;
+        }
+        long[] sizes = new long[(int) (size[0] / Sizeof.size_t)];
+        return CL.clGetDeviceInfo(device, CL.CL_DEVICE_MAX_WORK_ITEM_SIZES, size[0], Pointer.to(sizes), null) == CL_SUCCESS ? sizes : null;
     }
 
     private static String cString(byte[] bytes) {

@@ -127,6 +127,8 @@ final class OpenClKernel implements NativeKernel {
      * that leaves the group to the backend gets this one.
      */
     private final long @Nullable [] requiredWorkGroup;
+    /** The device's most work items in each dimension of a work-group; null where it cannot say. */
+    private final long @Nullable [] maxWorkItems;
     /** Kernel objects not in a launch now; guarded by itself. */
     private final ArrayDeque<cl_kernel> idle = new ArrayDeque<>();
     private int created;
@@ -147,6 +149,7 @@ final class OpenClKernel implements NativeKernel {
                 Pointer.to(required), null);
         // (0, 0, 0) where the kernel declares none; an implementation that cannot say leaves the enqueue to refuse a wrong one
         this.requiredWorkGroup = asked != CL_SUCCESS || required[0] == 0 ? null : required;
+        this.maxWorkItems = OpenClCalls.maxWorkItemSizes(backend.deviceId());
         this.idle.add(first);
         this.created = 1;
     }
@@ -319,6 +322,10 @@ final class OpenClKernel implements NativeKernel {
                     : "the kernel requires a work-group of " + Arrays.toString(required) + " (reqd_work_group_size), which a "
                             + shape.dimensions() + "-dimensional shape cannot have; launch it over a shape of as many dimensions"));
         }
+        String beyond = beyondDevice(group, maxWorkItems);
+        if (beyond != null) { // the enqueue would refuse it (CL_INVALID_WORK_ITEM_SIZE), after the accesses synced and marked
+            throw new IllegalArgumentException("kernel '" + name + "' over " + shape + ": " + beyond + " on " + backend.device().describe());
+        }
         long items = 1;
         for (long size : group) {
             items = size > maxWorkGroup / items ? Long.MAX_VALUE : items * size; // saturates: a group of 2^32 x 2^32 is too many
@@ -365,6 +372,25 @@ final class OpenClKernel implements NativeKernel {
                         + parameter.describe(i) + "; " + mismatch);
             }
         }
+    }
+
+    /**
+     * Which dimension of {@code group} has more work items than the device allows there ({@code perDimension}, from
+     * {@code CL_DEVICE_MAX_WORK_ITEM_SIZES}: a GPU's 1024 x 1024 x 64, where a 1 x 1 x 128 group is within the total), said
+     * in words; null where none has, or the device cannot say.
+     */
+    static @Nullable String beyondDevice(long[] group, long @Nullable [] perDimension) {
+        if (perDimension == null) {
+            return null;
+        }
+        for (int d = 0; d < group.length && d < perDimension.length; d++) {
+            if (group[d] > perDimension[d]) {
+                return "a work-group of " + Arrays.toString(group) + " has " + group[d] + " work items in dimension " + d
+                        + ", more than the device's " + perDimension[d] + " there (CL_DEVICE_MAX_WORK_ITEM_SIZES "
+                        + Arrays.toString(perDimension) + ")";
+            }
+        }
+        return null;
     }
 
     /** The shape's work-group, or where it leaves the group to the backend, the kernel's required one or the default. */

@@ -167,6 +167,26 @@ class OpenClKernelTest {
         }
     }
 
+    /**
+     * A work-group within the kernel's total but past the device's most in one dimension (a GPU's 1024 x 1024 x 64) is
+     * refused before the launch syncs anything; PoCL's limit in each dimension is its total, so the rule is checked here.
+     */
+    @Test
+    void aWorkGroupPastTheDevicesMostInOneDimensionIsSaidSo() {
+        long[] gpu = {1024, 1024, 64};
+        assertThat(OpenClKernel.beyondDevice(new long[] {1, 1, 128}, gpu)).isEqualTo("a work-group of [1, 1, 128] has 128 work items"
+                + " in dimension 2, more than the device's 64 there (CL_DEVICE_MAX_WORK_ITEM_SIZES [1024, 1024, 64])");
+        assertThat(OpenClKernel.beyondDevice(new long[] {1024, 1}, gpu)).isNull();
+        assertThat(OpenClKernel.beyondDevice(new long[] {1, 1, 64}, gpu)).isNull();
+        assertThat(OpenClKernel.beyondDevice(new long[] {4096}, null)).as("a device that cannot say").isNull();
+        OpenClBackend backend = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings());
+        try {
+            assertThat(OpenClCalls.maxWorkItemSizes(backend.deviceId())).as("the device says").isNotNull().hasSizeGreaterThanOrEqualTo(3);
+        } finally {
+            backend.close();
+        }
+    }
+
     @Test
     void aMisnamedKernelOrABadOptionIsACompileError() {
         KernelSource misnamed = KernelSource.openCl(TYPED, "typo");
