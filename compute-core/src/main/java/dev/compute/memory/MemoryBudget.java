@@ -82,6 +82,9 @@ public final class MemoryBudget implements AutoCloseable {
         this.spec = spec;
         this.account = ledger.open(parent == null ? null : parent.account, spec);
         this.account.attach(this);
+        if (!spec.reservations().isEmpty()) { // the pool keeps memory apart for it until then
+            whenClosed(() -> manager.reservationEnded(account));
+        }
         this.allocations = new BudgetAllocations(manager, ledger, account);
     }
 

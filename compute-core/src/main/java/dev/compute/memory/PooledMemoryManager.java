@@ -102,18 +102,13 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         for (MemoryLocation location : chains.locations()) {
             chains.open(location).keepAside(new ReservedRoom() {
                 @Override
-                public long unusedReservations() {
-                    return budgetLedger.unusedReservations(location);
-                }
-
-                @Override
-                public long reservations() {
+                public Map<Object, Long> reservations() {
                     return budgetLedger.reservations(location);
                 }
 
                 @Override
-                public boolean reservingRequest() {
-                    return budgetLedger.requestReserves();
+                public @Nullable Object reservingBudget() {
+                    return budgetLedger.reservingBudget(location);
                 }
             });
         }
@@ -203,6 +198,13 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             throw new IllegalArgumentException("the wait for memory must not be negative: " + timeout);
         }
         return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, asked, terms);
+    }
+
+    /** A reserving budget has closed: each pool drops what it kept apart for it (its buffers are closed already). */
+    void reservationEnded(Object reservation) {
+        for (MemoryLocation location : chains.locations()) {
+            chains.known(location).endReservation(reservation);
+        }
     }
 
     /** All or none: together where the chain's pool places them so, else one by one, giving back those taken when one fails. */

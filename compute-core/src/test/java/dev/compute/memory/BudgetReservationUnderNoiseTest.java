@@ -156,17 +156,21 @@ class BudgetReservationUnderNoiseTest {
     /**
      * What a reserved tenant frees stays its own while the pool caches it: a neighbour's buffers, within its share,
      * cannot scatter through it, on the same thread (the fast path's cache) or another, with plain segments (where one
-     * small block keeps a whole segment) or mapped pages. reservation-churn refused 2 to 50 % of such a tenant's requests.
+     * small block keeps a whole segment) or mapped pages; nor can a neighbour that reserves memory too and asks past its
+     * reservation. reservation-churn refused 2 to 50 % of such a tenant's requests.
      */
     @Test
     void aNeighbourCannotScatterThroughWhatAReservedTenantFreed() throws Exception {
         List<Supplier<ComputeBackend>> backends = List.of(SimulatedDiscreteBackend::new, () -> new AddressSpaceBackend(1L << 30));
-        for (int b = 0; b < backends.size(); b++) {
-            String layout = b == 0 ? "plain segments" : "mapped pages";
+        for (int run = 0; run < 4; run++) {
+            int b = run % 2;
+            String layout = (b == 0 ? "plain segments" : "mapped pages") + (run < 2 ? "" : ", a reserving neighbour");
+            BudgetSpec neighbour = run < 2 ? BudgetSpec.of("noisy", 64 * MIB)
+                    : BudgetSpec.of("noisy", 32 * MIB).withReservation(MemoryLocation.DEVICE, 8 * MIB);
             try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backends.get(b).get())
                     .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
                  MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
-                 MemoryBudget noisy = manager.budget("noisy", 64 * MIB)) {
+                 MemoryBudget noisy = manager.budget(neighbour)) {
                 for (int round = 0; round < 3; round++) {
                     List<UnifiedBuffer> mine = new ArrayList<>();
                     for (int i = 0; i < 64; i++) { // small blocks and large ones, freed: cached by the pool
@@ -205,6 +209,33 @@ class BudgetReservationUnderNoiseTest {
             } else {
                 synchronized (into) {
                     into.add(held.get(i));
+                }
+            }
+        }
+    }
+
+    /**
+     * The memory kept apart for a reservation goes back as its budget closes, open buffers and all: budgets made and
+     * closed one after another leave neither memory nor address ranges behind, with mapped pages or plain segments.
+     */
+    @Test
+    void aClosedReservationLeavesNothingBehind() {
+        List<Supplier<ComputeBackend>> backends = List.of(SimulatedDiscreteBackend::new, () -> new AddressSpaceBackend(1L << 30));
+        for (Supplier<ComputeBackend> backend : backends) {
+            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backend.get())
+                    .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build()) {
+                for (int i = 0; i < 200; i++) {
+                    MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant-" + i, 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+                    MemoryBudget child = tenant.child("request", 32 * MIB);
+                    tenant.allocate(16 * MIB, MemoryLocation.DEVICE).close(); // cached for the tenant
+                    child.allocate(64 * 1024, MemoryLocation.DEVICE); // left open: the close closes it
+                    child.allocate(4 * MIB, MemoryLocation.DEVICE);
+                    tenant.close();
+                    assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).as("round %d", i).isZero();
+                    assertThat(manager.snapshot(MemoryLocation.DEVICE).segments()).as("round %d", i).isEmpty();
+                }
+                try (UnifiedBuffer all = manager.allocate(64 * MIB, MemoryLocation.DEVICE)) {
+                    assertThat(all.byteSize()).isEqualTo(64 * MIB);
                 }
             }
         }

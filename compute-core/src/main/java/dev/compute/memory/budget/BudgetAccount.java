@@ -105,16 +105,6 @@ public final class BudgetAccount<B> {
     }
 
     /** What this budget takes of its parent's limits, or of the cap where it is a root: its content, or its reservation where more. */
-    /** Whether this budget is {@code other} or one above it. */
-    boolean isOrContains(@Nullable BudgetAccount<B> other) {
-        for (BudgetAccount<B> x = other; x != null; x = x.parent) {
-            if (x == this) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     long occupied(int location) {
         return Math.max(reserved[location], content[location]);
     }

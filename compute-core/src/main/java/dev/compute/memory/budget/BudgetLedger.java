@@ -11,6 +11,7 @@ import dev.compute.memory.budget.BudgetLimits.Refusal;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
@@ -41,10 +42,10 @@ import org.jspecify.annotations.Nullable;
  *
  * <p><b>Reservations</b> ({@link BudgetLimits}): a budget's reservation counts in its parent, and a root's at the cap, from
  * the moment it is made, so reservations never add up past the cap and no budget can take memory another reserved and
- * does not use. The pool keeps that room too ({@link #unusedReservations}): no request takes a reservation not in use,
- * by growing the pool or from the free memory the pool holds, but the reserving budget's own ({@link #markRequestOf}),
- * whoever makes it (a neighbour, memory allocated outside any budget, the host mirrors of device buffers), since a buffer
- * costs the pool more than the bytes its books count.
+ * does not use. The pool keeps that room too, in memory rather than bytes asked for ({@link #reservations},
+ * {@link #reservingBudget}): a reserving budget's requests take memory kept apart for it, and no other request grows the
+ * pool into a reservation beyond what that memory holds, whoever makes it (a neighbour, memory allocated outside any
+ * budget, the host mirrors of device buffers), since a buffer costs the pool more than the bytes its books count.
  *
  * @param <B> the buffer handle kept for each counted buffer
  */
@@ -376,42 +377,34 @@ public final class BudgetLedger<B> {
     // ---- figures ----------------------------------------------------------------------------------------------------
 
     /**
-     * The bytes at {@code location} that budgets reserved and do not hold in the pool now: the pool keeps them out of every
-     * other request's reach (a reserving budget's request under way stays kept from others until the pool has answered
-     * it; the calling thread's own budget's, marked, is within its reach). Takes the lock only where a budget reserves.
+     * Each outermost budget reserving memory at {@code location} (the key {@link #reservingBudget} gives its requests), with
+     * its reservation. Takes the lock only where a budget reserves.
      */
-    public long unusedReservations(MemoryLocation location) {
+    public Map<Object, Long> reservations(MemoryLocation location) {
         if (limits.noneReserving()) {
-            return 0;
+            return Map.of();
         }
         lock.lock();
         try {
-            return limits.unusedReservations(location.ordinal(), requester.get());
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /** The bytes at {@code location} that budgets reserve, all together. Takes the lock only where a budget reserves. */
-    public long reservations(MemoryLocation location) {
-        if (limits.noneReserving()) {
-            return 0;
-        }
-        lock.lock();
-        try {
-            return limits.reservations(location.ordinal());
+            return Collections.unmodifiableMap(limits.reservations(location.ordinal()));
         } finally {
             lock.unlock();
         }
     }
 
     /**
-     * Whether the calling thread is making a request for a budget that, or one above which, reserves memory
-     * ({@link #markRequestOf}): the pool serves it from memory kept apart for reservations. No thread-local is read while
-     * no budget reserves.
+     * The budget whose reservation at {@code location} the calling thread's request is made under ({@link #markRequestOf}):
+     * the outermost at or above the requesting one that reserves memory there, the key of {@link #reservations}; null
+     * for anyone else's request. The pool serves it from memory kept apart for that budget. No thread-local is read while
+     * no budget reserves; the reservations are read without the lock (a budget opening or closing meanwhile is answered
+     * as it was or as it is).
      */
-    public boolean requestReserves() {
-        return !limits.noneReserving() && requester.get() != null;
+    public @Nullable Object reservingBudget(MemoryLocation location) {
+        if (limits.noneReserving()) {
+            return null;
+        }
+        BudgetAccount<B> requesting = requester.get();
+        return requesting == null ? null : BudgetLimits.outermostReserving(requesting, location.ordinal());
     }
 
     /**

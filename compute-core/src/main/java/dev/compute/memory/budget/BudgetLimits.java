@@ -3,6 +3,7 @@ package dev.compute.memory.budget;
 import dev.compute.memory.MemoryLocation;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
@@ -167,37 +168,28 @@ final class BudgetLimits<B> {
     }
 
     /**
-     * The bytes at {@code l} that budgets reserved and do not hold in the pool now (buffers and the room their stripes
-     * keep count as held): each reserving budget's reservation beyond its content less its requests the pool has not
-     * answered yet, a child's inside its parent's; but for {@code requester}'s and its ancestors', which its request may
-     * use (its pieces in the pool may cost more than the bytes its books count). A request under way is not in the pool
-     * yet: were its bytes counted as held, a neighbour served meanwhile (by the pool's waiter thread) would take the
-     * memory it is on its way to (a pending request of a reserving child counts in its parent's too: kept twice, briefly).
+     * Each outermost budget that reserves memory at {@code l}, with its reservation there (a reserving child's counts
+     * inside its parent's, so the parent stands for both).
      */
-    long unusedReservations(int l, @Nullable BudgetAccount<B> requester) {
-        long unused = 0;
+    Map<BudgetAccount<B>, Long> reservations(int l) {
+        Map<BudgetAccount<B>, Long> outermost = new IdentityHashMap<>();
         for (BudgetAccount<B> account : reserving) {
-            if (!account.isOrContains(requester)) {
-                unused += Math.max(0, account.reserved[l] - (account.content[l] - account.pending[l]));
+            if (account.reserved[l] > 0 && outermostReserving(account, l) == account) {
+                outermost.put(account, account.reserved[l]);
             }
         }
-        return unused;
+        return outermost;
     }
 
-    /**
-     * The bytes budgets reserve at {@code l}, all together: each outermost reserving budget's reservation (a reserving
-     * child's counts inside its parent's).
-     */
-    long reservations(int l) {
-        long total = 0;
-        for (BudgetAccount<B> account : reserving) {
-            boolean outermost = true;
-            for (BudgetAccount<B> x = account.parent; x != null && outermost; x = x.parent) {
-                outermost = x.reserved[l] == 0;
+    /** The outermost budget at or above {@code account} that reserves memory at {@code l}; null where none does. */
+    static <B> @Nullable BudgetAccount<B> outermostReserving(BudgetAccount<B> account, int l) {
+        BudgetAccount<B> found = null;
+        for (BudgetAccount<B> x = account; x != null; x = x.parent) {
+            if (x.reserved[l] > 0) {
+                found = x;
             }
-            total += outermost ? account.reserved[l] : 0;
         }
-        return total;
+        return found;
     }
 
     /** See {@link BudgetLedger#withinReservation}. */

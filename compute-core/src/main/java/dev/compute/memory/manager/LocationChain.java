@@ -116,6 +116,13 @@ public final class LocationChain {
         return bytes >= smallestMovable;
     }
 
+    /** A reserving budget has closed: its pool's arenas for it go, with their memory, once they hold no block. */
+    public void endReservation(Object reservation) {
+        if (pool != null) {
+            pool.endReservation(reservation);
+        }
+    }
+
     /** Keeps room under the location's cap for budgets' reservations (see {@link BackendResource#keepAside}). */
     public void keepAside(ReservedRoom reservations) {
         backend.keepAside(reservations);

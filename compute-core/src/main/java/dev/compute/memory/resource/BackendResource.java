@@ -21,7 +21,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.function.LongSupplier;
+import java.util.function.ToLongFunction;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -61,9 +61,8 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     private volatile long reservedPeak;
     /** Budgets' reservations: the room this resource keeps for them, which no other request may grow into. */
     private volatile ReservedRoom reservations = ReservedRoom.NONE;
-    /** The memory a pool over this resource holds apart for reservations, and the free part of it. */
-    private volatile LongSupplier heldForReservations = () -> 0;
-    private volatile LongSupplier freeForReservations = () -> 0;
+    /** The memory a pool over this resource holds apart for a reservation, by the reservation's key. */
+    private volatile ToLongFunction<Object> heldForReservation = key -> 0;
     private volatile int segments;
     private volatile long allocations;
     private volatile long frees;
@@ -133,17 +132,23 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     }
 
     /**
-     * What the limit keeps out of the calling thread's reach now: the budgets' reservations not in use, as their books
-     * count them (its own budget's left out), beyond the free memory a pool holds for them; and for a request through no
-     * reserving budget, at least the reservations beyond all the memory the pool holds for them, which counts exactly
-     * what the books count late (a request on its way to the pool) or early (room a budget's stripes keep for its next
-     * requests, which is no memory).
+     * What the limit keeps out of the calling thread's reach now: each reservation beyond the memory a pool holds apart
+     * for it ({@link #holdForReservations}: its buffers' and what they freed), but the one the request is made under.
+     * Counted in memory, not in the books' bytes, which count a request on its way to the pool as held before it is, and
+     * room a budget keeps for its next requests, which is no memory, as held too.
      */
     public long keptAsideBytes() {
         ReservedRoom room = reservations;
-        long kept = Math.max(0, room.unusedReservations() - freeForReservations.getAsLong());
-        if (!room.reservingRequest()) {
-            kept = Math.max(kept, room.reservations() - heldForReservations.getAsLong());
+        Map<Object, Long> reserved = room.reservations();
+        if (reserved.isEmpty()) {
+            return 0;
+        }
+        Object mine = room.reservingBudget();
+        long kept = 0;
+        for (Map.Entry<Object, Long> each : reserved.entrySet()) {
+            if (each.getKey() != mine) {
+                kept += Math.max(0, each.getValue() - heldForReservation.applyAsLong(each.getKey()));
+            }
         }
         return kept;
     }
@@ -153,15 +158,17 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         this.reservations = reservations;
     }
 
-    /** Whether the calling thread's request is one through a budget that reserves memory (a pool serves it apart). */
-    public boolean reservingRequest() {
-        return reservations.reservingRequest();
+    /**
+     * The key of the reservation the calling thread's request is made under (a pool serves it from memory kept apart for
+     * that reservation); null for a request under none.
+     */
+    public @Nullable Object reservingBudget() {
+        return reservations.reservingBudget();
     }
 
-    /** For the pool over this resource: the memory it holds apart for budgets' reservations, and the free part of it. */
-    public void holdForReservations(LongSupplier held, LongSupplier free) {
-        this.heldForReservations = held;
-        this.freeForReservations = free;
+    /** For the pool over this resource: the memory it holds apart for each reservation, by its key. */
+    public void holdForReservations(ToLongFunction<Object> held) {
+        this.heldForReservation = held;
     }
 
     /** The device's memory as the backend reports it now (a driver call on some backends). */

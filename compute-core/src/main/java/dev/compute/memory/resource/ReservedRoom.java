@@ -1,5 +1,8 @@
 package dev.compute.memory.resource;
 
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
+
 /**
  * What budgets reserve at one location, as the location's {@link BackendResource} keeps room for it (the manager answers
  * from its budgets' books). Called under the pool's lock: no answer may call back into the pool.
@@ -9,27 +12,19 @@ public interface ReservedRoom {
     /** No budget reserves anything. */
     ReservedRoom NONE = new ReservedRoom() {
         @Override
-        public long unusedReservations() {
-            return 0;
+        public Map<Object, Long> reservations() {
+            return Map.of();
         }
 
         @Override
-        public long reservations() {
-            return 0;
-        }
-
-        @Override
-        public boolean reservingRequest() {
-            return false;
+        public @Nullable Object reservingBudget() {
+            return null;
         }
     };
 
-    /** The reservations not in use, as the books count them, but for the calling thread's own budget's. */
-    long unusedReservations();
+    /** Each reserving budget's reservation, by a key of its own (a reserving budget inside another counts in that one's). */
+    Map<Object, Long> reservations();
 
-    /** Every budget's reservation, all together. */
-    long reservations();
-
-    /** Whether the calling thread's request is one through a budget that reserves memory (or one under it). */
-    boolean reservingRequest();
+    /** The key of the reservation the calling thread's request is made under; null for a request under none. */
+    @Nullable Object reservingBudget();
 }

@@ -19,11 +19,15 @@ import dev.compute.memory.spi.QueuedWorkTimeoutException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
@@ -108,13 +112,15 @@ import org.jspecify.annotations.Nullable;
  * blocks (up to one per processor): then the small arena grows instead, so that a set of recurring sizes larger
  * than what is mapped stays cached rather than being flushed every few dozen allocations.
  *
- * <p><b>Reservations.</b> Requests through a budget that reserves memory ({@link BackendResource#reservingRequest}) take
- * their blocks from arenas of their own, a small and a large one, and never through the fast path's cache, whose blocks
- * any thread may take; everyone else's never take memory from those arenas. So what a reserving tenant frees stays
- * cached for it, not lent to a neighbour whose blocks would then keep it (a neighbour's small block in a 20 MiB
- * segment pins all of it). The upstream keeps room under the cap for the reservations not in use, less the free memory
- * these arenas hold ({@link BackendResource#keptAsideBytes}): the shared arenas grow only into what is left. Trims give
- * the shared arenas' memory back first.
+ * <p><b>Reservations.</b> Requests under a budget's reservation ({@link BackendResource#reservingBudget}: the outermost
+ * reserving budget at or above the requesting one) take their blocks from a small and a large arena of that
+ * reservation's own, made as its first request comes, and never through the fast path's cache, whose blocks any thread
+ * may take; no one else's request takes memory from them. So what a reserving tenant frees stays cached for it, not lent
+ * to a neighbour (or another tenant) whose blocks would then keep it: a small block in a plain 20 MiB segment pins all of
+ * it. The upstream keeps room under the cap for each reservation beyond what its arenas hold
+ * ({@link BackendResource#keptAsideBytes}): other arenas grow only into what is left. Trims give the shared arenas'
+ * memory back first. A reserving budget's close ends its reservation ({@link #endReservation}): its arenas are dropped,
+ * their memory given back, once they hold no block.
  *
  * <p><b>Pressure.</b> A request larger than the cap fails at once, the cache left as it is: nothing the pool
  * could give back would make room for it. When the backend has no memory or the upstream's limit would be
@@ -166,11 +172,22 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     private final MemoryEventListener events;
     private final PoolArena small;
     private final PoolArena large;
-    /** The arenas of requests through budgets that reserve memory (see "Reservations" above). */
-    private final PoolArena reservedSmall;
-    private final PoolArena reservedLarge;
-    /** Every arena, the shared ones first: what trims give back first, and what figures, snapshots and closes walk. */
-    private final List<PoolArena> arenas;
+    /** {@link #small} and {@link #large}: the arenas of requests under no reservation. */
+    private final PoolArena[] shared;
+    /** How the arenas map pages, for those made later (a reservation's); null for plain segments. */
+    private final @Nullable PageMapping pages;
+    /**
+     * The small and the large arena of each reservation (see "Reservations" above), by its key: made as its first request
+     * comes, dropped once its budget has closed and they hold no block. Changed under the lock.
+     */
+    private final Map<Object, PoolArena[]> reservedArenas = new ConcurrentHashMap<>();
+    /** Reservations whose budget closed while their arenas held blocks: dropped as the last goes. Under the lock. */
+    private final Set<Object> endedReservations = new HashSet<>();
+    /**
+     * Every arena, the shared ones first: what trims give back first, and what figures, snapshots and closes walk.
+     * Replaced, under the lock, as reservations' arenas come and go.
+     */
+    private volatile List<PoolArena> arenas;
     private final SizeClassCache cache = new SizeClassCache();
     /**
      * Small blocks may take this much memory before a miss flushes the fast path's cache rather than grow.
@@ -216,12 +233,12 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         this.deviceWaitTimeout = settings.deviceWaitTimeout();
         this.events = SafeEventListener.guard(events);
         PageMapping pages = settings.layout() == PoolSettings.Layout.EXPANDABLE_SEGMENTS ? upstream.pageMapping() : null;
-        this.small = new PoolArena(PoolArena.Kind.SMALL, false, upstream, this, pages);
-        this.large = new PoolArena(PoolArena.Kind.LARGE, false, upstream, this, pages);
-        this.reservedSmall = new PoolArena(PoolArena.Kind.SMALL, true, upstream, this, pages);
-        this.reservedLarge = new PoolArena(PoolArena.Kind.LARGE, true, upstream, this, pages);
-        this.arenas = List.of(large, small, reservedLarge, reservedSmall);
-        upstream.holdForReservations(() -> reservedSmall.reservedBytes() + reservedLarge.reservedBytes(), this::freeForReservations);
+        this.pages = pages;
+        this.small = new PoolArena(PoolArena.Kind.SMALL, null, upstream, this, pages);
+        this.large = new PoolArena(PoolArena.Kind.LARGE, null, upstream, this, pages);
+        this.shared = new PoolArena[] {small, large};
+        this.arenas = List.of(large, small);
+        upstream.holdForReservations(this::heldFor);
         this.piece = pages != null ? pages.granularity() : SizeClasses.SMALL_SEGMENT;
         this.largestPossible = upstream.largestPossibleBytes() / piece * piece;
     }
@@ -291,7 +308,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             throw upstream.aboveLimit(bytes, bytes); // no rounding for it: a long would overflow
         }
         long size = SizeClasses.round(bytes);
-        if (SizeClasses.small(size) && completed.isEmpty() && !upstream.reservingRequest()) {
+        if (SizeClasses.small(size) && completed.isEmpty() && upstream.reservingBudget() == null) {
             PoolBlock cached = cache.take(size, bytes);
             if (cached != null) {
                 return cached;
@@ -344,9 +361,10 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         try {
             ensureOpen();
             drainCompleted();
-            boolean reserving = upstream.reservingRequest();
-            PoolArena smallArena = reserving ? reservedSmall : small;
-            PoolArena largeArena = reserving ? reservedLarge : large;
+            PoolArena[] pair = arenasFor(upstream.reservingBudget());
+            boolean reserving = pair[0] != small;
+            PoolArena smallArena = pair[0];
+            PoolArena largeArena = pair[1];
             PoolBlock smallRegion = smallTotal == 0 ? null : smallArena.take(smallTotal, smallTotal, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
             if (smallTotal > 0 && smallRegion == null) {
                 return null;
@@ -395,8 +413,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     }
 
     private PoolBlock allocateLocked(long size, long requested) {
-        boolean reserving = upstream.reservingRequest();
-        PoolArena arena = SizeClasses.small(size) ? (reserving ? reservedSmall : small) : (reserving ? reservedLarge : large);
+        PoolArena[] pair = arenasFor(upstream.reservingBudget());
+        PoolArena arena = SizeClasses.small(size) ? pair[0] : pair[1];
         DeviceOutOfMemoryException refusal;
         try {
             return takeOrGrow(arena, size, requested, PoolArena.Growth.WITH_SLACK);
@@ -449,8 +467,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      * stripe of the cache. An arena for reservations takes nothing from the cache, nor from the shared arenas.
      */
     private PoolBlock takeOrGrow(PoolArena arena, long size, long requested, PoolArena.Growth growth) {
-        boolean shared = !arena.forReservations();
-        PoolArena smallArena = shared ? small : reservedSmall;
+        boolean shared = arena.reservation() == null;
+        PoolArena smallArena = shared ? small : arenasFor(arena.reservation())[0];
         PoolBlock block = arena.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, growth);
         if (block == null) {
             boolean economize = shared && (arena != small || small.reservedBytes() >= smallBlocksKeptUnflushed());
@@ -500,18 +518,88 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return SMALL_BLOCKS_KEPT_UNFLUSHED * Math.min(cache.stripesKeeping(), Runtime.getRuntime().availableProcessors());
     }
 
+    /** The small and large arena of {@code reservation}'s requests, made now if need be; the shared ones for null. Under the lock. */
+    private PoolArena[] arenasFor(@Nullable Object reservation) {
+        if (reservation == null) {
+            return shared;
+        }
+        PoolArena[] pair = reservedArenas.get(reservation);
+        if (pair == null) {
+            pair = new PoolArena[] {new PoolArena(PoolArena.Kind.SMALL, reservation, upstream, this, pages),
+                    new PoolArena(PoolArena.Kind.LARGE, reservation, upstream, this, pages)};
+            reservedArenas.put(reservation, pair);
+            List<PoolArena> more = new ArrayList<>(arenas);
+            more.add(pair[1]);
+            more.add(pair[0]);
+            arenas = List.copyOf(more);
+        }
+        return pair;
+    }
+
     /**
-     * The free memory the arenas for reservations hold: memory budgets that reserve freed, kept for them (see
-     * "Reservations" above), which the upstream counts toward the room it keeps for their reservations not in use.
-     * Read where the upstream checks its room, under this pool's lock.
+     * The memory {@code reservation}'s arenas hold: its buffers' and what they freed, kept for it (see "Reservations"
+     * above), which the upstream counts toward the room it keeps for the reservation. Read where the upstream checks its
+     * room, under this pool's lock.
      */
-    private long freeForReservations() {
-        return Math.max(0, reservedSmall.reservedBytes() - reservedSmall.bytesInUse())
-                + Math.max(0, reservedLarge.reservedBytes() - reservedLarge.bytesInUse());
+    private long heldFor(Object reservation) {
+        PoolArena[] pair = reservedArenas.get(reservation);
+        return pair == null ? 0 : pair[0].reservedBytes() + pair[1].reservedBytes();
+    }
+
+    /**
+     * The budget of {@code reservation} has closed, and its buffers with it: its arenas are dropped, their memory given
+     * back, once they hold no block (at once, or as the last pending one is freed).
+     */
+    public void endReservation(Object reservation) {
+        lock.lock();
+        try {
+            if (!closed && reservedArenas.containsKey(reservation)) {
+                endedReservations.add(reservation);
+                dropEndedReservations();
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Drops the arenas of ended reservations that hold no block, giving their memory back; none while a trim gives memory
+     * back without the lock, whose settling may be in them (it drops them as it ends). Under the lock.
+     */
+    private void dropEndedReservations() {
+        if (endedReservations.isEmpty() || trimsUnderWay > 0) {
+            return;
+        }
+        for (Iterator<Object> it = endedReservations.iterator(); it.hasNext(); ) {
+            Object reservation = it.next();
+            PoolArena[] pair = reservedArenas.get(reservation);
+            if (pair != null && pair[0].liveBytes() + pair[1].liveBytes() > 0) {
+                continue;
+            }
+            it.remove();
+            if (pair == null) {
+                continue;
+            }
+            reservedArenas.remove(reservation);
+            List<PoolArena> fewer = new ArrayList<>(arenas);
+            fewer.removeAll(List.of(pair));
+            arenas = List.copyOf(fewer);
+            try {
+                pair[0].close();
+                pair[1].close();
+            } catch (RuntimeException refused) {
+                // what the backend did not take back is its books' (FailedFrees), as at any close
+                System.getLogger(CachingPoolResource.class.getName()).log(System.Logger.Level.WARNING, this
+                        + ": giving back the memory of a closed budget's reservation failed", refused);
+            }
+        }
     }
 
     private void releaseToArena(PoolBlock block) {
         block.arena().release(block);
+        if (block.arena().reservation() != null && endedReservations.contains(block.arena().reservation())) {
+            dropEndedReservations();
+        }
     }
 
     /**
@@ -605,7 +693,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             throw new IllegalArgumentException("this block was not allocated by this pool: " + block);
         }
         boolean done = inFlight.isDone();
-        if (done && SizeClasses.small(poolBlock.size()) && completed.isEmpty() && !poolBlock.arena().forReservations()
+        if (done && SizeClasses.small(poolBlock.size()) && completed.isEmpty() && poolBlock.arena().reservation() == null
                 && cache.offer(poolBlock)) {
             return;
         }
@@ -809,6 +897,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             bytesBeingReleased -= bytesTaken;
             if (--trimsUnderWay == 0) {
                 trimsEnded.signalAll();
+                dropEndedReservations();
             }
         } finally {
             lock.unlock();
@@ -962,7 +1051,12 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     /** The order a snapshot lists the arenas' segments in: small before large, the shared arenas first. */
     private List<PoolArena> walkOrder() {
-        return List.of(small, large, reservedSmall, reservedLarge);
+        List<PoolArena> order = new ArrayList<>(List.of(small, large));
+        for (PoolArena[] pair : reservedArenas.values()) {
+            order.add(pair[0]);
+            order.add(pair[1]);
+        }
+        return order;
     }
 
     /** Bytes of blocks handed out or pending, in every arena. Under the lock. */

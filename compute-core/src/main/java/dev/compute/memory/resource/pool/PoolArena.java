@@ -86,8 +86,8 @@ final class PoolArena {
     private static final long MAX_RANGE_PAGES = 1L << 30;
 
     private final Kind kind;
-    /** Whether this arena serves requests through budgets that reserve memory, apart from everyone else's. */
-    private final boolean forReservations;
+    /** The reservation whose requests this arena serves, apart from everyone else's; null for the shared arenas. */
+    private final @Nullable Object reservation;
     private final BackendResource upstream;
     private final CachingPoolResource pool;
     private final @Nullable PageMapping pageMapping;
@@ -108,13 +108,13 @@ final class PoolArena {
     private long bytesInUse;
 
     /**
-     * An arena of {@code kind} blocks for {@code pool}, with memory from {@code upstream}, {@code forReservations} or for
-     * everyone else. With {@code pageMapping} it reserves ranges and maps pages on demand; without, it allocates plain
-     * segments.
+     * An arena of {@code kind} blocks for {@code pool}, with memory from {@code upstream}, for the requests under
+     * {@code reservation} or, where null, everyone else's. With {@code pageMapping} it reserves ranges and maps pages on
+     * demand; without, it allocates plain segments.
      */
-    PoolArena(Kind kind, boolean forReservations, BackendResource upstream, CachingPoolResource pool, @Nullable PageMapping pageMapping) {
+    PoolArena(Kind kind, @Nullable Object reservation, BackendResource upstream, CachingPoolResource pool, @Nullable PageMapping pageMapping) {
         this.kind = kind;
-        this.forReservations = forReservations;
+        this.reservation = reservation;
         this.upstream = upstream;
         this.pool = pool;
         this.pageMapping = pageMapping;
@@ -886,8 +886,8 @@ final class PoolArena {
         return mappedBytes + plainBytes;
     }
 
-    boolean forReservations() {
-        return forReservations;
+    @Nullable Object reservation() {
+        return reservation;
     }
 
     /** Bytes of blocks in use (see {@link #bytesInUse}); under the pool's lock. */
@@ -1036,6 +1036,6 @@ final class PoolArena {
 
     @Override
     public String toString() {
-        return (kind == Kind.SMALL ? "small" : "large") + (forReservations ? " arena for reservations of " : " arena of ") + segments.size() + (expandable() ? " ranges" : " segments");
+        return (kind == Kind.SMALL ? "small" : "large") + (reservation != null ? " arena for a reservation, of " : " arena of ") + segments.size() + (expandable() ? " ranges" : " segments");
     }
 }
