@@ -34,8 +34,7 @@ class BudgetReservationUnderNoiseTest {
 
     @Test
     void aReservedTenantAlwaysGetsItsMinimumFromThePool() throws Exception {
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend());
              MemoryBudget gold = manager.budget(BudgetSpec.of("gold", 16 * MIB).withReservation(MemoryLocation.DEVICE, 16 * MIB));
              MemoryBudget noisy = manager.budget("noisy", 64 * MIB)) {
             AtomicBoolean stop = new AtomicBoolean();
@@ -76,9 +75,8 @@ class BudgetReservationUnderNoiseTest {
      */
     @Test
     void aNeighboursTinyBuffersCannotFillThePoolPastAReservation() {
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new AddressSpaceBackend(1L << 30))
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
-             MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+        try (UnifiedMemoryManager manager = manager64(new AddressSpaceBackend(1L << 30));
+             MemoryBudget reserved = reserving32MiB(manager);
              MemoryBudget noisy = manager.budget("noisy", MIB)) {
             List<UnifiedBuffer> held = new ArrayList<>();
             for (int i = 0; i < 131_072; i++) { // a byte each in its books, a 512-byte block each in the pool
@@ -96,9 +94,8 @@ class BudgetReservationUnderNoiseTest {
 
     @Test
     void aNeighboursFragmentedSegmentsCannotTakeAReservation() {
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
-             MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend());
+             MemoryBudget reserved = reserving32MiB(manager);
              MemoryBudget noisy = manager.budget("noisy", 64 * MIB)) {
             List<UnifiedBuffer> held = new ArrayList<>();
             for (int i = 0; i < 32; i++) {
@@ -123,9 +120,8 @@ class BudgetReservationUnderNoiseTest {
      */
     @Test
     void aReservedTenantsFreedMemoryIsNotLentToItsNeighbour() {
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
-             MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend());
+             MemoryBudget reserved = reserving32MiB(manager);
              MemoryBudget noisy = manager.budget("noisy", 64 * MIB)) {
             UnifiedBuffer first = reserved.allocate(16 * MIB, MemoryLocation.DEVICE);
             UnifiedBuffer second = reserved.allocate(16 * MIB, MemoryLocation.DEVICE);
@@ -167,9 +163,8 @@ class BudgetReservationUnderNoiseTest {
             String layout = (b == 0 ? "plain segments" : "mapped pages") + (run < 2 ? "" : ", a reserving neighbour");
             BudgetSpec neighbour = run < 2 ? BudgetSpec.of("noisy", 64 * MIB)
                     : BudgetSpec.of("noisy", 32 * MIB).withReservation(MemoryLocation.DEVICE, 8 * MIB);
-            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backends.get(b).get())
-                    .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
-                 MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+            try (UnifiedMemoryManager manager = manager64(backends.get(b).get());
+                 MemoryBudget reserved = reserving32MiB(manager);
                  MemoryBudget noisy = manager.budget(neighbour)) {
                 for (int round = 0; round < 3; round++) {
                     List<UnifiedBuffer> mine = new ArrayList<>();
@@ -222,8 +217,7 @@ class BudgetReservationUnderNoiseTest {
     void aClosedReservationLeavesNothingBehind() {
         List<Supplier<ComputeBackend>> backends = List.of(SimulatedDiscreteBackend::new, () -> new AddressSpaceBackend(1L << 30));
         for (Supplier<ComputeBackend> backend : backends) {
-            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(backend.get())
-                    .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build()) {
+            try (UnifiedMemoryManager manager = manager64(backend.get())) {
                 for (int i = 0; i < 200; i++) {
                     MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant-" + i, 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
                     MemoryBudget child = tenant.child("request", 32 * MIB);
@@ -244,8 +238,7 @@ class BudgetReservationUnderNoiseTest {
     /** Memory allocated outside any budget cannot take a reservation's room either; the refusal says what is kept. */
     @Test
     void memoryOutsideTheBudgetsLeavesAReservationsRoom() {
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend());
              MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 48 * MIB).withReservation(MemoryLocation.DEVICE, 24 * MIB))) {
             assertThatThrownBy(() -> manager.allocate(48 * MIB, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class)
                     .hasMessageContaining("less the 25165824 bytes kept for budgets' reservations not in use");
@@ -254,8 +247,7 @@ class BudgetReservationUnderNoiseTest {
                 assertThat(outside.byteSize() + mine.byteSize()).isEqualTo(64 * MIB);
             }
         }
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build()) {
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend())) {
             MemoryBudget closed = manager.budget(BudgetSpec.of("reserved", 48 * MIB).withReservation(MemoryLocation.DEVICE, 24 * MIB));
             closed.close();
             manager.allocate(64 * MIB, MemoryLocation.DEVICE).close(); // a closed budget keeps nothing
@@ -265,9 +257,8 @@ class BudgetReservationUnderNoiseTest {
     /** A request waiting for the pool's room beside an unused reservation gets it as the reserving budget closes. */
     @Test
     void aRequestWaitingBesideAReservationIsServedWhenTheReservationGoes() throws Exception {
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build()) {
-            MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend())) {
+            MemoryBudget reserved = reserving32MiB(manager);
             try (UnifiedBuffer outside = manager.allocate(32 * MIB, MemoryLocation.DEVICE)) {
                 CompletableFuture<UnifiedBuffer> waiting = manager.allocateAsync(16 * MIB, MemoryLocation.DEVICE, Duration.ofSeconds(30));
                 Thread.sleep(50);
@@ -299,7 +290,7 @@ class BudgetReservationUnderNoiseTest {
                     return false;
                 }).build();
              UnifiedBuffer outside = manager.allocate(48 * MIB, MemoryLocation.DEVICE); // before any reservation
-             MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+             MemoryBudget reserved = reserving32MiB(manager);
              MemoryBudget noisy = manager.budget("noisy", 64 * MIB)) {
             managerOfHandler.set(manager);
             neighbour.set(noisy);
@@ -322,11 +313,10 @@ class BudgetReservationUnderNoiseTest {
     /** A reservation given back by its budget's close is room at once for a request waiting for the pool. */
     @Test
     void aRequestWaitingForThePoolIsServedWhenAReservationIsGivenBack() throws Exception {
-        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend());
              MemoryBudget noisy = manager.budget("noisy", 64 * MIB);
              UnifiedBuffer held = manager.allocate(32 * MIB, MemoryLocation.DEVICE)) { // outside the budgets: the books let the request in
-            MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+            MemoryBudget reserved = reserving32MiB(manager);
             CompletableFuture<UnifiedBuffer> waiting = noisy.allocateAsync(16 * MIB, MemoryLocation.DEVICE, Duration.ofSeconds(20));
             Thread.sleep(300); // its tries on the waiter thread refused too
             assertThat(waiting).as("the pool's room is reserved").isNotDone();
@@ -347,9 +337,8 @@ class BudgetReservationUnderNoiseTest {
     @Test
     void aReservedRequestIsNotHeldBehindANeighbourWaitingForThePool() throws Exception {
         for (int round = 0; round < 100; round++) {
-            try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
-                    .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).maxPoolSize(64 * MIB).build();
-                 MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+            try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend());
+                 MemoryBudget reserved = reserving32MiB(manager);
                  MemoryBudget noisy = manager.budget("noisy", 64 * MIB);
                  UnifiedBuffer held = manager.allocate(32 * MIB, MemoryLocation.DEVICE)) {
                 CompletableFuture<UnifiedBuffer> neighbours = noisy.allocateAsync(16 * MIB, MemoryLocation.DEVICE, Duration.ofSeconds(20));
@@ -360,6 +349,17 @@ class BudgetReservationUnderNoiseTest {
                 neighbours.cancel(false);
             }
         }
+    }
+
+    /** A manager of a 64 MiB pool on {@code backend}, with no timeline and no trims of its own. */
+    private static UnifiedMemoryManager manager64(ComputeBackend backend) {
+        return UnifiedMemoryManager.builder().backend(backend).timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO)
+                .maxPoolSize(64 * MIB).build();
+    }
+
+    /** Budget {@code reserved}: 32 MiB of DEVICE, all reserved. */
+    private static MemoryBudget reserving32MiB(UnifiedMemoryManager manager) {
+        return manager.budget(BudgetSpec.of("reserved", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
     }
 
     /** Allocates 1 MiB pieces through {@code noisy} in every form, at random, and frees them in bursts. */

@@ -59,10 +59,8 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     private final FailedFrees failed = new FailedFrees();
     private volatile long reserved;
     private volatile long reservedPeak;
-    /** Budgets' reservations: the room this resource keeps for them, which no other request may grow into. */
-    private volatile ReservedRoom reservations = ReservedRoom.NONE;
-    /** The memory a pool over this resource holds apart for a reservation, by the reservation's key. */
-    private volatile ToLongFunction<Object> heldForReservation = key -> 0;
+    /** The room budgets' reservations keep under the limit, which no other request may grow into. */
+    private final KeptAside keptAside = new KeptAside();
     private volatile int segments;
     private volatile long allocations;
     private volatile long frees;
@@ -133,29 +131,15 @@ public final class BackendResource implements MemoryResource, InspectableResourc
 
     /**
      * What the limit keeps out of the calling thread's reach now: each reservation beyond the memory a pool holds apart
-     * for it ({@link #holdForReservations}: its buffers' and what they freed), but the one the request is made under.
-     * Counted in memory, not in the books' bytes, which count a request on its way to the pool as held before it is, and
-     * room a budget keeps for its next requests, which is no memory, as held too.
+     * for it ({@link #holdForReservations}), but the one the request is made under ({@link KeptAside}).
      */
     public long keptAsideBytes() {
-        ReservedRoom room = reservations;
-        Map<Object, Long> reserved = room.reservations();
-        if (reserved.isEmpty()) {
-            return 0;
-        }
-        Object mine = room.reservingBudget();
-        long kept = 0;
-        for (Map.Entry<Object, Long> each : reserved.entrySet()) {
-            if (each.getKey() != mine) {
-                kept += Math.max(0, each.getValue() - heldForReservation.applyAsLong(each.getKey()));
-            }
-        }
-        return kept;
+        return keptAside.bytes();
     }
 
     /** Keeps room under the limit for budgets' reservations, as they stand at each growth (see {@link #keptAsideBytes}). */
     public void keepAside(ReservedRoom reservations) {
-        this.reservations = reservations;
+        keptAside.keepFor(reservations);
     }
 
     /**
@@ -163,12 +147,12 @@ public final class BackendResource implements MemoryResource, InspectableResourc
      * that reservation); null for a request under none.
      */
     public @Nullable Object reservingBudget() {
-        return reservations.reservingBudget();
+        return keptAside.reservingBudget();
     }
 
     /** For the pool over this resource: the memory it holds apart for each reservation, by its key. */
     public void holdForReservations(ToLongFunction<Object> held) {
-        this.heldForReservation = held;
+        keptAside.heldBy(held);
     }
 
     /** The device's memory as the backend reports it now (a driver call on some backends). */

@@ -1,0 +1,47 @@
+package dev.compute.memory.resource;
+
+import java.util.Map;
+import java.util.function.ToLongFunction;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The room under a location's cap that budgets' reservations keep out of other requests' reach: each reservation
+ * beyond the memory a pool holds apart for it (its buffers' and what they freed), but the one the calling thread's
+ * request is made under. Counted in memory, not in the books' bytes, which count a request on its way to the pool as
+ * held before it is, and room a budget keeps for its next requests, which is no memory, as held too. Thread-safe.
+ */
+final class KeptAside {
+
+    private volatile ReservedRoom reservations = ReservedRoom.NONE;
+    /** The memory a pool holds apart for a reservation, by the reservation's key. */
+    private volatile ToLongFunction<Object> held = key -> 0;
+
+    void keepFor(ReservedRoom reservations) {
+        this.reservations = reservations;
+    }
+
+    void heldBy(ToLongFunction<Object> held) {
+        this.held = held;
+    }
+
+    /** The bytes kept out of the calling thread's reach now. */
+    long bytes() {
+        ReservedRoom room = reservations;
+        Map<Object, Long> reserved = room.reservations();
+        if (reserved.isEmpty()) {
+            return 0;
+        }
+        Object mine = room.reservingBudget();
+        long kept = 0;
+        for (Map.Entry<Object, Long> each : reserved.entrySet()) {
+            if (each.getKey() != mine) {
+                kept += Math.max(0, each.getValue() - held.applyAsLong(each.getKey()));
+            }
+        }
+        return kept;
+    }
+
+    @Nullable Object reservingBudget() {
+        return reservations.reservingBudget();
+    }
+}
