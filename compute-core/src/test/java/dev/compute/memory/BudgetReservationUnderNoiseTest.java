@@ -137,7 +137,8 @@ class BudgetReservationUnderNoiseTest {
             second.close(); // 16 MiB back in the tenant's reservation, and cached by the pool
             assertThat(noisy.tryAllocate(4 * MIB, MemoryLocation.DEVICE)).as("the tenant's freed, cached memory").isEmpty();
             assertThatThrownBy(() -> manager.allocate(4 * MIB, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class)
-                    .hasMessageContaining("bytes kept for budgets' reservations not in use");
+                    .hasMessageContaining("bytes kept for budgets' reservations not in use")
+                    .hasMessageContaining("in the arenas of 1 budget reservation(s), which only requests under those take from");
             assertThatThrownBy(() -> manager.allocateBatch(DataType.INT8, new long[] {2 * MIB, 2 * MIB}, MemoryLocation.DEVICE))
                     .isInstanceOf(DeviceOutOfMemoryException.class);
             try (UnifiedBuffer again = reserved.allocate(16 * MIB, MemoryLocation.DEVICE)) {

@@ -665,9 +665,28 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return new DeviceOutOfMemoryException(location, requested, stuck ? OutOfMemoryReason.DEVICE_WORK_STUCK : refusal.reason(),
                 "out of " + location + " memory: requested " + requested + " bytes (" + size + " after rounding); " + live
                 + " bytes live (allocated), " + Math.max(0, reserved - live - bytesBeingReleased) + " bytes cached, " + reserved
-                + " bytes reserved; largest free block " + largestFreeBlock() + " bytes" + freeSpaceOutOfReach(size) + "; " + pending.size()
+                + " bytes reserved" + keptForReservations() + "; largest free block " + largestFreeBlock() + " bytes" + freeSpaceOutOfReach(size)
+                + "; " + pending.size()
                 + " blocks pending on device work" + why
                 + ". The pool released its cached memory and retried, and its upstream refused: " + refusal.getMessage());
+    }
+
+    /**
+     * What the reservations' arenas hold, which only their own requests may use: said, lest their free memory (in the
+     * cached bytes and the largest free block) read as memory the refused request could have had. Under the lock.
+     */
+    private String keptForReservations() {
+        if (reservedArenas.isEmpty()) {
+            return "";
+        }
+        long held = 0;
+        long live = 0;
+        for (PoolArena[] pair : reservedArenas.values()) {
+            held += pair[0].reservedBytes() + pair[1].reservedBytes();
+            live += pair[0].liveBytes() + pair[1].liveBytes();
+        }
+        return " (" + held + " of them, " + live + " live, in the arenas of " + reservedArenas.size()
+                + " budget reservation(s), which only requests under those take from)";
     }
 
     /**
