@@ -818,12 +818,16 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         joinWithin(thread);
     }
 
-    /** A thread whose stripe of the size-class cache is not the calling thread's. */
+    /**
+     * A thread whose stripe of the size-class cache is not the calling thread's: as {@link ThreadStripes} maps its id now,
+     * not as ids start (a contended thread of an earlier test in this JVM may have moved a bucket: the test that used the
+     * starting mapping failed once in a full run, the other thread landing on this one's stripe).
+     */
     private static Thread threadOnAnotherStripe(Runnable task) {
         int mine = ThreadStripes.ofCurrentThread();
         for (int tries = 0; tries < 1000; tries++) {
             Thread thread = Thread.ofPlatform().unstarted(task);
-            if (((int) thread.threadId() & (ThreadStripes.COUNT - 1)) != mine) {
+            if (ThreadStripes.of(thread.threadId()) != mine) {
                 return thread;
             }
         }
