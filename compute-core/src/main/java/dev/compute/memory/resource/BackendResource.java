@@ -150,6 +150,11 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         return keptAside.reservingBudget();
     }
 
+    /** Whether the reservation of key {@code reservation} stands: a request under one whose budget has closed is anyone's. */
+    public boolean reservationStands(Object reservation) {
+        return keptAside.stands(reservation);
+    }
+
     /** For the pool over this resource: the memory it holds apart for each reservation, by its key. */
     public void holdForReservations(ToLongFunction<Object> held) {
         keptAside.heldBy(held);

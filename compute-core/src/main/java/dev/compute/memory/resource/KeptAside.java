@@ -44,4 +44,9 @@ final class KeptAside {
     @Nullable Object reservingBudget() {
         return reservations.reservingBudget();
     }
+
+    /** Whether the reservation of key {@code reservation} stands: its budget has not closed. */
+    boolean stands(Object reservation) {
+        return reservations.reservations().containsKey(reservation);
+    }
 }

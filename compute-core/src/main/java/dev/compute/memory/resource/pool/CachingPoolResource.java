@@ -518,13 +518,20 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return SMALL_BLOCKS_KEPT_UNFLUSHED * Math.min(cache.stripesKeeping(), Runtime.getRuntime().availableProcessors());
     }
 
-    /** The small and large arena of {@code reservation}'s requests, made now if need be; the shared ones for null. Under the lock. */
+    /**
+     * The small and large arena of {@code reservation}'s requests, made now if need be; the shared ones for null, and for
+     * a reservation whose budget has closed (a request under way as the close came): arenas made for it would never be
+     * dropped ({@link #endReservation} has run). Under the lock, which {@link #endReservation} takes too.
+     */
     private PoolArena[] arenasFor(@Nullable Object reservation) {
         if (reservation == null) {
             return shared;
         }
         PoolArena[] pair = reservedArenas.get(reservation);
         if (pair == null) {
+            if (!upstream.reservationStands(reservation)) {
+                return shared;
+            }
             pair = new PoolArena[] {new PoolArena(PoolArena.Kind.SMALL, reservation, upstream, this, pages),
                     new PoolArena(PoolArena.Kind.LARGE, reservation, upstream, this, pages)};
             reservedArenas.put(reservation, pair);

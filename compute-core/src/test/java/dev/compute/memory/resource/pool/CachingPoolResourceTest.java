@@ -17,6 +17,7 @@ import dev.compute.memory.resource.Block;
 import dev.compute.memory.resource.MemoryResource;
 import dev.compute.memory.resource.MemoryResourceContract;
 import dev.compute.memory.resource.PoolSettings;
+import dev.compute.memory.resource.ReservedRoom;
 import dev.compute.memory.resource.StatisticsResource;
 import dev.compute.memory.MemorySnapshot;
 import dev.compute.memory.spi.ComputeBackend;
@@ -25,6 +26,7 @@ import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -888,6 +890,36 @@ class CachingPoolResourceTest extends MemoryResourceContract {
             assertThat(theirs).as("and the other thread's from its own").containsExactly(theirFirst);
             assertThat(backend.memoryCalls()).as("the second rounds made no backend call").isEqualTo(calls);
         }
+        pool.close();
+    }
+
+    /**
+     * A request under a reservation whose budget has closed (one under way as the close came, served after it) takes its
+     * memory from the shared arenas: arenas made for a reservation that no longer stands would never be dropped, each
+     * holding an address range, until the manager closed.
+     */
+    @Test
+    void aRequestUnderAReservationNoLongerStandingTakesTheSharedArenas() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        BackendResource upstream = new BackendResource(backend, MemoryLocation.DEVICE, GiB, "compute.memory.pooling.max-pool-size",
+                PoolSettings.DEFAULT_DEVICE_WAIT_TIMEOUT, MemoryEventListener.NONE);
+        AtomicReference<Object> mark = new AtomicReference<>();
+        upstream.keepAside(new ReservedRoom() {
+            @Override
+            public Map<Object, Long> reservations() {
+                return Map.of(); // closed: it reserves nothing any more
+            }
+
+            @Override
+            public Object reservingBudget() {
+                return mark.get(); // the thread's mark, set before the close, still names it
+            }
+        });
+        CachingPoolResource pool = new CachingPoolResource(upstream, PoolSettings.expandable(), MemoryEventListener.NONE);
+        pool.deallocate(pool.allocate(4 * MiB)); // no one's: the shared large arena reserves its range
+        mark.set(new Object());
+        pool.deallocate(pool.allocate(4 * MiB));
+        assertThat(pool.segments()).as("one range, the shared large arena's").hasSize(1);
         pool.close();
     }
 
