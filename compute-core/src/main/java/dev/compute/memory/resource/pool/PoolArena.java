@@ -101,11 +101,6 @@ final class PoolArena {
     private long moveUnmaps;
     /** Bytes of this arena's plain segments (kept, not summed, because the pool asks on every small miss). */
     private long plainBytes;
-    /**
-     * Bytes of blocks in use: taken out of free space and not released (live, pending, held by the fast path's cache).
-     * Kept, not summed, because the pool asks on every hand-out while budgets reserve memory.
-     */
-    private long bytesInUse;
 
     /**
      * An arena of {@code kind} blocks for {@code pool}, with memory from {@code upstream}, for the requests under
@@ -166,7 +161,6 @@ final class PoolArena {
         PoolBlock block = split(fit, size);
         block.state = PoolBlock.LIVE;
         block.requested = requested;
-        bytesInUse += block.size;
         pool.touched(block);
         if (block.home.expandable()) {
             try {
@@ -390,9 +384,6 @@ final class PoolArena {
 
     /** Makes a block free and merges it with free neighbours: one free block per gap between used ones; returns that one. */
     PoolBlock release(PoolBlock block) {
-        if (block.state != PoolBlock.RELEASING) { // memory a trim took out of free space was never in use
-            bytesInUse -= block.size;
-        }
         PoolBlock merged = block;
         merged.state = PoolBlock.FREE;
         merged.requested = 0;
@@ -730,7 +721,6 @@ final class PoolArena {
         PoolBlock place = split(best, block.size);
         place.state = PoolBlock.LIVE;
         place.requested = block.requested;
-        bytesInUse += place.size;
         pool.touched(place);
         if (place.home.expandable()) {
             try {
@@ -890,11 +880,6 @@ final class PoolArena {
         return reservation;
     }
 
-    /** Bytes of blocks in use (see {@link #bytesInUse}); under the pool's lock. */
-    long bytesInUse() {
-        return bytesInUse;
-    }
-
     /** Bytes of blocks handed out or pending. */
     long liveBytes() {
         long live = 0;
@@ -1028,7 +1013,6 @@ final class PoolArena {
         }
         segments.clear();
         free.clear();
-        bytesInUse = 0;
         if (failure != null) {
             throw failure;
         }
