@@ -1,8 +1,8 @@
 package dev.compute.memory.cuda;
 
-import static jcuda.driver.JCudaDriver.cuMemAlloc;
-import static jcuda.driver.JCudaDriver.cuMemAllocManaged;
-import static jcuda.driver.JCudaDriver.cuMemFree;
+import static dev.compute.memory.cuda.DriverCalls.cuMemAlloc;
+import static dev.compute.memory.cuda.DriverCalls.cuMemAllocManaged;
+import static dev.compute.memory.cuda.DriverCalls.cuMemFree;
 
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendOutOfMemoryException;

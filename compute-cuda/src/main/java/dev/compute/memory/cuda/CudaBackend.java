@@ -1,8 +1,8 @@
 package dev.compute.memory.cuda;
 
-import static jcuda.driver.JCudaDriver.cuDeviceGetAttribute;
-import static jcuda.driver.JCudaDriver.cuDeviceTotalMem;
-import static jcuda.driver.JCudaDriver.cuMemGetInfo;
+import static dev.compute.memory.cuda.DriverCalls.cuDeviceGetAttribute;
+import static dev.compute.memory.cuda.DriverCalls.cuDeviceTotalMem;
+import static dev.compute.memory.cuda.DriverCalls.cuMemGetInfo;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;

@@ -1,10 +1,10 @@
 package dev.compute.memory.cuda;
 
-import static jcuda.driver.JCudaDriver.cuCtxSetCurrent;
-import static jcuda.driver.JCudaDriver.cuDeviceGet;
-import static jcuda.driver.JCudaDriver.cuDevicePrimaryCtxRelease;
-import static jcuda.driver.JCudaDriver.cuDevicePrimaryCtxRetain;
-import static jcuda.driver.JCudaDriver.cuInit;
+import static dev.compute.memory.cuda.DriverCalls.cuCtxSetCurrent;
+import static dev.compute.memory.cuda.DriverCalls.cuDeviceGet;
+import static dev.compute.memory.cuda.DriverCalls.cuDevicePrimaryCtxRelease;
+import static dev.compute.memory.cuda.DriverCalls.cuDevicePrimaryCtxRetain;
+import static dev.compute.memory.cuda.DriverCalls.cuInit;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;

@@ -1,11 +1,11 @@
 package dev.compute.memory.cuda;
 
-import static jcuda.driver.JCudaDriver.cuEventRecord;
-import static jcuda.driver.JCudaDriver.cuMemAlloc;
-import static jcuda.driver.JCudaDriver.cuMemFree;
-import static jcuda.driver.JCudaDriver.cuMemcpyAsync;
-import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
-import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
+import static dev.compute.memory.cuda.DriverCalls.cuEventRecord;
+import static dev.compute.memory.cuda.DriverCalls.cuMemAlloc;
+import static dev.compute.memory.cuda.DriverCalls.cuMemFree;
+import static dev.compute.memory.cuda.DriverCalls.cuMemcpyAsync;
+import static dev.compute.memory.cuda.DriverCalls.cuMemcpyDtoHAsync;
+import static dev.compute.memory.cuda.DriverCalls.cuMemcpyHtoDAsync;
 
 import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.MemoryLocation;

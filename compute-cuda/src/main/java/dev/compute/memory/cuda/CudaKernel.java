@@ -1,10 +1,10 @@
 package dev.compute.memory.cuda;
 
-import static jcuda.driver.JCudaDriver.cuFuncGetAttribute;
-import static jcuda.driver.JCudaDriver.cuLaunchKernel;
-import static jcuda.driver.JCudaDriver.cuModuleGetFunction;
-import static jcuda.driver.JCudaDriver.cuModuleLoadDataJIT;
-import static jcuda.driver.JCudaDriver.cuModuleUnload;
+import static dev.compute.memory.cuda.DriverCalls.cuFuncGetAttribute;
+import static dev.compute.memory.cuda.DriverCalls.cuLaunchKernel;
+import static dev.compute.memory.cuda.DriverCalls.cuModuleGetFunction;
+import static dev.compute.memory.cuda.DriverCalls.cuModuleLoadDataJIT;
+import static dev.compute.memory.cuda.DriverCalls.cuModuleUnload;
 
 import dev.compute.memory.KernelArg;
 import dev.compute.memory.KernelCompileException;

@@ -1,12 +1,12 @@
 package dev.compute.memory.cuda;
 
+import static dev.compute.memory.cuda.DriverCalls.cuLaunchKernel;
+import static dev.compute.memory.cuda.DriverCalls.cuMemAlloc;
+import static dev.compute.memory.cuda.DriverCalls.cuMemFree;
+import static dev.compute.memory.cuda.DriverCalls.cuMemFreeHost;
+import static dev.compute.memory.cuda.DriverCalls.cuMemHostAlloc;
+import static dev.compute.memory.cuda.DriverCalls.cuMemcpyDtoHAsync;
 import static java.lang.foreign.ValueLayout.JAVA_DOUBLE;
-import static jcuda.driver.JCudaDriver.cuLaunchKernel;
-import static jcuda.driver.JCudaDriver.cuMemAlloc;
-import static jcuda.driver.JCudaDriver.cuMemFree;
-import static jcuda.driver.JCudaDriver.cuMemFreeHost;
-import static jcuda.driver.JCudaDriver.cuMemHostAlloc;
-import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
 
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;

@@ -1,7 +1,7 @@
 package dev.compute.memory.cuda;
 
-import static jcuda.driver.JCudaDriver.cuStreamCreate;
-import static jcuda.driver.JCudaDriver.cuStreamDestroy;
+import static dev.compute.memory.cuda.DriverCalls.cuStreamCreate;
+import static dev.compute.memory.cuda.DriverCalls.cuStreamDestroy;
 
 import java.time.Duration;
 import java.util.ArrayList;

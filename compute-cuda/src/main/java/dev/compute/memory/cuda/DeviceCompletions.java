@@ -1,13 +1,13 @@
 package dev.compute.memory.cuda;
 
 import dev.compute.memory.internal.LibraryThreads;
-import static jcuda.driver.JCudaDriver.cuEventCreate;
-import static jcuda.driver.JCudaDriver.cuEventDestroy;
-import static jcuda.driver.JCudaDriver.cuEventQuery;
-import static jcuda.driver.JCudaDriver.cuEventRecord;
-import static jcuda.driver.JCudaDriver.cuEventSynchronize;
-import static jcuda.driver.JCudaDriver.cuStreamQuery;
-import static jcuda.driver.JCudaDriver.cuStreamWaitEvent;
+import static dev.compute.memory.cuda.DriverCalls.cuEventCreate;
+import static dev.compute.memory.cuda.DriverCalls.cuEventDestroy;
+import static dev.compute.memory.cuda.DriverCalls.cuEventQuery;
+import static dev.compute.memory.cuda.DriverCalls.cuEventRecord;
+import static dev.compute.memory.cuda.DriverCalls.cuEventSynchronize;
+import static dev.compute.memory.cuda.DriverCalls.cuStreamQuery;
+import static dev.compute.memory.cuda.DriverCalls.cuStreamWaitEvent;
 
 import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.spi.BackendSettings;

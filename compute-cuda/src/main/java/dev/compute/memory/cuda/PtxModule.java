@@ -1,8 +1,8 @@
 package dev.compute.memory.cuda;
 
-import static jcuda.driver.JCudaDriver.cuModuleGetFunction;
-import static jcuda.driver.JCudaDriver.cuModuleLoadData;
-import static jcuda.driver.JCudaDriver.cuModuleUnload;
+import static dev.compute.memory.cuda.DriverCalls.cuModuleGetFunction;
+import static dev.compute.memory.cuda.DriverCalls.cuModuleLoadData;
+import static dev.compute.memory.cuda.DriverCalls.cuModuleUnload;
 
 import java.io.IOException;
 import java.io.InputStream;

@@ -1,7 +1,7 @@
 package dev.compute.memory.cuda;
 
-import static jcuda.driver.JCudaDriver.cuEventCreate;
-import static jcuda.driver.JCudaDriver.cuEventDestroy;
+import static dev.compute.memory.cuda.DriverCalls.cuEventCreate;
+import static dev.compute.memory.cuda.DriverCalls.cuEventDestroy;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;

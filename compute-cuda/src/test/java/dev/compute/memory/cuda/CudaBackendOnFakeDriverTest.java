@@ -65,6 +65,8 @@ import jcuda.driver.JCudaDriver;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * A whole {@link CudaBackend}, JCuda included, on the stand-in driver ({@code src/test/c/fake-libcuda.c} built as
@@ -115,6 +117,20 @@ class CudaBackendOnFakeDriverTest {
     }
 
     // ---- the tests: each runs the scenario of its name ---------------------------------------------------------------
+
+    /**
+     * JCuda's exception mode ({@code JCudaDriver.setExceptionsEnabled(true)}, the first line of most JCuda samples, one
+     * switch for the whole JVM) changes nothing the backend does: scenarios that meet {@code CUDA_ERROR_NOT_READY}
+     * (copies behind stuck work, idle waits), a free the driver refuses and kernels launched and refused, run again
+     * with it on. Before {@link DriverCalls}, JCuda's exception escaped the first busy query.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"aBlockingCopyBehindStuckWorkIsBounded", "aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll",
+            "awaitIdleWaitsForEveryStreamWithinItsBound", "memoryWhoseFreeFailedStaysCountedAsLive",
+            "ownKernelsLoadLaunchAndUnloadThroughJCuda", "aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges"})
+    void withJCudasExceptionsOnTheScenarioEndsAlike(String scenario) throws Exception {
+        inFakeDriverJvm(scenario, List.of("-D" + JCUDA_EXCEPTIONS + "=true"));
+    }
 
     @Test
     void aHandleIsTheAccessBytesOnTheOpeningThreadsStream() throws Exception {
@@ -298,8 +314,14 @@ class CudaBackendOnFakeDriverTest {
 
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
+    /** The system property that turns JCuda's exception mode on in a scenario's JVM before the scenario runs. */
+    private static final String JCUDA_EXCEPTIONS = "compute.test.jcuda-exceptions";
+
     public static void main(String[] args) {
         try {
+            if (Boolean.getBoolean(JCUDA_EXCEPTIONS)) {
+                jcuda.driver.JCudaDriver.setExceptionsEnabled(true);
+            }
             switch (args[0]) {
                 case "aHandleIsTheAccessBytesOnTheOpeningThreadsStream" -> Scenarios.aHandleIsTheAccessBytesOnTheOpeningThreadsStream();
                 case "aKernelWhosePtxRequiresABlockGetsItAndAnyOtherIsRefusedBeforeAnythingRuns" ->
