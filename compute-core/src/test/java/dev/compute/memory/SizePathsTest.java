@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.ControlledBackend;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -66,6 +67,25 @@ class SizePathsTest {
             }
             assertThat(handlersAsked).as("no out-of-memory handler is asked about what no memory can satisfy").hasValue(0);
             assertThat(odd.statistics(DEVICE).cachedBytes()).as("the cache is left as it was").isEqualTo(cached);
+            odd.allocate(4 * MiB, DEVICE).close();
+        }
+    }
+
+    /**
+     * A device whose largest single allocation is no whole number of the pool's pieces (an H200's OpenCL: 37,527,470,080
+     * bytes): a request for it, rounded to whole pieces, is more than the device allocates at once. The refusal says so
+     * and names the largest block the pool gives, which is then had.
+     */
+    @Test
+    void aRequestForTheDevicesLargestAllocationThatThePoolsPiecesPassIsToldTheLargestBlockItCanHave() {
+        long largest = 5 * MiB - 4096;
+        try (UnifiedMemoryManager odd = UnifiedMemoryManager.builder()
+                .backend(new ControlledBackend(new SimulatedDiscreteBackend()).maxAllocationBytes(largest)).maxPoolSize(64 * MiB)
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
+            assertThatThrownBy(() -> odd.allocate(largest, DEVICE)).isInstanceOf(AllocationAboveLimitException.class)
+                    .hasMessageContaining("requested " + largest + " bytes, " + 6 * MiB + " in the whole pieces")
+                    .hasMessageContaining("largest single allocation at DEVICE (" + largest + " bytes)")
+                    .hasMessageContaining("the largest block the pool gives at DEVICE is " + 4 * MiB + " bytes");
             odd.allocate(4 * MiB, DEVICE).close();
         }
     }

@@ -48,6 +48,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     private final long limitBytes;
     private final long maxAllocationBytes;
     private final String limitProperty;
+    private final LimitRefusals limits;
     private final Duration deviceWaitTimeout;
     private final MemoryEventListener events;
     private final @Nullable PageMapping pageMapping;
@@ -84,6 +85,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         this.limitBytes = limitBytes;
         this.maxAllocationBytes = backend.maxAllocationBytes(location);
         this.limitProperty = limitProperty;
+        this.limits = new LimitRefusals(location, limitBytes, maxAllocationBytes, limitProperty);
         this.deviceWaitTimeout = deviceWaitTimeout;
         this.events = SafeEventListener.guard(events);
         VirtualMemory pages = backend.virtualMemory(location).orElse(null);
@@ -118,7 +120,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
 
     /**
      * The largest request that memory given back could ever make room for: the limit, or the backend's largest single
-     * allocation ({@link ComputeBackend#maxAllocationBytes}) where that is smaller. {@link #aboveLimit} refuses larger ones.
+     * allocation ({@link ComputeBackend#maxAllocationBytes}) where that is smaller. {@link LimitRefusals#aboveLimit} refuses larger ones.
      */
     public long largestPossibleBytes() {
         return Math.min(limitBytes, maxAllocationBytes);
@@ -180,7 +182,7 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         }
         ensureOpen();
         if (bytes > largestPossibleBytes()) {
-            throw aboveLimit(bytes, bytes);
+            throw limits.aboveLimit(bytes, bytes);
         }
         if (!fits(bytes)) {
             throw limitReached(bytes);
@@ -202,34 +204,9 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         return block;
     }
 
-    /**
-     * The refusal of a request no release of memory can make room for ({@link #largestPossibleBytes}). Callers that round (the
-     * pool) ask this before touching anything.
-     */
-    public AllocationAboveLimitException aboveLimit(long requested, long rounded) {
-        if (rounded > maxAllocationBytes) { // the backend could never give it, so raising the cap would not help
-            return new AllocationAboveLimitException(location, requested, OutOfMemoryReason.DEVICE_MEMORY, "out of " + location
-                    + " memory: requested " + requested + " bytes" + (rounded != requested ? " (" + rounded + " after rounding)" : "")
-                    + ", above the backend's largest single allocation at " + location + " (" + maxAllocationBytes
-                    + " bytes)" + (rounded > limitBytes ? " and above " + limitProperty + " (" + limitBytes + " bytes)" : "")
-                    + ", whatever memory is free; ask for less, in several buffers");
-        }
-        return new AllocationAboveLimitException(location, requested, OutOfMemoryReason.POOL_LIMIT, "out of " + location
-                + " memory: requested " + requested + " bytes" + (rounded != requested ? " (" + rounded + " after rounding)" : "")
-                + ", above " + limitProperty + " (" + limitBytes + " bytes), the most this location may ever hold; raise "
-                + limitProperty + " or ask for less");
-    }
-
-    /**
-     * As {@link #aboveLimit}, for a batch of {@code buffers} that together pass the limit, {@code total} bytes or
-     * {@code taken} in a pool's whole pieces of {@code piece} bytes: nothing was allocated.
-     */
-    public AllocationAboveLimitException batchAboveLimit(int buffers, long total, long taken, long piece) {
-        return new AllocationAboveLimitException(location, total, OutOfMemoryReason.POOL_LIMIT, "out of " + location
-                + " memory: a batch of " + buffers + " buffers totalling " + total + " bytes"
-                + (taken != total ? " (" + taken + " in the pool's pieces of " + piece + " bytes)" : "") + " is above " + limitProperty + " ("
-                + limitBytes + " bytes), the most this location may ever hold: nothing was allocated; raise " + limitProperty
-                + " or ask for less");
+    /** The refusals of requests no release of memory can make room for: above this location's limits. */
+    public LimitRefusals limits() {
+        return limits;
     }
 
     /** Under the monitor. */

@@ -37,6 +37,7 @@ public final class ControlledBackend implements ComputeBackend {
     private final AtomicInteger awaitIdleCalls = new AtomicInteger();
     private final AtomicInteger handlesEnded = new AtomicInteger();
     private final AtomicInteger closes = new AtomicInteger();
+    private volatile long maxAllocationBytes = -1;
 
     public ControlledBackend(ComputeBackend delegate) {
         this.delegate = delegate;
@@ -69,6 +70,12 @@ public final class ControlledBackend implements ComputeBackend {
 
     public void failClosing(@Nullable RuntimeException failure) {
         closeFailure = failure;
+    }
+
+    /** The largest single allocation the backend says it makes, at every location (from the start: the pool reads it once). */
+    public ControlledBackend maxAllocationBytes(long bytes) {
+        maxAllocationBytes = bytes;
+        return this;
     }
 
     /** The backend says it has no memory at {@code location}, for {@code reason}. */
@@ -139,7 +146,7 @@ public final class ControlledBackend implements ComputeBackend {
 
     @Override
     public long maxAllocationBytes(MemoryLocation location) {
-        return delegate.maxAllocationBytes(location);
+        return maxAllocationBytes >= 0 ? maxAllocationBytes : delegate.maxAllocationBytes(location);
     }
 
     @Override

@@ -305,7 +305,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     @Override
     public Block allocate(long bytes) {
         if (bytes > SizeClasses.LARGEST_ROUNDABLE) {
-            throw upstream.aboveLimit(bytes, bytes); // no rounding for it: a long would overflow
+            throw upstream.limits().aboveLimit(bytes, bytes); // no rounding for it: a long would overflow
         }
         long size = SizeClasses.round(bytes);
         if (SizeClasses.small(size) && completed.isEmpty() && upstream.reservingBudget() == null) {
@@ -319,7 +319,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         try {
             ensureOpen();
             if (size > largestPossibleBytes()) {
-                throw upstream.aboveLimit(bytes, SizeClasses.roundUp(size, piece)); // what it would take from upstream
+                throw upstream.limits().aboveLimit(bytes, SizeClasses.roundUp(size, piece), largestPossible); // what it would take from upstream
             }
             drainCompleted();
             return allocateLocked(size, bytes);
