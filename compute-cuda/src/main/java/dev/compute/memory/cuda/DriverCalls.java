@@ -16,6 +16,7 @@ import jcuda.driver.CUresult;
 import jcuda.driver.CUstream;
 import jcuda.driver.JCudaDriver;
 import jcuda.driver.JITOptions;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * Every JCuda driver call the backend makes, each answering its {@code CUresult} whether or not the application has
@@ -24,8 +25,9 @@ import jcuda.driver.JITOptions;
  * success, {@code CUDA_ERROR_NOT_READY} too, which a query answers for work still under way, and out of memory, on which
  * the pool releases its cache and retries. Here that exception becomes its code again, so the backend reads every
  * result alike with the switch on or off. The backend's classes import these, never JCudaDriver's own
- * ({@code DriverCallsTest} checks it).
+ * ({@code DriverCallsTest} checks it). Null-unmarked: the arguments are JCuda's, which takes null where the driver does.
  */
+@NullUnmarked
 final class DriverCalls {
     private DriverCalls() {}
 

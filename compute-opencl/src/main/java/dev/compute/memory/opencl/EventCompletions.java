@@ -353,9 +353,9 @@ final class EventCompletions {
                         return true;
                     }
                     try {
-                        return CL.clEnqueueBarrierWithWaitList(queue, 1, new cl_event[] {standing}, null) == CL_SUCCESS;
+                        return JoclCalls.clEnqueueBarrierWithWaitList(queue, 1, new cl_event[] {standing}, null) == CL_SUCCESS;
                     } finally {
-                        CL.clReleaseEvent(standing);
+                        JoclCalls.clReleaseEvent(standing);
                     }
                 } catch (RuntimeException | LinkageError noBarrier) {
                     return false;
@@ -375,11 +375,11 @@ final class EventCompletions {
             }
             if (stand == null) {
                 int[] error = new int[1];
-                cl_event created = CL.clCreateUserEvent(context, error);
+                cl_event created = JoclCalls.clCreateUserEvent(context, error);
                 OpenClCalls.check(error[0], "clCreateUserEvent to stand for recorded work");
                 stand = created;
             }
-            OpenClCalls.check(CL.clRetainEvent(stand), "clRetainEvent");
+            OpenClCalls.check(JoclCalls.clRetainEvent(stand), "clRetainEvent");
             return stand;
         }
 
@@ -390,12 +390,12 @@ final class EventCompletions {
         /** Once the command has ended: releases its event, and lets the barriers that stand for it go. */
         private synchronized void releaseEvent() {
             if (event != null) {
-                CL.clReleaseEvent(event);
+                JoclCalls.clReleaseEvent(event);
                 event = null;
             }
             if (stand != null) {
-                CL.clSetUserEventStatus(stand, CL_COMPLETE);
-                CL.clReleaseEvent(stand);
+                JoclCalls.clSetUserEventStatus(stand, CL_COMPLETE);
+                JoclCalls.clReleaseEvent(stand);
                 stand = null;
             }
         }
@@ -691,7 +691,7 @@ final class EventCompletions {
         for (int i = commands.size() - 1; i >= 0; i--) {
             cl_event event = commands.get(i).event();
             if (event != null) {
-                CL.clWaitForEvents(1, new cl_event[] {event}); // its status, and any failure, is read in await
+                JoclCalls.clWaitForEvents(1, new cl_event[] {event}); // its status, and any failure, is read in await
                 return;
             }
         }
@@ -708,7 +708,7 @@ final class EventCompletions {
             int asked = status(event, status);
             int waited = CL_SUCCESS;
             if (asked == CL_SUCCESS && status[0] > CL_COMPLETE) { // not ended yet
-                waited = CL.clWaitForEvents(1, new cl_event[] {event});
+                waited = JoclCalls.clWaitForEvents(1, new cl_event[] {event});
                 asked = status(event, status);
             }
             if (asked != CL_SUCCESS) {
@@ -734,7 +734,7 @@ final class EventCompletions {
      */
     static boolean awaitHere(cl_event event) {
         int[] status = new int[1];
-        return CL.clWaitForEvents(1, new cl_event[] {event}) == CL_SUCCESS && status(event, status) == CL_SUCCESS && status[0] == CL_COMPLETE;
+        return JoclCalls.clWaitForEvents(1, new cl_event[] {event}) == CL_SUCCESS && status(event, status) == CL_SUCCESS && status[0] == CL_COMPLETE;
     }
 
     /**
@@ -749,7 +749,7 @@ final class EventCompletions {
     }
 
     private static int status(cl_event event, int[] status) {
-        return CL.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, Sizeof.cl_int, Pointer.to(status), null);
+        return JoclCalls.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, Sizeof.cl_int, Pointer.to(status), null);
     }
 
     /**

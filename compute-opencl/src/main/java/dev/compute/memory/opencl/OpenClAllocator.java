@@ -95,7 +95,7 @@ final class OpenClAllocator {
         takeDeviceMemory(size);
         try {
             int[] error = new int[1];
-            cl_mem memory = CL.clCreateBuffer(queue.context(), CL_MEM_READ_WRITE, size, null, error);
+            cl_mem memory = JoclCalls.clCreateBuffer(queue.context(), CL_MEM_READ_WRITE, size, null, error);
             OpenClCalls.check(error[0], "clCreateBuffer of " + size + " bytes");
             return new NativeAllocation(MemoryLocation.DEVICE, nextDeviceAddress.getAndAdd(size), size, null, memory);
         } catch (RuntimeException e) {
@@ -119,12 +119,12 @@ final class OpenClAllocator {
 
     private NativeAllocation allocatePinned(long size) {
         int[] error = new int[1];
-        cl_mem memory = CL.clCreateBuffer(queue.context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size, null, error);
+        cl_mem memory = JoclCalls.clCreateBuffer(queue.context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size, null, error);
         OpenClCalls.check(error[0], "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of " + size + " bytes");
         // a new buffer has no work to wait for: mapped on the blocking transfers' queue, which no other work holds up
-        ByteBuffer mapping = CL.clEnqueueMapBuffer(queue.transferQueue(), memory, true, CL_MAP_READ | CL_MAP_WRITE, 0, size, 0, null, null, error);
+        ByteBuffer mapping = JoclCalls.clEnqueueMapBuffer(queue.transferQueue(), memory, true, CL_MAP_READ | CL_MAP_WRITE, 0, size, 0, null, null, error);
         if (error[0] != CL.CL_SUCCESS || mapping == null) {
-            CL.clReleaseMemObject(memory);
+            JoclCalls.clReleaseMemObject(memory);
             OpenClCalls.check(error[0] != CL.CL_SUCCESS ? error[0] : CL.CL_MAP_FAILURE, "clEnqueueMapBuffer of " + size + " pinned bytes");
         }
         long address = OpenClCalls.addressOf(mapping);
@@ -148,7 +148,7 @@ final class OpenClAllocator {
         if (!support.available()) {
             throw new IllegalStateException(support.detail());
         }
-        Pointer svm = CL.clSVMAlloc(queue.context(), CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER, size,
+        Pointer svm = JoclCalls.clSVMAlloc(queue.context(), CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER, size,
                 (int) Math.min(properties.alignment(), 1 << 16));
         if (svm == null || svm.getNativePointer() == 0) {
             throw new BackendOutOfMemoryException("clSVMAlloc of " + size + " fine-grained bytes returned NULL on " + properties.device().describe());
@@ -177,7 +177,7 @@ final class OpenClAllocator {
                 // left unmapped is not unmapped twice
                 if (!unmappedPinned.contains(pinned.memory())) {
                     queue.runUnlessReleased(() -> OpenClCalls.check(
-                            CL.clEnqueueUnmapMemObject(queue.commandQueue(), pinned.memory(), pinned.mapping(), 0, null, null), "clEnqueueUnmapMemObject"));
+                            JoclCalls.clEnqueueUnmapMemObject(queue.commandQueue(), pinned.memory(), pinned.mapping(), 0, null, null), "clEnqueueUnmapMemObject"));
                     unmappedPinned.add(pinned.memory());
                 }
                 int released = releaseMemObject(pinned.memory());
@@ -199,7 +199,7 @@ final class OpenClAllocator {
                             + " shared virtual memory had not ended " + queue.deviceWait().toMillis() + " ms later"
                             + " (compute.memory.device-wait-timeout); the memory is kept, not freed under it", queue.deviceWait());
                 }
-                queue.runUnlessReleased(() -> CL.clSVMFree(queue.context(), svm.pointer()));
+                queue.runUnlessReleased(() -> JoclCalls.clSVMFree(queue.context(), svm.pointer()));
             }
             case null, default -> throw new IllegalArgumentException("not an allocation of this backend: " + allocation);
         }
@@ -216,7 +216,7 @@ final class OpenClAllocator {
             failNextReleaseWith = CL.CL_SUCCESS;
             return refused;
         }
-        return CL.clReleaseMemObject(memory);
+        return JoclCalls.clReleaseMemObject(memory);
     }
 
     /**
@@ -232,7 +232,7 @@ final class OpenClAllocator {
         }
         checkRange(allocation, offset, bytes);
         int[] error = new int[1];
-        cl_mem sub = CL.clCreateSubBuffer(OpenClBackend.memObject(allocation), accessFlags, CL.CL_BUFFER_CREATE_TYPE_REGION,
+        cl_mem sub = JoclCalls.clCreateSubBuffer(OpenClBackend.memObject(allocation), accessFlags, CL.CL_BUFFER_CREATE_TYPE_REGION,
                 new cl_buffer_region(offset, bytes), error);
         OpenClCalls.check(error[0], "clCreateSubBuffer at offset " + offset + ", " + bytes + " bytes");
         return sub;
@@ -273,7 +273,7 @@ final class OpenClAllocator {
             throw new IllegalArgumentException(allocation.location() + " memory on OpenCL is not host memory: " + allocation);
         }
         int[] error = new int[1];
-        cl_mem wrapper = CL.clCreateBuffer(queue.context(), accessFlags | CL_MEM_USE_HOST_PTR, bytes,
+        cl_mem wrapper = JoclCalls.clCreateBuffer(queue.context(), accessFlags | CL_MEM_USE_HOST_PTR, bytes,
                 OpenClCalls.pointerAt(host.address() + offset), error);
         OpenClCalls.check(error[0], "clCreateBuffer(CL_MEM_USE_HOST_PTR) over " + bytes + " bytes of " + allocation.location() + " memory");
         return wrapper;

@@ -60,33 +60,33 @@ final class OpenClCalls {
 
     static String platformString(cl_platform_id platform, int param) {
         long[] size = new long[1];
-        check(CL.clGetPlatformInfo(platform, param, 0, null, size), "clGetPlatformInfo");
+        check(JoclCalls.clGetPlatformInfo(platform, param, 0, null, size), "clGetPlatformInfo");
         byte[] bytes = new byte[(int) size[0]];
-        check(CL.clGetPlatformInfo(platform, param, bytes.length, Pointer.to(bytes), null), "clGetPlatformInfo");
+        check(JoclCalls.clGetPlatformInfo(platform, param, bytes.length, Pointer.to(bytes), null), "clGetPlatformInfo");
         return cString(bytes);
     }
 
     static String deviceString(cl_device_id device, int param) {
         long[] size = new long[1];
-        check(CL.clGetDeviceInfo(device, param, 0, null, size), "clGetDeviceInfo");
+        check(JoclCalls.clGetDeviceInfo(device, param, 0, null, size), "clGetDeviceInfo");
         byte[] bytes = new byte[(int) size[0]];
-        check(CL.clGetDeviceInfo(device, param, bytes.length, Pointer.to(bytes), null), "clGetDeviceInfo");
+        check(JoclCalls.clGetDeviceInfo(device, param, bytes.length, Pointer.to(bytes), null), "clGetDeviceInfo");
         return cString(bytes);
     }
 
     /** An unsigned integer property of any width up to 8 bytes (cl_uint, cl_ulong, size_t, bitfields). */
     static long deviceLong(cl_device_id device, int param) {
         long[] size = new long[1];
-        check(CL.clGetDeviceInfo(device, param, 0, null, size), "clGetDeviceInfo");
+        check(JoclCalls.clGetDeviceInfo(device, param, 0, null, size), "clGetDeviceInfo");
         ByteBuffer value = ByteBuffer.allocate(8).order(ByteOrder.nativeOrder());
-        check(CL.clGetDeviceInfo(device, param, size[0], Pointer.to(value.array()), null), "clGetDeviceInfo");
+        check(JoclCalls.clGetDeviceInfo(device, param, size[0], Pointer.to(value.array()), null), "clGetDeviceInfo");
         return size[0] == 4 ? Integer.toUnsignedLong(value.getInt(0)) : value.getLong(0);
     }
 
     /** As {@link #deviceLong}, or {@code fallback} where the device does not know the property (an older OpenCL version). */
     static long deviceLongOr(cl_device_id device, int param, long fallback) {
         long[] size = new long[1];
-        if (CL.clGetDeviceInfo(device, param, 0, null, size) != CL_SUCCESS) {
+        if (JoclCalls.clGetDeviceInfo(device, param, 0, null, size) != CL_SUCCESS) {
             return fallback;
         }
         return deviceLong(device, param);
@@ -98,11 +98,11 @@ final class OpenClCalls {
      */
     static long @Nullable [] maxWorkItemSizes(cl_device_id device) {
         long[] size = new long[1];
-        if (CL.clGetDeviceInfo(device, CL.CL_DEVICE_MAX_WORK_ITEM_SIZES, 0, null, size) != CL_SUCCESS || size[0] < Sizeof.size_t) {
+        if (JoclCalls.clGetDeviceInfo(device, CL.CL_DEVICE_MAX_WORK_ITEM_SIZES, 0, null, size) != CL_SUCCESS || size[0] < Sizeof.size_t) {
             return null;
         }
         long[] sizes = new long[(int) (size[0] / Sizeof.size_t)];
-        return CL.clGetDeviceInfo(device, CL.CL_DEVICE_MAX_WORK_ITEM_SIZES, size[0], Pointer.to(sizes), null) == CL_SUCCESS ? sizes : null;
+        return JoclCalls.clGetDeviceInfo(device, CL.CL_DEVICE_MAX_WORK_ITEM_SIZES, size[0], Pointer.to(sizes), null) == CL_SUCCESS ? sizes : null;
     }
 
     private static String cString(byte[] bytes) {

@@ -87,21 +87,21 @@ final class OpenClCopies {
         boolean overlapping = from.equals(to) && fromOffset < toOffset + bytes && toOffset < fromOffset + bytes;
         if (!overlapping) {
             cl_event done = new cl_event();
-            OpenClCalls.check(CL.clEnqueueCopyBuffer(transfers, from, to, fromOffset, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
+            OpenClCalls.check(JoclCalls.clEnqueueCopyBuffer(transfers, from, to, fromOffset, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
             awaitAndRelease(done, "clEnqueueCopyBuffer");
             return;
         }
         // clEnqueueCopyBuffer refuses overlapping ranges of one buffer: go through a temporary buffer
         int[] error = new int[1];
-        cl_mem temporary = CL.clCreateBuffer(context, CL_MEM_READ_WRITE, bytes, null, error);
+        cl_mem temporary = JoclCalls.clCreateBuffer(context, CL_MEM_READ_WRITE, bytes, null, error);
         OpenClCalls.check(error[0], "clCreateBuffer of a " + bytes + "-byte temporary for an overlapping copy");
         try {
-            OpenClCalls.check(CL.clEnqueueCopyBuffer(transfers, from, temporary, fromOffset, 0, bytes, 0, null, null), "clEnqueueCopyBuffer");
+            OpenClCalls.check(JoclCalls.clEnqueueCopyBuffer(transfers, from, temporary, fromOffset, 0, bytes, 0, null, null), "clEnqueueCopyBuffer");
             cl_event done = new cl_event();
-            OpenClCalls.check(CL.clEnqueueCopyBuffer(transfers, temporary, to, 0, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
+            OpenClCalls.check(JoclCalls.clEnqueueCopyBuffer(transfers, temporary, to, 0, toOffset, bytes, 0, null, done), "clEnqueueCopyBuffer");
             awaitAndRelease(done, "clEnqueueCopyBuffer");
         } finally {
-            CL.clReleaseMemObject(temporary);
+            JoclCalls.clReleaseMemObject(temporary);
         }
     }
 
@@ -169,7 +169,7 @@ final class OpenClCopies {
      */
     private EventCompletions.EventWork enqueueWrite(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable MemorySegment staging) {
         cl_event done = new cl_event();
-        queued(CL.clEnqueueWriteBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
+        queued(JoclCalls.clEnqueueWriteBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
                 "clEnqueueWriteBuffer of " + bytes + " bytes", staging);
         return commands.track(done, "clEnqueueWriteBuffer of " + bytes + " bytes");
     }
@@ -177,7 +177,7 @@ final class OpenClCopies {
     /** Queues a read into {@code hostAddress}; {@code staging} as for {@link #enqueueWrite}. */
     private EventCompletions.EventWork enqueueRead(cl_mem memory, long offset, long hostAddress, long bytes, @Nullable MemorySegment staging) {
         cl_event done = new cl_event();
-        queued(CL.clEnqueueReadBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
+        queued(JoclCalls.clEnqueueReadBuffer(queue, memory, false, offset, bytes, OpenClCalls.pointerAt(hostAddress), 0, null, done),
                 "clEnqueueReadBuffer of " + bytes + " bytes", staging);
         return commands.track(done, "clEnqueueReadBuffer of " + bytes + " bytes");
     }
@@ -207,7 +207,7 @@ final class OpenClCopies {
         commands.awaitQueuedWork("a blocking clEnqueueWriteBuffer of " + bytes + " bytes");
         Pointer from = FileMappings.isOverMapping(source) ? null : hostPointer(source);
         if (from != null) {
-            OpenClCalls.check(CL.clEnqueueWriteBuffer(transfers, memory, CL_TRUE, offset, bytes, from, 0, null, null), "clEnqueueWriteBuffer of " + bytes + " bytes");
+            OpenClCalls.check(JoclCalls.clEnqueueWriteBuffer(transfers, memory, CL_TRUE, offset, bytes, from, 0, null, null), "clEnqueueWriteBuffer of " + bytes + " bytes");
             return;
         }
         try (Arena arena = Arena.ofConfined()) {
@@ -217,7 +217,7 @@ final class OpenClCopies {
                 long length = Math.min(chunk, bytes - done);
                 MemorySegment.copy(source, done, staging, 0, length);
                 FileMappings.surfaceFaults(); // a fault of the copy is thrown here, before the chunk is written
-                OpenClCalls.check(CL.clEnqueueWriteBuffer(transfers, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
+                OpenClCalls.check(JoclCalls.clEnqueueWriteBuffer(transfers, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
                         "clEnqueueWriteBuffer of " + length + " bytes");
             }
         }
@@ -237,7 +237,7 @@ final class OpenClCopies {
                 MemorySegment staging = arena.allocate(chunk, 64);
                 for (long done = 0; done < bytes; done += chunk) {
                     long length = Math.min(chunk, bytes - done);
-                    OpenClCalls.check(CL.clEnqueueReadBuffer(transfers, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
+                    OpenClCalls.check(JoclCalls.clEnqueueReadBuffer(transfers, memory, CL_TRUE, offset + done, length, OpenClCalls.pointerAt(staging.address()), 0, null, null),
                             "clEnqueueReadBuffer of " + length + " bytes");
                     MemorySegment.copy(staging, 0, target, done, length);
                     FileMappings.surfaceFaults();
@@ -249,7 +249,7 @@ final class OpenClCopies {
         if (to == null) {
             throw new IllegalArgumentException("cannot read into a segment that is neither native nor backed by a Java array: " + target);
         }
-        OpenClCalls.check(CL.clEnqueueReadBuffer(transfers, memory, CL_TRUE, offset, bytes, to, 0, null, null), "clEnqueueReadBuffer of " + bytes + " bytes");
+        OpenClCalls.check(JoclCalls.clEnqueueReadBuffer(transfers, memory, CL_TRUE, offset, bytes, to, 0, null, null), "clEnqueueReadBuffer of " + bytes + " bytes");
     }
 
     /**
@@ -283,9 +283,9 @@ final class OpenClCopies {
 
     private static void awaitAndRelease(cl_event event, String what) {
         try {
-            OpenClCalls.check(CL.clWaitForEvents(1, new cl_event[] {event}), what);
+            OpenClCalls.check(JoclCalls.clWaitForEvents(1, new cl_event[] {event}), what);
         } finally {
-            CL.clReleaseEvent(event);
+            JoclCalls.clReleaseEvent(event);
         }
     }
 }

@@ -275,12 +275,12 @@ public final class OpenClDeviceHandle implements DeviceHandle {
         } finally {
             backend.queue().handleEnded(); // after the position above counted what the holder queued
             if (ready != null) {
-                CL.clReleaseEvent(ready);
+                JoclCalls.clReleaseEvent(ready);
             }
             if (subBuffer != null) {
                 subBuffer.release();
             } else if (kind == Kind.HOST_MEMORY_BUFFER && !releasedLater) {
-                CL.clReleaseMemObject(memory);
+                JoclCalls.clReleaseMemObject(memory);
             }
         }
     }
@@ -296,7 +296,7 @@ public final class OpenClDeviceHandle implements DeviceHandle {
         CompletableFuture<Void> queued = backend.queue().position();
         CompletableFuture<Void> published = WorkGroup.of(work).handle((ignored, failed) -> null)
                 .thenCompose(ignored -> backend.queue().publishToHostThenMarker(buffer, bytes, NO_EVENTS))
-                .whenComplete((ignored, failed) -> CL.clReleaseMemObject(buffer));
+                .whenComplete((ignored, failed) -> JoclCalls.clReleaseMemObject(buffer));
         List<CompletableFuture<Void>> all = new ArrayList<>(work);
         all.add(queued);
         all.add(published);

@@ -93,26 +93,26 @@ final class OpenClDevices {
     /** Every device of every platform, in the ICD loader's platform order. */
     static List<OpenClDevice> enumerate() {
         int[] count = new int[1];
-        int code = CL.clGetPlatformIDs(0, null, count);
+        int code = JoclCalls.clGetPlatformIDs(0, null, count);
         if (code == CL_PLATFORM_NOT_FOUND_KHR || count[0] == 0) {
             return List.of();
         }
         OpenClCalls.check(code, "clGetPlatformIDs");
         cl_platform_id[] platformIds = new cl_platform_id[count[0]];
-        OpenClCalls.check(CL.clGetPlatformIDs(platformIds.length, platformIds, null), "clGetPlatformIDs");
+        OpenClCalls.check(JoclCalls.clGetPlatformIDs(platformIds.length, platformIds, null), "clGetPlatformIDs");
         List<OpenClDevice> devices = new ArrayList<>();
         for (int index = 0; index < platformIds.length; index++) {
             cl_platform_id platform = platformIds[index];
             String platformName = OpenClCalls.platformString(platform, CL_PLATFORM_NAME);
             String platformVendor = OpenClCalls.platformString(platform, CL_PLATFORM_VENDOR);
             int[] deviceCount = new int[1];
-            int found = CL.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, null, deviceCount);
+            int found = JoclCalls.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, null, deviceCount);
             if (found == CL_DEVICE_NOT_FOUND || deviceCount[0] == 0) {
                 continue;
             }
             OpenClCalls.check(found, "clGetDeviceIDs");
             cl_device_id[] deviceIds = new cl_device_id[deviceCount[0]];
-            OpenClCalls.check(CL.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, deviceIds.length, deviceIds, null), "clGetDeviceIDs");
+            OpenClCalls.check(JoclCalls.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, deviceIds.length, deviceIds, null), "clGetDeviceIDs");
             for (cl_device_id device : deviceIds) {
                 devices.add(new OpenClDevice(platform, index, platformName, platformVendor, device, OpenClCalls.deviceString(device, CL_DEVICE_NAME),
                         OpenClCalls.deviceLong(device, CL_DEVICE_TYPE), OpenClCalls.deviceString(device, CL_DEVICE_VERSION)));

@@ -141,11 +141,11 @@ final class OpenClKernel implements NativeKernel {
         this.parameterCount = (int) kernelInt(first, CL_KERNEL_NUM_ARGS);
         this.parameters = parameters(first, parameterCount, typedefs);
         long[] workGroup = new long[1];
-        OpenClCalls.check(CL.clGetKernelWorkGroupInfo(first, backend.deviceId(), CL_KERNEL_WORK_GROUP_SIZE, Sizeof.size_t,
+        OpenClCalls.check(JoclCalls.clGetKernelWorkGroupInfo(first, backend.deviceId(), CL_KERNEL_WORK_GROUP_SIZE, Sizeof.size_t,
                 Pointer.to(workGroup), null), "clGetKernelWorkGroupInfo of kernel '" + name + "'");
         this.maxWorkGroup = Math.max(1, workGroup[0]);
         long[] required = new long[3];
-        int asked = CL.clGetKernelWorkGroupInfo(first, backend.deviceId(), CL_KERNEL_COMPILE_WORK_GROUP_SIZE, 3L * Sizeof.size_t,
+        int asked = JoclCalls.clGetKernelWorkGroupInfo(first, backend.deviceId(), CL_KERNEL_COMPILE_WORK_GROUP_SIZE, 3L * Sizeof.size_t,
                 Pointer.to(required), null);
         // (0, 0, 0) where the kernel declares none; an implementation that cannot say leaves the enqueue to refuse a wrong one
         this.requiredWorkGroup = asked != CL_SUCCESS || required[0] == 0 ? null : required;
@@ -157,21 +157,21 @@ final class OpenClKernel implements NativeKernel {
     /** Builds {@code source} on the backend's device; a failed build throws with its log. */
     static OpenClKernel build(OpenClBackend backend, KernelSource source) {
         int[] error = new int[1];
-        cl_program program = CL.clCreateProgramWithSource(backend.context(), 1, new String[] {source.text()}, null, error);
+        cl_program program = JoclCalls.clCreateProgramWithSource(backend.context(), 1, new String[] {source.text()}, null, error);
         OpenClCalls.check(error[0], "clCreateProgramWithSource of kernel '" + source.name() + "'");
         try {
             cl_device_id device = backend.deviceId();
             String options = (source.buildOptions() + " -cl-kernel-arg-info").trim();
-            int built = CL.clBuildProgram(program, 1, new cl_device_id[] {device}, options, null, null);
+            int built = JoclCalls.clBuildProgram(program, 1, new cl_device_id[] {device}, options, null, null);
             if (built == CL_INVALID_BUILD_OPTIONS) {
-                built = CL.clBuildProgram(program, 1, new cl_device_id[] {device}, source.buildOptions(), null, null);
+                built = JoclCalls.clBuildProgram(program, 1, new cl_device_id[] {device}, source.buildOptions(), null, null);
             }
             if (built != CL_SUCCESS) {
                 throw new KernelCompileException("building " + source + " on OpenCL device " + backend.device().describe()
                         + " failed: " + CL.stringFor_errorCode(built) + (built == CL_BUILD_PROGRAM_FAILURE ? "; the build log:" : ""),
                         buildLog(program, device));
             }
-            cl_kernel first = CL.clCreateKernel(program, source.name(), error);
+            cl_kernel first = JoclCalls.clCreateKernel(program, source.name(), error);
             if (error[0] == CL_INVALID_KERNEL_NAME) {
                 throw new KernelCompileException("the program of " + source + " has no __kernel named '" + source.name()
                         + "'; it defines: " + programString(program, CL_PROGRAM_KERNEL_NAMES).replace(';', ' '), "");
@@ -180,7 +180,7 @@ final class OpenClKernel implements NativeKernel {
             refuseMoreLocalMemoryThanTheDeviceHas(backend, source, first);
             return new OpenClKernel(backend, source.name(), program, first, typedefs(source.text()));
         } catch (RuntimeException e) {
-            CL.clReleaseProgram(program);
+            JoclCalls.clReleaseProgram(program);
             throw e;
         }
     }
@@ -191,13 +191,13 @@ final class OpenClKernel implements NativeKernel {
      */
     private static void refuseMoreLocalMemoryThanTheDeviceHas(OpenClBackend backend, KernelSource source, cl_kernel kernel) {
         long[] used = new long[1];
-        if (CL.clGetKernelWorkGroupInfo(kernel, backend.deviceId(), CL_KERNEL_LOCAL_MEM_SIZE, Sizeof.cl_ulong, Pointer.to(used), null)
+        if (JoclCalls.clGetKernelWorkGroupInfo(kernel, backend.deviceId(), CL_KERNEL_LOCAL_MEM_SIZE, Sizeof.cl_ulong, Pointer.to(used), null)
                 != CL_SUCCESS) {
             return; // an implementation that cannot say leaves the enqueue to refuse it
         }
         long available = OpenClCalls.deviceLong(backend.deviceId(), CL_DEVICE_LOCAL_MEM_SIZE);
         if (used[0] > available) {
-            CL.clReleaseKernel(kernel);
+            JoclCalls.clReleaseKernel(kernel);
             throw new KernelCompileException(source + " uses " + used[0] + " bytes of __local memory, more than the " + available
                     + " bytes of local memory of OpenCL device " + backend.device().describe() + " (CL_DEVICE_LOCAL_MEM_SIZE): it cannot"
                     + " run there; declare smaller __local arrays", "");
@@ -228,7 +228,7 @@ final class OpenClKernel implements NativeKernel {
                 }
             }
             cl_event done = new cl_event();
-            int code = CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel, shape.dimensions(), null, global, group, 0, null, done);
+            int code = JoclCalls.clEnqueueNDRangeKernel(backend.commandQueue(), kernel, shape.dimensions(), null, global, group, 0, null, done);
             if (code != CL_SUCCESS) {
                 throw OpenClCalls.failure(code, "clEnqueueNDRangeKernel of kernel '" + name + "' over " + shape + " (work-groups of "
                         + Arrays.toString(group) + ", at most " + maxWorkGroup + " work items for this kernel on "
@@ -237,10 +237,10 @@ final class OpenClKernel implements NativeKernel {
             if (staged.isEmpty()) {
                 return backend.queue().position(done);
             }
-            CL.clReleaseEvent(done);
+            JoclCalls.clReleaseEvent(done);
             for (Staged slice : staged) {
                 if (slice.writes()) {
-                    OpenClCalls.check(CL.clEnqueueCopyBuffer(backend.commandQueue(), slice.temporary(), slice.slice().memory(), 0,
+                    OpenClCalls.check(JoclCalls.clEnqueueCopyBuffer(backend.commandQueue(), slice.temporary(), slice.slice().memory(), 0,
                             slice.slice().offset(), slice.slice().byteSize(), 0, null, null), "clEnqueueCopyBuffer of kernel '" + name
                             + "''s results back into an unaligned slice");
                 }
@@ -249,7 +249,7 @@ final class OpenClKernel implements NativeKernel {
         } finally {
             give(kernel);
             for (Staged slice : staged) {
-                CL.clReleaseMemObject(slice.temporary()); // OpenCL keeps it until the commands using it have finished
+                JoclCalls.clReleaseMemObject(slice.temporary()); // OpenCL keeps it until the commands using it have finished
             }
         }
     }
@@ -257,7 +257,7 @@ final class OpenClKernel implements NativeKernel {
     private void setBuffer(cl_kernel kernel, int index, KernelArgument.Buffer buffer, List<Staged> staged) {
         OpenClDeviceHandle handle = (OpenClDeviceHandle) buffer.handle();
         if (handle.location() == MemoryLocation.UNIFIED) {
-            OpenClCalls.check(CL.clSetKernelArgSVMPointer(kernel, index, handle.svmPointer()), "clSetKernelArgSVMPointer " + index
+            OpenClCalls.check(JoclCalls.clSetKernelArgSVMPointer(kernel, index, handle.svmPointer()), "clSetKernelArgSVMPointer " + index
                     + " of kernel '" + name + "'");
             return;
         }
@@ -265,7 +265,7 @@ final class OpenClKernel implements NativeKernel {
         if (handle.offset() != 0) {
             memory = stage(handle, buffer, staged);
         }
-        OpenClCalls.check(CL.clSetKernelArg(kernel, index, Sizeof.cl_mem, Pointer.to(memory)), "clSetKernelArg " + index + " of kernel '"
+        OpenClCalls.check(JoclCalls.clSetKernelArg(kernel, index, Sizeof.cl_mem, Pointer.to(memory)), "clSetKernelArg " + index + " of kernel '"
                 + name + "'");
     }
 
@@ -285,20 +285,20 @@ final class OpenClKernel implements NativeKernel {
             }
         }
         int[] error = new int[1];
-        cl_mem temporary = CL.clCreateBuffer(backend.context(), CL_MEM_READ_WRITE, slice.byteSize(), null, error);
+        cl_mem temporary = JoclCalls.clCreateBuffer(backend.context(), CL_MEM_READ_WRITE, slice.byteSize(), null, error);
         OpenClCalls.check(error[0], "clCreateBuffer of " + slice.byteSize() + " bytes to stage an unaligned slice for kernel '" + name + "'");
         staged.add(new Staged(temporary, slice, buffer.mode().writes()));
-        OpenClCalls.check(CL.clEnqueueCopyBuffer(backend.commandQueue(), slice.memory(), temporary, slice.offset(), 0, slice.byteSize(),
+        OpenClCalls.check(JoclCalls.clEnqueueCopyBuffer(backend.commandQueue(), slice.memory(), temporary, slice.offset(), 0, slice.byteSize(),
                 0, null, null), "clEnqueueCopyBuffer of an unaligned slice for kernel '" + name + "'");
         return temporary;
     }
 
     private void setScalar(cl_kernel kernel, int index, Object value) {
         int code = switch (value) {
-            case Integer i -> CL.clSetKernelArg(kernel, index, Sizeof.cl_int, Pointer.to(new int[] {i}));
-            case Long l -> CL.clSetKernelArg(kernel, index, Sizeof.cl_long, Pointer.to(new long[] {l}));
-            case Float f -> CL.clSetKernelArg(kernel, index, Sizeof.cl_float, Pointer.to(new float[] {f}));
-            case Double d -> CL.clSetKernelArg(kernel, index, Sizeof.cl_double, Pointer.to(new double[] {d}));
+            case Integer i -> JoclCalls.clSetKernelArg(kernel, index, Sizeof.cl_int, Pointer.to(new int[] {i}));
+            case Long l -> JoclCalls.clSetKernelArg(kernel, index, Sizeof.cl_long, Pointer.to(new long[] {l}));
+            case Float f -> JoclCalls.clSetKernelArg(kernel, index, Sizeof.cl_float, Pointer.to(new float[] {f}));
+            case Double d -> JoclCalls.clSetKernelArg(kernel, index, Sizeof.cl_double, Pointer.to(new double[] {d}));
             default -> throw new IllegalArgumentException("kernel '" + name + "', argument " + index + ": no scalar type " + value.getClass());
         };
         if (code != CL_SUCCESS) {
@@ -472,7 +472,7 @@ final class OpenClKernel implements NativeKernel {
             created++;
         }
         int[] error = new int[1];
-        cl_kernel kernel = CL.clCreateKernel(program, name, error);
+        cl_kernel kernel = JoclCalls.clCreateKernel(program, name, error);
         OpenClCalls.check(error[0], "clCreateKernel '" + name + "' for a launch on another thread");
         return kernel;
     }
@@ -484,7 +484,7 @@ final class OpenClKernel implements NativeKernel {
                 return;
             }
         }
-        CL.clReleaseKernel(kernel);
+        JoclCalls.clReleaseKernel(kernel);
     }
 
     /** The kernel objects made so far: the most launches that were under way at once (for the tests). */
@@ -506,7 +506,7 @@ final class OpenClKernel implements NativeKernel {
             idle.clear();
         }
         toRelease.forEach(CL::clReleaseKernel);
-        CL.clReleaseProgram(program); // OpenCL deletes it once its last kernel object is gone
+        JoclCalls.clReleaseProgram(program); // OpenCL deletes it once its last kernel object is gone
     }
 
     // ---- info queries ------------------------------------------------------------------------------------------
@@ -514,7 +514,7 @@ final class OpenClKernel implements NativeKernel {
     private static long kernelInt(cl_kernel kernel, int param) {
         ByteBuffer value = ByteBuffer.allocate(8).order(ByteOrder.nativeOrder());
         long[] size = new long[1];
-        OpenClCalls.check(CL.clGetKernelInfo(kernel, param, 8, Pointer.to(value.array()), size), "clGetKernelInfo");
+        OpenClCalls.check(JoclCalls.clGetKernelInfo(kernel, param, 8, Pointer.to(value.array()), size), "clGetKernelInfo");
         return size[0] == 4 ? Integer.toUnsignedLong(value.getInt(0)) : value.getLong(0);
     }
 
@@ -523,7 +523,7 @@ final class OpenClKernel implements NativeKernel {
         List<Parameter> parameters = new ArrayList<>(count);
         for (int i = 0; i < count; i++) {
             int[] qualifier = new int[1];
-            if (CL.clGetKernelArgInfo(kernel, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, Sizeof.cl_uint, Pointer.to(qualifier), null) != CL_SUCCESS) {
+            if (JoclCalls.clGetKernelArgInfo(kernel, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, Sizeof.cl_uint, Pointer.to(qualifier), null) != CL_SUCCESS) {
                 return null;
             }
             String type = argString(kernel, i, CL_KERNEL_ARG_TYPE_NAME);
@@ -532,7 +532,7 @@ final class OpenClKernel implements NativeKernel {
                 return null;
             }
             int[] access = {CL_KERNEL_ARG_ACCESS_NONE};
-            CL.clGetKernelArgInfo(kernel, i, CL_KERNEL_ARG_ACCESS_QUALIFIER, Sizeof.cl_uint, Pointer.to(access), null); // NONE where unknown
+            JoclCalls.clGetKernelArgInfo(kernel, i, CL_KERNEL_ARG_ACCESS_QUALIFIER, Sizeof.cl_uint, Pointer.to(access), null); // NONE where unknown
             parameters.add(new Parameter(parameterName == null ? "" : parameterName, resolved(type, typedefs), qualifier[0],
                     access[0] != CL_KERNEL_ARG_ACCESS_NONE));
         }
@@ -566,11 +566,11 @@ final class OpenClKernel implements NativeKernel {
 
     private static @Nullable String argString(cl_kernel kernel, int index, int param) {
         long[] size = new long[1];
-        if (CL.clGetKernelArgInfo(kernel, index, param, 0, null, size) != CL_SUCCESS) {
+        if (JoclCalls.clGetKernelArgInfo(kernel, index, param, 0, null, size) != CL_SUCCESS) {
             return null;
         }
         byte[] bytes = new byte[(int) size[0]];
-        if (CL.clGetKernelArgInfo(kernel, index, param, bytes.length, Pointer.to(bytes), null) != CL_SUCCESS) {
+        if (JoclCalls.clGetKernelArgInfo(kernel, index, param, bytes.length, Pointer.to(bytes), null) != CL_SUCCESS) {
             return null;
         }
         return cString(bytes);
@@ -578,19 +578,19 @@ final class OpenClKernel implements NativeKernel {
 
     private static String programString(cl_program program, int param) {
         long[] size = new long[1];
-        OpenClCalls.check(CL.clGetProgramInfo(program, param, 0, null, size), "clGetProgramInfo");
+        OpenClCalls.check(JoclCalls.clGetProgramInfo(program, param, 0, null, size), "clGetProgramInfo");
         byte[] bytes = new byte[(int) size[0]];
-        OpenClCalls.check(CL.clGetProgramInfo(program, param, bytes.length, Pointer.to(bytes), null), "clGetProgramInfo");
+        OpenClCalls.check(JoclCalls.clGetProgramInfo(program, param, bytes.length, Pointer.to(bytes), null), "clGetProgramInfo");
         return cString(bytes);
     }
 
     private static String buildLog(cl_program program, cl_device_id device) {
         long[] size = new long[1];
-        if (CL.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, null, size) != CL_SUCCESS) {
+        if (JoclCalls.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, null, size) != CL_SUCCESS) {
             return "";
         }
         byte[] log = new byte[(int) size[0]];
-        CL.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, log.length, Pointer.to(log), null);
+        JoclCalls.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, log.length, Pointer.to(log), null);
         return cString(log);
     }
 

@@ -101,13 +101,13 @@ final class OpenClKernelOps implements KernelOps {
                 lastMemoryArgument = Pointer.to(memory);
                 lastMemory = memory;
             }
-            OpenClCalls.check(CL.clSetKernelArg(kernel, index, Sizeof.cl_mem, lastMemoryArgument), "clSetKernelArg");
+            OpenClCalls.check(JoclCalls.clSetKernelArg(kernel, index, Sizeof.cl_mem, lastMemoryArgument), "clSetKernelArg");
         }
 
         /** Under this monitor. */
         void setLong(int index, long value) {
             longValue[0] = value;
-            OpenClCalls.check(CL.clSetKernelArg(kernel, index, Sizeof.cl_ulong, longArgument), "clSetKernelArg");
+            OpenClCalls.check(JoclCalls.clSetKernelArg(kernel, index, Sizeof.cl_ulong, longArgument), "clSetKernelArg");
         }
 
         /** Under this monitor. */
@@ -115,10 +115,10 @@ final class OpenClKernelOps implements KernelOps {
             int code;
             if (type == DataType.FLOAT64) {
                 doubleValue[0] = value;
-                code = CL.clSetKernelArg(kernel, index, Sizeof.cl_double, doubleArgument);
+                code = JoclCalls.clSetKernelArg(kernel, index, Sizeof.cl_double, doubleArgument);
             } else {
                 floatValue[0] = (float) value;
-                code = CL.clSetKernelArg(kernel, index, Sizeof.cl_float, floatArgument);
+                code = JoclCalls.clSetKernelArg(kernel, index, Sizeof.cl_float, floatArgument);
             }
             OpenClCalls.check(code, "clSetKernelArg");
         }
@@ -175,7 +175,7 @@ final class OpenClKernelOps implements KernelOps {
                 kernel.setLong(1, bound.elementOffset());
                 kernel.setLong(2, n);
                 kernel.setScalar(3, region.type(), scalar);
-                OpenClCalls.check(CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel.kernel, 1, null,
+                OpenClCalls.check(JoclCalls.clEnqueueNDRangeKernel(backend.commandQueue(), kernel.kernel, 1, null,
                         kernel.globalSize(elementwiseGlobalSize(n)), null, 0, null, done), "clEnqueueNDRangeKernel");
             }
             return done == null ? backend.queue().position() : complete(done, bound, name);
@@ -226,20 +226,20 @@ final class OpenClKernelOps implements KernelOps {
         int accumulatorBytes = backend.hasDoublePrecision() ? Sizeof.cl_double : Sizeof.cl_float;
         long partialBytes = groups * accumulatorBytes;
         int[] error = new int[1];
-        cl_mem partial = CL.clCreateBuffer(backend.context(), CL_MEM_READ_WRITE, partialBytes, null, error);
+        cl_mem partial = JoclCalls.clCreateBuffer(backend.context(), CL_MEM_READ_WRITE, partialBytes, null, error);
         OpenClCalls.check(error[0], "clCreateBuffer of " + partialBytes + " bytes for sum's partial sums");
         try (Argument bound = bind(x)) {
             cl_event reduced = launch(kernel, groups * local, local, k -> {
                 bound.set(k, 0);
                 k.setLong(1, bound.elementOffset());
                 k.setLong(2, n);
-                OpenClCalls.check(CL.clSetKernelArg(k.kernel, 3, Sizeof.cl_mem, Pointer.to(partial)), "clSetKernelArg");
-                OpenClCalls.check(CL.clSetKernelArg(k.kernel, 4, local * accumulatorBytes, null), "clSetKernelArg");
+                OpenClCalls.check(JoclCalls.clSetKernelArg(k.kernel, 3, Sizeof.cl_mem, Pointer.to(partial)), "clSetKernelArg");
+                OpenClCalls.check(JoclCalls.clSetKernelArg(k.kernel, 4, local * accumulatorBytes, null), "clSetKernelArg");
             });
-            CL.clReleaseEvent(reduced);
+            JoclCalls.clReleaseEvent(reduced);
             ByteBuffer partials = ByteBuffer.allocateDirect((int) partialBytes).order(ByteOrder.nativeOrder());
             cl_event read = new cl_event();
-            OpenClCalls.check(CL.clEnqueueReadBuffer(backend.commandQueue(), partial, false, 0, partialBytes, Pointer.to(partials), 0, null, read),
+            OpenClCalls.check(JoclCalls.clEnqueueReadBuffer(backend.commandQueue(), partial, false, 0, partialBytes, Pointer.to(partials), 0, null, read),
                     "clEnqueueReadBuffer of sum's partial sums");
             return backend.queue().track(read, "sum", () -> {
                 double total = 0;
@@ -250,7 +250,7 @@ final class OpenClKernelOps implements KernelOps {
             });
         } finally {
             // OpenCL deletes it once the commands using it have finished
-            CL.clReleaseMemObject(partial);
+            JoclCalls.clReleaseMemObject(partial);
         }
     }
 
@@ -261,7 +261,7 @@ final class OpenClKernelOps implements KernelOps {
         cl_event done = new cl_event();
         synchronized (kernel) {
             arguments.accept(kernel);
-            OpenClCalls.check(CL.clEnqueueNDRangeKernel(backend.commandQueue(), kernel.kernel, 1, null, new long[] {globalSize},
+            OpenClCalls.check(JoclCalls.clEnqueueNDRangeKernel(backend.commandQueue(), kernel.kernel, 1, null, new long[] {globalSize},
                     localSize == 0 ? null : new long[] {localSize}, 0, null, done), "clEnqueueNDRangeKernel");
         }
         return done;
@@ -272,7 +272,7 @@ final class OpenClKernelOps implements KernelOps {
         if (!written.wrapsHostMemory()) {
             return backend.queue().position(kernelDone);
         }
-        CL.clReleaseEvent(kernelDone);
+        JoclCalls.clReleaseEvent(kernelDone);
         cl_event unmapped = new cl_event();
         backend.queue().enqueuePublishToHost(written.memory(), written.bytes(), NO_EVENTS, unmapped);
         return backend.queue().track(unmapped, what);
@@ -285,7 +285,7 @@ final class OpenClKernelOps implements KernelOps {
     /** The reduction's tree needs a power of two: the largest one the kernel allows, at most 256. */
     private long sumLocalSize(cl_kernel kernel) {
         long[] allowed = new long[1];
-        OpenClCalls.check(CL.clGetKernelWorkGroupInfo(kernel, backend.deviceId(), CL_KERNEL_WORK_GROUP_SIZE, Sizeof.size_t, Pointer.to(allowed), null),
+        OpenClCalls.check(JoclCalls.clGetKernelWorkGroupInfo(kernel, backend.deviceId(), CL_KERNEL_WORK_GROUP_SIZE, Sizeof.size_t, Pointer.to(allowed), null),
                 "clGetKernelWorkGroupInfo");
         return Long.highestOneBit(Math.max(1, Math.min(MAX_SUM_LOCAL_SIZE, allowed[0])));
     }
@@ -299,7 +299,7 @@ final class OpenClKernelOps implements KernelOps {
         /** Under the kernel's monitor. */
         void set(OpKernel kernel, int index) {
             if (svm != null) {
-                OpenClCalls.check(CL.clSetKernelArgSVMPointer(kernel.kernel, index, svm), "clSetKernelArg");
+                OpenClCalls.check(JoclCalls.clSetKernelArgSVMPointer(kernel.kernel, index, svm), "clSetKernelArg");
             } else {
                 kernel.setMemory(index, Objects.requireNonNull(memory));
             }
@@ -309,7 +309,7 @@ final class OpenClKernelOps implements KernelOps {
         @Override
         public void close() {
             if (wrapsHostMemory) {
-                CL.clReleaseMemObject(memory);
+                JoclCalls.clReleaseMemObject(memory);
             }
         }
     }
@@ -362,13 +362,13 @@ final class OpenClKernelOps implements KernelOps {
 
     private Kernels build() {
         int[] error = new int[1];
-        cl_program program = CL.clCreateProgramWithSource(backend.context(), 1, new String[] {source()}, null, error);
+        cl_program program = JoclCalls.clCreateProgramWithSource(backend.context(), 1, new String[] {source()}, null, error);
         OpenClCalls.check(error[0], "clCreateProgramWithSource");
         cl_device_id device = backend.deviceId();
-        int built = CL.clBuildProgram(program, 1, new cl_device_id[] {device}, "-D HAS_FP64=" + (backend.hasDoublePrecision() ? 1 : 0), null, null);
+        int built = JoclCalls.clBuildProgram(program, 1, new cl_device_id[] {device}, "-D HAS_FP64=" + (backend.hasDoublePrecision() ? 1 : 0), null, null);
         if (built != CL_SUCCESS) {
             String log = buildLog(program, device);
-            CL.clReleaseProgram(program);
+            JoclCalls.clReleaseProgram(program);
             throw new OpenClException("building the op kernels (" + SOURCE + ") on " + backend.device().describe() + " failed: "
                     + CL.stringFor_errorCode(built) + "\n" + log);
         }
@@ -377,10 +377,10 @@ final class OpenClKernelOps implements KernelOps {
         for (String operation : new String[] {"fill", "scale", "axpy", "sum"}) {
             for (String suffix : backend.hasDoublePrecision() ? new String[] {"f32", "f64"} : new String[] {"f32"}) {
                 String name = operation + "_" + suffix;
-                cl_kernel kernel = CL.clCreateKernel(program, name, error);
+                cl_kernel kernel = JoclCalls.clCreateKernel(program, name, error);
                 if (error[0] != CL_SUCCESS) {
-                    Stream.concat(f32.values().stream(), f64.values().stream()).forEach(made -> CL.clReleaseKernel(made.kernel));
-                    CL.clReleaseProgram(program);
+                    Stream.concat(f32.values().stream(), f64.values().stream()).forEach(made -> JoclCalls.clReleaseKernel(made.kernel));
+                    JoclCalls.clReleaseProgram(program);
                     OpenClCalls.check(error[0], "clCreateKernel " + name);
                 }
                 (suffix.equals("f32") ? f32 : f64).put(operation, new OpKernel(kernel));
@@ -402,9 +402,9 @@ final class OpenClKernelOps implements KernelOps {
 
     private static String buildLog(cl_program program, cl_device_id device) {
         long[] size = new long[1];
-        CL.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, null, size);
+        JoclCalls.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, null, size);
         byte[] log = new byte[(int) size[0]];
-        CL.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, log.length, Pointer.to(log), null);
+        JoclCalls.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, log.length, Pointer.to(log), null);
         return new String(log, StandardCharsets.UTF_8).trim();
     }
 
@@ -413,7 +413,7 @@ final class OpenClKernelOps implements KernelOps {
         Kernels built = kernels;
         if (built != null) {
             built.all().forEach(CL::clReleaseKernel);
-            CL.clReleaseProgram(built.program());
+            JoclCalls.clReleaseProgram(built.program());
             kernels = null;
         }
     }

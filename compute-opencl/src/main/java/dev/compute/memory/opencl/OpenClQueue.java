@@ -110,17 +110,17 @@ final class OpenClQueue {
         cl_context_properties properties = new cl_context_properties();
         properties.addProperty(CL.CL_CONTEXT_PLATFORM, device.platformId());
         int[] error = new int[1];
-        this.context = CL.clCreateContext(properties, 1, new cl_device_id[] {id}, null, null, error);
+        this.context = JoclCalls.clCreateContext(properties, 1, new cl_device_id[] {id}, null, null, error);
         OpenClCalls.check(error[0], "clCreateContext on " + describe);
         cl_command_queue created = createQueue(id, error);
         if (error[0] != CL.CL_SUCCESS) {
-            CL.clReleaseContext(context);
+            JoclCalls.clReleaseContext(context);
             OpenClCalls.check(error[0], "clCreateCommandQueue on " + describe);
         }
         cl_command_queue transfersCreated = createQueue(id, error);
         if (error[0] != CL.CL_SUCCESS) {
-            CL.clReleaseCommandQueue(created);
-            CL.clReleaseContext(context);
+            JoclCalls.clReleaseCommandQueue(created);
+            JoclCalls.clReleaseContext(context);
             OpenClCalls.check(error[0], "clCreateCommandQueue (blocking transfers) on " + describe);
         }
         this.queue = created;
@@ -143,7 +143,7 @@ final class OpenClQueue {
 
     @SuppressWarnings("deprecation") // clCreateCommandQueueWithProperties is absent on OpenCL 1.x devices
     private cl_command_queue createQueue(cl_device_id device, int[] error) {
-        return CL.clCreateCommandQueue(context, device, 0, error);
+        return JoclCalls.clCreateCommandQueue(context, device, 0, error);
     }
 
     cl_context context() {
@@ -170,7 +170,7 @@ final class OpenClQueue {
 
     /** Flushes the queue so the command starts, and returns a future for its event. */
     EventCompletions.EventWork track(cl_event event, String what) {
-        OpenClCalls.check(CL.clFlush(queue), "clFlush");
+        OpenClCalls.check(JoclCalls.clFlush(queue), "clFlush");
         queuedCount.incrementAndGet();
         return completions.completion(event, what);
     }
@@ -210,7 +210,7 @@ final class OpenClQueue {
             checkOpen();
             cl_event marker = new cl_event();
             OpenClCalls.check(enqueueMarker(marker), "clEnqueueMarker");
-            OpenClCalls.check(CL.clFlush(queue), "clFlush");
+            OpenClCalls.check(JoclCalls.clFlush(queue), "clFlush");
             return marker;
         }
     }
@@ -232,7 +232,7 @@ final class OpenClQueue {
             if (closed) {
                 return drained;
             }
-            OpenClCalls.check(CL.clFlush(queue), "clFlush");
+            OpenClCalls.check(JoclCalls.clFlush(queue), "clFlush");
         } finally {
             shared.unlock();
         }
@@ -241,7 +241,7 @@ final class OpenClQueue {
 
     /** As {@link #position()}, for a command whose event the caller made: released here. */
     CompletableFuture<Void> position(cl_event queued) {
-        CL.clReleaseEvent(queued);
+        JoclCalls.clReleaseEvent(queued);
         return position();
     }
 
@@ -299,7 +299,7 @@ final class OpenClQueue {
             checkOpen();
             int code = enqueueMarker(marker);
             OpenClCalls.check(code, "clEnqueueMarker before " + before);
-            OpenClCalls.check(CL.clFlush(queue), "clFlush");
+            OpenClCalls.check(JoclCalls.clFlush(queue), "clFlush");
         }
         try {
             if (!EventCompletions.endsWithin(marker, deviceWait)) {
@@ -308,7 +308,7 @@ final class OpenClQueue {
             idleUpTo.accumulateAndGet(seen, Math::max);
             return true;
         } finally {
-            CL.clReleaseEvent(marker); // a marker still queued runs and ends without this reference
+            JoclCalls.clReleaseEvent(marker); // a marker still queued runs and ends without this reference
         }
     }
 
@@ -342,10 +342,10 @@ final class OpenClQueue {
                 finishThen(() -> completions.fail(covered, failure));
                 return QueuePositions.Marked.LEFT_TO_WAITER;
             }
-            OpenClCalls.check(CL.clFlush(queue), "clFlush");
+            OpenClCalls.check(JoclCalls.clFlush(queue), "clFlush");
             // this thread's reference, beside the waiter's, taken before the waiter may release its own; without it the
             // waiter alone settles the marker (a throw here would leave the queued marker to nobody)
-            waitHere = awaitHere && CL.clRetainEvent(marker) == CL.CL_SUCCESS;
+            waitHere = awaitHere && JoclCalls.clRetainEvent(marker) == CL.CL_SUCCESS;
             completions.completion(marker, "a marker", covered);
         }
         if (!waitHere) {
@@ -354,7 +354,7 @@ final class OpenClQueue {
         try {
             return EventCompletions.awaitHere(marker) ? QueuePositions.Marked.ENDED : QueuePositions.Marked.LEFT_TO_WAITER;
         } finally {
-            CL.clReleaseEvent(marker);
+            JoclCalls.clReleaseEvent(marker);
         }
     }
 
@@ -365,9 +365,9 @@ final class OpenClQueue {
      */
     void enqueuePublishToHost(cl_mem buffer, long bytes, cl_event[] after, @Nullable cl_event unmapped) {
         int[] error = new int[1];
-        ByteBuffer mapping = CL.clEnqueueMapBuffer(queue, buffer, false, CL_MAP_READ, 0, bytes, after.length, after.length == 0 ? null : after, null, error);
+        ByteBuffer mapping = JoclCalls.clEnqueueMapBuffer(queue, buffer, false, CL_MAP_READ, 0, bytes, after.length, after.length == 0 ? null : after, null, error);
         OpenClCalls.check(error[0], "clEnqueueMapBuffer of " + bytes + " bytes of host memory after a kernel");
-        OpenClCalls.check(CL.clEnqueueUnmapMemObject(queue, buffer, mapping, 0, null, unmapped), "clEnqueueUnmapMemObject after a kernel");
+        OpenClCalls.check(JoclCalls.clEnqueueUnmapMemObject(queue, buffer, mapping, 0, null, unmapped), "clEnqueueUnmapMemObject after a kernel");
     }
 
     /**
@@ -396,7 +396,7 @@ final class OpenClQueue {
         if (failMarkersWith != CL.CL_SUCCESS) {
             return failMarkersWith;
         }
-        return markersTakeWaitLists ? CL.clEnqueueMarkerWithWaitList(queue, 0, null, marker) : CL.clEnqueueMarker(queue, marker);
+        return markersTakeWaitLists ? JoclCalls.clEnqueueMarkerWithWaitList(queue, 0, null, marker) : JoclCalls.clEnqueueMarker(queue, marker);
     }
 
     private CompletableFuture<Void> markerLocked() {
@@ -457,7 +457,7 @@ final class OpenClQueue {
             }
             int code;
             try {
-                code = CL.clFinish(queue);
+                code = JoclCalls.clFinish(queue);
             } catch (RuntimeException | Error e) {
                 code = CL.CL_INVALID_COMMAND_QUEUE;
             }
@@ -486,20 +486,20 @@ final class OpenClQueue {
      */
     CompletableFuture<Void> trackRecorded(cl_event event) {
         long[] owner = new long[1];
-        OpenClCalls.check(CL.clGetEventInfo(event, CL_EVENT_CONTEXT, Sizeof.cl_context, Pointer.to(owner), null), "clGetEventInfo(CL_EVENT_CONTEXT)");
+        OpenClCalls.check(JoclCalls.clGetEventInfo(event, CL_EVENT_CONTEXT, Sizeof.cl_context, Pointer.to(owner), null), "clGetEventInfo(CL_EVENT_CONTEXT)");
         if (owner[0] != context.getNativePointer()) {
             throw new IllegalArgumentException("this event belongs to another OpenCL context; record work queued on a queue of "
                     + "this backend's context (OpenClDeviceHandle.context()), where the handle's memory lives");
         }
         cl_command_queue itsQueue = new cl_command_queue();
-        OpenClCalls.check(CL.clGetEventInfo(event, CL_EVENT_COMMAND_QUEUE, Sizeof.cl_command_queue, Pointer.to(itsQueue), null),
+        OpenClCalls.check(JoclCalls.clGetEventInfo(event, CL_EVENT_COMMAND_QUEUE, Sizeof.cl_command_queue, Pointer.to(itsQueue), null),
                 "clGetEventInfo(CL_EVENT_COMMAND_QUEUE)");
         if (itsQueue.getNativePointer() != 0) { // a user event has no queue
-            OpenClCalls.check(CL.clFlush(itsQueue), "clFlush of the recorded work's queue");
+            OpenClCalls.check(JoclCalls.clFlush(itsQueue), "clFlush of the recorded work's queue");
         }
         synchronized (lifecycle) {
             checkOpen();
-            OpenClCalls.check(CL.clRetainEvent(event), "clRetainEvent");
+            OpenClCalls.check(JoclCalls.clRetainEvent(event), "clRetainEvent");
             return recordedWork.completion(event, "work recorded on an OpenCL device handle");
         }
     }
@@ -665,17 +665,17 @@ final class OpenClQueue {
             return;
         }
         try {
-            CL.clFinish(queue);
-            CL.clFinish(transfers); // only transfers whose calls have returned: ended already
+            JoclCalls.clFinish(queue);
+            JoclCalls.clFinish(transfers); // only transfers whose calls have returned: ended already
         } finally {
             boolean settled = completions.close(deviceWait) & recordedWork.close(deviceWait);
             if (settled) {
                 synchronized (lifecycle) {
                     released = true;
                     releaseFirst.run();
-                    CL.clReleaseCommandQueue(queue);
-                    CL.clReleaseCommandQueue(transfers);
-                    CL.clReleaseContext(context);
+                    JoclCalls.clReleaseCommandQueue(queue);
+                    JoclCalls.clReleaseCommandQueue(transfers);
+                    JoclCalls.clReleaseContext(context);
                 }
                 drained.complete(null);
             } else {
