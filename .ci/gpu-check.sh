@@ -2,8 +2,8 @@
 # Runs on the GPU machine from the bundle that .ci/gpu-bundle packs: every test of compute-cuda (on the GPU)
 # and of compute-opencl (on NVIDIA's platform, then on PoCL alone), then the GPU figures. Each part has its own
 # time limit and a line in summary.txt; the full output of each part is a file beside it, in $OUT.
-# usage: bash .gpu/gpu-check.sh [tests] [pocl] [bench] [jmh]   (all four when none is named; tests is cuda and opencl,
-# each of which can be named alone)
+# usage: bash .gpu/gpu-check.sh [tests] [pocl] [bench] [jmh] [staging]   (the first four when none is named; tests is
+# cuda and opencl, each of which can be named alone; staging runs the benchmark at 1, 4 and 8 copy threads)
 cd "$(dirname "$0")"
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 [ -x /tmp/gpu-jre/jre/bin/java ] || { mkdir -p /tmp/gpu-jre && tar -C /tmp/gpu-jre -xJf jre.tar.xz; }
@@ -11,7 +11,7 @@ java=/tmp/gpu-jre/jre/bin/java
 parts=" ${*:-tests pocl bench jmh} "
 summary="$out/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvidia-smi | sed -n 3p
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader; nvidia-smi | sed -n 3p
   nproc; ls /etc/OpenCL/vendors 2>&1; cat /etc/OpenCL/vendors/* 2>&1; env | grep -i ocl; ldconfig -p | grep -i opencl; } > "$out/machine.txt" 2>&1
 note "machine: $(head -1 "$out/machine.txt"), $(nproc) processors"
 # a part's class path: the jars its module's build names (.gpu/MODULE.jars, written by the bundle), from lib/
@@ -62,6 +62,13 @@ if [[ $parts == *" bench "* ]]; then
     timeout -k 5 60 "${bench[@]}" replay --pytorch --warmups 0 --runs 1 $trace
     echo "simulated replay rc=$?"; } > "$out/replay.txt" 2>&1
   note "replays: in $((SECONDS - start)) s: $(grep -c rc=0 "$out/replay.txt") of 2 passed"
+fi
+if [[ $parts == *" staging "* ]]; then
+  # the byte[] staging rate against the copy threads filling the slots (2026-11-28: below the first run; cause not found)
+  for threads in 1 4 8; do
+    timeout -k 5 120 "${bench[@]}" gpu copy-threads=$threads > "$out/gpu-benchmark-copy-threads-$threads.txt" 2>&1
+    note "gpu benchmark, $threads copy threads: rc=$?, $(grep -m1 'byte\[\] <-> DEVICE' "$out/gpu-benchmark-copy-threads-$threads.txt" | tr -s ' ')"
+  done
 fi
 if [[ $parts == *" jmh "* ]]; then
   start=$SECONDS
