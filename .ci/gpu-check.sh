@@ -39,7 +39,8 @@ if [[ $parts == *" opencl "* ]]; then
   nvidia=$(find / -name 'libnvidia-opencl.so.1' -not -path '/proc/*' 2>/dev/null | head -1)
   if [ -n "$nvidia" ]; then
     mkdir -p /tmp/nvidia-only && echo "$nvidia" > /tmp/nvidia-only/nvidia.icd
-    tests opencl-nvidia compute-opencl 150 OCL_ICD_VENDORS=/tmp/nvidia-only CI=1
+    # the machine sets OCL_ICD_FILENAMES to PoCL and NVIDIA both, which the loader reads beside OCL_ICD_VENDORS: NVIDIA alone
+    tests opencl-nvidia compute-opencl 150 OCL_ICD_VENDORS=/tmp/nvidia-only OCL_ICD_FILENAMES="$nvidia" CI=1
   else
     note "opencl-nvidia: NVIDIA's OpenCL library (libnvidia-opencl.so.1) is not on this machine"
   fi
