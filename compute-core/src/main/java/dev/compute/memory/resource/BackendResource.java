@@ -120,7 +120,8 @@ public final class BackendResource implements MemoryResource, InspectableResourc
 
     /**
      * The largest request that memory given back could ever make room for: the limit, or the backend's largest single
-     * allocation ({@link ComputeBackend#maxAllocationBytes}) where that is smaller. {@link LimitRefusals#aboveLimit} refuses larger ones.
+     * allocation ({@link ComputeBackend#maxAllocationBytes}) where that is smaller. {@link LimitRefusals#aboveLimit}
+     * refuses larger ones.
      */
     public long largestPossibleBytes() {
         return Math.min(limitBytes, maxAllocationBytes);

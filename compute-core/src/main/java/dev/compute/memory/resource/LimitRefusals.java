@@ -12,8 +12,8 @@ import dev.compute.memory.OutOfMemoryReason;
 public record LimitRefusals(MemoryLocation location, long limitBytes, long maxAllocationBytes, String limitProperty) {
 
     /**
-     * The refusal of a request no release of memory can make room for ({@link BackendResource#largestPossibleBytes}). Callers that round (the
-     * pool) ask this before touching anything.
+     * The refusal of a request no release of memory can make room for ({@link BackendResource#largestPossibleBytes}).
+     * Callers that round (the pool) ask this before touching anything.
      */
     public AllocationAboveLimitException aboveLimit(long requested, long rounded) {
         return aboveLimit(requested, rounded, maxAllocationBytes);
