@@ -19,8 +19,8 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * Small helpers around JOCL: error codes to exceptions, info queries, and JOCL pointers at native addresses.
- * JOCL's global exception mode is left off (it is one switch for the whole JVM); every call's code is checked
- * here instead.
+ * Every call's code is checked here, whatever JOCL's global exception mode is: the calls go through
+ * {@link JoclCalls}, which answers a code with the mode on too.
  */
 final class OpenClCalls {
     private OpenClCalls() {}
