@@ -255,6 +255,24 @@ class BudgetReservationUnderNoiseTest {
         }
     }
 
+    /**
+     * A reserving child inside a reserving parent reserves more than the parent: the pool keeps the room of both (the
+     * parent's requests and the child's take the same arenas, the parent's), not the parent's alone.
+     */
+    @Test
+    void aChildReservingMoreThanItsParentKeepsItsRoomFromMemoryOutsideTheBudgets() {
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend());
+             MemoryBudget parent = manager.budget(BudgetSpec.of("parent", 48 * MIB).withReservation(MemoryLocation.DEVICE, 8 * MIB));
+             MemoryBudget child = parent.child(BudgetSpec.of("child", 32 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB))) {
+            assertThatThrownBy(() -> manager.allocate(48 * MIB, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class)
+                    .hasMessageContaining("less the " + 32 * MIB + " bytes kept for budgets' reservations not in use");
+            try (UnifiedBuffer outside = manager.allocate(32 * MIB, MemoryLocation.DEVICE);
+                 UnifiedBuffer mine = child.allocate(32 * MIB, MemoryLocation.DEVICE)) {
+                assertThat(outside.byteSize() + mine.byteSize()).isEqualTo(64 * MIB);
+            }
+        }
+    }
+
     /** A request waiting for the pool's room beside an unused reservation gets it as the reserving budget closes. */
     @Test
     void aRequestWaitingBesideAReservationIsServedWhenTheReservationGoes() throws Exception {

@@ -168,17 +168,48 @@ final class BudgetLimits<B> {
     }
 
     /**
-     * Each outermost budget that reserves memory at {@code l}, with its reservation there (a reserving child's counts
-     * inside its parent's, so the parent stands for both).
+     * Each outermost budget that reserves memory at {@code l}, with what it keeps there: the larger of its own reservation
+     * and those of the reserving budgets inside it together (each counts in the content of the budgets above it, so a
+     * child may reserve more than its parent; the parent stands for both, its requests and theirs taking the same memory).
      */
     Map<BudgetAccount<B>, Long> reservations(int l) {
-        Map<BudgetAccount<B>, Long> outermost = new IdentityHashMap<>();
+        List<BudgetAccount<B>> deepestFirst = new ArrayList<>();
         for (BudgetAccount<B> account : reserving) {
-            if (account.reserved[l] > 0 && outermostReserving(account, l) == account) {
-                outermost.put(account, account.reserved[l]);
+            if (account.reserved[l] > 0) {
+                deepestFirst.add(account);
+            }
+        }
+        deepestFirst.sort((a, b) -> Integer.compare(depth(b), depth(a))); // each whole before the one above counts it
+        Map<BudgetAccount<B>, Long> inside = new IdentityHashMap<>();
+        Map<BudgetAccount<B>, Long> outermost = new IdentityHashMap<>();
+        for (BudgetAccount<B> account : deepestFirst) {
+            long kept = Math.max(account.reserved[l], inside.getOrDefault(account, 0L));
+            BudgetAccount<B> above = account.parent == null ? null : nearestReserving(account.parent, l);
+            if (above == null) {
+                outermost.put(account, kept);
+            } else {
+                inside.merge(above, kept, Long::sum);
             }
         }
         return outermost;
+    }
+
+    private static <B> int depth(BudgetAccount<B> account) {
+        int depth = 0;
+        for (BudgetAccount<B> x = account.parent; x != null; x = x.parent) {
+            depth++;
+        }
+        return depth;
+    }
+
+    /** The nearest budget at or above {@code account} that reserves memory at {@code l}; null where none does. */
+    private static <B> @Nullable BudgetAccount<B> nearestReserving(BudgetAccount<B> account, int l) {
+        for (BudgetAccount<B> x = account; x != null; x = x.parent) {
+            if (x.reserved[l] > 0) {
+                return x;
+            }
+        }
+        return null;
     }
 
     /** The outermost budget at or above {@code account} that reserves memory at {@code l}; null where none does. */
