@@ -273,6 +273,25 @@ class BudgetReservationUnderNoiseTest {
         }
     }
 
+    /**
+     * Memory a reserved tenant freed inside a segment it still uses is no room for a larger request of its own: plain
+     * segments do not grow, so the room kept for it is its reservation beyond its live memory, not beyond what its
+     * arenas hold.
+     */
+    @Test
+    void aReservedTenantsFreedMemoryBesideItsLiveBlocksLeavesItsReservationWhole() {
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend());
+             MemoryBudget reserved = reserving32MiB(manager)) {
+            UnifiedBuffer kept = reserved.allocate(4 * MIB, MemoryLocation.DEVICE);
+            reserved.allocate(16 * MIB, MemoryLocation.DEVICE).close(); // beside it in one 20 MiB segment, which stays
+            try (UnifiedBuffer outside = manager.allocate(16 * MIB, MemoryLocation.DEVICE)) {
+                assertThat(manager.tryAllocate(MIB, MemoryLocation.DEVICE)).as("past the 28 MiB kept").isEmpty();
+                reserved.allocate(28 * MIB, MemoryLocation.DEVICE).close();
+            }
+            kept.close();
+        }
+    }
+
     /** A request waiting for the pool's room beside an unused reservation gets it as the reserving budget closes. */
     @Test
     void aRequestWaitingBesideAReservationIsServedWhenTheReservationGoes() throws Exception {

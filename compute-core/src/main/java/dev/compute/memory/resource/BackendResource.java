@@ -133,8 +133,8 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     }
 
     /**
-     * What the limit keeps out of the calling thread's reach now: each reservation beyond the memory a pool holds apart
-     * for it ({@link #holdForReservations}), but the one the request is made under ({@link KeptAside}).
+     * What the limit keeps out of the calling thread's reach now: each reservation beyond the live memory a pool holds
+     * apart for it ({@link #countLiveForReservations}), but the one the request is made under ({@link KeptAside}).
      */
     public long keptAsideBytes() {
         return keptAside.bytes();
@@ -158,9 +158,9 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         return keptAside.stands(reservation);
     }
 
-    /** For the pool over this resource: the memory it holds apart for each reservation, by its key. */
-    public void holdForReservations(ToLongFunction<Object> held) {
-        keptAside.heldBy(held);
+    /** For the pool over this resource: the live memory it holds apart for each reservation, by its key. */
+    public void countLiveForReservations(ToLongFunction<Object> live) {
+        keptAside.liveIn(live);
     }
 
     /** The device's memory as the backend reports it now (a driver call on some backends). */

@@ -6,22 +6,23 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * The room under a location's cap that budgets' reservations keep out of other requests' reach: each reservation
- * beyond the memory a pool holds apart for it (its buffers' and what they freed), but the one the calling thread's
- * request is made under. Counted in memory, not in the books' bytes, which count a request on its way to the pool as
- * held before it is, and room a budget keeps for its next requests, which is no memory, as held too. Thread-safe.
+ * beyond its live memory in what a pool holds apart for it, but the one the calling thread's request is made under.
+ * Not beyond all the pool holds for it: what it freed beside a live block (in a plain segment, a page) cannot serve a
+ * larger request of its own. Counted in memory, not in the books' bytes, which count a request on its way to the pool
+ * as held before it is, and room a budget keeps for its next requests, which is no memory, as held too. Thread-safe.
  */
 final class KeptAside {
 
     private volatile ReservedRoom reservations = ReservedRoom.NONE;
-    /** The memory a pool holds apart for a reservation, by the reservation's key. */
-    private volatile ToLongFunction<Object> held = key -> 0;
+    /** The live memory a pool holds apart for a reservation, by the reservation's key. */
+    private volatile ToLongFunction<Object> live = key -> 0;
 
     void keepFor(ReservedRoom reservations) {
         this.reservations = reservations;
     }
 
-    void heldBy(ToLongFunction<Object> held) {
-        this.held = held;
+    void liveIn(ToLongFunction<Object> live) {
+        this.live = live;
     }
 
     /** The bytes kept out of the calling thread's reach now. */
@@ -35,7 +36,7 @@ final class KeptAside {
         long kept = 0;
         for (Map.Entry<Object, Long> each : reserved.entrySet()) {
             if (each.getKey() != mine) {
-                kept += Math.max(0, each.getValue() - held.applyAsLong(each.getKey()));
+                kept += Math.max(0, each.getValue() - live.applyAsLong(each.getKey()));
             }
         }
         return kept;

@@ -117,8 +117,9 @@ import org.jspecify.annotations.Nullable;
  * reservation's own, made as its first request comes, and never through the fast path's cache, whose blocks any thread
  * may take; no one else's request takes memory from them. So what a reserving tenant frees stays cached for it, not lent
  * to a neighbour (or another tenant) whose blocks would then keep it: a small block in a plain 20 MiB segment pins all of
- * it. The upstream keeps room under the cap for each reservation beyond what its arenas hold
- * ({@link BackendResource#keptAsideBytes}): other arenas grow only into what is left. Trims give the shared arenas'
+ * it. The upstream keeps room under the cap for each reservation beyond its live blocks in its arenas
+ * ({@link BackendResource#keptAsideBytes}): other arenas grow only into what is left. Not beyond all its arenas hold:
+ * memory it freed beside a block still live (a plain segment, a page) is no room for a larger request of its own. Trims give the shared arenas'
  * memory back first. A reserving budget's close ends its reservation ({@link #endReservation}): its arenas are dropped,
  * their memory given back, once they hold no block.
  *
@@ -238,7 +239,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         this.large = new PoolArena(PoolArena.Kind.LARGE, null, upstream, this, pages);
         this.shared = new PoolArena[] {small, large};
         this.arenas = List.of(large, small);
-        upstream.holdForReservations(this::heldFor);
+        upstream.countLiveForReservations(this::liveFor);
         this.piece = pages != null ? pages.granularity() : SizeClasses.SMALL_SEGMENT;
         this.largestPossible = upstream.largestPossibleBytes() / piece * piece;
     }
@@ -544,13 +545,12 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     }
 
     /**
-     * The memory {@code reservation}'s arenas hold: its buffers' and what they freed, kept for it (see "Reservations"
-     * above), which the upstream counts toward the room it keeps for the reservation. Read where the upstream checks its
-     * room, under this pool's lock.
+     * The bytes of {@code reservation}'s live (and pending) blocks, which the upstream counts toward the room it keeps
+     * for the reservation (see "Reservations" above). Read where the upstream checks its room, under this pool's lock.
      */
-    private long heldFor(Object reservation) {
+    private long liveFor(Object reservation) {
         PoolArena[] pair = reservedArenas.get(reservation);
-        return pair == null ? 0 : pair[0].reservedBytes() + pair[1].reservedBytes();
+        return pair == null ? 0 : pair[0].liveBytes() + pair[1].liveBytes();
     }
 
     /**
