@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.testing.AddressSpaceBackend;
+import dev.compute.memory.testing.ControlledBackend;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -233,6 +234,42 @@ class BudgetReservationUnderNoiseTest {
                     assertThat(all.byteSize()).isEqualTo(64 * MIB);
                 }
             }
+        }
+    }
+
+    /**
+     * A reserving budget closed while device work is queued on its buffers: their blocks wait for the work in the
+     * reservation's arenas, given to no one, while the room the reservation kept is free for others at once; as the work
+     * ends, the arenas go and every byte comes back.
+     */
+    @Test
+    void aReservationClosedWithDeviceWorkPendingGivesItsMemoryBackAsTheWorkEnds() throws Exception {
+        ControlledBackend backend = new ControlledBackend(new SimulatedDiscreteBackend());
+        try (UnifiedMemoryManager manager = manager64(backend)) {
+            MemoryBudget reserved = reserving32MiB(manager);
+            MemoryBudget child = reserved.child(BudgetSpec.of("request", 16 * MIB).withReservation(MemoryLocation.DEVICE, 16 * MIB));
+            UnifiedBuffer large = child.allocate(DataType.FLOAT32, 2 * MIB, MemoryLocation.DEVICE);
+            UnifiedBuffer small = reserved.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            backend.holdDeviceWork();
+            List<CompletableFuture<Void>> work = List.of(manager.ops().fillAsync(large, 3), manager.ops().fillAsync(small, 3));
+            reserved.close();
+            manager.releaseCachedMemory();
+
+            assertThat(manager.snapshot(MemoryLocation.DEVICE).segments()).flatExtracting(MemorySnapshot.Segment::blocks)
+                    .extracting(MemorySnapshot.Block::state).as("the blocks wait for the work")
+                    .filteredOn(MemorySnapshot.BlockState.PENDING::equals).hasSize(2);
+            try (UnifiedBuffer outside = manager.allocate(40 * MIB, MemoryLocation.DEVICE)) {
+                assertThat(outside.byteSize()).as("the closed reservation keeps no room").isEqualTo(40 * MIB);
+            }
+            backend.releaseDeviceWork();
+            for (CompletableFuture<Void> each : work) {
+                each.get(10, TimeUnit.SECONDS);
+            }
+            try (UnifiedBuffer all = manager.allocate(64 * MIB, MemoryLocation.DEVICE)) {
+                assertThat(all.byteSize()).isEqualTo(64 * MIB);
+            }
+            manager.releaseCachedMemory();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).reservedBytes()).isZero();
         }
     }
 
