@@ -119,9 +119,9 @@ import org.jspecify.annotations.Nullable;
  * to a neighbour (or another tenant) whose blocks would then keep it: a small block in a plain 20 MiB segment pins all of
  * it. The upstream keeps room under the cap for each reservation beyond its live blocks in its arenas
  * ({@link BackendResource#keptAsideBytes}): other arenas grow only into what is left. Not beyond all its arenas hold:
- * memory it freed beside a block still live (a plain segment, a page) is no room for a larger request of its own. Trims give the shared arenas'
- * memory back first. A reserving budget's close ends its reservation ({@link #endReservation}): its arenas are dropped,
- * their memory given back, once they hold no block.
+ * memory it freed beside a block still live (a plain segment, a page) is no room for a larger request of its own.
+ * Trims give the shared arenas' memory back first. A reserving budget's close ends its reservation
+ * ({@link #endReservation}): its arenas are dropped, their memory given back, once they hold no block.
  *
  * <p><b>Pressure.</b> A request larger than the cap fails at once, the cache left as it is: nothing the pool
  * could give back would make room for it. When the backend has no memory or the upstream's limit would be
@@ -363,7 +363,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             ensureOpen();
             drainCompleted();
             PoolArena[] pair = arenasFor(upstream.reservingBudget());
-            boolean reserving = pair[0] != small;
+            boolean reserving = pair != shared;
             PoolArena smallArena = pair[0];
             PoolArena largeArena = pair[1];
             PoolBlock smallRegion = smallTotal == 0 ? null : smallArena.take(smallTotal, smallTotal, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
@@ -580,7 +580,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         for (Iterator<Object> it = endedReservations.iterator(); it.hasNext(); ) {
             Object reservation = it.next();
             PoolArena[] pair = reservedArenas.get(reservation);
-            if (pair != null && pair[0].liveBytes() + pair[1].liveBytes() > 0) {
+            if (liveFor(reservation) > 0) {
                 continue;
             }
             it.remove();
