@@ -7,7 +7,9 @@ package dev.compute.memory;
  * <ul>
  *   <li>allocated: the bytes of the blocks handed out (after size rounding); requested: what callers asked for;
  *   <li>reserved: what the pool holds from the backend (whole segments, or mapped pages of expandable ones);
- *   <li>cached: reserved but not allocated, ready for reuse without a backend call;
+ *   <li>cached: reserved but not allocated, ready for reuse without a backend call; of it, reservations' cached: what
+ *       the arenas of budgets' reservations hold free, which only requests under those budgets take. The largest free
+ *       block is the largest a request under no reservation can take, and fragmentation is of the rest of the cache;
  *   <li>waiting requests: {@link UnifiedMemoryManager#allocateAsync} requests queued for memory now; waits: those
  *       that ever had to queue; wait timeouts: those that gave up when their timeout passed.
  *   <li>held: closed buffers whose memory is not back yet, because a view, an access or an op still holds it, or
@@ -22,7 +24,7 @@ public record MemoryStatistics(
         long allocatedBytes, long allocatedBytesPeak,
         long requestedBytes, long requestedBytesPeak,
         long reservedBytes, long reservedBytesPeak,
-        long cachedBytes, long largestFreeBlockBytes,
+        long cachedBytes, long largestFreeBlockBytes, long reservationsCachedBytes,
         long liveBuffers, long segments,
         long allocations, long frees,
         long poolHits, long poolMisses,
@@ -32,9 +34,13 @@ public record MemoryStatistics(
         long waitingRequests, long waits, long waitTimeouts,
         long heldBuffers, long heldBytes) {
 
-    /** {@code 1 − largestFreeBlock / cachedBytes}: 0 when all cached memory is one block (or nothing is cached). */
+    /**
+     * {@code 1 − largestFreeBlock / (cachedBytes − reservationsCachedBytes)}: 0 when all cached memory outside the
+     * budgets' reservations is one block (or none is cached). A reservation's free memory is kept, not scattered.
+     */
     public double fragmentation() {
-        return cachedBytes <= 0 ? 0.0 : 1.0 - (double) largestFreeBlockBytes / cachedBytes;
+        long free = cachedBytes - reservationsCachedBytes;
+        return free <= 0 ? 0.0 : 1.0 - (double) largestFreeBlockBytes / free;
     }
 
     /** {@code reservedBytes / allocatedBytes}: 1.0 when the pool holds nothing beyond live blocks; 0 when nothing is allocated. */

@@ -285,7 +285,10 @@
       figure('cached (free)', bytes(s.cachedBytes)),
       figure('reserved', bytes(s.reservedBytes), 'held from the backend: allocated + cached'),
       figure('peak reserved', bytes(s.reservedBytesPeak)),
-      figure('largest free block', bytes(s.largestFreeBlockBytes)),
+      figure('largest free block', bytes(s.largestFreeBlockBytes), 'the largest a request outside budgets\' reservations can take'),
+      s.reservationsCachedBytes > 0
+        ? figure('cached for reservations', bytes(s.reservationsCachedBytes), 'free in budgets\' reservations: only requests under those budgets take it')
+        : null,
       figure('segments', String(s.segments)),
       figure('hit rate', percent(s.hitRate), definitions.hitRate),
       figure('fragmentation', ratio(s.fragmentation), definitions.fragmentation, 'fragmentation', s.fragmentation > 0.5),

@@ -66,7 +66,8 @@ public final class ManagerFigures {
         long cached = Math.max(0, reserved - counts.allocatedBytes() - heldByDeviceWork - beingReleased);
         // read after the counts: a block freed in between (cached by the pool, its free not yet counted) can show here
         // and not in cached; no free block is larger than what is cached, and fragmentation stays within 0 and 1
-        long largestFree = Math.min(holding.largestFreeBlockBytes(), cached);
+        long reservationsCached = Math.min(holding.reservationsCachedBytes(), cached);
+        long largestFree = Math.min(holding.largestFreeBlockBytes(), cached - reservationsCached);
         long allocated = Math.max(0, counts.allocatedBytes() - held.bytes());
         // the stripes' allocated bytes are summed before their requested ones, so a call counted in between can show in
         // requested alone; no block holds more than was set aside for it
@@ -76,7 +77,7 @@ public final class ManagerFigures {
         return new MemoryStatistics(location,
                 allocated, counts.allocatedBytesPeak(),
                 requested, counts.requestedBytesPeak(),
-                reserved, holding.reservedBytesPeak(), cached, largestFree,
+                reserved, holding.reservedBytesPeak(), cached, largestFree, reservationsCached,
                 Math.max(0, counts.liveBlocks() - held.buffers()), holding.segmentCount(), counts.allocations(), counts.frees(),
                 pool != null ? pool.poolHits() : 0, pool != null ? pool.poolMisses() : chain.backend.backendAllocations(),
                 chain.backend.backendAllocations(), chain.backend.backendFrees(), pool != null ? pool.oomRetries() : 0,

@@ -19,8 +19,16 @@ public interface InspectableResource {
     /** Segments and reserved ranges held. */
     int segmentCount();
 
-    /** The largest piece of memory held and free, reusable without a call below; 0 where nothing is cached. */
+    /**
+     * The largest piece of memory held and free that a request under no budget's reservation can take without a call
+     * below; 0 where nothing is cached.
+     */
     long largestFreeBlockBytes();
+
+    /** Memory held and free that only requests under budgets' reservations can take: none where nothing reserves. */
+    default long reservationsCachedBytes() {
+        return 0;
+    }
 
     /** The segments and their blocks as they are, for the snapshot and the memory map. */
     List<MemorySnapshot.Segment> segments();

@@ -149,6 +149,9 @@ class TenantBudgetsHttpTests {
             assertThat(listed).extracting(budget -> budget.get("name")).containsExactly("tenant-a", "tenant-b");
             assertThat(listed).allSatisfy(budget -> assertThat(budget).containsEntry("configured", true));
             assertThat(listed.getFirst()).containsEntry("budgetsUnder", 1).containsEntry("allocatedBytes", (int) MiB);
+            Map<String, Object> host = map(map(described.get("locations")).get("HOST"));
+            assertThat(((Number) host.get("reservationsCachedBytes")).longValue()).as("what tenant-a freed, kept for it")
+                    .isPositive().isLessThanOrEqualTo(((Number) host.get("cachedBytes")).longValue());
             assertThat(list(listed.getFirst().get("budgets"))).singleElement().satisfies(request -> {
                 assertThat((String) request.get("name")).matches("tenant-a/request-\\d+");
                 assertThat(request).containsEntry("limitBytes", (int) (4 * MiB)).containsEntry("configured", false);
@@ -161,7 +164,8 @@ class TenantBudgetsHttpTests {
 
             String scrape = http.get().uri("/actuator/prometheus").retrieve().body(String.class);
             assertThat(scrape).contains("compute_memory_budget_allocated_bytes{backend=\"cpu\",budget=\"tenant-a\"")
-                    .contains("budget=\"tenant-b\"").doesNotContain("budget=\"request-").doesNotContain("request-");
+                    .contains("budget=\"tenant-b\"").doesNotContain("budget=\"request-").doesNotContain("request-")
+                    .contains("compute_memory_reservations_cached_bytes{");
         } finally {
             tenants.leave.countDown();
         }

@@ -219,8 +219,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     private final long piece;
     /** {@link #largestPossibleBytes}: the upstream's limits are fixed at its creation. */
     private final long largestPossible;
-    /** The largest free block as last found under the lock (-1: not yet): what a listener reads when the lock is not free. */
-    private volatile long largestFreeLastFound = -1;
+    /** The free figures as last found under the lock (null: not yet): what a listener reads when the lock is not free. */
+    private volatile @Nullable FreeFigures freeLastFound;
     /** A log per snapshot reader running ({@link #segments}) of the blocks changed; none while no reader runs. Under the lock. */
     private ChangeLog[] changes = new ChangeLog[0];
 
@@ -672,7 +672,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return new DeviceOutOfMemoryException(location, requested, stuck ? OutOfMemoryReason.DEVICE_WORK_STUCK : refusal.reason(),
                 "out of " + location + " memory: requested " + requested + " bytes (" + size + " after rounding); " + live
                 + " bytes live (allocated), " + Math.max(0, reserved - live - bytesBeingReleased) + " bytes cached, " + reserved
-                + " bytes reserved" + keptForReservations() + "; largest free block " + largestFreeBlock() + " bytes" + freeSpaceOutOfReach(size)
+                + " bytes reserved" + keptForReservations() + "; largest free block " + largestFreeBlocks() + freeSpaceOutOfReach(size)
                 + "; " + pending.size()
                 + " blocks pending on device work" + why
                 + ". The pool released its cached memory and retried, and its upstream refused: " + refusal.getMessage());
@@ -1006,31 +1006,70 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     }
 
     /**
-     * Found under the lock, largest free blocks first (most often the first answers), and in the cache's stacks. A
-     * listener that finds the lock taken reads the figure last found instead: it may be told under another pool's lock,
-     * and waiting here could deadlock with a listener of this pool reading that one's figures.
+     * The largest free block a request under no reservation can take without a call upstream: the shared arenas' and
+     * the cache's. Free memory in reservations' arenas is no such block ({@link #reservationsCachedBytes}).
      */
     @Override
     public long largestFreeBlockBytes() {
-        long last = largestFreeLastFound;
-        // a listener with a figure found before takes the lock only if it is free; any other read as a snapshot's does
-        boolean locked = last >= 0 && UserCode.inListener() && !lock.isHeldByCurrentThread() ? lock.tryLock() : lockedToRead();
+        return freeFigures().largestShared();
+    }
+
+    /** What the reservations' arenas hold and no block uses: cached, but only for requests under those reservations. */
+    @Override
+    public long reservationsCachedBytes() {
+        return freeFigures().inReservations();
+    }
+
+    /** {@link #largestFreeBlockBytes} and {@link #reservationsCachedBytes}, found at one moment. */
+    private record FreeFigures(long largestShared, long inReservations) {
+    }
+
+    /**
+     * Found under the lock, largest free blocks first (most often the first answers), and in the cache's stacks. A
+     * listener that finds the lock taken reads the figures last found instead: it may be told under another pool's lock,
+     * and waiting here could deadlock with a listener of this pool reading that one's figures.
+     */
+    private FreeFigures freeFigures() {
+        FreeFigures last = freeLastFound;
+        // a listener with figures found before takes the lock only if it is free; any other read as a snapshot's does
+        boolean locked = last != null && UserCode.inListener() && !lock.isHeldByCurrentThread() ? lock.tryLock() : lockedToRead();
         if (!locked) {
-            return Math.max(0, last);
+            return last != null ? last : new FreeFigures(0, 0);
         }
         try {
-            long largest = largestFreeBlock();
-            largestFreeLastFound = largest;
-            return largest;
+            long largest = largestSharedFreeBlock();
+            long inReservations = 0;
+            for (PoolArena[] pair : reservedArenas.values()) {
+                inReservations += pair[0].reservedBytes() - pair[0].liveBytes() + pair[1].reservedBytes() - pair[1].liveBytes();
+            }
+            FreeFigures found = new FreeFigures(largest, inReservations);
+            freeLastFound = found;
+            return found;
         } finally {
             lock.unlock();
         }
     }
 
-    /** Under the lock. */
-    private long largestFreeBlock() {
+    /**
+     * The largest free block for the out-of-memory message: outside the reservations' arenas and, where there are some,
+     * within them, since a request under one takes from those. Under the lock.
+     */
+    private String largestFreeBlocks() {
+        long outside = largestSharedFreeBlock();
+        if (reservedArenas.isEmpty()) {
+            return outside + " bytes";
+        }
+        long within = 0;
+        for (PoolArena[] pair : reservedArenas.values()) {
+            within = Math.max(within, Math.max(pair[0].largestFreeBlock(), pair[1].largestFreeBlock()));
+        }
+        return outside + " bytes outside the reservations' arenas, " + within + " bytes within them";
+    }
+
+    /** The largest free block of the shared arenas and the cache. Under the lock. */
+    private long largestSharedFreeBlock() {
         long largest = cache.largestCached();
-        for (PoolArena arena : arenas) {
+        for (PoolArena arena : shared) {
             largest = Math.max(largest, arena.largestFreeBlock());
         }
         return largest;

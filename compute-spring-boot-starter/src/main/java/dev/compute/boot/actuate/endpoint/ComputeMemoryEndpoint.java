@@ -58,7 +58,8 @@ public class ComputeMemoryEndpoint {
 
     /** The two fragmentation figures and the hit rate, defined once in {@link MemoryStatistics} and repeated here for the reader of the JSON. */
     static final Map<String, String> DEFINITIONS = Map.of(
-            "fragmentation", "1 - largestFreeBlockBytes / cachedBytes: 0 when all cached memory is one block",
+            "fragmentation", "1 - largestFreeBlockBytes / (cachedBytes - reservationsCachedBytes): 0 when all cached memory outside budgets' "
+                    + "reservations is one block",
             "overhead", "reservedBytes / allocatedBytes: 1.0 when the pool holds nothing beyond live blocks, 0 when nothing is allocated",
             "hitRate", "poolHits / (poolHits + poolMisses): the share of allocations served without a backend call",
             "leaks", "detected: buffers garbage-collected without close() since start (all are tracked at leak-detection paranoid, "
@@ -400,16 +401,19 @@ public class ComputeMemoryEndpoint {
         }
     }
 
-    /** {@code heldBuffers} and {@code heldBytes}: closed buffers whose memory waits for a view another thread holds. */
+    /**
+     * {@code heldBuffers} and {@code heldBytes}: closed buffers whose memory waits for a view another thread holds;
+     * {@code reservationsCachedBytes}: the part of the cached bytes that only requests under budgets' reservations take.
+     */
     public record LocationSummary(long liveBuffers, long allocatedBytes, long allocatedBytesPeak, long requestedBytes,
             long requestedBytesPeak, long reservedBytes, long reservedBytesPeak, long cachedBytes, long heldBuffers, long heldBytes,
-            long largestFreeBlockBytes, long segments, double hitRate, double fragmentation, double overhead, Counts counts,
+            long largestFreeBlockBytes, long reservationsCachedBytes, long segments, double hitRate, double fragmentation, double overhead, Counts counts,
             CopiedBytes copiedBytes) {
 
         static LocationSummary of(MemoryStatistics s) {
             return new LocationSummary(s.liveBuffers(), s.allocatedBytes(), s.allocatedBytesPeak(), s.requestedBytes(),
                     s.requestedBytesPeak(), s.reservedBytes(), s.reservedBytesPeak(), s.cachedBytes(), s.heldBuffers(), s.heldBytes(),
-                    s.largestFreeBlockBytes(),
+                    s.largestFreeBlockBytes(), s.reservationsCachedBytes(),
                     s.segments(), s.hitRate(), s.fragmentation(), s.overhead(),
                     new Counts(s.allocations(), s.frees(), s.poolHits(), s.poolMisses(), s.backendAllocations(),
                             s.backendFrees(), s.oomRetries(), s.trims()),

@@ -103,6 +103,7 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                 figures.gauge(ComputeMeters.REQUESTED, MemoryStatistics::requestedBytes);
                 figures.gauge(ComputeMeters.CACHED, MemoryStatistics::cachedBytes);
                 figures.gauge(ComputeMeters.LARGEST_FREE_BLOCK, MemoryStatistics::largestFreeBlockBytes);
+                figures.gauge(ComputeMeters.RESERVATIONS_CACHED, MemoryStatistics::reservationsCachedBytes);
                 figures.gauge(ComputeMeters.FRAGMENTATION, MemoryStatistics::fragmentation);
                 figures.gauge(ComputeMeters.OVERHEAD, MemoryStatistics::overhead);
                 figures.gauge(ComputeMeters.LIVE_BUFFERS, MemoryStatistics::liveBuffers);
