@@ -95,6 +95,15 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
                 columns.select(chosen));
     }
 
+    /** The first {@code count} events, their live peak anew: a run stopped there. */
+    public Trace first(int count) {
+        int[] chosen = IntStream.range(0, count).toArray();
+        int[] chosenSlots = pick(slots, chosen);
+        long[] chosenBytes = pick(bytes, chosen);
+        return new Trace(name, chosenSlots, chosenBytes, slotCount, livePeak(chosenSlots, chosenBytes, slotCount), skippedFrees,
+                columns.select(chosen));
+    }
+
     /**
      * The most bytes live at once that each stream allocated, by stream name, in the order first seen: the trace's
      * stream column kept, as users of RMM's replayer asked.
