@@ -550,7 +550,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
      */
     private long liveFor(Object reservation) {
         PoolArena[] pair = reservedArenas.get(reservation);
-        return pair == null ? 0 : pair[0].liveBytes() + pair[1].liveBytes();
+        return pair == null ? 0 : pair[0].takenBytes() + pair[1].takenBytes(); // nothing of theirs is cached
     }
 
     /**
@@ -690,7 +690,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         long live = 0;
         for (PoolArena[] pair : reservedArenas.values()) {
             held += pair[0].reservedBytes() + pair[1].reservedBytes();
-            live += pair[0].liveBytes() + pair[1].liveBytes();
+            live += pair[0].takenBytes() + pair[1].takenBytes();
         }
         return " (" + held + " of them, " + live + " live, in the arenas of " + reservedArenas.size()
                 + " budget reservation(s), which only requests under those take from)";
@@ -1040,7 +1040,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             long largest = largestSharedFreeBlock();
             long inReservations = 0;
             for (PoolArena[] pair : reservedArenas.values()) {
-                inReservations += pair[0].reservedBytes() - pair[0].liveBytes() + pair[1].reservedBytes() - pair[1].liveBytes();
+                inReservations += pair[0].reservedBytes() - pair[0].takenBytes() + pair[1].reservedBytes() - pair[1].takenBytes();
             }
             FreeFigures found = new FreeFigures(largest, inReservations);
             freeLastFound = found;

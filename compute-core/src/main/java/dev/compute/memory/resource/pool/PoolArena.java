@@ -101,6 +101,11 @@ final class PoolArena {
     private long moveUnmaps;
     /** Bytes of this arena's plain segments (kept, not summed, because the pool asks on every small miss). */
     private long plainBytes;
+    /**
+     * Bytes of the blocks taken and not released yet (live, pending, or kept by the size-class cache): kept, not summed,
+     * because the room kept for a reservation and its figures are read on growth and on every statistics read.
+     */
+    private long takenBytes;
 
     /**
      * An arena of {@code kind} blocks for {@code pool}, with memory from {@code upstream}, for the requests under
@@ -161,6 +166,7 @@ final class PoolArena {
         PoolBlock block = split(fit, size);
         block.state = PoolBlock.LIVE;
         block.requested = requested;
+        takenBytes += block.size;
         pool.touched(block);
         if (block.home.expandable()) {
             try {
@@ -384,6 +390,9 @@ final class PoolArena {
 
     /** Makes a block free and merges it with free neighbours: one free block per gap between used ones; returns that one. */
     PoolBlock release(PoolBlock block) {
+        if (block.state == PoolBlock.LIVE || block.state == PoolBlock.PENDING || block.state == PoolBlock.CACHED) {
+            takenBytes -= block.size;
+        }
         PoolBlock merged = block;
         merged.state = PoolBlock.FREE;
         merged.requested = 0;
@@ -721,6 +730,7 @@ final class PoolArena {
         PoolBlock place = split(best, block.size);
         place.state = PoolBlock.LIVE;
         place.requested = block.requested;
+        takenBytes += place.size;
         pool.touched(place);
         if (place.home.expandable()) {
             try {
@@ -878,6 +888,11 @@ final class PoolArena {
 
     @Nullable Object reservation() {
         return reservation;
+    }
+
+    /** Bytes of blocks handed out, pending or cached by the size-class cache: {@link #liveBytes} where nothing is cached. */
+    long takenBytes() {
+        return takenBytes;
     }
 
     /** Bytes of blocks handed out or pending. */
