@@ -88,16 +88,16 @@ public record Trace(String name, int[] slots, long[] bytes, int slotCount, long 
     /** The events at {@code location} alone, their live peak anew; slots stay as they are. */
     public Trace only(String location) {
         int index = columns.locationNames().indexOf(location);
-        int[] chosen = IntStream.range(0, events()).filter(i -> columns.locations()[i] == index).toArray();
-        int[] chosenSlots = pick(slots, chosen);
-        long[] chosenBytes = pick(bytes, chosen);
-        return new Trace(name, chosenSlots, chosenBytes, slotCount, livePeak(chosenSlots, chosenBytes, slotCount), skippedFrees,
-                columns.select(chosen));
+        return selected(IntStream.range(0, events()).filter(i -> columns.locations()[i] == index).toArray());
     }
 
     /** The first {@code count} events, their live peak anew: a run stopped there. */
     public Trace first(int count) {
-        int[] chosen = IntStream.range(0, count).toArray();
+        return selected(IntStream.range(0, count).toArray());
+    }
+
+    /** The events at indices {@code chosen}, in order, their live peak anew; slots stay as they are. */
+    private Trace selected(int[] chosen) {
         int[] chosenSlots = pick(slots, chosen);
         long[] chosenBytes = pick(bytes, chosen);
         return new Trace(name, chosenSlots, chosenBytes, slotCount, livePeak(chosenSlots, chosenBytes, slotCount), skippedFrees,

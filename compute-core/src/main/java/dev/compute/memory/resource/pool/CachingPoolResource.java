@@ -33,6 +33,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.IntToLongFunction;
+import java.util.function.ToLongFunction;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -686,14 +687,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         if (reservedArenas.isEmpty()) {
             return "";
         }
-        long held = 0;
-        long live = 0;
-        for (PoolArena[] pair : reservedArenas.values()) {
-            held += pair[0].reservedBytes() + pair[1].reservedBytes();
-            live += pair[0].takenBytes() + pair[1].takenBytes();
-        }
-        return " (" + held + " of them, " + live + " live, in the arenas of " + reservedArenas.size()
-                + " budget reservation(s), which only requests under those take from)";
+        return " (" + inReservations(PoolArena::reservedBytes) + " of them, " + inReservations(PoolArena::takenBytes)
+                + " live, in the arenas of " + reservedArenas.size() + " budget reservation(s), which only requests under those take from)";
     }
 
     /**
@@ -1037,12 +1032,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             return last != null ? last : new FreeFigures(0, 0);
         }
         try {
-            long largest = largestSharedFreeBlock();
-            long inReservations = 0;
-            for (PoolArena[] pair : reservedArenas.values()) {
-                inReservations += pair[0].reservedBytes() - pair[0].takenBytes() + pair[1].reservedBytes() - pair[1].takenBytes();
-            }
-            FreeFigures found = new FreeFigures(largest, inReservations);
+            // nothing of the reservations' is cached: what their arenas hold and no block takes is free
+            FreeFigures found = new FreeFigures(largestSharedFreeBlock(),
+                    inReservations(PoolArena::reservedBytes) - inReservations(PoolArena::takenBytes));
             freeLastFound = found;
             return found;
         } finally {
@@ -1064,6 +1056,15 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             within = Math.max(within, Math.max(pair[0].largestFreeBlock(), pair[1].largestFreeBlock()));
         }
         return outside + " bytes outside the reservations' arenas, " + within + " bytes within them";
+    }
+
+    /** {@code figure} summed over the reservations' arenas. Under the lock. */
+    private long inReservations(ToLongFunction<PoolArena> figure) {
+        long sum = 0;
+        for (PoolArena[] pair : reservedArenas.values()) {
+            sum += figure.applyAsLong(pair[0]) + figure.applyAsLong(pair[1]);
+        }
+        return sum;
     }
 
     /** The largest free block of the shared arenas and the cache. Under the lock. */
