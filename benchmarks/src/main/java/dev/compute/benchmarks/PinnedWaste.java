@@ -17,8 +17,9 @@ import java.util.SplittableRandom;
  * {@code pinned-waste}: what the PINNED pool reserves for a set of buffers held at once, against what they ask for and
  * against rounding each up to a power of two (what PyTorch's pinned host allocator, {@code CachingHostAllocator}, does:
  * its users saw 20.4 GiB pinned take 32 GiB). PINNED memory maps no pages on any backend (CUDA's {@code cuMemHostAlloc},
- * the CPU backend's locked pages), so the pool carves plain segments: 2 MiB ones for blocks up to 1 MiB, 20 MiB ones
- * shared by blocks under 10 MiB, and a block of 10 MiB or more rounded up to 2 MiB. The pool here is that one, over an
+ * the CPU backend's locked pages), so the pool carves plain segments: for blocks up to 1 MiB, ones that grow with the
+ * arena from 256 KiB to 2 MiB (each at most 1/32 of what it holds), 20 MiB ones shared by blocks under 10 MiB, and a
+ * block of 10 MiB or more rounded up to 2 MiB. The pool here is that one, over an
  * address-space device (no memory behind it, so sets of gigabytes measure on any machine), at default settings. Sets:
  * <ul>
  * <li>{@code uniform}: 400 sizes drawn uniformly from 1 to 64 MiB (seeded);</li>
@@ -38,8 +39,11 @@ public final class PinnedWaste {
     /** One set: its name and sizes. */
     record SizeSet(String name, long[] sizes) {}
 
-    /** What the pool and power-of-two rounding reserve for a set held at once. */
-    record Row(String set, int buffers, long requested, long poolReserved, long powerOfTwoReserved) {
+    /**
+     * What the pool and power-of-two rounding reserve for a set held at once, and the backend calls the pool made for it
+     * ({@code cuMemHostAlloc} on CUDA; PyTorch's allocator makes one a buffer).
+     */
+    record Row(String set, int buffers, long requested, long poolReserved, long poolCalls, long powerOfTwoReserved) {
 
         double poolRatio() {
             return (double) poolReserved / requested;
@@ -59,12 +63,12 @@ public final class PinnedWaste {
             err.println("pinned-waste: takes no arguments, got " + String.join(" ", args));
             return 2;
         }
-        out.println("| set | buffers | requested | PINNED pool reserves | pool / requested | power-of-two rounding | power of two / requested |");
-        out.println("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+        out.println("| set | buffers | requested | PINNED pool reserves | pool / requested | pool's backend calls | power-of-two rounding | power of two / requested |");
+        out.println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
         for (SizeSet set : sets()) {
             Row row = measure(set);
-            out.printf(Locale.ROOT, "| %s | %d | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.3f |%n", row.set(), row.buffers(),
-                    row.requested() / (double) MiB, row.poolReserved() / (double) MiB, row.poolRatio(),
+            out.printf(Locale.ROOT, "| %s | %d | %.1f MiB | %.1f MiB | %.3f | %d | %.1f MiB | %.3f |%n", row.set(), row.buffers(),
+                    row.requested() / (double) MiB, row.poolReserved() / (double) MiB, row.poolRatio(), row.poolCalls(),
                     row.powerOfTwoReserved() / (double) MiB, row.powerOfTwoRatio());
         }
         return 0;
@@ -110,8 +114,9 @@ public final class PinnedWaste {
                 held.add(pool.allocate(size));
             }
             long reserved = pool.reservedBytes();
+            long calls = upstream.backendAllocations();
             held.forEach(pool::deallocate);
-            return new Row(set.name(), set.sizes().length, requested, reserved, powerOfTwo);
+            return new Row(set.name(), set.sizes().length, requested, reserved, calls, powerOfTwo);
         }
     }
 }

@@ -21,6 +21,23 @@ class PinnedWasteTest {
         // segment of its own, rounded up to 2 MiB
         assertThat(row.poolReserved()).isEqualTo(20 * MiB + 16 * MiB);
         assertThat(row.powerOfTwoReserved()).isEqualTo(4 * MiB + 4 * MiB + 16 * MiB);
+        assertThat(row.poolCalls()).isEqualTo(2);
+    }
+
+    /**
+     * One BERT batch's inputs (batch 8, sequence 128: four int64 tensors of 8 KiB) take a small arena's first segment,
+     * 256 KiB, not a 2 MiB one; and every set of the command is within the goal, 1.05 of what it asks.
+     */
+    @Test
+    void oneBatchTakesASmallSegmentAndEverySetIsWithinTheGoal() {
+        long tensor = 8L * 8 * 128;
+        PinnedWaste.Row batch = PinnedWaste.measure(new PinnedWaste.SizeSet("one batch", new long[] {tensor, tensor, tensor, tensor}));
+        assertThat(batch.poolReserved()).isEqualTo(256 * 1024);
+        assertThat(batch.poolCalls()).isEqualTo(1);
+
+        for (PinnedWaste.SizeSet set : PinnedWaste.sets()) {
+            assertThat(PinnedWaste.measure(set).poolRatio()).as(set.name()).isLessThanOrEqualTo(1.05);
+        }
     }
 
     @Test

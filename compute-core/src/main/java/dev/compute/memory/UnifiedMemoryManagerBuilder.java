@@ -485,12 +485,12 @@ public final class UnifiedMemoryManagerBuilder {
         }
     }
 
-    /** A pool takes memory from below in pieces of {@link PoolSettings#MIN_CAP_BYTES}: under a smaller cap it could hold nothing. */
+    /** A pool takes memory for blocks over 1 MiB in pieces of {@link PoolSettings#MIN_CAP_BYTES}, or more: a smaller cap is a mistake. */
     private void atLeastOnePoolSegment(String property, long cap) {
         if (poolingEnabled && cap < PoolSettings.MIN_CAP_BYTES) {
             throw new InvalidSettingException(property, cap + " bytes", "at least " + PoolSettings.MIN_CAP_BYTES
-                    + " bytes (2MB) while pooling is on: the pool takes memory in pieces of that size, so under a smaller cap no"
-                    + " allocation could succeed; raise it, or turn pooling off (compute.memory.pooling.enabled=false)");
+                    + " bytes (2MB) while pooling is on: the pool takes memory for blocks over 1 MiB in pieces of that size or more,"
+                    + " so under a smaller cap none could ever be had; raise it, or turn pooling off (compute.memory.pooling.enabled=false)");
         }
     }
 

@@ -118,7 +118,8 @@ class BatchAllocationTest {
                             assertThat(e.requestedBytes()).isEqualTo(5 * MiB);
                             assertThat(e.reason()).isEqualTo(OutOfMemoryReason.POOL_LIMIT);
                             assertThat(e).hasMessageContaining("a batch of 2 buffers totalling " + 5 * MiB + " bytes (" + 6 * MiB
-                                    + " in the pool's pieces of " + 2 * MiB + " bytes)").hasMessageContaining("max-pool-size (" + 5 * MiB
+                                    + " in the pool's pieces: plain segments, in whole " + 2 * MiB + " bytes for blocks over " + MiB
+                                    + " bytes and 65536 for smaller ones)").hasMessageContaining("max-pool-size (" + 5 * MiB
                                     + " bytes)").hasMessageContaining("nothing was allocated");
                         });
             }

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.function.UnaryOperator;
@@ -24,7 +25,8 @@ class PoolWarmupTest {
     void theWarmUpIsReservedAndCachedAtStartAndTheFirstRequestsMakeNoBackendCall() {
         try (UnifiedMemoryManager manager = start(b -> b.warmup(DEVICE, 16 * MiB, 4).warmup(DEVICE, 64 * 1024, 16))) {
             MemoryStatistics atStart = manager.statistics(DEVICE);
-            assertThat(atStart.reservedBytes()).isEqualTo(64 * MiB + 2 * MiB);
+            assertThat(atStart.reservedBytes()).as("the small blocks in four segments of 256 KiB, a small arena's first")
+                    .isEqualTo(64 * MiB + MiB);
             assertThat(atStart.cachedBytes()).isEqualTo(atStart.reservedBytes());
             assertThat(atStart.allocations()).as("the warm-up is the pool's, not an allocation").isZero();
             assertThat(atStart.poolHits()).as("nor a hit or a miss: no caller asked for it").isZero();
@@ -93,20 +95,35 @@ class PoolWarmupTest {
     }
 
     /**
-     * Within the cap in bytes, but not in the whole pieces the pool takes memory in: 1 MiB blocks come two to a 2 MiB
-     * segment, and under a cap of 5 MiB there is room for two segments, four blocks. The start stops with one clear
-     * reason, naming the cap, not the pool's out-of-memory report.
+     * Within the cap in bytes, but not in the whole pieces the pool takes memory in: a block of 1.5 MiB takes a plain
+     * segment of 2 MiB, and under a cap of 5 MiB there is room for two, where three are asked for. The start stops with
+     * one clear reason, naming the cap, not the pool's out-of-memory report.
      */
     @Test
     void aWarmUpWithinTheCapInBytesButNotInThePoolsPiecesStopsTheStartSayingWhy() {
-        assertThatThrownBy(() -> start(b -> b.warmup(DEVICE, MiB, 5).maxPoolSize(5 * MiB)))
+        assertThatThrownBy(() -> start(b -> b.warmup(DEVICE, 3 * MiB / 2, 3).maxPoolSize(5 * MiB)))
                 .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
                     assertThat(e.property()).isEqualTo("compute.memory.pooling.warmup.device");
-                    assertThat(e.value()).isEqualTo(5 * MiB + " bytes in all");
+                    assertThat(e.value()).isEqualTo(9 * MiB / 2 + " bytes in all");
                     assertThat(e.allowed()).isEqualTo("a warm-up whose blocks fit under compute.memory.pooling.max-pool-size (" + 5 * MiB
-                            + " bytes) in the pool's pieces of " + 2 * MiB + " bytes, where they take " + 6 * MiB
+                            + " bytes) in the pool's pieces (plain segments, in whole " + 2 * MiB + " bytes for blocks over " + MiB
+                            + " bytes and 65536 for smaller ones), where they take " + 6 * MiB
                             + " bytes; raise compute.memory.pooling.max-pool-size or warm up less");
                 });
+    }
+
+    /** Blocks up to 1 MiB take plain segments in whole 64 KiB: five of 1 MiB fill a cap of 5 MiB exactly, and warm up. */
+    @Test
+    void smallBlocksThatFillTheCapExactlyWarmUp() {
+        try (UnifiedMemoryManager manager = start(b -> b.warmup(DEVICE, MiB, 5).maxPoolSize(5 * MiB))) {
+            assertThat(manager.statistics(DEVICE).reservedBytes()).isEqualTo(5 * MiB);
+            List<UnifiedBuffer> held = new ArrayList<>();
+            for (int i = 0; i < 5; i++) {
+                held.add(manager.allocate(MiB, DEVICE));
+            }
+            assertThat(manager.statistics(DEVICE).poolHits()).isEqualTo(5);
+            held.forEach(UnifiedBuffer::close);
+        }
     }
 
     /**

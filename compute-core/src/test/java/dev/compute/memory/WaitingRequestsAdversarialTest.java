@@ -651,13 +651,13 @@ class WaitingRequestsAdversarialTest {
         }
     }
 
-    /** A budget lets in what its limit allows but the pool's pieces never can (2 MiB pieces under a cap of 5 MiB): refused at once. */
+    /** A budget lets in what its limit allows but the pool's pieces never can (blocks over 1 MiB in whole 2 MiB under a cap of 5 MiB): refused at once. */
     @Test
     void aRequestABudgetLetsInButThePoolsPiecesNeverHoldFailsAtOnceAndGivesItsClaimBack() {
         try (UnifiedMemoryManager odd = SmallSimulatedPools.builder().maxPoolSize(5 * MiB).build(); MemoryBudget tenant = odd.budget("tenant", 5 * MiB)) {
             assertTimeoutPreemptively(BOUND, () -> {
                 assertThat(failureOf(tenant.allocateAsync(5 * MiB, DEVICE, FOREVER))).isInstanceOf(AllocationAboveLimitException.class);
-                assertThatThrownBy(() -> tenant.allocateBatch(DataType.INT8, new long[] {MiB, 4 * MiB}, DEVICE))
+                assertThatThrownBy(() -> tenant.allocateBatch(DataType.INT8, new long[] {2 * MiB, 3 * MiB}, DEVICE))
                         .isInstanceOf(AllocationAboveLimitException.class);
             });
             assertThat(tenant.statistics().allocatedBytes()).isZero();

@@ -76,7 +76,7 @@ class PoolingPropertiesTests {
                     + " | compute.memory.pooling.warmup.host | 134217728 bytes in all | at most compute.memory.pooling.release-threshold (67108864 bytes)",
             "compute.backend=cpu;compute.memory.pooling.max-pool-size=5MB;compute.memory.pooling.warmup.host[0].size=1MB;compute.memory.pooling.warmup.host[0].count=5"
                     + " | compute.memory.pooling.warmup.host | 5242880 bytes in all | a warm-up whose blocks fit under compute.memory.pooling.max-pool-size"
-                    + " (5242880 bytes) in the pool's pieces of 2097152 bytes, where they take 6291456 bytes; raise",
+                    + " (5242880 bytes) in the pool's pieces (pages of 2097152 bytes), where they take 6291456 bytes; raise",
             "compute.memory.pooling.warmup.host[0].size=0 | compute.memory.pooling.warmup.host | 1 x 0 bytes | blocks of a positive size",
             "compute.memory.pooling.warmup.host[0].count=3 | compute.memory.pooling.warmup.host[0].size | '' | a value is required",
             "compute.memory.pooling.warmup.host[0].size=1MB;compute.memory.pooling.enabled=false | compute.memory.pooling.warmup | {HOST=[1 x 1048576 bytes]} | compute.memory.pooling.enabled is false",

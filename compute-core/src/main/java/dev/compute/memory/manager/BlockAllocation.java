@@ -111,7 +111,7 @@ public final class BlockAllocation {
         // the pool takes memory in whole pieces, so a batch within the cap in bytes may still never fit in them
         long taken = total > chain.backend.limitBytes() ? total : chain.leastTakenFor(bytes, total);
         if (taken > chain.backend.limitBytes()) {
-            AllocationAboveLimitException e = chain.backend.limits().batchAboveLimit(bytes.length, total, taken, chain.pieceBytes());
+            AllocationAboveLimitException e = chain.backend.limits().batchAboveLimit(bytes.length, total, taken, chain.pieces());
             events.allocationFailed(chain.location(), total, e.reason());
             throw e;
         }

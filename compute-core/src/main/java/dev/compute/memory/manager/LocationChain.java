@@ -86,9 +86,9 @@ public final class LocationChain {
         return pool != null ? pool.leastTakenFor(bytes) : total;
     }
 
-    /** What memory is taken from the backend in multiples of: the pool's piece; 1 where pooling is off. */
-    long pieceBytes() {
-        return pool != null ? pool.pieceBytes() : 1;
+    /** The whole pieces memory is taken from the backend in, as a message says them: the pool's; none where pooling is off. */
+    String pieces() {
+        return pool != null ? pool.pieces() : "bytes";
     }
 
     /**

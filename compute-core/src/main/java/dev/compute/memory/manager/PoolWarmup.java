@@ -119,7 +119,7 @@ public final class PoolWarmup {
             MemoryLocation location = pool.upstream().location();
             String capProperty = ManagerSettings.capPropertyOf(location);
             throw new InvalidSettingException(property(location), total(warmup) + " bytes in all", "a warm-up whose blocks fit under "
-                    + capProperty + " (" + cap + " bytes) in the pool's pieces of " + pool.pieceBytes() + " bytes, where they take "
+                    + capProperty + " (" + cap + " bytes) in the pool's pieces (" + pool.pieces() + "), where they take "
                     + taken + " bytes; raise " + capProperty + " or warm up less");
         }
     }

@@ -46,12 +46,12 @@ public record LimitRefusals(MemoryLocation location, long limitBytes, long maxAl
 
     /**
      * As {@link #aboveLimit(long, long)}, for a batch of {@code buffers} that together pass the limit, {@code total} bytes or
-     * {@code taken} in a pool's whole pieces of {@code piece} bytes: nothing was allocated.
+     * {@code taken} in a pool's whole {@code pieces}: nothing was allocated.
      */
-    public AllocationAboveLimitException batchAboveLimit(int buffers, long total, long taken, long piece) {
+    public AllocationAboveLimitException batchAboveLimit(int buffers, long total, long taken, String pieces) {
         return new AllocationAboveLimitException(location, total, OutOfMemoryReason.POOL_LIMIT, "out of " + location
                 + " memory: a batch of " + buffers + " buffers totalling " + total + " bytes"
-                + (taken != total ? " (" + taken + " in the pool's pieces of " + piece + " bytes)" : "") + " is above " + limitProperty + " ("
+                + (taken != total ? " (" + taken + " in the pool's pieces: " + pieces + ")" : "") + " is above " + limitProperty + " ("
                 + limitBytes + " bytes), the most this location may ever hold: nothing was allocated; raise " + limitProperty
                 + " or ask for less");
     }

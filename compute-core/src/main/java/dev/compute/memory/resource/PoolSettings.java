@@ -10,8 +10,8 @@ import java.time.Duration;
 public record PoolSettings(Layout layout, Duration deviceWaitTimeout) {
 
     /**
-     * The least a pool's cap may be: the least it takes from below at once (a small segment, or a chunk of pages), so
-     * that under a smaller cap no allocation could ever succeed.
+     * The least a pool's cap may be: the least a block over 1 MiB takes from below (a plain segment of whole 2 MiB, or
+     * a chunk of pages), so that under a smaller cap none could ever be had.
      */
     public static final long MIN_CAP_BYTES = 2L << 20;
 

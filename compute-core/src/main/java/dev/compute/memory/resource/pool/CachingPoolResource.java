@@ -85,7 +85,8 @@ import org.jspecify.annotations.Nullable;
  * PyTorch maps: on a climb (blocks allocated and none freed) no policy makes fewer calls than one a page without
  * reserving more at some point of the climb, and none reserves no more at every point without calling as often; chunks
  * trade the slack at a climb's end for a few calls a doubling (the argument and the figures: docs/benchmarks-log.md). Without
- * page mapping the pool allocates plain segments: 2 MiB ones for small blocks, 20 MiB ones for large
+ * page mapping the pool allocates plain segments: for small blocks, ones that grow with the arena from 256 KiB to
+ * 2 MiB (at most 1/32 of what it holds, so that the last one's unused tail stays small); 20 MiB ones for large
  * requests under 10 MiB, and the request rounded up to 2 MiB beyond.
  *
  * <p><b>A worked example</b>, large blocks, 2 MiB pages, the range starting empty:
@@ -264,9 +265,11 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return largestPossible;
     }
 
-    /** What the pool takes memory from its upstream in multiples of: a page, or a plain segment's unit. */
-    public long pieceBytes() {
-        return piece;
+    /** The whole pieces the pool takes memory from its upstream in, as a message says them. */
+    public String pieces() {
+        return expandable() ? "pages of " + piece + " bytes"
+                : "plain segments, in whole " + piece + " bytes for blocks over " + SizeClasses.SMALL_LIMIT + " bytes and "
+                        + SizeClasses.SMALL_SEGMENT_UNIT + " for smaller ones";
     }
 
     /**
@@ -296,7 +299,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             if (expandable()) { // a large block may take the small arena's pages: only the sum is bound to whole pages
                 return Math.multiplyExact(Math.ceilDiv(Math.addExact(small, large), piece), piece);
             }
-            return Math.addExact(Math.multiplyExact(Math.ceilDiv(small, piece), piece), Math.multiplyExact(Math.ceilDiv(large, piece), piece));
+            long smallTaken = small == 0 ? 0 : Math.max(SizeClasses.MIN_SMALL_SEGMENT, SizeClasses.roundUp(small, SizeClasses.SMALL_SEGMENT_UNIT));
+            return Math.addExact(smallTaken, Math.multiplyExact(Math.ceilDiv(large, piece), piece));
         } catch (ArithmeticException tooLarge) {
             return Long.MAX_VALUE;
         }

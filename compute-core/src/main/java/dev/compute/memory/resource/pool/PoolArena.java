@@ -251,7 +251,7 @@ final class PoolArena {
             adopt(PoolSegment.range(range, this, granularity));
             return;
         }
-        Block segment = upstream.allocate(SizeClasses.segmentSize(size, growth));
+        Block segment = upstream.allocate(SizeClasses.segmentSize(size, growth, plainBytes));
         plainBytes += segment.size();
         adopt(PoolSegment.plain(segment, this));
     }

@@ -208,23 +208,71 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     }
 
     /**
-     * Under a cap of one 2 MiB segment and plain segments, a small block keeps the small arena's segment, and a block
-     * over 1 MiB can have no segment of its own; the refusal said the largest free block was about 2 MiB, larger than the
-     * request, without saying that a large block may not take it.
+     * With plain segments, a small arena grown to 2 MiB segments holds one with a single 64 KiB block live and the rest
+     * free, and the cap leaves no room for a block over 1 MiB to have a segment of its own: the refusal said the largest
+     * free block was larger than the request, without saying that a large block may not take it.
      */
     @Test
     void aLargeRequestRefusedBesideTheSmallArenasFreeSpaceSaysItMayNotTakeIt() {
-        AddressSpaceBackend backend = backend(64 * MiB, false);
-        CachingPoolResource pool = pool(backend, 2 * MiB, false);
-        Block small = pool.allocate(1);
+        long grownTo = smallBlocksUntilA2MiBSegment(pool(backend(GiB, false), GiB, false), new ArrayList<>());
+        CachingPoolResource pool = pool(backend(GiB, false), grownTo + MiB, false);
+        List<Block> live = new ArrayList<>();
+        assertThat(smallBlocksUntilA2MiBSegment(pool, live)).isEqualTo(grownTo);
 
         assertThatThrownBy(() -> pool.allocate(MiB + 1))
                 .isInstanceOf(DeviceOutOfMemoryException.class)
-                .hasMessageContaining("largest free block " + (2 * MiB - 512) + " bytes")
+                .hasMessageContaining("largest free block " + (2 * MiB - 64 * 1024) + " bytes")
                 .hasMessageContaining("in the small arena, which blocks over 1 MiB take only with expandable segments");
 
-        pool.deallocate(small);
+        live.forEach(pool::deallocate);
         pool.close();
+    }
+
+    /**
+     * A small arena's plain segments grow with it, so that the last one's unused tail stays a small share of what it
+     * holds: 256 KiB at first, then 1/32 of what its segments hold, in whole 64 KiB, 2 MiB at most; and a block larger
+     * than that gets a segment of its own size.
+     */
+    @Test
+    void aSmallArenasPlainSegmentsGrowWithItFrom256KiBTo2MiB() {
+        CachingPoolResource pool = pool(backend(GiB, false), GiB, false);
+        List<Block> live = new ArrayList<>();
+        long held = 0;
+        int segments = 0;
+        while (held < 80 * MiB) {
+            Block block = pool.allocate(64 * 1024);
+            live.add(block);
+            if (block.offset() == 0) {
+                long expected = Math.clamp(Math.ceilDiv(held / 32, 64 * 1024) * 64 * 1024, 256 * 1024, 2 * MiB);
+                assertThat(block.segment().sizeBytes()).as("segment %d, after %d bytes", segments, held).isEqualTo(expected);
+                held += expected;
+                segments++;
+            }
+        }
+        assertThat(pool.reservedBytes()).isEqualTo(held);
+        assertThat(segments).as("more calls than 40 segments of 2 MiB, while the arena is small").isBetween(41, 200);
+        live.forEach(pool::deallocate);
+        pool.close();
+
+        CachingPoolResource fresh = pool(backend(GiB, false), GiB, false);
+        Block large = fresh.allocate(700 * 1024 + 1);
+        assertThat(large.segment().sizeBytes()).as("the block, in whole 64 KiB").isEqualTo(704 * 1024);
+        fresh.deallocate(large);
+        fresh.close();
+    }
+
+    /**
+     * Allocates 64 KiB blocks, which fill a small arena's segments exactly, until one is the first of a 2 MiB segment (the
+     * most a small arena's grow to); returns what the pool then reserves.
+     */
+    private static long smallBlocksUntilA2MiBSegment(CachingPoolResource pool, List<Block> live) {
+        Block last;
+        do {
+            last = pool.allocate(64 * 1024);
+            live.add(last);
+        } while (last.segment().sizeBytes() < 2 * MiB);
+        assertThat(last.offset()).as("the first of its segment: the ones before are full").isZero();
+        return pool.reservedBytes();
     }
 
     @Test
@@ -760,7 +808,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     void belowTheAllowanceAThreadGrowsRatherThanTakeAnotherThreadsCachedBlock() throws InterruptedException {
         AddressSpaceBackend backend = backend(GiB, true);
         CachingPoolResource pool = pool(backend, GiB, false);
-        // two blocks of 1 MiB fill a plain 2 MiB segment: the arena has no free space left
+        // blocks of 1 MiB take a plain segment each (a small arena's first are no larger): the arena has no free space left
         Block cached = pool.allocate(MiB);
         Block live = pool.allocate(MiB);
         pool.deallocate(cached);
@@ -778,7 +826,8 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     void onceSmallBlocksHoldTheAllowanceAThreadTakesAnotherThreadsCachedBlockRatherThanGrow() throws InterruptedException {
         AddressSpaceBackend backend = backend(GiB, true);
         CachingPoolResource pool = pool(backend, GiB, false);
-        // blocks of 1 MiB, two to a plain segment, past the allowance of two stripes: the arena has no free space left
+        // blocks of 1 MiB past the allowance of two stripes, in plain segments whose free tails are under 1 MiB until
+        // they hold two: the arena has no free space left for one
         List<Block> live = new ArrayList<>();
         while (figures(pool).reservedBytes() <= 2 * CachingPoolResource.SMALL_BLOCKS_KEPT_UNFLUSHED) {
             live.add(pool.allocate(MiB));
@@ -1317,7 +1366,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         assertThat(pool.expandable()).isFalse();
         Block small = pool.allocate(1000);
         Block large = pool.allocate(3 * MiB);
-        assertThat(small.segment().sizeBytes()).isEqualTo(2 * MiB);
+        assertThat(small.segment().sizeBytes()).as("a small arena's first segment").isEqualTo(256 * 1024);
         assertThat(large.segment().sizeBytes()).isEqualTo(20 * MiB);
         Block small2 = pool.allocate(100_000);
         assertThat(small2.segment()).isEqualTo(small.segment());
@@ -1325,7 +1374,7 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         pool.deallocate(small);
         pool.deallocate(small2);
         pool.deallocate(large);
-        assertThat(pool.trim(0)).isEqualTo(22 * MiB);
+        assertThat(pool.trim(0)).isEqualTo(20 * MiB + 256 * 1024);
         assertThat(backend.freeCalls()).isEqualTo(2);
         pool.close();
     }
