@@ -5,9 +5,9 @@
 // libcuda.so.1 and runs a whole CudaBackend on it, JCuda included, in a JVM of its own. Each function checks what
 // it is passed the way the real driver would reject it, and counts; stub_counters and stub_backend_counters
 // report the counts. cuMemCreate fails with CUDA_ERROR_OUT_OF_MEMORY once 10 pages are live, to exercise the
-// rollback. Events complete at once unless stub_hold is on when they are recorded (then they wait for
-// stub_release; their stream is busy until then, and a copy queued meanwhile runs only at stub_release, as the
-// device would once past what holds it), or their stream was made while stub_failing_streams was on (then they report
+// rollback. Events complete at once unless stub_hold is on when they are recorded, or a kernel queued on their stream
+// while it was on has not been released (then they wait for stub_release; a held kernel's or copy's stream is busy
+// until then, and a copy queued meanwhile runs only at stub_release, as the device would once past what holds it), or their stream was made while stub_failing_streams was on (then they report
 // CUDA_ERROR_ILLEGAL_ADDRESS, as after a faulting kernel). Host, managed and device memory is mmap'd, and the last
 // release of the primary context unmaps what is still allocated, as the real driver's context reset does.
 #include <string.h>
@@ -30,7 +30,16 @@ int cuDeviceGetCount(int* c){ *c=1; return 0; }
 int cuDeviceGet(int* d, int o){ if(o!=0) return 101; *d=0; return 0; }
 int cuDeviceGetName(char* n, int len, int d){ snprintf(n,len,"Stub GPU %d",d); return 0; }
 static __thread void* current;
-int cuCtxGetCurrent(void** c){ *c=current; return 0; }
+// calls counted per function, in all and on the thread stub_count_on_this_thread marked (the caller of a chain), so a
+// test can tell the calls a step costs the calling thread from the waiter's and callbacks' threads'
+enum { CALL_LAUNCH, CALL_EVENT_RECORD, CALL_EVENT_SYNCHRONIZE, CALL_EVENT_QUERY, CALL_STREAM_WAIT_EVENT, CALL_STREAM_QUERY,
+       CALL_EVENT_CREATE, CALL_CTX_GET_CURRENT, CALL_CTX_SET_CURRENT, CALL_KINDS };
+static long callsInAll[CALL_KINDS], callsOnMarkedThread[CALL_KINDS];
+static __thread int markedThread;
+static void counted(int call){ __sync_fetch_and_add(&callsInAll[call],1); if(markedThread) __sync_fetch_and_add(&callsOnMarkedThread[call],1); }
+void stub_count_on_this_thread(void){ markedThread=1; }
+void stub_calls(long* o){ for(int i=0;i<CALL_KINDS;i++){ o[i]=callsInAll[i]; o[CALL_KINDS+i]=callsOnMarkedThread[i]; } }
+int cuCtxGetCurrent(void** c){ counted(CALL_CTX_GET_CURRENT); *c=current; return 0; }
 int cuMemGetAllocationGranularity(size_t* g, const void* prop, int opt){ if(checkProp(prop,0)||opt!=0) return 1; *g=G; return 0; }
 int cuMemAddressReserve(u64* p, size_t size, size_t align, u64 addr, u64 flags){ if(size%G||align||addr||flags){errors++;return 1;} reserved++; *p=0x700000000000ull+reserved*0x10000000000ull; return 0; }
 int cuMemAddressFree(u64 p, size_t size){ if(size%G){errors++;return 1;} freed++; return 0; }
@@ -64,7 +73,10 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t eventsDone = PTHREAD_COND_INITIALIZER;
 static int holding, failingStreams;
 static long holdGeneration = 1, releasedGeneration;
-typedef struct { int fails; long until; } stream;
+// until: busy (cuStreamQuery) until that release; kernelsUntil: what an event recorded on it waits for, the release of
+// a kernel queued while held or of an event it was made to wait on (a held copy keeps the stream busy but, as the
+// copies' scenarios want, holds up no event recorded once stub_hold is off)
+typedef struct { int fails; long until; long kernelsUntil; } stream;
 typedef struct { long until; int fails; } event;
 
 static int needContext(void){ if(current!=CONTEXT){ __sync_fetch_and_add(&noContextCalls,1); return 1; } return 0; }
@@ -103,7 +115,7 @@ int cuDevicePrimaryCtxRelease_v2(int d){
   }
   return 0;
 }
-int cuCtxSetCurrent(void* c){ if(c&&c!=CONTEXT){errors++;return 201;} current=c; return 0; }
+int cuCtxSetCurrent(void* c){ counted(CALL_CTX_SET_CURRENT); if(c&&c!=CONTEXT){errors++;return 201;} current=c; return 0; }
 int cuDeviceTotalMem_v2(size_t* bytes, int d){ if(d!=0) return 101; *bytes=80ull<<30; return 0; }
 // managed memory yes (83), virtual memory management no (102): the DEVICE pool allocates whole segments
 // managed memory (83) always; virtual memory management (102) once stub_vmm asked for it, so a backend opened then uses
@@ -114,24 +126,33 @@ int cuDeviceGetAttribute(int* v, int attribute, int d){ if(d!=0) return 101; *v 
 
 int cuStreamCreate(void** s, unsigned flags){ if(needContext()) return 201; if(flags>1){errors++;return 1;} stream* st=calloc(1,sizeof(stream)); st->fails=failingStreams; *s=st; __sync_fetch_and_add(&streamsLive,1); return 0; }
 int cuStreamDestroy_v2(void* s){ if(!s){errors++;return 400;} free(s); __sync_fetch_and_sub(&streamsLive,1); return 0; }
-int cuEventCreate(void** e, unsigned flags){ if(needContext()) return 201; if(flags&~3u){errors++;return 1;} *e=calloc(1,sizeof(event)); __sync_fetch_and_add(&eventsLive,1); return 0; }
+int cuEventCreate(void** e, unsigned flags){ counted(CALL_EVENT_CREATE); if(needContext()) return 201; if(flags&~3u){errors++;return 1;} *e=calloc(1,sizeof(event)); __sync_fetch_and_add(&eventsLive,1); return 0; }
 int cuEventDestroy_v2(void* e){ if(!e){errors++;return 400;} free(e); __sync_fetch_and_sub(&eventsLive,1); return 0; }
-// the stand-in runs work when it is queued, so a stream waiting on an event has nothing to wait for
-int cuStreamWaitEvent(void* s, void* e, unsigned flags){ if(needContext()) return 201; if(!s||!e||flags){errors++;return 400;} return 0; }
+// the stand-in runs work when it is queued; a stream made to wait on a held event is busy until its release, as the
+// device's would be, so what is recorded on it later waits too
+int cuStreamWaitEvent(void* s, void* e, unsigned flags){
+  counted(CALL_STREAM_WAIT_EVENT);
+  if(needContext()) return 201; if(!s||!e||flags){errors++;return 400;}
+  stream* st=s; event* ev=e; pthread_mutex_lock(&lock); if(ev->until>st->until) st->until=ev->until; if(ev->until>st->kernelsUntil) st->kernelsUntil=ev->until; pthread_mutex_unlock(&lock);
+  return 0;
+}
 int cuEventRecord(void* e, void* s){
+  counted(CALL_EVENT_RECORD);
   if(needContext()) return 201;
   if(!e||!s){errors++;return 400;} // the backend never records on the legacy default stream
-  event* ev=e; stream* st=s; pthread_mutex_lock(&lock); ev->until=holding?holdGeneration:0; ev->fails=st->fails; if(ev->until>st->until) st->until=ev->until; eventsRecorded++; pthread_mutex_unlock(&lock);
+  // an event completes once the stream is past it: past a kernel held on the stream before it, too
+  event* ev=e; stream* st=s; pthread_mutex_lock(&lock); ev->until=holding?holdGeneration:st->kernelsUntil; ev->fails=st->fails; if(ev->until>st->until) st->until=ev->until; eventsRecorded++; pthread_mutex_unlock(&lock);
   return 0;
 }
 int cuEventSynchronize(void* e){
+  counted(CALL_EVENT_SYNCHRONIZE);
   if(!e){errors++;return 400;}
   event* ev=e; pthread_mutex_lock(&lock); while(ev->until>releasedGeneration) pthread_cond_wait(&eventsDone,&lock); int fails=ev->fails; pthread_mutex_unlock(&lock);
   return fails?700:0; // CUDA_ERROR_ILLEGAL_ADDRESS
 }
 // a stream is busy while an event recorded on it waits for stub_release: the work before that event has not ended
-int cuStreamQuery(void* s){ if(needContext()) return 201; if(!s){errors++;return 400;} stream* st=s; pthread_mutex_lock(&lock); int r=st->until>releasedGeneration?600:st->fails?700:0; pthread_mutex_unlock(&lock); return r; }
-int cuEventQuery(void* e){ event* ev=e; pthread_mutex_lock(&lock); int r=ev->until>releasedGeneration?600:ev->fails?700:0; pthread_mutex_unlock(&lock); return r; }
+int cuStreamQuery(void* s){ counted(CALL_STREAM_QUERY); if(needContext()) return 201; if(!s){errors++;return 400;} stream* st=s; pthread_mutex_lock(&lock); int r=st->until>releasedGeneration?600:st->fails?700:0; pthread_mutex_unlock(&lock); return r; }
+int cuEventQuery(void* e){ counted(CALL_EVENT_QUERY); event* ev=e; pthread_mutex_lock(&lock); int r=ev->until>releasedGeneration?600:ev->fails?700:0; pthread_mutex_unlock(&lock); return r; }
 
 // copies: device and managed memory are host memory here, so a copy is a memcpy, done when it is queued, or, while
 // stub_hold is on, at stub_release. A held copy whose memory of the driver's was freed meanwhile is counted, not run
@@ -208,9 +229,11 @@ int cuModuleGetFunction(void** f, void* m, const char* name){
 int cuModuleUnload(void* m){ module* mod=m; if(!mod||mod->magic!=MODULE_MAGIC){errors++;return 400;} mod->magic=0; free(mod->image); free(mod); __sync_fetch_and_sub(&modulesLive,1); return 0; }
 int cuFuncGetAttribute(int* v, int attribute, void* f){ function* fn=f; if(!fn||fn->magic!=FUNCTION_MAGIC){errors++;return 400;} *v = attribute==0 ? (fn->req[0] ? (int)(fn->req[0]*fn->req[1]*fn->req[2]) : 1024) : 0; return 0; }
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, void* s, void** params, void** extra){
+  counted(CALL_LAUNCH);
   if(needContext()) return 201;
   function* fn=f; if(!fn||fn->magic!=FUNCTION_MAGIC||!s||!params||extra||shared||!gx||!gy||!gz||!bx||!by||!bz||(long)bx*by*bz>1024||bx>1024||by>1024||bz>64){errors++;return 1;}
   if(fn->req[0]&&(bx!=fn->req[0]||by!=fn->req[1]||bz!=fn->req[2])) return 1; // CUDA_ERROR_INVALID_VALUE: not the .reqntid block
+  pthread_mutex_lock(&lock); if(holding){ stream* st=s; if(holdGeneration>st->until) st->until=holdGeneration; st->kernelsUntil=holdGeneration; } pthread_mutex_unlock(&lock); // a kernel queued while held
   __sync_fetch_and_add(&launches,1); lastGrid[0]=gx; lastGrid[1]=gy; lastGrid[2]=gz; lastBlock[0]=bx; lastBlock[1]=by; lastBlock[2]=bz;
   long long threadsX=(long long)gx*bx, threadsY=(long long)gy*by;
   if(!strcmp(fn->name,"affine")){

@@ -117,15 +117,16 @@ public final class CudaDeviceHandle implements DeviceHandle {
     }
 
     /**
-     * Ends the handle (the access calls it once, as it ends): an event recorded on {@link #stream()} now, joined
-     * with the events of {@link #recordWork}; the future completes when the device has finished all of it.
+     * Ends the handle (the access calls it once, as it ends): a position on {@link #stream()} now (no driver call:
+     * {@link DeviceCompletions#position}), joined with the events of {@link #recordWork}; the future completes when the
+     * device has finished all of it.
      */
     @Override
     public synchronized CompletableFuture<Void> end() {
         checkOpen();
         open = false;
         streams.handleEnded();
-        CompletableFuture<Void> queued = streams.recordWhileOpen(stream);
+        CompletableFuture<Void> queued = streams.positionWhileOpen(stream);
         if (queued == null) {
             // the backend closed while this access was open: its streams are gone and nothing can be recorded; a
             // manager closes its backend under an open access only after keeping the buffer's memory, unfreed

@@ -111,7 +111,7 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
             CUstream stream = backend.enter();
             launch(function, grid(region.count(), MAX_GRID), stream,
                     Pointer.to(Pointer.to(new long[] {address(region)}), Pointer.to(new long[] {region.count()}), scalar(region.type(), scalar)));
-            return backend.completions().record(stream);
+            return backend.completions().position(stream);
         });
     }
 
@@ -131,7 +131,7 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
             launch(x.type() == DataType.FLOAT32 ? axpyF32 : axpyF64, grid(x.count(), MAX_GRID), stream,
                     Pointer.to(Pointer.to(new long[] {address(x)}), Pointer.to(new long[] {address(y)}),
                             Pointer.to(new long[] {x.count()}), scalar(x.type(), alpha)));
-            return backend.completions().record(stream);
+            return backend.completions().position(stream);
         });
     }
 
@@ -157,7 +157,7 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
                             Pointer.to(new long[] {scratch.device().address()})));
             CudaResults.check(cuMemcpyDtoHAsync(scratch.host(), scratch.device(), (long) blocks * Double.BYTES, stream),
                     "cuMemcpyDtoHAsync(sum partials)");
-            return backend.completions().record(stream, () -> {
+            return backend.completions().position(stream, () -> {
                 double total = 0;
                 for (int i = 0; i < blocks; i++) {
                     total += scratch.view().getAtIndex(JAVA_DOUBLE, i);

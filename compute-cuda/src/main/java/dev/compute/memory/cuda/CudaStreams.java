@@ -155,6 +155,20 @@ final class CudaStreams {
     }
 
     /**
+     * As {@link #recordWhileOpen}, for one of these streams: a position ({@link DeviceCompletions#position}), no driver
+     * call; {@code null} once the backend is closing.
+     */
+    @Nullable CompletableFuture<Void> positionWhileOpen(CUstream stream) {
+        Lock read = lifecycle.readLock();
+        read.lock();
+        try {
+            return closing ? null : completions.position(stream);
+        } finally {
+            read.unlock();
+        }
+    }
+
+    /**
      * Runs {@code work} under the lifecycle's read lock, so that close does not begin under it; refused with an
      * {@link IllegalStateException} once close has begun.
      */
@@ -217,7 +231,7 @@ final class CudaStreams {
             CUstream own = enter();
             CUstream on = stream != null ? stream : own;
             enqueue.accept(on);
-            return completions.record(on);
+            return completions.position(on);
         });
     }
 

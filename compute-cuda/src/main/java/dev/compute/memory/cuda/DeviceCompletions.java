@@ -24,7 +24,6 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Consumer;
 import java.util.function.Supplier;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUevent_flags;
@@ -33,47 +32,64 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * Futures that complete when device work has finished. {@link #record} puts an event behind the work on its
- * stream; each stream's events are waited on in the order they were recorded, by a thread of a shared pool that
- * serves the stream while it has events pending ({@code cuEventSynchronize} on blocking-sync events: the thread
- * sleeps, it does not spin), so work that never ends on one stream holds up no other stream's futures. A future
- * completes on a separate callback thread, so that whatever runs on completion (the pool giving a block back, user
- * continuations that block) never holds up the next event. A future therefore never completes before the device
- * is done.
+ * stream; {@link #position} puts nothing there: it is a place on one of the backend's streams, which the waiter thread
+ * covers with one event of its own (a marker) recorded behind every position made so far, so that a chain of kernels
+ * and accesses costs the calling thread no driver call beyond its launches, and the waiter one record and one wait per
+ * wake-up rather than one wait per step. Each stream's events are waited on in the order they were recorded, by a
+ * thread of a shared pool that serves the stream while it has work pending ({@code cuEventSynchronize} on
+ * blocking-sync events: the thread sleeps, it does not spin), so work that never ends on one stream holds up no other
+ * stream's futures. A future completes on a separate callback thread, so that whatever runs on completion (the pool
+ * giving a block back, user continuations that block) never holds up the next event. A future therefore never
+ * completes before the device is done.
  */
 final class DeviceCompletions implements AutoCloseable {
 
-    private record Pending(CUevent event, StreamWork<?> work, Runnable onDone, Consumer<Throwable> onError) {}
+    /** Work to report: behind its own recorded {@code event}, or, where that is null, a position a marker will cover. */
+    private record Pending(@Nullable CUevent event, StreamWork<?> work, Runnable onDone) {}
 
-    /** A stream's events not yet reported, and whether a waiter thread is serving them. */
+    /** A stream's events and positions not yet reported, and whether a waiter thread is serving them. */
     private static final class StreamEvents {
         final ArrayDeque<Pending> pending = new ArrayDeque<>();
-        /** The event the waiter thread took off {@link #pending} last: the one it waits for, or has just reported. */
-        @Nullable Pending taken;
+        /** What the waiter thread took off {@link #pending} last: what it waits for, or has just reported. */
+        List<Pending> taken = List.of();
         boolean served;
     }
 
     /**
-     * A future for work queued on a stream, with the event recorded behind it, so that another stream can be ordered
-     * after the work on the device ({@link #orderStream}). The event goes back to the pool once the device is past it,
-     * under this future's monitor; the future completes a little later, on the callback thread.
+     * A future for work queued on a stream, with the event recorded behind it or as a position on it, so that another
+     * stream can be ordered after the work on the device ({@link #orderStream}). The event goes back to the pool once
+     * the device is past it, under this future's monitor; the future completes a little later, on the callback thread.
      */
     static final class StreamWork<T> extends CompletableFuture<T> {
         private final CUstream stream;
-        private final CUevent event;
+        /** The event recorded behind the work; null for a position, which has none of its own. */
+        private final @Nullable CUevent event;
+        private final DeviceCompletions owner;
         private boolean passed;
 
-        StreamWork(CUstream stream, CUevent event) {
+        StreamWork(CUstream stream, @Nullable CUevent event, DeviceCompletions owner) {
             this.stream = stream;
             this.event = event;
+            this.owner = owner;
         }
 
         /**
          * Makes what {@code next} runs from now on wait for this work, on the device: nothing to do on the same stream
-         * (a stream runs in order) or once the work is done; else {@code cuStreamWaitEvent}.
+         * (a stream runs in order) or once the work is done; else {@code cuStreamWaitEvent}, for a position on an
+         * event recorded behind it now (the stream is one of the backend's, alive while the caller holds the
+         * lifecycle's read lock; it may have queued more since, which the wait then covers too).
          */
         boolean orderStream(CUstream next, CudaContext context) {
             if (next == stream || isDone()) {
                 return true;
+            }
+            if (event == null) {
+                try {
+                    owner.makeWait(next, stream);
+                    return true;
+                } catch (RuntimeException e) {
+                    return false; // the caller waits for the work on the host instead, which reports the failure
+                }
             }
             synchronized (this) {
                 if (passed) {
@@ -129,28 +145,42 @@ final class DeviceCompletions implements AutoCloseable {
         idleEvents.add(event);
     }
 
-    /** A future completing with {@code value.get()} once the work queued on {@code stream} so far has finished. */
+    /**
+     * A future completing with {@code value.get()} once the work queued on {@code stream} so far has finished, from an
+     * event recorded behind it now: for any stream, one of one's own included, which may be gone by the time the
+     * waiter gets to it.
+     */
     <T> CompletableFuture<T> record(CUstream stream, Supplier<T> value) {
         CUevent event = acquireEvent();
-        StreamWork<T> future = new StreamWork<>(stream, event);
+        StreamWork<T> future = new StreamWork<>(stream, event, this);
         int result = cuEventRecord(event, stream);
         if (result != CudaResults.SUCCESS) {
             releaseEvent(event);
             throw CudaResults.failure(result, "cuEventRecord");
         }
-        whenDone(event, future, () -> {
-            try {
-                future.complete(value.get());
-            } catch (RuntimeException e) {
-                future.completeExceptionally(e);
-            }
-        }, future::completeExceptionally);
+        whenDone(event, future, value);
         return future;
     }
 
     /** A future for the work queued on {@code stream} so far. */
     CompletableFuture<Void> record(CUstream stream) {
         return record(stream, () -> null);
+    }
+
+    /**
+     * As {@link #record}, with no driver call: the waiter thread records a marker behind this position and every other
+     * made before it on the stream. Only for the backend's own streams, which live until the close has waited for
+     * every position ({@link #close(Duration)}).
+     */
+    <T> CompletableFuture<T> position(CUstream stream, Supplier<T> value) {
+        StreamWork<T> future = new StreamWork<>(stream, null, this);
+        whenDone(null, future, value);
+        return future;
+    }
+
+    /** A position for the work queued on {@code stream} so far: see {@link #position(CUstream, Supplier)}. */
+    CompletableFuture<Void> position(CUstream stream) {
+        return position(stream, () -> null);
     }
 
     /** Makes {@code waiting} wait, on the device, for the work queued on {@code on} so far. */
@@ -237,16 +267,28 @@ final class DeviceCompletions implements AutoCloseable {
         }, deadline);
     }
 
-    /** Runs {@code onDone} once {@code event} has completed; {@code onError} gets the failure when waiting fails. */
-    private void whenDone(CUevent event, StreamWork<?> work, Runnable onDone, Consumer<Throwable> onError) {
+    /**
+     * Completes {@code work} with {@code value.get()} once {@code event} (or, where null, a marker behind it) has
+     * completed, or with the failure when waiting fails.
+     */
+    private <T> void whenDone(@Nullable CUevent event, StreamWork<T> work, Supplier<T> value) {
+        Runnable onDone = () -> {
+            try {
+                work.complete(value.get());
+            } catch (Throwable e) {
+                work.completeExceptionally(e); // reported where it belongs; the rest of the waiter's batch still completes
+            }
+        };
         StreamEvents events;
         synchronized (this) {
             if (closed) {
-                releaseEvent(event);
+                if (event != null) {
+                    releaseEvent(event);
+                }
                 throw new IllegalStateException("this CUDA backend is closed");
             }
             events = streams.computeIfAbsent(work.stream, stream -> new StreamEvents());
-            events.pending.add(new Pending(event, work, onDone, onError));
+            events.pending.add(new Pending(event, work, onDone));
             if (events.served) {
                 return;
             }
@@ -255,35 +297,66 @@ final class DeviceCompletions implements AutoCloseable {
         waiters.execute(() -> serve(work.stream, events));
     }
 
-    /** Reports a stream's events in the order they were recorded, until none is pending. */
+    /**
+     * Reports a stream's work in the order it was added, until none is pending: an event recorded by the caller on its
+     * own; a position with everything pending beside it, behind one marker recorded here, after they were added (so
+     * after their work was queued, and after the events among them were recorded), which therefore covers them all.
+     */
     private void serve(CUstream stream, StreamEvents events) {
         boolean current = false;
         while (true) {
-            Pending next;
+            List<Pending> batch;
             synchronized (this) {
-                next = events.pending.poll();
-                events.taken = next;
-                if (next == null) {
+                Pending head = events.pending.peek();
+                if (head == null) {
+                    events.taken = List.of();
                     events.served = false;
                     streams.remove(stream);
                     notifyAll();
                     return;
                 }
+                if (head.event() != null) {
+                    batch = List.of(events.pending.poll());
+                } else {
+                    batch = new ArrayList<>(events.pending);
+                    events.pending.clear();
+                }
+                events.taken = batch;
             }
             RuntimeException failure = null;
+            CUevent marker = null;
             try {
                 if (!current) {
                     context.makeCurrent();
                     current = true;
                 }
-                CudaResults.check(cuEventSynchronize(next.event()), "cuEventSynchronize");
+                CUevent awaited = batch.getFirst().event();
+                if (awaited == null) {
+                    marker = acquireEvent();
+                    CudaResults.check(cuEventRecord(marker, stream), "cuEventRecord(marker)");
+                    awaited = marker;
+                }
+                CudaResults.check(cuEventSynchronize(awaited), "cuEventSynchronize");
             } catch (RuntimeException e) {
                 failure = e;
             }
-            next.work().passed(); // no stream is made to wait on the event after this, so it can be reused
-            releaseEvent(next.event());
+            for (Pending done : batch) {
+                if (done.event() != null) {
+                    done.work().passed(); // no stream is made to wait on the event after this, so it can be reused
+                    releaseEvent(done.event());
+                }
+            }
+            if (marker != null) {
+                releaseEvent(marker);
+            }
             RuntimeException reported = failure;
-            callbacks.execute(reported == null ? next.onDone() : () -> next.onError().accept(reported));
+            callbacks.execute(() -> batch.forEach(done -> {
+                if (reported == null) {
+                    done.onDone().run();
+                } else {
+                    done.work().completeExceptionally(reported);
+                }
+            }));
         }
     }
 
@@ -294,9 +367,7 @@ final class DeviceCompletions implements AutoCloseable {
     synchronized List<CompletableFuture<?>> unreported() {
         List<CompletableFuture<?>> work = new ArrayList<>();
         for (StreamEvents events : streams.values()) {
-            if (events.taken != null) {
-                work.add(events.taken.work());
-            }
+            events.taken.forEach(taken -> work.add(taken.work()));
             events.pending.forEach(pending -> work.add(pending.work()));
         }
         return work;

@@ -58,8 +58,10 @@ import java.util.logging.Handler;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
 import java.util.logging.Logger;
+import jcuda.Pointer;
 import jcuda.driver.CUcontext;
 import jcuda.driver.CUdeviceptr;
+import jcuda.driver.CUfunction;
 import jcuda.driver.CUstream;
 import jcuda.driver.JCudaDriver;
 import org.junit.jupiter.api.BeforeAll;
@@ -312,6 +314,21 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("aTrimWhoseUnmapLeavesAPageUnmappedBooksItSoAndMapsItBeforeReuse");
     }
 
+    @Test
+    void aChainOfAccessesAndOpsCostsTheCallingThreadItsLaunchesAndTheWaiterAMarkerPerWakeUp() throws Exception {
+        inFakeDriverJvm("aChainOfAccessesAndOpsCostsTheCallingThreadItsLaunchesAndTheWaiterAMarkerPerWakeUp");
+    }
+
+    @Test
+    void aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead() throws Exception {
+        inFakeDriverJvm("aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead");
+    }
+
+    @Test
+    void everyPositionCompletesWithThreadsSharingTheStreams() throws Exception {
+        inFakeDriverJvm("everyPositionCompletesWithThreadsSharingTheStreams");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     /** The system property that turns JCuda's exception mode on in a scenario's JVM before the scenario runs. */
@@ -375,6 +392,11 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.aTrimWhoseUnmapTheDriverRefusesLeavesThePoolAndFiguresAsTheyWere();
                 case "aTrimWhoseUnmapLeavesAPageUnmappedBooksItSoAndMapsItBeforeReuse" ->
                         Scenarios.aTrimWhoseUnmapLeavesAPageUnmappedBooksItSoAndMapsItBeforeReuse();
+                case "aChainOfAccessesAndOpsCostsTheCallingThreadItsLaunchesAndTheWaiterAMarkerPerWakeUp" ->
+                        Scenarios.aChainOfAccessesAndOpsCostsTheCallingThreadItsLaunchesAndTheWaiterAMarkerPerWakeUp();
+                case "aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead" ->
+                        Scenarios.aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead();
+                case "everyPositionCompletesWithThreadsSharingTheStreams" -> Scenarios.everyPositionCompletesWithThreadsSharingTheStreams();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -404,6 +426,8 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle FAIL_UNMAP = stub("stub_fail_unmap", FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
         private static final MethodHandle FAIL_MAP = stub("stub_fail_map", FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
         private static final MethodHandle PAGE_COUNTERS = stub("stub_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
+        private static final MethodHandle COUNT_ON_THIS_THREAD = stub("stub_count_on_this_thread", FunctionDescriptor.ofVoid());
+        private static final MethodHandle CALLS = stub("stub_calls", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
             return Linker.nativeLinker().downcallHandle(FAKE.find(name).orElseThrow(
@@ -1795,6 +1819,174 @@ class CudaBackendOnFakeDriverTest {
                 }
                 trimming.join();
             }
+        }
+    
+        // ---- a chain of device accesses and ops, as GpuBenchmark's ---------------------------------------------------
+
+        /** The fake's count of each call, in stub_calls' order; the counts on the marked thread follow them. */
+        private enum Call { LAUNCH, EVENT_RECORD, EVENT_SYNCHRONIZE, EVENT_QUERY, STREAM_WAIT_EVENT, STREAM_QUERY, EVENT_CREATE,
+            CTX_GET_CURRENT, CTX_SET_CURRENT }
+
+        /** The calls counted since {@code since}: in all, and on the thread that called stub_count_on_this_thread. */
+        private record Calls(long[] counts) {
+            static Calls now() throws Throwable {
+                try (Arena scratch = Arena.ofConfined()) {
+                    MemorySegment out = scratch.allocate(ValueLayout.JAVA_LONG, 2L * Call.values().length);
+                    CALLS.invokeExact(out);
+                    return new Calls(out.toArray(ValueLayout.JAVA_LONG));
+                }
+            }
+
+            long inAllSince(Calls since, Call call) {
+                return counts[call.ordinal()] - since.counts[call.ordinal()];
+            }
+
+            long onMarkedThreadSince(Calls since, Call call) {
+                int at = Call.values().length + call.ordinal();
+                return counts[at] - since.counts[at];
+            }
+        }
+
+        private static final int CHAIN_STEPS = 100;
+
+        /**
+         * {@code steps} steps on {@code buffer}, each a kernel launched through JCuda on a device access's stream, then an
+         * op on the buffer, as GpuBenchmark's chain does; the last op's future.
+         */
+        private static CompletableFuture<Void> chain(UnifiedMemoryManager manager, UnifiedBuffer buffer, CUfunction scale, int steps) {
+            CompletableFuture<Void> last = CompletableFuture.completedFuture(null);
+            for (int step = 0; step < steps; step++) {
+                try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
+                    CudaDeviceHandle cuda = access.handle(CudaDeviceHandle.class);
+                    CudaKernelOps.launch(scale, 1, cuda.stream(), Pointer.to(Pointer.to(cuda.pointer()),
+                            Pointer.to(new long[] {buffer.elementCount()}), Pointer.to(new float[] {1.0001f})));
+                }
+                last = manager.ops().scaleAsync(buffer, 0.9999);
+            }
+            return last;
+        }
+
+        /**
+         * On the calling thread a step of the chain costs its two launches and no event call: its accesses' ends and its
+         * ops are positions on the stream. The waiter covers every position made while it waited behind one marker: with
+         * the device held during the chain, two markers at most for its 200 positions (the first may cover a few, the
+         * second the rest), where it recorded and waited on an event per access and per op before.
+         */
+        static void aChainOfAccessesAndOpsCostsTheCallingThreadItsLaunchesAndTheWaiterAMarkerPerWakeUp() throws Throwable {
+            CudaBackend backend = open();
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
+            try (PtxModule ops = backend.loadModule(CudaKernelOps.PTX);
+                 UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE)) {
+                CUfunction scale = ops.function("scale_f32");
+                chain(manager, buffer, scale, 10).get(5, TimeUnit.SECONDS); // the stream and the events made
+                COUNT_ON_THIS_THREAD.invokeExact();
+                Calls before = Calls.now();
+                hold();
+                CompletableFuture<Void> last = chain(manager, buffer, scale, CHAIN_STEPS);
+                Calls queued = Calls.now();
+                assertThat(last).isNotDone();
+                release();
+                last.get(5, TimeUnit.SECONDS);
+                Calls after = Calls.now();
+                assertThat(queued.onMarkedThreadSince(before, Call.LAUNCH)).as("launches on the calling thread").isEqualTo(2L * CHAIN_STEPS);
+                for (Call call : List.of(Call.EVENT_RECORD, Call.EVENT_SYNCHRONIZE, Call.EVENT_QUERY, Call.STREAM_WAIT_EVENT,
+                        Call.STREAM_QUERY, Call.EVENT_CREATE, Call.CTX_SET_CURRENT)) {
+                    assertThat(queued.onMarkedThreadSince(before, call)).as("%s on the calling thread", call).isZero();
+                }
+                assertThat(after.inAllSince(before, Call.EVENT_RECORD)).as("markers recorded").isBetween(1L, 2L);
+                assertThat(after.inAllSince(before, Call.EVENT_SYNCHRONIZE)).as("markers waited on").isBetween(1L, 2L);
+            }
+            manager.close();
+            assertCleanClose(backend);
+        }
+
+        /**
+         * What the chain relies on: a position's work is still waited for on the device by another stream (an op on the
+         * buffer from a thread on another stream, queued while the chain is held, ends only after the chain does, with a
+         * {@code cuStreamWaitEvent} and no wait on the host), and a host read of the buffer waits for the chain's end.
+         */
+        static void aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead() throws Throwable {
+            CudaBackend backend = open();
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
+            try (PtxModule ops = backend.loadModule(CudaKernelOps.PTX);
+                 UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE)) {
+                CUfunction scale = ops.function("scale_f32");
+                chain(manager, buffer, scale, 10).get(5, TimeUnit.SECONDS);
+                hold();
+                CompletableFuture<Void> last = chain(manager, buffer, scale, CHAIN_STEPS);
+                HOLD.invokeExact(0); // from here the device finishes at once what is not ordered after the chain
+
+                AtomicReference<CompletableFuture<Void>> afterTheChain = new AtomicReference<>();
+                AtomicReference<long[]> waitsAndQueriesThere = new AtomicReference<>();
+                Thread other = onAnotherStream(backend, () -> {
+                    try {
+                        COUNT_ON_THIS_THREAD.invokeExact();
+                        Calls before = Calls.now();
+                        afterTheChain.set(manager.ops().scaleAsync(buffer, 2));
+                        Calls after = Calls.now();
+                        waitsAndQueriesThere.set(new long[] {
+                                after.onMarkedThreadSince(before, Call.STREAM_WAIT_EVENT), after.onMarkedThreadSince(before, Call.EVENT_QUERY)});
+                    } catch (Throwable e) {
+                        throw new AssertionError(e);
+                    }
+                });
+                other.join(5_000);
+                assertThat(afterTheChain.get()).as("the op was queued without waiting on the host").isNotNull();
+                assertThat(waitsAndQueriesThere.get()).as("cuStreamWaitEvent, cuEventQuery on the other thread").containsExactly(1L, 0L);
+
+                CompletableFuture<float[]> read = CompletableFuture.supplyAsync(() -> {
+                    float[] bytes = new float[1024];
+                    buffer.copyTo(bytes);
+                    return bytes;
+                });
+                Thread.sleep(300);
+                assertThat(afterTheChain.get()).as("the other stream's op, ordered after the held chain on the device").isNotDone();
+                assertThat(read).as("the host read, behind the held chain").isNotDone();
+                assertThat(last).isNotDone();
+
+                release();
+                last.get(5, TimeUnit.SECONDS);
+                afterTheChain.get().get(5, TimeUnit.SECONDS);
+                read.get(5, TimeUnit.SECONDS);
+            }
+            manager.close();
+            assertCleanClose(backend);
+        }
+
+        /**
+         * Six threads on the two streams, each a chain of accesses and ops on a buffer of its own with a blocking copy
+         * (an event of its own beside the positions) every few steps: every op's future completes, none is left to a
+         * waiter that missed it, and the close finds nothing pending.
+         */
+        static void everyPositionCompletesWithThreadsSharingTheStreams() throws Throwable {
+            CudaBackend backend = open();
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
+            try (PtxModule ops = backend.loadModule(CudaKernelOps.PTX)) {
+                CUfunction scale = ops.function("scale_f32");
+                Queue<CompletableFuture<Void>> futures = new ConcurrentLinkedQueue<>();
+                Queue<Throwable> failures = new ConcurrentLinkedQueue<>();
+                List<Thread> threads = new ArrayList<>();
+                for (int t = 0; t < 6; t++) {
+                    threads.add(Thread.ofPlatform().start(() -> {
+                        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE)) {
+                            for (int round = 0; round < 50; round++) {
+                                futures.add(chain(manager, buffer, scale, 10));
+                                buffer.copyFrom(new float[1024]);
+                            }
+                        } catch (Throwable e) {
+                            failures.add(e);
+                        }
+                    }));
+                }
+                for (Thread thread : threads) {
+                    thread.join(30_000);
+                }
+                assertThat(failures).isEmpty();
+                assertThat(futures).hasSize(6 * 50);
+                CompletableFuture.allOf(futures.toArray(CompletableFuture[]::new)).get(10, TimeUnit.SECONDS);
+            }
+            manager.close();
+            assertCleanClose(backend);
         }
     }
 }

@@ -121,6 +121,19 @@ class DeviceCompletionsTest {
             assertThat(failingValue).failsWithin(Duration.ofSeconds(10)).withThrowableOfType(ExecutionException.class)
                     .withCauseInstanceOf(IllegalStateException.class).withMessageContaining("the value could not be read");
 
+            // positions: no event of their own; a marker the waiter records behind them completes them, each with its value
+            Stub.hold();
+            CompletableFuture<Object> failingPosition = completions.position(stream, () -> {
+                throw new IllegalStateException("the position's value could not be read");
+            });
+            CompletableFuture<Integer> position = completions.position(stream, () -> 7);
+            assertThatThrownBy(() -> position.get(200, TimeUnit.MILLISECONDS)).isInstanceOf(TimeoutException.class);
+            assertThat(failingPosition).isNotDone();
+            Stub.release();
+            assertThat(failingPosition).failsWithin(Duration.ofSeconds(10)).withThrowableOfType(ExecutionException.class)
+                    .withCauseInstanceOf(IllegalStateException.class).withMessageContaining("the position's value could not be read");
+            assertThat(position).as("a failed value leaves the rest of the marker's positions to complete").succeedsWithin(Duration.ofSeconds(10)).isEqualTo(7);
+
             assertThat(completions.close(Duration.ofSeconds(10))).isTrue();
             CudaResults.check(cuStreamDestroy(stream), "cuStreamDestroy");
             assertThat(Stub.counters().events()).isZero();
@@ -137,9 +150,12 @@ class DeviceCompletionsTest {
             CUstream healthy = stream();
 
             CompletableFuture<Void> failed = completions.record(failing);
+            CompletableFuture<Void> failedPosition = completions.position(failing);
             CompletableFuture<Void> next = completions.record(healthy);
 
             assertThat(failed).failsWithin(Duration.ofSeconds(10)).withThrowableOfType(ExecutionException.class)
+                    .havingCause().isInstanceOf(CudaException.class).withMessageContaining("CUDA_ERROR_ILLEGAL_ADDRESS");
+            assertThat(failedPosition).as("a position, through its marker").failsWithin(Duration.ofSeconds(10)).withThrowableOfType(ExecutionException.class)
                     .havingCause().isInstanceOf(CudaException.class).withMessageContaining("CUDA_ERROR_ILLEGAL_ADDRESS");
             assertThat(next).as("the waiter goes on after a failure").succeedsWithin(Duration.ofSeconds(10));
             assertThatThrownBy(() -> completions.await(failing)).isInstanceOf(CudaException.class)
