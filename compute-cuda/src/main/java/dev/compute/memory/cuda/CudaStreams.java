@@ -99,6 +99,9 @@ final class CudaStreams {
         if (!(work instanceof DeviceCompletions.StreamWork<?> onStream)) {
             return false;
         }
+        if (onStream.isOn(streams.get(index(Thread.currentThread())))) {
+            return true; // this thread's stream runs it in order: no driver call, not even the context's
+        }
         Lock read = lifecycle.readLock();
         read.lock();
         try {

@@ -100,6 +100,11 @@ final class DeviceCompletions implements AutoCloseable {
             }
         }
 
+        /** Whether this work was queued on {@code candidate} (null: a thread whose stream is not made yet). */
+        boolean isOn(@Nullable CUstream candidate) {
+            return stream == candidate;
+        }
+
         boolean sameStream(StreamWork<?> other) {
             return stream == other.stream;
         }

@@ -1867,8 +1867,8 @@ class CudaBackendOnFakeDriverTest {
         }
 
         /**
-         * On the calling thread a step of the chain costs its two launches and no event call: its accesses' ends and its
-         * ops are positions on the stream. The waiter covers every position made while it waited behind one marker: with
+         * On the calling thread a step of the chain costs its two launches, two context checks and no event call: its
+         * accesses' ends and its ops are positions on the stream. The waiter covers every position made while it waited behind one marker: with
          * the device held during the chain, two markers at most for its 200 positions (the first may cover a few, the
          * second the rest), where it recorded and waited on an event per access and per op before.
          */
@@ -1889,6 +1889,9 @@ class CudaBackendOnFakeDriverTest {
                 last.get(5, TimeUnit.SECONDS);
                 Calls after = Calls.now();
                 assertThat(queued.onMarkedThreadSince(before, Call.LAUNCH)).as("launches on the calling thread").isEqualTo(2L * CHAIN_STEPS);
+                assertThat(queued.onMarkedThreadSince(before, Call.CTX_GET_CURRENT))
+                        .as("context checks on the calling thread: the access's opening and the op's launch; an order after work of the same stream needs none")
+                        .isEqualTo(2L * CHAIN_STEPS);
                 for (Call call : List.of(Call.EVENT_RECORD, Call.EVENT_SYNCHRONIZE, Call.EVENT_QUERY, Call.STREAM_WAIT_EVENT,
                         Call.STREAM_QUERY, Call.EVENT_CREATE, Call.CTX_SET_CURRENT)) {
                     assertThat(queued.onMarkedThreadSince(before, call)).as("%s on the calling thread", call).isZero();
