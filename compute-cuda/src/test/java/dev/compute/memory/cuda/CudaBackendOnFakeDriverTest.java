@@ -712,7 +712,13 @@ class CudaBackendOnFakeDriverTest {
                 }
             });
             copying.await();
-            Thread.sleep(100); // the copy is waiting for the stuck work
+            // until the copy is inside the backend (its call counted, so the close waits for it), not a fixed sleep that a
+            // loaded machine can outlast before the copier gets there
+            long inside = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (Arrays.stream(copier.getStackTrace()).noneMatch(frame -> frame.getClassName().equals(CudaCopies.class.getName()))) {
+                assertThat(System.nanoTime()).as("the copier reaches the copy").isLessThan(inside);
+                Thread.sleep(1);
+            }
             backend.close(Duration.ofMillis(300));
             Counters after = counters();
             assertThat(after.streams()).as("streams kept under the copy").isPositive();
