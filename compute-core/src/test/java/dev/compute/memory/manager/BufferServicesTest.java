@@ -11,6 +11,7 @@ import dev.compute.memory.OutOfMemoryReason;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.BufferHost.Transfer;
 import dev.compute.memory.lifetime.BufferViews;
+import dev.compute.memory.lifetime.Holds;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.testing.ControlledBackend;
@@ -209,6 +210,29 @@ class BufferServicesTest {
         } finally {
             idle.countDown();
         }
+    }
+
+    /**
+     * A closed buffer whose memory only a copy or op under way holds (a copy from it that takes long): the warning says
+     * so. It said "held by  to end", naming no one, and advised view scopes, which change nothing there.
+     */
+    @Test
+    void memoryACopyOrOpUnderWayHoldsIsWarnedOfAsSuch() {
+        BufferCore buffer = parts.buffer(DEVICE, 4096);
+        Holds.deviceRegion(buffer, AccessMode.READ); // an op under way on it, as a kernel's launch or a copy holds it
+        try (LogCapture log = LogCapture.managerLog()) {
+            buffer.close();
+            assertThat(parts.figures.statistics(DEVICE).heldBuffers()).isOne();
+
+            services.warnAboutHeld(Duration.ZERO);
+
+            assertThat(log.messages(Level.WARNING)).singleElement().asString()
+                    .contains(" ms for a copy or op under way on it to return; its 4096 bytes go back only then.")
+                    .doesNotContain("held by").doesNotContain("view scope");
+        } finally {
+            Holds.release(buffer, null, CompletableFuture.completedFuture(null));
+        }
+        assertThat(parts.figures.statistics(DEVICE).heldBuffers()).isZero();
     }
 
     private static void awaitQuietly(CountDownLatch latch) {
