@@ -530,6 +530,11 @@ public final class BufferCore {
         return open == null ? List.of() : open.holders();
     }
 
+    /** Whether copies or ops under way hold this root's memory: for a warning about memory a closed root holds. */
+    public synchronized boolean heldByOps() {
+        return lifecycle >= HOLD;
+    }
+
     /** The open views and accesses of this root; made on the first. Root only, under its monitor. */
     BufferScopes scopes() {
         BufferScopes open = scopes;

@@ -180,30 +180,42 @@ public final class BufferServices implements BufferHost {
     /**
      * Warns, once per buffer, of memory a closed buffer has held for longer than {@code bound}, naming the threads whose
      * views or accesses hold it: a thread that took a view outside a view scope and has not called into the manager
-     * since (an idle pool's thread), or an access nobody ended. Buffers the same threads hold are told of in one line:
-     * a thread that viewed thousands of buffers and went idle would otherwise write thousands.
+     * since (an idle pool's thread), or an access nobody ended; or saying that a copy or op under way on it holds it.
+     * Buffers held alike are told of in one line: a thread that viewed thousands of buffers and went idle would
+     * otherwise write thousands.
      */
     void warnAboutHeld(Duration bound) {
         long now = System.nanoTime();
-        Map<String, List<Held>> byHolders = new LinkedHashMap<>();
+        Map<WaitingFor, List<Held>> byWait = new LinkedHashMap<>();
         for (Held entry : held.values()) {
             if (!entry.warned && now - entry.since > bound.toNanos()) {
                 entry.warned = true;
-                byHolders.computeIfAbsent(String.join(", ", entry.buffer.holders()), holders -> new ArrayList<>()).add(entry);
+                WaitingFor waitingFor = new WaitingFor(String.join(", ", entry.buffer.holders()), entry.buffer.heldByOps());
+                if (!waitingFor.holders().isEmpty() || waitingFor.ops()) { // else nothing holds it now: on its way back
+                    byWait.computeIfAbsent(waitingFor, holders -> new ArrayList<>()).add(entry);
+                }
             }
         }
-        byHolders.forEach((holders, entries) -> {
+        byWait.forEach((waitingFor, entries) -> {
             Held first = entries.getFirst();
+            boolean one = entries.size() == 1;
             long bytes = entries.stream().mapToLong(Held::bytes).sum();
             long shortestWait = entries.stream().mapToLong(entry -> now - entry.since).min().orElseThrow();
-            String waited = entries.size() == 1 ? "a closed " + first.buffer + " has waited "
+            String waited = one ? "a closed " + first.buffer + " has waited "
                     : entries.size() + " closed buffers (" + first.buffer + " among them) have waited at least ";
-            LOG.log(System.Logger.Level.WARNING, waited + Duration.ofNanos(shortestWait).toMillis() + " ms for views or accesses held by "
-                    + holders + " to end; " + (entries.size() == 1 ? "its " : "their ") + bytes
-                    + " bytes go back only then. Take views inside a view scope (ViewScope.open(), or a web"
-                    + " request or task with the starter), end accesses, or close buffers on the thread that views them.");
+            String views = waitingFor.holders().isEmpty() ? "" : "views or accesses held by " + waitingFor.holders() + " to end";
+            String ops = !waitingFor.ops() ? "" : (one ? "a copy or op under way on it" : "copies or ops under way on them") + " to return";
+            String what = views.isEmpty() ? ops : ops.isEmpty() ? views : views + " and " + ops;
+            // the advice is for views and accesses: a copy or op under way returns by itself
+            String advice = views.isEmpty() ? "" : " Take views inside a view scope (ViewScope.open(), or a web request or task with"
+                    + " the starter), end accesses, or close buffers on the thread that views them.";
+            LOG.log(System.Logger.Level.WARNING, waited + Duration.ofNanos(shortestWait).toMillis() + " ms for " + what + "; "
+                    + (one ? "its " : "their ") + bytes + " bytes go back only then." + advice);
         });
     }
+
+    /** What a held buffer waits for, for the warning: the threads of its views and accesses, and whether copies or ops. */
+    private record WaitingFor(String holders, boolean ops) {}
 
     /** A closed buffer's block, and its host mirror if it has one, that views, accesses or ops still hold. */
     private static final class Held {
