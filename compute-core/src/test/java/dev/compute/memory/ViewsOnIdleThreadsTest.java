@@ -162,6 +162,58 @@ class ViewsOnIdleThreadsTest {
         }
     }
 
+    /**
+     * A host view of a device buffer reaches its host mirror, never its device memory: closed elsewhere while only such a
+     * view holds it (the allocating thread's, outside any scope, on a thread that idles), the device memory goes back at
+     * the close, for the pool to lend again, and only the mirror waits for the view, which keeps reading the buffer's
+     * own bytes. The device memory, the scarce one, waited for the idle thread with the mirror.
+     */
+    @Test
+    void aDeviceBuffersMemoryGoesBackAtTheCloseWhileOnlyAViewOfItsHostMirrorWaits() throws Exception {
+        BlockingQueue<Runnable> work = new LinkedBlockingQueue<>();
+        UnifiedBuffer[] viewed = new UnifiedBuffer[1];
+        MemorySegment[] view = new MemorySegment[1];
+        Thread owner = Thread.ofPlatform().daemon().name("unscoped-device-viewer").start(() -> {
+            try {
+                for (Runnable next; (next = work.poll(30, TimeUnit.SECONDS)) != null; ) {
+                    next.run();
+                }
+            } catch (InterruptedException e) {
+                // the test is over
+            }
+        });
+        try {
+            onThe(owner, work, () -> {
+                viewed[0] = manager.allocate(BYTES, MemoryLocation.DEVICE);
+                view[0] = viewed[0].hostView();
+                view[0].fill((byte) 7);
+            });
+            viewed[0].close();
+
+            MemoryStatistics device = manager.statistics(MemoryLocation.DEVICE);
+            assertThat(device.liveBuffers()).isZero();
+            assertThat(device.heldBytes()).as("the device memory waits for no host view").isZero();
+            assertThat(device.allocatedBytes()).isZero();
+            assertThat(heldBytes()).as("the mirror waits for the view").isPositive();
+            try (UnifiedBuffer next = manager.allocate(BYTES, MemoryLocation.DEVICE)) {
+                assertThat(manager.statistics(MemoryLocation.DEVICE).poolHits()).as("lent again from the pool").isOne();
+                next.copyFrom(new byte[(int) BYTES]);
+            }
+            onThe(owner, work, () -> assertThat(view[0].get(ValueLayout.JAVA_BYTE, BYTES - 1)).as("the buffer's own bytes").isEqualTo((byte) 7));
+
+            onThe(owner, work, () -> manager.allocate(16, MemoryLocation.HOST).close()); // its next use ends the view
+            assertThat(heldBytes()).isZero();
+            onThe(owner, work, () -> assertThatThrownBy(() -> view[0].get(ValueLayout.JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class));
+            manager.releaseCachedMemory();
+            for (MemoryLocation location : manager.locations()) {
+                assertThat(manager.statistics(location).reservedBytes()).as("%s: all back in the pool", location).isZero();
+            }
+        } finally {
+            owner.interrupt();
+            owner.join(10_000);
+        }
+    }
+
     /** Runs {@code step} on {@code owner} and waits for it. */
     private static void onThe(Thread owner, BlockingQueue<Runnable> work, Runnable step) throws Exception {
         CompletableFuture<Void> done = new CompletableFuture<>();
