@@ -183,8 +183,9 @@ class ViewsOnIdleThreadsTest {
             }
         });
         try {
+            MemoryBudget tenant = manager.budget("tenant", 4 * BYTES);
             onThe(owner, work, () -> {
-                viewed[0] = manager.allocate(BYTES, MemoryLocation.DEVICE);
+                viewed[0] = tenant.allocate(BYTES, MemoryLocation.DEVICE);
                 view[0] = viewed[0].hostView();
                 view[0].fill((byte) 7);
             });
@@ -194,6 +195,7 @@ class ViewsOnIdleThreadsTest {
             assertThat(device.liveBuffers()).isZero();
             assertThat(device.heldBytes()).as("the device memory waits for no host view").isZero();
             assertThat(device.allocatedBytes()).isZero();
+            assertThat(tenant.statistics().allocatedBytes()).as("back in the budget too").isZero();
             assertThat(heldBytes()).as("the mirror waits for the view").isPositive();
             try (UnifiedBuffer next = manager.allocate(BYTES, MemoryLocation.DEVICE)) {
                 assertThat(manager.statistics(MemoryLocation.DEVICE).poolHits()).as("lent again from the pool").isOne();
@@ -211,6 +213,33 @@ class ViewsOnIdleThreadsTest {
         } finally {
             owner.interrupt();
             owner.join(10_000);
+        }
+    }
+
+    /** As above, where an access of this thread's held the device buffer too: the device memory is back as it ends. */
+    @Test
+    void aDeviceBuffersMemoryGoesBackAsTheLastAccessEndsWhileOnlyAViewOfItsHostMirrorWaits() throws Exception {
+        UnifiedBuffer[] viewed = new UnifiedBuffer[1];
+        CountDownLatch taken = new CountDownLatch(1);
+        CountDownLatch forever = new CountDownLatch(1);
+        Thread.ofPlatform().daemon().name("unscoped-device-viewer").start(() -> {
+            viewed[0] = manager.allocate(BYTES, MemoryLocation.DEVICE);
+            viewed[0].hostView().fill((byte) 7);
+            taken.countDown();
+            awaitQuietly(forever);
+        });
+        try {
+            assertThat(taken.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+            BufferAccess access = viewed[0].deviceAccess(AccessMode.READ);
+            viewed[0].close();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).heldBytes()).as("the access reaches the device memory").isEqualTo(BYTES);
+
+            access.close();
+
+            assertThat(manager.statistics(MemoryLocation.DEVICE).heldBytes()).as("the view does not").isZero();
+            assertThat(heldBytes()).as("the mirror waits for the view").isPositive();
+        } finally {
+            forever.countDown();
         }
     }
 

@@ -441,6 +441,9 @@ public final class BufferCore {
         if (!heldFromTheClose) {
             reportHeldIfUnreleased();
         }
+        if (!hostAccessible) { // views of its host mirror may be all that holds the device memory: it need not wait for them
+            releaseIfUnused();
+        }
     }
 
     /**
@@ -498,27 +501,51 @@ public final class BufferCore {
         if (!heldFromTheClose) {
             reportHeldIfUnreleased();
         }
+        if (!hostAccessible) {
+            releaseIfUnused();
+        }
     }
 
-    /** Gives the memory back once closed and nothing holds it; exactly once. Root only. */
+    /**
+     * Gives the memory back once closed and nothing holds it; exactly once. Root only. Where views alone hold it, of a
+     * device buffer's host mirror, the device memory goes back first: they reach the mirror, never the device block, so
+     * the scarce memory does not wait for a view on an idle thread; the mirror goes back when they end.
+     */
     void releaseIfUnused() {
         Block device;
         Block hostCopy;
         Object counted;
         CompletableFuture<?> pending;
         synchronized (this) {
-            if (lifecycle != CLOSED || block == null || (scopes != null && !scopes.isEmpty())) {
+            if (lifecycle != CLOSED || (block == null && mirror == null)) {
                 return;
             }
-            device = block;
-            hostCopy = mirror;
-            counted = budgetCount;
-            pending = inFlightAll();
-            block = null;
-            mirror = null;
-            inFlight = null;
+            if (scopes != null && !scopes.isEmpty()) {
+                if (block == null || mirror == null || hostAccessible || !scopes.onlyViews()) {
+                    return;
+                }
+                device = block;
+                counted = budgetCount;
+                pending = inFlightAll();
+                block = null;
+                budgetCount = null;
+                host.heldMirrorOnly(this, device, mirror); // before the device's release: the mirror never reads as live
+                hostCopy = null;
+            } else {
+                device = block;
+                hostCopy = mirror;
+                counted = budgetCount;
+                pending = inFlightAll();
+                block = null;
+                mirror = null;
+                inFlight = null;
+            }
         }
-        host.release(location, device, hostCopy, pending, counted);
+        if (device != null) {
+            host.release(location, device, hostCopy, pending, counted);
+        } else {
+            host.releaseMirror(Objects.requireNonNull(hostCopy), pending);
+        }
     }
 
     /** The threads whose views or accesses hold this root open, by name: for a warning about memory that waits for them. */

@@ -62,4 +62,14 @@ public interface BufferHost {
      * {@code budgetCount} is what the buffer's budget counts it by (null for a buffer of no budget), to be told then.
      */
     void release(MemoryLocation location, Block block, @Nullable Block mirror, CompletableFuture<?> inFlight, @Nullable Object budgetCount);
+
+    /**
+     * {@code buffer}, held as {@link #held} says, gives its {@code block} back now ({@link #release} without its mirror):
+     * only views of its host {@code mirror} hold it, and they never reach the block. The mirror stays held until
+     * {@link #releaseMirror}. Called under the buffer's monitor, before that release.
+     */
+    void heldMirrorOnly(BufferCore buffer, Block block, Block mirror);
+
+    /** The mirror {@link #heldMirrorOnly} kept goes back, once {@code inFlight} is done. */
+    void releaseMirror(Block mirror, CompletableFuture<?> inFlight);
 }

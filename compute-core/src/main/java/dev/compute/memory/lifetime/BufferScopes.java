@@ -58,6 +58,16 @@ final class BufferScopes {
         return true;
     }
 
+    /** Whether scopes are open and every one is a view: what they reach is the host copy, never a device block. */
+    synchronized boolean onlyViews() {
+        for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
+            if (scope.kind != MemoryScope.Kind.VIEW) {
+                return false;
+            }
+        }
+        return first != null;
+    }
+
     /** The calling thread's open view scope of the buffer (and its slices) taken outside any view scope, if any. */
     synchronized @Nullable MemoryScope viewOf(Thread thread) {
         return viewOf(thread, null);

@@ -237,8 +237,24 @@ public final class BufferViews {
                 stillInUse.accept(access);
                 throw inUseByNativeCall;
             } finally {
+                releaseDeviceMemoryUnderViews(buffer.root());
                 buffer.host.exit(call);
             }
+        }
+    }
+
+    /**
+     * A closed device buffer that views of its host mirror alone may hold now that an access ended: its device memory
+     * need not wait for them. A free refused here is on behalf of the buffer's close: told, not thrown into the end.
+     */
+    private static void releaseDeviceMemoryUnderViews(BufferCore root) {
+        if (root.isHostAccessible()) {
+            return;
+        }
+        try {
+            root.releaseIfUnused();
+        } catch (RuntimeException | Error e) {
+            ScopeRegistry.releaseFailed(e);
         }
     }
 

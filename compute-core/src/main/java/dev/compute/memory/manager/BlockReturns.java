@@ -93,28 +93,58 @@ public final class BlockReturns {
                 waiters.released(location, reusable);
             }
             if (mirror != null) {
-                MemoryLocation mirrorLocation = chains.mirrorLocation();
-                LocationChain mirrorChain = chains.of(mirrorLocation);
-                compactor.mirrorReturned(mirrorChain, mirror);
-                CompletableFuture<?> mirrorReusable = inFlight;
-                if (!inFlight.isDone()) { // the mirror waits for the device work too: held at its location, not cached
-                    mirrorChain.heldByDeviceWork(mirror, +1);
-                    mirrorReusable = inFlight.whenComplete((result, workFailed) -> mirrorChain.heldByDeviceWork(mirror, -1));
-                }
-                failure = mirrorChain.deallocate(mirror, mirrorReusable, failure);
-                waiters.released(mirrorLocation, mirrorReusable);
+                failure = returnMirror(mirror, inFlight, failure);
             }
-            if (failure instanceof RuntimeException unchecked) {
-                throw unchecked;
-            }
-            if (failure instanceof Error error) {
-                throw error;
-            }
-            if (failure != null) { // a checked exception an adaptor threw past the compiler (sneaky, or from Kotlin)
-                throw new IllegalStateException("the memory resource failed to free a block: " + failure, failure);
-            }
+            rethrow(failure);
         } finally {
             gate.exitQuietly(stripe);
+        }
+    }
+
+    /**
+     * Gives back the host mirror of a closed buffer whose own block went back before it ({@link #release} with no
+     * mirror): the views of the mirror held it longer. As {@link #release} does, once {@code inFlight} is done.
+     */
+    public void releaseMirror(Block mirror, CompletableFuture<?> inFlight) {
+        int stripe = gate.enterAlways();
+        try {
+            if (poolsFreed) {
+                return;
+            }
+            if (!inFlight.isDone()) {
+                releasedInFlight.add(inFlight);
+                inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
+            }
+            rethrow(returnMirror(mirror, inFlight, null));
+        } finally {
+            gate.exitQuietly(stripe);
+        }
+    }
+
+    /** Gives a mirror back to its chain; returns {@code failure}, or if null, its free's failure. */
+    private @Nullable Throwable returnMirror(Block mirror, CompletableFuture<?> inFlight, @Nullable Throwable failure) {
+        MemoryLocation mirrorLocation = chains.mirrorLocation();
+        LocationChain mirrorChain = chains.of(mirrorLocation);
+        compactor.mirrorReturned(mirrorChain, mirror);
+        CompletableFuture<?> mirrorReusable = inFlight;
+        if (!inFlight.isDone()) { // the mirror waits for the device work too: held at its location, not cached
+            mirrorChain.heldByDeviceWork(mirror, +1);
+            mirrorReusable = inFlight.whenComplete((result, workFailed) -> mirrorChain.heldByDeviceWork(mirror, -1));
+        }
+        Throwable failed = mirrorChain.deallocate(mirror, mirrorReusable, failure);
+        waiters.released(mirrorLocation, mirrorReusable);
+        return failed;
+    }
+
+    private static void rethrow(@Nullable Throwable failure) {
+        if (failure instanceof RuntimeException unchecked) {
+            throw unchecked;
+        }
+        if (failure instanceof Error error) {
+            throw error;
+        }
+        if (failure != null) { // a checked exception an adaptor threw past the compiler (sneaky, or from Kotlin)
+            throw new IllegalStateException("the memory resource failed to free a block: " + failure, failure);
         }
     }
 

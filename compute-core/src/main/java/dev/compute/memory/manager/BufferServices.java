@@ -129,6 +129,32 @@ public final class BufferServices implements BufferHost {
     }
 
     /**
+     * The mirror's own entry is made before the block's goes with its free: a reader never finds the mirror in neither
+     * (for a moment it may count it held twice: the safe side). It keeps the wait's start, and whether it was warned of.
+     */
+    @Override
+    public void heldMirrorOnly(BufferCore buffer, Block block, Block mirror) {
+        Held whole = held.get(block);
+        Held mirrorOnly = new Held(buffer, null, mirror, whole != null ? whole.since : System.nanoTime());
+        mirrorOnly.warned = whole != null && whole.warned;
+        if (held.put(mirror, mirrorOnly) == null) {
+            heldCount.incrementAndGet();
+        }
+    }
+
+    @Override
+    public void releaseMirror(Block mirror, CompletableFuture<?> inFlight) {
+        Held entry = held.get(mirror);
+        try {
+            returns.releaseMirror(mirror, inFlight);
+        } finally {
+            if (entry != null && held.remove(mirror, entry)) {
+                heldCount.decrementAndGet();
+            }
+        }
+    }
+
+    /**
      * A held block leaves the held figures only once its free is counted: a reader, who reads the held figures before
      * the live counts, then never finds a closed buffer's block in neither, so never counts it as live (for a moment
      * it may count it as held and freed both, a live buffer the fewer: the safe side). The entry, not the key, is
@@ -220,12 +246,13 @@ public final class BufferServices implements BufferHost {
     /** A closed buffer's block, and its host mirror if it has one, that views, accesses or ops still hold. */
     private static final class Held {
         final BufferCore buffer;
-        final Block block;
+        /** Null once given back before the mirror (only views of the mirror held it). */
+        final @Nullable Block block;
         final @Nullable Block mirror;
         final long since;
         volatile boolean warned;
 
-        Held(BufferCore buffer, Block block, @Nullable Block mirror, long since) {
+        Held(BufferCore buffer, @Nullable Block block, @Nullable Block mirror, long since) {
             this.buffer = buffer;
             this.block = block;
             this.mirror = mirror;
@@ -234,12 +261,12 @@ public final class BufferServices implements BufferHost {
 
         /** The bytes it holds: its block's and its mirror's. */
         long bytes() {
-            return block.size() + (mirror == null ? 0 : mirror.size());
+            return (block == null ? 0 : block.size()) + (mirror == null ? 0 : mirror.size());
         }
 
         /** Its pools' blocks at {@code location}: the buffer's own (a mapped file has figures of its own), its mirror's. */
         List<Block> blocksAt(MemoryLocation location, MemoryLocation mirrorLocation) {
-            boolean own = buffer.location() == location && !(block instanceof MappedFile);
+            boolean own = block != null && buffer.location() == location && !(block instanceof MappedFile);
             boolean mirrored = mirror != null && mirrorLocation == location;
             if (own && mirrored) {
                 return List.of(block, mirror);

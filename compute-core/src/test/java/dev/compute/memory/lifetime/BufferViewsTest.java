@@ -68,7 +68,7 @@ class BufferViewsTest {
     }
 
     @Test
-    void aViewWorksOnlyOnItsThreadAndTheBufferWaitsForViewsOtherThreadsHold() throws Exception {
+    void aViewWorksOnlyOnItsThreadAndTheMirrorWaitsForViewsOtherThreadsHold() throws Exception {
         BufferCore root = deviceBuffer(64);
         MemorySegment mine = BufferViews.view(root, AccessMode.WRITE);
         CountDownLatch taken = new CountDownLatch(1);
@@ -94,11 +94,14 @@ class BufferViewsTest {
 
         assertThatThrownBy(() -> mine.get(ValueLayout.JAVA_BYTE, 0)).as("this thread's view ended with the close")
                 .isInstanceOf(IllegalStateException.class);
-        assertThat(host.released).as("the other thread's view still holds the memory").isEmpty();
+        assertThat(host.released).as("the device memory, which no host view reaches, is back").singleElement()
+                .satisfies(released -> assertThat(released.mirror()).isNull());
+        assertThat(host.releasedMirrors).as("the other thread's view still holds the mirror").isEmpty();
         callIn.countDown();
         other.join(10_000);
         assertThat(afterwards.get()).as("its view ended when it called in").isInstanceOf(IllegalStateException.class);
         assertThat(host.released).hasSize(1);
+        assertThat(host.releasedMirrors).hasSize(1);
         assertThat(host.scopes.openScopes()).isZero();
     }
 

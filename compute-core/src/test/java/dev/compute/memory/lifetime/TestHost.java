@@ -33,6 +33,8 @@ final class TestHost implements BufferHost {
     final ComputeBackend backend;
     final ScopeRegistry scopes = new ScopeRegistry();
     final List<Released> released = new CopyOnWriteArrayList<>();
+    /** Mirrors given back after their buffer's own block (only views of the mirror held them). */
+    final List<Block> releasedMirrors = new CopyOnWriteArrayList<>();
     final AtomicInteger callsIn = new AtomicInteger();
     final AtomicInteger callsEntered = new AtomicInteger();
     final AtomicInteger endsEntered = new AtomicInteger();
@@ -159,5 +161,16 @@ final class TestHost implements BufferHost {
                 backend.free(mirror.segment());
             }
         });
+    }
+
+    @Override
+    public void heldMirrorOnly(BufferCore buffer, Block block, Block mirror) {
+        held.add(mirror);
+    }
+
+    @Override
+    public void releaseMirror(Block mirror, CompletableFuture<?> inFlight) {
+        releasedMirrors.add(mirror);
+        inFlight.whenComplete((result, failure) -> backend.free(mirror.segment()));
     }
 }
