@@ -6,11 +6,13 @@ import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.ViewScope;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.Region;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -53,6 +55,39 @@ class HoldsTest {
         Holds.release(slice, AccessMode.WRITE, kernel);
         assertThat(host.released).singleElement().satisfies(released -> assertThat(released.inFlight()).isSameAs(kernel));
         kernel.complete(null);
+    }
+
+    /**
+     * A kernel's hold and another thread's view (in its view scope) hold a closed device buffer: as the hold ends, the
+     * device memory goes back, which the view never reaches; the mirror waits for the view's scope.
+     */
+    @Test
+    void asTheLastHoldEndsTheDeviceMemoryGoesBackAndTheMirrorWaitsForViews() throws Exception {
+        BufferCore root = floats(16);
+        BufferViews.view(root, AccessMode.WRITE).fill((byte) 1); // the mirror
+        Holds.deviceRegion(root, AccessMode.READ);
+        CountDownLatch viewed = new CountDownLatch(1);
+        CountDownLatch scopeEnds = new CountDownLatch(1);
+        Thread viewer = Thread.ofPlatform().start(() -> {
+            try (ViewScope scope = ViewScope.open()) {
+                BufferViews.view(root, AccessMode.READ);
+                viewed.countDown();
+                scopeEnds.await(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        assertThat(viewed.await(10, TimeUnit.SECONDS)).isTrue();
+        root.close();
+        assertThat(host.released).as("held by the kernel").isEmpty();
+
+        Holds.release(root, null, BufferCore.DONE);
+
+        assertThat(host.released).as("the device memory").singleElement().satisfies(released -> assertThat(released.mirror()).isNull());
+        assertThat(host.releasedMirrors).as("the mirror waits for the view").isEmpty();
+        scopeEnds.countDown();
+        viewer.join(10_000);
+        assertThat(host.releasedMirrors).hasSize(1);
     }
 
     @Test
