@@ -14,9 +14,12 @@ import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.task.ThreadPoolTaskExecutorBuilder;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
 import org.springframework.core.task.AsyncTaskExecutor;
 import org.springframework.core.task.TaskDecorator;
+import org.springframework.scheduling.concurrent.ThreadPoolTaskExecutor;
 
 /**
  * A task of Spring Boot's executor allocates a buffer and views it, then its pool thread idles while another thread
@@ -81,7 +84,40 @@ class TaskScopeTests {
         }
     }
 
+    /**
+     * An executor the application defines itself replaces Boot's (its {@code @Async} methods run there): built from
+     * Boot's {@link ThreadPoolTaskExecutorBuilder}, as Boot advises, it gets the task scope too.
+     */
+    @Nested
+    @SpringBootTest(classes = OwnExecutorApplication.class, properties = "compute.backend=cpu")
+    class WithAnExecutorOfTheApplicationsOwnBuiltByBoot {
+        @Autowired
+        UnifiedMemoryManager manager;
+
+        @Autowired
+        ThreadPoolTaskExecutor ownExecutor;
+
+        @Test
+        void itsTasksViewsEndWithThemAndTheCloseElsewhereGivesTheMemoryBack() throws Exception {
+            UnifiedBuffer buffer = ownExecutor.submit(() -> allocateAndView(manager)).get(10, TimeUnit.SECONDS);
+
+            buffer.close();
+
+            assertThat(manager.statistics(MemoryLocation.HOST).liveBuffers()).isZero();
+            await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> assertThat(manager.statistics(MemoryLocation.HOST).heldBuffers()).isZero());
+        }
+    }
+
     @SpringBootConfiguration
     @EnableAutoConfiguration
     static class Application {}
+
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    static class OwnExecutorApplication {
+        @Bean
+        ThreadPoolTaskExecutor ownExecutor(ThreadPoolTaskExecutorBuilder builder) {
+            return builder.corePoolSize(1).maxPoolSize(1).threadNamePrefix("own-").build();
+        }
+    }
 }
