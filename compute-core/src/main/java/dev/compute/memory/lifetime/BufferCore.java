@@ -438,10 +438,8 @@ public final class BufferCore {
         if (open != null) {
             open.closeViews(this::releaseIfUnused);
         }
-        if (!heldFromTheClose) {
-            reportHeldIfUnreleased();
-        }
-        if (!hostAccessible) { // views of its host mirror may be all that holds the device memory: it need not wait for them
+        boolean unreleased = heldFromTheClose || reportHeldIfUnreleased();
+        if (unreleased && !hostAccessible) { // views of its host mirror may be all that holds the device memory: it need not wait for them
             releaseIfUnused();
         }
     }
@@ -468,13 +466,15 @@ public final class BufferCore {
     /**
      * Tells the host the closed root's memory is held, if what this thread could end (its own views) did not free it:
      * so the common close, with only this thread's views open, never enters the held figures. Under the monitor, so a
-     * release by the last holder comes either before (nothing to report) or after.
+     * release by the last holder comes either before (nothing to report) or after. True when reported.
      */
-    private void reportHeldIfUnreleased() {
+    private boolean reportHeldIfUnreleased() {
         synchronized (this) {
             if (block != null) {
                 host.held(this, block, mirror);
+                return true;
             }
+            return false;
         }
     }
 
@@ -498,10 +498,8 @@ public final class BufferCore {
         } else {
             releaseIfUnused();
         }
-        if (!heldFromTheClose) {
-            reportHeldIfUnreleased();
-        }
-        if (!hostAccessible) {
+        boolean unreleased = heldFromTheClose || reportHeldIfUnreleased();
+        if (unreleased && !hostAccessible) {
             releaseIfUnused();
         }
     }
