@@ -179,7 +179,8 @@ public final class LeakDetector {
         if (count == 1) {
             LOG.log(System.Logger.Level.ERROR, "LEAK: a UnifiedBuffer of " + core.byteSize + " bytes at " + core.location
                     + " was garbage-collected without close(); " + (core.mappedFrom != null
-                    ? "it was " + core.mappedFrom + ", and is unmapped now. " : "its memory goes back to the pool now. ")
+                    ? "it was " + core.mappedFrom + ", and is unmapped now. "
+                    : "its memory goes back to the pool now, or as the views and accesses still open on it end. ")
                     + (site != null ? "It was allocated at:\n" + site
                     : "Set compute.memory.leak-detection=paranoid to see where leaked buffers are allocated."));
         } else if (Long.bitCount(count) == 1) {

@@ -156,7 +156,8 @@ class LeakDetectorTest {
         assertThat(log.messages(Level.SEVERE)).filteredOn(message -> message.contains("LeakDetectorTest.trackDropped"))
                 .as("the LEAK line (other tests' leaks may be found meanwhile)").singleElement().asString()
                 .startsWith("LEAK: a UnifiedBuffer of 64 bytes at DEVICE was garbage-collected without close(); "
-                        + "its memory goes back to the pool now. It was allocated at:\n\tat ")
+                        + "its memory goes back to the pool now, or as the views and accesses still open on it end."
+                        + " It was allocated at:\n\tat ")
                 .contains("LeakDetectorTest.trackDropped");
         assertThat(detector.withSites(MemoryLocation.DEVICE, segmentOf(block)).getFirst().blocks().getFirst().allocationSite())
                 .as("no longer live").isNull();
@@ -176,7 +177,8 @@ class LeakDetectorTest {
         assertThat(log.messages(Level.SEVERE)).filteredOn(message -> message.contains("aSiteLeakingInALoopIsLoggedInFullOnce"))
                 .as("the site's trace, once").singleElement().asString()
                 .startsWith("LEAK: a UnifiedBuffer of 64 bytes at DEVICE was garbage-collected without close(); "
-                        + "its memory goes back to the pool now. It was allocated at:\n\tat ");
+                        + "its memory goes back to the pool now, or as the views and accesses still open on it end."
+                        + " It was allocated at:\n\tat ");
         List<String> later = log.messages(Level.SEVERE).stream()
                 .filter(message -> message.startsWith("LEAK: ") && !message.contains("a UnifiedBuffer of")).toList();
         assertThat(later).as("then one line, without the trace, at the site's 2nd, 4th, 8th and 16th leak").hasSize(4)
