@@ -55,10 +55,7 @@ public final class BlockReturns {
             if (poolsFreed) {
                 return;
             }
-            if (!inFlight.isDone()) {
-                releasedInFlight.add(inFlight);
-                inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
-            }
+            keepUntilDone(inFlight);
             Throwable failure = null;
             if (block instanceof MappedFile mapping) {
                 mappedFiles.release(mapping, inFlight);
@@ -111,13 +108,18 @@ public final class BlockReturns {
             if (poolsFreed) {
                 return;
             }
-            if (!inFlight.isDone()) {
-                releasedInFlight.add(inFlight);
-                inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
-            }
+            keepUntilDone(inFlight);
             rethrow(returnMirror(mirror, inFlight, null));
         } finally {
             gate.exitQuietly(stripe);
+        }
+    }
+
+    /** Counts {@code inFlight} among the work that released blocks wait for ({@link #awaitReleasedWork}) until it is done. */
+    private void keepUntilDone(CompletableFuture<?> inFlight) {
+        if (!inFlight.isDone()) {
+            releasedInFlight.add(inFlight);
+            inFlight.whenComplete((result, failure) -> releasedInFlight.remove(inFlight));
         }
     }
 

@@ -1,7 +1,5 @@
 package dev.compute.memory.cuda;
 
-import dev.compute.memory.AccessMode;
-import dev.compute.memory.BufferAccess;
 import dev.compute.memory.DataType;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
@@ -16,9 +14,7 @@ import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.lang.management.ManagementFactory;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import jcuda.Pointer;
 import jcuda.driver.CUfunction;
 
 /**
@@ -56,7 +52,7 @@ public final class ChainOnStandInTiming {
              UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE)) {
             CUfunction scale = ops.function("scale_f32");
             for (int round = 0; round < 300; round++) {
-                chain(manager, buffer, scale).get(10, TimeUnit.SECONDS); // the JIT's warm-up
+                CudaBackendOnFakeDriverTest.Scenarios.chain(manager, buffer, scale, STEPS).get(10, TimeUnit.SECONDS); // the JIT's warm-up
             }
             countOnThisThread.invokeExact();
             var threads = ManagementFactory.getThreadMXBean();
@@ -66,7 +62,7 @@ public final class ChainOnStandInTiming {
             long processCpu = system.getProcessCpuTime();
             long wall = System.nanoTime();
             for (int round = 0; round < rounds; round++) {
-                chain(manager, buffer, scale).get(10, TimeUnit.SECONDS);
+                CudaBackendOnFakeDriverTest.Scenarios.chain(manager, buffer, scale, STEPS).get(10, TimeUnit.SECONDS);
             }
             wall = System.nanoTime() - wall;
             callerCpu = threads.getCurrentThreadCpuTime() - callerCpu;
@@ -89,18 +85,5 @@ public final class ChainOnStandInTiming {
             calls.invokeExact(out);
             return out.toArray(ValueLayout.JAVA_LONG);
         }
-    }
-
-    private static CompletableFuture<Void> chain(UnifiedMemoryManager manager, UnifiedBuffer buffer, CUfunction scale) {
-        CompletableFuture<Void> last = CompletableFuture.completedFuture(null);
-        for (int step = 0; step < STEPS; step++) {
-            try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
-                CudaDeviceHandle cuda = access.handle(CudaDeviceHandle.class);
-                CudaKernelOps.launch(scale, 1, cuda.stream(), Pointer.to(Pointer.to(cuda.pointer()),
-                        Pointer.to(new long[] {buffer.elementCount()}), Pointer.to(new float[] {1.0001f})));
-            }
-            last = manager.ops().scaleAsync(buffer, 0.9999);
-        }
-        return last;
     }
 }

@@ -1857,9 +1857,9 @@ class CudaBackendOnFakeDriverTest {
 
         /**
          * {@code steps} steps on {@code buffer}, each a kernel launched through JCuda on a device access's stream, then an
-         * op on the buffer, as GpuBenchmark's chain does; the last op's future.
+         * op on the buffer, as GpuBenchmark's chain does; the last op's future. ChainOnStandInTiming times it.
          */
-        private static CompletableFuture<Void> chain(UnifiedMemoryManager manager, UnifiedBuffer buffer, CUfunction scale, int steps) {
+        static CompletableFuture<Void> chain(UnifiedMemoryManager manager, UnifiedBuffer buffer, CUfunction scale, int steps) {
             CompletableFuture<Void> last = CompletableFuture.completedFuture(null);
             for (int step = 0; step < steps; step++) {
                 try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
