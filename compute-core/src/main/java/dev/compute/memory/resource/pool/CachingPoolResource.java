@@ -299,8 +299,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             if (expandable()) { // a large block may take the small arena's pages: only the sum is bound to whole pages
                 return Math.multiplyExact(Math.ceilDiv(Math.addExact(small, large), piece), piece);
             }
-            long smallTaken = small == 0 ? 0 : Math.max(SizeClasses.MIN_SMALL_SEGMENT, SizeClasses.roundUp(small, SizeClasses.SMALL_SEGMENT_UNIT));
-            return Math.addExact(smallTaken, Math.multiplyExact(Math.ceilDiv(large, piece), piece));
+            return Math.addExact(SizeClasses.leastSmallSegments(small), Math.multiplyExact(Math.ceilDiv(large, piece), piece));
         } catch (ArithmeticException tooLarge) {
             return Long.MAX_VALUE;
         }

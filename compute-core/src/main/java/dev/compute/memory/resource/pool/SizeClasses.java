@@ -65,6 +65,11 @@ final class SizeClasses {
         return roundUp(roundedBytes, SMALL_SEGMENT);
     }
 
+    /** The least plain segments take for small blocks of {@code bytes} in all ({@link #segmentSize}'s rule): 0 for none. */
+    static long leastSmallSegments(long bytes) {
+        return bytes == 0 ? 0 : Math.max(MIN_SMALL_SEGMENT, roundUp(bytes, SMALL_SEGMENT_UNIT));
+    }
+
     static long roundUp(long bytes, long unit) {
         return Math.ceilDiv(bytes, unit) * unit;
     }
