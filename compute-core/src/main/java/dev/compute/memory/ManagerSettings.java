@@ -19,7 +19,8 @@ import org.jspecify.annotations.Nullable;
  * @param compactOnOutOfMemory whether an allocation that finds no memory compacts its location and tries once more
  * @param warmup           the blocks each location reserved and cached at start; empty without a warm-up
  * @param heldMemoryWarning how long a closed buffer's memory may wait for views or accesses before the log names
- *                         their threads; zero: never
+ *                         their threads, and views outside any view scope keep only its range, its pages given back;
+ *                         zero: never
  */
 public record ManagerSettings(
         String name, String backend, int device, Map<String, String> backendOptions,

@@ -262,7 +262,8 @@ public final class UnifiedMemoryManagerBuilder {
     /**
      * {@code compute.memory.held-memory-warning}: how long a closed buffer's memory may wait for views or accesses
      * that still hold it before the log names the threads that hold them (a thread that took a view outside a view
-     * scope and went idle); zero turns the warning off. Default one second.
+     * scope and went idle), and memory only such views hold gives its pages back to the operating system, the range
+     * staying out of the pool until their thread calls in; zero turns both off. Default one second.
      */
     public UnifiedMemoryManagerBuilder heldMemoryWarning(Duration warning) {
         this.heldMemoryWarning = warning;

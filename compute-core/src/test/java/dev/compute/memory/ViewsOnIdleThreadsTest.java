@@ -9,6 +9,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
@@ -115,16 +116,18 @@ class ViewsOnIdleThreadsTest {
 
     /**
      * The one case the README says waits: a view the allocating thread took outside any scope, of a buffer closed
-     * elsewhere. With the default settings the memory is held (not live), a warning names the thread past
-     * {@code held-memory-warning}, a figure read on that thread gives nothing back, and its next use of the manager's
-     * memory does.
+     * elsewhere. With the default settings the memory is held (not live); past {@code held-memory-warning} a warning
+     * names the thread and the memory's pages go back to the operating system (the view reads zeros there, its
+     * neighbours' bytes stay); a figure read on that thread gives nothing back, and its next use of the manager's memory
+     * gives the pool the range.
      */
     @Test
-    void aViewTheAllocatingThreadTookOutsideAnyScopeWaitsForItsNextUseNamedInAWarning() throws Exception {
+    void aViewTheAllocatingThreadTookOutsideAnyScopeGivesItsPagesBackPastTheBoundAndTheRangeAtItsNextUse() throws Exception {
         try (UnifiedMemoryManager defaults = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).build();
              LogCapture log = LogCapture.managerLog()) {
             BlockingQueue<Runnable> work = new LinkedBlockingQueue<>();
-            UnifiedBuffer[] viewed = new UnifiedBuffer[1];
+            UnifiedBuffer[] buffers = new UnifiedBuffer[3];
+            MemorySegment[] view = new MemorySegment[1];
             Thread owner = Thread.ofPlatform().daemon().name("unscoped-owner").start(() -> {
                 try {
                     for (Runnable next; (next = work.poll(30, TimeUnit.SECONDS)) != null; ) {
@@ -136,12 +139,16 @@ class ViewsOnIdleThreadsTest {
             });
             try {
                 onThe(owner, work, () -> {
-                    viewed[0] = defaults.allocate(BYTES, MemoryLocation.HOST);
-                    viewed[0].hostView().fill((byte) 1);
+                    for (int i = 0; i < 3; i++) { // the viewed buffer between two neighbours of its segment
+                        buffers[i] = defaults.allocate(i == 1 ? BYTES : 1000, MemoryLocation.HOST);
+                        buffers[i].copyFrom(filled(buffers[i].byteSize(), (byte) 5));
+                    }
+                    view[0] = buffers[1].hostView();
+                    view[0].fill((byte) 1);
                 });
-                viewed[0].close();
+                buffers[1].close();
                 MemoryStatistics held = defaults.statistics(MemoryLocation.HOST);
-                assertThat(held.liveBuffers()).isZero();
+                assertThat(held.liveBuffers()).isEqualTo(2);
                 assertThat(held.heldBytes()).isEqualTo(BYTES);
 
                 long deadline = System.nanoTime() + BOUND.toNanos();
@@ -149,12 +156,74 @@ class ViewsOnIdleThreadsTest {
                     Thread.sleep(20);
                 }
                 assertThat(log.messages(Level.WARNING)).singleElement().asString().contains("held by 'unscoped-owner'")
-                        .contains(BYTES + " bytes go back only then");
+                        .contains(BYTES + " bytes go back to the pool only then").contains("went back to the operating system now");
+                onThe(owner, work, () -> {
+                    assertThat(view[0].get(ValueLayout.JAVA_BYTE, BYTES / 2)).as("the page went back: zeros").isZero();
+                    for (long i = 0; i < BYTES; i++) {
+                        assertThat(view[0].get(ValueLayout.JAVA_BYTE, i)).as("its own bytes or zeros, at %d", i).isIn((byte) 0, (byte) 1);
+                    }
+                });
+                for (int i : new int[] {0, 2}) {
+                    assertThat(bytesOf(buffers[i])).as("a neighbour's bytes").isEqualTo(filled(buffers[i].byteSize(), (byte) 5));
+                }
 
                 onThe(owner, work, () -> defaults.statistics(MemoryLocation.HOST));
                 assertThat(defaults.statistics(MemoryLocation.HOST).heldBytes()).as("a figure read is no use of memory").isEqualTo(BYTES);
                 onThe(owner, work, () -> defaults.allocate(BYTES, MemoryLocation.HOST).close());
                 assertThat(defaults.statistics(MemoryLocation.HOST).heldBytes()).as("given back by the thread's next allocation").isZero();
+                buffers[0].close();
+                buffers[2].close();
+            } finally {
+                owner.interrupt();
+                owner.join(10_000);
+            }
+        }
+    }
+
+    /**
+     * A view scope ends with its request or task, a bound of its own: a view in one still open past
+     * {@code held-memory-warning} keeps reading the closed buffer's own bytes (a long request may still be using them),
+     * and the memory goes back as the scope ends.
+     */
+    @Test
+    void aViewInAScopeStillOpenPastTheBoundKeepsItsBytes() throws Exception {
+        try (UnifiedMemoryManager quick = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .heldMemoryWarning(Duration.ofMillis(50)).build();
+             LogCapture log = LogCapture.managerLog()) {
+            BlockingQueue<Runnable> work = new LinkedBlockingQueue<>();
+            UnifiedBuffer[] viewed = new UnifiedBuffer[1];
+            MemorySegment[] view = new MemorySegment[1];
+            ViewScope[] scope = new ViewScope[1];
+            Thread owner = Thread.ofPlatform().daemon().name("scoped-owner").start(() -> {
+                try {
+                    for (Runnable next; (next = work.poll(30, TimeUnit.SECONDS)) != null; ) {
+                        next.run();
+                    }
+                } catch (InterruptedException e) {
+                    // the test is over
+                }
+            });
+            try {
+                onThe(owner, work, () -> {
+                    scope[0] = ViewScope.open();
+                    viewed[0] = quick.allocate(BYTES, MemoryLocation.HOST);
+                    view[0] = viewed[0].hostView();
+                    view[0].fill((byte) 1);
+                });
+                viewed[0].close();
+                long deadline = System.nanoTime() + BOUND.toNanos();
+                while (log.messages(Level.WARNING).isEmpty() && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                assertThat(log.messages(Level.WARNING)).singleElement().asString().contains("held by 'scoped-owner'")
+                        .doesNotContain("operating system");
+                onThe(owner, work, () -> {
+                    for (long i = 0; i < BYTES; i++) {
+                        assertThat(view[0].get(ValueLayout.JAVA_BYTE, i)).as("its own bytes, at %d", i).isEqualTo((byte) 1);
+                    }
+                    scope[0].close();
+                });
+                assertThat(quick.statistics(MemoryLocation.HOST).heldBytes()).as("back as the scope ended").isZero();
             } finally {
                 owner.interrupt();
                 owner.join(10_000);
@@ -241,6 +310,18 @@ class ViewsOnIdleThreadsTest {
         } finally {
             forever.countDown();
         }
+    }
+
+    private static byte[] filled(long bytes, byte value) {
+        byte[] filled = new byte[Math.toIntExact(bytes)];
+        Arrays.fill(filled, value);
+        return filled;
+    }
+
+    private static byte[] bytesOf(UnifiedBuffer buffer) {
+        byte[] bytes = new byte[Math.toIntExact(buffer.byteSize())];
+        buffer.copyTo(bytes);
+        return bytes;
     }
 
     /** Runs {@code step} on {@code owner} and waits for it. */

@@ -75,7 +75,8 @@ public record ComputeProperties(
      * @param deviceWaitTimeout The longest a call waits for device work it depends on (a read after a kernel, an
      *     allocation needing memory that work on a freed buffer still uses) before it fails saying the work may be stuck.
      * @param heldMemoryWarning How long a closed buffer's memory may wait for a view another thread still holds before
-     *     a warning names that thread (the memory is counted as held, not live, meanwhile).
+     *     a warning names that thread (the memory is counted as held, not live, meanwhile); a view taken outside any view
+     *     scope then holds only the range: its pages go back to the operating system.
      * @param outOfMemoryRetries How many times one allocation is retried after the application's OutOfMemoryHandler
      *     beans freed memory, 0 to 100; 0 turns them off.
      * @param mappedFiles Files mapped as buffers (UnifiedMemoryManager.mapFile).

@@ -11,6 +11,7 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Function;
 import java.util.function.Supplier;
+import java.util.function.ToLongFunction;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -543,6 +544,22 @@ public final class BufferCore {
             host.release(location, device, hostCopy, pending, counted);
         } else {
             host.releaseMirror(Objects.requireNonNull(hostCopy), pending);
+        }
+    }
+
+    /**
+     * Where only views taken outside any view scope hold this closed root (no access, op or copy), hands the host memory
+     * they reach (the buffer's block, or a device buffer's mirror) to {@code discard}, under the monitor, so that no
+     * release gives it to the pool meanwhile; returns what {@code discard} did, 0 where it was not asked. A mapped file's
+     * pages are the file's: never handed.
+     */
+    public long discardWhereOnlyIdleViewsHold(ToLongFunction<Block> discard) {
+        synchronized (this) {
+            if (lifecycle != CLOSED || mappedFrom != null || scopes == null || !scopes.onlyViewsOutsideViewScopes()) {
+                return 0;
+            }
+            Block reached = hostAccessible ? block : mirror;
+            return reached == null ? 0 : discard.applyAsLong(reached);
         }
     }
 

@@ -68,6 +68,19 @@ final class BufferScopes {
         return first != null;
     }
 
+    /**
+     * Whether scopes are open and every one is a view a thread took outside any view scope: nothing but that thread's
+     * next call into the manager, or its end, ends them.
+     */
+    synchronized boolean onlyViewsOutsideViewScopes() {
+        for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
+            if (scope.kind != MemoryScope.Kind.VIEW || scope.region != null || scope.shared()) {
+                return false;
+            }
+        }
+        return first != null;
+    }
+
     /** The calling thread's open view scope of the buffer (and its slices) taken outside any view scope, if any. */
     synchronized @Nullable MemoryScope viewOf(Thread thread) {
         return viewOf(thread, null);

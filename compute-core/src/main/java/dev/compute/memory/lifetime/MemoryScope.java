@@ -41,7 +41,7 @@ public final class MemoryScope {
     /**
      * The view scope ({@link ViewRegions.Region}) a confined view was taken in, null outside any: a view taken in a
      * region belongs to it, so a view of the same buffer taken outside it (or in another) is another scope. Written
-     * and read by the owner thread only.
+     * by the owner thread under the root's monitor, and read by it or under that monitor.
      */
     ViewRegions.@Nullable Region region;
     /** Links in its buffer's list of open scopes ({@link BufferScopes}), guarded by that list. */

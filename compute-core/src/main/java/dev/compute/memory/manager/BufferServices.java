@@ -208,7 +208,8 @@ public final class BufferServices implements BufferHost {
      * views or accesses hold it: a thread that took a view outside a view scope and has not called into the manager
      * since (an idle pool's thread), or an access nobody ended; or saying that a copy or op under way on it holds it.
      * Buffers held alike are told of in one line: a thread that viewed thousands of buffers and went idle would
-     * otherwise write thousands.
+     * otherwise write thousands. Where only such views hold the memory, its pages go back to the operating system then
+     * ({@link #discardPages}).
      */
     void warnAboutHeld(Duration bound) {
         long now = System.nanoTime();
@@ -218,6 +219,7 @@ public final class BufferServices implements BufferHost {
                 entry.warned = true;
                 WaitingFor waitingFor = new WaitingFor(String.join(", ", entry.buffer.holders()), entry.buffer.heldByOps());
                 if (!waitingFor.holders().isEmpty() || waitingFor.ops()) { // else nothing holds it now: on its way back
+                    entry.discarded = discardPages(entry.buffer);
                     byWait.computeIfAbsent(waitingFor, holders -> new ArrayList<>()).add(entry);
                 }
             }
@@ -226,18 +228,39 @@ public final class BufferServices implements BufferHost {
             Held first = entries.getFirst();
             boolean one = entries.size() == 1;
             long bytes = entries.stream().mapToLong(Held::bytes).sum();
+            long discarded = entries.stream().mapToLong(entry -> entry.discarded).sum();
             long shortestWait = entries.stream().mapToLong(entry -> now - entry.since).min().orElseThrow();
             String waited = one ? "a closed " + first.buffer + " has waited "
                     : entries.size() + " closed buffers (" + first.buffer + " among them) have waited at least ";
             String views = waitingFor.holders().isEmpty() ? "" : "views or accesses held by " + waitingFor.holders() + " to end";
             String ops = !waitingFor.ops() ? "" : (one ? "a copy or op under way on it" : "copies or ops under way on them") + " to return";
             String what = views.isEmpty() ? ops : ops.isEmpty() ? views : views + " and " + ops;
+            String pages = discarded == 0 ? "" : (one ? " Its" : " Their") + " pages (" + discarded + " bytes) went back to the"
+                    + " operating system now; views of " + (one ? "it" : "them") + " read zeros from here on.";
             // the advice is for views and accesses: a copy or op under way returns by itself
             String advice = views.isEmpty() ? "" : " Take views inside a view scope (ViewScope.open(), or a web request or task with"
                     + " the starter), end accesses, or close buffers on the thread that views them.";
             LOG.log(System.Logger.Level.WARNING, waited + Duration.ofNanos(shortestWait).toMillis() + " ms for " + what + "; "
-                    + (one ? "its " : "their ") + bytes + " bytes go back only then." + advice);
+                    + (one ? "its " : "their ") + bytes + " bytes go back to the pool only then." + pages + advice);
         });
+    }
+
+    /**
+     * Gives the pages of a closed buffer's host memory back to the operating system where only views taken outside any
+     * view scope hold it, whose threads may idle for good: the pool cannot lend the range again while a view reaches
+     * it, but nothing need stay in memory for views of a closed buffer. Counted as a call under way, so that the
+     * manager's close frees nothing meanwhile; the buffer's monitor keeps its release waiting. The bytes given back.
+     */
+    private long discardPages(BufferCore buffer) {
+        int call = gate.enterAlways();
+        try {
+            if (gate.isClosed()) {
+                return 0;
+            }
+            return buffer.discardWhereOnlyIdleViewsHold(block -> backend.discardPages(block.segment(), block.offset(), block.size()));
+        } finally {
+            gate.exitQuietly(call);
+        }
     }
 
     /** What a held buffer waits for, for the warning: the threads of its views and accesses, and whether copies or ops. */
@@ -251,6 +274,8 @@ public final class BufferServices implements BufferHost {
         final @Nullable Block mirror;
         final long since;
         volatile boolean warned;
+        /** The bytes of its pages given back to the operating system past the bound; written by the warning's thread only. */
+        long discarded;
 
         Held(BufferCore buffer, @Nullable Block block, @Nullable Block mirror, long since) {
             this.buffer = buffer;

@@ -6,6 +6,7 @@ import dev.compute.memory.DataType;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.internal.HostPages;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.ComputeBackend;
@@ -144,6 +145,12 @@ public final class SimulatedDiscreteBackend implements ComputeBackend {
         allocations.incrementAndGet();
         return new NativeAllocation(location, segment.address(), sizeBytes,
                 hostAccessible(location) ? segment : null, null);
+    }
+
+    /** HOST memory is {@code malloc}ed: its pages can go back; the simulated device's and pinned memory's do not. */
+    @Override
+    public long discardPages(NativeAllocation allocation, long offset, long bytes) {
+        return allocation.location() == MemoryLocation.HOST ? HostPages.discard(allocation.address() + offset, bytes) : 0;
     }
 
     @Override

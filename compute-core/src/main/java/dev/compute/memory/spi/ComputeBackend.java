@@ -59,6 +59,17 @@ public interface ComputeBackend extends AutoCloseable {
         return Optional.empty();
     }
 
+    /**
+     * Gives the whole pages of {@code bytes} at {@code offset} of {@code allocation} back to the operating system, the
+     * range staying the allocation's: a later read of it finds zeros, a later write takes a fresh page, and no byte
+     * outside the range changes. The manager asks it for a closed buffer's host memory that views on an idle thread
+     * have held past {@code held-memory-warning}, which no pool may lend again until they end. Returns the bytes given
+     * back; the default gives none, as a backend must for locked, pinned, device or file-backed memory.
+     */
+    default long discardPages(NativeAllocation allocation, long offset, long bytes) {
+        return 0;
+    }
+
     /** Host memory → an allocation. */
     void copyToDevice(MemorySegment source, NativeAllocation target, long targetOffset, long bytes);
 

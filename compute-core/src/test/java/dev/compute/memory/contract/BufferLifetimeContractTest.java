@@ -161,6 +161,28 @@ public abstract class BufferLifetimeContractTest {
         }
     }
 
+    /**
+     * This thread's own view, taken outside any scope, of a HOST buffer closed on another thread, past
+     * {@code held-memory-warning} (1 s by default) while this thread does not call in: the memory's pages go back to the
+     * operating system (the view reads zeros), the range at this thread's next call.
+     */
+    @Test
+    void aViewOnAnIdleThreadHoldsOnlyTheRangePastTheBound() throws Exception {
+        int bytes = 64 * SIZE;
+        UnifiedBuffer buffer = manager.allocate(bytes, MemoryLocation.HOST);
+        MemorySegment view = buffer.hostView();
+        view.fill((byte) 5);
+        other.submit(buffer::close).get(10, TimeUnit.SECONDS);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (view.get(JAVA_BYTE, bytes / 2) != 0 && System.nanoTime() < deadline) {
+            Thread.sleep(20); // reading the view and sleeping are no calls into the manager
+        }
+        assertThat(view.get(JAVA_BYTE, bytes / 2)).as("its pages went back").isZero();
+        assertThat(manager.statistics(MemoryLocation.HOST).heldBytes()).as("the range waits for this thread").isPositive();
+        assertThatThrownBy(() -> buffer.copyTo(new byte[1])).isInstanceOf(IllegalStateException.class); // ends the view
+        assertThat(manager.statistics(MemoryLocation.HOST).heldBytes()).isZero();
+    }
+
     private static void awaitQuietly(CountDownLatch latch) {
         try {
             latch.await(30, TimeUnit.SECONDS);

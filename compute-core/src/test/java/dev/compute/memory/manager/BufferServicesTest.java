@@ -178,7 +178,7 @@ class BufferServicesTest {
             services.warnAboutHeld(Duration.ZERO);
 
             assertThat(log.messages(Level.WARNING)).singleElement().asString().startsWith("500 closed buffers (UnifiedBuffer[HOST, 256 bytes, INT8, closed] among them) have waited at least ")
-                    .contains("held by 'idle-viewer'").contains(held.heldBytes() + " bytes go back only then");
+                    .contains("held by 'idle-viewer'").contains(held.heldBytes() + " bytes go back to the pool only then");
         } finally {
             idle.countDown();
         }
@@ -227,7 +227,7 @@ class BufferServicesTest {
             services.warnAboutHeld(Duration.ZERO);
 
             assertThat(log.messages(Level.WARNING)).singleElement().asString()
-                    .contains(" ms for a copy or op under way on it to return; its 4096 bytes go back only then.")
+                    .contains(" ms for a copy or op under way on it to return; its 4096 bytes go back to the pool only then.")
                     .doesNotContain("held by").doesNotContain("view scope");
         } finally {
             Holds.release(buffer, null, CompletableFuture.completedFuture(null));

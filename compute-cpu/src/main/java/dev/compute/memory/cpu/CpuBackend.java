@@ -4,6 +4,7 @@ import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.internal.HostPages;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
@@ -205,6 +206,12 @@ public final class CpuBackend implements ComputeBackend {
                     + " memory; on the CPU backend nothing else changes). This warning is logged once.");
         }
         return allocation(MemoryLocation.PINNED, address, size, Origin.MAPPED);
+    }
+
+    /** Every location is private anonymous or {@code malloc}ed memory, whose pages can go back, but PINNED's, which are locked. */
+    @Override
+    public long discardPages(NativeAllocation allocation, long offset, long bytes) {
+        return allocation.location() == MemoryLocation.PINNED ? 0 : HostPages.discard(allocation.address() + offset, bytes);
     }
 
     @Override

@@ -22,7 +22,8 @@ class LifetimeRuleInChildJvmTest {
             "managerClosedUnderAViewThatCallsBack",
             "managerClosedUnderANativeCall",
             "opsAndCopiesRaceCloseAndTrim",
-            "leakedBufferWithALiveView"})
+            "leakedBufferWithALiveView",
+            "pagesHeldByAnIdleViewGoBack"})
     void theRuleHoldsAndTheJvmSurvives(String scenario) throws Exception {
         ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(90), LifetimeScenarios.class, scenario);
         assertThat(result.crashed()).as(result.describe()).isFalse();

@@ -22,6 +22,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadLocalRandom;
@@ -49,6 +50,7 @@ public final class LifetimeScenarios {
             case "managerClosedUnderANativeCall" -> managerClosedUnderANativeCall();
             case "opsAndCopiesRaceCloseAndTrim" -> opsAndCopiesRaceCloseAndTrim();
             case "leakedBufferWithALiveView" -> leakedBufferWithALiveView();
+            case "pagesHeldByAnIdleViewGoBack" -> pagesHeldByAnIdleViewGoBack();
             default -> throw new IllegalArgumentException("no scenario " + name);
         }
         System.out.println("OK " + name);
@@ -92,6 +94,58 @@ public final class LifetimeScenarios {
             manager.allocate(64).close(); // this thread calls in: the view ends
             expectEnded(() -> view.get(JAVA_BYTE, 0), "view after its thread called back in");
         }
+    }
+
+    /**
+     * Closed elsewhere while this thread's view, taken outside any scope, holds it, past {@code held-memory-warning}:
+     * the memory's whole pages go back to the operating system (the view reads zeros there, its own bytes on the pages
+     * it shares with neighbours), and no neighbour's byte changes, in a small segment and in a mapped one. The range
+     * goes back to the pool at this thread's next call.
+     */
+    static void pagesHeldByAnIdleViewGoBack() throws Exception {
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("cpu").timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).heldMemoryWarning(Duration.ofMillis(100)).build()) {
+            for (int heldBytes : new int[] {100_000, BIG + 1000}) {
+                UnifiedBuffer before = manager.allocate(3000, MemoryLocation.HOST);
+                UnifiedBuffer held = manager.allocate(heldBytes, MemoryLocation.HOST);
+                UnifiedBuffer after = manager.allocate(3000, MemoryLocation.HOST);
+                before.copyFrom(filled(3000, (byte) 5));
+                after.copyFrom(filled(3000, (byte) 5));
+                MemorySegment view = held.hostView();
+                view.fill((byte) 3);
+                Thread closer = Thread.ofPlatform().start(held::close);
+                closer.join();
+                long middle = heldBytes / 2;
+                long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+                while (view.get(JAVA_BYTE, middle) != 0 && System.nanoTime() < deadline) {
+                    Thread.sleep(20); // reading the view is no call into the manager
+                }
+                check(view.get(JAVA_BYTE, middle) == 0, "the pages of " + heldBytes + " held bytes went back within the bound");
+                long zeros = 0;
+                for (long i = 0; i < heldBytes; i++) {
+                    byte b = view.get(JAVA_BYTE, i);
+                    check(b == 0 || b == 3, "the view reads its own bytes or zeros at " + i + ", never another's: " + b);
+                    zeros += b == 0 ? 1 : 0;
+                }
+                check(zeros >= heldBytes - 2 * 4096L * 16, "all but the pages shared at its ends went back: " + zeros + " zeros");
+                for (UnifiedBuffer neighbour : List.of(before, after)) {
+                    byte[] bytes = new byte[3000];
+                    neighbour.copyTo(bytes);
+                    for (byte b : bytes) {
+                        check(b == 5, "a neighbour's bytes stay as written");
+                    }
+                    neighbour.close();
+                }
+                check(manager.statistics(MemoryLocation.HOST).heldBytes() == 0, "the range went back to the pool at this thread's call");
+                expectEnded(() -> view.get(JAVA_BYTE, 0), "the view after its thread called in");
+            }
+        }
+    }
+
+    private static byte[] filled(int bytes, byte value) {
+        byte[] filled = new byte[bytes];
+        Arrays.fill(filled, value);
+        return filled;
     }
 
     /**

@@ -12,7 +12,7 @@ final class ScenarioSupport {
     /** A CPU manager without a maintenance thread, so that only the scenario's own calls move it. */
     static UnifiedMemoryManager manager(Duration closeTimeout, LeakDetectionLevel leaks) {
         return UnifiedMemoryManager.builder().backend("cpu").leakDetection(leaks).closeTimeout(closeTimeout)
-                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build();
+                .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).heldMemoryWarning(Duration.ZERO).build();
     }
 
     /** {@code use} must fail as a use of memory that was given back does: with an IllegalStateException. */

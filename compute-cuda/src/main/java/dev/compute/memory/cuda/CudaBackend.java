@@ -10,6 +10,7 @@ import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.internal.HostPages;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.ComputeBackend;
@@ -301,6 +302,12 @@ public final class CudaBackend implements ComputeBackend {
         }
         // a call the close waits for: it must not release the context, and judge what memory is live, under a new allocation
         return streams.whileOpen(() -> allocator.allocate(location, sizeBytes));
+    }
+
+    /** HOST memory is {@code malloc}ed: its pages can go back; the device's, pinned and shared memory's do not. */
+    @Override
+    public long discardPages(NativeAllocation allocation, long offset, long bytes) {
+        return allocation.location() == MemoryLocation.HOST ? HostPages.discard(allocation.address() + offset, bytes) : 0;
     }
 
     @Override

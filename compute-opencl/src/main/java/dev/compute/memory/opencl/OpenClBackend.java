@@ -7,6 +7,7 @@ import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.internal.HostPages;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
@@ -309,6 +310,12 @@ public final class OpenClBackend implements ComputeBackend {
     public NativeAllocation allocate(MemoryLocation location, long sizeBytes) {
         checkOpen();
         return queue.asCall(() -> allocator.allocate(location, sizeBytes));
+    }
+
+    /** HOST memory is {@code malloc}ed: its pages can go back; the device's, pinned and shared memory's do not. */
+    @Override
+    public long discardPages(NativeAllocation allocation, long offset, long bytes) {
+        return allocation.location() == MemoryLocation.HOST ? HostPages.discard(allocation.address() + offset, bytes) : 0;
     }
 
     /**
