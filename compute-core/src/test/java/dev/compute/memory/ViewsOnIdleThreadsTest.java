@@ -312,6 +312,47 @@ class ViewsOnIdleThreadsTest {
         }
     }
 
+    /**
+     * As above, where the access's thread died with it open: the sweeper ends the access, and the device memory is back
+     * then, not at the viewing thread's next call.
+     */
+    @Test
+    void aDeviceBuffersMemoryGoesBackAsTheSweeperEndsTheAccessOfADeadThread() throws Exception {
+        UnifiedBuffer[] viewed = new UnifiedBuffer[1];
+        CountDownLatch taken = new CountDownLatch(1);
+        CountDownLatch forever = new CountDownLatch(1);
+        Thread.ofPlatform().daemon().name("unscoped-device-viewer").start(() -> {
+            viewed[0] = manager.allocate(BYTES, MemoryLocation.DEVICE);
+            viewed[0].hostView().fill((byte) 7);
+            taken.countDown();
+            awaitQuietly(forever);
+        });
+        try {
+            assertThat(taken.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+            CountDownLatch opened = new CountDownLatch(1);
+            CountDownLatch die = new CountDownLatch(1);
+            Thread dying = Thread.ofPlatform().daemon().name("dying-accessor").start(() -> {
+                viewed[0].deviceAccess(AccessMode.READ); // never ended
+                opened.countDown();
+                awaitQuietly(die);
+            });
+            assertThat(opened.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+            viewed[0].close();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).heldBytes()).as("the access reaches the device memory").isEqualTo(BYTES);
+
+            die.countDown();
+            dying.join(BOUND.toMillis());
+            long deadline = System.nanoTime() + BOUND.toNanos();
+            while (manager.statistics(MemoryLocation.DEVICE).heldBytes() != 0 && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+            assertThat(manager.statistics(MemoryLocation.DEVICE).heldBytes()).as("the view does not hold it").isZero();
+            assertThat(heldBytes()).as("the mirror waits for the view").isPositive();
+        } finally {
+            forever.countDown();
+        }
+    }
+
     private static byte[] filled(long bytes, byte value) {
         byte[] filled = new byte[Math.toIntExact(bytes)];
         Arrays.fill(filled, value);

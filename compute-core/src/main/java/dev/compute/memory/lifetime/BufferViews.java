@@ -135,7 +135,7 @@ public final class BufferViews {
      * What a device access holds once ordered: the device block and the access's scope; then its handle, with which it
      * records the access's work should the scope end without the access (one object for both, on every device access).
      */
-    private static final class Held implements Runnable {
+    private static final class Held implements MemoryScope.UnendedAccess {
         private final BufferCore buffer;
         private final AccessMode mode;
         private final Block device;
@@ -150,10 +150,15 @@ public final class BufferViews {
             this.scope = scope;
         }
 
-        /** The scope ended without the access. */
+        /** The scope ends without the access. */
         @Override
-        public void run() {
+        public void record() {
             endedUnended(buffer, mode, Objects.requireNonNull(handle));
+        }
+
+        @Override
+        public void ended() {
+            releaseDeviceMemoryUnderViews(buffer.root());
         }
     }
 

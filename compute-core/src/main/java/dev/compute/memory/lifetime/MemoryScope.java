@@ -48,10 +48,19 @@ public final class MemoryScope {
     @Nullable MemoryScope bufferPrevious;
     @Nullable MemoryScope bufferNext;
     /**
-     * A device access's: records the work queued through its handle where the scope ends without the access being
-     * ended (its thread died with it open, its buffer was collected), before the memory may go back; guarded by this.
+     * A device access's, where the scope ends without the access being ended (its thread died with it open, its buffer
+     * was collected): records the work queued through its handle before the memory may go back; guarded by this.
      */
-    private @Nullable Runnable unendedAccess;
+    private @Nullable UnendedAccess unendedAccess;
+
+    /** What a device access leaves to its scope, should the scope end without it. */
+    interface UnendedAccess {
+        /** Before the scope ends: the work queued through the access's handle is recorded on its buffer. */
+        void record();
+
+        /** Once the scope has ended: the buffer's memory that only views may hold now need not wait for them. */
+        void ended();
+    }
 
     MemoryScope(Kind kind, ScopeRegistry.@Nullable ThreadScopes list, BufferScopes buffer, ScopeRegistry registry) {
         this.kind = kind;
@@ -133,7 +142,7 @@ public final class MemoryScope {
      * the memory resource refused), which must not be taken for a native call's hold: the scope has ended then.
      */
     @Nullable IllegalStateException endUnlessInUse() {
-        recordUnendedAccess();
+        UnendedAccess unended = recordUnendedAccess();
         boolean watched;
         synchronized (this) {
             if (ended) {
@@ -150,14 +159,22 @@ public final class MemoryScope {
             watched = ownerWatched;
             ownerWatched = false;
         }
-        registry.removed(this, watched);
-        buffer.ended(this);
+        over(watched, unended);
         return null;
     }
 
+    /** The scope has ended: out of the registry and its buffer's list, and, for an access ended without it, what follows. */
+    private void over(boolean watched, @Nullable UnendedAccess unended) {
+        registry.removed(this, watched);
+        buffer.ended(this);
+        if (unended != null) {
+            unended.ended();
+        }
+    }
+
     /** For a device access: what records its device work should the scope end without the access ending it. */
-    synchronized void onEndWithoutTheAccess(Runnable recordWork) {
-        unendedAccess = recordWork;
+    synchronized void onEndWithoutTheAccess(UnendedAccess access) {
+        unendedAccess = access;
     }
 
     /** The access ends as it should, recording its own device work: nothing is left to record. */
@@ -165,15 +182,17 @@ public final class MemoryScope {
         unendedAccess = null;
     }
 
-    private void recordUnendedAccess() {
-        Runnable record;
+    /** Records the work of a device access this scope ends without it; returns that access, null where there is none. */
+    private @Nullable UnendedAccess recordUnendedAccess() {
+        UnendedAccess unended;
         synchronized (this) {
-            record = unendedAccess;
+            unended = unendedAccess;
             unendedAccess = null;
         }
-        if (record != null) {
-            record.run();
+        if (unended != null) {
+            unended.record();
         }
+        return unended;
     }
 
     /** Ends the scope if the calling thread may, else hands it to its owner to end; drops it if the owner has died. */
@@ -204,7 +223,7 @@ public final class MemoryScope {
 
     /** The owner has died: no thread can reach the confined segments, so the scope is over without closing its arena. */
     void abandon() {
-        recordUnendedAccess();
+        UnendedAccess unended = recordUnendedAccess();
         boolean watched;
         synchronized (this) {
             if (ended) {
@@ -214,8 +233,7 @@ public final class MemoryScope {
             watched = ownerWatched;
             ownerWatched = false;
         }
-        registry.removed(this, watched);
-        buffer.ended(this);
+        over(watched, unended);
     }
 
     /** A thread as messages name it: by its name, or, unnamed (as virtual threads are by default), by its id. */
