@@ -44,7 +44,7 @@ import org.jspecify.annotations.Nullable;
  * <p><b>Size rounding.</b> A request is rounded up to a multiple of 512 bytes. Up to 1 MiB it is small,
  * beyond large; the two kinds have separate arenas so that short-lived small blocks never split the
  * large free spaces that big tensors need. A large block may still take free space of the small arena
- * (placement, below); a small block never takes the large arena's.
+ * (placement, below); a small block takes the large arena's only at the cap (pressure, below).
  *
  * <p><b>Best fit, splitting, coalescing.</b> Each arena keeps its free blocks in a set ordered by size, then
  * address. A request takes the smallest free block that is large enough (the lowest such, among equals),
@@ -128,7 +128,9 @@ import org.jspecify.annotations.Nullable;
  * <p><b>Pressure.</b> A request larger than the cap fails at once, the cache left as it is: nothing the pool
  * could give back would make room for it. When the backend has no memory or the upstream's limit would be
  * passed, the pool gives back all it caches (free plain segments, free mapped pages) and retries once,
- * mapping no slack; if blocks are pending on device work it then waits for them and tries again (unless the
+ * mapping no slack, then in the other arena's mapped free space (a small block in the large arena's, a large one in
+ * the small arena's plain segments: at the cap, memory the pool holds is not refused for its kind); if blocks are
+ * pending on device work it then waits for them and tries again (unless the
  * allocation may not wait: {@link DeviceWork#withoutWaiting}); then it throws
  * {@link DeviceOutOfMemoryException}: the pool's figures (live, cached, largest free block, pending blocks)
  * before the upstream's own refusal (what was asked, the cap, what the device has free). {@link #trim} gives back the same way until at most
@@ -434,6 +436,10 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         } catch (DeviceOutOfMemoryException e) {
             refusal = e;
         }
+        PoolBlock elsewhere = takeFromTheOtherArena(pair, arena, size, requested);
+        if (elsewhere != null) {
+            return recovered(elsewhere, requested, recoveryStart);
+        }
         boolean stuck = false;
         boolean interrupted = false;
         if ((!pending.isEmpty() || trimsUnderWay > 0) && DeviceWork.mayWait()) {
@@ -449,6 +455,10 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
                 return recovered(takeOrGrow(arena, size, requested, PoolArena.Growth.EXACT), requested, recoveryStart);
             } catch (DeviceOutOfMemoryException e) {
                 refusal = e;
+            }
+            elsewhere = takeFromTheOtherArena(pair, arena, size, requested);
+            if (elsewhere != null) {
+                return recovered(elsewhere, requested, recoveryStart);
             }
         }
         events.outOfMemoryRecovery(location, requested, MemoryEventListener.RecoveryOutcome.FAILED, System.nanoTime() - recoveryStart);
@@ -508,6 +518,24 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         }
         if (SizeClasses.small(size) && shared) {
             cache.adopt(block);
+        }
+        return block;
+    }
+
+    /**
+     * The last place a request's block may go once the pool can grow no more: mapped free space of the other arena of
+     * its pair, which the two kinds otherwise keep apart (small blocks would split the large free spaces big tensors
+     * need; a large block takes the small arena's only where pages are mapped). At the cap, a request that fits in
+     * free memory the pool holds is not refused for its kind. Null where none fits.
+     */
+    private @Nullable PoolBlock takeFromTheOtherArena(PoolArena[] pair, PoolArena arena, long size, long requested) {
+        PoolArena other = arena == pair[0] ? pair[1] : pair[0];
+        PoolBlock block = other.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
+        if (block != null) {
+            counts.add(POOL_HITS, 1);
+            if (SizeClasses.small(size) && arena.reservation() == null) {
+                cache.adopt(block);
+            }
         }
         return block;
     }
@@ -676,8 +704,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return new DeviceOutOfMemoryException(location, requested, stuck ? OutOfMemoryReason.DEVICE_WORK_STUCK : refusal.reason(),
                 "out of " + location + " memory: requested " + requested + " bytes (" + size + " after rounding); " + live
                 + " bytes live (allocated), " + Math.max(0, reserved - live - bytesBeingReleased) + " bytes cached, " + reserved
-                + " bytes reserved" + keptForReservations() + "; largest free block " + largestFreeBlocks() + freeSpaceOutOfReach(size)
-                + "; " + pending.size()
+                + " bytes reserved" + keptForReservations() + "; largest free block " + largestFreeBlocks() + "; " + pending.size()
                 + " blocks pending on device work" + why
                 + ". The pool released its cached memory and retried, and its upstream refused: " + refusal.getMessage());
     }
@@ -692,18 +719,6 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         }
         return " (" + inReservations(PoolArena::reservedBytes) + " of them, " + inReservations(PoolArena::takenBytes)
                 + " live, in the arenas of " + reservedArenas.size() + " budget reservation(s), which only requests under those take from)";
-    }
-
-    /**
-     * Where the largest free block would hold the request but lies in the small arena, whose free space a large block
-     * takes only where pages are mapped: says so, lest the figures read as a contradiction. Under the lock.
-     */
-    private String freeSpaceOutOfReach(long size) {
-        if (SizeClasses.small(size) || large.expandable() || small.largestFreeBlock() < size) {
-            return "";
-        }
-        return " (in the small arena, which blocks over 1 MiB take only with expandable segments; the large arena's largest is "
-                + large.largestFreeBlock() + " bytes)";
     }
 
     // ---- freeing ----------------------------------------------------------------------------------------------

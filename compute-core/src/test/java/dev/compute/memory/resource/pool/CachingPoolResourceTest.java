@@ -209,22 +209,47 @@ class CachingPoolResourceTest extends MemoryResourceContract {
 
     /**
      * With plain segments, a small arena grown to 2 MiB segments holds one with a single 64 KiB block live and the rest
-     * free, and the cap leaves no room for a block over 1 MiB to have a segment of its own: the refusal said the largest
-     * free block was larger than the request, without saying that a large block may not take it.
+     * free, and the cap leaves no room for a block over 1 MiB to have a segment of its own: the block takes the small
+     * arena's free space (refused before, the largest free block larger than the request), and a new segment is no
+     * backend call; freed, its space is the small arena's again.
      */
     @Test
-    void aLargeRequestRefusedBesideTheSmallArenasFreeSpaceSaysItMayNotTakeIt() {
+    void atTheCapALargeBlockTakesTheSmallArenasFreeSpace() {
         long grownTo = smallBlocksUntilA2MiBSegment(pool(backend(GiB, false), GiB, false), new ArrayList<>());
         CachingPoolResource pool = pool(backend(GiB, false), grownTo + MiB, false);
         List<Block> live = new ArrayList<>();
         assertThat(smallBlocksUntilA2MiBSegment(pool, live)).isEqualTo(grownTo);
+        long calls = figures(pool).backendAllocations();
 
-        assertThatThrownBy(() -> pool.allocate(MiB + 1))
-                .isInstanceOf(DeviceOutOfMemoryException.class)
-                .hasMessageContaining("largest free block " + (2 * MiB - 64 * 1024) + " bytes")
-                .hasMessageContaining("in the small arena, which blocks over 1 MiB take only with expandable segments");
+        Block large = pool.allocate(MiB + 1);
 
+        assertThat(large.segment()).as("in the small arena's last segment").isEqualTo(live.getLast().segment());
+        assertThat(figures(pool).backendAllocations()).isEqualTo(calls);
+        assertThat(pool.reservedBytes()).isEqualTo(grownTo);
+        pool.deallocate(large);
+        assertThat(pool.allocate(MiB + 1).segment()).isEqualTo(live.getLast().segment());
         live.forEach(pool::deallocate);
+        pool.close();
+    }
+
+    /**
+     * With plain segments, a large block's segment has free space after it and the cap leaves no room for a small
+     * arena's segment: a small request takes that free space (refused before, "largest free block" larger than it),
+     * and gives it back to the large arena when freed, where a large request can have it whole again.
+     */
+    @Test
+    void atTheCapASmallBlockTakesTheLargeArenasFreeSpace() {
+        CachingPoolResource pool = pool(backend(GiB, false), 20 * MiB, false);
+        Block large = pool.allocate(20 * MiB - 200 * 1024); // a 20 MiB segment of its own, under a 20 MiB cap
+        long calls = figures(pool).backendAllocations();
+
+        Block small = pool.allocate(64 * 1024);
+
+        assertThat(small.segment()).as("the large block's segment").isEqualTo(large.segment());
+        assertThat(figures(pool).backendAllocations()).isEqualTo(calls);
+        pool.deallocate(small);
+        pool.trim(0); // flushes the small block from the fast path's cache into its arena, where it coalesces
+        assertThat(pool.allocate(200 * 1024).segment()).as("the free space whole again").isEqualTo(large.segment());
         pool.close();
     }
 
