@@ -181,6 +181,69 @@ class ViewsOnIdleThreadsTest {
     }
 
     /**
+     * Held past the bound by an idle thread's view and another thread's access: the access reaches the memory (a copy
+     * may be reading it), so its pages stay; once the access ends and only the view is left, they go back at the next check.
+     */
+    @Test
+    void thePagesGoBackOnceTheAccessBesideAnIdleViewEnds() throws Exception {
+        try (UnifiedMemoryManager quick = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
+                .heldMemoryWarning(Duration.ofMillis(50)).build();
+             LogCapture log = LogCapture.managerLog()) {
+            BlockingQueue<Runnable> viewerWork = new LinkedBlockingQueue<>();
+            BlockingQueue<Runnable> accessorWork = new LinkedBlockingQueue<>();
+            Thread viewer = worker("idle-viewer", viewerWork);
+            Thread accessor = worker("accessor", accessorWork);
+            UnifiedBuffer[] viewed = new UnifiedBuffer[1];
+            MemorySegment[] view = new MemorySegment[1];
+            BufferAccess[] access = new BufferAccess[1];
+            try {
+                onThe(viewer, viewerWork, () -> {
+                    viewed[0] = quick.allocate(BYTES, MemoryLocation.HOST);
+                    view[0] = viewed[0].hostView();
+                    view[0].fill((byte) 1);
+                });
+                onThe(accessor, accessorWork, () -> access[0] = viewed[0].hostAccess(AccessMode.READ));
+                viewed[0].close();
+                long deadline = System.nanoTime() + BOUND.toNanos();
+                while (log.messages(Level.WARNING).isEmpty() && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                assertThat(log.messages(Level.WARNING)).singleElement().asString().doesNotContain("operating system");
+                onThe(accessor, accessorWork, () -> assertThat(access[0].segment().get(ValueLayout.JAVA_BYTE, BYTES / 2))
+                        .as("the access reads its bytes").isEqualTo((byte) 1));
+
+                onThe(accessor, accessorWork, () -> access[0].close());
+                deadline = System.nanoTime() + BOUND.toNanos();
+                while (log.messages(Level.INFO).stream().noneMatch(line -> line.contains("operating system")) && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                assertThat(log.messages(Level.INFO)).anySatisfy(line -> assertThat(line).contains("went back to the operating system"));
+                onThe(viewer, viewerWork, () -> assertThat(view[0].get(ValueLayout.JAVA_BYTE, BYTES / 2)).isZero());
+                onThe(viewer, viewerWork, () -> quick.allocate(16, MemoryLocation.HOST).close());
+                assertThat(quick.statistics(MemoryLocation.HOST).heldBytes()).isZero();
+            } finally {
+                for (Thread thread : List.of(viewer, accessor)) {
+                    thread.interrupt();
+                    thread.join(10_000);
+                }
+            }
+        }
+    }
+
+    /** A daemon thread that runs what {@code work} gives it, for {@link #onThe}, until interrupted or idle for 30 s. */
+    private static Thread worker(String name, BlockingQueue<Runnable> work) {
+        return Thread.ofPlatform().daemon().name(name).start(() -> {
+            try {
+                for (Runnable next; (next = work.poll(30, TimeUnit.SECONDS)) != null; ) {
+                    next.run();
+                }
+            } catch (InterruptedException e) {
+                // the test is over
+            }
+        });
+    }
+
+    /**
      * A view scope ends with its request or task, a bound of its own: a view in one still open past
      * {@code held-memory-warning} keeps reading the closed buffer's own bytes (a long request may still be using them),
      * and the memory goes back as the scope ends.

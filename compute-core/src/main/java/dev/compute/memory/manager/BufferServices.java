@@ -209,12 +209,19 @@ public final class BufferServices implements BufferHost {
      * since (an idle pool's thread), or an access nobody ended; or saying that a copy or op under way on it holds it.
      * Buffers held alike are told of in one line: a thread that viewed thousands of buffers and went idle would
      * otherwise write thousands. Where only such views hold the memory, its pages go back to the operating system then
-     * ({@link #discardPages}).
+     * ({@link #discardPages}), or at a later check, once only such views are left (an access or op ended meanwhile).
      */
     void warnAboutHeld(Duration bound) {
         long now = System.nanoTime();
         Map<WaitingFor, List<Held>> byWait = new LinkedHashMap<>();
         for (Held entry : held.values()) {
+            if (entry.warned && entry.discarded == 0 && now - entry.since > bound.toNanos()) {
+                entry.discarded = discardPages(entry.buffer);
+                if (entry.discarded > 0) {
+                    LOG.log(System.Logger.Level.INFO, "the pages of a closed " + entry.buffer + " (" + entry.discarded + " bytes) went back to"
+                            + " the operating system: only views taken outside any view scope hold it now, which read zeros from here on");
+                }
+            }
             if (!entry.warned && now - entry.since > bound.toNanos()) {
                 entry.warned = true;
                 WaitingFor waitingFor = new WaitingFor(String.join(", ", entry.buffer.holders()), entry.buffer.heldByOps());
