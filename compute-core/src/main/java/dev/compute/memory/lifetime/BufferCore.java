@@ -548,14 +548,16 @@ public final class BufferCore {
     }
 
     /**
-     * Where only views taken outside any view scope hold this closed root (no access, op or copy), hands the host memory
+     * Where only views taken outside any view scope hold this closed root (no access, op or copy, and no device work
+     * still running on its memory, which a kernel may be reading for a live buffer's result), hands the host memory
      * they reach (the buffer's block, or a device buffer's mirror) to {@code discard}, under the monitor, so that no
      * release gives it to the pool meanwhile; returns what {@code discard} did, 0 where it was not asked. A mapped file's
      * pages are the file's: never handed.
      */
     public long discardWhereOnlyIdleViewsHold(ToLongFunction<Block> discard) {
         synchronized (this) {
-            if (lifecycle != CLOSED || mappedFrom != null || scopes == null || !scopes.onlyViewsOutsideViewScopes()) {
+            if (lifecycle != CLOSED || mappedFrom != null || scopes == null || !scopes.onlyViewsOutsideViewScopes()
+                    || !inFlightAll().isDone()) {
                 return 0;
             }
             Block reached = hostAccessible ? block : mirror;

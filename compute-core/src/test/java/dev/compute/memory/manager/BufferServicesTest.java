@@ -16,6 +16,7 @@ import dev.compute.memory.resource.Block;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import dev.compute.memory.testing.ControlledBackend;
 import dev.compute.memory.testing.LogCapture;
+import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -233,6 +234,41 @@ class BufferServicesTest {
             Holds.release(buffer, null, CompletableFuture.completedFuture(null));
         }
         assertThat(parts.figures.statistics(DEVICE).heldBuffers()).isZero();
+    }
+
+    /**
+     * Device work still running on a closed buffer's memory (a kernel reading it for a live buffer's result) keeps its
+     * pages, though only an idle thread's view holds the buffer: they go back at the first check after it has finished.
+     */
+    @Test
+    void pagesUnderDeviceWorkStayUntilItHasFinished() throws Exception {
+        BufferCore[] buffer = new BufferCore[1];
+        MemorySegment[] view = new MemorySegment[1];
+        CountDownLatch viewed = new CountDownLatch(1);
+        CountDownLatch idle = new CountDownLatch(1);
+        Thread.ofPlatform().name("idle-viewer").start(() -> {
+            buffer[0] = parts.buffer(MemoryLocation.HOST, 64 * 1024);
+            view[0] = BufferViews.view(buffer[0], AccessMode.WRITE); // confined to this thread, which allocated it
+            view[0].fill((byte) 1);
+            viewed.countDown();
+            awaitQuietly(idle);
+        });
+        try (LogCapture log = LogCapture.managerLog()) {
+            assertThat(viewed.await(30, TimeUnit.SECONDS)).isTrue();
+            CompletableFuture<Void> kernel = new CompletableFuture<>();
+            Holds.deviceRegion(buffer[0], AccessMode.READ);
+            Holds.release(buffer[0], null, kernel); // queued, still running
+            buffer[0].close();
+
+            services.warnAboutHeld(Duration.ZERO);
+            assertThat(log.messages(Level.WARNING)).singleElement().asString().contains("held by 'idle-viewer'").doesNotContain("operating system");
+
+            kernel.complete(null);
+            services.warnAboutHeld(Duration.ZERO);
+            assertThat(log.messages(Level.INFO)).anySatisfy(line -> assertThat(line).contains("went back to the operating system"));
+        } finally {
+            idle.countDown();
+        }
     }
 
     private static void awaitQuietly(CountDownLatch latch) {

@@ -140,6 +140,11 @@ public final class ControlledBackend implements ComputeBackend {
     }
 
     @Override
+    public long discardPages(NativeAllocation allocation, long offset, long bytes) {
+        return delegate.discardPages(allocation, offset, bytes);
+    }
+
+    @Override
     public void free(NativeAllocation allocation) {
         delegate.free(allocation);
     }
