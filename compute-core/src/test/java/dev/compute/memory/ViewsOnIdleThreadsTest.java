@@ -128,15 +128,7 @@ class ViewsOnIdleThreadsTest {
             BlockingQueue<Runnable> work = new LinkedBlockingQueue<>();
             UnifiedBuffer[] buffers = new UnifiedBuffer[3];
             MemorySegment[] view = new MemorySegment[1];
-            Thread owner = Thread.ofPlatform().daemon().name("unscoped-owner").start(() -> {
-                try {
-                    for (Runnable next; (next = work.poll(30, TimeUnit.SECONDS)) != null; ) {
-                        next.run();
-                    }
-                } catch (InterruptedException e) {
-                    // the test is over
-                }
-            });
+            Thread owner = worker("unscoped-owner", work);
             try {
                 onThe(owner, work, () -> {
                     for (int i = 0; i < 3; i++) { // the viewed buffer between two neighbours of its segment
@@ -257,15 +249,7 @@ class ViewsOnIdleThreadsTest {
             UnifiedBuffer[] viewed = new UnifiedBuffer[1];
             MemorySegment[] view = new MemorySegment[1];
             ViewScope[] scope = new ViewScope[1];
-            Thread owner = Thread.ofPlatform().daemon().name("scoped-owner").start(() -> {
-                try {
-                    for (Runnable next; (next = work.poll(30, TimeUnit.SECONDS)) != null; ) {
-                        next.run();
-                    }
-                } catch (InterruptedException e) {
-                    // the test is over
-                }
-            });
+            Thread owner = worker("scoped-owner", work);
             try {
                 onThe(owner, work, () -> {
                     scope[0] = ViewScope.open();
@@ -305,15 +289,7 @@ class ViewsOnIdleThreadsTest {
         BlockingQueue<Runnable> work = new LinkedBlockingQueue<>();
         UnifiedBuffer[] viewed = new UnifiedBuffer[1];
         MemorySegment[] view = new MemorySegment[1];
-        Thread owner = Thread.ofPlatform().daemon().name("unscoped-device-viewer").start(() -> {
-            try {
-                for (Runnable next; (next = work.poll(30, TimeUnit.SECONDS)) != null; ) {
-                    next.run();
-                }
-            } catch (InterruptedException e) {
-                // the test is over
-            }
-        });
+        Thread owner = worker("unscoped-device-viewer", work);
         try {
             MemoryBudget tenant = manager.budget("tenant", 4 * BYTES);
             onThe(owner, work, () -> {
@@ -351,17 +327,9 @@ class ViewsOnIdleThreadsTest {
     /** As above, where an access of this thread's held the device buffer too: the device memory is back as it ends. */
     @Test
     void aDeviceBuffersMemoryGoesBackAsTheLastAccessEndsWhileOnlyAViewOfItsHostMirrorWaits() throws Exception {
-        UnifiedBuffer[] viewed = new UnifiedBuffer[1];
-        CountDownLatch taken = new CountDownLatch(1);
         CountDownLatch forever = new CountDownLatch(1);
-        Thread.ofPlatform().daemon().name("unscoped-device-viewer").start(() -> {
-            viewed[0] = manager.allocate(BYTES, MemoryLocation.DEVICE);
-            viewed[0].hostView().fill((byte) 7);
-            taken.countDown();
-            awaitQuietly(forever);
-        });
         try {
-            assertThat(taken.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+            UnifiedBuffer[] viewed = {deviceBufferViewedByAThreadThatIdles(forever)};
             BufferAccess access = viewed[0].deviceAccess(AccessMode.READ);
             viewed[0].close();
             assertThat(manager.statistics(MemoryLocation.DEVICE).heldBytes()).as("the access reaches the device memory").isEqualTo(BYTES);
@@ -381,17 +349,9 @@ class ViewsOnIdleThreadsTest {
      */
     @Test
     void aDeviceBuffersMemoryGoesBackAsTheSweeperEndsTheAccessOfADeadThread() throws Exception {
-        UnifiedBuffer[] viewed = new UnifiedBuffer[1];
-        CountDownLatch taken = new CountDownLatch(1);
         CountDownLatch forever = new CountDownLatch(1);
-        Thread.ofPlatform().daemon().name("unscoped-device-viewer").start(() -> {
-            viewed[0] = manager.allocate(BYTES, MemoryLocation.DEVICE);
-            viewed[0].hostView().fill((byte) 7);
-            taken.countDown();
-            awaitQuietly(forever);
-        });
         try {
-            assertThat(taken.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+            UnifiedBuffer[] viewed = {deviceBufferViewedByAThreadThatIdles(forever)};
             CountDownLatch opened = new CountDownLatch(1);
             CountDownLatch die = new CountDownLatch(1);
             Thread dying = Thread.ofPlatform().daemon().name("dying-accessor").start(() -> {
@@ -414,6 +374,20 @@ class ViewsOnIdleThreadsTest {
         } finally {
             forever.countDown();
         }
+    }
+
+    /** A DEVICE buffer that a thread allocated and viewed outside any scope, then idles until {@code forever}. */
+    private UnifiedBuffer deviceBufferViewedByAThreadThatIdles(CountDownLatch forever) throws InterruptedException {
+        UnifiedBuffer[] viewed = new UnifiedBuffer[1];
+        CountDownLatch taken = new CountDownLatch(1);
+        Thread.ofPlatform().daemon().name("unscoped-device-viewer").start(() -> {
+            viewed[0] = manager.allocate(BYTES, MemoryLocation.DEVICE);
+            viewed[0].hostView().fill((byte) 7);
+            taken.countDown();
+            awaitQuietly(forever);
+        });
+        assertThat(taken.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+        return viewed[0];
     }
 
     private static byte[] filled(long bytes, byte value) {
