@@ -33,6 +33,7 @@ public final class Benchmarks {
         SUBCOMMANDS.put("big-pool-read", BigPoolRead::run);
         SUBCOMMANDS.put("pinned-waste", PinnedWaste::run);
         SUBCOMMANDS.put("reservation-churn", ReservationChurn::run);
+        SUBCOMMANDS.put("budget-pair-cpu", BudgetPairCpuTime::run);
     }
 
     private Benchmarks() {}
