@@ -47,7 +47,8 @@ import org.jspecify.annotations.Nullable;
  * <p><b>Reservations.</b> Bytes a budget reserves at a location ({@link BudgetSpec#withReservation}) count in its
  * parent as held from the start, and for a root against the location's cap, which all roots share: a budget that would
  * take memory another budget reserved and does not use is refused, so a noisy tenant cannot starve a reserved one, and
- * reservations that do not fit are refused as the budget is made. This is accounting above the pool: memory allocated
+ * reservations that do not fit are refused as the budget is made, as are those the pool's memory cannot keep as it is
+ * made (memory held in whole segments and pages, whatever their buffers ask for). This is accounting above the pool: memory allocated
  * through the manager outside any budget, and host mirrors of device buffers, are no budget's; and the pool may still
  * need its out-of-memory recovery (releasing its cache, compacting) to place a reserved request among other tenants'
  * buffers.
@@ -82,10 +83,48 @@ public final class MemoryBudget implements AutoCloseable {
         this.spec = spec;
         this.account = ledger.open(parent == null ? null : parent.account, spec);
         this.account.attach(this);
+        this.allocations = new BudgetAllocations(manager, ledger, account);
+        try {
+            requireTheMemoryToReserve(manager, parent, spec);
+        } catch (RuntimeException | Error refused) {
+            closeAndReport(); // it holds nothing yet: its reservation goes back
+            throw refused;
+        }
         if (!spec.reservations().isEmpty()) { // the pool keeps memory apart for it until then
             whenClosed(() -> manager.reservationEnded(account));
         }
-        this.allocations = new BudgetAllocations(manager, ledger, account);
+    }
+
+    /**
+     * Refuses a reservation the books accepted but the pool's memory cannot keep now, where no budget above reserves at
+     * that location (whose room covers it): the books count the bytes buffers ask for, while the pool holds memory in
+     * whole segments and pages, so beside a neighbour's buffer in a segment larger than it the cap leaves less than the
+     * books do.
+     */
+    private static void requireTheMemoryToReserve(PooledMemoryManager manager, @Nullable MemoryBudget parent, BudgetSpec spec) {
+        spec.reservations().forEach((location, bytes) -> {
+            if (bytes <= 0 || reservesAbove(parent, location)) {
+                return;
+            }
+            long shortfall = manager.reservationsShortfall(location);
+            if (shortfall > 0) {
+                String path = parent == null ? spec.name() : parent.path() + "/" + spec.name();
+                throw new BudgetReservationException(location, bytes, "memory budget '" + path + "' cannot reserve " + bytes + " bytes of "
+                        + location + ": the pool there holds memory in whole segments and pages, more than its buffers ask for, and"
+                        + " beside what it holds and the budgets' reservations keep, its cap (" + ManagerSettings.capPropertyOf(location)
+                        + ") is " + shortfall + " bytes short, even with its cache given back; make reserving budgets before other"
+                        + " tenants allocate, reserve less, or raise the cap");
+            }
+        });
+    }
+
+    private static boolean reservesAbove(@Nullable MemoryBudget budget, MemoryLocation location) {
+        for (MemoryBudget above = budget; above != null; above = above.parent) {
+            if (above.spec.reservations().getOrDefault(location, 0L) > 0) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Its name among its siblings. */

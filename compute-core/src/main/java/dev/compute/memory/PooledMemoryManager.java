@@ -200,6 +200,11 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, asked, terms);
     }
 
+    /** By how much what {@code location} holds and keeps for reservations passes its cap (see {@link LocationChains#reservationsShortfall}). */
+    long reservationsShortfall(MemoryLocation location) {
+        return chains.reservationsShortfall(location, events);
+    }
+
     /** A reserving budget has closed: each pool drops what it kept apart for it (its buffers are closed already). */
     void reservationEnded(Object reservation) {
         for (MemoryLocation location : chains.locations()) {

@@ -273,6 +273,56 @@ class BudgetReservationUnderNoiseTest {
         }
     }
 
+    /**
+     * A reservation made while a neighbour already holds memory: the books count the neighbour's 8 MiB and let 56 MiB of
+     * the 64 MiB be reserved, but the pool holds that buffer in a plain segment of 20 MiB that it cannot give back while
+     * the buffer lives, and the reserving tenant's arenas cannot use the segment's free 12 MiB: the tenant got 32 MiB of
+     * its 56 (its third 16 MiB request refused by the pool), with nothing refused as the budget was made. Either answer
+     * keeps the promise: the reservation refused as it is made, or all of it served.
+     */
+    @Test
+    void aReservationMadeBesideANeighboursLiveSegmentIsRefusedOrKeptWhole() {
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend());
+             MemoryBudget noisy = manager.budget("noisy", 64 * MIB);
+             UnifiedBuffer neighbours = noisy.allocate(8 * MIB, MemoryLocation.DEVICE)) {
+            MemoryBudget reserved;
+            try {
+                reserved = manager.budget(BudgetSpec.of("reserved", 56 * MIB).withReservation(MemoryLocation.DEVICE, 56 * MIB));
+            } catch (BudgetReservationException refused) {
+                assertThat(refused).hasMessageContaining("memory budget 'reserved' cannot reserve 58720256 bytes of DEVICE");
+                return;
+            }
+            try (reserved) {
+                for (long bytes : new long[] {16 * MIB, 16 * MIB, 16 * MIB, 8 * MIB}) {
+                    reserved.allocate(bytes, MemoryLocation.DEVICE);
+                }
+                assertThat(reserved.statistics().allocatedBytes()).isEqualTo(56 * MIB);
+            }
+        }
+    }
+
+    /**
+     * Memory allocated outside any budget is no budget's, but the pool holds it: a reservation the cap cannot keep beside
+     * it is refused as the budget is made, saying by how much, and nothing of it stays counted; once that memory is
+     * freed, the check gives the cache back and the same reservation is made and served whole.
+     */
+    @Test
+    void aReservationBesideMemoryOutsideAnyBudgetIsRefusedUntilThatMemoryIsFreed() {
+        try (UnifiedMemoryManager manager = manager64(new SimulatedDiscreteBackend())) {
+            UnifiedBuffer outside = manager.allocate(48 * MIB, MemoryLocation.DEVICE);
+            assertThatThrownBy(() -> reserving32MiB(manager)).isInstanceOf(BudgetReservationException.class)
+                    .hasMessageContaining("memory budget 'reserved' cannot reserve 33554432 bytes of DEVICE")
+                    .hasMessageContaining("is 16777216 bytes short");
+            assertThat(manager.budgets()).isEmpty();
+
+            outside.close();
+            try (MemoryBudget reserved = reserving32MiB(manager)) {
+                reserved.allocate(32 * MIB, MemoryLocation.DEVICE).close();
+                assertThat(reserved.statistics().allocatedBytesPeak()).isEqualTo(32 * MIB);
+            }
+        }
+    }
+
     /** Memory allocated outside any budget cannot take a reservation's room either; the refusal says what is kept. */
     @Test
     void memoryOutsideTheBudgetsLeavesAReservationsRoom() {
@@ -364,13 +414,13 @@ class BudgetReservationUnderNoiseTest {
                     handled.add(tryInHandler(() -> managerOfHandler.get().allocate(16 * MIB, location)));
                     return false;
                 }).build();
-             UnifiedBuffer outside = manager.allocate(48 * MIB, MemoryLocation.DEVICE); // before any reservation
-             MemoryBudget reserved = reserving32MiB(manager);
+             MemoryBudget reserved = manager.budget(BudgetSpec.of("reserved", 48 * MIB).withReservation(MemoryLocation.DEVICE, 32 * MIB));
+             UnifiedBuffer outside = manager.allocate(32 * MIB, MemoryLocation.DEVICE); // all the reservation leaves
              MemoryBudget noisy = manager.budget("noisy", 64 * MIB)) {
             managerOfHandler.set(manager);
             neighbour.set(noisy);
-            assertThatThrownBy(() -> reserved.allocate(20 * MIB, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
-            assertThat(handled).as("48 MiB outside and 16 more leave no room for the 12 MiB reserved and unused beside the 20 asked for")
+            assertThatThrownBy(() -> reserved.allocate(40 * MIB, MemoryLocation.DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
+            assertThat(handled).as("32 MiB outside and the 32 MiB reserved and unused leave no room for another's 16")
                     .containsExactly("refused", "refused");
             assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isOne();
         }

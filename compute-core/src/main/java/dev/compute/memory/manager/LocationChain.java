@@ -128,6 +128,11 @@ public final class LocationChain {
         backend.keepAside(reservations);
     }
 
+    /** By how much the memory held here and the room kept for budgets' reservations pass the cap; 0 where they fit. */
+    long reservationsShortfall() {
+        return Math.max(0, backend.reservedBytes() + backend.keptAsideBytes() - backend.limitBytes());
+    }
+
     /** Gives cached memory beyond {@code keepBytes} back; told to listeners when something went. */
     long trim(long keepBytes, MemoryEventListener events) {
         // the frees the backend left unfinished first: the pool's trim may throw

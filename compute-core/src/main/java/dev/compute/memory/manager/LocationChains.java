@@ -97,6 +97,30 @@ public final class LocationChains {
     }
 
     /**
+     * By how much the memory {@code location} holds (whole segments and pages, whatever their blocks ask for) and the room
+     * it keeps for budgets' reservations pass its cap, once its cached memory is given back where they do: 0 where every
+     * reservation fits beside what is held. 0 at a location the manager does not offer or has not used. A figure of the
+     * moment: other threads may take memory right after.
+     */
+    public long reservationsShortfall(MemoryLocation location, MemoryEventListener events) {
+        LocationChain chain = chainOf(location);
+        if (chain == null) {
+            return 0;
+        }
+        int stripe = gate.enterAlways();
+        try {
+            long shortfall = chain.reservationsShortfall();
+            if (shortfall > 0 && !gate.isClosed()) {
+                chain.trim(0, events);
+                shortfall = chain.reservationsShortfall();
+            }
+            return shortfall;
+        } finally {
+            gate.exitQuietly(stripe);
+        }
+    }
+
+    /**
      * Trims every location to {@code keepBytes} of cache, stopping if the manager closes meanwhile; what went back. A
      * location whose backend refuses stops no other's trim: the first refusal is thrown once every location was tried.
      */
