@@ -74,8 +74,13 @@ final class BudgetTree<B> {
         if (refusal != null && takeRoomBack(refusal)) {
             refusal = limits.refusal(parent, l, bytes, Pending.COUNTED);
         }
-        if (refusal == null && bytes > limits.cap(l)) { // the walk leaves a request above the cap to the pool; a reservation is ours
-            refusal = new Refusal(null, true);
+        if (refusal == null && bytes > limits.cap(l)) {
+            // the walk leaves a request above the cap to the pool; a reservation is ours. What the budgets count there
+            // (the room the stripes keep among it) has no part in this refusal: told, it read as reservations not in use
+            limits.giveBackReservations(account);
+            throw new BudgetReservationException(location, bytes, "memory budget '" + account.path + "' cannot reserve " + bytes
+                    + " bytes of " + location + ": more than the " + limits.cap(l) + " bytes of " + location + " memory ("
+                    + limits.capProperty(l) + ") by itself");
         }
         if (refusal != null) {
             limits.giveBackReservations(account);
