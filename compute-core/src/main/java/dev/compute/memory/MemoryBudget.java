@@ -165,7 +165,7 @@ public final class MemoryBudget implements AutoCloseable {
      *
      * @throws BudgetReservationException a reservation of the child does not fit beside what this budget and those above
      *                                    it hold and reserve
-     * @throws IllegalStateException      this budget is closed
+     * @throws IllegalStateException      this budget is closed, or 100 levels deep already (budgets nest at most 100 levels)
      */
     public MemoryBudget child(BudgetSpec childSpec) {
         return new MemoryBudget(manager, ledger, this, childSpec);

@@ -101,6 +101,30 @@ class MemoryBudgetTest {
     }
 
     @Test
+    void budgetsNestAtMostAHundredLevelsSoThatNoWalkOfTheirBooksOverflowsTheStack() {
+        try (UnifiedMemoryManager manager = manager()) {
+            MemoryBudget tenant = manager.budget("tenant", 8 * MiB);
+            MemoryBudget deepest = tenant;
+            for (int level = 1; level < 100; level++) {
+                deepest = deepest.child("level-" + level, 8 * MiB);
+            }
+            MemoryBudget last = deepest;
+            UnifiedBuffer held = last.allocate(MiB, MemoryLocation.DEVICE);
+            assertThat(tenant.statistics().allocatedBytes()).isEqualTo(MiB);
+
+            // 10,000 levels overflowed the stack on the first allocation (its buffer then held by the pool, counted in no
+            // budget) and on the close, which left the tree half closed
+            assertThatThrownBy(() -> last.child("level-100", MiB)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageEndingWith("/level-99' is 100 levels deep: no budget can be made under it (budgets nest at most 100 levels)");
+
+            tenant.close();
+            assertThat(held.isClosed()).isTrue();
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+            assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isZero();
+        }
+    }
+
+    @Test
     void aBufferHeldByAViewCountsUntilItsMemoryGoesBack() {
         try (UnifiedMemoryManager manager = manager(); MemoryBudget tenant = manager.budget("views", MiB)) {
             UnifiedBuffer buffer = tenant.allocate(4096, MemoryLocation.HOST);

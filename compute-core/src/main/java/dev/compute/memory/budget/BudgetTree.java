@@ -24,6 +24,12 @@ final class BudgetTree<B> {
     private final BudgetLimits<B> limits;
     private final BudgetStripes<B> stripes;
     private final BudgetWaiters<B> waiters;
+    /**
+     * How many levels budgets nest, a root the first: the walks of their books (the stripes' cells, a close, the
+     * endpoint's description) go level by level on the stack, and 10,000 levels overflowed it.
+     */
+    static final int MAX_DEPTH = 100;
+
     private final List<BudgetAccount<B>> roots = new ArrayList<>();
     private boolean managerClosed;
 
@@ -45,6 +51,10 @@ final class BudgetTree<B> {
             if (parent != null && parent.closed) {
                 throw new IllegalStateException("memory budget '" + parent.path + "' is closed: no budget can be made under it");
             }
+            if (parent != null && depth(parent) >= MAX_DEPTH) {
+                throw new IllegalStateException("memory budget '" + parent.path + "' is " + MAX_DEPTH + " levels deep: no budget can be made"
+                        + " under it (budgets nest at most " + MAX_DEPTH + " levels)");
+            }
             BudgetAccount<B> account = new BudgetAccount<>(parent, spec);
             long[] reserving = account.reserved.clone();
             Arrays.fill(account.reserved, 0); // counted location by location below, each checked against what the others took
@@ -60,6 +70,15 @@ final class BudgetTree<B> {
         } finally {
             lock.unlock();
         }
+    }
+
+    /** The level {@code account} is at, a root's 1. */
+    private static int depth(BudgetAccount<?> account) {
+        int depth = 0;
+        for (BudgetAccount<?> level = account; level != null; level = level.parent) {
+            depth++;
+        }
+        return depth;
     }
 
     /** Under the lock: {@code bytes} of {@code location} reserved for {@code account}, or every reservation it made given back and a refusal thrown. */
