@@ -15,7 +15,9 @@ import java.util.Map;
  * @param allocatedBytesPeak the most it held at once
  * @param liveBuffers        buffers whose memory is not back yet (mapped files apart)
  * @param allocations        buffers ever allocated through it (batches count each buffer)
- * @param refusals           requests it, or a budget above it, refused for want of room
+ * @param refusals           requests refused for want of room by a budget on their way (this one, one under it that
+ *                           they came through, one above it) or at the cap beside the reservations; not the pool's
+ *                           own refusals, nor those of a request above the cap by itself
  * @param reservedBytes      bytes kept for it alone, at all locations
  * @param waitingRequests    {@code allocateAsync} requests queued for its room now
  * @param mappedFiles        files mapped through it whose mapping is not undone yet
