@@ -79,12 +79,14 @@ public record BudgetProperties(
                         + spec.limitBytes(location) + " bytes: " + at + (spec.limitBytes(location) < limitBytes ? ".location-limits."
                         + entry.getKey() : ".limit") + ")");
             }
+            if (bytes > Long.MAX_VALUE - reservedInAll) { // the sum would wrap below the limit
+                throw reservingMoreThanTheLimit(at, "more than " + Long.MAX_VALUE, limitBytes);
+            }
             reservedInAll += bytes;
             reserving.put(location, bytes);
         }
         if (reservedInAll > limitBytes) {
-            throw new InvalidSettingException(at + ".reservations", reservedInAll + " bytes in all", "at most " + at + ".limit ("
-                    + limitBytes + " bytes): a budget cannot keep more than it may hold");
+            throw reservingMoreThanTheLimit(at, Long.toString(reservedInAll), limitBytes);
         }
         for (Map.Entry<MemoryLocation, Long> reservation : reserving.entrySet()) {
             spec = spec.withReservation(reservation.getKey(), reservation.getValue());
@@ -94,6 +96,11 @@ public record BudgetProperties(
                     + limitBytes + " bytes): a request's budget counts in its tenant's");
         }
         return spec;
+    }
+
+    private static InvalidSettingException reservingMoreThanTheLimit(String at, String reservedInAll, long limitBytes) {
+        return new InvalidSettingException(at + ".reservations", reservedInAll + " bytes in all", "at most " + at + ".limit (" + limitBytes
+                + " bytes): a budget cannot keep more than it may hold");
     }
 
     /** The limit of a request's or a task's own budget under this one. */

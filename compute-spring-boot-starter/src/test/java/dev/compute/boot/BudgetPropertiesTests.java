@@ -79,6 +79,20 @@ class BudgetPropertiesTests {
     }
 
     /**
+     * Reservations whose sum passes a long's range: the sum wrapped below the limit and passed the check, and the spec
+     * then refused them with an IllegalArgumentException naming no property.
+     */
+    @Test
+    void reservationsTooLargeForALongTogetherNameTheirProperty() {
+        DataSize most = DataSize.ofBytes(Long.MAX_VALUE);
+        assertThatThrownBy(() -> new BudgetProperties(most, Map.of(), Map.of("host", most, "device", most), null).toSpec("a", PREFIX))
+                .isInstanceOfSatisfying(InvalidSettingException.class, e -> {
+                    assertThat(e.property()).isEqualTo("compute.budgets.a.reservations");
+                    assertThat(e.allowed()).startsWith("at most compute.budgets.a.limit (9223372036854775807 bytes)");
+                });
+    }
+
+    /**
      * A key is a location as written in ASCII, whatever its case: Unicode case folding would take {@code hoſt} (a long s)
      * for host and {@code pınned} (a dotless i) for pinned, so a key no one meant as either would limit or reserve it.
      */
