@@ -34,8 +34,9 @@ public final class ComputeScopesAutoConfiguration {
     public static final String REQUEST_SCOPE_FILTER = "computeRequestScopeFilter";
 
     /**
-     * The request budgets' filter's bean. It runs inside the view scope's, so the request's views end before its budget
-     * closes, and after Spring Security's ({@code spring.security.filter.order}, -100 by default), so that a
+     * The request budgets' filter's bean. It runs inside the view scope's, so the request's budget closes first: what the
+     * request forgot is closed there, and the memory of what its views still held goes back as they end, right after; and
+     * after Spring Security's ({@code spring.security.filter.order}, -100 by default), so that a
      * {@link RequestBudgetResolver} can take the tenant from the authenticated principal.
      */
     public static final String REQUEST_BUDGET_FILTER = "computeRequestBudgetFilter";
