@@ -153,6 +153,27 @@ class BatchAllocationTest {
         batch.forEach(UnifiedBuffer::close);
     }
 
+    /**
+     * With plain segments, at the cap a small block takes the free space after a large one in its segment: 1,900 KiB and
+     * 64 KiB fit one after the other under a cap of 2 MiB, so a batch of the two is no batch "the pool's pieces could
+     * never hold" (it was refused so, the small block counted in a segment of its own).
+     */
+    @Test
+    void aBatchThatFitsOneBufferAfterAnotherInOnePlainSegmentIsNotRefusedAsAboveTheCap() {
+        UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder().maxPoolSize(2 * MiB));
+        long[] bytes = {1900 * 1024, 64 * 1024};
+        List<UnifiedBuffer> apart = new ArrayList<>();
+        for (long size : bytes) {
+            apart.add(manager.allocate(size, DEVICE));
+        }
+        apart.forEach(UnifiedBuffer::close);
+
+        List<UnifiedBuffer> batch = manager.allocateBatch(DataType.INT8, bytes, DEVICE);
+
+        assertThat(batch).extracting(UnifiedBuffer::byteSize).containsExactly(1900 * 1024L, 64 * 1024L);
+        batch.forEach(UnifiedBuffer::close);
+    }
+
     @Test
     void aRegionThePoolHoldsTakesTheBatchOneBufferAfterAnotherWithNoBackendCall() {
         UnifiedMemoryManager manager = manager(UnifiedMemoryManager.builder().warmup(DEVICE, 32 * MiB, 1).warmup(DEVICE, MiB, 1));

@@ -127,6 +127,18 @@ class PoolWarmupTest {
     }
 
     /**
+     * At the cap a small block takes the free space after a large one in its plain segment: 1,900 KiB and 64 KiB warm
+     * up in one segment of 2 MiB under a cap of 2 MiB (the start was refused, the small block counted in a segment of
+     * its own).
+     */
+    @Test
+    void aSmallBlockInALargeBlocksSegmentAtTheCapWarmsUp() {
+        try (UnifiedMemoryManager manager = start(b -> b.warmup(DEVICE, 1900 * 1024, 1).warmup(DEVICE, 64 * 1024, 1).maxPoolSize(2 * MiB))) {
+            assertThat(manager.statistics(DEVICE).reservedBytes()).isEqualTo(2 * MiB);
+        }
+    }
+
+    /**
      * Within the cap in pieces too, yet not as the pool places blocks: each 3 MiB block takes a plain segment of 4 MiB
      * of its own, and a cap of 6 MiB holds one. The start stops with one clear reason, naming the cap, not the pool's
      * out-of-memory report.

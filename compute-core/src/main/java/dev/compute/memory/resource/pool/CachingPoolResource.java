@@ -276,8 +276,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
 
     /**
      * The least a batch of blocks of {@code bytes}, each at most {@link #largestPossibleBytes}, takes from upstream
-     * wherever it is placed: the blocks, rounded, in whole pieces; with plain segments each arena's apart (a plain
-     * segment holds blocks of one arena only).
+     * wherever it is placed: the blocks, rounded, in whole pieces; with plain segments the large blocks' in whole
+     * pieces, and the small blocks that the free tail of those segments cannot hold (at the cap a small block takes
+     * the large arena's free space) in small segments of their own.
      * Long.MAX_VALUE where that passes a long's range.
      */
     public long leastTakenFor(long[] bytes) {
@@ -301,7 +302,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             if (expandable()) { // a large block may take the small arena's pages: only the sum is bound to whole pages
                 return Math.multiplyExact(Math.ceilDiv(Math.addExact(small, large), piece), piece);
             }
-            return Math.addExact(SizeClasses.leastSmallSegments(small), Math.multiplyExact(Math.ceilDiv(large, piece), piece));
+            long largeSegments = Math.multiplyExact(Math.ceilDiv(large, piece), piece);
+            long smallBeyondTheirTail = Math.max(0, small - (largeSegments - large));
+            return Math.addExact(SizeClasses.leastSmallSegments(smallBeyondTheirTail), largeSegments);
         } catch (ArithmeticException tooLarge) {
             return Long.MAX_VALUE;
         }
