@@ -129,7 +129,9 @@ import org.jspecify.annotations.Nullable;
  * could give back would make room for it. When the backend has no memory or the upstream's limit would be
  * passed, the pool gives back all it caches (free plain segments, free mapped pages) and retries once,
  * mapping no slack, then in the other arena's mapped free space (a small block in the large arena's, a large one in
- * the small arena's plain segments: at the cap, memory the pool holds is not refused for its kind); if blocks are
+ * the small arena's plain segments: at the cap, memory the pool holds is not refused for its kind), then on a run of
+ * mapped pages inside a free block whose first page is not mapped (a page shared with a live block, which no trim gives
+ * back, beyond one given back); if blocks are
  * pending on device work it then waits for them and tries again (unless the
  * allocation may not wait: {@link DeviceWork#withoutWaiting}); then it throws
  * {@link DeviceOutOfMemoryException}: the pool's figures (live, cached, largest free block, pending blocks)
@@ -439,7 +441,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         } catch (DeviceOutOfMemoryException e) {
             refusal = e;
         }
-        PoolBlock elsewhere = takeFromTheOtherArena(pair, arena, size, requested);
+        PoolBlock elsewhere = takeFromFreeMemoryHeld(pair, arena, size, requested);
         if (elsewhere != null) {
             return recovered(elsewhere, requested, recoveryStart);
         }
@@ -459,7 +461,7 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             } catch (DeviceOutOfMemoryException e) {
                 refusal = e;
             }
-            elsewhere = takeFromTheOtherArena(pair, arena, size, requested);
+            elsewhere = takeFromFreeMemoryHeld(pair, arena, size, requested);
             if (elsewhere != null) {
                 return recovered(elsewhere, requested, recoveryStart);
             }
@@ -528,12 +530,19 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     /**
      * The last place a request's block may go once the pool can grow no more: mapped free space of the other arena of
      * its pair, which the two kinds otherwise keep apart (small blocks would split the large free spaces big tensors
-     * need; a large block takes the small arena's only where pages are mapped). At the cap, a request that fits in
-     * free memory the pool holds is not refused for its kind. Null where none fits.
+     * need; a large block takes the small arena's only where pages are mapped); else a run of mapped pages inside a
+     * free block of either arena that does not start on one (placement takes a free block's first bytes). At the cap,
+     * a request that fits in free memory the pool holds is not refused for its kind or its place. Null where none fits.
      */
-    private @Nullable PoolBlock takeFromTheOtherArena(PoolArena[] pair, PoolArena arena, long size, long requested) {
+    private @Nullable PoolBlock takeFromFreeMemoryHeld(PoolArena[] pair, PoolArena arena, long size, long requested) {
         PoolArena other = arena == pair[0] ? pair[1] : pair[0];
         PoolBlock block = other.take(size, requested, PoolArena.Mapping.MAPPED_ONLY, PoolArena.Growth.EXACT);
+        if (block == null) {
+            block = arena.takeFromAMappedRun(size, requested);
+        }
+        if (block == null) {
+            block = other.takeFromAMappedRun(size, requested);
+        }
         if (block != null) {
             counts.add(POOL_HITS, 1);
             if (SizeClasses.small(size) && arena.reservation() == null) {

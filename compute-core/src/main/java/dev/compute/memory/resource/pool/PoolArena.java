@@ -180,6 +180,58 @@ final class PoolArena {
     }
 
     /**
+     * At the cap, where {@link #take} with {@link Mapping#MAPPED_ONLY} found nothing: a block on a run of mapped pages
+     * inside a free block of a range whose first bytes are not mapped (a page given back before it, the run on a page
+     * shared with a live block, which no trim can give back). The free part before the run stays free. Null where no
+     * free block holds such a run; plain segments are mapped whole, so {@link #take} found what they hold.
+     */
+    @Nullable PoolBlock takeFromAMappedRun(long size, long requested) {
+        if (pageMapping == null) {
+            return null;
+        }
+        probe.size = size;
+        for (PoolBlock candidate : free.tailSet(probe, true)) {
+            long start = mappedRunStart(candidate, size);
+            if (start < 0) {
+                continue;
+            }
+            free.remove(candidate);
+            PoolBlock run = candidate;
+            if (start > candidate.offset) {
+                run = split(candidate, start - candidate.offset).next; // the head stays free: back in the set at its new size
+                free.add(candidate);
+                pool.touched(candidate);
+                free.remove(run);
+            }
+            PoolBlock block = split(run, size);
+            block.state = PoolBlock.LIVE;
+            block.requested = requested;
+            takenBytes += block.size;
+            pool.touched(block);
+            return block;
+        }
+        return null;
+    }
+
+    /** Where the first run of mapped pages of a free block in a range that holds {@code size} bytes starts; -1 if none. */
+    private static long mappedRunStart(PoolBlock block, long size) {
+        PoolSegment segment = block.home;
+        if (!segment.expandable()) {
+            return -1;
+        }
+        long g = segment.granularity;
+        for (int page = segment.mapped.nextSetBit((int) (block.offset / g)); page >= 0 && page * g < block.end(); ) {
+            int end = segment.mapped.nextClearBit(page);
+            long start = Math.max(block.offset, page * g);
+            if (Math.min(block.end(), end * g) - start >= size) {
+                return start;
+            }
+            page = segment.mapped.nextSetBit(end);
+        }
+        return -1;
+    }
+
+    /**
      * The smallest free block of at least the probe's size whose first that many bytes are mapped. Each block passed
      * over holds an unmapped page where the request would go, and free blocks do not overlap, so few are.
      */

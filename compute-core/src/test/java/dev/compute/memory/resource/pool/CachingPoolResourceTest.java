@@ -233,6 +233,40 @@ class CachingPoolResourceTest extends MemoryResourceContract {
     }
 
     /**
+     * With expandable segments, a free block whose first page was given back and whose mapped rest shares a page with a
+     * live block: at the cap a request that the mapped rest holds takes it (refused before, while the error reported
+     * that rest as the largest free block), and no page is mapped for it.
+     */
+    @Test
+    void atTheCapARequestTakesAMappedRunInsideAFreeBlock() {
+        AddressSpaceBackend backend = backend(GiB, true);
+        CachingPoolResource pool = pool(backend, 6 * MiB, true);
+        StatisticsResource statistics = new StatisticsResource(pool);
+        Block first = statistics.allocate(2 * MiB);
+        Block beside = statistics.allocate(3 * MiB / 2);
+        Block last = statistics.allocate(5 * MiB / 2);
+        statistics.deallocate(first);
+        pool.trim(0); // the first page, wholly free, goes back
+        statistics.deallocate(beside); // free from offset 0, its mapped part on the page it shares with the last block
+        List<Block> live = new ArrayList<>(List.of(last, statistics.allocate(MiB), statistics.allocate(MiB))); // the small arena's page: the cap
+        assertThat(pool.reservedBytes()).isEqualTo(6 * MiB);
+        assertThat(pool.largestFreeBlockBytes()).isEqualTo(3 * MiB / 2);
+        long calls = figures(pool).backendAllocations();
+
+        Block taken = statistics.allocate(5 * MiB / 4);
+        live.add(taken);
+
+        assertThat(taken.segment()).isEqualTo(last.segment());
+        assertThat(taken.offset()).as("on the mapped page before the last block").isEqualTo(2 * MiB);
+        assertThat(figures(pool).backendAllocations()).isEqualTo(calls);
+        PoolInvariants.check(pool, statistics, backend, live);
+        live.forEach(statistics::deallocate);
+        pool.trim(0);
+        assertThat(pool.reservedBytes()).isZero();
+        pool.close();
+    }
+
+    /**
      * With plain segments, a large block's segment has free space after it and the cap leaves no room for a small
      * arena's segment: a small request takes that free space (refused before, "largest free block" larger than it),
      * and gives it back to the large arena when freed, where a large request can have it whole again.
