@@ -125,6 +125,79 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         assertThat(backend.liveAllocations()).as("close gives every segment and range back").isZero();
     }
 
+    /**
+     * Random sequences at a cap they keep reaching (6 MiB), where requests take the other arena's free space and mapped
+     * runs inside free blocks: every invariant holds after each step, and a refusal never reports a largest free block
+     * that would have held the request (one did, with expandable segments, for a mapped run after a page given back).
+     */
+    @ParameterizedTest(name = "expandable={0}")
+    @ValueSource(booleans = {true, false})
+    void randomSequencesAtTheCapKeepEveryInvariantAndRefuseOnlyWhatNoFreeBlockHolds(boolean expandable) {
+        for (int sequence = 0; sequence < 3; sequence++) {
+            long seed = ThreadLocalRandom.current().nextLong();
+            Random random = new Random(seed);
+            AddressSpaceBackend backend = backend(GiB, true);
+            CachingPoolResource pool = new CachingPoolResource(new BackendResource(backend, MemoryLocation.DEVICE, 6 * MiB,
+                    "compute.memory.pooling.max-pool-size", Duration.ofMillis(1), MemoryEventListener.NONE),
+                    (expandable ? PoolSettings.expandable() : PoolSettings.plainSegments()).withDeviceWaitTimeout(Duration.ofMillis(1)),
+                    MemoryEventListener.NONE);
+            StatisticsResource statistics = new StatisticsResource(pool);
+            List<Block> live = new ArrayList<>();
+            List<CompletableFuture<Void>> inFlight = new ArrayList<>();
+            try {
+                for (int step = 0; step < 800; step++) {
+                    int action = random.nextInt(100);
+                    try {
+                        if (action < 50 || live.isEmpty()) {
+                            live.add(statistics.allocate(sizeUnderASmallCap(random)));
+                        } else if (action < 80) {
+                            statistics.deallocate(live.remove(random.nextInt(live.size())));
+                        } else if (action < 85) {
+                            CompletableFuture<Void> work = new CompletableFuture<>();
+                            inFlight.add(work);
+                            statistics.deallocate(live.remove(random.nextInt(live.size())), work);
+                        } else if (action < 90 && !inFlight.isEmpty()) {
+                            inFlight.remove(random.nextInt(inFlight.size())).complete(null);
+                        } else if (action < 95) {
+                            for (Block block : pool.compactionOrder()) {
+                                if (pool.movable(block)) {
+                                    pool.relocate(block, (from, to) -> {});
+                                }
+                            }
+                        } else {
+                            pool.trim(random.nextInt(2) == 0 ? 0 : random.nextLong(8 * MiB));
+                        }
+                    } catch (DeviceOutOfMemoryException refused) {
+                        String message = refused.getMessage();
+                        int at = message.indexOf("largest free block ") + "largest free block ".length();
+                        long largestFree = Long.parseLong(message.substring(at, message.indexOf(' ', at)));
+                        assertThat(largestFree).as(message).isLessThan(SizeClasses.round(refused.requestedBytes()));
+                    }
+                    PoolInvariants.check(pool, statistics, backend, live);
+                }
+                inFlight.forEach(work -> work.complete(null));
+                live.forEach(statistics::deallocate);
+                live.clear();
+                pool.trim(0);
+                PoolInvariants.check(pool, statistics, backend, live);
+                assertThat(pool.reservedBytes()).isZero();
+            } catch (AssertionError | RuntimeException e) {
+                throw new AssertionError("random sequence at the cap with seed " + seed + " failed: " + e.getMessage(), e);
+            } finally {
+                statistics.close();
+            }
+        }
+    }
+
+    /** Small blocks, blocks over 1 MiB and a few up to 5 MiB: a cap of 6 MiB holds a handful. */
+    private static long sizeUnderASmallCap(Random random) {
+        int kind = random.nextInt(10);
+        if (kind < 6) {
+            return 1 + random.nextInt((int) MiB);
+        }
+        return kind < 9 ? MiB + 1 + random.nextInt((int) MiB) : 2 * MiB + random.nextInt((int) (3 * MiB));
+    }
+
     @Test
     void threadsAllocatingAndFreeingAtRandomLeaveAConsistentPool() throws InterruptedException {
         AddressSpaceBackend backend = backend(8 * GiB, true);
