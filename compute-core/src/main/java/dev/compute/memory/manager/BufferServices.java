@@ -215,8 +215,8 @@ public final class BufferServices implements BufferHost {
         long now = System.nanoTime();
         Map<WaitingFor, List<Held>> byWait = new LinkedHashMap<>();
         for (Held entry : held.values()) {
-            if (entry.warned && entry.discarded == 0 && now - entry.since > bound.toNanos()) {
-                entry.discarded = discardPages(entry.buffer);
+            if (entry.warned && entry.discarded == 0 && !entry.discardRefused && now - entry.since > bound.toNanos()) {
+                discardPages(entry);
                 if (entry.discarded > 0) {
                     LOG.log(System.Logger.Level.INFO, "the pages of a closed " + entry.buffer + " (" + entry.discarded + " bytes) went back to"
                             + " the operating system: only views taken outside any view scope hold it now, which read zeros from here on");
@@ -226,7 +226,7 @@ public final class BufferServices implements BufferHost {
                 entry.warned = true;
                 WaitingFor waitingFor = new WaitingFor(String.join(", ", entry.buffer.holders()), entry.buffer.heldByOps());
                 if (!waitingFor.holders().isEmpty() || waitingFor.ops()) { // else nothing holds it now: on its way back
-                    entry.discarded = discardPages(entry.buffer);
+                    discardPages(entry);
                     byWait.computeIfAbsent(waitingFor, holders -> new ArrayList<>()).add(entry);
                 }
             }
@@ -256,15 +256,21 @@ public final class BufferServices implements BufferHost {
      * Gives the pages of a closed buffer's host memory back to the operating system where only views taken outside any
      * view scope hold it, whose threads may idle for good: the pool cannot lend the range again while a view reaches
      * it, but nothing need stay in memory for views of a closed buffer. Counted as a call under way, so that the
-     * manager's close frees nothing meanwhile; the buffer's monitor keeps its release waiting. The bytes given back.
+     * manager's close frees nothing meanwhile; the buffer's monitor keeps its release waiting. Notes the bytes given
+     * back in the entry; a backend's refusal (an exception) keeps the pages, told once, and is not asked again for them:
+     * thrown on, it would end every check before its warnings, the held memory of every buffer then never told of.
      */
-    private long discardPages(BufferCore buffer) {
+    private void discardPages(Held entry) {
         int call = gate.enterAlways();
         try {
-            if (gate.isClosed()) {
-                return 0;
+            if (!gate.isClosed()) {
+                entry.discarded = entry.buffer.discardWhereOnlyIdleViewsHold(
+                        block -> backend.discardPages(block.segment(), block.offset(), block.size()));
             }
-            return buffer.discardWhereOnlyIdleViewsHold(block -> backend.discardPages(block.segment(), block.offset(), block.size()));
+        } catch (RuntimeException refused) {
+            entry.discardRefused = true;
+            LOG.log(System.Logger.Level.WARNING, "the backend refused to give the pages of a closed " + entry.buffer + " back to the"
+                    + " operating system (" + refused + "); they stay in memory until its views end", refused);
         } finally {
             gate.exitQuietly(call);
         }
@@ -283,6 +289,8 @@ public final class BufferServices implements BufferHost {
         volatile boolean warned;
         /** The bytes of its pages given back to the operating system past the bound; written by the warning's thread only. */
         long discarded;
+        /** Whether the backend refused to give them back (threw): not asked again. Written by the warning's thread only. */
+        boolean discardRefused;
 
         Held(BufferCore buffer, @Nullable Block block, @Nullable Block mirror, long since) {
             this.buffer = buffer;

@@ -271,6 +271,37 @@ class BufferServicesTest {
         }
     }
 
+    /**
+     * A backend whose discardPages throws keeps the pages, never the warning: the held memory is still told of (the
+     * exception ended the check before its warning, at every check), and the refusal once, not at every check.
+     */
+    @Test
+    void aBackendRefusingToDiscardPagesKeepsThemButNotTheWarning() throws Exception {
+        BufferCore[] buffer = new BufferCore[1];
+        CountDownLatch viewed = new CountDownLatch(1);
+        CountDownLatch idle = new CountDownLatch(1);
+        Thread.ofPlatform().name("idle-viewer").start(() -> {
+            buffer[0] = parts.buffer(MemoryLocation.HOST, 64 * 1024);
+            BufferViews.view(buffer[0], AccessMode.WRITE).fill((byte) 1); // confined to this thread, which allocated it
+            viewed.countDown();
+            awaitQuietly(idle);
+        });
+        try (LogCapture log = LogCapture.managerLog()) {
+            assertThat(viewed.await(30, TimeUnit.SECONDS)).isTrue();
+            backend.failDiscarding(new IllegalStateException("madvise refused"));
+            buffer[0].close();
+
+            services.warnAboutHeld(Duration.ZERO);
+            services.warnAboutHeld(Duration.ZERO);
+
+            assertThat(log.messages(Level.WARNING)).filteredOn(line -> line.contains("held by 'idle-viewer'")).singleElement()
+                    .asString().doesNotContain("went back to the operating system");
+            assertThat(log.messages(Level.WARNING)).filteredOn(line -> line.contains("madvise refused")).hasSize(1);
+        } finally {
+            idle.countDown();
+        }
+    }
+
     private static void awaitQuietly(CountDownLatch latch) {
         try {
             latch.await(30, TimeUnit.SECONDS);

@@ -33,6 +33,7 @@ public final class ControlledBackend implements ComputeBackend {
     private volatile @Nullable RuntimeException openHandleFailure;
     private volatile @Nullable RuntimeException endHandleFailure;
     private volatile @Nullable RuntimeException closeFailure;
+    private volatile @Nullable RuntimeException discardFailure;
     private final java.util.Map<MemoryLocation, String> refused = new java.util.concurrent.ConcurrentHashMap<>();
     private final AtomicInteger awaitIdleCalls = new AtomicInteger();
     private final AtomicInteger handlesEnded = new AtomicInteger();
@@ -70,6 +71,11 @@ public final class ControlledBackend implements ComputeBackend {
 
     public void failClosing(@Nullable RuntimeException failure) {
         closeFailure = failure;
+    }
+
+    /** {@link #discardPages} throws {@code failure} from now on (null: forwards again). */
+    public void failDiscarding(@Nullable RuntimeException failure) {
+        discardFailure = failure;
     }
 
     /** The largest single allocation the backend says it makes, at every location (from the start: the pool reads it once). */
@@ -141,6 +147,10 @@ public final class ControlledBackend implements ComputeBackend {
 
     @Override
     public long discardPages(NativeAllocation allocation, long offset, long bytes) {
+        RuntimeException failure = discardFailure;
+        if (failure != null) {
+            throw failure;
+        }
         return delegate.discardPages(allocation, offset, bytes);
     }
 
