@@ -103,8 +103,9 @@ import org.jspecify.annotations.Nullable;
  *                        Reserved: 4 MiB (pages 0–1) for C's 2,500,096 bytes
  * </pre>
  *
- * <p><b>The fast path.</b> A small block freed with no device work in flight goes to a per-size-class stack
- * ({@link SizeClassCache}, striped by thread, one flag per stack) and a request of that exact size on the same
+ * <p><b>The fast path.</b> A small block freed with no device work in flight goes to a per-size-class stack (one of
+ * the small arena's: one that took the large arena's space at the cap goes back to that arena, so that no later
+ * request below the cap takes it there again) ({@link SizeClassCache}, striped by thread, one flag per stack) and a request of that exact size on the same
  * thread stripe takes it back from there: no pool lock, no tree. A miss there takes the lock and mapped free space
  * of the arena, so each thread builds a set of blocks of its own; another stripe's cached block is taken only once
  * small blocks hold their allowance (below), since a thread that took its blocks from another's stack would hand
@@ -545,8 +546,8 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         }
         if (block != null) {
             counts.add(POOL_HITS, 1);
-            if (SizeClasses.small(size) && arena.reservation() == null) {
-                cache.adopt(block);
+            if (SizeClasses.small(size) && block.arena() == small) {
+                cache.adopt(block); // a small block in its own arena's mapped run: cached when freed, as any
             }
         }
         return block;
@@ -744,7 +745,9 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
             throw new IllegalArgumentException("this block was not allocated by this pool: " + block);
         }
         boolean done = inFlight.isDone();
-        if (done && SizeClasses.small(poolBlock.size()) && completed.isEmpty() && poolBlock.arena().reservation() == null
+        // the shared small arena's blocks only: a reservation's are its own, and a small block that took the large arena's
+        // space at the cap goes back there, lest a later request below the cap take it again and hold a large segment
+        if (done && SizeClasses.small(poolBlock.size()) && completed.isEmpty() && poolBlock.arena() == small
                 && cache.offer(poolBlock)) {
             return;
         }

@@ -355,8 +355,30 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         assertThat(small.segment()).as("the large block's segment").isEqualTo(large.segment());
         assertThat(figures(pool).backendAllocations()).isEqualTo(calls);
         pool.deallocate(small);
-        pool.trim(0); // flushes the small block from the fast path's cache into its arena, where it coalesces
         assertThat(pool.allocate(200 * 1024).segment()).as("the free space whole again").isEqualTo(large.segment());
+        pool.close();
+    }
+
+    /**
+     * A small block that took the large arena's free space at the cap goes back to the large arena when freed, not to
+     * the fast path's cache: from there the next request of its size on its thread, below the cap, took it again, and
+     * held a 20 MiB plain segment for one block of 64 KiB, which no trim could give back (small blocks never move).
+     */
+    @Test
+    void aSmallBlockThatTookTheLargeArenasSpaceAtTheCapIsNotCachedForRequestsBelowIt() {
+        CachingPoolResource pool = pool(backend(GiB, false), 20 * MiB, false);
+        Block large = pool.allocate(20 * MiB - 200 * 1024);
+        Block small = pool.allocate(64 * 1024);
+        assertThat(small.segment()).as("at the cap, in the large block's segment").isEqualTo(large.segment());
+        pool.deallocate(small);
+        pool.deallocate(large);
+
+        Block again = pool.allocate(64 * 1024); // below the cap: nothing is live
+        pool.trim(0);
+
+        assertThat(again.segment()).as("a segment of the small arena").isNotEqualTo(large.segment());
+        assertThat(pool.reservedBytes()).as("a small arena's first segment, not the 20 MiB one").isEqualTo(256 * 1024);
+        pool.deallocate(again);
         pool.close();
     }
 
