@@ -163,11 +163,7 @@ final class PoolArena {
             return null;
         }
         free.remove(fit);
-        PoolBlock block = split(fit, size);
-        block.state = PoolBlock.LIVE;
-        block.requested = requested;
-        takenBytes += block.size;
-        pool.touched(block);
+        PoolBlock block = takenFrom(fit, size, requested);
         if (block.home.expandable()) {
             try {
                 mapPagesOf(block, growth);
@@ -203,14 +199,19 @@ final class PoolArena {
                 pool.touched(candidate);
                 free.remove(run);
             }
-            PoolBlock block = split(run, size);
-            block.state = PoolBlock.LIVE;
-            block.requested = requested;
-            takenBytes += block.size;
-            pool.touched(block);
-            return block;
+            return takenFrom(run, size, requested);
         }
         return null;
+    }
+
+    /** The first {@code size} bytes of {@code fit}, out of the free set already, made a live block for {@code requested} bytes. */
+    private PoolBlock takenFrom(PoolBlock fit, long size, long requested) {
+        PoolBlock block = split(fit, size);
+        block.state = PoolBlock.LIVE;
+        block.requested = requested;
+        takenBytes += block.size;
+        pool.touched(block);
+        return block;
     }
 
     /** Where the first run of mapped pages of a free block in a range that holds {@code size} bytes starts; -1 if none. */
