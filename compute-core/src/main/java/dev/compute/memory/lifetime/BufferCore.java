@@ -554,15 +554,13 @@ public final class BufferCore {
      * release gives it to the pool meanwhile; returns what {@code discard} did, 0 where it was not asked. A mapped file's
      * pages are the file's: never handed.
      */
-    public long discardWhereOnlyIdleViewsHold(ToLongFunction<Block> discard) {
-        synchronized (this) {
-            if (lifecycle != CLOSED || mappedFrom != null || scopes == null || !scopes.onlyViewsOutsideViewScopes()
-                    || !inFlightAll().isDone()) {
-                return 0;
-            }
-            Block reached = hostAccessible ? block : mirror;
-            return reached == null ? 0 : discard.applyAsLong(reached);
+    public synchronized long discardWhereOnlyIdleViewsHold(ToLongFunction<Block> discard) {
+        if (lifecycle != CLOSED || mappedFrom != null || scopes == null || !scopes.onlyViewsOutsideViewScopes()
+                || !inFlightAll().isDone()) {
+            return 0;
         }
+        Block reached = hostAccessible ? block : mirror;
+        return reached == null ? 0 : discard.applyAsLong(reached);
     }
 
     /** The threads whose views or accesses hold this root open, by name: for a warning about memory that waits for them. */

@@ -215,19 +215,21 @@ public final class BufferServices implements BufferHost {
         long now = System.nanoTime();
         Map<WaitingFor, List<Held>> byWait = new LinkedHashMap<>();
         for (Held entry : held.values()) {
-            if (entry.warned && entry.discarded == 0 && !entry.discardRefused && now - entry.since > bound.toNanos()) {
-                discardPages(entry);
-                if (entry.discarded > 0) {
-                    LOG.log(System.Logger.Level.INFO, "the pages of a closed " + entry.buffer + " (" + entry.discarded + " bytes) went back to"
-                            + " the operating system: only views taken outside any view scope hold it now, which read zeros from here on");
-                }
+            if (now - entry.since <= bound.toNanos()) {
+                continue;
             }
-            if (!entry.warned && now - entry.since > bound.toNanos()) {
+            if (!entry.warned) {
                 entry.warned = true;
                 WaitingFor waitingFor = new WaitingFor(String.join(", ", entry.buffer.holders()), entry.buffer.heldByOps());
                 if (!waitingFor.holders().isEmpty() || waitingFor.ops()) { // else nothing holds it now: on its way back
                     discardPages(entry);
                     byWait.computeIfAbsent(waitingFor, holders -> new ArrayList<>()).add(entry);
+                }
+            } else if (entry.discarded == 0 && !entry.discardRefused) {
+                discardPages(entry);
+                if (entry.discarded > 0) {
+                    LOG.log(System.Logger.Level.INFO, "the pages of a closed " + entry.buffer + " (" + entry.discarded + " bytes) went back to"
+                            + " the operating system: only views taken outside any view scope hold it now, which read zeros from here on");
                 }
             }
         }
