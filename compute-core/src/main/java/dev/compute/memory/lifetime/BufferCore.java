@@ -28,6 +28,8 @@ import org.jspecify.annotations.Nullable;
 public final class BufferCore {
 
     static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
+    /** From {@link #discardWhereOnlyIdleViewsHold}: more than views outside any scope hold the memory now; ask again later. */
+    public static final long NOT_NOW = -1;
     /** In {@link #lifecycle}: close() was called. */
     private static final int CLOSED = 1;
     /** In {@link #lifecycle}: one op or copy under way holds the memory (the count is kept above the flag). */
@@ -551,16 +553,16 @@ public final class BufferCore {
      * Where only views taken outside any view scope hold this closed root (no access, op or copy, and no device work
      * still running on its memory, which a kernel may be reading for a live buffer's result), hands the host memory
      * they reach (the buffer's block, or a device buffer's mirror) to {@code discard}, under the monitor, so that no
-     * release gives it to the pool meanwhile; returns what {@code discard} did, 0 where it was not asked. A mapped file's
-     * pages are the file's: never handed.
+     * release gives it to the pool meanwhile; returns what {@code discard} did (0 where it has no host memory: nothing
+     * would ever be given back), or {@link #NOT_NOW} where something other than such views holds it, which may end. A
+     * mapped file's pages are the file's: never handed.
      */
     public synchronized long discardWhereOnlyIdleViewsHold(ToLongFunction<Block> discard) {
-        if (lifecycle != CLOSED || mappedFrom != null || scopes == null || !scopes.onlyViewsOutsideViewScopes()
-                || !inFlightAll().isDone()) {
-            return 0;
+        if (lifecycle != CLOSED || scopes == null || !scopes.onlyViewsOutsideViewScopes() || !inFlightAll().isDone()) {
+            return NOT_NOW;
         }
         Block reached = hostAccessible ? block : mirror;
-        return reached == null ? 0 : discard.applyAsLong(reached);
+        return reached == null || mappedFrom != null ? 0 : discard.applyAsLong(reached);
     }
 
     /** The threads whose views or accesses hold this root open, by name: for a warning about memory that waits for them. */

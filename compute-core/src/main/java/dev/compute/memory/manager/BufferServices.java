@@ -225,7 +225,7 @@ public final class BufferServices implements BufferHost {
                     discardPages(entry);
                     byWait.computeIfAbsent(waitingFor, holders -> new ArrayList<>()).add(entry);
                 }
-            } else if (entry.discarded == 0 && !entry.discardRefused) {
+            } else if (!entry.discardAnswered) {
                 discardPages(entry);
                 if (entry.discarded > 0) {
                     LOG.log(System.Logger.Level.INFO, "the pages of a closed " + entry.buffer + " (" + entry.discarded + " bytes) went back to"
@@ -259,18 +259,24 @@ public final class BufferServices implements BufferHost {
      * view scope hold it, whose threads may idle for good: the pool cannot lend the range again while a view reaches
      * it, but nothing need stay in memory for views of a closed buffer. Counted as a call under way, so that the
      * manager's close frees nothing meanwhile; the buffer's monitor keeps its release waiting. Notes the bytes given
-     * back in the entry; a backend's refusal (an exception) keeps the pages, told once, and is not asked again for them:
+     * back in the entry. Once asked, the backend is not asked again for the same block: what it gives back depends on
+     * the block and its kind of memory alone (none for pinned memory or under a page), so a buffer held for good would
+     * otherwise cost its gate and monitor at every check. A backend's refusal (an exception) keeps the pages, told once:
      * thrown on, it would end every check before its warnings, the held memory of every buffer then never told of.
      */
     private void discardPages(Held entry) {
         int call = gate.enterAlways();
         try {
             if (!gate.isClosed()) {
-                entry.discarded = entry.buffer.discardWhereOnlyIdleViewsHold(
+                long discarded = entry.buffer.discardWhereOnlyIdleViewsHold(
                         block -> backend.discardPages(block.segment(), block.offset(), block.size()));
+                if (discarded != BufferCore.NOT_NOW) {
+                    entry.discarded = discarded;
+                    entry.discardAnswered = true;
+                }
             }
         } catch (RuntimeException refused) {
-            entry.discardRefused = true;
+            entry.discardAnswered = true;
             LOG.log(System.Logger.Level.WARNING, "the backend refused to give the pages of a closed " + entry.buffer + " back to the"
                     + " operating system (" + refused + "); they stay in memory until its views end", refused);
         } finally {
@@ -291,8 +297,8 @@ public final class BufferServices implements BufferHost {
         volatile boolean warned;
         /** The bytes of its pages given back to the operating system past the bound; written by the warning's thread only. */
         long discarded;
-        /** Whether the backend refused to give them back (threw): not asked again. Written by the warning's thread only. */
-        boolean discardRefused;
+        /** Whether the backend was asked for them (or refused, throwing): not asked again. Written by the warning's thread only. */
+        boolean discardAnswered;
 
         Held(BufferCore buffer, @Nullable Block block, @Nullable Block mirror, long since) {
             this.buffer = buffer;

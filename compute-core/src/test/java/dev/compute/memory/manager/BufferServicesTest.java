@@ -302,6 +302,37 @@ class BufferServicesTest {
         }
     }
 
+    /**
+     * Pages a backend cannot give back (here: a buffer smaller than a page) are asked for once, not at every check: a
+     * buffer held for good would otherwise cost its gate and monitor at each one.
+     */
+    @Test
+    void pagesThatCannotGoBackAreAskedForOnce() throws Exception {
+        BufferCore[] buffer = new BufferCore[1];
+        CountDownLatch viewed = new CountDownLatch(1);
+        CountDownLatch idle = new CountDownLatch(1);
+        Thread.ofPlatform().name("idle-viewer").start(() -> {
+            buffer[0] = parts.buffer(MemoryLocation.HOST, 100);
+            BufferViews.view(buffer[0], AccessMode.WRITE).fill((byte) 1);
+            viewed.countDown();
+            awaitQuietly(idle);
+        });
+        try (LogCapture log = LogCapture.managerLog()) {
+            assertThat(viewed.await(30, TimeUnit.SECONDS)).isTrue();
+            buffer[0].close();
+
+            for (int check = 0; check < 5; check++) {
+                services.warnAboutHeld(Duration.ZERO);
+            }
+
+            assertThat(backend.discardCalls()).isEqualTo(1);
+            assertThat(log.messages(Level.WARNING)).filteredOn(line -> line.contains("held by 'idle-viewer'")).singleElement()
+                    .asString().doesNotContain("went back to the operating system");
+        } finally {
+            idle.countDown();
+        }
+    }
+
     private static void awaitQuietly(CountDownLatch latch) {
         try {
             latch.await(30, TimeUnit.SECONDS);

@@ -34,6 +34,7 @@ public final class ControlledBackend implements ComputeBackend {
     private volatile @Nullable RuntimeException endHandleFailure;
     private volatile @Nullable RuntimeException closeFailure;
     private volatile @Nullable RuntimeException discardFailure;
+    private final AtomicInteger discardCalls = new AtomicInteger();
     private final java.util.Map<MemoryLocation, String> refused = new java.util.concurrent.ConcurrentHashMap<>();
     private final AtomicInteger awaitIdleCalls = new AtomicInteger();
     private final AtomicInteger handlesEnded = new AtomicInteger();
@@ -71,6 +72,11 @@ public final class ControlledBackend implements ComputeBackend {
 
     public void failClosing(@Nullable RuntimeException failure) {
         closeFailure = failure;
+    }
+
+    /** How often {@link #discardPages} was called. */
+    public int discardCalls() {
+        return discardCalls.get();
     }
 
     /** {@link #discardPages} throws {@code failure} from now on (null: forwards again). */
@@ -147,6 +153,7 @@ public final class ControlledBackend implements ComputeBackend {
 
     @Override
     public long discardPages(NativeAllocation allocation, long offset, long bytes) {
+        discardCalls.incrementAndGet();
         RuntimeException failure = discardFailure;
         if (failure != null) {
             throw failure;
