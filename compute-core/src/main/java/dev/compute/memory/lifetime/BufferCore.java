@@ -574,6 +574,15 @@ public final class BufferCore {
         return open == null ? List.of() : open.holders();
     }
 
+    /** Whether views taken inside view scopes still open hold this root: for a warning about memory a closed root holds. */
+    public boolean heldInOpenViewScopes() {
+        BufferScopes open;
+        synchronized (this) {
+            open = scopes;
+        }
+        return open != null && open.viewsInOpenViewScopes();
+    }
+
     /** Whether copies or ops under way hold this root's memory: for a warning about memory a closed root holds. */
     public synchronized boolean heldByOps() {
         return lifecycle >= HOLD;

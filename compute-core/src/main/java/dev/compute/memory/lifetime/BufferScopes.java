@@ -81,6 +81,16 @@ final class BufferScopes {
         return first != null;
     }
 
+    /** Whether views taken inside a view scope that is still open hold the buffer (and its slices). */
+    synchronized boolean viewsInOpenViewScopes() {
+        for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
+            if (scope.kind == MemoryScope.Kind.VIEW && scope.region != null) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** The calling thread's open view scope of the buffer (and its slices) taken outside any view scope, if any. */
     synchronized @Nullable MemoryScope viewOf(Thread thread) {
         return viewOf(thread, null);

@@ -220,7 +220,8 @@ public final class BufferServices implements BufferHost {
             }
             if (!entry.warned) {
                 entry.warned = true;
-                WaitingFor waitingFor = new WaitingFor(String.join(", ", entry.buffer.holders()), entry.buffer.heldByOps());
+                WaitingFor waitingFor = new WaitingFor(String.join(", ", entry.buffer.holders()), entry.buffer.heldByOps(),
+                        entry.buffer.heldInOpenViewScopes());
                 if (!waitingFor.holders().isEmpty() || waitingFor.ops()) { // else nothing holds it now: on its way back
                     discardPages(entry);
                     byWait.computeIfAbsent(waitingFor, holders -> new ArrayList<>()).add(entry);
@@ -247,8 +248,13 @@ public final class BufferServices implements BufferHost {
             String pages = discarded == 0 ? "" : (one ? " Its" : " Their") + " pages (" + discarded + " bytes) went back to the"
                     + " operating system now; views of " + (one ? "it" : "them") + " read zeros from here on.";
             // the advice is for views and accesses: a copy or op under way returns by itself
-            String advice = views.isEmpty() ? "" : " Take views inside a view scope (ViewScope.open(), or a web request or task with"
-                    + " the starter), end accesses, or close buffers on the thread that views them.";
+            String advice = views.isEmpty() ? ""
+                    : waitingFor.inViewScopes() ? " A view scope still open holds views of " + (one ? "it" : "them") + ": close each"
+                            + " scope where it was opened (try-with-resources); a scope left open on a pool's thread takes the views"
+                            + " of every later task there, unless each task runs in a scope of its own (ViewScope.wrap, or the"
+                            + " starter's task decorator)."
+                    : " Take views inside a view scope (ViewScope.open(), or a web request or task with"
+                            + " the starter), end accesses, or close buffers on the thread that views them.";
             LOG.log(System.Logger.Level.WARNING, waited + Duration.ofNanos(shortestWait).toMillis() + " ms for " + what + "; "
                     + (one ? "its " : "their ") + bytes + " bytes go back to the pool only then." + pages + advice);
         });
@@ -284,8 +290,11 @@ public final class BufferServices implements BufferHost {
         }
     }
 
-    /** What a held buffer waits for, for the warning: the threads of its views and accesses, and whether copies or ops. */
-    private record WaitingFor(String holders, boolean ops) {}
+    /**
+     * What a held buffer waits for, for the warning: the threads of its views and accesses, whether copies or ops, and
+     * whether some views belong to view scopes still open.
+     */
+    private record WaitingFor(String holders, boolean ops, boolean inViewScopes) {}
 
     /** A closed buffer's block, and its host mirror if it has one, that views, accesses or ops still hold. */
     private static final class Held {
