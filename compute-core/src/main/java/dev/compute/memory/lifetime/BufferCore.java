@@ -565,27 +565,15 @@ public final class BufferCore {
         return reached == null || mappedFrom != null ? 0 : discard.applyAsLong(reached);
     }
 
-    /** The threads whose views or accesses hold this root open, by name: for a warning about memory that waits for them. */
-    public List<String> holders() {
+    /** What holds this root's memory now: for a warning about memory a closed root has held for long. */
+    public HeldBy heldBy() {
         BufferScopes open;
+        boolean ops;
         synchronized (this) {
             open = scopes;
+            ops = lifecycle >= HOLD;
         }
-        return open == null ? List.of() : open.holders();
-    }
-
-    /** Whether views taken inside view scopes still open hold this root: for a warning about memory a closed root holds. */
-    public boolean heldInOpenViewScopes() {
-        BufferScopes open;
-        synchronized (this) {
-            open = scopes;
-        }
-        return open != null && open.viewsInOpenViewScopes();
-    }
-
-    /** Whether copies or ops under way hold this root's memory: for a warning about memory a closed root holds. */
-    public synchronized boolean heldByOps() {
-        return lifecycle >= HOLD;
+        return open == null ? new HeldBy("", ops, false) : new HeldBy(String.join(", ", open.holders()), ops, open.viewsInOpenViewScopes());
     }
 
     /** The open views and accesses of this root; made on the first. Root only, under its monitor. */

@@ -4,6 +4,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.BufferHost;
+import dev.compute.memory.lifetime.HeldBy;
 import dev.compute.memory.lifetime.ScopeRegistry;
 import dev.compute.memory.resource.Block;
 import dev.compute.memory.spi.ComputeBackend;
@@ -213,15 +214,14 @@ public final class BufferServices implements BufferHost {
      */
     void warnAboutHeld(Duration bound) {
         long now = System.nanoTime();
-        Map<WaitingFor, List<Held>> byWait = new LinkedHashMap<>();
+        Map<HeldBy, List<Held>> byWait = new LinkedHashMap<>();
         for (Held entry : held.values()) {
             if (now - entry.since <= bound.toNanos()) {
                 continue;
             }
             if (!entry.warned) {
                 entry.warned = true;
-                WaitingFor waitingFor = new WaitingFor(String.join(", ", entry.buffer.holders()), entry.buffer.heldByOps(),
-                        entry.buffer.heldInOpenViewScopes());
+                HeldBy waitingFor = entry.buffer.heldBy();
                 if (!waitingFor.holders().isEmpty() || waitingFor.ops()) { // else nothing holds it now: on its way back
                     discardPages(entry);
                     byWait.computeIfAbsent(waitingFor, holders -> new ArrayList<>()).add(entry);
@@ -249,7 +249,7 @@ public final class BufferServices implements BufferHost {
                     + " operating system now; views of " + (one ? "it" : "them") + " read zeros from here on.";
             // the advice is for views and accesses: a copy or op under way returns by itself
             String advice = views.isEmpty() ? ""
-                    : waitingFor.inViewScopes() ? " A view scope still open holds views of " + (one ? "it" : "them") + ": close each"
+                    : waitingFor.inOpenViewScopes() ? " A view scope still open holds views of " + (one ? "it" : "them") + ": close each"
                             + " scope where it was opened (try-with-resources); a scope left open on a pool's thread takes the views"
                             + " of every later task there, unless each task runs in a scope of its own (ViewScope.wrap, or the"
                             + " starter's task decorator)."
@@ -289,12 +289,6 @@ public final class BufferServices implements BufferHost {
             gate.exitQuietly(call);
         }
     }
-
-    /**
-     * What a held buffer waits for, for the warning: the threads of its views and accesses, whether copies or ops, and
-     * whether some views belong to view scopes still open.
-     */
-    private record WaitingFor(String holders, boolean ops, boolean inViewScopes) {}
 
     /** A closed buffer's block, and its host mirror if it has one, that views, accesses or ops still hold. */
     private static final class Held {
