@@ -7,15 +7,22 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.WeakHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
+import org.junit.jupiter.api.extension.AfterEachCallback;
 import org.junit.jupiter.api.extension.AfterTestExecutionCallback;
+import org.junit.jupiter.api.extension.BeforeEachCallback;
 import org.junit.jupiter.api.extension.BeforeTestExecutionCallback;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.extension.ExtensionConfigurationException;
@@ -39,13 +46,28 @@ import org.springframework.test.context.junit.jupiter.SpringExtension;
  * <p>The check runs right after the test method, before {@code @AfterEach} methods: buffers a {@code @BeforeEach}
  * method opened are the test's fixture, not counted, and a manager that {@code @AfterEach} closes is checked while
  * still open. Buffers that other threads are still closing (a server thread finishing a request, device work still
- * running) are waited for up to {@link #SETTLE_TIMEOUT} before the test fails. Tests running in parallel on one
- * manager cannot be told apart: run those in one thread.
+ * running) are waited for up to {@link #SETTLE_TIMEOUT} before the test fails.
+ *
+ * <p>Tests that watch one manager take turns, whatever JUnit's parallel execution says: a buffer opened by a server's
+ * thread, or found garbage-collected, cannot be told to be one test's rather than another's while both run. Each test
+ * method (with its {@code @BeforeEach} and {@code @AfterEach}) waits for the turn of each manager it watches, taken in
+ * one order so that tests watching several cannot wait for each other, for up to {@link #TURN_TIMEOUT}; tests on
+ * other managers (another Spring context) still run beside it. Buffers that a {@code @BeforeAll} method opens while
+ * another class's test runs on the same manager are counted as that test's: run such classes one at a time
+ * ({@code junit.jupiter.execution.parallel.mode.classes.default=same_thread}, or one {@code @ResourceLock} on each).
  */
-public final class ComputeMemoryExtension implements BeforeTestExecutionCallback, AfterTestExecutionCallback {
+public final class ComputeMemoryExtension implements BeforeEachCallback, BeforeTestExecutionCallback, AfterTestExecutionCallback,
+        AfterEachCallback {
 
     /** How long buffers that other threads are closing get before the test fails: far longer than a request's end takes, on a loaded CI machine too. */
     public static final Duration SETTLE_TIMEOUT = Duration.ofSeconds(10);
+
+    /** How long a test waits for its turn on a manager that another test watches before it fails saying so. */
+    public static final Duration TURN_TIMEOUT = Duration.ofMinutes(10);
+
+    /** Each manager's turn, and the order in which a test takes them; weak, so that a closed context's manager goes. */
+    private static final Map<UnifiedMemoryManager, Turn> TURNS = Collections.synchronizedMap(new WeakHashMap<>());
+    private static final AtomicLong TURNS_MADE = new AtomicLong();
 
     private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(ComputeMemoryExtension.class);
 
@@ -70,15 +92,30 @@ public final class ComputeMemoryExtension implements BeforeTestExecutionCallback
     }
 
     @Override
-    public void beforeTestExecution(ExtensionContext context) {
+    public void beforeEach(ExtensionContext context) throws InterruptedException {
+        Map<String, UnifiedMemoryManager> managers;
+        try {
+            managers = managers(context);
+        } catch (ExtensionConfigurationException notYet) { // told as the test starts; a watched manager @BeforeEach makes
+            return;
+        }
+        context.getStore(NAMESPACE).put(Turns.class, new Turns(takeTurns(managers)));
+    }
+
+    @Override
+    public void beforeTestExecution(ExtensionContext context) throws InterruptedException {
+        Map<String, UnifiedMemoryManager> managers = managers(context);
+        List<Turn> turns = takeTurns(managers); // again (the locks count), for a watched manager that @BeforeEach made
+        ExtensionContext.Store store = context.getStore(NAMESPACE);
+        store.getOrComputeIfAbsent(Turns.class, key -> new Turns(new ArrayList<>()), Turns.class).held().addAll(turns);
         List<Baseline> baselines = new ArrayList<>();
-        managers(context).forEach((name, manager) -> baselines.add(Baseline.take(name, manager)));
-        context.getStore(NAMESPACE).put(Baselines.class, new Baselines(baselines));
+        managers.forEach((name, manager) -> baselines.add(Baseline.take(name, manager)));
+        store.put(Baselines.class, new Baselines(baselines));
     }
 
     @Override
     public void afterTestExecution(ExtensionContext context) throws InterruptedException {
-        Baselines before = context.getStore(NAMESPACE).get(Baselines.class, Baselines.class);
+        Baselines before = context.getStore(NAMESPACE).remove(Baselines.class, Baselines.class);
         if (before == null) {
             return;
         }
@@ -93,6 +130,45 @@ public final class ComputeMemoryExtension implements BeforeTestExecutionCallback
             throw new AssertionError(String.join("\n\n", problems));
         }
     }
+
+    @Override
+    public void afterEach(ExtensionContext context) {
+        Turns turns = context.getStore(NAMESPACE).remove(Turns.class, Turns.class);
+        if (turns != null) {
+            giveBack(turns.held());
+        }
+    }
+
+    /** Waits for the turn of each manager, in the order their turns were made; none held where one is not had in time. */
+    private static List<Turn> takeTurns(Map<String, UnifiedMemoryManager> managers) throws InterruptedException {
+        List<Map.Entry<String, Turn>> wanted = new ArrayList<>();
+        managers.forEach((name, manager) -> wanted.add(Map.entry(name, TURNS.computeIfAbsent(manager,
+                key -> new Turn(TURNS_MADE.incrementAndGet(), new ReentrantLock())))));
+        wanted.sort(Comparator.comparingLong(entry -> entry.getValue().order()));
+        List<Turn> taken = new ArrayList<>();
+        try {
+            for (Map.Entry<String, Turn> each : wanted) {
+                if (!each.getValue().lock().tryLock(TURN_TIMEOUT.toNanos(), TimeUnit.NANOSECONDS)) {
+                    throw new AssertionError("waited " + TURN_TIMEOUT.toMinutes() + " minutes for another test watching " + each.getKey()
+                            + " to end: tests that watch one manager take turns (their buffers cannot be told apart while both run)");
+                }
+                taken.add(each.getValue());
+            }
+            return taken;
+        } catch (InterruptedException | RuntimeException | Error failure) {
+            giveBack(taken);
+            throw failure;
+        }
+    }
+
+    private static void giveBack(List<Turn> turns) {
+        for (int i = turns.size() - 1; i >= 0; i--) {
+            turns.get(i).lock().unlock();
+        }
+    }
+
+    /** A manager's turn: a lock held from a test's start to the end of its check, reentrant for a test run inside a test. */
+    private record Turn(long order, ReentrantLock lock) {}
 
     private Map<String, UnifiedMemoryManager> managers(ExtensionContext context) {
         if (watched != null) {
@@ -143,6 +219,9 @@ public final class ComputeMemoryExtension implements BeforeTestExecutionCallback
     }
 
     private record Baselines(List<Baseline> baselines) {}
+
+    /** The turns a test holds, from before its {@code @BeforeEach} methods to after its {@code @AfterEach} ones. */
+    private record Turns(List<Turn> held) {}
 
     /** A manager's open buffers, counted by report, and its leak count, when the test started. */
     private record Baseline(String name, UnifiedMemoryManager manager, Map<LiveBufferReport, Integer> open, long leaks) {

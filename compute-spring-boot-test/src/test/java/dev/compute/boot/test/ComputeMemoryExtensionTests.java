@@ -10,6 +10,7 @@ import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
@@ -101,6 +102,23 @@ class ComputeMemoryExtensionTests {
                 .hasMessageContaining("ComputeMemoryExtension.watching(() -> manager)");
         assertThat(singleFailure(SpringTestWithoutAManager.class)).isInstanceOf(ExtensionConfigurationException.class)
                 .hasMessageContaining("has no UnifiedMemoryManager bean: a slice test (@WebMvcTest, ...) gets one with @AutoConfigureComputeMemory");
+    }
+
+    /**
+     * JUnit's parallel execution on: two tests of one manager, one dropping a buffer. Run at once, the garbage-collected
+     * buffer failed the other test too; they take turns, so it fails its own test alone.
+     */
+    @Test
+    void testsOnOneManagerTakeTurnsUnderParallelExecution() {
+        Events events = EngineTestKit.engine("junit-jupiter").selectors(selectClass(TwoTestsOnOneManager.class))
+                .configurationParameter("junit.jupiter.execution.parallel.enabled", "true")
+                .configurationParameter("junit.jupiter.execution.parallel.mode.default", "concurrent")
+                .configurationParameter("junit.jupiter.execution.parallel.config.strategy", "fixed")
+                .configurationParameter("junit.jupiter.execution.parallel.config.fixed.parallelism", "2")
+                .execute().testEvents();
+        events.assertStatistics(statistics -> statistics.started(2).succeeded(1).failed(1));
+        assertThat(events.failed().stream().findFirst().orElseThrow().getTestDescriptor().getDisplayName()).isEqualTo("dropsABuffer()");
+        assertThat(TwoTestsOnOneManager.overlapped).as("one test ran inside the other").isFalse();
     }
 
     private static Throwable singleFailure(Class<?> testClass) {
@@ -202,6 +220,54 @@ class ComputeMemoryExtensionTests {
         void dropsABuffer() {
             manager.allocate(4096);
             // a collection and the Cleaner's thread, neither bound in time on a loaded machine
+            await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(10)).until(() -> {
+                System.gc();
+                return manager.leaksDetected() > 0;
+            });
+        }
+    }
+
+    static class TwoTestsOnOneManager {
+
+        static UnifiedMemoryManager manager;
+        static final AtomicInteger running = new AtomicInteger();
+        static volatile boolean overlapped;
+
+        @RegisterExtension
+        static ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);
+
+        @BeforeAll
+        static void start() {
+            manager = paranoidCpuManager();
+        }
+
+        @AfterAll
+        static void stop() {
+            manager.close();
+        }
+
+        @BeforeEach
+        void enter() {
+            overlapped |= running.incrementAndGet() > 1;
+        }
+
+        @AfterEach
+        void leave() {
+            running.decrementAndGet();
+        }
+
+        @Test
+        void staysQuiet() throws InterruptedException {
+            // run at once with the other test, it sees that test's buffer found garbage-collected
+            long until = System.nanoTime() + Duration.ofSeconds(2).toNanos();
+            while (manager.leaksDetected() == 0 && System.nanoTime() < until) {
+                Thread.sleep(10);
+            }
+        }
+
+        @Test
+        void dropsABuffer() {
+            manager.allocate(4096);
             await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(10)).until(() -> {
                 System.gc();
                 return manager.leaksDetected() > 0;
