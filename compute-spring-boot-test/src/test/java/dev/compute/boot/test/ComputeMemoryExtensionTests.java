@@ -227,24 +227,11 @@ class ComputeMemoryExtensionTests {
         }
     }
 
-    static class TwoTestsOnOneManager {
+    /** {@link DropsABuffer}'s test, and one beside it on the same manager. */
+    static class TwoTestsOnOneManager extends DropsABuffer {
 
-        static UnifiedMemoryManager manager;
         static final AtomicInteger running = new AtomicInteger();
         static volatile boolean overlapped;
-
-        @RegisterExtension
-        static ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);
-
-        @BeforeAll
-        static void start() {
-            manager = paranoidCpuManager();
-        }
-
-        @AfterAll
-        static void stop() {
-            manager.close();
-        }
 
         @BeforeEach
         void enter() {
@@ -263,15 +250,6 @@ class ComputeMemoryExtensionTests {
             while (manager.leaksDetected() == 0 && System.nanoTime() < until) {
                 Thread.sleep(10);
             }
-        }
-
-        @Test
-        void dropsABuffer() {
-            manager.allocate(4096);
-            await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(10)).until(() -> {
-                System.gc();
-                return manager.leaksDetected() > 0;
-            });
         }
     }
 
