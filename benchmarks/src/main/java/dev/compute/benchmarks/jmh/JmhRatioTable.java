@@ -144,7 +144,7 @@ public final class JmhRatioTable {
     static String peerName(String allocator) {
         return switch (allocator) {
             case "backend" -> RAW;
-            case "backend-resource" -> "BackendMemoryResource (unpooled resource)";
+            case "backend-resource" -> "BackendResource (unpooled resource)";
             case "pool-resource" -> "CachingPoolResource alone (no leak tracking, no statistics)";
             case "netty-pooled" -> NETTY_POOLED;
             case "netty-adaptive" -> NETTY_ADAPTIVE;

@@ -29,7 +29,7 @@ import org.openjdk.jmh.annotations.TearDown;
  * The same allocate+free pairs as {@link ManagerAllocateFree}, on what our pool is held against:
  * <ul>
  * <li>{@code backend}: the CPU backend's own {@code allocate}/{@code free} ({@code posix_memalign} and
- *     {@code free} below 1 MiB, {@code mmap} above): the raw cost the pool saves.</li>
+ *     {@code free} below 256 KiB, {@code mmap} from there up): the raw cost the pool saves.</li>
  * <li>{@code backend-resource}: {@link BackendResource}, the unpooled resource (the backend plus its
  *     bookkeeping), without the manager around it.</li>
  * <li>{@code pool-resource}: {@link CachingPoolResource} alone, with the manager's default settings, without the

@@ -2,6 +2,8 @@ package dev.compute.benchmarks.jmh;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.compute.memory.resource.BackendResource;
+import dev.compute.memory.resource.pool.CachingPoolResource;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -51,6 +53,12 @@ class JmhRatioTableTest {
         String table = JmhRatioTable.render(CSV);
         assertThat(table).contains("- goal: faster than Netty's adaptive allocator, manager, pooled, leak detection disabled, sameSize: 40.0 vs 50.0 ns (0.80×), met");
         assertThat(table).doesNotContain("adaptive allocator, manager, pooled, leak detection disabled, mixedSizes");
+    }
+
+    @Test
+    void thePeersThatAreResourcesOfTheCoreAreNamedByTheirClasses() {
+        assertThat(JmhRatioTable.peerName("backend-resource")).startsWith(BackendResource.class.getSimpleName() + " ");
+        assertThat(JmhRatioTable.peerName("pool-resource")).startsWith(CachingPoolResource.class.getSimpleName() + " ");
     }
 
     @Test
