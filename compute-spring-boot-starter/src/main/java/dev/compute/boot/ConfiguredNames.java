@@ -76,8 +76,9 @@ final class ConfiguredNames {
                 String uniform = kept.toLowerCase(Locale.ROOT).replaceAll("[^a-z0-9]", "");
                 String other = byUniform.putIfAbsent(uniform, kept);
                 if (other != null && !other.equals(kept)) {
-                    throw new InvalidSettingException(prefix + "." + shown(kept), shown(kept), what + " that differs from " + prefix + "." + shown(other)
-                            + " only by dashes or case: Spring's binding takes the two for one, so each would get the other's settings");
+                    throw new InvalidSettingException(prefix + "." + shown(kept), shown(kept), what + " that does not differ from "
+                            + prefix + "." + shown(other) + " only by dashes or case: Spring's binding takes the two for one, so each would get the"
+                            + " other's settings");
                 }
             }
         }

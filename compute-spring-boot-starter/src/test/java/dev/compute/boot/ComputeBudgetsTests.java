@@ -155,7 +155,7 @@ class ComputeBudgetsTests {
     @Test
     void twoBudgetNamesTheBindingTakesForOneStopStartUp() {
         assertFailure(yaml("compute:\n  budgets:\n    tenanta:\n      limit: 2MB\n    tenant-a:\n      limit: 1MB\n      request-limit: 1MB\n"),
-                "compute.budgets.tenant-a", "tenant-a", "differs from compute.budgets.tenanta only by dashes or case");
+                "compute.budgets.tenant-a", "tenant-a", "a budget name that does not differ from compute.budgets.tenanta only by dashes or case");
     }
 
     private ApplicationContextRunner yaml(String yaml) {

@@ -157,7 +157,7 @@ class NamedManagersTests {
         runner.withPropertyValues("compute.managers.g-pu.backend=cpu", "compute.managers.gpu.memory.pooling.max-pool-size=2MB").run(context -> {
             assertThat(context).hasFailed();
             assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure())).isInstanceOf(InvalidSettingException.class)
-                    .hasMessageContaining("compute.managers.gpu").hasMessageContaining("differs from compute.managers.g-pu only by dashes");
+                    .hasMessageContaining("compute.managers.gpu").hasMessageContaining("a manager name that does not differ from compute.managers.g-pu only by dashes or case");
         });
     }
 
