@@ -142,6 +142,18 @@ class ComputeMemoryAutoConfigurationTests {
         });
     }
 
+    /** Under auto the CPU backend on the class path refuses a device index above 0: the advice is not to add it. */
+    @Test
+    void noBackendAtTheDeviceIndexIsNotAdvisedToAddTheCpuBackendItHas() {
+        runner.withPropertyValues("compute.device=3").run(context -> {
+            assertThat(context).getFailure().hasRootCauseInstanceOf(BackendUnavailableException.class);
+            FailureAnalysis analysis = new BackendUnavailableFailureAnalyzer().analyze(context.getStartupFailure());
+            assertThat(analysis).isNotNull();
+            assertThat(analysis.getDescription()).contains("cpu=the CPU backend has one device, index 0; compute.device is 3");
+            assertThat(analysis.getAction()).doesNotContain("Add the compute-cpu module").contains("compute.device");
+        });
+    }
+
     @ParameterizedTest
     @CsvSource(delimiter = '|', value = {
             "compute.backend=tpu                                | compute.backend                           | tpu                | one of auto, ",

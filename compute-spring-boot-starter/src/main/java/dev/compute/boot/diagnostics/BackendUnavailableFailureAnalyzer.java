@@ -19,10 +19,18 @@ public final class BackendUnavailableFailureAnalyzer extends AbstractFailureAnal
         List<String> onClassPath = BackendSelection.providers().stream().map(ComputeBackendProvider::name).toList();
         String description = String.format("The compute backend '%s' (compute.backend) cannot run here:%n%n    %s%n%nBackends on the class path: %s%n",
                 cause.backend(), cause.reason(), onClassPath.isEmpty() ? "none" : String.join(", ", onClassPath));
-        String action = BackendSelection.AUTO.equals(cause.backend())
-                ? "Add the compute-cpu module to the class path (the CPU backend runs everywhere), or make one of the backends above available as its reason says."
-                : String.format("Set compute.backend to auto, to take the best backend that can run here (the CPU backend always can), "
-                        + "or make '%s' available as its reason says (a driver, a device, compute.device).", cause.backend());
+        String action;
+        if (!BackendSelection.AUTO.equals(cause.backend())) {
+            action = String.format("Set compute.backend to auto, to take the best backend that can run here (the CPU backend always can), "
+                    + "or make '%s' available as its reason says (a driver, a device, compute.device).", cause.backend());
+        } else if (onClassPath.contains("cpu")) {
+            // the CPU backend is there and refused too (compute.device above 0, say): adding it would change nothing
+            action = "Make one of the backends above available as its reason says: a driver, a device, or compute.device (the CPU backend has"
+                    + " one device, index 0).";
+        } else {
+            action = "Add the compute-cpu module to the class path (the CPU backend runs everywhere), or make one of the backends above available"
+                    + " as its reason says.";
+        }
         return new FailureAnalysis(description, action, cause);
     }
 
