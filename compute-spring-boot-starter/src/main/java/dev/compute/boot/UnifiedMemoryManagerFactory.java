@@ -43,8 +43,7 @@ public final class UnifiedMemoryManagerFactory {
     /** Where the one manager's budgets are set. */
     static final String BUDGETS = "compute.budgets";
     /** The keys under {@code compute.*} that are not {@link ComputeProperties}': each is read, and checked, where it is used. */
-    private static final List<String> OWN_KEYS_ELSEWHERE = List.of(ComputeMemoryAutoConfiguration.ENABLED_PROPERTY, "compute.memory-map",
-            NamedManagers.PREFIX, BUDGETS);
+    private static final List<String> OWN_KEYS_ELSEWHERE = List.of(ComputeMemoryAutoConfiguration.ENABLED_PROPERTY, NamedManagers.PREFIX, BUDGETS);
 
     private final ConfigurableEnvironment environment;
     private final ListableBeanFactory beans;
@@ -166,9 +165,11 @@ public final class UnifiedMemoryManagerFactory {
      * A key directly under {@code compute.*} that no setting has ({@code compute.memroy.max-pool-size},
      * {@code compute.memory.pooling.max-pol-size}) stops start-up naming it, as one under a named manager does: Boot
      * ignores it, and a cap that silently does nothing is the worst of typos. Keys that are not {@link ComputeProperties}'
-     * own are left to their owners: the starter's switch, the page's, the named managers and the budgets (each checked as
-     * it is bound). Environment variables and system properties are not checked, as Boot's own check leaves them out
-     * ({@code COMPUTE_*} may be anyone's; this project's tests set {@code -Dcompute.tests.*}).
+     * own are left to their owners: the starter's switch, the named managers and the budgets (each checked as it is bound).
+     * The memory map page's old switch, {@code compute.memory-map.enabled}, is unknown too: the page is the endpoint
+     * {@code computememorymap} now, which the switch would not turn off. Environment variables and system properties are
+     * not checked, as Boot's own check leaves them out ({@code COMPUTE_*} may be anyone's; this project's tests set
+     * {@code -Dcompute.tests.*}).
      */
     private void checkNoUnknownComputeKeys() {
         checkNoUnknownKeys("compute", ComputeProperties.class, OWN_KEYS_ELSEWHERE,

@@ -40,7 +40,9 @@ class UnknownSettingsTests {
             "compute.memroy.pooling.max-pool-size=1GB | compute.memroy.pooling.max-pool-size",
             "compute.memory.pooling.max-pol-size=1GB | compute.memory.pooling.max-pol-size",
             "compute.healt.cap-warning-threshold=0.5 | compute.healt.cap-warning-threshold",
-            "compute.managers.gpu.backend=cpu;compute.memory.poolng.enabled=false | compute.memory.poolng.enabled"})
+            "compute.managers.gpu.backend=cpu;compute.memory.poolng.enabled=false | compute.memory.poolng.enabled",
+            // the page's old switch: the page is the endpoint computememorymap, which this would not switch off
+            "compute.memory-map.enabled=false | compute.memory-map.enabled"})
     void anUnknownKeyStopsStartUpNamingIt(String settings, String property) {
         runner.withPropertyValues(settings.split(";")).run(context -> {
             assertThat(context).hasFailed();
@@ -92,7 +94,7 @@ class UnknownSettingsTests {
                     assertThat(context).hasNotFailed();
                     assertThat(context.getBean("gpuUnifiedMemoryManager", UnifiedMemoryManager.class).budgets()).hasSize(1);
                 });
-        runner.withPropertyValues("compute.enabled=true", "compute.memory-map.enabled=true", "compute.health.cap-warning-threshold=0.5",
+        runner.withPropertyValues("compute.enabled=true", "compute.health.cap-warning-threshold=0.5",
                 "compute.scopes.requests=true", "compute.backend-options.page-size=64KB", "compute.memory.pooling.warmup.host[0].size=1MB",
                 "compute.memory.recording.max-events=10", "compute.opencl.device-type=cpu", "compute.primary=")
                 .run(context -> assertThat(context).hasNotFailed());
