@@ -154,6 +154,17 @@ class ComputeMemoryAutoConfigurationTests {
         });
     }
 
+    /** A named backend refusing device 3: the advice to take auto does not promise the CPU backend runs there. */
+    @Test
+    void aNamedBackendRefusingTheDeviceIndexIsNotToldTheCpuBackendAlwaysRuns() {
+        runner.withPropertyValues("compute.backend=cpu", "compute.device=3").run(context -> {
+            FailureAnalysis analysis = new BackendUnavailableFailureAnalyzer().analyze(context.getStartupFailure());
+            assertThat(analysis).isNotNull();
+            assertThat(analysis.getAction()).contains("Set compute.backend to auto").contains("the CPU backend can, at compute.device 0")
+                    .doesNotContain("always");
+        });
+    }
+
     @ParameterizedTest
     @CsvSource(delimiter = '|', value = {
             "compute.backend=tpu                                | compute.backend                           | tpu                | one of auto, ",

@@ -104,7 +104,7 @@ public final class JavaKernels {
             KernelArgument argument = arguments.get(index);
             String actual = switch (argument) {
                 case KernelArgument.Buffer buffer -> "a buffer (" + buffer.description() + ")";
-                case KernelArgument.Scalar(Object value) -> "a " + value.getClass().getSimpleName() + " (" + value + ")";
+                case KernelArgument.Scalar(Object value) -> KernelArgument.typeOf(value) + " (" + value + ")";
             };
             return new IllegalArgumentException("Java kernel '" + kernel + "' reads argument " + index + " as " + what
                     + ", but the launch passed " + actual);

@@ -9,6 +9,12 @@ import org.jspecify.annotations.Nullable;
 /** One argument of a {@link NativeKernel} launch, in the kernel's parameter order: a buffer or a scalar. */
 public sealed interface KernelArgument {
 
+    /** The type of a value passed as an argument, with its article ("a Long", "an Integer"), for messages. */
+    static String typeOf(Object value) {
+        String name = value.getClass().getSimpleName().isEmpty() ? value.getClass().getName() : value.getClass().getSimpleName();
+        return ("AEIOUaeiou".indexOf(name.charAt(0)) >= 0 ? "an " : "a ") + name;
+    }
+
     /**
      * A buffer, through the device access the manager opened for the launch: {@code handle} is the backend's own
      * ({@link ComputeBackend#openDeviceHandle}) for exactly the buffer's bytes; {@code hostSegment} those bytes as

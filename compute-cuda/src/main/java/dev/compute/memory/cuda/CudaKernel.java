@@ -209,7 +209,7 @@ final class CudaKernel implements NativeKernel {
 
     private static String describe(Object argument) {
         return argument instanceof KernelArg buffer ? "a buffer, " + buffer.buffer()
-                : "a " + argument.getClass().getSimpleName() + " " + argument;
+                : KernelArgument.typeOf(argument) + " " + argument;
     }
 
     /**

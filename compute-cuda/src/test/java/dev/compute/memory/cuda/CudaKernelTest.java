@@ -88,7 +88,7 @@ class CudaKernelTest {
                     .hasMessage("kernel 'affine', argument 3 (a Double 1.0): the PTX parameter 3 is a float (.f32); pass a Float");
             assertThatThrownBy(() -> affine.launch(LaunchShape.of(4), x, y, 4, 1f, 1.0, 1))
                     .isInstanceOf(IllegalArgumentException.class)
-                    .hasMessageContaining("argument 2 (a Integer 4): the PTX parameter 2 is a 64-bit integer or pointer");
+                    .hasMessageContaining("argument 2 (an Integer 4): the PTX parameter 2 is a 64-bit integer or pointer");
             assertThatThrownBy(() -> affine.launch(LaunchShape.of(4), host, y, 4L, 1f, 1.0, 1))
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("kernel 'affine', argument 0 (UnifiedBuffer[HOST")

@@ -455,7 +455,7 @@ final class OpenClKernel implements NativeKernel {
 
     private static String describe(Object argument) {
         return argument instanceof KernelArg buffer ? "a buffer, " + buffer.buffer()
-                : "a " + argument.getClass().getSimpleName() + " " + argument;
+                : KernelArgument.typeOf(argument) + " " + argument;
     }
 
     // ---- the pool of kernel objects ------------------------------------------------------------------------------

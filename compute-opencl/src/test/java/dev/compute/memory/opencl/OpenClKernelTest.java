@@ -458,7 +458,7 @@ class OpenClKernelTest {
         assertThat(child.output()).as(child.describe())
                 .contains("refused: java.lang.IllegalArgumentException: kernel 'sample', argument 0 (a buffer, UnifiedBuffer[DEVICE")
                 .contains("the kernel's parameter 0 'image' is image2d_t; images and pipes are not taken")
-                .contains("refused: java.lang.IllegalArgumentException: kernel 'sample', argument 0 (a Integer 1)")
+                .contains("refused: java.lang.IllegalArgumentException: kernel 'sample', argument 0 (an Integer 1)")
                 .contains("state: HOST_DIRTY");
     }
 

@@ -21,7 +21,7 @@ public final class BackendUnavailableFailureAnalyzer extends AbstractFailureAnal
                 cause.backend(), cause.reason(), onClassPath.isEmpty() ? "none" : String.join(", ", onClassPath));
         String action;
         if (!BackendSelection.AUTO.equals(cause.backend())) {
-            action = String.format("Set compute.backend to auto, to take the best backend that can run here (the CPU backend always can), "
+            action = String.format("Set compute.backend to auto, to take the best backend that can run here (the CPU backend can, at compute.device 0), "
                     + "or make '%s' available as its reason says (a driver, a device, compute.device).", cause.backend());
         } else if (onClassPath.contains("cpu")) {
             // the CPU backend is there and refused too (compute.device above 0, say): adding it would change nothing
