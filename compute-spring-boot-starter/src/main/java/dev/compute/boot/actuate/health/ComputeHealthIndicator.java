@@ -154,7 +154,7 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
 
     /**
      * A share above its threshold and the threshold, in percent with as few decimals as tell them apart (none where they
-     * differ in whole percent): 90.4% used never reads as 90%, above a threshold of 90%.
+     * differ in whole percent): 90.4% used never reads as 90%, above a threshold of 90%, nor a threshold above 0 as 0%.
      */
     static String[] percents(double share, double threshold) {
         for (int decimals = 0; decimals < 6; decimals++) {
@@ -162,6 +162,9 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
             String shown = String.format(Locale.ROOT, format, share * 100);
             String limit = String.format(Locale.ROOT, format, threshold * 100);
             if (!shown.equals(limit)) {
+                for (int more = decimals + 1; threshold > 0 && Double.parseDouble(limit) == 0 && more < 6; more++) {
+                    limit = String.format(Locale.ROOT, "%." + more + "f", threshold * 100);
+                }
                 return new String[] {shown, limit};
             }
         }

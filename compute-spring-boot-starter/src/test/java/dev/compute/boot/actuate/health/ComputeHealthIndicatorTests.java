@@ -146,6 +146,7 @@ class ComputeHealthIndicatorTests {
         assertThat(ComputeHealthIndicator.percents(0.88, 0.8)).containsExactly("88", "80");
         assertThat(ComputeHealthIndicator.percents(0.904, 0.9)).containsExactly("90.4", "90.0");
         assertThat(ComputeHealthIndicator.percents(0.0000025, 0.000001)).containsExactly("0.0003", "0.0001");
+        assertThat(ComputeHealthIndicator.percents(0.5, 0.00001)).as("a threshold above 0 never reads 0%").containsExactly("50", "0.001");
     }
 
     private ComputeHealthIndicator indicator(ComputeProperties.Health thresholds) {
