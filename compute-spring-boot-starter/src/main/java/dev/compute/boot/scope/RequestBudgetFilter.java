@@ -11,11 +11,12 @@ import jakarta.servlet.ServletRequest;
 import jakarta.servlet.ServletResponse;
 import jakarta.servlet.http.HttpServletRequest;
 import java.io.IOException;
+import org.springframework.util.ClassUtils;
 
 /**
  * Runs each web request whose budget the {@link RequestBudgetResolver} names in a budget of its own under it
  * ({@code tenant-a/request-17}, limited by the tenant's {@code request-limit}), current on the request's threads
- * ({@link BudgetScope}), and closes it as the request ends: when its first dispatch returns, or, for an asynchronous
+ * ({@link BudgetScope}; Spring MVC's {@code Callable}s for the request too), and closes it as the request ends: when its first dispatch returns, or, for an asynchronous
  * request, when it completes, times out or fails. What the request forgot to close is closed then and logged with the
  * request's method and path. A request the resolver names no budget for runs as it would without this filter.
  */
@@ -23,6 +24,10 @@ public final class RequestBudgetFilter implements Filter {
 
     /** The request attribute holding the request's budget, for its later dispatches. */
     public static final String BUDGET_ATTRIBUTE = RequestBudgetFilter.class.getName() + ".budget";
+
+    // Spring MVC's asynchronous manager, whose Callables run in the request's budget too; a servlet application may lack it
+    private static final boolean SPRING_WEB = ClassUtils.isPresent("org.springframework.web.context.request.async.WebAsyncManager",
+            RequestBudgetFilter.class.getClassLoader());
 
     private final RequestBudgetResolver resolver;
     private final ScopedBudgets budgets;
@@ -57,6 +62,9 @@ public final class RequestBudgetFilter implements Filter {
         }
         MemoryBudget budget = budgets.open(tenant, "request");
         request.setAttribute(BUDGET_ATTRIBUTE, budget);
+        if (SPRING_WEB) {
+            CallablesInRequestBudget.register(request, budget);
+        }
         try (BudgetScope scope = BudgetScope.open(budget)) {
             chain.doFilter(request, response);
         } finally {

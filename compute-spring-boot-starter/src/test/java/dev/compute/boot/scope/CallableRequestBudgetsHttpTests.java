@@ -1,0 +1,120 @@
+package dev.compute.boot.scope;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.compute.boot.ComputeBudgets;
+import dev.compute.boot.EnableAutoConfigurationWithoutSecurity;
+import dev.compute.memory.MemoryBudget;
+import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedMemoryManager;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.concurrent.Callable;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.context.annotation.Import;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestParam;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.client.RestClient;
+import org.springframework.web.context.request.async.WebAsyncTask;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
+
+/**
+ * Request budgets without task budgets: what Spring MVC runs on its task executor for the request (a {@code Callable}, a
+ * {@code WebAsyncTask}, a {@code StreamingResponseBody}) runs in the request's budget, as the request's own threads do.
+ */
+@ExtendWith(OutputCaptureExtension.class)
+@SpringBootTest(classes = CallableRequestBudgetsHttpTests.Application.class, webEnvironment = WebEnvironment.RANDOM_PORT, properties = {
+        "compute.backend=cpu", "compute.memory.timeline.interval=0", "compute.memory.pooling.max-pool-size=16MB",
+        "compute.budgets.tenant-a.limit=8MB", "compute.budgets.tenant-a.request-limit=1MB", "compute.scopes.request-budgets=true"})
+class CallableRequestBudgetsHttpTests {
+
+    @LocalServerPort
+    int port;
+
+    @Autowired
+    UnifiedMemoryManager manager;
+
+    @Autowired
+    ComputeBudgets budgets;
+
+    RestClient http;
+
+    @BeforeEach
+    void client() {
+        http = RestClient.builder().baseUrl("http://127.0.0.1:" + port).defaultStatusHandler(status -> true, (request, response) -> {}).build();
+    }
+
+    private ResponseEntity<String> post(String path) {
+        return http.post().uri(path).header("X-Compute-Budget", "tenant-a").retrieve().toEntity(String.class);
+    }
+
+    @Test
+    void whatMvcRunsOnItsExecutorForTheRequestRunsInTheRequestsBudget(CapturedOutput output) {
+        for (String kind : new String[] {"callable", "web-async-task", "streaming"}) {
+            ResponseEntity<String> response = post("/" + kind + "?bytes=4096");
+            assertThat(response.getStatusCode().value()).as(kind).isEqualTo(200);
+            assertThat(response.getBody()).as(kind).matches("tenant-a/request-(\\d+) then tenant-a/request-\\1");
+        }
+        // what they forgot is closed with the request, and said so, with the request
+        await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> {
+            MemoryBudget tenant = budgets.budget("tenant-a").orElseThrow();
+            assertThat(tenant.children()).isEmpty();
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+            assertThat(manager.statistics(MemoryLocation.HOST).liveBuffers()).isZero();
+            assertThat(output).contains("request POST /streaming ended with 1 buffer(s) of 4096 bytes still open in memory budget 'tenant-a/request-");
+        });
+        // the executor's thread holds no budget once the request is done: a request without a tenant finds none
+        for (int i = 0; i < 20; i++) {
+            assertThat(http.post().uri("/callable?bytes=0").retrieve().body(String.class)).isEqualTo("none then none");
+        }
+    }
+
+    @RestController
+    static class Work {
+
+        private static String current() {
+            return BudgetScope.current().map(MemoryBudget::path).orElse("none");
+        }
+
+        /** Allocates through the budget current where it runs, if any, and forgets the buffer. */
+        private static String forgetting(String onRequest, long bytes) {
+            BudgetScope.current().filter(budget -> bytes > 0).ifPresent(budget -> budget.allocate(bytes, MemoryLocation.HOST));
+            return onRequest + " then " + current();
+        }
+
+        @PostMapping("/callable")
+        Callable<String> callable(@RequestParam long bytes) {
+            String onRequest = current();
+            return () -> forgetting(onRequest, bytes);
+        }
+
+        @PostMapping("/web-async-task")
+        WebAsyncTask<String> webAsyncTask(@RequestParam long bytes) {
+            String onRequest = current();
+            return new WebAsyncTask<>(10_000L, () -> forgetting(onRequest, bytes));
+        }
+
+        @PostMapping("/streaming")
+        StreamingResponseBody streaming(@RequestParam long bytes) {
+            String onRequest = current();
+            return out -> out.write(forgetting(onRequest, bytes).getBytes(StandardCharsets.UTF_8));
+        }
+    }
+
+    @SpringBootConfiguration
+    @EnableAutoConfigurationWithoutSecurity
+    @Import(Work.class)
+    static class Application {}
+}
