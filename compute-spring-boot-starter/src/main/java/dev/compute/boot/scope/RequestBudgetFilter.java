@@ -16,7 +16,8 @@ import org.springframework.util.ClassUtils;
 /**
  * Runs each web request whose budget the {@link RequestBudgetResolver} names in a budget of its own under it
  * ({@code tenant-a/request-17}, limited by the tenant's {@code request-limit}), current on the request's threads
- * ({@link BudgetScope}; Spring MVC's {@code Callable}s for the request too), and closes it as the request ends: when its first dispatch returns, or, for an asynchronous
+ * ({@link BudgetScope}; Spring MVC's {@code Callable}s for the request and the tasks it starts on its asynchronous
+ * context too), and closes it as the request ends: when its first dispatch returns, or, for an asynchronous
  * request, when it completes, times out or fails. What the request forgot to close is closed then and logged with the
  * request's method and path. A request the resolver names no budget for runs as it would without this filter.
  */
@@ -48,7 +49,7 @@ public final class RequestBudgetFilter implements Filter {
             // let past the tenant's limit
             if (request.getAttribute(BUDGET_ATTRIBUTE) instanceof MemoryBudget budget) {
                 try (BudgetScope scope = BudgetScope.open(budget)) {
-                    chain.doFilter(request, response);
+                    chain.doFilter(startingTasksIn(budget, http), response);
                 }
             } else {
                 chain.doFilter(request, response);
@@ -66,7 +67,7 @@ public final class RequestBudgetFilter implements Filter {
             CallablesInRequestBudget.register(request, budget);
         }
         try (BudgetScope scope = BudgetScope.open(budget)) {
-            chain.doFilter(request, response);
+            chain.doFilter(startingTasksIn(budget, http), response);
         } finally {
             String work = "request " + http.getMethod() + " " + http.getRequestURI();
             if (request.isAsyncStarted()) {
@@ -75,6 +76,15 @@ public final class RequestBudgetFilter implements Filter {
                 ScopedBudgets.end(budget, tenant, () -> work);
             }
         }
+    }
+
+    /** The request, whose asynchronous context starts each task ({@code AsyncContext.start}) in its budget. */
+    private static HttpServletRequest startingTasksIn(MemoryBudget budget, HttpServletRequest request) {
+        return new AsyncTasksWrapped(request, task -> () -> {
+            try (BudgetScope scope = BudgetScope.open(budget)) {
+                task.run();
+            }
+        });
     }
 
     /** Closes an asynchronous request's budget however the request ends. */

@@ -8,6 +8,10 @@ import dev.compute.boot.EnableAutoConfigurationWithoutSecurity;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedMemoryManager;
+import jakarta.servlet.AsyncContext;
+import jakarta.servlet.http.HttpServletRequest;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.Callable;
@@ -32,7 +36,8 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
 
 /**
  * Request budgets without task budgets: what Spring MVC runs on its task executor for the request (a {@code Callable}, a
- * {@code WebAsyncTask}, a {@code StreamingResponseBody}) runs in the request's budget, as the request's own threads do.
+ * {@code WebAsyncTask}, a {@code StreamingResponseBody}) and a task the request starts on its asynchronous context run
+ * in the request's budget, as the request's own threads do.
  */
 @ExtendWith(OutputCaptureExtension.class)
 @SpringBootTest(classes = CallableRequestBudgetsHttpTests.Application.class, webEnvironment = WebEnvironment.RANDOM_PORT, properties = {
@@ -81,6 +86,18 @@ class CallableRequestBudgetsHttpTests {
         }
     }
 
+    @Test
+    void aTaskTheRequestStartsOnItsAsyncContextRunsInTheRequestsBudget(CapturedOutput output) {
+        ResponseEntity<String> response = post("/async-context?bytes=4096");
+        assertThat(response.getStatusCode().value()).isEqualTo(200);
+        assertThat(response.getBody()).matches("tenant-a/request-(\\d+) then tenant-a/request-\\1");
+        await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> {
+            assertThat(budgets.budget("tenant-a").orElseThrow().children()).isEmpty();
+            assertThat(manager.statistics(MemoryLocation.HOST).liveBuffers()).isZero();
+            assertThat(output).contains("request POST /async-context ended with 1 buffer(s) of 4096 bytes still open in memory budget 'tenant-a/request-");
+        });
+    }
+
     @RestController
     static class Work {
 
@@ -104,6 +121,22 @@ class CallableRequestBudgetsHttpTests {
         WebAsyncTask<String> webAsyncTask(@RequestParam long bytes) {
             String onRequest = current();
             return new WebAsyncTask<>(10_000L, () -> forgetting(onRequest, bytes));
+        }
+
+        @PostMapping("/async-context")
+        void asyncContext(HttpServletRequest request, @RequestParam long bytes) {
+            String onRequest = current();
+            AsyncContext async = request.startAsync();
+            async.start(() -> {
+                try {
+                    async.getResponse().setContentType("text/plain");
+                    async.getResponse().getWriter().write(forgetting(onRequest, bytes));
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                } finally {
+                    async.complete();
+                }
+            });
         }
 
         @PostMapping("/streaming")
