@@ -18,7 +18,7 @@ import org.springframework.util.ClassUtils;
  * ({@code tenant-a/request-17}, limited by the tenant's {@code request-limit}), current on the request's threads
  * ({@link BudgetScope}; Spring MVC's {@code Callable}s for the request and the tasks it starts on its asynchronous
  * context too), and closes it as the request ends: when its first dispatch returns, or, for an asynchronous
- * request, when it completes, times out or fails. What the request forgot to close is closed then and logged with the
+ * request, when it completes (after a timeout or an error, once the dispatch answering them has run in it). What the request forgot to close is closed then and logged with the
  * request's method and path. A request the resolver names no budget for runs as it would without this filter.
  */
 public final class RequestBudgetFilter implements Filter {
@@ -45,8 +45,8 @@ public final class RequestBudgetFilter implements Filter {
             return;
         }
         if (request.getDispatcherType() == DispatcherType.ASYNC) {
-            // closed too (the request's, at its end; a tenant that closed): what a later dispatch allocates is refused, not
-            // let past the tenant's limit
+            // open until the request completes, unless its tenant closed: then what a later dispatch allocates is refused,
+            // not let past the tenant's limit
             if (request.getAttribute(BUDGET_ATTRIBUTE) instanceof MemoryBudget budget) {
                 try (BudgetScope scope = BudgetScope.open(budget)) {
                     chain.doFilter(startingTasksIn(budget, http), response);
@@ -87,7 +87,10 @@ public final class RequestBudgetFilter implements Filter {
         });
     }
 
-    /** Closes an asynchronous request's budget however the request ends. */
+    /**
+     * Closes an asynchronous request's budget as the request completes, which it does however it ends. Not at a timeout
+     * or an error: the dispatch that answers them (Spring MVC's, to a fallback) is still the request's, in its budget.
+     */
     private record ClosingAtTheEnd(MemoryBudget budget, MemoryBudget tenant, String work) implements AsyncListener {
         @Override
         public void onComplete(AsyncEvent event) {
@@ -95,14 +98,10 @@ public final class RequestBudgetFilter implements Filter {
         }
 
         @Override
-        public void onTimeout(AsyncEvent event) {
-            ScopedBudgets.end(budget, tenant, () -> work);
-        }
+        public void onTimeout(AsyncEvent event) {}
 
         @Override
-        public void onError(AsyncEvent event) {
-            ScopedBudgets.end(budget, tenant, () -> work);
-        }
+        public void onError(AsyncEvent event) {}
 
         @Override
         public void onStartAsync(AsyncEvent event) {

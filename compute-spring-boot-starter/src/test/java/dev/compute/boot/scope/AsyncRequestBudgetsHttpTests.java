@@ -8,6 +8,7 @@ import dev.compute.boot.EnableAutoConfigurationWithoutSecurity;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedMemoryManager;
+import jakarta.servlet.http.HttpServletRequest;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.Callable;
@@ -28,11 +29,13 @@ import org.springframework.context.annotation.Import;
 import org.springframework.core.ParameterizedTypeReference;
 import org.springframework.core.task.AsyncTaskExecutor;
 import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.GetMapping;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.client.RestClient;
+import org.springframework.web.context.request.async.AsyncRequestTimeoutException;
 import org.springframework.web.context.request.async.DeferredResult;
 
 /** Request budgets over real HTTP with asynchronous requests, errors, and tasks that throw. */
@@ -110,6 +113,16 @@ class AsyncRequestBudgetsHttpTests {
     void aDeferredResultThatTimesOutClosesTheBudget(CapturedOutput output) {
         ResponseEntity<String> response = post("/deferred-timeout?bytes=" + 4 * KiB);
         awaitTenantEmpty();
+    }
+
+    @Test
+    void theDispatchAfterATimeoutStillRunsInTheOpenBudgetWhichClosesAsTheRequestEnds(CapturedOutput output) {
+        ResponseEntity<String> response = post("/deferred-timeout-fallback?bytes=" + 4 * KiB);
+        assertThat(response.getStatusCode().value()).isEqualTo(200);
+        assertThat(response.getBody()).matches("fallback in tenant-a/request-\\d+");
+        awaitTenantEmpty();
+        await().atMost(Duration.ofSeconds(10))
+                .untilAsserted(() -> assertThat(output).contains("request POST /deferred-timeout-fallback ended with 1 buffer(s) of 4096 bytes"));
     }
 
     @Test
@@ -221,8 +234,25 @@ class AsyncRequestBudgetsHttpTests {
         }
     }
 
+    /** A request that times out answered by a fallback computed through its budget, on the dispatch after the timeout. */
+    @RestController
+    static class TimeoutFallback {
+
+        @PostMapping("/deferred-timeout-fallback")
+        DeferredResult<String> deferredTimeoutFallback() {
+            return new DeferredResult<>(300L);
+        }
+
+        @ExceptionHandler(AsyncRequestTimeoutException.class)
+        String fallback(HttpServletRequest request) {
+            MemoryBudget budget = BudgetScope.current().orElseThrow();
+            budget.allocate(Long.parseLong(request.getParameter("bytes")), MemoryLocation.HOST); // forgotten
+            return "fallback in " + budget.path();
+        }
+    }
+
     @SpringBootConfiguration
     @EnableAutoConfigurationWithoutSecurity
-    @Import(Work.class)
+    @Import({Work.class, TimeoutFallback.class})
     static class Application {}
 }
