@@ -7,14 +7,18 @@ import dev.compute.boot.ComputeBudgets;
 import dev.compute.boot.EnableAutoConfigurationWithoutSecurity;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
+import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import jakarta.servlet.AsyncContext;
 import jakarta.servlet.http.HttpServletRequest;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.lang.foreign.ValueLayout;
+import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -98,6 +102,24 @@ class CallableRequestBudgetsHttpTests {
         });
     }
 
+    @Test
+    void aClientGoneMidStreamLeavesNoBudgetOpenNorMemoryHeld(CapturedOutput output) throws IOException {
+        try (Socket client = new Socket("127.0.0.1", port)) {
+            client.setSoTimeout(10_000);
+            client.getOutputStream().write("POST /stream-until-gone HTTP/1.1\r\nHost: test\r\nX-Compute-Budget: tenant-a\r\nContent-Length: 0\r\n\r\n"
+                    .getBytes(StandardCharsets.US_ASCII));
+            assertThat(client.getInputStream().readNBytes(64 * 1024)).hasSize(64 * 1024); // the stream is under way
+        }
+        await().atMost(Duration.ofSeconds(20)).untilAsserted(() -> {
+            MemoryBudget tenant = budgets.budget("tenant-a").orElseThrow();
+            assertThat(tenant.children()).isEmpty();
+            assertThat(tenant.statistics().allocatedBytes()).isZero();
+            assertThat(manager.statistics(MemoryLocation.HOST).liveBuffers()).isZero();
+            assertThat(manager.statistics(MemoryLocation.HOST).heldBuffers()).isZero();
+            assertThat(output).contains("request POST /stream-until-gone ended with 1 buffer(s) of 65536 bytes still open in memory budget 'tenant-a/request-");
+        });
+    }
+
     @RestController
     static class Work {
 
@@ -137,6 +159,20 @@ class CallableRequestBudgetsHttpTests {
                     async.complete();
                 }
             });
+        }
+
+        /** Streams a viewed buffer, which it forgets, until the client is gone (a write fails) or 20 seconds pass. */
+        @PostMapping("/stream-until-gone")
+        StreamingResponseBody streamUntilGone() {
+            return out -> {
+                UnifiedBuffer buffer = BudgetScope.current().orElseThrow().allocate(64 * 1024, MemoryLocation.HOST);
+                byte[] chunk = buffer.hostView().toArray(ValueLayout.JAVA_BYTE);
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+                while (System.nanoTime() < end) {
+                    out.write(chunk);
+                    out.flush();
+                }
+            };
         }
 
         @PostMapping("/streaming")
