@@ -211,6 +211,38 @@ class DeviceAccessTest {
         }
     }
 
+    /**
+     * A close on an interrupted thread (a container's shutdown after its executors were interrupted) still waits, within
+     * its timeout, for the device work a closed buffer's memory waits for, and frees everything; the interrupt is put back.
+     * Before, the first wait that saw the interrupt gave up: the pools kept all their memory for good, and the warning
+     * said the close timeout had run out.
+     */
+    @Test
+    void aCloseOnAnInterruptedThreadStillWaitsForDeviceWorkAndFreesEverything() throws Exception {
+        CompletableFuture<Void> kernel = new CompletableFuture<>();
+        UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+        device.queueWork(kernel);
+        try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+            assertThat(access.isDeviceAccess()).isTrue();
+        } finally {
+            device.queueWork(CompletableFuture.completedFuture(null));
+        }
+        buffer.close();
+        other.submit(() -> {
+            Thread.sleep(200);
+            return kernel.complete(null);
+        });
+        Thread.currentThread().interrupt();
+        try {
+            manager.close();
+            assertThat(Thread.currentThread().isInterrupted()).as("the interrupt is put back").isTrue();
+        } finally {
+            Thread.interrupted();
+        }
+        assertThat(kernel).as("the close waited for the kernel").isDone();
+        assertThat(device.liveAllocations()).as("the pools' memory went back").isZero();
+    }
+
     @Test
     void aReadBehindWorkThatNeverFinishesFailsInTimeAndTheBufferStaysUsable() throws Exception {
         try (UnifiedMemoryManager bounded = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())

@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
@@ -39,6 +40,8 @@ public final class Shutdown {
     private final CountDownLatch done = new CountDownLatch(1);
     /** The thread inside the first close while it runs: a close it makes meanwhile (a waiting request's function) cannot wait for it. */
     private volatile @Nullable Thread closing;
+    /** Whether the thread finishing the close was interrupted before or during its waits: set again once it is done. */
+    private boolean interruptedWhileClosing;
 
     public Shutdown(Parts parts, String name, Duration closeTimeout, Consumer<Boolean> budgetsClose) {
         this.parts = parts;
@@ -88,15 +91,31 @@ public final class Shutdown {
         }
     }
 
+    /**
+     * The close waits out its bound whatever the interrupt (a container's shutdown runs on threads it has interrupted):
+     * the backend's and the pool's waits give up when interrupted, and a close that gave up would keep every pool's
+     * memory for good. The interrupt is taken off for the waits and put back after.
+     */
     private void finish() {
+        interruptedWhileClosing = Thread.interrupted();
+        try {
+            finishUninterrupted();
+        } finally {
+            if (interruptedWhileClosing | Thread.interrupted()) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    private void finishUninterrupted() {
         CallGate gate = parts.gate();
         long deadline = System.nanoTime() + closeTimeout.toNanos();
         boolean deviceIdle = true;
         try {
             boolean callsEnded = gate.awaitCalls(deadline);
             boolean scopesEnded = gate.scopes().closeAll(deadline);
-            deviceIdle = parts.backend().awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())))
-                    && parts.returns().awaitReleasedWork(deadline);
+            deviceIdle = waitedOut(deadline, () -> parts.backend().awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime()))))
+                    && waitedOut(deadline, () -> parts.returns().awaitReleasedWork(deadline));
             parts.maintenance().stop();
             boolean memoryBack = callsEnded && scopesEnded && deviceIdle;
             if (memoryBack) {
@@ -128,6 +147,23 @@ public final class Shutdown {
                 done.countDown();
             }
         }
+    }
+
+    /**
+     * {@code wait}, made again where an interrupt that came meanwhile cut it short, until {@code deadline}; such an
+     * interrupt is taken off, and {@link #finish} puts it back.
+     */
+    private boolean waitedOut(long deadline, BooleanSupplier wait) {
+        while (!wait.getAsBoolean()) {
+            if (!Thread.interrupted()) {
+                return false;
+            }
+            interruptedWhileClosing = true;
+            if (System.nanoTime() - deadline >= 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** Another thread is closing: end the views it hands to this one, until it is done. */

@@ -596,6 +596,38 @@ class OpenClDeviceOrderingTest {
         }
     }
 
+    /**
+     * A close on a thread interrupted before it and again while it waits still waits, within its timeout, for the work
+     * queued on a closed buffer, then frees the memory and releases the queue, the interrupt put back. Before, the
+     * backend's wait gave up at the interrupt: the pools kept their memory and the backend its queue for good, and the
+     * warnings blamed a close timeout that had not run out and a copy that was not under way.
+     */
+    @Test
+    void aCloseOnAnInterruptedThreadStillWaitsForTheQueuedWorkAndFreesEverything() throws Exception {
+        cl_event gate = userEvent();
+        try (LogCapture managerLog = LogCapture.managerLog(); LogCapture backendLog = LogCapture.of(OpenClBackend.class.getName())) {
+            UnifiedBuffer x = manager.allocate(DataType.FLOAT32, N, MemoryLocation.DEVICE);
+            fillHeldAt(x, gate);
+            manager.ops().scaleAsync(x, 2);
+            x.close();
+            FutureTask<Boolean> close = new FutureTask<>(() -> {
+                Thread.currentThread().interrupt();
+                manager.close();
+                return Thread.currentThread().isInterrupted();
+            });
+            Thread closing = Thread.ofPlatform().start(close);
+            Thread.sleep(200);
+            closing.interrupt();
+            Thread.sleep(200);
+            open(gate);
+            assertThat(close.get(10, TimeUnit.SECONDS)).as("the interrupt is put back").isTrue();
+            assertThat(managerLog.messages(Level.WARNING)).as("the memory went back").isEmpty();
+            assertThat(backendLog.messages(Level.WARNING)).as("the queue was released").isEmpty();
+        } finally {
+            CL.clReleaseEvent(gate);
+        }
+    }
+
     private void reopenWithAShortDeviceWait() {
         manager.close();
         manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
