@@ -597,6 +597,36 @@ class OpenClDeviceOrderingTest {
     }
 
     /**
+     * Compaction moves a buffer only once the work queued on it has run: behind a fill held at a user event and a launch
+     * queued after it, it waits (as host reads do), then moves the buffer with the launch's result.
+     */
+    @Test
+    void compactionMovesABufferOnlyOnceTheWorkQueuedOnItHasRun() throws Exception {
+        int big = 2 << 20; // 8 MiB: blocks this large can move
+        ComputeKernel add = addKernel();
+        List<UnifiedBuffer> before = List.of(manager.allocate(DataType.FLOAT32, big, MemoryLocation.DEVICE),
+                manager.allocate(DataType.FLOAT32, big, MemoryLocation.DEVICE), manager.allocate(DataType.FLOAT32, big, MemoryLocation.DEVICE));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, big, MemoryLocation.DEVICE)) {
+            before.forEach(UnifiedBuffer::close); // free space ahead of x, where compaction moves it
+            cl_event gate = userEvent();
+            try {
+                fillHeldAt(x, gate);
+                add.launch(LaunchShape.of(big), x, (long) big, 2f);
+                CompletableFuture<Long> moved = CompletableFuture.supplyAsync(() -> (long) manager.compact(MemoryLocation.DEVICE).buffersMoved());
+                Thread.sleep(300);
+                assertThat(moved).as("waits for the held work").isNotDone();
+                open(gate);
+                assertThat(moved.get(10, TimeUnit.SECONDS)).isEqualTo(1L);
+            } finally {
+                CL.clReleaseEvent(gate);
+            }
+            float[] back = new float[big];
+            x.copyTo(back);
+            assertThat(back).as("the fill, then the launch, then the move").containsOnly(3f);
+        }
+    }
+
+    /**
      * A close on a thread interrupted before it and again while it waits still waits, within its timeout, for the work
      * queued on a closed buffer, then frees the memory and releases the queue, the interrupt put back. Before, the
      * backend's wait gave up at the interrupt: the pools kept their memory and the backend its queue for good, and the
