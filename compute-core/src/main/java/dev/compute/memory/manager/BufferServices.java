@@ -99,9 +99,25 @@ public final class BufferServices implements BufferHost {
         return deviceWaitTimeout;
     }
 
+    /**
+     * The memory may be reused once this returns, so an interrupt does not cut the wait short (the backends' waits give
+     * up when interrupted): the wait is made again until the bound, and the interrupt put back after.
+     */
     @Override
     public void awaitDeviceIdle() {
-        if (!backend.awaitIdle(closeTimeout)) {
+        long deadline = System.nanoTime() + closeTimeout.toNanos();
+        boolean interrupted = false;
+        boolean idle;
+        while (!(idle = backend.awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())))) && Thread.interrupted()) {
+            interrupted = true;
+            if (System.nanoTime() - deadline >= 0) {
+                break;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+        if (!idle) {
             LOG.log(System.Logger.Level.WARNING, "device work was still running after " + closeTimeout.toMillis()
                     + " ms while a device access that could not record its work ended");
         }

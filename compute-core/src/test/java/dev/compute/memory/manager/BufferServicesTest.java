@@ -20,6 +20,8 @@ import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import org.junit.jupiter.api.AfterEach;
@@ -102,6 +104,32 @@ class BufferServicesTest {
             assertThat(backend.awaitIdleCalls()).isEqualTo(2);
             assertThat(log.messages(Level.WARNING)).containsExactly("device work was still running after 300 ms while a device access"
                     + " that could not record its work ended");
+        }
+    }
+
+    /**
+     * The wait stands between work a device access could not record and the reuse of its memory: an interrupted thread
+     * still waits, within the bound, and gets its interrupt back. Before, it gave up at once, warned that the device was
+     * still busy after the whole bound, and the memory could go back under the work.
+     */
+    @Test
+    void aWaitForTheDeviceOnAnInterruptedThreadStillWaitsWithinTheBound() throws Exception {
+        CompletableFuture<Void> work = new CompletableFuture<>();
+        backend.idleOnceDone(work);
+        ScheduledExecutorService device = Executors.newSingleThreadScheduledExecutor();
+        try (LogCapture log = LogCapture.managerLog()) {
+            device.schedule(() -> work.complete(null), 100, TimeUnit.MILLISECONDS);
+            Thread.currentThread().interrupt();
+            try {
+                services.awaitDeviceIdle();
+                assertThat(Thread.currentThread().isInterrupted()).as("the interrupt is put back").isTrue();
+            } finally {
+                Thread.interrupted();
+            }
+            assertThat(work).as("waited for").isDone();
+            assertThat(log.atLeast(Level.WARNING)).isEmpty();
+        } finally {
+            device.shutdownNow();
         }
     }
 

@@ -15,6 +15,9 @@ import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
@@ -30,6 +33,7 @@ public final class ControlledBackend implements ComputeBackend {
     private final ComputeBackend delegate;
     private volatile CompletableFuture<Void> deviceWork = CompletableFuture.completedFuture(null);
     private volatile boolean idle = true;
+    private volatile CompletableFuture<?> idleOnceDone = CompletableFuture.completedFuture(null);
     private volatile @Nullable RuntimeException openHandleFailure;
     private volatile @Nullable RuntimeException endHandleFailure;
     private volatile @Nullable RuntimeException closeFailure;
@@ -55,6 +59,14 @@ public final class ControlledBackend implements ComputeBackend {
     /** Runs the work held since {@link #holdDeviceWork()} (on this thread) and completes its futures. */
     public void releaseDeviceWork() {
         deviceWork.complete(null);
+    }
+
+    /**
+     * {@link #awaitIdle} waits for {@code work} from now on, as the OpenCL and CUDA backends wait for their queues: at most
+     * its timeout, and no longer once the thread is interrupted (false then, the interrupt set again).
+     */
+    public void idleOnceDone(CompletableFuture<?> work) {
+        idleOnceDone = work;
     }
 
     /** What {@link #awaitIdle} answers from now on. */
@@ -247,6 +259,16 @@ public final class ControlledBackend implements ComputeBackend {
     @Override
     public boolean awaitIdle(Duration timeout) {
         awaitIdleCalls.incrementAndGet();
+        try {
+            idleOnceDone.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (ExecutionException failed) {
+            // failed work has ended too
+        } catch (TimeoutException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
         return idle && delegate.awaitIdle(timeout);
     }
 
