@@ -115,6 +115,7 @@ final class BackendComputeOps implements ComputeOps {
             return op.join();
         }
         Duration limit = manager.deviceWaitTimeout();
+        long start = System.nanoTime();
         try {
             op.get(limit.toNanos(), TimeUnit.NANOSECONDS);
         } catch (ExecutionException | CancellationException failed) {
@@ -125,7 +126,8 @@ final class BackendComputeOps implements ComputeOps {
                     + " command held at an event nobody sets); it stays queued and runs once that work is over", limit);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new DeviceTimeoutException("interrupted while waiting for the " + what + ", which stays queued", limit);
+            throw new DeviceWaitInterruptedException("interrupted while waiting for the " + what + ", which stays queued",
+                    Duration.ofNanos(System.nanoTime() - start), e);
         }
         return op.join();
     }

@@ -1,6 +1,7 @@
 package dev.compute.memory.lifetime;
 
 import dev.compute.memory.DeviceTimeoutException;
+import dev.compute.memory.DeviceWaitInterruptedException;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.WorkGroup;
 import java.time.Duration;
@@ -136,9 +137,11 @@ final class WorkInFlight {
      * Waits for {@code work} queued on {@code buffer} at most {@code limit}, holding no monitor; failed or cancelled
      * work is over too (the memory is free of it either way).
      *
-     * @throws DeviceTimeoutException past the limit or when interrupted, saying nothing was changed
+     * @throws DeviceTimeoutException past the limit, or {@link DeviceWaitInterruptedException} when interrupted, saying
+     *     nothing was changed
      */
     static void await(CompletableFuture<?> work, Duration limit, Object buffer) {
+        long start = System.nanoTime();
         try {
             work.get(limit.toNanos(), TimeUnit.NANOSECONDS);
         } catch (ExecutionException | CancellationException failedWorkIsOverToo) {
@@ -150,7 +153,8 @@ final class WorkInFlight {
                     + " the work is over", limit);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new DeviceTimeoutException("interrupted while waiting for device work queued on " + buffer, limit);
+            throw new DeviceWaitInterruptedException("interrupted while waiting for device work queued on " + buffer
+                    + "; nothing was changed", Duration.ofNanos(System.nanoTime() - start), e);
         }
     }
 

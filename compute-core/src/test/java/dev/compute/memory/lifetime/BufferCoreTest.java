@@ -7,6 +7,7 @@ import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
 import dev.compute.memory.DeviceTimeoutException;
+import dev.compute.memory.DeviceWaitInterruptedException;
 import dev.compute.memory.FileMapMode;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.resource.Block;
@@ -318,8 +319,11 @@ class BufferCoreTest {
 
         Thread.currentThread().interrupt();
         try {
-            assertThatThrownBy(() -> Holds.deviceRegion(root, AccessMode.READ)).isInstanceOf(DeviceTimeoutException.class)
-                    .hasMessageStartingWith("interrupted while waiting for device work queued on");
+            assertThatThrownBy(() -> Holds.deviceRegion(root, AccessMode.READ)).isInstanceOf(DeviceWaitInterruptedException.class)
+                    .hasMessageStartingWith("interrupted while waiting for device work queued on")
+                    .hasCauseInstanceOf(InterruptedException.class)
+                    .satisfies(thrown -> assertThat(((DeviceTimeoutException) thrown).waited()).as("not the limit")
+                            .isLessThan(Duration.ofMillis(100)));
             assertThat(Thread.currentThread().isInterrupted()).as("the interrupt is kept").isTrue();
         } finally {
             Thread.interrupted();
