@@ -6,6 +6,7 @@ import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.internal.ManagerLog;
+import dev.compute.memory.internal.UserCode;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.Relocation;
 import dev.compute.memory.resource.Block;
@@ -210,7 +211,12 @@ public final class Compactor {
             CompactionReport report = new CompactionReport(location, moved, bytesMoved, inUse, released,
                     before.reservedBytes(), after.reservedBytes(), before.largestFreeBlockBytes(), after.largestFreeBlockBytes(),
                     before.fragmentation(), after.fragmentation(), Duration.ofNanos(System.nanoTime() - start));
-            events.compacted(report);
+            if (!UserCode.inListener()) {
+                // one asked from a listener moves nothing (see compactionOrder), and telling listeners of it would call the
+                // one that asked again, inside itself: a listener that compacts on hearing of a compaction recursed until
+                // the stack overflowed
+                events.compacted(report);
+            }
             return report;
         } finally {
             gate.exitQuietly(stripe);

@@ -428,6 +428,42 @@ public abstract class CompactionContractTest {
         }
     }
 
+    /**
+     * A listener that compacts again on hearing of a compaction (while fragmentation stays high, say) is told of the one
+     * it heard only: the compaction it asks for moves nothing from inside a listener, and telling it of that would call
+     * it again, inside itself, until the stack overflows.
+     */
+    @Test
+    void aListenerThatCompactsOnEveryCompactionIsToldOnce() {
+        List<CompactionReport> heard = new CopyOnWriteArrayList<>();
+        List<CompactionReport> askedFromTheListener = new CopyOnWriteArrayList<>();
+        UnifiedMemoryManager[] self = new UnifiedMemoryManager[1];
+        MemoryEventListener compactsAgain = new MemoryEventListener() {
+            @Override
+            public void compacted(CompactionReport report) {
+                heard.add(report);
+                askedFromTheListener.add(self[0].compact(report.location()));
+            }
+        };
+        try (UnifiedMemoryManager manager = builder().releaseThreshold(0).eventListener(compactsAgain).build()) {
+            self[0] = manager;
+            List<UnifiedBuffer> kept = fragmented(manager);
+
+            CompactionReport report = manager.compact(DEVICE);
+
+            assertThat(report.buffersMoved()).isPositive();
+            assertThat(heard).containsExactly(report);
+            assertThat(askedFromTheListener).singleElement().satisfies(inner -> {
+                assertThat(inner.buffersMoved()).isZero();
+                assertThat(inner.bytesReleased()).isZero();
+            });
+            for (int i = 0; i < kept.size(); i++) {
+                assertHolds(kept.get(i), 4 * i);
+            }
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
     private static @Nullable Throwable catching(Runnable action) {
         try {
             action.run();
