@@ -49,13 +49,16 @@ public interface MemoryEventListener {
     /** A trim (scheduled or asked for) gave {@code releasedBytes} of cached memory back. */
     default void trimmed(MemoryLocation location, long releasedBytes) {}
 
-    /** A compaction ({@link UnifiedMemoryManager#compact(MemoryLocation)}) ended; what it moved and gave back. */
+    /**
+     * A compaction ({@link UnifiedMemoryManager#compact(MemoryLocation)}) ended; what it moved and gave back. Not told of
+     * one a listener asked for, which moves nothing.
+     */
     default void compacted(CompactionReport report) {}
 
     /**
      * The pool's segments and blocks were read ({@link UnifiedMemoryManager#snapshot(MemoryLocation)}, the endpoint's view
      * of a location): {@code blocks} blocks in {@code nanos}, in {@code holds} stretches under the pool's lock, the
-     * longest {@code longestHoldNanos}.
+     * longest {@code longestHoldNanos}. Not told of a read a listener made.
      */
     default void snapshotRead(MemoryLocation location, int blocks, int holds, long longestHoldNanos, long nanos) {}
 

@@ -264,6 +264,33 @@ class FailureAndFigureAttacksTest {
     }
 
     /**
+     * A listener that reads a snapshot when told a snapshot was read (to keep the latest memory map, say) was told of
+     * its own read, inside itself, until the thread's stack overflowed (some 670 levels). The read a listener makes is
+     * told to no listener.
+     */
+    @Test
+    void aListenerThatReadsASnapshotWhenToldOfOneIsNotReenteredWithoutEnd() {
+        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+        AtomicInteger told = new AtomicInteger();
+        List<MemorySnapshot> readByTheListener = new ArrayList<>();
+        try (UnifiedMemoryManager manager = fourBlocks().eventListener(new MemoryEventListener() {
+            @Override
+            public void snapshotRead(MemoryLocation location, int blocks, int holds, long longestHoldNanos, long nanos) {
+                told.incrementAndGet();
+                readByTheListener.add(self.get().snapshot(location));
+            }
+        }).build()) {
+            self.set(manager);
+            try (UnifiedBuffer held = manager.allocate(BLOCK, DEVICE)) {
+                MemorySnapshot read = manager.snapshot(DEVICE);
+
+                assertThat(told).as("the listener, told of the read once").hasValue(1);
+                assertThat(readByTheListener).singleElement().isEqualTo(read);
+            }
+        }
+    }
+
+    /**
      * Listeners of backend calls are told under the pool's lock. One that allocates at another location (the same one
      * is refused) takes that pool's lock while holding its own: two threads doing so the other way round, one from a
      * DEVICE backend call and one from a HOST one, each waited for the other's lock for ever.

@@ -1,6 +1,7 @@
 package dev.compute.memory.resource.pool;
 
 import dev.compute.memory.MemorySnapshot;
+import dev.compute.memory.internal.UserCode;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
@@ -158,7 +159,11 @@ final class PoolSnapshotReader {
         for (MemorySnapshot.Segment segment : segments) {
             blocks += segment.blocks().size();
         }
-        pool.events().snapshotRead(pool.location(), blocks, holds, longestHoldNanos, System.nanoTime() - start);
+        if (!UserCode.inListener()) {
+            // told of a read it made, a listener that reads a snapshot on hearing of one would be called inside itself
+            // without end
+            pool.events().snapshotRead(pool.location(), blocks, holds, longestHoldNanos, System.nanoTime() - start);
+        }
         return segments;
     }
 
