@@ -14,8 +14,11 @@ import java.util.concurrent.CompletableFuture;
  */
 public final class Relocation {
 
-    /** What a compaction step did with a buffer. */
-    public enum Move { MOVED, IN_USE, NO_PLACE }
+    /**
+     * What a compaction step did with a buffer: moved it; left it, held ({@code IN_USE}) or with device work on it that
+     * did not end in time ({@code WORK_PENDING}); or found no place for it.
+     */
+    public enum Move { MOVED, IN_USE, WORK_PENDING, NO_PLACE }
 
     /** Whether the data goes with a moved block: not where no copy of it lives in the block yet. */
     public enum Data { KEEP, DROP }
@@ -45,10 +48,23 @@ public final class Relocation {
             }
         }
         if (!DeviceWork.awaitAll(List.of(pending), deadline)) {
-            return Move.IN_USE;
+            return Move.WORK_PENDING;
         }
         synchronized (buffer) {
-            return buffer.unheld() && buffer.inFlightAll().isDone() ? moveLocked(buffer, mover) : Move.IN_USE;
+            if (!buffer.unheld()) {
+                return Move.IN_USE;
+            }
+            return buffer.inFlightAll().isDone() ? moveLocked(buffer, mover) : Move.WORK_PENDING;
+        }
+    }
+
+    /**
+     * Whether nothing holds {@code buffer} now (no op, copy, view or access; device work may still be in flight on it):
+     * so a compaction that found it {@link Move#IN_USE} may move it at the next try.
+     */
+    public static boolean letGo(BufferCore buffer) {
+        synchronized (buffer) {
+            return buffer.unheld();
         }
     }
 

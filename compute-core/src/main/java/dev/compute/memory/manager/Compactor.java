@@ -21,6 +21,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Compaction: moves the buffers nothing holds so that free space coalesces, then trims what emptied. It owns the
@@ -45,9 +46,23 @@ public final class Compactor {
         final Map<Block, BufferCore> buffers = new ConcurrentHashMap<>();
         /** Buffers entered and removed, and large host mirrors given back: what could move, or where to, changed. */
         final AtomicLong changes = new AtomicLong();
-        /** {@link #changes} when a compaction on out-of-memory last made no room; -1 before any did. */
-        volatile long fruitlessAt = -1;
+        /** The last compaction on out-of-memory that made no room; null before any did. */
+        volatile @Nullable Fruitless fruitless;
     }
+
+    /**
+     * A compaction on out-of-memory that made no room: {@link Movables#changes} then, and the buffers it found held, whose
+     * letting go may make room as much as a change does.
+     */
+    private record Fruitless(long changes, List<BufferCore> held) {
+
+        boolean stillSo(long changesNow) {
+            return changesNow == changes && held.stream().noneMatch(Relocation::letGo);
+        }
+    }
+
+    /** A compaction's report, and the buffers it left where they were because something held them. */
+    private record Compaction(CompactionReport report, List<BufferCore> held) {}
 
     private final LocationChains chains;
     private final CallGate gate;
@@ -107,8 +122,9 @@ public final class Compactor {
     /**
      * The handler behind {@code compact-on-out-of-memory}: compacts the location where memory ran out and asks for one
      * more try where that moved a buffer or gave memory back. Waits for device work no longer than a compaction does. A
-     * compaction that made no room is not repeated until a large buffer is allocated or closed there, so that a caller
-     * that meets out-of-memory again and again (a {@code tryAllocate} as back-pressure) does not walk the pool each time.
+     * compaction that made no room is not repeated until a large buffer is allocated or closed there, or one it found in
+     * use is let go (asked of those buffers alone), so that a caller that meets out-of-memory again and again (a
+     * {@code tryAllocate} as back-pressure) does not walk the pool each time.
      */
     public boolean compactForRoom(MemoryLocation location, long requestedBytes, int attempt, DeviceOutOfMemoryException failure) {
         if (ALLOCATING_MIRROR.isBound()) {
@@ -118,12 +134,13 @@ public final class Compactor {
         chains.open(location);
         Movables at = movables.get(location);
         long changes = at.changes.get();
-        if (changes == at.fruitlessAt) {
+        Fruitless last = at.fruitless;
+        if (last != null && last.stillSo(changes)) {
             return false;
         }
-        CompactionReport report;
+        Compaction compaction;
         try {
-            report = compact(location);
+            compaction = compact(location, System.nanoTime() + deviceWaitTimeout.toNanos());
         } catch (RuntimeException e) {
             if (gate.isClosed()) {
                 throw e;
@@ -134,9 +151,10 @@ public final class Compactor {
             failure.addSuppressed(e);
             return false;
         }
+        CompactionReport report = compaction.report();
         boolean room = report.buffersMoved() > 0 || report.bytesReleased() > 0;
         if (!room) {
-            at.fruitlessAt = changes;
+            at.fruitless = new Fruitless(changes, compaction.held());
         }
         return room;
     }
@@ -146,13 +164,13 @@ public final class Compactor {
         long waitUntil = System.nanoTime() + deviceWaitTimeout.toNanos();
         List<CompactionReport> reports = new ArrayList<>(chains.locations().size());
         for (MemoryLocation location : chains.locations()) {
-            reports.add(compact(location, waitUntil));
+            reports.add(compact(location, waitUntil).report());
         }
         return reports;
     }
 
     public CompactionReport compact(MemoryLocation location) {
-        return compact(location, System.nanoTime() + deviceWaitTimeout.toNanos());
+        return compact(location, System.nanoTime() + deviceWaitTimeout.toNanos()).report();
     }
 
     /**
@@ -160,7 +178,7 @@ public final class Compactor {
      * that buffer's monitor, into a place the pool holds, with a copy within the device. Then trims. Device work in
      * flight on the buffers, all of them together, is waited for until {@code waitUntil} ({@link System#nanoTime()}).
      */
-    private CompactionReport compact(MemoryLocation location, long waitUntil) {
+    private Compaction compact(MemoryLocation location, long waitUntil) {
         int stripe = gate.enterAlways();
         try {
             LocationChain chain = chains.open(location);
@@ -169,14 +187,15 @@ public final class Compactor {
             CachingPoolResource pool = chain.pool;
             if (pool == null) {
                 // a location without a pool: nothing to move, nothing held beyond live memory
-                return new CompactionReport(location, 0, 0, 0, 0, before.reservedBytes(), before.reservedBytes(),
+                return new Compaction(new CompactionReport(location, 0, 0, 0, 0, before.reservedBytes(), before.reservedBytes(),
                         before.largestFreeBlockBytes(), before.largestFreeBlockBytes(), before.fragmentation(), before.fragmentation(),
-                        Duration.ofNanos(System.nanoTime() - start));
+                        Duration.ofNanos(System.nanoTime() - start)), List.of());
             }
             Map<Block, BufferCore> known = movables.get(location).buffers;
             long moved = 0;
             long bytesMoved = 0;
             long inUse = 0;
+            List<BufferCore> held = new ArrayList<>();
             long[] releasedByMoves = {0};
             List<Block> order = ALLOCATING_MIRROR.isBound() ? List.of() : pool.compactionOrder(); // moves none, trims
             for (Block block : order) {
@@ -198,7 +217,11 @@ public final class Compactor {
                         moved++;
                         bytesMoved += block.size();
                     }
-                    case IN_USE -> inUse++;
+                    case IN_USE -> {
+                        inUse++;
+                        held.add(buffer);
+                    }
+                    case WORK_PENDING -> inUse++; // waited for once already: its work's end is no reason to walk again
                     case NO_PLACE -> { }
                 }
             }
@@ -217,7 +240,7 @@ public final class Compactor {
                 // the stack overflowed
                 events.compacted(report);
             }
-            return report;
+            return new Compaction(report, held);
         } finally {
             gate.exitQuietly(stripe);
         }

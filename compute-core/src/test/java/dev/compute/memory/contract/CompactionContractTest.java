@@ -34,6 +34,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CyclicBarrier;
@@ -335,6 +336,33 @@ public abstract class CompactionContractTest {
                 assertThat(roomy.byteSize()).isEqualTo(ROOMY_REQUEST);
             }
 
+            assertThat(heard).hasSize(2);
+            assertThat(heard.getLast().buffersMoved()).isPositive();
+            assertEveryThirdHolds(kept);
+            kept.forEach(UnifiedBuffer::close);
+        }
+    }
+
+    /**
+     * A compaction that made no room because accesses held the buffers is not the last word once they let go: the next
+     * refusal compacts again and makes room, with no large buffer coming or going in between. Before, the buffers stayed
+     * scattered, and every large request failed, until one did.
+     */
+    @Test
+    void aRefusalAfterTheBuffersInUseAreLetGoCompactsAgain() {
+        HeardCompactions listener = new HeardCompactions();
+        List<CompactionReport> heard = listener.reports;
+        try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
+            List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
+            List<BufferAccess> accesses = new ArrayList<>();
+            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+            assertThat(manager.tryAllocate(ROOMY_REQUEST, DEVICE)).isEmpty();
+            accesses.forEach(BufferAccess::close);
+
+            Optional<UnifiedBuffer> roomy = manager.tryAllocate(ROOMY_REQUEST, DEVICE);
+
+            assertThat(roomy).isPresent();
+            roomy.get().close();
             assertThat(heard).hasSize(2);
             assertThat(heard.getLast().buffersMoved()).isPositive();
             assertEveryThirdHolds(kept);

@@ -142,7 +142,7 @@ class RelocationTest {
         Mover mover = new Mover(true);
 
         long start = System.nanoTime();
-        assertThat(Relocation.tryMove(buffer, mover, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100))).isEqualTo(Move.IN_USE);
+        assertThat(Relocation.tryMove(buffer, mover, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100))).isEqualTo(Move.WORK_PENDING);
 
         assertThat(System.nanoTime() - start).as("waited until the deadline").isGreaterThanOrEqualTo(TimeUnit.MILLISECONDS.toNanos(90));
         assertThat(mover.blocks).isEmpty();
