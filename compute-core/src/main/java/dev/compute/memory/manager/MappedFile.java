@@ -67,6 +67,10 @@ public final class MappedFile implements Block {
                 return new MappedFile(range, arena, mapping, FileMappings.register(mapping, file, offset), site);
             } catch (IOException | RuntimeException | Error e) {
                 arena.close();
+                if (e.getClass() == IOException.class) {
+                    // the system's refusal alone ("No such device": sysfs's attributes) names no file
+                    throw new IOException("cannot map " + file + ": " + e.getMessage() + " (its file system may not map files)", e);
+                }
                 throw e;
             }
         }

@@ -2,6 +2,7 @@ package dev.compute.memory.manager;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.DataType;
 import dev.compute.memory.FileMapMode;
@@ -13,6 +14,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -41,6 +43,20 @@ class MappedFileTest {
         assertThat(mapped.range()).isEqualTo(new FileRange(file, FileMapMode.READ_ONLY, 24, 4096));
         assertThat(mapped.unmap()).isTrue();
         assertThat(mapped.unmap()).as("once").isFalse();
+    }
+
+    /**
+     * A regular file whose file system cannot map it (sysfs's attributes: 4096 bytes, read as text) failed with the
+     * system's words alone, "No such device", naming no file, where every other refusal of mapFile names it.
+     */
+    @Test
+    void aFileItsFileSystemCannotMapIsNamedInTheFailure() {
+        Path attribute = Stream.of("/sys/devices/system/cpu/online", "/sys/kernel/mm/transparent_hugepage/enabled").map(Path::of)
+                .filter(Files::isRegularFile).findFirst().orElse(null);
+        assumeTrue(attribute != null, "no sysfs attribute to map here");
+        assertThatThrownBy(() -> MappedFile.map(attribute, DataType.INT8, FileMapMode.READ_ONLY, 0, null, null))
+                .isInstanceOf(IOException.class).hasMessageStartingWith("cannot map " + attribute)
+                .hasMessageContaining("its file system may not map files");
     }
 
     @Test
