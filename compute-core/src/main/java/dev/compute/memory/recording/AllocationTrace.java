@@ -6,7 +6,9 @@ import java.io.OutputStream;
 import java.io.OutputStreamWriter;
 import java.io.Writer;
 import java.nio.channels.Channels;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileSystemException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
@@ -147,11 +149,15 @@ public final class AllocationTrace {
 
     /** Writes the trace to {@code file} in UTF-8, gzip'd when its name ends in {@code .gz}, as the replayer reads it. */
     public void writeTo(Path file) throws IOException {
-        try (OutputStream raw = Channels.newOutputStream(RegularFiles.open(file,
-                Set.of(StandardOpenOption.WRITE, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING), "written a trace to"));
+        FileChannel channel = RegularFiles.open(file,
+                Set.of(StandardOpenOption.WRITE, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING), "written a trace to");
+        try (OutputStream raw = Channels.newOutputStream(channel);
              OutputStream out = file.getFileName().toString().endsWith(".gz") ? new GZIPOutputStream(raw) : raw;
              Writer writer = new OutputStreamWriter(out, StandardCharsets.UTF_8)) {
             writeTo(writer);
+        } catch (IOException e) {
+            // a write the system refused (a full disk) says only why ("No space left on device"): which file, too
+            throw e instanceof FileSystemException ? e : new IOException("cannot write the trace to " + file + ": " + e.getMessage(), e);
         }
     }
 }

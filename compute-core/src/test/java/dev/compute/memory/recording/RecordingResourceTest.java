@@ -3,6 +3,7 @@ package dev.compute.memory.recording;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.tuple;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.MemoryEventListener;
 import dev.compute.memory.MemoryLocation;
@@ -267,6 +268,30 @@ class RecordingResourceTest extends MemoryResourceContract {
             }
             assertThat(live).isEmpty();
             assertThat(trace.threadNames().values()).contains("recording-worker-0", "recording-worker-3");
+        }
+    }
+
+    /**
+     * A file that opens but refuses the writes (a full disk; here a /proc file that takes a number) failed with the
+     * system's words alone ("Invalid argument"), naming no file. The failure names it, and the trace is still there to
+     * write elsewhere.
+     */
+    @Test
+    void aFileThatRefusesTheWritesIsNamedAndTheTraceStaysToWriteElsewhere(@TempDir Path dir) throws IOException {
+        Path takesANumber = Path.of("/proc/self/oom_score_adj");
+        assumeTrue(Files.isRegularFile(takesANumber) && Files.isWritable(takesANumber), "no /proc file that refuses text here");
+        AllocationRecorder recorder = new AllocationRecorder();
+        try (RecordingResource resource = overPool(recorder, MemoryLocation.PINNED)) {
+            recorder.start(RecordingOptions.defaults(), "the test");
+            resource.deallocate(resource.allocate(123));
+            AllocationTrace trace = recorder.stop();
+
+            assertThatThrownBy(() -> trace.writeTo(takesANumber)).isInstanceOf(IOException.class)
+                    .hasMessageStartingWith("cannot write the trace to " + takesANumber + ": ");
+
+            Path elsewhere = dir.resolve("trace.csv");
+            trace.writeTo(elsewhere);
+            assertThat(Files.readAllLines(elsewhere)).isEqualTo(trace.lines().toList()).hasSizeGreaterThan(2);
         }
     }
 
