@@ -50,6 +50,21 @@ class AllocationRecordingTest {
         }
     }
 
+    /** The README's promise for a recording the manager's close finds under way: kept, returned, the buffers left live. */
+    @Test
+    void aRecordingAcrossTheManagersCloseIsKeptUntilStoppedWithTheBuffersItLeftLive() {
+        UnifiedMemoryManager manager = builder().closeTimeout(Duration.ofMillis(200)).build();
+        manager.startRecording(RecordingOptions.defaults());
+        manager.allocate(4096, MemoryLocation.HOST); // left open: the close frees it with its pool
+        manager.close();
+
+        assertThat(manager.isRecording()).isTrue();
+        AllocationTrace trace = manager.stopRecording();
+        assertThat(manager.isRecording()).isFalse();
+        assertThat(trace.events()).extracting(TraceEvent::kind, TraceEvent::bytes).containsExactly(tuple(TraceEvent.Kind.ALLOCATION, 4096L));
+        assertThatThrownBy(() -> manager.startRecording(RecordingOptions.defaults())).isInstanceOf(IllegalStateException.class);
+    }
+
     @Test
     void aBatchIsRecordedBufferByBuffer() {
         try (UnifiedMemoryManager manager = builder().build()) {
