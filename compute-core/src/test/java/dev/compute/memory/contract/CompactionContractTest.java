@@ -298,8 +298,7 @@ public abstract class CompactionContractTest {
         try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0)
                 .outOfMemoryHandler((location, bytes, attempt, failure) -> attempts.add(attempt) && false).build()) {
             List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
-            List<BufferAccess> accesses = new ArrayList<>();
-            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+            List<BufferAccess> accesses = kept.stream().map(buffer -> buffer.deviceAccess(AccessMode.READ)).toList();
             long[] offsets = accesses.stream().mapToLong(BufferAccess::offset).toArray();
 
             assertThatThrownBy(() -> manager.allocate(ROOMY_REQUEST, DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
@@ -322,8 +321,7 @@ public abstract class CompactionContractTest {
         List<CompactionReport> heard = listener.reports;
         try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
             List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
-            List<BufferAccess> accesses = new ArrayList<>();
-            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+            List<BufferAccess> accesses = kept.stream().map(buffer -> buffer.deviceAccess(AccessMode.READ)).toList();
             for (int i = 0; i < 3; i++) {
                 assertThat(manager.tryAllocate(ROOMY_REQUEST, DEVICE)).isEmpty();
             }
@@ -354,8 +352,7 @@ public abstract class CompactionContractTest {
         List<CompactionReport> heard = listener.reports;
         try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
             List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
-            List<BufferAccess> accesses = new ArrayList<>();
-            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+            List<BufferAccess> accesses = kept.stream().map(buffer -> buffer.deviceAccess(AccessMode.READ)).toList();
             assertThat(manager.tryAllocate(ROOMY_REQUEST, DEVICE)).isEmpty();
             accesses.forEach(BufferAccess::close);
 
@@ -441,8 +438,7 @@ public abstract class CompactionContractTest {
         try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).eventListener(listener).build()) {
             self[0] = manager;
             List<UnifiedBuffer> kept = everyThirdOfEighteen(manager);
-            List<BufferAccess> accesses = new ArrayList<>();
-            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+            List<BufferAccess> accesses = kept.stream().map(buffer -> buffer.deviceAccess(AccessMode.READ)).toList();
 
             assertThatThrownBy(() -> manager.allocate(ROOMY_REQUEST, DEVICE)).isInstanceOf(DeviceOutOfMemoryException.class);
             accesses.forEach(BufferAccess::close);
@@ -557,8 +553,7 @@ public abstract class CompactionContractTest {
     void aWaitingRequestIsServedByACompactionOnceALargeBufferGoes() throws Exception {
         try (UnifiedMemoryManager manager = builder().maxPoolSize(OUT_OF_MEMORY_CAP).releaseThreshold(0).build()) {
             List<UnifiedBuffer> kept = new ArrayList<>(everyThirdOfEighteen(manager));
-            List<BufferAccess> accesses = new ArrayList<>();
-            kept.forEach(buffer -> accesses.add(buffer.deviceAccess(AccessMode.READ)));
+            List<BufferAccess> accesses = kept.stream().map(buffer -> buffer.deviceAccess(AccessMode.READ)).toList();
             CompletableFuture<UnifiedBuffer> waiting = manager.allocateAsync(ROOMY_REQUEST, DEVICE, Duration.ofSeconds(60));
             assertThat(waiting).isNotDone();
 
