@@ -26,6 +26,8 @@ import org.jspecify.annotations.Nullable;
 public final class Shutdown {
 
     private static final System.Logger LOG = ManagerLog.logger();
+    /** Of the close timeout (a quarter of it at most), what the waits for views, accesses and calls leave to ask the device if it is idle. */
+    private static final long DEVICE_CHECK_RESERVE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
     /** The parts a close goes through, in its order. */
     public record Parts(CallGate gate, AllocationWaiters<?> waiters, ComputeBackend backend, BlockReturns returns, Maintenance maintenance,
@@ -110,10 +112,13 @@ public final class Shutdown {
     private void finishUninterrupted() {
         CallGate gate = parts.gate();
         long deadline = System.nanoTime() + closeTimeout.toNanos();
+        // the holders' waits leave the device's some of the time: a close whose timeout a view on an idle thread spent
+        // would otherwise ask the device in no time (a marker cannot end in none) and keep the backend as if it hung
+        long holdersDeadline = deadline - Math.min(DEVICE_CHECK_RESERVE_NANOS, closeTimeout.toNanos() / 4);
         boolean deviceIdle = true;
         try {
-            boolean callsEnded = gate.awaitCalls(deadline);
-            boolean scopesEnded = gate.scopes().closeAll(deadline);
+            boolean callsEnded = gate.awaitCalls(holdersDeadline);
+            boolean scopesEnded = gate.scopes().closeAll(holdersDeadline);
             deviceIdle = waitedOut(deadline, () -> parts.backend().awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime()))))
                     && waitedOut(deadline, () -> parts.returns().awaitReleasedWork(deadline));
             parts.maintenance().stop();

@@ -3,8 +3,10 @@ package dev.compute.memory.opencl;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.AccessMode;
 import dev.compute.memory.AllocationAboveLimitException;
 import dev.compute.memory.BackendUnavailableException;
+import dev.compute.memory.BufferAccess;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.DataType;
 import dev.compute.memory.DeviceOutOfMemoryException;
@@ -15,14 +17,16 @@ import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.resource.BackendResource;
 import dev.compute.memory.testing.LogCapture;
+import java.lang.foreign.ValueLayout;
 import java.time.Duration;
-import org.jocl.CL;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Level;
+import org.jocl.CL;
 import org.junit.jupiter.api.Test;
 
 /** The manager a user builds with {@code backend("opencl")}: options reach the provider, locations and ops work. */
@@ -263,6 +267,41 @@ class OpenClManagerTest {
             assertThat(manager.releaseCachedMemory()).isEqualTo(2 * reserved);
             assertThat(manager.statistics(MemoryLocation.PINNED).reservedBytes()).isZero();
             assertThat(backend.allocator().holdsMemory()).isFalse();
+        }
+    }
+
+    /**
+     * A close whose timeout a view held on an idle thread spent, on a queue with no work since it was last known idle
+     * (here none ever): the pools keep their memory for the view, which still reads and writes after the close, but the
+     * backend releases its queue and context. Its idle check came after the timeout and waited zero for a marker queued
+     * then, so the close said device work was still running and kept them as for a hung device.
+     */
+    @Test
+    void aCloseTimedOutByAViewOnAnIdleDeviceKeepsNoQueueOrContext() throws Exception {
+        OpenClTestSupport.requireOpenCl();
+        UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .closeTimeout(Duration.ofSeconds(1)).build();
+        UnifiedBuffer host = manager.allocate(4096, MemoryLocation.HOST);
+        CountDownLatch held = new CountDownLatch(1);
+        CountDownLatch closed = new CountDownLatch(1);
+        CompletableFuture<Byte> viewAfterClose = CompletableFuture.supplyAsync(() -> {
+            try (BufferAccess access = host.hostAccess(AccessMode.READ_WRITE)) {
+                held.countDown();
+                assertThat(closed.await(30, TimeUnit.SECONDS)).isTrue();
+                access.segment().set(ValueLayout.JAVA_BYTE, 4095, (byte) 7);
+                return access.segment().get(ValueLayout.JAVA_BYTE, 4095);
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        assertThat(held.await(30, TimeUnit.SECONDS)).isTrue();
+        try (LogCapture managerLog = LogCapture.managerLog(); LogCapture backendLog = LogCapture.of(OpenClBackend.class.getName())) {
+            manager.close();
+            closed.countDown();
+            assertThat(viewAfterClose.get(30, TimeUnit.SECONDS)).isEqualTo((byte) 7);
+            assertThat(managerLog.messages(Level.WARNING)).singleElement().asString()
+                    .contains("views or accesses were still open").doesNotContain("device work was still running");
+            assertThat(backendLog.messages(Level.WARNING)).isEmpty();
         }
     }
 }
