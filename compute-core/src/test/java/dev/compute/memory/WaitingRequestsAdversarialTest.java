@@ -42,6 +42,26 @@ class WaitingRequestsAdversarialTest {
     private static final Duration FOREVER = Duration.ofMinutes(5);
     private static final Duration BOUND = Duration.ofSeconds(20);
 
+    /**
+     * Room the stripes park at two levels, the budget's own and under its parent's limit: an asynchronous request must
+     * take back both, as {@code allocate} does, rather than wait for its timeout with the room parked.
+     */
+    @Test
+    void anAsynchronousRequestTakesBackTheRoomParkedAtEveryLevelThatRefusesIt() throws Exception {
+        try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build()) {
+            MemoryBudget root = manager.budget("root", 34 * MiB);
+            MemoryBudget left = root.child("left", 16 * MiB);
+            MemoryBudget right = root.child("right", 32 * MiB);
+            for (MemoryBudget parking : List.of(right, left)) {
+                for (int i = 0; i < 4; i++) {
+                    Thread thread = Thread.ofPlatform().start(() -> parking.allocate(2 * MiB, DEVICE).close());
+                    thread.join(BOUND.toMillis());
+                }
+            }
+            assertThat(right.allocateAsync(32 * MiB, DEVICE, Duration.ofSeconds(2))).succeedsWithin(BOUND).satisfies(UnifiedBuffer::close);
+        }
+    }
+
     @Test
     void anAncestorsCloseFailsTheRequestsWaitingBelowItInEitherQueueAndGivesEverythingBack() throws Exception {
         try (UnifiedMemoryManager manager = SmallSimulatedPools.builder().build()) {

@@ -100,7 +100,8 @@ final class BudgetWaiters<B> {
             ledger.queued(1);
             boolean queued = false;
             try {
-                if (refusal != null && ledger.tree().takeRoomBack(refusal)) {
+                // each limit that refuses in turn (the budget's own, then an ancestor's) gives back the room under it
+                while (refusal != null && ledger.tree().takeRoomBack(refusal)) {
                     refusal = ledger.limits().refusal(account, l, bytes, BudgetLimits.Pending.COUNTED);
                     if (refusal == null) {
                         ledger.limits().commit(account, l, bytes, true);
@@ -146,7 +147,7 @@ final class BudgetWaiters<B> {
             for (Waiter head; (head = queue.peekFirst()) != null; ) {
                 int l = head.location.ordinal();
                 BudgetLimits.Refusal refusal = ledger.limits().refusal(account, l, head.bytes, BudgetLimits.Pending.COUNTED);
-                if (refusal != null && ledger.tree().takeRoomBack(refusal)) {
+                while (refusal != null && ledger.tree().takeRoomBack(refusal)) {
                     refusal = ledger.limits().refusal(account, l, head.bytes, BudgetLimits.Pending.COUNTED);
                 }
                 if (refusal != null) {
