@@ -322,6 +322,27 @@ class MemoryBudgetTest {
         }
     }
 
+    /**
+     * Room parked at two levels, the parent's own and under the grandparent's limit by a sibling's threads: a child's
+     * reservation takes back both before it is refused, as a request does.
+     */
+    @Test
+    void aReservationTakesBackTheRoomParkedAtEveryLevelThatRefusesIt() throws InterruptedException {
+        try (UnifiedMemoryManager manager = manager(); MemoryBudget root = manager.budget("root", 34 * MiB)) {
+            MemoryBudget parent = root.child("parent", 32 * MiB);
+            MemoryBudget sibling = root.child("sibling", 16 * MiB);
+            for (MemoryBudget parking : List.of(parent, sibling)) {
+                for (int i = 0; i < 4; i++) {
+                    Thread thread = Thread.ofPlatform().start(() -> parking.allocate(2 * MiB, MemoryLocation.DEVICE).close());
+                    thread.join(TimeUnit.SECONDS.toMillis(20));
+                }
+            }
+            try (MemoryBudget reserving = parent.child(BudgetSpec.of("reserving", 32 * MiB).withReservation(MemoryLocation.DEVICE, 32 * MiB))) {
+                assertThat(reserving.statistics().reservedBytes()).isEqualTo(32 * MiB);
+            }
+        }
+    }
+
     @Test
     void aBudgetNeedsANameAndAPositiveLimit() {
         try (UnifiedMemoryManager manager = manager()) {

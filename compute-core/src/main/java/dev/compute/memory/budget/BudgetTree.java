@@ -90,7 +90,7 @@ final class BudgetTree<B> {
                     + " memory: this manager has none");
         }
         Refusal refusal = limits.refusal(parent, l, bytes, Pending.COUNTED);
-        if (refusal != null && takeRoomBack(refusal)) {
+        while (refusal != null && takeRoomBack(refusal)) { // each refusing level in turn, the parent's, then an ancestor's
             refusal = limits.refusal(parent, l, bytes, Pending.COUNTED);
         }
         if (refusal == null && bytes > limits.cap(l)) {
