@@ -113,7 +113,8 @@ class ShutdownTest {
         parts.shutdown.close();
         long tookMillis = (System.nanoTime() - start) / 1_000_000;
 
-        assertThat(tookMillis).as("bounded by the close timeout").isBetween(250L, 10_000L);
+        // the call is waited for until the last quarter of the close timeout, which the device's idle check keeps
+        assertThat(tookMillis).as("bounded by the close timeout").isBetween(220L, 10_000L);
         assertThat(parts.budgetsClosed).containsExactly(false);
         assertThat(device.liveAllocations()).as("kept, not freed under the call").isPositive();
         assertThat(backend.closes()).isEqualTo(1);
