@@ -99,22 +99,13 @@ public final class BufferServices implements BufferHost {
         return deviceWaitTimeout;
     }
 
-    /**
-     * The memory may be reused once this returns, so an interrupt does not cut the wait short (the backends' waits give
-     * up when interrupted): the wait is made again until the bound, and the interrupt put back after.
-     */
+    /** The memory may be reused once this returns, so an interrupt does not cut the wait short. */
     @Override
     public void awaitDeviceIdle() {
         long deadline = System.nanoTime() + closeTimeout.toNanos();
-        boolean interrupted = false;
-        boolean idle;
-        while (!(idle = backend.awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())))) && Thread.interrupted()) {
-            interrupted = true;
-            if (System.nanoTime() - deadline >= 0) {
-                break;
-            }
-        }
-        if (interrupted) {
+        WaitThroughInterrupts waits = new WaitThroughInterrupts();
+        boolean idle = waits.until(deadline, () -> backend.awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime()))));
+        if (waits.interrupted()) {
             Thread.currentThread().interrupt();
         }
         if (!idle) {

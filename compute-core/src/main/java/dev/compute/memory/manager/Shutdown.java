@@ -10,7 +10,6 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
@@ -42,8 +41,8 @@ public final class Shutdown {
     private final CountDownLatch done = new CountDownLatch(1);
     /** The thread inside the first close while it runs: a close it makes meanwhile (a waiting request's function) cannot wait for it. */
     private volatile @Nullable Thread closing;
-    /** Whether the thread finishing the close was interrupted before or during its waits: set again once it is done. */
-    private boolean interruptedWhileClosing;
+    /** The waits of the thread finishing the close: an interrupt they take off is set again once it is done. */
+    private final WaitThroughInterrupts waits = new WaitThroughInterrupts();
 
     public Shutdown(Parts parts, String name, Duration closeTimeout, Consumer<Boolean> budgetsClose) {
         this.parts = parts;
@@ -99,11 +98,11 @@ public final class Shutdown {
      * memory for good. The interrupt is taken off for the waits and put back after.
      */
     private void finish() {
-        interruptedWhileClosing = Thread.interrupted();
+        boolean interruptedBefore = Thread.interrupted();
         try {
             finishUninterrupted();
         } finally {
-            if (interruptedWhileClosing | Thread.interrupted()) {
+            if (interruptedBefore | waits.interrupted() | Thread.interrupted()) {
                 Thread.currentThread().interrupt();
             }
         }
@@ -119,8 +118,8 @@ public final class Shutdown {
         try {
             boolean callsEnded = gate.awaitCalls(holdersDeadline);
             boolean scopesEnded = gate.scopes().closeAll(holdersDeadline);
-            deviceIdle = waitedOut(deadline, () -> parts.backend().awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime()))))
-                    && waitedOut(deadline, () -> parts.returns().awaitReleasedWork(deadline));
+            deviceIdle = waits.until(deadline, () -> parts.backend().awaitIdle(Duration.ofNanos(Math.max(0, deadline - System.nanoTime()))))
+                    && waits.until(deadline, () -> parts.returns().awaitReleasedWork(deadline));
             parts.maintenance().stop();
             boolean memoryBack = callsEnded && scopesEnded && deviceIdle;
             if (memoryBack) {
@@ -152,23 +151,6 @@ public final class Shutdown {
                 done.countDown();
             }
         }
-    }
-
-    /**
-     * {@code wait}, made again where an interrupt that came meanwhile cut it short, until {@code deadline}; such an
-     * interrupt is taken off, and {@link #finish} puts it back.
-     */
-    private boolean waitedOut(long deadline, BooleanSupplier wait) {
-        while (!wait.getAsBoolean()) {
-            if (!Thread.interrupted()) {
-                return false;
-            }
-            interruptedWhileClosing = true;
-            if (System.nanoTime() - deadline >= 0) {
-                return false;
-            }
-        }
-        return true;
     }
 
     /** Another thread is closing: end the views it hands to this one, until it is done. */
