@@ -311,18 +311,28 @@ final class CudaStreams {
         return awaitReadersEnded(freeing, wait);
     }
 
+    /** Waits through interrupts (a close on an interrupted thread must not keep everything for good), put back after. */
     private static boolean awaitReadersEnded(ReadWriteLock lock, Duration wait) {
         Lock write = lock.writeLock();
+        long deadline = System.nanoTime() + Math.min(nanos(wait), Long.MAX_VALUE / 4);
+        boolean interrupted = false;
         try {
-            if (!write.tryLock(nanos(wait), TimeUnit.NANOSECONDS)) {
-                return false;
+            while (true) {
+                try {
+                    if (!write.tryLock(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
+                        return false;
+                    }
+                    write.unlock();
+                    return true;
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
             }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return false;
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
-        write.unlock();
-        return true;
     }
 
     /** Marks the backend closed, once close has waited for the recorded work: every entry point refuses from now on. */

@@ -399,11 +399,15 @@ final class DeviceCompletions implements AutoCloseable {
                 return true;
             }
             closed = true;
-            try {
-                for (long left; !streams.isEmpty() && (left = deadline - System.nanoTime()) > 0; ) {
+            boolean interrupted = false; // waited through (a close on an interrupted thread must not keep the events), put back after
+            for (long left; !streams.isEmpty() && (left = deadline - System.nanoTime()) > 0; ) {
+                try {
                     TimeUnit.NANOSECONDS.timedWait(this, left);
+                } catch (InterruptedException e) {
+                    interrupted = true;
                 }
-            } catch (InterruptedException e) {
+            }
+            if (interrupted) {
                 Thread.currentThread().interrupt();
             }
             if (!streams.isEmpty()) {

@@ -195,6 +195,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aCloseOnAnInterruptedThreadStillReleasesEverything() throws Exception {
+        inFakeDriverJvm("aCloseOnAnInterruptedThreadStillReleasesEverything");
+    }
+
+    @Test
     void aBlockingCopyBehindStuckWorkIsBounded() throws Exception {
         inFakeDriverJvm("aBlockingCopyBehindStuckWorkIsBounded");
     }
@@ -345,6 +350,7 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.aKernelWhosePtxRequiresABlockGetsItAndAnyOtherIsRefusedBeforeAnythingRuns();
                 case "endWaitsForTheHandlesStreamAndForRecordedWork" -> Scenarios.endWaitsForTheHandlesStreamAndForRecordedWork();
                 case "awaitIdleWaitsForEveryStreamWithinItsBound" -> Scenarios.awaitIdleWaitsForEveryStreamWithinItsBound();
+                case "aCloseOnAnInterruptedThreadStillReleasesEverything" -> Scenarios.aCloseOnAnInterruptedThreadStillReleasesEverything();
                 case "closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive" -> Scenarios.closeKeepsTheContextWhilePinnedOrManagedMemoryIsLive();
                 case "aViewHeldPastTheManagersCloseStaysMapped" -> Scenarios.aViewHeldPastTheManagersCloseStaysMapped();
                 case "closeWaitsForAnAllocationUnderWay" -> Scenarios.closeWaitsForAnAllocationUnderWay();
@@ -619,6 +625,37 @@ class CudaBackendOnFakeDriverTest {
                     .contains("did not finish within 300 ms").contains("keeps its streams"));
             release(); // lets the waiter thread end, so the JVM can exit
             stuck.get(5, TimeUnit.SECONDS);
+        }
+
+        /**
+         * A close on an interrupted thread (a container's shutdown) still waits for the recorded work within its bound
+         * and releases the streams, events and context, the interrupt put back. Before, the wait for the calls under
+         * way gave up at the interrupt before looking: everything was kept, and a warning blamed a call under way.
+         */
+        static void aCloseOnAnInterruptedThreadStillReleasesEverything() throws Throwable {
+            List<LogRecord> warnings = backendWarnings();
+            CudaBackend backend = open();
+            CUstream stream = backend.enter();
+            hold();
+            CompletableFuture<Void> recorded = backend.streams().recordWhileOpen(stream);
+            Thread releaser = Thread.ofPlatform().start(() -> {
+                try {
+                    Thread.sleep(200);
+                    release();
+                } catch (Throwable e) {
+                    throw new AssertionError(e);
+                }
+            });
+            Thread.currentThread().interrupt();
+            try {
+                assertCleanClose(backend);
+                assertThat(Thread.currentThread().isInterrupted()).as("the interrupt is put back").isTrue();
+            } finally {
+                Thread.interrupted();
+            }
+            releaser.join();
+            assertThat(recorded).isCompleted();
+            assertThat(warnings).as("nothing kept").isEmpty();
         }
 
         /**

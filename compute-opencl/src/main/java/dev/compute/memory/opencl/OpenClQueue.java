@@ -95,6 +95,8 @@ final class OpenClQueue {
     /** Settles waiting for the finisher's next {@code clFinish} ({@link #finishThen}); guards {@link #finisherRunning}. */
     private final List<AwaitingFinish> awaitingFinish = new ArrayList<>();
     private boolean finisherRunning;
+    /** Whether an interrupt came before or during close's waits (which went on): put back once close is done. */
+    private boolean interruptedWhileClosing;
     /** Completes when close() has finished the queue and every recorded work. */
     private final CompletableFuture<Void> drained = new CompletableFuture<>();
 
@@ -637,6 +639,19 @@ final class OpenClQueue {
             }
             closed = true;
         }
+        // a container's shutdown closes on threads it has interrupted: a wait that gave up at the interrupt would keep
+        // the queue and context for good, so the waits go on until their bound and the interrupt is put back after
+        interruptedWhileClosing = Thread.interrupted();
+        try {
+            finishClose(deviceWait, memoryHeld, releaseFirst);
+        } finally {
+            if (interruptedWhileClosing) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    private void finishClose(Duration deviceWait, BooleanSupplier memoryHeld, Runnable releaseFirst) {
         if (!callsEnded(deviceWait)) {
             LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": a call into the backend (a copy) was still under"
                     + " way " + deviceWait.toMillis() + " ms after close began; the backend keeps its queues and context rather than"
@@ -689,29 +704,33 @@ final class OpenClQueue {
     /** Whether the calls under way when close began ({@link #asCall}) ended within {@code wait}. */
     private boolean callsEnded(Duration wait) {
         Lock whole = calls.writeLock();
-        try {
-            if (!whole.tryLock(Math.max(0, wait.toNanos()), TimeUnit.NANOSECONDS)) {
-                return false;
+        long deadline = System.nanoTime() + Math.max(0, wait.toNanos());
+        while (true) {
+            try {
+                if (!whole.tryLock(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
+                    return false;
+                }
+                whole.unlock();
+                return true;
+            } catch (InterruptedException e) {
+                interruptedWhileClosing = true;
             }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return false;
         }
-        whole.unlock();
-        return true;
     }
 
-    private static boolean finishedWithin(CompletableFuture<Void> work, Duration bound) {
-        try {
-            work.get(Math.max(0, bound.toNanos()), TimeUnit.NANOSECONDS);
-            return true;
-        } catch (ExecutionException failed) {
-            return true; // a failed command has ended too
-        } catch (TimeoutException e) {
-            return false;
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return false;
+    private boolean finishedWithin(CompletableFuture<Void> work, Duration bound) {
+        long deadline = System.nanoTime() + Math.max(0, bound.toNanos());
+        while (true) {
+            try {
+                work.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+                return true;
+            } catch (ExecutionException failed) {
+                return true; // a failed command has ended too
+            } catch (TimeoutException e) {
+                return false;
+            } catch (InterruptedException e) {
+                interruptedWhileClosing = true;
+            }
         }
     }
 }

@@ -12,6 +12,7 @@ import dev.compute.memory.spi.BackendOutOfMemoryException;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.Region;
+import dev.compute.memory.testing.LogCapture;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -417,6 +418,29 @@ class OpenClBackendTest {
         assertThatThrownBy(own::ops).isInstanceOf(IllegalStateException.class);
         own.free(device);
         own.free(host);
+    }
+
+    /**
+     * A close on an interrupted thread (a container's shutdown) still waits for the queued work within its bound and
+     * releases the queue and context, the interrupt put back. Before, the wait for the calls under way gave up at the
+     * interrupt before looking: the queue and context were kept for good, and a warning blamed a copy under way.
+     */
+    @Test
+    void aCloseOnAnInterruptedThreadStillReleasesTheQueueAndContext() {
+        OpenClBackend own = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings());
+        NativeAllocation device = own.allocate(MemoryLocation.DEVICE, 64);
+        CompletableFuture<Void> pending = own.ops().fill(new Region(device, 0, 16, DataType.FLOAT32), 1);
+        try (LogCapture backendLog = LogCapture.of(OpenClBackend.class.getName())) {
+            Thread.currentThread().interrupt();
+            own.close();
+            assertThat(Thread.interrupted()).as("the interrupt is put back").isTrue();
+            assertThat(backendLog.messages(java.util.logging.Level.WARNING)).as("nothing kept").isEmpty();
+        } finally {
+            Thread.interrupted();
+        }
+        assertThat(pending).isCompleted();
+        assertThat(own.queue().isReleased()).as("queue and context released").isTrue();
+        own.free(device);
     }
 
     @Test
