@@ -1,6 +1,7 @@
 package dev.compute.boot.scope;
 
 import jakarta.servlet.AsyncContext;
+import jakarta.servlet.AsyncEvent;
 import jakarta.servlet.AsyncListener;
 import jakarta.servlet.ServletContext;
 import jakarta.servlet.ServletException;
@@ -8,14 +9,16 @@ import jakarta.servlet.ServletRequest;
 import jakarta.servlet.ServletResponse;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
+import java.io.IOException;
 import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
 
 /**
- * A request whose asynchronous context wraps each task the application hands to {@link AsyncContext#start}, which the
- * container runs on one of its workers outside every filter: in a view scope ({@link RequestScopeFilter}), in the
- * request's budget ({@link RequestBudgetFilter}). No context is none ({@code null}, as MockMvc's request gives before
- * {@code startAsync}), and one context is handed out as one object.
+ * A request whose asynchronous context wraps each task the application hands to {@link AsyncContext#start}, and each
+ * callback of the listeners added to it (Spring MVC's, which runs a {@code DeferredResult}'s or {@code WebAsyncTask}'s
+ * timeout and error callbacks), which the container runs on one of its threads outside every filter: in a view scope
+ * ({@link RequestScopeFilter}), in the request's budget ({@link RequestBudgetFilter}). No context is none ({@code null},
+ * as MockMvc's request gives before {@code startAsync}), and one context is handed out as one object.
  */
 final class AsyncTasksWrapped extends HttpServletRequestWrapper {
 
@@ -98,12 +101,12 @@ final class AsyncTasksWrapped extends HttpServletRequestWrapper {
 
         @Override
         public void addListener(AsyncListener listener) {
-            context.addListener(listener);
+            context.addListener(new ListenerWrapped(listener, wrap));
         }
 
         @Override
         public void addListener(AsyncListener listener, ServletRequest request, ServletResponse response) {
-            context.addListener(listener, request, response);
+            context.addListener(new ListenerWrapped(listener, wrap), request, response);
         }
 
         @Override
@@ -119,6 +122,48 @@ final class AsyncTasksWrapped extends HttpServletRequestWrapper {
         @Override
         public long getTimeout() {
             return context.getTimeout();
+        }
+    }
+
+    /** A listener whose callbacks run wrapped, their own exceptions passed on as they are. */
+    private record ListenerWrapped(AsyncListener listener, UnaryOperator<Runnable> wrap) implements AsyncListener {
+
+        @Override
+        public void onComplete(AsyncEvent event) throws IOException {
+            run(() -> listener.onComplete(event));
+        }
+
+        @Override
+        public void onTimeout(AsyncEvent event) throws IOException {
+            run(() -> listener.onTimeout(event));
+        }
+
+        @Override
+        public void onError(AsyncEvent event) throws IOException {
+            run(() -> listener.onError(event));
+        }
+
+        @Override
+        public void onStartAsync(AsyncEvent event) throws IOException {
+            run(() -> listener.onStartAsync(event));
+        }
+
+        private void run(Callback callback) throws IOException {
+            IOException[] failed = new IOException[1];
+            wrap.apply(() -> {
+                try {
+                    callback.run();
+                } catch (IOException e) {
+                    failed[0] = e;
+                }
+            }).run();
+            if (failed[0] != null) {
+                throw failed[0];
+            }
+        }
+
+        private interface Callback {
+            void run() throws IOException;
         }
     }
 }

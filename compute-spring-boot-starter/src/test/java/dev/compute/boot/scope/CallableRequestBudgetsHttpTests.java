@@ -18,6 +18,7 @@ import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -35,6 +36,7 @@ import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.client.RestClient;
+import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
@@ -102,6 +104,26 @@ class CallableRequestBudgetsHttpTests {
         });
     }
 
+    /**
+     * The timeout callbacks of a {@code DeferredResult} and a {@code WebAsyncTask}, which the container runs on one of
+     * its threads outside every filter, run in the request's budget. Before, none was current there (the README said to
+     * pass it along by hand).
+     */
+    @Test
+    void timeoutCallbacksRunInTheRequestsBudget(CapturedOutput output) {
+        for (String kind : new String[] {"deferred-timeout", "web-async-task-timeout"}) {
+            ResponseEntity<String> response = post("/" + kind + "?bytes=4096");
+            assertThat(response.getStatusCode().value()).as(kind).isEqualTo(200);
+            assertThat(response.getBody()).as(kind).matches("tenant-a/request-(\\d+) then tenant-a/request-\\1");
+            await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> assertThat(output)
+                    .contains("request POST /" + kind + " ended with 1 buffer(s) of 4096 bytes still open in memory budget 'tenant-a/request-"));
+        }
+        await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> {
+            assertThat(budgets.budget("tenant-a").orElseThrow().children()).isEmpty();
+            assertThat(manager.statistics(MemoryLocation.HOST).liveBuffers()).isZero();
+        });
+    }
+
     @Test
     void aClientGoneMidStreamLeavesNoBudgetOpenNorMemoryHeld(CapturedOutput output) throws IOException {
         try (Socket client = new Socket("127.0.0.1", port)) {
@@ -143,6 +165,31 @@ class CallableRequestBudgetsHttpTests {
         WebAsyncTask<String> webAsyncTask(@RequestParam long bytes) {
             String onRequest = current();
             return new WebAsyncTask<>(10_000L, () -> forgetting(onRequest, bytes));
+        }
+
+        @PostMapping("/deferred-timeout")
+        DeferredResult<String> deferredTimeout(@RequestParam long bytes) {
+            String onRequest = current();
+            DeferredResult<String> result = new DeferredResult<>(100L);
+            result.onTimeout(() -> result.setResult(forgetting(onRequest, bytes)));
+            return result;
+        }
+
+        @PostMapping("/web-async-task-timeout")
+        WebAsyncTask<String> webAsyncTaskTimeout(@RequestParam long bytes) {
+            String onRequest = current();
+            CountDownLatch never = new CountDownLatch(1);
+            WebAsyncTask<String> task = new WebAsyncTask<>(100L, () -> {
+                try {
+                    never.await(5, TimeUnit.SECONDS); // outlives the timeout
+                } catch (InterruptedException cancelledAtTheTimeout) { // its result would race the timeout's
+                    never.await(5, TimeUnit.SECONDS);
+                }
+                return "late";
+            });
+            task.onTimeout(() -> forgetting(onRequest, bytes));
+            task.onCompletion(never::countDown);
+            return task;
         }
 
         @PostMapping("/async-context")
