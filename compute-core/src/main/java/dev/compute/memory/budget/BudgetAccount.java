@@ -110,32 +110,24 @@ public final class BudgetAccount<B> {
     }
 
     long contentInAll() {
-        long sum = 0;
-        for (long bytes : content) {
-            sum += bytes;
-        }
-        return sum;
+        return inAll(content);
     }
 
     long pendingInAll() {
-        long sum = 0;
-        for (long bytes : pending) {
-            sum += bytes;
-        }
-        return sum;
+        return inAll(pending);
     }
 
     long queuedPendingInAll() {
-        long sum = 0;
-        for (long bytes : queuedPending) {
-            sum += bytes;
-        }
-        return sum;
+        return inAll(queuedPending);
     }
 
     long reservedInAll() {
+        return inAll(reserved);
+    }
+
+    private static long inAll(long[] perLocation) {
         long sum = 0;
-        for (long bytes : reserved) {
+        for (long bytes : perLocation) {
             sum += bytes;
         }
         return sum;
