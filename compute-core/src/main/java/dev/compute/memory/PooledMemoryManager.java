@@ -151,9 +151,25 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         try {
             LocationChain chain = chains.open(location);
             return newBuffer(chain, location, type, bytes, allocation.block(chain, bytes, failure), budgetCount);
+        } catch (DeviceOutOfMemoryException e) {
+            throw closedDuring(e);
         } finally {
             gate.exit(stripe);
         }
+    }
+
+    /**
+     * The out-of-memory an allocation met, or, where the manager closed while it looked for memory (an out-of-memory
+     * handler or a listener of the compaction it started closed it, or another thread did), the closed manager's
+     * error: the pool's figures would read as memory that ran short, where there is no manager left to retry on.
+     */
+    private RuntimeException closedDuring(DeviceOutOfMemoryException failure) {
+        if (!gate.isClosed()) {
+            return failure;
+        }
+        IllegalStateException closed = CallGate.closedManager();
+        closed.initCause(failure);
+        return closed;
     }
 
     private UnifiedBuffer newBuffer(LocationChain chain, MemoryLocation location, DataType type, long bytes, Block block,
@@ -231,6 +247,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
                 made.add(newBuffer(chain, location, type, bytes[i], blocks.get(i), budgetCounts == null ? null : budgetCounts[i]));
             }
             return List.copyOf(made);
+        } catch (DeviceOutOfMemoryException e) {
+            throw closedDuring(e);
         } finally {
             gate.exit(stripe);
         }

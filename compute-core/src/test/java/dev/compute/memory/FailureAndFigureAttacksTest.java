@@ -166,6 +166,55 @@ class FailureAndFigureAttacksTest {
     }
 
     /**
+     * An out-of-memory handler that closes the manager and asks for a retry (compaction off), or a listener that closes
+     * it as the compaction an out-of-memory starts reports: the allocation then failed with a DeviceOutOfMemoryException
+     * that named the pool's figures, as if memory were short, where the manager was closed under it; so did a budget's
+     * allocation and a batch. Each now fails with the closed manager's IllegalStateException, the out-of-memory its cause.
+     */
+    @Test
+    void anAllocationWhoseOutOfMemoryRecoveryClosesTheManagerFailsAsClosedNotOutOfMemory() {
+        List<String> failures = new ArrayList<>();
+        for (int way = 0; way < 6; way++) {
+            AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+            UnifiedMemoryManagerBuilder builder = fourBlocks();
+            if (way % 2 == 0) {
+                builder.compactOnOutOfMemory(false).outOfMemoryHandler((location, bytes, attempt, failure) -> {
+                    self.get().close();
+                    return true;
+                });
+            } else {
+                builder.eventListener(new MemoryEventListener() {
+                    @Override
+                    public void compacted(CompactionReport report) {
+                        self.get().close();
+                    }
+                });
+            }
+            UnifiedMemoryManager manager = builder.build();
+            self.set(manager);
+            MemoryBudget budget = manager.budget("tenant", 8 * BLOCK);
+            for (int i = 0; i < 4; i++) {
+                manager.allocate(BLOCK, DEVICE);
+            }
+            Runnable allocation = switch (way / 2) {
+                case 0 -> () -> manager.allocate(BLOCK, DEVICE);
+                case 1 -> () -> budget.allocate(BLOCK, DEVICE);
+                default -> () -> manager.allocateBatch(DataType.INT8, new long[] {BLOCK, BLOCK}, DEVICE);
+            };
+            try {
+                allocation.run();
+                failures.add("way " + way + ": allocated");
+            } catch (RuntimeException e) {
+                if (!(e instanceof IllegalStateException) || !e.getMessage().contains("UnifiedMemoryManager") || !(e.getCause() instanceof DeviceOutOfMemoryException)) {
+                    failures.add("way " + way + ": " + e);
+                }
+            }
+            assertThat(manager.isClosed()).isTrue();
+        }
+        assertThat(failures).isEmpty();
+    }
+
+    /**
      * {@code close()} fails every waiting request at once, on the closing thread, so a function added to such a future
      * without {@code Async} runs inside the close; one that closes the manager too (a service that shuts down when it
      * can get no memory) is a second close on the closing thread, which waited for the first to be done: for ever, the
