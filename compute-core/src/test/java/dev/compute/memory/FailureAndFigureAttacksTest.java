@@ -166,6 +166,36 @@ class FailureAndFigureAttacksTest {
     }
 
     /**
+     * An out-of-memory handler that closes the manager and asks for a retry is asked again on the retry's failure, and
+     * closes again: that second close, inside the same call, waited for the first, which waits for that call to end.
+     * The allocation returned only after two close timeouts (10 s of a 5 s timeout), and the first close, its timeout
+     * spent on the call, kept every pool's memory for the life of the process ("calls were still under way").
+     */
+    @Test
+    void anOutOfMemoryHandlerThatClosesTheManagerOnEachRetryClosesItPromptlyAndFreesItsMemory() {
+        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+        AtomicInteger asked = new AtomicInteger();
+        OutOfMemoryHandler closingAndRetrying = (location, bytes, attempt, failure) -> {
+            asked.incrementAndGet();
+            self.get().close();
+            return true;
+        };
+        UnifiedMemoryManager manager = fourBlocks().compactOnOutOfMemory(false).closeTimeout(Duration.ofSeconds(5))
+                .outOfMemoryRetries(3).outOfMemoryHandler(closingAndRetrying).build();
+        self.set(manager);
+        for (int i = 0; i < 4; i++) {
+            manager.allocate(BLOCK, DEVICE);
+        }
+        long start = System.nanoTime();
+        assertThatThrownBy(() -> manager.allocate(BLOCK, DEVICE)).isInstanceOf(IllegalStateException.class);
+        Duration took = Duration.ofNanos(System.nanoTime() - start);
+
+        assertThat(asked).as("the handler, asked on each retry").hasValue(3);
+        assertThat(took).as("the allocation whose handler closed the manager three times").isLessThan(Duration.ofSeconds(2));
+        assertThat(manager.statistics(DEVICE).reservedBytes()).as("the pools' memory, once the call that closed them ended").isZero();
+    }
+
+    /**
      * An out-of-memory handler that closes the manager and asks for a retry (compaction off), or a listener that closes
      * it as the compaction an out-of-memory starts reports: the allocation then failed with a DeviceOutOfMemoryException
      * that named the pool's figures, as if memory were short, where the manager was closed under it; so did a budget's

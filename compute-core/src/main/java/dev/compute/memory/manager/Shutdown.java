@@ -20,7 +20,8 @@ import org.jspecify.annotations.Nullable;
  * then free the pools and close the backend. The waits are bounded by the close timeout together; what is still held
  * then is kept, not freed, and said in the log. A second close, on another thread, returns once the first is done,
  * having ended its own views meanwhile; one on the closing thread itself (a function of a waiting request's future,
- * which fails there) returns at once, and the first goes on.
+ * which fails there), or from a listener or handler (whose thread may be inside a call the first waits for), returns at
+ * once, and the first goes on.
  */
 public final class Shutdown {
 
@@ -54,7 +55,9 @@ public final class Shutdown {
     public void close() {
         CallGate gate = parts.gate();
         if (!gate.close()) {
-            if (closing != Thread.currentThread()) { // else a close inside this thread's own close, which goes on after it
+            // not inside this thread's own close, which goes on after it, nor from a listener or handler: its thread may
+            // be inside a call, which a close started there (as the first may have been) waits for
+            if (closing != Thread.currentThread() && !UserCode.running()) {
                 awaitOtherClose();
             }
             return;
