@@ -12,6 +12,7 @@ import dev.compute.memory.spi.NativeAllocation;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.FileChannel;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -58,6 +59,15 @@ public final class MappedFile implements Block {
      */
     static MappedFile map(Path file, DataType type, FileMapMode mode, long offset, @Nullable Long length, @Nullable String site)
             throws IOException {
+        try {
+            return mapOpened(file, type, mode, offset, length, site);
+        } catch (ClosedByInterruptException e) {
+            throw new InterruptedMapping(file, e);
+        }
+    }
+
+    private static MappedFile mapOpened(Path file, DataType type, FileMapMode mode, long offset, @Nullable Long length, @Nullable String site)
+            throws IOException {
         try (FileChannel channel = RegularFiles.open(file, openOptions(mode), "mapped")) {
             long fileSize = channel.size();
             FileRange range = new FileRange(file, mode, offset, checkedRange(file, type, fileSize, offset, length));
@@ -73,6 +83,26 @@ public final class MappedFile implements Block {
                 }
                 throw e;
             }
+        }
+    }
+
+    /**
+     * The channel's refusal on a thread whose interrupt flag is set (a cancelled task's), which has no message: of the
+     * same type, so that catches of it still hold, naming the file and why. The interrupt stays set.
+     */
+    private static final class InterruptedMapping extends ClosedByInterruptException {
+
+        private final String message;
+
+        InterruptedMapping(Path file, ClosedByInterruptException cause) {
+            this.message = "cannot map " + file + ": the thread was interrupted, which closes a file channel as it is used"
+                    + " (its interrupt flag is still set; clear it with Thread.interrupted() to map on this thread)";
+            initCause(cause);
+        }
+
+        @Override
+        public String getMessage() {
+            return message;
         }
     }
 

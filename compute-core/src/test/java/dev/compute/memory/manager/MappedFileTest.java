@@ -12,6 +12,7 @@ import java.io.IOException;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.stream.Stream;
@@ -43,6 +44,24 @@ class MappedFileTest {
         assertThat(mapped.range()).isEqualTo(new FileRange(file, FileMapMode.READ_ONLY, 24, 4096));
         assertThat(mapped.unmap()).isTrue();
         assertThat(mapped.unmap()).as("once").isFalse();
+    }
+
+    /**
+     * A thread whose interrupt flag is set (a cancelled task's) met the file channel's ClosedByInterruptException, which
+     * has no message: the failure named neither the file nor why. It still fails so, the interrupt kept, but says both.
+     */
+    @Test
+    void aMappingOnAnInterruptedThreadNamesTheFileAndKeepsTheInterrupt() throws IOException {
+        Path file = Files.write(dir.resolve("floats.bin"), new byte[4096]);
+        Thread.currentThread().interrupt();
+        try {
+            assertThatThrownBy(() -> MappedFile.map(file, DataType.FLOAT32, FileMapMode.READ_ONLY, 0, null, null))
+                    .isInstanceOf(ClosedByInterruptException.class).hasMessageContaining(file.toString())
+                    .hasMessageContaining("interrupted");
+            assertThat(Thread.currentThread().isInterrupted()).as("the interrupt, kept").isTrue();
+        } finally {
+            Thread.interrupted();
+        }
     }
 
     /**
