@@ -9,8 +9,10 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.time.Duration;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
 import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -19,6 +21,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
+import org.springframework.scheduling.concurrent.ThreadPoolTaskExecutor;
 
 @ExtendWith(OutputCaptureExtension.class)
 class TaskBudgetDecoratorTests {
@@ -56,6 +59,51 @@ class TaskBudgetDecoratorTests {
         assertThat(during.get().isClosed()).isTrue();
         assertThat(tenant.statistics().allocatedBytes()).isZero();
         assertThat(output).contains("ended with 1 buffer(s) of 4096 bytes still open in memory budget '" + during.get().path() + "'");
+    }
+
+    /**
+     * An executor's {@code submit} hands the decorator a FutureTask, which forgets its Callable once run: the warning
+     * named "task java.util.concurrent.FutureTask@1a2b[Completed normally]", nothing the application can find. It names
+     * the submitted Callable or Runnable now.
+     */
+    @Test
+    void aSubmittedTaskThatLeftBuffersOpenIsNamedByWhatWasSubmitted(CapturedOutput output) throws Exception {
+        ThreadPoolTaskExecutor executor = new ThreadPoolTaskExecutor();
+        executor.setTaskDecorator(decorator);
+        executor.initialize();
+        try {
+            Future<?> callable;
+            Future<?> runnable;
+            try (MemoryBudget request = tenant.child("request-1", 1 << 20); BudgetScope scope = BudgetScope.open(request)) {
+                callable = executor.submit((Callable<Boolean>) new ForgetfulReport());
+                runnable = executor.submit((Runnable) new ForgetfulReport());
+            }
+            callable.get(10, TimeUnit.SECONDS);
+            runnable.get(10, TimeUnit.SECONDS);
+        } finally {
+            executor.shutdown();
+        }
+        assertThat(output).contains("task forgetful report ended with 1 buffer(s) of 4096 bytes");
+        assertThat(output.toString().split("task forgetful report ended with", -1)).as("both tasks' warnings").hasSize(3);
+        assertThat(output).doesNotContain("FutureTask");
+    }
+
+    private static final class ForgetfulReport implements Callable<Boolean>, Runnable {
+        @Override
+        public Boolean call() {
+            BudgetScope.current().orElseThrow().allocate(4096, MemoryLocation.HOST); // forgotten
+            return true;
+        }
+
+        @Override
+        public void run() {
+            call();
+        }
+
+        @Override
+        public String toString() {
+            return "forgetful report";
+        }
     }
 
     @Test
