@@ -573,7 +573,7 @@ public final class BufferCore {
             open = scopes;
             ops = lifecycle >= HOLD;
         }
-        return open == null ? new HeldBy("", ops, false) : new HeldBy(String.join(", ", open.holders()), ops, open.viewsInOpenViewScopes());
+        return open == null ? new HeldBy(List.of(), ops, false) : new HeldBy(open.holders(), ops, open.viewsInOpenViewScopes());
     }
 
     /** The open views and accesses of this root; made on the first. Root only, under its monitor. */

@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -24,6 +25,10 @@ import org.jspecify.annotations.Nullable;
 public final class BufferServices implements BufferHost {
 
     private static final System.Logger LOG = ManagerLog.logger();
+    /** The most lines one check of held memory says: buffers held alike past them are told of in the last. */
+    private static final int MOST_WARNING_LINES = 10;
+    /** How many of their threads that last line names. */
+    private static final int THREADS_NAMED = 5;
 
     private final CallGate gate;
     private final ComputeBackend backend;
@@ -216,7 +221,8 @@ public final class BufferServices implements BufferHost {
      * views or accesses hold it: a thread that took a view outside a view scope and has not called into the manager
      * since (an idle pool's thread), or an access nobody ended; or saying that a copy or op under way on it holds it.
      * Buffers held alike are told of in one line: a thread that viewed thousands of buffers and went idle would
-     * otherwise write thousands. Where only such views hold the memory, its pages go back to the operating system then
+     * otherwise write thousands; and a check says {@value #MOST_WARNING_LINES} lines at most, the rest together in the
+     * last, as thousands of threads (virtual ones, each viewing a buffer of its own) would. Where only such views hold the memory, its pages go back to the operating system then
      * ({@link #discardPages}), or at a later check, once only such views are left (an access or op ended meanwhile).
      */
     void warnAboutHeld(Duration bound) {
@@ -241,30 +247,51 @@ public final class BufferServices implements BufferHost {
                 }
             }
         }
-        byWait.forEach((waitingFor, entries) -> {
-            Held first = entries.getFirst();
-            boolean one = entries.size() == 1;
-            long bytes = entries.stream().mapToLong(Held::bytes).sum();
-            long discarded = entries.stream().mapToLong(entry -> entry.discarded).sum();
-            long shortestWait = entries.stream().mapToLong(entry -> now - entry.since).min().orElseThrow();
-            String waited = one ? "a closed " + first.buffer + " has waited "
-                    : entries.size() + " closed buffers (" + first.buffer + " among them) have waited at least ";
-            String views = waitingFor.holders().isEmpty() ? "" : "views or accesses held by " + waitingFor.holders() + " to end";
-            String ops = !waitingFor.ops() ? "" : (one ? "a copy or op under way on it" : "copies or ops under way on them") + " to return";
-            String what = views.isEmpty() ? ops : ops.isEmpty() ? views : views + " and " + ops;
-            String pages = discarded == 0 ? "" : (one ? " Its" : " Their") + " pages (" + discarded + " bytes) went back to the"
-                    + " operating system now; views of " + (one ? "it" : "them") + " read zeros from here on.";
-            // the advice is for views and accesses: a copy or op under way returns by itself
-            String advice = views.isEmpty() ? ""
-                    : waitingFor.inOpenViewScopes() ? " A view scope still open holds views of " + (one ? "it" : "them") + ": close each"
-                            + " scope where it was opened (try-with-resources); a scope left open on a pool's thread takes the views"
-                            + " of every later task there, unless each task runs in a scope of its own (ViewScope.wrap, or the"
-                            + " starter's task decorator)."
-                    : " Take views inside a view scope (ViewScope.open(), or a web request or task with"
-                            + " the starter), end accesses, or close buffers on the thread that views them.";
-            LOG.log(System.Logger.Level.WARNING, waited + Duration.ofNanos(shortestWait).toMillis() + " ms for " + what + "; "
-                    + (one ? "its " : "their ") + bytes + " bytes go back to the pool only then." + pages + advice);
-        });
+        List<Map.Entry<HeldBy, List<Held>>> alike = new ArrayList<>(byWait.entrySet());
+        int own = alike.size() > MOST_WARNING_LINES ? MOST_WARNING_LINES - 1 : alike.size();
+        for (Map.Entry<HeldBy, List<Held>> each : alike.subList(0, own)) {
+            List<Held> entries = each.getValue();
+            HeldBy waitingFor = each.getKey();
+            String waited = entries.size() == 1 ? "a closed " + entries.getFirst().buffer + " has waited "
+                    : entries.size() + " closed buffers (" + entries.getFirst().buffer + " among them) have waited at least ";
+            warnOfHeld(waited, String.join(", ", waitingFor.holders()), waitingFor, entries, now);
+        }
+        if (own < alike.size()) {
+            // one line for the rest (thousands of threads, each holding a buffer of its own), naming some of their threads
+            List<Map.Entry<HeldBy, List<Held>>> rest = alike.subList(own, alike.size());
+            List<Held> entries = rest.stream().flatMap(each -> each.getValue().stream()).toList();
+            Set<String> holders = new LinkedHashSet<>();
+            rest.forEach(each -> holders.addAll(each.getKey().holders()));
+            HeldBy waitingFor = new HeldBy(List.copyOf(holders), rest.stream().anyMatch(each -> each.getKey().ops()),
+                    rest.stream().anyMatch(each -> each.getKey().inOpenViewScopes()));
+            String named = String.join(", ", holders.stream().limit(THREADS_NAMED).toList())
+                    + (holders.size() > THREADS_NAMED ? " and " + (holders.size() - THREADS_NAMED) + " more" : "");
+            warnOfHeld(entries.size() + " more closed buffers (" + entries.getFirst().buffer + " among them) have waited at least ",
+                    holders.isEmpty() ? "" : holders.size() + " threads (" + named + ")", waitingFor, entries, now);
+        }
+    }
+
+    /** One warning: {@code entries}, held by {@code waitingFor} (whose holders {@code holders} names), have waited long. */
+    private static void warnOfHeld(String waited, String holders, HeldBy waitingFor, List<Held> entries, long now) {
+        boolean one = entries.size() == 1;
+        long bytes = entries.stream().mapToLong(Held::bytes).sum();
+        long discarded = entries.stream().mapToLong(entry -> entry.discarded).sum();
+        long shortestWait = entries.stream().mapToLong(entry -> now - entry.since).min().orElseThrow();
+        String views = waitingFor.holders().isEmpty() ? "" : "views or accesses held by " + holders + " to end";
+        String ops = !waitingFor.ops() ? "" : (one ? "a copy or op under way on it" : "copies or ops under way on them") + " to return";
+        String what = views.isEmpty() ? ops : ops.isEmpty() ? views : views + " and " + ops;
+        String pages = discarded == 0 ? "" : (one ? " Its" : " Their") + " pages (" + discarded + " bytes) went back to the"
+                + " operating system now; views of " + (one ? "it" : "them") + " read zeros from here on.";
+        // the advice is for views and accesses: a copy or op under way returns by itself
+        String advice = views.isEmpty() ? ""
+                : waitingFor.inOpenViewScopes() ? " A view scope still open holds views of " + (one ? "it" : "them") + ": close each"
+                        + " scope where it was opened (try-with-resources); a scope left open on a pool's thread takes the views"
+                        + " of every later task there, unless each task runs in a scope of its own (ViewScope.wrap, or the"
+                        + " starter's task decorator)."
+                : " Take views inside a view scope (ViewScope.open(), or a web request or task with"
+                        + " the starter), end accesses, or close buffers on the thread that views them.";
+        LOG.log(System.Logger.Level.WARNING, waited + Duration.ofNanos(shortestWait).toMillis() + " ms for " + what + "; "
+                + (one ? "its " : "their ") + bytes + " bytes go back to the pool only then." + pages + advice);
     }
 
     /**
