@@ -61,11 +61,11 @@ public final class TaskBudgetDecorator implements TaskDecorator {
         }
         String before;
         try {
-            before = submitted(task.toString());
+            before = task.toString(); // read apart only where the task left something open
         } catch (Throwable e) { // the application's code: the warning says so, and the task runs all the same
             return () -> "task whose description failed (" + e + ")";
         }
-        return () -> "task " + before;
+        return () -> "task " + submitted(before);
     }
 
     /** The submitted Callable or Runnable in a FutureTask's description, unwrapped from the JDK's adapter; else the whole. */
