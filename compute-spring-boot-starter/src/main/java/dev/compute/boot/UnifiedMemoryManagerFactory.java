@@ -1,6 +1,8 @@
 package dev.compute.boot;
 
 import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
+import dev.compute.boot.diagnostics.ManagerBackendUnavailableException;
+import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.OutOfMemoryHandler;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -98,7 +100,11 @@ public final class UnifiedMemoryManagerFactory {
         ConfiguredNames.check(environment, prefix, "a budget name");
         Map<String, BudgetProperties> budgetProperties = own.bind(prefix, Bindable.mapOf(String.class, BudgetProperties.class),
                 new NoUnboundElementsBindHandler(BindHandler.DEFAULT)).orElse(Map.of());
-        return create(name, properties, source::whereSet, new Budgets(budgetProperties, prefix, NamedManagers.of(environment).primary().equals(name)));
+        try {
+            return create(name, properties, source::whereSet, new Budgets(budgetProperties, prefix, NamedManagers.of(environment).primary().equals(name)));
+        } catch (BackendUnavailableException e) {
+            throw ofManager(name, e, source::whereSet);
+        }
     }
 
     /**
@@ -131,7 +137,11 @@ public final class UnifiedMemoryManagerFactory {
         ConfiguredNames.check(environment, budgetsPrefix, "a budget name");
         Map<String, BudgetProperties> budgetProperties = binder.bind(budgetsPrefix, Bindable.mapOf(String.class, BudgetProperties.class),
                 new NoUnboundElementsBindHandler(BindHandler.DEFAULT)).orElse(Map.of());
-        return create(name, properties, whereSet, new Budgets(budgetProperties, budgetsPrefix, primary));
+        try {
+            return create(name, properties, whereSet, new Budgets(budgetProperties, budgetsPrefix, primary));
+        } catch (BackendUnavailableException e) {
+            throw ofManager(name, e, whereSet);
+        }
     }
 
     // A value refused as it is bound (a recording's bounds, checked by its record) names its compute.* property:
@@ -220,6 +230,14 @@ public final class UnifiedMemoryManagerFactory {
      */
     public Optional<ComputeProperties.Recording> recordingOf(String name) {
         return Optional.ofNullable(recordings.get(name));
+    }
+
+    // The backend's refusal names compute.backend and compute.device, in its reason and, through the analyzer, in what to
+    // change: a named manager's are renamed to where its values were set, as a refused setting's are.
+    private static ManagerBackendUnavailableException ofManager(String name, BackendUnavailableException e, UnaryOperator<String> whereSet) {
+        String reason = InvalidSettingFailureAnalyzer.PROPERTY_IN_TEXT.matcher(e.reason())
+                .replaceAll(found -> Matcher.quoteReplacement(whereSet.apply(found.group())));
+        return new ManagerBackendUnavailableException(name, whereSet.apply("compute.backend"), whereSet.apply("compute.device"), reason, e);
     }
 
     // The builder names compute.* properties, in the message's property and in what is allowed ("at most

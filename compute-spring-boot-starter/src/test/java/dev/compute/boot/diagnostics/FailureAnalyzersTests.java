@@ -4,6 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.boot.testing.UnattachedDeviceBackendProvider;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -141,6 +144,30 @@ class FailureAnalyzersTests {
                 .contains("The compute backend '" + UnattachedDeviceBackendProvider.NAME + "' (compute.backend) cannot run here:")
                 .contains(UnattachedDeviceBackendProvider.REASON)
                 .contains("Set compute.backend to auto");
+    }
+
+    /**
+     * A named manager whose backend cannot run: the report names that manager and the properties that chose its backend
+     * and device, where they were set, in the description, the provider's reason and the action. It named compute.backend
+     * and compute.device, which were not set at all.
+     */
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', quoteCharacter = '"', value = {
+            "compute.managers.gpu.backend=" + UnattachedDeviceBackendProvider.NAME + " | '" + UnattachedDeviceBackendProvider.NAME
+                    + "' of manager 'gpu' (compute.managers.gpu.backend) | Set compute.managers.gpu.backend to auto",
+            "compute.managers.gpu.backend=cpu;compute.managers.gpu.device=3 | 'cpu' of manager 'gpu' (compute.managers.gpu.backend) "
+                    + "| compute.managers.gpu.device is 3",
+            // inherited: compute.backend is where the value was set
+            "compute.backend=" + UnattachedDeviceBackendProvider.NAME + ";compute.managers.gpu.device=0 | '"
+                    + UnattachedDeviceBackendProvider.NAME + "' of manager 'gpu' (compute.backend) | Set compute.backend to auto"})
+    void aNamedManagersUnavailableBackendIsReportedUnderItsOwnProperties(String settings, String backend, String advice, CapturedOutput output) {
+        List<String> args = new ArrayList<>(List.of("--compute.managers.cpu.backend=cpu"));
+        Arrays.stream(settings.split(";")).map(setting -> "--" + setting).forEach(args::add);
+        assertThatThrownBy(() -> start(args.toArray(String[]::new))).isNotNull();
+        assertThat(output).contains("APPLICATION FAILED TO START")
+                .contains("The compute backend " + backend + " cannot run here:")
+                .contains(advice)
+                .doesNotContain("compute.device is", "(a driver, a device, compute.device)", "at compute.device 0");
     }
 
     private static void start(String... args) {
