@@ -12,7 +12,8 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * The figures of one manager that the endpoint, the health contributor and the meters read: every location's
- * statistics, the files it has mapped and the device's memory, collected at most once per {@link #MAX_AGE} however many read them, as
+ * statistics, the files it has mapped and the device's memory, collected at most once per {@link #MAX_AGE} however many read them
+ * (and again once the manager has closed, so that what the close freed is not shown as held), as
  * HikariCP's {@code PoolStats} keeps what its metrics read. A Prometheus scrape reads some 25 meters per location;
  * they all read one collection. Whoever needs figures that are exact at this instant asks
  * {@link UnifiedMemoryManager#statistics(MemoryLocation)}. The statistics and the device's memory are collected apart,
@@ -29,7 +30,8 @@ public class RecentMemoryStatistics {
     private @Nullable Collected collected;
     private @Nullable AskedDevice askedDevice;
 
-    private record Collected(long atNanos, Map<MemoryLocation, MemoryStatistics> statistics, MappedFileStatistics mappedFiles) {}
+    /** {@code afterClose}: the manager's close had begun when these were collected. */
+    private record Collected(long atNanos, boolean afterClose, Map<MemoryLocation, MemoryStatistics> statistics, MappedFileStatistics mappedFiles) {}
 
     private record AskedDevice(long atNanos, DeviceMemoryInfo deviceMemory) {}
 
@@ -57,7 +59,8 @@ public class RecentMemoryStatistics {
     private synchronized Collected recent() {
         long now = nanoTime.getAsLong();
         Collected last = collected;
-        if (last == null || now - last.atNanos() >= maxAgeNanos) {
+        // what an open manager held is not handed out once it closed: the close freed it, however young the collection
+        if (last == null || now - last.atNanos() >= maxAgeNanos || !last.afterClose() && manager.isClosed()) {
             last = collect(now);
         }
         return last;
@@ -89,7 +92,8 @@ public class RecentMemoryStatistics {
     }
 
     private Collected collect(long now) {
-        Collected fresh = new Collected(now, manager.statistics(), manager.mappedFileStatistics());
+        boolean afterClose = manager.isClosed(); // asked first: a close that begins while collecting has the next reader collect again
+        Collected fresh = new Collected(now, afterClose, manager.statistics(), manager.mappedFileStatistics());
         collected = fresh;
         return fresh;
     }

@@ -51,6 +51,23 @@ class RecentMemoryStatisticsTests {
         }
     }
 
+    /**
+     * Figures collected while the manager was open are not handed out once it is closed, however young: the endpoint
+     * said {@code "closed": true} beside the live buffers and reserved bytes the close had just freed, for up to a second.
+     */
+    @Test
+    void aCollectionMadeBeforeTheManagerClosedIsNotHandedOutAfter() {
+        UnifiedBuffer open = manager.allocate(1 << 20, MemoryLocation.DEVICE);
+        assertThat(recent.statistics(MemoryLocation.DEVICE).liveBuffers()).isEqualTo(1);
+
+        manager.close();
+
+        assertThat(open.isClosed()).isTrue();
+        assertThat(recent.statistics(MemoryLocation.DEVICE)).as("what the close left, not what was open before it")
+                .isEqualTo(manager.statistics(MemoryLocation.DEVICE)).extracting(MemoryStatistics::liveBuffers, MemoryStatistics::reservedBytes)
+                .containsExactly(0L, 0L);
+    }
+
     @Test
     void aLocationTheManagerDoesNotHaveIsRefused() {
         assertThatThrownBy(() -> recent.statistics(MemoryLocation.PINNED)).isInstanceOf(IllegalArgumentException.class)

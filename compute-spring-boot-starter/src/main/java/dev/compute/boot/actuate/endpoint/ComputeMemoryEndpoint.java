@@ -348,7 +348,7 @@ public class ComputeMemoryEndpoint {
     /**
      * One manager: its summary per location, its leaks, the files it has mapped (no location's figures count them), the
      * settings it runs with and its open budgets (those it made); {@code closed} once the manager is closed, its
-     * figures then the last it had.
+     * figures then what the close left (nothing, once it freed everything).
      */
     public record ManagerDescriptor(String name, boolean primary, boolean closed, String backend, DeviceDescriptor device, MemoryLocation defaultLocation,
             Map<MemoryLocation, LocationSummary> locations, LeakDescriptor leaks, MappedFileStatistics mappedFiles, SettingsDescriptor settings,
