@@ -32,8 +32,9 @@ import org.jspecify.annotations.Nullable;
  * counters ({@code compute_memory_pool_hits_total}); the two fragmentation figures are ratios
  * ({@code compute_memory_fragmentation_ratio}). The figure meters read the manager's one collection of figures that
  * is at most a second old ({@link RecentMemoryStatistics}), so a scrape of every meter collects them once; after the
- * manager closed they read NaN. The event meters ({@link MemoryEventMeters}) hear the managers the starter built,
- * through their {@link MemoryEventRelays.Relay}. The budget meters cover the configured budgets ({@link ComputeBudgets})
+ * manager closed they read what its close left (nothing, once it freed everything) and its totals, its caps 0 and its
+ * device NaN (no value), so that sums over the managers stay numbers. The event meters ({@link MemoryEventMeters})
+ * hear the managers the starter built, through their {@link MemoryEventRelays.Relay}. The budget meters cover the configured budgets ({@link ComputeBudgets})
  * only, tagged with the budget's name: a bounded set, whatever budgets requests and tasks open and close; each reads the
  * budget's figures at most once a second, and is removed once the budget closes. Closing the binder (with the context, before the managers close) detaches them
  * and removes every meter it registered.
@@ -81,15 +82,14 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
             RecentMemoryStatistics statistics = observed.statistics();
             Tags tags = tagsOf(observed);
             // The leak detector counts for the whole manager, and the device is the manager's: no location tag.
-            meters.add(FunctionCounter.builder(ComputeMeters.LEAKS.getName(), manager, m -> m.isClosed() ? Double.NaN : m.leaksDetected())
+            meters.add(FunctionCounter.builder(ComputeMeters.LEAKS.getName(), manager, UnifiedMemoryManager::leaksDetected)
                     .tags(tags).description(ComputeMeters.LEAKS.description()).register(registry));
             // mapped files are the manager's, counted apart from its locations: no location tag either
             meters.add(mappedGauge(registry, ComputeMeters.MAPPED_FILES, observed, tags, MappedFileStatistics::openMappings));
             meters.add(mappedGauge(registry, ComputeMeters.MAPPED, observed, tags, MappedFileStatistics::mappedBytes));
             meters.add(mappedGauge(registry, ComputeMeters.MAPPED_PEAK, observed, tags, MappedFileStatistics::mappedBytesPeak));
             meters.add(mappedGauge(registry, ComputeMeters.MAPPED_FILES_MAX, observed, tags, MappedFileStatistics::maxOpenMappings));
-            meters.add(FunctionCounter.builder(ComputeMeters.MAPPINGS.getName(), manager,
-                            m -> m.isClosed() ? Double.NaN : statistics.mappedFiles().mappings())
+            meters.add(FunctionCounter.builder(ComputeMeters.MAPPINGS.getName(), manager, m -> statistics.mappedFiles().mappings())
                     .tags(tags).description(ComputeMeters.MAPPINGS.description()).register(registry));
             meters.add(deviceGauge(registry, ComputeMeters.DEVICE_MEMORY_TOTAL, observed, tags, DeviceMemoryInfo::totalBytes));
             meters.add(deviceGauge(registry, ComputeMeters.DEVICE_MEMORY_FREE, observed, tags, DeviceMemoryInfo::freeBytes));
@@ -122,7 +122,8 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                 figures.copied("device-to-host", MemoryStatistics::bytesDeviceToHost);
                 figures.copied("device-to-device", MemoryStatistics::bytesDeviceToDevice);
                 long cap = manager.settings().capOf(location);
-                meters.add(Gauge.builder(ComputeMeters.CAP.getName(), manager, m -> m.isClosed() ? Double.NaN : cap)
+                // a closed manager reserves nothing more
+                meters.add(Gauge.builder(ComputeMeters.CAP.getName(), manager, m -> m.isClosed() ? 0 : cap)
                         .baseUnit(ComputeMeters.CAP.getBaseUnit()).tags(at).description(ComputeMeters.CAP.description()).register(registry));
             }
             for (ComputeBudgets.Configured configured : budgets.all()) {
@@ -250,7 +251,7 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
     private static Gauge mappedGauge(MeterRegistry registry, ComputeMeters meter, ObservedManager observed, Tags tags,
             ToDoubleFunction<MappedFileStatistics> figure) {
         RecentMemoryStatistics statistics = observed.statistics();
-        return Gauge.builder(meter.getName(), observed.manager(), m -> m.isClosed() ? Double.NaN : figure.applyAsDouble(statistics.mappedFiles()))
+        return Gauge.builder(meter.getName(), observed.manager(), m -> figure.applyAsDouble(statistics.mappedFiles()))
                 .baseUnit(meter.getBaseUnit()).tags(tags).description(meter.description()).register(registry);
     }
 
@@ -307,9 +308,6 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         }
 
         private double read(UnifiedMemoryManager manager, ToDoubleFunction<MemoryStatistics> figure) {
-            if (manager.isClosed()) {
-                return Double.NaN;
-            }
             return figure.applyAsDouble(observed.statistics().statistics(location));
         }
     }

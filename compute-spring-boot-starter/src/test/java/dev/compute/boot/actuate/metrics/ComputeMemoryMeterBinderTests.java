@@ -15,6 +15,7 @@ import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.lang.ref.WeakReference;
@@ -241,13 +242,33 @@ class ComputeMemoryMeterBinderTests {
         assertThat(deviceQueries.sum()).as("the device's memory is asked once").isEqualTo(1);
     }
 
+    /**
+     * A closed manager's meters read what its close left (nothing, once it freed everything), its totals, and a cap of 0:
+     * they read NaN, which made every sum over the managers NaN ({@code GET /actuator/metrics/compute.memory.reserved}
+     * answered NaN for all of them once one had closed; so does Prometheus's {@code sum}), and a counter reading NaN
+     * has no rate.
+     */
     @Test
-    void metersReadNaNOnceTheManagerIsClosed() {
-        binderOf(manager).bindTo(registry);
-        manager.close();
-        assertThat(registry.get("compute.memory.reserved").tag("location", "host").gauge().value()).isNaN();
-        assertThat(registry.get("compute.memory.cap").tag("location", "host").gauge().value()).isNaN();
-        assertThat(registry.get("compute.memory.leaks").functionCounter().count()).isNaN();
+    void aClosedManagersMetersReadWhatItsCloseLeftSoSumsOverTheManagersStayNumbers() {
+        try (UnifiedMemoryManager other = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend(64L << 20)).build();
+             UnifiedBuffer held = manager.allocate(1 << 20, MemoryLocation.DEVICE)) {
+            Map<String, UnifiedMemoryManager> beans = new LinkedHashMap<>();
+            beans.put("unifiedMemoryManager", manager);
+            beans.put("otherUnifiedMemoryManager", other);
+            new ComputeMemoryMeterBinder(new ObservedManagers(beans, manager), new MemoryEventRelays()).bindTo(registry);
+            other.allocate(4096, MemoryLocation.DEVICE).close();
+
+            other.close();
+
+            assertThat(registry.get("compute.memory.reserved").tags("name", "other", "location", "device").gauge().value()).isZero();
+            assertThat(registry.find("compute.memory.reserved").tag("location", "device").gauges().stream().mapToDouble(Gauge::value).sum())
+                    .as("the open manager's, with the closed one's 0").isEqualTo(manager.statistics(MemoryLocation.DEVICE).reservedBytes());
+            assertThat(registry.get("compute.memory.allocations").tags("name", "other", "location", "device").functionCounter().count())
+                    .isEqualTo(1);
+            assertThat(registry.get("compute.memory.cap").tags("name", "other", "location", "device").gauge().value()).isZero();
+            assertThat(registry.get("compute.memory.leaks").tag("name", "other").functionCounter().count()).isZero();
+            assertThat(registry.get("compute.memory.mapped.files").tag("name", "other").gauge().value()).isZero();
+        }
     }
 
     @Test
