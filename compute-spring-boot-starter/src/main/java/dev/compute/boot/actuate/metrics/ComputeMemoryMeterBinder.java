@@ -67,7 +67,7 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         // first, so that no budget added meanwhile is missed (one metered twice is the same meters: Micrometer keeps one per id)
         listeners.add(budgets.onAdded(configured -> managers.get(configured.manager()).ifPresent(observed -> budgetMeters(registry,
                 configured.budget(), tagsOf(observed).and(ComputeMeters.Tag.BUDGET.asString(), configured.name()), meters))));
-        // a closed budget: its meters go, so that closed tenants leave none behind (reading NaN) and a new budget of its
+        // a closed budget: its meters go, so that closed tenants leave none behind (reading 0) and a new budget of its
         // name registers its own rather than finding the old ones
         listeners.add(budgets.onRemoved(gone -> meters.removeIf(meter -> {
             boolean its = gone.name().equals(meter.getId().getTag(ComputeMeters.Tag.BUDGET.asString()))
@@ -188,7 +188,10 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         meters.add(recent.counter(registry, ComputeMeters.BUDGET_REFUSALS, tags, BudgetStatistics::refusals));
     }
 
-    /** A budget's figures read at most once a second, however many meters a scrape reads; NaN once the budget closed. */
+    /**
+     * A budget's figures read at most once a second, however many meters a scrape reads, and again once it closed: until
+     * its meters are removed (a scrape on another thread as it closes) they read what it holds then, and its totals.
+     */
     private static final class RecentBudgetStatistics {
 
         /** How old the figures may be: a second, as the manager's. */
@@ -199,20 +202,21 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         /** The requests queued in the budgets under it when {@link #last} was read: each waits in its own budget's queue. */
         private long waitingUnder;
         private long readAt;
+        /** Whether the budget had closed when {@link #last} was read. */
+        private boolean readClosed;
 
         RecentBudgetStatistics(MemoryBudget budget) {
             this.budget = budget;
         }
 
         synchronized double read(ToDoubleFunction<BudgetStatistics> figure) {
-            if (budget.isClosed()) {
-                return Double.NaN;
-            }
             long now = System.nanoTime();
-            if (last == null || now - readAt > MAX_AGE_NANOS) {
+            boolean closed = budget.isClosed();
+            if (last == null || now - readAt > MAX_AGE_NANOS || closed && !readClosed) {
                 last = budget.statistics();
                 waitingUnder = waitingUnder(budget);
                 readAt = now;
+                readClosed = closed;
             }
             return figure.applyAsDouble(last);
         }

@@ -85,6 +85,34 @@ class ComputeMemoryMeterBinderTests {
     }
 
     /**
+     * Between a configured budget's close and the removal of its meters (a scrape on another thread then), they read what
+     * the closed budget holds, 0, and its totals: they read NaN, which made the sum over the tenants NaN for that scrape
+     * (seen over HTTP, GET /actuator/metrics/compute.memory.budget.allocated, while tenants came and went).
+     */
+    @Test
+    void aClosingBudgetsMetersReadWhatItHoldsUntilTheyAreRemoved() {
+        ComputeBudgets budgets = new ComputeBudgets();
+        new ComputeMemoryMeterBinder(new ObservedManagers(Map.of("unifiedMemoryManager", manager), manager), new MemoryEventRelays(), budgets)
+                .bindTo(registry);
+        MemoryBudget tenant = manager.budget("tenant-c", 8L << 20);
+        Map<String, Double> readAsItCloses = new LinkedHashMap<>();
+        // told before the meters are, which are told once the budget is added: they are still registered then
+        tenant.whenClosed(() -> {
+            readAsItCloses.put("allocated", registry.get("compute.memory.budget.allocated").tag("budget", "tenant-c").gauge().value());
+            readAsItCloses.put("allocations", registry.get("compute.memory.budget.allocations").tag("budget", "tenant-c").functionCounter().count());
+        });
+        budgets.add("default", tenant, 1L << 20);
+        tenant.allocate(4096, MemoryLocation.DEVICE); // left open: the close closes it
+        assertThat(registry.get("compute.memory.budget.allocated").tag("budget", "tenant-c").gauge().value()).isEqualTo(4096);
+
+        tenant.close();
+
+        assertThat(readAsItCloses).as("the closed budget holds nothing, and allocated once").containsEntry("allocated", 0.0)
+                .containsEntry("allocations", 1.0);
+        assertThat(registry.find("compute.memory.budget.allocated").tag("budget", "tenant-c").gauges()).isEmpty();
+    }
+
+    /**
      * With a budget per request, every allocateAsync waits in a request's budget: the tenant's waiting meter counts those
      * too, as its other meters count what the budgets under it hold, or it would read 0 while its requests queue.
      */
