@@ -10,6 +10,7 @@ import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.OutOfMemoryHandler;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.testing.ChildJvm;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -28,9 +29,9 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
 /**
- * Contexts started and closed again and again in one JVM leave no threads behind; a customizer that throws an Error
- * fails the start and the next context starts; handlers and listeners that throw leave no count or lock behind; a
- * budget added at run time is metered.
+ * Contexts started and closed again and again in one JVM leave no threads behind, and nothing of them reachable; a
+ * customizer that throws an Error fails the start and the next context starts; handlers and listeners that throw leave
+ * no count or lock behind; a budget added at run time is metered.
  */
 class StarterLifecycleTests {
 
@@ -61,6 +62,15 @@ class StarterLifecycleTests {
         // threads of a closed context may take a moment to end after its close returned
         await().pollInSameThread().atMost(Duration.ofSeconds(20)).untilAsserted(() -> assertThat(grown(before, threadsByName()))
                 .as("threads left behind by 12 closed contexts").isEmpty());
+    }
+
+    @Test
+    void webContextsStartedUsedAndClosedLeaveNothingOfThemReachable() throws Exception {
+        // soft references cleared at every collection: Boot's caches keep closed contexts softly until the heap is short
+        ChildJvm.Result result = ChildJvm.run(Duration.ofSeconds(120), List.of("-XX:SoftRefLRUPolicyMSPerMB=0"),
+                ClosedContextsScenario.class);
+        assertThat(result.exitCode()).as(result.describe()).isZero();
+        assertThat(result.output()).as(result.describe()).contains("20 objects of 4 closed contexts, still reachable: []");
     }
 
     private static void runOnce() {

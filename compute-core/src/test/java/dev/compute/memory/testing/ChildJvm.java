@@ -32,6 +32,13 @@ public final class ChildJvm {
         return run(timeout, System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")), main.getName(), args);
     }
 
+    /** As {@link #run(Duration, Class, String...)}, with JVM options of the caller's added. */
+    public static Result run(Duration timeout, List<String> options, Class<?> main, String... args)
+            throws IOException, InterruptedException {
+        return run(timeout, System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")), options, main.getName(),
+                args);
+    }
+
     /** Runs the {@code main} of a class on a class path of the caller's choosing instead of the tests' own. */
     public static Result run(Duration timeout, String classPath, String main, String... args) throws IOException, InterruptedException {
         return run(timeout, classPath, List.of(), main, args);
