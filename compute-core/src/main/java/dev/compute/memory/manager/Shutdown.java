@@ -28,6 +28,8 @@ public final class Shutdown {
     private static final System.Logger LOG = ManagerLog.logger();
     /** Of the close timeout (a quarter of it at most), what the waits for views, accesses and calls leave to ask the device if it is idle. */
     private static final long DEVICE_CHECK_RESERVE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+    /** How many of the threads still holding views a close's warning names. */
+    private static final int HOLDERS_NAMED = 10;
 
     /** The parts a close goes through, in its order. */
     public record Parts(CallGate gate, AllocationWaiters<?> waiters, ComputeBackend backend, BlockReturns returns, Maintenance maintenance,
@@ -131,7 +133,7 @@ public final class Shutdown {
             budgetsClose.accept(memoryBack);
             if (!memoryBack) {
                 LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager '" + name + "' closed, but after " + closeTimeout.toMillis()
-                        + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + gate.scopes().holders() + "), ")
+                        + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + named(gate.scopes().holders()) + "), ")
                         + (callsEnded ? "" : "calls were still under way, ") + (deviceIdle ? "" : "device work was still running, ")
                         + "so its pools keep their memory (reserved " + parts.figures().reservedBytes() + " bytes) and "
                         + parts.mappedFiles().statistics().openMappings() + " mapped file(s) stay mapped, rather than be freed under their users; "
@@ -154,6 +156,14 @@ public final class Shutdown {
                 done.countDown();
             }
         }
+    }
+
+    /** Some of {@code holders}, and how many more: thousands of threads may hold views (virtual threads parked in requests). */
+    private static String named(List<String> holders) {
+        if (holders.size() <= HOLDERS_NAMED) {
+            return holders.toString();
+        }
+        return "[" + String.join(", ", holders.subList(0, HOLDERS_NAMED)) + ", and " + (holders.size() - HOLDERS_NAMED) + " more threads]";
     }
 
     /** Another thread is closing: end the views it hands to this one, until it is done. */

@@ -136,6 +136,35 @@ class ShutdownTest {
         assertThat(device.liveAllocations()).isPositive();
     }
 
+    /**
+     * Thousands of virtual threads each holding a view in a scope of its own (requests parked on something slow) as the
+     * manager closes: the warning named every one of them, in one line (10,000 names of unnamed virtual threads are over
+     * 200 KB). It names ten now, and how many more.
+     */
+    @Test
+    void viewsManyThreadsHoldPastTheTimeoutNameTenOfThemAndHowManyMore() throws Exception {
+        BufferCore buffer = parts.buffer(MemoryLocation.HOST, 4096);
+        int threads = 200;
+        CountDownLatch viewing = new CountDownLatch(threads);
+        for (int i = 0; i < threads; i++) {
+            Thread.ofVirtual().name("request-" + i).start(() -> {
+                try (ViewScope scope = ViewScope.open()) {
+                    BufferViews.view(buffer, AccessMode.READ);
+                    viewing.countDown();
+                    letGo.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+        }
+        assertThat(viewing.await(10, TimeUnit.SECONDS)).isTrue();
+
+        parts.shutdown.close();
+
+        assertThat(warning()).containsPattern("views or accesses were still open \\(held by \\[(request-\\d+, ){10}and 190 more threads]\\), ");
+        assertThat(device.liveAllocations()).isPositive();
+    }
+
     @Test
     void deviceWorkStillRunningKeepsTheMemory() {
         parts.returns.release(DEVICE, parts.block(DEVICE, 4096), null, new CompletableFuture<>(), null);
