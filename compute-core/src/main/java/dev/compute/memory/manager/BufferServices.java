@@ -27,7 +27,7 @@ public final class BufferServices implements BufferHost {
     private static final System.Logger LOG = ManagerLog.logger();
     /** The most lines one check of held memory says: buffers held alike past them are told of in the last. */
     private static final int MOST_WARNING_LINES = 10;
-    /** How many of their threads that last line names. */
+    /** How many of the threads holding the buffers of one line it names. */
     private static final int THREADS_NAMED = 5;
 
     private final CallGate gate;
@@ -254,7 +254,7 @@ public final class BufferServices implements BufferHost {
             HeldBy waitingFor = each.getKey();
             String waited = entries.size() == 1 ? "a closed " + entries.getFirst().buffer + " has waited "
                     : entries.size() + " closed buffers (" + entries.getFirst().buffer + " among them) have waited at least ";
-            warnOfHeld(waited, String.join(", ", waitingFor.holders()), waitingFor, entries, now);
+            warnOfHeld(waited, waitingFor, entries, now);
         }
         if (own < alike.size()) {
             // one line for the rest (thousands of threads, each holding a buffer of its own), naming some of their threads
@@ -264,20 +264,18 @@ public final class BufferServices implements BufferHost {
             rest.forEach(each -> holders.addAll(each.getKey().holders()));
             HeldBy waitingFor = new HeldBy(List.copyOf(holders), rest.stream().anyMatch(each -> each.getKey().ops()),
                     rest.stream().anyMatch(each -> each.getKey().inOpenViewScopes()));
-            String named = String.join(", ", holders.stream().limit(THREADS_NAMED).toList())
-                    + (holders.size() > THREADS_NAMED ? " and " + (holders.size() - THREADS_NAMED) + " more" : "");
             warnOfHeld(entries.size() + " more closed buffers (" + entries.getFirst().buffer + " among them) have waited at least ",
-                    holders.isEmpty() ? "" : holders.size() + " threads (" + named + ")", waitingFor, entries, now);
+                    waitingFor, entries, now);
         }
     }
 
-    /** One warning: {@code entries}, held by {@code waitingFor} (whose holders {@code holders} names), have waited long. */
-    private static void warnOfHeld(String waited, String holders, HeldBy waitingFor, List<Held> entries, long now) {
+    /** One warning: {@code entries}, held by {@code waitingFor}, have waited long. */
+    private static void warnOfHeld(String waited, HeldBy waitingFor, List<Held> entries, long now) {
         boolean one = entries.size() == 1;
         long bytes = entries.stream().mapToLong(Held::bytes).sum();
         long discarded = entries.stream().mapToLong(entry -> entry.discarded).sum();
         long shortestWait = entries.stream().mapToLong(entry -> now - entry.since).min().orElseThrow();
-        String views = waitingFor.holders().isEmpty() ? "" : "views or accesses held by " + holders + " to end";
+        String views = waitingFor.holders().isEmpty() ? "" : "views or accesses held by " + named(waitingFor.holders()) + " to end";
         String ops = !waitingFor.ops() ? "" : (one ? "a copy or op under way on it" : "copies or ops under way on them") + " to return";
         String what = views.isEmpty() ? ops : ops.isEmpty() ? views : views + " and " + ops;
         String pages = discarded == 0 ? "" : (one ? " Its" : " Their") + " pages (" + discarded + " bytes) went back to the"
@@ -292,6 +290,15 @@ public final class BufferServices implements BufferHost {
                         + " the starter), end accesses, or close buffers on the thread that views them.";
         LOG.log(System.Logger.Level.WARNING, waited + Duration.ofNanos(shortestWait).toMillis() + " ms for " + what + "; "
                 + (one ? "its " : "their ") + bytes + " bytes go back to the pool only then." + pages + advice);
+    }
+
+    /** The holders, or, past {@value #THREADS_NAMED} of them, how many and some of them: thousands of threads may hold a buffer. */
+    private static String named(List<String> holders) {
+        if (holders.size() <= THREADS_NAMED) {
+            return String.join(", ", holders);
+        }
+        return holders.size() + " threads (" + String.join(", ", holders.subList(0, THREADS_NAMED)) + " and "
+                + (holders.size() - THREADS_NAMED) + " more)";
     }
 
     /**

@@ -8,6 +8,7 @@ import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.OutOfMemoryReason;
+import dev.compute.memory.ViewScope;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.BufferHost.Transfer;
 import dev.compute.memory.lifetime.BufferViews;
@@ -248,6 +249,38 @@ class BufferServicesTest {
             assertThat(warnings.subList(0, 9)).allSatisfy(line -> assertThat(line).startsWith("a closed UnifiedBuffer[HOST, 256 bytes"));
             assertThat(warnings.getLast()).startsWith("191 more closed buffers (").contains("held by 191 threads ('viewer-")
                     .contains(" bytes go back to the pool only then");
+        } finally {
+            idle.countDown();
+        }
+    }
+
+    /**
+     * One buffer viewed by thousands of threads, each in a scope still open (requests parked on something slow), closed
+     * elsewhere (a model swapped): its warning named every thread, in one line. It names five, and how many more.
+     */
+    @Test
+    void aBufferHeldByManyThreadsNamesFiveOfThemAndHowManyMore() throws Exception {
+        BufferCore buffer = parts.buffer(MemoryLocation.HOST, 4096);
+        int threads = 200;
+        CountDownLatch viewed = new CountDownLatch(threads);
+        CountDownLatch idle = new CountDownLatch(1);
+        for (int i = 0; i < threads; i++) {
+            Thread.ofVirtual().name("request-" + i).start(() -> {
+                try (ViewScope scope = ViewScope.open()) {
+                    BufferViews.view(buffer, AccessMode.READ);
+                    viewed.countDown();
+                    awaitQuietly(idle);
+                }
+            });
+        }
+        try (LogCapture log = LogCapture.managerLog()) {
+            assertThat(viewed.await(30, TimeUnit.SECONDS)).isTrue();
+            buffer.close();
+
+            services.warnAboutHeld(Duration.ZERO);
+
+            assertThat(log.messages(Level.WARNING)).singleElement().asString()
+                    .containsPattern("for views or accesses held by 200 threads \\(('request-\\d+', ){4}'request-\\d+' and 195 more\\) to end");
         } finally {
             idle.countDown();
         }
