@@ -13,6 +13,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -112,6 +113,68 @@ class ViewsOnIdleThreadsTest {
     @Test
     void aVirtualThreadThatEndsOutsideAnyScope() throws Exception {
         closedWhileViewed(work -> Thread.ofVirtual().start(work));
+    }
+
+    /**
+     * The case that waits, at the scale of a service on virtual threads: 2,000 of them each allocate a buffer, view it
+     * outside any scope and park; the buffers are closed here while the pool lends new ones of the same size and this
+     * thread fills them. No figure counts a closed buffer live, each counts held; every view still reads its own
+     * buffer's bytes, never a new one's; and the memory is back once the threads call in again (half of them) or end.
+     */
+    @Test
+    void thousandsOfParkedVirtualThreadsViewingTheirOwnBuffersHoldOnlyTheirOwnMemory() throws Exception {
+        int threads = 2000;
+        UnifiedBuffer[] buffers = new UnifiedBuffer[threads];
+        CountDownLatch viewing = new CountDownLatch(threads);
+        CountDownLatch wake = new CountDownLatch(1);
+        List<Thread> viewers = new ArrayList<>();
+        List<String> wrong = new CopyOnWriteArrayList<>();
+        for (int i = 0; i < threads; i++) {
+            int index = i;
+            viewers.add(Thread.ofVirtual().start(() -> {
+                buffers[index] = manager.allocate(DataType.INT32, 256, index % 2 == 0 ? MemoryLocation.HOST : MemoryLocation.DEVICE);
+                MemorySegment view = buffers[index].hostView();
+                view.fill((byte) 0);
+                view.setAtIndex(ValueLayout.JAVA_INT, 0, index);
+                viewing.countDown();
+                awaitQuietly(wake);
+                if (view.getAtIndex(ValueLayout.JAVA_INT, 0) != index) {
+                    wrong.add(index + " read " + view.getAtIndex(ValueLayout.JAVA_INT, 0));
+                }
+                if (index % 2 == 0) {
+                    manager.allocate(4, MemoryLocation.HOST).close(); // calls in again: its views of closed buffers end
+                }
+            }));
+        }
+        assertThat(viewing.await(BOUND.toSeconds() * 6, TimeUnit.SECONDS)).isTrue();
+        for (UnifiedBuffer buffer : buffers) {
+            buffer.close();
+        }
+        List<UnifiedBuffer> lentAgain = new ArrayList<>();
+        for (int i = 0; i < threads; i++) {
+            UnifiedBuffer next = manager.allocate(DataType.INT32, 256, i % 2 == 0 ? MemoryLocation.HOST : MemoryLocation.DEVICE);
+            next.copyFrom(filled(next.byteSize(), (byte) 0x7F));
+            lentAgain.add(next);
+        }
+        for (MemoryLocation location : manager.locations()) {
+            MemoryStatistics figures = manager.statistics(location);
+            assertThat(figures.liveBuffers()).as("%s: live, the new buffers only", location)
+                    .isEqualTo(location == MemoryLocation.HOST || location == MemoryLocation.DEVICE ? threads / 2 : 0);
+        }
+        assertThat(manager.locations().stream().mapToLong(location -> manager.statistics(location).heldBuffers()).sum())
+                .as("each closed buffer held by its parked thread's view").isEqualTo(threads);
+
+        wake.countDown();
+        for (Thread viewer : viewers) {
+            assertThat(viewer.join(BOUND)).isTrue();
+        }
+        assertThat(wrong).as("views that read another buffer's bytes").isEmpty();
+        long deadline = System.nanoTime() + BOUND.toNanos();
+        while (heldBytes() > 0 && System.nanoTime() < deadline) {
+            Thread.sleep(5);
+        }
+        assertThat(heldBytes()).as("held once the threads called in again or ended").isZero();
+        lentAgain.forEach(UnifiedBuffer::close);
     }
 
     /**
