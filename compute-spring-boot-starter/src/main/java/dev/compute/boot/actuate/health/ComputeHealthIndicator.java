@@ -87,6 +87,9 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
             details.put("allocatedBytes", s.allocatedBytes());
             details.put("reservedBytes", s.reservedBytes());
             details.put("cachedBytes", s.cachedBytes());
+            // closed buffers whose memory waits for another thread's view: neither allocated nor cached, yet reserved
+            details.put("heldBytes", s.heldBytes());
+            details.put("heldBuffers", s.heldBuffers());
             details.put("capBytes", cap);
             details.put("capUsedRatio", capUsed);
             details.put("liveBuffers", s.liveBuffers());

@@ -11,10 +11,13 @@ import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.ViewScope;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -61,6 +64,40 @@ class ComputeHealthIndicatorTests {
                         .startsWith("DEVICE fragmentation").contains("compute.health.fragmentation-warning-threshold"))
                 .anySatisfy(w -> assertThat(w.toString()).startsWith("device memory is").contains("compute.health.device-memory-warning-threshold"));
         buffers.forEach(UnifiedBuffer::close);
+    }
+
+    /**
+     * A closed buffer whose memory waits for a view another thread holds is neither allocated nor cached: the details
+     * gave reserved bytes that allocated and cached fell short of, with nothing saying where the rest was.
+     */
+    @Test
+    void memoryHeldForAnotherThreadsViewIsInTheDetailsSoTheFiguresAddUp() throws InterruptedException {
+        UnifiedBuffer viewed = manager.allocate(3 << 20, MemoryLocation.HOST);
+        CountDownLatch holding = new CountDownLatch(1);
+        CountDownLatch done = new CountDownLatch(1);
+        Thread viewer = Thread.ofPlatform().start(() -> {
+            try (ViewScope scope = ViewScope.open()) {
+                viewed.hostView();
+                holding.countDown();
+                done.await(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        try {
+            assertThat(holding.await(10, TimeUnit.SECONDS)).isTrue();
+            viewed.close();
+
+            Health health = indicator(new ComputeProperties.Health(0.5, 0.9, 0.9, 1.0, "UP")).health(true);
+
+            Map<Object, Object> host = castMap(castMap(health.getDetails().get("locations")).get(MemoryLocation.HOST));
+            assertThat(host).containsEntry("heldBytes", 3L << 20).containsEntry("heldBuffers", 1L).containsEntry("allocatedBytes", 0L);
+            assertThat((long) host.get("allocatedBytes") + (long) host.get("cachedBytes") + (long) host.get("heldBytes"))
+                    .isEqualTo(host.get("reservedBytes"));
+        } finally {
+            done.countDown();
+            viewer.join(10_000);
+        }
     }
 
     @Test
