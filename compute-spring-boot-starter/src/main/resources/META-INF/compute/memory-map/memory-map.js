@@ -283,7 +283,12 @@
       figure('allocated (live)', bytes(s.allocatedBytes), `in blocks handed to buffers; requested ${exact(s.requestedBytes)}`),
       figure('peak allocated', bytes(s.allocatedBytesPeak)),
       figure('cached (free)', bytes(s.cachedBytes)),
-      figure('reserved', bytes(s.reservedBytes), 'held from the backend: allocated + cached'),
+      // neither allocated nor cached until the view lets go: without it the figures would not add up to reserved
+      s.heldBytes > 0
+        ? figure('held', bytes(s.heldBytes), `${s.heldBuffers} closed ${s.heldBuffers === 1 ? 'buffer' : 'buffers'} whose memory waits `
+          + 'for another thread\'s view', 'held')
+        : null,
+      figure('reserved', bytes(s.reservedBytes), 'held from the backend: allocated + cached + held', 'reserved'),
       figure('peak reserved', bytes(s.reservedBytesPeak)),
       figure('largest free block', bytes(s.largestFreeBlockBytes), 'the largest a request outside budgets\' reservations can take'),
       s.reservationsCachedBytes > 0
