@@ -275,7 +275,7 @@ public final class BufferServices implements BufferHost {
         long bytes = entries.stream().mapToLong(Held::bytes).sum();
         long discarded = entries.stream().mapToLong(entry -> entry.discarded).sum();
         long shortestWait = entries.stream().mapToLong(entry -> now - entry.since).min().orElseThrow();
-        String views = waitingFor.holders().isEmpty() ? "" : "views or accesses held by " + named(waitingFor.holders()) + " to end";
+        String views = waitingFor.holders().isEmpty() ? "" : "views or accesses held by " + ThreadNames.some(waitingFor.holders(), THREADS_NAMED) + " to end";
         String ops = !waitingFor.ops() ? "" : (one ? "a copy or op under way on it" : "copies or ops under way on them") + " to return";
         String what = views.isEmpty() ? ops : ops.isEmpty() ? views : views + " and " + ops;
         String pages = discarded == 0 ? "" : (one ? " Its" : " Their") + " pages (" + discarded + " bytes) went back to the"
@@ -290,15 +290,6 @@ public final class BufferServices implements BufferHost {
                         + " the starter), end accesses, or close buffers on the thread that views them.";
         LOG.log(System.Logger.Level.WARNING, waited + Duration.ofNanos(shortestWait).toMillis() + " ms for " + what + "; "
                 + (one ? "its " : "their ") + bytes + " bytes go back to the pool only then." + pages + advice);
-    }
-
-    /** The holders, or, past {@value #THREADS_NAMED} of them, how many and some of them: thousands of threads may hold a buffer. */
-    private static String named(List<String> holders) {
-        if (holders.size() <= THREADS_NAMED) {
-            return String.join(", ", holders);
-        }
-        return holders.size() + " threads (" + String.join(", ", holders.subList(0, THREADS_NAMED)) + " and "
-                + (holders.size() - THREADS_NAMED) + " more)";
     }
 
     /**

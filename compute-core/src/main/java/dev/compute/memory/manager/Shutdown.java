@@ -133,7 +133,7 @@ public final class Shutdown {
             budgetsClose.accept(memoryBack);
             if (!memoryBack) {
                 LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager '" + name + "' closed, but after " + closeTimeout.toMillis()
-                        + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + named(gate.scopes().holders()) + "), ")
+                        + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + ThreadNames.some(gate.scopes().holders(), HOLDERS_NAMED) + "), ")
                         + (callsEnded ? "" : "calls were still under way, ") + (deviceIdle ? "" : "device work was still running, ")
                         + "so its pools keep their memory (reserved " + parts.figures().reservedBytes() + " bytes) and "
                         + parts.mappedFiles().statistics().openMappings() + " mapped file(s) stay mapped, rather than be freed under their users; "
@@ -156,14 +156,6 @@ public final class Shutdown {
                 done.countDown();
             }
         }
-    }
-
-    /** Some of {@code holders}, and how many more: thousands of threads may hold views (virtual threads parked in requests). */
-    private static String named(List<String> holders) {
-        if (holders.size() <= HOLDERS_NAMED) {
-            return holders.toString();
-        }
-        return "[" + String.join(", ", holders.subList(0, HOLDERS_NAMED)) + ", and " + (holders.size() - HOLDERS_NAMED) + " more threads]";
     }
 
     /** Another thread is closing: end the views it hands to this one, until it is done. */
