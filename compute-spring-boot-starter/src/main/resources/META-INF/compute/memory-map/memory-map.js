@@ -260,7 +260,8 @@
 
   function drawManager(section, summary, details, definitions) {
     const title = el('div', { class: 'manager-title' },
-      el('h2', null, summary.name, summary.primary ? el('span', { class: 'tag' }, 'primary') : null),
+      el('h2', null, summary.name, summary.primary ? el('span', { class: 'tag' }, 'primary') : null,
+        summary.closed ? el('span', { class: 'tag closed', title: 'its figures are what its close left' }, 'closed') : null),
       el('span', { class: 'device' }, describeDevice(summary)),
       el('span', { class: `leaks${summary.leaks.detected > 0 ? ' warn' : ''}` }, leakText(summary.leaks.detected)));
     const locations = details.map((detail) => {
