@@ -359,6 +359,36 @@ public abstract class BackendContractTest {
         }
     }
 
+    /**
+     * Offsets and counts whose sum passes {@code Long.MAX_VALUE} wrap to a negative end, which a check written as
+     * {@code offset + count > size} lets through: slices, slices of slices, buffer-to-buffer copies and the
+     * asynchronous copies refuse them all, and the buffer keeps its bytes.
+     */
+    @Test
+    void offsetsAndCountsWhoseSumPassesLongMaxValueAreRefused() {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 16);
+             UnifiedBuffer other = manager.allocate(DataType.FLOAT32, 16);
+             Arena arena = Arena.ofConfined()) {
+            float[] ones = new float[16];
+            Arrays.fill(ones, 1f);
+            buffer.copyFrom(ones);
+            UnifiedBuffer slice = buffer.slice(2, 8);
+            MemorySegment eightBytes = arena.allocate(8);
+            assertThatThrownBy(() -> buffer.slice(8, Long.MAX_VALUE - 7)).isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> slice.slice(4, Long.MAX_VALUE - 3)).isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> slice.slice(Long.MAX_VALUE, 1)).isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> other.copyFrom(buffer, Long.MAX_VALUE - 10, 0, 20)).isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> buffer.copyFrom(other, 0, Long.MAX_VALUE - 10, 20)).isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> buffer.copyFrom(other, 0, 8, Long.MIN_VALUE)).isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> buffer.copyFromAsync(Long.MAX_VALUE - 3, eightBytes)).isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> slice.copyFromAsync(Long.MAX_VALUE - 3, eightBytes)).isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> slice.copyToAsync(Long.MAX_VALUE - 3, eightBytes)).isInstanceOf(IndexOutOfBoundsException.class);
+            float[] back = new float[16];
+            buffer.copyTo(back);
+            assertThat(back).containsOnly(1f);
+        }
+    }
+
     @Test
     void useAfterCloseFailsAndDoubleCloseIsHarmless() {
         UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 16);
