@@ -23,6 +23,11 @@ import java.lang.foreign.MemorySegment;
  * }</pre>
  *
  * <p>An exception it throws fails the launch's future (the buffers' accesses end as after any launch).
+ *
+ * <p>Nothing bounds how long it runs: the launch is a call of the manager, so a close on another thread waits for it
+ * at most the close timeout ({@code compute.memory.close-timeout}), then returns, keeping the pools' memory (a WARNING
+ * names the kernel's thread as holding accesses) rather than free it under the kernel, which goes on over its
+ * buffers' own bytes. A kernel that may run long checks for a stop of its own.
  */
 @FunctionalInterface
 public interface JavaKernel {
