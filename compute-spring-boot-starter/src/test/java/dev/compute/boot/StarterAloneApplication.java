@@ -1,6 +1,8 @@
 package dev.compute.boot;
 
+import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import java.lang.ref.Reference;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.context.ConfigurableApplicationContext;
@@ -18,7 +20,8 @@ class StarterAloneApplication {
 
     public static void main(String[] args) {
         ConfigurableApplicationContext context = SpringApplication.run(StarterAloneApplication.class, args);
-        context.getBean(UnifiedMemoryManager.class).allocate(4096); // never closed: the shutdown report names it
+        UnifiedBuffer open = context.getBean(UnifiedMemoryManager.class).allocate(4096); // never closed: the shutdown report names it
         context.close();
+        Reference.reachabilityFence(open); // open, not garbage-collected (a leak, reported as such) before the close
     }
 }

@@ -228,8 +228,12 @@ public final class LeakDetector {
 
         @Override
         public void run() {
+            if (!closed && detector.managerClosed.getAsBoolean()) {
+                // the manager's close reports the buffer as still open and frees it: its site stays for that report
+                return;
+            }
             detector.live.remove(this);
-            if (closed || detector.managerClosed.getAsBoolean()) {
+            if (closed) {
                 return;
             }
             detector.logged(core, site);

@@ -224,22 +224,27 @@ class LeakDetectorTest {
         assertThat(host.released).as("released by its close only").hasSize(1);
     }
 
+    /**
+     * A handle collected once the manager is closing is no leak to report (the close reports the buffer as still open
+     * and frees it), and its site stays for that report. Before, the cleaner dropped the site: a buffer dropped just
+     * before a context closed was reported without where it was allocated (seen in StarterAloneTests under load).
+     */
     @Test
-    void nothingIsReportedOnceTheManagerIsClosed() throws Exception {
+    void aHandleCollectedOnceTheManagerIsClosedIsNotReportedAndKeepsItsSiteForTheClosesReport() {
         LeakDetector detector = detector(LeakDetectionLevel.PARANOID);
         BufferCore core = buffer();
         Block block = core.ownBlock();
         trackDropped(detector, core);
         managerClosed.set(true);
 
-        collectUntil(() -> detector.withSites(MemoryLocation.DEVICE, segmentOf(block)).getFirst().blocks().getFirst().allocationSite() == null);
+        core.leakWatch.run(); // as the cleaner does once the handle is collected
 
         assertThat(detector.withSites(MemoryLocation.DEVICE, segmentOf(block)).getFirst().blocks().getFirst().allocationSite())
-                .as("the cleaner ran").isNull();
+                .as("the site, for the close's report").contains("aHandleCollectedOnceTheManagerIsClosedIsNotReportedAndKeepsItsSiteForTheClosesReport");
         assertThat(detector.leaksReported()).isZero();
         assertThat(heard).isEmpty();
         assertThat(host.released).as("the manager's close frees it").isEmpty();
-        assertThat(log.messages(Level.SEVERE)).noneMatch(message -> message.contains("nothingIsReportedOnceTheManagerIsClosed"));
+        assertThat(log.messages(Level.SEVERE)).noneMatch(message -> message.contains("aHandleCollectedOnceTheManagerIsClosed"));
     }
 
     @Test
