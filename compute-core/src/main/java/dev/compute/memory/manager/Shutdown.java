@@ -132,8 +132,8 @@ public final class Shutdown {
             }
             budgetsClose.accept(memoryBack);
             if (!memoryBack) {
-                LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager '" + name + "' closed, but after " + closeTimeout.toMillis()
-                        + " ms " + (scopesEnded ? "" : "views or accesses were still open (held by " + ThreadNames.some(gate.scopes().holders(), HOLDERS_NAMED) + "), ")
+                LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager '" + name + "' closed, but within its close timeout ("
+                        + closeTimeout.toMillis() + " ms) " + (scopesEnded ? "" : "views or accesses were still open (held by " + ThreadNames.some(gate.scopes().holders(), HOLDERS_NAMED) + "), ")
                         + (callsEnded ? "" : "calls were still under way, ") + (deviceIdle ? "" : "device work was still running, ")
                         + "so its pools keep their memory (reserved " + parts.figures().reservedBytes() + " bytes) and "
                         + parts.mappedFiles().statistics().openMappings() + " mapped file(s) stay mapped, rather than be freed under their users; "

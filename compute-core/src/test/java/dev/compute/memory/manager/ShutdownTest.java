@@ -118,7 +118,7 @@ class ShutdownTest {
         assertThat(parts.budgetsClosed).containsExactly(false);
         assertThat(device.liveAllocations()).as("kept, not freed under the call").isPositive();
         assertThat(backend.closes()).isEqualTo(1);
-        assertThat(warning()).isEqualTo("UnifiedMemoryManager 'default' closed, but after 300 ms calls were still under way, so its pools keep their"
+        assertThat(warning()).isEqualTo("UnifiedMemoryManager 'default' closed, but within its close timeout (300 ms) calls were still under way, so its pools keep their"
                 + " memory (reserved " + 20 * MiB + " bytes) and 0 mapped file(s) stay mapped, rather than be freed under their users; it goes"
                 + " back to the system with the process. Raise compute.memory.close-timeout, or end views and accesses before closing.");
     }
