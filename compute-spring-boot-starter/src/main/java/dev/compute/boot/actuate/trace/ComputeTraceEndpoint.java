@@ -1,6 +1,5 @@
 package dev.compute.boot.actuate.trace;
 
-import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.ComputeProperties;
 import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
@@ -92,10 +91,9 @@ public class ComputeTraceEndpoint {
         ComputeProperties.Recording settings = this.settings.apply(name);
         int events = maxEvents != null ? maxEvents : settings.maxEvents();
         if (events < 1 || events > settings.maxEvents()) {
-            String property = ComputeMemoryAutoConfiguration.DEFAULT_MANAGER_NAME.equals(name) ? "compute.memory.recording.max-events"
-                    : "compute.managers." + name + ".memory.recording.max-events";
+            // the manager's memory.recording.max-events, its own or inherited from compute.memory.recording
             throw new InvalidEndpointRequestException("maxEvents must be from 1 to " + settings.maxEvents()
-                    + " (" + property + "): " + events, "maxEvents out of range");
+                    + " (the recording max-events setting of manager '" + name + "'): " + events, "maxEvents out of range");
         }
         int frames = callSiteFrames != null ? callSiteFrames : settings.callSiteFrames();
         if (frames < 0 || frames > RecordingOptions.MAX_CALL_SITE_FRAMES) {
