@@ -55,8 +55,9 @@ public final class ComputeBudgets {
 
     /**
      * Calls {@code listener} with each budget no longer metered: one that closed (or whose manager closed), and a closed
-     * one whose name a budget {@link #add added} later takes. The meters use it to drop the closed budget's meters, so
-     * that tenants that come and go leave none behind, and a new budget of the name registers its own. The handle stops it.
+     * one whose name a budget {@link #add added} later takes. The meters use it to remove the closed budget's meters after
+     * a grace, so that tenants that come and go leave none behind, unless a new budget of the name took them over. The
+     * handle stops it.
      */
     public AutoCloseable onRemoved(Consumer<Configured> listener) {
         removalListeners.add(listener);
@@ -71,11 +72,11 @@ public final class ComputeBudgets {
     }
 
     /**
-     * {@code configured}'s budget closed: its meters go, unless a budget of its name replaced it already. It stays known
-     * by its name until then, so that work naming it runs in it and is refused, rather than run with no budget.
+     * {@code configured}'s budget closed: the meters are told, unless a budget of its name replaced it already. It stays
+     * known by its name until then, so that work naming it runs in it and is refused, rather than run with no budget.
      */
     private void closed(Configured configured) {
-        // under the lock that add takes, so that a budget of the same name added meanwhile keeps the meters it registers
+        // under the lock that add takes, so that a closed budget is told once: here, or by the add that replaced it
         synchronized (all) {
             if (all.stream().anyMatch(each -> each == configured)) {
                 for (Consumer<Configured> listener : removalListeners) {
@@ -133,8 +134,9 @@ public final class ComputeBudgets {
      * metered under its name, in health, and a parent for the budgets of requests and tasks. Keep such budgets few and
      * long-lived (tenants), as configured ones are: each adds meters.
      *
-     * Once it closes, its meters go. A closed budget of the same name on that manager (a tenant that left and came back)
-     * is no longer observed: the new one takes its name, its place and meters of its own.
+     * Once it closes, its meters read what it left for a minute, then go. A closed budget of the same name on that manager
+     * (a tenant that left and came back) is no longer observed: the new one takes its name, its place and, within that
+     * minute, its meters, which read the new budget (its counters from its own totals: a counter reset).
      *
      * @throws IllegalArgumentException for a budget another manager made than the starter's manager of that name, or one
      *     of the starter's managers made under a name none of them has; for a budget made under another (a request's): only the top ones are observed; for

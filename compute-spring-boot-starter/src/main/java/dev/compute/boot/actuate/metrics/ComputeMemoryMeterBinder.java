@@ -19,10 +19,16 @@ import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.binder.MeterBinder;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
 import java.util.function.ToDoubleFunction;
 import org.jspecify.annotations.Nullable;
 
@@ -36,17 +42,27 @@ import org.jspecify.annotations.Nullable;
  * device NaN (no value), so that sums over the managers stay numbers. The event meters ({@link MemoryEventMeters})
  * hear the managers the starter built, through their {@link MemoryEventRelays.Relay}. The budget meters cover the configured budgets ({@link ComputeBudgets})
  * only, tagged with the budget's name: a bounded set, whatever budgets requests and tasks open and close; each reads the
- * budget's figures at most once a second, and is removed once the budget closes. Closing the binder (with the context, before the managers close) detaches them
- * and removes every meter it registered.
+ * figures of the name's budget at most once a second. Once that budget closes its meters read what it left for
+ * {@link #CLOSED_BUDGET_METERS_GRACE} and are then removed, unless a budget of its name came back meanwhile: that one
+ * takes the meters over. Closing the binder (with the context, before the managers close) detaches them and removes
+ * every meter it registered.
  */
 public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
 
     private final ObservedManagers managers;
     private final MemoryEventRelays relays;
     private final ComputeBudgets budgets;
+    private final Executor afterGrace;
     private final List<Bound> bound = new CopyOnWriteArrayList<>();
 
-    private record Bound(MeterRegistry registry, List<Meter> meters, List<AutoCloseable> listeners) {}
+    /**
+     * How long the meters of a closed budget stay, reading what it left, before they are removed. A budget of its name
+     * added meanwhile takes them over: were they removed and registered again under the same name and tags, a
+     * Prometheus scrape running then could see both and fail (micrometer-metrics/micrometer#6851, unfixed in 1.17).
+     */
+    static final Duration CLOSED_BUDGET_METERS_GRACE = Duration.ofSeconds(60);
+
+    private record Bound(MeterRegistry registry, List<Meter> meters, List<AutoCloseable> listeners, BudgetMeters budgetMeters) {}
 
     public ComputeMemoryMeterBinder(ObservedManagers managers, MemoryEventRelays relays) {
         this(managers, relays, new ComputeBudgets());
@@ -54,29 +70,28 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
 
     /** With the budgets the starter configured, each metered under its name. */
     public ComputeMemoryMeterBinder(ObservedManagers managers, MemoryEventRelays relays, ComputeBudgets budgets) {
+        this(managers, relays, budgets, CompletableFuture.delayedExecutor(CLOSED_BUDGET_METERS_GRACE.toMillis(), TimeUnit.MILLISECONDS));
+    }
+
+    /** {@code afterGrace} runs the removal of a closed budget's meters once the grace is over: a test's, when it says so. */
+    ComputeMemoryMeterBinder(ObservedManagers managers, MemoryEventRelays relays, ComputeBudgets budgets, Executor afterGrace) {
         this.managers = managers;
         this.relays = relays;
         this.budgets = budgets;
+        this.afterGrace = afterGrace;
     }
 
     @Override
     public void bindTo(MeterRegistry registry) {
         refuseMetersOfAnotherContext(registry);
-        List<Meter> meters = new CopyOnWriteArrayList<>(); // a budget added at run time adds its meters from another thread
+        List<Meter> meters = new ArrayList<>();
         List<AutoCloseable> listeners = new ArrayList<>();
-        // first, so that no budget added meanwhile is missed (one metered twice is the same meters: Micrometer keeps one per id)
-        listeners.add(budgets.onAdded(configured -> managers.get(configured.manager()).ifPresent(observed -> budgetMeters(registry,
-                configured.budget(), tagsOf(observed).and(ComputeMeters.Tag.BUDGET.asString(), configured.name()), meters))));
-        // a closed budget: its meters go, so that closed tenants leave none behind (reading 0) and a new budget of its
-        // name registers its own rather than finding the old ones
-        listeners.add(budgets.onRemoved(gone -> meters.removeIf(meter -> {
-            boolean its = gone.name().equals(meter.getId().getTag(ComputeMeters.Tag.BUDGET.asString()))
-                    && gone.manager().equals(meter.getId().getTag(ComputeMeters.Tag.NAME.asString()));
-            if (its) {
-                registry.remove(meter);
-            }
-            return its;
-        })));
+        BudgetMeters budgetMeters = new BudgetMeters(registry, afterGrace);
+        // first, so that no budget added meanwhile is missed (one metered twice keeps the meters it has)
+        listeners.add(budgets.onAdded(configured -> managers.get(configured.manager())
+                .ifPresent(observed -> budgetMeters.meter(configured, tagsOf(observed)))));
+        // a closed budget: its meters go after the grace, so that closed tenants leave none behind
+        listeners.add(budgets.onRemoved(budgetMeters::closed));
         for (ObservedManager observed : managers.all()) {
             UnifiedMemoryManager manager = observed.manager();
             RecentMemoryStatistics statistics = observed.statistics();
@@ -127,8 +142,8 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                         .baseUnit(ComputeMeters.CAP.getBaseUnit()).tags(at).description(ComputeMeters.CAP.description()).register(registry));
             }
             for (ComputeBudgets.Configured configured : budgets.all()) {
-                if (configured.manager().equals(observed.name()) && !configured.budget().isClosed()) { // a closed one's meters went
-                    budgetMeters(registry, configured.budget(), tags.and(ComputeMeters.Tag.BUDGET.asString(), configured.name()), meters);
+                if (configured.manager().equals(observed.name())) {
+                    budgetMeters.meter(configured, tags);
                 }
             }
             relays.of(manager).ifPresent(relay -> {
@@ -137,7 +152,7 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                 listeners.add(relay.attach(events));
             });
         }
-        bound.add(new Bound(registry, meters, listeners));
+        bound.add(new Bound(registry, meters, listeners, budgetMeters));
     }
 
     /**
@@ -172,25 +187,132 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                 listener.close();
             }
             each.meters().forEach(each.registry()::remove);
+            each.budgetMeters().removeAll();
         }
         bound.clear();
     }
 
-    private static void budgetMeters(MeterRegistry registry, MemoryBudget budget, Tags tags, List<Meter> meters) {
-        RecentBudgetStatistics recent = new RecentBudgetStatistics(budget);
-        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_ALLOCATED, tags, BudgetStatistics::allocatedBytes));
-        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_ALLOCATED_PEAK, tags, BudgetStatistics::allocatedBytesPeak));
-        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_LIMIT, tags, BudgetStatistics::limitBytes));
-        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_RESERVED, tags, BudgetStatistics::reservedBytes));
-        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_LIVE_BUFFERS, tags, BudgetStatistics::liveBuffers));
-        meters.add(recent.gauge(registry, ComputeMeters.BUDGET_WAITING, tags, recent::waitingInAll));
-        meters.add(recent.counter(registry, ComputeMeters.BUDGET_ALLOCATIONS, tags, BudgetStatistics::allocations));
-        meters.add(recent.counter(registry, ComputeMeters.BUDGET_REFUSALS, tags, BudgetStatistics::refusals));
+    /**
+     * The budget meters of one registry, one set per configured budget's name (and manager), each reading the name's
+     * budget through its {@link NameMeters}. Guarded by its map: budgets are added and closed on any thread.
+     */
+    private static final class BudgetMeters {
+
+        private final MeterRegistry registry;
+        private final Executor afterGrace;
+        private final Map<List<String>, NameMeters> byName = new HashMap<>();
+        private boolean removed;
+
+        BudgetMeters(MeterRegistry registry, Executor afterGrace) {
+            this.registry = registry;
+            this.afterGrace = afterGrace;
+        }
+
+        /** Meters {@code configured}'s budget: with the meters of its name where they are still registered, else new ones. */
+        void meter(ComputeBudgets.Configured configured, Tags managerTags) {
+            MemoryBudget budget = configured.budget();
+            synchronized (byName) {
+                // closed before it is metered: its close is told (or was) before a budget of its name can come back, and
+                // would find no meters of it to remove; a budget of its name may read through the meters already
+                if (removed || budget.isClosed()) {
+                    return;
+                }
+                NameMeters existing = byName.get(keyOf(configured));
+                if (existing != null) {
+                    existing.rebind(budget);
+                    return;
+                }
+                NameMeters meters = new NameMeters(budget);
+                meters.register(registry, managerTags.and(ComputeMeters.Tag.BUDGET.asString(), configured.name()));
+                byName.put(keyOf(configured), meters);
+            }
+        }
+
+        /** {@code gone}'s budget closed: its meters go after the grace, unless a budget of its name reads through them by then. */
+        void closed(ComputeBudgets.Configured gone) {
+            synchronized (byName) {
+                NameMeters meters = byName.get(keyOf(gone));
+                if (meters == null || !meters.reads(gone.budget())) { // a budget of its name took them over already
+                    return;
+                }
+            }
+            afterGrace.execute(() -> {
+                synchronized (byName) {
+                    NameMeters meters = byName.get(keyOf(gone));
+                    if (meters != null && meters.reads(gone.budget())) {
+                        byName.remove(keyOf(gone));
+                        meters.meters.forEach(registry::remove);
+                    }
+                }
+            });
+        }
+
+        /** Removes every budget meter, for good: none is registered after. */
+        void removeAll() {
+            synchronized (byName) {
+                removed = true;
+                byName.values().forEach(meters -> meters.meters.forEach(registry::remove));
+                byName.clear();
+            }
+        }
+
+        private static List<String> keyOf(ComputeBudgets.Configured configured) {
+            return List.of(configured.manager(), configured.name());
+        }
+    }
+
+    /**
+     * The meters of a configured budget's name, reading its budget: the one that closed until a budget of the name
+     * comes back, and then the new one. Its counters count from the new budget's totals then, which is a counter reset
+     * (Prometheus's rate and increase take it as one).
+     */
+    private static final class NameMeters {
+
+        private final List<Meter> meters = new ArrayList<>();
+        private volatile RecentBudgetStatistics recent;
+
+        NameMeters(MemoryBudget budget) {
+            this.recent = new RecentBudgetStatistics(budget);
+        }
+
+        boolean reads(MemoryBudget budget) {
+            return recent.budget == budget;
+        }
+
+        void rebind(MemoryBudget budget) {
+            if (!reads(budget)) {
+                recent = new RecentBudgetStatistics(budget);
+            }
+        }
+
+        void register(MeterRegistry registry, Tags tags) {
+            gauge(registry, ComputeMeters.BUDGET_ALLOCATED, tags, BudgetStatistics::allocatedBytes);
+            gauge(registry, ComputeMeters.BUDGET_ALLOCATED_PEAK, tags, BudgetStatistics::allocatedBytesPeak);
+            gauge(registry, ComputeMeters.BUDGET_LIMIT, tags, BudgetStatistics::limitBytes);
+            gauge(registry, ComputeMeters.BUDGET_RESERVED, tags, BudgetStatistics::reservedBytes);
+            gauge(registry, ComputeMeters.BUDGET_LIVE_BUFFERS, tags, BudgetStatistics::liveBuffers);
+            meters.add(Gauge.builder(ComputeMeters.BUDGET_WAITING.getName(), this, of -> of.recent.waitingInAll())
+                    .baseUnit(ComputeMeters.BUDGET_WAITING.getBaseUnit()).tags(tags).description(ComputeMeters.BUDGET_WAITING.description())
+                    .register(registry));
+            counter(registry, ComputeMeters.BUDGET_ALLOCATIONS, tags, BudgetStatistics::allocations);
+            counter(registry, ComputeMeters.BUDGET_REFUSALS, tags, BudgetStatistics::refusals);
+        }
+
+        // Each meter holds this only weakly (as it does whatever it reads): the binder holds it while the meters are registered.
+        private void gauge(MeterRegistry registry, ComputeMeters meter, Tags tags, ToDoubleFunction<BudgetStatistics> figure) {
+            meters.add(Gauge.builder(meter.getName(), this, of -> of.recent.read(figure)).baseUnit(meter.getBaseUnit()).tags(tags)
+                    .description(meter.description()).register(registry));
+        }
+
+        private void counter(MeterRegistry registry, ComputeMeters meter, Tags tags, ToDoubleFunction<BudgetStatistics> figure) {
+            meters.add(FunctionCounter.builder(meter.getName(), this, of -> of.recent.read(figure)).baseUnit(meter.getBaseUnit()).tags(tags)
+                    .description(meter.description()).register(registry));
+        }
     }
 
     /**
      * A budget's figures read at most once a second, however many meters a scrape reads, and again once it closed: until
-     * its meters are removed (a scrape on another thread as it closes) they read what it holds then, and its totals.
+     * its meters are removed or another budget of its name takes them over, they read what it left, and its totals.
      */
     private static final class RecentBudgetStatistics {
 
@@ -222,8 +344,8 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         }
 
         /** Its requests waiting and those of the budgets under it (requests', tasks'), as its other figures count theirs. */
-        double waitingInAll(BudgetStatistics own) {
-            return own.waitingRequests() + waitingUnder;
+        synchronized double waitingInAll() {
+            return read(BudgetStatistics::waitingRequests) + waitingUnder;
         }
 
         private static long waitingUnder(MemoryBudget budget) {
@@ -232,18 +354,6 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                 waiting += child.statistics().waitingRequests() + waitingUnder(child);
             }
             return waiting;
-        }
-
-        // Each meter reads the budget it is of, which the configured budgets hold, and not this, which a meter would hold
-        // only weakly (as it does what it reads): a collection would leave the meter without a value while the budget is open.
-        Gauge gauge(MeterRegistry registry, ComputeMeters meter, Tags tags, ToDoubleFunction<BudgetStatistics> figure) {
-            return Gauge.builder(meter.getName(), budget, of -> read(figure)).baseUnit(meter.getBaseUnit()).tags(tags)
-                    .description(meter.description()).register(registry);
-        }
-
-        FunctionCounter counter(MeterRegistry registry, ComputeMeters meter, Tags tags, ToDoubleFunction<BudgetStatistics> figure) {
-            return FunctionCounter.builder(meter.getName(), budget, of -> read(figure)).baseUnit(meter.getBaseUnit()).tags(tags)
-                    .description(meter.description()).register(registry);
         }
     }
 
