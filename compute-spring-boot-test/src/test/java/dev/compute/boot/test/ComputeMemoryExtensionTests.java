@@ -75,6 +75,19 @@ class ComputeMemoryExtensionTests {
                 .extracting(Throwable::getMessage).asString().startsWith("the watched manager ");
     }
 
+    /** The check's wait for other threads' closes threw the InterruptedException of an interrupt the test left set. */
+    @Test
+    void aTestThatLeavesItsThreadInterruptedStillFailsNamingTheBufferItLeftOpen() {
+        Events events = run(LeavesItsThreadInterrupted.class);
+        events.assertStatistics(statistics -> statistics.started(2).succeeded(1).failed(1));
+        Throwable failure = events.failed().stream().findFirst().orElseThrow()
+                .getRequiredPayload(TestExecutionResult.class).getThrowable().orElseThrow();
+        assertThat(failure).isInstanceOf(AssertionError.class)
+                .hasMessageStartingWith("the watched manager (cpu) has 1 buffer(s) of 64 bytes open")
+                .hasMessageContaining("ComputeMemoryExtensionTests$LeavesItsThreadInterrupted.a_keepsABufferAndAnInterrupt(");
+        assertThat(LeavesItsThreadInterrupted.interruptedAfterTheCheck).as("the test's interrupt put back").isTrue();
+    }
+
     @Test
     void inASpringTestItWatchesTheContextsManagers() {
         assertThat(singleFailure(SpringTestLeavingABufferOpen.class)).isInstanceOf(AssertionError.class)
@@ -164,6 +177,43 @@ class ComputeMemoryExtensionTests {
         private static void allocateAndKeep() {
             kept = manager.allocate(4096);
         }
+    }
+
+    @TestMethodOrder(MethodOrderer.MethodName.class)
+    static class LeavesItsThreadInterrupted {
+
+        static UnifiedMemoryManager manager;
+        static @Nullable UnifiedBuffer kept;
+        static volatile boolean interruptedAfterTheCheck;
+
+        @RegisterExtension
+        static ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);
+
+        @BeforeAll
+        static void start() {
+            manager = paranoidCpuManager();
+        }
+
+        @AfterEach
+        void readTheInterrupt() {
+            interruptedAfterTheCheck |= Thread.currentThread().isInterrupted();
+        }
+
+        @AfterAll
+        static void stop() {
+            kept.close();
+            manager.close();
+        }
+
+        @Test
+        void a_keepsABufferAndAnInterrupt() {
+            kept = manager.allocate(64);
+            Thread.currentThread().interrupt(); // as a test of cancellation may leave it
+        }
+
+        /** Starts on the thread that the test before left interrupted, unless JUnit took the interrupt off. */
+        @Test
+        void b_opensNothing() {}
     }
 
     static class ClosesWhatItOpens {
