@@ -1,13 +1,16 @@
 package dev.compute.boot.test;
 
 import dev.compute.memory.LiveBufferReport;
+import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.lang.reflect.Modifier;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
+import java.util.Deque;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
@@ -19,6 +22,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
+import java.util.stream.Collectors;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.extension.AfterEachCallback;
 import org.junit.jupiter.api.extension.AfterTestExecutionCallback;
@@ -35,7 +39,9 @@ import org.springframework.test.context.junit.jupiter.SpringExtension;
  * Fails a test that leaves compute memory open: every buffer a watched manager has open after the test method that
  * it did not have open before must have been closed, and no buffer may have been found garbage-collected without
  * {@code close()} in between, beyond those open before it (a buffer that an earlier test failed leaving open is that
- * test's failure alone). The failure names the manager and, under leak detection {@code paranoid} (which
+ * test's failure alone); nor may a budget it made stay open, nor a recording it started keep running (a reservation
+ * left holds the pool's memory, a recording left refuses the next test's). The failure names the manager and, under
+ * leak detection {@code paranoid} (which
  * {@link AutoConfigureComputeMemory} sets), where the buffers were allocated: grouped by call site, each cut to
  * the application's first frames.
  *
@@ -223,13 +229,32 @@ public final class ComputeMemoryExtension implements BeforeEachCallback, BeforeT
     /** The turns a test holds, from before its {@code @BeforeEach} methods to after its {@code @AfterEach} ones. */
     private record Turns(List<Turn> held) {}
 
-    /** A manager's open buffers, counted by report, and its leak count, when the test started. */
-    private record Baseline(String name, UnifiedMemoryManager manager, Map<LiveBufferReport, Integer> open, long leaks) {
+    /** A manager's open buffers, counted by report, its leak count, its open budgets and whether it recorded, when the test started. */
+    private record Baseline(String name, UnifiedMemoryManager manager, Map<LiveBufferReport, Integer> open, long leaks,
+            Set<MemoryBudget> budgets, boolean recording) {
 
         static Baseline take(String name, UnifiedMemoryManager manager) {
             Map<LiveBufferReport, Integer> open = new HashMap<>();
             manager.liveBuffers().forEach(buffer -> open.merge(buffer, 1, Integer::sum));
-            return new Baseline(name, manager, open, manager.leaksDetected());
+            return new Baseline(name, manager, open, manager.leaksDetected(), openBudgets(manager), manager.isRecording());
+        }
+
+        /** Every budget open now, those under others too (a request's under its tenant's). */
+        private static Set<MemoryBudget> openBudgets(UnifiedMemoryManager manager) {
+            Set<MemoryBudget> open = Collections.newSetFromMap(new IdentityHashMap<>());
+            Deque<MemoryBudget> toVisit = new ArrayDeque<>(manager.budgets());
+            while (!toVisit.isEmpty()) {
+                MemoryBudget budget = toVisit.pop();
+                if (!budget.isClosed() && open.add(budget)) {
+                    toVisit.addAll(budget.children());
+                }
+            }
+            return open;
+        }
+
+        /** The budgets open now that were not open at the start. */
+        private List<MemoryBudget> budgetsMadeSince() {
+            return openBudgets(manager).stream().filter(budget -> !budgets.contains(budget)).toList();
         }
 
         @Nullable String problemAfterTest() {
@@ -239,13 +264,15 @@ public final class ComputeMemoryExtension implements BeforeEachCallback, BeforeT
             boolean interruptedWaiting = false;
             long deadline = System.nanoTime() + SETTLE_TIMEOUT.toNanos();
             List<LiveBufferReport> opened = openedSince(manager.liveBuffers());
-            while (!opened.isEmpty() && !interruptedWaiting && System.nanoTime() < deadline) {
+            List<MemoryBudget> made = budgetsMadeSince(); // a request's budget closes as its request ends, on the server's thread
+            while ((!opened.isEmpty() || !made.isEmpty()) && !interruptedWaiting && System.nanoTime() < deadline) {
                 try {
                     Thread.sleep(10);
                 } catch (InterruptedException duringTheWait) {
                     interruptedWaiting = true;
                 }
                 opened = openedSince(manager.liveBuffers());
+                made = budgetsMadeSince();
             }
             if (leftInterrupted || interruptedWaiting) {
                 Thread.currentThread().interrupt();
@@ -265,6 +292,17 @@ public final class ComputeMemoryExtension implements BeforeEachCallback, BeforeT
             if (leaked > 0) {
                 problems.add(name + " found " + leaked + " buffer(s) garbage-collected without close() during this test; "
                         + "the log's LEAK lines say where each was allocated");
+            }
+            // a reservation left holds the pool's memory, and a recording left refuses the next test's: both fail another test
+            made = budgetsMadeSince();
+            if (!made.isEmpty()) {
+                problems.add(name + " has " + made.size() + " budget(s) open that this test made and did not close: "
+                        + made.stream().map(budget -> "'" + budget.path() + "'").collect(Collectors.joining(", "))
+                        + "; close each one (try-with-resources) before the test ends");
+            }
+            // a manager the test closed keeps saying it records, as it keeps nothing else: closing it ended the recording's use
+            if (!recording && manager.isRecording() && !manager.isClosed()) {
+                problems.add(name + " is recording: this test started a recording and did not stop it; call stopRecording() before the test ends");
             }
             return problems.isEmpty() ? null : String.join("\n", problems);
         }

@@ -5,9 +5,13 @@ import static org.awaitility.Awaitility.await;
 import static org.junit.platform.engine.discovery.DiscoverySelectors.selectClass;
 
 import dev.compute.boot.test.AutoConfigureComputeMemory.Replace;
+import dev.compute.memory.BudgetSpec;
 import dev.compute.memory.LeakDetectionLevel;
+import dev.compute.memory.MemoryBudget;
+import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import dev.compute.memory.recording.RecordingOptions;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -86,6 +90,27 @@ class ComputeMemoryExtensionTests {
                 .hasMessageStartingWith("the watched manager (cpu) has 1 buffer(s) of 64 bytes open")
                 .hasMessageContaining("ComputeMemoryExtensionTests$LeavesItsThreadInterrupted.a_keepsABufferAndAnInterrupt(");
         assertThat(LeavesItsThreadInterrupted.interruptedAfterTheCheck).as("the test's interrupt put back").isTrue();
+    }
+
+    /**
+     * A budget or a recording a test left open passed: a reservation left held the pool's memory, and a recording left
+     * running made the next test's startRecording fail, each away from the test that left it.
+     */
+    @Test
+    void aTestThatLeavesABudgetOrARecordingOpenFailsNamingIt() {
+        Events events = run(LeavesBudgetsAndARecordingOpen.class);
+        events.assertStatistics(statistics -> statistics.started(4).succeeded(1).failed(3));
+        assertThat(events.succeeded().stream().findFirst().orElseThrow().getTestDescriptor().getDisplayName())
+                .isEqualTo("a_closesItsBudgetAndRecording()");
+        assertThat(events.failed().stream().map(event -> event.getRequiredPayload(TestExecutionResult.class).getThrowable().orElseThrow()))
+                .allSatisfy(failure -> assertThat(failure).isInstanceOf(AssertionError.class))
+                .extracting(Throwable::getMessage).containsExactly(
+                        "the watched manager has 1 budget(s) open that this test made and did not close: 'tenant'; close each one "
+                                + "(try-with-resources) before the test ends",
+                        "the watched manager has 1 budget(s) open that this test made and did not close: 'fixture/request'; close "
+                                + "each one (try-with-resources) before the test ends",
+                        "the watched manager is recording: this test started a recording and did not stop it; call stopRecording() "
+                                + "before the test ends");
     }
 
     @Test
@@ -214,6 +239,61 @@ class ComputeMemoryExtensionTests {
         /** Starts on the thread that the test before left interrupted, unless JUnit took the interrupt off. */
         @Test
         void b_opensNothing() {}
+    }
+
+    @TestMethodOrder(MethodOrderer.MethodName.class)
+    static class LeavesBudgetsAndARecordingOpen {
+
+        static UnifiedMemoryManager manager;
+        MemoryBudget fixture;
+
+        @RegisterExtension
+        static ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);
+
+        @BeforeAll
+        static void start() {
+            manager = paranoidCpuManager();
+        }
+
+        @BeforeEach
+        void makeTheFixture() {
+            fixture = manager.budget("fixture", 1 << 20);
+        }
+
+        @AfterEach
+        void closeTheFixture() {
+            fixture.close();
+        }
+
+        @AfterAll
+        static void stop() {
+            manager.close();
+        }
+
+        @Test
+        void a_closesItsBudgetAndRecording() {
+            manager.startRecording(RecordingOptions.defaults());
+            try (MemoryBudget tenant = manager.budget(BudgetSpec.of("tenant", 1 << 20).withReservation(MemoryLocation.HOST, 1 << 20));
+                    MemoryBudget request = fixture.child("request", 1024)) {
+                request.allocate(8).close();
+            }
+            manager.stopRecording();
+        }
+
+        @Test
+        void b_leavesABudgetReservingMemoryOpen() {
+            manager.budget(BudgetSpec.of("tenant", 1 << 20).withReservation(MemoryLocation.HOST, 1 << 20));
+        }
+
+        @Test
+        void c_leavesABudgetUnderTheFixtureOpen() {
+            fixture.child("request", 1024);
+        }
+
+        @Test
+        void d_leavesARecordingRunning() {
+            manager.startRecording(RecordingOptions.defaults());
+        }
     }
 
     static class ClosesWhatItOpens {
