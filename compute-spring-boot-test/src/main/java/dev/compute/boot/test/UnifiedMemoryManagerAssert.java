@@ -40,7 +40,7 @@ public class UnifiedMemoryManagerAssert extends AbstractAssert<UnifiedMemoryMana
         isNotNull();
         long allocated = statisticsAt(location, "%d allocated bytes at %s".formatted(expected, location)).allocatedBytes();
         if (allocated != expected) {
-            failWithMessage("Expected %d allocated bytes at %s but there are %d%s", expected, location, allocated, OpenBuffersReport.sites(actual.liveBuffers()));
+            failWithMessage("Expected %d allocated bytes at %s but there are %d%s", expected, location, allocated, OpenBuffersReport.sites(pooledBuffersAt(location)));
         }
         return this;
     }
@@ -50,7 +50,7 @@ public class UnifiedMemoryManagerAssert extends AbstractAssert<UnifiedMemoryMana
         isNotNull();
         long requested = statisticsAt(location, "%d requested bytes at %s".formatted(expected, location)).requestedBytes();
         if (requested != expected) {
-            failWithMessage("Expected %d requested bytes at %s but there are %d%s", expected, location, requested, OpenBuffersReport.sites(actual.liveBuffers()));
+            failWithMessage("Expected %d requested bytes at %s but there are %d%s", expected, location, requested, OpenBuffersReport.sites(pooledBuffersAt(location)));
         }
         return this;
     }
@@ -72,6 +72,11 @@ public class UnifiedMemoryManagerAssert extends AbstractAssert<UnifiedMemoryMana
     public ObjectAssert<MemoryStatistics> statistics(MemoryLocation location) {
         isNotNull();
         return Assertions.assertThat(statisticsAt(location, "the statistics of " + location)).as("statistics of %s", location);
+    }
+
+    /** The open buffers that {@code location}'s figures count: those there, less mapped files, which are no pooled memory. */
+    private List<LiveBufferReport> pooledBuffersAt(MemoryLocation location) {
+        return actual.liveBuffers().stream().filter(buffer -> buffer.location() == location && buffer.mappedFile() == null).toList();
     }
 
     /**

@@ -4,14 +4,19 @@ import static dev.compute.boot.test.ComputeMemoryAssertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.DataType;
+import dev.compute.memory.FileMapMode;
 import dev.compute.memory.LeakDetectionLevel;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class UnifiedMemoryManagerAssertTests {
 
@@ -42,6 +47,24 @@ class UnifiedMemoryManagerAssertTests {
                             + "\tat dev.compute.boot.test.UnifiedMemoryManagerAssertTests.aFailureAboutOpenBuffersSaysWhereTheyWereAllocated(");
             assertThatThrownBy(() -> assertThat(manager).hasAllocatedBytes(MemoryLocation.HOST, 0)).isInstanceOf(AssertionError.class)
                     .hasMessageStartingWith("Expected 0 allocated bytes at HOST but there are 4096\n1 buffer(s), 4096 bytes at HOST");
+        }
+    }
+
+    /**
+     * A failure about one location's bytes listed the buffers of every location and the mapped files (which no
+     * location's figures count) as if they were what it counted.
+     */
+    @Test
+    void aFailureAboutALocationsBytesListsTheBuffersItCountsAlone(@TempDir Path directory) throws IOException {
+        Path file = Files.write(directory.resolve("floats"), new byte[8192]);
+        try (UnifiedBuffer pinned = manager.allocate(1024, MemoryLocation.PINNED); UnifiedBuffer host = manager.allocate(2048, MemoryLocation.HOST);
+                UnifiedBuffer mapped = manager.mapFile(file, DataType.FLOAT32, FileMapMode.READ_ONLY)) {
+            assertThatThrownBy(() -> assertThat(manager).hasAllocatedBytes(MemoryLocation.HOST, 0)).isInstanceOf(AssertionError.class)
+                    .hasMessageStartingWith("Expected 0 allocated bytes at HOST but there are 2048\n1 buffer(s), 2048 bytes at HOST, allocated at:\n")
+                    .hasMessageNotContaining("1024 bytes").hasMessageNotContaining("8192 bytes");
+            assertThatThrownBy(() -> assertThat(manager).hasRequestedBytes(MemoryLocation.PINNED, 0)).isInstanceOf(AssertionError.class)
+                    .hasMessageStartingWith("Expected 0 requested bytes at PINNED but there are 1024\n1 buffer(s), 1024 bytes at PINNED, allocated at:\n")
+                    .hasMessageNotContaining("2048 bytes").hasMessageNotContaining("8192 bytes");
         }
     }
 
