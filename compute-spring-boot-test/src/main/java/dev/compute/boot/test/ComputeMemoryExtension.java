@@ -1,5 +1,6 @@
 package dev.compute.boot.test;
 
+import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.memory.LiveBufferReport;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -33,6 +34,7 @@ import org.junit.jupiter.api.extension.ExtensionConfigurationException;
 import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.platform.commons.support.AnnotationSupport;
 import org.springframework.beans.factory.BeanFactoryUtils;
+import org.springframework.context.ApplicationContext;
 import org.springframework.test.context.junit.jupiter.SpringExtension;
 
 /**
@@ -191,8 +193,15 @@ public final class ComputeMemoryExtension implements BeforeEachCallback, BeforeT
                     + "manager with @RegisterExtension ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager)");
         }
         // and those of its ancestors (@ContextHierarchy): a manager in a parent context that child contexts share is theirs to inject
-        Map<String, UnifiedMemoryManager> managers = BeanFactoryUtils.beansOfTypeIncludingAncestors(
-                SpringExtension.getApplicationContext(context), UnifiedMemoryManager.class);
+        ApplicationContext applicationContext = SpringExtension.getApplicationContext(context);
+        Map<String, UnifiedMemoryManager> managers = BeanFactoryUtils.beansOfTypeIncludingAncestors(applicationContext, UnifiedMemoryManager.class);
+        // the starter off leaves @AutoConfigureComputeMemory nothing to replace: asking for the annotation would send the reader in circles
+        if (managers.isEmpty() && !applicationContext.getEnvironment().getProperty(ComputeMemoryAutoConfiguration.ENABLED_PROPERTY, Boolean.class, true)) {
+            throw new ExtensionConfigurationException("the application context of " + context.getRequiredTestClass().getName()
+                    + " has no UnifiedMemoryManager bean: " + ComputeMemoryAutoConfiguration.ENABLED_PROPERTY + " is false there, which "
+                    + "turns the starter off and with it the test's manager; set " + ComputeMemoryAutoConfiguration.ENABLED_PROPERTY
+                    + "=true in the test's properties to watch its memory");
+        }
         if (managers.isEmpty()) {
             throw new ExtensionConfigurationException("the application context of " + context.getRequiredTestClass().getName()
                     + " has no UnifiedMemoryManager bean: a slice test (@WebMvcTest, ...) gets one with @AutoConfigureComputeMemory");

@@ -142,6 +142,15 @@ class ComputeMemoryExtensionTests {
                 .hasMessageContaining("has no UnifiedMemoryManager bean: a slice test (@WebMvcTest, ...) gets one with @AutoConfigureComputeMemory");
     }
 
+    /** With the starter off, the failure sent the reader to @AutoConfigureComputeMemory, which the test had already. */
+    @Test
+    void withTheStarterOffItSaysSoRatherThanAskForTheAnnotationTheTestHas() {
+        assertThat(singleFailure(SpringTestWithTheStarterOff.class)).isInstanceOf(ExtensionConfigurationException.class)
+                .hasMessage("the application context of " + SpringTestWithTheStarterOff.class.getName() + " has no UnifiedMemoryManager "
+                        + "bean: compute.enabled is false there, which turns the starter off and with it the test's manager; set "
+                        + "compute.enabled=true in the test's properties to watch its memory");
+    }
+
     /**
      * JUnit's parallel execution on: two tests of one manager, one dropping a buffer. Run at once, the garbage-collected
      * buffer failed the other test too; they take turns, so it fails its own test alone.
@@ -491,6 +500,15 @@ class ComputeMemoryExtensionTests {
     @SpringBootTest(classes = NoAutoConfiguration.class)
     @ExtendWith(ComputeMemoryExtension.class)
     static class SpringTestWithoutAManager {
+
+        @Test
+        void runs() {}
+    }
+
+    @SpringBootTest(classes = NoAutoConfiguration.class, properties = "compute.enabled=false")
+    @AutoConfigureComputeMemory
+    @ExtendWith(ComputeMemoryExtension.class)
+    static class SpringTestWithTheStarterOff {
 
         @Test
         void runs() {}
