@@ -20,7 +20,9 @@ import org.springframework.boot.test.context.PropertyMapping;
  * <p>The test's manager reads its settings from {@code spring.test.compute.*} alone, which has the keys of
  * {@code compute.*}: nothing under {@code compute.*} reaches it (a production warm-up, a GPU backend, named managers'
  * settings). This annotation's attributes set the most common ones; set any other with the test's properties, as
- * {@code @SpringBootTest(properties = "spring.test.compute.memory.pooling.warmup.host[0].size=1MB")}. A bad one stops
+ * {@code @SpringBootTest(properties = "spring.test.compute.memory.pooling.warmup.host[0].size=1MB")}. An attribute left
+ * at its default sets nothing: its default is below every property source, so the test's properties (a test
+ * {@code application.yml} shared by every test class) set that key too; an attribute given on the annotation wins. A bad one stops
  * the context naming the {@code spring.test.compute.*} property and where it was set. With {@link #replace()}
  * {@link Replace#ANY} (the default) every manager bean is replaced, each keeping its bean name, qualifier and primary
  * flag ({@code compute.managers.gpu} stays {@code @Qualifier("gpu")}, now a test manager); {@link Replace#NONE} keeps
@@ -44,32 +46,34 @@ public @interface AutoConfigureComputeMemory {
     String PREFIX = "spring.test.compute";
 
     /** Which managers of the application the test's manager replaces. */
+    @PropertyMapping(skip = PropertyMapping.Skip.ON_DEFAULT_VALUE)
     Replace replace() default Replace.ANY;
 
     /**
      * {@code spring.test.compute.backend}: {@code cpu}, there on every machine; {@code simulated}, a discrete device in
      * software (memory the host cannot address, so buffers copy and sync as on a GPU); or any backend on the class path.
      */
+    @PropertyMapping(skip = PropertyMapping.Skip.ON_DEFAULT_VALUE)
     String backend() default "cpu";
 
     /** {@code spring.test.compute.memory.leak-detection}: {@code PARANOID} records where every buffer was allocated. */
-    @PropertyMapping("memory.leak-detection")
+    @PropertyMapping(value = "memory.leak-detection", skip = PropertyMapping.Skip.ON_DEFAULT_VALUE)
     LeakDetectionLevel leakDetection() default LeakDetectionLevel.PARANOID;
 
     /** {@code spring.test.compute.memory.pooling.max-pool-size}: the cap on reserved bytes per location. */
-    @PropertyMapping("memory.pooling.max-pool-size")
+    @PropertyMapping(value = "memory.pooling.max-pool-size", skip = PropertyMapping.Skip.ON_DEFAULT_VALUE)
     String maxPoolSize() default "64MB";
 
     /** {@code spring.test.compute.memory.pooling.release-threshold}: the cached bytes a trim keeps; at most {@link #maxPoolSize()}. */
-    @PropertyMapping("memory.pooling.release-threshold")
+    @PropertyMapping(value = "memory.pooling.release-threshold", skip = PropertyMapping.Skip.ON_DEFAULT_VALUE)
     String releaseThreshold() default "16MB";
 
     /** {@code spring.test.compute.memory.pinning.max-pinned-size}: the cap on reserved {@code PINNED} bytes. */
-    @PropertyMapping("memory.pinning.max-pinned-size")
+    @PropertyMapping(value = "memory.pinning.max-pinned-size", skip = PropertyMapping.Skip.ON_DEFAULT_VALUE)
     String maxPinnedSize() default "32MB";
 
     /** {@code spring.test.compute.memory.pinning.staging-buffer-size}: the one staging buffer's size; at most {@link #maxPinnedSize()}. */
-    @PropertyMapping("memory.pinning.staging-buffer-size")
+    @PropertyMapping(value = "memory.pinning.staging-buffer-size", skip = PropertyMapping.Skip.ON_DEFAULT_VALUE)
     String stagingBufferSize() default "4MB";
 
     /** Which managers a test's manager replaces. */

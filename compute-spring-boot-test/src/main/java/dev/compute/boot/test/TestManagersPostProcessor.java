@@ -6,6 +6,9 @@ import dev.compute.boot.actuate.ObservedManagers;
 import dev.compute.boot.test.AutoConfigureComputeMemory.Replace;
 import dev.compute.memory.UnifiedMemoryManager;
 import java.lang.annotation.Annotation;
+import java.lang.reflect.Method;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.Objects;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.annotation.AnnotatedBeanDefinition;
@@ -18,11 +21,14 @@ import org.springframework.beans.factory.support.BeanDefinitionRegistry;
 import org.springframework.beans.factory.support.BeanDefinitionRegistryPostProcessor;
 import org.springframework.beans.factory.support.RootBeanDefinition;
 import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.boot.test.context.PropertyMapping;
 import org.springframework.context.EnvironmentAware;
 import org.springframework.core.Ordered;
 import org.springframework.core.annotation.MergedAnnotation;
 import org.springframework.core.annotation.MergedAnnotations;
+import org.springframework.core.env.ConfigurableEnvironment;
 import org.springframework.core.env.Environment;
+import org.springframework.core.env.MapPropertySource;
 import org.springframework.core.type.MethodMetadata;
 
 /**
@@ -34,6 +40,9 @@ import org.springframework.core.type.MethodMetadata;
  */
 final class TestManagersPostProcessor implements BeanDefinitionRegistryPostProcessor, EnvironmentAware, Ordered {
 
+    /** The property source of {@link #attributeDefaults()}, as a failure's origins name it. */
+    static final String DEFAULTS = "@AutoConfigureComputeMemory defaults";
+
     private @Nullable Environment environment;
 
     @Override
@@ -43,6 +52,9 @@ final class TestManagersPostProcessor implements BeanDefinitionRegistryPostProce
 
     @Override
     public void postProcessBeanDefinitionRegistry(BeanDefinitionRegistry registry) {
+        if (environment instanceof ConfigurableEnvironment configurable && !configurable.getPropertySources().contains(DEFAULTS)) {
+            configurable.getPropertySources().addLast(attributeDefaults()); // read as the test's managers are made, after this
+        }
         Replace replace = Binder.get(Objects.requireNonNull(environment, "environment"))
                 .bind(AutoConfigureComputeMemory.PREFIX + ".replace", Replace.class).orElse(Replace.ANY);
         // no factory: the starter is off (compute.enabled=false), so there is nothing to replace and nothing to build with
@@ -60,6 +72,21 @@ final class TestManagersPostProcessor implements BeanDefinitionRegistryPostProce
             registry.registerBeanDefinition(beanName, testManager(ObservedManagers.nameOf(beanName), existing,
                     existing.isPrimary() || managers.length == 1));
         }
+    }
+
+    /**
+     * The defaults of {@link AutoConfigureComputeMemory}'s attributes under their {@code spring.test.compute.*} keys. The
+     * attributes map only values given on the annotation (Spring Boot puts those above every property source), so these
+     * go below all of them: the test's properties, and a test {@code application.yml}, set those keys as any other.
+     */
+    static MapPropertySource attributeDefaults() {
+        Map<String, Object> defaults = new LinkedHashMap<>();
+        for (Method attribute : AutoConfigureComputeMemory.class.getDeclaredMethods()) {
+            PropertyMapping mapping = attribute.getAnnotation(PropertyMapping.class);
+            String key = mapping == null || mapping.value().isEmpty() ? attribute.getName() : mapping.value();
+            defaults.put(AutoConfigureComputeMemory.PREFIX + "." + key, String.valueOf(attribute.getDefaultValue()));
+        }
+        return new MapPropertySource(DEFAULTS, defaults);
     }
 
     private static RootBeanDefinition testManager(String name, BeanDefinition existing, boolean primary) {

@@ -93,6 +93,32 @@ class AutoConfigureComputeMemoryTests {
         }
     }
 
+    /**
+     * spring.test.compute.* in the test's properties (as a src/test application.yml shared by every test class would
+     * set it) for a key that an attribute maps: the attribute's default overrode it, so it was silently ignored. An
+     * attribute left at its default now maps nothing, and its default sits below every property source; one set on
+     * the annotation still wins.
+     */
+    @Nested
+    @SpringBootTest(classes = NoAutoConfiguration.class, properties = {"spring.test.compute.memory.pooling.max-pool-size=32MB",
+            "spring.test.compute.memory.leak-detection=simple", "spring.test.compute.backend=simulated",
+            "spring.test.compute.memory.pinning.staging-buffer-size=8MB"})
+    @AutoConfigureComputeMemory(stagingBufferSize = "2MB")
+    class WithTheTestsPropertiesForTheAttributesKeys {
+
+        @Autowired
+        UnifiedMemoryManager manager;
+
+        @Test
+        void thePropertiesApplyWhereTheAttributesAreLeftAtTheirDefaults() {
+            assertThat(manager.settings().maxPoolSize()).isEqualTo(32L << 20);
+            assertThat(manager.settings().leakDetection()).isEqualTo(LeakDetectionLevel.SIMPLE);
+            assertThat(manager.backendInfo().backend()).isEqualTo("simulated");
+            assertThat(manager.settings().releaseThreshold()).as("an attribute's default, its key set nowhere").isEqualTo(16L << 20);
+            assertThat(manager.settings().stagingBufferSize()).as("an attribute set on the annotation").isEqualTo(2L << 20);
+        }
+    }
+
     /** compute.managers names two managers: each is replaced, keeping its name, qualifier and primary flag. */
     @Nested
     @SpringBootTest(classes = NoAutoConfiguration.class, properties = {"compute.managers.gpu.backend=opencl",
@@ -226,7 +252,7 @@ class AutoConfigureComputeMemoryTests {
         assertThat(output).contains("Property: spring.test.compute.memory.pooling.warmup.host\n")
                 .contains("Origin: \"spring.test.compute.memory.pooling.warmup.host[0].size\" from property source \"Inlined Test Properties\"")
                 .contains("Related: spring.test.compute.memory.pooling.release-threshold (\"spring.test.compute.memory.pooling.release-threshold\""
-                        + " from property source \"Annotations\")");
+                        + " from property source \"@AutoConfigureComputeMemory defaults\")");
     }
 
     private static InvalidSettingException rootSetting(Throwable thrown) {
