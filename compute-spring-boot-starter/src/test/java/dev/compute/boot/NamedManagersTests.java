@@ -1,6 +1,7 @@
 package dev.compute.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.boot.diagnostics.ComputeBindFailureAnalyzer;
 import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
@@ -21,6 +22,7 @@ import org.springframework.boot.env.YamlPropertySourceLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Primary;
 import org.springframework.core.NestedExceptionUtils;
 import org.springframework.core.env.Environment;
 import org.springframework.core.io.ByteArrayResource;
@@ -95,6 +97,24 @@ class NamedManagersTests {
             assertThat(context).getBeans(UnifiedMemoryManager.class).containsOnlyKeys("bigUnifiedMemoryManager", "ownManager");
             assertThat(context.getBean(UnifiedMemoryManager.class)).isSameAs(context.getBean("bigUnifiedMemoryManager"));
         });
+    }
+
+    /**
+     * An application's own {@code @Primary} manager stays the one injected where compute.primary is unset (the first named
+     * manager is primary only by default). Before, both were primary and the context failed at the first injection
+     * ("more than one 'primary' bean found"). Set, compute.primary is the user's word against the application's: that
+     * conflict stays Spring's to report.
+     */
+    @Test
+    void anApplicationsOwnPrimaryManagerStaysPrimaryWhereComputePrimaryIsUnset() {
+        runner.withPropertyValues("compute.managers.big.backend=cpu").withUserConfiguration(OwnPrimaryManager.class).run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context.getBean(UnifiedMemoryManager.class)).isSameAs(context.getBean("ownManager"));
+            assertThat(context.getBean("bigUnifiedMemoryManager")).isNotSameAs(context.getBean("ownManager"));
+        });
+        runner.withPropertyValues("compute.managers.big.backend=cpu", "compute.primary=big").withUserConfiguration(OwnPrimaryManager.class)
+                .run(context -> assertThatThrownBy(() -> context.getBean(UnifiedMemoryManager.class))
+                        .hasMessageContaining("more than one 'primary'"));
     }
 
     @Test
@@ -190,6 +210,15 @@ class NamedManagersTests {
     @Configuration(proxyBeanMethods = false)
     static class OwnManager {
         @Bean(destroyMethod = "close")
+        UnifiedMemoryManager ownManager() {
+            return UnifiedMemoryManager.builder().backend("cpu").build();
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OwnPrimaryManager {
+        @Bean(destroyMethod = "close")
+        @Primary
         UnifiedMemoryManager ownManager() {
             return UnifiedMemoryManager.builder().backend("cpu").build();
         }
