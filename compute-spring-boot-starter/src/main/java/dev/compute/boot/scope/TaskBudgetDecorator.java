@@ -18,8 +18,8 @@ public final class TaskBudgetDecorator implements TaskDecorator {
     /** {@code FutureTask.toString()} before it runs. */
     private static final Pattern NOT_COMPLETED = Pattern.compile("[\\w.$]+@\\p{XDigit}+\\[Not completed, task = (.*)]", Pattern.DOTALL);
     /** What {@code submit(Runnable)} wraps the Runnable in. */
-    private static final Pattern RUNNABLE_ADAPTER = Pattern.compile("java\\.util\\.concurrent\\.Executors\\$RunnableAdapter@\\p{XDigit}+\\[Wrapped task = (.*)]",
-            Pattern.DOTALL);
+    private static final Pattern RUNNABLE_ADAPTER = Pattern.compile(
+            "java\\.util\\.concurrent\\.Executors\\$RunnableAdapter@\\p{XDigit}+\\[Wrapped task = (.*)]", Pattern.DOTALL);
 
     private final ScopedBudgets budgets;
 
