@@ -229,6 +229,7 @@ public final class BufferServices implements BufferHost {
     void warnAboutHeld(Duration bound) {
         long now = System.nanoTime();
         Map<HeldBy, List<Held>> byWait = new LinkedHashMap<>();
+        List<Held> discardedLater = new ArrayList<>();
         for (Held entry : held.values()) {
             if (now - entry.since <= bound.toNanos()) {
                 continue;
@@ -243,10 +244,16 @@ public final class BufferServices implements BufferHost {
             } else if (!entry.discardAnswered) {
                 discardPages(entry);
                 if (entry.discarded > 0) {
-                    LOG.log(System.Logger.Level.INFO, "the pages of a closed " + entry.buffer + " (" + entry.discarded + " bytes) went back to"
-                            + " the operating system: only views taken outside any view scope hold it now, which read zeros from here on");
+                    discardedLater.add(entry);
                 }
             }
+        }
+        if (!discardedLater.isEmpty()) { // in one line, as a kernel that read thousands of them ends
+            boolean one = discardedLater.size() == 1;
+            long bytes = discardedLater.stream().mapToLong(entry -> entry.discarded).sum();
+            LOG.log(System.Logger.Level.INFO, "the pages of " + (one ? "a closed " : discardedLater.size() + " closed buffers (")
+                    + discardedLater.getFirst().buffer + (one ? " (" : " among them; ") + bytes + " bytes) went back to the operating"
+                    + " system: only views taken outside any view scope hold " + (one ? "it" : "them") + " now, which read zeros from here on");
         }
         List<Map.Entry<HeldBy, List<Held>>> alike = new ArrayList<>(byWait.entrySet());
         int own = alike.size() > MOST_WARNING_LINES ? MOST_WARNING_LINES - 1 : alike.size();

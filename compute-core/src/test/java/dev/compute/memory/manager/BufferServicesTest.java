@@ -338,6 +338,45 @@ class BufferServicesTest {
     }
 
     /**
+     * As below, for many buffers: a batch job's thread viewed its 200 buffers, closed elsewhere while one kernel still
+     * read them all. The warning told of them in one line, but as the kernel finished, the check that gave their pages
+     * back wrote a line for each buffer. It writes one.
+     */
+    @Test
+    void pagesOfManyBuffersGivenBackAtALaterCheckAreToldOfInOneLine() throws Exception {
+        BufferCore[] buffers = new BufferCore[200];
+        CountDownLatch viewed = new CountDownLatch(1);
+        CountDownLatch idle = new CountDownLatch(1);
+        Thread.ofPlatform().name("idle-viewer").start(() -> {
+            for (int i = 0; i < buffers.length; i++) {
+                buffers[i] = parts.buffer(MemoryLocation.HOST, 64 * 1024);
+                BufferViews.view(buffers[i], AccessMode.WRITE).fill((byte) 1); // confined to this thread, which allocated it
+            }
+            viewed.countDown();
+            awaitQuietly(idle);
+        });
+        try (LogCapture log = LogCapture.managerLog()) {
+            assertThat(viewed.await(30, TimeUnit.SECONDS)).isTrue();
+            CompletableFuture<Void> kernel = new CompletableFuture<>();
+            for (BufferCore buffer : buffers) {
+                Holds.deviceRegion(buffer, AccessMode.READ);
+                Holds.release(buffer, null, kernel); // queued, still running
+                buffer.close();
+            }
+            services.warnAboutHeld(Duration.ZERO);
+            assertThat(log.messages(Level.WARNING)).singleElement().asString().startsWith("200 closed buffers").doesNotContain("operating system");
+
+            kernel.complete(null);
+            services.warnAboutHeld(Duration.ZERO);
+
+            assertThat(log.messages(Level.INFO)).filteredOn(line -> line.contains("operating system")).singleElement().asString()
+                    .startsWith("the pages of 200 closed buffers (UnifiedBuffer[HOST, 65536 bytes");
+        } finally {
+            idle.countDown();
+        }
+    }
+
+    /**
      * Device work still running on a closed buffer's memory (a kernel reading it for a live buffer's result) keeps its
      * pages, though only an idle thread's view holds the buffer: they go back at the first check after it has finished.
      */
