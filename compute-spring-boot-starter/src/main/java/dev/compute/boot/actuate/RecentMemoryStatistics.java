@@ -13,7 +13,8 @@ import org.jspecify.annotations.Nullable;
 /**
  * The figures of one manager that the endpoint, the health contributor and the meters read: every location's
  * statistics, the files it has mapped and the device's memory, collected at most once per {@link #MAX_AGE} however many read them
- * (and again once the manager has closed, so that what the close freed is not shown as held), as
+ * (and again at each read once the manager has closed, until nothing is left that the close may free, so that what it
+ * freed is not shown as held), as
  * HikariCP's {@code PoolStats} keeps what its metrics read. A Prometheus scrape reads some 25 meters per location;
  * they all read one collection. Whoever needs figures that are exact at this instant asks
  * {@link UnifiedMemoryManager#statistics(MemoryLocation)}. The statistics and the device's memory are collected apart,
@@ -31,7 +32,16 @@ public class RecentMemoryStatistics {
     private @Nullable AskedDevice askedDevice;
 
     /** {@code afterClose}: the manager's close had begun when these were collected. */
-    private record Collected(long atNanos, boolean afterClose, Map<MemoryLocation, MemoryStatistics> statistics, MappedFileStatistics mappedFiles) {}
+    private record Collected(long atNanos, boolean afterClose, Map<MemoryLocation, MemoryStatistics> statistics, MappedFileStatistics mappedFiles) {
+
+        /**
+         * Whether these are what the close left for good: collected after it began, with nothing reserved or mapped,
+         * which it frees once its waits end (or keeps for good, when they run out: collected again at each read then).
+         */
+        boolean leftByTheClose() {
+            return afterClose && mappedFiles.openMappings() == 0 && statistics.values().stream().allMatch(each -> each.reservedBytes() == 0);
+        }
+    }
 
     private record AskedDevice(long atNanos, DeviceMemoryInfo deviceMemory) {}
 
@@ -59,8 +69,9 @@ public class RecentMemoryStatistics {
     private synchronized Collected recent() {
         long now = nanoTime.getAsLong();
         Collected last = collected;
-        // what an open manager held is not handed out once it closed: the close freed it, however young the collection
-        if (last == null || now - last.atNanos() >= maxAgeNanos || !last.afterClose() && manager.isClosed()) {
+        // what an open manager held, or a closing one while its close waited, is not handed out once the close freed it,
+        // however young the collection
+        if (last == null || now - last.atNanos() >= maxAgeNanos || !last.leftByTheClose() && manager.isClosed()) {
             last = collect(now);
         }
         return last;

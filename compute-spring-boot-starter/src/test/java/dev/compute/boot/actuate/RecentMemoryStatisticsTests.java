@@ -3,6 +3,8 @@ package dev.compute.boot.actuate;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.BufferAccess;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
@@ -66,6 +68,29 @@ class RecentMemoryStatisticsTests {
         assertThat(recent.statistics(MemoryLocation.DEVICE)).as("what the close left, not what was open before it")
                 .isEqualTo(manager.statistics(MemoryLocation.DEVICE)).extracting(MemoryStatistics::liveBuffers, MemoryStatistics::reservedBytes)
                 .containsExactly(0L, 0L);
+    }
+
+    /**
+     * A collection made while the close waited for an access to end is not handed out once the close went on and freed
+     * what it held: it said {@code "closed": true} beside a live buffer for up to a second after.
+     */
+    @Test
+    void aCollectionMadeWhileTheCloseWaitedIsNotHandedOutOnceItFreed() throws Exception {
+        UnifiedBuffer open = manager.allocate(1 << 20, MemoryLocation.DEVICE);
+        BufferAccess access = open.hostAccess(AccessMode.READ_WRITE);
+        Thread closing = Thread.ofPlatform().start(manager::close);
+        long deadline = System.nanoTime() + 10 * SECOND;
+        while (!manager.isClosed() && System.nanoTime() < deadline) {
+            Thread.onSpinWait();
+        }
+        assertThat(recent.statistics(MemoryLocation.DEVICE).liveBuffers()).as("while the close waits for the access").isEqualTo(1);
+
+        access.close();
+        assertThat(closing.join(Duration.ofSeconds(10))).isTrue();
+
+        assertThat(open.isClosed()).isTrue();
+        assertThat(recent.statistics(MemoryLocation.DEVICE)).as("what the close left, not what it waited with")
+                .extracting(MemoryStatistics::liveBuffers, MemoryStatistics::reservedBytes).containsExactly(0L, 0L);
     }
 
     @Test
