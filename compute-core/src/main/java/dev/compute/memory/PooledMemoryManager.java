@@ -152,24 +152,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             LocationChain chain = chains.open(location);
             return newBuffer(chain, location, type, bytes, allocation.block(chain, bytes, failure), budgetCount);
         } catch (DeviceOutOfMemoryException e) {
-            throw closedDuring(e);
+            throw gate.closedDuring(e);
         } finally {
             gate.exit(stripe);
         }
-    }
-
-    /**
-     * The out-of-memory an allocation met, or, where the manager closed while it looked for memory (an out-of-memory
-     * handler or a listener of the compaction it started closed it, or another thread did), the closed manager's
-     * error: the pool's figures would read as memory that ran short, where there is no manager left to retry on.
-     */
-    private RuntimeException closedDuring(DeviceOutOfMemoryException failure) {
-        if (!gate.isClosed()) {
-            return failure;
-        }
-        IllegalStateException closed = CallGate.closedManager();
-        closed.initCause(failure);
-        return closed;
     }
 
     private UnifiedBuffer newBuffer(LocationChain chain, MemoryLocation location, DataType type, long bytes, Block block,
@@ -248,7 +234,7 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
             }
             return List.copyOf(made);
         } catch (DeviceOutOfMemoryException e) {
-            throw closedDuring(e);
+            throw gate.closedDuring(e);
         } finally {
             gate.exit(stripe);
         }

@@ -196,6 +196,30 @@ class FailureAndFigureAttacksTest {
     }
 
     /**
+     * The host mirror a device buffer's first host view allocates meets an out-of-memory whose handler closes the
+     * manager and asks for a retry: the view failed with a DeviceOutOfMemoryException naming the pool's figures, as
+     * the manager's own allocations did before they said the manager was closed. It fails as theirs do now.
+     */
+    @Test
+    void aMirrorWhoseOutOfMemoryRecoveryClosesTheManagerFailsAsClosedNotOutOfMemory() {
+        AtomicReference<UnifiedMemoryManager> self = new AtomicReference<>();
+        UnifiedMemoryManager manager = fourBlocks().pinningEnabled(false).compactOnOutOfMemory(false)
+                .outOfMemoryHandler((location, bytes, attempt, failure) -> {
+                    self.get().close();
+                    return true;
+                }).build();
+        self.set(manager);
+        UnifiedBuffer onDevice = manager.allocate(BLOCK, DEVICE);
+        for (int i = 0; i < 4; i++) {
+            manager.allocate(BLOCK, MemoryLocation.HOST);
+        }
+
+        assertThatThrownBy(onDevice::hostView).isInstanceOf(IllegalStateException.class).hasMessageContaining("UnifiedMemoryManager is closed")
+                .hasCauseInstanceOf(DeviceOutOfMemoryException.class);
+        assertThat(manager.isClosed()).isTrue();
+    }
+
+    /**
      * An out-of-memory handler that closes the manager and asks for a retry (compaction off), or a listener that closes
      * it as the compaction an out-of-memory starts reports: the allocation then failed with a DeviceOutOfMemoryException
      * that named the pool's figures, as if memory were short, where the manager was closed under it; so did a budget's

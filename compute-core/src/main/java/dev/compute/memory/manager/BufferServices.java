@@ -1,5 +1,6 @@
 package dev.compute.memory.manager;
 
+import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.internal.ManagerLog;
 import dev.compute.memory.lifetime.BufferCore;
@@ -125,6 +126,8 @@ public final class BufferServices implements BufferHost {
         try {
             MemoryLocation at = chains.mirrorLocation();
             return compactor.allocatingMirror(() -> allocation.block(chains.open(at), bytes, BlockAllocation.Failure.REPORT));
+        } catch (DeviceOutOfMemoryException e) {
+            throw gate.closedDuring(e);
         } catch (RuntimeException | Error e) {
             throw e;
         } catch (Exception impossible) {

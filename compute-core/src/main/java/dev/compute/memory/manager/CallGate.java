@@ -1,5 +1,6 @@
 package dev.compute.memory.manager;
 
+import dev.compute.memory.DeviceOutOfMemoryException;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.ScopeRegistry;
 import java.util.concurrent.TimeUnit;
@@ -151,5 +152,20 @@ public final class CallGate {
     /** The manager's message for a call on it once closed. */
     public static IllegalStateException closedManager() {
         return new IllegalStateException("this UnifiedMemoryManager is closed");
+    }
+
+    /**
+     * The out-of-memory an allocation met, or, where the manager closed while it looked for memory (an out-of-memory
+     * handler or a listener of the compaction it started closed it, or another thread did), the closed manager's
+     * error, the out-of-memory its cause: the pool's figures would read as memory that ran short, where there is no
+     * manager left to retry on.
+     */
+    public RuntimeException closedDuring(DeviceOutOfMemoryException failure) {
+        if (!isClosed()) {
+            return failure;
+        }
+        IllegalStateException closed = closedManager();
+        closed.initCause(failure);
+        return closed;
     }
 }
