@@ -224,10 +224,10 @@ public final class BufferServices implements BufferHost {
      * views or accesses hold it: a thread that took a view outside a view scope and has not called into the manager
      * since (an idle pool's thread), or an access nobody ended; or saying that a copy or op under way on it holds it.
      * Buffers held alike are told of in one line: a thread that viewed thousands of buffers and went idle would
-     * otherwise write thousands; and a check says {@value #MOST_WARNING_LINES} lines at most, the rest together in the
-     * last, where thousands of threads (virtual ones, each viewing a buffer of its own) would write a line each. Where
-     * only such views hold the memory, its pages go back to the operating system then ({@link #discardPages}), or at a
-     * later check, once only such views are left (an access or op ended meanwhile).
+     * otherwise write thousands. A check says {@value #MOST_WARNING_LINES} lines at most, the rest together in the
+     * last: thousands of threads each viewing a buffer of its own (a service's virtual threads) would otherwise write a
+     * line each. Where only such views hold the memory, its pages go back to the operating system then
+     * ({@link #discardPages}), or at a later check, once only such views are left (an access or op ended meanwhile).
      */
     void warnAboutHeld(Duration bound) {
         long now = System.nanoTime();

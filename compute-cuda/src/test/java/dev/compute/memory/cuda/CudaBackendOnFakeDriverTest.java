@@ -653,7 +653,7 @@ class CudaBackendOnFakeDriverTest {
             } finally {
                 Thread.interrupted();
             }
-            releaser.join();
+            assertThat(releaser.join(Duration.ofSeconds(10))).isTrue();
             assertThat(recorded).isCompleted();
             assertThat(warnings).as("nothing kept").isEmpty();
         }
