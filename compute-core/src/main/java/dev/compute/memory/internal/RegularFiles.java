@@ -10,6 +10,7 @@ import java.lang.foreign.StructLayout;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.VarHandle;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.FileChannel;
 import java.nio.file.AccessDeniedException;
 import java.nio.file.FileSystemException;
@@ -158,6 +159,31 @@ public final class RegularFiles {
             } catch (Throwable e) {
                 throw new IllegalStateException("close(" + fd + ") failed", e);
             }
+        }
+    }
+
+    /**
+     * The channel's refusal on a thread whose interrupt flag is set (a cancelled task's), which has no message: of the
+     * same type, so that catches of it still hold, saying what failed ({@code "cannot map <file>"}) and why; {@code use}
+     * is what the caller may do once the flag is cleared ({@code "map"}). The interrupt stays set.
+     */
+    public static ClosedByInterruptException interrupted(String failed, String use, ClosedByInterruptException cause) {
+        return new Interrupted(failed + ": the thread was interrupted, which closes a file channel as it is used (its interrupt"
+                + " flag is still set; clear it with Thread.interrupted() to " + use + " on this thread)", cause);
+    }
+
+    private static final class Interrupted extends ClosedByInterruptException {
+
+        private final String message;
+
+        Interrupted(String message, ClosedByInterruptException cause) {
+            this.message = message;
+            initCause(cause);
+        }
+
+        @Override
+        public String getMessage() {
+            return message;
         }
     }
 }

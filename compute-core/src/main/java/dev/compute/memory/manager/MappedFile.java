@@ -62,7 +62,7 @@ public final class MappedFile implements Block {
         try {
             return mapOpened(file, type, mode, offset, length, site);
         } catch (ClosedByInterruptException e) {
-            throw new InterruptedMapping(file, e);
+            throw RegularFiles.interrupted("cannot map " + file, "map", e);
         }
     }
 
@@ -83,26 +83,6 @@ public final class MappedFile implements Block {
                 }
                 throw e;
             }
-        }
-    }
-
-    /**
-     * The channel's refusal on a thread whose interrupt flag is set (a cancelled task's), which has no message: of the
-     * same type, so that catches of it still hold, naming the file and why. The interrupt stays set.
-     */
-    private static final class InterruptedMapping extends ClosedByInterruptException {
-
-        private final String message;
-
-        InterruptedMapping(Path file, ClosedByInterruptException cause) {
-            this.message = "cannot map " + file + ": the thread was interrupted, which closes a file channel as it is used"
-                    + " (its interrupt flag is still set; clear it with Thread.interrupted() to map on this thread)";
-            initCause(cause);
-        }
-
-        @Override
-        public String getMessage() {
-            return message;
         }
     }
 

@@ -6,6 +6,7 @@ import java.io.OutputStream;
 import java.io.OutputStreamWriter;
 import java.io.Writer;
 import java.nio.channels.Channels;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileSystemException;
@@ -155,6 +156,8 @@ public final class AllocationTrace {
              OutputStream out = file.getFileName().toString().endsWith(".gz") ? new GZIPOutputStream(raw) : raw;
              Writer writer = new OutputStreamWriter(out, StandardCharsets.UTF_8)) {
             writeTo(writer);
+        } catch (ClosedByInterruptException e) {
+            throw RegularFiles.interrupted("cannot write the trace to " + file, "write", e);
         } catch (IOException e) {
             // a write the system refused (a full disk) says only why ("No space left on device"): which file, too
             throw e instanceof FileSystemException ? e : new IOException("cannot write the trace to " + file + ": " + e.getMessage(), e);

@@ -17,6 +17,7 @@ import dev.compute.memory.testing.AddressSpaceBackend;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -292,6 +293,31 @@ class RecordingResourceTest extends MemoryResourceContract {
             Path elsewhere = dir.resolve("trace.csv");
             trace.writeTo(elsewhere);
             assertThat(Files.readAllLines(elsewhere)).isEqualTo(trace.lines().toList()).hasSizeGreaterThan(2);
+        }
+    }
+
+    /**
+     * A trace written on a thread whose interrupt flag is set (a cancelled task's) met the file channel's
+     * ClosedByInterruptException, which has no message: the failure read "cannot write the trace to ...: null". It says
+     * why now, and the interrupt stays set.
+     */
+    @Test
+    void aTraceWrittenOnAnInterruptedThreadSaysSoAndKeepsTheInterrupt(@TempDir Path dir) throws IOException {
+        AllocationRecorder recorder = new AllocationRecorder();
+        try (RecordingResource resource = overPool(recorder, MemoryLocation.PINNED)) {
+            recorder.start(RecordingOptions.defaults(), "the test");
+            resource.deallocate(resource.allocate(123));
+            AllocationTrace trace = recorder.stop();
+            Path file = dir.resolve("trace.csv");
+            Thread.currentThread().interrupt();
+            try {
+                assertThatThrownBy(() -> trace.writeTo(file)).isInstanceOf(ClosedByInterruptException.class)
+                        .hasMessage("cannot write the trace to " + file + ": the thread was interrupted, which closes a file channel as"
+                                + " it is used (its interrupt flag is still set; clear it with Thread.interrupted() to write on this thread)");
+                assertThat(Thread.currentThread().isInterrupted()).as("the interrupt, kept").isTrue();
+            } finally {
+                Thread.interrupted();
+            }
         }
     }
 
