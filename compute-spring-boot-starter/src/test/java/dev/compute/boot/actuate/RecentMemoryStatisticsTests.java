@@ -91,6 +91,7 @@ class RecentMemoryStatisticsTests {
         assertThat(open.isClosed()).isTrue();
         assertThat(recent.statistics(MemoryLocation.DEVICE)).as("what the close left, not what it waited with")
                 .extracting(MemoryStatistics::liveBuffers, MemoryStatistics::reservedBytes).containsExactly(0L, 0L);
+        assertThat(recent.statistics()).as("kept, once nothing is left that the close may free").isSameAs(recent.statistics());
     }
 
     @Test
