@@ -76,7 +76,8 @@ public final class ComputeBudgets {
      * known by its name until then, so that work naming it runs in it and is refused, rather than run with no budget.
      */
     private void closed(Configured configured) {
-        // under the lock that add takes, so that a closed budget is told once: here, or by the add that replaced it
+        // under the lock that add takes, so that this telling never comes after a budget of its name was added (a listener
+        // going by the name would drop the new one's); the add that replaces it tells of it too, for a close told late
         synchronized (all) {
             if (all.stream().anyMatch(each -> each == configured)) {
                 for (Consumer<Configured> listener : removalListeners) {
