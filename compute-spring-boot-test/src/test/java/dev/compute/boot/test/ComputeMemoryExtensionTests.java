@@ -15,6 +15,7 @@ import dev.compute.memory.recording.RecordingOptions;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
@@ -90,6 +91,25 @@ class ComputeMemoryExtensionTests {
                 .hasMessageStartingWith("the watched manager (cpu) has 1 buffer(s) of 64 bytes open")
                 .hasMessageContaining("ComputeMemoryExtensionTests$LeavesItsThreadInterrupted.a_keepsABufferAndAnInterrupt(");
         assertThat(LeavesItsThreadInterrupted.interruptedAfterTheCheck).as("the test's interrupt put back").isTrue();
+    }
+
+    /**
+     * An interrupt arriving while the check waits for other threads' closes (a timeout's, a cancelled run's) ends the
+     * wait there, rather than after {@link ComputeMemoryExtension#SETTLE_TIMEOUT}, and the buffer is still reported.
+     */
+    @Test
+    void anInterruptDuringTheChecksWaitEndsItAndTheBufferIsStillReported() {
+        long started = System.nanoTime();
+        Events events = run(InterruptedDuringTheCheck.class);
+        Duration took = Duration.ofNanos(System.nanoTime() - started);
+
+        events.assertStatistics(statistics -> statistics.started(1).failed(1));
+        assertThat(events.failed().stream().findFirst().orElseThrow().getRequiredPayload(TestExecutionResult.class).getThrowable()
+                .orElseThrow()).isInstanceOf(AssertionError.class)
+                .hasMessageStartingWith("the watched manager (cpu) has 1 buffer(s) of 64 bytes open");
+        assertThat(InterruptedDuringTheCheck.interruptedInTheWait).as("the interrupt came while the check waited").isTrue();
+        assertThat(InterruptedDuringTheCheck.interruptedAfterTheCheck).as("the interrupt put back").isTrue();
+        assertThat(took).as("the wait ended at the interrupt").isLessThan(ComputeMemoryExtension.SETTLE_TIMEOUT);
     }
 
     /**
@@ -248,6 +268,48 @@ class ComputeMemoryExtensionTests {
         /** Starts on the thread that the test before left interrupted, unless JUnit took the interrupt off. */
         @Test
         void b_opensNothing() {}
+    }
+
+    static class InterruptedDuringTheCheck {
+
+        static UnifiedMemoryManager manager;
+        static @Nullable UnifiedBuffer kept;
+        static volatile boolean interruptedInTheWait;
+        static volatile boolean interruptedAfterTheCheck;
+
+        @RegisterExtension
+        static ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);
+
+        @BeforeAll
+        static void start() {
+            manager = paranoidCpuManager();
+        }
+
+        @AfterEach
+        void readTheInterrupt() {
+            interruptedAfterTheCheck = Thread.interrupted();
+        }
+
+        @AfterAll
+        static void stop() {
+            kept.close();
+            manager.close();
+        }
+
+        @Test
+        void keepsABufferAndIsInterruptedInTheCheck() {
+            kept = manager.allocate(64);
+            Thread tested = Thread.currentThread();
+            Thread.ofPlatform().daemon().start(() -> {
+                // the check's wait sleeps: the only timed wait on the test's thread once this method returned
+                long deadline = System.nanoTime() + ComputeMemoryExtension.SETTLE_TIMEOUT.toNanos() / 2;
+                while (tested.getState() != Thread.State.TIMED_WAITING && System.nanoTime() < deadline) {
+                    LockSupport.parkNanos(1_000_000);
+                }
+                interruptedInTheWait = tested.getState() == Thread.State.TIMED_WAITING;
+                tested.interrupt();
+            });
+        }
     }
 
     @TestMethodOrder(MethodOrderer.MethodName.class)
