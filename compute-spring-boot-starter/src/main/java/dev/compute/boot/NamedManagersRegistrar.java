@@ -69,7 +69,10 @@ final class NamedManagersRegistrar implements ImportBeanDefinitionRegistrar, Env
         return false;
     }
 
-    /** Whether {@code definition} makes a manager: a {@code @Bean} method's return type, or the bean's own type. */
+    /**
+     * Whether {@code definition} makes a manager: a {@code @Bean} method's return type, or the bean's own type. A primary
+     * one that only a later auto-configuration or a {@code FactoryBean} makes is not seen here: set compute.primary then.
+     */
     private static boolean isManager(BeanDefinition definition, @Nullable ClassLoader classLoader) {
         if (definition instanceof AnnotatedBeanDefinition annotated && annotated.getFactoryMethodMetadata() != null) {
             String returned = annotated.getFactoryMethodMetadata().getReturnTypeName();
@@ -77,6 +80,9 @@ final class NamedManagersRegistrar implements ImportBeanDefinitionRegistrar, Env
                     && UnifiedMemoryManager.class.isAssignableFrom(ClassUtils.resolveClassName(returned, classLoader));
         }
         Class<?> type = definition.getResolvableType().resolve();
+        if (type == null && definition.getBeanClassName() != null && ClassUtils.isPresent(definition.getBeanClassName(), classLoader)) {
+            type = ClassUtils.resolveClassName(definition.getBeanClassName(), classLoader); // a scanned @Component, by its name only
+        }
         return type != null && UnifiedMemoryManager.class.isAssignableFrom(type);
     }
 }
