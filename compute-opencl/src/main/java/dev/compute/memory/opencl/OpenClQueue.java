@@ -652,6 +652,8 @@ final class OpenClQueue {
     }
 
     private void finishClose(Duration deviceWait, BooleanSupplier memoryHeld, Runnable releaseFirst) {
+        // one bound for the close's waits together, not each: the calls, the queue, then the completions and recorded work
+        long deadline = System.nanoTime() + Math.min(Math.max(0, deviceWait.toMillis()), Long.MAX_VALUE / 4_000_000L) * 1_000_000L;
         if (!callsEnded(deviceWait)) {
             LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": a call into the backend (a copy) was still under"
                     + " way " + deviceWait.toMillis() + " ms after close began; the backend keeps its queues and context rather than"
@@ -672,7 +674,7 @@ final class OpenClQueue {
             // and after every finish run for a failed marker, which uses the queue until it returns
             idle = CompletableFuture.allOf(markerLocked(), recordedWork.barrier(), finishes);
         }
-        if (!finishedWithin(idle, deviceWait)) {
+        if (!finishedWithin(idle, left(deadline))) {
             LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe
                     + ": queued or recorded work did not finish" + (deviceWait.isZero() ? " before the manager's close timeout ran out"
                     : " within " + deviceWait.toMillis() + " ms of close") + "; the backend"
@@ -683,7 +685,7 @@ final class OpenClQueue {
             JoclCalls.clFinish(queue);
             JoclCalls.clFinish(transfers); // only transfers whose calls have returned: ended already
         } finally {
-            boolean settled = completions.close(deviceWait) & recordedWork.close(deviceWait);
+            boolean settled = completions.close(left(deadline)) & recordedWork.close(left(deadline));
             if (settled) {
                 synchronized (lifecycle) {
                     released = true;
@@ -699,6 +701,10 @@ final class OpenClQueue {
                         + " the queue finished; the backend keeps its queue and context rather than release them under it");
             }
         }
+    }
+
+    private static Duration left(long deadline) {
+        return Duration.ofNanos(Math.max(0, deadline - System.nanoTime()));
     }
 
     /** Whether the calls under way when close began ({@link #asCall}) ended within {@code wait}. */

@@ -23,6 +23,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.cl_event;
@@ -481,6 +483,41 @@ class OpenClBackendTest {
         } finally {
             CL.clSetUserEventStatus(gate, CL.CL_COMPLETE); // the kept queue drains now
             CL.clReleaseEvent(gate);
+        }
+    }
+
+    /**
+     * The close's bound covers its waits together: a call under way that takes most of it leaves the wait for hung work
+     * the rest, not a bound of its own. Before, each of the close's four waits had the whole bound (a close of 800 ms
+     * took 1.4 s here).
+     */
+    @Test
+    void closeBoundsItsWaitsTogether() throws Exception {
+        OpenClBackend own = OpenClTestSupport.openBackend(OpenClTestSupport.defaultSettings());
+        int[] error = new int[1];
+        cl_event gate = CL.clCreateUserEvent(own.context(), error);
+        check(error[0]);
+        CountDownLatch inCall = new CountDownLatch(1);
+        Thread caller = Thread.ofPlatform().start(() -> own.queue().asCall(() -> {
+            inCall.countDown();
+            try {
+                Thread.sleep(600);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            return null;
+        }));
+        try {
+            check(CL.clEnqueueBarrierWithWaitList(own.commandQueue(), 1, new cl_event[] {gate}, null));
+            assertThat(inCall.await(10, TimeUnit.SECONDS)).isTrue();
+            long start = System.nanoTime();
+            own.close(Duration.ofMillis(800));
+            long tookMillis = (System.nanoTime() - start) / 1_000_000;
+            assertThat(tookMillis).as("the call's 600 ms and the hung queue's wait within one bound of 800").isBetween(700L, 1_200L);
+        } finally {
+            CL.clSetUserEventStatus(gate, CL.CL_COMPLETE); // the kept queue drains now
+            CL.clReleaseEvent(gate);
+            caller.join(10_000);
         }
     }
 
