@@ -289,7 +289,7 @@
         ? figure('held', bytes(s.heldBytes), `${s.heldBuffers} closed ${s.heldBuffers === 1 ? 'buffer' : 'buffers'} whose memory waits `
           + 'for another thread\'s view', 'held')
         : null,
-      figure('reserved', bytes(s.reservedBytes), 'held from the backend: allocated + cached + held', 'reserved'),
+      figure('reserved', bytes(s.reservedBytes), 'taken from the backend: allocated + cached + held', 'reserved'),
       figure('peak reserved', bytes(s.reservedBytesPeak)),
       figure('largest free block', bytes(s.largestFreeBlockBytes), 'the largest a request outside budgets\' reservations can take'),
       s.reservationsCachedBytes > 0

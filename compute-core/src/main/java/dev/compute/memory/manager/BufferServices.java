@@ -261,11 +261,7 @@ public final class BufferServices implements BufferHost {
         List<Map.Entry<HeldBy, List<Held>>> alike = new ArrayList<>(byWait.entrySet());
         int own = alike.size() > MOST_WARNING_LINES ? MOST_WARNING_LINES - 1 : alike.size();
         for (Map.Entry<HeldBy, List<Held>> each : alike.subList(0, own)) {
-            List<Held> entries = each.getValue();
-            HeldBy waitingFor = each.getKey();
-            String waited = entries.size() == 1 ? "a closed " + entries.getFirst().buffer + " has waited "
-                    : entries.size() + " closed buffers (" + entries.getFirst().buffer + " among them) have waited at least ";
-            warnOfHeld(waited, waitingFor, entries, now);
+            warnOfHeld("", each.getKey(), each.getValue(), now);
         }
         if (own < alike.size()) {
             // one line for the rest (thousands of threads, each holding a buffer of its own), naming some of their threads
@@ -275,14 +271,15 @@ public final class BufferServices implements BufferHost {
             rest.forEach(each -> holders.addAll(each.getKey().holders()));
             HeldBy waitingFor = new HeldBy(List.copyOf(holders), rest.stream().anyMatch(each -> each.getKey().ops()),
                     rest.stream().anyMatch(each -> each.getKey().inOpenViewScopes()));
-            warnOfHeld(entries.size() + " more closed buffers (" + entries.getFirst().buffer + " among them) have waited at least ",
-                    waitingFor, entries, now);
+            warnOfHeld("more ", waitingFor, entries, now);
         }
     }
 
-    /** One warning: {@code entries}, held by {@code waitingFor}, have waited long. */
-    private static void warnOfHeld(String waited, HeldBy waitingFor, List<Held> entries, long now) {
+    /** One warning: {@code entries}, held by {@code waitingFor}, have waited long; {@code more} ("more "), the last line's. */
+    private static void warnOfHeld(String more, HeldBy waitingFor, List<Held> entries, long now) {
         boolean one = entries.size() == 1;
+        String waited = one ? "a closed " + entries.getFirst().buffer + " has waited "
+                : entries.size() + " " + more + "closed buffers (" + entries.getFirst().buffer + " among them) have waited at least ";
         long bytes = entries.stream().mapToLong(Held::bytes).sum();
         long discarded = entries.stream().mapToLong(entry -> entry.discarded).sum();
         long shortestWait = entries.stream().mapToLong(entry -> now - entry.since).min().orElseThrow();

@@ -654,7 +654,7 @@ final class OpenClQueue {
     private void finishClose(Duration deviceWait, BooleanSupplier memoryHeld, Runnable releaseFirst) {
         // one bound for the close's waits together, not each: the calls, the queue, then the completions and recorded work
         long deadline = System.nanoTime() + Math.min(Math.max(0, deviceWait.toMillis()), Long.MAX_VALUE / 4_000_000L) * 1_000_000L;
-        if (!callsEnded(deviceWait)) {
+        if (!callsEnded(deadline)) {
             LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe + ": a call into the backend (a copy) was still under"
                     + " way " + deviceWait.toMillis() + " ms after close began; the backend keeps its queues and context rather than"
                     + " release them under it");
@@ -674,7 +674,7 @@ final class OpenClQueue {
             // and after every finish run for a failed marker, which uses the queue until it returns
             idle = CompletableFuture.allOf(markerLocked(), recordedWork.barrier(), finishes);
         }
-        if (!finishedWithin(idle, left(deadline))) {
+        if (!finishedWithin(idle, deadline)) {
             LOG.log(System.Logger.Level.WARNING, "OpenCL device " + describe
                     + ": queued or recorded work did not finish" + (deviceWait.isZero() ? " before the manager's close timeout ran out"
                     : " within " + deviceWait.toMillis() + " ms of close") + "; the backend"
@@ -707,10 +707,9 @@ final class OpenClQueue {
         return Duration.ofNanos(Math.max(0, deadline - System.nanoTime()));
     }
 
-    /** Whether the calls under way when close began ({@link #asCall}) ended within {@code wait}. */
-    private boolean callsEnded(Duration wait) {
+    /** Whether the calls under way when close began ({@link #asCall}) ended by {@code deadline} ({@link System#nanoTime()}). */
+    private boolean callsEnded(long deadline) {
         Lock whole = calls.writeLock();
-        long deadline = System.nanoTime() + Math.max(0, wait.toNanos());
         while (true) {
             try {
                 if (!whole.tryLock(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
@@ -724,8 +723,7 @@ final class OpenClQueue {
         }
     }
 
-    private boolean finishedWithin(CompletableFuture<Void> work, Duration bound) {
-        long deadline = System.nanoTime() + Math.max(0, bound.toNanos());
+    private boolean finishedWithin(CompletableFuture<Void> work, long deadline) {
         while (true) {
             try {
                 work.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
