@@ -50,7 +50,7 @@ final class DeviceCompletions implements AutoCloseable {
     /** A stream's events and positions not yet reported, and whether a waiter thread is serving them. */
     private static final class StreamEvents {
         final ArrayDeque<Pending> pending = new ArrayDeque<>();
-        /** What the waiter thread took off {@link #pending} last: what it waits for, or has just reported. */
+        /** What the waiter thread took off {@link #pending} and waits for on the device; empty once the device is past it. */
         List<Pending> taken = List.of();
         boolean served;
     }
@@ -354,6 +354,10 @@ final class DeviceCompletions implements AutoCloseable {
             if (marker != null) {
                 releaseEvent(marker);
             }
+            synchronized (this) {
+                // the device is past the batch: a close made by one of its futures' actions must not wait for the rest
+                events.taken = List.of();
+            }
             RuntimeException reported = failure;
             callbacks.execute(() -> batch.forEach(done -> {
                 if (reported == null) {
@@ -366,8 +370,9 @@ final class DeviceCompletions implements AutoCloseable {
     }
 
     /**
-     * The work recorded so far on any stream, the users' own included ({@link CudaDeviceHandle#recordWork}), whose
-     * event has not been reported yet: each a future that completes once the device is past it.
+     * The work recorded so far on any stream, the users' own included ({@link CudaDeviceHandle#recordWork}), that the
+     * device may not be past yet: each a future that completes once it is (work the device is past, whose futures
+     * the callbacks have still to complete, is not among them: the action of one of them may be the caller).
      */
     synchronized List<CompletableFuture<?>> unreported() {
         List<CompletableFuture<?>> work = new ArrayList<>();
