@@ -23,7 +23,8 @@ import org.jspecify.annotations.Nullable;
 final class AsyncTasksWrapped extends HttpServletRequestWrapper {
 
     private final UnaryOperator<Runnable> wrap;
-    private @Nullable TasksWrapped started;
+    /** Read by the listeners' callbacks too, on the container's threads. */
+    private volatile @Nullable TasksWrapped started;
 
     /** {@code wrap} makes of each task the task the container runs. */
     AsyncTasksWrapped(HttpServletRequest request, UnaryOperator<Runnable> wrap) {
@@ -49,15 +50,21 @@ final class AsyncTasksWrapped extends HttpServletRequestWrapper {
 
     private TasksWrapped wrapped(AsyncContext context) {
         TasksWrapped wrapped = started;
-        if (wrapped == null || wrapped.context() != context) {
-            wrapped = new TasksWrapped(context, wrap);
+        if (wrapped == null || wrapped.context != context) {
+            wrapped = new TasksWrapped(context);
             started = wrapped;
         }
         return wrapped;
     }
 
     /** An asynchronous context whose {@link #start} runs the task wrapped; the rest is the container's. */
-    private record TasksWrapped(AsyncContext context, UnaryOperator<Runnable> wrap) implements AsyncContext {
+    private final class TasksWrapped implements AsyncContext {
+
+        private final AsyncContext context;
+
+        TasksWrapped(AsyncContext context) {
+            this.context = context;
+        }
 
         @Override
         public void start(Runnable task) {
@@ -101,12 +108,12 @@ final class AsyncTasksWrapped extends HttpServletRequestWrapper {
 
         @Override
         public void addListener(AsyncListener listener) {
-            context.addListener(new ListenerWrapped(listener, wrap));
+            context.addListener(new ListenerWrapped(listener));
         }
 
         @Override
         public void addListener(AsyncListener listener, ServletRequest request, ServletResponse response) {
-            context.addListener(new ListenerWrapped(listener, wrap), request, response);
+            context.addListener(new ListenerWrapped(listener), request, response);
         }
 
         @Override
@@ -125,27 +132,43 @@ final class AsyncTasksWrapped extends HttpServletRequestWrapper {
         }
     }
 
-    /** A listener whose callbacks run wrapped, their own exceptions passed on as they are. */
-    private record ListenerWrapped(AsyncListener listener, UnaryOperator<Runnable> wrap) implements AsyncListener {
+    /**
+     * A listener whose callbacks run wrapped, their own exceptions passed on as they are, and are given this request's
+     * asynchronous context: a listener that adds itself again as the request starts its next asynchronous cycle (as
+     * the Servlet spec has it do to hear that cycle) goes through it, and so stays wrapped, as does a task it starts.
+     */
+    private final class ListenerWrapped implements AsyncListener {
+
+        private final AsyncListener listener;
+
+        ListenerWrapped(AsyncListener listener) {
+            this.listener = listener;
+        }
 
         @Override
         public void onComplete(AsyncEvent event) throws IOException {
-            run(() -> listener.onComplete(event));
+            run(() -> listener.onComplete(ours(event)));
         }
 
         @Override
         public void onTimeout(AsyncEvent event) throws IOException {
-            run(() -> listener.onTimeout(event));
+            run(() -> listener.onTimeout(ours(event)));
         }
 
         @Override
         public void onError(AsyncEvent event) throws IOException {
-            run(() -> listener.onError(event));
+            run(() -> listener.onError(ours(event)));
         }
 
         @Override
         public void onStartAsync(AsyncEvent event) throws IOException {
-            run(() -> listener.onStartAsync(event));
+            run(() -> listener.onStartAsync(ours(event)));
+        }
+
+        private AsyncEvent ours(AsyncEvent event) {
+            AsyncContext context = event.getAsyncContext();
+            return context == null ? event
+                    : new AsyncEvent(wrapped(context), event.getSuppliedRequest(), event.getSuppliedResponse(), event.getThrowable());
         }
 
         private void run(Callback callback) throws IOException {

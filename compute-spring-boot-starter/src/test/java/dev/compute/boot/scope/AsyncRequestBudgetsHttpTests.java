@@ -8,7 +8,14 @@ import dev.compute.boot.EnableAutoConfigurationWithoutSecurity;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedMemoryManager;
+import jakarta.servlet.AsyncContext;
+import jakarta.servlet.AsyncEvent;
+import jakarta.servlet.AsyncListener;
+import jakarta.servlet.DispatcherType;
+import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.Callable;
@@ -25,6 +32,8 @@ import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.boot.web.servlet.ServletRegistrationBean;
+import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.core.ParameterizedTypeReference;
 import org.springframework.core.task.AsyncTaskExecutor;
@@ -123,6 +132,19 @@ class AsyncRequestBudgetsHttpTests {
         awaitTenantEmpty();
         await().atMost(Duration.ofSeconds(10))
                 .untilAsserted(() -> assertThat(output).contains("request POST /deferred-timeout-fallback ended with 1 buffer(s) of 4096 bytes"));
+    }
+
+    /**
+     * A listener that re-adds itself as the request starts its asynchronous cycle again (the Servlet spec's way to hear
+     * every cycle) adds itself through the event's asynchronous context: that was the container's own, so the listener
+     * heard the second cycle's timeout, on a container thread outside every filter, without the request's budget.
+     */
+    @Test
+    void aListenerThatReAddsItselfAsTheRequestStartsAsyncAgainStillHearsItInTheRequestsBudget() {
+        ResponseEntity<String> response = post("/restarted");
+        assertThat(response.getBody()).as("the budget current in the listener's onTimeout, after the second startAsync")
+                .matches("timeout in tenant-a/request-\\d+");
+        awaitTenantEmpty();
     }
 
     @Test
@@ -251,8 +273,54 @@ class AsyncRequestBudgetsHttpTests {
         }
     }
 
+    /**
+     * A servlet that starts its request's asynchronous cycle twice: the first dispatches at once, the second times out,
+     * which its listener, re-added as the second cycle starts, answers with the budget current there.
+     */
+    static class RestartingServlet extends HttpServlet {
+
+        @Override
+        protected void doPost(HttpServletRequest request, HttpServletResponse response) {
+            AsyncContext async = request.startAsync();
+            if (request.getDispatcherType() == DispatcherType.REQUEST) {
+                async.addListener(new ReAddingListener());
+                async.dispatch();
+            } else {
+                async.setTimeout(200);
+            }
+        }
+    }
+
+    static class ReAddingListener implements AsyncListener {
+
+        @Override
+        public void onStartAsync(AsyncEvent event) {
+            event.getAsyncContext().addListener(this);
+        }
+
+        @Override
+        public void onTimeout(AsyncEvent event) throws IOException {
+            event.getSuppliedResponse().getWriter().write("timeout in " + BudgetScope.current().map(MemoryBudget::path).orElse("none"));
+            event.getAsyncContext().complete();
+        }
+
+        @Override
+        public void onComplete(AsyncEvent event) {}
+
+        @Override
+        public void onError(AsyncEvent event) {}
+    }
+
     @SpringBootConfiguration
     @EnableAutoConfigurationWithoutSecurity
     @Import({Work.class, TimeoutFallback.class})
-    static class Application {}
+    static class Application {
+
+        @Bean
+        ServletRegistrationBean<RestartingServlet> restartingServlet() {
+            ServletRegistrationBean<RestartingServlet> registration = new ServletRegistrationBean<>(new RestartingServlet(), "/restarted");
+            registration.setAsyncSupported(true);
+            return registration;
+        }
+    }
 }
