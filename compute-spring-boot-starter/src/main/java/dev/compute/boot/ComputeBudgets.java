@@ -93,8 +93,10 @@ public final class ComputeBudgets {
     }
 
     /**
-     * The configured budget {@code name} of the primary manager (the only one, or {@code compute.primary}); where the
-     * starter made no manager, the one budget of that name, if only one manager has one.
+     * The configured budget {@code name} of the primary manager (the only one, {@code compute.primary}, or the first
+     * named one by default); where the primary manager is none of the starter's (the application's own {@code @Primary}
+     * one, which has no configured budgets) or there is none, the one budget of that name, if only one manager has one:
+     * never one of several, which {@link #budget(String, String)} tells apart.
      */
     public Optional<MemoryBudget> budget(String name) {
         String manager = primary;

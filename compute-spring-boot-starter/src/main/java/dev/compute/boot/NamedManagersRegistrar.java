@@ -51,9 +51,11 @@ final class NamedManagersRegistrar implements ImportBeanDefinitionRegistrar, Env
             definition.setTargetType(UnifiedMemoryManager.class);
             definition.setFactoryBeanName(ComputeMemoryAutoConfiguration.FACTORY_BEAN);
             definition.setFactoryMethodName("createNamed");
+            boolean primary = !applicationsOwnPrimary && name.equals(managers.primary());
             definition.getConstructorArgumentValues().addIndexedArgumentValue(0, name);
+            definition.getConstructorArgumentValues().addIndexedArgumentValue(1, primary); // its budgets found by name alone
             definition.setDestroyMethodName("close");
-            definition.setPrimary(!applicationsOwnPrimary && name.equals(managers.primary()));
+            definition.setPrimary(primary);
             definition.addQualifier(new AutowireCandidateQualifier(Qualifier.class, name));
             registry.registerBeanDefinition(NamedManagers.beanName(name), definition);
         }

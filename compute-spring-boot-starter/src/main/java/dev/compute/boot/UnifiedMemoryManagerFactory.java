@@ -82,8 +82,12 @@ public final class UnifiedMemoryManagerFactory {
                 new Budgets(properties.budgets(), BUDGETS, true));
     }
 
-    /** The manager {@code compute.managers.<name>}, each setting it does not have taken from {@code compute.*}. */
-    UnifiedMemoryManager createNamed(String name) {
+    /**
+     * The manager {@code compute.managers.<name>}, each setting it does not have taken from {@code compute.*};
+     * {@code primary}: whether its bean is the one injected where one manager is asked for (not where the application
+     * has a primary manager of its own), whose budgets {@link ComputeBudgets#budget(String)} finds by name alone.
+     */
+    UnifiedMemoryManager createNamed(String name, boolean primary) {
         NamedManagerPropertySource source = new NamedManagerPropertySource(environment, name);
         Binder binder = new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment),
                 PoolSizeConverter.conversionService()); // as @ConfigurationPropertiesBinding gives compute.*
@@ -101,7 +105,7 @@ public final class UnifiedMemoryManagerFactory {
         Map<String, BudgetProperties> budgetProperties = own.bind(prefix, Bindable.mapOf(String.class, BudgetProperties.class),
                 new NoUnboundElementsBindHandler(BindHandler.DEFAULT)).orElse(Map.of());
         try {
-            return create(name, properties, source::whereSet, new Budgets(budgetProperties, prefix, NamedManagers.of(environment).primary().equals(name)));
+            return create(name, properties, source::whereSet, new Budgets(budgetProperties, prefix, primary));
         } catch (BackendUnavailableException e) {
             throw ofManager(name, e, source::whereSet);
         }

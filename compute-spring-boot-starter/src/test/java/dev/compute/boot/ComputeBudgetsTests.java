@@ -66,6 +66,25 @@ class ComputeBudgetsTests {
                 });
     }
 
+    /**
+     * Where the application's own {@code @Primary} manager is the one injected, no named manager is primary, and a
+     * budget looked up by name alone is not the first named manager's: that one was taken as primary for budgets, so
+     * {@code budget("tenant-a")} gave big's though small has one too and neither is the primary manager. A name only
+     * one manager has is still that one's.
+     */
+    @Test
+    void anApplicationsOwnPrimaryManagerBesideNamedOnesMakesNoNamedManagersBudgetsThePrimarys() {
+        runner.withPropertyValues("compute.managers.big.backend=cpu", "compute.managers.small.backend=cpu",
+                "compute.managers.big.budgets.tenant-a.limit=8MB", "compute.managers.small.budgets.tenant-a.limit=8MB",
+                "compute.managers.small.budgets.tenant-b.limit=8MB").withUserConfiguration(NamedManagersTests.OwnPrimaryManager.class)
+                .run(context -> {
+                    ComputeBudgets budgets = context.getBean(ComputeBudgets.class);
+                    assertThat(budgets.budget("tenant-a")).as("big's and small's: neither manager is primary").isEmpty();
+                    assertThat(budgets.budget("big", "tenant-a")).isPresent();
+                    assertThat(budgets.budget("tenant-b")).as("small's alone").containsSame(budgets.budget("small", "tenant-b").orElseThrow());
+                });
+    }
+
     @Test
     void budgetsUnderComputeWithNamedManagersStopStartUp() {
         assertFailure(runner.withPropertyValues("compute.managers.gpu.backend=cpu", "compute.budgets.tenant-a.limit=8MB"), "compute.budgets",
