@@ -43,7 +43,7 @@ import org.jspecify.annotations.Nullable;
  * hear the managers the starter built, through their {@link MemoryEventRelays.Relay}. The budget meters cover the configured budgets ({@link ComputeBudgets})
  * only, tagged with the budget's name: a bounded set, whatever budgets requests and tasks open and close; each reads the
  * figures of the name's budget at most once a second. Once that budget closes its meters read what it left for
- * {@link #CLOSED_BUDGET_METERS_GRACE} and are then removed, unless a budget of its name came back meanwhile: that one
+ * {@link #CLOSED_BUDGET_METERS_GRACE} (at most twice that: one sweep removes them) and are then removed, unless a budget of its name came back meanwhile: that one
  * takes the meters over. Closing the binder (with the context, before the managers close) detaches them and removes
  * every meter it registered.
  */
@@ -73,7 +73,7 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         this(managers, relays, budgets, CompletableFuture.delayedExecutor(CLOSED_BUDGET_METERS_GRACE.toMillis(), TimeUnit.MILLISECONDS));
     }
 
-    /** {@code afterGrace} runs the removal of a closed budget's meters once the grace is over: a test's, when it says so. */
+    /** {@code afterGrace} runs each sweep of closed budgets' meters once the grace is over: a test's, when it says so. */
     ComputeMemoryMeterBinder(ObservedManagers managers, MemoryEventRelays relays, ComputeBudgets budgets, Executor afterGrace) {
         this.managers = managers;
         this.relays = relays;
@@ -195,12 +195,22 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
     /**
      * The budget meters of one registry, one set per configured budget's name (and manager), each reading the name's
      * budget through its {@link NameMeters}. Guarded by its map: budgets are added and closed on any thread.
+     *
+     * <p>One sweep at a time removes closed budgets' meters, not a task per close: budgets that come and go fast (a
+     * tenant per job, added and closed thousands of times a minute) would otherwise leave a task per close waiting out
+     * the grace, each holding the closed budget. The sweep waiting ({@link #sweeping}) removes the meters of the budgets
+     * that closed before it was started, once the grace is over, unless a budget of the name took them over; those that
+     * closed meanwhile ({@link #closedSince}) wait for the next sweep, which it starts. So a closed budget's meters go
+     * between one and two graces after its close, and each name waits once, however often it closed.
      */
     private static final class BudgetMeters {
 
         private final MeterRegistry registry;
         private final Executor afterGrace;
         private final Map<List<String>, NameMeters> byName = new HashMap<>();
+        /** Budgets closed since the waiting sweep started, by name: the last of each, which the next sweep removes. */
+        private Map<List<String>, MemoryBudget> closedSince = new HashMap<>();
+        private boolean sweeping;
         private boolean removed;
 
         BudgetMeters(MeterRegistry registry, Executor afterGrace) {
@@ -232,19 +242,41 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
         void closed(ComputeBudgets.Configured gone) {
             synchronized (byName) {
                 NameMeters meters = byName.get(keyOf(gone));
-                if (meters == null || !meters.reads(gone.budget())) { // a budget of its name took them over already
+                if (removed || meters == null || !meters.reads(gone.budget())) { // a budget of its name took them over already
                     return;
                 }
+                closedSince.put(keyOf(gone), gone.budget());
+                if (!sweeping) {
+                    startSweep();
+                }
             }
-            afterGrace.execute(() -> {
-                synchronized (byName) {
-                    NameMeters meters = byName.get(keyOf(gone));
-                    if (meters != null && meters.reads(gone.budget())) {
-                        byName.remove(keyOf(gone));
+        }
+
+        /** Starts the sweep of the budgets closed so far, which runs once the grace is over. Under the map's lock. */
+        private void startSweep() {
+            Map<List<String>, MemoryBudget> closed = closedSince;
+            closedSince = new HashMap<>();
+            sweeping = true;
+            afterGrace.execute(() -> sweep(closed));
+        }
+
+        private void sweep(Map<List<String>, MemoryBudget> closed) {
+            synchronized (byName) {
+                if (removed) {
+                    return;
+                }
+                closed.forEach((key, budget) -> {
+                    NameMeters meters = byName.get(key);
+                    if (meters != null && meters.reads(budget)) {
+                        byName.remove(key);
                         meters.meters.forEach(registry::remove);
                     }
+                });
+                sweeping = false;
+                if (!closedSince.isEmpty()) {
+                    startSweep();
                 }
-            });
+            }
         }
 
         /** Removes every budget meter, for good: none is registered after. */
@@ -253,6 +285,7 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                 removed = true;
                 byName.values().forEach(meters -> meters.meters.forEach(registry::remove));
                 byName.clear();
+                closedSince.clear();
             }
         }
 

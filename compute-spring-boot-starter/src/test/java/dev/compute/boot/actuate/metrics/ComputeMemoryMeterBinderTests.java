@@ -43,7 +43,7 @@ class ComputeMemoryMeterBinderTests {
         registry.close();
     }
 
-    /** The removals of closed budgets' meters waiting for their grace to end, which {@link #endTheGrace} ends. */
+    /** The sweep of closed budgets' meters waiting for its grace to end, which {@link #endTheGrace} ends. */
     private final List<Runnable> afterGrace = new ArrayList<>();
 
     private ComputeMemoryMeterBinder binderOf(ComputeBudgets budgets) {
@@ -51,9 +51,13 @@ class ComputeMemoryMeterBinderTests {
                 afterGrace::add);
     }
 
+    /** Ends the grace of every budget closed so far: a sweep starts the next for those closed while it waited. */
     private void endTheGrace() {
-        afterGrace.forEach(Runnable::run);
-        afterGrace.clear();
+        while (!afterGrace.isEmpty()) {
+            List<Runnable> sweeps = List.copyOf(afterGrace);
+            afterGrace.clear();
+            sweeps.forEach(Runnable::run);
+        }
     }
 
     private static ComputeMemoryMeterBinder binderOf(UnifiedMemoryManager manager) {
@@ -97,6 +101,32 @@ class ComputeMemoryMeterBinderTests {
 
         assertThat(registry.getMeters()).as("no meter of a closed budget, reading NaN").hasSize(metersBefore);
         assertThat(registry.scrape()).doesNotContain("budget=");
+    }
+
+    /**
+     * Budgets added and closed fast left a removal task per close waiting out the grace, each holding the closed
+     * budget: 19,999 after 10,000 closes of one name (the add that takes a closed budget's name tells of it again), and
+     * one more per distinct name. One sweep waits now, whatever the churn, and the meters still go after it.
+     */
+    @Test
+    void budgetsThatComeAndGoFastLeaveOneSweepWaitingNotATaskPerClose() {
+        ComputeBudgets budgets = new ComputeBudgets();
+        binderOf(budgets).bindTo(registry);
+        int metersBefore = registry.getMeters().size();
+        for (int i = 0; i < 10_000; i++) {
+            try (MemoryBudget tenant = manager.budget("tenant", 8L << 20)) {
+                budgets.add("default", tenant, 1L << 20);
+            }
+        }
+        assertThat(afterGrace).as("waiting after 10,000 closes of one name").hasSize(1);
+        for (int i = 0; i < 2_000; i++) {
+            try (MemoryBudget tenant = manager.budget("tenant-" + i, 8L << 20)) {
+                budgets.add("default", tenant, 1L << 20);
+            }
+        }
+        assertThat(afterGrace).as("waiting after 2,000 more of distinct names").hasSize(1);
+        endTheGrace();
+        assertThat(registry.getMeters()).as("every closed budget's meters gone").hasSize(metersBefore);
     }
 
     /**
