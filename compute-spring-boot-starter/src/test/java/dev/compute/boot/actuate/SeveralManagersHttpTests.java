@@ -94,6 +94,36 @@ class SeveralManagersHttpTests {
                 .retrieve().toBodilessEntity().getStatusCode().value()).isEqualTo(400);
     }
 
+    /**
+     * A name no manager has, or a location its manager does not have, was a 404 with an empty body, as a path no
+     * endpoint has: the caller could not tell a wrong name from an endpoint that is not exposed. The 404 says which,
+     * and lists the managers; so does the 400 of a trim of a manager not there, whose reason Spring Boot's error
+     * page left out.
+     */
+    @Test
+    void aNotFoundSaysWhatIsNotThereAndNamesTheManagers() {
+        ResponseEntity<Map<String, Object>> manager = get("/actuator/computememory/tpu");
+        assertThat(manager.getStatusCode().value()).isEqualTo(404);
+        assertThat(manager.getBody()).containsEntry("managers", List.of("cpu", "small"));
+        assertThat((String) manager.getBody().get("message")).contains("no compute memory manager named 'tpu'")
+                .contains("managers: cpu, small").contains("device, host, pinned, unified");
+
+        ResponseEntity<Map<String, Object>> ofLocation = get("/actuator/computememory/tpu/host");
+        assertThat(ofLocation.getStatusCode().value()).isEqualTo(404);
+        assertThat((String) ofLocation.getBody().get("message")).contains("no compute memory manager named 'tpu'").contains("managers: cpu, small");
+
+        ResponseEntity<Map<String, Object>> location = get("/actuator/computememory/small/nowhere");
+        assertThat(location.getStatusCode().value()).isEqualTo(404);
+        assertThat((String) location.getBody().get("message")).contains("manager 'small' has no location 'nowhere'")
+                .contains("device, host, pinned, unified");
+
+        ResponseEntity<Map<String, Object>> trim = http.post().uri("/actuator/computememory").contentType(MediaType.APPLICATION_JSON)
+                .body("{\"name\": \"tpu\"}").retrieve().toEntity(new ParameterizedTypeReference<>() {});
+        assertThat(trim.getStatusCode().value()).as("a bad request, as before").isEqualTo(400);
+        assertThat(trim.getBody()).containsEntry("managers", List.of("cpu", "small"));
+        assertThat((String) trim.getBody().get("message")).contains("no compute memory manager named 'tpu'");
+    }
+
     @Test
     void oneManagerIsTrimmedByName() {
         small.allocate(1 << 20, MemoryLocation.HOST).close();

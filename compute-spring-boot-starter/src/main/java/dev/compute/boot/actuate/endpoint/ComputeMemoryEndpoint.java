@@ -308,7 +308,7 @@ public class ComputeMemoryEndpoint {
                 leftOut, manager.timeline(location));
     }
 
-    private static @Nullable MemoryLocation locationNamed(String name) {
+    static @Nullable MemoryLocation locationNamed(String name) {
         // lower-cased, not upper-cased: toUpperCase makes hoſt (a long s) HOST and pınned (a dotless i) PINNED
         String lowerCase = name.toLowerCase(Locale.ROOT);
         for (MemoryLocation location : MemoryLocation.values()) {

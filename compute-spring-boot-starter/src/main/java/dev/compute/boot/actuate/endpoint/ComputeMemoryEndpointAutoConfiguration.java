@@ -6,6 +6,7 @@ import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
 import dev.compute.boot.actuate.ObservedManagers;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
+import org.springframework.boot.actuate.autoconfigure.endpoint.expose.EndpointExposure;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
@@ -28,5 +29,13 @@ public final class ComputeMemoryEndpointAutoConfiguration {
     @ConditionalOnAvailableEndpoint
     ComputeMemoryEndpoint computeMemoryEndpoint(ObservedManagers managers, ObjectProvider<ComputeBudgets> budgets) {
         return new ComputeMemoryEndpoint(managers, budgets.getIfAvailable(ComputeBudgets::new));
+    }
+
+    @Bean
+    @ConditionalOnMissingBean
+    @ConditionalOnBean(ComputeMemoryEndpoint.class)
+    @ConditionalOnAvailableEndpoint(exposure = EndpointExposure.WEB)
+    ComputeMemoryEndpointWebExtension computeMemoryEndpointWebExtension(ComputeMemoryEndpoint endpoint, ObservedManagers managers) {
+        return new ComputeMemoryEndpointWebExtension(endpoint, managers);
     }
 }
