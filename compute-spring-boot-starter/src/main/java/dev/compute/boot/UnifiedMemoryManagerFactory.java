@@ -2,6 +2,7 @@ package dev.compute.boot;
 
 import dev.compute.boot.diagnostics.InvalidSettingFailureAnalyzer;
 import dev.compute.boot.diagnostics.ManagerBackendUnavailableException;
+import dev.compute.memory.BackendInfo;
 import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.OutOfMemoryHandler;
@@ -42,6 +43,7 @@ import org.springframework.core.env.ConfigurableEnvironment;
 public final class UnifiedMemoryManagerFactory {
 
     private static final Log log = LogFactory.getLog(UnifiedMemoryManagerFactory.class);
+    private static final String MAX_POOL_SIZE = "compute.memory.pooling.max-pool-size";
     /** Where the one manager's budgets are set. */
     static final String BUDGETS = "compute.budgets";
     /** The keys under {@code compute.*} that are not {@link ComputeProperties}': each is read, and checked, where it is used. */
@@ -225,7 +227,24 @@ public final class UnifiedMemoryManagerFactory {
         }
         relays.register(manager, relay);
         recordings.put(name, properties.memory().recording());
+        warnOfACapBeyondTheDevice(name, manager, whereSet);
         return manager;
+    }
+
+    /**
+     * A cap above the memory the device has never binds: allocations fail as the device runs out first, and health's cap
+     * warning never comes. Told, not refused: the default cap is above a small container's memory, host and unified
+     * memory may go beyond a GPU's, and a generous cap meant as none is common.
+     */
+    private static void warnOfACapBeyondTheDevice(String name, UnifiedMemoryManager manager, UnaryOperator<String> whereSet) {
+        long cap = manager.settings().maxPoolSize();
+        BackendInfo device = manager.backendInfo();
+        if (device.deviceTotalBytes() > 0 && cap > device.deviceTotalBytes()) {
+            log.warn(whereSet.apply(MAX_POOL_SIZE) + " of manager '" + name + "' is " + cap + " bytes, more than the " + device.deviceTotalBytes()
+                    + " bytes of memory its device has (" + device.deviceName() + ", backend '" + device.backend() + "'): allocations fail as the "
+                    + "device runs out before the cap is reached, and health's cap warning never comes. Set a size within the device's memory, "
+                    + "or a share of it, such as 80%");
+        }
     }
 
     /**

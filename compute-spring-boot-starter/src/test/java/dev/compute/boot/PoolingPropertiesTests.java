@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -22,15 +23,37 @@ import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.diagnostics.FailureAnalysis;
 import org.springframework.boot.test.context.ConfigDataApplicationContextInitializer;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.core.env.Environment;
 
 /** {@code max-pool-size} as a share of the device's memory and {@code warmup}, from YAML and properties to the manager. */
+@ExtendWith(OutputCaptureExtension.class)
 class PoolingPropertiesTests {
 
     private static final long MiB = 1L << 20;
 
     private final ApplicationContextRunner runner = new ApplicationContextRunner()
             .withConfiguration(AutoConfigurations.of(ComputeMemoryAutoConfiguration.class));
+
+    /**
+     * A cap above the device's memory (100TB on the CPU backend) never binds: allocations fail as the device runs out
+     * first, and health's cap warning never comes. It is no mistake to refuse: the default 4GB is above a small
+     * container's memory, and a generous cap meant as none is common. It started silently; it is told once, at start,
+     * naming the property where it was set.
+     */
+    @Test
+    void aCapAboveTheDevicesMemoryIsToldOnceAtStart(CapturedOutput output) {
+        runner.withPropertyValues("compute.backend=cpu", "compute.memory.timeline.interval=0", "compute.managers.big.backend=cpu",
+                "compute.managers.big.memory.pooling.max-pool-size=100TB", "compute.managers.small.backend=cpu",
+                "compute.managers.small.memory.pooling.max-pool-size=64MB").run(context -> {
+                    assertThat(context).hasNotFailed();
+                    long device = context.getBean("bigUnifiedMemoryManager", UnifiedMemoryManager.class).backendInfo().deviceTotalBytes();
+                    assertThat(output.toString().split("compute.managers.big.memory.pooling.max-pool-size of manager 'big' is "
+                            + (100L << 40) + " bytes, more than the " + device + " bytes", -1)).as("told once").hasSize(2);
+                    assertThat(output).doesNotContain("of manager 'small' is");
+                });
+    }
 
     @Test
     void aShareAndAWarmUpFromYamlReachTheManager() {
