@@ -16,6 +16,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -135,6 +136,66 @@ class TaskBudgetDecoratorTests {
         }
         assertThatThrownBy(decorated::run).as("the task's own failure").hasMessage("the task's own failure");
         assertThat(tenant.children()).as("the task's budget is closed").isEmpty();
+        assertThat(tenant.statistics().allocatedBytes()).isZero();
+    }
+
+    /** A task run as it was handed over ({@code execute}) is described only where it left something open. */
+    @Test
+    void aTaskThatLeavesNothingOpenIsNeverDescribed() {
+        AtomicInteger described = new AtomicInteger();
+        Runnable task = new Runnable() {
+            @Override
+            public void run() {
+                BudgetScope.current().orElseThrow().allocate(4096, MemoryLocation.HOST).close();
+            }
+
+            @Override
+            public String toString() {
+                described.incrementAndGet();
+                return "costly";
+            }
+        };
+        Runnable decorated;
+        try (MemoryBudget request = tenant.child("request-1", 1 << 20); BudgetScope scope = BudgetScope.open(request)) {
+            decorated = decorator.decorate(task);
+        }
+        decorated.run();
+        assertThat(described).hasValue(0);
+    }
+
+    /**
+     * A submitted task ({@code submit}: a FutureTask, which forgets what was submitted as it completes) is described
+     * before it runs; a description that throws keeps it from neither running nor having its budget closed.
+     */
+    @Test
+    void aSubmittedTaskWhoseToStringThrowsRunsAndHasItsBudgetClosed(CapturedOutput output) throws Exception {
+        ThreadPoolTaskExecutor executor = new ThreadPoolTaskExecutor();
+        executor.setTaskDecorator(decorator);
+        executor.initialize();
+        try {
+            Future<Boolean> submitted;
+            try (MemoryBudget request = tenant.child("request-1", 1 << 20); BudgetScope scope = BudgetScope.open(request)) {
+                submitted = executor.submit(new Callable<>() {
+                    @Override
+                    public Boolean call() {
+                        BudgetScope.current().orElseThrow().allocate(4096, MemoryLocation.HOST); // forgotten
+                        return true;
+                    }
+
+                    @Override
+                    public String toString() {
+                        throw new UnsupportedOperationException("toString");
+                    }
+                });
+            }
+            assertThat(submitted.get(10, TimeUnit.SECONDS)).isTrue();
+        } finally {
+            executor.shutdown();
+        }
+        await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> {
+            assertThat(tenant.children()).as("the task's budget is closed").isEmpty();
+            assertThat(output).contains("task whose description failed (java.lang.UnsupportedOperationException: toString) ended with 1 buffer(s)");
+        });
         assertThat(tenant.statistics().allocatedBytes()).isZero();
     }
 
