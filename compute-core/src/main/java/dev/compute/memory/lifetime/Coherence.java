@@ -39,28 +39,31 @@ public final class Coherence {
         }));
     }
 
-    /** The device copy was written by other means (a library that took the pointer): it is the newer one now. */
+    /**
+     * The device copy was written by other means (a library that took the pointer): it is the newer one now. On
+     * host-accessible memory, its one copy holds data from then on: a buffer never written by the manager would
+     * otherwise still read as UNINITIALIZED, whose bytes a compaction does not take along.
+     */
     public static void markDeviceDirty(BufferCore buffer) {
         BufferCore root = buffer.root();
         synchronized (root) {
             buffer.openBlock();
-            if (!root.isHostAccessible()) {
-                root.state = deviceWritten(root);
-            }
+            root.state = deviceWritten(root);
         }
     }
 
-    /** The host copy was written by other means: it is the newer one now. A discrete buffer must have a host copy. */
+    /**
+     * The host copy was written by other means: it is the newer one now (on host-accessible memory, its one copy holds
+     * data, as {@link #markDeviceDirty} says). A discrete buffer must have a host copy.
+     */
     public static void markHostDirty(BufferCore buffer) {
         BufferCore root = buffer.root();
         synchronized (root) {
             buffer.openBlock();
-            if (!root.isHostAccessible()) {
-                if (root.mirror == null) {
-                    throw new IllegalStateException(buffer + " has no host copy to be newer: it is made by hostView() or hostAccess()");
-                }
-                root.state = hostWritten(root);
+            if (!root.isHostAccessible() && root.mirror == null) {
+                throw new IllegalStateException(buffer + " has no host copy to be newer: it is made by hostView() or hostAccess()");
             }
+            root.state = hostWritten(root);
         }
     }
 

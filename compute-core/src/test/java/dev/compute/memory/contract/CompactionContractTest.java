@@ -181,6 +181,49 @@ public abstract class CompactionContractTest {
         }
     }
 
+    /**
+     * Host-addressable memory written first by other means (native code given its address under a READ access) and
+     * said so with markHostDirty or markDeviceDirty: it holds data, which a move must take along, though no write of the
+     * manager's ever marked it.
+     */
+    @Test
+    void aBufferMarkedWrittenByOtherMeansKeepsItsDataWhenItMoves() {
+        try (UnifiedMemoryManager manager = manager()) {
+            MemoryLocation location = manager.locations().stream().filter(each -> hostAccessible(manager, each)).findFirst().orElseThrow();
+            for (boolean markDevice : new boolean[] {false, true}) {
+                List<UnifiedBuffer> all = new ArrayList<>();
+                for (int i = 0; i < 19; i++) {
+                    all.add(written(manager, location, i));
+                }
+                UnifiedBuffer last = manager.allocate(DataType.FLOAT32, CompactionTestBuffers.FLOATS, location);
+                try (BufferAccess access = last.hostAccess(AccessMode.READ)) {
+                    MemorySegment.ofAddress(access.segment().address()).reinterpret(BUFFER_BYTES)
+                            .copyFrom(MemorySegment.ofArray(pattern(BUFFER_BYTES, 42)));
+                }
+                for (int i = 2; i < 19; i++) {
+                    all.get(i).close();
+                }
+                if (markDevice) {
+                    last.markDeviceDirty();
+                } else {
+                    last.markHostDirty();
+                }
+
+                assertThat(manager.compact(location).buffersMoved()).as("the last buffer has room before it").isPositive();
+
+                assertHolds(last, 42);
+                last.close();
+                all.subList(0, 2).forEach(UnifiedBuffer::close);
+            }
+        }
+    }
+
+    private static boolean hostAccessible(UnifiedMemoryManager manager, MemoryLocation location) {
+        try (UnifiedBuffer probe = manager.allocate(1, location)) {
+            return probe.isHostAccessible();
+        }
+    }
+
     @Test
     void aCompactionIntervalCompactsWithoutBeingAsked() throws InterruptedException {
         HeardCompactions listener = new HeardCompactions();

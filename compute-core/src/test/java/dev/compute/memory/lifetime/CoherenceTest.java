@@ -158,8 +158,9 @@ class CoherenceTest {
         BufferCore root = host.buffer(MemoryLocation.PINNED, DataType.INT8, 16);
 
         Coherence.markDeviceDirty(root);
-        assertThat(root.state()).as("nothing to mark").isEqualTo(BufferState.UNINITIALIZED);
+        assertThat(root.state()).as("its one copy holds data now").isEqualTo(BufferState.SYNCHRONIZED);
         Coherence.markHostDirty(root);
+        assertThat(root.state()).isEqualTo(BufferState.SYNCHRONIZED);
         Coherence.syncToDevice(root);
         Coherence.syncToHost(root);
 
