@@ -32,6 +32,11 @@ import org.jspecify.annotations.Nullable;
 public final class MappedFile implements Block {
 
     private static final System.Logger LOG = ManagerLog.logger();
+    /**
+     * What {@link FileChannel#map} says of a read-only channel over a file shorter than the range, which it looks at
+     * again: another process truncated the file since {@link #checkedRange} read its size.
+     */
+    private static final String CHANNEL_WOULD_EXTEND = "cannot extend file to required size";
 
     private final FileRange range;
     private final Arena arena;
@@ -55,7 +60,8 @@ public final class MappedFile implements Block {
      * Maps {@code length} bytes of {@code file} from {@code offset}, or from there to the file's end when
      * {@code length} is null. Whole elements of {@code type} only, starting at a multiple of its size (the mapping
      * starts on a page, so its elements are aligned in memory as the element size asks). A mapping never extends the
-     * file, in either mode.
+     * file, in either mode, but where another process truncates it after its size was read: the channel's map then
+     * extends it back to the range's end READ_WRITE (its own check, which nothing here can hold off).
      */
     static MappedFile map(Path file, DataType type, FileMapMode mode, long offset, @Nullable Long length, @Nullable String site)
             throws IOException {
@@ -77,6 +83,10 @@ public final class MappedFile implements Block {
                 return new MappedFile(range, arena, mapping, FileMappings.register(mapping, file, offset), site);
             } catch (IOException | RuntimeException | Error e) {
                 arena.close();
+                if (e.getClass() == IOException.class && String.valueOf(e.getMessage()).contains(CHANNEL_WOULD_EXTEND)) {
+                    throw new IllegalArgumentException("bytes [" + offset + ", " + (offset + range.length()) + ") are outside " + file
+                            + ", which was truncated while it was being mapped (" + channel.size() + " bytes now); a mapping never extends a file", e);
+                }
                 if (e.getClass() == IOException.class) {
                     // the system's refusal alone ("No such device": sysfs's attributes) names no file
                     throw new IOException("cannot map " + file + ": " + e.getMessage() + " (its file system may not map files)", e);

@@ -9,12 +9,16 @@ import dev.compute.memory.FileMapMode;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.lifetime.FileRange;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.ClosedByInterruptException;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -62,6 +66,44 @@ class MappedFileTest {
         } finally {
             Thread.interrupted();
         }
+    }
+
+    /**
+     * Another process may truncate a file between mapFile's look at its size and the mapping itself: the channel's map
+     * then failed with its own words, "Channel not open for writing - cannot extend file to required size", which
+     * mapFile's failure put down to a file system that may not map files. It is the range outside the file, as when the
+     * file was short before mapFile looked, and says so.
+     */
+    @Test
+    void aFileTruncatedWhileItIsBeingMappedIsRefusedAsARangeOutsideIt() throws Exception {
+        int bytes = 1 << 20;
+        Path file = Files.write(dir.resolve("shrinking.bin"), new byte[bytes]);
+        AtomicBoolean done = new AtomicBoolean();
+        Thread truncating = Thread.ofPlatform().start(() -> {
+            try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE)) {
+                while (!done.get()) {
+                    channel.truncate(bytes / 2);
+                    channel.write(ByteBuffer.allocate(bytes / 2), bytes / 2);
+                }
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        });
+        int refusedOutside = 0;
+        try {
+            for (int i = 0; i < 10_000; i++) {
+                try {
+                    MappedFile.map(file, DataType.INT8, FileMapMode.READ_ONLY, 0, (long) bytes, null).unmap();
+                } catch (IllegalArgumentException outside) {
+                    assertThat(outside).hasMessageContaining("are outside " + file);
+                    refusedOutside++;
+                }
+            }
+        } finally {
+            done.set(true);
+            truncating.join();
+        }
+        assertThat(refusedOutside).as("the file was short at some mappings").isPositive();
     }
 
     /**
