@@ -11,27 +11,32 @@ import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.PutMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RestController;
+import tools.jackson.databind.annotation.JsonDeserialize;
 
 /**
  * The REST API. Math on posted arrays under {@code /api/math}; named vectors kept in compute memory under
- * {@code /api/vectors}. Numbers are FLOAT64.
+ * {@code /api/vectors}. Numbers are FLOAT64; each array is read by {@link VectorValuesDeserializer}, which stops past the
+ * longest vector the service takes.
  */
 @RestController
 public class VectorController {
 
-    public record AxpyRequest(@Nullable Double alpha, double @Nullable [] x, double @Nullable [] y) {}
+    public record AxpyRequest(@Nullable Double alpha,
+            @JsonDeserialize(using = VectorValuesDeserializer.class) double @Nullable [] x,
+            @JsonDeserialize(using = VectorValuesDeserializer.class) double @Nullable [] y) {}
 
-    public record ScaleRequest(@Nullable Double alpha, double @Nullable [] x) {}
+    public record ScaleRequest(@Nullable Double alpha, @JsonDeserialize(using = VectorValuesDeserializer.class) double @Nullable [] x) {}
 
-    public record ClampRequest(double @Nullable [] x, @Nullable Double min, @Nullable Double max) {}
+    public record ClampRequest(@JsonDeserialize(using = VectorValuesDeserializer.class) double @Nullable [] x,
+            @Nullable Double min, @Nullable Double max) {}
 
-    public record SumRequest(double @Nullable [] x) {}
+    public record SumRequest(@JsonDeserialize(using = VectorValuesDeserializer.class) double @Nullable [] x) {}
 
     public record VectorResult(double[] result) {}
 
     public record SumResult(double sum) {}
 
-    public record PutVectorRequest(double @Nullable [] values) {}
+    public record PutVectorRequest(@JsonDeserialize(using = VectorValuesDeserializer.class) double @Nullable [] values) {}
 
     public record Vector(String name, long length, String location, double[] values) {}
 

@@ -4,10 +4,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import dev.compute.boot.actuate.RecentMemoryStatistics;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.Socket;
 import java.net.URI;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -74,6 +79,46 @@ class SampleServiceHttpTests {
         assertBadRequest(post("/api/math/sum", "{\"x\": [1e999]}"), "'x' must hold finite numbers; element 0 is Infinity");
         assertBadRequest(post("/api/math/sum", "{\"x\": [1, \"two\"]}"), "the request body is not the JSON this operation takes");
         assertBadRequest(put("/api/vectors/bad!name", "{\"values\": [1]}"), "vector name 'bad!name' is not allowed");
+        // a string is no array, though Jackson's own reading took one for base64-encoded doubles (these bytes are 1.0)
+        assertBadRequest(post("/api/math/sum", "{\"x\": \"AAAAAAAA8D8=\"}"), "'x' must be an array of numbers");
+        assertBadRequest(put("/api/vectors/bad-type", "{\"values\": {\"0\": 1}}"), "'values' must be an array of numbers");
+    }
+
+    @Test
+    void anArrayPastTheLongestVectorIsRefusedOnceItIsPastNotAfterTheWholeBodyIsRead() throws Exception {
+        // twice the longest vector, 64 MiB of "1,": read whole, such a body filled the heap before its length was checked
+        long numbers = 2L * VectorStore.MAX_LENGTH;
+        byte[] prefix = "{\"x\": [".getBytes(StandardCharsets.US_ASCII);
+        byte[] ones = "1,".repeat(32 * 1024).getBytes(StandardCharsets.US_ASCII);
+        byte[] suffix = "1]}".getBytes(StandardCharsets.US_ASCII);
+        long bodyBytes = prefix.length + 2 * (numbers - 1) + suffix.length;
+        AtomicLong sent = new AtomicLong();
+        try (Socket socket = new Socket("127.0.0.1", port)) {
+            socket.setSoTimeout((int) Duration.ofMinutes(2).toMillis());
+            Thread writer = Thread.ofPlatform().daemon().start(() -> {
+                try {
+                    OutputStream out = socket.getOutputStream();
+                    out.write(("POST /api/math/sum HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                            + "Content-Length: " + bodyBytes + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+                    out.write(prefix);
+                    sent.addAndGet(prefix.length);
+                    for (long left = numbers - 1; left > 0; left -= ones.length / 2) {
+                        int bytes = (int) Math.min(ones.length, 2 * left);
+                        out.write(ones, 0, bytes);
+                        sent.addAndGet(bytes);
+                    }
+                    out.write(suffix);
+                    sent.addAndGet(suffix.length);
+                } catch (IOException e) {
+                    // the server answered and closed the connection: what this test expects
+                }
+            });
+            String response = new String(socket.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            writer.join(Duration.ofMinutes(1));
+
+            assertThat(response).startsWith("HTTP/1.1 400 ").contains("'x' must have 1 to " + VectorStore.MAX_LENGTH + " elements, not more");
+            assertThat(sent.get()).as("body bytes sent before the server stopped reading, of " + bodyBytes).isLessThan(bodyBytes);
+        }
     }
 
     @Test
