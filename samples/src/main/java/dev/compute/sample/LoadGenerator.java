@@ -2,6 +2,7 @@ package dev.compute.sample;
 
 import dev.compute.memory.DataType;
 import dev.compute.memory.DeviceOutOfMemoryException;
+import dev.compute.memory.DeviceWaitInterruptedException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
@@ -118,7 +119,9 @@ public class LoadGenerator implements SmartLifecycle, ApplicationListener<Contex
                     Thread.sleep(properties.pause());
                 }
             }
-        } catch (InterruptedException e) {
+        } catch (InterruptedException | DeviceWaitInterruptedException e) {
+            // stop() interrupts this thread: in its pause, or (OpenCL, CUDA) in an op's wait for the device, which gives
+            // up, leaving the op queued; the step closed the buffer, and its memory goes back once the op has run
             Thread.currentThread().interrupt();
         } catch (RuntimeException e) {
             if (!manager.isClosed()) {
