@@ -28,9 +28,9 @@ class LoadGeneratorShutdownTests {
 
     @Test
     void aStartArrivingWhileTheServiceShutsDownLeavesTheGeneratorStopped() {
+        // arguments, not the builder's properties, which are defaults that the sample's application.yml overrides
         ConfigurableApplicationContext context = new SpringApplicationBuilder(SampleApplication.class, StartDuringShutdown.class)
-                .properties("server.port=0", "sample.load.pause=1ms", "compute.backend=cpu")
-                .run();
+                .run("--server.port=0", "--sample.load.pause=1ms", "--compute.backend=cpu");
         AtomicReference<Map<String, Object>> answer = context.getBean(StartDuringShutdown.Starter.class).answer;
         LoadGenerator generator = context.getBean(LoadGenerator.class);
         UnifiedMemoryManager manager = context.getBean(UnifiedMemoryManager.class);
