@@ -25,8 +25,9 @@ public class VectorStore implements DisposableBean {
 
     /** Bounds a request's size: 16 Mi elements, 128 MiB of FLOAT64. */
     public static final int MAX_LENGTH = 1 << 24;
+    private static final int MAX_NAME_LENGTH = 64;
     // not "." or "..": clients drop such a path segment from a URL (RFC 3986), so no curl could read or delete it
-    private static final Pattern NAME = Pattern.compile("(?!\\.\\.?$)[A-Za-z0-9_.-]{1,64}");
+    private static final Pattern NAME = Pattern.compile("(?!\\.\\.?$)[A-Za-z0-9_.-]{1," + MAX_NAME_LENGTH + "}");
 
     public record VectorInfo(String name, long length, String location, long sizeBytes) {}
 
@@ -145,6 +146,7 @@ public class VectorStore implements DisposableBean {
     /** {@code y = alpha * x + y}, both stored vectors of the same length. */
     public VectorInfo axpy(double alpha, String x, String y) {
         checkFinite("alpha", alpha);
+        checkName(x);
         while (true) {
             UnifiedBuffer xs = find(x);
             UnifiedBuffer ys = find(y);
@@ -252,8 +254,15 @@ public class VectorStore implements DisposableBean {
 
     static void checkName(String name) {
         if (!NAME.matcher(name).matches()) {
-            throw new IllegalArgumentException("vector name '" + name + "' is not allowed: use 1 to 64 letters, digits, '_', '.' or '-', other than '.' and '..'");
+            throw new IllegalArgumentException("vector name " + quoted(name) + " is not allowed: use 1 to " + MAX_NAME_LENGTH
+                    + " letters, digits, '_', '.' or '-', other than '.' and '..'");
         }
+    }
+
+    /** A name as a message quotes it: whole, or its start and its length where it is longer than a name may be. */
+    private static String quoted(String name) {
+        return name.length() <= MAX_NAME_LENGTH ? "'" + name + "'"
+                : "'" + name.substring(0, MAX_NAME_LENGTH) + "...' (" + name.length() + " characters)";
     }
 
     static void checkFinite(String field, double value) {
@@ -313,7 +322,7 @@ public class VectorStore implements DisposableBean {
 
     public static final class VectorNotFoundException extends RuntimeException {
         public VectorNotFoundException(String name) {
-            super("no vector named '" + name + "'; GET /api/vectors lists those stored");
+            super("no vector named " + quoted(name) + "; GET /api/vectors lists those stored");
         }
     }
 

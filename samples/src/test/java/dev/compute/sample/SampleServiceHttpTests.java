@@ -85,6 +85,20 @@ class SampleServiceHttpTests {
     }
 
     @Test
+    void aNameThatNoVectorCanHaveIsRefusedWithoutRepeatingIt() {
+        put("/api/vectors/http-y", "{\"values\": [1]}");
+        try {
+            String megabyte = "x".repeat(1 << 20);
+            ResponseEntity<Map<String, Object>> response = post("/api/vectors/http-y/axpy", "{\"alpha\": 1, \"x\": \"" + megabyte + "\"}");
+            assertBadRequest(response, "vector name '" + "x".repeat(64) + "...' (1048576 characters) is not allowed");
+            assertThat((String) response.getBody().get("detail")).hasSizeLessThan(300);
+            assertThat(get("/api/vectors/http-y").getBody()).containsEntry("values", List.of(1.0));
+        } finally {
+            http.delete().uri("/api/vectors/http-y").retrieve().toBodilessEntity();
+        }
+    }
+
+    @Test
     void anArrayPastTheLongestVectorIsRefusedOnceItIsPastNotAfterTheWholeBodyIsRead() throws Exception {
         // twice the longest vector, 64 MiB of "1,": read whole, such a body filled the heap before its length was checked
         long numbers = 2L * VectorStore.MAX_LENGTH;
