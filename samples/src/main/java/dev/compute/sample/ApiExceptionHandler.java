@@ -44,10 +44,14 @@ public class ApiExceptionHandler {
 
     @ExceptionHandler(HttpMessageNotReadableException.class)
     ProblemDetail unreadable(HttpMessageNotReadableException e) {
+        String takes = "(numbers in arrays, such as {\"alpha\": 2, \"x\": [1, 2, 3]})";
+        if (e.getCause() == null) {
+            // no body to read (none, or JSON's null): Spring's own message would name the handler method's signature
+            return ProblemDetail.forStatusAndDetail(HttpStatus.BAD_REQUEST, "the request body is missing: this operation takes JSON " + takes);
+        }
         String cause = e.getMostSpecificCause().getMessage();
-        return ProblemDetail.forStatusAndDetail(HttpStatus.BAD_REQUEST,
-                "the request body is not the JSON this operation takes (numbers in arrays, such as {\"alpha\": 2, \"x\": [1, 2, 3]}): "
-                        + (cause != null ? firstLine(cause) : e.getMessage()));
+        return ProblemDetail.forStatusAndDetail(HttpStatus.BAD_REQUEST, "the request body is not the JSON this operation takes " + takes
+                + ": " + (cause != null ? firstLine(cause) : e.getMessage()));
     }
 
     private static String firstLine(String message) {

@@ -82,6 +82,11 @@ class SampleServiceHttpTests {
         // a string is no array, though Jackson's own reading took one for base64-encoded doubles (these bytes are 1.0)
         assertBadRequest(post("/api/math/sum", "{\"x\": \"AAAAAAAA8D8=\"}"), "'x' must be an array of numbers");
         assertBadRequest(put("/api/vectors/bad-type", "{\"values\": {\"0\": 1}}"), "'values' must be an array of numbers");
+        for (String nothing : List.of("", "null")) {
+            ResponseEntity<Map<String, Object>> response = post("/api/math/axpy", nothing);
+            assertBadRequest(response, "the request body is missing: this operation takes JSON (numbers in arrays");
+            assertThat(response.getBody()).extractingByKey("detail").asString().as("no handler signature").doesNotContain("dev.compute");
+        }
     }
 
     @Test
