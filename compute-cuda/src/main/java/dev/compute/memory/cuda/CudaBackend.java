@@ -70,7 +70,8 @@ public final class CudaBackend implements ComputeBackend {
     private final BackendSettings settings;
     private final CudaContext context;
     private final BackendInfo info;
-    private final boolean managedMemory;
+    /** Whether UNIFIED is offered, and if not, why: see {@link #unifiedMemory}. */
+    private final BackendAvailability unified;
     private final @Nullable CudaVirtualMemory virtualMemory;
     private final DeviceCompletions completions;
     private final HostCopier copier;
@@ -93,7 +94,8 @@ public final class CudaBackend implements ComputeBackend {
             long[] total = new long[1];
             CudaResults.check(cuDeviceTotalMem(total, context.device), "cuDeviceTotalMem");
             this.info = new BackendInfo(NAME, settings.deviceIndex(), driver.deviceName(context.deviceId), total[0]);
-            this.managedMemory = attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) != 0;
+            this.unified = unifiedMemory(info.deviceName(), attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) != 0,
+                    attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) != 0);
             startedVmm = attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) != 0
                     ? new CudaVirtualMemory(context) : null;
             this.virtualMemory = startedVmm;
@@ -166,6 +168,25 @@ public final class CudaBackend implements ComputeBackend {
         }
     }
 
+    /**
+     * UNIFIED memory is host-accessible, so it is offered only where the host may touch it while kernels run: without
+     * concurrent managed access (a GPU before Pascal; Windows and WSL with any GPU) the GPU holds every managed
+     * allocation alone while any kernel runs, and a host read or write then faults (CUDA Programming Guide, "GPU
+     * Exclusive Access To Managed Memory"): a host view of a UNIFIED buffer while another thread's kernel runs would end
+     * the process.
+     */
+    private static BackendAvailability unifiedMemory(String deviceName, boolean managedMemory, boolean concurrentManagedAccess) {
+        if (!managedMemory) {
+            return BackendAvailability.unavailable(deviceName + " does not support managed memory");
+        }
+        if (!concurrentManagedAccess) {
+            return BackendAvailability.unavailable(deviceName + " has no concurrent managed access (a GPU before Pascal, or"
+                    + " Windows or WSL): the GPU holds managed memory alone while any kernel runs, and a host access to it then"
+                    + " faults; use PINNED, or DEVICE with copies");
+        }
+        return BackendAvailability.available("managed memory (cuMemAllocManaged)");
+    }
+
     private int attribute(int attribute) {
         int[] value = new int[1];
         CudaResults.check(cuDeviceGetAttribute(value, attribute, context.device), "cuDeviceGetAttribute(" + attribute + ")");
@@ -232,9 +253,7 @@ public final class CudaBackend implements ComputeBackend {
             case PINNED -> settings.pinningEnabled()
                     ? BackendAvailability.available("page-locked host memory (cuMemHostAlloc)")
                     : BackendAvailability.unavailable("pinning is disabled (compute.memory.pinning.enabled=false)");
-            case UNIFIED -> managedMemory
-                    ? BackendAvailability.available("managed memory (cuMemAllocManaged)")
-                    : BackendAvailability.unavailable(info.deviceName() + " does not support managed memory");
+            case UNIFIED -> unified;
         };
     }
 

@@ -330,6 +330,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns() throws Exception {
+        inFakeDriverJvm("unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns");
+    }
+
+    @Test
     void everyPositionCompletesWithThreadsSharingTheStreams() throws Exception {
         inFakeDriverJvm("everyPositionCompletesWithThreadsSharingTheStreams");
     }
@@ -403,6 +408,8 @@ class CudaBackendOnFakeDriverTest {
                 case "aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead" ->
                         Scenarios.aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead();
                 case "everyPositionCompletesWithThreadsSharingTheStreams" -> Scenarios.everyPositionCompletesWithThreadsSharingTheStreams();
+                case "unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns" ->
+                        Scenarios.unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -421,6 +428,8 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle HOLD = stub("stub_hold", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle RELEASE = stub("stub_release", FunctionDescriptor.ofVoid());
         private static final MethodHandle VMM = stub("stub_vmm", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
+        private static final MethodHandle EXCLUSIVE_MANAGED_ACCESS = stub("stub_exclusive_managed_access",
+                FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle FAILING_STREAMS = stub("stub_failing_streams", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle COUNTERS = stub("stub_backend_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
         private static final MethodHandle KERNEL_COUNTERS = stub("stub_kernel_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
@@ -1731,6 +1740,28 @@ class CudaBackendOnFakeDriverTest {
             }
             assertThat(manager.statistics(MemoryLocation.DEVICE).heldBytes()).as("the read's stream work seen ended").isZero();
             return address;
+        }
+
+        /**
+         * A device without concurrent managed access (a GPU before Pascal; Windows and WSL with any GPU) gives the GPU
+         * all managed memory alone while any kernel runs: a host read or write of it then faults, which would end the
+         * JVM (a host view of a UNIFIED buffer while another thread's kernel runs). UNIFIED is not offered there, saying
+         * why, and nothing managed is allocated; the other locations are.
+         */
+        static void unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns() throws Throwable {
+            EXCLUSIVE_MANAGED_ACCESS.invokeExact(1);
+            CudaBackend backend = open();
+            assertThat(backend.supports(MemoryLocation.UNIFIED).available()).isFalse();
+            assertThat(backend.supports(MemoryLocation.UNIFIED).detail()).contains("concurrent managed access");
+            assertThatThrownBy(() -> backend.allocate(MemoryLocation.UNIFIED, 4096)).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("concurrent managed access");
+            try (UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build()) {
+                assertThat(manager.locations()).containsExactlyInAnyOrder(MemoryLocation.DEVICE, MemoryLocation.PINNED, MemoryLocation.HOST);
+                assertThatThrownBy(() -> manager.allocate(4096, MemoryLocation.UNIFIED)).hasMessageContaining("concurrent managed access");
+                manager.allocate(4096, MemoryLocation.DEVICE).close();
+            }
+            assertThat(counters().managed()).as("managed allocations").isZero();
+            assertThat(counters().rejected()).as("calls the fake rejected").isZero();
         }
 
         private static long livePages() throws Throwable {
