@@ -335,6 +335,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void stagedCopiesAreByteExactAtEveryChunkBoundaryBehindASlowDevice() throws Exception {
+        inFakeDriverJvm("stagedCopiesAreByteExactAtEveryChunkBoundaryBehindASlowDevice");
+    }
+
+    @Test
     void everyPositionCompletesWithThreadsSharingTheStreams() throws Exception {
         inFakeDriverJvm("everyPositionCompletesWithThreadsSharingTheStreams");
     }
@@ -408,6 +413,8 @@ class CudaBackendOnFakeDriverTest {
                 case "aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead" ->
                         Scenarios.aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead();
                 case "everyPositionCompletesWithThreadsSharingTheStreams" -> Scenarios.everyPositionCompletesWithThreadsSharingTheStreams();
+                case "stagedCopiesAreByteExactAtEveryChunkBoundaryBehindASlowDevice" ->
+                        Scenarios.stagedCopiesAreByteExactAtEveryChunkBoundaryBehindASlowDevice();
                 case "unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns" ->
                         Scenarios.unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
@@ -1762,6 +1769,64 @@ class CudaBackendOnFakeDriverTest {
             }
             assertThat(counters().managed()).as("managed allocations").isZero();
             assertThat(counters().rejected()).as("calls the fake rejected").isZero();
+        }
+
+        /**
+         * Staged copies at sizes around the staging buffer's (1 byte, a buffer less one, one, one and a byte, two, two and a
+         * byte, more buffers than a lane has), both ways, synchronous and asynchronous, with pinning on and off, through
+         * a device that ends what it was given every 2 ms: a slot refilled before the device had read it, or read out
+         * before the device had written it, shows as wrong bytes. An asynchronous copy to the device returns once its
+         * last chunk is queued, with the source read: changing the source then changes nothing the device gets.
+         */
+        static void stagedCopiesAreByteExactAtEveryChunkBoundaryBehindASlowDevice() throws Throwable {
+            long chunk = CudaTestSupport.ODD_STAGING_BYTES;
+            java.util.Random random = new java.util.Random(7);
+            for (boolean pinning : new boolean[] {true, false}) {
+                CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                        new BackendSettings(0, pinning, chunk, Map.of("streams", "1", "copy-threads", "3"), Duration.ofSeconds(20)));
+                AtomicBoolean done = new AtomicBoolean();
+                hold();
+                Thread slowDevice = Thread.ofPlatform().daemon().start(() -> {
+                    try {
+                        while (!done.get()) {
+                            Thread.sleep(2);
+                            release();
+                            hold();
+                        }
+                    } catch (Throwable t) {
+                        throw new AssertionError(t);
+                    }
+                });
+                try (Arena arena = Arena.ofShared()) {
+                    for (MemoryLocation location : List.of(MemoryLocation.DEVICE, MemoryLocation.UNIFIED)) {
+                        NativeAllocation target = backend.allocate(location, 4 * chunk + 64);
+                        for (long size : new long[] {0, 1, chunk - 1, chunk, chunk + 1, 2 * chunk, 2 * chunk + 1, 3 * chunk + 7}) {
+                            String what = (pinning ? "pinned" : "pageable") + " staging, " + location + ", " + size + " bytes";
+                            byte[] data = new byte[(int) size];
+                            random.nextBytes(data);
+                            backend.copyToDevice(MemorySegment.ofArray(data), target, 3, size);
+                            byte[] back = new byte[(int) size];
+                            backend.copyToHost(target, 3, MemorySegment.ofArray(back), size);
+                            assertThat(Arrays.mismatch(back, data)).as("%s, heap, synchronous: the first wrong byte", what).isEqualTo(-1);
+
+                            byte[] source = data.clone();
+                            CompletableFuture<Void> in = backend.copyToDeviceAsync(MemorySegment.ofArray(source), target, 5, size);
+                            Arrays.fill(source, (byte) 0x5a); // read already: the device still gets data
+                            in.get(20, TimeUnit.SECONDS);
+                            MemorySegment landed = arena.allocate(Math.max(1, size));
+                            backend.copyToHostAsync(target, 5, landed, size).get(20, TimeUnit.SECONDS);
+                            assertThat(landed.asSlice(0, size).mismatch(MemorySegment.ofArray(data)))
+                                    .as("%s, heap in, native out, asynchronous: the first wrong byte", what).isEqualTo(-1);
+                        }
+                        backend.free(target);
+                    }
+                } finally {
+                    done.set(true);
+                    slowDevice.join();
+                    release();
+                }
+                assertCleanClose(backend);
+            }
         }
 
         private static long livePages() throws Throwable {
