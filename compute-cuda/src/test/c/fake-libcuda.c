@@ -61,7 +61,10 @@ int stub_blocked_frees(void){ pthread_mutex_lock(&blockLock); int n=blockedFrees
 static void waitWhileFreesBlocked(void){ pthread_mutex_lock(&blockLock); if(blockFrees){ blockedFrees++; while(blockFrees) pthread_cond_wait(&unblocked,&blockLock); blockedFrees--; } pthread_mutex_unlock(&blockLock); }
 int cuMemUnmap(u64 p, size_t size){ waitWhileFreesBlocked(); if(p&&p==failUnmapAt){failUnmapAt=0;return 999;} int slot=mappedSlot(p); if(size!=G||p%G||slot<0){errors++;return 1;} mappedAt[slot]=0; unmapped++; return 0; }
 void stub_fail_unmap(u64 p){ failUnmapAt=p; }
-int cuMemSetAccess(u64 p, size_t size, const int* desc, size_t count){ if(count!=1||desc[0]!=1||desc[1]!=0||desc[2]!=3||size%G){errors++;return 1;} accessCalls++; return 0; }
+// stub_fail_set_access makes the next cuMemSetAccess at an address fail (CUDA_ERROR_UNKNOWN), the pages staying mapped
+static u64 failSetAccessAt;
+void stub_fail_set_access(u64 p){ failSetAccessAt=p; }
+int cuMemSetAccess(u64 p, size_t size, const int* desc, size_t count){ if(p&&p==failSetAccessAt){failSetAccessAt=0;return 999;} if(count!=1||desc[0]!=1||desc[1]!=0||desc[2]!=3||size%G){errors++;return 1;} accessCalls++; return 0; }
 void stub_counters(long* o){ o[0]=created;o[1]=released;o[2]=mapped;o[3]=unmapped;o[4]=reserved;o[5]=freed;o[6]=accessCalls;o[7]=errors;o[8]=live; }
 
 // ---- what a CudaBackend's life calls through JCuda ----------------------------------------------------------------

@@ -36,6 +36,7 @@ class FakeDriverTest {
     private static MethodHandle counters;
     private static MethodHandle failUnmap;
     private static MethodHandle failMap;
+    private static MethodHandle failSetAccess;
 
     @BeforeAll
     static void build() throws IOException, InterruptedException {
@@ -49,6 +50,8 @@ class FakeDriverTest {
                 FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
         failMap = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(library, arena).find("stub_fail_map").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
+        failSetAccess = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(library, arena).find("stub_fail_set_access")
+                .orElseThrow(), FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
     }
 
     @AfterAll
@@ -141,6 +144,45 @@ class FakeDriverTest {
         }
         assertThat(counters()[8]).isZero();
         assertThat(counters()[7]).isZero();
+    }
+
+    /**
+     * A map that fails after pages were created and mapped (a page's cuMemMap refused, or the cuMemSetAccess over the
+     * call's pages) gives back every page of that call, mapped or only created, and no other: nothing leaks, nothing
+     * stays mapped without access, and the pages are free to map again.
+     */
+    @Test
+    void aMapThatFailsAfterCreatingOrMappingGivesBackEveryPageOfThatCall() throws Throwable {
+        CudaVirtualMemory vmm = new CudaVirtualMemory(driver, 0, () -> {});
+        long g = vmm.granularity();
+        NativeAllocation range = vmm.reserve(8 * g);
+        try {
+            vmm.map(range, 0, g);
+            long[] before = counters();
+            failMap.invokeExact(range.address() + 3 * g); // the third page of the call: two mapped, one created
+            assertThatThrownBy(() -> vmm.map(range, g, 4 * g)).isInstanceOfSatisfying(CudaException.class,
+                    e -> assertThat(e).hasMessageStartingWith("cuMemMap(0x" + Long.toHexString(range.address() + 3 * g)));
+            long[] afterMap = counters();
+            assertThat(afterMap[8]).as("live pages").isEqualTo(before[8]);
+            assertThat(afterMap[1] - before[1]).as("released: every page the call created").isEqualTo(afterMap[0] - before[0]).isEqualTo(3);
+            assertThat(afterMap[3] - before[3]).as("unmapped: the two it mapped").isEqualTo(2);
+
+            failSetAccess.invokeExact(range.address() + g); // every page of the call mapped, then no access
+            assertThatThrownBy(() -> vmm.map(range, g, 4 * g)).isInstanceOfSatisfying(CudaException.class,
+                    e -> assertThat(e).hasMessageStartingWith("cuMemSetAccess(" + 4 * g + " bytes) failed"));
+            long[] afterAccess = counters();
+            assertThat(afterAccess[8]).as("live pages").isEqualTo(before[8]);
+            assertThat(afterAccess[3] - afterMap[3]).as("unmapped: the four it mapped").isEqualTo(4);
+
+            vmm.map(range, g, 4 * g); // the pages of the failed calls are free to map again
+            assertThat(counters()[8]).isEqualTo(before[8] + 4);
+            vmm.unmap(range, 0, 5 * g);
+        } finally {
+            vmm.release(range);
+            vmm.close();
+        }
+        assertThat(counters()[8]).as("live pages").isZero();
+        assertThat(counters()[7]).as("calls the fake driver rejected").isZero();
     }
 
     @Test
