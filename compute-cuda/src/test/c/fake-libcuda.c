@@ -120,13 +120,19 @@ int cuDevicePrimaryCtxRelease_v2(int d){
 }
 int cuCtxSetCurrent(void* c){ counted(CALL_CTX_SET_CURRENT); if(c&&c!=CONTEXT){errors++;return 201;} current=c; return 0; }
 int cuDeviceTotalMem_v2(size_t* bytes, int d){ if(d!=0) return 101; *bytes=80ull<<30; return 0; }
-// managed memory (83) always, with concurrent managed access (89) unless stub_exclusive_managed_access asked for a device
-// without it (before Pascal, Windows, WSL: the GPU holds managed memory alone while any kernel runs); virtual memory
-// management (102) once stub_vmm asked for it, so a backend opened then uses expandable segments over the cuMem* calls above
-static int vmm, exclusiveManagedAccess;
+// compute capability 9.0 (75, 76) unless stub_compute_capability asked for another; managed memory (83) always, with
+// concurrent managed access (89) unless stub_exclusive_managed_access asked for a device without it (before Pascal,
+// Windows, WSL: the GPU holds managed memory alone while any kernel runs); virtual memory management (102) once stub_vmm
+// asked for it, so a backend opened then uses expandable segments over the cuMem* calls above
+static int vmm, exclusiveManagedAccess, ccMajor=9, ccMinor=0;
 void stub_vmm(int on){ vmm=on; }
 void stub_exclusive_managed_access(int on){ exclusiveManagedAccess=on; }
-int cuDeviceGetAttribute(int* v, int attribute, int d){ if(d!=0) return 101; *v = attribute==83 || (attribute==89 && !exclusiveManagedAccess) || (vmm && attribute==102); return 0; }
+void stub_compute_capability(int major, int minor){ ccMajor=major; ccMinor=minor; }
+int cuDeviceGetAttribute(int* v, int attribute, int d){
+  if(d!=0) return 101;
+  *v = attribute==75 ? ccMajor : attribute==76 ? ccMinor : attribute==83 || (attribute==89 && !exclusiveManagedAccess) || (vmm && attribute==102);
+  return 0;
+}
 
 int cuStreamCreate(void** s, unsigned flags){ if(needContext()) return 201; if(flags>1){errors++;return 1;} stream* st=calloc(1,sizeof(stream)); st->fails=failingStreams; *s=st; __sync_fetch_and_add(&streamsLive,1); return 0; }
 int cuStreamDestroy_v2(void* s){ if(!s){errors++;return 400;} free(s); __sync_fetch_and_sub(&streamsLive,1); return 0; }

@@ -68,6 +68,7 @@ final class DriverLibrary {
     final MethodHandle cuDeviceGetCount;
     final MethodHandle cuDeviceGet;
     final MethodHandle cuDeviceGetName;
+    final MethodHandle cuDeviceGetAttribute;
     final MethodHandle cuCtxGetCurrent;
     final MethodHandle cuMemGetAllocationGranularity;
     final MethodHandle cuMemAddressReserve;
@@ -86,6 +87,7 @@ final class DriverLibrary {
         cuDeviceGetCount = bind(lookup, "cuDeviceGetCount", ADDRESS);                        // (int* count)
         cuDeviceGet = bind(lookup, "cuDeviceGet", ADDRESS, JAVA_INT);                        // (CUdevice* device, int ordinal)
         cuDeviceGetName = bind(lookup, "cuDeviceGetName", ADDRESS, JAVA_INT, JAVA_INT);      // (char* name, int len, CUdevice dev)
+        cuDeviceGetAttribute = bind(lookup, "cuDeviceGetAttribute", ADDRESS, JAVA_INT, JAVA_INT); // (int* pi, CUdevice_attribute attrib, CUdevice dev)
         cuCtxGetCurrent = bind(lookup, "cuCtxGetCurrent", ADDRESS);                          // (CUcontext* pctx)
         // (size_t* granularity, const CUmemAllocationProp* prop, CUmemAllocationGranularity_flags option)
         cuMemGetAllocationGranularity = bind(lookup, "cuMemGetAllocationGranularity", ADDRESS, ADDRESS, JAVA_INT);
@@ -159,6 +161,26 @@ final class DriverLibrary {
             MemorySegment name = arena.allocate(length);
             CudaResults.check((int) cuDeviceGetName.invokeExact(name, length, device), "cuDeviceGetName");
             return name.getString(0, StandardCharsets.UTF_8);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** {@code CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR} and {@code _MINOR} of {@code cuda.h}. */
+    private static final int COMPUTE_CAPABILITY_MAJOR = 75;
+    private static final int COMPUTE_CAPABILITY_MINOR = 76;
+
+    /** The device's compute capability as {@code 10 * major + minor} (75 for 7.5, 90 for 9.0). */
+    int computeCapability(int device) {
+        return 10 * attribute(COMPUTE_CAPABILITY_MAJOR, device, "COMPUTE_CAPABILITY_MAJOR")
+                + attribute(COMPUTE_CAPABILITY_MINOR, device, "COMPUTE_CAPABILITY_MINOR");
+    }
+
+    private int attribute(int attribute, int device, String name) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(JAVA_INT);
+            CudaResults.check((int) cuDeviceGetAttribute.invokeExact(out, attribute, device), "cuDeviceGetAttribute(" + name + ")");
+            return out.get(JAVA_INT, 0);
         } catch (Throwable t) {
             throw rethrow(t);
         }

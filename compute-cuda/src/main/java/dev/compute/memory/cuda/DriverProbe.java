@@ -13,27 +13,38 @@ final class DriverProbe {
     /** CUDA 12.0 as {@code cuDriverGetVersion} reports it; the committed PTX is ISA 8.0, which needs it. */
     static final int MINIMUM_DRIVER_VERSION = 12000;
     static final int CUDA_ERROR_NO_DEVICE = 100;
+    /**
+     * Compute capability 8.0 (Ampere) as {@link DriverLibrary#computeCapability} gives it: the op set's PTX is
+     * {@code .target sm_80} ({@code PtxResourcesTest}), which the driver cannot compile for an older GPU.
+     */
+    static final int MINIMUM_COMPUTE_CAPABILITY = 80;
 
-    /** What the probe found; {@code initResult} is cuInit's CUresult, the rest is meaningful only after a successful init. */
+    /**
+     * What the probe found; {@code initResult} is cuInit's CUresult, the rest is meaningful only after a successful init,
+     * {@code deviceName} and {@code computeCapability} ({@code 10 * major + minor}) only for a device that exists.
+     */
     record Findings(@Nullable String libraryMissing, int initResult, int driverVersion, int deviceCount,
-                    int deviceIndex, String deviceName, @Nullable String jcudaMissing) {}
+                    int deviceIndex, String deviceName, int computeCapability, @Nullable String jcudaMissing) {}
 
     private DriverProbe() {}
 
     static BackendAvailability probe(int deviceIndex) {
         DriverLibrary library = DriverLibrary.loadedOrNull();
         if (library == null) {
-            return decide(new Findings(DriverLibrary.unavailableReason(), 0, 0, 0, deviceIndex, "", null));
+            return decide(new Findings(DriverLibrary.unavailableReason(), 0, 0, 0, deviceIndex, "", 0, null));
         }
         int init = library.init();
         if (init != CudaResults.SUCCESS) {
-            return decide(new Findings(null, init, 0, 0, deviceIndex, "", null));
+            return decide(new Findings(null, init, 0, 0, deviceIndex, "", 0, null));
         }
         int version = library.driverVersion();
         int count = library.deviceCount();
-        String name = deviceIndex < count ? library.deviceName(library.device(deviceIndex)) : "";
-        String jcuda = version >= MINIMUM_DRIVER_VERSION && deviceIndex < count ? jcudaLoadFailure() : null;
-        return decide(new Findings(null, init, version, count, deviceIndex, name, jcuda));
+        boolean exists = deviceIndex < count;
+        int device = exists ? library.device(deviceIndex) : 0;
+        String name = exists ? library.deviceName(device) : "";
+        int computeCapability = exists ? library.computeCapability(device) : 0;
+        String jcuda = version >= MINIMUM_DRIVER_VERSION && exists && computeCapability >= MINIMUM_COMPUTE_CAPABILITY ? jcudaLoadFailure() : null;
+        return decide(new Findings(null, init, version, count, deviceIndex, name, computeCapability, jcuda));
     }
 
     static BackendAvailability decide(Findings f) {
@@ -60,11 +71,21 @@ final class DriverProbe {
                     + (f.deviceCount() == 1 ? "is 1 CUDA device (index 0)" : "are " + f.deviceCount() + " CUDA devices (0 to " + (f.deviceCount() - 1) + ")")
                     + "; set compute.device");
         }
+        if (f.computeCapability() < MINIMUM_COMPUTE_CAPABILITY) {
+            return BackendAvailability.unavailable("device " + f.deviceIndex() + " (" + f.deviceName() + ") has compute capability "
+                    + capability(f.computeCapability()) + "; this backend's kernels are PTX for compute capability "
+                    + capability(MINIMUM_COMPUTE_CAPABILITY) + " (Ampere) or later, which the driver cannot compile for it");
+        }
         if (f.jcudaMissing() != null) {
             return BackendAvailability.unavailable(f.jcudaMissing());
         }
         return BackendAvailability.available("CUDA driver " + version(f.driverVersion()) + ", " + f.deviceCount()
                 + " device(s); device " + f.deviceIndex() + ": " + f.deviceName());
+    }
+
+    /** {@code 7.5} for 75. */
+    static String capability(int computeCapability) {
+        return computeCapability / 10 + "." + computeCapability % 10;
     }
 
     static String version(int driverVersion) {

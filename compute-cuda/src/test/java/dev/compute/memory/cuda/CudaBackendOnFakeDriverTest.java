@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.compute.memory.AccessMode;
+import dev.compute.memory.BackendUnavailableException;
 import dev.compute.memory.BufferAccess;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.ComputeKernel;
@@ -20,6 +21,8 @@ import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.ViewScope;
 import dev.compute.memory.contract.KernelContractTest;
+import dev.compute.memory.spi.BackendAvailability;
+import dev.compute.memory.spi.BackendSelection;
 import dev.compute.memory.spi.BackendSettings;
 import dev.compute.memory.spi.NativeAllocation;
 import dev.compute.memory.spi.PartialUnmapException;
@@ -340,6 +343,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aGpuBeforeAmpereIsPassedOverWithItsReasonRatherThanFailingAtStart() throws Exception {
+        inFakeDriverJvm("aGpuBeforeAmpereIsPassedOverWithItsReasonRatherThanFailingAtStart");
+    }
+
+    @Test
     void everyPositionCompletesWithThreadsSharingTheStreams() throws Exception {
         inFakeDriverJvm("everyPositionCompletesWithThreadsSharingTheStreams");
     }
@@ -413,6 +421,8 @@ class CudaBackendOnFakeDriverTest {
                 case "aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead" ->
                         Scenarios.aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead();
                 case "everyPositionCompletesWithThreadsSharingTheStreams" -> Scenarios.everyPositionCompletesWithThreadsSharingTheStreams();
+                case "aGpuBeforeAmpereIsPassedOverWithItsReasonRatherThanFailingAtStart" ->
+                        Scenarios.aGpuBeforeAmpereIsPassedOverWithItsReasonRatherThanFailingAtStart();
                 case "stagedCopiesAreByteExactAtEveryChunkBoundaryBehindASlowDevice" ->
                         Scenarios.stagedCopiesAreByteExactAtEveryChunkBoundaryBehindASlowDevice();
                 case "unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns" ->
@@ -435,6 +445,8 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle HOLD = stub("stub_hold", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle RELEASE = stub("stub_release", FunctionDescriptor.ofVoid());
         private static final MethodHandle VMM = stub("stub_vmm", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
+        private static final MethodHandle COMPUTE_CAPABILITY = stub("stub_compute_capability",
+                FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT));
         private static final MethodHandle EXCLUSIVE_MANAGED_ACCESS = stub("stub_exclusive_managed_access",
                 FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle FAILING_STREAMS = stub("stub_failing_streams", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
@@ -1827,6 +1839,31 @@ class CudaBackendOnFakeDriverTest {
                 }
                 assertCleanClose(backend);
             }
+        }
+
+        /**
+         * The op set's kernels are PTX for compute capability 8.0, which the driver cannot compile for an older GPU (a
+         * T4 is 7.5, a V100 7.0): there the backend would fail at its start, loading them, and so would {@code auto},
+         * which takes the available backend of highest priority. The probe says why instead, so {@code auto} passes
+         * CUDA over and {@code cuda} fails with the reason; 8.0 and later are available.
+         */
+        static void aGpuBeforeAmpereIsPassedOverWithItsReasonRatherThanFailingAtStart() throws Throwable {
+            CudaBackendProvider provider = new CudaBackendProvider();
+            BackendSettings settings = BackendSettings.ofDevice(0);
+            COMPUTE_CAPABILITY.invokeExact(7, 5);
+            BackendAvailability turing = provider.availability(settings);
+            assertThat(turing.available()).isFalse();
+            assertThat(turing.detail()).isEqualTo("device 0 (Stub GPU 0) has compute capability 7.5; this backend's kernels are"
+                    + " PTX for compute capability 8.0 (Ampere) or later, which the driver cannot compile for it");
+            assertThatThrownBy(() -> BackendSelection.choose("auto", settings, List.of(provider)))
+                    .isInstanceOf(BackendUnavailableException.class).hasMessageContaining("compute capability 7.5");
+            assertThatThrownBy(() -> provider.create(settings)).isInstanceOf(BackendUnavailableException.class)
+                    .hasMessageContaining("compute capability 7.5");
+            assertThat(counters().contextReferences()).as("nothing opened").isZero();
+
+            COMPUTE_CAPABILITY.invokeExact(8, 0);
+            assertThat(provider.availability(settings).available()).isTrue();
+            assertCleanClose((CudaBackend) provider.create(settings));
         }
 
         private static long livePages() throws Throwable {

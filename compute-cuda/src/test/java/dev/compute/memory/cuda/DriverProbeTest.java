@@ -9,12 +9,12 @@ import org.junit.jupiter.api.Test;
 class DriverProbeTest {
 
     private static DriverProbe.Findings found(int init, int version, int count, int index) {
-        return new DriverProbe.Findings(null, init, version, count, index, "NVIDIA H100 80GB HBM3", null);
+        return new DriverProbe.Findings(null, init, version, count, index, "NVIDIA H100 80GB HBM3", 90, null);
     }
 
     @Test
     void aMissingLibraryIsTheReason() {
-        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings("libcuda.so.1 not found (x)", 0, 0, 0, 0, "", null));
+        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings("libcuda.so.1 not found (x)", 0, 0, 0, 0, "", 0, null));
         assertThat(a.available()).isFalse();
         assertThat(a.detail()).isEqualTo("libcuda.so.1 not found (x)");
     }
@@ -56,8 +56,18 @@ class DriverProbeTest {
     }
 
     @Test
+    void aGpuBeforeAmpereIsNamedWithItsComputeCapability() {
+        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings(null, 0, 12040, 2, 1, "Tesla T4", 75, null));
+        assertThat(a.available()).isFalse();
+        assertThat(a.detail()).isEqualTo("device 1 (Tesla T4) has compute capability 7.5; this backend's kernels are PTX for"
+                + " compute capability 8.0 (Ampere) or later, which the driver cannot compile for it");
+        assertThat(DriverProbe.decide(new DriverProbe.Findings(null, 0, 12040, 1, 0, "NVIDIA A100", 80, null)).available()).isTrue();
+        assertThat(DriverProbe.capability(120)).isEqualTo("12.0");
+    }
+
+    @Test
     void missingJcudaNativesAreTheReasonWhenAllElseIsFine() {
-        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings(null, 0, 13000, 1, 0, "GPU", "JCuda's native library did not load"));
+        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings(null, 0, 13000, 1, 0, "GPU", 80, "JCuda's native library did not load"));
         assertThat(a.available()).isFalse();
         assertThat(a.detail()).isEqualTo("JCuda's native library did not load");
     }

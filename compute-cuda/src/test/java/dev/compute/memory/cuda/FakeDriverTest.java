@@ -76,6 +76,7 @@ class FakeDriverTest {
         assertThat(driver.driverVersion()).isEqualTo(13000);
         assertThat(driver.deviceCount()).isEqualTo(1);
         assertThat(driver.deviceName(driver.device(0))).isEqualTo("Stub GPU 0");
+        assertThat(driver.computeCapability(driver.device(0))).isEqualTo(90);
         try (Arena scratch = Arena.ofConfined()) {
             assertThat(driver.currentContext(scratch.allocate(ValueLayout.JAVA_LONG))).isZero();
         }
