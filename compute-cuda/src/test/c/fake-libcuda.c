@@ -165,7 +165,7 @@ int cuStreamQuery(void* s){ counted(CALL_STREAM_QUERY); if(needContext()) return
 int cuEventQuery(void* e){ counted(CALL_EVENT_QUERY); event* ev=e; pthread_mutex_lock(&lock); int r=ev->until>releasedGeneration?600:ev->fails?700:0; pthread_mutex_unlock(&lock); return r; }
 
 // copies: device and managed memory are host memory here, so a copy is a memcpy, done when it is queued, or, while
-// stub_hold is on, at stub_release. A held copy whose memory of the driver's was freed meanwhile is counted, not run
+// stub_hold is on, at stub_release; one from or to pageable memory waits in the call for the stream's earlier work. A held copy whose memory of the driver's was freed meanwhile is counted, not run
 // (the real device would have written or read freed memory)
 typedef struct { void* to; const void* from; size_t n; void* toBase; void* fromBase; } heldCopy;
 static heldCopy heldCopies[256];
@@ -177,6 +177,12 @@ static int copy(void* to, const void* from, size_t n, void* s){
   // the driver promises nothing for overlapping ranges (its copy engines move blocks in no promised order): refused here
   if((const char*)to<(const char*)from+n && (const char*)from<(const char*)to+n){errors++;return 1;}
   pthread_mutex_lock(&lock);
+  // from or to pageable memory (none of the driver's allocations) the driver first waits for the stream's earlier work,
+  // in the call ("a stream sync is performed before the copy is initiated"), and copies before it returns
+  if(!allocationOf(from)||!allocationOf(to)){
+    stream* st=s; while(st->until>releasedGeneration) pthread_cond_wait(&eventsDone,&lock);
+    pthread_mutex_unlock(&lock); memcpy(to,from,n); return 0;
+  }
   if(holding && heldCount<256){
     heldCopy c={to,from,n,allocationOf(to),allocationOf(from)}; heldCopies[heldCount++]=c;
     stream* st=s; if(holdGeneration>st->until) st->until=holdGeneration; // the stream is busy with it

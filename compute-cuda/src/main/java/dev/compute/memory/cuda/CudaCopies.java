@@ -240,7 +240,7 @@ final class CudaCopies {
                 }
                 copier.copy(source, offset, lane.slot(slot), 0, length);
                 FileMappings.surfaceFaults(); // a fault of the copy (a truncated mapped file) is thrown here, in the try
-                streams.makeCurrent(); // after the waits for the slot's event and the host copy's threads
+                readyToQueue(stream);
                 CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination + offset), lane.pointer(slot), length, stream),
                         "cuMemcpyHtoDAsync(" + length + " bytes, staged)");
                 queued = true;
@@ -255,14 +255,25 @@ final class CudaCopies {
             done.whenComplete((ignored, failure) -> staging.release(lane));
             return done;
         } catch (DeviceTimeoutException e) {
-            // the device may still be reading slots and writing the target: the lane is never reused, and the target
-            // is kept until the device is past the chunks queued
-            staging.abandon(lane);
-            throw queued ? leftQueued(e, stream) : e;
+            throw timedOut(lane, stream, queued, e);
         } catch (RuntimeException | Error e) {
             giveBack(lane, stream, queued, e);
             throw e;
         }
+    }
+
+    /**
+     * What a staged copy throws when a wait timed out: once chunks are queued the device may still read the lane's
+     * slots and write the copy's target (or read its source), so the lane is never reused and the timeout carries the
+     * queued work, whose memory is kept until the device is past it; with none queued the lane goes back.
+     */
+    private DeviceTimeoutException timedOut(StagingBuffers.Lane lane, CUstream stream, boolean queued, DeviceTimeoutException timeout) {
+        if (!queued) {
+            staging.release(lane);
+            return timeout;
+        }
+        staging.abandon(lane);
+        return leftQueued(timeout, stream);
     }
 
     /**
@@ -300,8 +311,8 @@ final class CudaCopies {
         long chunks = Math.ceilDiv(bytes, chunk);
         boolean queued = false;
         try {
-            streams.makeCurrent(); // after the wait for a lane
             for (long k = 0; k < Math.min(lane.slots(), chunks); k++) {
+                readyToQueue(stream);
                 queueToSlot(lane, k, origin, bytes, stream);
                 queued = true;
             }
@@ -314,18 +325,31 @@ final class CudaCopies {
                 copier.copy(lane.slot(slot), 0, target, offset, Math.min(chunk, bytes - offset));
                 FileMappings.surfaceFaults();
                 if (k + lane.slots() < chunks) {
-                    streams.makeCurrent(); // after the waits for the slot's event and the host copy's threads
+                    readyToQueue(stream);
                     queueToSlot(lane, k + lane.slots(), origin, bytes, stream);
                 }
             }
         } catch (DeviceTimeoutException e) {
-            staging.abandon(lane); // the device may still write slots, reading the source: see stagedToDevice
-            throw queued ? leftQueued(e, stream) : e;
+            throw timedOut(lane, stream, queued, e);
         } catch (RuntimeException | Error e) {
             giveBack(lane, stream, queued, e);
             throw e;
         }
         staging.release(lane);
+    }
+
+    /**
+     * Before a chunk is queued, after the waits for the lane, the slot's event and the host copy's threads: makes the
+     * context current again, and with pageable slots (pinning off) waits, bounded, for the work queued ahead on the
+     * stream (another thread's too, on a shared stream): the driver's copy from or to pageable memory waits for it in the
+     * call, where no device wait bounds it.
+     */
+    private void readyToQueue(CUstream stream) {
+        if (staging.pinned()) {
+            streams.makeCurrent();
+        } else {
+            completions.await(stream);
+        }
     }
 
     private static void queueToSlot(StagingBuffers.Lane lane, long k, long origin, long bytes, CUstream stream) {

@@ -203,6 +203,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void withPinningOffAnyCopyBehindStuckWorkIsBounded() throws Exception {
+        inFakeDriverJvm("withPinningOffAnyCopyBehindStuckWorkIsBounded");
+    }
+
+    @Test
     void aBlockingCopyBehindStuckWorkIsBounded() throws Exception {
         inFakeDriverJvm("aBlockingCopyBehindStuckWorkIsBounded");
     }
@@ -382,6 +387,7 @@ class CudaBackendOnFakeDriverTest {
                 case "closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses" -> Scenarios.closeOnAHungDeviceIsBoundedAndKeepsWhatTheWorkUses();
                 case "ownKernelsLoadLaunchAndUnloadThroughJCuda" -> Scenarios.ownKernelsLoadLaunchAndUnloadThroughJCuda();
                 case "aBlockingCopyBehindStuckWorkIsBounded" -> Scenarios.aBlockingCopyBehindStuckWorkIsBounded();
+                case "withPinningOffAnyCopyBehindStuckWorkIsBounded" -> Scenarios.withPinningOffAnyCopyBehindStuckWorkIsBounded();
                 case "closeUnderACopyKeepsWhatTheCopyUses" -> Scenarios.closeUnderACopyKeepsWhatTheCopyUses();
                 case "aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory" ->
                         Scenarios.aCopyIntoAPinnedBuffersViewThatTimedOutOnceQueuedKeepsThatBuffersMemory();
@@ -712,6 +718,55 @@ class CudaBackendOnFakeDriverTest {
             assertThat(pinned.hostSegment().get(ValueLayout.JAVA_BYTE, 4095)).isEqualTo((byte) 1);
             backend.free(pinned);
             backend.close();
+        }
+
+        /**
+         * With pinning off the staging buffers are pageable, and a copy from or to pageable memory waits in the driver for
+         * the stream's earlier work ("a stream sync is performed before the copy is initiated"), where no device wait
+         * bounds it. So every copy, asynchronous ones from the heap too, first waits, bounded, for the work queued ahead:
+         * behind work that never ends each fails within about the device wait, leaving nothing queued, rather than hang.
+         */
+        static void withPinningOffAnyCopyBehindStuckWorkIsBounded() throws Throwable {
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, false, 1 << 20, Map.of("streams", "1"), Duration.ofMillis(300)));
+            NativeAllocation device = backend.allocate(MemoryLocation.DEVICE, 3 << 20);
+            hold(); // the device never finishes what is recorded from here on
+            CompletableFuture<Void> stuck = backend.streams().recordWhileOpen(backend.enter());
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment pageable = arena.allocate(3 << 20);
+                Map<String, java.util.concurrent.Callable<?>> copies = new java.util.LinkedHashMap<>();
+                copies.put("heap to device, asynchronous", () -> backend.copyToDeviceAsync(MemorySegment.ofArray(new byte[4096]), device, 0, 4096));
+                copies.put("heap to device", () -> {
+                    backend.copyToDevice(MemorySegment.ofArray(new byte[4096]), device, 0, 4096);
+                    return null;
+                });
+                copies.put("pageable to device, asynchronous", () -> backend.copyToDeviceAsync(pageable, device, 0, 4096));
+                copies.put("device to heap, asynchronous", () -> backend.copyToHostAsync(device, 0, MemorySegment.ofArray(new byte[4096]), 4096));
+                copies.put("device to pageable", () -> backend.copyToHostAsync(device, 0, pageable, 4096));
+                copies.put("device to heap, three staging buffers", () -> backend.copyToHostAsync(device, 0, MemorySegment.ofArray(new byte[3 << 20]), 3 << 20));
+                for (Map.Entry<String, java.util.concurrent.Callable<?>> copy : copies.entrySet()) {
+                    CompletableFuture<Object> outcome = CompletableFuture.supplyAsync(() -> {
+                        try {
+                            return copy.getValue().call();
+                        } catch (Exception e) {
+                            throw new java.util.concurrent.CompletionException(e);
+                        }
+                    }, runnable -> Thread.ofPlatform().daemon().start(runnable));
+                    try {
+                        assertThatThrownBy(() -> outcome.get(5, TimeUnit.SECONDS)).as(copy.getKey())
+                                .isInstanceOf(ExecutionException.class).hasCauseInstanceOf(dev.compute.memory.DeviceTimeoutException.class);
+                    } finally {
+                        if (!outcome.isDone()) {
+                            release(); // let the copy stuck in the driver go, so that the scenario ends
+                        }
+                    }
+                }
+                assertThat(heldCopies()[0]).as("copies queued behind the stuck work").isZero();
+            }
+            release();
+            stuck.get(5, TimeUnit.SECONDS);
+            backend.free(device);
+            assertCleanClose(backend);
         }
 
         /**
