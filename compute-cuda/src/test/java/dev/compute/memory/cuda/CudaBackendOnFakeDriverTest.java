@@ -132,7 +132,8 @@ class CudaBackendOnFakeDriverTest {
     @ParameterizedTest
     @ValueSource(strings = {"aBlockingCopyBehindStuckWorkIsBounded", "aStagedCopyLongerThanTheDeviceWaitIsBoundedPerWaitNotInAll",
             "awaitIdleWaitsForEveryStreamWithinItsBound", "memoryWhoseFreeFailedStaysCountedAsLive",
-            "ownKernelsLoadLaunchAndUnloadThroughJCuda", "aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges"})
+            "ownKernelsLoadLaunchAndUnloadThroughJCuda", "aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges",
+            "withPinningOffAnyCopyBehindStuckWorkIsBounded"})
     void withJCudasExceptionsOnTheScenarioEndsAlike(String scenario) throws Exception {
         inFakeDriverJvm(scenario, List.of("-D" + JCUDA_EXCEPTIONS + "=true"));
     }
