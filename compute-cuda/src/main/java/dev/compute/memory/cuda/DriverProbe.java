@@ -14,10 +14,10 @@ final class DriverProbe {
     static final int MINIMUM_DRIVER_VERSION = 12000;
     static final int CUDA_ERROR_NO_DEVICE = 100;
     /**
-     * Compute capability 8.0 (Ampere) as {@link DriverLibrary#computeCapability} gives it: the op set's PTX is
-     * {@code .target sm_80} ({@code PtxResourcesTest}), which the driver cannot compile for an older GPU.
+     * Compute capability 7.0 (Volta) as {@link DriverLibrary#computeCapability} gives it: the op set's PTX is
+     * {@code .target sm_70} ({@code PtxResourcesTest}), which the driver cannot compile for an older GPU.
      */
-    static final int MINIMUM_COMPUTE_CAPABILITY = 80;
+    static final int MINIMUM_COMPUTE_CAPABILITY = 70;
 
     /**
      * What the probe found; {@code initResult} is cuInit's CUresult, the rest is meaningful only after a successful init,
@@ -74,7 +74,7 @@ final class DriverProbe {
         if (f.computeCapability() < MINIMUM_COMPUTE_CAPABILITY) {
             return BackendAvailability.unavailable("device " + f.deviceIndex() + " (" + f.deviceName() + ") has compute capability "
                     + capability(f.computeCapability()) + "; this backend's kernels are PTX for compute capability "
-                    + capability(MINIMUM_COMPUTE_CAPABILITY) + " (Ampere) or later, which the driver cannot compile for it");
+                    + capability(MINIMUM_COMPUTE_CAPABILITY) + " (Volta) or later, which the driver cannot compile for it");
         }
         if (f.jcudaMissing() != null) {
             return BackendAvailability.unavailable(f.jcudaMissing());

@@ -349,8 +349,8 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
-    void aGpuBeforeAmpereIsPassedOverWithItsReasonRatherThanFailingAtStart() throws Exception {
-        inFakeDriverJvm("aGpuBeforeAmpereIsPassedOverWithItsReasonRatherThanFailingAtStart");
+    void aGpuBeforeVoltaIsPassedOverWithItsReasonRatherThanFailingAtStart() throws Exception {
+        inFakeDriverJvm("aGpuBeforeVoltaIsPassedOverWithItsReasonRatherThanFailingAtStart");
     }
 
     @Test
@@ -428,8 +428,8 @@ class CudaBackendOnFakeDriverTest {
                 case "aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead" ->
                         Scenarios.aChainsEndIsWaitedForByWorkOnAnotherStreamOnTheDeviceAndByAHostRead();
                 case "everyPositionCompletesWithThreadsSharingTheStreams" -> Scenarios.everyPositionCompletesWithThreadsSharingTheStreams();
-                case "aGpuBeforeAmpereIsPassedOverWithItsReasonRatherThanFailingAtStart" ->
-                        Scenarios.aGpuBeforeAmpereIsPassedOverWithItsReasonRatherThanFailingAtStart();
+                case "aGpuBeforeVoltaIsPassedOverWithItsReasonRatherThanFailingAtStart" ->
+                        Scenarios.aGpuBeforeVoltaIsPassedOverWithItsReasonRatherThanFailingAtStart();
                 case "stagedCopiesAreByteExactAtEveryChunkBoundaryBehindASlowDevice" ->
                         Scenarios.stagedCopiesAreByteExactAtEveryChunkBoundaryBehindASlowDevice();
                 case "unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns" ->
@@ -1898,26 +1898,26 @@ class CudaBackendOnFakeDriverTest {
         }
 
         /**
-         * The op set's kernels are PTX for compute capability 8.0, which the driver cannot compile for an older GPU (a
-         * T4 is 7.5, a V100 7.0): there the backend would fail at its start, loading them, and so would {@code auto},
-         * which takes the available backend of highest priority. The probe says why instead, so {@code auto} passes
-         * CUDA over and {@code cuda} fails with the reason; 8.0 and later are available.
+         * The op set's kernels are PTX for compute capability 7.0, which the driver cannot compile for an older GPU (a
+         * P100 is 6.0): there the backend would fail at its start, loading them, and so would {@code auto}, which takes
+         * the available backend of highest priority. The probe says why instead, so {@code auto} passes CUDA over and
+         * {@code cuda} fails with the reason; 7.0 (a V100) and later are available, 7.5 (a T4) among them.
          */
-        static void aGpuBeforeAmpereIsPassedOverWithItsReasonRatherThanFailingAtStart() throws Throwable {
+        static void aGpuBeforeVoltaIsPassedOverWithItsReasonRatherThanFailingAtStart() throws Throwable {
             CudaBackendProvider provider = new CudaBackendProvider();
             BackendSettings settings = BackendSettings.ofDevice(0);
-            COMPUTE_CAPABILITY.invokeExact(7, 5);
-            BackendAvailability turing = provider.availability(settings);
-            assertThat(turing.available()).isFalse();
-            assertThat(turing.detail()).isEqualTo("device 0 (Stub GPU 0) has compute capability 7.5; this backend's kernels are"
-                    + " PTX for compute capability 8.0 (Ampere) or later, which the driver cannot compile for it");
+            COMPUTE_CAPABILITY.invokeExact(6, 0);
+            BackendAvailability pascal = provider.availability(settings);
+            assertThat(pascal.available()).isFalse();
+            assertThat(pascal.detail()).isEqualTo("device 0 (Stub GPU 0) has compute capability 6.0; this backend's kernels are"
+                    + " PTX for compute capability 7.0 (Volta) or later, which the driver cannot compile for it");
             assertThatThrownBy(() -> BackendSelection.choose("auto", settings, List.of(provider)))
-                    .isInstanceOf(BackendUnavailableException.class).hasMessageContaining("compute capability 7.5");
+                    .isInstanceOf(BackendUnavailableException.class).hasMessageContaining("compute capability 6.0");
             assertThatThrownBy(() -> provider.create(settings)).isInstanceOf(BackendUnavailableException.class)
-                    .hasMessageContaining("compute capability 7.5");
+                    .hasMessageContaining("compute capability 6.0");
             assertThat(counters().contextReferences()).as("nothing opened").isZero();
 
-            COMPUTE_CAPABILITY.invokeExact(8, 0);
+            COMPUTE_CAPABILITY.invokeExact(7, 5);
             assertThat(provider.availability(settings).available()).isTrue();
             assertCleanClose((CudaBackend) provider.create(settings));
         }

@@ -39,7 +39,7 @@ class CudaKernelTest {
     /** Well-formed up to an instruction no GPU has: the driver's JIT refuses it. */
     static final String BROKEN_PTX = """
             .version 8.0
-            .target sm_80
+            .target sm_70
             .address_size 64
             .visible .entry broken(.param .u64 broken_param_0)
             {

@@ -56,12 +56,12 @@ class DriverProbeTest {
     }
 
     @Test
-    void aGpuBeforeAmpereIsNamedWithItsComputeCapability() {
-        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings(null, 0, 12040, 2, 1, "Tesla T4", 75, null));
+    void aGpuBeforeVoltaIsNamedWithItsComputeCapability() {
+        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings(null, 0, 12040, 2, 1, "Tesla P100", 60, null));
         assertThat(a.available()).isFalse();
-        assertThat(a.detail()).isEqualTo("device 1 (Tesla T4) has compute capability 7.5; this backend's kernels are PTX for"
-                + " compute capability 8.0 (Ampere) or later, which the driver cannot compile for it");
-        assertThat(DriverProbe.decide(new DriverProbe.Findings(null, 0, 12040, 1, 0, "NVIDIA A100", 80, null)).available()).isTrue();
+        assertThat(a.detail()).isEqualTo("device 1 (Tesla P100) has compute capability 6.0; this backend's kernels are PTX for"
+                + " compute capability 7.0 (Volta) or later, which the driver cannot compile for it");
+        assertThat(DriverProbe.decide(new DriverProbe.Findings(null, 0, 12040, 1, 0, "Tesla V100", 70, null)).available()).isTrue();
         assertThat(DriverProbe.capability(120)).isEqualTo("12.0");
     }
 

@@ -12,7 +12,7 @@ import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
 /**
- * The committed PTX, checked without a GPU: present, loadable by a CUDA 12 driver (ISA 8.0, sm_80, 64-bit),
+ * The committed PTX, checked without a GPU: present, loadable by a CUDA 12 driver (ISA 8.0, sm_70, 64-bit),
  * every kernel the backend looks up is an entry, and each entry's parameters are what the launch passes
  * (pointers and counts as 8-byte integers, the scalar as f32 or f64).
  */
