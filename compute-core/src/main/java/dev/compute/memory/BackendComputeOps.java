@@ -3,6 +3,7 @@ package dev.compute.memory;
 import dev.compute.memory.lifetime.BufferCore;
 import dev.compute.memory.lifetime.Holds;
 import dev.compute.memory.spi.CallerFutures;
+import dev.compute.memory.spi.CompletionThreads;
 import dev.compute.memory.spi.Region;
 import java.time.Duration;
 import java.util.Arrays;
@@ -115,6 +116,7 @@ final class BackendComputeOps implements ComputeOps {
             return op.join();
         }
         Duration limit = manager.deviceWaitTimeout();
+        CompletionThreads.beforeWaiting(); // the op may be completed later by the very task that runs this wait
         long start = System.nanoTime();
         try {
             op.get(limit.toNanos(), TimeUnit.NANOSECONDS);

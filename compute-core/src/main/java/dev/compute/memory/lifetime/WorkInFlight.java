@@ -3,6 +3,7 @@ package dev.compute.memory.lifetime;
 import dev.compute.memory.DeviceTimeoutException;
 import dev.compute.memory.DeviceWaitInterruptedException;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.CompletionThreads;
 import dev.compute.memory.spi.WorkGroup;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -141,6 +142,7 @@ final class WorkInFlight {
      *     nothing was changed
      */
     static void await(CompletableFuture<?> work, Duration limit, Object buffer) {
+        CompletionThreads.beforeWaiting(); // the work may be completed later by the very task that runs this wait
         long start = System.nanoTime();
         try {
             work.get(limit.toNanos(), TimeUnit.NANOSECONDS);

@@ -1,5 +1,6 @@
 package dev.compute.memory.resource;
 
+import dev.compute.memory.spi.CompletionThreads;
 import java.util.Collection;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
@@ -38,6 +39,7 @@ public final class DeviceWork {
      * counts as over. False when one is not done by then, or the thread is interrupted (its flag set again).
      */
     public static boolean awaitAll(Collection<? extends CompletableFuture<?>> work, long deadline) {
+        CompletionThreads.beforeWaiting(); // the work may be completed later by the very task that runs this wait
         for (CompletableFuture<?> future : work) {
             try {
                 future.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);

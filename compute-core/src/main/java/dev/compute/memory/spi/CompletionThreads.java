@@ -1,6 +1,10 @@
 package dev.compute.memory.spi;
 
+import java.util.ArrayDeque;
+import java.util.List;
+import java.util.Objects;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
@@ -9,11 +13,21 @@ import org.jspecify.annotations.Nullable;
  * The threads on which a backend completes its futures, and so runs the application's dependent actions: tasks
  * counted while they run, so that a close made from one of them (an action that closes the manager) waits for the
  * others to end, not for itself, which ends only once that close has returned.
+ *
+ * <p>A task of ordered steps ({@link #executeInOrder}: the futures of work the device finished together, completed in
+ * the order the work was queued) runs an action of one step before the later steps. An action that waits, through the
+ * library, for work of a later step (a close, or an allocation that needs memory that work frees) would wait its whole
+ * bound for nothing, so the library's waits call {@link #beforeWaiting} first, which hands the later steps, in order,
+ * on to another task.
  */
 public final class CompletionThreads {
 
+    private static final System.Logger LOG = System.getLogger(CompletionThreads.class.getName());
+
     /** The instance whose task the current thread runs, if any. */
     private static final ThreadLocal<@Nullable CompletionThreads> RUNNING_FOR = new ThreadLocal<>();
+    /** The steps not run yet of the ordered task the current thread runs, if any: only that thread takes from it. */
+    private static final ThreadLocal<@Nullable ArrayDeque<Runnable>> STEPS_LEFT = new ThreadLocal<>();
 
     private final ExecutorService executor;
     /** Tasks handed in and not yet ended. */
@@ -39,6 +53,52 @@ public final class CompletionThreads {
         } catch (RuntimeException | Error e) {
             running.decrementAndGet();
             throw e;
+        }
+    }
+
+    /**
+     * Runs {@code steps} one after the other as one task ({@link #execute}); a step that throws, an {@link Error} too,
+     * is logged and the next ones still run. The steps not run yet when one of them waits through the library go on
+     * in another task ({@link #beforeWaiting}).
+     */
+    public void executeInOrder(List<? extends Runnable> steps) {
+        ArrayDeque<Runnable> left = new ArrayDeque<>(steps);
+        execute(() -> runInOrder(left));
+    }
+
+    private static void runInOrder(ArrayDeque<Runnable> left) {
+        ArrayDeque<Runnable> outer = STEPS_LEFT.get(); // set where a refused hand-on runs the steps within a step
+        STEPS_LEFT.set(left);
+        try {
+            for (Runnable step; (step = left.poll()) != null; ) {
+                try {
+                    step.run();
+                } catch (Throwable e) { // the later steps complete futures others wait for
+                    LOG.log(System.Logger.Level.WARNING, "completing a device future failed; the later ones still complete", e);
+                }
+            }
+        } finally {
+            STEPS_LEFT.set(outer);
+        }
+    }
+
+    /**
+     * Called by the library before a wait for device work: on a thread running ordered steps ({@link #executeInOrder}),
+     * within one of them (an application's dependent action), hands the steps not run yet, in order, on to another task
+     * of the same threads, since the wait may be for one of them; they run here, at once, where the threads take no
+     * more tasks (closed). Nothing to do on any other thread.
+     */
+    public static void beforeWaiting() {
+        ArrayDeque<Runnable> left = STEPS_LEFT.get();
+        if (left == null || left.isEmpty()) {
+            return;
+        }
+        ArrayDeque<Runnable> handedOn = new ArrayDeque<>(left);
+        left.clear();
+        try {
+            Objects.requireNonNull(RUNNING_FOR.get()).execute(() -> runInOrder(handedOn));
+        } catch (RejectedExecutionException closed) {
+            runInOrder(handedOn);
         }
     }
 

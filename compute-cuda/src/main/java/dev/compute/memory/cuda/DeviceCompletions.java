@@ -39,8 +39,9 @@ import org.jspecify.annotations.Nullable;
  * thread of a shared pool that serves the stream while it has work pending ({@code cuEventSynchronize} on
  * blocking-sync events: the thread sleeps, it does not spin), so work that never ends on one stream holds up no other
  * stream's futures. A future completes on a separate callback thread, so that whatever runs on completion (the pool
- * giving a block back, user continuations that block) never holds up the next event. A future therefore never
- * completes before the device is done.
+ * giving a block back, user continuations that block) never holds up the next event; the futures the device finished
+ * together complete there in order, and an action that waits through the library hands the later ones on to another
+ * callback thread ({@link CompletionThreads#beforeWaiting}). A future therefore never completes before the device is done.
  */
 final class DeviceCompletions implements AutoCloseable {
 
@@ -359,13 +360,12 @@ final class DeviceCompletions implements AutoCloseable {
                 events.taken = List.of();
             }
             RuntimeException reported = failure;
-            callbacks.execute(() -> batch.forEach(done -> {
-                if (reported == null) {
-                    done.onDone().run();
-                } else {
-                    done.work().completeExceptionally(reported);
-                }
-            }));
+            List<Runnable> completions = new ArrayList<>(batch.size());
+            for (Pending done : batch) {
+                completions.add(reported == null ? done.onDone() : () -> done.work().completeExceptionally(reported));
+            }
+            // in order, on one callback thread; an action that waits through the library hands the later ones on
+            callbacks.executeInOrder(completions);
         }
     }
 

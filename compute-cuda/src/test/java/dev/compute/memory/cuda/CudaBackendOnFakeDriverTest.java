@@ -29,6 +29,7 @@ import dev.compute.memory.spi.PartialUnmapException;
 import dev.compute.memory.spi.VirtualMemory;
 import dev.compute.memory.testing.Breakpoint;
 import dev.compute.memory.testing.ChildJvm;
+import dev.compute.memory.testing.LogCapture;
 import java.io.File;
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -289,6 +290,16 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch() throws Exception {
+        inFakeDriverJvm("aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch");
+    }
+
+    @Test
+    void anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch() throws Exception {
+        inFakeDriverJvm("anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch");
+    }
+
+    @Test
     void anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes() throws Exception {
         inFakeDriverJvm("anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes");
     }
@@ -409,6 +420,9 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.aLaunchWithAClosedOrHostBufferIsRefusedBeforeAnythingRunsOrChanges();
                 case "aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction" ->
                         Scenarios.aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction();
+                case "aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch" -> Scenarios.aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch();
+                case "anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch" ->
+                        Scenarios.anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch();
                 case "anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes" ->
                         Scenarios.anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes();
                 case "anOptionBeyondItsBoundFailsAtStartNamingIt" -> Scenarios.anOptionBeyondItsBoundFailsAtStartNamingIt();
@@ -1235,12 +1249,11 @@ class CudaBackendOnFakeDriverTest {
          */
         static void aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction() throws Throwable {
             UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).build();
-            KernelSource[] sources = KernelContractTest.sources("scale_in_place", KernelContractTest.SCALE_IN_PLACE);
-            ComputeKernel scale = manager.kernels().compile(sources[0], sources[1], sources[2]);
+            ComputeKernel scale = scaleKernel(manager);
             UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
             x.copyFrom(new float[1024]);
             hold(); // the kernel's end is reported once released, after the action below is attached
-            CompletableFuture<Void> running = scale.launch(LaunchShape.of(1024), x, 1024L, 2f);
+            CompletableFuture<Void> running = launch(scale, x);
             CompletableFuture<Long> closing = running.thenApply(ignored -> {
                 long start = System.nanoTime();
                 x.close();
@@ -1254,6 +1267,91 @@ class CudaBackendOnFakeDriverTest {
             assertThat(after.contextReferences()).as("context references").isZero();
             assertThat(after.events()).as("live events").isZero();
             assertThat(after.device()).as("device allocations").isZero();
+        }
+
+        /** The scale kernel of the kernel contract, compiled on {@code manager}. */
+        private static ComputeKernel scaleKernel(UnifiedMemoryManager manager) {
+            KernelSource[] sources = KernelContractTest.sources("scale_in_place", KernelContractTest.SCALE_IN_PLACE);
+            return manager.kernels().compile(sources[0], sources[1], sources[2]);
+        }
+
+        private static CompletableFuture<Void> launch(ComputeKernel scale, UnifiedBuffer buffer) {
+            return scale.launch(LaunchShape.of(Math.toIntExact(buffer.elementCount())), buffer, buffer.elementCount(), 2f);
+        }
+
+        /**
+         * Holds the device behind a launch on {@code buffer} that the waiter thread already waits for, so that what this
+         * thread queues next on its stream is reported as one batch, completed in order by one callback task, once released.
+         */
+        private static void holdTheWaiter(ComputeKernel scale, UnifiedBuffer buffer) throws Throwable {
+            Calls before = Calls.now();
+            hold();
+            launch(scale, buffer);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (Calls.now().inAllSince(before, Call.EVENT_SYNCHRONIZE) == 0) {
+                assertThat(System.nanoTime() - deadline).as("the waiter waits for the held launch within 10 s").isNegative();
+                Thread.sleep(1);
+            }
+        }
+
+        /**
+         * Two launches reported in one batch: an action of the first closes the second's buffer, then the manager, whose
+         * close waits for that buffer's work, the second launch, which the batch completes only after the action. The
+         * close must not wait its timeout for it and then keep the memory as if the device hung: it frees everything.
+         */
+        static void aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch() throws Throwable {
+            LogCapture managerLog = LogCapture.managerLog();
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).closeTimeout(Duration.ofSeconds(2)).build();
+            ComputeKernel scale = scaleKernel(manager);
+            UnifiedBuffer held = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            UnifiedBuffer y = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            holdTheWaiter(scale, held);
+            CompletableFuture<Void> first = launch(scale, x);
+            CompletableFuture<Void> second = launch(scale, y);
+            CompletableFuture<Void> closing = first.thenRun(() -> {
+                held.close();
+                x.close();
+                y.close();
+                manager.close();
+            });
+            release();
+            closing.get(60, TimeUnit.SECONDS);
+            second.get(5, TimeUnit.SECONDS);
+            Counters after = counters();
+            assertThat(after.device()).as("device allocations: the close found the device done, not hung").isZero();
+            assertThat(after.contextReferences()).as("context references").isZero();
+            assertThat(after.events()).as("live events").isZero();
+            assertThat(managerLog.messages(Level.WARNING)).as("the manager's warnings: it kept nothing for work still running").isEmpty();
+        }
+
+        /**
+         * Two launches reported in one batch: an action of the first closes the second's buffer and allocates, under
+         * the location's cap, the memory that buffer gives back once the second launch has ended, which the batch
+         * completes only after the action. The allocation gets it, rather than fail after the device wait.
+         */
+        static void anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch() throws Throwable {
+            int count = 512 << 10; // 2 MiB: one of the pool's segments for large blocks each
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).maxPoolSize(3L * count * Float.BYTES)
+                    .deviceWaitTimeout(Duration.ofSeconds(2)).build();
+            ComputeKernel scale = scaleKernel(manager);
+            UnifiedBuffer held = manager.allocate(DataType.FLOAT32, count, MemoryLocation.DEVICE);
+            UnifiedBuffer x = manager.allocate(DataType.FLOAT32, count, MemoryLocation.DEVICE);
+            UnifiedBuffer y = manager.allocate(DataType.FLOAT32, count, MemoryLocation.DEVICE);
+            holdTheWaiter(scale, held);
+            CompletableFuture<Void> first = launch(scale, x);
+            CompletableFuture<Void> second = launch(scale, y);
+            CompletableFuture<UnifiedBuffer> allocated = first.thenApply(ignored -> {
+                y.close();
+                return manager.allocate(DataType.FLOAT32, count, MemoryLocation.DEVICE);
+            });
+            release();
+            allocated.get(60, TimeUnit.SECONDS).close();
+            second.get(5, TimeUnit.SECONDS);
+            held.close();
+            x.close();
+            manager.close();
+            assertThat(counters().device()).as("device allocations").isZero();
         }
 
         /**

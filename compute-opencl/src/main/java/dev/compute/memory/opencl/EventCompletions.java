@@ -452,9 +452,12 @@ final class EventCompletions {
         pending.add(new Pending(event, new EventWork(event, onBackendQueue), what, covered));
     }
 
-    /** Fails {@code futures} with {@code failure}, off the caller's thread (their dependent actions may block). */
+    /**
+     * Fails {@code futures} with {@code failure}, in order, off the caller's thread (their dependent actions may block,
+     * or wait through the library for a later one: {@link CompletionThreads#beforeWaiting}).
+     */
     void fail(List<? extends CompletableFuture<Void>> futures, RuntimeException failure) {
-        completer.execute(() -> futures.forEach(future -> future.completeExceptionally(failure)));
+        completer.executeInOrder(futures.stream().<Runnable>map(future -> () -> future.completeExceptionally(failure)).toList());
     }
 
     /** Asks the waiter to run {@code action} once it has waited for every command handed in so far. */

@@ -1,0 +1,88 @@
+package dev.compute.memory.spi;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.compute.memory.testing.LogCapture;
+import java.util.List;
+import java.util.Queue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.logging.Level;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Ordered steps on the completion threads, as a backend completes the futures of work the device finished together:
+ * a step that throws stops no later one, and a step that waits through the library (an application's dependent action
+ * closing the manager, or allocating memory a later step's work frees) has the later steps handed on, in order.
+ */
+class CompletionThreadsTest {
+
+    private final LogCapture log = LogCapture.of(CompletionThreads.class.getName());
+    private final CompletionThreads threads = new CompletionThreads(Executors.newCachedThreadPool());
+
+    @AfterEach
+    void shutDown() {
+        threads.shutdownAndAwait(System.nanoTime() + TimeUnit.SECONDS.toNanos(10));
+        log.close();
+    }
+
+    @Test
+    void aStepThatThrowsAnErrorStopsNoLaterStepAndLeavesNoTaskCounted() {
+        Queue<Integer> ran = new ConcurrentLinkedQueue<>();
+        threads.executeInOrder(List.<Runnable>of(() -> ran.add(1), () -> {
+            throw new StackOverflowError("thrown by a step on purpose");
+        }, () -> ran.add(3)));
+        assertThat(threads.shutdownAndAwait(System.nanoTime() + TimeUnit.SECONDS.toNanos(10))).as("every task ended").isTrue();
+        assertThat(ran).containsExactly(1, 3);
+        assertThat(log.atLeast(Level.WARNING)).extracting(record -> record.getThrown().getMessage()).containsExactly("thrown by a step on purpose");
+    }
+
+    @Test
+    void aStepWaitingThroughTheLibraryForALaterStepHasTheLaterStepsRunInOrderElsewhere() throws Exception {
+        CompletableFuture<Void> later = new CompletableFuture<>();
+        Queue<String> ran = new ConcurrentLinkedQueue<>();
+        CompletableFuture<Boolean> waited = new CompletableFuture<>();
+        threads.executeInOrder(List.<Runnable>of(() -> {
+            CompletionThreads.beforeWaiting();
+            waited.complete(waitFor(later));
+            ran.add("first, after its wait");
+        }, () -> {
+            ran.add("second");
+            later.complete(null);
+        }, () -> ran.add("third")));
+        assertThat(waited.get(20, TimeUnit.SECONDS)).as("the first step's wait for the second ended within its bound").isTrue();
+        assertThat(threads.shutdownAndAwait(System.nanoTime() + TimeUnit.SECONDS.toNanos(10))).as("every task ended").isTrue();
+        assertThat(ran).containsSubsequence("second", "third").contains("first, after its wait");
+    }
+
+    @Test
+    void aStepWaitingOnceTheThreadsAreClosedRunsTheLaterStepsFirstOnItsOwnThread() throws Exception {
+        CompletableFuture<Void> later = new CompletableFuture<>();
+        CompletableFuture<Boolean> waited = new CompletableFuture<>();
+        Queue<String> ran = new ConcurrentLinkedQueue<>();
+        threads.executeInOrder(List.<Runnable>of(() -> {
+            threads.shutdownAndAwait(System.nanoTime() + TimeUnit.SECONDS.toNanos(10)); // a close made by the action
+            CompletionThreads.beforeWaiting();
+            ran.add("first, before its wait");
+            waited.complete(waitFor(later));
+        }, () -> {
+            ran.add("second");
+            later.complete(null);
+        }, () -> ran.add("third")));
+        assertThat(waited.get(20, TimeUnit.SECONDS)).as("the first step's wait for the second").isTrue();
+        assertThat(ran).containsExactly("second", "third", "first, before its wait");
+    }
+
+    /** A library's bounded wait: true when {@code future} completed within 10 s. */
+    private static boolean waitFor(CompletableFuture<Void> future) {
+        try {
+            future.get(10, TimeUnit.SECONDS);
+            return true;
+        } catch (Exception e) {
+            return false;
+        }
+    }
+}
