@@ -45,6 +45,8 @@ import org.jspecify.annotations.Nullable;
  */
 final class DeviceCompletions implements AutoCloseable {
 
+    private static final System.Logger LOG = System.getLogger(DeviceCompletions.class.getName());
+
     /** Work to report: behind its own recorded {@code event}, or, where that is null, a position a marker will cover. */
     private record Pending(@Nullable CUevent event, StreamWork<?> work, Runnable onDone) {}
 
@@ -383,9 +385,6 @@ final class DeviceCompletions implements AutoCloseable {
         return work;
     }
 
-    /** How long a close waits for the callbacks under way (the application's dependent actions among them) to end. */
-    private static final Duration CALLBACKS_AT_CLOSE = Duration.ofSeconds(10);
-
     /** As {@link #close(Duration)}, waiting as long as close() of the backend does. */
     @Override
     public void close() {
@@ -393,9 +392,10 @@ final class DeviceCompletions implements AutoCloseable {
     }
 
     /**
-     * Waits, at most {@code bound}, for every recorded event to be reported, then frees the events and stops the
-     * threads; true when it did. When the device did not finish in time the waiter thread is left in its
-     * {@code cuEventSynchronize} (it cannot be interrupted) and the events stay allocated: false.
+     * Waits, at most {@code bound}, for every recorded event to be reported and for the callbacks under way to end,
+     * then frees the events and stops the threads; true when it did. When the device did not finish in time the waiter
+     * thread is left in its {@code cuEventSynchronize} (it cannot be interrupted) and the events stay allocated: false;
+     * false too, saying so, when an application's dependent action still runs on a callback then.
      */
     boolean close(Duration bound) {
         long deadline = deadline(bound);
@@ -421,7 +421,13 @@ final class DeviceCompletions implements AutoCloseable {
         }
         waiters.shutdown();
         // closed by a future's dependent action, on a callback, it waits for the other callbacks, not for itself
-        callbacks.shutdownAndAwait(System.nanoTime() + CALLBACKS_AT_CLOSE.toNanos());
+        if (!callbacks.shutdownAndAwait(deadline)) {
+            LOG.log(System.Logger.Level.WARNING, "CUDA device " + context.ordinal + ": an action dependent on a device future"
+                    + " (thenApply, thenRun, whenComplete and the like) was still running on a completion thread when the"
+                    + " backend's close ran out of time; the backend keeps its events, streams and context rather than release"
+                    + " them under it. An action that blocks should run on an executor of its own (thenRunAsync)");
+            return false;
+        }
         for (CUevent event; (event = idleEvents.poll()) != null; ) {
             cuEventDestroy(event);
         }

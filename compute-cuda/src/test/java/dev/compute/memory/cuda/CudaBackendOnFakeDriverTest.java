@@ -300,6 +300,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo() throws Exception {
+        inFakeDriverJvm("theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo");
+    }
+
+    @Test
     void anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes() throws Exception {
         inFakeDriverJvm("anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes");
     }
@@ -423,6 +428,8 @@ class CudaBackendOnFakeDriverTest {
                 case "aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch" -> Scenarios.aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch();
                 case "anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch" ->
                         Scenarios.anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch();
+                case "theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo" ->
+                        Scenarios.theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo();
                 case "anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes" ->
                         Scenarios.anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes();
                 case "anOptionBeyondItsBoundFailsAtStartNamingIt" -> Scenarios.anOptionBeyondItsBoundFailsAtStartNamingIt();
@@ -1352,6 +1359,46 @@ class CudaBackendOnFakeDriverTest {
             x.close();
             manager.close();
             assertThat(counters().device()).as("device allocations").isZero();
+        }
+
+        /**
+         * An action that never ends (a user's bug: it waits for something nobody does) on the first of a batch whose
+         * second launch a closed buffer's memory waits for: the manager's close ends within its timeout rather than wait
+         * the backend's own bound for the action too, and the backend says why it keeps its context.
+         */
+        static void theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo() throws Throwable {
+            LogCapture completionsLog = LogCapture.of(DeviceCompletions.class.getName());
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).closeTimeout(Duration.ofMillis(500)).build();
+            ComputeKernel scale = scaleKernel(manager);
+            UnifiedBuffer held = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            UnifiedBuffer y = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+            holdTheWaiter(scale, held);
+            CountDownLatch inside = new CountDownLatch(1);
+            CountDownLatch never = new CountDownLatch(1);
+            launch(scale, x).thenRun(() -> {
+                inside.countDown();
+                while (true) {
+                    try {
+                        never.await();
+                        return;
+                    } catch (InterruptedException ignored) {
+                        // it does not end
+                    }
+                }
+            });
+            launch(scale, y);
+            y.close();
+            release();
+            assertThat(inside.await(10, TimeUnit.SECONDS)).as("the action runs").isTrue();
+            long start = System.nanoTime();
+            manager.close();
+            long tookMillis = (System.nanoTime() - start) / 1_000_000;
+            never.countDown();
+            assertThat(tookMillis).as("ms the close took, its timeout 500 ms, the backend's own bound 10 s").isLessThan(5_000L);
+            assertThat(completionsLog.messages(Level.WARNING)).as("the completions' warnings")
+                    .anySatisfy(warning -> assertThat(warning).contains("action dependent on a device future"));
+            assertThat(counters().contextReferences()).as("context references, kept under the action").isEqualTo(1);
         }
 
         /**
