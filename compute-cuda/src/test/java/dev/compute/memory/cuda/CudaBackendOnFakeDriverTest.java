@@ -295,6 +295,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aHostReadMadeByAnActionGetsWhatLaterWorkOfItsOwnBatchWrote() throws Exception {
+        inFakeDriverJvm("aHostReadMadeByAnActionGetsWhatLaterWorkOfItsOwnBatchWrote");
+    }
+
+    @Test
     void anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch() throws Exception {
         inFakeDriverJvm("anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch");
     }
@@ -426,6 +431,8 @@ class CudaBackendOnFakeDriverTest {
                 case "aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction" ->
                         Scenarios.aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction();
                 case "aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch" -> Scenarios.aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch();
+                case "aHostReadMadeByAnActionGetsWhatLaterWorkOfItsOwnBatchWrote" ->
+                        Scenarios.aHostReadMadeByAnActionGetsWhatLaterWorkOfItsOwnBatchWrote();
                 case "anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch" ->
                         Scenarios.anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch();
                 case "theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo" ->
@@ -1330,6 +1337,35 @@ class CudaBackendOnFakeDriverTest {
             assertThat(after.contextReferences()).as("context references").isZero();
             assertThat(after.events()).as("live events").isZero();
             assertThat(managerLog.messages(Level.WARNING)).as("the manager's warnings: it kept nothing for work still running").isEmpty();
+        }
+
+        /**
+         * An op and a launch reported in one batch: an action of the op's future reads the launch's buffer to the host,
+         * which waits for the launch, which the batch completes only after the action. The read gets what the launch
+         * wrote rather than fail after the device wait.
+         */
+        static void aHostReadMadeByAnActionGetsWhatLaterWorkOfItsOwnBatchWrote() throws Throwable {
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).deviceWaitTimeout(Duration.ofSeconds(2)).build();
+            ComputeKernel scale = scaleKernel(manager);
+            try (UnifiedBuffer held = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                 UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                 UnifiedBuffer y = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE)) {
+                float[] ones = new float[1024];
+                Arrays.fill(ones, 1f);
+                y.copyFrom(ones);
+                holdTheWaiter(scale, held);
+                CompletableFuture<Void> first = manager.ops().scaleAsync(x, 2);
+                CompletableFuture<Void> second = launch(scale, y);
+                CompletableFuture<float[]> read = first.thenApply(ignored -> {
+                    float[] back = new float[1024];
+                    y.copyTo(back);
+                    return back;
+                });
+                release();
+                assertThat(read.get(60, TimeUnit.SECONDS)).as("y read by the action, after the launch on it").containsOnly(2f);
+                second.get(5, TimeUnit.SECONDS);
+            }
+            manager.close();
         }
 
         /**
