@@ -29,9 +29,11 @@ import org.junit.jupiter.api.extension.AfterEachCallback;
 import org.junit.jupiter.api.extension.AfterTestExecutionCallback;
 import org.junit.jupiter.api.extension.BeforeEachCallback;
 import org.junit.jupiter.api.extension.BeforeTestExecutionCallback;
+import org.junit.jupiter.api.extension.DynamicTestInvocationContext;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.extension.ExtensionConfigurationException;
 import org.junit.jupiter.api.extension.ExtensionContext;
+import org.junit.jupiter.api.extension.InvocationInterceptor;
 import org.junit.platform.commons.support.AnnotationSupport;
 import org.springframework.beans.factory.BeanFactoryUtils;
 import org.springframework.context.ApplicationContext;
@@ -65,7 +67,7 @@ import org.springframework.test.context.junit.jupiter.SpringExtension;
  * ({@code junit.jupiter.execution.parallel.mode.classes.default=same_thread}, or one {@code @ResourceLock} on each).
  */
 public final class ComputeMemoryExtension implements BeforeEachCallback, BeforeTestExecutionCallback, AfterTestExecutionCallback,
-        AfterEachCallback {
+        AfterEachCallback, InvocationInterceptor {
 
     /** How long buffers that other threads are closing get before the test fails: far longer than a request's end takes, on a loaded CI machine too. */
     public static final Duration SETTLE_TIMEOUT = Duration.ofSeconds(10);
@@ -127,12 +129,50 @@ public final class ComputeMemoryExtension implements BeforeEachCallback, BeforeT
         if (before == null) {
             return;
         }
+        List<String> problems = problemsSince(before.baselines());
+        if (!problems.isEmpty()) {
+            throw new AssertionError(String.join("\n\n", problems));
+        }
+    }
+
+    private static List<String> problemsSince(List<Baseline> baselines) {
         List<String> problems = new ArrayList<>();
-        for (Baseline baseline : before.baselines()) {
+        for (Baseline baseline : baselines) {
             String problem = baseline.problemAfterTest();
             if (problem != null) {
                 problems.add(problem);
             }
+        }
+        return problems;
+    }
+
+    /**
+     * A {@code @TestFactory}'s dynamic tests run within its method, which JUnit surrounds with the callbacks, not each of
+     * them: each is checked here as it ends, and fails itself, and the factory's baselines move past it, so that the
+     * factory fails only for what it left itself.
+     */
+    @Override
+    public void interceptDynamicTest(Invocation<@Nullable Void> invocation, DynamicTestInvocationContext invocationContext,
+            ExtensionContext context) throws Throwable {
+        Baselines factory = context.getStore(NAMESPACE).get(Baselines.class, Baselines.class);
+        if (factory == null) {
+            invocation.proceed();
+            return;
+        }
+        List<Baseline> before = factory.baselines().stream().map(each -> Baseline.take(each.name(), each.manager())).toList();
+        Throwable failed = null;
+        try {
+            invocation.proceed();
+        } catch (Throwable e) {
+            failed = e;
+        }
+        List<String> problems = problemsSince(before);
+        factory.baselines().replaceAll(each -> Baseline.take(each.name(), each.manager()));
+        if (failed != null) {
+            if (!problems.isEmpty()) {
+                failed.addSuppressed(new AssertionError(String.join("\n\n", problems)));
+            }
+            throw failed;
         }
         if (!problems.isEmpty()) {
             throw new AssertionError(String.join("\n\n", problems));

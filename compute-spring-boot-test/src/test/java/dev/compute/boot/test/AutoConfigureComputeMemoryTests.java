@@ -33,6 +33,7 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Fallback;
 import org.springframework.context.annotation.Primary;
+import org.springframework.test.context.NestedTestConfiguration;
 
 /**
  * The test's manager, whatever the application's own settings say. Each test context here is given the settings of
@@ -72,6 +73,54 @@ class AutoConfigureComputeMemoryTests {
         void thePoolIsSmallSoARunawayAllocationFailsAtOnce() {
             assertThatThrownBy(() -> manager.allocate(65L << 20)).isInstanceOf(DeviceOutOfMemoryException.class)
                     .hasMessageContaining("above compute.memory.pooling.max-pool-size (67108864 bytes)");
+        }
+    }
+
+    /**
+     * A {@code @Nested} class inherits its enclosing class's test configuration, and Spring Boot maps the enclosing
+     * class's annotation attributes after the nested class's own (its {@code AnnotationsPropertySource}), so those win:
+     * a nested {@code @AutoConfigureComputeMemory(maxPoolSize = "16MB")} ran on the outer 32MB. With
+     * {@code @NestedTestConfiguration(OVERRIDE)} and a {@code @SpringBootTest} of its own, its own attributes apply.
+     */
+    @Nested
+    @SpringBootTest(classes = NoAutoConfiguration.class)
+    @AutoConfigureComputeMemory(maxPoolSize = "32MB")
+    class OuterOfANestedClassWithAttributesOfItsOwn {
+
+        @Autowired
+        UnifiedMemoryManager manager;
+
+        @Test
+        void theOuterCap() {
+            assertThat(manager.settings().maxPoolSize()).isEqualTo(32L << 20);
+        }
+
+        @Nested
+        @AutoConfigureComputeMemory(maxPoolSize = "16MB")
+        class Inheriting {
+
+            @Autowired
+            UnifiedMemoryManager manager;
+
+            @Test
+            void theOuterAttributesWin() {
+                assertThat(manager.settings().maxPoolSize()).isEqualTo(32L << 20);
+            }
+        }
+
+        @Nested
+        @NestedTestConfiguration(NestedTestConfiguration.EnclosingConfiguration.OVERRIDE)
+        @SpringBootTest(classes = NoAutoConfiguration.class)
+        @AutoConfigureComputeMemory(maxPoolSize = "16MB")
+        class Overriding {
+
+            @Autowired
+            UnifiedMemoryManager manager;
+
+            @Test
+            void itsOwnAttributesApply() {
+                assertThat(manager.settings().maxPoolSize()).isEqualTo(16L << 20);
+            }
         }
     }
 

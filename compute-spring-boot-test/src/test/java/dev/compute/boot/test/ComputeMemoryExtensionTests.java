@@ -2,6 +2,7 @@ package dev.compute.boot.test;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.DynamicTest.dynamicTest;
 import static org.junit.platform.engine.discovery.DiscoverySelectors.selectClass;
 
 import dev.compute.boot.test.AutoConfigureComputeMemory.Replace;
@@ -13,16 +14,20 @@ import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.recording.RecordingOptions;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
+import java.util.stream.Stream;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestFactory;
 import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.extension.ExtensionConfigurationException;
@@ -188,6 +193,23 @@ class ComputeMemoryExtensionTests {
         assertThat(TwoTestsOnOneManager.overlapped).as("one test ran inside the other").isFalse();
     }
 
+    /**
+     * A {@code @TestFactory}'s dynamic tests run within its method, which JUnit surrounds with the callbacks, not each
+     * of them: a buffer one of them left open failed the factory, not the dynamic test that opened it. Each dynamic
+     * test is checked as it ends now, and the factory only for what it left itself.
+     */
+    @Test
+    void aDynamicTestThatLeavesABufferOpenFailsItselfNotItsFactory() {
+        Events events = run(DynamicTestsOfAFactory.class);
+        events.assertStatistics(statistics -> statistics.started(3).succeeded(2).failed(1));
+        var failed = events.failed().stream().findFirst().orElseThrow();
+        assertThat(failed.getTestDescriptor().getDisplayName()).isEqualTo("keeps");
+        assertThat(failed.getRequiredPayload(TestExecutionResult.class).getThrowable().orElseThrow()).isInstanceOf(AssertionError.class)
+                .hasMessageStartingWith("the watched manager (cpu) has 1 buffer(s) of 4096 bytes open that this test opened");
+        assertThat(EngineTestKit.engine("junit-jupiter").selectors(selectClass(DynamicTestsOfAFactory.class)).execute().containerEvents()
+                .failed().count()).as("the factory").isZero();
+    }
+
     private static Throwable singleFailure(Class<?> testClass) {
         List<Throwable> failures = run(testClass).failed().stream()
                 .map(event -> event.getRequiredPayload(TestExecutionResult.class).getThrowable().orElseThrow()).toList();
@@ -230,6 +252,34 @@ class ComputeMemoryExtensionTests {
 
         private static void allocateAndKeep() {
             kept = manager.allocate(4096);
+        }
+    }
+
+    static class DynamicTestsOfAFactory {
+
+        static UnifiedMemoryManager manager;
+        static final List<UnifiedBuffer> kept = new ArrayList<>();
+
+        @RegisterExtension
+        ComputeMemoryExtension memory = ComputeMemoryExtension.watching(() -> manager);
+
+        @BeforeAll
+        static void start() {
+            manager = paranoidCpuManager();
+        }
+
+        @AfterAll
+        static void stop() {
+            kept.forEach(UnifiedBuffer::close);
+            kept.clear();
+            manager.close();
+        }
+
+        @TestFactory
+        Stream<DynamicTest> eachChecked() {
+            return Stream.of(dynamicTest("closes", () -> manager.allocate(4096).close()),
+                    dynamicTest("keeps", () -> kept.add(manager.allocate(4096))),
+                    dynamicTest("closes too", () -> manager.allocate(1024).close()));
         }
     }
 
