@@ -36,6 +36,12 @@ public class ApiExceptionHandler {
         return ProblemDetail.forStatusAndDetail(HttpStatus.CONTENT_TOO_LARGE, e.getMessage());
     }
 
+    // The service is shutting down (a put under way when its graceful shutdown ran out, or without one): try again later.
+    @ExceptionHandler(VectorStore.StoreClosedException.class)
+    ProblemDetail closed(VectorStore.StoreClosedException e) {
+        return ProblemDetail.forStatusAndDetail(HttpStatus.SERVICE_UNAVAILABLE, e.getMessage());
+    }
+
     // The device is full even after the pool released its cache: the request may succeed later, or smaller.
     @ExceptionHandler(DeviceOutOfMemoryException.class)
     ProblemDetail outOfMemory(DeviceOutOfMemoryException e) {

@@ -46,6 +46,8 @@ public class VectorStore implements DisposableBean {
     // concurrent puts cannot allocate past the limits together; guarded by changes, as storedBytes
     private long reservedBytes;
     private int reservedVectors;
+    // set by destroy(), under changes: a put still under way then keeps nothing, which the manager's close would report
+    private boolean closed;
 
     public VectorStore(UnifiedMemoryManager manager, VectorStoreProperties limits) {
         this.manager = manager;
@@ -181,8 +183,11 @@ public class VectorStore implements DisposableBean {
         return locked(name, buffer -> checkResult("the sum of '" + name + "'", manager.ops().sum(buffer)));
     }
 
-    /** Refuses a vector of {@code bytes} under {@code name} that would take the store past its limits; holds {@link #changes}. */
+    /** Refuses a vector of {@code bytes} under {@code name} that would take the store past its limits, or any once closed; holds {@link #changes}. */
     private void checkRoom(String name, long bytes) {
+        if (closed) {
+            throw new StoreClosedException("the service is shutting down and keeps no more vectors; store '" + name + "' again once it is back");
+        }
         UnifiedBuffer replaced = vectors.get(name);
         if (replaced == null && vectors.size() + reservedVectors >= limits.maxCount()) {
             throw new VectorLimitExceededException("the service keeps at most " + limits.maxCount() + " vectors "
@@ -314,15 +319,25 @@ public class VectorStore implements DisposableBean {
         }
     }
 
-    /** Frees every stored vector before the manager closes, so none is reported as a leak. */
+    /** Frees every stored vector before the manager closes, and keeps none a put still under way brings, so none is reported as a leak. */
     @Override
     public void destroy() {
+        synchronized (changes) {
+            closed = true;
+        }
         vectors.keySet().forEach(this::delete);
     }
 
     public static final class VectorNotFoundException extends RuntimeException {
         public VectorNotFoundException(String name) {
             super("no vector named " + quoted(name) + "; GET /api/vectors lists those stored");
+        }
+    }
+
+    /** The store closed with its context (a put that was still under way with the server's shutdown). */
+    public static final class StoreClosedException extends RuntimeException {
+        public StoreClosedException(String message) {
+            super(message);
         }
     }
 
