@@ -19,9 +19,9 @@ class SoakTest {
         SimulatedDiscreteBackend device = new SimulatedDiscreteBackend(2L << 30);
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(device)
                 .leakDetection(LeakDetectionLevel.SIMPLE).trimInterval(Duration.ofMillis(300)).build()) {
-            SoakRun.Report report = SoakRun.run(manager, 3, Duration.ofSeconds(seconds), 2026);
+            SoakRun.Report report = SoakRun.run(manager, 3, Duration.ofSeconds(seconds), 1000, 2026);
             System.out.println(report);
-            assertThat(report.operations()).isGreaterThan(1000);
+            assertThat(report.operations()).as("operations before the soak gave up").isGreaterThanOrEqualTo(1000);
             assertThat(report.structureChecks()).isPositive();
         }
         assertThat(device.liveAllocations()).isZero();

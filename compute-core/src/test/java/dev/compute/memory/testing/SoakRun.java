@@ -13,7 +13,9 @@ import java.util.SplittableRandom;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
 
 /**
  * A bounded soak: several threads mix allocations of many sizes at every location, copies in and out (each
@@ -34,13 +36,24 @@ public final class SoakRun {
 
     private SoakRun() {}
 
-    public static Report run(UnifiedMemoryManager manager, int threads, Duration duration, long seed) throws Exception {
+    /**
+     * Runs for {@code duration} and at least {@code minOperations} operations, the second a floor of work that a loaded
+     * machine reaches late rather than a speed a test could only time: it gives up at five times the duration past the
+     * first, so a soak that hangs still ends (and its report then shows fewer operations than asked).
+     */
+    public static Report run(UnifiedMemoryManager manager, int threads, Duration duration, long minOperations, long seed) throws Exception {
         AtomicLong operations = new AtomicLong();
         AtomicLong bytesAllocated = new AtomicLong();
         AtomicLong bytesCopied = new AtomicLong();
         AtomicLong peakReserved = new AtomicLong();
         AtomicLong checks = new AtomicLong();
         long deadline = System.nanoTime() + duration.toNanos();
+        long giveUp = deadline + 5 * duration.toNanos();
+        BooleanSupplier goOn = () -> {
+            long now = System.nanoTime();
+            return now < deadline || (operations.get() < minOperations && now < giveUp);
+        };
+        AtomicBoolean working = new AtomicBoolean(true);
         List<MemoryLocation> locations = manager.locations();
         ExecutorService executor = Executors.newFixedThreadPool(threads + 1);
         try {
@@ -50,7 +63,7 @@ public final class SoakRun {
                 workers.add(executor.submit(() -> {
                     List<UnifiedBuffer> mine = new ArrayList<>();
                     try {
-                        while (System.nanoTime() < deadline) {
+                        while (goOn.getAsBoolean()) {
                             step(manager, random, locations, mine, bytesAllocated, bytesCopied);
                             operations.incrementAndGet();
                         }
@@ -61,7 +74,7 @@ public final class SoakRun {
                 }));
             }
             Future<?> checker = executor.submit(() -> {
-                while (System.nanoTime() < deadline) {
+                while (working.get()) {
                     ManagerInvariants.checkStructure(manager);
                     long reserved = manager.statistics().values().stream().mapToLong(s -> s.reservedBytes()).sum();
                     peakReserved.accumulateAndGet(reserved, Math::max);
@@ -70,8 +83,12 @@ public final class SoakRun {
                 }
                 return null;
             });
-            for (Future<?> worker : workers) {
-                worker.get();
+            try {
+                for (Future<?> worker : workers) {
+                    worker.get();
+                }
+            } finally {
+                working.set(false);
             }
             checker.get();
         } finally {

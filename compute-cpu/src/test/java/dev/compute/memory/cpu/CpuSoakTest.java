@@ -21,9 +21,9 @@ class CpuSoakTest {
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder()
                 .backend(new CpuBackendProvider().create(BackendSettings.ofDevice(0)))
                 .leakDetection(LeakDetectionLevel.SIMPLE).trimInterval(Duration.ofSeconds(1)).build()) {
-            SoakRun.Report report = SoakRun.run(manager, 3, Duration.ofSeconds(seconds), 25);
+            SoakRun.Report report = SoakRun.run(manager, 3, Duration.ofSeconds(seconds), 10_000, 25);
             System.out.println(report);
-            assertThat(report.operations()).isGreaterThan(10_000);
+            assertThat(report.operations()).as("operations before the soak gave up").isGreaterThanOrEqualTo(10_000);
         }
     }
 }
