@@ -9,9 +9,9 @@ import tools.jackson.databind.ValueDeserializer;
 /**
  * Reads an array of the API's numbers into a {@code double[]} of at most {@link VectorStore#MAX_LENGTH} elements,
  * refusing a longer one as soon as it is past the limit: Jackson's own reads the whole array first, so a body of a
- * billion numbers filled the heap (a 500 for every request meanwhile) before the service could count them. A value that
- * is no array is refused too, where Jackson's took a string for base64-encoded bytes. An element is read as Jackson
- * reads a {@code double} (a number, or a string of one, such as {@code "NaN"}, which the service then refuses).
+ * billion numbers filled the heap (a 500, as any request then might get) before the service could count them. A value
+ * that is no array is refused too, where Jackson's took a string for base64-encoded bytes. An element is read as
+ * Jackson reads a {@code double} (a number, or a string of one, such as {@code "NaN"}, which the service then refuses).
  */
 public final class VectorValuesDeserializer extends ValueDeserializer<double[]> {
 
