@@ -23,6 +23,7 @@ import org.springframework.boot.actuate.endpoint.annotation.Selector;
 import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 import org.springframework.boot.actuate.endpoint.web.WebEndpointResponse;
 import org.springframework.boot.actuate.endpoint.web.annotation.WebEndpoint;
+import org.springframework.core.io.ByteArrayResource;
 import org.springframework.core.io.InputStreamResource;
 import org.springframework.core.io.Resource;
 
@@ -34,7 +35,8 @@ import org.springframework.core.io.Resource;
  * {@code name} ({@code {"name": "gpu"}}, {@code ?name=gpu}), as the {@code computememory} endpoint names managers;
  * without one, the primary manager (the only one, where there is one). Starting while a recording is under way, or
  * stopping when none is, answers 409 with why; an unknown name, or none among several managers of which none is
- * primary, 400.
+ * primary, or a value out of range, 400 with why (in the body: Spring Boot's error page leaves an
+ * {@link InvalidEndpointRequestException}'s reason out).
  *
  * <p>Off unless granted: the endpoint's default access is none, so it needs both
  * {@code management.endpoint.computetrace.access=unrestricted} (or {@code read-only}, to download only) and
@@ -46,6 +48,9 @@ public class ComputeTraceEndpoint {
 
     /** A start while a recording is under way, or a stop when none is: the request conflicts with the state. */
     static final int STATUS_CONFLICT = 409;
+    /** A request that names no manager there is, or asks for what the settings do not allow: said in the body. */
+    static final int STATUS_BAD_REQUEST = 400;
+    static final int STATUS_NOT_FOUND = 404;
 
     private final ObservedManagers managers;
     /** Each manager's recording settings, by its name: a named manager's own, or those of compute.memory.recording. */
@@ -67,24 +72,29 @@ public class ComputeTraceEndpoint {
     @RegisterReflectionForBinding({Started.class, Stopped.class, Refused.class})
     public WebEndpointResponse<?> recording(@Selector String action, @Nullable String name, @Nullable Integer maxEvents,
                                             @Nullable Integer callSiteFrames) {
-        return switch (action) {
-            case "start" -> {
-                ObservedManager observed = selected(name);
-                yield start(observed, options(observed.name(), maxEvents, callSiteFrames));
-            }
-            case "stop" -> stop(selected(name));
-            default -> throw new InvalidEndpointRequestException("unknown action '" + action + "': start or stop", "unknown action");
-        };
+        try {
+            return switch (action) {
+                case "start" -> {
+                    ObservedManager observed = selected(name);
+                    yield start(observed, options(observed.name(), maxEvents, callSiteFrames));
+                }
+                case "stop" -> stop(selected(name));
+                default -> throw new InvalidEndpointRequestException("unknown action '" + action + "': start or stop", "unknown action");
+            };
+        } catch (InvalidEndpointRequestException e) {
+            // answered here, with why: Spring Boot's error page leaves the exception's reason out by default
+            return new WebEndpointResponse<>(new Refused(name, e.getMessage()), STATUS_BAD_REQUEST);
+        }
     }
 
     private ObservedManager selected(@Nullable String name) {
         String names = String.join(", ", managers.byName().keySet());
         if (name == null) {
             return managers.primary().orElseThrow(() -> new InvalidEndpointRequestException("Name the compute memory manager: there are "
-                    + "several and none is primary", "no manager named, and none of " + names + " is primary"));
+                    + "several and none is primary; managers: " + names, "no manager named, and none of " + names + " is primary"));
         }
-        return managers.get(name).orElseThrow(() -> new InvalidEndpointRequestException("No compute memory manager named '" + name + "'",
-                "no manager named '" + name + "'; managers: " + names));
+        return managers.get(name).orElseThrow(() -> new InvalidEndpointRequestException("No compute memory manager named '" + name
+                + "'; managers: " + names, "no manager named '" + name + "'; managers: " + names));
     }
 
     private RecordingOptions options(String name, @Nullable Integer maxEvents, @Nullable Integer callSiteFrames) {
@@ -131,13 +141,18 @@ public class ComputeTraceEndpoint {
 
     /**
      * The last trace stopped here of the manager {@code name}d (the primary one without a name), in the replayer's
-     * format, made as it is sent; null (404) before the first.
+     * format, made as it is sent; 404 before the first, 400 saying why for a manager that is not there.
      */
     @ReadOperation(produces = "text/plain; charset=UTF-8")
-    public @Nullable Resource trace(@Nullable String name) {
-        AllocationTrace trace = last.get(selected(name).name());
+    public WebEndpointResponse<Resource> trace(@Nullable String name) {
+        AllocationTrace trace;
+        try {
+            trace = last.get(selected(name).name());
+        } catch (InvalidEndpointRequestException e) {
+            return new WebEndpointResponse<>(new ByteArrayResource(e.getMessage().getBytes(StandardCharsets.UTF_8)), STATUS_BAD_REQUEST);
+        }
         if (trace == null) {
-            return null;
+            return new WebEndpointResponse<>(STATUS_NOT_FOUND);
         }
         Iterator<String> lines = trace.lines().iterator();
         InputStream text = new SequenceInputStream(new Enumeration<>() {
@@ -151,7 +166,7 @@ public class ComputeTraceEndpoint {
                 return new ByteArrayInputStream((lines.next() + "\n").getBytes(StandardCharsets.UTF_8));
             }
         });
-        return new InputStreamResource(text, "allocation trace started " + trace.startedAt());
+        return new WebEndpointResponse<>(new InputStreamResource(text, "allocation trace started " + trace.startedAt()));
     }
 
     /** A recording of the manager {@code name} started. */
@@ -161,6 +176,6 @@ public class ComputeTraceEndpoint {
     public record Stopped(String name, boolean recording, int events, long allocations, long frees, long earlierBlockFrees,
                           boolean truncated, long durationMillis) {}
 
-    /** Why a start or stop of the manager {@code name}'s recording was refused. */
-    public record Refused(String name, String message) {}
+    /** Why a start or stop of the manager {@code name}'s recording (none named: the primary's) was refused. */
+    public record Refused(@Nullable String name, String message) {}
 }

@@ -1,7 +1,6 @@
 package dev.compute.boot.actuate.trace;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.boot.ComputeMemoryAutoConfiguration;
 import dev.compute.boot.actuate.ComputeMemoryStatisticsAutoConfiguration;
@@ -9,7 +8,7 @@ import dev.compute.memory.InvalidSettingException;
 import dev.compute.memory.UnifiedMemoryManager;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.actuate.autoconfigure.endpoint.EndpointAutoConfiguration;
-import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
+import org.springframework.boot.actuate.endpoint.web.WebEndpointResponse;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
@@ -48,12 +47,13 @@ class ComputeTraceEndpointAutoConfigurationTests {
     void withTwoManagersOfTheApplicationsAndNoPrimaryARequestMustNameOne() {
         runner.withPropertyValues(GRANTED, EXPOSED).withUserConfiguration(TwoManagers.class).run(context -> {
             ComputeTraceEndpoint endpoint = context.getBean(ComputeTraceEndpoint.class);
-            assertThatThrownBy(() -> endpoint.recording("start", null, null, null)).isInstanceOf(InvalidEndpointRequestException.class)
-                    .hasMessageContaining("Name the compute memory manager");
+            WebEndpointResponse<?> unnamed = endpoint.recording("start", null, null, null);
+            assertThat(unnamed.getStatus()).isEqualTo(400);
+            assertThat(unnamed.getBody()).asString().contains("Name the compute memory manager");
             assertThat(endpoint.recording("start", "second", null, null).getStatus()).isEqualTo(200);
             assertThat(context.getBean("second", UnifiedMemoryManager.class).isRecording()).isTrue();
             assertThat(endpoint.recording("stop", "second", null, null).getStatus()).isEqualTo(200);
-            assertThat(endpoint.trace("second")).isNotNull();
+            assertThat(endpoint.trace("second").getBody()).isNotNull();
             assertThat(endpoint.recording("stop", "second", null, null).getStatus()).as("stopped already").isEqualTo(409);
         });
     }

@@ -160,7 +160,12 @@ class ComputeTraceEndpointHttpTests {
             assertThat(postWithoutBody("rewind").getStatusCode().value()).isEqualTo(400);
             ResponseEntity<String> unknown = post("start", "{\"name\": \"gpu\"}");
             assertThat(unknown.getStatusCode().value()).isEqualTo(400);
-            assertThat(download("gpu").getStatusCode().value()).isEqualTo(400);
+            // the reason in the body: Spring Boot's error page leaves an InvalidEndpointRequestException's out
+            assertThat(unknown.getBody()).contains("No compute memory manager named 'gpu'").contains("managers: ");
+            assertThat(tooMany.getBody()).contains("maxEvents must be from 1 to 1000");
+            ResponseEntity<String> downloadUnknown = download("gpu");
+            assertThat(downloadUnknown.getStatusCode().value()).isEqualTo(400);
+            assertThat(downloadUnknown.getBody()).contains("No compute memory manager named 'gpu'");
             assertThat(manager.isRecording()).isFalse();
         }
     }
