@@ -36,11 +36,14 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Collectors;
 import org.jocl.CL;
 import org.jocl.Pointer;
 import org.jocl.Sizeof;
@@ -82,16 +85,18 @@ final class OpenClKernel implements NativeKernel {
     /**
      * A parameter as {@code clGetKernelArgInfo} describes it. {@code imageOrPipe}: an image or a pipe (it has an access
      * qualifier), which is {@code __global} too but no buffer: PoCL takes a buffer's {@code cl_mem} for it and ends the
-     * process in the enqueue.
+     * process in the enqueue. {@code types}: the scalar or element type it may be, several where the source declares its
+     * typedef as several and the preprocessor chose one ({@link #typedefs}).
      */
-    private record Parameter(String name, String typeName, int addressQualifier, boolean imageOrPipe) {
+    private record Parameter(String name, String typeName, List<String> types, int addressQualifier, boolean imageOrPipe) {
         boolean isBuffer() {
             return !imageOrPipe && (addressQualifier == CL_KERNEL_ARG_ADDRESS_GLOBAL || addressQualifier == CL_KERNEL_ARG_ADDRESS_CONSTANT);
         }
 
         String describe(int index) {
             return "parameter " + index + (name.isEmpty() ? "" : " '" + name + "'") + " is "
-                    + (addressQualifier == CL_KERNEL_ARG_ADDRESS_LOCAL ? "__local " : isBuffer() ? "__global " : "") + typeName;
+                    + (addressQualifier == CL_KERNEL_ARG_ADDRESS_LOCAL ? "__local " : isBuffer() ? "__global " : "") + typeName
+                    + (types.size() > 1 ? " (declared as " + String.join(" and ", types) + ", of which the build took one)" : "");
         }
     }
 
@@ -134,7 +139,7 @@ final class OpenClKernel implements NativeKernel {
     private int created;
     private boolean released;
 
-    private OpenClKernel(OpenClBackend backend, String name, cl_program program, cl_kernel first, Map<String, String> typedefs) {
+    private OpenClKernel(OpenClBackend backend, String name, cl_program program, cl_kernel first, Map<String, Set<String>> typedefs) {
         this.backend = backend;
         this.name = name;
         this.program = program;
@@ -417,12 +422,19 @@ final class OpenClKernel implements NativeKernel {
             return "__local parameters are not taken: declare the local array inside the kernel, of a fixed size";
         }
         if (!parameter.isBuffer()) {
-            return "pass " + scalarFor(parameter.typeName());
+            return "pass " + scalarFor(parameter.types());
         }
-        String element = parameter.typeName().replace("*", "").replace("const", "").trim();
-        DataType expected = POINTER_TYPES.get(element);
-        if (expected != null && type != DataType.INT8 && type != expected) {
-            return "pass a " + expected + " buffer (this one is " + type + "), or one allocated by bytes";
+        List<DataType> expected = new ArrayList<>();
+        for (String element : parameter.types()) {
+            DataType elementType = POINTER_TYPES.get(element.replace("const", "").trim());
+            if (elementType == null) {
+                return null; // a struct, a vector: any buffer
+            }
+            expected.add(elementType);
+        }
+        if (type != DataType.INT8 && !expected.contains(type)) {
+            return "pass a " + expected.stream().distinct().map(DataType::toString).collect(Collectors.joining(" or a ")) + " buffer (this one is "
+                    + type + "), or one allocated by bytes";
         }
         return null;
     }
@@ -431,15 +443,23 @@ final class OpenClKernel implements NativeKernel {
         if (parameter.isBuffer() || parameter.addressQualifier() == CL_KERNEL_ARG_ADDRESS_LOCAL) {
             return parameter.isBuffer() ? "pass a UnifiedBuffer or a KernelArg" : "__local parameters are not taken";
         }
-        String type = parameter.typeName().trim();
-        boolean fits = switch (value) {
-            case Integer ignored -> type.equals("int") || type.equals("uint");
-            case Long ignored -> type.equals("long") || type.equals("ulong");
-            case Float ignored -> type.equals("float");
-            case Double ignored -> type.equals("double");
-            default -> false;
-        };
-        return fits ? null : "pass " + scalarFor(type);
+        for (String type : parameter.types()) {
+            boolean fits = switch (value) {
+                case Integer ignored -> type.equals("int") || type.equals("uint");
+                case Long ignored -> type.equals("long") || type.equals("ulong");
+                case Float ignored -> type.equals("float");
+                case Double ignored -> type.equals("double");
+                default -> false;
+            };
+            if (fits) {
+                return null;
+            }
+        }
+        return "pass " + scalarFor(parameter.types());
+    }
+
+    private static String scalarFor(List<String> types) {
+        return types.stream().map(OpenClKernel::scalarFor).distinct().collect(Collectors.joining(" or "));
     }
 
     private static String scalarFor(String type) {
@@ -519,7 +539,7 @@ final class OpenClKernel implements NativeKernel {
     }
 
     /** Each parameter's name, type and address space; null where the implementation keeps no argument info. */
-    private static @Nullable List<Parameter> parameters(cl_kernel kernel, int count, Map<String, String> typedefs) {
+    private static @Nullable List<Parameter> parameters(cl_kernel kernel, int count, Map<String, Set<String>> typedefs) {
         List<Parameter> parameters = new ArrayList<>(count);
         for (int i = 0; i < count; i++) {
             int[] qualifier = new int[1];
@@ -533,35 +553,42 @@ final class OpenClKernel implements NativeKernel {
             }
             int[] access = {CL_KERNEL_ARG_ACCESS_NONE};
             JoclCalls.clGetKernelArgInfo(kernel, i, CL_KERNEL_ARG_ACCESS_QUALIFIER, Sizeof.cl_uint, Pointer.to(access), null); // NONE where unknown
-            parameters.add(new Parameter(parameterName == null ? "" : parameterName, resolved(type, typedefs), qualifier[0],
-                    access[0] != CL_KERNEL_ARG_ACCESS_NONE));
+            String bare = type.trim();
+            String stars = "";
+            while (bare.endsWith("*")) {
+                stars += "*";
+                bare = bare.substring(0, bare.length() - 1).trim();
+            }
+            List<String> types = resolved(bare, typedefs, 0);
+            parameters.add(new Parameter(parameterName == null ? "" : parameterName, (types.size() == 1 ? types.getFirst() : bare) + stars, types,
+                    qualifier[0], access[0] != CL_KERNEL_ARG_ACCESS_NONE));
         }
         return List.copyOf(parameters);
     }
 
-    /** The source's simple typedefs, name to type, unsigned C spellings as OpenCL's short names. */
-    static Map<String, String> typedefs(String source) {
-        Map<String, String> typedefs = new HashMap<>();
+    /**
+     * The source's simple typedefs, name to each type the text declares it as, unsigned C spellings as OpenCL's short
+     * names. Several where the preprocessor chooses one ({@code #ifdef USE_DOUBLE typedef double real; #else typedef
+     * float real; #endif}, the precision a build option sets): the text alone cannot say which the build took, so a
+     * launch may pass any of them.
+     */
+    static Map<String, Set<String>> typedefs(String source) {
+        Map<String, Set<String>> typedefs = new HashMap<>();
         Matcher matcher = TYPEDEF.matcher(source);
         while (matcher.find()) {
             String type = matcher.group(1).replaceAll("^unsigned\\s+(char|short|int|long)$", "u$1");
-            typedefs.put(matcher.group(2), type);
+            typedefs.computeIfAbsent(matcher.group(2), declared -> new LinkedHashSet<>()).add(type);
         }
         return typedefs;
     }
 
-    /** {@code type} with typedefs of the source resolved (a pointer keeps its star); unknown names as they are. */
-    private static String resolved(String type, Map<String, String> typedefs) {
-        String bare = type.trim();
-        String suffix = "";
-        while (bare.endsWith("*")) {
-            suffix += "*";
-            bare = bare.substring(0, bare.length() - 1).trim();
+    /** The types {@code bare} (no pointer) may be, through the source's typedefs; an unknown name as it is. */
+    private static List<String> resolved(String bare, Map<String, Set<String>> typedefs, int depth) {
+        Set<String> declared = typedefs.get(bare);
+        if (declared == null || depth == 8) {
+            return List.of(bare);
         }
-        for (int depth = 0; depth < 8 && typedefs.containsKey(bare); depth++) {
-            bare = typedefs.get(bare);
-        }
-        return bare + suffix;
+        return declared.stream().flatMap(type -> resolved(type, typedefs, depth + 1).stream()).distinct().toList();
     }
 
     private static @Nullable String argString(cl_kernel kernel, int index, int param) {

@@ -253,6 +253,50 @@ class OpenClKernelTest {
     }
 
     /**
+     * A typedef the preprocessor chooses (the precision a build option sets, a common idiom) is declared twice in the
+     * text, which alone cannot say which one the build took: a launch may pass either, and only what neither is is
+     * refused (the check took the last declaration in the text, and refused every launch of the double build).
+     */
+    @Test
+    void aTypedefChosenByABuildOptionIsCheckedAsTheOneBuilt() {
+        String source = """
+                #ifdef USE_DOUBLE
+                typedef double real;
+                #else
+                typedef float real;
+                #endif
+                __kernel void scale(__global real *x, long n, real a) {
+                    long i = get_global_id(0);
+                    if (i < n) { x[i] *= a; }
+                }
+                """;
+        ComputeKernel inDouble = manager.kernels().compile(KernelSource.openCl(source, "scale", "-D USE_DOUBLE"));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT64, 4)) {
+            double[] values = {1, 2, 3, 4};
+            x.copyFrom(values);
+            inDouble.launch(LaunchShape.of(4), x, 4L, 0.5).join();
+            x.copyTo(values);
+            assertThat(values).containsExactly(0.5, 1, 1.5, 2);
+            assertThatThrownBy(() -> inDouble.launch(LaunchShape.of(4), x, 4L, 1)).as("an Integer, which real is in no build")
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 2")
+                    .hasMessageContaining("declared as double and float").hasMessageContaining("pass a Double or a Float");
+        }
+        try (UnifiedBuffer ints = manager.allocate(DataType.INT32, 4)) {
+            assertThatThrownBy(() -> inDouble.launch(LaunchShape.of(4), ints, 4L, 0.5)).as("an INT32 buffer, which real* is in no build")
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 0")
+                    .hasMessageContaining("pass a FLOAT64 or a FLOAT32 buffer");
+        }
+        ComputeKernel inFloat = manager.kernels().compile(KernelSource.openCl(source, "scale"));
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 4)) {
+            float[] values = {1, 2, 3, 4};
+            x.copyFrom(values);
+            inFloat.launch(LaunchShape.of(4), x, 4L, 2f).join();
+            x.copyTo(values);
+            assertThat(values).containsExactly(2, 4, 6, 8);
+        }
+    }
+
+    /**
      * A launch is checked before its accesses open, and may then wait for work on its first buffer: what it passes is
      * what was checked, whatever the caller's thread does to its argument array meanwhile (a Long where the kernel
      * takes an int, refused had it been passed so, would reach clSetKernelArg, and CUDA's launch with its size unchecked).
