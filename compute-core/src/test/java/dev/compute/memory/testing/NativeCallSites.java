@@ -5,7 +5,9 @@ import java.io.InputStream;
 import java.lang.classfile.ClassFile;
 import java.lang.classfile.ClassModel;
 import java.lang.classfile.MethodModel;
+import java.lang.classfile.instruction.InvokeDynamicInstruction;
 import java.lang.classfile.instruction.InvokeInstruction;
+import java.lang.constant.DirectMethodHandleDesc;
 import java.net.URISyntaxException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -29,7 +31,7 @@ public final class NativeCallSites {
     /**
      * Every call from the classes that {@code ofModule} was loaded with to a method of {@code owner} (internal name,
      * {@code org/jocl/CL}) whose name starts with {@code prefix}, outside the class {@code allowed} (internal name):
-     * "caller.method calls name". Fails when fewer than {@code atLeast} classes were read, so an empty scan cannot pass.
+     * "caller.method calls name", a method reference to one included. Fails when fewer than {@code atLeast} classes were read, so an empty scan cannot pass.
      */
     public static List<String> outside(Class<?> ofModule, String owner, String prefix, String allowed, int atLeast)
             throws IOException, URISyntaxException {
@@ -49,6 +51,14 @@ public final class NativeCallSites {
                     if (element instanceof InvokeInstruction call && call.owner().asInternalName().equals(owner)
                             && call.name().stringValue().startsWith(prefix)) {
                         calls.add(caller + "." + method.methodName() + " calls " + call.name());
+                    }
+                    if (element instanceof InvokeDynamicInstruction lambda) { // a method reference (CL::clReleaseKernel) calls it too
+                        for (var argument : lambda.bootstrapArgs()) {
+                            if (argument instanceof DirectMethodHandleDesc handle && handle.owner().descriptorString().equals("L" + owner + ";")
+                                    && handle.methodName().startsWith(prefix)) {
+                                calls.add(caller + "." + method.methodName() + " refers to " + handle.methodName());
+                            }
+                        }
                     }
                 }));
             }

@@ -525,7 +525,7 @@ final class OpenClKernel implements NativeKernel {
             toRelease = new ArrayList<>(idle);
             idle.clear();
         }
-        toRelease.forEach(CL::clReleaseKernel);
+        toRelease.forEach(JoclCalls::clReleaseKernel);
         JoclCalls.clReleaseProgram(program); // OpenCL deletes it once its last kernel object is gone
     }
 

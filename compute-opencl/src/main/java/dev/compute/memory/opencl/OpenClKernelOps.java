@@ -412,7 +412,7 @@ final class OpenClKernelOps implements KernelOps {
     synchronized void release() {
         Kernels built = kernels;
         if (built != null) {
-            built.all().forEach(CL::clReleaseKernel);
+            built.all().forEach(JoclCalls::clReleaseKernel);
             JoclCalls.clReleaseProgram(built.program());
             kernels = null;
         }

@@ -6,7 +6,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import java.util.function.Predicate;
 import java.util.function.Supplier;
-import org.jocl.CL;
 import org.jocl.cl_mem;
 import org.jspecify.annotations.Nullable;
 
@@ -79,7 +78,7 @@ final class SubBuffers {
     private final Consumer<cl_mem> releaser;
 
     SubBuffers() {
-        this(CL::clReleaseMemObject);
+        this(JoclCalls::clReleaseMemObject);
     }
 
     /** With {@code releaser} in place of {@code clReleaseMemObject}: a test counts the releases. */
