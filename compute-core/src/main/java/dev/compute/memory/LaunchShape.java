@@ -62,11 +62,18 @@ public final class LaunchShape {
         return sizes[dimension];
     }
 
-    /** The work items asked for in all, the product of the sizes. */
+    /**
+     * The work items asked for in all, the product of the sizes.
+     *
+     * @throws ArithmeticException where the product passes {@code Long.MAX_VALUE}, naming the shape
+     */
     public long totalSize() {
         long total = 1;
         for (long size : sizes) {
-            total = Math.multiplyExact(total, size);
+            if (size > Long.MAX_VALUE / total) {
+                throw new ArithmeticException(this + " has more than Long.MAX_VALUE work items in all");
+            }
+            total *= size;
         }
         return total;
     }

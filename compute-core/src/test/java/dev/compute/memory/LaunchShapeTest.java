@@ -38,6 +38,10 @@ class LaunchShapeTest {
         assertThatThrownBy(() -> LaunchShape.of(4).withWorkGroup(2, 2)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("a 1-dimensional shape needs a work-group of 1 size(s); given 2");
         assertThatThrownBy(() -> LaunchShape.of(4).withWorkGroup(0)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> LaunchShape.of(1L << 32, 1L << 31, 2).totalSize()).as("a count a long does not hold, said of the shape")
+                .isInstanceOf(ArithmeticException.class)
+                .hasMessage("LaunchShape[4294967296, 2147483648, 2] has more than Long.MAX_VALUE work items in all");
+        assertThat(LaunchShape.of(1L << 31, 1L << 31, 1).totalSize()).isEqualTo(1L << 62);
         assertThatThrownBy(() -> LaunchShape.of(4).workGroup(0)).isInstanceOf(IllegalStateException.class);
     }
 }
