@@ -394,6 +394,46 @@ class OpenClKernelTest {
      * fails instead, naming both sizes, and a kernel within the local memory builds and runs (in a JVM of its own, for
      * the crash).
      */
+    /**
+     * A launch racing another thread's close of its buffer (whole, or through an unaligned slice, which is staged) either
+     * runs or fails naming the kernel and the argument: never another exception, never a hang.
+     */
+    @Test
+    void aLaunchRacingItsBuffersCloseRunsOrFailsNamingTheArgument() throws Exception {
+        ComputeKernel fill = manager.kernels().compile(KernelSource.openCl(SLOW_FILL, "slow_fill"));
+        ExecutorService pool = Executors.newFixedThreadPool(2);
+        try {
+            for (int round = 0; round < 200; round++) {
+                UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1000, round % 3 == 0 ? MemoryLocation.PINNED : MemoryLocation.DEVICE);
+                x.copyFrom(new float[1000]);
+                UnifiedBuffer argument = round % 2 == 0 ? x.slice(round % 5 + 1, 900) : x;
+                CyclicBarrier start = new CyclicBarrier(2);
+                Future<?> closing = pool.submit(() -> {
+                    start.await();
+                    x.close();
+                    return null;
+                });
+                Future<Throwable> launching = pool.submit(() -> {
+                    start.await();
+                    try {
+                        fill.launch(LaunchShape.of(900), KernelArg.write(argument), 900L, 1f, 0).get(30, TimeUnit.SECONDS);
+                        return null;
+                    } catch (Throwable e) {
+                        return e;
+                    }
+                });
+                closing.get(30, TimeUnit.SECONDS);
+                Throwable failure = launching.get(60, TimeUnit.SECONDS);
+                if (failure != null) {
+                    assertThat(failure).as("round %d", round).isInstanceOf(IllegalStateException.class)
+                            .hasMessageContaining("kernel 'slow_fill', argument 0").hasMessageContaining("closed");
+                }
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
     @Test
     void aKernelUsingMoreLocalMemoryThanTheDeviceHasFailsToCompile() throws Exception {
         ChildJvm.Result child = ChildJvm.run(Duration.ofMinutes(2), OversizedLocalMemory.class);
