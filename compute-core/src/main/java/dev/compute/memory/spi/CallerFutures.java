@@ -1,6 +1,9 @@
 package dev.compute.memory.spi;
 
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -45,7 +48,7 @@ public final class CallerFutures {
         if (work instanceof Source<?> source) {
             return (CompletableFuture<T>) source.forCaller();
         }
-        CompletableFuture<T> caller = new CompletableFuture<>();
+        CompletableFuture<T> caller = new CallersFuture<>();
         // not copy(): its failures come wrapped in a CompletionException, where the work's own come as they were thrown
         work.whenComplete((value, failure) -> {
             if (failure == null) {
@@ -63,7 +66,7 @@ public final class CallerFutures {
         if (work instanceof Source<?> source) {
             return (CompletableFuture<T>) source.forCaller(finish);
         }
-        CompletableFuture<T> caller = new CompletableFuture<>();
+        CompletableFuture<T> caller = new CallersFuture<>();
         work.whenComplete((value, failure) -> {
             Throwable outcome = finished(failure, finish);
             if (outcome == null) {
@@ -73,6 +76,42 @@ public final class CallerFutures {
             }
         });
         return caller;
+    }
+
+    /**
+     * A caller's future, and every future made from it ({@code thenApply} and the like): a wait on it from an
+     * application's dependent action first hands the later futures the device finished with this one's on
+     * ({@link CompletionThreads#beforeWaiting}), as the library's own waits do, since one of them may be what it waits for.
+     */
+    private static final class CallersFuture<T> extends CompletableFuture<T> {
+        @Override
+        public T get() throws InterruptedException, ExecutionException {
+            beforeWaiting();
+            return super.get();
+        }
+
+        @Override
+        public T get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException, TimeoutException {
+            beforeWaiting();
+            return super.get(timeout, unit);
+        }
+
+        @Override
+        public T join() {
+            beforeWaiting();
+            return super.join();
+        }
+
+        @Override
+        public <U> CompletableFuture<U> newIncompleteFuture() {
+            return new CallersFuture<>();
+        }
+
+        private void beforeWaiting() {
+            if (!isDone()) {
+                CompletionThreads.beforeWaiting();
+            }
+        }
     }
 
     /** Runs {@code finish} after work that ended with {@code failure} (null: well); what the caller's future fails with, or null. */

@@ -17,8 +17,9 @@ import org.jspecify.annotations.Nullable;
  * <p>A task of ordered steps ({@link #executeInOrder}: the futures of work the device finished together, completed in
  * the order the work was queued) runs an action of one step before the later steps. An action that waits, through the
  * library, for work of a later step (a close, or an allocation that needs memory that work frees) would wait its whole
- * bound for nothing, so the library's waits call {@link #beforeWaiting} first, which hands the later steps, in order,
- * on to another task.
+ * bound for nothing (and a {@code join} of a later step's future for ever), so the library's waits, and those on the
+ * futures it hands out ({@link CallerFutures}), call {@link #beforeWaiting} first, which hands the later steps, in
+ * order, on to another task.
  */
 public final class CompletionThreads {
 

@@ -300,6 +300,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void anActionWaitingForALaterFutureOfItsOwnBatchGetsIt() throws Exception {
+        inFakeDriverJvm("anActionWaitingForALaterFutureOfItsOwnBatchGetsIt");
+    }
+
+    @Test
     void anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch() throws Exception {
         inFakeDriverJvm("anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch");
     }
@@ -433,6 +438,7 @@ class CudaBackendOnFakeDriverTest {
                 case "aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch" -> Scenarios.aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch();
                 case "aHostReadMadeByAnActionGetsWhatLaterWorkOfItsOwnBatchWrote" ->
                         Scenarios.aHostReadMadeByAnActionGetsWhatLaterWorkOfItsOwnBatchWrote();
+                case "anActionWaitingForALaterFutureOfItsOwnBatchGetsIt" -> Scenarios.anActionWaitingForALaterFutureOfItsOwnBatchGetsIt();
                 case "anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch" ->
                         Scenarios.anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch();
                 case "theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo" ->
@@ -1364,6 +1370,32 @@ class CudaBackendOnFakeDriverTest {
                 release();
                 assertThat(read.get(60, TimeUnit.SECONDS)).as("y read by the action, after the launch on it").containsOnly(2f);
                 second.get(5, TimeUnit.SECONDS);
+            }
+            manager.close();
+        }
+
+        /**
+         * Two launches reported in one batch: an action of the first waits for the second's future, or one made from
+         * it, itself ({@code get}, {@code join}), which the batch completed only after the action: it gets it.
+         */
+        static void anActionWaitingForALaterFutureOfItsOwnBatchGetsIt() throws Throwable {
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).build();
+            ComputeKernel scale = scaleKernel(manager);
+            try (UnifiedBuffer held = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                 UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                 UnifiedBuffer y = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE)) {
+                holdTheWaiter(scale, held);
+                CompletableFuture<Void> first = launch(scale, x);
+                CompletableFuture<String> second = launch(scale, y).thenApply(ignored -> "second");
+                CompletableFuture<String> waited = first.thenApply(ignored -> {
+                    try {
+                        return second.get(10, TimeUnit.SECONDS);
+                    } catch (Exception e) {
+                        throw new AssertionError("the action's wait for the second launch", e);
+                    }
+                });
+                release();
+                assertThat(waited.get(60, TimeUnit.SECONDS)).isEqualTo("second");
             }
             manager.close();
         }
