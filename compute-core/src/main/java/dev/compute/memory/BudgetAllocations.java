@@ -315,6 +315,9 @@ final class BudgetAllocations {
             ledger.released(entry);
             throw closedAgain(List.of(buffer));
         }
+        if (!ledger.handOutMapped(entry)) { // the budget closed meanwhile: no leftover of its close, closed here
+            throw closedAgain(List.of(buffer));
+        }
         return buffer;
     }
 

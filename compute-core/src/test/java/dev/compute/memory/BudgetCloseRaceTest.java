@@ -3,6 +3,8 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /** Closes of a child budget racing every allocation form on other threads: the books must come back to nothing. */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
@@ -94,10 +97,12 @@ class BudgetCloseRaceTest {
 
     /**
      * What {@code closeAndReport} says a closing tree still held is what its callers were handed and left open: a buffer
-     * whose allocation failed with the close is no request's leftover, and one handed out is never left out.
+     * whose allocation failed with the close is no request's leftover, and one handed out is never left out; mapped
+     * files among them, which leave nothing mapped.
      */
     @Test
-    void theCloseReportsExactlyTheBuffersItsCallersGot() throws Exception {
+    void theCloseReportsExactlyTheBuffersItsCallersGot(@TempDir Path dir) throws Exception {
+        Path file = Files.write(dir.resolve("mapped.bin"), new byte[8192]);
         try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
                 .trimInterval(Duration.ZERO).maxPoolSize(64 * MiB).build()) {
             for (int round = 0; round < 40; round++) {
@@ -116,10 +121,11 @@ class BudgetCloseRaceTest {
                         started.countDown();
                         for (int i = first; i < first + 400; i++) {
                             try {
-                                switch (i % 4) {
+                                switch (i % 5) {
                                     case 0 -> got.add(budget.allocate(4096, DEVICE));
                                     case 1 -> got.addAll(budget.allocateBatch(DataType.INT8, new long[] {20480, 100}, MemoryLocation.HOST));
                                     case 2 -> budget.tryAllocate(8192, DEVICE).ifPresent(got::add);
+                                    case 3 -> got.add(budget.mapFile(file, DataType.INT8, FileMapMode.READ_ONLY));
                                     default -> got.add(budget.allocateAsync(12288, DEVICE, Duration.ofMillis(5)).join());
                                 }
                             } catch (IllegalStateException closed) {
@@ -148,6 +154,46 @@ class BudgetCloseRaceTest {
                 assertThat(left.stream().mapToLong(MemoryBudget.Leftover::bytes).sum()).as("round %d: %s", round, left)
                         .isEqualTo(got.stream().mapToLong(UnifiedBuffer::byteSize).sum());
                 assertThat(manager.statistics(DEVICE).liveBuffers()).isZero();
+                assertThat(manager.mappedFileStatistics().openMappings()).isZero();
+            }
+        }
+    }
+
+    /**
+     * A close that came as mapFile counted its mapping reported the mapping as still held by the budget, though mapFile
+     * then closed it and threw: its caller never had it. Only a mapping its caller got is a leftover now.
+     */
+    @Test
+    void aMappingRacingItsBudgetsCloseIsALeftoverOnlyWhereItsCallerGotIt(@TempDir Path dir) throws Exception {
+        Path file = Files.write(dir.resolve("mapped.bin"), new byte[4096]);
+        try (UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend()).timelineInterval(Duration.ZERO)
+                .trimInterval(Duration.ZERO).build()) {
+            for (int round = 0; round < 1000; round++) {
+                MemoryBudget budget = manager.budget("mapping", MiB);
+                List<UnifiedBuffer> got = new ArrayList<>();
+                AtomicReference<Throwable> unexpected = new AtomicReference<>();
+                CountDownLatch started = new CountDownLatch(1);
+                Thread mapping = Thread.ofPlatform().start(() -> {
+                    started.countDown();
+                    try {
+                        while (got.size() < 1000) { // mapping until the close comes, so that it comes during one
+                            got.add(budget.mapFile(file, DataType.INT8, FileMapMode.READ_ONLY));
+                        }
+                    } catch (IllegalStateException closed) {
+                        // the close came
+                    } catch (Throwable e) {
+                        unexpected.set(e);
+                    }
+                });
+                started.await();
+                for (int spin = ThreadLocalRandom.current().nextInt(20_000); spin > 0; spin--) {
+                    Thread.onSpinWait();
+                }
+                List<MemoryBudget.Leftover> left = budget.closeAndReport();
+                mapping.join();
+                assertThat(unexpected.get()).isNull();
+                assertThat(left.stream().mapToLong(MemoryBudget.Leftover::buffers).sum()).as("round %d", round).isEqualTo(got.size());
+                assertThat(manager.mappedFileStatistics().openMappings()).isZero();
             }
         }
     }

@@ -14,6 +14,8 @@ public final class BudgetEntry<B> {
     final long bytes;
     /** Linked, until the file is unmapped or the manager forgets every count. */
     boolean open = true;
+    /** Its caller has the buffer: only then does a close report it as still held (see {@link BudgetLedger#handOutMapped}). */
+    boolean handedOut;
     @Nullable BudgetEntry<B> previous;
     @Nullable BudgetEntry<B> next;
 

@@ -295,6 +295,23 @@ public final class BudgetLedger<B> {
         }
     }
 
+    /**
+     * The mapped buffer of {@code entry} goes to its caller: false where its budget closed meanwhile, whose close then
+     * neither reported it nor closed it, leaving that to the caller, as for a buffer of pooled memory ({@link #settled}).
+     */
+    public boolean handOutMapped(BudgetEntry<B> entry) {
+        lock.lock();
+        try {
+            if (entry.account.closed) {
+                return false;
+            }
+            entry.handedOut = true;
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** The memory of the buffer that carries {@code counted} (a node or an entry) went back, or its file was unmapped. */
     @SuppressWarnings("unchecked") // what a buffer carries is its ledger's
     public void released(Object counted) {

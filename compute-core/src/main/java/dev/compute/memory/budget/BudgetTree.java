@@ -185,7 +185,9 @@ final class BudgetTree<B> {
         account.children.clear();
         account.closed = true; // before the stripes are read: a request let in on one after this sees it
         for (BudgetEntry<B> entry = account.firstMapped; entry != null; entry = entry.next) {
-            open.add(new BudgetLedger.Open<>(account.path, account, entry.bytes, true, entry.buffer, null));
+            if (entry.handedOut) { // else its mapFile has not returned it, and closes it on seeing the budget closed
+                open.add(new BudgetLedger.Open<>(account.path, account, entry.bytes, true, entry.buffer, null));
+            }
         }
         stripes.openBuffers(account, open);
         takeRoomOf(account);

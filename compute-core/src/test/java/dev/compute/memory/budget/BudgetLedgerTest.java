@@ -209,13 +209,15 @@ class BudgetLedgerTest {
         BudgetAccount<String> request = ledger.open(tenant, BudgetSpec.of("request", 64 * MiB));
         allocate(ledger, tenant, DEVICE, MiB);
         allocate(ledger, request, HOST, 2 * MiB);
-        assertThat(ledger.settleMapped(request, "mapped", 4096)).isNotNull();
+        assertThat(ledger.handOutMapped(ledger.settleMapped(request, "mapped", 4096))).isTrue();
+        BudgetEntry<String> notYetHandedOut = ledger.settleMapped(request, "being mapped", 8192);
 
         List<BudgetLedger.Open<String>> open = ledger.close(tenant);
 
         assertThat(open).containsExactly(new BudgetLedger.Open<>("tenant/request", request, 4096, true, "mapped", null),
                 new BudgetLedger.Open<>("tenant/request", request, 2 * MiB, false, "buffer of 2097152", null),
                 new BudgetLedger.Open<>("tenant", tenant, MiB, false, "buffer of 1048576", null));
+        assertThat(ledger.handOutMapped(notYetHandedOut)).as("its mapFile closes it: the close left it out").isFalse();
         assertThat(ledger.isClosed(request)).isTrue();
         assertThat(ledger.close(tenant)).isEmpty();
         assertThat(ledger.settleMapped(request, "late", 1)).isNull();
