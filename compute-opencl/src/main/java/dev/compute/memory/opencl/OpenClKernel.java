@@ -182,6 +182,9 @@ final class OpenClKernel implements NativeKernel {
                         + "'; it defines: " + programString(program, CL_PROGRAM_KERNEL_NAMES).replace(';', ' '), "");
             }
             OpenClCalls.check(error[0], "clCreateKernel '" + source.name() + "'");
+            // a kernel refused here is not released: PoCL 3.1 ends the process in clReleaseKernel of a kernel whose
+            // __local arrays its device cannot hold (aKernelUsingMoreLocalMemoryThanTheDeviceHasFailsToCompile); a
+            // refused compile keeps one kernel object and its program, the lesser harm
             refuseMoreLocalMemoryThanTheDeviceHas(backend, source, first);
             return new OpenClKernel(backend, source.name(), program, first, typedefs(source.text()));
         } catch (RuntimeException e) {
@@ -493,6 +496,11 @@ final class OpenClKernel implements NativeKernel {
         }
         int[] error = new int[1];
         cl_kernel kernel = JoclCalls.clCreateKernel(program, name, error);
+        if (error[0] != CL_SUCCESS) {
+            synchronized (idle) {
+                created--; // none was made
+            }
+        }
         OpenClCalls.check(error[0], "clCreateKernel '" + name + "' for a launch on another thread");
         return kernel;
     }

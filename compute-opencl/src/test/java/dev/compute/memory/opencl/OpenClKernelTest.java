@@ -389,12 +389,6 @@ class OpenClKernelTest {
     }
 
     /**
-     * A kernel whose {@code __local} arrays are larger than the device's local memory cannot run there: PoCL built it and
-     * ended the JVM at its launch (an assertion in its pthread driver) where OpenCL has the enqueue fail. Its compile
-     * fails instead, naming both sizes, and a kernel within the local memory builds and runs (in a JVM of its own, for
-     * the crash).
-     */
-    /**
      * A launch racing another thread's close of its buffer (whole, or through an unaligned slice, which is staged) either
      * runs or fails naming the kernel and the argument: never another exception, never a hang.
      */
@@ -434,6 +428,12 @@ class OpenClKernelTest {
         }
     }
 
+    /**
+     * A kernel whose {@code __local} arrays are larger than the device's local memory cannot run there: PoCL built it and
+     * ended the JVM at its launch (an assertion in its pthread driver) where OpenCL has the enqueue fail. Its compile
+     * fails instead, naming both sizes, and a kernel within the local memory builds and runs (in a JVM of its own, for
+     * the crash).
+     */
     @Test
     void aKernelUsingMoreLocalMemoryThanTheDeviceHasFailsToCompile() throws Exception {
         ChildJvm.Result child = ChildJvm.run(Duration.ofMinutes(2), OversizedLocalMemory.class);
