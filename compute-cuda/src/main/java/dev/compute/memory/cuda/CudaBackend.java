@@ -493,10 +493,12 @@ public final class CudaBackend implements ComputeBackend {
         boolean finished = completions.close(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())));
         streams.markClosed();
         if (!finished) {
-            LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": recorded device work did not finish"
-                    + (deviceWait.isZero() ? " before the manager's close timeout ran out" : " within " + deviceWait.toMillis() + " ms of close")
-                    + "; the backend keeps its streams, staging buffers, kernels"
-                    + " and context rather than destroy them under it (the device may be hung)");
+            if (!completions.closeOutlivedByAnAction()) { // that one the completions told of: the device was done
+                LOG.log(System.Logger.Level.WARNING, "CUDA device " + settings.deviceIndex() + ": recorded device work did not finish"
+                        + (deviceWait.isZero() ? " before the manager's close timeout ran out" : " within " + deviceWait.toMillis() + " ms of close")
+                        + "; the backend keeps its streams, staging buffers, kernels"
+                        + " and context rather than destroy them under it (the device may be hung)");
+            }
             copier.close();
             return;
         }

@@ -127,6 +127,8 @@ final class DeviceCompletions implements AutoCloseable {
     private final ExecutorService waiters;
     private final CompletionThreads callbacks;
     private volatile boolean closed;
+    /** Set by a close that ran out of time on an action still running on a completion thread: {@link #closeOutlivedByAnAction}. */
+    private volatile boolean closeOutlivedByAnAction;
 
     DeviceCompletions(CudaContext context) {
         this(context, BackendSettings.DEFAULT_DEVICE_WAIT_TIMEOUT);
@@ -385,6 +387,14 @@ final class DeviceCompletions implements AutoCloseable {
         return work;
     }
 
+    /**
+     * Whether a {@link #close(Duration)} returned false because an application's action on a completion thread had not
+     * ended, the device past every event: close has said so, and the device is not the one to blame.
+     */
+    boolean closeOutlivedByAnAction() {
+        return closeOutlivedByAnAction;
+    }
+
     /** As {@link #close(Duration)}, waiting as long as close() of the backend does. */
     @Override
     public void close() {
@@ -426,6 +436,7 @@ final class DeviceCompletions implements AutoCloseable {
                     + " (thenApply, thenRun, whenComplete and the like) was still running on a completion thread when the"
                     + " backend's close ran out of time; the backend keeps its events, streams and context rather than release"
                     + " them under it. An action that blocks should run on an executor of its own (thenRunAsync)");
+            closeOutlivedByAnAction = true;
             return false;
         }
         for (CUevent event; (event = idleEvents.poll()) != null; ) {

@@ -1436,6 +1436,7 @@ class CudaBackendOnFakeDriverTest {
          */
         static void theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo() throws Throwable {
             LogCapture completionsLog = LogCapture.of(DeviceCompletions.class.getName());
+            LogCapture backendLog = LogCapture.of(CudaBackend.class.getName());
             UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).closeTimeout(Duration.ofMillis(500)).build();
             ComputeKernel scale = scaleKernel(manager);
             UnifiedBuffer held = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
@@ -1466,6 +1467,8 @@ class CudaBackendOnFakeDriverTest {
             assertThat(tookMillis).as("ms the close took, its timeout 500 ms, the backend's own bound 10 s").isLessThan(5_000L);
             assertThat(completionsLog.messages(Level.WARNING)).as("the completions' warnings")
                     .anySatisfy(warning -> assertThat(warning).contains("action dependent on a device future"));
+            assertThat(backendLog.messages(Level.WARNING)).as("the backend's warnings: the device finished, only the action runs")
+                    .noneSatisfy(warning -> assertThat(warning).contains("device may be hung"));
             assertThat(counters().contextReferences()).as("context references, kept under the action").isEqualTo(1);
         }
 
