@@ -87,7 +87,7 @@ public final class CompletionThreads {
      * Called by the library before a wait for device work: on a thread running ordered steps ({@link #executeInOrder}),
      * within one of them (an application's dependent action), hands the steps not run yet, in order, on to another task
      * of the same threads, since the wait may be for one of them; they run here, at once, where the threads take no
-     * more tasks (closed). Nothing to do on any other thread.
+     * more tasks (closed) or none can be started. Nothing to do on any other thread.
      */
     public static void beforeWaiting() {
         ArrayDeque<Runnable> left = STEPS_LEFT.get();
@@ -98,8 +98,8 @@ public final class CompletionThreads {
         left.clear();
         try {
             Objects.requireNonNull(RUNNING_FOR.get()).execute(() -> runInOrder(handedOn));
-        } catch (RejectedExecutionException closed) {
-            runInOrder(handedOn);
+        } catch (RejectedExecutionException | OutOfMemoryError noThread) { // closed, or no thread can be started
+            runInOrder(handedOn); // here rather than never: their futures' waiters would wait their whole bounds
         }
     }
 

@@ -9,6 +9,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Level;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -74,6 +75,36 @@ class CompletionThreadsTest {
         }, () -> ran.add("third")));
         assertThat(waited.get(20, TimeUnit.SECONDS)).as("the first step's wait for the second").isTrue();
         assertThat(ran).containsExactly("second", "third", "first, before its wait");
+    }
+
+    /**
+     * Where no thread can be started for the hand-on (the system's thread limit: {@code OutOfMemoryError: unable to
+     * create native thread}), the later steps run first on the waiting step's thread, as when the threads are closed,
+     * rather than be dropped with their futures never completed.
+     */
+    @Test
+    void aStepWaitingWhenNoThreadCanBeStartedRunsTheLaterStepsFirstOnItsOwnThread() throws Exception {
+        AtomicInteger started = new AtomicInteger();
+        CompletionThreads oneThread = new CompletionThreads(Executors.newCachedThreadPool(task -> {
+            if (started.getAndIncrement() > 0) {
+                throw new OutOfMemoryError("unable to create native thread: thrown by the test on purpose");
+            }
+            return new Thread(task);
+        }));
+        CompletableFuture<Void> later = new CompletableFuture<>();
+        CompletableFuture<Boolean> waited = new CompletableFuture<>();
+        Queue<String> ran = new ConcurrentLinkedQueue<>();
+        oneThread.executeInOrder(List.<Runnable>of(() -> {
+            CompletionThreads.beforeWaiting();
+            ran.add("first, before its wait");
+            waited.complete(waitFor(later));
+        }, () -> {
+            ran.add("second");
+            later.complete(null);
+        }, () -> ran.add("third")));
+        assertThat(waited.get(20, TimeUnit.SECONDS)).as("the first step's wait for the second").isTrue();
+        assertThat(ran).containsExactly("second", "third", "first, before its wait");
+        assertThat(oneThread.shutdownAndAwait(System.nanoTime() + TimeUnit.SECONDS.toNanos(10))).as("every task ended").isTrue();
     }
 
     /** A library's bounded wait: true when {@code future} completed within 10 s. */
