@@ -233,13 +233,15 @@ public final class UnifiedMemoryManagerFactory {
 
     /**
      * A cap above the memory the device has never binds: allocations fail as the device runs out first, and health's cap
-     * warning never comes. Told, not refused: the default cap is above a small container's memory, host and unified
-     * memory may go beyond a GPU's, and a generous cap meant as none is common.
+     * warning never comes. Told where it is set, not refused: the default cap is above a small container's memory, host
+     * and unified memory may go beyond a GPU's, and a generous cap meant as none is common.
      */
-    private static void warnOfACapBeyondTheDevice(String name, UnifiedMemoryManager manager, UnaryOperator<String> whereSet) {
+    private void warnOfACapBeyondTheDevice(String name, UnifiedMemoryManager manager, UnaryOperator<String> whereSet) {
         long cap = manager.settings().maxPoolSize();
         BackendInfo device = manager.backendInfo();
-        if (device.deviceTotalBytes() > 0 && cap > device.deviceTotalBytes()) {
+        // the default cap above a small device's memory is no setting of the user's to correct
+        boolean set = Binder.get(environment).bind(whereSet.apply(MAX_POOL_SIZE), String.class).isBound();
+        if (set && device.deviceTotalBytes() > 0 && cap > device.deviceTotalBytes()) {
             log.warn(whereSet.apply(MAX_POOL_SIZE) + " of manager '" + name + "' is " + cap + " bytes, more than the " + device.deviceTotalBytes()
                     + " bytes of memory its device has (" + device.deviceName() + ", backend '" + device.backend() + "'): allocations fail as the "
                     + "device runs out before the cap is reached, and health's cap warning never comes. Set a size within the device's memory, "

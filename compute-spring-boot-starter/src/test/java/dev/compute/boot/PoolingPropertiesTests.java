@@ -56,6 +56,15 @@ class PoolingPropertiesTests {
     }
 
     @Test
+    void aCapAboveTheDevicesMemoryInheritedFromComputeMemoryIsToldWhereItIsSet(CapturedOutput output) {
+        runner.withPropertyValues("compute.backend=cpu", "compute.memory.timeline.interval=0", "compute.memory.pooling.max-pool-size=100TB",
+                "compute.managers.inherits.backend=cpu").run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(output).contains("compute.memory.pooling.max-pool-size of manager 'inherits' is " + (100L << 40) + " bytes");
+                });
+    }
+
+    @Test
     void aShareAndAWarmUpFromYamlReachTheManager() {
         runner.withInitializer(new ConfigDataApplicationContextInitializer())
                 .withPropertyValues("spring.config.location=classpath:allocation/share-and-warmup.yml")
