@@ -6,6 +6,7 @@ import dev.compute.memory.DeviceWaitInterruptedException;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
+import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.List;
 import java.util.SplittableRandom;
@@ -29,6 +30,8 @@ import org.springframework.stereotype.Component;
 public class LoadGenerator implements SmartLifecycle, ApplicationListener<ContextClosedEvent> {
 
     private static final Logger LOG = LoggerFactory.getLogger(LoadGenerator.class);
+    /** How long a stop waits for the worker, whose device waits end at its interrupt: under a graceful shutdown's 30 s. */
+    private static final Duration STOP_WAIT = Duration.ofSeconds(20);
 
     public record Status(boolean running, long operations, long bytesAllocated, long outOfMemory, int liveBuffers) {}
 
@@ -75,7 +78,10 @@ public class LoadGenerator implements SmartLifecycle, ApplicationListener<Contex
         if (thread != null) {
             thread.interrupt();
             try {
-                thread.join();
+                // a stop never hangs the shutdown on a worker stuck where no interrupt reaches
+                if (!thread.join(STOP_WAIT)) {
+                    LOG.warn("load generator still running {} after it was told to stop; left to end on its own", STOP_WAIT);
+                }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
