@@ -70,10 +70,11 @@ public final class LaunchShape {
     public long totalSize() {
         long total = 1;
         for (long size : sizes) {
-            if (size > Long.MAX_VALUE / total) {
+            try {
+                total = Math.multiplyExact(total, size);
+            } catch (ArithmeticException overflow) {
                 throw new ArithmeticException(this + " has more than Long.MAX_VALUE work items in all");
             }
-            total *= size;
         }
         return total;
     }
