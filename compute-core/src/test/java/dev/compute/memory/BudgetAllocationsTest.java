@@ -213,7 +213,8 @@ class BudgetAllocationsTest {
              UnifiedBuffer others = manager.allocate(60 * MiB, DEVICE);
              MemoryBudget tenant = manager.budget("tenant", 16 * MiB)) {
             holding.hold.set(true);
-            CompletableFuture<UnifiedBuffer> waiting = tenant.allocateAsync(16 * MiB, DEVICE, Duration.ofMillis(200));
+            // long enough for the pool's attempt to start within it on a loaded machine (200 ms timed out before it did)
+            CompletableFuture<UnifiedBuffer> waiting = tenant.allocateAsync(16 * MiB, DEVICE, Duration.ofSeconds(2));
             CompletableFuture<Object> seenAtTheFailure = wholeLimitAtHostAsItEnds(waiting, tenant);
             manager.allocate(MiB, DEVICE).close(); // wakes the pool's queue: its attempt for the request waits in the handler
             assertThat(holding.inHandler.await(30, TimeUnit.SECONDS)).isTrue();
@@ -222,7 +223,7 @@ class BudgetAllocationsTest {
             holding.release.countDown();
 
             assertThatThrownBy(() -> waiting.get(30, TimeUnit.SECONDS)).cause().isInstanceOf(DeviceOutOfMemoryException.class)
-                    .hasMessageContaining("within the wait of 200 ms"); // the caller's, not what was left of it for the pool
+                    .hasMessageContaining("within the wait of 2000 ms"); // the caller's, not what was left of it for the pool
             assertThat(seenAtTheFailure.get(30, TimeUnit.SECONDS)).as("the whole limit free as the request fails").isEqualTo(16 * MiB);
         }
     }
