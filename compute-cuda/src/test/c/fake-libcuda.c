@@ -231,8 +231,12 @@ static int loadModule(void** m, const void* image, unsigned n, const int* option
 }
 int cuModuleLoadData(void** m, const void* image){ return loadModule(m,image,0,0,0); }
 int cuModuleLoadDataEx(void** m, const void* image, unsigned n, int* options, void** values){ return loadModule(m,image,n,options,values); }
+// stub_fail_function_lookup(n): the n-th cuModuleGetFunction from now answers CUDA_ERROR_NOT_FOUND
+static int failLookupIn;
+void stub_fail_function_lookup(int n){ failLookupIn=n; }
 int cuModuleGetFunction(void** f, void* m, const char* name){
   module* mod=m; if(!mod||mod->magic!=MODULE_MAGIC||!name||!*name){errors++;return 400;}
+  if(failLookupIn>0 && --failLookupIn==0) return 500;
   if(!entryIn(mod->image,name)) return 500; // CUDA_ERROR_NOT_FOUND
   function* fn=calloc(1,sizeof(function)); fn->magic=FUNCTION_MAGIC; snprintf(fn->name,sizeof fn->name,"%s",name);
   // the entry's .reqntid, between its parameters and its body, as the driver reads it

@@ -52,14 +52,19 @@ final class CudaKernelOps implements KernelOps, AutoCloseable {
     CudaKernelOps(CudaBackend backend) {
         this.backend = backend;
         this.module = new PtxModule(PTX);
-        fillF32 = module.function("fill_f32");
-        fillF64 = module.function("fill_f64");
-        scaleF32 = module.function("scale_f32");
-        scaleF64 = module.function("scale_f64");
-        axpyF32 = module.function("axpy_f32");
-        axpyF64 = module.function("axpy_f64");
-        sumF32 = module.function("sum_f32");
-        sumF64 = module.function("sum_f64");
+        try {
+            fillF32 = module.function("fill_f32");
+            fillF64 = module.function("fill_f64");
+            scaleF32 = module.function("scale_f32");
+            scaleF64 = module.function("scale_f64");
+            axpyF32 = module.function("axpy_f32");
+            axpyF64 = module.function("axpy_f64");
+            sumF32 = module.function("sum_f32");
+            sumF64 = module.function("sum_f64");
+        } catch (RuntimeException | Error e) {
+            module.close(); // no backend will hold it: the functions found so far go with it
+            throw e;
+        }
     }
 
     static int grid(long count, int maxBlocks) {

@@ -384,6 +384,11 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("everyPositionCompletesWithThreadsSharingTheStreams");
     }
 
+    @Test
+    void anOpKernelMissingAtStartLeavesNoModuleLoaded() throws Exception {
+        inFakeDriverJvm("anOpKernelMissingAtStartLeavesNoModuleLoaded");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     /** The system property that turns JCuda's exception mode on in a scenario's JVM before the scenario runs. */
@@ -468,6 +473,7 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.stagedCopiesAreByteExactAtEveryChunkBoundaryBehindASlowDevice();
                 case "unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns" ->
                         Scenarios.unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns();
+                case "anOpKernelMissingAtStartLeavesNoModuleLoaded" -> Scenarios.anOpKernelMissingAtStartLeavesNoModuleLoaded();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -503,6 +509,7 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle PAGE_COUNTERS = stub("stub_counters", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
         private static final MethodHandle COUNT_ON_THIS_THREAD = stub("stub_count_on_this_thread", FunctionDescriptor.ofVoid());
         private static final MethodHandle CALLS = stub("stub_calls", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
+        private static final MethodHandle FAIL_FUNCTION_LOOKUP = stub("stub_fail_function_lookup", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
             return Linker.nativeLinker().downcallHandle(FAKE.find(name).orElseThrow(
@@ -2136,6 +2143,16 @@ class CudaBackendOnFakeDriverTest {
             COMPUTE_CAPABILITY.invokeExact(7, 5);
             assertThat(provider.availability(settings).available()).isTrue();
             assertCleanClose((CudaBackend) provider.create(settings));
+        }
+
+        /** A lookup of the op set's kernels failing at the backend's start (the third of eight) unloads the op module. */
+        static void anOpKernelMissingAtStartLeavesNoModuleLoaded() throws Throwable {
+            FAIL_FUNCTION_LOOKUP.invokeExact(3);
+            assertThatThrownBy(Scenarios::open).isInstanceOf(CudaException.class).hasMessageContaining("cuModuleGetFunction(scale_f32");
+            assertThat(kernelCounters()[1]).as("modules loaded").isZero();
+            assertThat(counters().contextReferences()).as("context references").isZero();
+            assertCleanClose(open());
+            assertThat(kernelCounters()[1]).as("modules loaded after a clean start and close").isZero();
         }
 
         private static long livePages() throws Throwable {
