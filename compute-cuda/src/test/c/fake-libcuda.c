@@ -96,7 +96,10 @@ static int untrack(void* p, int kinds){
 }
 static long liveAllocations(int kind){ long n=0; pthread_mutex_lock(&lock); for(int i=0;i<4096;i++) if(allocations[i].p&&allocations[i].kind==kind) n++; pthread_mutex_unlock(&lock); return n; }
 
-int cuMemHostAlloc(void** pp, size_t size, unsigned flags){ if(!pp||!size){errors++;return 1;} if(flags&~0xfu) return 1; /* the refusal a test asks for */ *pp=track(size,HOST_MEMORY); return *pp?0:2; }
+// stub_fail_host_alloc: while on, cuMemHostAlloc answers CUDA_ERROR_OUT_OF_MEMORY, as when page-locked memory is short
+static int failHostAllocs;
+void stub_fail_host_alloc(int on){ failHostAllocs=on; }
+int cuMemHostAlloc(void** pp, size_t size, unsigned flags){ if(!pp||!size){errors++;return 1;} if(flags&~0xfu) return 1; /* the refusal a test asks for */ if(failHostAllocs) return 2; *pp=track(size,HOST_MEMORY); return *pp?0:2; }
 // stub_fail_free makes the next cuMemFreeHost or cuMemFree of an address fail (CUDA_ERROR_UNKNOWN), the memory staying allocated
 static u64 failFreeAt;
 void stub_fail_free(u64 p){ failFreeAt=p; }

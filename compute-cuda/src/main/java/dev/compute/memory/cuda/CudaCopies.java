@@ -240,7 +240,7 @@ final class CudaCopies {
                 }
                 copier.copy(source, offset, lane.slot(slot), 0, length);
                 FileMappings.surfaceFaults(); // a fault of the copy (a truncated mapped file) is thrown here, in the try
-                readyToQueue(stream);
+                readyToQueue(lane, stream);
                 CudaResults.check(cuMemcpyHtoDAsync(new DevicePointer(destination + offset), lane.pointer(slot), length, stream),
                         "cuMemcpyHtoDAsync(" + length + " bytes, staged)");
                 queued = true;
@@ -312,7 +312,7 @@ final class CudaCopies {
         boolean queued = false;
         try {
             for (long k = 0; k < Math.min(lane.slots(), chunks); k++) {
-                readyToQueue(stream);
+                readyToQueue(lane, stream);
                 queueToSlot(lane, k, origin, bytes, stream);
                 queued = true;
             }
@@ -325,7 +325,7 @@ final class CudaCopies {
                 copier.copy(lane.slot(slot), 0, target, offset, Math.min(chunk, bytes - offset));
                 FileMappings.surfaceFaults();
                 if (k + lane.slots() < chunks) {
-                    readyToQueue(stream);
+                    readyToQueue(lane, stream);
                     queueToSlot(lane, k + lane.slots(), origin, bytes, stream);
                 }
             }
@@ -340,12 +340,12 @@ final class CudaCopies {
 
     /**
      * Before a chunk is queued, after the waits for the lane, the slot's event and the host copy's threads: makes the
-     * context current again, and with pageable slots (pinning off) waits, bounded, for the work queued ahead on the
-     * stream (another thread's too, on a shared stream): the driver's copy from or to pageable memory waits for it in the
-     * call, where no device wait bounds it.
+     * context current again, and with pageable slots (pinning off, or pinned memory short) waits, bounded, for the work
+     * queued ahead on the stream (another thread's too, on a shared stream): the driver's copy from or to pageable memory
+     * waits for it in the call, where no device wait bounds it.
      */
-    private void readyToQueue(CUstream stream) {
-        if (staging.pinned()) {
+    private void readyToQueue(StagingBuffers.Lane lane, CUstream stream) {
+        if (lane.pinned()) {
             streams.makeCurrent();
         } else {
             completions.await(stream);

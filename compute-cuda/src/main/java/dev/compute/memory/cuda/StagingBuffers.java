@@ -3,6 +3,7 @@ package dev.compute.memory.cuda;
 import static dev.compute.memory.cuda.DriverCalls.cuEventCreate;
 import static dev.compute.memory.cuda.DriverCalls.cuEventDestroy;
 
+import dev.compute.memory.spi.BackendOutOfMemoryException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -21,7 +22,10 @@ import org.jspecify.annotations.Nullable;
  * event per slot) and pipelines through it: while the device moves one slot, host threads fill the next. Lanes
  * are made on first use, up to {@code maxLanes} (concurrent staged copies beyond that wait for one), and kept
  * until the backend closes. Slots are pinned ({@code cuMemHostAlloc}) unless pinning is disabled, then
- * ordinary memory: still correct, and copies from heap arrays still work, at the pageable rate.
+ * ordinary memory: still correct, and copies from heap arrays still work, at the pageable rate. Where pinned memory
+ * is short (the driver answers out of memory: the host's page-locked limit is reached), a lane of ordinary memory
+ * takes the pinned one's place, so that the copy is still done; it is swapped for a pinned lane as soon as one can be
+ * had, when a copy takes it again.
  */
 final class StagingBuffers implements AutoCloseable {
 
@@ -69,6 +73,11 @@ final class StagingBuffers implements AutoCloseable {
             return slots.length;
         }
 
+        /** Whether the slots are page-locked; else the driver's copy from or to them waits for the stream's earlier work. */
+        boolean pinned() {
+            return pageable == null;
+        }
+
         long slotBytes() {
             return slotBytes;
         }
@@ -102,6 +111,8 @@ final class StagingBuffers implements AutoCloseable {
 
     static final int MIN_SLOTS = 2;
 
+    private static final System.Logger LOG = System.getLogger(StagingBuffers.class.getName());
+
     private final CudaContext context;
     private final long slotBytes;
     private final int slotsPerLane;
@@ -109,6 +120,8 @@ final class StagingBuffers implements AutoCloseable {
     private final boolean pinned;
     private final LinkedBlockingQueue<Lane> idle = new LinkedBlockingQueue<>();
     private final List<Lane> all = new ArrayList<>();
+    /** Whether the last pinned lane tried could not be made (said once, when it begins); guarded by this. */
+    private boolean pinnedMemoryShort;
 
     StagingBuffers(CudaContext context, long slotBytes, int slotsPerLane, int maxLanes, boolean pinned) {
         if (slotBytes <= 0) {
@@ -148,12 +161,12 @@ final class StagingBuffers implements AutoCloseable {
         while (true) {
             Lane lane = idle.poll();
             if (lane != null) {
-                return lane;
+                return pinned && !lane.pinned() ? pinnedInPlaceOf(lane) : lane;
             }
             synchronized (this) {
                 if (all.size() < maxLanes) {
                     context.makeCurrent();
-                    Lane created = new Lane(context.driver, slotsPerLane, slotBytes, pinned);
+                    Lane created = pinned ? pinnedOrPageable() : new Lane(context.driver, slotsPerLane, slotBytes, false);
                     all.add(created);
                     return created;
                 }
@@ -170,8 +183,47 @@ final class StagingBuffers implements AutoCloseable {
                 throw new IllegalStateException("interrupted while waiting for a staging buffer", e);
             }
             if (lane != null) {
-                return lane;
+                return pinned && !lane.pinned() ? pinnedInPlaceOf(lane) : lane;
             }
+        }
+    }
+
+    /**
+     * A pinned lane, or where the driver has no page-locked memory for one, a lane of ordinary memory: the copy is still
+     * done, at the pageable rate, rather than fail for want of memory it does not need.
+     */
+    private synchronized Lane pinnedOrPageable() {
+        Lane lane = pinnedOrNull();
+        return lane != null ? lane : new Lane(context.driver, slotsPerLane, slotBytes, false);
+    }
+
+    /** An idle lane of ordinary memory made while pinned memory was short: swapped for a pinned one where that can be had now. */
+    private synchronized Lane pinnedInPlaceOf(Lane pageable) {
+        Lane lane = pinnedOrNull();
+        if (lane == null) {
+            return pageable;
+        }
+        all.remove(pageable);
+        pageable.free(); // idle: the device is done with its slots
+        all.add(lane);
+        return lane;
+    }
+
+    /** A pinned lane, made with the context current; null where the driver has no page-locked memory for it (said once). */
+    private synchronized @Nullable Lane pinnedOrNull() {
+        context.makeCurrent();
+        try {
+            Lane lane = new Lane(context.driver, slotsPerLane, slotBytes, true);
+            pinnedMemoryShort = false;
+            return lane;
+        } catch (BackendOutOfMemoryException e) {
+            if (!pinnedMemoryShort) {
+                pinnedMemoryShort = true;
+                LOG.log(System.Logger.Level.WARNING, "no page-locked memory for a staging buffer (" + e.getMessage() + "): copies"
+                        + " from and to ordinary Java memory are staged through ordinary memory, at the pageable rate, until"
+                        + " page-locked memory can be had again");
+            }
+            return null;
         }
     }
 

@@ -389,6 +389,11 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("anOpKernelMissingAtStartLeavesNoModuleLoaded");
     }
 
+    @Test
+    void copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort() throws Exception {
+        inFakeDriverJvm("copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     /** The system property that turns JCuda's exception mode on in a scenario's JVM before the scenario runs. */
@@ -474,6 +479,8 @@ class CudaBackendOnFakeDriverTest {
                 case "unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns" ->
                         Scenarios.unifiedMemoryIsNotOfferedWhereTheHostMayNotTouchItWhileAKernelRuns();
                 case "anOpKernelMissingAtStartLeavesNoModuleLoaded" -> Scenarios.anOpKernelMissingAtStartLeavesNoModuleLoaded();
+                case "copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort" ->
+                        Scenarios.copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -510,6 +517,7 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle COUNT_ON_THIS_THREAD = stub("stub_count_on_this_thread", FunctionDescriptor.ofVoid());
         private static final MethodHandle CALLS = stub("stub_calls", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
         private static final MethodHandle FAIL_FUNCTION_LOOKUP = stub("stub_fail_function_lookup", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
+        private static final MethodHandle FAIL_HOST_ALLOC = stub("stub_fail_host_alloc", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
             return Linker.nativeLinker().downcallHandle(FAKE.find(name).orElseThrow(
@@ -2153,6 +2161,46 @@ class CudaBackendOnFakeDriverTest {
             assertThat(counters().contextReferences()).as("context references").isZero();
             assertCleanClose(open());
             assertThat(kernelCounters()[1]).as("modules loaded after a clean start and close").isZero();
+        }
+
+        /**
+         * Where the driver has no page-locked memory for a staging buffer, copies from and to Java memory are staged through
+         * ordinary memory instead of failing: the copy itself needs no pinned memory. The shortage is said once; once pinned
+         * memory can be had again, the next copy swaps the pageable lane for a pinned one.
+         */
+        static void copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort() throws Throwable {
+            long chunk = CudaTestSupport.ODD_STAGING_BYTES;
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, true, chunk, Map.of("streams", "1", "staging-lanes", "1"), Duration.ofSeconds(20)));
+            NativeAllocation target = backend.allocate(MemoryLocation.DEVICE, 3 * chunk);
+            byte[] data = new byte[(int) (3 * chunk)];
+            new java.util.Random(11).nextBytes(data);
+            try (LogCapture log = LogCapture.of(StagingBuffers.class.getName())) {
+                FAIL_HOST_ALLOC.invokeExact(1);
+                for (int round = 0; round < 2; round++) {
+                    backend.copyToDevice(MemorySegment.ofArray(data), target, 0, data.length);
+                    byte[] back = new byte[data.length];
+                    backend.copyToHost(target, 0, MemorySegment.ofArray(back), back.length);
+                    assertThat(Arrays.mismatch(back, data)).as("round %d, pinned memory short: the first wrong byte", round).isEqualTo(-1);
+                    byte[] async = new byte[data.length];
+                    backend.copyToHostAsync(target, 0, MemorySegment.ofArray(async), async.length).get(20, TimeUnit.SECONDS);
+                    assertThat(Arrays.mismatch(async, data)).as("round %d, asynchronous: the first wrong byte", round).isEqualTo(-1);
+                }
+                assertThat(counters().pinned()).as("pinned allocations while short").isZero();
+                assertThat(log.messages(Level.WARNING)).as("the shortage said once").singleElement()
+                        .satisfies(message -> assertThat(message).contains("page-locked memory", "CUDA_ERROR_OUT_OF_MEMORY"));
+
+                FAIL_HOST_ALLOC.invokeExact(0);
+                Arrays.fill(data, (byte) 3);
+                backend.copyToDevice(MemorySegment.ofArray(data), target, 0, data.length);
+                byte[] back = new byte[data.length];
+                backend.copyToHost(target, 0, MemorySegment.ofArray(back), back.length);
+                assertThat(back).containsOnly((byte) 3);
+                assertThat(counters().pinned()).as("the lane's two slots, pinned again").isEqualTo(2);
+            }
+            backend.free(target);
+            assertCleanClose(backend);
+            assertThat(counters().pinned()).as("pinned allocations after the close").isZero();
         }
 
         private static long livePages() throws Throwable {
