@@ -30,6 +30,11 @@ int cuDeviceGetCount(int* c){ *c=1; return 0; }
 int cuDeviceGet(int* d, int o){ if(o!=0) return 101; *d=0; return 0; }
 int cuDeviceGetName(char* n, int len, int d){ snprintf(n,len,"Stub GPU %d",d); return 0; }
 static __thread void* current;
+// stub_lose_context: from now on every call that allocates or does work in the context answers CUDA_ERROR_ILLEGAL_ADDRESS,
+// as the driver does after a kernel's invalid access (a sticky error), until the context's reset (its last release);
+// calls that give something back still succeed here
+static int lostContext;
+void stub_lose_context(void){ lostContext=1; }
 // calls counted per function, in all and on the thread stub_count_on_this_thread marked (the caller of a chain), so a
 // test can tell the calls a step costs the calling thread from the waiter's and callbacks' threads'
 enum { CALL_LAUNCH, CALL_EVENT_RECORD, CALL_EVENT_SYNCHRONIZE, CALL_EVENT_QUERY, CALL_STREAM_WAIT_EVENT, CALL_STREAM_QUERY,
@@ -41,16 +46,16 @@ void stub_count_on_this_thread(void){ markedThread=1; }
 void stub_calls(long* o){ for(int i=0;i<CALL_KINDS;i++){ o[i]=callsInAll[i]; o[CALL_KINDS+i]=callsOnMarkedThread[i]; } }
 int cuCtxGetCurrent(void** c){ counted(CALL_CTX_GET_CURRENT); *c=current; return 0; }
 int cuMemGetAllocationGranularity(size_t* g, const void* prop, int opt){ if(checkProp(prop,0)||opt!=0) return 1; *g=G; return 0; }
-int cuMemAddressReserve(u64* p, size_t size, size_t align, u64 addr, u64 flags){ if(size%G||align||addr||flags){errors++;return 1;} reserved++; *p=0x700000000000ull+reserved*0x10000000000ull; return 0; }
+int cuMemAddressReserve(u64* p, size_t size, size_t align, u64 addr, u64 flags){ if(lostContext) return 700; if(size%G||align||addr||flags){errors++;return 1;} reserved++; *p=0x700000000000ull+reserved*0x10000000000ull; return 0; }
 int cuMemAddressFree(u64 p, size_t size){ if(size%G){errors++;return 1;} freed++; return 0; }
-int cuMemCreate(u64* h, size_t size, const void* prop, u64 flags){ if(checkProp(prop,0)||size!=G||flags){return 1;} if(live>=10) return 2; created++; live++; *h=1000+created; return 0; }
+int cuMemCreate(u64* h, size_t size, const void* prop, u64 flags){ if(lostContext) return 700; if(checkProp(prop,0)||size!=G||flags){return 1;} if(live>=10) return 2; created++; live++; *h=1000+created; return 0; }
 int cuMemRelease(u64 h){ if(h<1000){errors++;return 1;} released++; live--; return 0; }
 // the addresses mapped now, so that a map over a mapped page or an unmap of an unmapped one is rejected as the driver
 // does; stub_fail_unmap makes the next cuMemUnmap at an address fail (CUDA_ERROR_UNKNOWN), the page staying mapped, and
 // stub_fail_map the next cuMemMap at an address, the page staying unmapped
 static u64 mappedAt[1024], failUnmapAt, failMapAt;
 static int mappedSlot(u64 p){ for(int i=0;i<1024;i++) if(mappedAt[i]==p) return i; return -1; }
-int cuMemMap(u64 p, size_t size, size_t off, u64 h, u64 flags){ if(p&&p==failMapAt){failMapAt=0;return 999;} if(size!=G||off||flags||h<1000||p%G||mappedSlot(p)>=0){errors++;return 1;} mappedAt[mappedSlot(0)]=p; mapped++; return 0; }
+int cuMemMap(u64 p, size_t size, size_t off, u64 h, u64 flags){ if(p&&p==failMapAt){failMapAt=0;return 999;} if(lostContext) return 700; if(size!=G||off||flags||h<1000||p%G||mappedSlot(p)>=0){errors++;return 1;} mappedAt[mappedSlot(0)]=p; mapped++; return 0; }
 void stub_fail_map(u64 p){ failMapAt=p; }
 // stub_block_frees makes each cuMemUnmap and cuMemFree_v2 wait in the driver, as on a hung device, until stub_unblock_frees;
 // stub_blocked_frees says how many wait now
@@ -64,7 +69,7 @@ void stub_fail_unmap(u64 p){ failUnmapAt=p; }
 // stub_fail_set_access makes the next cuMemSetAccess at an address fail (CUDA_ERROR_UNKNOWN), the pages staying mapped
 static u64 failSetAccessAt;
 void stub_fail_set_access(u64 p){ failSetAccessAt=p; }
-int cuMemSetAccess(u64 p, size_t size, const int* desc, size_t count){ if(p&&p==failSetAccessAt){failSetAccessAt=0;return 999;} if(count!=1||desc[0]!=1||desc[1]!=0||desc[2]!=3||size%G){errors++;return 1;} accessCalls++; return 0; }
+int cuMemSetAccess(u64 p, size_t size, const int* desc, size_t count){ if(p&&p==failSetAccessAt){failSetAccessAt=0;return 999;} if(lostContext) return 700; if(count!=1||desc[0]!=1||desc[1]!=0||desc[2]!=3||size%G){errors++;return 1;} accessCalls++; return 0; }
 void stub_counters(long* o){ o[0]=created;o[1]=released;o[2]=mapped;o[3]=unmapped;o[4]=reserved;o[5]=freed;o[6]=accessCalls;o[7]=errors;o[8]=live; }
 
 // ---- what a CudaBackend's life calls through JCuda ----------------------------------------------------------------
@@ -83,6 +88,8 @@ typedef struct { int fails; long until; long kernelsUntil; } stream;
 typedef struct { long until; int fails; } event;
 
 static int needContext(void){ if(current!=CONTEXT){ __sync_fetch_and_add(&noContextCalls,1); return 1; } return 0; }
+// what a call that needs the context answers: 201 without it current, the sticky error once it is lost, else 0
+static int contextState(void){ return needContext() ? 201 : lostContext ? 700 : 0; }
 static void* track(size_t n, int kind){
   void* p=mmap(0,n,PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0); if(p==MAP_FAILED) return 0;
   pthread_mutex_lock(&lock);
@@ -99,22 +106,22 @@ static long liveAllocations(int kind){ long n=0; pthread_mutex_lock(&lock); for(
 // stub_fail_host_alloc: while on, cuMemHostAlloc answers CUDA_ERROR_OUT_OF_MEMORY, as when page-locked memory is short
 static int failHostAllocs;
 void stub_fail_host_alloc(int on){ failHostAllocs=on; }
-int cuMemHostAlloc(void** pp, size_t size, unsigned flags){ if(!pp||!size){errors++;return 1;} if(flags&~0xfu) return 1; /* the refusal a test asks for */ if(failHostAllocs) return 2; *pp=track(size,HOST_MEMORY); return *pp?0:2; }
+int cuMemHostAlloc(void** pp, size_t size, unsigned flags){ if(!pp||!size){errors++;return 1;} if(flags&~0xfu) return 1; /* the refusal a test asks for */ if(lostContext) return 700; if(failHostAllocs) return 2; *pp=track(size,HOST_MEMORY); return *pp?0:2; }
 // stub_fail_free makes the next cuMemFreeHost or cuMemFree of an address fail (CUDA_ERROR_UNKNOWN), the memory staying allocated
 static u64 failFreeAt;
 void stub_fail_free(u64 p){ failFreeAt=p; }
 static int failsFree(u64 p){ if(p&&p==failFreeAt){failFreeAt=0;return 1;} return 0; }
 int cuMemFreeHost(void* p){ if(!p){errors++;return 1;} if(failsFree((u64)p)) return 999; return untrack(p,HOST_MEMORY); }
-int cuMemAllocManaged(u64* p, size_t size, unsigned flags){ if(needContext()) return 201; if(!size||flags!=1){errors++;return 1;} *p=(u64)track(size,MANAGED_MEMORY); return *p?0:2; }
-int cuMemAlloc_v2(u64* p, size_t size){ if(needContext()) return 201; if(!size){errors++;return 1;} *p=(u64)track(size,DEVICE_MEMORY); return *p?0:2; }
+int cuMemAllocManaged(u64* p, size_t size, unsigned flags){ int state=contextState(); if(state) return state; if(!size||flags!=1){errors++;return 1;} *p=(u64)track(size,MANAGED_MEMORY); return *p?0:2; }
+int cuMemAlloc_v2(u64* p, size_t size){ int state=contextState(); if(state) return state; if(!size){errors++;return 1;} *p=(u64)track(size,DEVICE_MEMORY); return *p?0:2; }
 int cuMemFree_v2(u64 p){ waitWhileFreesBlocked(); if(failsFree(p)) return 999; return untrack((void*)p,MANAGED_MEMORY|DEVICE_MEMORY); }
-int cuMemGetInfo_v2(size_t* freeBytes, size_t* total){ if(needContext()) return 201; *freeBytes=70ull<<30; *total=80ull<<30; return 0; }
+int cuMemGetInfo_v2(size_t* freeBytes, size_t* total){ int state=contextState(); if(state) return state; *freeBytes=70ull<<30; *total=80ull<<30; return 0; }
 
 int cuDevicePrimaryCtxRetain(void** c, int d){ if(d!=0) return 101; __sync_fetch_and_add(&contextReferences,1); *c=CONTEXT; return 0; }
 int cuDevicePrimaryCtxRelease_v2(int d){
   if(d!=0||contextReferences<=0){errors++;return 1;}
   if(__sync_sub_and_fetch(&contextReferences,1)==0){ // the reset: everything allocated in the context goes
-    resets++;
+    resets++; lostContext=0;
     pthread_mutex_lock(&lock);
     for(int i=0;i<4096;i++) if(allocations[i].p){ munmap(allocations[i].p,allocations[i].n); allocations[i].p=0; }
     pthread_mutex_unlock(&lock);
@@ -137,21 +144,21 @@ int cuDeviceGetAttribute(int* v, int attribute, int d){
   return 0;
 }
 
-int cuStreamCreate(void** s, unsigned flags){ if(needContext()) return 201; if(flags>1){errors++;return 1;} stream* st=calloc(1,sizeof(stream)); st->fails=failingStreams; *s=st; __sync_fetch_and_add(&streamsLive,1); return 0; }
+int cuStreamCreate(void** s, unsigned flags){ int state=contextState(); if(state) return state; if(flags>1){errors++;return 1;} stream* st=calloc(1,sizeof(stream)); st->fails=failingStreams; *s=st; __sync_fetch_and_add(&streamsLive,1); return 0; }
 int cuStreamDestroy_v2(void* s){ if(!s){errors++;return 400;} free(s); __sync_fetch_and_sub(&streamsLive,1); return 0; }
-int cuEventCreate(void** e, unsigned flags){ counted(CALL_EVENT_CREATE); if(needContext()) return 201; if(flags&~3u){errors++;return 1;} *e=calloc(1,sizeof(event)); __sync_fetch_and_add(&eventsLive,1); return 0; }
+int cuEventCreate(void** e, unsigned flags){ counted(CALL_EVENT_CREATE); int state=contextState(); if(state) return state; if(flags&~3u){errors++;return 1;} *e=calloc(1,sizeof(event)); __sync_fetch_and_add(&eventsLive,1); return 0; }
 int cuEventDestroy_v2(void* e){ if(!e){errors++;return 400;} free(e); __sync_fetch_and_sub(&eventsLive,1); return 0; }
 // the stand-in runs work when it is queued; a stream made to wait on a held event is busy until its release, as the
 // device's would be, so what is recorded on it later waits too
 int cuStreamWaitEvent(void* s, void* e, unsigned flags){
   counted(CALL_STREAM_WAIT_EVENT);
-  if(needContext()) return 201; if(!s||!e||flags){errors++;return 400;}
+  int state=contextState(); if(state) return state; if(!s||!e||flags){errors++;return 400;}
   stream* st=s; event* ev=e; pthread_mutex_lock(&lock); if(ev->until>st->until) st->until=ev->until; if(ev->until>st->kernelsUntil) st->kernelsUntil=ev->until; pthread_mutex_unlock(&lock);
   return 0;
 }
 int cuEventRecord(void* e, void* s){
   counted(CALL_EVENT_RECORD);
-  if(needContext()) return 201;
+  int state=contextState(); if(state) return state;
   if(!e||!s){errors++;return 400;} // the backend never records on the legacy default stream
   // an event completes once the stream is past it: past a kernel held on the stream before it, too
   event* ev=e; stream* st=s; pthread_mutex_lock(&lock); ev->until=holding?holdGeneration:st->kernelsUntil; ev->fails=st->fails; if(ev->until>st->until) st->until=ev->until; eventsRecorded++; pthread_mutex_unlock(&lock);
@@ -159,13 +166,13 @@ int cuEventRecord(void* e, void* s){
 }
 int cuEventSynchronize(void* e){
   counted(CALL_EVENT_SYNCHRONIZE);
-  if(!e){errors++;return 400;}
+  if(!e){errors++;return 400;} if(lostContext) return 700;
   event* ev=e; pthread_mutex_lock(&lock); while(ev->until>releasedGeneration) pthread_cond_wait(&eventsDone,&lock); int fails=ev->fails; pthread_mutex_unlock(&lock);
   return fails?700:0; // CUDA_ERROR_ILLEGAL_ADDRESS
 }
 // a stream is busy while an event recorded on it waits for stub_release: the work before that event has not ended
-int cuStreamQuery(void* s){ counted(CALL_STREAM_QUERY); if(needContext()) return 201; if(!s){errors++;return 400;} stream* st=s; pthread_mutex_lock(&lock); int r=st->until>releasedGeneration?600:st->fails?700:0; pthread_mutex_unlock(&lock); return r; }
-int cuEventQuery(void* e){ counted(CALL_EVENT_QUERY); event* ev=e; pthread_mutex_lock(&lock); int r=ev->until>releasedGeneration?600:ev->fails?700:0; pthread_mutex_unlock(&lock); return r; }
+int cuStreamQuery(void* s){ counted(CALL_STREAM_QUERY); int state=contextState(); if(state) return state; if(!s){errors++;return 400;} stream* st=s; pthread_mutex_lock(&lock); int r=st->until>releasedGeneration?600:st->fails?700:0; pthread_mutex_unlock(&lock); return r; }
+int cuEventQuery(void* e){ counted(CALL_EVENT_QUERY); if(lostContext) return 700; event* ev=e; pthread_mutex_lock(&lock); int r=ev->until>releasedGeneration?600:ev->fails?700:0; pthread_mutex_unlock(&lock); return r; }
 
 // copies: device and managed memory are host memory here, so a copy is a memcpy, done when it is queued, or, while
 // stub_hold is on, at stub_release; one from or to pageable memory waits in the call for the stream's earlier work. A held copy whose memory of the driver's was freed meanwhile is counted, not run
@@ -176,7 +183,7 @@ static long heldCount, heldIntoFreed;
 static void* allocationOf(const void* p){ for(int i=0;i<4096;i++) if(allocations[i].p && (char*)p>=(char*)allocations[i].p && (char*)p<(char*)allocations[i].p+allocations[i].n) return allocations[i].p; return 0; }
 static int isAllocation(void* base){ for(int i=0;i<4096;i++) if(allocations[i].p==base) return 1; return 0; }
 static int copy(void* to, const void* from, size_t n, void* s){
-  if(needContext()) return 201; if(!to||!from||!s){errors++;return 1;}
+  int state=contextState(); if(state) return state; if(!to||!from||!s){errors++;return 1;}
   // the driver promises nothing for overlapping ranges (its copy engines move blocks in no promised order): refused here
   if((const char*)to<(const char*)from+n && (const char*)from<(const char*)to+n){errors++;return 1;}
   pthread_mutex_lock(&lock);
@@ -223,7 +230,7 @@ static int entryIn(const char* image, const char* name){
   return 0;
 }
 static int loadModule(void** m, const void* image, unsigned n, const int* options, void** values){
-  if(needContext()) return 201;
+  int state=contextState(); if(state) return state;
   if(!image||!strstr(image,".entry")||strstr(image,"bogus_instruction")){ // 218: CUDA_ERROR_INVALID_PTX, with the JIT's error log where asked for
     char* log=0; size_t size=0;
     for(unsigned i=0;i<n;i++){ if(options[i]==5) log=values[i]; if(options[i]==6) size=(size_t)values[i]; }
@@ -253,7 +260,7 @@ int cuModuleUnload(void* m){ module* mod=m; if(!mod||mod->magic!=MODULE_MAGIC){e
 int cuFuncGetAttribute(int* v, int attribute, void* f){ function* fn=f; if(!fn||fn->magic!=FUNCTION_MAGIC){errors++;return 400;} *v = attribute==0 ? (fn->req[0] ? (int)(fn->req[0]*fn->req[1]*fn->req[2]) : 1024) : 0; return 0; }
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, void* s, void** params, void** extra){
   counted(CALL_LAUNCH);
-  if(needContext()) return 201;
+  int state=contextState(); if(state) return state;
   function* fn=f; if(!fn||fn->magic!=FUNCTION_MAGIC||!s||!params||extra||shared||!gx||!gy||!gz||!bx||!by||!bz||(long)bx*by*bz>1024||bx>1024||by>1024||bz>64){errors++;return 1;}
   if(fn->req[0]&&(bx!=fn->req[0]||by!=fn->req[1]||bz!=fn->req[2])) return 1; // CUDA_ERROR_INVALID_VALUE: not the .reqntid block
   pthread_mutex_lock(&lock); if(holding){ stream* st=s; if(holdGeneration>st->until) st->until=holdGeneration; st->kernelsUntil=holdGeneration; } pthread_mutex_unlock(&lock); // a kernel queued while held

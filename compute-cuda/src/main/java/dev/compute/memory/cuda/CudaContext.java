@@ -10,6 +10,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import jcuda.driver.CUdevice;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One device's primary context, the one the CUDA runtime and other libraries share, retained for as long as a
@@ -19,6 +20,8 @@ import jcuda.driver.CUdevice;
  */
 final class CudaContext implements AutoCloseable {
 
+    private static final System.Logger LOG = System.getLogger(CudaBackend.class.getName());
+
     final int ordinal;
     /** The {@code CUdevice} value, which {@code CUmemLocation.id} names. */
     final int deviceId;
@@ -27,6 +30,8 @@ final class CudaContext implements AutoCloseable {
     private final ContextHandle context = new ContextHandle();
     private final ThreadLocal<MemorySegment> scratch = ThreadLocal.withInitial(() -> Arena.ofAuto().allocate(ValueLayout.JAVA_LONG));
     private boolean closed;
+    /** The failure that found the context lost (a sticky error); null while it is usable. */
+    private volatile @Nullable CudaContextLostException lost;
 
     CudaContext(DriverLibrary driver, int ordinal) {
         this.driver = driver;
@@ -46,6 +51,31 @@ final class CudaContext implements AutoCloseable {
     void makeCurrent() {
         if (driver.currentContext(scratch.get()) != context.handle()) {
             CudaResults.check(cuCtxSetCurrent(context), "cuCtxSetCurrent(device " + ordinal + ")");
+        }
+    }
+
+    /**
+     * Records that the context is lost, as {@code failure} found, and says so once: from now on {@link #requireUsable}
+     * refuses work. The driver answers the sticky error to every call until the context is reset, which needs every
+     * holder of the primary context in the process to release it.
+     */
+    void lost(CudaContextLostException failure) {
+        synchronized (this) {
+            if (lost != null) {
+                return;
+            }
+            lost = failure;
+        }
+        LOG.log(System.Logger.Level.ERROR, "CUDA device " + ordinal + ": " + failure.getMessage() + ". The backend refuses"
+                + " further work on it; close the manager, and restart the process to use the device again");
+    }
+
+    /** Throws a {@link CudaContextLostException} once the context is known to be lost, without calling the driver. */
+    void requireUsable() {
+        CudaContextLostException failure = lost;
+        if (failure != null) {
+            throw new CudaContextLostException(failure, "the context of CUDA device " + ordinal + " was lost (" + failure.getMessage()
+                    + "); the backend refuses further work: close the manager, and restart the process to use the device again");
         }
     }
 

@@ -87,6 +87,9 @@ final class CudaKernel implements NativeKernel {
         CUmodule module = new CUmodule();
         int loaded = cuModuleLoadDataJIT(module, Pointer.to(ptx), options);
         if (loaded != CudaResults.SUCCESS) {
+            if (CudaResults.contextLost(loaded)) {
+                throw CudaResults.failure(loaded, "cuModuleLoadDataEx(" + source + ")"); // not the PTX's fault
+            }
             throw new KernelCompileException("loading the PTX of " + source + " on CUDA device " + deviceOrdinal + " failed: "
                     + CudaResults.name(loaded) + (loaded == CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION
                     ? " (the PTX is newer than this driver: make it with an older nvcc, or update the driver)" : ""), errorLog(options));

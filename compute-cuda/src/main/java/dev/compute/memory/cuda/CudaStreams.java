@@ -55,9 +55,13 @@ final class CudaStreams {
         this.streams = new AtomicReferenceArray<>(count);
     }
 
-    /** Checks the backend is open, makes the context current and returns this thread's stream, made on first use. */
+    /**
+     * Checks the backend is open and its context not lost, makes the context current and returns this thread's stream,
+     * made on first use.
+     */
     CUstream enter() {
         requireOpen();
+        context.requireUsable();
         context.makeCurrent();
         int index = index(Thread.currentThread());
         CUstream stream = streams.get(index);
@@ -173,7 +177,8 @@ final class CudaStreams {
 
     /**
      * Runs {@code work} under the lifecycle's read lock, so that close does not begin under it; refused with an
-     * {@link IllegalStateException} once close has begun.
+     * {@link IllegalStateException} once close has begun, and with a {@link CudaContextLostException} once a call found
+     * the context lost (a sticky error), which {@code work} throwing one records.
      */
     <T> T whileOpen(Supplier<T> work) {
         Lock read = lifecycle.readLock();
@@ -182,7 +187,11 @@ final class CudaStreams {
             if (closing) {
                 throw new IllegalStateException("this CUDA backend (device " + context.ordinal + ") is closed");
             }
+            context.requireUsable();
             return work.get();
+        } catch (CudaContextLostException e) {
+            context.lost(e);
+            throw e;
         } finally {
             read.unlock();
         }

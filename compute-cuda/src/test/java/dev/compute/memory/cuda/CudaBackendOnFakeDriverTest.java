@@ -394,6 +394,11 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort");
     }
 
+    @Test
+    void aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused() throws Exception {
+        inFakeDriverJvm("aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     /** The system property that turns JCuda's exception mode on in a scenario's JVM before the scenario runs. */
@@ -481,6 +486,8 @@ class CudaBackendOnFakeDriverTest {
                 case "anOpKernelMissingAtStartLeavesNoModuleLoaded" -> Scenarios.anOpKernelMissingAtStartLeavesNoModuleLoaded();
                 case "copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort" ->
                         Scenarios.copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort();
+                case "aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused" ->
+                        Scenarios.aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -518,6 +525,7 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle CALLS = stub("stub_calls", FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
         private static final MethodHandle FAIL_FUNCTION_LOOKUP = stub("stub_fail_function_lookup", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle FAIL_HOST_ALLOC = stub("stub_fail_host_alloc", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
+        private static final MethodHandle LOSE_CONTEXT = stub("stub_lose_context", FunctionDescriptor.ofVoid());
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
             return Linker.nativeLinker().downcallHandle(FAKE.find(name).orElseThrow(
@@ -2201,6 +2209,41 @@ class CudaBackendOnFakeDriverTest {
             backend.free(target);
             assertCleanClose(backend);
             assertThat(counters().pinned()).as("pinned allocations after the close").isZero();
+        }
+
+        /**
+         * A sticky error (here CUDA_ERROR_ILLEGAL_ADDRESS, from every call once the context is lost) is said to be what it
+         * is: the allocation that meets it fails with a {@link CudaContextLostException}, not as a failed map or out of
+         * memory; the loss is logged once, and from then on the backend refuses work without calling the driver. The
+         * manager's close still ends, releasing the context (whose last release resets it).
+         */
+        static void aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused() throws Throwable {
+            VMM.invokeExact(1);
+            CudaBackend backend = open();
+            try (LogCapture log = LogCapture.of(CudaBackend.class.getName())) {
+                UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).build();
+                UnifiedBuffer before = manager.allocate(DataType.FLOAT32, 1024);
+                LOSE_CONTEXT.invokeExact();
+                assertThatThrownBy(() -> manager.allocate(8 << 20, MemoryLocation.DEVICE))
+                        .isInstanceOf(CudaContextLostException.class)
+                        .hasMessageContaining("CUDA_ERROR_ILLEGAL_ADDRESS (700)")
+                        .hasMessageContaining("context is lost");
+                Calls then = Calls.now();
+                long deviceAllocations = counters().device();
+                for (int i = 0; i < 3; i++) {
+                    assertThatThrownBy(() -> manager.ops().fill(before, 1.0)).hasRootCauseInstanceOf(CudaContextLostException.class)
+                            .hasStackTraceContaining("the backend refuses further work");
+                    assertThatThrownBy(() -> backend.allocate(MemoryLocation.DEVICE, 4096)).isInstanceOf(CudaContextLostException.class)
+                            .hasMessageContaining("was lost");
+                }
+                assertThat(Calls.now().inAllSince(then, Call.LAUNCH)).as("launches once the loss is known").isZero();
+                assertThat(counters().device()).as("device allocations once the loss is known").isEqualTo(deviceAllocations);
+                assertThat(log.messages(Level.SEVERE)).as("the loss said once").singleElement()
+                        .satisfies(message -> assertThat(message).contains("CUDA device 0", "CUDA_ERROR_ILLEGAL_ADDRESS", "restart the process"));
+                manager.close();
+            }
+            assertThat(counters().contextReferences()).as("context references after the close").isZero();
+            assertThat(counters().resets()).as("the context reset that clears the sticky error").isEqualTo(1);
         }
 
         private static long livePages() throws Throwable {

@@ -33,6 +33,19 @@ class CudaResultsTest {
     }
 
     @Test
+    void aStickyErrorSaysTheContextIsLost() {
+        // cuda.h: after each of these "the context cannot be used"; 701 (too many resources asked) and 999 are not sticky
+        for (int sticky : new int[] {700, 702, 710, 714, 715, 716, 717, 718, 719, 911}) {
+            assertThatThrownBy(() -> CudaResults.check(sticky, "cuMemMap(0x7f0000000000, 2097152 bytes)"))
+                    .isInstanceOfSatisfying(CudaContextLostException.class, e -> assertThat(e.result()).isEqualTo(sticky))
+                    .hasMessageStartingWith("cuMemMap(0x7f0000000000, 2097152 bytes) failed: " + CudaResults.name(sticky) + ": the device's context is lost");
+        }
+        for (int notSticky : new int[] {1, 201, 701, 999}) {
+            assertThatThrownBy(() -> CudaResults.check(notSticky, "cuLaunchKernel")).isExactlyInstanceOf(CudaException.class);
+        }
+    }
+
+    @Test
     void anUnknownCodeIsShownAsANumber() {
         assertThat(CudaResults.name(12345)).isEqualTo("CUresult 12345");
     }
