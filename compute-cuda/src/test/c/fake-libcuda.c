@@ -117,7 +117,11 @@ int cuMemAlloc_v2(u64* p, size_t size){ int state=contextState(); if(state) retu
 int cuMemFree_v2(u64 p){ waitWhileFreesBlocked(); if(failsFree(p)) return 999; return untrack((void*)p,MANAGED_MEMORY|DEVICE_MEMORY); }
 int cuMemGetInfo_v2(size_t* freeBytes, size_t* total){ int state=contextState(); if(state) return state; *freeBytes=70ull<<30; *total=80ull<<30; return 0; }
 
-int cuDevicePrimaryCtxRetain(void** c, int d){ if(d!=0) return 101; __sync_fetch_and_add(&contextReferences,1); *c=CONTEXT; return 0; }
+// stub_compute_mode: CU_DEVICE_ATTRIBUTE_COMPUTE_MODE (20) answers mode; no context is retained in prohibited mode (2),
+// nor in exclusive-process mode (3) while another process holds the device: CUDA_ERROR_DEVICE_UNAVAILABLE
+static int computeMode, heldByAnotherProcess;
+void stub_compute_mode(int mode, int heldElsewhere){ computeMode=mode; heldByAnotherProcess=heldElsewhere; }
+int cuDevicePrimaryCtxRetain(void** c, int d){ if(d!=0) return 101; if(computeMode==2||(computeMode==3&&heldByAnotherProcess)) return 46; __sync_fetch_and_add(&contextReferences,1); *c=CONTEXT; return 0; }
 int cuDevicePrimaryCtxRelease_v2(int d){
   if(d!=0||contextReferences<=0){errors++;return 1;}
   if(__sync_sub_and_fetch(&contextReferences,1)==0){ // the reset: everything allocated in the context goes
@@ -140,7 +144,7 @@ void stub_exclusive_managed_access(int on){ exclusiveManagedAccess=on; }
 void stub_compute_capability(int major, int minor){ ccMajor=major; ccMinor=minor; }
 int cuDeviceGetAttribute(int* v, int attribute, int d){
   if(d!=0) return 101;
-  *v = attribute==75 ? ccMajor : attribute==76 ? ccMinor : attribute==83 || (attribute==89 && !exclusiveManagedAccess) || (vmm && attribute==102);
+  *v = attribute==20 ? computeMode : attribute==75 ? ccMajor : attribute==76 ? ccMinor : attribute==83 || (attribute==89 && !exclusiveManagedAccess) || (vmm && attribute==102);
   return 0;
 }
 

@@ -6,10 +6,12 @@ import static dev.compute.memory.cuda.DriverCalls.cuDevicePrimaryCtxRelease;
 import static dev.compute.memory.cuda.DriverCalls.cuDevicePrimaryCtxRetain;
 import static dev.compute.memory.cuda.DriverCalls.cuInit;
 
+import dev.compute.memory.BackendUnavailableException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import jcuda.driver.CUdevice;
+import jcuda.driver.CUresult;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -39,7 +41,14 @@ final class CudaContext implements AutoCloseable {
         CudaResults.check(cuInit(0), "cuInit");
         CudaResults.check(cuDeviceGet(device, ordinal), "cuDeviceGet(" + ordinal + ")");
         this.deviceId = driver.device(ordinal);
-        CudaResults.check(cuDevicePrimaryCtxRetain(context, device), "cuDevicePrimaryCtxRetain(device " + ordinal + ")");
+        int retained = cuDevicePrimaryCtxRetain(context, device);
+        if (retained == CUresult.CUDA_ERROR_DEVICE_UNAVAILABLE) {
+            // the probe passed the device (another process took it since, or the probe was not asked): said as the probe says it
+            throw new BackendUnavailableException(CudaBackend.NAME, "device " + ordinal + " is unavailable (cuDevicePrimaryCtxRetain: "
+                    + CudaResults.name(retained) + "): it is in exclusive-process compute mode and another process holds it"
+                    + " (nvidia-smi lists it), or in prohibited compute mode");
+        }
+        CudaResults.check(retained, "cuDevicePrimaryCtxRetain(device " + ordinal + ")");
         makeCurrent();
     }
 

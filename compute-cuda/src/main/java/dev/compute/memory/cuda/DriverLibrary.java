@@ -70,6 +70,8 @@ final class DriverLibrary {
     final MethodHandle cuDeviceGetName;
     final MethodHandle cuDeviceGetAttribute;
     final MethodHandle cuCtxGetCurrent;
+    final MethodHandle cuDevicePrimaryCtxRetain;
+    final MethodHandle cuDevicePrimaryCtxRelease;
     final MethodHandle cuMemGetAllocationGranularity;
     final MethodHandle cuMemAddressReserve;
     final MethodHandle cuMemAddressFree;
@@ -89,6 +91,8 @@ final class DriverLibrary {
         cuDeviceGetName = bind(lookup, "cuDeviceGetName", ADDRESS, JAVA_INT, JAVA_INT);      // (char* name, int len, CUdevice dev)
         cuDeviceGetAttribute = bind(lookup, "cuDeviceGetAttribute", ADDRESS, JAVA_INT, JAVA_INT); // (int* pi, CUdevice_attribute attrib, CUdevice dev)
         cuCtxGetCurrent = bind(lookup, "cuCtxGetCurrent", ADDRESS);                          // (CUcontext* pctx)
+        cuDevicePrimaryCtxRetain = bind(lookup, "cuDevicePrimaryCtxRetain", ADDRESS, JAVA_INT); // (CUcontext* pctx, CUdevice dev)
+        cuDevicePrimaryCtxRelease = bind(lookup, "cuDevicePrimaryCtxRelease_v2", JAVA_INT);   // (CUdevice dev)
         // (size_t* granularity, const CUmemAllocationProp* prop, CUmemAllocationGranularity_flags option)
         cuMemGetAllocationGranularity = bind(lookup, "cuMemGetAllocationGranularity", ADDRESS, ADDRESS, JAVA_INT);
         // (CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)
@@ -174,6 +178,33 @@ final class DriverLibrary {
     int computeCapability(int device) {
         return 10 * attribute(COMPUTE_CAPABILITY_MAJOR, device, "COMPUTE_CAPABILITY_MAJOR")
                 + attribute(COMPUTE_CAPABILITY_MINOR, device, "COMPUTE_CAPABILITY_MINOR");
+    }
+
+    /** {@code CU_DEVICE_ATTRIBUTE_COMPUTE_MODE} of {@code cuda.h}, and the modes in which a process may be refused the device. */
+    private static final int COMPUTE_MODE = 20;
+    static final int COMPUTE_MODE_PROHIBITED = 2;
+    static final int COMPUTE_MODE_EXCLUSIVE_PROCESS = 3;
+
+    /** The device's {@code CUcomputemode}: 0 default, 2 prohibited, 3 exclusive process. */
+    int computeMode(int device) {
+        return attribute(COMPUTE_MODE, device, "COMPUTE_MODE");
+    }
+
+    /**
+     * Whether this process can have the device's primary context: retains it and releases it at once; the retain's
+     * CUresult. In exclusive-process mode the driver refuses it ({@code CUDA_ERROR_DEVICE_UNAVAILABLE}) while another
+     * process holds the device.
+     */
+    int tryPrimaryContext(int device) {
+        try (Arena arena = Arena.ofConfined()) {
+            int retained = (int) cuDevicePrimaryCtxRetain.invokeExact(arena.allocate(ADDRESS), device);
+            if (retained == CudaResults.SUCCESS) {
+                CudaResults.check((int) cuDevicePrimaryCtxRelease.invokeExact(device), "cuDevicePrimaryCtxRelease");
+            }
+            return retained;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     private int attribute(int attribute, int device, String name) {

@@ -5,7 +5,8 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * Whether CUDA can run here, found through FFM downcalls only: {@code libcuda.so.1} loads, {@code cuInit}
- * succeeds, the driver supports CUDA 12 or later, the configured device exists, and JCuda's natives load.
+ * succeeds, the driver supports CUDA 12 or later, the configured device exists and its compute mode lets this process
+ * have it, and JCuda's natives load.
  * {@link #decide} is the pure part (what a set of findings means), kept apart so it is tested without a GPU.
  */
 final class DriverProbe {
@@ -13,6 +14,8 @@ final class DriverProbe {
     /** CUDA 12.0 as {@code cuDriverGetVersion} reports it; the committed PTX is ISA 8.0, which needs it. */
     static final int MINIMUM_DRIVER_VERSION = 12000;
     static final int CUDA_ERROR_NO_DEVICE = 100;
+    /** What retaining a device's context answers while the device's compute mode keeps it from this process. */
+    static final int CUDA_ERROR_DEVICE_UNAVAILABLE = 46;
     /**
      * Compute capability 7.0 (Volta) as {@link DriverLibrary#computeCapability} gives it: the op set's PTX is
      * {@code .target sm_70} ({@code PtxResourcesTest}), which the driver cannot compile for an older GPU.
@@ -21,21 +24,24 @@ final class DriverProbe {
 
     /**
      * What the probe found; {@code initResult} is cuInit's CUresult, the rest is meaningful only after a successful init,
-     * {@code deviceName} and {@code computeCapability} ({@code 10 * major + minor}) only for a device that exists.
+     * {@code deviceName}, {@code computeCapability} ({@code 10 * major + minor}), {@code computeMode} and
+     * {@code contextResult} only for a device that exists. {@code contextResult} is the CUresult of retaining the primary
+     * context, tried in exclusive-process mode only, where another process may hold the device (else success).
      */
     record Findings(@Nullable String libraryMissing, int initResult, int driverVersion, int deviceCount,
-                    int deviceIndex, String deviceName, int computeCapability, @Nullable String jcudaMissing) {}
+                    int deviceIndex, String deviceName, int computeCapability, int computeMode, int contextResult,
+                    @Nullable String jcudaMissing) {}
 
     private DriverProbe() {}
 
     static BackendAvailability probe(int deviceIndex) {
         DriverLibrary library = DriverLibrary.loadedOrNull();
         if (library == null) {
-            return decide(new Findings(DriverLibrary.unavailableReason(), 0, 0, 0, deviceIndex, "", 0, null));
+            return decide(new Findings(DriverLibrary.unavailableReason(), 0, 0, 0, deviceIndex, "", 0, 0, CudaResults.SUCCESS, null));
         }
         int init = library.init();
         if (init != CudaResults.SUCCESS) {
-            return decide(new Findings(null, init, 0, 0, deviceIndex, "", 0, null));
+            return decide(new Findings(null, init, 0, 0, deviceIndex, "", 0, 0, CudaResults.SUCCESS, null));
         }
         int version = library.driverVersion();
         int count = library.deviceCount();
@@ -43,8 +49,11 @@ final class DriverProbe {
         int device = exists ? library.device(deviceIndex) : 0;
         String name = exists ? library.deviceName(device) : "";
         int computeCapability = exists ? library.computeCapability(device) : 0;
+        int computeMode = exists ? library.computeMode(device) : 0;
+        // a context made and released at once: the only way to learn whether another process holds the device
+        int context = computeMode == DriverLibrary.COMPUTE_MODE_EXCLUSIVE_PROCESS ? library.tryPrimaryContext(device) : CudaResults.SUCCESS;
         String jcuda = version >= MINIMUM_DRIVER_VERSION && exists && computeCapability >= MINIMUM_COMPUTE_CAPABILITY ? jcudaLoadFailure() : null;
-        return decide(new Findings(null, init, version, count, deviceIndex, name, computeCapability, jcuda));
+        return decide(new Findings(null, init, version, count, deviceIndex, name, computeCapability, computeMode, context, jcuda));
     }
 
     static BackendAvailability decide(Findings f) {
@@ -75,6 +84,16 @@ final class DriverProbe {
             return BackendAvailability.unavailable("device " + f.deviceIndex() + " (" + f.deviceName() + ") has compute capability "
                     + capability(f.computeCapability()) + "; this backend's kernels are PTX for compute capability "
                     + capability(MINIMUM_COMPUTE_CAPABILITY) + " (Volta) or later, which the driver cannot compile for it");
+        }
+        if (f.computeMode() == DriverLibrary.COMPUTE_MODE_PROHIBITED) {
+            return BackendAvailability.unavailable("device " + f.deviceIndex() + " (" + f.deviceName() + ") is in prohibited compute"
+                    + " mode: the driver lets no process use it (nvidia-smi -q shows its Compute Mode; an administrator sets it back"
+                    + " with nvidia-smi -i " + f.deviceIndex() + " -c DEFAULT)");
+        }
+        if (f.contextResult() != CudaResults.SUCCESS) {
+            return BackendAvailability.unavailable("device " + f.deviceIndex() + " (" + f.deviceName() + ") is in exclusive-process"
+                    + " compute mode and its context cannot be had here (cuDevicePrimaryCtxRetain: " + CudaResults.name(f.contextResult())
+                    + ")" + (f.contextResult() == CUDA_ERROR_DEVICE_UNAVAILABLE ? ": another process holds the device (nvidia-smi lists it)" : ""));
         }
         if (f.jcudaMissing() != null) {
             return BackendAvailability.unavailable(f.jcudaMissing());

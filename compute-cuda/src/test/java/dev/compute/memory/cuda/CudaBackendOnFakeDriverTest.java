@@ -399,6 +399,11 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused");
     }
 
+    @Test
+    void aDeviceItsComputeModeKeepsFromThisProcessIsPassedOverWithItsReason() throws Exception {
+        inFakeDriverJvm("aDeviceItsComputeModeKeepsFromThisProcessIsPassedOverWithItsReason");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     /** The system property that turns JCuda's exception mode on in a scenario's JVM before the scenario runs. */
@@ -488,6 +493,8 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort();
                 case "aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused" ->
                         Scenarios.aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused();
+                case "aDeviceItsComputeModeKeepsFromThisProcessIsPassedOverWithItsReason" ->
+                        Scenarios.aDeviceItsComputeModeKeepsFromThisProcessIsPassedOverWithItsReason();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -526,6 +533,7 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle FAIL_FUNCTION_LOOKUP = stub("stub_fail_function_lookup", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle FAIL_HOST_ALLOC = stub("stub_fail_host_alloc", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle LOSE_CONTEXT = stub("stub_lose_context", FunctionDescriptor.ofVoid());
+        private static final MethodHandle COMPUTE_MODE = stub("stub_compute_mode", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT));
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
             return Linker.nativeLinker().downcallHandle(FAKE.find(name).orElseThrow(
@@ -2244,6 +2252,40 @@ class CudaBackendOnFakeDriverTest {
             }
             assertThat(counters().contextReferences()).as("context references after the close").isZero();
             assertThat(counters().resets()).as("the context reset that clears the sticky error").isEqualTo(1);
+        }
+
+        /**
+         * A device in prohibited compute mode, or in exclusive-process mode while another process holds it, cannot be had
+         * by this process: the probe says why, so {@code auto} passes CUDA over and {@code cuda} fails with the reason,
+         * rather than at the context's creation; exclusive-process mode with the device free is available. Taken between
+         * the probe and the start, the start says the same.
+         */
+        static void aDeviceItsComputeModeKeepsFromThisProcessIsPassedOverWithItsReason() throws Throwable {
+            CudaBackendProvider provider = new CudaBackendProvider();
+            BackendSettings settings = BackendSettings.ofDevice(0);
+            COMPUTE_MODE.invokeExact(2, 0);
+            assertThat(provider.availability(settings).detail()).isEqualTo("device 0 (Stub GPU 0) is in prohibited compute mode: the"
+                    + " driver lets no process use it (nvidia-smi -q shows its Compute Mode; an administrator sets it back with"
+                    + " nvidia-smi -i 0 -c DEFAULT)");
+            assertThatThrownBy(() -> BackendSelection.choose("auto", settings, List.of(provider)))
+                    .isInstanceOf(BackendUnavailableException.class).hasMessageContaining("prohibited compute mode");
+            assertThatThrownBy(() -> provider.create(settings)).isInstanceOf(BackendUnavailableException.class)
+                    .hasMessageContaining("prohibited compute mode");
+
+            COMPUTE_MODE.invokeExact(3, 1);
+            BackendAvailability taken = provider.availability(settings);
+            assertThat(taken.available()).isFalse();
+            assertThat(taken.detail()).isEqualTo("device 0 (Stub GPU 0) is in exclusive-process compute mode and its context cannot"
+                    + " be had here (cuDevicePrimaryCtxRetain: CUDA_ERROR_DEVICE_UNAVAILABLE (46)): another process holds the"
+                    + " device (nvidia-smi lists it)");
+            assertThatThrownBy(() -> new CudaBackend(DriverLibrary.loadedOrNull(), settings)).isInstanceOf(BackendUnavailableException.class)
+                    .hasMessageContaining("exclusive-process compute mode and another process holds it");
+            assertThat(counters().contextReferences()).as("nothing opened").isZero();
+
+            COMPUTE_MODE.invokeExact(3, 0);
+            assertThat(provider.availability(settings).available()).as("exclusive-process mode, the device free").isTrue();
+            assertThat(counters().contextReferences()).as("the probe's context released").isZero();
+            assertCleanClose((CudaBackend) provider.create(settings));
         }
 
         private static long livePages() throws Throwable {

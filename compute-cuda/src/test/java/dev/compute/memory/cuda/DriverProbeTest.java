@@ -9,12 +9,12 @@ import org.junit.jupiter.api.Test;
 class DriverProbeTest {
 
     private static DriverProbe.Findings found(int init, int version, int count, int index) {
-        return new DriverProbe.Findings(null, init, version, count, index, "NVIDIA H100 80GB HBM3", 90, null);
+        return new DriverProbe.Findings(null, init, version, count, index, "NVIDIA H100 80GB HBM3", 90, 0, 0, null);
     }
 
     @Test
     void aMissingLibraryIsTheReason() {
-        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings("libcuda.so.1 not found (x)", 0, 0, 0, 0, "", 0, null));
+        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings("libcuda.so.1 not found (x)", 0, 0, 0, 0, "", 0, 0, 0, null));
         assertThat(a.available()).isFalse();
         assertThat(a.detail()).isEqualTo("libcuda.so.1 not found (x)");
     }
@@ -57,17 +57,32 @@ class DriverProbeTest {
 
     @Test
     void aGpuBeforeVoltaIsNamedWithItsComputeCapability() {
-        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings(null, 0, 12040, 2, 1, "Tesla P100", 60, null));
+        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings(null, 0, 12040, 2, 1, "Tesla P100", 60, 0, 0, null));
         assertThat(a.available()).isFalse();
         assertThat(a.detail()).isEqualTo("device 1 (Tesla P100) has compute capability 6.0; this backend's kernels are PTX for"
                 + " compute capability 7.0 (Volta) or later, which the driver cannot compile for it");
-        assertThat(DriverProbe.decide(new DriverProbe.Findings(null, 0, 12040, 1, 0, "Tesla V100", 70, null)).available()).isTrue();
+        assertThat(DriverProbe.decide(new DriverProbe.Findings(null, 0, 12040, 1, 0, "Tesla V100", 70, 0, 0, null)).available()).isTrue();
         assertThat(DriverProbe.capability(120)).isEqualTo("12.0");
     }
 
     @Test
+    void aDeviceItsComputeModeKeepsFromThisProcessIsNamedWithTheMode() {
+        BackendAvailability prohibited = DriverProbe.decide(new DriverProbe.Findings(null, 0, 13000, 2, 1, "NVIDIA A100", 80, 2, 0, null));
+        assertThat(prohibited.available()).isFalse();
+        assertThat(prohibited.detail()).startsWith("device 1 (NVIDIA A100) is in prohibited compute mode").contains("nvidia-smi -i 1 -c DEFAULT");
+        BackendAvailability taken = DriverProbe.decide(new DriverProbe.Findings(null, 0, 13000, 1, 0, "NVIDIA A100", 80, 3, 46, null));
+        assertThat(taken.available()).isFalse();
+        assertThat(taken.detail()).isEqualTo("device 0 (NVIDIA A100) is in exclusive-process compute mode and its context cannot be"
+                + " had here (cuDevicePrimaryCtxRetain: CUDA_ERROR_DEVICE_UNAVAILABLE (46)): another process holds the device (nvidia-smi lists it)");
+        assertThat(DriverProbe.decide(new DriverProbe.Findings(null, 0, 13000, 1, 0, "NVIDIA A100", 80, 3, 999, null)).detail())
+                .as("another refusal, said as it is").endsWith("(cuDevicePrimaryCtxRetain: CUDA_ERROR_UNKNOWN (999))");
+        assertThat(DriverProbe.decide(new DriverProbe.Findings(null, 0, 13000, 1, 0, "NVIDIA A100", 80, 3, 0, null)).available())
+                .as("exclusive-process mode, the device free").isTrue();
+    }
+
+    @Test
     void missingJcudaNativesAreTheReasonWhenAllElseIsFine() {
-        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings(null, 0, 13000, 1, 0, "GPU", 80, "JCuda's native library did not load"));
+        BackendAvailability a = DriverProbe.decide(new DriverProbe.Findings(null, 0, 13000, 1, 0, "GPU", 80, 0, 0, "JCuda's native library did not load"));
         assertThat(a.available()).isFalse();
         assertThat(a.detail()).isEqualTo("JCuda's native library did not load");
     }
