@@ -132,7 +132,10 @@ int cuDevicePrimaryCtxRelease_v2(int d){
   }
   return 0;
 }
-int cuCtxSetCurrent(void* c){ counted(CALL_CTX_SET_CURRENT); if(c&&c!=CONTEXT){errors++;return 201;} current=c; return 0; }
+// stub_fail_set_current: while on, cuCtxSetCurrent of the context answers CUDA_ERROR_UNKNOWN
+static int failSetCurrent;
+void stub_fail_set_current(int on){ failSetCurrent=on; }
+int cuCtxSetCurrent(void* c){ counted(CALL_CTX_SET_CURRENT); if(c&&c!=CONTEXT){errors++;return 201;} if(c&&failSetCurrent) return 999; current=c; return 0; }
 int cuDeviceTotalMem_v2(size_t* bytes, int d){ if(d!=0) return 101; *bytes=80ull<<30; return 0; }
 // compute capability 9.0 (75, 76) unless stub_compute_capability asked for another; managed memory (83) always, with
 // concurrent managed access (89) unless stub_exclusive_managed_access asked for a device without it (before Pascal,

@@ -49,7 +49,12 @@ final class CudaContext implements AutoCloseable {
                     + " (nvidia-smi lists it), or in prohibited compute mode");
         }
         CudaResults.check(retained, "cuDevicePrimaryCtxRetain(device " + ordinal + ")");
-        makeCurrent();
+        try {
+            makeCurrent();
+        } catch (RuntimeException | Error e) {
+            cuDevicePrimaryCtxRelease(device); // no backend will hold the reference: it would keep the context for good
+            throw e;
+        }
     }
 
     /**

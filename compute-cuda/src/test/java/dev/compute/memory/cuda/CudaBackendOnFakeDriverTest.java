@@ -404,6 +404,11 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("aDeviceItsComputeModeKeepsFromThisProcessIsPassedOverWithItsReason");
     }
 
+    @Test
+    void aStartThatCannotMakeTheContextCurrentReleasesItsReference() throws Exception {
+        inFakeDriverJvm("aStartThatCannotMakeTheContextCurrentReleasesItsReference");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     /** The system property that turns JCuda's exception mode on in a scenario's JVM before the scenario runs. */
@@ -495,6 +500,8 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused();
                 case "aDeviceItsComputeModeKeepsFromThisProcessIsPassedOverWithItsReason" ->
                         Scenarios.aDeviceItsComputeModeKeepsFromThisProcessIsPassedOverWithItsReason();
+                case "aStartThatCannotMakeTheContextCurrentReleasesItsReference" ->
+                        Scenarios.aStartThatCannotMakeTheContextCurrentReleasesItsReference();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -533,6 +540,7 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle FAIL_FUNCTION_LOOKUP = stub("stub_fail_function_lookup", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle FAIL_HOST_ALLOC = stub("stub_fail_host_alloc", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle LOSE_CONTEXT = stub("stub_lose_context", FunctionDescriptor.ofVoid());
+        private static final MethodHandle FAIL_SET_CURRENT = stub("stub_fail_set_current", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle COMPUTE_MODE = stub("stub_compute_mode", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT));
 
         private static MethodHandle stub(String name, FunctionDescriptor descriptor) {
@@ -2286,6 +2294,15 @@ class CudaBackendOnFakeDriverTest {
             assertThat(provider.availability(settings).available()).as("exclusive-process mode, the device free").isTrue();
             assertThat(counters().contextReferences()).as("the probe's context released").isZero();
             assertCleanClose((CudaBackend) provider.create(settings));
+        }
+
+        /** The context retained at the start, then refused on the thread (cuCtxSetCurrent fails): the reference goes back. */
+        static void aStartThatCannotMakeTheContextCurrentReleasesItsReference() throws Throwable {
+            FAIL_SET_CURRENT.invokeExact(1);
+            assertThatThrownBy(Scenarios::open).isInstanceOf(CudaException.class).hasMessageContaining("cuCtxSetCurrent(device 0)");
+            assertThat(counters().contextReferences()).as("context references after the failed start").isZero();
+            FAIL_SET_CURRENT.invokeExact(0);
+            assertCleanClose(open());
         }
 
         private static long livePages() throws Throwable {
