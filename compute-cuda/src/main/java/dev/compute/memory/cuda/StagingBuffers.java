@@ -63,7 +63,7 @@ final class StagingBuffers implements AutoCloseable {
                             "cuEventCreate");
                     events[i] = event;
                 }
-            } catch (RuntimeException e) {
+            } catch (RuntimeException | Error e) { // an OutOfMemoryError of the pageable slots' arena too
                 free();
                 throw e;
             }

@@ -409,6 +409,13 @@ class CudaBackendOnFakeDriverTest {
         inFakeDriverJvm("aStartThatCannotMakeTheContextCurrentReleasesItsReference");
     }
 
+    /** The JVM's own native allocations (Unsafe's, an arena's) capped at 3 MiB, so that a lane's second 2 MiB slot cannot be had. */
+    @Test
+    void aStagingLaneWhosePageableSlotCannotBeHadFreesWhatItMade() throws Exception {
+        inFakeDriverJvm("aStagingLaneWhosePageableSlotCannotBeHadFreesWhatItMade",
+                List.of("-XX:+UnlockDiagnosticVMOptions", "-XX:NativeMemoryTracking=summary", "-XX:MallocLimit=other:3m:oom"));
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     /** The system property that turns JCuda's exception mode on in a scenario's JVM before the scenario runs. */
@@ -502,6 +509,8 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.aDeviceItsComputeModeKeepsFromThisProcessIsPassedOverWithItsReason();
                 case "aStartThatCannotMakeTheContextCurrentReleasesItsReference" ->
                         Scenarios.aStartThatCannotMakeTheContextCurrentReleasesItsReference();
+                case "aStagingLaneWhosePageableSlotCannotBeHadFreesWhatItMade" ->
+                        Scenarios.aStagingLaneWhosePageableSlotCannotBeHadFreesWhatItMade();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -2303,6 +2312,27 @@ class CudaBackendOnFakeDriverTest {
             assertThat(counters().contextReferences()).as("context references after the failed start").isZero();
             FAIL_SET_CURRENT.invokeExact(0);
             assertCleanClose(open());
+        }
+
+        /**
+         * With pinning off, a staging lane's slots are ordinary memory: where the second cannot be had (an
+         * OutOfMemoryError, not a RuntimeException), the copy fails and the lane frees the slot and the event it had
+         * made (the memory of a slot fits in the cap again).
+         */
+        static void aStagingLaneWhosePageableSlotCannotBeHadFreesWhatItMade() throws Throwable {
+            CudaBackend backend = new CudaBackend(DriverLibrary.loadedOrNull(),
+                    new BackendSettings(0, false, 2 << 20, Map.of("streams", "1", "staging-lanes", "1"), Duration.ofSeconds(20)));
+            NativeAllocation target = backend.allocate(MemoryLocation.DEVICE, 5 << 20);
+            long eventsBefore = counters().events();
+            byte[] data = new byte[5 << 20];
+            assertThatThrownBy(() -> backend.copyToDevice(MemorySegment.ofArray(data), target, 0, data.length))
+                    .isInstanceOf(OutOfMemoryError.class);
+            assertThat(counters().events()).as("events left by the lane that could not be made").isEqualTo(eventsBefore);
+            try (Arena slot = Arena.ofConfined()) {
+                slot.allocate(2 << 20); // within the cap only once the lane's first slot went back
+            }
+            backend.free(target);
+            assertCleanClose(backend);
         }
 
         private static long livePages() throws Throwable {
