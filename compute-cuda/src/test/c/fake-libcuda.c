@@ -122,8 +122,12 @@ int cuMemGetInfo_v2(size_t* freeBytes, size_t* total){ int state=contextState();
 static int computeMode, heldByAnotherProcess;
 void stub_compute_mode(int mode, int heldElsewhere){ computeMode=mode; heldByAnotherProcess=heldElsewhere; }
 int cuDevicePrimaryCtxRetain(void** c, int d){ if(d!=0) return 101; if(computeMode==2||(computeMode==3&&heldByAnotherProcess)) return 46; __sync_fetch_and_add(&contextReferences,1); *c=CONTEXT; return 0; }
+// stub_fail_release: while on, cuDevicePrimaryCtxRelease answers CUDA_ERROR_UNKNOWN, the reference kept
+static int failRelease;
+void stub_fail_release(int on){ failRelease=on; }
 int cuDevicePrimaryCtxRelease_v2(int d){
   if(d!=0||contextReferences<=0){errors++;return 1;}
+  if(failRelease) return 999;
   if(__sync_sub_and_fetch(&contextReferences,1)==0){ // the reset: everything allocated in the context goes
     resets++; lostContext=0;
     pthread_mutex_lock(&lock);

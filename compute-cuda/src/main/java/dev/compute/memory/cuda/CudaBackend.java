@@ -111,17 +111,26 @@ public final class CudaBackend implements ComputeBackend {
             this.ops = new CudaKernelOps(this);
             this.copies = new CudaCopies(streams, allocator, completions, copier, staging);
         } catch (RuntimeException | Error e) {
-            if (startedCompletions != null) {
-                startedCompletions.close();
-            }
-            if (startedCopier != null) {
-                startedCopier.close();
-            }
-            if (startedVmm != null) {
-                startedVmm.close();
-            }
-            context.close();
+            closeAfterFailedStart(e, startedCompletions == null ? null : startedCompletions::close,
+                    startedCopier == null ? null : startedCopier::close, startedVmm == null ? null : startedVmm::close, context::close);
             throw e;
+        }
+    }
+
+    /**
+     * Closes what a failed start had made, each part whatever the others do (a part left open would keep its threads,
+     * structs or the context's reference for good); their failures are added to {@code failure}, the one to throw.
+     */
+    private static void closeAfterFailedStart(Throwable failure, @Nullable Runnable... parts) {
+        for (Runnable part : parts) {
+            if (part == null) {
+                continue;
+            }
+            try {
+                part.run();
+            } catch (RuntimeException | Error closing) {
+                failure.addSuppressed(closing);
+            }
         }
     }
 

@@ -416,6 +416,11 @@ class CudaBackendOnFakeDriverTest {
                 List.of("-XX:+UnlockDiagnosticVMOptions", "-XX:NativeMemoryTracking=summary", "-XX:MallocLimit=other:3m:oom"));
     }
 
+    @Test
+    void aFailedStartThrowsItsOwnFailureWhateverItsCleanupMeets() throws Exception {
+        inFakeDriverJvm("aFailedStartThrowsItsOwnFailureWhateverItsCleanupMeets");
+    }
+
     // ---- in the scenario's JVM -------------------------------------------------------------------------------------
 
     /** The system property that turns JCuda's exception mode on in a scenario's JVM before the scenario runs. */
@@ -511,6 +516,8 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.aStartThatCannotMakeTheContextCurrentReleasesItsReference();
                 case "aStagingLaneWhosePageableSlotCannotBeHadFreesWhatItMade" ->
                         Scenarios.aStagingLaneWhosePageableSlotCannotBeHadFreesWhatItMade();
+                case "aFailedStartThrowsItsOwnFailureWhateverItsCleanupMeets" ->
+                        Scenarios.aFailedStartThrowsItsOwnFailureWhateverItsCleanupMeets();
                 default -> throw new IllegalArgumentException("no scenario " + args[0]);
             }
         } catch (Throwable t) {
@@ -549,6 +556,7 @@ class CudaBackendOnFakeDriverTest {
         private static final MethodHandle FAIL_FUNCTION_LOOKUP = stub("stub_fail_function_lookup", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle FAIL_HOST_ALLOC = stub("stub_fail_host_alloc", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle LOSE_CONTEXT = stub("stub_lose_context", FunctionDescriptor.ofVoid());
+        private static final MethodHandle FAIL_RELEASE = stub("stub_fail_release", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle FAIL_SET_CURRENT = stub("stub_fail_set_current", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
         private static final MethodHandle COMPUTE_MODE = stub("stub_compute_mode", FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT));
 
@@ -2333,6 +2341,18 @@ class CudaBackendOnFakeDriverTest {
             }
             backend.free(target);
             assertCleanClose(backend);
+        }
+
+        /**
+         * A start failing at its op set (a kernel lookup) whose cleanup then meets a refused context release throws the
+         * lookup's failure, which says what went wrong, with the release's added to it.
+         */
+        static void aFailedStartThrowsItsOwnFailureWhateverItsCleanupMeets() throws Throwable {
+            FAIL_FUNCTION_LOOKUP.invokeExact(1);
+            FAIL_RELEASE.invokeExact(1);
+            assertThatThrownBy(Scenarios::open).isInstanceOf(CudaException.class).hasMessageContaining("cuModuleGetFunction(fill_f32")
+                    .satisfies(failure -> assertThat(failure.getSuppressed()).singleElement().satisfies(release ->
+                            assertThat(release).hasMessageContaining("cuDevicePrimaryCtxRelease(device 0) failed: CUDA_ERROR_UNKNOWN (999)")));
         }
 
         private static long livePages() throws Throwable {
