@@ -328,8 +328,9 @@ public interface UnifiedMemoryManager extends AutoCloseable {
      * Makes every buffer unusable at once, ends every view and access (those of the calling thread and shared ones
      * now; another thread's when it next calls into the manager or ends), waits for calls under way and device
      * work, then reports buffers still open (in the log, as leaks), frees every segment at every location and
-     * closes the backend. The waits are bounded, in all, by {@code compute.memory.close-timeout}: memory still held
-     * after it is kept rather than freed under its holder (and said in the log). Closing twice is harmless.
+     * closes the backend. The waits are bounded, in all, by {@code compute.memory.close-timeout} (the backend's close, on
+     * an idle device, by what is left of it, 1 s at least): memory still held after it is kept rather than freed under
+     * its holder (and said in the log). Closing twice is harmless.
      */
     @Override
     void close();

@@ -242,7 +242,8 @@ public final class UnifiedMemoryManagerBuilder {
     /**
      * {@code compute.memory.close-timeout}: how long {@link UnifiedMemoryManager#close()} waits, in all, for views
      * and accesses other threads hold, calls under way and device work, before it keeps (rather than frees) the
-     * memory they may still use. Zero: no wait.
+     * memory they may still use. Zero: no wait. On an idle device the backend's close then waits what is left of it, 1 s
+     * at least, for the application's actions on device futures still running, before it keeps its context.
      */
     public UnifiedMemoryManagerBuilder closeTimeout(Duration timeout) {
         this.closeTimeout = timeout;

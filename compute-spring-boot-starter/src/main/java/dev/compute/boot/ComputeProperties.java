@@ -72,6 +72,8 @@ public record ComputeProperties(
      * @param timeline The history of reserved, allocated and cached bytes that the endpoint returns.
      * @param closeTimeout How long closing the manager (at shutdown) waits, in all, for views and accesses other
      *     threads still hold, calls under way and device work; memory still held then is kept, not freed. 0: no wait.
+     *     On an idle device the backend's close waits what is left, 1s at least, for the application's actions on
+     *     device futures (thenRun and the like) still running, then keeps its context rather than release it under them.
      * @param deviceWaitTimeout The longest a call waits for device work it depends on (a read after a kernel, an
      *     allocation needing memory that work on a freed buffer still uses) before it fails saying the work may be stuck.
      * @param heldMemoryWarning How long a closed buffer's memory may wait for a view another thread still holds before

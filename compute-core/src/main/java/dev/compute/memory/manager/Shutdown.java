@@ -17,8 +17,9 @@ import org.jspecify.annotations.Nullable;
  * A manager's close, in an order that never frees memory a thread can still reach: mark closed (new calls fail),
  * fail the waiting requests, wait for calls under way (one of them may be opening a view), end every view and access
  * (this thread's and shared ones now, other threads' when they next call in or end), wait for device work, and only
- * then free the pools and close the backend. The waits are bounded by the close timeout together; what is still held
- * then is kept, not freed, and said in the log. A second close, on another thread, returns once the first is done,
+ * then free the pools and close the backend. The waits are bounded by the close timeout together (the backend's close
+ * gets what is left of it, {@link #BACKEND_CLOSE_FLOOR} at least); what is still held then is kept, not freed, and said
+ * in the log. A second close, on another thread, returns once the first is done,
  * having ended its own views meanwhile; one on the closing thread itself (a function of a waiting request's future,
  * which fails there), or from a listener or handler (whose thread may be inside a call the first waits for), returns at
  * once, and the first goes on.
@@ -28,6 +29,12 @@ public final class Shutdown {
     private static final System.Logger LOG = ManagerLog.logger();
     /** Of the close timeout (a quarter of it at most), what the waits for views, accesses and calls leave to ask the device if it is idle. */
     private static final long DEVICE_CHECK_RESERVE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+    /**
+     * The least a close gives the backend's own close on an idle device, however little of the close timeout is left:
+     * time to stop its threads, and for an application's action on a device future that is just ending to end, rather
+     * than keep the backend's context and queues for good over it.
+     */
+    static final Duration BACKEND_CLOSE_FLOOR = Duration.ofSeconds(1);
     /** How many of the threads still holding views a close's warning names. */
     private static final int HOLDERS_NAMED = 10;
 
@@ -145,8 +152,8 @@ public final class Shutdown {
             LOG.log(System.Logger.Level.ERROR, "closing the UnifiedMemoryManager failed", e);
         } finally {
             try {
-                if (deviceIdle) {
-                    parts.backend().close();
+                if (deviceIdle) { // what is left of the close timeout, not the backend's own bound (10 s on OpenCL and CUDA)
+                    parts.backend().close(backendCloseBound(deadline));
                 } else { // the close timeout is spent on work that did not end: the backend keeps what it may use at once
                     parts.backend().close(Duration.ZERO);
                 }
@@ -156,6 +163,14 @@ public final class Shutdown {
                 done.countDown();
             }
         }
+    }
+
+    /**
+     * How long the backend's close may wait for the actions still running on its completion threads (the device is idle):
+     * what is left of the close timeout, and {@link #BACKEND_CLOSE_FLOOR} at least.
+     */
+    private static Duration backendCloseBound(long deadline) {
+        return Duration.ofNanos(Math.max(deadline - System.nanoTime(), BACKEND_CLOSE_FLOOR.toNanos()));
     }
 
     /** Another thread is closing: end the views it hands to this one, until it is done. */

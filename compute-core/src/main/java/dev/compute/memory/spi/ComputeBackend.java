@@ -169,9 +169,10 @@ public interface ComputeBackend extends AutoCloseable {
     void close();
 
     /**
-     * As {@link #close()}, waiting at most {@code deviceWait} for device work still running before it keeps what that
-     * work may use: the manager gives nothing more where its own close found the device busy past its close timeout.
-     * The default ignores the bound.
+     * As {@link #close()}, waiting at most {@code deviceWait} for device work still running, and for the application's
+     * actions on the futures it completed, before it keeps what they may use. The manager's close calls it with what is
+     * left of its close timeout (a second at least) where it found the device idle, and with zero where it found the
+     * device busy past its close timeout. The default ignores the bound.
      */
     default void close(Duration deviceWait) {
         close();

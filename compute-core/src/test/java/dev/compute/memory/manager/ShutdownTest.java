@@ -137,6 +137,40 @@ class ShutdownTest {
     }
 
     /**
+     * The backend's close, on an idle device, waits for what may still run there (an application's action on a device
+     * future) what is left of the close timeout: it was given none and waited its own bound (10 s on OpenCL and CUDA),
+     * whatever the close timeout.
+     */
+    @Test
+    void onAnIdleDeviceTheBackendsCloseIsGivenWhatIsLeftOfTheCloseTimeout() {
+        ControlledBackend idle = new ControlledBackend(new SimulatedDiscreteBackend());
+        try (ManagerParts patient = ManagerParts.on(idle).settings(set -> set.closeTimeout(Duration.ofSeconds(60))).build()) {
+            patient.block(DEVICE, 4096);
+
+            patient.shutdown.close();
+
+            assertThat(patient.budgetsClosed).containsExactly(true);
+            assertThat(idle.closeBounds()).singleElement().satisfies(bound -> assertThat(bound)
+                    .as("what the close timeout of 60 s left").isGreaterThan(Duration.ofSeconds(30)).isLessThanOrEqualTo(Duration.ofSeconds(60)));
+        }
+    }
+
+    /**
+     * A close timeout a view spent leaves the backend's close on an idle device its floor, not the few milliseconds left:
+     * an action on a device future that is just ending must not cost the backend's context and queues.
+     */
+    @Test
+    void aCloseTimeoutAViewSpentStillLeavesTheBackendsCloseItsFloor() throws Exception {
+        BufferCore buffer = parts.buffer(MemoryLocation.HOST, 4096);
+        holding("viewer", () -> BufferViews.view(buffer, AccessMode.READ));
+
+        parts.shutdown.close();
+
+        assertThat(warning()).contains("views or accesses were still open").doesNotContain("device work was still running");
+        assertThat(backend.closeBounds()).containsExactly(Shutdown.BACKEND_CLOSE_FLOOR);
+    }
+
+    /**
      * Thousands of virtual threads each holding a view in a scope of its own (requests parked on something slow) as the
      * manager closes: the warning named every one of them, in one line (10,000 names of unnamed virtual threads are over
      * 200 KB). It names ten now, and how many more.
@@ -185,6 +219,7 @@ class ShutdownTest {
         assertThat(backend.awaitIdleCalls()).isEqualTo(1);
         assertThat(parts.budgetsClosed).containsExactly(false);
         assertThat(warning()).contains("device work was still running, ");
+        assertThat(backend.closeBounds()).as("the backend waits no more for work the close timeout did not see end").containsExactly(Duration.ZERO);
     }
 
     @Test

@@ -13,8 +13,10 @@ import dev.compute.memory.spi.Region;
 import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
+import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -43,6 +45,7 @@ public final class ControlledBackend implements ComputeBackend {
     private final AtomicInteger awaitIdleCalls = new AtomicInteger();
     private final AtomicInteger handlesEnded = new AtomicInteger();
     private final AtomicInteger closes = new AtomicInteger();
+    private final List<Duration> closeBounds = new CopyOnWriteArrayList<>();
     private volatile long maxAllocationBytes = -1;
 
     public ControlledBackend(ComputeBackend delegate) {
@@ -119,6 +122,11 @@ public final class ControlledBackend implements ComputeBackend {
 
     public int closes() {
         return closes.get();
+    }
+
+    /** The bounds {@link #close(Duration)} was given, in order; a {@link #close()} adds none. */
+    public List<Duration> closeBounds() {
+        return List.copyOf(closeBounds);
     }
 
     public ComputeBackend delegate() {
@@ -270,6 +278,13 @@ public final class ControlledBackend implements ComputeBackend {
             return false;
         }
         return idle && delegate.awaitIdle(timeout);
+    }
+
+    /** Records {@code deviceWait} ({@link #closeBounds}), then closes as {@link #close()} does. */
+    @Override
+    public void close(Duration deviceWait) {
+        closeBounds.add(deviceWait);
+        close();
     }
 
     @Override

@@ -27,6 +27,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Level;
 import org.jocl.CL;
+import org.jocl.cl_event;
 import org.junit.jupiter.api.Test;
 
 /** The manager a user builds with {@code backend("opencl")}: options reach the provider, locations and ops work. */
@@ -302,6 +303,59 @@ class OpenClManagerTest {
             assertThat(managerLog.messages(Level.WARNING)).singleElement().asString()
                     .contains("views or accesses were still open").doesNotContain("device work was still running");
             assertThat(backendLog.messages(Level.WARNING)).isEmpty();
+        }
+    }
+
+    /**
+     * An application's action on a device future that never ends (a user's bug: it waits for something nobody does), on
+     * an idle device: the manager's close ends within what is left of its timeout (a second at least, for the backend),
+     * keeping the queue and context and saying why. The backend's close waited its own bound, 10 s, whatever the close
+     * timeout.
+     */
+    @Test
+    void aCloseUnderAnActionThatNeverEndsOnAnIdleDeviceIsBoundedByTheCloseTimeout() throws Exception {
+        OpenClTestSupport.requireOpenCl();
+        UnifiedMemoryManager manager = UnifiedMemoryManager.builder().backend("opencl").timelineInterval(Duration.ZERO)
+                .closeTimeout(Duration.ofMillis(500)).build();
+        CountDownLatch inside = new CountDownLatch(1);
+        CountDownLatch never = new CountDownLatch(1);
+        try (LogCapture managerLog = LogCapture.managerLog(); LogCapture backendLog = LogCapture.of(OpenClBackend.class.getName())) {
+            try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024)) {
+                int[] error = new int[1];
+                cl_event gate = CL.clCreateUserEvent(manager.nativeDevice(OpenClNativeDevice.class).context(), error);
+                OpenClCalls.check(error[0], "clCreateUserEvent");
+                try (BufferAccess access = x.deviceAccess(AccessMode.READ_WRITE)) { // the op waits for the gate: the action is attached before it ends
+                    OpenClCalls.check(CL.clEnqueueBarrierWithWaitList(access.handle(OpenClDeviceHandle.class).queue(), 1,
+                            new cl_event[] {gate}, null), "clEnqueueBarrierWithWaitList");
+                }
+                manager.ops().scaleAsync(x, 2).thenRun(() -> {
+                    inside.countDown();
+                    awaitUninterruptibly(never);
+                });
+                CL.clSetUserEventStatus(gate, CL.CL_COMPLETE);
+                CL.clReleaseEvent(gate);
+                assertThat(inside.await(30, TimeUnit.SECONDS)).as("the action runs").isTrue();
+            }
+            long start = System.nanoTime();
+            manager.close();
+            long tookMillis = (System.nanoTime() - start) / 1_000_000;
+            never.countDown();
+            assertThat(tookMillis).as("ms the close took, its timeout 500 ms, the backend's own bound 10 s").isLessThan(5_000L);
+            assertThat(managerLog.messages(Level.WARNING)).as("the manager's warnings: its memory went back").isEmpty();
+            assertThat(backendLog.messages(Level.WARNING)).singleElement().asString()
+                    .contains("an action that depends on finished work").contains("keeps its queue and context");
+        }
+    }
+
+    /** Waits for {@code latch} through interrupts: an action that does not end. */
+    private static void awaitUninterruptibly(CountDownLatch latch) {
+        while (true) {
+            try {
+                latch.await();
+                return;
+            } catch (InterruptedException ignored) {
+                // it does not end
+            }
         }
     }
 }
