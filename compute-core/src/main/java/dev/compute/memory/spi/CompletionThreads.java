@@ -1,12 +1,16 @@
 package dev.compute.memory.spi;
 
+import dev.compute.memory.internal.LibraryThreads;
 import java.util.ArrayDeque;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -19,20 +23,86 @@ import org.jspecify.annotations.Nullable;
  * library, for work of a later step (a close, or an allocation that needs memory that work frees) would wait its whole
  * bound for nothing (and a {@code join} of a later step's future for ever), so the library's waits, and those on the
  * futures it hands out ({@link CallerFutures}), call {@link #beforeWaiting} first, which hands the later steps, in
- * order, on to another task.
+ * order, on to another task. An action that blocks without the library (on a latch of its own) is seen by a watch
+ * thread instead: a step still running {@link #STALL_NANOS} or more after the watch first saw it has the later steps
+ * handed on the same way. Their futures still complete in the order of their work, each after the blocked one's.
  */
 public final class CompletionThreads {
 
     private static final System.Logger LOG = System.getLogger(CompletionThreads.class.getName());
 
+    /**
+     * How long the watch must have seen one step of an ordered task running before it hands the later steps on: timed
+     * from the look that first saw it, so the step may run up to about twice this.
+     */
+    static final long STALL_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+
     /** The instance whose task the current thread runs, if any. */
     private static final ThreadLocal<@Nullable CompletionThreads> RUNNING_FOR = new ThreadLocal<>();
-    /** The steps not run yet of the ordered task the current thread runs, if any: only that thread takes from it. */
-    private static final ThreadLocal<@Nullable ArrayDeque<Runnable>> STEPS_LEFT = new ThreadLocal<>();
+    /** The ordered task the current thread runs, if any. */
+    private static final ThreadLocal<@Nullable OrderedSteps> STEPS = new ThreadLocal<>();
 
     private final ExecutorService executor;
     /** Tasks handed in and not yet ended. */
     private final AtomicInteger running = new AtomicInteger();
+    /** The ordered tasks under way, which the watch looks at. */
+    private final Set<OrderedSteps> ordered = ConcurrentHashMap.newKeySet();
+    /** Started with the first ordered task; ends once the threads are shut down. */
+    private volatile @Nullable Thread watch;
+    /** Set by the watch before it sleeps with no ordered task to look at, so that the next one wakes it. */
+    private volatile boolean watchIdle;
+    private volatile boolean shutDown;
+
+    /** An ordered task's steps not started yet, which the thread running it and the watch take from, under this monitor. */
+    private static final class OrderedSteps {
+        private final ArrayDeque<Runnable> left;
+        /** Steps started so far: a count the watch compares between two looks. */
+        private volatile int started;
+        /** What the watch saw of {@link #started} at its last look; only the watch reads and writes it. */
+        private int seenByWatch = -1;
+
+        OrderedSteps(ArrayDeque<Runnable> left) {
+            this.left = left;
+        }
+
+        synchronized @Nullable Runnable next() {
+            Runnable step = left.poll();
+            if (step != null) {
+                started++;
+            }
+            return step;
+        }
+
+        /**
+         * Hands the steps not started yet, in order, to another task of {@code threads}: true once they are handed on
+         * (or there were none), false where the threads take no more tasks (closed) or none can be started: kept here.
+         */
+        synchronized boolean handOn(CompletionThreads threads) {
+            if (left.isEmpty()) {
+                return true;
+            }
+            OrderedSteps rest = new OrderedSteps(new ArrayDeque<>(left));
+            try {
+                threads.execute(() -> threads.runWatched(rest));
+            } catch (RejectedExecutionException | OutOfMemoryError noThread) {
+                return false;
+            }
+            left.clear();
+            return true;
+        }
+
+        /** Whether the step the watch saw running at its last look still runs, with later steps waiting behind it. */
+        boolean stalledSinceLastLook() {
+            int now = started;
+            boolean same = now == seenByWatch;
+            seenByWatch = now;
+            return same && hasLeft();
+        }
+
+        private synchronized boolean hasLeft() {
+            return !left.isEmpty();
+        }
+    }
 
     public CompletionThreads(ExecutorService executor) {
         this.executor = executor;
@@ -59,19 +129,30 @@ public final class CompletionThreads {
 
     /**
      * Runs {@code steps} one after the other as one task ({@link #execute}); a step that throws, an {@link Error} too,
-     * is logged and the next ones still run. The steps not run yet when one of them waits through the library go on
-     * in another task ({@link #beforeWaiting}).
+     * is logged and the next ones still run. The steps not run yet when one of them waits through the library
+     * ({@link #beforeWaiting}), or blocks past {@link #STALL_NANOS}, go on in another task.
      */
     public void executeInOrder(List<? extends Runnable> steps) {
-        ArrayDeque<Runnable> left = new ArrayDeque<>(steps);
-        execute(() -> runInOrder(left));
+        OrderedSteps task = new OrderedSteps(new ArrayDeque<>(steps));
+        execute(() -> runWatched(task));
     }
 
-    private static void runInOrder(ArrayDeque<Runnable> left) {
-        ArrayDeque<Runnable> outer = STEPS_LEFT.get(); // set where a refused hand-on runs the steps within a step
-        STEPS_LEFT.set(left);
+    /** Runs {@code steps} where the watch sees them. */
+    private void runWatched(OrderedSteps steps) {
+        ordered.add(steps);
+        wakeWatch(); // after the add: a watch that went idle before it is woken here, one going idle after it sees it
         try {
-            for (Runnable step; (step = left.poll()) != null; ) {
+            runInOrder(steps);
+        } finally {
+            ordered.remove(steps);
+        }
+    }
+
+    private static void runInOrder(OrderedSteps steps) {
+        OrderedSteps outer = STEPS.get(); // set where a refused hand-on runs the steps within a step
+        STEPS.set(steps);
+        try {
+            for (Runnable step; (step = steps.next()) != null; ) {
                 try {
                     step.run();
                 } catch (Throwable e) { // the later steps complete futures others wait for
@@ -79,7 +160,7 @@ public final class CompletionThreads {
                 }
             }
         } finally {
-            STEPS_LEFT.set(outer);
+            STEPS.set(outer);
         }
     }
 
@@ -90,16 +171,54 @@ public final class CompletionThreads {
      * more tasks (closed) or none can be started. Nothing to do on any other thread.
      */
     public static void beforeWaiting() {
-        ArrayDeque<Runnable> left = STEPS_LEFT.get();
-        if (left == null || left.isEmpty()) {
+        OrderedSteps steps = STEPS.get();
+        if (steps != null && !steps.handOn(Objects.requireNonNull(RUNNING_FOR.get()))) {
+            runInOrder(steps); // here rather than never: their futures' waiters would wait their whole bounds
+        }
+    }
+
+    private void wakeWatch() {
+        Thread watching = watch;
+        if (watching == null) {
+            startWatch();
+        } else if (watchIdle) {
+            LockSupport.unpark(watching);
+        }
+    }
+
+    private synchronized void startWatch() {
+        if (watch != null || shutDown) {
             return;
         }
-        ArrayDeque<Runnable> handedOn = new ArrayDeque<>(left);
-        left.clear();
+        Thread watching = LibraryThreads.daemon("compute-completions-watch", this::watchSteps);
+        watch = watching; // before it starts: a shutdown that does not see it yet is seen by its first look at shutDown
         try {
-            Objects.requireNonNull(RUNNING_FOR.get()).execute(() -> runInOrder(handedOn));
-        } catch (RejectedExecutionException | OutOfMemoryError noThread) { // closed, or no thread can be started
-            runInOrder(handedOn); // here rather than never: their futures' waiters would wait their whole bounds
+            watching.start();
+        } catch (OutOfMemoryError noThread) { // the steps still run, unwatched; the next ordered task tries again
+            watch = null;
+        }
+    }
+
+    /**
+     * Looks at the ordered tasks under way now and then: one whose step has run since the last look, at least
+     * {@link #STALL_NANOS} ago, has its later steps handed on. Sleeps while there are none.
+     */
+    private void watchSteps() {
+        while (!shutDown) {
+            if (ordered.isEmpty()) {
+                watchIdle = true;
+                if (ordered.isEmpty() && !shutDown) { // read after watchIdle is set: see runWatched
+                    LockSupport.park(this);
+                }
+                watchIdle = false;
+                continue;
+            }
+            LockSupport.parkNanos(this, STALL_NANOS);
+            for (OrderedSteps steps : ordered) {
+                if (steps.stalledSinceLastLook()) {
+                    steps.handOn(this); // kept where it cannot: the stalled step's thread runs them once it returns
+                }
+            }
         }
     }
 
@@ -109,6 +228,11 @@ public final class CompletionThreads {
      */
     public boolean shutdownAndAwait(long deadline) {
         executor.shutdown();
+        shutDown = true;
+        Thread watching = watch;
+        if (watching != null) {
+            LockSupport.unpark(watching);
+        }
         if (RUNNING_FOR.get() == this) {
             return DeviceWaits.until(() -> running.get() == 1, deadline);
         }

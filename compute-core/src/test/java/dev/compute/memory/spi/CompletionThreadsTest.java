@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -105,6 +106,39 @@ class CompletionThreadsTest {
         assertThat(waited.get(20, TimeUnit.SECONDS)).as("the first step's wait for the second").isTrue();
         assertThat(ran).containsExactly("second", "third", "first, before its wait");
         assertThat(oneThread.shutdownAndAwait(System.nanoTime() + TimeUnit.SECONDS.toNanos(10))).as("every task ended").isTrue();
+    }
+
+    /**
+     * A step that blocks without the library (an application's action waiting on a latch of its own, which calls no
+     * {@link CompletionThreads#beforeWaiting}): the watch hands the later steps on, which run in order while it still
+     * blocks. They waited for it, their futures' waiters their whole bounds.
+     */
+    @Test
+    void aStepBlockedWithoutTheLibraryHasTheLaterStepsRunInOrderElsewhere() throws Exception {
+        CountDownLatch blocked = new CountDownLatch(1);
+        CountDownLatch laterRan = new CountDownLatch(2);
+        Queue<String> ran = new ConcurrentLinkedQueue<>();
+        try {
+            threads.executeInOrder(List.<Runnable>of(() -> {
+                ran.add("first");
+                try {
+                    blocked.await(60, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }, () -> {
+                ran.add("second");
+                laterRan.countDown();
+            }, () -> {
+                ran.add("third");
+                laterRan.countDown();
+            }));
+            assertThat(laterRan.await(20, TimeUnit.SECONDS)).as("the later steps ran while the first still blocked").isTrue();
+            assertThat(ran).containsExactly("first", "second", "third");
+        } finally {
+            blocked.countDown();
+        }
+        assertThat(threads.shutdownAndAwait(System.nanoTime() + TimeUnit.SECONDS.toNanos(10))).as("every task ended").isTrue();
     }
 
     /** A library's bounded wait: true when {@code future} completed within 10 s. */

@@ -40,8 +40,9 @@ import org.jspecify.annotations.Nullable;
  * blocking-sync events: the thread sleeps, it does not spin), so work that never ends on one stream holds up no other
  * stream's futures. A future completes on a separate callback thread, so that whatever runs on completion (the pool
  * giving a block back, user continuations that block) never holds up the next event; the futures the device finished
- * together complete there in order, and an action that waits through the library hands the later ones on to another
- * callback thread ({@link CompletionThreads#beforeWaiting}). A future therefore never completes before the device is done.
+ * together complete there in order, and an action that waits through the library ({@link CompletionThreads#beforeWaiting}),
+ * or blocks a while on something of its own, hands the later ones on to another callback thread. A future therefore
+ * never completes before the device is done.
  */
 final class DeviceCompletions implements AutoCloseable {
 
@@ -368,7 +369,7 @@ final class DeviceCompletions implements AutoCloseable {
             for (Pending done : batch) {
                 completions.add(reported == null ? done.onDone() : () -> done.work().completeExceptionally(reported));
             }
-            // in order, on one callback thread; an action that waits through the library hands the later ones on
+            // in order, on one callback thread; an action that waits through the library, or blocks a while, hands the later ones on
             callbacks.executeInOrder(completions);
         }
     }

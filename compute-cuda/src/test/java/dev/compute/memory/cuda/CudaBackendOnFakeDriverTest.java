@@ -310,6 +310,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void anActionBlockedWithoutTheLibraryHoldsUpNoLaterFutureOfItsBatch() throws Exception {
+        inFakeDriverJvm("anActionBlockedWithoutTheLibraryHoldsUpNoLaterFutureOfItsBatch");
+    }
+
+    @Test
     void theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo() throws Exception {
         inFakeDriverJvm("theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo");
     }
@@ -478,6 +483,8 @@ class CudaBackendOnFakeDriverTest {
                 case "anActionWaitingForALaterFutureOfItsOwnBatchGetsIt" -> Scenarios.anActionWaitingForALaterFutureOfItsOwnBatchGetsIt();
                 case "anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch" ->
                         Scenarios.anAllocationMadeByAnActionGetsMemoryFreedByLaterWorkOfItsOwnBatch();
+                case "anActionBlockedWithoutTheLibraryHoldsUpNoLaterFutureOfItsBatch" ->
+                        Scenarios.anActionBlockedWithoutTheLibraryHoldsUpNoLaterFutureOfItsBatch();
                 case "theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo" ->
                         Scenarios.theManagersCloseUnderAnActionThatNeverEndsIsBoundedAndSaysSo();
                 case "anOverlappingCopyWithinOneAllocationMovesTheBytesAsMemmoveDoes" ->
@@ -1483,6 +1490,38 @@ class CudaBackendOnFakeDriverTest {
             x.close();
             manager.close();
             assertThat(counters().device()).as("device allocations").isZero();
+        }
+
+        /**
+         * Two launches reported in one batch: an action of the first blocks without calling the library (on a latch of
+         * its own, as a user's action may): the second's future completes all the same, rather than wait for the action.
+         */
+        static void anActionBlockedWithoutTheLibraryHoldsUpNoLaterFutureOfItsBatch() throws Throwable {
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).closeTimeout(Duration.ofSeconds(10)).build();
+            ComputeKernel scale = scaleKernel(manager);
+            CountDownLatch blocked = new CountDownLatch(1);
+            try (UnifiedBuffer held = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                 UnifiedBuffer x = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE);
+                 UnifiedBuffer y = manager.allocate(DataType.FLOAT32, 1024, MemoryLocation.DEVICE)) {
+                holdTheWaiter(scale, held);
+                CompletableFuture<Void> blocking = launch(scale, x).thenRun(() -> {
+                    try {
+                        blocked.await(60, TimeUnit.SECONDS);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                });
+                CompletableFuture<Void> second = launch(scale, y);
+                release();
+                second.get(20, TimeUnit.SECONDS);
+                assertThat(blocking).as("the first's action, still blocked").isNotDone();
+            } finally {
+                blocked.countDown();
+            }
+            manager.close();
+            Counters after = counters();
+            assertThat(after.device()).as("device allocations").isZero();
+            assertThat(after.contextReferences()).as("context references").isZero();
         }
 
         /**
