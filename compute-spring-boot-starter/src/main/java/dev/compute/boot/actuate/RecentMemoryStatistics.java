@@ -29,6 +29,12 @@ public class RecentMemoryStatistics {
     private final long maxAgeNanos;
     private final LongSupplier nanoTime;
     private @Nullable Collected collected;
+    /**
+     * Held while the backend is asked for the device's memory, apart from this object's lock, which guards the pool's
+     * figures: a driver call that does not return holds up no reader of those.
+     */
+    private final Object askingDevice = new Object();
+    /** Guarded by {@link #askingDevice}. */
     private @Nullable AskedDevice askedDevice;
 
     /** {@code afterClose}: the manager's close had begun when these were collected. */
@@ -78,14 +84,16 @@ public class RecentMemoryStatistics {
     }
 
     /** The device's memory as the backend tells it (a driver call on a GPU), asked at most {@link #MAX_AGE} ago. */
-    public synchronized DeviceMemoryInfo deviceMemory() {
-        long now = nanoTime.getAsLong();
-        AskedDevice last = askedDevice;
-        if (last == null || now - last.atNanos() >= maxAgeNanos) {
-            last = new AskedDevice(now, manager.deviceMemory());
-            askedDevice = last;
+    public DeviceMemoryInfo deviceMemory() {
+        synchronized (askingDevice) {
+            long now = nanoTime.getAsLong();
+            AskedDevice last = askedDevice;
+            if (last == null || now - last.atNanos() >= maxAgeNanos) {
+                last = new AskedDevice(now, manager.deviceMemory());
+                askedDevice = last;
+            }
+            return last.deviceMemory();
         }
-        return last.deviceMemory();
     }
 
     /** One location's statistics, collected at most {@link #MAX_AGE} ago. */

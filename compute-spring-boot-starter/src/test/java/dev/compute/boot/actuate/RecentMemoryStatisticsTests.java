@@ -2,6 +2,7 @@ package dev.compute.boot.actuate;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BufferAccess;
@@ -10,7 +11,11 @@ import dev.compute.memory.MemoryStatistics;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.time.Duration;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -92,6 +97,40 @@ class RecentMemoryStatisticsTests {
         assertThat(recent.statistics(MemoryLocation.DEVICE)).as("what the close left, not what it waited with")
                 .extracting(MemoryStatistics::liveBuffers, MemoryStatistics::reservedBytes).containsExactly(0L, 0L);
         assertThat(recent.statistics()).as("kept, once nothing is left that the close may free").isSameAs(recent.statistics());
+    }
+
+    /**
+     * A device query that does not return (a driver stuck) holds up no reader of the pool's figures, which need no
+     * driver: both were read under one lock, so one stuck query stopped the endpoint, health and every meter of the
+     * manager, whose scrapes then hung too.
+     */
+    @Test
+    void aDeviceQueryThatDoesNotReturnHoldsUpNoReaderOfThePoolsFigures() throws Exception {
+        CountDownLatch asked = new CountDownLatch(1);
+        CountDownLatch answer = new CountDownLatch(1);
+        UnifiedMemoryManager stuckDriver = (UnifiedMemoryManager) Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {UnifiedMemoryManager.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("deviceMemory")) {
+                        asked.countDown();
+                        answer.await();
+                    }
+                    try {
+                        return method.invoke(manager, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        RecentMemoryStatistics figures = new RecentMemoryStatistics(stuckDriver, Duration.ofSeconds(1), now::get);
+        Thread asking = Thread.ofPlatform().start(figures::deviceMemory);
+        try (UnifiedBuffer buffer = manager.allocate(4096, MemoryLocation.DEVICE)) {
+            assertThat(asked.await(10, TimeUnit.SECONDS)).isTrue();
+            assertTimeoutPreemptively(Duration.ofSeconds(10), () -> assertThat(figures.statistics(MemoryLocation.DEVICE).liveBuffers()).isEqualTo(1),
+                    "the pool's figures waited for the device query");
+        } finally {
+            answer.countDown();
+            assertThat(asking.join(Duration.ofSeconds(10))).isTrue();
+        }
+        assertThat(figures.deviceMemory()).isEqualTo(manager.deviceMemory());
     }
 
     @Test
