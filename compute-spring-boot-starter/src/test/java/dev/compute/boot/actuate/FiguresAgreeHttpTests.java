@@ -70,7 +70,8 @@ class FiguresAgreeHttpTests {
             new Figure("fragmentation", "compute_memory_fragmentation_ratio", MemoryStatistics::fragmentation),
             new Figure("overhead", "compute_memory_overhead_ratio", MemoryStatistics::overhead),
             new Figure("liveBuffers", "compute_memory_live_buffers", MemoryStatistics::liveBuffers),
-            new Figure("segments", "compute_memory_segments", MemoryStatistics::segments));
+            new Figure("segments", "compute_memory_segments", MemoryStatistics::segments),
+            new Figure("waitingRequests", "compute_memory_waiting_requests", MemoryStatistics::waitingRequests));
 
     private record Figure(String field, String series, ToDoubleFunction<MemoryStatistics> of) {}
 

@@ -403,27 +403,28 @@ public class ComputeMemoryEndpoint {
 
     /**
      * {@code heldBuffers} and {@code heldBytes}: closed buffers whose memory waits for a view another thread holds;
-     * {@code reservationsCachedBytes}: the part of the cached bytes that only requests under budgets' reservations take.
+     * {@code reservationsCachedBytes}: the part of the cached bytes that only requests under budgets' reservations take;
+     * {@code waitingRequests}: {@code allocateAsync} requests queued for memory here now.
      */
     public record LocationSummary(long liveBuffers, long allocatedBytes, long allocatedBytesPeak, long requestedBytes,
             long requestedBytesPeak, long reservedBytes, long reservedBytesPeak, long cachedBytes, long heldBuffers, long heldBytes,
-            long largestFreeBlockBytes, long reservationsCachedBytes, long segments, double hitRate, double fragmentation, double overhead, Counts counts,
-            CopiedBytes copiedBytes) {
+            long largestFreeBlockBytes, long reservationsCachedBytes, long segments, long waitingRequests, double hitRate, double fragmentation,
+            double overhead, Counts counts, CopiedBytes copiedBytes) {
 
         static LocationSummary of(MemoryStatistics s) {
             return new LocationSummary(s.liveBuffers(), s.allocatedBytes(), s.allocatedBytesPeak(), s.requestedBytes(),
                     s.requestedBytesPeak(), s.reservedBytes(), s.reservedBytesPeak(), s.cachedBytes(), s.heldBuffers(), s.heldBytes(),
                     s.largestFreeBlockBytes(), s.reservationsCachedBytes(),
-                    s.segments(), s.hitRate(), s.fragmentation(), s.overhead(),
+                    s.segments(), s.waitingRequests(), s.hitRate(), s.fragmentation(), s.overhead(),
                     new Counts(s.allocations(), s.frees(), s.poolHits(), s.poolMisses(), s.backendAllocations(),
-                            s.backendFrees(), s.oomRetries(), s.trims()),
+                            s.backendFrees(), s.oomRetries(), s.trims(), s.waits(), s.waitTimeouts()),
                     new CopiedBytes(s.bytesHostToDevice(), s.bytesDeviceToHost(), s.bytesDeviceToDevice()));
         }
     }
 
-    /** Totals since the manager started. */
+    /** Totals since the manager started; {@code waits} and {@code waitTimeouts}: {@code allocateAsync} requests that queued, and gave up. */
     public record Counts(long allocations, long frees, long poolHits, long poolMisses, long backendAllocations,
-            long backendFrees, long oomRetries, long trims) {}
+            long backendFrees, long oomRetries, long trims, long waits, long waitTimeouts) {}
 
     public record CopiedBytes(long hostToDevice, long deviceToHost, long deviceToDevice) {}
 

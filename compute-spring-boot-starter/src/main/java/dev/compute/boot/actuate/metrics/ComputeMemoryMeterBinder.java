@@ -125,6 +125,7 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                 figures.gauge(ComputeMeters.HELD, MemoryStatistics::heldBytes);
                 figures.gauge(ComputeMeters.HELD_BUFFERS, MemoryStatistics::heldBuffers);
                 figures.gauge(ComputeMeters.SEGMENTS, MemoryStatistics::segments);
+                figures.gauge(ComputeMeters.WAITING, MemoryStatistics::waitingRequests);
                 figures.counter(ComputeMeters.ALLOCATIONS, MemoryStatistics::allocations);
                 figures.counter(ComputeMeters.FREES, MemoryStatistics::frees);
                 figures.counter(ComputeMeters.POOL_HITS, MemoryStatistics::poolHits);
@@ -133,6 +134,8 @@ public class ComputeMemoryMeterBinder implements MeterBinder, AutoCloseable {
                 figures.counter(ComputeMeters.BACKEND_FREES, MemoryStatistics::backendFrees);
                 figures.counter(ComputeMeters.OOM_RETRIES, MemoryStatistics::oomRetries);
                 figures.counter(ComputeMeters.TRIMS, MemoryStatistics::trims);
+                figures.counter(ComputeMeters.WAITS, MemoryStatistics::waits);
+                figures.counter(ComputeMeters.WAIT_TIMEOUTS, MemoryStatistics::waitTimeouts);
                 figures.copied("host-to-device", MemoryStatistics::bytesHostToDevice);
                 figures.copied("device-to-host", MemoryStatistics::bytesDeviceToHost);
                 figures.copied("device-to-device", MemoryStatistics::bytesDeviceToDevice);

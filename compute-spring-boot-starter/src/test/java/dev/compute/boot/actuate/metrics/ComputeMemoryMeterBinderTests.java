@@ -301,6 +301,35 @@ class ComputeMemoryMeterBinderTests {
                 .satisfies(leaks -> assertThat(leaks.count()).isEqualTo(manager.leaksDetected()).isZero());
     }
 
+    /**
+     * allocateAsync requests queued for memory at a location now, those that ever queued and those that gave up, as the
+     * manager counts them: figures of its statistics that no meter (nor the endpoint) showed.
+     */
+    @Test
+    void requestsWaitingForMemoryAreMeteredAtTheirLocationWithThoseThatQueuedAndTimedOut() {
+        binderOf(manager).bindTo(registry);
+        try (UnifiedBuffer most = manager.allocate(48L << 20, MemoryLocation.DEVICE)) {
+            CompletableFuture<UnifiedBuffer> timedOut = manager.allocateAsync(32L << 20, MemoryLocation.DEVICE, Duration.ofMillis(50));
+            assertThat(timedOut).failsWithin(Duration.ofSeconds(10));
+            CompletableFuture<UnifiedBuffer> waiting = manager.allocateAsync(32L << 20, MemoryLocation.DEVICE, Duration.ofMinutes(1));
+            try {
+                MemoryStatistics device = manager.statistics(MemoryLocation.DEVICE);
+                assertThat(device.waitingRequests()).isEqualTo(1);
+                assertThat(device.waits()).isEqualTo(2);
+                assertThat(device.waitTimeouts()).isEqualTo(1);
+                assertThat(registry.get("compute.memory.waiting").tag("location", "device").gauge().value()).isEqualTo(device.waitingRequests());
+                assertThat(registry.get("compute.memory.waits").tag("location", "device").functionCounter().count()).isEqualTo(device.waits());
+                assertThat(registry.get("compute.memory.wait.timeouts").tag("location", "device").functionCounter().count())
+                        .isEqualTo(device.waitTimeouts());
+                assertThat(registry.get("compute.memory.waiting").tag("location", "host").gauge().value()).isZero();
+                assertThat(registry.scrape()).contains("compute_memory_waiting_requests{").contains("compute_memory_waits_total{")
+                        .contains("compute_memory_wait_timeouts_total{");
+            } finally {
+                waiting.cancel(true);
+            }
+        }
+    }
+
     @Test
     void prometheusNamesCarryTheirUnitsAndTagValuesAreLowerCase() {
         binderOf(manager).bindTo(registry);
