@@ -146,7 +146,12 @@ final class BackendKernel implements ComputeKernel {
     /** The device access of argument {@code index}, a failure to take it said with the kernel and the argument. */
     private BufferAccess open(int index, KernelArg argument) {
         try {
-            return argument.buffer().deviceAccess(argument.mode());
+            BufferAccess access = argument.buffer().deviceAccess(argument.mode());
+            // a close overtook the access's call, whose end took this thread's accesses with it
+            if (!access.isOpen() && manager.isClosed()) {
+                throw new IllegalStateException(argument.buffer().core().closedByManager());
+            }
+            return access;
         } catch (IllegalStateException e) {
             throw new IllegalStateException(argument(index) + " (" + argument.buffer() + "): " + e.getMessage(), e);
         } catch (IllegalArgumentException e) {

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.ControlledBackend;
 import dev.compute.memory.spi.NativeDevice;
 import java.lang.foreign.MemorySegment;
 import java.lang.ref.WeakReference;
@@ -19,6 +20,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -79,6 +81,37 @@ class KernelsTest {
         }
         assertThat(reused).as("once the kernel is done, the block goes back to the pool").isTrue();
         assertThat(device.frees()).as("to the pool, not the device").isEqualTo(freesBefore);
+    }
+
+    /**
+     * Another thread's close while a launch opens its accesses: the access's call, overtaken by the close, ends the
+     * thread's accesses as it returns, and the launch failed with "this access to ... has ended", naming neither the
+     * kernel, nor the argument, nor the close. It fails as a launch on a closed manager's buffer does, runs nothing, and
+     * the close finishes.
+     */
+    @Test
+    void aCloseWhileALaunchOpensItsAccessesFailsItNamingTheKernelTheArgumentAndTheClose() {
+        ControlledBackend controlled = new ControlledBackend(new SimulatedDiscreteBackend());
+        UnifiedMemoryManager closing = UnifiedMemoryManager.builder().backend(controlled).timelineInterval(Duration.ZERO).build();
+        AtomicBoolean ran = new AtomicBoolean();
+        ComputeKernel fill = closing.kernels().compile(KernelSource.java("fill", (shape, args) -> ran.set(true)));
+        UnifiedBuffer buffer = closing.allocate(DataType.FLOAT32, 16, MemoryLocation.DEVICE);
+        CompletableFuture<Void> closed = new CompletableFuture<>();
+        controlled.beforeOpeningHandles(() -> {
+            controlled.beforeOpeningHandles(null);
+            other.execute(() -> {
+                closing.close();
+                closed.complete(null);
+            });
+            while (!closing.isClosed()) {
+                Thread.onSpinWait();
+            }
+        });
+        assertThatThrownBy(() -> fill.launch(LaunchShape.of(16), buffer, 7f)).isInstanceOf(IllegalStateException.class)
+                .hasMessageStartingWith("kernel 'fill', argument 0 (UnifiedBuffer[DEVICE, 64 bytes, FLOAT32")
+                .hasMessageEndingWith("is closed because its UnifiedMemoryManager was closed");
+        assertThat(ran).as("the kernel ran").isFalse();
+        assertThat(closed).as("the close finished").succeedsWithin(Duration.ofSeconds(10));
     }
 
     @Test

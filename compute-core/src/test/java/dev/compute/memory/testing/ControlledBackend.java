@@ -3,18 +3,23 @@ package dev.compute.memory.testing;
 import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.KernelSource;
+import dev.compute.memory.LaunchShape;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.ComputeBackend;
 import dev.compute.memory.spi.DeviceHandle;
+import dev.compute.memory.spi.KernelArgument;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.NativeKernel;
 import dev.compute.memory.spi.Region;
 import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
@@ -37,6 +42,7 @@ public final class ControlledBackend implements ComputeBackend {
     private volatile boolean idle = true;
     private volatile CompletableFuture<?> idleOnceDone = CompletableFuture.completedFuture(null);
     private volatile @Nullable RuntimeException openHandleFailure;
+    private volatile @Nullable Runnable beforeOpeningHandle;
     private volatile @Nullable RuntimeException endHandleFailure;
     private volatile @Nullable RuntimeException closeFailure;
     private volatile @Nullable RuntimeException discardFailure;
@@ -79,6 +85,11 @@ public final class ControlledBackend implements ComputeBackend {
 
     public void failOpeningHandles(@Nullable RuntimeException failure) {
         openHandleFailure = failure;
+    }
+
+    /** Runs {@code action} on the opening thread before each device handle opens, from now on (null: nothing). */
+    public void beforeOpeningHandles(@Nullable Runnable action) {
+        beforeOpeningHandle = action;
     }
 
     public void failEndingHandles(@Nullable RuntimeException failure) {
@@ -249,18 +260,62 @@ public final class ControlledBackend implements ComputeBackend {
 
     @Override
     public DeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
+        Runnable before = beforeOpeningHandle;
+        if (before != null) {
+            before.run();
+        }
         RuntimeException failure = openHandleFailure;
         if (failure != null) {
             throw failure;
         }
-        DeviceHandle handle = delegate.openDeviceHandle(allocation, offset, bytes, mode);
-        return () -> {
+        return new Handle(delegate.openDeviceHandle(allocation, offset, bytes, mode));
+    }
+
+    /** The wrapped backend's handle, whose end the test may make fail. */
+    private final class Handle implements DeviceHandle {
+        private final DeviceHandle wrapped;
+
+        Handle(DeviceHandle wrapped) {
+            this.wrapped = wrapped;
+        }
+
+        @Override
+        public CompletableFuture<Void> end() {
             handlesEnded.incrementAndGet();
             RuntimeException endFailure = endHandleFailure;
             if (endFailure != null) {
                 throw endFailure;
             }
-            return handle.end();
+            return wrapped.end();
+        }
+    }
+
+    @Override
+    public Set<KernelSource.Language> kernelLanguages() {
+        return delegate.kernelLanguages();
+    }
+
+    /** The wrapped backend's kernel, launched with the wrapped backend's handles, which it knows. */
+    @Override
+    public NativeKernel compileKernel(KernelSource source) {
+        NativeKernel kernel = delegate.compileKernel(source);
+        return new NativeKernel() {
+            @Override
+            public String name() {
+                return kernel.name();
+            }
+
+            @Override
+            public void check(LaunchShape shape, List<Object> arguments) {
+                kernel.check(shape, arguments);
+            }
+
+            @Override
+            public CompletableFuture<Void> launch(LaunchShape shape, List<KernelArgument> arguments) {
+                return kernel.launch(shape, arguments.stream().map(argument -> argument instanceof KernelArgument.Buffer buffer
+                        && buffer.handle() instanceof Handle handle ? new KernelArgument.Buffer(handle.wrapped, buffer.hostSegment(),
+                        buffer.byteSize(), buffer.type(), buffer.mode(), buffer.description()) : argument).toList());
+            }
         };
     }
 
