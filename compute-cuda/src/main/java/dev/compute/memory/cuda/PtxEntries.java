@@ -36,11 +36,13 @@ final class PtxEntries {
     }
 
     private static final Pattern ENTRY = Pattern.compile("\\.entry\\s+([A-Za-z_$%][\\w$%]*)\\s*(\\(([^)]*)\\))?");
+    /** PTX's comments, C's two kinds: the driver reads no code in them, so an entry or a .reqntid commented out is none. */
+    private static final Pattern COMMENT = Pattern.compile("//[^\\n]*|/\\*.*?\\*/", Pattern.DOTALL);
 
     /** Each entry's parameter kinds, in order, by the entry's name. */
     static Map<String, List<Kind>> read(String ptx) {
         Map<String, List<Kind>> entries = new LinkedHashMap<>();
-        Matcher matcher = ENTRY.matcher(ptx);
+        Matcher matcher = ENTRY.matcher(withoutComments(ptx));
         while (matcher.find()) {
             String parameters = matcher.group(3);
             List<Kind> kinds = new ArrayList<>();
@@ -61,7 +63,8 @@ final class PtxEntries {
      * The block {@code entry} must be launched with, in three dimensions ({@code .reqntid}, which Triton's PTX declares,
      * for one), 1 where the directive leaves a dimension out; null where it declares none.
      */
-    static long @Nullable [] requiredBlock(String ptx, String entry) {
+    static long @Nullable [] requiredBlock(String ptxWithComments, String entry) {
+        String ptx = withoutComments(ptxWithComments);
         Matcher matcher = ENTRY.matcher(ptx);
         while (matcher.find()) {
             if (!matcher.group(1).equals(entry)) {
@@ -81,6 +84,10 @@ final class PtxEntries {
             return block;
         }
         return null;
+    }
+
+    private static String withoutComments(String ptx) {
+        return COMMENT.matcher(ptx).replaceAll(" ");
     }
 
     private static Kind kind(String parameter) {

@@ -34,6 +34,28 @@ class PtxEntriesTest {
                 .containsEntry("nothing", List.of());
     }
 
+    /** A comment is no code to the driver: an entry or a {@code .reqntid} commented out is none. */
+    @Test
+    void whatACommentSaysIsNotRead() {
+        String ptx = """
+                .visible .entry scale(
+                    .param .u64 scale_param_0,
+                    .param .f32 scale_param_1
+                )
+                // .reqntid 128 (dropped: any block runs it now)
+                { ret; }
+                /* the first version, kept for reference:
+                .visible .entry scale(
+                    .param .u64 scale_param_0
+                )
+                */
+                // .entry retired(.param .u64 retired_param_0)
+                """;
+        assertThat(PtxEntries.read(ptx)).containsOnlyKeys("scale")
+                .containsEntry("scale", List.of(PtxEntries.Kind.BITS64, PtxEntries.Kind.FLOAT32));
+        assertThat(PtxEntries.requiredBlock(ptx, "scale")).isNull();
+    }
+
     @Test
     void theBlockAnEntryRequiresIsItsOwnReqntidWithOneForTheDimensionsItLeavesOut() {
         String ptx = """
