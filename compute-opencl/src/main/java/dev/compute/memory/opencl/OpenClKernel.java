@@ -111,6 +111,8 @@ final class OpenClKernel implements NativeKernel {
     /** A simple scalar {@code typedef} of the source ({@code typedef double real;}): the argument info names the typedef, not its type. */
     private static final Pattern TYPEDEF = Pattern.compile(
             "typedef\\s+(?:const\\s+)?((?:unsigned\\s+)?\\w+)\\s+(\\w+)\\s*;");
+    /** OpenCL C's comments, C's two kinds: a typedef in one declares nothing. */
+    private static final Pattern COMMENT = Pattern.compile("//[^\\n]*|/\\*.*?\\*/", Pattern.DOTALL);
     /** The element types of typed pointers, by the buffers' types they take. */
     private static final Map<String, DataType> POINTER_TYPES = Map.of("char", DataType.INT8, "uchar", DataType.INT8,
             "short", DataType.INT16, "ushort", DataType.INT16, "int", DataType.INT32, "uint", DataType.INT32,
@@ -582,7 +584,7 @@ final class OpenClKernel implements NativeKernel {
      */
     static Map<String, Set<String>> typedefs(String source) {
         Map<String, Set<String>> typedefs = new HashMap<>();
-        Matcher matcher = TYPEDEF.matcher(source);
+        Matcher matcher = TYPEDEF.matcher(COMMENT.matcher(source).replaceAll(" "));
         while (matcher.find()) {
             String type = matcher.group(1).replaceAll("^unsigned\\s+(char|short|int|long)$", "u$1");
             typedefs.computeIfAbsent(matcher.group(2), declared -> new LinkedHashSet<>()).add(type);

@@ -297,6 +297,34 @@ class OpenClKernelTest {
     }
 
     /**
+     * A typedef in a comment declares nothing: the check took it as one of the types the build may have chosen, and let a
+     * FLOAT32 buffer and a Float through to a kernel built for doubles, which then reads and writes twice the buffer's
+     * bytes (here within the pool's 512-byte block).
+     */
+    @Test
+    void aTypedefInACommentDeclaresNothing() {
+        ComputeKernel scale = manager.kernels().compile(KernelSource.openCl("""
+                typedef double real; // for single precision: typedef float real;
+                /* typedef int count_t; */
+                __kernel void scale(__global real *x, long n, real a) {
+                    long i = get_global_id(0);
+                    if (i < n) { x[i] *= a; }
+                }
+                """, "scale"));
+        try (UnifiedBuffer floats = manager.allocate(DataType.FLOAT32, 4); UnifiedBuffer doubles = manager.allocate(DataType.FLOAT64, 4)) {
+            assertThatThrownBy(() -> scale.launch(LaunchShape.of(4), floats, 4L, 2.0)).as("a FLOAT32 buffer for double*")
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 0").hasMessageContaining("pass a FLOAT64 buffer");
+            assertThatThrownBy(() -> scale.launch(LaunchShape.of(4), doubles, 4L, 2f)).as("a Float for double")
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("argument 2").hasMessageContaining("pass a Double");
+            double[] values = {1, 2, 3, 4};
+            doubles.copyFrom(values);
+            scale.launch(LaunchShape.of(4), doubles, 4L, 2.0).join();
+            doubles.copyTo(values);
+            assertThat(values).containsExactly(2, 4, 6, 8);
+        }
+    }
+
+    /**
      * A launch is checked before its accesses open, and may then wait for work on its first buffer: what it passes is
      * what was checked, whatever the caller's thread does to its argument array meanwhile (a Long where the kernel
      * takes an int, refused had it been passed so, would reach clSetKernelArg, and CUDA's launch with its size unchecked).
