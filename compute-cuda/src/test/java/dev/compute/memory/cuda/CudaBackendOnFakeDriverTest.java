@@ -56,6 +56,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import java.util.logging.Handler;
@@ -285,6 +286,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void manyThreadsLaunchOneKernelAndLaunchesRacingTheCloseRunOrAreRefused() throws Exception {
+        inFakeDriverJvm("manyThreadsLaunchOneKernelAndLaunchesRacingTheCloseRunOrAreRefused");
+    }
+
+    @Test
     void aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction() throws Exception {
         inFakeDriverJvm("aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction");
     }
@@ -475,6 +481,8 @@ class CudaBackendOnFakeDriverTest {
                         Scenarios.aLaunchWithAWrongArgumentIsRefusedBeforeAnythingRunsOrChanges();
                 case "aLaunchWithAClosedOrHostBufferIsRefusedBeforeAnythingRunsOrChanges" ->
                         Scenarios.aLaunchWithAClosedOrHostBufferIsRefusedBeforeAnythingRunsOrChanges();
+                case "manyThreadsLaunchOneKernelAndLaunchesRacingTheCloseRunOrAreRefused" ->
+                        Scenarios.manyThreadsLaunchOneKernelAndLaunchesRacingTheCloseRunOrAreRefused();
                 case "aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction" ->
                         Scenarios.aCloseMadeByAnActionOfADeviceFutureDoesNotWaitForThatAction();
                 case "aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch" -> Scenarios.aCloseMadeByAnActionWaitsForNoWorkOfItsOwnBatch();
@@ -1323,6 +1331,78 @@ class CudaBackendOnFakeDriverTest {
                 stuck.get(5, TimeUnit.SECONDS);
             }
             manager.close();
+        }
+
+        /**
+         * Sixteen threads launch one kernel at once, each on a buffer of its own at one of the three locations (a slice at
+         * an odd element for every other one), and each finds its own values; then launches race the manager's close from
+         * six threads: each runs or fails with an IllegalStateException, and no call reaches the driver without the context
+         * or with a function or memory the close already gave back (the fake counts both), and every module is unloaded.
+         */
+        static void manyThreadsLaunchOneKernelAndLaunchesRacingTheCloseRunOrAreRefused() throws Throwable {
+            KernelSource[] sources = KernelContractTest.sources("scale_in_place", KernelContractTest.SCALE_IN_PLACE);
+            List<MemoryLocation> locations = List.of(MemoryLocation.DEVICE, MemoryLocation.PINNED, MemoryLocation.UNIFIED);
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(open()).build();
+            ComputeKernel scale = manager.kernels().compile(sources[1]);
+            List<CompletableFuture<Void>> threads = new ArrayList<>();
+            for (int t = 0; t < 16; t++) {
+                int thread = t;
+                threads.add(CompletableFuture.runAsync(() -> {
+                    int n = 1000 + thread;
+                    try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, n + 1, locations.get(thread % 3))) {
+                        UnifiedBuffer x = thread % 2 == 0 ? buffer.slice(1, n) : buffer.slice(0, n);
+                        float[] values = new float[n];
+                        Arrays.fill(values, thread + 1);
+                        x.copyFrom(values);
+                        for (int k = 0; k < 40; k++) {
+                            scale.launch(LaunchShape.of(n), x, (long) n, k % 2 == 0 ? 2f : 0.5f);
+                        }
+                        scale.launch(LaunchShape.of(n), x, (long) n, 3f);
+                        x.copyTo(values);
+                        for (int i = 0; i < n; i++) {
+                            assertThat(values[i]).as("thread %d, element %d", thread, i).isEqualTo(3f * (thread + 1));
+                        }
+                    }
+                }, runnable -> Thread.ofPlatform().start(runnable)));
+            }
+            CompletableFuture.allOf(threads.toArray(CompletableFuture[]::new)).get(60, TimeUnit.SECONDS);
+            manager.close();
+
+            for (int round = 0; round < 10; round++) {
+                UnifiedMemoryManager racing = CudaTestSupport.managerOn(open()).build();
+                ComputeKernel racingScale = racing.kernels().compile(sources[1]);
+                AtomicInteger launched = new AtomicInteger();
+                List<Throwable> unexpected = new CopyOnWriteArrayList<>();
+                List<Thread> launchers = new ArrayList<>();
+                for (int t = 0; t < 6; t++) {
+                    MemoryLocation location = locations.get(t % 3);
+                    launchers.add(Thread.ofPlatform().start(() -> {
+                        while (true) {
+                            try (UnifiedBuffer x = racing.allocate(DataType.FLOAT32, 300, location)) {
+                                racingScale.launch(LaunchShape.of(299), x.slice(1, 299), 299L, 2f);
+                                launched.incrementAndGet();
+                            } catch (IllegalStateException closed) {
+                                return;
+                            } catch (Throwable e) {
+                                unexpected.add(e);
+                                return;
+                            }
+                        }
+                    }));
+                }
+                while (launched.get() < 20 && unexpected.isEmpty()) {
+                    Thread.onSpinWait();
+                }
+                racing.close();
+                for (Thread launcher : launchers) {
+                    launcher.join(10_000);
+                }
+                assertThat(unexpected).as("round %d: launches fail only as refused by the close", round).isEmpty();
+            }
+            Counters after = counters();
+            assertThat(after.callsWithoutContext()).as("calls made without the context current").isZero();
+            assertThat(after.rejected()).as("calls the fake rejected (an unloaded function, a freed handle)").isZero();
+            assertThat(kernelCounters()[1]).as("every close unloads its modules").isZero();
         }
 
         /**
