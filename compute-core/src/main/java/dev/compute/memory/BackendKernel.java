@@ -46,13 +46,17 @@ final class BackendKernel implements ComputeKernel {
         // the caller's array may change while the launch waits for a buffer's work: it passes what was checked
         Object[] arguments = Objects.requireNonNull(passed, "arguments").clone();
         if (manager.isClosed()) {
-            throw new IllegalStateException(this + " cannot launch: its UnifiedMemoryManager is closed");
+            throw closedManager();
         }
         KernelArg[] buffers = checked(arguments);
         kernel.check(shape, asChecked(arguments, buffers));
         // a call of the manager from the first access to the last one's end: a close meanwhile (another thread's, or the
         // Java kernel's own) frees no memory and releases no queue or program that the launch still uses
-        return manager.call(() -> launch(shape, arguments, buffers));
+        return manager.call(this::closedManager, () -> launch(shape, arguments, buffers));
+    }
+
+    private IllegalStateException closedManager() {
+        return new IllegalStateException(this + " cannot launch: its UnifiedMemoryManager is closed");
     }
 
     private CompletableFuture<Void> launch(LaunchShape shape, Object[] arguments, @Nullable KernelArg[] buffers) {

@@ -367,10 +367,15 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     /**
      * Runs {@code body} as a call of this manager, which a close waits for before it frees anything or closes the
      * backend: for a kernel launch, whose backend work and Java kernel body use the memory and the device's objects
-     * between the accesses it opens and ends. Refused once closed.
+     * between the accesses it opens and ends. Refused once closed, with the caller's {@code refusal}.
      */
-    <T> T call(Supplier<T> body) {
-        int stripe = gate.enter();
+    <T> T call(Supplier<? extends RuntimeException> refusal, Supplier<T> body) {
+        int stripe;
+        try {
+            stripe = gate.enter();
+        } catch (IllegalStateException closed) { // the close came after the caller's own look
+            throw refusal.get();
+        }
         try {
             return body.get();
         } finally {

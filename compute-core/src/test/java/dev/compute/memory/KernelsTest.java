@@ -114,6 +114,23 @@ class KernelsTest {
         assertThat(closed).as("the close finished").succeedsWithin(Duration.ofSeconds(10));
     }
 
+    /**
+     * A close between the launch's own check of the manager and the launch's call of it: the call was refused with the
+     * manager's bare "this UnifiedMemoryManager is closed", naming no kernel; it is refused as a launch of a closed
+     * manager's kernel is.
+     */
+    @Test
+    void aCloseJustBeforeTheLaunchCallsTheManagerRefusesItNamingTheKernel() {
+        ControlledBackend controlled = new ControlledBackend(new SimulatedDiscreteBackend());
+        UnifiedMemoryManager closing = UnifiedMemoryManager.builder().backend(controlled).timelineInterval(Duration.ZERO).build();
+        AtomicBoolean ran = new AtomicBoolean();
+        ComputeKernel fill = closing.kernels().compile(KernelSource.java("fill", (shape, args) -> ran.set(true)));
+        controlled.beforeCheckingLaunches(closing::close);
+        assertThatThrownBy(() -> fill.launch(LaunchShape.of(16), 7f)).isInstanceOf(IllegalStateException.class)
+                .hasMessage("kernel 'fill' cannot launch: its UnifiedMemoryManager is closed");
+        assertThat(ran).as("the kernel ran").isFalse();
+    }
+
     @Test
     void aJavaKernelGetsItsReadArgumentsReadOnlyAndItsWrittenOnesWritable() {
         JavaKernel copyInto = (shape, args) -> {

@@ -43,6 +43,7 @@ public final class ControlledBackend implements ComputeBackend {
     private volatile CompletableFuture<?> idleOnceDone = CompletableFuture.completedFuture(null);
     private volatile @Nullable RuntimeException openHandleFailure;
     private volatile @Nullable Runnable beforeOpeningHandle;
+    private volatile @Nullable Runnable beforeCheckingLaunch;
     private volatile @Nullable RuntimeException endHandleFailure;
     private volatile @Nullable RuntimeException closeFailure;
     private volatile @Nullable RuntimeException discardFailure;
@@ -90,6 +91,11 @@ public final class ControlledBackend implements ComputeBackend {
     /** Runs {@code action} on the opening thread before each device handle opens, from now on (null: nothing). */
     public void beforeOpeningHandles(@Nullable Runnable action) {
         beforeOpeningHandle = action;
+    }
+
+    /** Runs {@code action} on the launching thread before a kernel checks each launch, from now on (null: nothing). */
+    public void beforeCheckingLaunches(@Nullable Runnable action) {
+        beforeCheckingLaunch = action;
     }
 
     public void failEndingHandles(@Nullable RuntimeException failure) {
@@ -307,6 +313,10 @@ public final class ControlledBackend implements ComputeBackend {
 
             @Override
             public void check(LaunchShape shape, List<Object> arguments) {
+                Runnable before = beforeCheckingLaunch;
+                if (before != null) {
+                    before.run();
+                }
                 kernel.check(shape, arguments);
             }
 
