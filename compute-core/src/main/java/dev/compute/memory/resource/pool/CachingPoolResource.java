@@ -1158,13 +1158,17 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
         return order;
     }
 
-    /** Bytes of blocks handed out or pending, in every arena. Under the lock. */
+    /**
+     * Bytes of blocks handed out or pending, in every arena: what the arenas lent, less what the size-class cache holds
+     * of it. Counted, not walked: every refused request says it, and a pool of many small blocks that refuses request
+     * after request walked them all each time, under the lock. Under the lock.
+     */
     private long liveBytes() {
-        long live = 0;
+        long taken = 0;
         for (PoolArena arena : arenas) {
-            live += arena.liveBytes();
+            taken += arena.takenBytes();
         }
-        return live;
+        return taken - cache.cachedBytes();
     }
 
     /** Bytes every arena holds from the upstream (what other trims give back until they settle it included). Under the lock. */

@@ -943,22 +943,9 @@ final class PoolArena {
         return reservation;
     }
 
-    /** Bytes of blocks handed out, pending or cached by the size-class cache: {@link #liveBytes} where nothing is cached. */
+    /** Bytes of blocks handed out, pending or cached by the size-class cache. */
     long takenBytes() {
         return takenBytes;
-    }
-
-    /** Bytes of blocks handed out or pending. */
-    long liveBytes() {
-        long live = 0;
-        for (PoolSegment segment : segments) {
-            for (PoolBlock b = segment.first; b != null; b = b.next) {
-                if (b.state == PoolBlock.LIVE || b.state == PoolBlock.PENDING) {
-                    live += b.size;
-                }
-            }
-        }
-        return live;
     }
 
     /**

@@ -120,7 +120,12 @@ final class SizeClassCache {
 
         /** Whether the stack holds a block, read without holding it (the holder writes the count plainly). */
         boolean holdsSome() {
-            return (int) COUNT.getOpaque(this) > 0;
+            return countNow() > 0;
+        }
+
+        /** How many blocks the stack holds, read without holding it, as {@link #holdsSome}. */
+        int countNow() {
+            return (int) COUNT.getOpaque(this);
         }
 
         PoolBlock get(int i) {
@@ -279,6 +284,18 @@ final class SizeClassCache {
             }
         }
         return largest;
+    }
+
+    /**
+     * Bytes of the blocks cached now (each stack's blocks are of its class's size), read as {@link #largestCached}
+     * reads: without holding the stacks, so a take or offer under way may be missed.
+     */
+    long cachedBytes() {
+        long bytes = 0;
+        for (Stack stack : holding) {
+            bytes += stack.countNow() * stack.blockSize;
+        }
+        return bytes;
     }
 
     /** Allocations served from the cache so far: exact when no take is under way. */

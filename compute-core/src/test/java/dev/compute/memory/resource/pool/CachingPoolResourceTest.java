@@ -560,6 +560,29 @@ class CachingPoolResourceTest extends MemoryResourceContract {
         statistics.close();
     }
 
+    /**
+     * A refusal's live figure is counted (what the arenas lent, less what the fast path's cache holds), not walked
+     * block by block: it still counts every live block and none of those freed, cached first.
+     */
+    @Test
+    void aRefusalSaysExactlyWhatIsLiveWithoutWalkingTheBlocks() {
+        AddressSpaceBackend backend = backend(64 * MiB, true);
+        CachingPoolResource pool = pool(backend, 16 * MiB, true);
+        List<Block> live = new ArrayList<>();
+        for (int i = 0; i < 1000; i++) {
+            live.add(pool.allocate(1000 + i % 3 * 700)); // three small classes
+        }
+        for (int i = 0; i < 12; i++) {
+            pool.deallocate(live.removeLast()); // kept by the fast path's cache, not live
+        }
+        long liveBytes = live.stream().mapToLong(Block::size).sum();
+
+        assertThatThrownBy(() -> pool.allocate(15 * MiB)).isInstanceOf(DeviceOutOfMemoryException.class)
+                .hasMessageContaining("; " + liveBytes + " bytes live (allocated)");
+        live.forEach(pool::deallocate);
+        pool.close();
+    }
+
     @Test
     void maxPoolSizeCapsReservedBytes() {
         AddressSpaceBackend backend = backend(4 * GiB, true);
