@@ -82,8 +82,12 @@ public final class MemoryBudget implements AutoCloseable {
         this.parent = parent;
         this.spec = spec;
         this.account = ledger.open(parent == null ? null : parent.account, spec);
-        this.account.attach(this);
         this.allocations = new BudgetAllocations(manager, ledger, account);
+        // whole before a close can see it: a close of the parent or the manager that came since closed it, unseen
+        if (!ledger.attach(account, this)) {
+            throw new IllegalStateException(parent == null ? "this UnifiedMemoryManager is closed"
+                    : "memory budget '" + parent.path() + "' is closed: no budget can be made under it");
+        }
         try {
             requireTheMemoryToReserve(manager, parent, spec);
         } catch (RuntimeException | Error refused) {

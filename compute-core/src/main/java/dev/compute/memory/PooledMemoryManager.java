@@ -333,12 +333,10 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
 
     /** Every budget closes with the manager; its figures count nothing more where the memory went back with the pools. */
     private void closeBudgets(boolean memoryBack) {
-        List<MemoryBudget> open = new ArrayList<>();
-        for (List<MemoryBudget> level = budgets(); !level.isEmpty(); level = level.stream().flatMap(b -> b.children().stream()).toList()) {
-            open.addAll(level);
+        // those the ledger closed, not those listed before: a budget made meanwhile is closed, and told, too
+        for (Object closed : budgetLedger.managerClosed(memoryBack)) {
+            ((MemoryBudget) closed).closed();
         }
-        budgetLedger.managerClosed(memoryBack);
-        open.forEach(MemoryBudget::closed);
     }
 
     /** Throws as an allocation at {@code location} would where this manager has no such location, or is closed. */

@@ -96,8 +96,8 @@ public final class BudgetAccount<B> {
         return handle;
     }
 
-    /** Ties the public handle to this account, once, before anyone else can see it. */
-    public void attach(Object handle) {
+    /** Ties the public handle to this account, once, before anyone else can see it; under the ledger's lock (see {@link BudgetLedger#attach}). */
+    void attach(Object handle) {
         if (this.handle != null) {
             throw new IllegalStateException("budget '" + path + "' already has a handle");
         }

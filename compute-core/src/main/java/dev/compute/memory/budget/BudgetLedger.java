@@ -111,6 +111,23 @@ public final class BudgetLedger<B> {
         return tree.open(parent, spec);
     }
 
+    /**
+     * Ties the public handle to {@code account}, made whole, so that a close from now on tells it; false where a close
+     * came first (its parent's or the manager's), which closed the account without it: no one holds it then.
+     */
+    public boolean attach(BudgetAccount<B> account, Object handle) {
+        lock.lock();
+        try {
+            if (account.closed) {
+                return false;
+            }
+            account.attach(handle);
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** The handles of the root budgets still open, in the order they were made. */
     public List<Object> roots() {
         return tree.roots();
@@ -385,10 +402,10 @@ public final class BudgetLedger<B> {
     /**
      * The manager closed, after closing every buffer: every budget is closed. Where it freed its pools
      * ({@code memoryBack}) their memory went back with everything, so nothing counts any more; where it kept them,
-     * what the buffers held stays counted.
+     * what the buffers held stays counted. Returns the handles of the budgets it closed, parents first, level by level.
      */
-    public void managerClosed(boolean memoryBack) {
-        tree.managerClosed(memoryBack);
+    public List<Object> managerClosed(boolean memoryBack) {
+        return tree.managerClosed(memoryBack);
     }
 
     // ---- figures ----------------------------------------------------------------------------------------------------

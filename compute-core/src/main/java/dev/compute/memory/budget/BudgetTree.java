@@ -196,12 +196,19 @@ final class BudgetTree<B> {
     }
 
     /** See {@link BudgetLedger#managerClosed}. */
-    void managerClosed(boolean memoryBack) {
+    List<Object> managerClosed(boolean memoryBack) {
         List<BudgetWaiters.Waiter> failed = new ArrayList<>();
+        List<BudgetAccount<B>> closed = new ArrayList<>();
+        List<Object> closedHandles;
         lock.lock();
         try {
             managerClosed = true;
-            List<BudgetAccount<B>> closed = new ArrayList<>();
+            // listed before the close clears the children: parents first, level by level
+            List<BudgetAccount<B>> levels = new ArrayList<>(roots);
+            for (int i = 0; i < levels.size(); i++) {
+                levels.addAll(levels.get(i).children);
+            }
+            closedHandles = handles(levels);
             for (BudgetAccount<B> root : roots) {
                 closeTree(root, new ArrayList<>(), failed, closed);
             }
@@ -218,6 +225,7 @@ final class BudgetTree<B> {
             lock.unlock();
         }
         waiters.failClosed(failed);
+        return closedHandles;
     }
 
     /** Under the lock: a budget whose memory went back with the manager's counts nothing, nor does any budget under it. */

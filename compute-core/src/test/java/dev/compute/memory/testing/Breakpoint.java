@@ -47,7 +47,8 @@ public final class Breakpoint implements AutoCloseable {
     public static Breakpoint at(Class<?> type, String method, int nth, String threadName) throws IOException {
         VirtualMachine vm = attachToThisJvm();
         List<ReferenceType> loaded = vm.classesByName(type.getName());
-        List<Method> methods = loaded.getFirst().methodsByName(method);
+        // its own only: the visible methods JDI lists include Object's constructor beside the type's
+        List<Method> methods = loaded.getFirst().methodsByName(method).stream().filter(m -> m.declaringType().equals(loaded.getFirst())).toList();
         if (methods.size() != 1) {
             vm.dispose();
             throw new IllegalArgumentException(type.getName() + " has " + methods.size() + " methods named " + method);
