@@ -89,7 +89,7 @@ public final class MemoryBudget implements AutoCloseable {
                     : "memory budget '" + parent.path() + "' is closed: no budget can be made under it");
         }
         try {
-            requireTheMemoryToReserve(manager, parent, spec);
+            keepTheMemoryToReserve();
         } catch (RuntimeException | Error refused) {
             closeAndReport(); // it holds nothing yet: its reservation goes back
             throw refused;
@@ -100,35 +100,23 @@ public final class MemoryBudget implements AutoCloseable {
     }
 
     /**
-     * Refuses a reservation the books accepted but the pool's memory cannot keep now, where no budget above reserves at
-     * that location (whose room covers it): the books count the bytes buffers ask for, while the pool holds memory in
-     * whole segments and pages, so beside a neighbour's buffer in a segment larger than it the cap leaves less than the
-     * books do.
+     * Has the pool keep room for each reservation the books accepted, where no budget above reserves at that location
+     * (whose room covers it), or refuses it where the pool's memory cannot keep it now: the books count the bytes buffers
+     * ask for, while the pool holds memory in whole segments and pages, so beside a neighbour's buffer in a segment
+     * larger than it the cap leaves less than the books do. Until then the pool keeps no room for it, so that a
+     * reservation refused here takes none from those that stand, even for a moment.
      */
-    private static void requireTheMemoryToReserve(PooledMemoryManager manager, @Nullable MemoryBudget parent, BudgetSpec spec) {
-        spec.reservations().forEach((location, bytes) -> {
-            if (bytes <= 0 || reservesAbove(parent, location)) {
-                return;
-            }
-            long shortfall = manager.reservationsShortfall(location);
+    private void keepTheMemoryToReserve() {
+        ledger.reservationsAwaitingThePool(account).forEach((location, bytes) -> {
+            long shortfall = manager.keepAsideWhereItFits(location, bytes, () -> ledger.keptByThePool(account, location));
             if (shortfall > 0) {
-                String path = parent == null ? spec.name() : parent.path() + "/" + spec.name();
-                throw new BudgetReservationException(location, bytes, "memory budget '" + path + "' cannot reserve " + bytes + " bytes of "
+                throw new BudgetReservationException(location, bytes, "memory budget '" + path() + "' cannot reserve " + bytes + " bytes of "
                         + location + ": the pool there holds memory in whole segments and pages, more than its buffers ask for, and"
                         + " beside what it holds and the budgets' reservations keep, its cap (" + ManagerSettings.capPropertyOf(location)
                         + ") is " + shortfall + " bytes short, even with its cache given back; make reserving budgets before other"
                         + " tenants allocate, reserve less, or raise the cap");
             }
         });
-    }
-
-    private static boolean reservesAbove(@Nullable MemoryBudget budget, MemoryLocation location) {
-        for (MemoryBudget above = budget; above != null; above = above.parent) {
-            if (above.spec.reservations().getOrDefault(location, 0L) > 0) {
-                return true;
-            }
-        }
-        return false;
     }
 
     /** Its name among its siblings. */

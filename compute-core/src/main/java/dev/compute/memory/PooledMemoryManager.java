@@ -202,9 +202,9 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
         return waiters.request(type, location, bytes, chains.open(location).largestPossibleBytes(), timeout, asked, terms);
     }
 
-    /** By how much what {@code location} holds and keeps for reservations passes its cap (see {@link LocationChains#reservationsShortfall}). */
-    long reservationsShortfall(MemoryLocation location) {
-        return chains.reservationsShortfall(location, events);
+    /** Keeps room in {@code location}'s pool for a new reservation where it fits (see {@link LocationChains#keepAsideWhereItFits}). */
+    long keepAsideWhereItFits(MemoryLocation location, long bytes, Runnable keep) {
+        return chains.keepAsideWhereItFits(location, bytes, keep, events);
     }
 
     /** A reserving budget has closed: each pool drops what it kept apart for it (its buffers are closed already). */

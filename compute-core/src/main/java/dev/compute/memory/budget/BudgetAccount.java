@@ -35,6 +35,12 @@ public final class BudgetAccount<B> {
     final long[] keepMost = new long[LOCATIONS];
     /** Reservations; set to 0 as the budget closes, which gives them back to its parent or the cap. */
     final long[] reserved = new long[LOCATIONS];
+    /**
+     * The reservations the pool has yet to be found able to keep, by location ({@link BudgetLedger#keptByThePool}): the
+     * books count them from the start, but the pool keeps no room for them until then, so that one it cannot keep (and
+     * refuses as the budget is made) never takes room from the reservations that stand.
+     */
+    final boolean[] awaitingThePool = new boolean[LOCATIONS];
     /** Bytes let in through this budget itself: buffers, requests under way, its stripes' room. */
     final long[] direct = new long[LOCATIONS];
     /** {@link #direct} plus what each child occupies: what the limits count. */

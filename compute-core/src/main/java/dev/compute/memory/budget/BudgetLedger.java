@@ -128,6 +128,35 @@ public final class BudgetLedger<B> {
         }
     }
 
+    /**
+     * The reservations of {@code account}, just opened, that the pool is yet to keep room for, by location: those where
+     * no budget above it reserves. Until {@link #keptByThePool}, {@link #reservations} leaves them out.
+     */
+    public Map<MemoryLocation, Long> reservationsAwaitingThePool(BudgetAccount<B> account) {
+        Map<MemoryLocation, Long> awaiting = new EnumMap<>(MemoryLocation.class);
+        lock.lock();
+        try {
+            for (MemoryLocation location : MemoryLocation.values()) {
+                if (account.awaitingThePool[location.ordinal()]) {
+                    awaiting.put(location, account.reserved[location.ordinal()]);
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        return awaiting;
+    }
+
+    /** The pool keeps room for {@code account}'s reservation at {@code location} from now on: it is among {@link #reservations}. */
+    public void keptByThePool(BudgetAccount<B> account, MemoryLocation location) {
+        lock.lock();
+        try {
+            account.awaitingThePool[location.ordinal()] = false;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** The handles of the root budgets still open, in the order they were made. */
     public List<Object> roots() {
         return tree.roots();

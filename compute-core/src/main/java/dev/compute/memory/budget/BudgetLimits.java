@@ -175,7 +175,7 @@ final class BudgetLimits<B> {
     Map<BudgetAccount<B>, Long> reservations(int l) {
         List<BudgetAccount<B>> deepestFirst = new ArrayList<>();
         for (BudgetAccount<B> account : reserving) {
-            if (account.reserved[l] > 0) {
+            if (account.reserved[l] > 0 && !account.awaitingThePool[l]) {
                 deepestFirst.add(account);
             }
         }
@@ -203,7 +203,7 @@ final class BudgetLimits<B> {
     }
 
     /** The nearest budget at or above {@code account} that reserves memory at {@code l}; null where none does. */
-    private static <B> @Nullable BudgetAccount<B> nearestReserving(BudgetAccount<B> account, int l) {
+    static <B> @Nullable BudgetAccount<B> nearestReserving(BudgetAccount<B> account, int l) {
         for (BudgetAccount<B> x = account; x != null; x = x.parent) {
             if (x.reserved[l] > 0) {
                 return x;

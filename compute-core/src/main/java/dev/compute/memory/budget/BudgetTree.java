@@ -64,6 +64,10 @@ final class BudgetTree<B> {
                     reserve(parent, account, location, reserving[l]);
                 }
             }
+            for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
+                // where a budget above reserves, its room covers this one's: nothing more for the pool to keep
+                account.awaitingThePool[l] = account.reserved[l] > 0 && (parent == null || BudgetLimits.nearestReserving(parent, l) == null);
+            }
             account.underReservation = (parent != null && parent.underReservation) || Arrays.stream(account.reserved).anyMatch(r -> r > 0);
             (parent == null ? roots : parent.children).add(account);
             return account;

@@ -128,9 +128,9 @@ public final class LocationChain {
         backend.keepAside(reservations);
     }
 
-    /** By how much the memory held here and the room kept for budgets' reservations pass the cap; 0 where they fit. */
-    long reservationsShortfall() {
-        return Math.max(0, backend.reservedBytes() + backend.keptAsideBytes() - backend.limitBytes());
+    /** See {@link BackendResource#keepAsideWhereItFits}. */
+    long keepAsideWhereItFits(long bytes, Runnable keep) {
+        return backend.keepAsideWhereItFits(bytes, keep);
     }
 
     /** Gives cached memory beyond {@code keepBytes} back; told to listeners when something went. */

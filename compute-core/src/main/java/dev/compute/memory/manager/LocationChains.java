@@ -97,22 +97,24 @@ public final class LocationChains {
     }
 
     /**
-     * By how much the memory {@code location} holds (whole segments and pages, whatever their blocks ask for) and the room
-     * it keeps for budgets' reservations pass its cap, once its cached memory is given back where they do: 0 where every
-     * reservation fits beside what is held. 0 at a location the manager does not offer or has not used. A figure of the
-     * moment: other threads may take memory right after.
+     * Keeps {@code bytes} of {@code location} for a new budget's reservation, running {@code keep} (which has the pool keep
+     * room for it from then on), where they fit beside the memory it holds (whole segments and pages, whatever their
+     * blocks ask for) and the room it keeps for the other reservations, once its cached memory is given back where they
+     * do not: returns 0 then, else by how much they pass its cap, and {@code keep} has not run. At a location the manager
+     * has not used, kept at once.
      */
-    public long reservationsShortfall(MemoryLocation location, MemoryEventListener events) {
+    public long keepAsideWhereItFits(MemoryLocation location, long bytes, Runnable keep, MemoryEventListener events) {
         LocationChain chain = chainOf(location);
         if (chain == null) {
+            keep.run();
             return 0;
         }
         int stripe = gate.enterAlways();
         try {
-            long shortfall = chain.reservationsShortfall();
+            long shortfall = chain.keepAsideWhereItFits(bytes, keep);
             if (shortfall > 0 && !gate.isClosed()) {
                 chain.trim(0, events);
-                shortfall = chain.reservationsShortfall();
+                shortfall = chain.keepAsideWhereItFits(bytes, keep);
             }
             return shortfall;
         } finally {

@@ -140,6 +140,20 @@ public final class BackendResource implements MemoryResource, InspectableResourc
         return keptAside.bytes();
     }
 
+    /**
+     * Keeps {@code bytes} more for a budget's reservation where they fit beside the memory held here and the room kept
+     * for the others: then runs {@code keep}, which makes the reservation one of those {@link #keepAside} answers, and
+     * returns 0; else returns by how much they pass the limit. Under the monitor every growth holds from its
+     * {@link #fits} check until its memory is counted, so that no growth passes between the check and the keeping.
+     */
+    public synchronized long keepAsideWhereItFits(long bytes, Runnable keep) {
+        long shortfall = Math.max(0, reserved + keptAsideBytes() + bytes - limitBytes);
+        if (shortfall == 0) {
+            keep.run();
+        }
+        return shortfall;
+    }
+
     /** Keeps room under the limit for budgets' reservations, as they stand at each growth (see {@link #keptAsideBytes}). */
     public void keepAside(ReservedRoom reservations) {
         keptAside.keepFor(reservations);
