@@ -100,15 +100,16 @@ public final class MemoryBudget implements AutoCloseable {
     }
 
     /**
-     * Has the pool keep room for each reservation the books accepted, where no budget above reserves at that location
-     * (whose room covers it), or refuses it where the pool's memory cannot keep it now: the books count the bytes buffers
-     * ask for, while the pool holds memory in whole segments and pages, so beside a neighbour's buffer in a segment
-     * larger than it the cap leaves less than the books do. Until then the pool keeps no room for it, so that a
-     * reservation refused here takes none from those that stand, even for a moment.
+     * Has the pool keep room for each reservation the books accepted (a child's in the room of a reserving budget above
+     * it, which grows where the children's reservations together pass the parent's), or refuses it where the pool's
+     * memory cannot keep it now: the books count the bytes buffers ask for, while the pool holds memory in whole segments
+     * and pages, so beside a neighbour's buffer in a segment larger than it the cap leaves less than the books do. Until
+     * then the pool keeps no room for it, so that a reservation refused here takes none from those that stand.
      */
     private void keepTheMemoryToReserve() {
         ledger.reservationsAwaitingThePool(account).forEach((location, bytes) -> {
-            long shortfall = manager.keepAsideWhereItFits(location, bytes, () -> ledger.keptByThePool(account, location));
+            long shortfall = manager.keepAsideWhereItFits(location, () -> ledger.keptByThePool(account, location, true),
+                    () -> ledger.keptByThePool(account, location, false));
             if (shortfall > 0) {
                 throw new BudgetReservationException(location, bytes, "memory budget '" + path() + "' cannot reserve " + bytes + " bytes of "
                         + location + ": the pool there holds memory in whole segments and pages, more than its buffers ask for, and"

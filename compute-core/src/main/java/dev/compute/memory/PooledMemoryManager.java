@@ -203,8 +203,8 @@ final class PooledMemoryManager implements UnifiedMemoryManager {
     }
 
     /** Keeps room in {@code location}'s pool for a new reservation where it fits (see {@link LocationChains#keepAsideWhereItFits}). */
-    long keepAsideWhereItFits(MemoryLocation location, long bytes, Runnable keep) {
-        return chains.keepAsideWhereItFits(location, bytes, keep, events);
+    long keepAsideWhereItFits(MemoryLocation location, Runnable keep, Runnable withdraw) {
+        return chains.keepAsideWhereItFits(location, keep, withdraw, events);
     }
 
     /** A reserving budget has closed: each pool drops what it kept apart for it (its buffers are closed already). */

@@ -129,8 +129,8 @@ public final class BudgetLedger<B> {
     }
 
     /**
-     * The reservations of {@code account}, just opened, that the pool is yet to keep room for, by location: those where
-     * no budget above it reserves. Until {@link #keptByThePool}, {@link #reservations} leaves them out.
+     * The reservations of {@code account}, just opened, that the pool is yet to keep room for, by location. Until
+     * {@link #keptByThePool}, {@link #reservations} leaves them out (a child's, from the room of the budget above it).
      */
     public Map<MemoryLocation, Long> reservationsAwaitingThePool(BudgetAccount<B> account) {
         Map<MemoryLocation, Long> awaiting = new EnumMap<>(MemoryLocation.class);
@@ -147,11 +147,14 @@ public final class BudgetLedger<B> {
         return awaiting;
     }
 
-    /** The pool keeps room for {@code account}'s reservation at {@code location} from now on: it is among {@link #reservations}. */
-    public void keptByThePool(BudgetAccount<B> account, MemoryLocation location) {
+    /**
+     * Whether the pool keeps room for {@code account}'s reservation at {@code location} from now on ({@code kept}: it is
+     * among {@link #reservations}), or not (yet), as {@link #reservationsAwaitingThePool} left it.
+     */
+    public void keptByThePool(BudgetAccount<B> account, MemoryLocation location, boolean kept) {
         lock.lock();
         try {
-            account.awaitingThePool[location.ordinal()] = false;
+            account.awaitingThePool[location.ordinal()] = !kept;
         } finally {
             lock.unlock();
         }

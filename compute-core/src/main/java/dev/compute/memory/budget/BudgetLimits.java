@@ -203,7 +203,7 @@ final class BudgetLimits<B> {
     }
 
     /** The nearest budget at or above {@code account} that reserves memory at {@code l}; null where none does. */
-    static <B> @Nullable BudgetAccount<B> nearestReserving(BudgetAccount<B> account, int l) {
+    private static <B> @Nullable BudgetAccount<B> nearestReserving(BudgetAccount<B> account, int l) {
         for (BudgetAccount<B> x = account; x != null; x = x.parent) {
             if (x.reserved[l] > 0) {
                 return x;

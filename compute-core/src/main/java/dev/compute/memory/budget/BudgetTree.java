@@ -65,8 +65,7 @@ final class BudgetTree<B> {
                 }
             }
             for (int l = 0; l < BudgetAccount.LOCATIONS; l++) {
-                // where a budget above reserves, its room covers this one's: nothing more for the pool to keep
-                account.awaitingThePool[l] = account.reserved[l] > 0 && (parent == null || BudgetLimits.nearestReserving(parent, l) == null);
+                account.awaitingThePool[l] = account.reserved[l] > 0;
             }
             account.underReservation = (parent != null && parent.underReservation) || Arrays.stream(account.reserved).anyMatch(r -> r > 0);
             (parent == null ? roots : parent.children).add(account);

@@ -129,8 +129,8 @@ public final class LocationChain {
     }
 
     /** See {@link BackendResource#keepAsideWhereItFits}. */
-    long keepAsideWhereItFits(long bytes, Runnable keep) {
-        return backend.keepAsideWhereItFits(bytes, keep);
+    long keepAsideWhereItFits(Runnable keep, Runnable withdraw) {
+        return backend.keepAsideWhereItFits(keep, withdraw);
     }
 
     /** Gives cached memory beyond {@code keepBytes} back; told to listeners when something went. */

@@ -97,13 +97,12 @@ public final class LocationChains {
     }
 
     /**
-     * Keeps {@code bytes} of {@code location} for a new budget's reservation, running {@code keep} (which has the pool keep
-     * room for it from then on), where they fit beside the memory it holds (whole segments and pages, whatever their
-     * blocks ask for) and the room it keeps for the other reservations, once its cached memory is given back where they
-     * do not: returns 0 then, else by how much they pass its cap, and {@code keep} has not run. At a location the manager
-     * has not used, kept at once.
+     * Has {@code location}'s pool keep room for a new budget's reservation ({@code keep}; {@code withdraw} undoes it) where
+     * it fits beside the memory the pool holds (whole segments and pages, whatever their blocks ask for) and the room it
+     * keeps for the other reservations, once its cached memory is given back where it does not: returns 0 then, else by
+     * how much they pass its cap, the reservation withdrawn. At a location the manager has not used, kept at once.
      */
-    public long keepAsideWhereItFits(MemoryLocation location, long bytes, Runnable keep, MemoryEventListener events) {
+    public long keepAsideWhereItFits(MemoryLocation location, Runnable keep, Runnable withdraw, MemoryEventListener events) {
         LocationChain chain = chainOf(location);
         if (chain == null) {
             keep.run();
@@ -111,10 +110,10 @@ public final class LocationChains {
         }
         int stripe = gate.enterAlways();
         try {
-            long shortfall = chain.keepAsideWhereItFits(bytes, keep);
+            long shortfall = chain.keepAsideWhereItFits(keep, withdraw);
             if (shortfall > 0 && !gate.isClosed()) {
                 chain.trim(0, events);
-                shortfall = chain.keepAsideWhereItFits(bytes, keep);
+                shortfall = chain.keepAsideWhereItFits(keep, withdraw);
             }
             return shortfall;
         } finally {

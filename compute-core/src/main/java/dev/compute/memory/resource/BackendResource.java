@@ -141,15 +141,18 @@ public final class BackendResource implements MemoryResource, InspectableResourc
     }
 
     /**
-     * Keeps {@code bytes} more for a budget's reservation where they fit beside the memory held here and the room kept
-     * for the others: then runs {@code keep}, which makes the reservation one of those {@link #keepAside} answers, and
-     * returns 0; else returns by how much they pass the limit. Under the monitor every growth holds from its
-     * {@link #fits} check until its memory is counted, so that no growth passes between the check and the keeping.
+     * Keeps room for a budget's new reservation where it fits beside the memory held here and the room kept for the
+     * others: {@code keep} makes it one of those {@link #keepAside} answers (a child's, in the room of the reserving
+     * budget above it, which may grow), and {@code withdraw} undoes that where the memory held and the room kept then
+     * pass the limit. Returns by how much they did; 0 where it is kept. Under the monitor every growth holds from its
+     * {@link #fits} check until its memory is counted, so that no growth sees it withdrawn, nor passes between the check
+     * and the keeping.
      */
-    public synchronized long keepAsideWhereItFits(long bytes, Runnable keep) {
-        long shortfall = Math.max(0, reserved + keptAsideBytes() + bytes - limitBytes);
-        if (shortfall == 0) {
-            keep.run();
+    public synchronized long keepAsideWhereItFits(Runnable keep, Runnable withdraw) {
+        keep.run();
+        long shortfall = Math.max(0, reserved + keptAsideBytes() - limitBytes);
+        if (shortfall > 0) {
+            withdraw.run();
         }
         return shortfall;
     }
