@@ -57,8 +57,8 @@ public record BudgetSpec(String name, long limitBytes, Map<MemoryLocation, Long>
                         + ": a reservation is positive and within the budget's " + location + " limit of " + limit + " bytes");
             }
             if (bytes > Long.MAX_VALUE - reservedInAll) { // a sum past a long's range, which would wrap below the limit
-                throw new IllegalArgumentException("memory budget '" + name + "' reserves " + reservations + " bytes, more than its limit of "
-                        + limitBytes + " bytes in all");
+                throw new IllegalArgumentException("memory budget '" + name + "' reserves more than " + Long.MAX_VALUE
+                        + " bytes in all, more than its limit of " + limitBytes + " bytes");
             }
             reservedInAll += bytes;
         }

@@ -42,7 +42,8 @@ class BudgetSpecTest {
                 .isInstanceOf(IllegalArgumentException.class).hasMessage("memory budget 'sum' reserves 12 bytes in all, more than its limit of 10 bytes");
         assertThatThrownBy(() -> BudgetSpec.of("huge", Long.MAX_VALUE).withReservation(MemoryLocation.DEVICE, Long.MAX_VALUE)
                 .withReservation(MemoryLocation.HOST, Long.MAX_VALUE)).as("reservations whose sum overflows a long")
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("more than its limit of " + Long.MAX_VALUE + " bytes");
+                .isInstanceOf(IllegalArgumentException.class).hasMessage("memory budget 'huge' reserves more than " + Long.MAX_VALUE
+                        + " bytes in all, more than its limit of " + Long.MAX_VALUE + " bytes");
         assertThatThrownBy(() -> BudgetSpec.of("null", 10).withReservation(null, 1)).isInstanceOf(NullPointerException.class);
     }
 }
