@@ -130,7 +130,8 @@ public final class LocationChain {
 
     /** See {@link BackendResource#keepAsideWhereItFits}. */
     long keepAsideWhereItFits(Runnable keep, Runnable withdraw) {
-        return backend.keepAsideWhereItFits(keep, withdraw);
+        return pool != null ? pool.withReservationsStill(() -> backend.keepAsideWhereItFits(keep, withdraw))
+                : backend.keepAsideWhereItFits(keep, withdraw);
     }
 
     /** Gives cached memory beyond {@code keepBytes} back; told to listeners when something went. */

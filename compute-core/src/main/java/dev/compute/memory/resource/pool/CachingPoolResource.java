@@ -33,6 +33,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.IntToLongFunction;
+import java.util.function.LongSupplier;
 import java.util.function.ToLongFunction;
 import org.jspecify.annotations.Nullable;
 
@@ -596,6 +597,19 @@ public final class CachingPoolResource implements MemoryResource, InspectableRes
     private long liveFor(Object reservation) {
         PoolArena[] pair = reservedArenas.get(reservation);
         return pair == null ? 0 : pair[0].takenBytes() + pair[1].takenBytes(); // nothing of theirs is cached
+    }
+
+    /**
+     * {@code check} under this pool's lock, where the live memory of the reservations' arenas ({@link #liveFor}), which
+     * the upstream reads to know the room it keeps, holds still: taken, as a growth takes it, before the upstream's monitor.
+     */
+    public long withReservationsStill(LongSupplier check) {
+        lock.lock();
+        try {
+            return check.getAsLong();
+        } finally {
+            lock.unlock();
+        }
     }
 
     /**
