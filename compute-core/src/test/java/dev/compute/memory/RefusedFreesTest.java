@@ -155,14 +155,16 @@ class RefusedFreesTest {
     @Test
     void aRefusedReleaseOfAViewHandedToAThreadIsToldNotThrownFromThatThreadsNextCall() throws Exception {
         try (UnifiedMemoryManager manager = refusingWhenAsked().build(); LogCapture log = LogCapture.managerLog()) {
-            UnifiedBuffer viewedThere = manager.allocate(8192, MemoryLocation.HOST);
             UnifiedBuffer itsOwn = manager.allocate(4096, MemoryLocation.HOST);
+            AtomicReference<UnifiedBuffer> viewedThere = new AtomicReference<>();
             CountDownLatch viewed = new CountDownLatch(1);
             CountDownLatch closedHere = new CountDownLatch(1);
             List<Throwable> failures = new CopyOnWriteArrayList<>();
             Thread viewer = Thread.ofPlatform().start(() -> {
-                try (ViewScope scope = ViewScope.open()) { // a confined view, which only this thread can end
-                    viewedThere.hostView().fill((byte) 1);
+                try {
+                    UnifiedBuffer allocatedThere = manager.allocate(8192, MemoryLocation.HOST);
+                    allocatedThere.hostView().fill((byte) 1); // outside any view scope, on the allocating thread: confined
+                    viewedThere.set(allocatedThere);
                     viewed.countDown();
                     closedHere.await();
                     itsOwn.close(); // ends the view handed to it on the way in
@@ -173,7 +175,7 @@ class RefusedFreesTest {
             });
             viewed.await();
             refusing.set(8192);
-            viewedThere.close(); // handed to the viewer, whose next call ends it
+            viewedThere.get().close(); // handed to the viewer, whose next call ends it
             closedHere.countDown();
             viewer.join();
             refusing.set(0);

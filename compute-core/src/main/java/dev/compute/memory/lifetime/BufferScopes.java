@@ -148,8 +148,8 @@ final class BufferScopes {
 
     /**
      * The buffer was closed: ends its views (those the calling thread may end; the others are handed to their
-     * owners) and runs {@code release} once no view or access is open, at once if none is. Accesses stay open
-     * until their holders end them.
+     * owners, but for those in a view scope, which its close ends) and runs {@code release} once no view or access is
+     * open, at once if none is. Accesses stay open until their holders end them.
      */
     void closeViews(Runnable release) {
         endWhenEmpty(release, Ending.VIEWS);
@@ -187,7 +187,10 @@ final class BufferScopes {
     }
 
     private static void endAsClosed(MemoryScope scope, Ending ending) {
-        if (ending == Ending.VIEWS_AND_ACCESSES || scope.kind == MemoryScope.Kind.VIEW || scope.ownerHasEnded()) {
+        if (scope.inViewScopeOfAnotherThread()) {
+            // its view scope ends it, not the thread's next call: the code reading it may still be running there
+            scope.registry().watchOwnerOf(scope);
+        } else if (ending == Ending.VIEWS_AND_ACCESSES || scope.kind == MemoryScope.Kind.VIEW || scope.ownerHasEnded()) {
             scope.endOrHandOver();
         } else if (!scope.shared()) {
             scope.registry().watchOwnerOf(scope); // its thread may end without ending it, or calling in again

@@ -82,6 +82,14 @@ public final class MemoryScope {
         return list == null;
     }
 
+    /**
+     * True for a view taken in a view scope ({@link ViewRegions.Region}) of another thread that is alive: that scope's
+     * close ends it. The region was written under the root's monitor, which a close takes before it ends views.
+     */
+    boolean inViewScopeOfAnotherThread() {
+        return kind == Kind.VIEW && region != null && list != null && list.owner != Thread.currentThread() && list.owner.isAlive();
+    }
+
     /** True for a confined scope whose thread has ended: nobody can reach its segments. */
     boolean ownerHasEnded() {
         return list != null && !list.owner.isAlive();

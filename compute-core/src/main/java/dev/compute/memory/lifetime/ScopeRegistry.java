@@ -216,8 +216,9 @@ public final class ScopeRegistry {
     }
 
     /**
-     * A closed buffer's access that its owner, alive, has not ended: it waits as a handed-over view does, so that the
-     * sweeper drops it once the owner ends without calling in again (nothing else would give the memory back).
+     * A closed buffer's access that its owner, alive, has not ended, or view in a view scope still open there: it waits
+     * as a handed-over view does, so that the sweeper drops it once the owner ends without ending it (nothing else would
+     * give the memory back).
      */
     void watchOwnerOf(MemoryScope scope) {
         if (!scope.watchOwner()) {

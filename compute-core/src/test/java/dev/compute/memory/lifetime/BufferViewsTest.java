@@ -28,6 +28,7 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -75,12 +76,17 @@ class BufferViewsTest {
         CountDownLatch callIn = new CountDownLatch(1);
         AtomicReference<MemorySegment> theirs = new AtomicReference<>();
         AtomicReference<Throwable> afterwards = new AtomicReference<>();
+        AtomicBoolean readAfterCallIn = new AtomicBoolean();
         Thread other = Thread.ofPlatform().start(() -> {
-            try (ViewScope scope = ViewScope.open()) { // a view scope's view is its thread's own, as a request's is
-                theirs.set(BufferViews.view(root, AccessMode.READ));
-                taken.countDown();
-                callIn.await(10, TimeUnit.SECONDS);
-                host.scopes.endHandedOver(); // as its next call into the manager does
+            try {
+                try (ViewScope scope = ViewScope.open()) { // a view scope's view is its thread's own, as a request's is
+                    theirs.set(BufferViews.view(root, AccessMode.READ));
+                    taken.countDown();
+                    callIn.await(10, TimeUnit.SECONDS);
+                    host.scopes.endHandedOver(); // as its next call into the manager does: the scope is still open
+                    theirs.get().get(ValueLayout.JAVA_BYTE, 0);
+                    readAfterCallIn.set(true);
+                }
                 theirs.get().get(ValueLayout.JAVA_BYTE, 0);
             } catch (Throwable t) {
                 afterwards.set(t);
@@ -99,7 +105,8 @@ class BufferViewsTest {
         assertThat(host.releasedMirrors).as("the other thread's view still holds the mirror").isEmpty();
         callIn.countDown();
         other.join(10_000);
-        assertThat(afterwards.get()).as("its view ended when it called in").isInstanceOf(IllegalStateException.class);
+        assertThat(readAfterCallIn).as("its view outlived its call in, inside its scope").isTrue();
+        assertThat(afterwards.get()).as("its view ended with its scope").isInstanceOf(IllegalStateException.class);
         assertThat(host.released).hasSize(1);
         assertThat(host.releasedMirrors).hasSize(1);
         assertThat(host.scopes.openScopes()).isZero();
