@@ -9,6 +9,8 @@ import dev.compute.memory.testing.ChildJvm;
 import dev.compute.memory.testing.LogCapture;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -23,6 +25,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Issue 27's promise attacked from outside: views taken where applications take them (the common pool, a parallel
@@ -169,6 +172,43 @@ class ViewLifetimeAttacksTest {
 
             worker.run(() -> scope[0].close());
             assertNothingLiveNorHeld();
+        } finally {
+            worker.stop();
+        }
+    }
+
+    /** A mapped file closed while another thread's scope views it: no longer listed as open, though it stays mapped. */
+    @Test
+    void aMappedFileClosedWhileAnotherThreadViewsItIsNoLongerListedLive(@TempDir Path directory) throws Exception {
+        Path file = Files.write(directory.resolve("mapped.bin"), filled((int) BYTES, (byte) 8));
+        UnifiedBuffer mapped = manager.mapFile(file, DataType.INT8, FileMapMode.READ_ONLY);
+        Worker worker = new Worker("file-reader");
+        try {
+            ViewScope[] scope = new ViewScope[1];
+            worker.run(() -> {
+                scope[0] = ViewScope.open();
+                mapped.readOnlyHostView();
+            });
+            assertThat(manager.liveBuffers()).singleElement().satisfies(live -> assertThat(live.mappedFile()).isEqualTo(file));
+
+            mapped.close();
+
+            assertThat(manager.liveBuffers()).as("closed, though a view keeps it mapped").isEmpty();
+            assertThat(manager.mappedFileStatistics().openMappings()).as("still mapped for the view").isEqualTo(1);
+            worker.run(() -> scope[0].close());
+            assertThat(manager.mappedFileStatistics().openMappings()).isZero();
+            assertThat(manager.liveBuffers()).isEmpty();
+
+            UnifiedBuffer worked = manager.mapFile(file, DataType.INT8, FileMapMode.READ_ONLY);
+            CompletableFuture<Void> deviceWork = new CompletableFuture<>();
+            try (BufferAccess access = worked.deviceAccess(AccessMode.READ)) {
+                access.inFlightUntil(deviceWork);
+            }
+            worked.close();
+            assertThat(manager.liveBuffers()).as("closed, though device work on it keeps it mapped").isEmpty();
+            assertThat(manager.mappedFileStatistics().openMappings()).isEqualTo(1);
+            deviceWork.complete(null);
+            assertThat(manager.mappedFileStatistics().openMappings()).isZero();
         } finally {
             worker.stop();
         }

@@ -208,6 +208,11 @@ public final class BufferServices implements BufferHost {
         return new HeldFigures(buffers, bytes, requested);
     }
 
+    /** Whether {@code block} is a closed buffer's that views, accesses or ops still hold. */
+    boolean holds(Block block) {
+        return heldCount.get() != 0 && held.containsKey(block);
+    }
+
     /** Where the blocks held at {@code location} lie, as {@code segmentAddress:offset}, to mark them in a snapshot. */
     Set<String> heldPlaces(MemoryLocation location) {
         Set<String> places = new HashSet<>();

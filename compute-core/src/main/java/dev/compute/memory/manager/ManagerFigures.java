@@ -130,7 +130,7 @@ public final class ManagerFigures {
         }
     }
 
-    /** Every live block of every pool, with its site where known, and every mapped file. */
+    /** Every live block of every pool, with its site where known, and every mapped file whose buffer is open. */
     public List<LiveBufferReport> liveBuffers() {
         List<LiveBufferReport> live = new ArrayList<>();
         for (MemoryLocation location : chains.locations()) {
@@ -142,7 +142,13 @@ public final class ManagerFigures {
                 }
             }
         }
+        BufferServices known = buffers;
         for (MappedFile mapping : mappedFiles.open()) {
+            // a closed buffer's mapping stays while views or device work use it: held first, as its release marks it
+            // given back before it leaves the held ones, so that one going back meanwhile is never counted live
+            if ((known != null && known.holds(mapping)) || mapping.released()) {
+                continue;
+            }
             live.add(new LiveBufferReport(MemoryLocation.HOST, mapping.size(), mapping.allocationSite(), mapping.range().file()));
         }
         return live;

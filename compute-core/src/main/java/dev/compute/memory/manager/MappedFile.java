@@ -46,6 +46,8 @@ public final class MappedFile implements Block {
     private final NativeAllocation allocation;
     private final @Nullable String allocationSite;
     private boolean unmapped;
+    /** Its buffer gave it back (closed, nothing holding it): mapped still only while device work on it runs. */
+    private volatile boolean released;
 
     private MappedFile(FileRange range, Arena arena, MemorySegment mapping, FileMappings.Mapping registered, @Nullable String allocationSite) {
         this.range = range;
@@ -128,6 +130,15 @@ public final class MappedFile implements Block {
 
     public FileRange range() {
         return range;
+    }
+
+    /** Its buffer gave it back: from here on no buffer's, whether or not it is unmapped yet. */
+    void markReleased() {
+        released = true;
+    }
+
+    boolean released() {
+        return released;
     }
 
     @Nullable String allocationSite() {

@@ -81,6 +81,7 @@ public final class MappedFiles {
 
     /** A buffer gave its mapping back: unmapped once {@code inFlight} (device work that reads or writes it) completes. */
     void release(MappedFile mapping, CompletableFuture<?> inFlight) {
+        mapping.markReleased();
         if (inFlight.isDone()) {
             unmap(mapping);
         } else {
