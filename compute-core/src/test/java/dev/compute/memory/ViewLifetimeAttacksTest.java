@@ -177,6 +177,54 @@ class ViewLifetimeAttacksTest {
         }
     }
 
+    /**
+     * A thousand virtual threads, each in a scope viewing one buffer all share and one of its own, both closed here
+     * while the scopes are open: the memory waits for them, counted held, and is back once the last scope ends.
+     */
+    @Test
+    void aThousandScopedVirtualThreadsViewingBuffersClosedElsewhereGiveTheMemoryBackAsTheirScopesEnd() throws Exception {
+        int threads = 1000;
+        UnifiedBuffer shared = manager.allocate(BYTES, MemoryLocation.DEVICE);
+        shared.copyFrom(filled((int) BYTES, (byte) 2));
+        UnifiedBuffer[] own = new UnifiedBuffer[threads];
+        for (int i = 0; i < threads; i++) {
+            own[i] = manager.allocate(4096, MemoryLocation.HOST);
+        }
+        CountDownLatch viewing = new CountDownLatch(threads);
+        CountDownLatch closed = new CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicInteger wrongBytes = new java.util.concurrent.atomic.AtomicInteger();
+        List<Thread> viewers = new ArrayList<>();
+        for (int i = 0; i < threads; i++) {
+            UnifiedBuffer mine = own[i];
+            viewers.add(Thread.ofVirtual().start(() -> {
+                try (ViewScope views = ViewScope.open()) {
+                    MemorySegment all = shared.readOnlyHostView();
+                    mine.hostView().fill((byte) 5);
+                    viewing.countDown();
+                    awaitQuietly(closed);
+                    manager.allocate(512, MemoryLocation.HOST).close(); // a call in: the scope's views last
+                    if (all.get(ValueLayout.JAVA_BYTE, BYTES - 1) != 2) {
+                        wrongBytes.incrementAndGet();
+                    }
+                }
+            }));
+        }
+        assertThat(viewing.await(BOUND.toSeconds() * 4, TimeUnit.SECONDS)).isTrue();
+        shared.close();
+        for (UnifiedBuffer buffer : own) {
+            buffer.close();
+        }
+        assertThat(manager.liveBuffers()).isEmpty();
+        assertThat(heldBuffers()).isEqualTo(threads + 1L);
+
+        closed.countDown();
+        for (Thread viewer : viewers) {
+            viewer.join(BOUND.toMillis());
+        }
+        assertThat(wrongBytes).hasValue(0);
+        assertNothingLiveNorHeld();
+    }
+
     /** A mapped file closed while another thread's scope views it: no longer listed as open, though it stays mapped. */
     @Test
     void aMappedFileClosedWhileAnotherThreadViewsItIsNoLongerListedLive(@TempDir Path directory) throws Exception {

@@ -176,6 +176,58 @@ class ViewsOnServerThreadsHttpTests {
         }
     }
 
+    /**
+     * A request's view of a buffer another thread closes under it lasts until the request ends, through the request's
+     * later calls into the manager; and a request that throws after viewing ends its views as it fails.
+     */
+    @Nested
+    @SpringBootTest(classes = Application.class, webEnvironment = WebEnvironment.RANDOM_PORT,
+            properties = {"compute.backend=cpu", "compute.memory.held-memory-warning=0"})
+    class RequestsAndTheirViews {
+
+        @LocalServerPort
+        int port;
+
+        @Autowired
+        UnifiedMemoryManager manager;
+
+        @Autowired
+        Store store;
+
+        @Test
+        void aViewOutlivesItsRequestsLaterCallsAfterItsBufferClosedElsewhereAndAFailedRequestsViewsEndWithIt() throws Exception {
+            RestClient http = RestClient.builder().baseUrl("http://127.0.0.1:" + port).build();
+            long id = http.post().uri("/buffers").retrieve().body(Long.class);
+            ExecutorService client = Executors.newSingleThreadExecutor();
+            try {
+                Future<Long> sum = client.submit(() -> http.get().uri("/buffers/{id}/read-after-close-elsewhere", id).retrieve().body(Long.class));
+                assertThat(store.viewing.await(BOUND.toSeconds(), TimeUnit.SECONDS)).isTrue();
+                store.close(id);
+                store.closedElsewhere.countDown();
+                assertThat(sum.get(BOUND.toSeconds(), TimeUnit.SECONDS)).as("the view read the buffer's own bytes to the end")
+                        .isEqualTo((long) BYTES * (id % 100));
+            } finally {
+                store.closedElsewhere.countDown();
+                client.shutdownNow();
+            }
+
+            long failed = http.post().uri("/buffers").retrieve().body(Long.class);
+            int status = http.get().uri("/buffers/{id}/view-and-fail", failed).exchange((request, response) -> response.getStatusCode().value());
+            assertThat(status).isEqualTo(500);
+            store.close(failed);
+
+            long deadline = System.nanoTime() + BOUND.toNanos();
+            MemoryStatistics host = manager.statistics(MemoryLocation.HOST);
+            while (host.heldBuffers() > 0 && System.nanoTime() < deadline) { // the scheduled task's views end with its run
+                assertThat(host.liveBuffers()).isZero();
+                Thread.sleep(10);
+                host = manager.statistics(MemoryLocation.HOST);
+            }
+            assertThat(host.heldBuffers()).as("held past %s", BOUND).isZero();
+            assertThat(host.liveBuffers()).isZero();
+        }
+    }
+
     @SpringBootConfiguration
     @EnableAutoConfigurationWithoutSecurity
     @EnableAsync
@@ -288,6 +340,29 @@ class ViewsOnServerThreadsHttpTests {
         @GetMapping("/buffers/{id}/hold-async")
         CompletableFuture<Long> holdOnAnAsyncMethod(@PathVariable long id) {
             return viewer.sumAndHold(this, buffers.get(id));
+        }
+
+        final CountDownLatch viewing = new CountDownLatch(1);
+        final CountDownLatch closedElsewhere = new CountDownLatch(1);
+
+        /** Views the buffer, waits while the test closes it, calls into the manager, then reads the view whole. */
+        @GetMapping("/buffers/{id}/read-after-close-elsewhere")
+        long readAfterCloseElsewhere(@PathVariable long id) throws InterruptedException {
+            MemorySegment view = buffers.get(id).readOnlyHostView();
+            viewing.countDown();
+            closedElsewhere.await(BOUND.toSeconds(), TimeUnit.SECONDS);
+            memory.allocate(BYTES, MemoryLocation.HOST).close();
+            long sum = 0;
+            for (long i = 0; i < view.byteSize(); i++) {
+                sum += view.get(JAVA_BYTE, i);
+            }
+            return sum;
+        }
+
+        @GetMapping("/buffers/{id}/view-and-fail")
+        long viewAndFail(@PathVariable long id) {
+            sum(buffers.get(id));
+            throw new IllegalStateException("the handler failed after viewing");
         }
 
         @DeleteMapping("/buffers/{id}")
