@@ -225,6 +225,28 @@ class ViewLifetimeAttacksTest {
         assertNothingLiveNorHeld();
     }
 
+    /** A budget closed while another thread's scope views a buffer it allocated and its owner closed: nothing left over. */
+    @Test
+    void aBudgetClosedWhileAnotherThreadViewsABufferClosedThroughItReportsNothingLeftOver() throws Exception {
+        MemoryBudget budget = manager.budget("viewed-tenant", 1L << 20);
+        UnifiedBuffer buffer = budget.allocate(BYTES, MemoryLocation.HOST);
+        Worker worker = new Worker("tenant-reader");
+        try {
+            ViewScope[] scope = new ViewScope[1];
+            worker.run(() -> {
+                scope[0] = ViewScope.open();
+                buffer.readOnlyHostView();
+            });
+            buffer.close();
+
+            assertThat(budget.closeAndReport()).as("the buffer was closed by its owner").isEmpty();
+            worker.run(() -> scope[0].close());
+            assertNothingLiveNorHeld();
+        } finally {
+            worker.stop();
+        }
+    }
+
     /** A mapped file closed while another thread's scope views it: no longer listed as open, though it stays mapped. */
     @Test
     void aMappedFileClosedWhileAnotherThreadViewsItIsNoLongerListedLive(@TempDir Path directory) throws Exception {

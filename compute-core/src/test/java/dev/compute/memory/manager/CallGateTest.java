@@ -181,22 +181,23 @@ class CallGateTest {
 
     @Test
     void scopesHandedToAThreadEndOnItsWayInAndTheirBufferGoesBack() throws Exception {
-        BufferCore buffer = parts.buffer(MemoryLocation.HOST, 64);
+        AtomicReference<BufferCore> allocated = new AtomicReference<>();
         CountDownLatch viewTaken = new CountDownLatch(1);
         CountDownLatch callIn = new CountDownLatch(1);
         AtomicReference<Boolean> viewEnded = new AtomicReference<>();
         Thread viewer = Thread.ofPlatform().start(() -> {
-            try (ViewScope scope = ViewScope.open()) { // the view is the thread's own, as a request's is
-                MemorySegment view = BufferViews.view(buffer, AccessMode.READ);
-                viewTaken.countDown();
-                await(callIn);
-                gate.exit(gate.enter());
-                viewEnded.set(ended(view));
-            }
+            BufferCore own = parts.buffer(MemoryLocation.HOST, 64);
+            allocated.set(own);
+            // outside any view scope, on the allocating thread: the view is the thread's own until its next call
+            MemorySegment view = BufferViews.view(own, AccessMode.READ);
+            viewTaken.countDown();
+            await(callIn);
+            gate.exit(gate.enter());
+            viewEnded.set(ended(view));
         });
         assertThat(viewTaken.await(10, TimeUnit.SECONDS)).isTrue();
 
-        buffer.close(); // on this thread: the viewer's view is handed to it
+        allocated.get().close(); // on this thread: the viewer's view is handed to it
         assertThat(parts.figures.statistics(MemoryLocation.HOST).liveBuffers()).as("closed, so not live").isZero();
         assertThat(parts.figures.statistics(MemoryLocation.HOST).heldBuffers()).as("the view holds the memory").isEqualTo(1);
         callIn.countDown();
@@ -204,6 +205,7 @@ class CallGateTest {
 
         assertThat(viewEnded.get()).isTrue();
         assertThat(parts.figures.statistics(MemoryLocation.HOST).liveBuffers()).isZero();
+        assertThat(parts.figures.statistics(MemoryLocation.HOST).heldBuffers()).as("back as the view ended").isZero();
     }
 
     private static void await(CountDownLatch latch) {
