@@ -13,11 +13,15 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ForkJoinPool;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.logging.Level;
 import java.util.stream.IntStream;
@@ -192,7 +196,7 @@ class ViewLifetimeAttacksTest {
         }
         CountDownLatch viewing = new CountDownLatch(threads);
         CountDownLatch closed = new CountDownLatch(1);
-        java.util.concurrent.atomic.AtomicInteger wrongBytes = new java.util.concurrent.atomic.AtomicInteger();
+        AtomicInteger wrongBytes = new AtomicInteger();
         List<Thread> viewers = new ArrayList<>();
         for (int i = 0; i < threads; i++) {
             UnifiedBuffer mine = own[i];
@@ -333,7 +337,7 @@ class ViewLifetimeAttacksTest {
     void aViewTakenInsideAListenerAndAnOutOfMemoryHandlerEndsAndGivesTheMemoryBack() throws Exception {
         AtomicReference<UnifiedBuffer> viewed = new AtomicReference<>();
         List<Throwable> failures = new ArrayList<>();
-        java.util.concurrent.atomic.AtomicInteger handled = new java.util.concurrent.atomic.AtomicInteger();
+        AtomicInteger handled = new AtomicInteger();
         try (UnifiedMemoryManager small = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
                 .maxPoolSize(32L << 20).heldMemoryWarning(Duration.ZERO)
                 .eventListener(new MemoryEventListener() {
@@ -505,7 +509,7 @@ class ViewLifetimeAttacksTest {
         public static void main(String[] args) throws Exception {
             try (UnifiedMemoryManager racing = UnifiedMemoryManager.builder().backend(new SimulatedDiscreteBackend())
                     .timelineInterval(Duration.ZERO).trimInterval(Duration.ZERO).build()) {
-                java.util.concurrent.atomic.AtomicLong foreign = new java.util.concurrent.atomic.AtomicLong();
+                AtomicLong foreign = new AtomicLong();
                 for (int round = 0; round < 400; round++) {
                     MemoryLocation location = round % 2 == 0 ? MemoryLocation.HOST : MemoryLocation.DEVICE;
                     byte own = (byte) (round % 120 + 1);
@@ -556,7 +560,7 @@ class ViewLifetimeAttacksTest {
 
     private static byte[] filled(int length, byte value) {
         byte[] bytes = new byte[length];
-        java.util.Arrays.fill(bytes, value);
+        Arrays.fill(bytes, value);
         return bytes;
     }
 
@@ -597,7 +601,7 @@ class ViewLifetimeAttacksTest {
 
     /** A platform thread of its own that runs steps given it one at a time and idles between them. */
     private static final class Worker {
-        private final java.util.concurrent.BlockingQueue<Runnable> work = new java.util.concurrent.LinkedBlockingQueue<>();
+        private final BlockingQueue<Runnable> work = new LinkedBlockingQueue<>();
         private final Thread thread;
 
         Worker(String name) {
