@@ -15,6 +15,7 @@ import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.UnaryOperator;
 import java.util.regex.Matcher;
+import java.util.stream.Stream;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.springframework.beans.factory.ListableBeanFactory;
@@ -135,11 +136,24 @@ public final class UnifiedMemoryManagerFactory {
      * whose budgets {@link ComputeBudgets#budget(String)} finds by name alone.
      */
     public UnifiedMemoryManager createFrom(String name, String prefix, boolean primary) {
+        return createFrom(name, prefix, primary, List.of());
+    }
+
+    /**
+     * As {@link #createFrom(String, String, boolean)}; a key under {@code prefix} that no setting has (a typo such as
+     * {@code <prefix>.memory.pooling.max-pol-size}) stops start-up naming it, as one under {@code compute.*} does, but
+     * for {@code readElsewhere}, the full names of keys under {@code prefix} that the caller reads itself
+     * ({@code spring.test.compute.replace}). Every property source is checked: a key under {@code prefix} can only be
+     * meant for this manager.
+     */
+    public UnifiedMemoryManager createFrom(String name, String prefix, boolean primary, List<String> readElsewhere) {
         Binder binder = new Binder(ConfigurationPropertySources.get(environment), new PropertySourcesPlaceholdersResolver(environment),
                 PoolSizeConverter.conversionService());
         UnaryOperator<String> whereSet = property -> property.startsWith("compute.") ? prefix + property.substring("compute".length()) : property;
         ManagerProperties properties = bind(binder, prefix, whereSet);
         String budgetsPrefix = prefix + ".budgets";
+        checkNoUnknownKeys(prefix, ManagerProperties.class, Stream.concat(Stream.of(budgetsPrefix), readElsewhere.stream()).toList(),
+                new NoUnboundElementsBindHandler(BindHandler.DEFAULT));
         ConfiguredNames.check(environment, budgetsPrefix, "a budget name");
         Map<String, BudgetProperties> budgetProperties = binder.bind(budgetsPrefix, Bindable.mapOf(String.class, BudgetProperties.class),
                 new NoUnboundElementsBindHandler(BindHandler.DEFAULT)).orElse(Map.of());

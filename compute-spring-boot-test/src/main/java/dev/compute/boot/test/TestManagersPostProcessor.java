@@ -8,6 +8,7 @@ import dev.compute.memory.UnifiedMemoryManager;
 import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import org.jspecify.annotations.Nullable;
@@ -97,6 +98,8 @@ final class TestManagersPostProcessor implements BeanDefinitionRegistryPostProce
         definition.getConstructorArgumentValues().addIndexedArgumentValue(0, name);
         definition.getConstructorArgumentValues().addIndexedArgumentValue(1, AutoConfigureComputeMemory.PREFIX);
         definition.getConstructorArgumentValues().addIndexedArgumentValue(2, primary); // spring.test.compute.budgets by name alone
+        // every other key under spring.test.compute is a setting: a misspelt one stops the context naming it
+        definition.getConstructorArgumentValues().addIndexedArgumentValue(3, List.of(AutoConfigureComputeMemory.PREFIX + ".replace"));
         definition.setDestroyMethodName("close");
         definition.setPrimary(existing.isPrimary());
         if (existing instanceof AbstractBeanDefinition registered) {

@@ -33,6 +33,7 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Fallback;
 import org.springframework.context.annotation.Primary;
+import org.springframework.core.NestedExceptionUtils;
 import org.springframework.test.context.NestedTestConfiguration;
 
 /**
@@ -304,6 +305,23 @@ class AutoConfigureComputeMemoryTests {
                         + " from property source \"@AutoConfigureComputeMemory defaults\")");
     }
 
+    /**
+     * A key under spring.test.compute.* that no setting has stops the context naming it, as one under compute.* stops the
+     * application: a misspelt cap in a test's properties would otherwise leave the test on the default one, silently.
+     */
+    @Test
+    @ExtendWith(OutputCaptureExtension.class)
+    void aMisspeltTestSettingStopsTheContextNamingIt(CapturedOutput output) {
+        List<Event> failed = EngineTestKit.engine("junit-jupiter").selectors(DiscoverySelectors.selectClass(SetsAMisspeltTestSetting.class))
+                .execute().allEvents().failed().list();
+
+        assertThat(failed).singleElement().satisfies(event -> assertThat(event.getRequiredPayload(TestExecutionResult.class).getThrowable())
+                .get().satisfies(thrown -> assertThat(NestedExceptionUtils.getMostSpecificCause(thrown))
+                        .hasMessageContaining("spring.test.compute.memory.pooling.max-pol-size")));
+        assertThat(output).contains("Property: spring.test.compute.memory.pooling.max-pol-size\n")
+                .contains("Origin: \"spring.test.compute.memory.pooling.max-pol-size\" from property source \"Inlined Test Properties\"");
+    }
+
     private static InvalidSettingException rootSetting(Throwable thrown) {
         for (Throwable cause = thrown; cause != null; cause = cause.getCause()) {
             if (cause instanceof InvalidSettingException setting) {
@@ -317,6 +335,16 @@ class AutoConfigureComputeMemoryTests {
     @SpringBootTest(classes = NoAutoConfiguration.class, properties = "spring.test.compute.memory.pooling.warmup.host[0].size=32MB")
     @AutoConfigureComputeMemory
     static class WarmsUpAboveTheTestsThreshold {
+
+        @Test
+        void starts() {}
+    }
+
+    /** Run by the test above only; its attributes' key (replace) and its budgets are keys the test manager has. */
+    @SpringBootTest(classes = NoAutoConfiguration.class, properties = {"spring.test.compute.memory.pooling.max-pol-size=1GB",
+            "spring.test.compute.budgets.search.limit=1MB"})
+    @AutoConfigureComputeMemory(replace = AutoConfigureComputeMemory.Replace.AUTO_CONFIGURED)
+    static class SetsAMisspeltTestSetting {
 
         @Test
         void starts() {}
