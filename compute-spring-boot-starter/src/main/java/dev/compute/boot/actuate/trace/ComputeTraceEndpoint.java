@@ -65,13 +65,15 @@ public class ComputeTraceEndpoint {
     }
 
     /**
-     * {@code start} or {@code stop}; {@code maxEvents} and {@code callSiteFrames} are read by {@code start} alone. Its
-     * bodies are named for AOT, which cannot see them through the wildcard.
+     * {@code start} or {@code stop}; {@code maxEvents} and {@code callSiteFrames} are read by {@code start} alone, as
+     * text: a number past an {@code int} or no whole number is then refused with the reason, where Actuator's own
+     * conversion answers a bare "Parameter mapping failure". Its bodies are named for AOT, which cannot see them through
+     * the wildcard.
      */
     @WriteOperation
     @RegisterReflectionForBinding({Started.class, Stopped.class, Refused.class})
-    public WebEndpointResponse<?> recording(@Selector String action, @Nullable String name, @Nullable Integer maxEvents,
-                                            @Nullable Integer callSiteFrames) {
+    public WebEndpointResponse<?> recording(@Selector String action, @Nullable String name, @Nullable String maxEvents,
+                                            @Nullable String callSiteFrames) {
         try {
             return switch (action) {
                 case "start" -> {
@@ -97,20 +99,30 @@ public class ComputeTraceEndpoint {
                 + "'; managers: " + names, "no manager named '" + name + "'; managers: " + names));
     }
 
-    private RecordingOptions options(String name, @Nullable Integer maxEvents, @Nullable Integer callSiteFrames) {
+    private RecordingOptions options(String name, @Nullable String maxEvents, @Nullable String callSiteFrames) {
         ComputeProperties.Recording settings = this.settings.apply(name);
-        int events = maxEvents != null ? maxEvents : settings.maxEvents();
-        if (events < 1 || events > settings.maxEvents()) {
-            // the manager's memory.recording.max-events, its own or inherited from compute.memory.recording
-            throw new InvalidEndpointRequestException("maxEvents must be from 1 to " + settings.maxEvents()
-                    + " (the recording max-events setting of manager '" + name + "'): " + events, "maxEvents out of range");
-        }
-        int frames = callSiteFrames != null ? callSiteFrames : settings.callSiteFrames();
-        if (frames < 0 || frames > RecordingOptions.MAX_CALL_SITE_FRAMES) {
-            throw new InvalidEndpointRequestException("callSiteFrames must be from 0 to " + RecordingOptions.MAX_CALL_SITE_FRAMES
-                    + ": " + frames, "callSiteFrames out of range");
-        }
+        // the manager's memory.recording.max-events, its own or inherited from compute.memory.recording
+        int events = within("maxEvents", maxEvents, settings.maxEvents(), 1, settings.maxEvents(),
+                " (the recording max-events setting of manager '" + name + "')");
+        int frames = within("callSiteFrames", callSiteFrames, settings.callSiteFrames(), 0, RecordingOptions.MAX_CALL_SITE_FRAMES, "");
         return new RecordingOptions(events, frames);
+    }
+
+    /** {@code given} as a whole number from {@code min} to {@code max}, {@code unset} where not given; else refused, saying why. */
+    private static int within(String parameter, @Nullable String given, int unset, int min, int max, String whyMax) {
+        if (given == null) {
+            return unset;
+        }
+        try {
+            long value = Long.parseLong(given.strip());
+            if (value >= min && value <= max) {
+                return (int) value;
+            }
+        } catch (NumberFormatException e) {
+            // a decimal, a word or a number past a long: out of range as much as one too large
+        }
+        throw new InvalidEndpointRequestException(parameter + " must be from " + min + " to " + max + whyMax + ": " + given,
+                parameter + " out of range");
     }
 
     private WebEndpointResponse<?> start(ObservedManager observed, RecordingOptions options) {

@@ -163,6 +163,13 @@ class ComputeTraceEndpointHttpTests {
             // the reason in the body: Spring Boot's error page leaves an InvalidEndpointRequestException's out
             assertThat(unknown.getBody()).contains("No compute memory manager named 'gpu'").contains("managers: ");
             assertThat(tooMany.getBody()).contains("maxEvents must be from 1 to 1000");
+            // past an int, or no whole number: the same reason, not Actuator's bare "Parameter mapping failure"
+            ResponseEntity<String> pastAnInt = post("start", "{\"maxEvents\": 99999999999}");
+            assertThat(pastAnInt.getStatusCode().value()).isEqualTo(400);
+            assertThat(pastAnInt.getBody()).contains("maxEvents must be from 1 to 1000 (").contains("): 99999999999");
+            ResponseEntity<String> notANumber = post("start", "{\"callSiteFrames\": \"many\"}");
+            assertThat(notANumber.getStatusCode().value()).isEqualTo(400);
+            assertThat(notANumber.getBody()).contains("callSiteFrames must be from 0 to 64: many");
             ResponseEntity<String> downloadUnknown = download("gpu");
             assertThat(downloadUnknown.getStatusCode().value()).isEqualTo(400);
             assertThat(downloadUnknown.getBody()).contains("No compute memory manager named 'gpu'");
