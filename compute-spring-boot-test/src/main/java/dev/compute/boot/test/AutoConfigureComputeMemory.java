@@ -17,14 +17,15 @@ import org.springframework.boot.test.context.PropertyMapping;
  * tracked, with the stack it was allocated from) and a small pool, so a runaway allocation fails at once rather than
  * taking the machine's memory.
  *
- * <p>The test's manager reads its settings from {@code spring.test.compute.*} alone, which has the keys of
- * {@code compute.*}: nothing under {@code compute.*} reaches it (a production warm-up, a GPU backend, named managers'
+ * <p>The test's manager reads its settings from {@code spring.test.compute.*} alone, which has the keys of one manager
+ * of {@code compute.*} ({@code backend}, {@code device}, {@code opencl.*}, {@code backend-options.*}, {@code memory.*},
+ * {@code budgets.*}): nothing under {@code compute.*} reaches it (a production warm-up, a GPU backend, named managers'
  * settings). This annotation's attributes set the most common ones; set any other with the test's properties, as
  * {@code @SpringBootTest(properties = "spring.test.compute.memory.pooling.warmup.host[0].size=1MB")}. An attribute left
  * at its default sets nothing: its default is below every property source, so the test's properties (a test
  * {@code application.yml} shared by every test class) set that key too; an attribute given on the annotation with a
- * value other than its default wins (Spring Boot skips a default, written or not). A bad one stops the context naming
- * the {@code spring.test.compute.*} property and where it was set. With {@link #replace()}
+ * value other than its default wins (Spring Boot skips a default, written or not). A bad one, or a key no setting has
+ * (a typo), stops the context naming the {@code spring.test.compute.*} property and where it was set. With {@link #replace()}
  * {@link Replace#ANY} (the default) every manager bean is replaced, each keeping its bean name, qualifier and primary
  * flag ({@code compute.managers.gpu} stays {@code @Qualifier("gpu")}, now a test manager); {@link Replace#NONE} keeps
  * the application's own managers and settings.
