@@ -206,14 +206,35 @@ public final class UnifiedMemoryManagerFactory {
                 new NoUnboundElementsBindHandler(BindHandler.DEFAULT, new UnboundElementsSourceFilter()));
     }
 
-    /** Binds {@code settings} at {@code prefix} with {@code check}, the keys at and under {@code leftOut} left to their owners. */
+    /**
+     * Binds {@code settings} at {@code prefix} with {@code check}, the keys at and under {@code leftOut} left to their
+     * owners, and so are the elements of a list that a source above sets whole (a profile's {@code warmup: device: []}
+     * over the application's warm-up): Boot binds a list from the first source that has it, so those are overridden,
+     * not unknown, and its own check reports them only where that source left the list empty.
+     */
     private void checkNoUnknownKeys(String prefix, Class<?> settings, List<String> leftOut, NoUnboundElementsBindHandler check) {
         List<ConfigurationPropertyName> others = leftOut.stream().map(ConfigurationPropertyName::of).toList();
         List<ConfigurationPropertySource> sources = new ArrayList<>();
-        ConfigurationPropertySources.get(environment).forEach(source -> sources.add(source.filter(property -> others.stream()
-                .noneMatch(other -> other.equals(property) || other.isAncestorOf(property)))));
+        List<ConfigurationPropertySource> above = new ArrayList<>();
+        for (ConfigurationPropertySource source : ConfigurationPropertySources.get(environment)) {
+            List<ConfigurationPropertySource> sourcesAbove = List.copyOf(above);
+            sources.add(source.filter(property -> others.stream().noneMatch(other -> other.equals(property) || other.isAncestorOf(property))
+                    && !inAListSetAbove(property, sourcesAbove)));
+            above.add(source);
+        }
         new Binder(sources, new PropertySourcesPlaceholdersResolver(environment), PoolSizeConverter.conversionService())
                 .bind(prefix, Bindable.of(settings), check);
+    }
+
+    /** Whether {@code property} is in an element of a list ({@code warmup.device[0].size}) that one of {@code above} sets as a value. */
+    private static boolean inAListSetAbove(ConfigurationPropertyName property, List<ConfigurationPropertySource> above) {
+        for (int element = 1; element < property.getNumberOfElements(); element++) {
+            if (property.isNumericIndex(element)) {
+                ConfigurationPropertyName list = property.chop(element);
+                return above.stream().anyMatch(source -> source.getConfigurationProperty(list) != null);
+            }
+        }
+        return false;
     }
 
     /** A manager's configured budgets, set under {@code prefix}; {@code primary}: the manager is the one injected where one is asked for. */

@@ -79,6 +79,26 @@ class UnknownSettingsTests {
                 .doesNotContain("documented form");
     }
 
+    /**
+     * A list that a source above empties (a profile's file with {@code warmup: device: []} over the application's
+     * warm-up) is set, not unknown: Boot binds it from that source alone, and the elements below it were reported as
+     * left unbound, stopping the start.
+     */
+    @Test
+    void aListASourceAboveEmptiesStartsWithoutIt() {
+        try (var context = new SpringApplicationBuilder(App.class).web(WebApplicationType.NONE)
+                .properties("compute.backend=cpu", "compute.memory.pooling.max-pool-size=64MB", "compute.memory.pooling.warmup.host[0].size=1MB")
+                .run("--compute.memory.pooling.warmup.host=")) {
+            assertThat(context.getBean(UnifiedMemoryManager.class).settings().warmup()).isEmpty();
+        }
+        try (var context = new SpringApplicationBuilder(App.class).web(WebApplicationType.NONE)
+                .properties("compute.managers.gpu.backend=cpu", "compute.managers.gpu.memory.pooling.max-pool-size=64MB",
+                        "compute.managers.gpu.memory.pooling.warmup.host[0].size=1MB")
+                .run("--compute.managers.gpu.memory.pooling.warmup.host=")) {
+            assertThat(context.getBean(UnifiedMemoryManager.class).settings().warmup()).isEmpty();
+        }
+    }
+
     @SpringBootConfiguration
     @ImportAutoConfiguration(ComputeMemoryAutoConfiguration.class)
     static class App {}
