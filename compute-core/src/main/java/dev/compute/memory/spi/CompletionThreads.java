@@ -36,6 +36,11 @@ public final class CompletionThreads {
      * from the look that first saw it, so the step may run up to about twice this.
      */
     static final long STALL_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+    /**
+     * How long the watch waits with nothing to look at before it ends (the next ordered task starts another): threads
+     * never shut down (CUDA's, kept where its close found the device busy) must not keep it parked for good.
+     */
+    private static final long WATCH_IDLE_NANOS = TimeUnit.SECONDS.toNanos(1);
 
     /** The instance whose task the current thread runs, if any. */
     private static final ThreadLocal<@Nullable CompletionThreads> RUNNING_FOR = new ThreadLocal<>();
@@ -47,7 +52,7 @@ public final class CompletionThreads {
     private final AtomicInteger running = new AtomicInteger();
     /** The ordered tasks under way, which the watch looks at. */
     private final Set<OrderedSteps> ordered = ConcurrentHashMap.newKeySet();
-    /** Started with the first ordered task; ends once the threads are shut down. */
+    /** Started with an ordered task; ends once the threads are shut down, or idle for {@link #WATCH_IDLE_NANOS}. */
     private volatile @Nullable Thread watch;
     /** Set by the watch before it sleeps with no ordered task to look at, so that the next one wakes it. */
     private volatile boolean watchIdle;
@@ -201,16 +206,20 @@ public final class CompletionThreads {
 
     /**
      * Looks at the ordered tasks under way now and then: one whose step has run since the last look, at least
-     * {@link #STALL_NANOS} ago, has its later steps handed on. Sleeps while there are none.
+     * {@link #STALL_NANOS} ago, has its later steps handed on. Sleeps while there are none, and ends once none came for
+     * {@link #WATCH_IDLE_NANOS}.
      */
     private void watchSteps() {
         while (!shutDown) {
             if (ordered.isEmpty()) {
                 watchIdle = true;
                 if (ordered.isEmpty() && !shutDown) { // read after watchIdle is set: see runWatched
-                    LockSupport.park(this);
+                    LockSupport.parkNanos(this, WATCH_IDLE_NANOS);
                 }
                 watchIdle = false;
+                if (ordered.isEmpty() && !stayOn()) {
+                    return;
+                }
                 continue;
             }
             LockSupport.parkNanos(this, STALL_NANOS);
@@ -220,6 +229,23 @@ public final class CompletionThreads {
                 }
             }
         }
+    }
+
+    /**
+     * The watch, idle, ends: false then. It leaves {@link #watch} first, so that a task added from then on starts another,
+     * and stays on (true) where one was added meanwhile, which saw it still there and started none.
+     */
+    private boolean stayOn() {
+        watch = null;
+        return !ordered.isEmpty() && retakeWatch();
+    }
+
+    private synchronized boolean retakeWatch() {
+        if (watch != null || shutDown) { // another task started a watch since, or no more are wanted
+            return false;
+        }
+        watch = Thread.currentThread();
+        return true;
     }
 
     /**

@@ -3,8 +3,11 @@ package dev.compute.memory.spi;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.memory.testing.LogCapture;
+import java.time.Duration;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Queue;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
@@ -121,11 +124,7 @@ class CompletionThreadsTest {
         try {
             threads.executeInOrder(List.<Runnable>of(() -> {
                 ran.add("first");
-                try {
-                    blocked.await(60, TimeUnit.SECONDS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
+                awaitQuietly(blocked);
             }, () -> {
                 ran.add("second");
                 laterRan.countDown();
@@ -139,6 +138,54 @@ class CompletionThreadsTest {
             blocked.countDown();
         }
         assertThat(threads.shutdownAndAwait(System.nanoTime() + TimeUnit.SECONDS.toNanos(10))).as("every task ended").isTrue();
+    }
+
+    /**
+     * Threads never shut down (CUDA's, where its close found the device still busy and kept them for the work that
+     * completes later): the watch ends once it has had nothing to look at for a while, as the executor's own idle threads
+     * do, rather than park for good; and a later ordered task has a watch again.
+     */
+    @Test
+    void anIdleWatchEndsOfItselfAndALaterTaskIsWatchedAgain() throws Exception {
+        CompletionThreads neverShutDown = new CompletionThreads(Executors.newCachedThreadPool());
+        Set<Thread> before = watchThreads();
+        CountDownLatch ran = new CountDownLatch(1);
+        neverShutDown.executeInOrder(List.<Runnable>of(ran::countDown));
+        assertThat(ran.await(20, TimeUnit.SECONDS)).isTrue();
+        Set<Thread> started = watchThreads();
+        started.removeAll(before);
+        assertThat(started).as("the watch of the ordered task").hasSize(1);
+        Thread idleWatch = started.iterator().next();
+        idleWatch.join(Duration.ofSeconds(60));
+        assertThat(idleWatch.isAlive()).as("the watch, idle since its task ended").isFalse();
+
+        CountDownLatch blocked = new CountDownLatch(1);
+        CountDownLatch laterRan = new CountDownLatch(1);
+        try {
+            neverShutDown.executeInOrder(List.<Runnable>of(() -> awaitQuietly(blocked), laterRan::countDown));
+            assertThat(laterRan.await(20, TimeUnit.SECONDS)).as("the later step ran while the first still blocked").isTrue();
+        } finally {
+            blocked.countDown();
+        }
+        assertThat(neverShutDown.shutdownAndAwait(System.nanoTime() + TimeUnit.SECONDS.toNanos(10))).as("every task ended").isTrue();
+    }
+
+    private static Set<Thread> watchThreads() {
+        Set<Thread> watches = new HashSet<>();
+        for (Thread thread : Thread.getAllStackTraces().keySet()) {
+            if (thread.getName().equals("compute-completions-watch")) {
+                watches.add(thread);
+            }
+        }
+        return watches;
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await(60, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     /** A library's bounded wait: true when {@code future} completed within 10 s. */
