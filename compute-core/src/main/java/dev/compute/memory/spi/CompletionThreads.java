@@ -86,10 +86,10 @@ public final class CompletionThreads {
             if (left.isEmpty()) {
                 return true;
             }
-            OrderedSteps rest = new OrderedSteps(new ArrayDeque<>(left));
-            try {
+            try { // the copy too: an OutOfMemoryError of the heap must not end the watch, which nothing would start again
+                OrderedSteps rest = new OrderedSteps(new ArrayDeque<>(left));
                 threads.execute(() -> threads.runWatched(rest));
-            } catch (RejectedExecutionException | OutOfMemoryError noThread) {
+            } catch (RejectedExecutionException | OutOfMemoryError notHandedOn) {
                 return false;
             }
             left.clear();
