@@ -155,6 +155,7 @@ public final class CompletionThreads {
 
     private static void runInOrder(OrderedSteps steps) {
         OrderedSteps outer = STEPS.get(); // set where a refused hand-on runs the steps within a step
+        boolean outerInterrupted = Thread.interrupted(); // that step's own, put back after
         STEPS.set(steps);
         try {
             for (Runnable step; (step = steps.next()) != null; ) {
@@ -163,9 +164,13 @@ public final class CompletionThreads {
                 } catch (Throwable e) { // the later steps complete futures others wait for
                     LOG.log(System.Logger.Level.WARNING, "completing a device future failed; the later ones still complete", e);
                 }
+                Thread.interrupted(); // an interrupt a step's action left set is not the next action's
             }
         } finally {
             STEPS.set(outer);
+            if (outerInterrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 

@@ -188,6 +188,28 @@ class CompletionThreadsTest {
         }
     }
 
+    /**
+     * An interrupt one step leaves set (an application's action that restores the flag of an interrupted wait, or sets
+     * it) is not seen by the later steps, which complete other futures and run other actions: it made their waits fail
+     * at once with an {@link InterruptedException} nothing of theirs caused. A step that waits through the library once
+     * the threads are closed, so running the later steps itself, still has its own interrupt afterwards.
+     */
+    @Test
+    void anInterruptAStepLeavesSetReachesNoLaterStepAndAWaitingStepKeepsItsOwn() throws Exception {
+        Queue<String> seen = new ConcurrentLinkedQueue<>();
+        CompletableFuture<Boolean> keptItsOwn = new CompletableFuture<>();
+        threads.executeInOrder(List.<Runnable>of(() -> Thread.currentThread().interrupt(),
+                () -> seen.add("second interrupted: " + Thread.currentThread().isInterrupted()),
+                () -> {
+                    threads.shutdownAndAwait(System.nanoTime() + TimeUnit.SECONDS.toNanos(10)); // the later steps run here
+                    Thread.currentThread().interrupt();
+                    CompletionThreads.beforeWaiting();
+                    keptItsOwn.complete(Thread.interrupted());
+                }, () -> seen.add("fourth interrupted: " + Thread.currentThread().isInterrupted())));
+        assertThat(keptItsOwn.get(20, TimeUnit.SECONDS)).as("the waiting step's own interrupt, after the later steps ran").isTrue();
+        assertThat(seen).containsExactly("second interrupted: false", "fourth interrupted: false");
+    }
+
     /** A library's bounded wait: true when {@code future} completed within 10 s. */
     private static boolean waitFor(CompletableFuture<Void> future) {
         try {
