@@ -250,25 +250,31 @@ final class CudaStreams {
     /**
      * Records an event on every stream made so far and waits, at most {@code timeout}, until all have completed, and
      * the work recorded on the users' own streams ({@link CudaDeviceHandle#recordWork}) too; false when the time ran out
-     * first (or the thread was interrupted). Never an unbounded synchronize: the events complete through
-     * {@link DeviceCompletions}, which reports each stream's events in the order they were recorded. A stream of one's
-     * own gets no event of ours (it may be destroyed by now): its recorded work is waited for as it is.
+     * first (or the thread was interrupted); true on a lost context, where nothing runs any more. Never an unbounded
+     * synchronize: the events complete through {@link DeviceCompletions}, which reports each stream's events in the order
+     * they were recorded. A stream of one's own gets no event of ours (it may be destroyed by now): its recorded work is
+     * waited for as it is.
      */
     boolean awaitIdle(Duration timeout) {
-        List<CompletableFuture<?>> queued = whileOpen(() -> {
-            context.makeCurrent();
-            // each stream's events are reported in order, but every stream on its own: the backend's streams' new
-            // events say nothing of work recorded on another stream
-            List<CompletableFuture<?>> recorded = completions.unreported();
-            for (int i = 0; i < streams.length(); i++) {
-                CUstream stream = streams.get(i);
-                if (stream != null) {
-                    context.makeCurrent(); // a record may wait for the completions' monitor
-                    recorded.add(completions.record(stream));
+        List<CompletableFuture<?>> queued;
+        try {
+            queued = whileOpen(() -> {
+                context.makeCurrent();
+                // each stream's events are reported in order, but every stream on its own: the backend's streams' new
+                // events say nothing of work recorded on another stream
+                List<CompletableFuture<?>> recorded = completions.unreported();
+                for (int i = 0; i < streams.length(); i++) {
+                    CUstream stream = streams.get(i);
+                    if (stream != null) {
+                        context.makeCurrent(); // a record may wait for the completions' monitor
+                        recorded.add(completions.record(stream));
+                    }
                 }
-            }
-            return recorded;
-        });
+                return recorded;
+            });
+        } catch (CudaContextLostException e) { // as a loss the wait finds below: nothing on the device runs any more
+            return true;
+        }
         if (queued.isEmpty()) {
             return true;
         }

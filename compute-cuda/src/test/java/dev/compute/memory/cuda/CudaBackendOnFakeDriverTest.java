@@ -406,6 +406,11 @@ class CudaBackendOnFakeDriverTest {
     }
 
     @Test
+    void aContextLostUnderThreadsAllocatingCopyingAndClosingFailsEachClearlyAndTheCloseEnds() throws Exception {
+        inFakeDriverJvm("aContextLostUnderThreadsAllocatingCopyingAndClosingFailsEachClearlyAndTheCloseEnds");
+    }
+
+    @Test
     void aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused() throws Exception {
         inFakeDriverJvm("aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused");
     }
@@ -523,6 +528,8 @@ class CudaBackendOnFakeDriverTest {
                 case "anOpKernelMissingAtStartLeavesNoModuleLoaded" -> Scenarios.anOpKernelMissingAtStartLeavesNoModuleLoaded();
                 case "copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort" ->
                         Scenarios.copiesFromAndToJavaMemoryAreStillDoneWherePinnedMemoryForStagingIsShort();
+                case "aContextLostUnderThreadsAllocatingCopyingAndClosingFailsEachClearlyAndTheCloseEnds" ->
+                        Scenarios.aContextLostUnderThreadsAllocatingCopyingAndClosingFailsEachClearlyAndTheCloseEnds();
                 case "aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused" ->
                         Scenarios.aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused();
                 case "aDeviceItsComputeModeKeepsFromThisProcessIsPassedOverWithItsReason" ->
@@ -2369,6 +2376,83 @@ class CudaBackendOnFakeDriverTest {
          * memory; the loss is logged once, and from then on the backend refuses work without calling the driver. The
          * manager's close still ends, releasing the context (whose last release resets it).
          */
+        /**
+         * The context lost while eight threads allocate, copy through the staging buffers, fill, scale with an action and
+         * free, then the manager closed under them: each failure says the context is lost or the manager is closed, the
+         * close ends without failing, and the manager's and backend's threads end. The close's wait for the device threw
+         * the loss, so the close failed (an ERROR), freed nothing and left the manager's maintenance thread running.
+         */
+        static void aContextLostUnderThreadsAllocatingCopyingAndClosingFailsEachClearlyAndTheCloseEnds() throws Throwable {
+            CudaBackend backend = open();
+            UnifiedMemoryManager manager = CudaTestSupport.managerOn(backend).closeTimeout(Duration.ofSeconds(2)).build();
+            LogCapture managerLog = LogCapture.managerLog();
+            Queue<Throwable> unclear = new ConcurrentLinkedQueue<>();
+            AtomicInteger lostSeen = new AtomicInteger();
+            AtomicInteger rounds = new AtomicInteger();
+            List<Thread> workers = new ArrayList<>();
+            for (int t = 0; t < 8; t++) {
+                workers.add(Thread.ofPlatform().start(() -> {
+                    float[] data = new float[1024];
+                    while (true) {
+                        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 1024)) {
+                            buffer.copyFrom(data);
+                            manager.ops().fill(buffer, 2.0);
+                            manager.ops().scaleAsync(buffer, 2).thenRun(rounds::incrementAndGet).get(30, TimeUnit.SECONDS);
+                            buffer.copyTo(data);
+                        } catch (Throwable e) {
+                            if (manager.isClosed() && e instanceof IllegalStateException) {
+                                return;
+                            }
+                            if (rootCause(e) instanceof CudaContextLostException) {
+                                lostSeen.incrementAndGet();
+                            } else {
+                                unclear.add(e);
+                                return;
+                            }
+                        }
+                    }
+                }));
+            }
+            while (rounds.get() < 200 && unclear.isEmpty()) {
+                Thread.sleep(1);
+            }
+            LOSE_CONTEXT.invokeExact();
+            while (lostSeen.get() < 50 && unclear.isEmpty()) {
+                Thread.sleep(1);
+            }
+            long start = System.nanoTime();
+            manager.close();
+            long tookMillis = (System.nanoTime() - start) / 1_000_000;
+            for (Thread worker : workers) {
+                worker.join(Duration.ofSeconds(30));
+                assertThat(worker.isAlive()).as("a worker still running 30 s after the close").isFalse();
+            }
+            assertThat(unclear).as("failures that do not say the context is lost nor that the manager is closed").isEmpty();
+            assertThat(managerLog.messages(Level.SEVERE)).as("the manager's close said nothing failed").isEmpty();
+            long threadsDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (!managersThreads().isEmpty() && System.nanoTime() < threadsDeadline) {
+                Thread.sleep(10);
+            }
+            assertThat(managersThreads()).as("the manager's and backend's threads 10 s after the close").isEmpty();
+            assertThat(tookMillis).as("ms the close took").isLessThan(10_000L);
+            assertThat(counters().contextReferences()).as("context references after the close").isZero();
+        }
+
+        /** The threads a manager on CUDA starts: its maintenance, the backend's waiters and completion threads and their watch. */
+        private static List<String> managersThreads() {
+            return Thread.getAllStackTraces().keySet().stream().filter(Thread::isAlive).map(Thread::getName)
+                    .filter(name -> name.startsWith("compute-memory-maintenance") || name.startsWith("compute-cuda-")
+                            || name.startsWith("compute-completions-watch")).sorted().toList();
+        }
+
+        private static Throwable rootCause(Throwable e) {
+            Throwable cause = e;
+            while (cause.getCause() != null) {
+                cause = cause.getCause();
+            }
+            return cause;
+        }
+
         static void aStickyErrorSaysTheContextIsLostOnceAndFurtherWorkIsRefused() throws Throwable {
             VMM.invokeExact(1);
             CudaBackend backend = open();
