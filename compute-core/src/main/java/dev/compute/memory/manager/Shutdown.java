@@ -127,6 +127,7 @@ public final class Shutdown {
         // would otherwise ask the device in no time (a marker cannot end in none) and keep the backend as if it hung
         long holdersDeadline = deadline - Math.min(DEVICE_CHECK_RESERVE_NANOS, closeTimeout.toNanos() / 4);
         boolean deviceIdle = true;
+        boolean budgetsClosed = false;
         try {
             boolean callsEnded = gate.awaitCalls(holdersDeadline);
             boolean scopesEnded = gate.scopes().closeAll(holdersDeadline);
@@ -137,6 +138,7 @@ public final class Shutdown {
             if (memoryBack) {
                 freeEverything(deadline);
             }
+            budgetsClosed = true; // not again below, whatever the budgets' close does
             budgetsClose.accept(memoryBack);
             if (!memoryBack) {
                 LOG.log(System.Logger.Level.WARNING, "UnifiedMemoryManager '" + name + "' closed, but within its close timeout ("
@@ -150,6 +152,10 @@ public final class Shutdown {
         } catch (RuntimeException | Error e) {
             // a close that runs as a call ends must not take that call's own outcome away
             LOG.log(System.Logger.Level.ERROR, "closing the UnifiedMemoryManager failed", e);
+            parts.maintenance().stop(); // a step before it threw (a backend's wait for the device); a second stop does nothing
+            if (!budgetsClosed) {
+                budgetsClose.accept(false); // nothing was freed
+            }
         } finally {
             try {
                 if (deviceIdle) { // what is left of the close timeout, not the backend's own bound (10 s on OpenCL and CUDA)

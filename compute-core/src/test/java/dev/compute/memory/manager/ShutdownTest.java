@@ -18,12 +18,14 @@ import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.logging.Level;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -265,5 +267,34 @@ class ShutdownTest {
         });
         CompletableFuture.runAsync(parts.shutdown::close).get(10, TimeUnit.SECONDS); // a second close is not left waiting
         assertThat(backend.closes()).isEqualTo(1);
+    }
+
+    /**
+     * A backend whose wait for the device throws (CUDA's did on a lost context): the close logs it and still stops the
+     * manager's maintenance thread and closes the budgets, keeping the memory. The maintenance thread went on running
+     * for the process's life, and the budgets were never closed.
+     */
+    @Test
+    void aBackendWhoseIdleWaitThrowsStillHasTheMaintenanceStoppedAndTheBudgetsClosed() throws InterruptedException {
+        Set<Thread> before = maintenanceThreads();
+        ControlledBackend failing = new ControlledBackend(new SimulatedDiscreteBackend());
+        try (ManagerParts failed = ManagerParts.on(failing).settings(set -> set.trimInterval(Duration.ofMinutes(1))).build()) {
+            Set<Thread> started = maintenanceThreads();
+            started.removeAll(before);
+            assertThat(started).as("the manager's maintenance thread").hasSize(1);
+            failing.failAwaitingIdle(new IllegalStateException("thrown by the test on purpose"));
+
+            failed.shutdown.close();
+
+            assertThat(log.atLeast(Level.SEVERE)).singleElement().satisfies(record -> assertThat(record.getThrown()).hasMessage("thrown by the test on purpose"));
+            assertThat(failed.budgetsClosed).as("the budgets closed, keeping their memory").containsExactly(false);
+            started.iterator().next().join(10_000);
+            assertThat(started).as("the maintenance thread 10 s after the close").noneMatch(Thread::isAlive);
+        }
+    }
+
+    private static Set<Thread> maintenanceThreads() {
+        return Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().equals("compute-memory-maintenance"))
+                .collect(Collectors.toSet());
     }
 }

@@ -46,6 +46,7 @@ public final class ControlledBackend implements ComputeBackend {
     private volatile @Nullable Runnable beforeCheckingLaunch;
     private volatile @Nullable RuntimeException endHandleFailure;
     private volatile @Nullable RuntimeException closeFailure;
+    private volatile @Nullable RuntimeException awaitIdleFailure;
     private volatile @Nullable RuntimeException discardFailure;
     private final AtomicInteger discardCalls = new AtomicInteger();
     private final java.util.Map<MemoryLocation, String> refused = new java.util.concurrent.ConcurrentHashMap<>();
@@ -104,6 +105,11 @@ public final class ControlledBackend implements ComputeBackend {
 
     public void failClosing(@Nullable RuntimeException failure) {
         closeFailure = failure;
+    }
+
+    /** What {@link #awaitIdle} throws from now on, as CUDA's did on a lost context. */
+    public void failAwaitingIdle(@Nullable RuntimeException failure) {
+        awaitIdleFailure = failure;
     }
 
     /** How often {@link #discardPages} was called. */
@@ -332,6 +338,10 @@ public final class ControlledBackend implements ComputeBackend {
     @Override
     public boolean awaitIdle(Duration timeout) {
         awaitIdleCalls.incrementAndGet();
+        RuntimeException failure = awaitIdleFailure;
+        if (failure != null) {
+            throw failure;
+        }
         try {
             idleOnceDone.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
         } catch (ExecutionException failed) {
