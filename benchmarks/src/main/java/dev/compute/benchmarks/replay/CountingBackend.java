@@ -1,23 +1,33 @@
 package dev.compute.benchmarks.replay;
 
+import dev.compute.memory.AccessMode;
 import dev.compute.memory.BackendInfo;
 import dev.compute.memory.DeviceMemoryInfo;
+import dev.compute.memory.KernelSource;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.spi.BackendAvailability;
 import dev.compute.memory.spi.ComputeBackend;
+import dev.compute.memory.spi.DeviceHandle;
 import dev.compute.memory.spi.KernelOps;
 import dev.compute.memory.spi.NativeAllocation;
+import dev.compute.memory.spi.NativeDevice;
+import dev.compute.memory.spi.NativeKernel;
 import dev.compute.memory.spi.VirtualMemory;
 import java.lang.foreign.MemorySegment;
+import java.time.Duration;
 import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Counts the calls that get or give back memory on any backend (allocations, frees, range reservations and
  * releases, page maps and unmaps), refused ones included: what each costs on a real device is the reason to
  * make few. Apart, the calls that back memory ({@link #maps}: allocations and page maps) and those that give it back
  * ({@link #unmaps}: frees and page unmaps), without the reservations and releases of address ranges, which back
- * nothing: what PyTorch's {@code num_device_alloc} counts on its side. Everything else passes straight through.
+ * nothing: what PyTorch's {@code num_device_alloc} counts on its side. Everything else passes straight through,
+ * the methods the SPI gives a default included, so that the replay runs on the backend's own bounds, waits and close.
  * Thread-safe as the backend it wraps.
  */
 final class CountingBackend implements ComputeBackend {
@@ -57,6 +67,16 @@ final class CountingBackend implements ComputeBackend {
         calls.incrementAndGet();
         unmaps.incrementAndGet();
         backend.free(allocation);
+    }
+
+    @Override
+    public long maxAllocationBytes(MemoryLocation location) {
+        return backend.maxAllocationBytes(location);
+    }
+
+    @Override
+    public long discardPages(NativeAllocation allocation, long offset, long bytes) {
+        return backend.discardPages(allocation, offset, bytes);
     }
 
     @Override
@@ -136,12 +156,62 @@ final class CountingBackend implements ComputeBackend {
     }
 
     @Override
+    public CompletableFuture<Void> copyToDeviceAsync(MemorySegment source, NativeAllocation target, long targetOffset, long bytes) {
+        return backend.copyToDeviceAsync(source, target, targetOffset, bytes);
+    }
+
+    @Override
+    public CompletableFuture<Void> copyToHostAsync(NativeAllocation source, long sourceOffset, MemorySegment target, long bytes) {
+        return backend.copyToHostAsync(source, sourceOffset, target, bytes);
+    }
+
+    @Override
     public KernelOps ops() {
         return backend.ops();
     }
 
     @Override
+    public boolean orderAfter(CompletableFuture<?> work) {
+        return backend.orderAfter(work);
+    }
+
+    @Override
+    public boolean supersedes(CompletableFuture<?> later, CompletableFuture<?> earlier) {
+        return backend.supersedes(later, earlier);
+    }
+
+    @Override
+    public DeviceHandle openDeviceHandle(NativeAllocation allocation, long offset, long bytes, AccessMode mode) {
+        return backend.openDeviceHandle(allocation, offset, bytes, mode);
+    }
+
+    @Override
+    public Set<KernelSource.Language> kernelLanguages() {
+        return backend.kernelLanguages();
+    }
+
+    @Override
+    public NativeKernel compileKernel(KernelSource source) {
+        return backend.compileKernel(source);
+    }
+
+    @Override
+    public @Nullable NativeDevice nativeDevice() {
+        return backend.nativeDevice();
+    }
+
+    @Override
+    public boolean awaitIdle(Duration timeout) {
+        return backend.awaitIdle(timeout);
+    }
+
+    @Override
     public void close() {
         backend.close();
+    }
+
+    @Override
+    public void close(Duration deviceWait) {
+        backend.close(deviceWait);
     }
 }
