@@ -3,8 +3,10 @@ package dev.compute.sample;
 import dev.compute.memory.DeviceOutOfMemoryException;
 import org.springframework.core.Ordered;
 import org.springframework.core.annotation.Order;
+import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.ProblemDetail;
+import org.springframework.http.ResponseEntity;
 import org.springframework.http.converter.HttpMessageNotReadableException;
 import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.RestControllerAdvice;
@@ -40,6 +42,14 @@ public class ApiExceptionHandler {
     @ExceptionHandler(VectorStore.StoreClosedException.class)
     ProblemDetail closed(VectorStore.StoreClosedException e) {
         return ProblemDetail.forStatusAndDetail(HttpStatus.SERVICE_UNAVAILABLE, e.getMessage());
+    }
+
+    // Busy, not broken: the same request is taken once one running ends, so 503 and when to try again.
+    @ExceptionHandler(HeavyRequestLimit.BusyException.class)
+    ResponseEntity<ProblemDetail> busy(HeavyRequestLimit.BusyException e) {
+        return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE)
+                .header(HttpHeaders.RETRY_AFTER, Long.toString(e.retryAfterSeconds()))
+                .body(ProblemDetail.forStatusAndDetail(HttpStatus.SERVICE_UNAVAILABLE, e.getMessage()));
     }
 
     // The device is full even after the pool released its cache: the request may succeed later, or smaller.

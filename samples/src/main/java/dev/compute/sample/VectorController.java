@@ -56,22 +56,26 @@ public class VectorController {
     }
 
     @PostMapping("/api/math/axpy")
+    @HeavyRequest
     public VectorResult axpy(@RequestBody AxpyRequest request) {
         return new VectorResult(math.axpy(required("alpha", request.alpha()), request.x(), request.y()));
     }
 
     @PostMapping("/api/math/scale")
+    @HeavyRequest
     public VectorResult scale(@RequestBody ScaleRequest request) {
         return new VectorResult(math.scale(required("alpha", request.alpha()), request.x()));
     }
 
     /** Each element of {@code x} clamped to {@code [min, max]} by the service's own kernel ({@link ClampKernel}). */
     @PostMapping("/api/math/clamp")
+    @HeavyRequest
     public VectorResult clamp(@RequestBody ClampRequest request) {
         return new VectorResult(math.clamp(request.x(), required("min", request.min()), required("max", request.max())));
     }
 
     @PostMapping("/api/math/sum")
+    @HeavyRequest
     public SumResult sum(@RequestBody SumRequest request) {
         return new SumResult(math.sum(request.x()));
     }
@@ -82,12 +86,14 @@ public class VectorController {
     }
 
     @PutMapping("/api/vectors/{name}")
+    @HeavyRequest
     public ResponseEntity<VectorStore.VectorInfo> put(@PathVariable String name, @RequestBody PutVectorRequest request) {
         VectorStore.Stored stored = store.put(name, request.values());
         return ResponseEntity.status(stored.created() ? HttpStatus.CREATED : HttpStatus.OK).body(stored.info());
     }
 
     @GetMapping("/api/vectors/{name}")
+    @HeavyRequest
     public Vector get(@PathVariable String name) {
         VectorStore.StoredVector stored = store.get(name);
         return new Vector(name, stored.info().length(), stored.info().location(), stored.values());
