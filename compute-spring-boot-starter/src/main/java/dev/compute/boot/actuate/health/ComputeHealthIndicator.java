@@ -68,8 +68,17 @@ public class ComputeHealthIndicator extends AbstractHealthIndicator {
         Map<String, Object> deviceDetails = new LinkedHashMap<>();
         deviceDetails.put("index", info.deviceIndex());
         deviceDetails.put("name", info.deviceName());
-        deviceDetails.put("totalBytes", device.totalBytes());
-        deviceDetails.put("freeBytes", device.freeBytes());
+        // -1 where the backend cannot tell (OpenCL has no free memory to ask for): left out, with why, not a negative size
+        if (device.totalBytes() >= 0) {
+            deviceDetails.put("totalBytes", device.totalBytes());
+        }
+        if (device.freeBytes() >= 0) {
+            deviceDetails.put("freeBytes", device.freeBytes());
+        }
+        if (device.totalBytes() < 0 || device.freeBytes() < 0) {
+            deviceDetails.put("memoryUnknown", "the " + info.backend() + " backend does not report the device's "
+                    + (device.totalBytes() < 0 ? (device.freeBytes() < 0 ? "total or free" : "total") : "free") + " memory");
+        }
         if (device.totalBytes() > 0 && device.freeBytes() >= 0) {
             double used = 1.0 - (double) device.freeBytes() / device.totalBytes();
             deviceDetails.put("usedRatio", used);

@@ -7,12 +7,15 @@ import dev.compute.boot.ComputeProperties;
 import dev.compute.boot.actuate.ObservedManagers.ObservedManager;
 import dev.compute.boot.actuate.RecentMemoryStatistics;
 import dev.compute.memory.BudgetSpec;
+import dev.compute.memory.DeviceMemoryInfo;
 import dev.compute.memory.MemoryBudget;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.UnifiedBuffer;
 import dev.compute.memory.UnifiedMemoryManager;
 import dev.compute.memory.ViewScope;
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.spi.ComputeBackend;
+import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -97,6 +100,24 @@ class ComputeHealthIndicatorTests {
         } finally {
             done.countDown();
             viewer.join(10_000);
+        }
+    }
+
+    /** OpenCL tells no free memory (-1): the details showed {@code freeBytes: -1}, a negative size. */
+    @Test
+    void freeMemoryTheBackendCannotTellIsLeftOutWithTheReason() {
+        SimulatedDiscreteBackend simulated = new SimulatedDiscreteBackend(64L << 20);
+        ComputeBackend noFreeFigure = (ComputeBackend) Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {ComputeBackend.class},
+                (proxy, method, args) -> method.getName().equals("memoryInfo")
+                        ? new DeviceMemoryInfo(-1, 64L << 20)
+                        : method.invoke(simulated, args));
+        try (UnifiedMemoryManager blind = UnifiedMemoryManager.builder().backend(noFreeFigure).build()) {
+            Health health = new ComputeHealthIndicator(observed(blind), new ComputeProperties.Health(0.5, 0.0, 0.9, 1.0, "UP")).health(true);
+            assertThat(health.getStatus()).isEqualTo(Status.UP);
+            assertThat(castMap(health.getDetails().get("device"))).containsEntry("totalBytes", 64L << 20)
+                    .doesNotContainKeys("freeBytes", "usedRatio")
+                    .containsEntry("memoryUnknown", "the simulated backend does not report the device's free memory");
+            assertThat(health.getDetails()).as("no device-memory warning from a figure there is not").doesNotContainKey("warnings");
         }
     }
 
