@@ -15,6 +15,8 @@ package dev.compute.memory;
  *   <li>held: closed buffers whose memory is not back yet, because a view, an access or an op still holds it, or
  *       device work queued on it has not finished; neither live (no buffer is open over it) nor cached (nothing can
  *       be served from it until then). Live buffers, allocated and requested bytes count open buffers only.
+ *   <li>a device buffer's host mirror is memory of its location's pool: its bytes count in allocated and requested
+ *       there, and its allocation and free in the counts, but it is no buffer the user opened, so not a live buffer.
  * </ul>
  *
  * Both fragmentation figures are defined here once, and the endpoint, the metrics and the docs use these.

@@ -3,9 +3,11 @@ package dev.compute.memory;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.compute.memory.simulated.SimulatedDiscreteBackend;
+import dev.compute.memory.testing.LogCapture;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
+import java.util.logging.Level;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -116,10 +118,28 @@ class UnifiedBufferStateTest {
     void theMirrorComesFromPinnedMemoryAndGoesBackOnClose() {
         UnifiedBuffer buffer = manager.allocate(1 << 16, MemoryLocation.DEVICE);
         buffer.hostView();
-        assertThat(manager.statistics(MemoryLocation.PINNED).liveBuffers()).isEqualTo(1);
+        assertThat(manager.statistics(MemoryLocation.PINNED).allocatedBytes()).isEqualTo(1 << 16);
         buffer.close();
-        assertThat(manager.statistics(MemoryLocation.PINNED).liveBuffers()).isZero();
+        assertThat(manager.statistics(MemoryLocation.PINNED).allocatedBytes()).isZero();
         assertThat(manager.statistics(MemoryLocation.DEVICE).liveBuffers()).isZero();
+    }
+
+    @Test
+    void aHostMirrorCountsInItsLocationsBytesButIsNoBufferOfTheUsers() {
+        UnifiedBuffer buffer = manager.allocate(1 << 16, MemoryLocation.DEVICE);
+        buffer.hostView();
+
+        MemoryStatistics pinned = manager.statistics(MemoryLocation.PINNED);
+        assertThat(pinned.allocatedBytes()).as("the mirror is memory the pool holds").isEqualTo(1 << 16);
+        assertThat(pinned.liveBuffers()).as("but no buffer opened there").isZero();
+        assertThat(manager.statistics().values().stream().mapToLong(MemoryStatistics::liveBuffers).sum()).isEqualTo(1);
+        assertThat(manager.liveBuffers()).singleElement().extracting(LiveBufferReport::location).isEqualTo(MemoryLocation.DEVICE);
+
+        try (LogCapture log = LogCapture.managerLog()) {
+            manager.close();
+            assertThat(log.messages(Level.WARNING)).singleElement().asString().contains("closed with 1 buffer(s) still open");
+        }
+        assertThat(manager.statistics(MemoryLocation.PINNED).allocatedBytes()).isZero();
     }
 
     @Test

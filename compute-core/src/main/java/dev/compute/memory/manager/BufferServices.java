@@ -42,6 +42,8 @@ public final class BufferServices implements BufferHost {
     private final Map<Block, Held> held = new ConcurrentHashMap<>();
     /** How many entries {@link #held} has: the common free reads this one field, not the map's count cells. */
     private final AtomicInteger heldCount = new AtomicInteger();
+    /** The host mirrors of open buffers: memory of the mirror location's pool, but no buffer anyone opened there. */
+    private final Set<Block> openMirrors = ConcurrentHashMap.newKeySet();
 
     public BufferServices(CallGate gate, ComputeBackend backend, LocationChains chains, BlockAllocation allocation, Compactor compactor,
                    BlockReturns returns, Duration deviceWaitTimeout, Duration closeTimeout) {
@@ -125,7 +127,9 @@ public final class BufferServices implements BufferHost {
         int stripe = gate.enterAlways();
         try {
             MemoryLocation at = chains.mirrorLocation();
-            return compactor.allocatingMirror(() -> allocation.block(chains.open(at), bytes, BlockAllocation.Failure.REPORT));
+            Block mirror = compactor.allocatingMirror(() -> allocation.block(chains.open(at), bytes, BlockAllocation.Failure.REPORT));
+            openMirrors.add(mirror);
+            return mirror;
         } catch (DeviceOutOfMemoryException e) {
             throw gate.closedDuring(e);
         } catch (RuntimeException | Error e) {
@@ -141,6 +145,9 @@ public final class BufferServices implements BufferHost {
     public void held(BufferCore buffer, Block block, @Nullable Block mirror) {
         if (held.put(block, new Held(buffer, block, mirror, System.nanoTime())) == null) {
             heldCount.incrementAndGet();
+        }
+        if (mirror != null) { // after the held entry: a reader may count it out twice for a moment, never not at all
+            openMirrors.remove(mirror);
         }
     }
 
@@ -186,6 +193,9 @@ public final class BufferServices implements BufferHost {
             if (entry != null && held.remove(block, entry)) {
                 heldCount.decrementAndGet();
             }
+            if (mirror != null) { // once its free is counted, as a held block leaves the held figures
+                openMirrors.remove(mirror);
+            }
         }
     }
 
@@ -206,6 +216,25 @@ public final class BufferServices implements BufferHost {
             }
         }
         return new HeldFigures(buffers, bytes, requested);
+    }
+
+    /**
+     * How many host mirrors of open buffers lie at {@code location}: blocks of its pool that are no buffer. Read before
+     * the live counts, as the held figures are: a mirror leaves this set only once its free is counted.
+     */
+    long openMirrorsAt(MemoryLocation location) {
+        return location == chains.mirrorLocation() ? openMirrors.size() : 0;
+    }
+
+    /** Where the open buffers' mirrors at {@code location} lie, as {@link #heldPlaces} says it, to leave them out of the live buffers. */
+    Set<String> openMirrorPlaces(MemoryLocation location) {
+        Set<String> places = new HashSet<>();
+        if (location == chains.mirrorLocation()) {
+            for (Block mirror : openMirrors) {
+                places.add(mirror.segment().address() + ":" + mirror.offset());
+            }
+        }
+        return places;
     }
 
     /** Whether {@code block} is a closed buffer's that views, accesses or ops still hold. */

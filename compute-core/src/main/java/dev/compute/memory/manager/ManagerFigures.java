@@ -46,6 +46,11 @@ public final class ManagerFigures {
         return known == null ? new BufferServices.HeldFigures(0, 0, 0) : known.heldAt(location);
     }
 
+    private long openMirrors(MemoryLocation location) {
+        BufferServices known = buffers;
+        return known == null ? 0 : known.openMirrorsAt(location);
+    }
+
 
 
     public MemoryStatistics statistics(MemoryLocation location) {
@@ -54,6 +59,8 @@ public final class ManagerFigures {
         // before the counts: a held block leaves the held figures only after its free is counted, so one given back
         // meanwhile is not counted live (see BufferServices#release)
         BufferServices.HeldFigures held = held(location);
+        // a host mirror is memory the pool holds (its bytes are allocated) but no buffer the user opened
+        long mirrors = openMirrors(location);
         StatisticsResource.Counts counts = chain.top.counts();
         InspectableResource holding = chain.holding;
         long reserved = holding.reservedBytes();
@@ -78,7 +85,7 @@ public final class ManagerFigures {
                 allocated, counts.allocatedBytesPeak(),
                 requested, counts.requestedBytesPeak(),
                 reserved, holding.reservedBytesPeak(), cached, largestFree, reservationsCached,
-                Math.max(0, counts.liveBlocks() - held.buffers()), holding.segmentCount(), counts.allocations(), counts.frees(),
+                Math.max(0, counts.liveBlocks() - held.buffers() - mirrors), holding.segmentCount(), counts.allocations(), counts.frees(),
                 pool != null ? pool.poolHits() : 0, pool != null ? pool.poolMisses() : chain.backend.backendAllocations(),
                 chain.backend.backendAllocations(), chain.backend.backendFrees(), pool != null ? pool.oomRetries() : 0,
                 chain.trims(), chain.hostToDevice.sum(), chain.deviceToHost.sum(), chain.deviceToDevice.sum(),
@@ -130,19 +137,23 @@ public final class ManagerFigures {
         }
     }
 
-    /** Every live block of every pool, with its site where known, and every mapped file whose buffer is open. */
+    /**
+     * Every live block of every pool but the open buffers' host mirrors (no buffer of the user's), with its site where
+     * known, and every mapped file whose buffer is open.
+     */
     public List<LiveBufferReport> liveBuffers() {
         List<LiveBufferReport> live = new ArrayList<>();
+        BufferServices known = buffers;
         for (MemoryLocation location : chains.locations()) {
+            Set<String> mirrors = known == null ? Set.of() : known.openMirrorPlaces(location);
             for (MemorySnapshot.Segment segment : snapshot(location).segments()) {
                 for (MemorySnapshot.Block block : segment.blocks()) {
-                    if (block.state() == MemorySnapshot.BlockState.LIVE) {
+                    if (block.state() == MemorySnapshot.BlockState.LIVE && !mirrors.contains(segment.address() + ":" + block.offset())) {
                         live.add(new LiveBufferReport(location, block.requestedBytes(), block.allocationSite()));
                     }
                 }
             }
         }
-        BufferServices known = buffers;
         for (MappedFile mapping : mappedFiles.open()) {
             // a closed buffer's mapping stays while views or device work use it: held first, as its release marks it
             // given back before it leaves the held ones, so that one going back meanwhile is never counted live
