@@ -337,4 +337,31 @@ class DeviceAccessTest {
         }
         assertThat(manager.statistics(MemoryLocation.DEVICE).heldBuffers()).as("back once the thread ended").isZero();
     }
+
+    @Test
+    void aSharedWritingHostAccessOnAnotherThreadRefusesDeviceWritesUntilItEndsAndADeadThreadsAccessRefusesNothing()
+            throws Exception {
+        try (UnifiedBuffer buffer = manager.allocate(DataType.FLOAT32, 16, MemoryLocation.DEVICE)) {
+            buffer.copyFrom(new float[16]);
+            BufferAccess shared = other.submit(() -> buffer.sharedHostAccess(AccessMode.WRITE)).get(30, TimeUnit.SECONDS);
+            assertThatThrownBy(() -> buffer.deviceAccess(AccessMode.READ_WRITE)).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("while a WRITE host access to it is open (shared)");
+            shared.segment().setAtIndex(JAVA_FLOAT_UNALIGNED, 2, 4f);
+            shared.close();
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.READ_WRITE)) {
+                MemorySegment kernelView = access.handle(SimulatedDeviceHandle.class).bytes();
+                kernelView.setAtIndex(JAVA_FLOAT_UNALIGNED, 2, kernelView.getAtIndex(JAVA_FLOAT_UNALIGNED, 2) * 2);
+            }
+
+            Thread leaking = Thread.ofPlatform().start(() -> buffer.hostAccess(AccessMode.WRITE)); // never ended
+            leaking.join(30_000);
+            assertThat(leaking.isAlive()).isFalse();
+            try (BufferAccess access = buffer.deviceAccess(AccessMode.WRITE)) {
+                assertThat(access.isOpen()).as("a dead thread's access ends nothing any more").isTrue();
+            }
+            float[] back = new float[16];
+            buffer.copyTo(back);
+            assertThat(back[2]).as("the shared access's write, then the device's").isEqualTo(8f);
+        }
+    }
 }

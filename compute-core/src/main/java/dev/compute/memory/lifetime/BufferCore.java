@@ -586,6 +586,14 @@ public final class BufferCore {
         return open;
     }
 
+    /** Root only, under its monitor: see {@link BufferScopes#refuseDeviceWriteUnderHostWrite}. */
+    void refuseDeviceWriteUnderHostWrite(BufferCore buffer, String what) {
+        BufferScopes open = scopes;
+        if (open != null) {
+            open.refuseDeviceWriteUnderHostWrite(buffer, what);
+        }
+    }
+
     /** Under the monitor: an open root of pooled memory that no op, copy, view or access holds now. */
     boolean unheld() {
         return slice == null && lifecycle == 0 && block != null && (scopes == null || scopes.isEmpty()) && !host.isClosed();

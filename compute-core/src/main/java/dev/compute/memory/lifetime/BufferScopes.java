@@ -23,12 +23,38 @@ final class BufferScopes {
     /** Device work a copy left queued on one of these views' or accesses' memory (its wait timed out); null once done. */
     private @Nullable CompletableFuture<?> leftQueuedInto;
 
+    /** Open writing host accesses: read without the lock, so that device work on a buffer with none pays one read. */
+    private volatile int hostWrites;
+
     synchronized void add(MemoryScope scope) {
+        if (scope.hostWrite != null) {
+            hostWrites++;
+        }
         scope.bufferNext = first;
         if (first != null) {
             first.bufferPrevious = scope;
         }
         first = scope;
+    }
+
+    /**
+     * Refuses device work that writes the buffer ({@code what}) while a writing host access to it is open: that
+     * access's end would mark the host copy newer, and the next sync would overwrite what the device wrote.
+     */
+    void refuseDeviceWriteUnderHostWrite(Object buffer, String what) {
+        if (hostWrites == 0) {
+            return;
+        }
+        synchronized (this) {
+            for (MemoryScope scope = first; scope != null; scope = scope.bufferNext) {
+                if (scope.hostWrite != null && !scope.ownerHasEnded()) { // a dead thread's access can end nothing any more
+                    Thread owner = scope.owner();
+                    throw new IllegalStateException(what + " " + buffer + " while a " + scope.hostWrite + " host access to it is open ("
+                            + (owner == null ? "shared" : "on thread '" + MemoryScope.nameOf(owner) + "'")
+                            + "): its end would mark the host copy newer and the device's result would be overwritten; end the host access first");
+                }
+            }
+        }
     }
 
     /** The buffer's memory waits for {@code work} too (see {@link ScopeRegistry#leftQueuedInto}). */
@@ -227,5 +253,8 @@ final class BufferScopes {
         }
         scope.bufferPrevious = null;
         scope.bufferNext = null;
+        if (scope.hostWrite != null) {
+            hostWrites--;
+        }
     }
 }

@@ -113,7 +113,8 @@ public final class BufferViews {
         if (asked.mode.writes()) {
             root.state = Coherence.hostWritten(root);
         }
-        MemoryScope scope = root.host.scopes().open(MemoryScope.Kind.ACCESS, asked.sharing, root.scopes());
+        MemoryScope scope = root.host.scopes().open(MemoryScope.Kind.ACCESS, asked.sharing, root.scopes(),
+                asked.mode.writes() ? asked.mode : null);
         return new Opened(scope, bytes, 0, DeviceHandle.NONE);
     }
 
@@ -186,6 +187,9 @@ public final class BufferViews {
 
     private static Held deviceWhenOrdered(BufferCore buffer, BufferCore root, AccessMode mode) {
         Block open = buffer.openBlock();
+        if (mode.writes()) {
+            root.refuseDeviceWriteUnderHostWrite(buffer, "a " + mode + " device access to");
+        }
         if (root.state.hostIsNewer()) {
             Coherence.copyMirrorToDevice(root, open);
         }

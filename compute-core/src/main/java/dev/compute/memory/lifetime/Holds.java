@@ -33,6 +33,9 @@ public final class Holds {
 
     private static Region deviceRegionWhenOrdered(BufferCore buffer, BufferCore root, AccessMode mode) {
         Block device = buffer.openBlock();
+        if (mode.writes()) {
+            root.refuseDeviceWriteUnderHostWrite(buffer, "an op or copy that writes");
+        }
         if (root.state.hostIsNewer()) {
             Coherence.copyMirrorToDevice(root, device);
         }

@@ -1,5 +1,6 @@
 package dev.compute.memory.lifetime;
 
+import dev.compute.memory.AccessMode;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import org.jspecify.annotations.Nullable;
@@ -44,6 +45,8 @@ public final class MemoryScope {
      * by the owner thread under the root's monitor, and read by it or under that monitor.
      */
     ViewRegions.@Nullable Region region;
+    /** A writing host access's mode (its end marks the host copy newer), null for any other scope; set before it joins its buffer's list. */
+    @Nullable AccessMode hostWrite;
     /** Links in its buffer's list of open scopes ({@link BufferScopes}), guarded by that list. */
     @Nullable MemoryScope bufferPrevious;
     @Nullable MemoryScope bufferNext;

@@ -1,5 +1,6 @@
 package dev.compute.memory.lifetime;
 
+import dev.compute.memory.AccessMode;
 import dev.compute.memory.internal.LibraryThreads;
 import dev.compute.memory.internal.ManagerLog;
 import java.lang.foreign.MemorySegment;
@@ -106,6 +107,11 @@ public final class ScopeRegistry {
 
     /** Opens and registers a scope: confined to the calling thread, or shared. */
     MemoryScope open(MemoryScope.Kind kind, BufferViews.Sharing sharing, BufferScopes buffer) {
+        return open(kind, sharing, buffer, null);
+    }
+
+    /** As {@link #open(MemoryScope.Kind, BufferViews.Sharing, BufferScopes)}, for a host access that writes in {@code hostWrite}. */
+    MemoryScope open(MemoryScope.Kind kind, BufferViews.Sharing sharing, BufferScopes buffer, @Nullable AccessMode hostWrite) {
         MemoryScope scope;
         if (sharing == BufferViews.Sharing.SHARED) {
             scope = new MemoryScope(kind, null, buffer, this);
@@ -115,6 +121,7 @@ public final class ScopeRegistry {
             scope = new MemoryScope(kind, own, buffer, this);
             own.link(scope);
         }
+        scope.hostWrite = hostWrite; // published by the buffer's list, which counts it
         buffer.add(scope);
         return scope;
     }

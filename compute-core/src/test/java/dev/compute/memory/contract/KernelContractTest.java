@@ -5,6 +5,8 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.compute.memory.AccessMode;
+import dev.compute.memory.BufferAccess;
 import dev.compute.memory.BufferState;
 import dev.compute.memory.ComputeKernel;
 import dev.compute.memory.DataType;
@@ -196,6 +198,46 @@ public abstract class KernelContractTest {
             for (int i = 0; i < n; i++) {
                 assertThat(result[i]).isEqualTo(ramp(n)[i] * 3f);
             }
+        }
+    }
+
+    /**
+     * A writing host access's end marks the host copy newer: device work writing the buffer while it is open would be
+     * overwritten by the next sync (a kernel's result read back as the host's old bytes), so it is refused, on every
+     * backend alike; a device read is not, and once the host access ends the same work runs on what the host wrote.
+     */
+    @Test
+    void deviceWorkThatWritesABufferIsRefusedWhileAWritingHostAccessToItIsOpenAndNothingIsLost() {
+        ComputeKernel scale = compile(manager, "scale_in_place", SCALE_IN_PLACE);
+        int n = 300;
+        float[] xs = ramp(n);
+        try (UnifiedBuffer x = manager.allocate(DataType.FLOAT32, n)) {
+            x.copyFrom(xs);
+            try (BufferAccess host = x.hostAccess(AccessMode.READ_WRITE)) {
+                host.segment().setAtIndex(JAVA_FLOAT, 0, 100f);
+                String named = "while a READ_WRITE host access to it is open (on thread '" + Thread.currentThread().getName() + "')";
+                assertThatThrownBy(() -> scale.launch(LaunchShape.of(n), x, (long) n, 3f)).isInstanceOf(IllegalStateException.class)
+                        .hasMessageContaining(named).hasMessageEndingWith("end the host access first");
+                assertThatThrownBy(() -> manager.ops().scale(x, 3)).isInstanceOf(IllegalStateException.class).hasMessageContaining(named);
+                assertThatThrownBy(() -> x.deviceAccess(AccessMode.WRITE)).isInstanceOf(IllegalStateException.class)
+                        .hasMessageStartingWith("a WRITE device access to " + x).hasMessageContaining(named);
+                try (BufferAccess read = x.deviceAccess(AccessMode.READ)) {
+                    assertThat(read.isOpen()).as("a device read is no write the host copy would overwrite").isTrue();
+                }
+                assertThat(host.segment().getAtIndex(JAVA_FLOAT, 1)).as("the refusals changed nothing").isEqualTo(xs[1]);
+            }
+            scale.launch(LaunchShape.of(n), x, (long) n, 3f).join();
+            float[] result = new float[n];
+            x.copyTo(result);
+            assertThat(result[0]).as("the host's write, then the kernel's").isEqualTo(300f);
+            for (int i = 1; i < n; i++) {
+                assertThat(result[i]).as("x[%d]", i).isEqualTo(xs[i] * 3f);
+            }
+            try (BufferAccess read = x.hostAccess(AccessMode.READ)) {
+                manager.ops().scale(x, 0.5); // a reading host access leaves the device's copy newer: nothing to overwrite
+            }
+            x.copyTo(result);
+            assertThat(result[1]).isEqualTo(xs[1] * 1.5f);
         }
     }
 
