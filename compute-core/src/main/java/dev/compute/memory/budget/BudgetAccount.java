@@ -1,10 +1,13 @@
 package dev.compute.memory.budget;
 
 import dev.compute.memory.BudgetSpec;
+import dev.compute.memory.BudgetStatistics;
 import dev.compute.memory.MemoryLocation;
 import dev.compute.memory.internal.ThreadStripes;
 import java.util.ArrayList;
+import java.util.EnumMap;
 import java.util.List;
+import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -125,6 +128,19 @@ public final class BudgetAccount<B> {
 
     long queuedPendingInAll() {
         return inAll(queuedPending);
+    }
+
+    /** Its figures, from what its stripes hold ({@code figures}); under the ledger's lock. */
+    BudgetStatistics statistics(BudgetStripes.Figures figures) {
+        Map<MemoryLocation, BudgetStatistics.Location> locations = new EnumMap<>(MemoryLocation.class);
+        for (MemoryLocation location : MemoryLocation.values()) {
+            int l = location.ordinal();
+            if (figures.peaks()[l] > 0 || reserved[l] > 0 || locationLimit[l] < limit) {
+                locations.put(location, new BudgetStatistics.Location(locationLimit[l], reserved[l], figures.used()[l], figures.peaks()[l]));
+            }
+        }
+        return new BudgetStatistics(path, limit, figures.usedInAll(), figures.peaks()[BudgetCells.ALL], figures.buffers(),
+                figures.allocations(), refusals, reservedInAll(), waitingRequests, mappedFiles, mappedBytes, locations);
     }
 
     long reservedInAll() {

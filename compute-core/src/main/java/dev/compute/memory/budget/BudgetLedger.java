@@ -11,8 +11,6 @@ import dev.compute.memory.budget.BudgetLimits.Refusal;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collections;
-import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -116,16 +114,7 @@ public final class BudgetLedger<B> {
      * came first (its parent's or the manager's), which closed the account without it: no one holds it then.
      */
     public boolean attach(BudgetAccount<B> account, Object handle) {
-        lock.lock();
-        try {
-            if (account.closed) {
-                return false;
-            }
-            account.attach(handle);
-            return true;
-        } finally {
-            lock.unlock();
-        }
+        return tree.attach(account, handle);
     }
 
     /**
@@ -133,18 +122,7 @@ public final class BudgetLedger<B> {
      * {@link #keptByThePool}, {@link #reservations} leaves them out (a child's, from the room of the budget above it).
      */
     public Map<MemoryLocation, Long> reservationsAwaitingThePool(BudgetAccount<B> account) {
-        Map<MemoryLocation, Long> awaiting = new EnumMap<>(MemoryLocation.class);
-        lock.lock();
-        try {
-            for (MemoryLocation location : MemoryLocation.values()) {
-                if (account.awaitingThePool[location.ordinal()]) {
-                    awaiting.put(location, account.reserved[location.ordinal()]);
-                }
-            }
-        } finally {
-            lock.unlock();
-        }
-        return awaiting;
+        return tree.reservationsAwaitingThePool(account);
     }
 
     /**
@@ -152,12 +130,7 @@ public final class BudgetLedger<B> {
      * among {@link #reservations}), or not (yet), as {@link #reservationsAwaitingThePool} left it.
      */
     public void keptByThePool(BudgetAccount<B> account, MemoryLocation location, boolean kept) {
-        lock.lock();
-        try {
-            account.awaitingThePool[location.ordinal()] = !kept;
-        } finally {
-            lock.unlock();
-        }
+        tree.keptByThePool(account, location, kept);
     }
 
     /** The handles of the root budgets still open, in the order they were made. */
@@ -447,15 +420,7 @@ public final class BudgetLedger<B> {
      * its reservation. Takes the lock only where a budget reserves.
      */
     public Map<Object, Long> reservations(MemoryLocation location) {
-        if (limits.noneReserving()) {
-            return Map.of();
-        }
-        lock.lock();
-        try {
-            return Collections.unmodifiableMap(limits.reservations(location.ordinal()));
-        } finally {
-            lock.unlock();
-        }
+        return tree.reservations(location);
     }
 
     /**
@@ -531,18 +496,7 @@ public final class BudgetLedger<B> {
     public BudgetStatistics statistics(BudgetAccount<B> account) {
         lock.lock();
         try {
-            BudgetStripes.Figures figures = stripes.figures(account);
-            Map<MemoryLocation, BudgetStatistics.Location> locations = new EnumMap<>(MemoryLocation.class);
-            for (MemoryLocation location : MemoryLocation.values()) {
-                int l = location.ordinal();
-                if (figures.peaks()[l] > 0 || account.reserved[l] > 0 || account.locationLimit[l] < account.limit) {
-                    locations.put(location, new BudgetStatistics.Location(account.locationLimit[l], account.reserved[l],
-                            figures.used()[l], figures.peaks()[l]));
-                }
-            }
-            return new BudgetStatistics(account.path, account.limit, figures.usedInAll(), figures.peaks()[BudgetCells.ALL], figures.buffers(),
-                    figures.allocations(), account.refusals, account.reservedInAll(), account.waitingRequests, account.mappedFiles,
-                    account.mappedBytes, locations);
+            return account.statistics(stripes.figures(account));
         } finally {
             lock.unlock();
         }

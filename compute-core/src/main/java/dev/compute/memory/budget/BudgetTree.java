@@ -7,7 +7,10 @@ import dev.compute.memory.budget.BudgetLimits.Pending;
 import dev.compute.memory.budget.BudgetLimits.Refusal;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
+import java.util.EnumMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.locks.ReentrantLock;
 import org.jspecify.annotations.Nullable;
 
@@ -82,6 +85,59 @@ final class BudgetTree<B> {
             depth++;
         }
         return depth;
+    }
+
+    /** See {@link BudgetLedger#attach}. */
+    boolean attach(BudgetAccount<B> account, Object handle) {
+        lock.lock();
+        try {
+            if (account.closed) {
+                return false;
+            }
+            account.attach(handle);
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** See {@link BudgetLedger#reservationsAwaitingThePool}. */
+    Map<MemoryLocation, Long> reservationsAwaitingThePool(BudgetAccount<B> account) {
+        Map<MemoryLocation, Long> awaiting = new EnumMap<>(MemoryLocation.class);
+        lock.lock();
+        try {
+            for (MemoryLocation location : MemoryLocation.values()) {
+                if (account.awaitingThePool[location.ordinal()]) {
+                    awaiting.put(location, account.reserved[location.ordinal()]);
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        return awaiting;
+    }
+
+    /** See {@link BudgetLedger#keptByThePool}. */
+    void keptByThePool(BudgetAccount<B> account, MemoryLocation location, boolean kept) {
+        lock.lock();
+        try {
+            account.awaitingThePool[location.ordinal()] = !kept;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** See {@link BudgetLedger#reservations}. */
+    Map<Object, Long> reservations(MemoryLocation location) {
+        if (limits.noneReserving()) {
+            return Map.of();
+        }
+        lock.lock();
+        try {
+            return Collections.unmodifiableMap(limits.reservations(location.ordinal()));
+        } finally {
+            lock.unlock();
+        }
     }
 
     /** Under the lock: {@code bytes} of {@code location} reserved for {@code account}, or every reservation it made given back and a refusal thrown. */

@@ -588,9 +588,8 @@ public final class BufferCore {
 
     /** Root only, under its monitor: see {@link BufferScopes#refuseDeviceWriteUnderHostWrite}. */
     void refuseDeviceWriteUnderHostWrite(BufferCore buffer, String what) {
-        BufferScopes open = scopes;
-        if (open != null) {
-            open.refuseDeviceWriteUnderHostWrite(buffer, what);
+        if (scopes != null) { // set under the monitor, as this runs
+            scopes.refuseDeviceWriteUnderHostWrite(buffer, what);
         }
     }
 
