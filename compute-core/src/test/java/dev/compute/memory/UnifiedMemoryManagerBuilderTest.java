@@ -193,7 +193,7 @@ class UnifiedMemoryManagerBuilderTest {
             // mirrors of device buffers come from ordinary host memory then
             try (UnifiedBuffer buffer = manager.allocate(16, MemoryLocation.DEVICE)) {
                 buffer.hostView();
-                assertThat(manager.statistics(MemoryLocation.HOST).liveBuffers()).isEqualTo(1);
+                assertThat(manager.statistics(MemoryLocation.HOST).allocatedBytes()).as("the mirror's").isPositive();
             }
         }
     }
